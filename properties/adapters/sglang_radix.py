@@ -1,0 +1,363 @@
+"""radixcheck adapters for SGLang's radix caches (sglang 0.5.23, CPU).
+
+Select one with ``--radix-target properties.adapters.sglang_radix:<factory>``; they need the
+audit environment (``python reports/audit_env.py`` builds ``.audit-venv/``). Importing this
+module imports neither torch nor sglang: both are imported on the first factory call, after
+:mod:`properties.adapters._sglang_stubs` has put stand-ins in place of triton and torchvision.
+
+Factories (each ``factory(allocator, page_size) -> cache`` with a ``capabilities`` attribute)
+---------------------------------------------------------------------------------------------
+``radix_<policy>``            ``sglang.srt.mem_cache.radix_cache.RadixCache`` with eviction
+                              policy ``<policy>`` in lru, lfu, fifo, mru, filo, priority, slru,
+                              tlru. ``checks_locks=False``: SGLang trusts its callers to pair
+                              locks, so the unmatched-unlock properties are skipped.
+``radix_lru_strict``          The same LRU cache declaring ``checks_locks=True``: the strict
+                              contract, which SGLang is *expected to fail* (an unmatched
+                              ``dec_lock_ref`` silently drives ``lock_ref`` to -1). It exists
+                              so the suite reports that behaviour as a finding.
+``unified_python_<policy>``   ``UnifiedRadixCache`` (the production cache in 0.5.23) with the
+``unified_rust_<policy>``     pure-Python or the bundled Rust tree core, FULL component only;
+                              policies lru, lfu, fifo, mru, filo, priority, slru, tlru. The
+                              unified tree asserts on an unmatched unlock, so these declare
+                              ``checks_locks=True``; ``unified_*_lru_lenient`` declare False.
+
+No SGLang cache has ``evict_prefix``; every factory declares ``supports_quarantine=False``
+and the adapter's ``evict_prefix`` raises ``NotImplementedError``. The adapter adds no checks
+of its own to SGLang's behaviour: it converts types and forwards calls.
+
+What the adapter does besides forwarding (contract differences, all documented)
+-------------------------------------------------------------------------------
+* Tokens become ``RadixKey(array('q', ids))``; ids that are not non-negative integers are
+  refused with ``TypeError``/``ValueError`` while converting (SGLang's API takes an already
+  built ``array('q')``, it has no boundary of its own for such input).
+* Values go in as ``torch.int64`` tensors and come back as ``np.int64`` arrays. ``match_prefix``
+  reads the matched slots with SGLang's ``path_device_indices``.
+* The KV allocator SGLang frees into is :class:`_ForwardingAllocator`, a CPU
+  ``BaseTokenToKVPoolAllocator`` whose ``free`` hands every slot id to the suite's
+  :class:`SlotAllocator` one by one (no page rounding), so the suite counts every slot.
+* ``reset()``: SGLang's ``reset`` drops the tree without freeing anything (the server's
+  ``flush_cache`` pairs it with ``allocator.clear()``, which would also take back slots that
+  requests hold). The adapter frees the tree's slots (``all_values_flatten``) and then resets.
+* UnifiedRadixCache's ``insert`` frees the caller's duplicate slots (those past
+  ``InsertParams.prev_prefix_len``) itself; the contract leaves them to the caller, so the
+  adapter passes ``prev_prefix_len=len(key)``, as SGLang's own prompt-split re-insert does.
+* UnifiedRadixCache: ``total_size()`` returns ``(full, aux)``; the adapter reports ``full``.
+  Its ``dec_lock_ref`` needs the receipt that ``inc_lock_ref`` returned; the adapter keeps a
+  stack of receipts per node id and, for an unlock with no receipt, passes a bare
+  ``DecLockRefParams(node_id=handle)`` so the tree itself decides what to do.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Sequence
+from typing import Any, Callable
+
+import numpy as np
+
+from properties.contract import Capabilities, SlotAllocator
+
+RADIX_POLICIES = ("lru", "lfu", "fifo", "mru", "filo", "priority", "slru", "tlru")
+UNIFIED_POLICIES = RADIX_POLICIES
+PAGE_SIZES = (1, 2, 4)
+
+_sg: Any = None  # namespace of the sglang/torch names we use, filled by _load()
+
+
+def _load() -> Any:
+    """Import torch and sglang (once), with triton/torchvision stand-ins registered first."""
+    global _sg
+    if _sg is not None:
+        return _sg
+    import types
+    import warnings
+
+    from properties.adapters import _sglang_stubs
+
+    _sglang_stubs.install()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # "Only CUDA ... supports X" at import time
+        import torch
+        from sglang.srt.mem_cache.allocator import BaseTokenToKVPoolAllocator
+        from sglang.srt.mem_cache.base_prefix_cache import (
+            DecLockRefParams,
+            EvictParams,
+            InsertParams,
+            MatchPrefixParams,
+        )
+        from sglang.srt.mem_cache.cache_init_params import CacheInitParams
+        from sglang.srt.mem_cache.radix_cache import RadixCache, RadixKey
+        from sglang.srt.mem_cache.unified_cache.components import ComponentType
+        from sglang.srt.mem_cache.unified_radix_cache import UnifiedRadixCache
+    import logging
+
+    # UnifiedRadixCache logs one INFO line per construction; the suite builds thousands.
+    logging.getLogger("sglang").setLevel(logging.WARNING)
+
+    class _ForwardingAllocator(BaseTokenToKVPoolAllocator):
+        """A CPU token allocator whose pool is the suite's SlotAllocator."""
+
+        def __init__(self, slots: SlotAllocator, page_size: int) -> None:
+            super().__init__(slots.pool_size, page_size, torch.int64, "cpu", None, False)
+            self.slots = slots
+
+        def clear(self) -> None:  # never called by the tree; the suite owns the pool
+            pass
+
+        def available_size(self) -> int:
+            return self.slots.available()
+
+        def alloc(self, need_size: int):
+            return torch.from_numpy(self.slots.alloc(need_size))
+
+        def free(self, free_index) -> None:
+            if self.free_group is not None:  # honour SGLang's free_group_begin/end batching
+                self.free_group.append(free_index)
+                return
+            if isinstance(free_index, torch.Tensor):
+                free_index = free_index.detach().cpu().numpy()
+            self.slots.free(np.asarray(free_index).reshape(-1))
+
+    _sg = types.SimpleNamespace(
+        torch=torch,
+        RadixCache=RadixCache,
+        RadixKey=RadixKey,
+        UnifiedRadixCache=UnifiedRadixCache,
+        ComponentType=ComponentType,
+        CacheInitParams=CacheInitParams,
+        DecLockRefParams=DecLockRefParams,
+        EvictParams=EvictParams,
+        InsertParams=InsertParams,
+        MatchPrefixParams=MatchPrefixParams,
+        ForwardingAllocator=_ForwardingAllocator,
+    )
+    return _sg
+
+
+def _token_array(tokens: Sequence[int]):
+    """``tokens`` as ``array('q')``, refusing what is not a 1-D run of non-negative ints."""
+    from array import array
+
+    if isinstance(tokens, np.ndarray):
+        if tokens.ndim != 1 or (tokens.size and not np.issubdtype(tokens.dtype, np.integer)):
+            raise TypeError(f"tokens must be a 1-D integer array, got {tokens.dtype}{tokens.shape}")
+        ids = tokens.tolist()
+    elif isinstance(tokens, (str, bytes)) or not isinstance(tokens, Sequence):
+        raise TypeError(f"tokens must be a sequence of ints, got {type(tokens).__name__}")
+    else:
+        ids = list(tokens)
+    for t in ids:
+        if isinstance(t, (bool, np.bool_)) or not isinstance(t, (int, np.integer)):
+            raise TypeError(f"token ids must be ints, got {t!r}")
+        if t < 0:
+            raise ValueError(f"token ids must be non-negative, got {t}")
+    return array("q", [int(t) for t in ids])
+
+
+def _np(values) -> np.ndarray:
+    if hasattr(values, "numpy"):
+        values = values.detach().cpu().numpy()
+    return np.asarray(values, dtype=np.int64).reshape(-1).copy()
+
+
+class _Adapter:
+    """Shared conversion layer. Subclasses bind one SGLang cache class."""
+
+    def __init__(self, allocator: SlotAllocator, page_size: int) -> None:
+        if isinstance(page_size, bool) or not isinstance(page_size, int) or page_size < 1:
+            raise ValueError(f"page_size must be a positive int, got {page_size!r}")
+        self.sg = _load()
+        self.allocator = allocator
+        self.page_size = page_size
+        self.kv_allocator = self.sg.ForwardingAllocator(allocator, page_size)
+
+    # -- conversions -------------------------------------------------------------------
+    def _key(self, tokens: Sequence[int]):
+        return self.sg.RadixKey(_token_array(tokens))
+
+    def _value(self, values, n: int):
+        arr = np.asarray(values)
+        if arr.ndim != 1 or (arr.size and not np.issubdtype(arr.dtype, np.integer)):
+            raise TypeError(f"values must be a 1-D integer array, got {arr.dtype}{arr.shape}")
+        if len(arr) != n:
+            raise ValueError(f"values has {len(arr)} slots for {n} tokens")
+        return self.sg.torch.from_numpy(arr.astype(np.int64, copy=True))
+
+    # -- the contract ------------------------------------------------------------------
+    def _insert_params(self, key, value):
+        return self.sg.InsertParams(key=key, value=value)
+
+    def insert(self, tokens: Sequence[int], values) -> int:
+        key = self._key(tokens)
+        value = self._value(values, len(key))
+        result = self.cache.insert(self._insert_params(key, value))
+        return int(result.prefix_len)
+
+    def match_prefix(self, tokens: Sequence[int]) -> tuple[np.ndarray, Any]:
+        result = self.cache.match_prefix(self.sg.MatchPrefixParams(key=self._key(tokens)))
+        node = result.last_device_node
+        values = _np(self.cache.path_device_indices(node))
+        if len(values) != result.device_prefix_len:
+            raise AssertionError(
+                f"SGLang reported a {result.device_prefix_len}-token match but its path holds "
+                f"{len(values)} slots"
+            )
+        return values, node
+
+    def evict(self, num_tokens: int) -> int:
+        if isinstance(num_tokens, bool) or not isinstance(num_tokens, (int, np.integer)):
+            raise TypeError(f"num_tokens must be an int, got {num_tokens!r}")
+        if num_tokens < 0:
+            raise ValueError(f"num_tokens must be >= 0, got {num_tokens}")
+        result = self.cache.evict(self.sg.EvictParams(num_tokens=int(num_tokens)))
+        return int(result.num_tokens_evicted)
+
+    def evict_prefix(self, tokens: Sequence[int]) -> int:
+        raise NotImplementedError("SGLang's radix caches have no evict_prefix (quarantine)")
+
+    def evictable_size(self) -> int:
+        return int(self.cache.evictable_size())
+
+    def protected_size(self) -> int:
+        return int(self.cache.protected_size())
+
+    def reset(self) -> None:
+        held = _np(self.cache.all_values_flatten()) if self.total_size() else np.empty(0, np.int64)
+        if len(held):
+            self.allocator.free(held)
+        self.cache.reset()
+
+
+class SGLangRadixCache(_Adapter):
+    """``RadixCache`` (the classic single-file radix tree)."""
+
+    def __init__(self, allocator: SlotAllocator, page_size: int, eviction_policy: str = "lru"):
+        super().__init__(allocator, page_size)
+        params = self.sg.CacheInitParams(
+            disable=False,
+            req_to_token_pool=None,
+            token_to_kv_pool_allocator=self.kv_allocator,
+            page_size=page_size,
+            eviction_policy=eviction_policy,
+        )
+        self.cache = self.sg.RadixCache(params)
+
+    def inc_lock_ref(self, handle: Any) -> None:
+        self.cache.inc_lock_ref(handle)
+
+    def dec_lock_ref(self, handle: Any) -> None:
+        self.cache.dec_lock_ref(handle)
+
+    def total_size(self) -> int:
+        return int(self.cache.total_size())
+
+
+class SGLangUnifiedRadixCache(_Adapter):
+    """``UnifiedRadixCache`` with only the FULL (plain KV) component."""
+
+    def __init__(
+        self,
+        allocator: SlotAllocator,
+        page_size: int,
+        eviction_policy: str = "lru",
+        backend: str = "python",
+    ):
+        super().__init__(allocator, page_size)
+        params = self.sg.CacheInitParams(
+            disable=False,
+            req_to_token_pool=None,
+            token_to_kv_pool_allocator=self.kv_allocator,
+            page_size=page_size,
+            eviction_policy=eviction_policy,
+            tree_components=(self.sg.ComponentType.FULL,),
+            tree_core_backend=backend,
+        )
+        self.cache = self.sg.UnifiedRadixCache(params)
+        core = type(self.cache.tree_core).__name__
+        want = {"python": "UnifiedTreeCore", "rust": "RustUnifiedTreeCore"}[backend]
+        if core != want:  # SGLang silently falls back to Python when Rust is unusable
+            raise RuntimeError(f"asked for the {backend} tree core, SGLang built {core}")
+        self.backend = backend
+        self._receipts: dict[Any, list[Any]] = {}
+
+    def _insert_params(self, key, value):
+        # prev_prefix_len = len(key): "the caller keeps every slot it brought". Without it the
+        # unified insert frees the caller's duplicate slots itself (the scheduler's protocol).
+        return self.sg.InsertParams(key=key, value=value, prev_prefix_len=len(key))
+
+    def inc_lock_ref(self, handle: Any) -> None:
+        receipt = self.cache.inc_lock_ref(handle).to_dec_params()
+        self._receipts.setdefault(handle, []).append(receipt)
+
+    def dec_lock_ref(self, handle: Any) -> None:
+        stack = self._receipts.get(handle)
+        receipt = stack[-1] if stack else self.sg.DecLockRefParams(node_id=handle)
+        self.cache.dec_lock_ref(handle, receipt)
+        if stack:
+            stack.pop()
+
+    def total_size(self) -> int:
+        return int(self.cache.total_size()[0])
+
+    def reset(self) -> None:
+        super().reset()
+        self._receipts.clear()
+
+
+# -- factories --------------------------------------------------------------------------
+
+
+def _factory(name: str, build: Callable[[SlotAllocator, int], Any], caps: Capabilities):
+    def factory(allocator: SlotAllocator, page_size: int):
+        return build(allocator, page_size)
+
+    factory.__name__ = factory.__qualname__ = name
+    factory.capabilities = caps  # type: ignore[attr-defined]
+    factory.__doc__ = f"radixcheck target {name}: {caps}"
+    return factory
+
+
+def _radix(policy: str, strict: bool = False):
+    caps = Capabilities(
+        eviction_policy=policy,
+        supports_quarantine=False,
+        page_sizes=PAGE_SIZES,
+        checks_locks=strict,
+    )
+    return _factory(
+        f"radix_{policy}" + ("_strict" if strict else ""),
+        lambda a, p: SGLangRadixCache(a, p, eviction_policy=policy),
+        caps,
+    )
+
+
+def _unified(backend: str, policy: str, checks_locks: bool = True):
+    caps = Capabilities(
+        eviction_policy=policy,
+        supports_quarantine=False,
+        page_sizes=PAGE_SIZES,
+        checks_locks=checks_locks,
+    )
+    return _factory(
+        f"unified_{backend}_{policy}" + ("" if checks_locks else "_lenient"),
+        lambda a, p: SGLangUnifiedRadixCache(a, p, eviction_policy=policy, backend=backend),
+        caps,
+    )
+
+
+FACTORIES: dict[str, Callable] = {}
+for _p in RADIX_POLICIES:
+    FACTORIES[f"radix_{_p}"] = _radix(_p)
+FACTORIES["radix_lru_strict"] = _radix("lru", strict=True)
+for _b in ("python", "rust"):
+    for _p in UNIFIED_POLICIES:
+        FACTORIES[f"unified_{_b}_{_p}"] = _unified(_b, _p)
+    FACTORIES[f"unified_{_b}_lru_lenient"] = _unified(_b, "lru", checks_locks=False)
+globals().update(FACTORIES)
+del _p, _b
+
+__all__ = ["FACTORIES", "SGLangRadixCache", "SGLangUnifiedRadixCache", *FACTORIES]
+
+if __name__ == "__main__":  # list the factories
+    for _name, _f in FACTORIES.items():
+        print(f"properties.adapters.sglang_radix:{_name}", _f.capabilities, file=sys.stdout)

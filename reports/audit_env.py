@@ -1,0 +1,162 @@
+"""Build the isolated environment in which radixcheck audits SGLang's radix caches.
+
+    python reports/audit_env.py            # build .audit-venv/ (no-op if already complete)
+    python reports/audit_env.py --force    # delete and rebuild it
+    python reports/audit_env.py --check    # only say whether it is complete
+
+The environment lives in ``.audit-venv/`` at the repository root (git-ignored). It holds the
+CPU wheel of torch, ``sglang`` installed with ``--no-deps`` (its full dependency set pulls CUDA
+kernels, triton and a GPU toolchain), the ordinary packages that importing
+``sglang.srt.mem_cache.radix_cache`` / ``unified_radix_cache`` needs, and the suite's own
+test dependencies (pytest, hypothesis, numpy). ``triton`` and ``torchvision`` are *not*
+installed: the adapters in ``properties/adapters/`` register small stand-in modules for them
+before the first sglang import (see ``properties/adapters/_sglang_stubs.py``).
+
+None of this is a dependency of the main gate: the main environment never imports torch or
+sglang, and the adapter modules import them only inside their factories.
+
+The script prints how long each step took and how big the environment is, and records both in
+``.audit-venv/radixcheck-audit.json``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+import venv
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+VENV = ROOT / ".audit-venv"
+STAMP = VENV / "radixcheck-audit.json"
+
+TORCH = "torch==2.13.0"  # the CPU wheel on this machine's disk; any other version downloads GBs
+SGLANG = "sglang==0.5.23"
+
+# What `import sglang.srt.mem_cache.radix_cache` (and unified_radix_cache) needs at import time,
+# found by importing until it stopped failing. Left unpinned except where a pin was needed.
+IMPORT_DEPS = [
+    "numpy",
+    "orjson",
+    "psutil",
+    "pybase64",
+    "requests",
+    "packaging",
+    "pillow",
+    "starlette",
+    "msgspec",
+    "pydantic",
+    "pyzmq",
+    "tqdm",
+    "IPython",
+    "aiohttp",
+    "transformers",
+    "apache-tvm-ffi",
+    "dill",
+    "sentencepiece",
+    "compressed-tensors",
+    "gguf",
+    "openai",  # UnifiedRadixCache
+    "partial_json_parser",  # UnifiedRadixCache
+]
+
+# The suite itself, so `.audit-venv/bin/python -m pytest properties` runs.
+SUITE_DEPS = ["pytest", "pytest-xdist", "hypothesis", "ml-dtypes", "tabulate"]
+
+
+def python_in_venv() -> Path:
+    return VENV / "bin" / "python"
+
+
+def run(cmd: list[str], what: str, timings: dict[str, float]) -> None:
+    print(f"[audit-env] {what}: {' '.join(cmd)}", flush=True)
+    t0 = time.monotonic()
+    subprocess.run(cmd, check=True)
+    timings[what] = round(time.monotonic() - t0, 1)
+    print(f"[audit-env] {what}: {timings[what]} s", flush=True)
+
+
+def du_bytes(path: Path) -> int:
+    total = 0
+    for dirpath, _dirs, files in os.walk(path):
+        for f in files:
+            p = os.path.join(dirpath, f)
+            if not os.path.islink(p):
+                try:
+                    total += os.path.getsize(p)
+                except OSError:
+                    pass
+    return total
+
+
+def check() -> bool:
+    if not STAMP.exists() or not python_in_venv().exists():
+        return False
+    probe = (
+        "import sys; sys.path.insert(0, %r);"
+        "from properties.adapters import _sglang_stubs; _sglang_stubs.install();"
+        "import sglang.srt.mem_cache.radix_cache, torch; print(torch.__version__)" % str(ROOT)
+    )
+    r = subprocess.run([str(python_in_venv()), "-c", probe], capture_output=True, text=True)
+    return r.returncode == 0
+
+
+def build(force: bool) -> None:
+    if force and VENV.exists():
+        shutil.rmtree(VENV)
+    if not force and check():
+        print(f"[audit-env] {VENV} is complete; nothing to do (use --force to rebuild)")
+        print(STAMP.read_text())
+        return
+    timings: dict[str, float] = {}
+    t0 = time.monotonic()
+    if not python_in_venv().exists():
+        print(f"[audit-env] creating venv {VENV}", flush=True)
+        venv.EnvBuilder(with_pip=True, clear=True).create(VENV)
+    pip = [str(python_in_venv()), "-m", "pip", "install", "--disable-pip-version-check", "-q"]
+    run(pip + [TORCH], "torch", timings)
+    run(pip + ["--no-deps", SGLANG], "sglang --no-deps", timings)
+    # torch is already satisfied at 2.13.0; pin it so no dependency upgrades it.
+    run(pip + IMPORT_DEPS + SUITE_DEPS + [TORCH], "import deps + suite deps", timings)
+    ok = check()
+    total = round(time.monotonic() - t0, 1)
+    size = du_bytes(VENV)
+    frozen = subprocess.run(
+        [str(python_in_venv()), "-m", "pip", "freeze", "--disable-pip-version-check"],
+        capture_output=True,
+        text=True,
+    ).stdout.split()
+    info = {
+        "ok": ok,
+        "seconds_total": total,
+        "seconds_by_step": timings,
+        "size_bytes": size,
+        "size_human": f"{size / 2**30:.2f} GiB",
+        "python": sys.version.split()[0],
+        "packages": frozen,
+    }
+    STAMP.write_text(json.dumps(info, indent=1))
+    print(f"[audit-env] done in {total} s; {VENV} is {info['size_human']}; import check: {ok}")
+    if not ok:
+        sys.exit("[audit-env] the environment was built but sglang's radix cache does not import")
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--force", action="store_true", help="delete and rebuild the environment")
+    ap.add_argument("--check", action="store_true", help="only report whether it is complete")
+    args = ap.parse_args()
+    if args.check:
+        ok = check()
+        print(f"[audit-env] {VENV}: {'complete' if ok else 'missing or incomplete'}")
+        sys.exit(0 if ok else 1)
+    build(args.force)
+
+
+if __name__ == "__main__":
+    main()
