@@ -1,0 +1,57 @@
+"""Suite-wide configuration: the target under test, Hypothesis profiles, the report header."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+from hypothesis import HealthCheck, settings
+
+from properties.target import DEFAULT_TARGET, TARGET_ENV, TIMEOUT_ENV, load_target, op_timeout
+
+# Profiles. `dev` is the default on a laptop; `ci` (derandomized, no example database) is picked
+# automatically when CI is set; `thorough` is for long audits: --hypothesis-profile=thorough.
+_common = dict(deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+settings.register_profile("dev", max_examples=40, stateful_step_count=40, **_common)
+settings.register_profile("ci", max_examples=40, stateful_step_count=40, derandomize=True, database=None, print_blob=True, **_common)
+settings.register_profile("thorough", max_examples=600, stateful_step_count=200, **_common)
+settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci" if os.environ.get("CI") else "dev"))
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    group = parser.getgroup("radixcheck")
+    group.addoption(
+        "--radix-target",
+        default=None,
+        help=f"cache factory under test, 'package.module:factory' (env {TARGET_ENV}; default {DEFAULT_TARGET})",
+    )
+
+
+def _target_spec(config: pytest.Config) -> str:
+    return config.getoption("--radix-target") or os.environ.get(TARGET_ENV) or DEFAULT_TARGET
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    try:
+        config._radix_target = load_target(_target_spec(config))  # type: ignore[attr-defined]
+    except ValueError as exc:
+        raise pytest.UsageError(str(exc)) from exc
+
+
+def pytest_report_header(config: pytest.Config) -> list[str]:
+    target = config._radix_target  # type: ignore[attr-defined]
+    module = target.spec.partition(":")[0]
+    origin = getattr(__import__(module, fromlist=["_"]), "__file__", "?")
+    env = {k: v for k, v in os.environ.items() if k.startswith(("RADIXCHECK_", "OPENBLAS_", "HYPOTHESIS_"))}
+    return [
+        f"radixcheck target: {target.spec} ({origin})",
+        f"radixcheck capabilities: {target.capabilities}",
+        f"radixcheck per-operation time limit: {op_timeout():g} s ({TIMEOUT_ENV})",
+        f"radixcheck hypothesis profile: {settings._current_profile}",  # noqa: SLF001
+        f"radixcheck environment: {env or '-'}",
+    ]
+
+
+@pytest.fixture(scope="session")
+def target(request: pytest.FixtureRequest):
+    return request.config._radix_target

@@ -1,0 +1,22 @@
+"""Oracle 5 — evict-equals-never-saw, at the level of the tree.
+
+After ``evict_prefix(P)`` every match must equal what a cache holding only the cached sequences
+that do not start with P would return. The witness is built from scratch here, independently of
+the running model: a set of prefixes, nothing else.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+
+def expected_match_length(cached_before: set[tuple[int, ...]], quarantined: Sequence[int], query: Sequence[int], page_size: int) -> int:
+    """Length of the longest prefix of ``query`` cached in a cache that never saw ``quarantined``."""
+    n = len(quarantined)
+    kept = {s for s in cached_before if not (len(s) >= n and s[:n] == tuple(quarantined))}
+    best = 0
+    for k in range(page_size, len(query) // page_size * page_size + 1, page_size):
+        if tuple(query[:k]) not in kept:
+            break
+        best = k
+    return best

@@ -1,0 +1,295 @@
+"""A Hypothesis state machine that drives any cache through the contract and checks the oracles.
+
+Shipped for third-party caches, like zarr's store state machine: build a machine class for your
+factory with :func:`machine_for` and run it with ``run_state_machine_as_test``. After every rule
+the invariants check sizes (oracle 2) and slot conservation (oracle 3); the rules themselves
+check matches against the prefix-set model (oracle 1), evictions for lock safety and LRU order
+(oracles 2 and 4), and quarantine against a cache that never saw the prefix (oracle 5).
+
+Queries are derived from earlier ones (a prefix of a known sequence plus a short new tail, over
+a tiny alphabet), so the machine spends its time on shared prefixes and mid-edge divergence;
+uniformly random tokens would almost never share a prefix and would test nothing.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+from hypothesis import strategies as st
+from hypothesis.stateful import Bundle, RuleBasedStateMachine, consumes, initialize, invariant, multiple, rule
+
+from oracles.lru import check_lru
+from oracles.never_saw import expected_match_length
+from oracles.prefix_set import Entry, PrefixSetModel
+from oracles.refcount import check_none_locked, check_sizes
+from oracles.slots import check_conservation, check_freed
+from properties.contract import DEFAULT_CAPABILITIES, Capabilities, SlotAllocator
+from properties.target import OperationTimeout, guarded
+
+POOL_SIZE = 1 << 20  # large enough that no run exhausts it
+MAX_PROBES = 24  # known sequences re-matched after a quarantine
+
+
+@dataclass(eq=False)
+class HandleRecord:
+    """A handle the target returned, with the model's path for the same prefix."""
+
+    handle: Any
+    path: list[Entry]
+    tokens: tuple[int, ...]
+
+    def __repr__(self) -> str:  # shown in Hypothesis's failure program
+        return f"handle<{list(self.tokens)}>"
+
+
+def _as_int(x: Any, what: str) -> int:
+    assert isinstance(x, (int, np.integer)) and not isinstance(x, bool), f"{what} returned {type(x).__name__} {x!r}, not an int"
+    return int(x)
+
+
+def _as_slot_array(x: Any, what: str) -> np.ndarray:
+    assert isinstance(x, np.ndarray), f"{what} returned values of type {type(x).__name__}, not an ndarray"
+    assert x.ndim == 1 and (x.size == 0 or np.issubdtype(x.dtype, np.integer)), f"{what} returned values {x.dtype}{x.shape}, not 1-D integers"
+    return x
+
+
+TOKENS = st.integers(0, 3)  # a tiny alphabet: sequences collide and share prefixes often
+FRESH = st.lists(TOKENS, min_size=1, max_size=24).map(tuple)
+
+
+def _queries(sequences: Bundle) -> st.SearchStrategy[tuple[int, ...]]:
+    """A known sequence cut anywhere, plus a short new tail: heavy sharing, mid-edge splits."""
+    tail = st.lists(TOKENS, max_size=12).map(tuple)
+    return st.builds(lambda s, cut, t: s[:cut] + t, sequences, st.integers(0, 32), tail)
+
+
+class RadixCacheMachine(RuleBasedStateMachine):
+    """Override ``factory``, ``capabilities`` and ``page_size`` (see :func:`machine_for`)."""
+
+    factory: Callable[..., Any]
+    capabilities: Capabilities = DEFAULT_CAPABILITIES
+    page_size: int = 1
+
+    sequences = Bundle("sequences")
+    handles = Bundle("handles")
+    locks = Bundle("locks")
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.allocator = SlotAllocator(POOL_SIZE)
+        self.cache = guarded("factory", type(self).factory, self.allocator, self.page_size)
+        self.model = PrefixSetModel(self.page_size)
+        self.known: list[tuple[int, ...]] = []
+
+    # ---- helpers ---------------------------------------------------------------------------
+
+    def _call(self, name: str, *args: Any) -> Any:
+        return guarded(name, getattr(self.cache, name), *args)
+
+    def _freed_since(self, mark: int) -> list[int]:
+        return self.allocator.freed_log[mark:]
+
+    def _remember(self, tokens: tuple[int, ...]) -> None:
+        if tokens and tokens not in self.known:
+            self.known = (self.known + [tokens])[-MAX_PROBES:]
+
+    def _match(self, tokens: tuple[int, ...]) -> HandleRecord:
+        values, handle = self._call("match_prefix", list(tokens))
+        values = _as_slot_array(values, "match_prefix")
+        path = self.model.match(tokens)
+        expected = self.model.values_of(path)
+        assert len(values) % self.page_size == 0, f"match_prefix({list(tokens)}) returned {len(values)} values, not page-aligned"
+        assert len(values) == len(expected), (
+            f"match_prefix({list(tokens)}) matched {len(values)} tokens; the longest cached prefix has {len(expected)}"
+        )
+        assert values.tolist() == expected, (
+            f"match_prefix({list(tokens)}) returned slots {values.tolist()}, but {expected} were inserted there"
+        )
+        return HandleRecord(handle, path, tokens[: len(expected)])
+
+    def _insert(self, tokens: tuple[int, ...], values: np.ndarray) -> int:
+        prefix_len = _as_int(self._call("insert", list(tokens), values), "insert")
+        expected = self.model.insert(tokens, values.tolist())
+        assert prefix_len == expected, f"insert({list(tokens)}) returned prefix_len {prefix_len}; {expected} tokens were already cached"
+        return prefix_len
+
+    def _snapshot(self) -> tuple:
+        sizes = tuple(self._call(f) for f in ("total_size", "evictable_size", "protected_size"))
+        return sizes, frozenset(self.allocator.in_use), len(self.allocator.freed_log)
+
+    def _expect_refusal(self, what: str, name: str, *args: Any) -> None:
+        """``name(*args)`` must raise and leave the cache exactly as it was."""
+        before = self._snapshot()
+        try:
+            self._call(name, *args)
+        except OperationTimeout:
+            raise
+        except Exception:  # noqa: BLE001 - any clear exception will do; the state must not move
+            pass
+        else:
+            raise AssertionError(f"{what}: {name} accepted it instead of raising")
+        after = self._snapshot()
+        assert after == before, f"{what}: {name} raised but changed the cache: {before[0]} -> {after[0]}"
+
+    # ---- rules -----------------------------------------------------------------------------
+
+    @initialize(target=sequences, tokens=FRESH)
+    def seed_sequence(self, tokens: tuple[int, ...]) -> tuple[int, ...]:
+        return tokens
+
+    @rule(target=sequences, tokens=FRESH)
+    def new_sequence(self, tokens: tuple[int, ...]) -> tuple[int, ...]:
+        return tokens
+
+    @rule(target=sequences, tokens=_queries(sequences))
+    def insert(self, tokens: tuple[int, ...]) -> tuple[int, ...]:
+        """A caller inserts a sequence it computed in fresh slots, then frees its duplicates."""
+        values = self.allocator.alloc(len(tokens))
+        prefix_len = self._insert(tokens, values)
+        aligned = len(tokens) // self.page_size * self.page_size
+        self.allocator.free(np.concatenate([values[:prefix_len], values[aligned:]]))
+        self._remember(tokens)
+        return tokens
+
+    @rule(target=sequences, tokens=_queries(sequences))
+    def serve(self, tokens: tuple[int, ...]) -> tuple[int, ...]:
+        """A request end to end: match, lock, compute the suffix, insert, free duplicates, unlock."""
+        record = self._match(tokens)
+        cached = sum(len(e.values) for e in record.path)
+        self._call("inc_lock_ref", record.handle)
+        self.model.lock(record.path)
+        new = self.allocator.alloc(len(tokens) - cached)
+        values = np.concatenate([np.asarray(self.model.values_of(record.path), dtype=np.int64), new])
+        prefix_len = self._insert(tokens, values)
+        aligned = len(tokens) // self.page_size * self.page_size
+        self.allocator.free(np.concatenate([values[cached:prefix_len], values[max(aligned, cached) :]]))
+        mark = len(self.allocator.freed_log)
+        self._call("dec_lock_ref", record.handle)
+        check_freed(self._freed_since(mark), self.model.unlock(record.path), "dec_lock_ref")
+        self._remember(tokens)
+        return tokens
+
+    @rule(target=handles, tokens=_queries(sequences))
+    def match(self, tokens: tuple[int, ...]) -> HandleRecord:
+        return self._match(tokens)
+
+    @rule(target=locks, record=handles)
+    def lock(self, record: HandleRecord) -> Any:
+        if self.model.can_lock(record.path):
+            self._call("inc_lock_ref", record.handle)
+            self.model.lock(record.path)
+            return record
+        if self.capabilities.checks_locks:
+            self._expect_refusal(f"locking the stale/quarantined {record}", "inc_lock_ref", record.handle)
+        return multiple()
+
+    def _unlock(self, record: HandleRecord) -> None:
+        if self.model.can_unlock(record.path):
+            mark = len(self.allocator.freed_log)
+            self._call("dec_lock_ref", record.handle)
+            check_freed(self._freed_since(mark), self.model.unlock(record.path), "dec_lock_ref")
+        elif self.capabilities.checks_locks:
+            self._expect_refusal(f"unmatched unlock of {record}", "dec_lock_ref", record.handle)
+
+    @rule(record=consumes(locks))
+    def unlock(self, record: HandleRecord) -> None:
+        self._unlock(record)
+
+    @rule(record=handles)
+    def unlock_any(self, record: HandleRecord) -> None:
+        """Unlock a handle that may hold no lock: legal if every counter on its path is positive."""
+        self._unlock(record)
+
+    @rule(num_tokens=st.integers(0, 12))
+    def evict(self, num_tokens: int) -> None:
+        mark = len(self.allocator.freed_log)
+        evicted = _as_int(self._call("evict", num_tokens), "evict")
+        freed = self._freed_since(mark)
+        assert evicted == len(freed), f"evict({num_tokens}) returned {evicted} but freed {len(freed)} slots"
+        removed = self.model.remove_freed(freed)
+        check_none_locked(removed)
+        if self.capabilities.eviction_policy == "lru":
+            check_lru(removed, self.model.leaves(), num_tokens, self.page_size)
+
+    @rule(tokens=_queries(sequences).filter(bool))
+    def quarantine(self, tokens: tuple[int, ...]) -> None:
+        if not self.capabilities.supports_quarantine:
+            return
+        cached_before = set(self.model.cached)
+        mark = len(self.allocator.freed_log)
+        removed = _as_int(self._call("evict_prefix", list(tokens)), "evict_prefix")
+        expected_removed, expected_freed = self.model.quarantine(tokens)
+        assert removed == expected_removed, f"evict_prefix({list(tokens)}) removed {removed} tokens, expected {expected_removed}"
+        check_freed(self._freed_since(mark), expected_freed, f"evict_prefix({list(tokens)})")
+        for query in self.known + [tokens]:
+            want = expected_match_length(cached_before, tokens, query, self.page_size)
+            got = len(self._match(query).path)
+            assert got * self.page_size == want, (
+                f"after evict_prefix({list(tokens)}), {list(query)} matches {got * self.page_size} tokens; "
+                f"a cache that never saw the prefix matches {want}"
+            )
+
+    @rule()
+    def check_every_match(self) -> None:
+        """Oracle 1 over every sequence seen lately: longest prefix, first-inserted values."""
+        for query in self.known:
+            self._match(query)
+
+    @rule()
+    def reset(self) -> None:
+        mark = len(self.allocator.freed_log)
+        self._call("reset")
+        check_freed(self._freed_since(mark), self.model.reset(), "reset")
+
+    @rule(kind=st.sampled_from(sorted(["float_tokens", "negative_token", "nested_tokens", "float_array",
+                                        "bool_tokens", "short_values", "float_values", "negative_evict",
+                                        "float_evict", "empty_quarantine", "unknown_handle_lock",
+                                        "unknown_handle_unlock"])))
+    def bad_input(self, kind: str) -> None:
+        """Bad input raises a clear exception and changes nothing."""
+        pool_far = np.full(3, POOL_SIZE + 7, dtype=np.int64)  # never real slots, in case it is accepted
+        calls = {
+            "float_tokens": ("match_prefix", [1.5, 2.0]),
+            "negative_token": ("insert", [1, -2, 3], pool_far),
+            "nested_tokens": ("match_prefix", [[1, 2], [3]]),
+            "float_array": ("insert", np.array([1.0, 2.0, 3.0]), pool_far),
+            "bool_tokens": ("match_prefix", [True, False]),
+            "short_values": ("insert", [1, 2, 3], pool_far[:2]),
+            "float_values": ("insert", [1, 2, 3], pool_far.astype(np.float64)),
+            "negative_evict": ("evict", -1),
+            "float_evict": ("evict", 1.5),
+            "empty_quarantine": ("evict_prefix", []),
+            "unknown_handle_lock": ("inc_lock_ref", object()),
+            "unknown_handle_unlock": ("dec_lock_ref", object()),
+        }
+        name, *args = calls[kind]
+        if kind == "empty_quarantine" and not self.capabilities.supports_quarantine:
+            return
+        if kind.startswith("unknown_handle") and not self.capabilities.checks_locks:
+            return
+        self._expect_refusal(f"bad input ({kind})", name, *args)
+
+    # ---- invariants (after every step) -------------------------------------------------------
+
+    @invariant()
+    def sizes_add_up(self) -> None:
+        sizes = [_as_int(self._call(f), f) for f in ("total_size", "evictable_size", "protected_size")]
+        check_sizes(self.model, total=sizes[0], evictable=sizes[1], protected=sizes[2])
+
+    @invariant()
+    def slots_conserved(self) -> None:
+        check_conservation(self.allocator.in_use, self.model.slots(), (), self.allocator.violations)
+
+
+def machine_for(factory: Callable[..., Any], capabilities: Capabilities, page_size: int, name: str) -> type[RadixCacheMachine]:
+    """A machine class for one target and page size. Its name keys Hypothesis's example
+    database, so saved failures stay attributed to the right target."""
+    cls_name = f"{name}_page{page_size}".replace(".", "_").replace(":", "_")
+    return type(cls_name, (RadixCacheMachine,), {
+        "factory": staticmethod(factory),
+        "capabilities": capabilities,
+        "page_size": page_size,
+    })

@@ -1,0 +1,251 @@
+"""A deliberately simple, readable radix-tree KV cache (SGLang's RadixAttention layout).
+
+Each node holds the token ids of its own edge (``key``) and the KV slot ids for exactly those
+tokens (``value``). A match walks down from the root; reuse shares the slot ids, nothing is
+copied. The tree is paged: children are keyed by their first page of ``page_size`` tokens, and
+every edge length is a multiple of ``page_size``.
+
+Sizes are recomputed by walking the tree rather than kept as running counters: slower, but there
+is no counter that can drift, which is what a reference is for. The contract this implements is
+documented in ``properties/contract.py``.
+"""
+
+from __future__ import annotations
+
+import heapq
+import itertools
+from collections.abc import Iterator, Sequence
+from typing import Any
+
+import numpy as np
+
+from reference.validation import as_count, as_tokens, as_values
+
+_EMPTY = np.zeros(0, dtype=np.int64)
+
+
+class Node:
+    """One edge of the tree. ``state`` is "linked" (in the tree), "detached" (quarantined while
+    still locked: unreachable, slots not yet freed) or "dead" (slots freed; handle is stale)."""
+
+    __slots__ = ("owner", "parent", "key", "value", "children", "lock_ref", "last_access", "state", "serial")
+    _serials = itertools.count()
+
+    def __init__(self, owner: RadixCache, parent: Node | None, key: tuple[int, ...], value: np.ndarray) -> None:
+        self.owner = owner
+        self.parent = parent
+        self.key = key
+        self.value = value
+        self.children: dict[tuple[int, ...], Node] = {}
+        self.lock_ref = 0
+        self.last_access = 0
+        self.state = "linked"
+        self.serial = next(Node._serials)  # tie-breaker that makes eviction order deterministic
+
+    def __repr__(self) -> str:
+        return f"Node(key={self.key!r}, lock_ref={self.lock_ref}, {self.state})"
+
+
+class RadixCache:
+    """Reference radix cache. ``allocator`` receives ``free(slot_ids)`` for every evicted slot.
+
+    The root handle (returned by an empty match) stands for the empty prefix; locking and
+    unlocking it are no-ops.
+    """
+
+    def __init__(self, allocator: Any, page_size: int = 1) -> None:
+        self.page_size = as_count(page_size, "page_size", minimum=1)
+        self.allocator = allocator
+        self._clock = 0  # logical time: one tick per match/insert, shared by all nodes it touches
+        self.root = Node(self, None, (), _EMPTY)
+        self.root.lock_ref = 1  # the root is never evictable
+        self._detached: list[Node] = []
+
+    # ---- lookup and insertion -------------------------------------------------------------
+
+    def match_prefix(self, tokens: Sequence[int]) -> tuple[np.ndarray, Node]:
+        """Slot ids of the longest cached prefix of ``tokens`` and the node ending there."""
+        key = as_tokens(tokens, "tokens")
+        key = key[: len(key) // self.page_size * self.page_size]
+        self._clock += 1
+        node, pos, pieces = self.root, 0, []
+        while pos < len(key):
+            child = node.children.get(key[pos : pos + self.page_size])
+            if child is None:
+                break
+            shared = self._shared_length(child.key, key[pos:])
+            if shared < len(child.key):
+                child = self._split(child, shared)  # so a lock covers exactly what matched
+            child.last_access = self._clock
+            pieces.append(child.value)
+            node, pos = child, pos + shared
+        values = np.concatenate(pieces) if pieces else _EMPTY.copy()
+        return values, node
+
+    def insert(self, tokens: Sequence[int], values: np.ndarray) -> int:
+        """Cache ``tokens`` -> ``values``; returns how many leading tokens were already cached."""
+        key = as_tokens(tokens, "tokens")
+        vals = as_values(values, len(key))
+        aligned = len(key) // self.page_size * self.page_size
+        self._clock += 1
+        node, pos = self.root, 0
+        while pos < aligned:
+            child = node.children.get(key[pos : pos + self.page_size])
+            if child is None:
+                leaf = Node(self, node, key[pos:aligned], vals[pos:aligned].copy())
+                leaf.last_access = self._clock
+                node.children[leaf.key[: self.page_size]] = leaf
+                return pos
+            shared = self._shared_length(child.key, key[pos:aligned])
+            if shared < len(child.key):
+                child = self._split(child, shared)
+            child.last_access = self._clock
+            node, pos = child, pos + shared
+        return pos
+
+    def _shared_length(self, edge: tuple[int, ...], query: tuple[int, ...]) -> int:
+        """Length of the common prefix of ``edge`` and ``query``, rounded down to whole pages."""
+        n = 0
+        for a, b in zip(edge, query):
+            if a != b:
+                break
+            n += 1
+        return n // self.page_size * self.page_size
+
+    def _split(self, child: Node, at: int) -> Node:
+        """Cut ``child``'s edge at ``at``; returns the new upper node (same locks and recency)."""
+        upper = Node(self, child.parent, child.key[:at], child.value[:at])
+        upper.lock_ref = child.lock_ref
+        upper.last_access = child.last_access
+        child.parent.children[upper.key[: self.page_size]] = upper
+        child.key, child.value, child.parent = child.key[at:], child.value[at:], upper
+        upper.children[child.key[: self.page_size]] = child
+        return upper
+
+    # ---- locks ------------------------------------------------------------------------------
+
+    def _path(self, handle: Any) -> list[Node]:
+        """The nodes from ``handle`` up to (not including) the root; raises on a foreign/stale one."""
+        if not isinstance(handle, Node) or handle.owner is not self:
+            raise ValueError(f"unknown handle {handle!r}: not a node of this cache")
+        if handle.state == "dead":
+            raise ValueError(f"stale handle {handle!r}: its node was evicted or reset")
+        path, node = [], handle
+        while node is not self.root:
+            path.append(node)
+            node = node.parent
+        return path
+
+    def inc_lock_ref(self, handle: Any) -> None:
+        """Lock every node on the path root..handle so none of it can be evicted."""
+        path = self._path(handle)
+        if handle.state != "linked":
+            raise ValueError(f"cannot lock {handle!r}: it was quarantined (evict_prefix)")
+        for node in path:
+            node.lock_ref += 1
+
+    def dec_lock_ref(self, handle: Any) -> None:
+        """Release one lock on the path root..handle; raises, changing nothing, if unmatched."""
+        path = self._path(handle)
+        unlocked = [node for node in path if node.lock_ref <= 0]
+        if unlocked:
+            raise ValueError(f"unmatched unlock: {unlocked[0]!r} on the path has lock_ref 0")
+        for node in path:
+            node.lock_ref -= 1
+            if node.lock_ref == 0 and node.state == "detached":
+                self._free(node)  # quarantined earlier; its last lock is gone now
+                self._detached.remove(node)
+
+    # ---- eviction ---------------------------------------------------------------------------
+
+    def _free(self, node: Node) -> None:
+        node.state = "dead"
+        if len(node.value):
+            self.allocator.free(node.value)
+
+    def _unlink(self, node: Node) -> None:
+        del node.parent.children[node.key[: self.page_size]]
+
+    def evict(self, num_tokens: int) -> int:
+        """Evict least-recently-used unlocked leaves until ``num_tokens`` are freed (or none left)."""
+        wanted = as_count(num_tokens, "num_tokens", minimum=0)
+        heap = [(n.last_access, n.serial, n) for n in self._linked_nodes() if self._evictable_leaf(n)]
+        heapq.heapify(heap)
+        evicted = 0
+        while evicted < wanted and heap:
+            _, _, leaf = heapq.heappop(heap)
+            self._unlink(leaf)
+            self._free(leaf)
+            evicted += len(leaf.key)
+            parent = leaf.parent
+            if self._evictable_leaf(parent):
+                heapq.heappush(heap, (parent.last_access, parent.serial, parent))
+        return evicted
+
+    def _evictable_leaf(self, node: Node) -> bool:
+        return node is not self.root and not node.children and node.lock_ref == 0
+
+    def evict_prefix(self, tokens: Sequence[int]) -> int:
+        """Quarantine: remove everything cached on the branch of ``tokens`` (see the contract)."""
+        key = as_tokens(tokens, "tokens")
+        if not key:
+            raise ValueError("evict_prefix needs a non-empty token sequence")
+        cut = (len(key) - 1) // self.page_size * self.page_size
+        head = key[cut:]  # the doomed subtrees' edges start with these tokens
+        node, pos = self.root, 0
+        while pos < cut:
+            child = node.children.get(key[pos : pos + self.page_size])
+            if child is None:
+                return 0
+            shared = self._shared_length(child.key, key[pos:cut])
+            if shared < len(child.key) and pos + shared < cut:
+                return 0  # diverges before the cut: nothing cached on this branch
+            if shared < len(child.key):
+                if child.key[shared : shared + len(head)] != head:
+                    return 0
+                child = self._split(child, shared)
+            node, pos = child, pos + shared
+        doomed = [c for c in node.children.values() if c.key[: len(head)] == head]
+        removed = 0
+        for subtree in doomed:
+            self._unlink(subtree)
+            for victim in self._subtree(subtree):
+                removed += len(victim.key)
+                if victim.lock_ref == 0:
+                    self._free(victim)
+                else:
+                    victim.state = "detached"
+                    self._detached.append(victim)
+        return removed
+
+    def reset(self) -> None:
+        """Free every slot the cache holds, quarantined ones included; every handle goes stale."""
+        for node in list(self._linked_nodes()) + self._detached:
+            if node is not self.root:
+                self._free(node)
+        self.root.children.clear()  # the root object stays: the root handle is always valid
+        self._detached.clear()
+
+    # ---- sizes (recomputed by walking: no counter to drift) ----------------------------------
+
+    def _subtree(self, top: Node) -> Iterator[Node]:
+        stack = [top]
+        while stack:
+            node = stack.pop()
+            yield node
+            stack.extend(node.children.values())
+
+    def _linked_nodes(self) -> Iterator[Node]:
+        return self._subtree(self.root)
+
+    def total_size(self) -> int:
+        return sum(len(n.key) for n in self._linked_nodes())
+
+    def protected_size(self) -> int:
+        return sum(len(n.key) for n in self._linked_nodes() if n.lock_ref > 0 and n is not self.root)
+
+    def evictable_size(self) -> int:
+        return sum(len(n.key) for n in self._linked_nodes() if n.lock_ref == 0)
+
+    def __repr__(self) -> str:
+        return f"RadixCache(page_size={self.page_size}, total={self.total_size()})"
