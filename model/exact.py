@@ -1,0 +1,240 @@
+"""All of the exactness machinery, in one place.
+
+Why this module exists (see ``/work/shared/design/exactness.md``): ordinary float BLAS is not
+shape-stable. Row ``i`` of ``A @ W`` can change, bit for bit, with the number of rows in ``A``, the
+kernel set OpenBLAS picked for this CPU, and the thread count. Reusing a cached prefix and
+prefilling only the suffix changes exactly those things, so a plain float model does not give
+bit-identical logits after reuse.
+
+What *is* stable: integer-valued arithmetic held exactly in floating point. If every operand of a
+GEMM is an integer and every partial sum stays below 2**53, float64 BLAS returns the exact result
+whatever its kernel, blocking, thread count or batch shape. Element-wise operations are stable too.
+
+So every shape-sensitive step of the forward pass is routed through this module:
+
+``linear``
+    Q8_0 weights are integerised once (``IntMatrix``): a float16 block scale is an 11-bit integer
+    mantissa times a power of two, so a Q8_0 row is an exact integer matrix times one power of two
+    per row. Activations are quantised *per row* to signed integers (15 bits by default) with a
+    scale that depends only on that row's own data. The float64 GEMM is then an exact integer sum;
+    scales are applied element-wise afterwards.
+``attention``
+    q, k and v are quantised per row (one token, one head); q.k is an exact GEMM; masking, max and
+    exp are element-wise; the softmax denominator is an exact sum of ``rint(e * 2**30)``; the
+    probabilities (times each value row's scale) are quantised per query row and p.v is an exact
+    GEMM. Every scale depends only on the row's own data, so cached K/V rows are reused as they are.
+``rowsum``
+    A fixed-order tree reduction (each step element-wise), used for RMSNorm, so its result for a
+    row never depends on how many rows are in the batch.
+``elementwise transcendental functions``
+    are always called on contiguous float64 arrays (``_contig``) so NumPy takes the same code path
+    for every element.
+
+``FloatOps`` is the opposite: the same interface with plain float32 BLAS and NumPy reductions. It
+is *deliberately inexact* and exists only so the meta-tests can show the bit-identity properties
+catch a model written the ordinary way.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from model.q8 import BLOCK, Q8Matrix, dequantize
+
+F64_EXACT = 2.0**53
+ACT_BITS = 15  # activations quantised to |x| <= 2**15 - 1, i.e. the int16 range
+ATTN_BITS = 15  # q, k, v and probabilities, per row
+DENOM_BITS = 30  # softmax denominators: exact sum of rint(e * 2**30), e in [0, 1]
+QUERY_CHUNK = 128  # attention processes at most this many query rows at once (memory only)
+
+
+class ExactnessError(ArithmeticError):
+    """An integer GEMM could overflow 2**53 and so would no longer be exact."""
+
+
+def _contig(x: np.ndarray) -> np.ndarray:
+    return np.ascontiguousarray(x, dtype=np.float64)
+
+
+def quantize_rows(x: np.ndarray, bits: int) -> tuple[np.ndarray, np.ndarray]:
+    """Quantise each row (last axis) of ``x`` to integers in ``[-(2**bits - 1), 2**bits - 1]``.
+
+    Returns ``(x_int, scale)`` with ``x ~= x_int * scale[..., None]``; ``x_int`` holds exact
+    integers as float64. The scale of a row depends only on that row (its max magnitude).
+    """
+    x = np.asarray(x, dtype=np.float64)
+    amax = np.abs(x).max(axis=-1)
+    scale = amax / float(2**bits - 1)
+    scale = np.where(scale > 0, scale, 1.0)
+    return np.rint(x / scale[..., None]), scale
+
+
+def rowsum(x: np.ndarray) -> np.ndarray:
+    """Sum over the last axis in a fixed pairwise order that is independent of the other axes.
+
+    The row is zero-padded to a power of two and halved repeatedly; each step is an element-wise
+    add, so row ``i``'s result is the same whether it is computed alone or in a batch.
+    """
+    x = np.asarray(x, dtype=np.float64)
+    n = x.shape[-1]
+    width = 1 << max(0, (n - 1).bit_length())
+    if width != n:
+        pad = np.zeros(x.shape[:-1] + (width - n,), dtype=np.float64)
+        x = np.concatenate([x, pad], axis=-1)
+    while width > 1:
+        width //= 2
+        x = x[..., :width] + x[..., width:]
+    return x[..., 0]
+
+
+@dataclass(frozen=True)
+class IntMatrix:
+    """A Q8_0 matrix as exact integers: ``value[r, c] == w[r, c] * row_scale[r]``.
+
+    ``w`` holds integers (float32 when they all fit in 24 bits, else float64); ``row_scale`` is a
+    power of two per row; ``act_bits`` is the activation precision for which the GEMM against this
+    matrix provably stays below 2**53 (at most ``ACT_BITS``).
+    """
+
+    w: np.ndarray
+    row_scale: np.ndarray
+    act_bits: int
+
+    @property
+    def shape(self) -> tuple[int, int]:
+        return self.w.shape  # type: ignore[return-value]
+
+
+def integerise(m: Q8Matrix) -> IntMatrix:
+    """Write each Q8_0 row as an exact integer row times one power of two."""
+    rows, cols = m.shape
+    nb = cols // BLOCK
+    d = m.scales.astype(np.float64)
+    frac, exp = np.frexp(d)  # d = frac * 2**exp, frac in [0.5, 1) (or 0)
+    mant = frac * 2.0**11  # float16 has an 11-bit significand: an exact integer
+    assert np.array_equal(mant, np.rint(mant)), "float16 scale with more than 11 significant bits"
+    if not np.all(np.isfinite(d)):
+        raise ExactnessError("Q8_0 matrix has a non-finite block scale")
+    nonzero = mant != 0
+    big = np.iinfo(np.int32).max
+    emin = np.where(nonzero, exp, big).min(axis=1)
+    emin = np.where(emin == big, 0, emin)  # an all-zero row
+    shift = np.where(nonzero, exp - emin[:, None], 0)
+    block_int = mant * np.ldexp(1.0, shift)  # (rows, nb), exact integers
+    w = m.qs.reshape(rows, nb, BLOCK).astype(np.float64) * block_int[..., None]
+    w = w.reshape(rows, cols)
+    row_abs = np.abs(w).sum(axis=1)  # an upper bound with ample margin below
+    worst = float(row_abs.max()) if rows else 0.0
+    bits = ACT_BITS
+    while bits >= 8 and worst * (2**bits - 1) >= F64_EXACT / 2:
+        bits -= 1
+    if bits < 8:
+        raise ExactnessError(
+            f"Q8_0 matrix {rows}x{cols}: block scales of one row span too many binary orders for an exact float64 GEMM"
+        )
+    storage = np.float32 if float(np.abs(w).max(initial=0.0)) < 2.0**24 else np.float64
+    return IntMatrix(w.astype(storage), np.ldexp(1.0, emin - 11), bits)
+
+
+class ExactOps:
+    """Shape-stable arithmetic: see the module docstring."""
+
+    name = "exact"
+
+    def prepare(self, m: Q8Matrix) -> IntMatrix:
+        return integerise(m)
+
+    def linear(self, x: np.ndarray, w: IntMatrix) -> np.ndarray:
+        """``x @ W.T`` for ``x`` (n, cols), exact up to the per-row activation quantisation."""
+        xi, sx = quantize_rows(x, w.act_bits)
+        acc = xi @ w.w.astype(np.float64, copy=False).T  # exact integers
+        return acc * w.row_scale[None, :] * sx[:, None]
+
+    def rowsum(self, x: np.ndarray) -> np.ndarray:
+        return rowsum(x)
+
+    def exp(self, x: np.ndarray) -> np.ndarray:
+        return np.exp(_contig(x))
+
+    def attention(self, q: np.ndarray, k: np.ndarray, v: np.ndarray, q_pos: np.ndarray) -> np.ndarray:
+        """Causal grouped-query attention.
+
+        ``q`` (T, H, D) at absolute positions ``q_pos`` (T,); ``k``, ``v`` (L, Hkv, D) at positions
+        ``0..L-1``. Query ``t`` attends to keys ``0..q_pos[t]``. Returns (T, H * D) float64.
+        """
+        T, H, D = q.shape
+        L, Hkv, _ = k.shape
+        if L * float(2**ATTN_BITS - 1) ** 2 >= F64_EXACT / 2 or L * 2.0**DENOM_BITS >= F64_EXACT / 2:
+            raise ExactnessError(f"context of {L} tokens is too long for exact attention")
+        G = H // Hkv
+        ki, sk = quantize_rows(k, ATTN_BITS)  # (L, Hkv, D), (L, Hkv)
+        vi, sv = quantize_rows(v, ATTN_BITS)
+        ki = np.ascontiguousarray(ki.transpose(1, 2, 0))  # (Hkv, D, L)
+        vi = np.ascontiguousarray(vi.transpose(1, 0, 2))  # (Hkv, L, D)
+        sk = np.ascontiguousarray(sk.T)  # (Hkv, L)
+        sv = np.ascontiguousarray(sv.T)
+        out = np.empty((T, H, D), dtype=np.float64)
+        key_pos = np.arange(L)
+        inv_sqrt_d = 1.0 / np.sqrt(float(D))
+        for t0 in range(0, T, QUERY_CHUNK):
+            t1 = min(T, t0 + QUERY_CHUNK)
+            n = t1 - t0
+            # rows ordered (kv head, group member, query): (Hkv, G * n, D)
+            qc = q[t0:t1].reshape(n, Hkv, G, D).transpose(1, 2, 0, 3).reshape(Hkv, G * n, D)
+            qi, sq = quantize_rows(qc, ATTN_BITS)
+            s = qi @ ki  # exact integers (Hkv, G*n, L)
+            s = s * (sq * inv_sqrt_d)[..., None] * sk[:, None, :]
+            allowed = key_pos[None, :] <= q_pos[t0:t1, None]  # (n, L)
+            allowed = np.broadcast_to(allowed[None, None], (Hkv, G, n, L)).reshape(Hkv, G * n, L)
+            s = np.where(allowed, s, -np.inf)
+            e = self.exp(s - s.max(axis=-1, keepdims=True))  # masked keys give exactly 0
+            denom = np.rint(e * 2.0**DENOM_BITS).sum(axis=-1)  # exact integer sum
+            pi, sp = quantize_rows(e * sv[:, None, :], ATTN_BITS)
+            num = pi @ vi  # exact integers (Hkv, G*n, D)
+            o = num * (sp / (denom * 2.0**-DENOM_BITS))[..., None]
+            out[t0:t1] = o.reshape(Hkv, G, n, D).transpose(2, 0, 1, 3).reshape(n, H, D)
+        return out.reshape(T, H * D)
+
+
+class FloatOps:
+    """Plain float32 BLAS and NumPy reductions. Deliberately NOT exact: for meta-tests only."""
+
+    name = "float"
+
+    def prepare(self, m: Q8Matrix) -> np.ndarray:
+        return dequantize(m)
+
+    def linear(self, x: np.ndarray, w: np.ndarray) -> np.ndarray:
+        return (np.asarray(x, dtype=np.float32) @ w.T).astype(np.float64)
+
+    def rowsum(self, x: np.ndarray) -> np.ndarray:
+        return np.asarray(x, dtype=np.float32).sum(axis=-1).astype(np.float64)
+
+    def exp(self, x: np.ndarray) -> np.ndarray:
+        return np.exp(x)
+
+    def attention(self, q: np.ndarray, k: np.ndarray, v: np.ndarray, q_pos: np.ndarray) -> np.ndarray:
+        T, H, D = q.shape
+        L, Hkv, _ = k.shape
+        G = H // Hkv
+        q32 = q.astype(np.float32).reshape(T, Hkv, G, D).transpose(1, 2, 0, 3).reshape(Hkv, G * T, D)
+        k32 = k.astype(np.float32).transpose(1, 2, 0)
+        v32 = v.astype(np.float32).transpose(1, 0, 2)
+        s = (q32 @ k32) / np.float32(np.sqrt(D))
+        allowed = np.arange(L)[None, :] <= q_pos[:, None]
+        allowed = np.broadcast_to(allowed[None, None], (Hkv, G, T, L)).reshape(Hkv, G * T, L)
+        s = np.where(allowed, s, -np.inf)
+        e = np.exp(s - s.max(axis=-1, keepdims=True))
+        p = e / e.sum(axis=-1, keepdims=True)
+        o = p @ v32
+        return o.reshape(Hkv, G, T, D).transpose(2, 0, 1, 3).reshape(T, H * D).astype(np.float64)
+
+
+def get_ops(arithmetic: str) -> ExactOps | FloatOps:
+    if arithmetic == "exact":
+        return ExactOps()
+    if arithmetic == "float":
+        return FloatOps()
+    raise ValueError(f"unknown arithmetic {arithmetic!r} (expected 'exact' or 'float')")

@@ -1,0 +1,139 @@
+"""A slot pool holding K and V for every layer, addressed by int64 slot ids.
+
+The radix cache stores slot ids as its values; the model reads and writes K/V rows through them.
+K is stored *before* rotary embedding (RoPE is applied when K is read, at the position the slot
+has in the sequence being served), which makes re-labelling positions — the cheap "re-rotation"
+eviction — exact by construction for a 1-layer model.
+
+Storage dtypes (via ml-dtypes): ``float32`` (default), ``bfloat16``, ``float8_e4m3fn``. Values are
+rounded to the storage dtype when written (float8 saturates at ±448 instead of overflowing to
+NaN), and the model only ever attends to stored values, so a full prefill and a reused prefix see
+the same rounded K/V.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import ml_dtypes
+import numpy as np
+
+STORAGE_DTYPES: dict[str, np.dtype] = {
+    "float32": np.dtype(np.float32),
+    "bfloat16": np.dtype(ml_dtypes.bfloat16),
+    "float8_e4m3fn": np.dtype(ml_dtypes.float8_e4m3fn),
+}
+FLOAT8_MAX = 448.0
+
+
+class KVPoolError(ValueError):
+    """Bad slot ids or a pool that does not fit the model."""
+
+
+class KVPool:
+    """K/V storage: ``k`` and ``v`` have shape ``(n_layers, num_slots, n_kv_heads, head_dim)``.
+
+    ``KVPool(config, num_slots=4096, dtype="float32")``; ``config`` is a model's ``Config`` (any
+    object with ``n_layers``, ``n_kv_heads`` and ``head_dim``).
+
+    The pool also offers a small free list (``alloc`` / ``free``) for callers that do not bring
+    their own allocator (``model.Sequence`` uses it). Do not mix it with an external allocator
+    such as ``properties.contract.SlotAllocator`` on the same pool.
+    """
+
+    def __init__(self, config: Any, num_slots: int = 4096, dtype: str = "float32") -> None:
+        if dtype not in STORAGE_DTYPES:
+            raise KVPoolError(f"unsupported KV storage dtype {dtype!r}; choose one of {sorted(STORAGE_DTYPES)}")
+        if int(num_slots) <= 0:
+            raise KVPoolError(f"num_slots must be positive, got {num_slots}")
+        self.n_layers = int(config.n_layers)
+        self.n_kv_heads = int(config.n_kv_heads)
+        self.head_dim = int(config.head_dim)
+        self.num_slots = int(num_slots)
+        self.dtype_name = dtype
+        self.dtype = STORAGE_DTYPES[dtype]
+        shape = (self.n_layers, self.num_slots, self.n_kv_heads, self.head_dim)
+        self.k = np.zeros(shape, dtype=self.dtype)
+        self.v = np.zeros(shape, dtype=self.dtype)
+        self.filled = np.zeros(self.num_slots, dtype=bool)  # slot has ever been written
+        self._free = list(range(self.num_slots - 1, -1, -1))  # a stack: lowest id on top
+        self._free_set = set(self._free)
+
+    # ---- validation -------------------------------------------------------------------------
+    def check_slots(self, slots: Any, name: str = "slots") -> np.ndarray:
+        """Return ``slots`` as a unique int64 1-D array inside the pool, or raise ``KVPoolError``."""
+        arr = np.asarray(slots)
+        if arr.ndim != 1:
+            raise KVPoolError(f"{name} must be a 1-D array of slot ids, got shape {arr.shape}")
+        if arr.size and not (np.issubdtype(arr.dtype, np.integer) and arr.dtype != np.bool_):
+            raise KVPoolError(f"{name} must hold integer slot ids, got dtype {arr.dtype}")
+        arr = arr.astype(np.int64)
+        if arr.size:
+            bad = arr[(arr < 0) | (arr >= self.num_slots)]
+            if bad.size:
+                raise KVPoolError(f"{name}: slot id {int(bad[0])} is outside the pool [0, {self.num_slots})")
+            if np.unique(arr).size != arr.size:
+                raise KVPoolError(f"{name}: slot ids must be distinct")
+        return arr
+
+    # ---- reading and writing ----------------------------------------------------------------
+    def to_storage(self, x: np.ndarray) -> np.ndarray:
+        """Round float values to the storage dtype."""
+        x = np.asarray(x, dtype=np.float32)
+        if self.dtype_name == "float8_e4m3fn":
+            x = np.clip(x, -FLOAT8_MAX, FLOAT8_MAX)
+        return x.astype(self.dtype)
+
+    def write(self, layer: int, slots: np.ndarray, k: np.ndarray, v: np.ndarray) -> None:
+        """Store ``k``, ``v`` (n, n_kv_heads, head_dim) at ``slots`` of ``layer`` (no validation)."""
+        self.k[layer, slots] = self.to_storage(k)
+        self.v[layer, slots] = self.to_storage(v)
+        self.filled[slots] = True
+
+    def read(self, layer: int, slots: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """The stored (pre-RoPE) K and V of ``slots`` at ``layer``, as float64."""
+        return self.k[layer, slots].astype(np.float64), self.v[layer, slots].astype(np.float64)
+
+    def rows(self, slots: Sequence[int] | np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Copies of K and V for ``slots`` across all layers: (n_layers, n, n_kv_heads, head_dim)."""
+        s = self.check_slots(slots)
+        return self.k[:, s].copy(), self.v[:, s].copy()
+
+    def copy_slots(self, src: np.ndarray, dst: np.ndarray) -> None:
+        """Copy K/V (all layers) from ``src`` slots to ``dst`` slots."""
+        src = self.check_slots(src, "src")
+        dst = self.check_slots(dst, "dst")
+        if src.size != dst.size:
+            raise KVPoolError(f"copy_slots: {src.size} source slots but {dst.size} destination slots")
+        self.k[:, dst] = self.k[:, src]
+        self.v[:, dst] = self.v[:, src]
+        self.filled[dst] = self.filled[src]
+
+    # ---- a simple free list -----------------------------------------------------------------
+    def available(self) -> int:
+        return len(self._free)
+
+    def alloc(self, n: int) -> np.ndarray:
+        """Take ``n`` free slots (lowest ids first); raises ``KVPoolError`` if the pool is full."""
+        if n < 0 or n > len(self._free):
+            raise KVPoolError(f"cannot allocate {n} slots: {len(self._free)} free of {self.num_slots}")
+        out = [self._free.pop() for _ in range(n)]
+        self._free_set.difference_update(out)
+        return np.asarray(out, dtype=np.int64)
+
+    def free(self, slots: Sequence[int] | np.ndarray) -> None:
+        """Return slots to the free list."""
+        s = self.check_slots(slots)
+        again = [int(i) for i in s if int(i) in self._free_set]
+        if again:
+            raise KVPoolError(f"slot {again[0]} is already free")
+        self._free.extend(int(i) for i in s)
+        self._free.sort(reverse=True)
+        self._free_set.update(int(i) for i in s)
+
+    def __repr__(self) -> str:
+        return (
+            f"KVPool(layers={self.n_layers}, slots={self.num_slots}, kv_heads={self.n_kv_heads}, "
+            f"head_dim={self.head_dim}, dtype={self.dtype_name})"
+        )

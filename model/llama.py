@@ -1,0 +1,277 @@
+"""A Llama-architecture decoder in NumPy, top to bottom (in the spirit of llama2.c).
+
+    tokens -> embedding -> n_layers x [RMSNorm -> GQA attention (RoPE) -> +residual
+                                       RMSNorm -> SwiGLU MLP          -> +residual]
+           -> RMSNorm -> output head (tied to the embedding or not) -> logits
+
+Weights are Q8_0 (``model.q8``). Every shape-sensitive operation (matrix products, attention,
+reductions) goes through an ``ops`` object from ``model.exact``; with the default ``"exact"``
+arithmetic the logits of a token do not depend on how many tokens are computed together, which is
+what makes prefix reuse bit-identical. The KV cache is a ``KVPool`` addressed by slot ids.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from model.exact import get_ops
+from model.kv_pool import KVPool, KVPoolError
+from model.q8 import Q8Matrix
+
+
+class InputError(ValueError):
+    """Bad token ids, slot ids or lengths passed to the model. Nothing was written to the pool."""
+
+
+@dataclass(frozen=True)
+class Config:
+    """Model hyper-parameters (names follow llama.cpp's GGUF keys where they exist)."""
+
+    n_layers: int
+    d_model: int  # embedding length
+    n_heads: int
+    n_kv_heads: int
+    head_dim: int
+    ffn_dim: int
+    vocab_size: int
+    max_seq_len: int = 2048
+    rope_theta: float = 10000.0
+    norm_eps: float = 1e-5
+    name: str = "llama"
+
+    def __post_init__(self) -> None:
+        if self.n_heads % self.n_kv_heads:
+            raise ValueError(f"n_heads {self.n_heads} is not a multiple of n_kv_heads {self.n_kv_heads}")
+        if self.head_dim % 2:
+            raise ValueError("head_dim must be even for RoPE")
+
+
+@dataclass
+class LayerWeights:
+    attn_norm: np.ndarray  # (d_model,) float32
+    wq: Q8Matrix  # (n_heads * head_dim, d_model)
+    wk: Q8Matrix  # (n_kv_heads * head_dim, d_model)
+    wv: Q8Matrix  # (n_kv_heads * head_dim, d_model)
+    wo: Q8Matrix  # (d_model, n_heads * head_dim)
+    ffn_norm: np.ndarray  # (d_model,)
+    w_gate: Q8Matrix  # (ffn_dim, d_model)
+    w_up: Q8Matrix  # (ffn_dim, d_model)
+    w_down: Q8Matrix  # (d_model, ffn_dim)
+
+
+@dataclass
+class Weights:
+    token_embd: Q8Matrix  # (vocab_size, d_model)
+    layers: list[LayerWeights]
+    out_norm: np.ndarray  # (d_model,)
+    output: Q8Matrix | None = None  # None: tied to token_embd
+
+
+def _concat(*ms: Q8Matrix) -> Q8Matrix:
+    return Q8Matrix(np.concatenate([m.qs for m in ms]), np.concatenate([m.scales for m in ms]))
+
+
+def rope_table(config: Config) -> tuple[np.ndarray, np.ndarray]:
+    """cos and sin of ``pos * theta**(-2i/head_dim)`` for every position, (max_seq_len, head_dim/2).
+
+    Computed once, in one contiguous call, so a position's angles never depend on the batch.
+    """
+    half = config.head_dim // 2
+    inv_freq = config.rope_theta ** (-np.arange(half, dtype=np.float64) * 2.0 / config.head_dim)
+    angles = np.ascontiguousarray(np.arange(config.max_seq_len, dtype=np.float64)[:, None] * inv_freq[None, :])
+    return np.cos(angles), np.sin(angles)
+
+
+class Model:
+    """A Llama decoder with Q8_0 weights.
+
+    ``Model(config, weights, arithmetic="exact")``; ``arithmetic="float"`` builds the deliberately
+    inexact plain-float-BLAS variant used by the meta-tests.
+
+    Main entry point: ``prefill(pool, tokens, slots, num_cached)`` (see its docstring).
+    """
+
+    def __init__(self, config: Config, weights: Weights, arithmetic: str = "exact") -> None:
+        self.config = config
+        self.weights = weights
+        self.arithmetic = arithmetic
+        self.ops = get_ops(arithmetic)
+        prep = self.ops.prepare
+        self._layers = []
+        for lw in weights.layers:
+            self._layers.append(
+                {
+                    "attn_norm": lw.attn_norm.astype(np.float64),
+                    "wqkv": prep(_concat(lw.wq, lw.wk, lw.wv)),
+                    "wo": prep(lw.wo),
+                    "ffn_norm": lw.ffn_norm.astype(np.float64),
+                    "w_gate_up": prep(_concat(lw.w_gate, lw.w_up)),
+                    "w_down": prep(lw.w_down),
+                }
+            )
+        self._out_norm = weights.out_norm.astype(np.float64)
+        self._head = prep(weights.output if weights.output is not None else weights.token_embd)
+        self._cos, self._sin = rope_table(config)
+
+    # ---- building blocks --------------------------------------------------------------------
+    def embed(self, tokens: np.ndarray) -> np.ndarray:
+        """Dequantised embedding rows (exact: int8 x float16 fits a float64)."""
+        e = self.weights.token_embd
+        rows = e.qs[tokens].astype(np.float64).reshape(len(tokens), -1, 32)
+        return (rows * e.scales[tokens].astype(np.float64)[..., None]).reshape(len(tokens), -1)
+
+    def rmsnorm(self, x: np.ndarray, w: np.ndarray) -> np.ndarray:
+        ms = self.ops.rowsum(x * x) / x.shape[-1]
+        return x * (1.0 / np.sqrt(ms + self.config.norm_eps))[:, None] * w[None, :]
+
+    def rope(self, x: np.ndarray, positions: np.ndarray) -> np.ndarray:
+        """Rotate adjacent pairs (x[2i], x[2i+1]) by pos * theta_i, as llama.cpp does for llama.
+
+        ``x`` (n, heads, head_dim), ``positions`` (n,).
+        """
+        cos = self._cos[positions][:, None, :]
+        sin = self._sin[positions][:, None, :]
+        x0, x1 = x[..., 0::2], x[..., 1::2]
+        out = np.empty_like(x)
+        out[..., 0::2] = x0 * cos - x1 * sin
+        out[..., 1::2] = x0 * sin + x1 * cos
+        return out
+
+    def silu(self, x: np.ndarray) -> np.ndarray:
+        return x / (1.0 + self.ops.exp(-x))
+
+    # ---- validation -------------------------------------------------------------------------
+    def check_tokens(self, tokens: Any) -> np.ndarray:
+        """Token ids as an int64 1-D array, or ``InputError`` naming the problem."""
+        if isinstance(tokens, np.ndarray):
+            arr = tokens
+        else:
+            seq = list(tokens)
+            for i, t in enumerate(seq):
+                if isinstance(t, (bool, np.bool_)) or not isinstance(t, (int, np.integer)):
+                    raise InputError(f"token id at index {i} is not an integer: {t!r}")
+            arr = np.asarray(seq, dtype=np.int64)
+        if arr.ndim != 1:
+            raise InputError(f"tokens must be a 1-D sequence, got shape {arr.shape}")
+        if arr.size and (arr.dtype == np.bool_ or not np.issubdtype(arr.dtype, np.integer)):
+            raise InputError(f"token ids must be integers, got dtype {arr.dtype}")
+        arr = arr.astype(np.int64)
+        bad = arr[(arr < 0) | (arr >= self.config.vocab_size)]
+        if bad.size:
+            i = int(np.flatnonzero((arr < 0) | (arr >= self.config.vocab_size))[0])
+            kind = "negative" if bad[0] < 0 else "out of vocabulary"
+            raise InputError(f"token id {int(bad[0])} at index {i} is {kind} (vocab_size {self.config.vocab_size})")
+        if arr.size > self.config.max_seq_len:
+            raise InputError(f"{arr.size} tokens exceed the model's max_seq_len {self.config.max_seq_len}")
+        return arr
+
+    def check_pool(self, pool: KVPool) -> None:
+        c = self.config
+        if not isinstance(pool, KVPool):
+            raise InputError(f"pool must be a KVPool, got {type(pool).__name__}")
+        if (pool.n_layers, pool.n_kv_heads, pool.head_dim) != (c.n_layers, c.n_kv_heads, c.head_dim):
+            raise InputError(
+                f"{pool!r} does not fit the model (layers={c.n_layers}, kv_heads={c.n_kv_heads}, head_dim={c.head_dim})"
+            )
+
+    def _check_prefill(
+        self, pool: KVPool, tokens: Any, slots: Any, num_cached: int
+    ) -> tuple[np.ndarray, np.ndarray, int]:
+        self.check_pool(pool)
+        toks = self.check_tokens(tokens)
+        try:
+            sl = pool.check_slots(slots)
+        except KVPoolError as e:
+            raise InputError(str(e)) from None
+        if sl.size != toks.size:
+            raise InputError(f"length mismatch: {toks.size} tokens but {sl.size} slots")
+        if isinstance(num_cached, (bool, np.bool_)) or not isinstance(num_cached, (int, np.integer)):
+            raise InputError(f"num_cached must be an integer, got {num_cached!r}")
+        n = int(num_cached)
+        if not 0 <= n <= toks.size:
+            raise InputError(f"num_cached {n} is outside [0, {toks.size}]")
+        if n and not pool.filled[sl[:n]].all():
+            i = int(np.flatnonzero(~pool.filled[sl[:n]])[0])
+            raise InputError(f"cached slot {int(sl[i])} (token index {i}) was never written")
+        return toks, sl, n
+
+    # ---- the forward pass -------------------------------------------------------------------
+    def prefill(
+        self,
+        pool: KVPool,
+        tokens: Sequence[int] | np.ndarray,
+        slots: Sequence[int] | np.ndarray,
+        num_cached: int = 0,
+        *,
+        last_only: bool = False,
+    ) -> np.ndarray:
+        """Prefill ``tokens[num_cached:]`` on top of a reused prefix and return its logits.
+
+        ``tokens``: 1-D integer token ids. ``slots``: distinct int64 slot ids, one per token.
+        Pool rows ``slots[:num_cached]`` must already hold K/V for ``tokens[:num_cached]`` (e.g. a
+        radix-cache match); K/V for ``tokens[num_cached:]`` is computed and written to
+        ``slots[num_cached:]``. Token ``i`` is at position ``i``.
+
+        Returns float32 logits of shape ``(len(tokens) - num_cached, vocab_size)`` (or ``(1,
+        vocab_size)`` for the last token only if ``last_only``). With exact arithmetic the result is
+        bit-identical to ``prefill(pool2, tokens, slots2, 0)[num_cached:]``.
+
+        All inputs are validated before anything is written; bad input raises ``InputError``.
+        """
+        toks, sl, n = self._check_prefill(pool, tokens, slots, num_cached)
+        if n == toks.size:
+            return np.zeros((0, self.config.vocab_size), dtype=np.float32)
+        return self._forward(pool, toks, sl, n, last_only)
+
+    def prefill_chunked(
+        self,
+        pool: KVPool,
+        tokens: Sequence[int] | np.ndarray,
+        slots: Sequence[int] | np.ndarray,
+        num_cached: int = 0,
+        chunk_size: int = 64,
+    ) -> np.ndarray:
+        """``prefill`` in chunks of ``chunk_size`` tokens; returns the concatenated logits."""
+        if not isinstance(chunk_size, (int, np.integer)) or chunk_size <= 0:
+            raise InputError(f"chunk_size must be a positive integer, got {chunk_size!r}")
+        toks, sl, n = self._check_prefill(pool, tokens, slots, num_cached)
+        out = [np.zeros((0, self.config.vocab_size), dtype=np.float32)]
+        for start in range(n, toks.size, int(chunk_size)):
+            end = min(toks.size, start + int(chunk_size))
+            out.append(self._forward(pool, toks[:end], sl[:end], start, False))
+        return np.concatenate(out)
+
+    def _forward(self, pool: KVPool, toks: np.ndarray, sl: np.ndarray, n: int, last_only: bool) -> np.ndarray:
+        c, ops = self.config, self.ops
+        T = toks.size - n
+        pos = np.arange(n, toks.size)
+        all_pos = np.arange(toks.size)
+        q_dim, kv_dim = c.n_heads * c.head_dim, c.n_kv_heads * c.head_dim
+        x = self.embed(toks[n:])
+        for li, lw in enumerate(self._layers):
+            # attention block
+            h = self.rmsnorm(x, lw["attn_norm"])
+            qkv = ops.linear(h, lw["wqkv"])
+            q = qkv[:, :q_dim].reshape(T, c.n_heads, c.head_dim)
+            k_new = qkv[:, q_dim : q_dim + kv_dim].reshape(T, c.n_kv_heads, c.head_dim)
+            v_new = qkv[:, q_dim + kv_dim :].reshape(T, c.n_kv_heads, c.head_dim)
+            pool.write(li, sl[n:], k_new, v_new)  # K is stored before RoPE
+            k, v = pool.read(li, sl)  # the whole context, as stored
+            att = ops.attention(self.rope(q, pos), self.rope(k, all_pos), v, pos)
+            x = x + ops.linear(att, lw["wo"])
+            # MLP block (SwiGLU)
+            h = self.rmsnorm(x, lw["ffn_norm"])
+            gu = ops.linear(h, lw["w_gate_up"])
+            g, u = gu[:, : c.ffn_dim], gu[:, c.ffn_dim :]
+            x = x + ops.linear(self.silu(g) * u, lw["w_down"])
+        if last_only:
+            x = x[-1:]
+        x = self.rmsnorm(x, self._out_norm)
+        return ops.linear(x, self._head).astype(np.float32)
+
+    def __repr__(self) -> str:
+        return f"Model({self.config}, arithmetic={self.arithmetic!r})"

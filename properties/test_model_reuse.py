@@ -1,0 +1,99 @@
+"""KV-level bit-identity properties of the exact NumPy model (synthetic default model).
+
+Reusing cached K/V and prefilling only the suffix must give logits bit-identical to a full
+prefill, for every split point, every chunking, every KV storage dtype and BLAS thread count.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from threadpoolctl import threadpool_limits
+
+from model import STORAGE_DTYPES, KVPool, load_default
+from model.checks import assert_bit_identical, check_chunked_equals_full, check_reuse_after_split
+
+MODEL = load_default()
+VOCAB = MODEL.config.vocab_size
+MAX_LEN = 48
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _one_blas_thread_by_default():
+    """Tests run on 1 BLAS thread unless they ask for more (2 OpenBLAS threads per xdist worker on a
+    2-core machine oversubscribe it badly); exactness must not depend on it either way."""
+    with threadpool_limits(limits=1):
+        yield
+
+
+tokens_st = st.lists(st.integers(0, VOCAB - 1), min_size=1, max_size=MAX_LEN)
+
+
+@st.composite
+def tokens_and_split(draw: st.DrawFn) -> tuple[list[int], int]:
+    toks = draw(tokens_st)
+    return toks, draw(st.integers(0, len(toks)))
+
+
+@settings(deadline=None)
+@given(case=tokens_and_split(), threads=st.sampled_from([1, 2]), seed=st.integers(0, 2**16))
+def test_reuse_after_split_is_bit_identical(case: tuple[list[int], int], threads: int, seed: int) -> None:
+    toks, split = case
+    with threadpool_limits(limits=threads):
+        check_reuse_after_split(MODEL, toks, split, seed=seed)
+
+
+@settings(deadline=None)
+@given(case=tokens_and_split(), chunk=st.integers(1, 17), seed=st.integers(0, 2**16))
+def test_reuse_then_chunked_suffix_is_bit_identical(case: tuple[list[int], int], chunk: int, seed: int) -> None:
+    toks, split = case
+    check_reuse_after_split(MODEL, toks, split, seed=seed, chunk_size=chunk)
+
+
+@settings(deadline=None)
+@given(toks=tokens_st, chunk=st.integers(1, 20))
+def test_chunked_prefill_equals_full_prefill(toks: list[int], chunk: int) -> None:
+    check_chunked_equals_full(MODEL, toks, chunk)
+
+
+@pytest.mark.parametrize("dtype", sorted(STORAGE_DTYPES))
+@settings(deadline=None, max_examples=15)
+@given(case=tokens_and_split(), seed=st.integers(0, 2**16))
+def test_reuse_is_bit_identical_for_each_storage_dtype(dtype: str, case: tuple[list[int], int], seed: int) -> None:
+    toks, split = case
+    check_reuse_after_split(MODEL, toks, split, dtype=dtype, seed=seed)
+
+
+def test_every_split_point_of_one_prompt_under_one_and_two_threads() -> None:
+    toks = np.random.default_rng(7).integers(0, VOCAB, 40)
+    for split in range(toks.size + 1):
+        check_reuse_after_split(MODEL, toks, split, seed=split)
+    with threadpool_limits(limits=2):
+        for split in range(0, toks.size + 1, 7):
+            check_reuse_after_split(MODEL, toks, split, seed=split)
+
+
+def test_thread_count_does_not_change_logits() -> None:
+    toks = np.random.default_rng(8).integers(0, VOCAB, 33)
+    out = []
+    for threads in (1, 2):
+        with threadpool_limits(limits=threads):
+            out.append(MODEL.prefill(KVPool(MODEL.config, 64), toks, np.arange(33)))
+    assert_bit_identical(out[0], out[1], "1 thread vs 2 threads")
+
+
+def test_last_only_equals_last_row() -> None:
+    toks = np.random.default_rng(9).integers(0, VOCAB, 21)
+    full = MODEL.prefill(KVPool(MODEL.config, 32), toks, np.arange(21))
+    last = MODEL.prefill(KVPool(MODEL.config, 32), toks, np.arange(21), last_only=True)
+    assert_bit_identical(last, full[-1:], "last_only logits")
+
+
+def test_logits_shape_and_dtype() -> None:
+    pool = KVPool(MODEL.config, 16)
+    MODEL.prefill(pool, [1], np.arange(1), 0)
+    out = MODEL.prefill(pool, [1, 2, 3, 4], np.arange(4), 1)
+    assert out.shape == (3, VOCAB) and out.dtype == np.float32
+    assert MODEL.prefill(pool, [1, 2, 3, 4], np.arange(4), 4).shape == (0, VOCAB)
