@@ -29,7 +29,7 @@ from oracles.slots import check_conservation, check_freed
 from properties.contract import DEFAULT_CAPABILITIES, Capabilities, SlotAllocator
 from properties.target import OperationTimeout, guarded
 
-POOL_SIZE = 1 << 20  # large enough that no run exhausts it
+POOL_SIZE = 1 << 20  # far more than any run allocates
 MAX_PROBES = 24  # known sequences re-matched after a quarantine
 
 
@@ -176,6 +176,14 @@ class RadixCacheMachine(RuleBasedStateMachine):
     def match(self, tokens: tuple[int, ...]) -> HandleRecord:
         return self._match(tokens)
 
+    @rule(target=locks, tokens=_queries(sequences))
+    def admit(self, tokens: tuple[int, ...]) -> HandleRecord:
+        """A request starts running: match its prompt and lock the matched prefix at once."""
+        record = self._match(tokens)
+        self._call("inc_lock_ref", record.handle)
+        self.model.lock(record.path)
+        return record
+
     @rule(target=locks, record=handles)
     def lock(self, record: HandleRecord) -> Any:
         if self.model.can_lock(record.path):
@@ -216,6 +224,15 @@ class RadixCacheMachine(RuleBasedStateMachine):
 
     @rule(tokens=_queries(sequences).filter(bool))
     def quarantine(self, tokens: tuple[int, ...]) -> None:
+        self._quarantine(tokens)
+
+    @rule(record=locks, cut=st.integers(1, 24))
+    def quarantine_locked(self, record: HandleRecord, cut: int) -> None:
+        """Quarantine a prefix a request still holds: unlinked now, freed at its last unlock."""
+        if record.tokens[:cut]:
+            self._quarantine(record.tokens[:cut])
+
+    def _quarantine(self, tokens: tuple[int, ...]) -> None:
         if not self.capabilities.supports_quarantine:
             return
         cached_before = set(self.model.cached)

@@ -70,6 +70,7 @@ needs something the target does not offer is skipped with that reason, never fai
 
 from __future__ import annotations
 
+from collections import deque
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
@@ -128,21 +129,22 @@ class SlotAllocator:
 
     It refuses (raises ``ValueError``) a double free or a free of an id it never handed out, and
     remembers every refusal in ``violations`` so a cache that swallows the exception is still
-    caught. Freed ids go to the back of the free list, so an id is not handed out again soon.
+    caught. Ids never handed out go first, then freed ones in the order they came back, so an
+    id is not reused soon (a use-after-free then reads a slot nobody else holds).
     """
 
     def __init__(self, pool_size: int) -> None:
         if isinstance(pool_size, bool) or not isinstance(pool_size, int) or pool_size < 1:
             raise ValueError(f"pool_size must be a positive int, got {pool_size!r}")
         self.pool_size = pool_size
-        self._free: list[int] = list(range(pool_size))
-        self._head = 0  # _free[:_head] were handed out; a deque without its per-item cost
+        self._never_used = 0  # ids >= this were never handed out; they go first
+        self._recycled: deque[int] = deque()
         self.in_use: set[int] = set()
         self.freed_log: list[int] = []
         self.violations: list[str] = []
 
     def available(self) -> int:
-        return len(self._free) - self._head
+        return self.pool_size - self._never_used + len(self._recycled)
 
     def alloc(self, n: int) -> np.ndarray:
         """Hand out ``n`` slot ids (int64). Raises ``MemoryError`` if fewer are available."""
@@ -150,11 +152,10 @@ class SlotAllocator:
             raise ValueError(f"alloc needs a non-negative int, got {n!r}")
         if n > self.available():
             raise MemoryError(f"slot pool exhausted: asked {n}, {self.available()} free")
-        ids = self._free[self._head : self._head + n]
-        self._head += n
-        if self._head > 4096 and self._head * 2 > len(self._free):
-            del self._free[: self._head]
-            self._head = 0
+        fresh = min(n, self.pool_size - self._never_used)
+        ids = list(range(self._never_used, self._never_used + fresh))
+        self._never_used += fresh
+        ids += [self._recycled.popleft() for _ in range(n - fresh)]
         self.in_use.update(ids)
         return np.asarray(ids, dtype=np.int64)
 
@@ -171,5 +172,5 @@ class SlotAllocator:
             self.violations.append(f"free() of ids not in use (double free or never allocated): {what}")
             raise ValueError(self.violations[-1])
         self.in_use.difference_update(ids_list)
-        self._free.extend(ids_list)
+        self._recycled.extend(ids_list)
         self.freed_log.extend(ids_list)

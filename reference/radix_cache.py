@@ -205,18 +205,25 @@ class RadixCache:
                     return 0
                 child = self._split(child, shared)
             node, pos = child, pos + shared
-        doomed = [c for c in node.children.values() if c.key[: len(head)] == head]
         removed = 0
-        for subtree in doomed:
+        for subtree in self._branches(node, head):
             self._unlink(subtree)
             for victim in self._subtree(subtree):
                 removed += len(victim.key)
-                if victim.lock_ref == 0:
-                    self._free(victim)
-                else:
-                    victim.state = "detached"
-                    self._detached.append(victim)
+                self._retire(victim)
         return removed
+
+    def _branches(self, node: Node, head: tuple[int, ...]) -> list[Node]:
+        """The children of ``node`` whose edge starts with ``head``."""
+        return [c for c in node.children.values() if c.key[: len(head)] == head]
+
+    def _retire(self, node: Node) -> None:
+        """A quarantined node: freed now if unlocked, else detached until its last unlock."""
+        if node.lock_ref == 0:
+            self._free(node)
+        else:
+            node.state = "detached"
+            self._detached.append(node)
 
     def reset(self) -> None:
         """Free every slot the cache holds, quarantined ones included; every handle goes stale."""

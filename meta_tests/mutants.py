@@ -1,0 +1,232 @@
+"""Deliberately broken variants of the reference cache: the suite must catch every one.
+
+Each mutant reproduces one class of bug seen in real radix caches (the catalogue in
+``reports/`` links each to its public thread) with the smallest change to the reference. Each
+also names, in ``caught_by``, a phrase of the oracle message that must report it, so a mutant
+killed for the wrong reason (say, a crash in the harness) does not count as caught.
+
+Point the gate at one to see a failure as a user would:
+``pytest properties -p no:randomly --radix-target meta_tests.mutants:EvictsLockedLeaf``
+"""
+
+from __future__ import annotations
+
+import heapq
+from typing import Any
+
+import numpy as np
+
+from reference.radix_cache import Node, RadixCache
+from reference.validation import as_count, as_tokens
+
+
+class SplitOffByOne(RadixCache):
+    """Match splits one token past the divergence (unaligned/boundary split, sglang #28692)."""
+
+    bug_class = "split-off-by-one"
+    caught_by = "match_prefix"
+
+    def _split(self, child: Node, at: int) -> Node:
+        return super()._split(child, min(at + 1, len(child.key) - 1)) if len(child.key) > 1 else child
+
+
+class LockSkipsAncestors(RadixCache):
+    """inc/dec_lock_ref touch only the handle's own node, not its ancestors."""
+
+    bug_class = "lock-skips-ancestors"
+    caught_by = "protected_size"
+
+    def _path(self, handle: Any) -> list[Node]:
+        return super()._path(handle)[:1]
+
+
+class LockSkipsSelf(RadixCache):
+    """The lock walk starts at the parent, so the matched node itself stays evictable
+    (mini-sglang #52)."""
+
+    bug_class = "lock-skips-self"
+    caught_by = ("protected_size", "locked", "unmatched unlock")
+
+    def _path(self, handle: Any) -> list[Node]:
+        return super()._path(handle)[1:]
+
+
+class EvictsLockedLeaf(RadixCache):
+    """Eviction ignores lock_ref."""
+
+    bug_class = "evicts-locked-leaf"
+    caught_by = "locked"
+
+    def _evictable_leaf(self, node: Node) -> bool:
+        return node is not self.root and not node.children
+
+
+class MostRecentFirst(RadixCache):
+    """The eviction heap is keyed the wrong way round: most recently used leaf goes first."""
+
+    bug_class = "mru-instead-of-lru"
+    caught_by = "survived"
+
+    def evict(self, num_tokens: int) -> int:
+        num_tokens = as_count(num_tokens, "num_tokens", 0)
+        heap = [(-n.last_access, n.serial, n) for n in self._linked_nodes() if self._evictable_leaf(n)]
+        heapq.heapify(heap)
+        evicted = 0
+        while evicted < num_tokens and heap:
+            _, _, leaf = heapq.heappop(heap)
+            self._unlink(leaf)
+            self._free(leaf)
+            evicted += len(leaf.key)
+            if self._evictable_leaf(leaf.parent):
+                heapq.heappush(heap, (-leaf.parent.last_access, leaf.parent.serial, leaf.parent))
+        return evicted
+
+
+class UnmatchedUnlockAccepted(RadixCache):
+    """dec_lock_ref trusts its caller and drives lock_ref below zero (SGLang 0.5.23)."""
+
+    bug_class = "unmatched-unlock-accepted"
+    caught_by = "unmatched unlock"
+
+    def dec_lock_ref(self, handle: Any) -> None:
+        for node in self._path(handle):
+            node.lock_ref -= 1
+
+
+class SplitKeepsStaleValues(RadixCache):
+    """A split shortens the lower node's key but not its slot ids: KV lost/duplicated in a split
+    (sglang #16946)."""
+
+    bug_class = "split-loses-values"
+    caught_by = ("match_prefix", "double free")
+
+    def _split(self, child: Node, at: int) -> Node:
+        value = child.value
+        upper = super()._split(child, at)
+        child.value = value[: len(value)]  # the lower half keeps every slot id
+        return upper
+
+
+class QuarantineTakesSiblings(RadixCache):
+    """evict_prefix removes every branch at the cut, not only the one it was given."""
+
+    bug_class = "quarantine-removes-sibling"
+    caught_by = "evict_prefix"
+
+    def _branches(self, node: Node, head: tuple[int, ...]) -> list[Node]:
+        return list(node.children.values())
+
+
+class ProtectedCountsNodes(RadixCache):
+    """protected_size counts locked nodes instead of locked tokens (size counter drift,
+    sglang #35270 / mllm #656)."""
+
+    bug_class = "size-counter-drift"
+    caught_by = "protected_size"
+
+    def protected_size(self) -> int:
+        return sum(1 for n in self._linked_nodes() if n.lock_ref > 0 and n is not self.root)
+
+    def evictable_size(self) -> int:
+        return self.total_size() - self.protected_size()
+
+
+class NoSplitOnMatch(RadixCache):
+    """Match returns the whole edge it stopped in as the handle: a lock covers more than was
+    matched (a port that did not split on match)."""
+
+    bug_class = "match-no-split-overlock"
+    caught_by = ("protected_size", "kept going", "survived")  # over-locks, and over-touches for LRU
+
+    def match_prefix(self, tokens: Any) -> tuple[np.ndarray, Node]:
+        key = as_tokens(tokens, "tokens")
+        key = key[: len(key) // self.page_size * self.page_size]
+        self._clock += 1
+        node, pos, pieces = self.root, 0, []
+        while pos < len(key):
+            child = node.children.get(key[pos : pos + self.page_size])
+            if child is None:
+                break
+            shared = self._shared_length(child.key, key[pos:])
+            child.last_access = self._clock
+            pieces.append(child.value[:shared])
+            node, pos = child, pos + shared
+            if shared < len(child.key):
+                break
+        return (np.concatenate(pieces) if pieces else np.zeros(0, np.int64)), node
+
+
+class QuarantineFreesLocked(RadixCache):
+    """evict_prefix frees a locked node's slots at once, while a request still reads them."""
+
+    bug_class = "quarantine-frees-locked"
+    caught_by = "should free"
+
+    def _retire(self, node: Node) -> None:
+        self._free(node)
+
+
+class StaleHandleAccepted(RadixCache):
+    """inc_lock_ref on an evicted node walks its old parent chain (sglang #29291)."""
+
+    bug_class = "stale-handle-accepted"
+    caught_by = "stale"
+
+    def inc_lock_ref(self, handle: Any) -> None:
+        node = handle
+        while node is not self.root and node is not None:
+            node.lock_ref += 1
+            node = node.parent
+
+
+class EvictOvershoots(RadixCache):
+    """evict() ignores num_tokens and empties everything evictable."""
+
+    bug_class = "evict-overshoots"
+    caught_by = "kept going"
+
+    def evict(self, num_tokens: int) -> int:
+        return super().evict(self.total_size() if as_count(num_tokens, "num_tokens", 0) else 0)
+
+
+class UnalignedPages(RadixCache):
+    """Shared lengths are not rounded down to whole pages: edges split mid-page (sglang #28692)."""
+
+    bug_class = "paged-split-unaligned"
+    caught_by = ("page-aligned", "prefix_len")
+    page_size = 2
+
+    def _shared_length(self, edge: tuple[int, ...], query: tuple[int, ...]) -> int:
+        n = 0
+        for a, b in zip(edge, query):
+            if a != b:
+                break
+            n += 1
+        return n
+
+
+class ResetLeaksDetached(RadixCache):
+    """reset() forgets quarantined nodes that were still locked: their slots leak."""
+
+    bug_class = "reset-leaks-detached"
+    caught_by = "reset"
+
+    def reset(self) -> None:
+        self._detached.clear()
+        super().reset()
+
+
+class AcceptsFloatTokens(RadixCache):
+    """Token ids are not validated: 1.5 is silently accepted as a key."""
+
+    bug_class = "bad-input-accepted"
+    caught_by = "bad input"
+
+    def match_prefix(self, tokens: Any) -> tuple[np.ndarray, Node]:
+        return super().match_prefix([int(t) if not isinstance(t, list) else 0 for t in tokens])
+
+
+MUTANTS: list[type[RadixCache]] = sorted(
+    [cls for cls in list(globals().values()) if isinstance(cls, type) and issubclass(cls, RadixCache) and cls is not RadixCache],
+    key=lambda cls: cls.__name__,
+)
