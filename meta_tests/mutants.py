@@ -198,7 +198,7 @@ class UnalignedPages(RadixCache):
 
     def _shared_length(self, edge: tuple[int, ...], query: tuple[int, ...]) -> int:
         n = 0
-        for a, b in zip(edge, query):
+        for a, b in zip(edge, query, strict=False):
             if a != b:
                 break
             n += 1

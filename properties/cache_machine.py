@@ -52,7 +52,8 @@ def _as_int(x: Any, what: str) -> int:
 
 def _as_slot_array(x: Any, what: str) -> np.ndarray:
     assert isinstance(x, np.ndarray), f"{what} returned values of type {type(x).__name__}, not an ndarray"
-    assert x.ndim == 1 and (x.size == 0 or np.issubdtype(x.dtype, np.integer)), f"{what} returned values {x.dtype}{x.shape}, not 1-D integers"
+    integers = x.size == 0 or np.issubdtype(x.dtype, np.integer)
+    assert x.ndim == 1 and integers, f"{what} returned values {x.dtype}{x.shape}, not 1-D integers"
     return x
 
 

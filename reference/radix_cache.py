@@ -106,7 +106,7 @@ class RadixCache:
     def _shared_length(self, edge: tuple[int, ...], query: tuple[int, ...]) -> int:
         """Length of the common prefix of ``edge`` and ``query``, rounded down to whole pages."""
         n = 0
-        for a, b in zip(edge, query):
+        for a, b in zip(edge, query, strict=False):
             if a != b:
                 break
             n += 1
