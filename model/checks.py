@@ -74,9 +74,7 @@ def check_reuse_after_split(
     assert_bit_identical(v.astype(np.float32), v0.astype(np.float32), "stored V")
 
 
-def check_chunked_equals_full(
-    model: Model, tokens: Sequence[int] | np.ndarray, chunk_size: int, dtype: str = "float32"
-) -> None:
+def check_chunked_equals_full(model: Model, tokens: Sequence[int] | np.ndarray, chunk_size: int, dtype: str = "float32") -> None:
     """Chunked prefill from scratch gives the full prefill's logits bit for bit."""
     tokens = np.asarray(tokens, dtype=np.int64)
     want, _ = full_prefill(model, tokens, dtype)

@@ -48,6 +48,7 @@ ACT_BITS = 15  # activations quantised to |x| <= 2**15 - 1, i.e. the int16 range
 ATTN_BITS = 15  # q, k, v and probabilities, per row
 DENOM_BITS = 30  # softmax denominators: exact sum of rint(e * 2**30), e in [0, 1]
 QUERY_CHUNK = 128  # attention processes at most this many query rows at once (memory only)
+LINEAR_CHUNK = 4096  # output rows per float64 GEMM (bounds the float64 copy of a large matrix)
 
 
 class ExactnessError(ArithmeticError):
@@ -107,35 +108,40 @@ class IntMatrix:
         return self.w.shape  # type: ignore[return-value]
 
 
-def integerise(m: Q8Matrix) -> IntMatrix:
-    """Write each Q8_0 row as an exact integer row times one power of two."""
+def integerise(m: Q8Matrix, chunk_rows: int = 4096) -> IntMatrix:
+    """Write each Q8_0 row as an exact integer row times one power of two (in row chunks, to keep
+    float64 temporaries small for the 49152-row embedding)."""
     rows, cols = m.shape
     nb = cols // BLOCK
-    d = m.scales.astype(np.float64)
-    frac, exp = np.frexp(d)  # d = frac * 2**exp, frac in [0.5, 1) (or 0)
-    mant = frac * 2.0**11  # float16 has an 11-bit significand: an exact integer
-    assert np.array_equal(mant, np.rint(mant)), "float16 scale with more than 11 significant bits"
-    if not np.all(np.isfinite(d)):
+    if not np.all(np.isfinite(m.scales)):
         raise ExactnessError("Q8_0 matrix has a non-finite block scale")
-    nonzero = mant != 0
-    big = np.iinfo(np.int32).max
-    emin = np.where(nonzero, exp, big).min(axis=1)
-    emin = np.where(emin == big, 0, emin)  # an all-zero row
-    shift = np.where(nonzero, exp - emin[:, None], 0)
-    block_int = mant * np.ldexp(1.0, shift)  # (rows, nb), exact integers
-    w = m.qs.reshape(rows, nb, BLOCK).astype(np.float64) * block_int[..., None]
-    w = w.reshape(rows, cols)
-    row_abs = np.abs(w).sum(axis=1)  # an upper bound with ample margin below
-    worst = float(row_abs.max()) if rows else 0.0
+    out, row_scale, worst = np.empty((rows, cols), np.float32), np.empty(rows), 0.0
+    for r0 in range(0, rows, chunk_rows):
+        r1 = min(rows, r0 + chunk_rows)
+        frac, exp = np.frexp(m.scales[r0:r1].astype(np.float64))  # d = frac * 2**exp, frac in [0.5, 1)
+        mant = frac * 2.0**11  # float16 has an 11-bit significand: an exact integer
+        assert np.array_equal(mant, np.rint(mant)), "float16 scale with more than 11 significant bits"
+        nonzero = mant != 0
+        big = np.iinfo(np.int32).max
+        emin = np.where(nonzero, exp, big).min(axis=1)
+        emin = np.where(emin == big, 0, emin)  # an all-zero row
+        shift = np.where(nonzero, exp - emin[:, None], 0)
+        block_int = mant * np.ldexp(1.0, shift)  # (rows, nb), exact integers
+        w = m.qs[r0:r1].reshape(r1 - r0, nb, BLOCK).astype(np.float64) * block_int[..., None]
+        w = w.reshape(r1 - r0, cols)
+        absw = np.abs(w)
+        worst = max(worst, float(absw.sum(axis=1).max(initial=0.0)))  # an upper bound, ample margin
+        # float32 holds the integers exactly when they fit in 24 bits; else switch to float64
+        if out.dtype == np.float32 and float(absw.max(initial=0.0)) >= 2.0**24:
+            out = out.astype(np.float64)
+        out[r0:r1] = w
+        row_scale[r0:r1] = np.ldexp(1.0, emin - 11)
     bits = ACT_BITS
     while bits >= 8 and worst * (2**bits - 1) >= F64_EXACT / 2:
         bits -= 1
     if bits < 8:
-        raise ExactnessError(
-            f"Q8_0 matrix {rows}x{cols}: block scales of one row span too many binary orders for an exact float64 GEMM"
-        )
-    storage = np.float32 if float(np.abs(w).max(initial=0.0)) < 2.0**24 else np.float64
-    return IntMatrix(w.astype(storage), np.ldexp(1.0, emin - 11), bits)
+        raise ExactnessError(f"Q8_0 matrix {rows}x{cols}: block scales of one row span too many binary orders for an exact float64 GEMM")
+    return IntMatrix(out, row_scale, bits)
 
 
 class ExactOps:
@@ -146,11 +152,23 @@ class ExactOps:
     def prepare(self, m: Q8Matrix) -> IntMatrix:
         return integerise(m)
 
-    def linear(self, x: np.ndarray, w: IntMatrix) -> np.ndarray:
-        """``x @ W.T`` for ``x`` (n, cols), exact up to the per-row activation quantisation."""
+    def linear(self, x: np.ndarray, w: IntMatrix, out_dtype: type = np.float64) -> np.ndarray:
+        """``x @ W.T`` for ``x`` (n, cols), exact up to the per-row activation quantisation.
+
+        Large matrices (the output head) are processed in chunks of ``LINEAR_CHUNK`` output rows so
+        only one chunk is ever converted to float64; each output element is its own exact dot, so
+        chunking changes nothing.
+        """
         xi, sx = quantize_rows(x, w.act_bits)
-        acc = xi @ w.w.astype(np.float64, copy=False).T  # exact integers
-        return acc * w.row_scale[None, :] * sx[:, None]
+        rows = w.shape[0]
+        out = np.empty((xi.shape[0], rows), dtype=out_dtype)
+        for r0 in range(0, rows, LINEAR_CHUNK):
+            r1 = min(rows, r0 + LINEAR_CHUNK)
+            acc = xi @ w.w[r0:r1].astype(np.float64, copy=False).T  # exact integers
+            acc *= w.row_scale[None, r0:r1]  # a power of two: exact
+            acc *= sx[:, None]
+            out[:, r0:r1] = acc
+        return out
 
     def rowsum(self, x: np.ndarray) -> np.ndarray:
         return rowsum(x)
@@ -206,8 +224,8 @@ class FloatOps:
     def prepare(self, m: Q8Matrix) -> np.ndarray:
         return dequantize(m)
 
-    def linear(self, x: np.ndarray, w: np.ndarray) -> np.ndarray:
-        return (np.asarray(x, dtype=np.float32) @ w.T).astype(np.float64)
+    def linear(self, x: np.ndarray, w: np.ndarray, out_dtype: type = np.float64) -> np.ndarray:
+        return (np.asarray(x, dtype=np.float32) @ w.T).astype(out_dtype)
 
     def rowsum(self, x: np.ndarray) -> np.ndarray:
         return np.asarray(x, dtype=np.float32).sum(axis=-1).astype(np.float64)

@@ -89,15 +89,17 @@ def rope_table(config: Config) -> tuple[np.ndarray, np.ndarray]:
 class Model:
     """A Llama decoder with Q8_0 weights.
 
-    ``Model(config, weights, arithmetic="exact")``; ``arithmetic="float"`` builds the deliberately
-    inexact plain-float-BLAS variant used by the meta-tests.
+    ``Model(config, weights, arithmetic="exact", keep_q8=True)``; ``arithmetic="float"`` builds the
+    deliberately inexact plain-float-BLAS variant used by the meta-tests. ``keep_q8=False`` drops
+    the Q8_0 source matrices once they are prepared (saves memory for the real model; then
+    ``model.weights`` is ``None``).
 
     Main entry point: ``prefill(pool, tokens, slots, num_cached)`` (see its docstring).
     """
 
-    def __init__(self, config: Config, weights: Weights, arithmetic: str = "exact") -> None:
+    def __init__(self, config: Config, weights: Weights, arithmetic: str = "exact", keep_q8: bool = True) -> None:
         self.config = config
-        self.weights = weights
+        self._embd = weights.token_embd
         self.arithmetic = arithmetic
         self.ops = get_ops(arithmetic)
         prep = self.ops.prepare
@@ -116,11 +118,12 @@ class Model:
         self._out_norm = weights.out_norm.astype(np.float64)
         self._head = prep(weights.output if weights.output is not None else weights.token_embd)
         self._cos, self._sin = rope_table(config)
+        self.weights: Weights | None = weights if keep_q8 else None
 
     # ---- building blocks --------------------------------------------------------------------
     def embed(self, tokens: np.ndarray) -> np.ndarray:
         """Dequantised embedding rows (exact: int8 x float16 fits a float64)."""
-        e = self.weights.token_embd
+        e = self._embd
         rows = e.qs[tokens].astype(np.float64).reshape(len(tokens), -1, 32)
         return (rows * e.scales[tokens].astype(np.float64)[..., None]).reshape(len(tokens), -1)
 
@@ -174,13 +177,9 @@ class Model:
         if not isinstance(pool, KVPool):
             raise InputError(f"pool must be a KVPool, got {type(pool).__name__}")
         if (pool.n_layers, pool.n_kv_heads, pool.head_dim) != (c.n_layers, c.n_kv_heads, c.head_dim):
-            raise InputError(
-                f"{pool!r} does not fit the model (layers={c.n_layers}, kv_heads={c.n_kv_heads}, head_dim={c.head_dim})"
-            )
+            raise InputError(f"{pool!r} does not fit the model (layers={c.n_layers}, kv_heads={c.n_kv_heads}, head_dim={c.head_dim})")
 
-    def _check_prefill(
-        self, pool: KVPool, tokens: Any, slots: Any, num_cached: int
-    ) -> tuple[np.ndarray, np.ndarray, int]:
+    def _check_prefill(self, pool: KVPool, tokens: Any, slots: Any, num_cached: int) -> tuple[np.ndarray, np.ndarray, int]:
         self.check_pool(pool)
         toks = self.check_tokens(tokens)
         try:
@@ -271,7 +270,7 @@ class Model:
         if last_only:
             x = x[-1:]
         x = self.rmsnorm(x, self._out_norm)
-        return ops.linear(x, self._head).astype(np.float32)
+        return ops.linear(x, self._head, out_dtype=np.float32)
 
     def __repr__(self) -> str:
         return f"Model({self.config}, arithmetic={self.arithmetic!r})"

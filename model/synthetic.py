@@ -22,7 +22,7 @@ DEFAULT_CONFIG = Config(
     vocab_size=384,
     max_seq_len=1024,
     rope_theta=10000.0,
-    norm_eps=1e-5,
+    norm_eps=float(np.float32(1e-5)),  # representable in GGUF's float32 field
     name="synthetic-wiring",
 )
 
