@@ -65,3 +65,16 @@ def test_chunked_property_rejects_the_float_blas_model() -> None:
     with pytest.raises(AssertionError, match="chunked prefill"):
         for chunk in (1, 3, 7):
             check_chunked_equals_full(FLOAT, toks, chunk)
+
+
+def test_serving_state_machine_rejects_the_float_blas_model() -> None:
+    from hypothesis.stateful import run_state_machine_as_test
+
+    from properties.test_model_radix import ServingMachine
+
+    class FloatServing(ServingMachine):
+        MODEL = FLOAT
+
+    cfg = settings(deadline=None, max_examples=30, stateful_step_count=10, database=None, phases=[Phase.generate])
+    with pytest.raises(AssertionError, match="reused"):
+        run_state_machine_as_test(FloatServing, settings=cfg)
