@@ -1,0 +1,36 @@
+"""Oracle 6 can fail: a non-DFS order, or a cache that mangles what it matched, misses the bound."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import find, settings
+
+from meta_tests.mutants import SplitOffByOne
+from properties.contract import DEFAULT_CAPABILITIES
+from properties.target import Target
+from properties.test_scheduling import batches, misses_the_bound
+from reference import RadixCache
+
+REFERENCE = Target("reference", RadixCache, DEFAULT_CAPABILITIES)
+SEARCH = settings(max_examples=500, derandomize=True, database=None, deadline=None)
+
+
+def shortest_first(batch):
+    """Not DFS: groups requests by length, splitting prefix families apart."""
+    return sorted(range(len(batch)), key=lambda i: (len(batch[i]), batch[i]))
+
+
+def arrival_order(batch):
+    return list(range(len(batch)))
+
+
+@pytest.mark.parametrize("order_fn", [shortest_first, arrival_order], ids=lambda f: f.__name__)
+def test_a_non_dfs_order_misses_the_bound(order_fn) -> None:
+    witness = find(batches(), lambda b: misses_the_bound(REFERENCE, b, max(map(len, b)), order_fn), settings=SEARCH)
+    assert witness  # find() raises NoSuchExample when the oracle cannot tell the orders apart
+
+
+def test_a_cache_that_splits_wrongly_misses_the_bound() -> None:
+    broken = Target("SplitOffByOne", SplitOffByOne, DEFAULT_CAPABILITIES)
+    witness = find(batches(), lambda b: misses_the_bound(broken, b, max(map(len, b))), settings=SEARCH)
+    assert witness

@@ -1,0 +1,59 @@
+"""Target selection fails loudly and clearly, never by silently testing something else."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from properties.contract import Capabilities
+from properties.target import OperationTimeout, guarded, load_target
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+@pytest.mark.parametrize(
+    ("spec", "phrase"),
+    [
+        ("reference", "must look like"),
+        ("no_such_module_xyz:factory", "cannot import"),
+        ("reference:NoSuchFactory", "no attribute"),
+        ("reference.radix_cache:_EMPTY", "not callable"),
+    ],
+)
+def test_bad_target_spec_is_a_clear_error(spec: str, phrase: str) -> None:
+    with pytest.raises(ValueError, match=phrase):
+        load_target(spec)
+
+
+def test_default_target_is_the_reference() -> None:
+    target = load_target("reference:RadixCache")
+    assert isinstance(target.capabilities, Capabilities)
+
+
+def test_a_hanging_operation_is_cut_off(monkeypatch) -> None:
+    import time
+
+    monkeypatch.setenv("RADIXCHECK_OP_TIMEOUT", "0.2")
+    start = time.monotonic()
+    with pytest.raises(OperationTimeout, match="did not return within"):
+        guarded("evict", time.sleep, 30)
+    assert time.monotonic() - start < 5
+
+
+def _pytest(*args: str) -> subprocess.CompletedProcess:
+    cmd = [sys.executable, "-m", "pytest", "--collect-only", "-p", "no:xdist", *args, "properties/test_construction.py"]
+    return subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=120)
+
+
+def test_the_header_names_the_target() -> None:
+    result = _pytest("--radix-target", "meta_tests.mutants:EvictsLockedLeaf")
+    assert "radixcheck target: meta_tests.mutants:EvictsLockedLeaf" in result.stdout
+
+
+def test_a_typo_in_the_target_stops_the_run() -> None:
+    result = _pytest("--radix-target", "reference:RadixCach")
+    assert result.returncode != 0
+    assert "has no attribute 'RadixCach'" in result.stderr + result.stdout
