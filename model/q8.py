@@ -24,8 +24,14 @@ BLOCK_BYTES = 2 + BLOCK
 
 
 def round_half_away_from_zero(x: np.ndarray) -> np.ndarray:
-    """C ``roundf`` semantics, element-wise: 0.5 -> 1, -0.5 -> -1, 2.5 -> 3."""
-    return np.sign(x) * np.floor(np.abs(x) + np.asarray(0.5, dtype=x.dtype))
+    """C ``roundf`` semantics, element-wise: 0.5 -> 1, -0.5 -> -1, 2.5 -> 3, 0.49999997 -> 0.
+
+    (``floor(|x| + 0.5)`` would be wrong for the float just below 0.5: the addition rounds up.
+    ``|x| - floor(|x|)`` is exact, so comparing it with 0.5 is not.)
+    """
+    a = np.abs(x)
+    f = np.floor(a)
+    return np.sign(x) * (f + (a - f >= 0.5))
 
 
 @dataclass(frozen=True)
