@@ -65,8 +65,19 @@ IMPORT_DEPS = [
     "partial_json_parser",  # UnifiedRadixCache
 ]
 
-# The suite itself, so `.audit-venv/bin/python -m pytest properties` runs.
-SUITE_DEPS = ["pytest", "pytest-xdist", "hypothesis", "ml-dtypes", "tabulate"]
+# The suite itself, so `.audit-venv/bin/python -m pytest properties` runs: the project's own
+# dependencies and its `real` and `dev` extras, read from pyproject.toml at build time.
+SUITE_EXTRAS = ("real", "dev")
+
+
+def suite_deps() -> list[str]:
+    import tomllib
+
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    deps = list(project.get("dependencies", []))
+    for extra in SUITE_EXTRAS:
+        deps += project.get("optional-dependencies", {}).get(extra, [])
+    return [d for d in deps if not d.startswith("radixcheck")]
 
 
 def python_in_venv() -> Path:
@@ -122,7 +133,7 @@ def build(force: bool) -> None:
     run(pip + [TORCH], "torch", timings)
     run(pip + ["--no-deps", SGLANG], "sglang --no-deps", timings)
     # torch is already satisfied at 2.13.0; pin it so no dependency upgrades it.
-    run(pip + IMPORT_DEPS + SUITE_DEPS + [TORCH], "import deps + suite deps", timings)
+    run(pip + IMPORT_DEPS + suite_deps() + [TORCH], "import deps + suite deps", timings)
     ok = check()
     total = round(time.monotonic() - t0, 1)
     size = du_bytes(VENV)

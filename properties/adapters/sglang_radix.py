@@ -1,9 +1,13 @@
 """radixcheck adapters for SGLang's radix caches (sglang 0.5.23, CPU).
 
 Select one with ``--radix-target properties.adapters.sglang_radix:<factory>``; they need the
-audit environment (``python reports/audit_env.py`` builds ``.audit-venv/``). Importing this
-module imports neither torch nor sglang: both are imported on the first factory call, after
-:mod:`properties.adapters._sglang_stubs` has put stand-ins in place of triton and torchvision.
+audit environment (``python reports/audit_env.py`` builds ``.audit-venv/``). Where sglang is
+not installed (the main gate's environment), importing this module imports neither torch nor
+sglang, and a factory call fails with ImportError. Where it is installed, the module imports
+them at once (about 6 s), after :mod:`properties.adapters._sglang_stubs` has put stand-ins in
+place of triton and torchvision: the suite times every call into the target (5 s by default)
+and an import interrupted half-way leaves ``sys.modules`` broken, so it must not happen inside
+the first factory call. ``RADIXCHECK_SGLANG_LAZY=1`` defers it anyway.
 
 Factories (each ``factory(allocator, page_size) -> cache`` with a ``capabilities`` attribute)
 ---------------------------------------------------------------------------------------------
@@ -38,6 +42,10 @@ What the adapter does besides forwarding (contract differences, all documented)
 * ``reset()``: SGLang's ``reset`` drops the tree without freeing anything (the server's
   ``flush_cache`` pairs it with ``allocator.clear()``, which would also take back slots that
   requests hold). The adapter frees the tree's slots (``all_values_flatten``) and then resets.
+* An empty match returns the sentinel :data:`ROOT` (the contract's root handle: lock and
+  unlock are no-ops, before and after ``reset``). SGLang's own root handle is replaced by
+  ``reset()``; locking the old one afterwards raises in RadixCache after it has already
+  incremented the old root's counter (see reports/sglang_findings.md).
 * UnifiedRadixCache's ``insert`` frees the caller's duplicate slots (those past
   ``InsertParams.prev_prefix_len``) itself; the contract leaves them to the caller, so the
   adapter passes ``prev_prefix_len=len(key)``, as SGLang's own prompt-split re-insert does.
@@ -49,9 +57,11 @@ What the adapter does besides forwarding (contract differences, all documented)
 
 from __future__ import annotations
 
+import importlib.util
+import os
 import sys
-from collections.abc import Sequence
-from typing import Any, Callable
+from collections.abc import Callable, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -60,6 +70,18 @@ from properties.contract import Capabilities, SlotAllocator
 RADIX_POLICIES = ("lru", "lfu", "fifo", "mru", "filo", "priority", "slru", "tlru")
 UNIFIED_POLICIES = RADIX_POLICIES
 PAGE_SIZES = (1, 2, 4)
+
+
+class _RootHandle:
+    """The handle of the empty prefix. SGLang's root is a node (RadixCache) or a node id
+    (UnifiedRadixCache) that ``reset()`` replaces, so an empty match returns this sentinel:
+    the contract's root handle, whose lock and unlock are no-ops across resets too."""
+
+    def __repr__(self) -> str:
+        return "<root handle>"
+
+
+ROOT = _RootHandle()
 
 _sg: Any = None  # namespace of the sglang/torch names we use, filled by _load()
 
@@ -193,6 +215,9 @@ class _Adapter:
         result = self.cache.insert(self._insert_params(key, value))
         return int(result.prefix_len)
 
+    def _is_root(self, node: Any) -> bool:
+        raise NotImplementedError
+
     def match_prefix(self, tokens: Sequence[int]) -> tuple[np.ndarray, Any]:
         result = self.cache.match_prefix(self.sg.MatchPrefixParams(key=self._key(tokens)))
         node = result.last_device_node
@@ -202,7 +227,15 @@ class _Adapter:
                 f"SGLang reported a {result.device_prefix_len}-token match but its path holds "
                 f"{len(values)} slots"
             )
-        return values, node
+        return values, (ROOT if self._is_root(node) else node)
+
+    def inc_lock_ref(self, handle: Any) -> None:
+        if handle is not ROOT:
+            self._inc(handle)
+
+    def dec_lock_ref(self, handle: Any) -> None:
+        if handle is not ROOT:
+            self._dec(handle)
 
     def evict(self, num_tokens: int) -> int:
         if isinstance(num_tokens, bool) or not isinstance(num_tokens, (int, np.integer)):
@@ -242,10 +275,13 @@ class SGLangRadixCache(_Adapter):
         )
         self.cache = self.sg.RadixCache(params)
 
-    def inc_lock_ref(self, handle: Any) -> None:
+    def _is_root(self, node: Any) -> bool:
+        return node is self.cache.root_node
+
+    def _inc(self, handle: Any) -> None:
         self.cache.inc_lock_ref(handle)
 
-    def dec_lock_ref(self, handle: Any) -> None:
+    def _dec(self, handle: Any) -> None:
         self.cache.dec_lock_ref(handle)
 
     def total_size(self) -> int:
@@ -285,11 +321,14 @@ class SGLangUnifiedRadixCache(_Adapter):
         # unified insert frees the caller's duplicate slots itself (the scheduler's protocol).
         return self.sg.InsertParams(key=key, value=value, prev_prefix_len=len(key))
 
-    def inc_lock_ref(self, handle: Any) -> None:
+    def _is_root(self, node: Any) -> bool:
+        return node == self.cache.root_node_handle()
+
+    def _inc(self, handle: Any) -> None:
         receipt = self.cache.inc_lock_ref(handle).to_dec_params()
         self._receipts.setdefault(handle, []).append(receipt)
 
-    def dec_lock_ref(self, handle: Any) -> None:
+    def _dec(self, handle: Any) -> None:
         stack = self._receipts.get(handle)
         receipt = stack[-1] if stack else self.sg.DecLockRefParams(node_id=handle)
         self.cache.dec_lock_ref(handle, receipt)
@@ -355,6 +394,9 @@ for _b in ("python", "rust"):
     FACTORIES[f"unified_{_b}_lru_lenient"] = _unified(_b, "lru", checks_locks=False)
 globals().update(FACTORIES)
 del _p, _b
+
+if os.environ.get("RADIXCHECK_SGLANG_LAZY") != "1" and importlib.util.find_spec("sglang") is not None:
+    _load()
 
 __all__ = ["FACTORIES", "SGLangRadixCache", "SGLangUnifiedRadixCache", *FACTORIES]
 
