@@ -5,9 +5,10 @@ K is stored *before* rotary embedding (RoPE is applied when K is read, at the po
 has in the sequence being served), which makes re-labelling positions — the cheap "re-rotation"
 eviction — exact by construction for a 1-layer model.
 
-Storage dtypes (via ml-dtypes): ``float32`` (default), ``bfloat16``, ``float8_e4m3fn``. Values are
-rounded to the storage dtype when written (float8 saturates at ±448 instead of overflowing to
-NaN), and the model only ever attends to stored values, so a full prefill and a reused prefix see
+Storage dtypes: ``float32`` (default), ``float16`` (llama.cpp's default), and via ml-dtypes
+``bfloat16`` and ``float8_e4m3fn``. Values are
+rounded to the storage dtype when written (float8 and float16 saturate at their largest finite value instead of
+overflowing), and the model only ever attends to stored values, so a full prefill and a reused prefix see
 the same rounded K/V.
 """
 
@@ -21,10 +22,11 @@ import numpy as np
 
 STORAGE_DTYPES: dict[str, np.dtype] = {
     "float32": np.dtype(np.float32),
+    "float16": np.dtype(np.float16),  # what llama.cpp stores by default
     "bfloat16": np.dtype(ml_dtypes.bfloat16),
     "float8_e4m3fn": np.dtype(ml_dtypes.float8_e4m3fn),
 }
-FLOAT8_MAX = 448.0
+SATURATE = {"float8_e4m3fn": 448.0, "float16": 65504.0}  # clip instead of overflowing to NaN / inf
 
 
 class KVPoolError(ValueError):
@@ -81,8 +83,8 @@ class KVPool:
     def to_storage(self, x: np.ndarray) -> np.ndarray:
         """Round float values to the storage dtype."""
         x = np.asarray(x, dtype=np.float32)
-        if self.dtype_name == "float8_e4m3fn":
-            x = np.clip(x, -FLOAT8_MAX, FLOAT8_MAX)
+        if self.dtype_name in SATURATE:
+            x = np.clip(x, -SATURATE[self.dtype_name], SATURATE[self.dtype_name])
         return x.astype(self.dtype)
 
     def write(self, layer: int, slots: np.ndarray, k: np.ndarray, v: np.ndarray) -> None:

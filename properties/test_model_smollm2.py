@@ -1,0 +1,111 @@
+"""The real SmolLM2-135M-Instruct (Q8_0): tokenizer, exact reuse, agreement with llama.cpp.
+
+Marked ``real_model``; skipped unless the Q8_0 GGUF is already on disk (``python -m
+model.smollm2`` fetches and converts it into ``$RADIXCHECK_CACHE`` or ~/.cache/radixcheck; these
+tests never download). Kept small: a real prefill takes ~0.1-1 s here.
+"""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from model import KVPool, smollm2
+from model.checks import assert_bit_identical, check_reuse_after_split
+from model.llamacpp import FIXTURE
+
+pytestmark = [
+    pytest.mark.real_model,
+    pytest.mark.skipif(not smollm2.available(), reason=f"SmolLM2 Q8_0 GGUF not at {smollm2.q8_path()}"),
+]
+
+
+@pytest.fixture(scope="module")
+def real():
+    return smollm2.load_smollm2(download=False)
+
+
+@pytest.fixture(scope="module")
+def tokenizer():
+    from model.tokenizer import load_smollm2_tokenizer
+
+    return load_smollm2_tokenizer(download=False)
+
+
+CHAT = "<|im_start|>user\nWhat is the capital of France?<|im_end|>\n<|im_start|>assistant\n"
+
+
+def test_config_is_smollm2_135m(real) -> None:
+    c = real.config
+    assert (c.n_layers, c.d_model, c.n_heads, c.n_kv_heads, c.head_dim, c.ffn_dim, c.vocab_size) == (
+        30,
+        576,
+        9,
+        3,
+        64,
+        1536,
+        49152,
+    )
+    assert c.rope_theta == 100000.0
+
+
+def test_greedy_answer_is_paris(real, tokenizer) -> None:
+    ids = tokenizer.encode(CHAT).ids
+    pool = KVPool(real.config, 64)
+    seq = list(ids)
+    logits = real.prefill(pool, seq, np.arange(len(seq)))
+    for _ in range(6):
+        seq.append(int(logits[-1].argmax()))
+        logits = real.prefill(pool, seq, np.arange(len(seq)), len(seq) - 1)
+    assert "Paris" in tokenizer.decode(seq[len(ids) :])
+
+
+@settings(deadline=None, max_examples=3)
+@given(split=st.integers(1, 15))  # the chat prompt has 16 tokens
+def test_real_model_reuse_after_split_is_bit_identical(real, tokenizer, split: int) -> None:
+    ids = tokenizer.encode(CHAT).ids
+    check_reuse_after_split(real, ids, split, seed=split)
+
+
+NEAR_TIE = 0.25  # logits: llama.cpp's own activation quantization moves logits by ~0.2 (mean) here
+
+
+@pytest.mark.skipif(not FIXTURE.is_file(), reason="no llama.cpp fixture (python -m model.llamacpp fixture)")
+def test_argmax_agrees_with_llama_cpp_on_the_fixture(real, tokenizer) -> None:
+    """Same Q8_0 weights, same token ids; argmax must agree wherever llama.cpp's top-1 leads its
+    top-2 by more than NEAR_TIE. Overall agreement and the max logit difference are printed."""
+    doc = json.loads(FIXTURE.read_text())
+    positions = agree = 0
+    max_diff, decisive_misses = 0.0, []
+    for case in doc["cases"]:
+        ids = case["token_ids"]
+        assert tokenizer.encode(case["text"]).ids == ids, f"tokenizer differs from llama.cpp on {case['text']!r}"
+        ours = real.prefill(KVPool(real.config, len(ids)), ids, np.arange(len(ids)))
+        top_ids = np.asarray(case["top_ids"])
+        top_logits = np.asarray(case["top_logits"])
+        hit = ours.argmax(axis=1) == top_ids[:, 0]
+        positions += len(ids)
+        agree += int(hit.sum())
+        margin = top_logits[:, 0] - top_logits[:, 1]
+        decisive_misses += [(case["text"][:20], int(p)) for p in np.flatnonzero(~hit & (margin > NEAR_TIE))]
+        max_diff = max(max_diff, float(np.max(np.abs(np.take_along_axis(ours, top_ids, axis=1) - top_logits))))
+    print(
+        f"\nargmax agreement with llama.cpp: {agree}/{positions} positions; "
+        f"max |logit diff| on llama.cpp's top-{doc['top_k']}: {max_diff:.3f}"
+    )
+    assert not decisive_misses, f"argmax differs where llama.cpp is decisive: {decisive_misses}"
+
+
+def test_thread_count_does_not_change_real_logits(real, tokenizer) -> None:
+    from threadpoolctl import threadpool_limits
+
+    ids = tokenizer.encode(CHAT).ids
+    out = []
+    for threads in (1, 2):
+        with threadpool_limits(limits=threads):
+            out.append(real.prefill(KVPool(real.config, len(ids)), ids, np.arange(len(ids))))
+    assert_bit_identical(out[0], out[1], "real model, 1 vs 2 BLAS threads")
