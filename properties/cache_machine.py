@@ -292,8 +292,11 @@ class RadixCacheMachine(RuleBasedStateMachine):
 
     # ---- invariants (after every step) -------------------------------------------------------
 
+    steps_checked = 0  # class-wide count of checked states, for reporting how much a run covered
+
     @invariant()
     def sizes_add_up(self) -> None:
+        RadixCacheMachine.steps_checked += 1
         sizes = [_as_int(self._call(f), f) for f in ("total_size", "evictable_size", "protected_size")]
         check_sizes(self.model, total=sizes[0], evictable=sizes[1], protected=sizes[2])
 
