@@ -51,6 +51,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--no-plots", action="store_true", help="skip the PNG plots")
     p.add_argument("--reps", type=int, default=None, help="live arm: best of N interleaved A/B repetitions (default 3 synthetic, 2 real)")
     p.add_argument("--quick", action="store_true", help="live arm: one repetition (a smoke run; ratios are noisier)")
+    p.add_argument("--threads", type=int, default=1, help="live arm: BLAS threads (default 1: fastest on a shared 2-core box, measured)")
+    p.add_argument("--last-only", action="store_true", help="live arm: compute (and compare) only each request's last-position logits")
     args = p.parse_args(argv)
     if args.scale < 1:
         p.error("--scale must be >= 1")
@@ -69,7 +71,86 @@ def main(argv: list[str] | None = None) -> int:
         from reports import plots
 
         plots.token_plots(led, out / "plots")
+    if not args.no_live:
+        run_live(args, out, "synthetic")
+        if args.real:
+            run_live(args, out, "smollm2")
     return 0
+
+
+def load_model(which: str) -> tuple[Any, str]:
+    if which == "synthetic":
+        from model import load_default
+
+        m = load_default()
+        return m, f"synthetic wiring model ({m.config.n_layers} layers, d_model {m.config.d_model}, vocab {m.config.vocab_size}, Q8_0)"
+    from model.smollm2 import load_smollm2
+
+    return load_smollm2(), "SmolLM2-135M-Instruct Q8_0 (30 layers, d_model 576, vocab 49152)"
+
+
+def progress_bar(total: int, desc: str) -> Any | None:
+    try:
+        from tqdm import tqdm
+    except ImportError:
+        print("tqdm is not installed: no progress bar (pip install 'radixcheck[real]')", file=sys.stderr)
+        return None
+    return tqdm(total=total, desc=desc, unit="req", file=sys.stderr)
+
+
+def run_live(args: argparse.Namespace, out: Path, which: str) -> None:
+    """Both arms on the seed's four workloads; writes LIVE-<which>.md and artifacts/live-<which>.json."""
+    import os
+
+    from reports import live, machine
+    from reports.workloads import seed_workloads
+
+    reps = 1 if args.quick else (args.reps or (3 if which == "synthetic" else 2))
+    t0 = time.perf_counter()
+    m, desc = load_model(which)
+    ws = seed_workloads(args.scale, args.seed)
+    if max(w.max_len for w in ws) > m.config.max_seq_len:
+        print(f"live arm skipped on {which}: scale {args.scale} exceeds max_seq_len {m.config.max_seq_len}", file=sys.stderr)
+        return
+    cmd = (
+        "python -m reports"
+        + ("" if args.scale == 1 else f" --scale {args.scale}")
+        + ("" if args.seed == DEFAULT_SEED else f" --seed {args.seed}")
+    )
+    cmd += " --real" if which != "synthetic" else ""
+    cmd += f" --reps {args.reps}" if args.reps else (" --quick" if args.quick else "")
+    meta = {
+        "model": desc,
+        "command": cmd,
+        "scale": args.scale,
+        "seed": args.seed,
+        "reps": reps,
+        "threads": args.threads,
+        "kv_dtype": "float32",
+        "last_only": args.last_only,
+        "load_at_start": " / ".join(f"{x:.2f}" for x in os.getloadavg()),
+    }
+    bar = progress_bar(reps * sum(len(w.requests) for w in ws), f"live {which}") if which != "synthetic" else None
+    with live.blas_threads(args.threads):
+        results = live.run(m, ws, reps, last_only=args.last_only, progress=bar)
+    if bar is not None:
+        bar.close()
+    mach = machine.describe()
+    meta["wall_s"] = round(time.perf_counter() - t0, 1)
+    write_text(out / f"LIVE-{which}.md", live.markdown(results, meta, machine.one_line(mach)))
+    write_json(out / "artifacts" / f"live-{which}.json", live.to_json(results, meta, mach))
+    for r in results:
+        if r.bit_identical:
+            print(f"  {r.workload:16s} token {r.token_speedup:5.2f}x  live {r.live_speedup:5.2f}x  ratio {r.ratio:.2f}", file=sys.stderr)
+        else:
+            print(f"  {r.workload:16s} NOT BIT-IDENTICAL: speedup refused ({r.mismatches[:2]})", file=sys.stderr)
+    if not args.no_plots:
+        from reports import plots
+
+        plots.live_plot(results, desc, out / "plots" / f"live-{which}.png")
+    print(f"live arm ({which}): {meta['wall_s']} s", file=sys.stderr)
+    if not all(r.bit_identical for r in results):
+        raise SystemExit(f"live arm on {which}: radix-arm logits differ from the full prefill; no speedup reported")
 
 
 if __name__ == "__main__":

@@ -70,3 +70,26 @@ def token_plots(ledger: Ledger, out: Path) -> None:
     fig.tight_layout()
     _save(fig, out / "hit-rates.png")
     plt.close(fig)
+
+
+def live_plot(results: Any, model_desc: str, path: Path) -> None:
+    """Token speedup (exact) next to live speedup (noisy), per workload."""
+    plt = _pyplot()
+    if plt is None:
+        return
+    ok = [r for r in results if r.bit_identical]
+    if not ok:
+        return
+    fig, ax = plt.subplots(figsize=(7, 3.8))
+    xs = range(len(ok))
+    ax.bar([x - 0.2 for x in xs], [r.token_speedup for r in ok], 0.4, label="token speedup (exact)")
+    ax.bar([x + 0.2 for x in xs], [r.live_speedup for r in ok], 0.4, label="live speedup (best of N, noisy)")
+    for x, r in zip(xs, ok, strict=True):
+        ax.text(x + 0.2, r.live_speedup, f"{r.ratio:.2f}", ha="center", va="bottom", fontsize=8)
+    ax.set_xticks(list(xs), [r.workload for r in ok], fontsize=8)
+    ax.set_ylabel("speedup over full prefill (×)")
+    ax.set_title(f"Live arm: {model_desc}\n(labels: live ÷ token)", fontsize=9)
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    _save(fig, path)
+    plt.close(fig)
