@@ -199,18 +199,25 @@ class ExactOps:
         for t0 in range(0, T, QUERY_CHUNK):
             t1 = min(T, t0 + QUERY_CHUNK)
             n = t1 - t0
+            # keys after the chunk's last query are masked for every row of the chunk: skip them
+            # (a masked key contributes exactly 0 below, so this changes no bit of any row)
+            le = min(L, int(q_pos[t1 - 1]) + 1)
             # rows ordered (kv head, group member, query): (Hkv, G * n, D)
             qc = q[t0:t1].reshape(n, Hkv, G, D).transpose(1, 2, 0, 3).reshape(Hkv, G * n, D)
             qi, sq = quantize_rows(qc, ATTN_BITS)
-            s = qi @ ki  # exact integers (Hkv, G*n, L)
-            s = s * (sq * inv_sqrt_d)[..., None] * sk[:, None, :]
-            allowed = key_pos[None, :] <= q_pos[t0:t1, None]  # (n, L)
-            allowed = np.broadcast_to(allowed[None, None], (Hkv, G, n, L)).reshape(Hkv, G * n, L)
-            s = np.where(allowed, s, -np.inf)
-            e = self.exp(s - s.max(axis=-1, keepdims=True))  # masked keys give exactly 0
+            s = qi @ ki[:, :, :le]  # exact integers (Hkv, G*n, le)
+            s *= (sq * inv_sqrt_d)[..., None]
+            s *= sk[:, None, :le]
+            masked = key_pos[None, :le] > q_pos[t0:t1, None]  # (n, le)
+            if masked.any():
+                masked = np.broadcast_to(masked[None, None], (Hkv, G, n, le)).reshape(Hkv, G * n, le)
+                np.copyto(s, -np.inf, where=masked)
+            s -= s.max(axis=-1, keepdims=True)
+            e = self.exp(s)  # masked keys give exactly 0
             denom = np.rint(e * 2.0**DENOM_BITS).sum(axis=-1)  # exact integer sum
-            pi, sp = quantize_rows(e * sv[:, None, :], ATTN_BITS)
-            num = pi @ vi  # exact integers (Hkv, G*n, D)
+            e *= sv[:, None, :le]
+            pi, sp = quantize_rows(e, ATTN_BITS)
+            num = pi @ vi[:, :le, :]  # exact integers (Hkv, G*n, D)
             o = num * (sp / (denom * 2.0**-DENOM_BITS))[..., None]
             out[t0:t1] = o.reshape(Hkv, G, n, D).transpose(2, 0, 1, 3).reshape(n, H, D)
         return out.reshape(T, H * D)

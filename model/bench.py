@@ -1,0 +1,145 @@
+"""Prefill benchmark (not a test): exact-mode tokens/s and peak memory, next to llama.cpp.
+
+    python -m model.bench                                  # real SmolLM2 (downloads on first use)
+    python -m model.bench --model synthetic
+    python -m model.bench --llama-python ~/.cache/radixcheck/llama-venv/bin/python
+
+For each T, our prefill (all logits, and last-token logits only — what llama.cpp computes by
+default) and llama.cpp's prefill on the same Q8_0 GGUF run back to back, interleaved, ``--repeats``
+times; the best time of each is reported, so both sides see the same machine load. llama.cpp runs
+in a separate worker process (``model/llamacpp.py``) whose Python must have llama-cpp-python.
+Peak memory is this process's high-water mark (VmHWM): our model only.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+
+def peak_rss_mb() -> float:
+    try:
+        with open(f"/proc/{os.getpid()}/status") as f:
+            for line in f:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1]) / 1024
+    except OSError:
+        pass
+    import resource
+
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+class LlamaWorker:
+    def __init__(self, python: str, gguf: Path) -> None:
+        root = Path(__file__).resolve().parent.parent
+        env = {**os.environ, "PYTHONPATH": str(root)}
+        self.proc = subprocess.Popen(
+            [python, "-m", "model.llamacpp", "worker", str(gguf)],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+            env=env,
+            cwd=root,
+        )
+        if self.proc.stdout.readline().strip() != "ready":
+            raise RuntimeError("llama.cpp worker failed to start")
+
+    def prefill_seconds(self, T: int) -> float:
+        self.proc.stdin.write(f"{T}\n")
+        self.proc.stdin.flush()
+        return float(self.proc.stdout.readline())
+
+    def close(self) -> None:
+        self.proc.stdin.close()
+        self.proc.wait(timeout=30)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--model", choices=["smollm2", "synthetic"], default="smollm2")
+    ap.add_argument("--tokens", type=int, nargs="+", default=[64, 256, 512])
+    ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--llama-python", help="a Python with llama-cpp-python, for the side-by-side column")
+    ap.add_argument("--json", type=Path, help="also write the results here")
+    args = ap.parse_args()
+
+    from threadpoolctl import threadpool_info
+
+    from model import KVPool
+
+    t0 = time.perf_counter()
+    if args.model == "smollm2":
+        from model import smollm2
+
+        gguf = smollm2.prepare()
+        model = smollm2.load_smollm2()
+    else:
+        from model import load_default
+
+        gguf, model = None, load_default()
+    load_s = time.perf_counter() - t0
+    llama = LlamaWorker(args.llama_python, gguf) if args.llama_python and gguf else None
+
+    rng = np.random.default_rng(0)
+    rows = []
+    for T in args.tokens:
+        toks = rng.integers(0, model.config.vocab_size, T)
+        pool = KVPool(model.config, T)
+        model.prefill(pool, toks[: min(T, 8)], np.arange(min(T, 8)))  # warm up
+        best = {"all": np.inf, "last": np.inf, "llama": np.inf}
+        for _ in range(args.repeats):
+            t = time.perf_counter()
+            model.prefill(pool, toks, np.arange(T))
+            best["all"] = min(best["all"], time.perf_counter() - t)
+            t = time.perf_counter()
+            model.prefill(pool, toks, np.arange(T), last_only=True)
+            best["last"] = min(best["last"], time.perf_counter() - t)
+            if llama:
+                best["llama"] = min(best["llama"], llama.prefill_seconds(T))
+        row = {
+            "T": T,
+            "exact_all_logits_tok_s": T / best["all"],
+            "exact_last_logits_tok_s": T / best["last"],
+        }
+        if llama:
+            row["llama_cpp_tok_s"] = T / best["llama"]
+            row["ratio_last_vs_llama"] = best["llama"] / best["last"]
+        rows.append(row)
+    if llama:
+        llama.close()
+
+    blas = [(i.get("internal_api"), i.get("architecture"), i.get("num_threads")) for i in threadpool_info()]
+    meta = {
+        "model": model.config.name,
+        "load_seconds": round(load_s, 2),
+        "peak_rss_mb": round(peak_rss_mb(), 1),
+        "blas": blas,
+        "OPENBLAS_CORETYPE": os.environ.get("OPENBLAS_CORETYPE"),
+        "cpu": platform.processor() or platform.machine(),
+        "nproc": os.cpu_count(),
+        "loadavg_1min": os.getloadavg()[0],
+        "numpy": np.__version__,
+    }
+    try:
+        from tabulate import tabulate
+
+        print(tabulate(rows, headers="keys", floatfmt=".1f"))
+    except ImportError:
+        for r in rows:
+            print(r)
+    print(json.dumps(meta))
+    if args.json:
+        args.json.write_text(json.dumps({"meta": meta, "rows": rows}, indent=1) + "\n")
+
+
+if __name__ == "__main__":
+    sys.exit(main())
