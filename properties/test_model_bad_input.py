@@ -87,7 +87,7 @@ def test_pool_that_does_not_fit_the_model_is_rejected() -> None:
 
 def test_pool_rejects_bad_construction_and_double_free() -> None:
     with pytest.raises(KVPoolError, match="dtype"):
-        KVPool(MODEL.config, 8, dtype="float16")
+        KVPool(MODEL.config, 8, dtype="float64")
     with pytest.raises(KVPoolError, match="positive"):
         KVPool(MODEL.config, 0)
     pool = KVPool(MODEL.config, 8)
