@@ -113,3 +113,32 @@ def test_online_lpm_never_serves_a_turn_before_its_prefix() -> None:
     _, order = online_lpm(w.requests, w.max_len, 16)
     position = {r: k for k, r in enumerate(order)}
     assert all(position[d] < position[i] for i in range(len(order)) for d in deps[i])
+
+
+# ---- the live arm ----------------------------------------------------------------------------
+
+
+def test_live_arm_is_bit_identical_and_computes_what_the_ledger_counts(ledger: L.Ledger) -> None:
+    from model import load_default
+    from reports.live import run_workload
+
+    w = seed_workloads()[1]  # multi-turn chat: the smallest (1408 prompt tokens)
+    res = run_workload(load_default(), w, reps=1)
+    assert res.bit_identical, res.mismatches
+    assert res.logits_compared == res.computed_tokens
+    assert res.computed_tokens == next(h.computed_tokens for h in ledger.hit_rates if h.workload == w.name)
+
+
+def test_live_arm_refuses_a_speedup_without_bit_identity() -> None:
+    from reports.live import LiveResult, NotBitIdentical, table_rows
+
+    r = LiveResult("x", 2, 20, 10, [1.0], [0.5], mismatches=["request 1: max|Δ| 1e-7"], logits_compared=10)
+    with pytest.raises(NotBitIdentical):
+        _ = r.live_speedup
+    assert table_rows([r])[0][7] == "REFUSED"
+
+
+@pytest.mark.parametrize("name", ["LIVE-synthetic.md"])
+def test_timing_tables_are_labelled_noisy_and_carry_the_machine(name: str) -> None:
+    text = (REPORTS / name).read_text(encoding="utf-8")
+    assert "NOISY" in text and "cores" in text and "NumPy" in text and "load average" in text

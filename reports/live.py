@@ -183,7 +183,11 @@ def table_rows(results: Sequence[LiveResult]) -> list[list[Any]]:
     for r in results:
         base, radix = min(r.baseline_s), min(r.radix_s)
         if r.bit_identical:
-            speed, ratio, ident = f"{r.live_speedup:.2f}×", f"{r.ratio:.2f}", f"yes ({r.logits_compared} logit rows)"
+            speed, ratio, ident = (
+                f"{r.live_speedup:.2f}×",
+                f"{r.ratio:.2f}",
+                f"yes ({r.logits_compared} logit rows over {len(r.radix_s)} reps)",
+            )
         else:
             speed, ratio, ident = "REFUSED", "—", f"NO: {len(r.mismatches)} mismatching requests"
         rows.append(

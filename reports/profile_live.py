@@ -1,0 +1,275 @@
+"""Where the live arm's time goes: per-request fixed cost versus per-token cost of a prefill.
+
+    python -m reports.profile_live            # real SmolLM2-135M (default)
+    python -m reports.profile_live --synthetic
+
+The live ÷ token speedup ratio falls below 1 exactly when a request costs more than its computed
+tokens: ``t(s) ≈ a + b·s`` for a suffix of ``s`` tokens. The radix arm pays ``a`` on every request
+however short its suffix, so the ratio is ``Σ(a + b·len) / Σ(a + b·suffix)`` ÷ token speedup. This
+module measures ``a`` and ``b`` by timing suffix prefills of several lengths at a fixed context,
+splits one short-suffix prefill by function (cProfile), and measures the two fixed costs it finds:
+converting the float32-stored integer weights to float64 on every ``linear`` call, and streaming
+the float64 weights through a GEMM with few rows (memory-bound). It then predicts each workload's
+ratio from ``a`` and ``b`` with and without the conversion. It reads the model's prepared weight
+matrices (private attributes) read-only; it changes nothing.
+"""
+
+from __future__ import annotations
+
+import argparse
+import cProfile
+import json
+import pstats
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from model import KVPool
+from reports import machine
+from reports.live import blas_threads
+from reports.workloads import seed_workloads
+
+HERE = Path(__file__).resolve().parent
+SUFFIXES = (1, 4, 16, 32, 64, 128, 272)
+CONTEXT = 272
+
+
+def best_of(fn: Any, reps: int) -> float:
+    best = float("inf")
+    for _ in range(reps):
+        t0 = time.perf_counter()
+        fn()
+        best = min(best, time.perf_counter() - t0)
+    return best
+
+
+def suffix_times(m: Any, reps: int) -> dict[int, float]:
+    """Best time of a prefill of ``s`` tokens on top of ``CONTEXT - s`` cached ones."""
+    toks = (np.arange(CONTEXT, dtype=np.int64) * 7919) % 384
+    pool = KVPool(m.config, num_slots=CONTEXT)
+    slots = np.arange(CONTEXT, dtype=np.int64)
+    m.prefill(pool, toks, slots, 0)  # fills every slot once: any cached prefix below is real
+    return {s: best_of(lambda s=s: m.prefill(pool, toks, slots, CONTEXT - s), reps) for s in SUFFIXES}
+
+
+def full_times(m: Any, reps: int, lengths: tuple[int, ...] = (16, 64, 128, 176, 272)) -> dict[int, float]:
+    """Best time of a full prefill (nothing cached) of ``L`` tokens: is the per-token cost constant?"""
+    toks = (np.arange(max(lengths), dtype=np.int64) * 7919) % 384
+    pool = KVPool(m.config, num_slots=max(lengths))
+    slots = np.arange(max(lengths), dtype=np.int64)
+    return {n: best_of(lambda n=n: m.prefill(pool, toks[:n], slots[:n], 0), reps) for n in lengths}
+
+
+def fit(times: dict[int, float]) -> tuple[float, float]:
+    """Least squares ``t = a + b·s``."""
+    s = np.array(list(times), dtype=float)
+    t = np.array(list(times.values()))
+    b, a = np.polyfit(s, t, 1)
+    return float(a), float(b)
+
+
+def by_function(m: Any, s: int) -> dict[str, float]:
+    """cProfile tottime of one ``s``-token suffix prefill, grouped by function."""
+    toks = (np.arange(CONTEXT, dtype=np.int64) * 7919) % 384
+    pool = KVPool(m.config, num_slots=CONTEXT)
+    slots = np.arange(CONTEXT, dtype=np.int64)
+    m.prefill(pool, toks, slots, 0)
+    prof = cProfile.Profile()
+    prof.enable()
+    m.prefill(pool, toks, slots, CONTEXT - s)
+    prof.disable()
+    st = pstats.Stats(prof)
+    out: dict[str, float] = {}
+    for (_, _, name), (_, _, tottime, _, _) in st.stats.items():  # type: ignore[attr-defined]
+        key = {"linear": "linear: float64 GEMM", "astype": "astype (weight float32→float64 in linear; pool reads)"}.get(name, name)
+        out[key] = out.get(key, 0.0) + tottime
+    top = dict(sorted(out.items(), key=lambda kv: -kv[1])[:8])
+    top["(everything else)"] = sum(out.values()) - sum(top.values())
+    return top
+
+
+def weight_costs(m: Any, reps: int) -> dict[str, float]:
+    """Per-call costs of the weights alone: widening them, and GEMMs of 1/16/272 rows on pre-widened copies."""
+    mats = [v for layer in m._layers for v in layer.values() if hasattr(v, "w")] + [m._head]
+    out = {"weights (M elements)": sum(x.w.size for x in mats) / 1e6}
+
+    def widen() -> None:
+        for x in mats:
+            for r0 in range(0, x.w.shape[0], 4096):
+                x.w[r0 : r0 + 4096].astype(np.float64, copy=False)
+
+    out["widen all weights float32→float64 (s)"] = best_of(widen, reps)
+    head = m._head.w.astype(np.float64)
+    wide = [x.w.astype(np.float64) for x in mats[:-1]]
+    rng = np.random.default_rng(0)
+    for rows in (1, 16, 272):
+        xs = [np.rint(rng.standard_normal((rows, w.shape[1])) * 1000) for w in wide]
+        out[f"GEMM, pre-widened body weights, {rows} rows (s)"] = best_of(
+            lambda xs=xs: [x @ w.T for x, w in zip(xs, wide, strict=True)], reps
+        )
+        xh = np.rint(rng.standard_normal((rows, head.shape[1])) * 1000)
+        out[f"GEMM, pre-widened head, {rows} rows (s)"] = best_of(lambda xh=xh: xh @ head.T, reps)
+    return out
+
+
+def predict(a: float, b: float) -> dict[str, dict[str, float]]:
+    """Each seed workload's live speedup and ratio predicted by ``t = a + b·s`` (scale 1)."""
+    from reports.hit_rates import cached_per_request
+
+    out = {}
+    for w in seed_workloads():
+        cached = cached_per_request(w.requests)
+        base = sum(a + b * len(r) for r in w.requests)
+        radix = sum(a + b * (len(r) - c) for r, c in zip(w.requests, cached, strict=True))
+        token = w.total_tokens / (w.total_tokens - sum(cached))
+        out[w.name] = {"token_speedup": token, "predicted_live": base / radix, "predicted_ratio": base / radix / token}
+    return out
+
+
+def fixed_cost_for(b: float, target: float = 0.9) -> dict[str, float]:
+    """Per workload, the largest fixed cost ``a`` (s) at which the predicted ratio still reaches ``target``."""
+    out = {}
+    for name in predict(0.0, b):
+        lo, hi = 0.0, 10.0
+        for _ in range(60):  # the predicted ratio decreases as a grows: bisect
+            mid = (lo + hi) / 2
+            lo, hi = (mid, hi) if predict(mid, b)[name]["predicted_ratio"] >= target else (lo, mid)
+        out[name] = lo
+    return out
+
+
+def markdown(d: dict[str, Any], measured: dict[str, float]) -> str:
+    from tabulate import tabulate
+
+    a, b = d["fixed_cost_a_s"], d["per_token_b_s"]
+    lines = [
+        f"# Where the live arm's time goes ({d['model']}) — NOISY wall-clock figures",
+        "",
+        f"Produced by `python -m reports.profile_live{' --synthetic' if d['model'] == 'synthetic' else ''}` (BLAS threads "
+        f"{d['threads']}, best of {d['reps']}) on {machine.one_line(d['machine'])}; load average at start {d['load_at_start']}. "
+        "Read with `LIVE-*.md`: the live ÷ token ratio is below 1 exactly when a request costs more than its computed tokens.",
+        "",
+        f"**1. Prefill time versus suffix length** at a fixed {CONTEXT}-token context, and full prefills (nothing cached). "
+        f"Least-squares fit over the suffix runs: t(s) ≈ a + b·s with **a = {a * 1000:.0f} ms per request** and **b = {b * 1000:.2f} ms "
+        f"per token**: every request pays about {a / b:.0f} tokens' worth of work however short its suffix.",
+        "",
+        tabulate(
+            [[s, f"{t * 1000:.0f}", f"{(a + b * int(s)) * 1000:.0f}", f"{t / int(s) * 1000:.1f}"] for s, t in d["suffix_times_s"].items()],
+            ["suffix tokens", "measured ms", "fit ms", "ms per computed token"],
+            tablefmt="github",
+            disable_numparse=True,
+        ),
+        "",
+        tabulate(
+            [[n, f"{t * 1000:.0f}", f"{t / int(n) * 1000:.1f}"] for n, t in d["full_prefill_times_s"].items()],
+            ["full prefill tokens", "measured ms", "ms per token"],
+            tablefmt="github",
+            disable_numparse=True,
+        ),
+        "",
+        "**2. One prefill split by function** (cProfile tottime, seconds). `linear` is the exact float64 GEMM; `astype` is mostly the "
+        "float32→float64 widening of the integer weights that `linear` does on every call.",
+        "",
+        tabulate(
+            [
+                [k, f"{d['by_function_s']['16'].get(k, 0):.3f}", f"{d['by_function_s'][str(CONTEXT)].get(k, 0):.3f}"]
+                for k in d["by_function_s"]["16"]
+            ],
+            ["function", f"16-token suffix on {CONTEXT - 16} cached", f"{CONTEXT}-token full prefill"],
+            tablefmt="github",
+            disable_numparse=True,
+        ),
+        "",
+        "**3. The weights alone, per call.** A batch-1 prefill reads every weight at least once whatever its length; the GEMMs below "
+        "run on pre-widened float64 copies, so they exclude the widening.",
+        "",
+        tabulate([[k, f"{v:.4f}"] for k, v in d["weight_costs"].items()], ["cost", "value"], tablefmt="github", disable_numparse=True),
+        "",
+        "**4. Predicted versus measured ratio.** Predicted from t = a + b·s over each workload's requests (scale 1); 'a for 0.9' is the "
+        "largest per-request fixed cost at which the prediction still reaches 0.9.",
+        "",
+        tabulate(
+            [
+                [
+                    k,
+                    f"{v['token_speedup']:.2f}×",
+                    f"{v['predicted_ratio']:.2f}",
+                    f"{d['predicted_without_widening'][k]['predicted_ratio']:.2f}",
+                    f"{measured[k]:.2f}" if k in measured else "—",
+                    f"{d['fixed_cost_for_0.9_s'][k] * 1000:.0f} ms",
+                ]
+                for k, v in d["predicted"].items()
+            ],
+            ["workload", "token speedup", "predicted ratio", "predicted, no widening", "measured ratio (LIVE)", "a for 0.9"],
+            tablefmt="github",
+            disable_numparse=True,
+        ),
+        "",
+    ]
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(
+        prog="python -m reports.profile_live", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    p.add_argument("--synthetic", action="store_true", help="profile the synthetic model instead of SmolLM2-135M")
+    p.add_argument("--threads", type=int, default=1)
+    p.add_argument("--reps", type=int, default=3)
+    p.add_argument("--out", type=Path, default=HERE)
+    args = p.parse_args(argv)
+    if args.synthetic:
+        from model import load_default
+
+        m, which = load_default(), "synthetic"
+    else:
+        from model.smollm2 import load_smollm2
+
+        m, which = load_smollm2(), "smollm2"
+    import os
+
+    mach = machine.describe()
+    load = " / ".join(f"{x:.2f}" for x in os.getloadavg())
+    with blas_threads(args.threads):
+        times = suffix_times(m, args.reps)
+        fulls = full_times(m, args.reps)
+        a, b = fit(times)
+        funcs = {s: by_function(m, s) for s in (16, CONTEXT)}
+        weights = weight_costs(m, args.reps)
+    widen = weights["widen all weights float32→float64 (s)"]
+    data = {
+        "model": which,
+        "threads": args.threads,
+        "reps": args.reps,
+        "load_at_start": load,
+        "machine": mach,
+        "noisy": True,
+        "suffix_times_s": {str(k): round(v, 4) for k, v in times.items()},
+        "full_prefill_times_s": {str(k): round(v, 4) for k, v in fulls.items()},
+        "fixed_cost_a_s": round(a, 4),
+        "per_token_b_s": round(b, 5),
+        "by_function_s": {str(s): {k: round(v, 4) for k, v in f.items()} for s, f in funcs.items()},
+        "weight_costs": {k: round(v, 4) for k, v in weights.items()},
+        "predicted": {k: {kk: round(vv, 3) for kk, vv in v.items()} for k, v in predict(a, b).items()},
+        "predicted_without_widening": {k: {kk: round(vv, 3) for kk, vv in v.items()} for k, v in predict(max(a - widen, 0.0), b).items()},
+        "fixed_cost_for_0.9_s": {k: round(v, 4) for k, v in fixed_cost_for(b).items()},
+    }
+    measured: dict[str, float] = {}
+    live_json = args.out / "artifacts" / f"live-{which}.json"
+    if live_json.is_file():
+        measured = {w["name"]: w["live_over_token"] for w in json.loads(live_json.read_text())["workloads"] if w["live_over_token"]}
+    path = args.out / "artifacts" / f"profile-{which}.json"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(data, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+    md = args.out / f"PROFILE-{which}.md"
+    md.write_text(markdown(data, measured) + "\n", encoding="utf-8")
+    print(markdown(data, measured))
+    print(f"wrote {path} and {md}", file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
