@@ -12,8 +12,8 @@ from properties.target import DEFAULT_TARGET, TARGET_ENV, TIMEOUT_ENV, load_targ
 # Profiles. `dev` is the default on a laptop; `ci` (derandomized, no example database) is picked
 # automatically when CI is set; `thorough` is for long audits: --hypothesis-profile=thorough.
 _common = dict(deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
-settings.register_profile("dev", max_examples=40, stateful_step_count=40, **_common)
-settings.register_profile("ci", max_examples=40, stateful_step_count=40, derandomize=True, database=None, print_blob=True, **_common)
+settings.register_profile("dev", max_examples=100, stateful_step_count=50, **_common)
+settings.register_profile("ci", max_examples=100, stateful_step_count=50, derandomize=True, database=None, print_blob=True, **_common)
 settings.register_profile("thorough", max_examples=600, stateful_step_count=200, **_common)
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci" if os.environ.get("CI") else "dev"))
 

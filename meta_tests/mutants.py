@@ -3,7 +3,8 @@
 Each mutant reproduces one class of bug seen in real radix caches (the catalogue in
 ``reports/`` links each to its public thread) with the smallest change to the reference. Each
 also names, in ``caught_by``, a phrase of the oracle message that must report it, so a mutant
-killed for the wrong reason (say, a crash in the harness) does not count as caught.
+killed for the wrong reason (say, a crash in the harness) does not count as caught. Mutants whose
+bug needs pages say so in ``page_size_for_test``.
 
 Point the gate at one to see a failure as a user would:
 ``pytest properties -p no:randomly --radix-target meta_tests.mutants:EvictsLockedLeaf``
@@ -16,6 +17,8 @@ from typing import Any
 
 import numpy as np
 
+from properties.cache_machine import RadixCacheMachine, machine_for
+from properties.contract import DEFAULT_CAPABILITIES
 from reference.radix_cache import Node, RadixCache
 from reference.validation import as_count, as_tokens
 
@@ -24,6 +27,7 @@ class SplitOffByOne(RadixCache):
     """Match splits one token past the divergence (unaligned/boundary split, sglang #28692)."""
 
     bug_class = "split-off-by-one"
+    sources = ('sgl-project/sglang#28692', 'sgl-project/sglang#36696')
     caught_by = "match_prefix"
 
     def _split(self, child: Node, at: int) -> Node:
@@ -34,6 +38,7 @@ class LockSkipsAncestors(RadixCache):
     """inc/dec_lock_ref touch only the handle's own node, not its ancestors."""
 
     bug_class = "lock-skips-ancestors"
+    sources = ('sgl-project/sglang#26218 (review: release walks past the lock boundary)',)
     caught_by = "protected_size"
 
     def _path(self, handle: Any) -> list[Node]:
@@ -45,6 +50,7 @@ class LockSkipsSelf(RadixCache):
     (mini-sglang #52)."""
 
     bug_class = "lock-skips-self"
+    sources = ('sgl-project/mini-sglang#52',)
     caught_by = ("protected_size", "locked", "unmatched unlock")
 
     def _path(self, handle: Any) -> list[Node]:
@@ -55,6 +61,7 @@ class EvictsLockedLeaf(RadixCache):
     """Eviction ignores lock_ref."""
 
     bug_class = "evicts-locked-leaf"
+    sources = ('sgl-project/mini-sglang#52 (its consequence: a locked node evicted)',)
     caught_by = "locked"
 
     def _evictable_leaf(self, node: Node) -> bool:
@@ -65,6 +72,7 @@ class MostRecentFirst(RadixCache):
     """The eviction heap is keyed the wrong way round: most recently used leaf goes first."""
 
     bug_class = "mru-instead-of-lru"
+    sources = ('RadixAttention paper §3.2 (LRU leaf eviction); SGLang eviction_policy',)
     caught_by = "survived"
 
     def evict(self, num_tokens: int) -> int:
@@ -86,6 +94,7 @@ class UnmatchedUnlockAccepted(RadixCache):
     """dec_lock_ref trusts its caller and drives lock_ref below zero (SGLang 0.5.23)."""
 
     bug_class = "unmatched-unlock-accepted"
+    sources = ('SGLang 0.5.23 RadixCache.dec_lock_ref (lock_ref driven to -1; reports/sglang_findings.md)',)
     caught_by = "unmatched unlock"
 
     def dec_lock_ref(self, handle: Any) -> None:
@@ -98,6 +107,7 @@ class SplitKeepsStaleValues(RadixCache):
     (sglang #16946)."""
 
     bug_class = "split-loses-values"
+    sources = ('sgl-project/sglang#16946', 'sgl-project/sglang#35270 (two nodes hold the same slots)')
     caught_by = ("match_prefix", "double free")
 
     def _split(self, child: Node, at: int) -> Node:
@@ -111,6 +121,7 @@ class QuarantineTakesSiblings(RadixCache):
     """evict_prefix removes every branch at the cut, not only the one it was given."""
 
     bug_class = "quarantine-removes-sibling"
+    sources = ('seed: fak radixkv.EvictPrefix (a colliding first token may evict a benign sibling)',)
     caught_by = "evict_prefix"
 
     def _branches(self, node: Node, head: tuple[int, ...]) -> list[Node]:
@@ -122,6 +133,7 @@ class ProtectedCountsNodes(RadixCache):
     sglang #35270 / mllm #656)."""
 
     bug_class = "size-counter-drift"
+    sources = ('sgl-project/sglang#35270', 'UbiquitousLearning/mllm#656')
     caught_by = "protected_size"
 
     def protected_size(self) -> int:
@@ -136,6 +148,7 @@ class NoSplitOnMatch(RadixCache):
     matched (a port that did not split on match)."""
 
     bug_class = "match-no-split-overlock"
+    sources = ('bytedance-iaas/sglang#508',)
     caught_by = ("protected_size", "kept going", "survived")  # over-locks, and over-touches for LRU
 
     def match_prefix(self, tokens: Any) -> tuple[np.ndarray, Node]:
@@ -160,6 +173,7 @@ class QuarantineFreesLocked(RadixCache):
     """evict_prefix frees a locked node's slots at once, while a request still reads them."""
 
     bug_class = "quarantine-frees-locked"
+    sources = ('seed: policy eviction of a prefix a running request still reads',)
     caught_by = "should free"
 
     def _retire(self, node: Node) -> None:
@@ -170,6 +184,7 @@ class StaleHandleAccepted(RadixCache):
     """inc_lock_ref on an evicted node walks its old parent chain (sglang #29291)."""
 
     bug_class = "stale-handle-accepted"
+    sources = ('sgl-project/sglang#29291',)
     caught_by = "stale"
 
     def inc_lock_ref(self, handle: Any) -> None:
@@ -183,6 +198,7 @@ class EvictOvershoots(RadixCache):
     """evict() ignores num_tokens and empties everything evictable."""
 
     bug_class = "evict-overshoots"
+    sources = ('RadixAttention paper §3.2 (evict only what the budget needs)',)
     caught_by = "kept going"
 
     def evict(self, num_tokens: int) -> int:
@@ -193,8 +209,9 @@ class UnalignedPages(RadixCache):
     """Shared lengths are not rounded down to whole pages: edges split mid-page (sglang #28692)."""
 
     bug_class = "paged-split-unaligned"
+    sources = ('sgl-project/sglang#28692', 'sgl-project/sglang#10637')
     caught_by = ("page-aligned", "prefix_len")
-    page_size = 2
+    page_size_for_test = 2
 
     def _shared_length(self, edge: tuple[int, ...], query: tuple[int, ...]) -> int:
         n = 0
@@ -209,6 +226,7 @@ class ResetLeaksDetached(RadixCache):
     """reset() forgets quarantined nodes that were still locked: their slots leak."""
 
     bug_class = "reset-leaks-detached"
+    sources = ('sgl-project/sglang#6888', 'sgl-project/sglang#11970 (leak class: available + evictable != total)')
     caught_by = "reset"
 
     def reset(self) -> None:
@@ -220,13 +238,76 @@ class AcceptsFloatTokens(RadixCache):
     """Token ids are not validated: 1.5 is silently accepted as a key."""
 
     bug_class = "bad-input-accepted"
+    sources = ('radixcheck contract: bad input raises and changes nothing',)
     caught_by = "bad input"
 
     def match_prefix(self, tokens: Any) -> tuple[np.ndarray, Node]:
         return super().match_prefix([int(t) if not isinstance(t, list) else 0 for t in tokens])
 
 
+class SplitLockNotInherited(RadixCache):
+    """A split gives the new upper node lock count 0 instead of the child's: a lock taken before
+    the split is released on a different set of nodes (sglang #24153, #38480)."""
+
+    bug_class = "split-lock-not-inherited"
+    sources = ('sgl-project/sglang#24153', 'sgl-project/sglang#38480', 'sgl-project/sglang#38138')
+    caught_by = ("protected_size", "unmatched unlock")
+
+    def _split(self, child: Node, at: int) -> Node:
+        upper = super()._split(child, at)
+        upper.lock_ref = 0
+        return upper
+
+
+class InsertKeepsUnalignedTail(RadixCache):
+    """With page_size > 1 the key is cut to whole pages but the value is not: the node holds the
+    caller's unaligned tail too (sglang #10637, evictable accounting by key vs value length)."""
+
+    bug_class = "key-vs-value-length"
+    sources = ('sgl-project/sglang#10637',)
+    caught_by = ("match_prefix", "double free", "slot")
+    page_size_for_test = 2
+
+    def insert(self, tokens: Any, values: np.ndarray) -> int:
+        aligned = len(tokens) // self.page_size * self.page_size
+        prefix_len = super().insert(tokens, values)
+        if aligned > prefix_len:
+            _, leaf = self.match_prefix(list(tokens)[:aligned])
+            leaf.value = np.asarray(values[aligned - len(leaf.key) :], dtype=np.int64)
+        return prefix_len
+
+
+class InsertReturnsTokenPrefix(RadixCache):
+    """insert returns the token-wise common prefix, not the page-aligned one, so the caller frees
+    the wrong range (the paged pool-conservation class, sglang #6888 / #7130)."""
+
+    bug_class = "paged-prefix-len-unaligned"
+    sources = ('sgl-project/sglang#6888', 'sgl-project/sglang#7130')
+    caught_by = "prefix_len"
+    page_size_for_test = 2
+
+    def insert(self, tokens: Any, values: np.ndarray) -> int:
+        key = as_tokens(tokens, "tokens")
+        prefix_len = super().insert(tokens, values)
+        node, pos = self.root, 0
+        while pos < len(key) and (child := node.children.get(key[pos : pos + self.page_size])) is not None:
+            n = 0
+            while n < len(child.key) and pos + n < len(key) and child.key[n] == key[pos + n]:
+                n += 1
+            pos += n
+            if n < len(child.key):
+                break
+            node = child
+        return max(prefix_len, min(pos, len(key)))
+
+
 MUTANTS: list[type[RadixCache]] = sorted(
     [cls for cls in list(globals().values()) if isinstance(cls, type) and issubclass(cls, RadixCache) and cls is not RadixCache],
     key=lambda cls: cls.__name__,
 )
+
+
+def machine_for_mutant(mutant: type[RadixCache]) -> type[RadixCacheMachine]:
+    """The conformance machine for one mutant, at the page size its bug needs. The name keys
+    Hypothesis's derandomized seed, so the gate and the catalogue replay the same runs."""
+    return machine_for(mutant, DEFAULT_CAPABILITIES, getattr(mutant, "page_size_for_test", 1), f"mutant_{mutant.__name__}")

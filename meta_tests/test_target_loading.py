@@ -5,9 +5,11 @@ from __future__ import annotations
 import subprocess
 import sys
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
+import conftest
 from properties.contract import Capabilities
 from properties.target import OperationTimeout, guarded, load_target
 
@@ -43,17 +45,16 @@ def test_a_hanging_operation_is_cut_off(monkeypatch) -> None:
     assert time.monotonic() - start < 5
 
 
-def _pytest(*args: str) -> subprocess.CompletedProcess:
-    cmd = [sys.executable, "-m", "pytest", "--collect-only", "-p", "no:xdist", *args, "properties/test_construction.py"]
-    return subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=120)
-
-
 def test_the_header_names_the_target() -> None:
-    result = _pytest("--radix-target", "meta_tests.mutants:EvictsLockedLeaf")
-    assert "radixcheck target: meta_tests.mutants:EvictsLockedLeaf" in result.stdout
+    config = SimpleNamespace(_radix_target=load_target("meta_tests.mutants:EvictsLockedLeaf"))
+    header = "\n".join(conftest.pytest_report_header(config))
+    assert "radixcheck target: meta_tests.mutants:EvictsLockedLeaf" in header
+    assert "capabilities" in header and "time limit" in header
 
 
 def test_a_typo_in_the_target_stops_the_run() -> None:
-    result = _pytest("--radix-target", "reference:RadixCach")
+    cmd = [sys.executable, "-m", "pytest", "--collect-only", "-p", "no:xdist", "--radix-target", "reference:RadixCach",
+           "properties/test_construction.py"]
+    result = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert result.returncode != 0
     assert "has no attribute 'RadixCach'" in result.stderr + result.stdout
