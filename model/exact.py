@@ -45,7 +45,9 @@ from model.q8 import BLOCK, Q8Matrix, dequantize
 
 F64_EXACT = 2.0**53
 ACT_BITS = 15  # activations quantised to |x| <= 2**15 - 1, i.e. the int16 range
-ATTN_BITS = 15  # q, k, v and probabilities, per row
+QK_BITS = 20  # q and k rows: a q.k dot is < head_dim * 2**40, far below 2**53
+V_BITS = 15  # value rows
+P_BITS = 21  # probability rows (times the value row's scale): p.v < L * 2**36, so L < 2**16
 DENOM_BITS = 30  # softmax denominators: exact sum of rint(e * 2**30), e in [0, 1]
 QUERY_CHUNK = 128  # attention processes at most this many query rows at once (memory only)
 LINEAR_CHUNK = 4096  # output rows per float64 GEMM (bounds the float64 copy of a large matrix)
@@ -184,11 +186,13 @@ class ExactOps:
         """
         T, H, D = q.shape
         L, Hkv, _ = k.shape
-        if L * float(2**ATTN_BITS - 1) ** 2 >= F64_EXACT / 2 or L * 2.0**DENOM_BITS >= F64_EXACT / 2:
+        if L * 2.0 ** (P_BITS + V_BITS) >= F64_EXACT / 2 or L * 2.0**DENOM_BITS >= F64_EXACT / 2:
             raise ExactnessError(f"context of {L} tokens is too long for exact attention")
+        if D * 2.0 ** (2 * QK_BITS) >= F64_EXACT / 2:
+            raise ExactnessError(f"head_dim {D} is too large for exact attention")
         G = H // Hkv
-        ki, sk = quantize_rows(k, ATTN_BITS)  # (L, Hkv, D), (L, Hkv)
-        vi, sv = quantize_rows(v, ATTN_BITS)
+        ki, sk = quantize_rows(k, QK_BITS)  # (L, Hkv, D), (L, Hkv)
+        vi, sv = quantize_rows(v, V_BITS)
         ki = np.ascontiguousarray(ki.transpose(1, 2, 0))  # (Hkv, D, L)
         vi = np.ascontiguousarray(vi.transpose(1, 0, 2))  # (Hkv, L, D)
         sk = np.ascontiguousarray(sk.T)  # (Hkv, L)
@@ -204,7 +208,7 @@ class ExactOps:
             le = min(L, int(q_pos[t1 - 1]) + 1)
             # rows ordered (kv head, group member, query): (Hkv, G * n, D)
             qc = q[t0:t1].reshape(n, Hkv, G, D).transpose(1, 2, 0, 3).reshape(Hkv, G * n, D)
-            qi, sq = quantize_rows(qc, ATTN_BITS)
+            qi, sq = quantize_rows(qc, QK_BITS)
             s = qi @ ki[:, :, :le]  # exact integers (Hkv, G*n, le)
             s *= (sq * inv_sqrt_d)[..., None]
             s *= sk[:, None, :le]
@@ -216,7 +220,7 @@ class ExactOps:
             e = self.exp(s)  # masked keys give exactly 0
             denom = np.rint(e * 2.0**DENOM_BITS).sum(axis=-1)  # exact integer sum
             e *= sv[:, None, :le]
-            pi, sp = quantize_rows(e, ATTN_BITS)
+            pi, sp = quantize_rows(e, P_BITS)
             num = pi @ vi[:, :le, :]  # exact integers (Hkv, G*n, D)
             o = num * (sp / (denom * 2.0**-DENOM_BITS))[..., None]
             out[t0:t1] = o.reshape(Hkv, G, n, D).transpose(2, 0, 1, 3).reshape(n, H, D)
@@ -224,18 +228,27 @@ class ExactOps:
 
 
 class FloatOps:
-    """Plain float32 BLAS and NumPy reductions. Deliberately NOT exact: for meta-tests only."""
+    """Plain float BLAS and NumPy reductions, NOT shape-stable.
 
-    name = "float"
+    ``FloatOps()`` (float32, ``arithmetic="float"``) is what most people would write; the
+    meta-tests show the bit-identity properties reject it. ``FloatOps(np.float64)``
+    (``arithmetic="float64"``) is a high-precision *fidelity* reference: no activation, q/k/v or
+    probability quantisation, so it measures how far the exact model's integerisation moves the
+    logits (and how far llama.cpp's own approximations do).
+    """
+
+    def __init__(self, dtype: type = np.float32) -> None:
+        self.dtype = np.dtype(dtype)
+        self.name = "float" if self.dtype == np.float32 else "float64"
 
     def prepare(self, m: Q8Matrix) -> np.ndarray:
-        return dequantize(m)
+        return dequantize(m)  # float32 holds Q8_0 values exactly; upcast per call if float64
 
     def linear(self, x: np.ndarray, w: np.ndarray, out_dtype: type = np.float64) -> np.ndarray:
-        return (np.asarray(x, dtype=np.float32) @ w.T).astype(out_dtype)
+        return (np.asarray(x, dtype=self.dtype) @ w.astype(self.dtype, copy=False).T).astype(out_dtype)
 
     def rowsum(self, x: np.ndarray) -> np.ndarray:
-        return np.asarray(x, dtype=np.float32).sum(axis=-1).astype(np.float64)
+        return np.asarray(x, dtype=self.dtype).sum(axis=-1).astype(np.float64)
 
     def exp(self, x: np.ndarray) -> np.ndarray:
         return np.exp(x)
@@ -244,22 +257,26 @@ class FloatOps:
         T, H, D = q.shape
         L, Hkv, _ = k.shape
         G = H // Hkv
-        q32 = q.astype(np.float32).reshape(T, Hkv, G, D).transpose(1, 2, 0, 3).reshape(Hkv, G * T, D)
-        k32 = k.astype(np.float32).transpose(1, 2, 0)
-        v32 = v.astype(np.float32).transpose(1, 0, 2)
-        s = (q32 @ k32) / np.float32(np.sqrt(D))
+        dt = self.dtype
+        qf = q.astype(dt).reshape(T, Hkv, G, D).transpose(1, 2, 0, 3).reshape(Hkv, G * T, D)
+        kf = k.astype(dt).transpose(1, 2, 0)
+        vf = v.astype(dt).transpose(1, 0, 2)
+        s = (qf @ kf) / dt.type(np.sqrt(D))
         allowed = np.arange(L)[None, :] <= q_pos[:, None]
         allowed = np.broadcast_to(allowed[None, None], (Hkv, G, T, L)).reshape(Hkv, G * T, L)
         s = np.where(allowed, s, -np.inf)
         e = np.exp(s - s.max(axis=-1, keepdims=True))
         p = e / e.sum(axis=-1, keepdims=True)
-        o = p @ v32
+        o = p @ vf
         return o.reshape(Hkv, G, T, D).transpose(2, 0, 1, 3).reshape(T, H * D).astype(np.float64)
 
 
 def get_ops(arithmetic: str) -> ExactOps | FloatOps:
+    """``"exact"`` (default), ``"float"`` (plain float32 BLAS) or ``"float64"`` (fidelity reference)."""
     if arithmetic == "exact":
         return ExactOps()
     if arithmetic == "float":
-        return FloatOps()
-    raise ValueError(f"unknown arithmetic {arithmetic!r} (expected 'exact' or 'float')")
+        return FloatOps(np.float32)
+    if arithmetic == "float64":
+        return FloatOps(np.float64)
+    raise ValueError(f"unknown arithmetic {arithmetic!r} (expected 'exact', 'float' or 'float64')")

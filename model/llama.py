@@ -90,7 +90,8 @@ class Model:
     """A Llama decoder with Q8_0 weights.
 
     ``Model(config, weights, arithmetic="exact", keep_q8=True)``; ``arithmetic="float"`` builds the
-    deliberately inexact plain-float-BLAS variant used by the meta-tests. ``keep_q8=False`` drops
+    deliberately inexact plain-float-BLAS variant used by the meta-tests, ``"float64"`` a
+    high-precision fidelity reference (see ``model.exact.FloatOps``). ``keep_q8=False`` drops
     the Q8_0 source matrices once they are prepared (saves memory for the real model; then
     ``model.weights`` is ``None``).
 

@@ -97,3 +97,14 @@ def test_logits_shape_and_dtype() -> None:
     out = MODEL.prefill(pool, [1, 2, 3, 4], np.arange(4), 1)
     assert out.shape == (3, VOCAB) and out.dtype == np.float32
     assert MODEL.prefill(pool, [1, 2, 3, 4], np.arange(4), 4).shape == (0, VOCAB)
+
+
+def test_exact_model_stays_close_to_the_float64_reference() -> None:
+    """Fidelity, not exactness: integerising activations / q / k / v / probabilities moves the
+    logits only slightly from an unquantised float64 forward pass on the same Q8_0 weights."""
+    ref = load_default(arithmetic="float64")
+    toks = np.random.default_rng(10).integers(0, VOCAB, 40)
+    got = MODEL.prefill(KVPool(MODEL.config, 40), toks, np.arange(40))
+    want = ref.prefill(KVPool(MODEL.config, 40), toks, np.arange(40))
+    assert np.max(np.abs(got - want)) < 0.02 * np.max(np.abs(want))
+    assert np.array_equal(got.argmax(axis=1), want.argmax(axis=1))
