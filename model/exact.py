@@ -37,7 +37,10 @@ catch a model written the ordinary way.
 
 from __future__ import annotations
 
+import os
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from functools import cache
 
 import numpy as np
 
@@ -49,8 +52,14 @@ QK_BITS = 20  # q and k rows: a q.k dot is < head_dim * 2**40, far below 2**53
 V_BITS = 15  # value rows
 P_BITS = 21  # probability rows (times the value row's scale): p.v < L * 2**36, so L < 2**16
 DENOM_BITS = 30  # softmax denominators: exact sum of rint(e * 2**30), e in [0, 1]
-QUERY_CHUNK = 128  # attention processes at most this many query rows at once (memory only)
+QUERY_CHUNK = 64  # attention processes this many query rows at once (memory, causal skipping)
+ATTENTION_THREADS = int(os.environ.get("RADIXCHECK_ATTENTION_THREADS", "2"))  # speed only, never bits
 LINEAR_CHUNK = 4096  # output rows per float64 GEMM (bounds the float64 copy of a large matrix)
+
+
+@cache
+def _pool() -> ThreadPoolExecutor:
+    return ThreadPoolExecutor(max_workers=ATTENTION_THREADS, thread_name_prefix="attention")
 
 
 class ExactnessError(ArithmeticError):
@@ -198,9 +207,9 @@ class ExactOps:
         sk = np.ascontiguousarray(sk.T)  # (Hkv, L)
         sv = np.ascontiguousarray(sv.T)
         out = np.empty((T, H, D), dtype=np.float64)
-        key_pos = np.arange(L)
         inv_sqrt_d = 1.0 / np.sqrt(float(D))
-        for t0 in range(0, T, QUERY_CHUNK):
+
+        def chunk(t0: int) -> None:
             t1 = min(T, t0 + QUERY_CHUNK)
             n = t1 - t0
             # keys after the chunk's last query are masked for every row of the chunk: skip them
@@ -212,7 +221,7 @@ class ExactOps:
             s = qi @ ki[:, :, :le]  # exact integers (Hkv, G*n, le)
             s *= (sq * inv_sqrt_d)[..., None]
             s *= sk[:, None, :le]
-            masked = key_pos[None, :le] > q_pos[t0:t1, None]  # (n, le)
+            masked = np.arange(le)[None, :] > q_pos[t0:t1, None]  # (n, le)
             if masked.any():
                 masked = np.broadcast_to(masked[None, None], (Hkv, G, n, le)).reshape(Hkv, G * n, le)
                 np.copyto(s, -np.inf, where=masked)
@@ -224,6 +233,15 @@ class ExactOps:
             num = pi @ vi[:, :le, :]  # exact integers (Hkv, G*n, D)
             o = num * (sp / (denom * 2.0**-DENOM_BITS))[..., None]
             out[t0:t1] = o.reshape(Hkv, G, n, D).transpose(2, 0, 1, 3).reshape(n, H, D)
+
+        starts = range(0, T, QUERY_CHUNK)
+        if len(starts) > 1 and ATTENTION_THREADS > 1:
+            # query chunks are independent (each row depends only on its own data), and NumPy
+            # releases the GIL in ufuncs and BLAS: run them on a small thread pool
+            list(_pool().map(chunk, starts))
+        else:
+            for t0 in starts:
+                chunk(t0)
         return out.reshape(T, H * D)
 
 

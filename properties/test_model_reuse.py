@@ -108,3 +108,12 @@ def test_exact_model_stays_close_to_the_float64_reference() -> None:
     want = ref.prefill(KVPool(MODEL.config, 40), toks, np.arange(40))
     assert np.max(np.abs(got - want)) < 0.02 * np.max(np.abs(want))
     assert np.array_equal(got.argmax(axis=1), want.argmax(axis=1))
+
+
+def test_long_prompt_reuse_spanning_several_attention_chunks() -> None:
+    """Prompts longer than the attention query chunk (64 rows) run chunks on a thread pool and skip
+    masked keys per chunk; neither may change a bit."""
+    toks = np.random.default_rng(12).integers(0, VOCAB, 200)
+    for split in (0, 1, 63, 64, 65, 128, 199):
+        check_reuse_after_split(MODEL, toks, split, seed=split)
+    check_chunked_equals_full(MODEL, toks, 70)
