@@ -194,7 +194,7 @@ def write_gguf(
 
     c = config
     path = Path(path)
-    tmp = path.with_name(path.name + ".partial")
+    tmp = path.with_name(f"{path.name}.{os.getpid()}.partial")  # concurrent writers do not collide
     w = gguf.GGUFWriter(tmp, architecture)
     a = architecture
     own = {

