@@ -230,7 +230,8 @@ def markdown(results: Sequence[LiveResult], meta: dict[str, Any], machine_line: 
         f"{'last-position' if meta['last_only'] else 'all computed positions'} logits) on {machine_line}. Box load average at start: "
         f"{meta['load_at_start']}. Only the within-run ratio is meaningful; absolute seconds depend on the machine and its load. "
         "Token speedup is exact (Table 1 of LEDGER.md); every radix-arm request's logits were compared with the baseline's by "
-        "`np.array_equal` and a speedup is printed only if all were equal."
+        "`np.array_equal` and a speedup is printed only if all were equal. Where the time goes: `PROFILE-<model>.md` "
+        "(`python -m reports.profile_live`)."
     )
     return "\n".join(
         [
