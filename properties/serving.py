@@ -9,21 +9,27 @@ in cached tokens); the ledger in ``reports/`` and the DFS-optimality property bo
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
 
 from properties.contract import SlotAllocator
 
+Compute = Callable[[Sequence[int], np.ndarray, int], Any]
+"""``compute(tokens, slots, cached)``: fill the KV of ``tokens[cached:]`` into ``slots[cached:]``
+(``slots[:cached]`` already hold the matched prefix) — e.g. a model's suffix prefill."""
 
-def serve(cache: Any, allocator: SlotAllocator, tokens: Sequence[int], budget: int | None = None) -> int:
+
+def serve(cache: Any, allocator: SlotAllocator, tokens: Sequence[int], budget: int | None = None, compute: Compute | None = None) -> int:
     """Serve one request; returns how many of its tokens came from the cache."""
     values, handle = cache.match_prefix(tokens)
     cached = len(values)
     cache.inc_lock_ref(handle)
     new = allocator.alloc(len(tokens) - cached)
     full = np.concatenate([np.asarray(values, dtype=np.int64), new])
+    if compute is not None:
+        compute(tokens, full, cached)
     prefix_len = cache.insert(tokens, full)
     aligned = len(tokens) // cache.page_size * cache.page_size
     allocator.free(np.concatenate([full[cached:prefix_len], full[max(aligned, cached):]]))

@@ -25,6 +25,7 @@ import numpy as np
 from model import KVPool
 from model.llama import Model
 from properties.contract import SlotAllocator
+from properties.serving import serve
 from reference import RadixCache
 from reports.workloads import Workload
 
@@ -75,16 +76,14 @@ class RadixArm:
         self.cache = RadixCache(self.allocator, page_size=1)
 
     def serve(self, tokens: np.ndarray, last_only: bool = False) -> tuple[int, np.ndarray]:
-        """The steps of ``properties.serving.serve`` (no budget) with the model's prefill in the middle."""
-        values, handle = self.cache.match_prefix(tokens)
-        cached = len(values)
-        self.cache.inc_lock_ref(handle)
-        slots = np.concatenate([values, self.allocator.alloc(len(tokens) - cached)])
-        logits = self.model.prefill(self.pool, tokens, slots, cached, last_only=last_only)
-        prefix_len = self.cache.insert(tokens, slots)
-        self.allocator.free(slots[cached:prefix_len])  # tokens another request cached meanwhile (none here)
-        self.cache.dec_lock_ref(handle)
-        return cached, logits
+        """``properties.serving.serve`` (no budget) with the model's suffix prefill as its compute step."""
+        out: dict[str, np.ndarray] = {}
+
+        def prefill(tokens, slots: np.ndarray, cached: int) -> None:
+            out["logits"] = self.model.prefill(self.pool, tokens, slots, cached, last_only=last_only)
+
+        cached = serve(self.cache, self.allocator, tokens, compute=prefill)
+        return cached, out["logits"]
 
 
 class BaselineArm:
