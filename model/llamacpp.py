@@ -12,7 +12,7 @@ Never a test or CI dependency: run these by hand with a Python that has ``llama_
 ``python -m model.llamacpp worker GGUF``
     A persistent timing worker used by ``python -m model.bench --llama-python ...``: reads a token
     count ``T`` per line on stdin, prefills ``T`` random tokens from an empty KV cache and prints
-    the seconds taken.
+    the wall and CPU seconds taken.
 """
 
 from __future__ import annotations
@@ -38,10 +38,19 @@ PROMPTS = [
 ]
 
 
-def _llama(path: str, n_ctx: int, logits_all: bool):  # noqa: ANN202 - llama_cpp is optional
+def _llama(path: str, n_ctx: int, logits_all: bool, threads: int = 2):  # noqa: ANN202 - llama_cpp is optional
     from llama_cpp import Llama
 
-    return Llama(model_path=path, n_ctx=n_ctx, n_batch=512, n_ubatch=512, n_threads=2, logits_all=logits_all, verbose=False)
+    return Llama(
+        model_path=path,
+        n_ctx=n_ctx,
+        n_batch=512,
+        n_ubatch=512,
+        n_threads=threads,
+        n_threads_batch=threads,
+        logits_all=logits_all,
+        verbose=False,
+    )
 
 
 def write_fixture(out: Path) -> None:
@@ -81,17 +90,17 @@ def write_fixture(out: Path) -> None:
     print(f"wrote {out} ({sum(len(c['token_ids']) for c in cases)} positions)")
 
 
-def worker(path: str) -> None:
-    llm = _llama(path, 2048, logits_all=False)
+def worker(path: str, threads: int) -> None:
+    llm = _llama(path, 2048, logits_all=False, threads=threads)
     rng = np.random.default_rng(0)
     print("ready", flush=True)
     for line in sys.stdin:
         T = int(line)
         toks = [int(t) for t in rng.integers(0, llm.n_vocab(), T)]
         llm.reset()
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), time.process_time()
         llm.eval(toks)
-        print(f"{time.perf_counter() - t0:.6f}", flush=True)
+        print(f"{time.perf_counter() - t0:.6f} {time.process_time() - c0:.6f}", flush=True)
 
 
 def main() -> None:
@@ -101,11 +110,12 @@ def main() -> None:
     f.add_argument("--out", type=Path, default=FIXTURE)
     w = sub.add_parser("worker")
     w.add_argument("gguf")
+    w.add_argument("--threads", type=int, default=2)
     args = ap.parse_args()
     if args.cmd == "fixture":
         write_fixture(args.out)
     else:
-        worker(args.gguf)
+        worker(args.gguf, args.threads)
 
 
 if __name__ == "__main__":
