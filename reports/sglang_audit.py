@@ -79,7 +79,7 @@ def _falsifying_program(text: str) -> str:
     """Hypothesis's printed failing program(s): the lines from 'state = ' to 'state.teardown()'."""
     progs, cur = [], None
     for line in text.splitlines():
-        s = line.strip().lstrip("|").strip()
+        s = re.sub(r"^E\s+", "", line.strip()).lstrip("|").strip()
         if s.startswith("state = "):
             cur = [s]
         elif cur is not None:
@@ -99,6 +99,9 @@ def _falsifying_program(text: str) -> str:
 
 
 def _first_error(text: str) -> str:
+    for line in text.splitlines():  # pytest's own "E   ..." lines first
+        if re.match(r"^E\s+\S", line):
+            return re.sub(r"^E\s+", "", line).strip()[:300]
     for line in text.splitlines():
         s = line.strip().lstrip("|").strip()
         if re.match(r"^(E\s+)?\w*(Error|Exception|Timeout)\b.*:", s) and "Traceback" not in s:
@@ -126,7 +129,8 @@ def run_factory(name: str, files: list[str], profile: str, seed: int | None) -> 
                     if child.tag in ("failure", "error"):
                         body = (child.text or "") + "\n" + (child.get("message") or "")
                         outcome = "failed" if child.tag == "failure" else "error"
-                        detail = {"reason": _first_error(body), "program": _falsifying_program(body)}
+                        detail = {"reason": _first_error(body), "program": _falsifying_program(body),
+                                  "raw": body[-8000:]}
                     elif child.tag == "skipped":
                         outcome, detail = "skipped", {"reason": (child.get("message") or "")[:300]}
                 tests[tid] = {"outcome": outcome, **detail}
@@ -167,10 +171,15 @@ def write_reports(results: list[dict], caps: dict[str, str], profile: str, seed:
             lines += [f"- `{t}`: {d.get('reason', '')}"]
             if d.get("program"):
                 lines += ["", "  ```python", *("  " + ln for ln in d["program"].splitlines()), "  ```", ""]
-    skipped = {(t, d.get("reason", "")) for r in results for t, d in r["tests"].items() if d["outcome"] == "skipped"}
+    skipped: dict[tuple[str, str], list[str]] = {}
+    for r in results:
+        for t, d in r["tests"].items():
+            if d["outcome"] == "skipped":
+                why = d.get("reason", "").replace(f"{TARGET_MODULE}:{r['factory']}", "the target")
+                skipped.setdefault((t, why), []).append(r["factory"])
     if skipped:
         lines += ["", "## Skips (by capability)", ""]
-        lines += [f"- `{t}`: {why}" for t, why in sorted(skipped)]
+        lines += [f"- `{t}`: {why} ({', '.join(fs)})" for (t, why), fs in sorted(skipped.items())]
     OUT_MD.write_text("\n".join(lines) + "\n")
 
 
@@ -181,9 +190,20 @@ def main() -> None:
     ap.add_argument("--profile", default="audit-fast",
                     help="Hypothesis profile: audit-fast (default), audit-full, or the suite's ci, dev, thorough")
     ap.add_argument("--jobs", type=int, default=2, help="factories run in parallel")
+    ap.add_argument("--report-only", action="store_true", help="only re-render the Markdown from the JSON")
+    ap.add_argument("--merge", action="store_true",
+                    help="keep results of factories not rerun from the existing results JSON")
     ap.add_argument("--seed", type=int, default=None, help="--hypothesis-seed for every run")
     args = ap.parse_args()
     t0 = time.monotonic()
+    if args.report_only:
+        data = json.loads(OUT_JSON.read_text())
+        for r in data["results"]:
+            for d in r["tests"].values():
+                if d.get("raw"):
+                    d["reason"], d["program"] = _first_error(d["raw"]), _falsifying_program(d["raw"])
+        write_reports(data["results"], factories(), data["profile"], data["seed"])
+        return
     if not args.no_build:
         subprocess.run([sys.executable, str(ROOT / "reports" / "audit_env.py")], check=True)
     caps = factories()
@@ -193,6 +213,12 @@ def main() -> None:
     from concurrent.futures import ThreadPoolExecutor
 
     done: dict[str, dict] = {}
+    order = list(names)
+    if args.merge and OUT_JSON.exists():
+        for r in json.loads(OUT_JSON.read_text())["results"]:
+            if r["factory"] not in names:
+                done[r["factory"]] = r
+        order = [n for n in caps if n in done or n in names]
     with ThreadPoolExecutor(max_workers=max(1, args.jobs)) as pool:
         futures = {pool.submit(run_factory, n, files, args.profile, args.seed): n for n in names}
         for fut in futures:
@@ -202,7 +228,7 @@ def main() -> None:
                 counts[d["outcome"]] = counts.get(d["outcome"], 0) + 1
             print(f"[sglang-audit] {r['factory']:28s} {r['seconds']:7.1f} s  {counts or 'NO RESULTS'}", flush=True)
             done[r["factory"]] = r
-            write_reports([done[n] for n in names if n in done], caps, args.profile, args.seed)
+            write_reports([done[n] for n in order if n in done], caps, args.profile, args.seed)
     print(f"[sglang-audit] done in {time.monotonic() - t0:.0f} s; see {OUT_MD.relative_to(ROOT)}")
 
 

@@ -27,7 +27,11 @@ Factories (each ``factory(allocator, page_size) -> cache`` with a ``capabilities
 
 No SGLang cache has ``evict_prefix``; every factory declares ``supports_quarantine=False``
 and the adapter's ``evict_prefix`` raises ``NotImplementedError``. The adapter adds no checks
-of its own to SGLang's behaviour: it converts types and forwards calls.
+of its own to SGLang's locking, handles, matching or eviction: it converts types and forwards
+calls. It does validate at the type-conversion boundary (token ids, values, ``num_tokens``,
+``page_size``), which SGLang's typed API leaves to its callers (the scheduler builds the
+``array('q')`` keys, the server validates ``page_size``); so the suite's bad-input and
+bad-page-size properties pass on the adapter's account, not SGLang's.
 
 What the adapter does besides forwarding (contract differences, all documented)
 -------------------------------------------------------------------------------
