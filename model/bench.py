@@ -147,7 +147,7 @@ def main() -> None:
     try:
         from tabulate import tabulate
 
-        print(tabulate(rows, headers="keys", floatfmt=".1f"))
+        print(tabulate(rows, headers="keys", floatfmt=(".0f", ".1f", ".1f", ".1f", ".2f", ".2f")))
     except ImportError:
         for r in rows:
             print(r)
