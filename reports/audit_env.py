@@ -109,9 +109,9 @@ def check() -> bool:
     if not STAMP.exists() or not python_in_venv().exists():
         return False
     probe = (
-        "import sys; sys.path.insert(0, %r);"
+        f"import sys; sys.path.insert(0, {str(ROOT)!r});"
         "from properties.adapters import _sglang_stubs; _sglang_stubs.install();"
-        "import sglang.srt.mem_cache.radix_cache, torch; print(torch.__version__)" % str(ROOT)
+        "import sglang.srt.mem_cache.radix_cache, torch; print(torch.__version__)"
     )
     r = subprocess.run([str(python_in_venv()), "-c", probe], capture_output=True, text=True)
     return r.returncode == 0

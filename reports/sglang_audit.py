@@ -67,9 +67,9 @@ def target_test_files() -> list[str]:
 
 def factories() -> dict[str, dict]:
     code = (
-        "import json, sys; sys.path.insert(0, %r); import os; os.environ['RADIXCHECK_SGLANG_LAZY']='1';"
+        f"import json, sys; sys.path.insert(0, {str(ROOT)!r}); import os; os.environ['RADIXCHECK_SGLANG_LAZY']='1';"
         "from properties.adapters.sglang_radix import FACTORIES as F;"
-        "print(json.dumps({k: repr(f.capabilities) for k, f in F.items()}))" % str(ROOT)
+        "print(json.dumps({k: repr(f.capabilities) for k, f in F.items()}))"
     )
     out = subprocess.run([str(PY), "-c", code], check=True, capture_output=True, text=True).stdout
     return json.loads(out)
