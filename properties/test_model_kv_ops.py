@@ -76,7 +76,7 @@ def test_truncate_equals_never_saw_the_tail(toks: list[int], data: st.DataObject
     assert_same_cache(seq, fresh(MODEL, toks[:n]), f"truncate({n})")
 
 
-@settings(deadline=None)
+@settings(deadline=None, max_examples=max(10, settings.default.max_examples // 2))  # 6 prefills per example
 @given(toks=tokens_st, more_a=tokens_st, more_b=tokens_st)
 def test_clone_is_independent(toks: list[int], more_a: list[int], more_b: list[int]) -> None:
     a = fresh(MODEL, toks)

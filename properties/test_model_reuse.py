@@ -38,10 +38,20 @@ def tokens_and_split(draw: st.DrawFn) -> tuple[list[int], int]:
 
 
 @settings(deadline=None)
-@given(case=tokens_and_split(), threads=st.sampled_from([1, 2]), seed=st.integers(0, 2**16))
-def test_reuse_after_split_is_bit_identical(case: tuple[list[int], int], threads: int, seed: int) -> None:
+@given(case=tokens_and_split(), seed=st.integers(0, 2**16))
+def test_reuse_after_split_is_bit_identical(case: tuple[list[int], int], seed: int) -> None:
     toks, split = case
-    with threadpool_limits(limits=threads):
+    check_reuse_after_split(MODEL, toks, split, seed=seed)
+
+
+# 2 BLAS threads: the same property with fewer examples (an eighth of the profile's), because
+# 2-thread OpenBLAS on a busy 2-core machine (pytest -n auto) spends most of its time spinning.
+# `python -m model.kernel_check` and the thorough profile cover it at length.
+@settings(deadline=None, max_examples=max(5, settings.default.max_examples // 8))
+@given(case=tokens_and_split(), seed=st.integers(0, 2**16))
+def test_reuse_after_split_is_bit_identical_with_two_blas_threads(case: tuple[list[int], int], seed: int) -> None:
+    toks, split = case
+    with threadpool_limits(limits=2):
         check_reuse_after_split(MODEL, toks, split, seed=seed)
 
 
@@ -67,11 +77,11 @@ def test_reuse_is_bit_identical_for_each_storage_dtype(dtype: str, case: tuple[l
 
 
 def test_every_split_point_of_one_prompt_under_one_and_two_threads() -> None:
-    toks = np.random.default_rng(7).integers(0, VOCAB, 40)
+    toks = np.random.default_rng(7).integers(0, VOCAB, 28)
     for split in range(toks.size + 1):
         check_reuse_after_split(MODEL, toks, split, seed=split)
     with threadpool_limits(limits=2):
-        for split in range(0, toks.size + 1, 7):
+        for split in (0, 14, 27):
             check_reuse_after_split(MODEL, toks, split, seed=split)
 
 
