@@ -14,7 +14,7 @@ from hypothesis import Phase, given, settings
 from hypothesis import strategies as st
 from threadpoolctl import threadpool_limits
 
-from model import load_default
+from model import KVPool, load_default
 from model.checks import check_chunked_equals_full, check_reuse_after_split
 
 EXACT = load_default()
@@ -78,3 +78,54 @@ def test_serving_state_machine_rejects_the_float_blas_model() -> None:
     cfg = settings(deadline=None, max_examples=30, stateful_step_count=10, database=None, phases=[Phase.generate])
     with pytest.raises(AssertionError, match="reused"):
         run_state_machine_as_test(FloatServing, settings=cfg)
+
+
+# ---- mutants: plausible model bugs the properties must catch ---------------------------------
+
+
+class ChunkRelativeRope(type(EXACT)):
+    """Bug: rotary positions counted from the start of the computed chunk, not of the sequence."""
+
+    def rope(self, x, positions):
+        return super().rope(x, positions - positions[0])
+
+
+class UnroundedFreshKV(KVPool):
+    """Bug: freshly computed K/V are attended to at full precision; only cached ones are rounded
+    to the storage dtype (so a full prefill and a reused prefix see different keys)."""
+
+    def write(self, layer, slots, k, v):
+        super().write(layer, slots, k, v)
+        self._fresh = (layer, np.asarray(slots), np.asarray(k, np.float64), np.asarray(v, np.float64))
+
+    def read(self, layer, slots):
+        k, v = super().read(layer, slots)
+        fl, fs, fk, fv = getattr(self, "_fresh", (None, None, None, None))
+        if fl == layer:
+            where = {int(s): i for i, s in enumerate(fs)}
+            for j, s in enumerate(slots):
+                if int(s) in where:
+                    k[j], v[j] = fk[where[int(s)]], fv[where[int(s)]]
+        return k, v
+
+
+def test_reuse_property_catches_chunk_relative_rope() -> None:
+    mutant = ChunkRelativeRope(EXACT.config, EXACT.weights)
+    with pytest.raises(AssertionError, match="logits"):
+        _reuse_property(mutant)()
+
+
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16", "float8_e4m3fn"])
+def test_reuse_property_catches_unrounded_fresh_kv(monkeypatch: pytest.MonkeyPatch, dtype: str) -> None:
+    """K/V are computed in float64, so even float32 storage rounds them: every dtype catches it."""
+    import model.checks
+
+    monkeypatch.setattr(model.checks, "KVPool", UnroundedFreshKV)
+    toks = np.random.default_rng(6).integers(0, VOCAB, 24)
+    failures = 0
+    for split in range(1, toks.size):
+        try:
+            check_reuse_after_split(EXACT, toks, split, dtype=dtype)
+        except AssertionError:
+            failures += 1
+    assert failures > 0, f"{dtype} reuse property did not notice fresh K/V bypassing the storage rounding"
