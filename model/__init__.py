@@ -15,6 +15,8 @@ for the real SmolLM2-135M-Instruct.
 from model.exact import ExactnessError
 from model.kv_pool import STORAGE_DTYPES, KVPool, KVPoolError
 from model.llama import Config, InputError, Model
+from model.sequence import Sequence
+from model.smollm2 import load_smollm2
 from model.synthetic import DEFAULT_CONFIG, load_default
 
 __all__ = [
@@ -26,5 +28,7 @@ __all__ = [
     "KVPool",
     "KVPoolError",
     "Model",
+    "Sequence",
     "load_default",
+    "load_smollm2",
 ]

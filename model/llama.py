@@ -221,6 +221,9 @@ class Model:
         bit-identical to ``prefill(pool2, tokens, slots2, 0)[num_cached:]``.
 
         All inputs are validated before anything is written; bad input raises ``InputError``.
+        On a full cache hit (``num_cached == len(tokens)``) nothing is computed and the result has
+        0 rows; to get the last token's logits, reuse one token less (``num_cached =
+        len(tokens) - 1``) with a fresh slot for the last token, as a serving engine does.
         """
         toks, sl, n = self._check_prefill(pool, tokens, slots, num_cached)
         if n == toks.size:
