@@ -53,7 +53,7 @@ def test_the_header_names_the_target() -> None:
 
 
 def test_a_typo_in_the_target_stops_the_run() -> None:
-    cmd = [sys.executable, "-m", "pytest", "--collect-only", "-p", "no:xdist", "--radix-target", "reference:RadixCach",
+    cmd = [sys.executable, "-m", "pytest", "--collect-only", "-n", "0", "--radix-target", "reference:RadixCach",
            "properties/test_construction.py"]
     result = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert result.returncode != 0
