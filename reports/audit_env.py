@@ -4,6 +4,9 @@
     python reports/audit_env.py --force    # delete and rebuild it
     python reports/audit_env.py --check    # only say whether it is complete
 
+``RADIXCHECK_AUDIT_VENV=/some/dir`` builds elsewhere (e.g. to time a fresh build); the
+adapters and ``reports/sglang_audit.py`` use ``.audit-venv/``.
+
 The environment lives in ``.audit-venv/`` at the repository root (git-ignored). It holds the
 CPU wheel of torch, ``sglang`` installed with ``--no-deps`` (its full dependency set pulls CUDA
 kernels, triton and a GPU toolchain), the ordinary packages that importing
@@ -32,7 +35,7 @@ import venv
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-VENV = ROOT / ".audit-venv"
+VENV = Path(os.environ.get("RADIXCHECK_AUDIT_VENV", ROOT / ".audit-venv"))  # override: measurements
 STAMP = VENV / "radixcheck-audit.json"
 
 TORCH = "torch==2.13.0"  # the CPU wheel on this machine's disk; any other version downloads GBs
@@ -106,7 +109,12 @@ def du_bytes(path: Path) -> int:
 
 
 def check() -> bool:
-    if not STAMP.exists() or not python_in_venv().exists():
+    """The environment was built to the end and sglang's radix caches import in it."""
+    return STAMP.exists() and imports_ok()
+
+
+def imports_ok() -> bool:
+    if not python_in_venv().exists():
         return False
     probe = (
         f"import sys; sys.path.insert(0, {str(ROOT)!r});"
@@ -134,7 +142,7 @@ def build(force: bool) -> None:
     run(pip + ["--no-deps", SGLANG], "sglang --no-deps", timings)
     # torch is already satisfied at 2.13.0; pin it so no dependency upgrades it.
     run(pip + IMPORT_DEPS + suite_deps() + [TORCH], "import deps + suite deps", timings)
-    ok = check()
+    ok = imports_ok()
     total = round(time.monotonic() - t0, 1)
     size = du_bytes(VENV)
     frozen = subprocess.run(
