@@ -190,25 +190,40 @@ class ExactOps:
     def exp(self, x: np.ndarray) -> np.ndarray:
         return np.exp(_contig(x))
 
+    def quantise_kv(self, k: np.ndarray, v: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """Per-row integer forms of (rotated) ``k`` and ``v``, both (L, Hkv, D): ``(ki, sk, vi, sv)``.
+
+        ``ki`` holds integers below ``2**QK_BITS`` and ``vi`` below ``2**V_BITS`` (so float32 holds
+        both exactly); ``sk``, ``sv`` (L, Hkv) are the row scales. Each row's result depends only on
+        that row, so it may be computed once and kept (``model.kv_pool.KVMemo``).
+        """
+        ki, sk = quantize_rows(k, QK_BITS)
+        vi, sv = quantize_rows(v, V_BITS)
+        return ki, sk, vi, sv
+
     def attention(self, q: np.ndarray, k: np.ndarray, v: np.ndarray, q_pos: np.ndarray) -> np.ndarray:
         """Causal grouped-query attention.
 
         ``q`` (T, H, D) at absolute positions ``q_pos`` (T,); ``k``, ``v`` (L, Hkv, D) at positions
         ``0..L-1``. Query ``t`` attends to keys ``0..q_pos[t]``. Returns (T, H * D) float64.
         """
+        ki, sk, vi, sv = self.quantise_kv(k, v)
+        kt = np.ascontiguousarray(ki.transpose(1, 2, 0))  # (Hkv, D, L)
+        vt = np.ascontiguousarray(vi.transpose(1, 0, 2))  # (Hkv, L, D)
+        return self.attention_quantised(q, kt, np.ascontiguousarray(sk.T), vt, np.ascontiguousarray(sv.T), q_pos)
+
+    def attention_quantised(
+        self, q: np.ndarray, ki: np.ndarray, sk: np.ndarray, vi: np.ndarray, sv: np.ndarray, q_pos: np.ndarray
+    ) -> np.ndarray:
+        """``attention`` on K/V already in ``quantise_kv``'s integer form, laid out per KV head:
+        ``ki`` (Hkv, D, L), ``sk`` (Hkv, L), ``vi`` (Hkv, L, D), ``sv`` (Hkv, L), all float64."""
         T, H, D = q.shape
-        L, Hkv, _ = k.shape
+        Hkv, _, L = ki.shape
         if L * 2.0 ** (P_BITS + V_BITS) >= F64_EXACT / 2 or L * 2.0**DENOM_BITS >= F64_EXACT / 2:
             raise ExactnessError(f"context of {L} tokens is too long for exact attention")
         if D * 2.0 ** (2 * QK_BITS) >= F64_EXACT / 2:
             raise ExactnessError(f"head_dim {D} is too large for exact attention")
         G = H // Hkv
-        ki, sk = quantize_rows(k, QK_BITS)  # (L, Hkv, D), (L, Hkv)
-        vi, sv = quantize_rows(v, V_BITS)
-        ki = np.ascontiguousarray(ki.transpose(1, 2, 0))  # (Hkv, D, L)
-        vi = np.ascontiguousarray(vi.transpose(1, 0, 2))  # (Hkv, L, D)
-        sk = np.ascontiguousarray(sk.T)  # (Hkv, L)
-        sv = np.ascontiguousarray(sv.T)
         out = np.empty((T, H, D), dtype=np.float64)
         inv_sqrt_d = 1.0 / np.sqrt(float(D))
 

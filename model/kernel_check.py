@@ -34,6 +34,7 @@ TEST_FILES = [
     "properties/test_model_reuse.py",
     "properties/test_model_kv_ops.py",
     "properties/test_model_radix.py",
+    "properties/test_model_kv_memo.py",
     "meta_tests/test_model_meta.py",
 ]
 VARS = ("OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE")

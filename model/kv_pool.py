@@ -10,6 +10,11 @@ Storage dtypes: ``float32`` (default), ``float16`` (llama.cpp's default), and vi
 rounded to the storage dtype when written (float8 and float16 saturate at their largest finite value instead of
 overflowing), and the model only ever attends to stored values, so a full prefill and a reused prefix see
 the same rounded K/V.
+
+``KVMemo`` (one per model, ``pool.memo(model)``) keeps values the model derives from stored rows —
+for exact attention, the integer form of each K row rotated to its position, and of each V row —
+so a cached prefix is not rotated and re-quantised on every request. It is invalidated whenever a
+row is written or copied over through this class.
 """
 
 from __future__ import annotations
@@ -31,6 +36,64 @@ SATURATE = {"float8_e4m3fn": 448.0, "float16": 65504.0}  # clip instead of overf
 
 class KVPoolError(ValueError):
     """Bad slot ids or a pool that does not fit the model."""
+
+
+class KVMemo:
+    """Per layer and slot: attention's integer form of the stored K row rotated to a position, and
+    of the stored V row, as computed by the model (``ExactOps.quantise_kv``) from ``KVPool.read``.
+
+    Every entry is a pure function of the stored row (and, for K, the position it was rotated
+    for), so a hit is bit-identical to recomputing it. An entry is dropped when ``KVPool.write`` or
+    ``KVPool.copy_slots`` changes its row; a K entry only hits at the position it was rotated for
+    (``Sequence.evict_span_relabel`` moves tokens to new positions: those rows simply miss). The
+    integers fit float32 exactly (|k| < 2**20, |v| < 2**15); scales are kept as float64. Arrays
+    are allocated per layer on first use (zero pages: only slots actually used take memory).
+    """
+
+    def __init__(self, pool: KVPool) -> None:
+        self._shape = (pool.num_slots, pool.n_kv_heads, pool.head_dim)
+        self._layers: list[dict[str, np.ndarray] | None] = [None] * pool.n_layers
+
+    def _layer(self, layer: int) -> dict[str, np.ndarray]:
+        m = self._layers[layer]
+        if m is None:
+            s, h, _ = self._shape
+            m = {
+                "k": np.zeros(self._shape, np.float32),
+                "sk": np.zeros((s, h)),
+                "v": np.zeros(self._shape, np.float32),
+                "sv": np.zeros((s, h)),
+                "pos": np.full(s, -1, np.int64),  # -1: no entry
+            }
+            self._layers[layer] = m
+        return m
+
+    def misses(self, layer: int, slots: np.ndarray, positions: np.ndarray) -> np.ndarray:
+        """Indices ``i`` for which ``slots[i]`` has no entry for ``positions[i]``."""
+        m = self._layers[layer]
+        if m is None:
+            return np.arange(slots.size)
+        return np.flatnonzero(m["pos"][slots] != positions)
+
+    def store(
+        self, layer: int, slots: np.ndarray, positions: np.ndarray, ki: np.ndarray, sk: np.ndarray, vi: np.ndarray, sv: np.ndarray
+    ) -> None:
+        m = self._layer(layer)
+        m["k"][slots], m["sk"][slots], m["v"][slots], m["sv"][slots] = ki, sk, vi, sv
+        m["pos"][slots] = positions
+
+    def get(self, layer: int, slots: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """``(ki, sk, vi, sv)`` of ``slots`` (callers check ``misses`` first)."""
+        m = self._layers[layer]
+        assert m is not None
+        return m["k"][slots], m["sk"][slots], m["v"][slots], m["sv"][slots]
+
+    def invalidate(self, layer: int | None, slots: np.ndarray) -> None:
+        """Drop the entries of ``slots`` at ``layer`` (every layer if ``None``)."""
+        for li in range(len(self._layers)) if layer is None else (layer,):
+            m = self._layers[li]
+            if m is not None:
+                m["pos"][slots] = -1
 
 
 class KVPool:
@@ -61,6 +124,7 @@ class KVPool:
         self.filled = np.zeros(self.num_slots, dtype=bool)  # slot has ever been written
         self._free = list(range(self.num_slots - 1, -1, -1))  # a stack: lowest id on top
         self._free_set = set(self._free)
+        self._memos: dict[Any, KVMemo] = {}  # see KVMemo; keyed by the model that fills it
 
     # ---- validation -------------------------------------------------------------------------
     def check_slots(self, slots: Any, name: str = "slots") -> np.ndarray:
@@ -92,6 +156,22 @@ class KVPool:
         self.k[layer, slots] = self.to_storage(k)
         self.v[layer, slots] = self.to_storage(v)
         self.filled[slots] = True
+        for m in self._memos.values():
+            m.invalidate(layer, slots)
+
+    def memo(self, owner: Any) -> KVMemo:
+        """The ``KVMemo`` that ``owner`` (a model) keeps for this pool, created on first use.
+
+        Only ``write`` and ``copy_slots`` invalidate it: code that assigns to ``k`` / ``v``
+        directly must call ``clear_memos()``.
+        """
+        m = self._memos.get(owner)
+        if m is None:
+            m = self._memos[owner] = KVMemo(self)
+        return m
+
+    def clear_memos(self) -> None:
+        self._memos.clear()
 
     def read(self, layer: int, slots: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """The stored (pre-RoPE) K and V of ``slots`` at ``layer``, as float64."""
@@ -111,6 +191,8 @@ class KVPool:
         self.k[:, dst] = self.k[:, src]
         self.v[:, dst] = self.v[:, src]
         self.filled[dst] = self.filled[src]
+        for m in self._memos.values():
+            m.invalidate(None, dst)
 
     # ---- a simple free list -----------------------------------------------------------------
     def available(self) -> int:

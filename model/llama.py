@@ -93,16 +93,21 @@ class Model:
     deliberately inexact plain-float-BLAS variant used by the meta-tests, ``"float64"`` a
     high-precision fidelity reference (see ``model.exact.FloatOps``). ``keep_q8=False`` drops
     the Q8_0 source matrices once they are prepared (saves memory for the real model; then
-    ``model.weights`` is ``None``).
+    ``model.weights`` is ``None``). With exact arithmetic the integer form of cached K/V is kept in
+    the pool's ``KVMemo`` between calls; ``memo_kv=False`` recomputes it every call (same bits).
 
     Main entry point: ``prefill(pool, tokens, slots, num_cached)`` (see its docstring).
     """
 
-    def __init__(self, config: Config, weights: Weights, arithmetic: str = "exact", keep_q8: bool = True) -> None:
+    def __init__(self, config: Config, weights: Weights, arithmetic: str = "exact", keep_q8: bool = True, memo_kv: bool = True) -> None:
         self.config = config
         self._embd = weights.token_embd
         self.arithmetic = arithmetic
         self.ops = get_ops(arithmetic)
+        # exact attention on memoised integer K/V (model.kv_pool.KVMemo); the float variants read
+        # and rotate the whole context on every call
+        # (``memo_kv=False`` turns it off: the tests compare the two)
+        self._memo_kv = memo_kv and hasattr(self.ops, "attention_quantised")
         prep = self.ops.prepare
         self._layers = []
         for lw in weights.layers:
@@ -263,8 +268,11 @@ class Model:
             k_new = qkv[:, q_dim : q_dim + kv_dim].reshape(T, c.n_kv_heads, c.head_dim)
             v_new = qkv[:, q_dim + kv_dim :].reshape(T, c.n_kv_heads, c.head_dim)
             pool.write(li, sl[n:], k_new, v_new)  # K is stored before RoPE
-            k, v = pool.read(li, sl)  # the whole context, as stored
-            att = ops.attention(self.rope(q, pos), self.rope(k, all_pos), v, pos)
+            if self._memo_kv:
+                att = ops.attention_quantised(self.rope(q, pos), *self._context_kv(pool, li, sl, n), pos)
+            else:
+                k, v = pool.read(li, sl)  # the whole context, as stored
+                att = ops.attention(self.rope(q, pos), self.rope(k, all_pos), v, pos)
             x = x + ops.linear(att, lw["wo"])
             # MLP block (SwiGLU)
             h = self.rmsnorm(x, lw["ffn_norm"])
@@ -275,6 +283,40 @@ class Model:
             x = x[-1:]
         x = self.rmsnorm(x, self._out_norm)
         return ops.linear(x, self._head, out_dtype=np.float32)
+
+    def _context_kv(self, pool: KVPool, li: int, sl: np.ndarray, n: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """Layer ``li``'s K/V of the whole context (slots ``sl``, token ``i`` at position ``i``) in
+        exact attention's integer form: ``ops.quantise_kv(rope(K), V)`` of the rows as stored,
+        laid out per KV head for ``ops.attention_quantised``.
+
+        The ``n`` cached rows come from the pool's ``KVMemo`` for this model; a row without an entry
+        for its position is read from the pool, rotated, quantised and memoised. The fresh rows
+        ``sl[n:]`` (just written) are read back from the pool like before and not memoised here:
+        they enter the memo the first time a later call reuses them, through the same ``read``
+        (so every value attention sees came out of ``KVPool.read``, exactly as without the memo).
+        """
+        ops, c = self.ops, self.config
+        L, Hkv, D = sl.size, c.n_kv_heads, c.head_dim
+        kt, skt = np.empty((Hkv, D, L)), np.empty((Hkv, L))
+        vt, svt = np.empty((Hkv, L, D)), np.empty((Hkv, L))
+
+        def put(a: int, ki: np.ndarray, sk: np.ndarray, vi: np.ndarray, sv: np.ndarray) -> None:
+            b = a + ki.shape[0]
+            kt[:, :, a:b] = ki.transpose(1, 2, 0)
+            skt[:, a:b] = sk.T
+            vt[:, a:b, :] = vi.transpose(1, 0, 2)
+            svt[:, a:b] = sv.T
+
+        if n:
+            memo, cached = pool.memo(self), sl[:n]
+            miss = memo.misses(li, cached, np.arange(n))
+            if miss.size:
+                k, v = pool.read(li, cached[miss])
+                memo.store(li, cached[miss], miss, *ops.quantise_kv(self.rope(k, miss), v))
+            put(0, *memo.get(li, cached))
+        k, v = pool.read(li, sl[n:])
+        put(n, *ops.quantise_kv(self.rope(k, np.arange(n, L)), v))
+        return kt, skt, vt, svt
 
     def __repr__(self) -> str:
         return f"Model({self.config}, arithmetic={self.arithmetic!r})"
