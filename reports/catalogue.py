@@ -66,9 +66,13 @@ def _run(mutant: type, shrink: bool) -> tuple[float, BaseException | None]:
     return time.perf_counter() - start, None
 
 
+NOISE = ("state.sizes_add_up()", "state.slots_conserved()", "You can reproduce")
+
+
 def _program(exc: BaseException) -> str:
-    notes = [n for n in getattr(exc, "__notes__", []) if not n.startswith("You can reproduce")]
-    return "\n".join(notes).strip()
+    """Hypothesis's shrunk program, without the invariant checks it prints between steps."""
+    lines = "\n".join(getattr(exc, "__notes__", [])).splitlines()
+    return "\n".join(ln for ln in lines if ln.strip() and not ln.strip().startswith(NOISE))
 
 
 def build() -> list[dict[str, Any]]:
