@@ -15,6 +15,8 @@ _common = dict(deadline=None, suppress_health_check=[HealthCheck.too_slow, Healt
 settings.register_profile("dev", max_examples=100, stateful_step_count=50, **_common)
 settings.register_profile("ci", max_examples=100, stateful_step_count=50, derandomize=True, database=None, print_blob=True, **_common)
 settings.register_profile("thorough", max_examples=600, stateful_step_count=200, **_common)
+# `audit`: ci's search, stopping at the first distinct bug per test (reports.matrix, the SGLang audit).
+settings.register_profile("audit", settings.get_profile("ci"), report_multiple_bugs=False)
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci" if os.environ.get("CI") else "dev"))
 
 

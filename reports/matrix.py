@@ -1,0 +1,159 @@
+"""The conformance matrix, in the spirit of JSONTestSuite: implementations × properties.
+
+    python -m reports.matrix                 # reference + every catalogue mutant, then merge SGLang
+    python -m reports.matrix --jobs 2        # (default) two pytest processes at a time
+
+Each implementation runs the target-dependent tests of ``properties/`` (those taking the ``target``
+fixture) in its own pytest process under the ``audit`` profile (``ci``'s search, stopping at the
+first distinct bug per test, which Hypothesis then shrinks). SGLang's rows come from
+``reports/sglang_audit_results.json`` (``python reports/sglang_audit.py`` builds the isolated
+environment they need and regenerates it). Writes ``reports/MATRIX.md`` and
+``reports/artifacts/matrix.json``: every failure with a one-line reason and its shrunk program.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+import xml.etree.ElementTree as ET
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+from meta_tests.mutants import MUTANTS
+from reports.catalogue import oracle_of
+from reports.sglang_audit import OUT_JSON as SGLANG_JSON
+from reports.sglang_audit import _falsifying_program, _first_error, target_test_files
+
+ROOT = Path(__file__).resolve().parent.parent
+OUT_MD = ROOT / "reports" / "MATRIX.md"
+OUT_JSON = ROOT / "reports" / "artifacts" / "matrix.json"
+
+
+def implementations() -> list[tuple[str, str, str]]:
+    """(name, target spec, kind) for every implementation run in this environment."""
+    rows = [("reference", "reference:RadixCache", "reference")]
+    rows += [(m.bug_class, f"meta_tests.mutants:{m.__name__}", "mutant") for m in MUTANTS]
+    return rows
+
+
+def run_target(name: str, spec: str, files: list[str], python: str = sys.executable) -> dict:
+    with tempfile.TemporaryDirectory() as tmp:
+        xml = Path(tmp) / "junit.xml"
+        cmd = [python, "-m", "pytest", *files, "-n", "0", "-q", "--radix-target", spec,
+               f"--junitxml={xml}", "-o", "junit_logging=no"]
+        env = dict(os.environ, HYPOTHESIS_PROFILE="audit")
+        start = time.monotonic()
+        proc = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True)
+        tests: dict[str, dict] = {}
+        if xml.exists():
+            for case in ET.parse(xml).getroot().iter("testcase"):
+                test_id = f"{case.get('classname', '').rsplit('.', 1)[-1]}::{case.get('name')}"
+                result: dict = {"outcome": "passed"}
+                for child in case:
+                    body = (child.text or "") + "\n" + (child.get("message") or "")
+                    if child.tag in ("failure", "error"):
+                        reason = _first_error(body)
+                        programs = dict.fromkeys(_falsifying_program(body).split("\n\n"))  # junit repeats it
+                        result = {"outcome": "failed", "reason": reason, "oracle": oracle_of(reason),
+                                  "program": "\n\n".join(programs)}
+                    elif child.tag == "skipped":
+                        result = {"outcome": "skipped", "reason": (child.get("message") or "")[:300]}
+                tests[test_id] = result
+    return {"name": name, "spec": spec, "seconds": round(time.monotonic() - start, 1), "tests": tests,
+            "stderr_tail": "" if tests else proc.stderr[-2000:]}
+
+
+def sglang_rows() -> list[dict]:
+    if not SGLANG_JSON.exists():
+        return []
+    rows = []
+    for r in json.loads(SGLANG_JSON.read_text())["results"]:
+        tests = {}
+        for test_id, d in r["tests"].items():
+            d = {k: v for k, v in d.items() if k != "raw"}
+            if d["outcome"] in ("failed", "error"):
+                d.update(outcome="failed", oracle=oracle_of(d.get("reason", "")))
+            tests[test_id] = d
+        rows.append({"name": f"sglang {r['factory']}", "spec": f"properties.adapters.sglang_radix:{r['factory']}",
+                     "seconds": r["seconds"], "tests": tests, "stderr_tail": r.get("stderr_tail", "")})
+    return rows
+
+
+CELL = {"passed": "pass", "failed": "**FAIL**", "skipped": "skip"}
+
+
+def _short(test_id: str) -> str:
+    return test_id.replace("test_cache_machine::test_cache_state_machine", "machine").replace("test_", "")
+
+
+def render(rows: list[dict]) -> str:
+    tests = sorted({t for r in rows for t in r["tests"]})
+    disputed = [t for t in tests if len({r["tests"].get(t, {}).get("outcome") for r in rows}) > 1]
+
+    def table(columns: list[str]) -> list[str]:
+        head = "| implementation | " + " | ".join(f"`{_short(t)}`" for t in columns) + " |"
+        lines = [head, "|---|" + "---|" * len(columns)]
+        for r in rows:
+            cells = [CELL.get(r["tests"].get(t, {}).get("outcome", ""), "—") for t in columns]
+            lines.append(f"| `{r['name']}` | " + " | ".join(cells) + " |")
+        return lines
+
+    out = [
+        "# Conformance matrix",
+        "",
+        "Regenerate with `python -m reports.matrix` (SGLang rows: `python reports/sglang_audit.py` first). "
+        "Each implementation ran the target-dependent properties in its own pytest process, Hypothesis profile "
+        "`ci` (derandomized) with one shrunk bug per test. `skip` = the implementation declares it does not offer "
+        "what the property needs (its `capabilities`); `—` = not run for it.",
+        "",
+        f"Reference passes {sum(d['outcome'] == 'passed' for d in rows[0]['tests'].values())} of "
+        f"{len(rows[0]['tests'])}; every mutant fails at least one property: "
+        f"{all(any(d['outcome'] == 'failed' for d in r['tests'].values()) for r in rows if r['name'] in {m.bug_class for m in MUTANTS})}.",
+        "",
+        "## Pruned view (only properties on which implementations differ)",
+        "",
+        *table(disputed),
+        "",
+        "## Failures",
+        "",
+    ]
+    for r in rows:
+        bad = {t: d for t, d in r["tests"].items() if d["outcome"] == "failed"}
+        if r.get("stderr_tail"):
+            out += [f"### `{r['name']}`", "", "pytest produced no results:", "", "```", r["stderr_tail"], "```", ""]
+        if not bad:
+            continue
+        out += [f"### `{r['name']}` (`{r['spec']}`)", ""]
+        for t, d in bad.items():
+            out += [f"- `{t}` — oracle *{d.get('oracle', 'other')}*: {d.get('reason', '')}"]
+            if d.get("program"):
+                out += ["", "  ```python", *("  " + ln for ln in d["program"].splitlines()), "  ```", ""]
+    out += ["## Full matrix", "", *table(tests), ""]
+    return "\n".join(out)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--jobs", type=int, default=2)
+    args = parser.parse_args()
+    files = target_test_files()
+    todo = implementations()
+    with ThreadPoolExecutor(max_workers=max(1, args.jobs)) as pool:
+        rows = list(pool.map(lambda impl: run_target(impl[0], impl[1], files), todo))
+    for r in rows:
+        counts = {k: sum(d["outcome"] == k for d in r["tests"].values()) for k in CELL}
+        print(f"[matrix] {r['name']:28s} {r['seconds']:7.1f} s  {counts}", flush=True)
+    rows += sglang_rows()
+    OUT_JSON.parent.mkdir(exist_ok=True)
+    OUT_JSON.write_text(json.dumps([{k: v for k, v in r.items() if k != "seconds"} for r in rows], indent=1) + "\n")
+    OUT_MD.write_text(render(rows) + "\n")
+    print(f"[matrix] wrote {OUT_MD.relative_to(ROOT)}")
+
+
+if __name__ == "__main__":
+    main()
