@@ -37,26 +37,6 @@ OUT_JSON = ROOT / "reports" / "sglang_audit_results.json"
 TARGET_MODULE = "properties.adapters.sglang_radix"
 
 
-AUDIT_PROFILES = {
-    # ci's search (derandomized, 40 examples x 40 steps), stopping at the first distinct bug:
-    # with several distinct bugs Hypothesis shrinks each one, up to 5 min per test.
-    "audit-fast": dict(report_multiple_bugs=False),
-    # ci's search, every distinct bug shrunk and reported.
-    "audit-full": dict(report_multiple_bugs=True),
-}
-
-
-def pytest_load_initial_conftests(early_config, parser, args) -> None:
-    """Pytest plugin hook (``-p reports.sglang_audit``): register the audit profiles before the
-    root conftest loads the one HYPOTHESIS_PROFILE names. They derive from its ``ci`` profile."""
-    from hypothesis import HealthCheck, settings
-
-    base = dict(max_examples=40, stateful_step_count=40, derandomize=True, database=None, print_blob=True,
-                deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
-    for name, extra in AUDIT_PROFILES.items():
-        settings.register_profile(name, **{**base, **extra})
-
-
 def target_test_files() -> list[str]:
     """Test files with a test function taking the ``target`` fixture."""
     pat = re.compile(r"def test_\w+\([^)]*\btarget\b", re.S)
@@ -112,7 +92,7 @@ def _first_error(text: str) -> str:
 def run_factory(name: str, files: list[str], profile: str, seed: int | None) -> dict:
     with tempfile.TemporaryDirectory() as tmp:
         xml = Path(tmp) / "junit.xml"
-        cmd = [str(PY), "-m", "pytest", *files, "-p", "no:cacheprovider", "-p", "reports.sglang_audit", "-q",
+        cmd = [str(PY), "-m", "pytest", *files, "-p", "no:cacheprovider", "-q",
                "--radix-target", f"{TARGET_MODULE}:{name}", f"--junitxml={xml}", "-o", "junit_logging=no"]
         if seed is not None:
             cmd.append(f"--hypothesis-seed={seed}")
@@ -187,8 +167,9 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("factories", nargs="*", help="factory names (default: all)")
     ap.add_argument("--no-build", action="store_true", help="do not (re)build .audit-venv")
-    ap.add_argument("--profile", default="audit-fast",
-                    help="Hypothesis profile: audit-fast (default), audit-full, or the suite's ci, dev, thorough")
+    ap.add_argument("--profile", default="audit",
+                    help="Hypothesis profile (conftest.py): audit (default: ci's search, first bug per test), "
+                         "ci (every distinct bug), dev, thorough")
     ap.add_argument("--jobs", type=int, default=2, help="factories run in parallel")
     ap.add_argument("--report-only", action="store_true", help="only re-render the Markdown from the JSON")
     ap.add_argument("--merge", action="store_true",
