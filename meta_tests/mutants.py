@@ -12,7 +12,6 @@ Point the gate at one to see a failure as a user would:
 
 from __future__ import annotations
 
-import heapq
 from typing import Any
 
 import numpy as np
@@ -75,19 +74,8 @@ class MostRecentFirst(RadixCache):
     sources = ('RadixAttention paper §3.2 (LRU leaf eviction); SGLang eviction_policy',)
     caught_by = "survived"
 
-    def evict(self, num_tokens: int) -> int:
-        num_tokens = as_count(num_tokens, "num_tokens", 0)
-        heap = [(-n.last_access, n.serial, n) for n in self._linked_nodes() if self._evictable_leaf(n)]
-        heapq.heapify(heap)
-        evicted = 0
-        while evicted < num_tokens and heap:
-            _, _, leaf = heapq.heappop(heap)
-            self._unlink(leaf)
-            self._free(leaf)
-            evicted += len(leaf.key)
-            if self._evictable_leaf(leaf.parent):
-                heapq.heappush(heap, (-leaf.parent.last_access, leaf.parent.serial, leaf.parent))
-        return evicted
+    def _eviction_key(self, node: Node) -> tuple[int, int]:
+        return -node.last_access, node.serial
 
 
 class UnmatchedUnlockAccepted(RadixCache):

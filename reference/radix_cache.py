@@ -169,18 +169,22 @@ class RadixCache:
     def evict(self, num_tokens: int) -> int:
         """Evict least-recently-used unlocked leaves until ``num_tokens`` are freed (or none left)."""
         wanted = as_count(num_tokens, "num_tokens", minimum=0)
-        heap = [(n.last_access, n.serial, n) for n in self._linked_nodes() if self._evictable_leaf(n)]
+        heap = [(self._eviction_key(n), n) for n in self._linked_nodes() if self._evictable_leaf(n)]
         heapq.heapify(heap)
         evicted = 0
         while evicted < wanted and heap:
-            _, _, leaf = heapq.heappop(heap)
+            _, leaf = heapq.heappop(heap)
             self._unlink(leaf)
             self._free(leaf)
             evicted += len(leaf.key)
             parent = leaf.parent
             if self._evictable_leaf(parent):
-                heapq.heappush(heap, (parent.last_access, parent.serial, parent))
+                heapq.heappush(heap, (self._eviction_key(parent), parent))
         return evicted
+
+    def _eviction_key(self, node: Node) -> tuple[int, int]:
+        """The policy: least recently used first (serial breaks ties deterministically)."""
+        return node.last_access, node.serial
 
     def _evictable_leaf(self, node: Node) -> bool:
         return node is not self.root and not node.children and node.lock_ref == 0
