@@ -87,6 +87,11 @@ class RadixCacheMachine(RuleBasedStateMachine):
 
     # ---- helpers ---------------------------------------------------------------------------
 
+    def _tokens_arg(self, tokens: tuple[int, ...]) -> Any:
+        """Alternately a list and an int64 array: the contract accepts both, so both must work."""
+        self._array_next = not getattr(self, "_array_next", False)
+        return np.asarray(tokens, dtype=np.int64) if self._array_next else list(tokens)
+
     def _call(self, name: str, *args: Any) -> Any:
         return guarded(name, getattr(self.cache, name), *args)
 
@@ -98,7 +103,7 @@ class RadixCacheMachine(RuleBasedStateMachine):
             self.known = (self.known + [tokens])[-MAX_PROBES:]
 
     def _match(self, tokens: tuple[int, ...]) -> HandleRecord:
-        values, handle = self._call("match_prefix", list(tokens))
+        values, handle = self._call("match_prefix", self._tokens_arg(tokens))
         values = _as_slot_array(values, "match_prefix")
         path = self.model.match(tokens)
         expected = self.model.values_of(path)
@@ -112,7 +117,7 @@ class RadixCacheMachine(RuleBasedStateMachine):
         return HandleRecord(handle, path, tokens[: len(expected)])
 
     def _insert(self, tokens: tuple[int, ...], values: np.ndarray) -> int:
-        prefix_len = _as_int(self._call("insert", list(tokens), values), "insert")
+        prefix_len = _as_int(self._call("insert", self._tokens_arg(tokens), values), "insert")
         expected = self.model.insert(tokens, values.tolist())
         assert prefix_len == expected, f"insert({list(tokens)}) returned prefix_len {prefix_len}; {expected} tokens were already cached"
         return prefix_len
@@ -238,7 +243,7 @@ class RadixCacheMachine(RuleBasedStateMachine):
             return
         cached_before = set(self.model.cached)
         mark = len(self.allocator.freed_log)
-        removed = _as_int(self._call("evict_prefix", list(tokens)), "evict_prefix")
+        removed = _as_int(self._call("evict_prefix", self._tokens_arg(tokens)), "evict_prefix")
         expected_removed, expected_freed = self.model.quarantine(tokens)
         assert removed == expected_removed, f"evict_prefix({list(tokens)}) removed {removed} tokens, expected {expected_removed}"
         check_freed(self._freed_since(mark), expected_freed, f"evict_prefix({list(tokens)})")
@@ -262,7 +267,7 @@ class RadixCacheMachine(RuleBasedStateMachine):
         self._call("reset")
         check_freed(self._freed_since(mark), self.model.reset(), "reset")
 
-    @rule(kind=st.sampled_from(sorted(["float_tokens", "negative_token", "nested_tokens", "float_array",
+    @rule(kind=st.sampled_from(sorted(["float_tokens", "negative_token", "nested_tokens", "float_array", "2d_array",
                                         "bool_tokens", "short_values", "float_values", "negative_evict",
                                         "float_evict", "empty_quarantine", "unknown_handle_lock",
                                         "unknown_handle_unlock"])))
@@ -274,6 +279,7 @@ class RadixCacheMachine(RuleBasedStateMachine):
             "negative_token": ("insert", [1, -2, 3], pool_far),
             "nested_tokens": ("match_prefix", [[1, 2], [3]]),
             "float_array": ("insert", np.array([1.0, 2.0, 3.0]), pool_far),
+            "2d_array": ("match_prefix", np.array([[1, 2], [3, 4]])),
             "bool_tokens": ("match_prefix", [True, False]),
             "short_values": ("insert", [1, 2, 3], pool_far[:2]),
             "float_values": ("insert", [1, 2, 3], pool_far.astype(np.float64)),
