@@ -41,12 +41,12 @@ def implementations() -> list[tuple[str, str, str]]:
     return rows
 
 
-def run_target(name: str, spec: str, files: list[str], python: str = sys.executable) -> dict:
+def run_target(name: str, spec: str, files: list[str], profile: str = "audit", python: str = sys.executable) -> dict:
     with tempfile.TemporaryDirectory() as tmp:
         xml = Path(tmp) / "junit.xml"
         cmd = [python, "-m", "pytest", *files, "-n", "0", "-q", "--radix-target", spec,
                f"--junitxml={xml}", "-o", "junit_logging=no"]
-        env = dict(os.environ, HYPOTHESIS_PROFILE="audit")
+        env = dict(os.environ, HYPOTHESIS_PROFILE=profile)
         start = time.monotonic()
         proc = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True)
         tests: dict[str, dict] = {}
@@ -91,7 +91,7 @@ def _short(test_id: str) -> str:
     return test_id.replace("test_cache_machine::test_cache_state_machine", "machine").replace("test_", "")
 
 
-def render(rows: list[dict]) -> str:
+def render(rows: list[dict], profile: str) -> str:
     tests = sorted({t for r in rows for t in r["tests"]})
     disputed = [t for t in tests if len({r["tests"].get(t, {}).get("outcome") for r in rows}) > 1]
 
@@ -107,9 +107,11 @@ def render(rows: list[dict]) -> str:
         "# Conformance matrix",
         "",
         "Regenerate with `python -m reports.matrix` (SGLang rows: `python reports/sglang_audit.py` first). "
-        "Each implementation ran the target-dependent properties in its own pytest process, Hypothesis profile "
-        "`ci` (derandomized) with one shrunk bug per test. `skip` = the implementation declares it does not offer "
-        "what the property needs (its `capabilities`); `—` = not run for it.",
+        f"Each implementation ran the target-dependent properties in its own pytest process, Hypothesis profile "
+        f"`{profile}` for the rows run here (`audit`: ci's search, one shrunk bug per test; `mutation`: the same "
+        "search, unshrunk — the mutants' shrunk programs are in `BUG_CATALOGUE.md`); SGLang rows as recorded in "
+        "`sglang_audit_results.json`. `skip` = the implementation declares it does not offer what the property "
+        "needs (its `capabilities`); `—` = not run for it.",
         "",
         f"Reference passes {sum(d['outcome'] == 'passed' for d in rows[0]['tests'].values())} of "
         f"{len(rows[0]['tests'])}; every mutant fails at least one property: "
@@ -140,18 +142,20 @@ def render(rows: list[dict]) -> str:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--jobs", type=int, default=2)
+    parser.add_argument("--profile", default="audit",
+                        help="audit (default: shrunk programs, slow) or mutation (no shrinking: verdicts in minutes)")
     args = parser.parse_args()
     files = target_test_files()
     todo = implementations()
     with ThreadPoolExecutor(max_workers=max(1, args.jobs)) as pool:
-        rows = list(pool.map(lambda impl: run_target(impl[0], impl[1], files), todo))
+        rows = list(pool.map(lambda impl: run_target(impl[0], impl[1], files, args.profile), todo))
     for r in rows:
         counts = {k: sum(d["outcome"] == k for d in r["tests"].values()) for k in CELL}
         print(f"[matrix] {r['name']:28s} {r['seconds']:7.1f} s  {counts}", flush=True)
     rows += sglang_rows()
     OUT_JSON.parent.mkdir(exist_ok=True)
     OUT_JSON.write_text(json.dumps([{k: v for k, v in r.items() if k != "seconds"} for r in rows], indent=1) + "\n")
-    OUT_MD.write_text(render(rows) + "\n")
+    OUT_MD.write_text(render(rows, args.profile) + "\n")
     print(f"[matrix] wrote {OUT_MD.relative_to(ROOT)}")
 
 
