@@ -33,6 +33,7 @@ def test_page_size_defaults_to_one() -> None:
         (lambda c: c.match_prefix(np.array([[1, 2]])), ValueError, ["tokens", "1-D", "(1, 2)"]),
         (lambda c: c.match_prefix(np.array([1.0, 2.0])), TypeError, ["tokens", "integer", "float64"]),
         (lambda c: c.match_prefix("abc"), TypeError, ["tokens", "str"]),
+        (lambda c: c.insert([4, 5.5], np.arange(2)), TypeError, ["tokens", "integer", "5.5"]),
         (lambda c: c.insert([4, 5], [7, 8]), TypeError, ["values", "ndarray", "list"]),
         (lambda c: c.insert([4, 5], np.arange(3)), ValueError, ["values", "(2,)", "(3,)"]),
         (lambda c: c.insert([4, 5], np.array([1.0, 2.0])), TypeError, ["values", "float64"]),
