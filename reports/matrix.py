@@ -115,7 +115,7 @@ def render(rows: list[dict], profile: str) -> str:
         "",
         f"Reference passes {sum(d['outcome'] == 'passed' for d in rows[0]['tests'].values())} of "
         f"{len(rows[0]['tests'])}; every mutant fails at least one property: "
-        f"{all(any(d['outcome'] == 'failed' for d in r['tests'].values()) for r in rows if r['name'] in {m.bug_class for m in MUTANTS})}.",
+        f"{'yes' if all(any(d['outcome'] == 'failed' for d in r['tests'].values()) for r in rows if r['name'] in {m.bug_class for m in MUTANTS}) else 'NO'}.",
         "",
         "## Pruned view (only properties on which implementations differ)",
         "",
