@@ -94,6 +94,7 @@ def _short(test_id: str) -> str:
 def render(rows: list[dict], profile: str) -> str:
     tests = sorted({t for r in rows for t in r["tests"]})
     disputed = [t for t in tests if len({r["tests"].get(t, {}).get("outcome") for r in rows}) > 1]
+    mutant_rows = [r for r in rows if r["name"] in {m.bug_class for m in MUTANTS}]
 
     def table(columns: list[str]) -> list[str]:
         head = "| implementation | " + " | ".join(f"`{_short(t)}`" for t in columns) + " |"
@@ -115,7 +116,7 @@ def render(rows: list[dict], profile: str) -> str:
         "",
         f"Reference passes {sum(d['outcome'] == 'passed' for d in rows[0]['tests'].values())} of "
         f"{len(rows[0]['tests'])}; every mutant fails at least one property: "
-        f"{'yes' if all(any(d['outcome'] == 'failed' for d in r['tests'].values()) for r in rows if r['name'] in {m.bug_class for m in MUTANTS}) else 'NO'}.",
+        f"{'yes' if all(any(d['outcome'] == 'failed' for d in r['tests'].values()) for r in mutant_rows) else 'NO'}.",
         "",
         "## Pruned view (only properties on which implementations differ)",
         "",
