@@ -15,19 +15,14 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import subprocess
 import sys
-import tempfile
-import time
-import xml.etree.ElementTree as ET
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from meta_tests.mutants import MUTANTS
 from reports.catalogue import oracle_of
 from reports.sglang_audit import OUT_JSON as SGLANG_JSON
-from reports.sglang_audit import _falsifying_program, _first_error, target_test_files
+from reports.sglang_audit import run_suite, target_test_files
 
 ROOT = Path(__file__).resolve().parent.parent
 OUT_MD = ROOT / "reports" / "MATRIX.md"
@@ -41,31 +36,13 @@ def implementations() -> list[tuple[str, str, str]]:
     return rows
 
 
-def run_target(name: str, spec: str, files: list[str], profile: str = "audit", python: str = sys.executable) -> dict:
-    with tempfile.TemporaryDirectory() as tmp:
-        xml = Path(tmp) / "junit.xml"
-        cmd = [python, "-m", "pytest", *files, "-n", "0", "-q", "--radix-target", spec,
-               f"--junitxml={xml}", "-o", "junit_logging=no"]
-        env = dict(os.environ, HYPOTHESIS_PROFILE=profile)
-        start = time.monotonic()
-        proc = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True)
-        tests: dict[str, dict] = {}
-        if xml.exists():
-            for case in ET.parse(xml).getroot().iter("testcase"):
-                test_id = f"{case.get('classname', '').rsplit('.', 1)[-1]}::{case.get('name')}"
-                result: dict = {"outcome": "passed"}
-                for child in case:
-                    body = (child.text or "") + "\n" + (child.get("message") or "")
-                    if child.tag in ("failure", "error"):
-                        reason = _first_error(body)
-                        programs = dict.fromkeys(_falsifying_program(body).split("\n\n"))  # junit repeats it
-                        result = {"outcome": "failed", "reason": reason, "oracle": oracle_of(reason),
-                                  "program": "\n\n".join(programs)}
-                    elif child.tag == "skipped":
-                        result = {"outcome": "skipped", "reason": (child.get("message") or "")[:300]}
-                tests[test_id] = result
-    return {"name": name, "spec": spec, "seconds": round(time.monotonic() - start, 1), "tests": tests,
-            "stderr_tail": "" if tests else proc.stderr[-2000:]}
+def run_target(name: str, spec: str, files: list[str], profile: str = "audit") -> dict:
+    seconds, _, tests, stderr_tail = run_suite(sys.executable, spec, files, profile)
+    for d in tests.values():
+        d.pop("raw", None)
+        if d["outcome"] in ("failed", "error"):
+            d.update(outcome="failed", oracle=oracle_of(d.get("reason", "")))
+    return {"name": name, "spec": spec, "seconds": seconds, "tests": tests, "stderr_tail": stderr_tail}
 
 
 def sglang_rows() -> list[dict]:

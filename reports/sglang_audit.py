@@ -75,7 +75,7 @@ def _falsifying_program(text: str) -> str:
     for p in progs:
         lines = [ln for ln in p.splitlines() if ln not in ("state.sizes_add_up()", "state.slots_conserved()")]
         cleaned.append("\n".join(lines))
-    return "\n\n".join(cleaned)
+    return "\n\n".join(dict.fromkeys(cleaned))  # junit reports carry the same program more than once
 
 
 def _first_error(text: str) -> str:
@@ -89,11 +89,13 @@ def _first_error(text: str) -> str:
     return text.strip().splitlines()[0][:300] if text.strip() else ""
 
 
-def run_factory(name: str, files: list[str], profile: str, seed: int | None) -> dict:
+def run_suite(python: str, spec: str, files: list[str], profile: str, seed: int | None = None) -> tuple[float, int, dict, str]:
+    """Run ``files`` against target ``spec`` in its own pytest process (interpreter ``python``);
+    returns (seconds, exit code, {test id: outcome and details}, stderr tail if no test reported)."""
     with tempfile.TemporaryDirectory() as tmp:
         xml = Path(tmp) / "junit.xml"
-        cmd = [str(PY), "-m", "pytest", *files, "-p", "no:cacheprovider", "-q",
-               "--radix-target", f"{TARGET_MODULE}:{name}", f"--junitxml={xml}", "-o", "junit_logging=no"]
+        cmd = [python, "-m", "pytest", *files, "-p", "no:cacheprovider", "-n", "0", "-q",
+               "--radix-target", spec, f"--junitxml={xml}", "-o", "junit_logging=no"]
         if seed is not None:
             cmd.append(f"--hypothesis-seed={seed}")
         env = dict(os.environ, HYPOTHESIS_PROFILE=profile, RUST_BACKTRACE="0")
@@ -114,8 +116,12 @@ def run_factory(name: str, files: list[str], profile: str, seed: int | None) -> 
                     elif child.tag == "skipped":
                         outcome, detail = "skipped", {"reason": (child.get("message") or "")[:300]}
                 tests[tid] = {"outcome": outcome, **detail}
-    return {"factory": name, "seconds": seconds, "exit": proc.returncode, "tests": tests,
-            "stderr_tail": proc.stderr[-2000:] if not tests else ""}
+    return seconds, proc.returncode, tests, "" if tests else proc.stderr[-2000:]
+
+
+def run_factory(name: str, files: list[str], profile: str, seed: int | None) -> dict:
+    seconds, code, tests, stderr_tail = run_suite(str(PY), f"{TARGET_MODULE}:{name}", files, profile, seed)
+    return {"factory": name, "seconds": seconds, "exit": code, "tests": tests, "stderr_tail": stderr_tail}
 
 
 def write_reports(results: list[dict], caps: dict[str, str], profile: str, seed: int | None) -> None:
