@@ -38,7 +38,7 @@ class LockSkipsAncestors(RadixCache):
 
     bug_class = "lock-skips-ancestors"
     sources = ('sgl-project/sglang#26218 (review: release walks past the lock boundary)',)
-    caught_by = "protected_size"
+    caught_by = ("protected_size", "should free")  # or a quarantine frees the unprotected ancestors
 
     def _path(self, handle: Any) -> list[Node]:
         return super()._path(handle)[:1]
@@ -50,7 +50,7 @@ class LockSkipsSelf(RadixCache):
 
     bug_class = "lock-skips-self"
     sources = ('sgl-project/mini-sglang#52',)
-    caught_by = ("protected_size", "locked", "unmatched unlock")
+    caught_by = ("protected_size", "locked", "unmatched unlock", "should free")  # a quarantine frees the unprotected node
 
     def _path(self, handle: Any) -> list[Node]:
         return super()._path(handle)[1:]
@@ -86,8 +86,11 @@ class UnmatchedUnlockAccepted(RadixCache):
     caught_by = "unmatched unlock"
 
     def dec_lock_ref(self, handle: Any) -> None:
-        for node in self._path(handle):
+        for node in self._path(handle):  # the reference's walk, minus its lock_ref > 0 check
             node.lock_ref -= 1
+            if node.lock_ref == 0 and node.state == "detached":
+                self._free(node)
+                self._detached.remove(node)
 
 
 class SplitKeepsStaleValues(RadixCache):
@@ -96,7 +99,7 @@ class SplitKeepsStaleValues(RadixCache):
 
     bug_class = "split-loses-values"
     sources = ('sgl-project/sglang#16946', 'sgl-project/sglang#35270 (two nodes hold the same slots)')
-    caught_by = ("match_prefix", "double free")
+    caught_by = ("match_prefix", "double free", "should free")
 
     def _split(self, child: Node, at: int) -> Node:
         value = child.value
@@ -155,6 +158,22 @@ class NoSplitOnMatch(RadixCache):
             if shared < len(child.key):
                 break
         return (np.concatenate(pieces) if pieces else np.zeros(0, np.int64)), node
+
+
+class QuarantineLeavesBranchLinked(RadixCache):
+    """evict_prefix frees the branch's slots but leaves its nodes in the tree: later matches
+    return freed KV slots (a policy eviction that only half happened)."""
+
+    bug_class = "quarantine-leaves-branch-linked"
+    sources = ('seed: fak radixkv.EvictPrefix (evicted prefix must be unreachable, "as if never seen")',)
+    caught_by = "never saw"
+
+    def evict_prefix(self, tokens: Any) -> int:
+        self._unlink = lambda node: None  # the bug: nothing is cut out of the tree
+        try:
+            return super().evict_prefix(tokens)
+        finally:
+            del self._unlink
 
 
 class QuarantineFreesLocked(RadixCache):
@@ -287,6 +306,20 @@ class InsertReturnsTokenPrefix(RadixCache):
                 break
             node = child
         return max(prefix_len, min(pos, len(key)))
+
+
+class SplitRefreshesSuffix(RadixCache):
+    """A match or insert that ends inside an edge stamps the edge's recency before splitting it,
+    so the unmatched suffix looks freshly used and outlives older-but-newer leaves under LRU
+    (SGLang 0.5.23 RadixCache and UnifiedRadixCache, reports/sglang_findings.md #3)."""
+
+    bug_class = "split-refreshes-suffix"
+    sources = ('SGLang 0.5.23 _match_prefix_helper / _insert_helper (reports/sglang_findings.md #3)',)
+    caught_by = "survived"
+
+    def _split(self, child: Node, at: int) -> Node:
+        child.last_access = self._clock  # the bug: the whole edge is touched, then cut
+        return super()._split(child, at)
 
 
 MUTANTS: list[type[RadixCache]] = sorted(

@@ -9,6 +9,12 @@ check matches against the prefix-set model (oracle 1), evictions for lock safety
 Queries are derived from earlier ones (a prefix of a known sequence plus a short new tail, over
 a tiny alphabet), so the machine spends its time on shared prefixes and mid-edge divergence;
 uniformly random tokens would almost never share a prefix and would test nothing.
+
+A few rules are scenarios rather than single calls (a double unlock, a lock after quarantine, a
+hit just short of the least recently used leaf, quarantining one branch of a fork, quarantining
+a running request's prompt). Each makes a known bug class's trigger one step long instead of a
+lucky sequence of five; ``python -m reports.catalogue`` measures how often a random-seeded run
+kills each catalogued mutant, which is how these were chosen.
 """
 
 from __future__ import annotations
@@ -19,7 +25,7 @@ from typing import Any
 
 import numpy as np
 from hypothesis import strategies as st
-from hypothesis.stateful import Bundle, RuleBasedStateMachine, consumes, initialize, invariant, multiple, rule
+from hypothesis.stateful import Bundle, RuleBasedStateMachine, consumes, initialize, invariant, multiple, precondition, rule
 
 from oracles.lru import check_lru
 from oracles.never_saw import expected_match_length
@@ -31,6 +37,7 @@ from properties.target import OperationTimeout, guarded
 
 POOL_SIZE = 1 << 20  # far more than any run allocates
 MAX_PROBES = 24  # known sequences re-matched after a quarantine
+MAX_RUNNING = 3  # locks held at once: more would leave nothing evictable for the LRU oracle
 
 
 @dataclass(eq=False)
@@ -61,10 +68,10 @@ TOKENS = st.integers(0, 3)  # a tiny alphabet: sequences collide and share prefi
 FRESH = st.lists(TOKENS, min_size=1, max_size=24).map(tuple)
 
 
-def _queries(sequences: Bundle) -> st.SearchStrategy[tuple[int, ...]]:
+def _queries(sequences: Bundle, min_shared: int = 0) -> st.SearchStrategy[tuple[int, ...]]:
     """A known sequence cut anywhere, plus a short new tail: heavy sharing, mid-edge splits."""
     tail = st.lists(TOKENS, max_size=12).map(tuple)
-    return st.builds(lambda s, cut, t: s[:cut] + t, sequences, st.integers(0, 32), tail)
+    return st.builds(lambda s, cut, t: s[:cut] + t, sequences, st.integers(min_shared, 32), tail)
 
 
 class RadixCacheMachine(RuleBasedStateMachine):
@@ -84,6 +91,7 @@ class RadixCacheMachine(RuleBasedStateMachine):
         self.cache = guarded("factory", type(self).factory, self.allocator, self.page_size)
         self.model = PrefixSetModel(self.page_size)
         self.known: list[tuple[int, ...]] = []
+        self.running = 0  # locks taken through the locks bundle and not yet released by unlock
 
     # ---- helpers ---------------------------------------------------------------------------
 
@@ -102,12 +110,20 @@ class RadixCacheMachine(RuleBasedStateMachine):
         if tokens and tokens not in self.known:
             self.known = (self.known + [tokens])[-MAX_PROBES:]
 
-    def _match(self, tokens: tuple[int, ...]) -> HandleRecord:
+    def _match(self, tokens: tuple[int, ...], never_saw: tuple[tuple[int, ...], int] | None = None) -> HandleRecord:
+        """Match ``tokens`` and check the answer against the model (oracle 1). After a quarantine,
+        ``never_saw`` = (quarantined prefix, expected length) checks oracle 5 first, on the raw answer."""
         values, handle = self._call("match_prefix", self._tokens_arg(tokens))
         values = _as_slot_array(values, "match_prefix")
+        assert len(values) % self.page_size == 0, f"match_prefix({list(tokens)}) returned {len(values)} values, not page-aligned"
+        if never_saw is not None:
+            quarantined, want = never_saw
+            assert len(values) == want, (
+                f"after evict_prefix({list(quarantined)}), {list(tokens)} matches {len(values)} tokens; "
+                f"a cache that never saw the prefix matches {want}"
+            )
         path = self.model.match(tokens)
         expected = self.model.values_of(path)
-        assert len(values) % self.page_size == 0, f"match_prefix({list(tokens)}) returned {len(values)} values, not page-aligned"
         assert len(values) == len(expected), (
             f"match_prefix({list(tokens)}) matched {len(values)} tokens; the longest cached prefix has {len(expected)}"
         )
@@ -178,16 +194,21 @@ class RadixCacheMachine(RuleBasedStateMachine):
         self._remember(tokens)
         return tokens
 
-    @rule(target=handles, tokens=_queries(sequences))
+    @rule(target=handles, tokens=_queries(sequences, min_shared=1))
     def match(self, tokens: tuple[int, ...]) -> HandleRecord:
         return self._match(tokens)
 
-    @rule(target=locks, tokens=_queries(sequences))
+    def _can_admit(self) -> bool:
+        return self.running < MAX_RUNNING
+
+    @precondition(_can_admit)
+    @rule(target=locks, tokens=_queries(sequences, min_shared=1))  # sharing a prefix: locking the root tests nothing
     def admit(self, tokens: tuple[int, ...]) -> HandleRecord:
         """A request starts running: match its prompt and lock the matched prefix at once."""
         record = self._match(tokens)
         self._call("inc_lock_ref", record.handle)
         self.model.lock(record.path)
+        self.running += 1
         return record
 
     @rule(target=locks, record=handles)
@@ -195,6 +216,7 @@ class RadixCacheMachine(RuleBasedStateMachine):
         if self.model.can_lock(record.path):
             self._call("inc_lock_ref", record.handle)
             self.model.lock(record.path)
+            self.running += 1
             return record
         if self.capabilities.checks_locks:
             self._expect_refusal(f"locking the stale/quarantined {record}", "inc_lock_ref", record.handle)
@@ -208,8 +230,28 @@ class RadixCacheMachine(RuleBasedStateMachine):
         elif self.capabilities.checks_locks:
             self._expect_refusal(f"unmatched unlock of {record}", "dec_lock_ref", record.handle)
 
+    @rule(tokens=_queries(sequences, min_shared=1))
+    def double_unlock(self, tokens: tuple[int, ...]) -> None:
+        """A request releases its lock twice (lock counts drifting apart, sglang #24153): the
+        second release is unmatched unless other requests still hold the whole path."""
+        record = self._match(tokens)
+        self._call("inc_lock_ref", record.handle)
+        self.model.lock(record.path)
+        self._unlock(record)
+        self._unlock(record)
+
+    @rule(tokens=_queries(sequences, min_shared=1))
+    def lock_after_quarantine(self, tokens: tuple[int, ...]) -> None:
+        """A handle outlives its prefix: matched, then its branch quarantined, then locked. The
+        lock must be refused (a stale handle walks a dead parent chain, sglang #29291)."""
+        record = self._match(tokens)
+        if record.tokens:
+            self._quarantine(record.tokens)
+            self.lock(record)
+
     @rule(record=consumes(locks))
     def unlock(self, record: HandleRecord) -> None:
+        self.running -= 1
         self._unlock(record)
 
     @rule(record=handles)
@@ -217,7 +259,7 @@ class RadixCacheMachine(RuleBasedStateMachine):
         """Unlock a handle that may hold no lock: legal if every counter on its path is positive."""
         self._unlock(record)
 
-    @rule(num_tokens=st.integers(0, 12))
+    @rule(num_tokens=st.integers(0, 32))
     def evict(self, num_tokens: int) -> None:
         mark = len(self.allocator.freed_log)
         evicted = _as_int(self._call("evict", num_tokens), "evict")
@@ -228,9 +270,52 @@ class RadixCacheMachine(RuleBasedStateMachine):
         if self.capabilities.eviction_policy == "lru":
             check_lru(removed, self.model.leaves(), num_tokens, self.page_size)
 
+    @rule()
+    def hit_short_of_lru_leaf(self) -> None:
+        """A request reuses all but the last page of the least recently used leaf, then memory
+        pressure evicts two pages. That last page was not used, so it is still the oldest and must
+        go first (unless a running request holds it); a cache that stamps a whole edge before
+        splitting it evicts something newer, one that ignores locks evicts the held page."""
+        deep = [e for e in self.model.leaves() if len(e.prefix) > self.page_size]
+        if deep:
+            oldest = min(deep, key=lambda e: e.last_use)
+            self._match(oldest.prefix[: -self.page_size])
+            self.evict(2 * self.page_size)
+
+    @precondition(_can_admit)
+    @rule(target=locks, tokens=_queries(sequences, min_shared=1), cut=st.integers(1, 24))
+    def quarantine_running(self, tokens: tuple[int, ...], cut: int) -> HandleRecord:
+        """A request is admitted and its own prompt prefix is then quarantined while it runs."""
+        record = self.admit(tokens)
+        if record.tokens[:cut]:
+            self._quarantine(record.tokens[:cut])
+        return record
+
+    @precondition(_can_admit)
+    @rule(target=locks, tokens=_queries(sequences, min_shared=1), cut=st.integers(1, 24))
+    def reset_while_quarantined(self, tokens: tuple[int, ...], cut: int) -> HandleRecord:
+        """The server flushes its cache (say, a weight update) while a request whose prompt was
+        quarantined still runs: the detached pages must be freed too, and the handle goes stale."""
+        record = self.quarantine_running(tokens, cut)
+        self.reset()
+        return record
+
     @rule(tokens=_queries(sequences).filter(bool))
     def quarantine(self, tokens: tuple[int, ...]) -> None:
         self._quarantine(tokens)
+
+    @rule(pick=st.integers(0, 63))
+    def quarantine_one_sibling(self, pick: int) -> None:
+        """Policy eviction of one branch where the tree forks (the seed's warning: a colliding
+        first page may take a benign sibling with it). The siblings must survive untouched."""
+        p = self.page_size
+        children: dict[tuple[int, ...], list[tuple[int, ...]]] = {}
+        for prefix in self.model.cached:
+            children.setdefault(prefix[:-p], []).append(prefix)
+        forks = sorted(kids for kids in children.values() if len(kids) > 1)
+        if forks:
+            kids = sorted(forks[pick % len(forks)])
+            self._quarantine(kids[pick // len(forks) % len(kids)])
 
     @rule(record=locks, cut=st.integers(1, 24))
     def quarantine_locked(self, record: HandleRecord, cut: int) -> None:
@@ -248,12 +333,7 @@ class RadixCacheMachine(RuleBasedStateMachine):
         assert removed == expected_removed, f"evict_prefix({list(tokens)}) removed {removed} tokens, expected {expected_removed}"
         check_freed(self._freed_since(mark), expected_freed, f"evict_prefix({list(tokens)})")
         for query in self.known + [tokens]:
-            want = expected_match_length(cached_before, tokens, query, self.page_size)
-            got = len(self._match(query).path)
-            assert got * self.page_size == want, (
-                f"after evict_prefix({list(tokens)}), {list(query)} matches {got * self.page_size} tokens; "
-                f"a cache that never saw the prefix matches {want}"
-            )
+            self._match(query, never_saw=(tokens, expected_match_length(cached_before, tokens, query, self.page_size)))
 
     @rule()
     def check_every_match(self) -> None:
