@@ -1,11 +1,16 @@
 """The bug catalogue, Wycheproof style: each public radix-cache bug class, the property that
 catches it, the mutant of the reference that reproduces it, and how fast the `ci` profile kills it.
 
-    python -m reports.catalogue            # writes reports/BUG_CATALOGUE.md and artifacts/catalogue.json
+    python -m reports.catalogue              # writes reports/BUG_CATALOGUE.md and artifacts/catalogue.json
+    python -m reports.catalogue --seeds 100  # kill rate over 100 random seeds (default 50)
 
 Time-to-kill is the wall time of the `ci` profile (derandomized) until the first failing example,
 without shrinking; the minimal program shown is what Hypothesis prints after shrinking. Times are
 noisy (shared machine); the verdicts and programs are deterministic.
+
+The derandomized `ci` run is one fixed stream of examples, so "caught" alone could be luck. The
+*kill rate* reruns the same budget (100 examples x 50 steps, no shrinking) with N random seeds and
+counts the runs that catch the mutant: it says how robust the catch is to the stream.
 """
 
 from __future__ import annotations
@@ -14,10 +19,11 @@ import argparse
 import json
 import statistics
 import time
+from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 from typing import Any
 
-from hypothesis import Phase, settings
+from hypothesis import Phase, seed, settings
 from hypothesis.stateful import run_state_machine_as_test
 from tabulate import tabulate
 
@@ -66,6 +72,29 @@ def _run(mutant: type, shrink: bool) -> tuple[float, BaseException | None]:
     return time.perf_counter() - start, None
 
 
+def _killed_with_seed(job: tuple[str, int]) -> bool:
+    """One ci-sized run of mutant ``name`` with a random-seeded (not derandomized) stream."""
+    name, run_seed = job
+    mutant = next(m for m in MUTANTS if m.__name__ == name)
+    search = settings(_profile(shrink=False), derandomize=False, database=None)
+    try:
+        seed(run_seed)(lambda: run_state_machine_as_test(machine_for_mutant(mutant), settings=search))()
+    except Exception:  # noqa: BLE001 - any failure is a kill here; the ci run checks the reason
+        return True
+    return False
+
+
+def kill_rates(seeds: int, jobs: int) -> dict[str, int]:
+    """Mutant name -> how many of ``seeds`` random-seeded ci runs caught it."""
+    work = [(m.__name__, s) for m in MUTANTS for s in range(seeds)]
+    with ProcessPoolExecutor(jobs) as pool:
+        killed = list(pool.map(_killed_with_seed, work, chunksize=4))
+    rates: dict[str, int] = {}
+    for (name, _), k in zip(work, killed, strict=True):
+        rates[name] = rates.get(name, 0) + k
+    return rates
+
+
 NOISE = ("state.sizes_add_up()", "state.slots_conserved()", "You can reproduce")
 
 
@@ -75,7 +104,8 @@ def _program(exc: BaseException) -> str:
     return "\n".join(ln for ln in lines if ln.strip() and not ln.strip().startswith(NOISE))
 
 
-def build() -> list[dict[str, Any]]:
+def build(seeds: int = 50, jobs: int = 2) -> list[dict[str, Any]]:
+    rates = kill_rates(seeds, jobs) if seeds else {}
     rows = []
     for mutant in MUTANTS:
         seconds, first = _run(mutant, shrink=False)
@@ -90,17 +120,32 @@ def build() -> list[dict[str, Any]]:
             "oracle": oracle_of(message),
             "reason": message,
             "seconds_to_kill": round(seconds, 2),
+            "kill_rate": f"{rates[mutant.__name__]}/{seeds}" if seeds else "",
             "minimal_program": _program(shrunk) if shrunk else "",
         })
     return rows
+
+
+def _lowest_rate(rows: list[dict[str, Any]]) -> str:
+    measured = [r for r in rows if r["kill_rate"]]
+    if not measured:
+        return ""
+    worst = min(measured, key=lambda r: _rate(r["kill_rate"]))
+    return f"; lowest kill rate {worst['kill_rate']} ({worst['bug_class']})"
+
+
+def _rate(text: str) -> float:
+    killed, runs = text.split("/")
+    return int(killed) / int(runs)
 
 
 def render(rows: list[dict[str, Any]]) -> str:
     killed = [r["seconds_to_kill"] for r in rows if r["caught"]]
     table = tabulate(
         [[r["bug_class"], "<br>".join(r["sources"]), f"`{r['mutant'].split(':')[1]}`", r["oracle"],
-          "yes" if r["caught"] else "**NO**", f"{r['seconds_to_kill']:.2f}"] for r in rows],
-        headers=["bug class", "source thread(s)", "mutant", "caught by oracle", "caught", "time to kill (s)"],
+          "yes" if r["caught"] else "**NO**", f"{r['seconds_to_kill']:.2f}", r["kill_rate"]] for r in rows],
+        headers=["bug class", "source thread(s)", "mutant", "caught by oracle", "caught", "time to kill (s)",
+                 "kill rate (random seeds)"],
         tablefmt="github",
     )
     parts = [
@@ -109,10 +154,13 @@ def render(rows: list[dict[str, Any]]) -> str:
         "Regenerate with `python -m reports.catalogue`. Each row is a class of bug seen in a real radix cache, "
         "reproduced as a one-idea mutant of the reference (`meta_tests/mutants.py`) and run through the "
         "conformance state machine under the `ci` Hypothesis profile (derandomized). *Time to kill* is the wall "
-        "time to the first failing example, before shrinking — a noisy figure on a shared 2-core machine.",
+        "time to the first failing example, before shrinking — a noisy figure on a shared 2-core machine. "
+        "*Kill rate* reruns the same budget with random seeds instead of the derandomized stream and counts "
+        "the runs that catch the mutant (how much the catch depends on one lucky stream).",
         "",
         f"**{sum(r['caught'] for r in rows)} of {len(rows)} caught; median time to kill "
-        f"{statistics.median(killed) if killed else float('nan'):.2f} s, max {max(killed) if killed else float('nan'):.2f} s.**",
+        f"{statistics.median(killed) if killed else float('nan'):.2f} s, max {max(killed) if killed else float('nan'):.2f} s"
+        f"{_lowest_rate(rows)}.**",
         "",
         table,
         "",
@@ -128,8 +176,10 @@ def render(rows: list[dict[str, Any]]) -> str:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, default=HERE)
+    parser.add_argument("--seeds", type=int, default=50, help="random-seeded runs per mutant for the kill rate (0: skip)")
+    parser.add_argument("--jobs", type=int, default=2)
     args = parser.parse_args()
-    rows = build()
+    rows = build(args.seeds, args.jobs)
     (args.out / "BUG_CATALOGUE.md").write_text(render(rows) + "\n", encoding="utf-8")
     (args.out / "artifacts").mkdir(exist_ok=True)
     stable = [{k: v for k, v in r.items() if k != "seconds_to_kill"} for r in rows]
