@@ -244,6 +244,8 @@ class RadixCacheMachine(RuleBasedStateMachine):
     def lock_after_quarantine(self, tokens: tuple[int, ...]) -> None:
         """A handle outlives its prefix: matched, then its branch quarantined, then locked. The
         lock must be refused (a stale handle walks a dead parent chain, sglang #29291)."""
+        if not self.capabilities.supports_quarantine:
+            return  # the lock would succeed and never be released
         record = self._match(tokens)
         if record.tokens:
             self._quarantine(record.tokens)
