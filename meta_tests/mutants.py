@@ -140,7 +140,7 @@ class NoSplitOnMatch(RadixCache):
 
     bug_class = "match-no-split-overlock"
     sources = ('bytedance-iaas/sglang#508',)
-    caught_by = ("protected_size", "kept going", "survived")  # over-locks, and over-touches for LRU
+    caught_by = ("protected_size", "kept going", "survived", "should free")  # over-locks (so over-protects), over-touches
 
     def match_prefix(self, tokens: Any) -> tuple[np.ndarray, Node]:
         key = as_tokens(tokens, "tokens")

@@ -10,11 +10,12 @@ Queries are derived from earlier ones (a prefix of a known sequence plus a short
 a tiny alphabet), so the machine spends its time on shared prefixes and mid-edge divergence;
 uniformly random tokens would almost never share a prefix and would test nothing.
 
-A few rules are scenarios rather than single calls (a double unlock, a lock after quarantine, a
-hit just short of the least recently used leaf, quarantining one branch of a fork, quarantining
-a running request's prompt). Each makes a known bug class's trigger one step long instead of a
-lucky sequence of five; ``python -m reports.catalogue`` measures how often a random-seeded run
-kills each catalogued mutant, which is how these were chosen.
+A few rules are scenarios rather than single calls (a double unlock, a lock after quarantine, an
+insert followed at once by an eviction, a hit just short of the least recently used leaf, quarantining one branch of a fork or a near miss
+of a cached prompt, quarantining a running request's prompt, a reset while it runs). Each makes a
+known bug class's trigger one step long instead of a lucky sequence of five;
+``python -m reports.catalogue`` measures how often a random-seeded run kills each catalogued
+mutant, which is how these were chosen.
 """
 
 from __future__ import annotations
@@ -64,7 +65,8 @@ def _as_slot_array(x: Any, what: str) -> np.ndarray:
     return x
 
 
-TOKENS = st.integers(0, 3)  # a tiny alphabet: sequences collide and share prefixes often
+ALPHABET = 4  # a tiny alphabet: sequences collide and share prefixes often
+TOKENS = st.integers(0, ALPHABET - 1)
 FRESH = st.lists(TOKENS, min_size=1, max_size=24).map(tuple)
 
 
@@ -174,6 +176,14 @@ class RadixCacheMachine(RuleBasedStateMachine):
         aligned = len(tokens) // self.page_size * self.page_size
         self.allocator.free(np.concatenate([values[:prefix_len], values[aligned:]]))
         self._remember(tokens)
+        return tokens
+
+    @rule(target=sequences, tokens=_queries(sequences))
+    def insert_then_evict(self, tokens: tuple[int, ...]) -> tuple[int, ...]:
+        """A request's KV is inserted and the scheduler at once needs two pages back: the pages
+        just inserted (or re-inserted) are the most recently used and must go last."""
+        self.insert(tokens)
+        self.evict(2 * self.page_size)
         return tokens
 
     @rule(target=sequences, tokens=_queries(sequences))
@@ -318,6 +328,15 @@ class RadixCacheMachine(RuleBasedStateMachine):
         if forks:
             kids = sorted(forks[pick % len(forks)])
             self._quarantine(kids[pick // len(forks) % len(kids)])
+
+    @rule(pick=st.integers(0, 63))
+    def quarantine_near_miss(self, pick: int) -> None:
+        """Quarantine a prompt that leaves a cached one only at its last page (often inside an
+        edge): unless that sibling is cached too, nothing may be removed."""
+        if self.model.cached:
+            prefix = sorted(self.model.cached)[pick % len(self.model.cached)]
+            last = prefix[-self.page_size :]
+            self._quarantine(prefix[: -self.page_size] + ((last[0] + 1) % ALPHABET,) + last[1:])
 
     @rule(record=locks, cut=st.integers(1, 24))
     def quarantine_locked(self, record: HandleRecord, cut: int) -> None:
