@@ -286,9 +286,8 @@ class RadixCacheMachine(RuleBasedStateMachine):
     def hit_short_of_lru_leaf(self) -> None:
         """A request reuses all but the last page of the least recently used leaf, then memory
         pressure evicts two pages. That last page was not used, so it is still the oldest and must
-        go first (unless a running request holds it); a cache that stamps a whole edge before
-        splitting it evicts something newer, one that ignores locks evicts the held page."""
-        deep = [e for e in self.model.leaves() if len(e.prefix) > self.page_size]
+        go first; a cache that stamps a whole edge before splitting it evicts something newer."""
+        deep = [e for e in self.model.leaves() if e.locks == 0 and len(e.prefix) > self.page_size]
         if deep:
             oldest = min(deep, key=lambda e: e.last_use)
             self._match(oldest.prefix[: -self.page_size])
