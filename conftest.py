@@ -6,6 +6,7 @@ import os
 
 import pytest
 from hypothesis import HealthCheck, Phase, settings
+from hypothesis.internal.conjecture import providers as _hypothesis_providers
 
 from properties.target import DEFAULT_TARGET, TARGET_ENV, TIMEOUT_ENV, load_target, op_timeout
 
@@ -20,6 +21,14 @@ settings.register_profile("audit", settings.get_profile("ci"), report_multiple_b
 # `mutation`: ci's search without shrinking; a mutant is killed by its first failing example.
 settings.register_profile("mutation", settings.get_profile("ci"), phases=[Phase.explicit, Phase.generate])
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci" if os.environ.get("CI") else "dev"))
+
+# Hypothesis also draws "local constants" mined from every project module in sys.modules, so a
+# derandomized run's examples depended on which modules happened to be imported before it (test
+# order, xdist's split): a mutant could be caught in one run of the gate and missed in another.
+# An empty pool makes each derandomized stream a function of its test alone. Private API, which
+# is one reason hypothesis is pinned in pyproject.toml; the assert makes an upgrade notice.
+assert hasattr(_hypothesis_providers, "_get_local_constants"), "hypothesis changed: revisit conftest.py"
+_hypothesis_providers._get_local_constants = _hypothesis_providers.Constants
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
