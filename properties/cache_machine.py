@@ -11,9 +11,10 @@ a tiny alphabet), so the machine spends its time on shared prefixes and mid-edge
 uniformly random tokens would almost never share a prefix and would test nothing.
 
 A few rules are scenarios rather than single calls (a double unlock, a lock after quarantine, an
-insert followed at once by an eviction, a hit just short of the least recently used leaf, quarantining one branch of a fork or a near miss
-of a cached prompt, quarantining a running request's prompt, a reset while it runs). Each makes a
-known bug class's trigger one step long instead of a lucky sequence of five;
+insert followed at once by an eviction, a hit just short of the least recently used leaf,
+quarantining one branch of a fork or a near miss of a cached prompt, quarantining a running
+request's prompt, a reset while it runs). Each makes a known bug class's trigger one step long
+instead of a lucky sequence of five;
 ``python -m reports.catalogue`` measures how often a random-seeded run kills each catalogued
 mutant, which is how these were chosen.
 """
@@ -191,8 +192,7 @@ class RadixCacheMachine(RuleBasedStateMachine):
         """A request end to end: match, lock, compute the suffix, insert, free duplicates, unlock."""
         record = self._match(tokens)
         cached = sum(len(e.values) for e in record.path)
-        self._call("inc_lock_ref", record.handle)
-        self.model.lock(record.path)
+        self._lock(record)
         new = self.allocator.alloc(len(tokens) - cached)
         values = np.concatenate([np.asarray(self.model.values_of(record.path), dtype=np.int64), new])
         prefix_len = self._insert(tokens, values)
@@ -216,21 +216,23 @@ class RadixCacheMachine(RuleBasedStateMachine):
     def admit(self, tokens: tuple[int, ...]) -> HandleRecord:
         """A request starts running: match its prompt and lock the matched prefix at once."""
         record = self._match(tokens)
-        self._call("inc_lock_ref", record.handle)
-        self.model.lock(record.path)
+        self._lock(record)
         self.running += 1
         return record
 
     @rule(target=locks, record=handles)
     def lock(self, record: HandleRecord) -> Any:
         if self.model.can_lock(record.path):
-            self._call("inc_lock_ref", record.handle)
-            self.model.lock(record.path)
+            self._lock(record)
             self.running += 1
             return record
         if self.capabilities.checks_locks:
             self._expect_refusal(f"locking the stale/quarantined {record}", "inc_lock_ref", record.handle)
         return multiple()
+
+    def _lock(self, record: HandleRecord) -> None:
+        self._call("inc_lock_ref", record.handle)
+        self.model.lock(record.path)
 
     def _unlock(self, record: HandleRecord) -> None:
         if self.model.can_unlock(record.path):
@@ -245,8 +247,7 @@ class RadixCacheMachine(RuleBasedStateMachine):
         """A request releases its lock twice (lock counts drifting apart, sglang #24153): the
         second release is unmatched unless other requests still hold the whole path."""
         record = self._match(tokens)
-        self._call("inc_lock_ref", record.handle)
-        self.model.lock(record.path)
+        self._lock(record)
         self._unlock(record)
         self._unlock(record)
 

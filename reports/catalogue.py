@@ -23,7 +23,7 @@ from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 from typing import Any
 
-from hypothesis import Phase, seed, settings
+from hypothesis import seed, settings
 from hypothesis.stateful import run_state_machine_as_test
 from tabulate import tabulate
 
@@ -57,9 +57,8 @@ def oracle_of(message: str) -> str:
 
 
 def _profile(shrink: bool) -> settings:
-    ci = settings.get_profile("ci")
-    phases = [Phase.explicit, Phase.generate] + ([Phase.shrink] if shrink else [])
-    return settings(ci, phases=phases, report_multiple_bugs=False)
+    """`audit` (ci's search, first bug, shrunk) or `mutation` (the same, unshrunk): conftest.py."""
+    return settings.get_profile("audit" if shrink else "mutation")
 
 
 def _run(mutant: type, shrink: bool) -> tuple[float, BaseException | None]:
@@ -120,30 +119,30 @@ def build(seeds: int = 50, jobs: int = 2) -> list[dict[str, Any]]:
             "oracle": oracle_of(message),
             "reason": message,
             "seconds_to_kill": round(seconds, 2),
-            "kill_rate": f"{rates[mutant.__name__]}/{seeds}" if seeds else "",
+            "kills": rates.get(mutant.__name__),
+            "seeds": seeds,
             "minimal_program": _program(shrunk) if shrunk else "",
         })
     return rows
 
 
+def _kill_rate(row: dict[str, Any]) -> str:
+    return f"{row['kills']}/{row['seeds']}" if row["kills"] is not None else ""
+
+
 def _lowest_rate(rows: list[dict[str, Any]]) -> str:
-    measured = [r for r in rows if r["kill_rate"]]
+    measured = [r for r in rows if r["kills"] is not None]
     if not measured:
         return ""
-    worst = min(measured, key=lambda r: _rate(r["kill_rate"]))
-    return f"; lowest kill rate {worst['kill_rate']} ({worst['bug_class']})"
-
-
-def _rate(text: str) -> float:
-    killed, runs = text.split("/")
-    return int(killed) / int(runs)
+    worst = min(measured, key=lambda r: r["kills"] / r["seeds"])
+    return f"; lowest kill rate {_kill_rate(worst)} ({worst['bug_class']})"
 
 
 def render(rows: list[dict[str, Any]]) -> str:
     killed = [r["seconds_to_kill"] for r in rows if r["caught"]]
     table = tabulate(
         [[r["bug_class"], "<br>".join(r["sources"]), f"`{r['mutant'].split(':')[1]}`", r["oracle"],
-          "yes" if r["caught"] else "**NO**", f"{r['seconds_to_kill']:.2f}", r["kill_rate"]] for r in rows],
+          "yes" if r["caught"] else "**NO**", f"{r['seconds_to_kill']:.2f}", _kill_rate(r)] for r in rows],
         headers=["bug class", "source thread(s)", "mutant", "caught by oracle", "caught", "time to kill (s)",
                  "kill rate (random seeds)"],
         tablefmt="github",

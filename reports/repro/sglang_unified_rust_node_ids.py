@@ -36,28 +36,27 @@ def cached(cache, tokens, slots):
     return cache.match_prefix(MatchPrefixParams(key=key)).last_device_node
 
 
+def accepted(cache, node, what: str, detail: str) -> bool:
+    """Lock ``node`` in ``cache``; report and return whether the cache took it."""
+    try:
+        cache.inc_lock_ref(node)
+    except Exception as exc:
+        print(f"{what} refused: {type(exc).__name__} {exc}")
+        return False
+    print(f"BUG: {what} was accepted ({detail}); protected_size={cache.protected_size()}")
+    return True
+
+
 bad = 0
 for backend in ("python", "rust"):
     theirs, mine = new_cache(backend), new_cache(backend)
     foreign = cached(theirs, [7, 8, 9], [0, 1, 2])
     own = cached(mine, [1, 2, 3], [0, 1, 2])
-    try:
-        mine.inc_lock_ref(foreign)
-        bad += 1
-        print(f"[{backend}] BUG: another cache's node {foreign} (this cache's own is {own}) was accepted; "
-              f"protected_size={mine.protected_size()} of {mine.evictable_size() + mine.protected_size()}")
-    except Exception as exc:
-        print(f"[{backend}] another cache's node {foreign} refused: {type(exc).__name__} {exc}")
+    bad += accepted(mine, foreign, f"[{backend}] another cache's node {foreign}", f"this cache's own is {own}")
 
     cache = new_cache(backend)
     old = cached(cache, [1, 2, 3], [0, 1, 2])
     cache.reset()
     new = cached(cache, [4, 5, 6], [3, 4, 5])
-    try:
-        cache.inc_lock_ref(old)
-        bad += 1
-        print(f"[{backend}] BUG: node {old} from before reset() was accepted (the new tree's node is {new}); "
-              f"protected_size={cache.protected_size()}")
-    except Exception as exc:
-        print(f"[{backend}] node {old} from before reset() refused: {type(exc).__name__} {exc}")
+    bad += accepted(cache, old, f"[{backend}] node {old} from before reset()", f"the new tree's node is {new}")
 sys.exit(1 if bad else 0)
