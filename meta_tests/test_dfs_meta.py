@@ -4,12 +4,11 @@ from __future__ import annotations
 
 import pytest
 from hypothesis import find, settings
-
-from meta_tests.mutants import SplitOffByOne
-from properties.contract import DEFAULT_CAPABILITIES
-from properties.target import Target
-from properties.test_scheduling import batches, misses_the_bound
-from reference import RadixCache
+from radixcheck.properties.batches import batches, misses_the_bound
+from radixcheck.properties.contract import DEFAULT_CAPABILITIES
+from radixcheck.properties.mutants import SplitOffByOne
+from radixcheck.properties.target import Target
+from radixcheck.reference import RadixCache
 
 REFERENCE = Target("reference", RadixCache, DEFAULT_CAPABILITIES)
 SEARCH = settings(max_examples=500, derandomize=True, database=None, deadline=None)
@@ -26,7 +25,7 @@ def arrival_order(batch):
 
 @pytest.mark.parametrize("order_fn", [shortest_first, arrival_order], ids=lambda f: f.__name__)
 def test_a_non_dfs_order_misses_the_bound(order_fn) -> None:
-    witness = find(batches(), lambda b: misses_the_bound(REFERENCE, b, max(map(len, b)), order_fn), settings=SEARCH)
+    witness = find(batches(), lambda b: misses_the_bound(REFERENCE, b, max(map(len, b)), order_fn=order_fn), settings=SEARCH)
     assert witness  # find() raises NoSuchExample when the oracle cannot tell the orders apart
 
 

@@ -12,10 +12,9 @@ import numpy as np
 import pytest
 from hypothesis import Phase, given, settings
 from hypothesis import strategies as st
+from radixcheck.model import KVPool, load_default
+from radixcheck.model.checks import check_chunked_equals_full, check_reuse_after_split
 from threadpoolctl import threadpool_limits
-
-from model import KVPool, load_default
-from model.checks import check_chunked_equals_full, check_reuse_after_split
 
 EXACT = load_default()
 FLOAT = load_default(arithmetic="float")
@@ -70,7 +69,7 @@ def test_chunked_property_rejects_the_float_blas_model() -> None:
 def test_serving_state_machine_rejects_the_float_blas_model() -> None:
     from hypothesis.stateful import run_state_machine_as_test
 
-    from properties.test_model_radix import ServingMachine
+    from tests.test_model_radix import ServingMachine
 
     class FloatServing(ServingMachine):
         MODEL = FLOAT
@@ -118,9 +117,9 @@ def test_reuse_property_catches_chunk_relative_rope() -> None:
 @pytest.mark.parametrize("dtype", ["float32", "bfloat16", "float8_e4m3fn"])
 def test_reuse_property_catches_unrounded_fresh_kv(monkeypatch: pytest.MonkeyPatch, dtype: str) -> None:
     """K/V are computed in float64, so even float32 storage rounds them: every dtype catches it."""
-    import model.checks
+    from radixcheck.model import checks as model_checks
 
-    monkeypatch.setattr(model.checks, "KVPool", UnroundedFreshKV)
+    monkeypatch.setattr(model_checks, "KVPool", UnroundedFreshKV)
     toks = np.random.default_rng(6).integers(0, VOCAB, 24)
     failures = 0
     for split in range(1, toks.size):

@@ -5,13 +5,12 @@ from __future__ import annotations
 import subprocess
 import sys
 from pathlib import Path
-from types import SimpleNamespace
 
 import pytest
+from radixcheck.properties.contract import Capabilities
+from radixcheck.properties.target import OperationTimeout, TargetError, guarded, load_target
 
-import conftest
-from properties.contract import Capabilities
-from properties.target import OperationTimeout, guarded, load_target
+from radixcheck.pytest_plugin import report_header
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -19,19 +18,21 @@ ROOT = Path(__file__).resolve().parent.parent
 @pytest.mark.parametrize(
     ("spec", "phrase"),
     [
-        ("reference", "must look like"),
+        ("radixcheck.reference", "must look like"),
+        ("", "empty"),
+        ("   ", "empty"),
         ("no_such_module_xyz:factory", "cannot import"),
-        ("reference:NoSuchFactory", "no attribute"),
-        ("reference.radix_cache:_EMPTY", "not callable"),
+        ("radixcheck.reference:NoSuchFactory", "no attribute"),
+        ("radixcheck.reference.radix_cache:_EMPTY", "not callable"),
     ],
 )
 def test_bad_target_spec_is_a_clear_error(spec: str, phrase: str) -> None:
-    with pytest.raises(ValueError, match=phrase):
+    with pytest.raises(TargetError, match=phrase):
         load_target(spec)
 
 
 def test_default_target_is_the_reference() -> None:
-    target = load_target("reference:RadixCache")
+    target = load_target("radixcheck.reference:RadixCache")
     assert isinstance(target.capabilities, Capabilities)
 
 
@@ -46,15 +47,14 @@ def test_a_hanging_operation_is_cut_off(monkeypatch) -> None:
 
 
 def test_the_header_names_the_target() -> None:
-    config = SimpleNamespace(_radix_target=load_target("meta_tests.mutants:EvictsLockedLeaf"))
-    header = "\n".join(conftest.pytest_report_header(config))
-    assert "radixcheck target: meta_tests.mutants:EvictsLockedLeaf" in header
+    header = "\n".join(report_header(load_target("radixcheck.properties.mutants:EvictsLockedLeaf"), "ci"))
+    assert "radixcheck target: radixcheck.properties.mutants:EvictsLockedLeaf" in header
     assert "capabilities" in header and "time limit" in header
 
 
 def test_a_typo_in_the_target_stops_the_run() -> None:
-    cmd = [sys.executable, "-m", "pytest", "--collect-only", "-n", "0", "--radix-target", "reference:RadixCach",
-           "properties/test_construction.py"]
+    cmd = [sys.executable, "-m", "pytest", "--collect-only", "-n", "0", "--radix-target", "radixcheck.reference:RadixCach",
+           "properties/conformance/test_construction.py"]
     result = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert result.returncode != 0
     assert "has no attribute 'RadixCach'" in result.stderr + result.stdout

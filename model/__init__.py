@@ -2,7 +2,7 @@
 
 Public API::
 
-    from model import load_default, KVPool
+    from radixcheck.model import load_default, KVPool
     m = load_default()                         # tiny seeded synthetic model (m.config)
     pool = KVPool(m.config, num_slots=4096, dtype="float32")   # or "bfloat16", "float8_e4m3fn"
     logits = m.prefill(pool, tokens, slots, num_cached)         # float32 (len - num_cached, vocab)
@@ -12,12 +12,12 @@ See ``model.llama.Model.prefill`` for the contract, ``model.exact`` for why reus
 for the real SmolLM2-135M-Instruct.
 """
 
-from model.exact import ExactnessError
-from model.kv_pool import STORAGE_DTYPES, KVPool, KVPoolError
-from model.llama import Config, InputError, Model
-from model.sequence import Sequence
-from model.smollm2 import load_smollm2
-from model.synthetic import DEFAULT_CONFIG, load_default
+from radixcheck.model.exact import ExactnessError
+from radixcheck.model.kv_pool import STORAGE_DTYPES, KVPool, KVPoolError
+from radixcheck.model.llama import Config, InputError, Model
+from radixcheck.model.sequence import Sequence
+from radixcheck.model.smollm2 import load_smollm2
+from radixcheck.model.synthetic import DEFAULT_CONFIG, load_default
 
 __all__ = [
     "DEFAULT_CONFIG",

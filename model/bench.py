@@ -1,8 +1,8 @@
 """Prefill benchmark (not a test): exact-mode tokens/s and peak memory, next to llama.cpp.
 
-    python -m model.bench                                  # real SmolLM2 (downloads on first use)
-    python -m model.bench --model synthetic
-    python -m model.bench --llama-python ~/.cache/radixcheck/llama-venv/bin/python
+    python -m radixcheck.model.bench                                  # real SmolLM2 (downloads on first use)
+    python -m radixcheck.model.bench --model synthetic
+    python -m radixcheck.model.bench --llama-python ~/.cache/radixcheck/llama-venv/bin/python
 
 For each T, our prefill (all logits, and last-token logits only — what llama.cpp computes by
 default) and llama.cpp's prefill on the same Q8_0 GGUF run back to back, interleaved, ``--repeats``
@@ -46,7 +46,7 @@ class LlamaWorker:
         root = Path(__file__).resolve().parent.parent
         env = {**os.environ, "PYTHONPATH": str(root)}
         self.proc = subprocess.Popen(
-            [python, "-m", "model.llamacpp", "worker", str(gguf), "--threads", str(threads)],
+            [python, "-m", "radixcheck.model.llamacpp", "worker", str(gguf), "--threads", str(threads)],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             text=True,
@@ -78,22 +78,20 @@ def main() -> None:
     ap.add_argument("--json", type=Path, help="also write the results here")
     args = ap.parse_args()
 
+    from radixcheck.model import KVPool, exact
     from threadpoolctl import threadpool_info, threadpool_limits
 
-    import model.exact
-    from model import KVPool
-
-    model.exact.ATTENTION_THREADS = args.threads
+    exact.ATTENTION_THREADS = args.threads
     limiter = threadpool_limits(limits=args.threads)  # noqa: F841 - held for the whole run
 
     t0 = time.perf_counter()
     if args.model == "smollm2":
-        from model import smollm2
+        from radixcheck.model import smollm2
 
         gguf = smollm2.prepare()
         model = smollm2.load_smollm2()
     else:
-        from model import load_default
+        from radixcheck.model import load_default
 
         gguf, model = None, load_default()
     load_s = time.perf_counter() - t0

@@ -11,9 +11,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import numpy as np
-
-from model.kv_pool import KVPool
-from model.llama import Model
+from radixcheck.model.kv_pool import KVPool
+from radixcheck.model.llama import Model
 
 
 def describe_difference(got: np.ndarray, want: np.ndarray, what: str) -> str:

@@ -43,8 +43,7 @@ from dataclasses import dataclass
 from functools import cache
 
 import numpy as np
-
-from model.q8 import BLOCK, Q8Matrix, dequantize
+from radixcheck.model.q8 import BLOCK, Q8Matrix, dequantize
 
 F64_EXACT = 2.0**53
 ACT_BITS = 15  # activations quantised to |x| <= 2**15 - 1, i.e. the int16 range

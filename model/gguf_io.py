@@ -19,9 +19,8 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-
-from model.llama import Config, LayerWeights, Weights
-from model.q8 import Q8Matrix, from_gguf_bytes, quantize, to_gguf_bytes
+from radixcheck.model.llama import Config, LayerWeights, Weights
+from radixcheck.model.q8 import Q8Matrix, from_gguf_bytes, quantize, to_gguf_bytes
 
 SUPPORTED_ARCHITECTURES = ("llama",)
 GGUF_MAGIC = b"GGUF"

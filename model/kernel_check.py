@@ -1,8 +1,8 @@
 """Re-run the model's bit-identity properties under other OpenBLAS kernel sets (run by hand).
 
-    python -m model.kernel_check              # kernel sets: as-is, default detection, Haswell, Zen
-    python -m model.kernel_check --real       # also digest the real SmolLM2's logits (if on disk)
-    python -m model.kernel_check --sets Haswell SkylakeX
+    python -m radixcheck.model.kernel_check              # kernel sets: as-is, default detection, Haswell, Zen
+    python -m radixcheck.model.kernel_check --real       # also digest the real SmolLM2's logits (if on disk)
+    python -m radixcheck.model.kernel_check --sets Haswell SkylakeX
 
 Tests and CI never set or unset ``OPENBLAS_CORETYPE`` / ``OPENBLAS_L2_SIZE``; this script is the
 one place that does, each time only in the environment of one child process. For every kernel
@@ -31,10 +31,10 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 TEST_FILES = [
-    "properties/test_model_reuse.py",
-    "properties/test_model_kv_ops.py",
-    "properties/test_model_radix.py",
-    "properties/test_model_kv_memo.py",
+    "tests/test_model_reuse.py",
+    "tests/test_model_kv_ops.py",
+    "tests/test_model_radix.py",
+    "tests/test_model_kv_memo.py",
     "meta_tests/test_model_meta.py",
 ]
 VARS = ("OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE")
@@ -55,13 +55,12 @@ def env_for(kernel_set: str) -> dict[str, str]:
 def digest(real: bool) -> None:
     """Child process: print the BLAS kernel set in use and digests of fixed logits."""
     import numpy as np
+    from radixcheck.model import KVPool, load_default
     from threadpoolctl import threadpool_info, threadpool_limits
-
-    from model import KVPool, load_default
 
     models = {"exact": load_default(), "float": load_default(arithmetic="float")}
     if real:
-        from model import smollm2
+        from radixcheck.model import smollm2
 
         if smollm2.available():
             models["smollm2"] = smollm2.load_smollm2(download=False)
@@ -96,7 +95,7 @@ def main() -> int:
     for ks in args.sets:
         env = env_for(ks)
         shown = {v: env.get(v, "<unset>") for v in VARS}
-        cmd = [sys.executable, "-m", "model.kernel_check", "--digest"] + (["--real"] if args.real else [])
+        cmd = [sys.executable, "-m", "radixcheck.model.kernel_check", "--digest"] + (["--real"] if args.real else [])
         res = subprocess.run(cmd, env=env, cwd=ROOT, capture_output=True, text=True)
         if res.returncode:
             print(f"[{ks}] digest FAILED:\n{res.stderr}")

@@ -17,10 +17,9 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-
-from model.exact import get_ops
-from model.kv_pool import KVPool, KVPoolError
-from model.q8 import Q8Matrix
+from radixcheck.model.exact import get_ops
+from radixcheck.model.kv_pool import KVPool, KVPoolError
+from radixcheck.model.q8 import Q8Matrix
 
 
 class InputError(ValueError):

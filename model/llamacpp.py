@@ -4,13 +4,13 @@ Never a test or CI dependency: run these by hand with a Python that has ``llama_
 (e.g. a separate venv: ``python -m venv --system-site-packages ~/.cache/radixcheck/llama-venv &&
 ~/.cache/radixcheck/llama-venv/bin/pip install llama-cpp-python==0.3.36``, ~10 min to build).
 
-``python -m model.llamacpp fixture [--out model/fixtures/llamacpp_smollm2.json]``
+``python -m radixcheck.model.llamacpp fixture [--out model/fixtures/llamacpp_smollm2.json]``
     Runs llama.cpp on the same Q8_0 GGUF our model loads (``model.smollm2.prepare()``) for a few
     prompts and writes llama.cpp's token ids and top-k logits at every position. The test
     ``properties/test_model_smollm2.py`` compares our argmax with it when the fixture exists.
 
-``python -m model.llamacpp worker GGUF``
-    A persistent timing worker used by ``python -m model.bench --llama-python ...``: reads a token
+``python -m radixcheck.model.llamacpp worker GGUF``
+    A persistent timing worker used by ``python -m radixcheck.model.bench --llama-python ...``: reads a token
     count ``T`` per line on stdin, prefills ``T`` random tokens from an empty KV cache and prints
     the wall and CPU seconds taken.
 """
@@ -55,8 +55,7 @@ def _llama(path: str, n_ctx: int, logits_all: bool, threads: int = 2):  # noqa: 
 
 def write_fixture(out: Path) -> None:
     import llama_cpp
-
-    from model import smollm2
+    from radixcheck.model import smollm2
 
     path = str(smollm2.prepare())
     llm = _llama(path, 512, logits_all=True)

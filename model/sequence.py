@@ -21,9 +21,8 @@ from __future__ import annotations
 from collections.abc import Sequence as Seq
 
 import numpy as np
-
-from model.kv_pool import KVPool
-from model.llama import InputError, Model
+from radixcheck.model.kv_pool import KVPool
+from radixcheck.model.llama import InputError, Model
 
 
 class Sequence:

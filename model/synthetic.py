@@ -8,9 +8,8 @@ model is exercised and exactness is exactly as hard to get right.
 from __future__ import annotations
 
 import numpy as np
-
-from model.llama import Config, LayerWeights, Model, Weights
-from model.q8 import quantize
+from radixcheck.model.llama import Config, LayerWeights, Model, Weights
+from radixcheck.model.q8 import quantize
 
 DEFAULT_CONFIG = Config(
     n_layers=3,

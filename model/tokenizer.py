@@ -11,7 +11,7 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from model.gguf_io import GGUFError, _field, _open
+from radixcheck.model.gguf_io import GGUFError, _field, _open
 
 CONTROL = 3  # llama.cpp's LLAMA_TOKEN_TYPE_CONTROL
 
@@ -43,6 +43,6 @@ def load_tokenizer(path: str | os.PathLike[str]) -> Any:
 
 
 def load_smollm2_tokenizer(download: bool = True) -> Any:
-    from model import smollm2
+    from radixcheck.model import smollm2
 
     return load_tokenizer(smollm2.prepare() if download else smollm2.q8_path())

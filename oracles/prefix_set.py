@@ -15,6 +15,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
+from radixcheck.oracles.violations import PrefixSetViolation, SlotViolation
+
 
 @dataclass(eq=False)
 class Entry:
@@ -42,10 +44,11 @@ class PrefixSetModel:
     def longest_cached(self, tokens: Sequence[int]) -> list[Entry]:
         """The entries of the longest cached prefix of ``tokens`` (no side effects)."""
         path = []
-        for prefix in self.aligned_prefixes(tokens):
-            if prefix not in self.cached:
+        for k in range(self.page_size, len(tokens) + 1, self.page_size):
+            entry = self.cached.get(tuple(tokens[:k]))
+            if entry is None:
                 break
-            path.append(self.cached[prefix])
+            path.append(entry)
         return path
 
     def match(self, tokens: Sequence[int]) -> list[Entry]:
@@ -107,16 +110,19 @@ class PrefixSetModel:
         them would leave a cached page whose prefix is gone (the set must stay prefix-closed).
         """
         slots = set(slots)
-        removed = [e for e in self.cached.values() if slots & set(e.values)]
-        partial = [e.prefix for e in removed if not set(e.values) <= slots]
-        assert not partial, f"eviction freed only part of the page(s) {partial}"
+        removed = [e for e in self.cached.values() if e.values[0] in slots]
+        partial = [e.prefix for e in removed if not slots.issuperset(e.values)]
+        if partial:
+            raise SlotViolation(f"eviction freed only part of the page(s) {partial}")
         unknown = slots - {v for e in removed for v in e.values}
-        assert not unknown, f"eviction freed slots the cache did not hold: {sorted(unknown)[:8]}"
+        if unknown:
+            raise SlotViolation(f"eviction freed slots the cache did not hold: {sorted(unknown)[:8]}")
         for entry in removed:
             del self.cached[entry.prefix]
             entry.state = "gone"
         orphans = [e.prefix for e in self.cached.values() if e.prefix[: -self.page_size] and e.prefix[: -self.page_size] not in self.cached]
-        assert not orphans, f"eviction removed a prefix but kept its extension(s) {orphans[:3]}"
+        if orphans:
+            raise PrefixSetViolation(f"eviction removed a prefix but kept its extension(s) {orphans[:3]}")
         return removed
 
     def quarantine(self, tokens: Sequence[int]) -> tuple[int, set[int]]:

@@ -8,18 +8,23 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
+from radixcheck.oracles.violations import SlotViolation
+
 
 def check_conservation(in_use: set[int], cache_slots: set[int], caller_slots: Iterable[int], violations: list[str]) -> None:
-    assert not violations, f"the allocator refused a free: {violations[0]}"
+    if violations:
+        raise SlotViolation(f"the allocator refused a free: {violations[0]}")
     expected = cache_slots | set(caller_slots)
     leaked = in_use - expected
     lost = expected - in_use
-    assert not leaked, f"slots leaked (allocated, but neither cached nor held by a caller): {sorted(leaked)[:8]}"
-    assert not lost, f"slots freed while still cached or held: {sorted(lost)[:8]}"
+    if leaked:
+        raise SlotViolation(f"slots leaked (allocated, but neither cached nor held by a caller): {sorted(leaked)[:8]}")
+    if lost:
+        raise SlotViolation(f"slots freed while still cached or held: {sorted(lost)[:8]}")
 
 
 def check_freed(freed_now: list[int], expected: set[int], what: str) -> None:
-    assert len(freed_now) == len(set(freed_now)), f"{what} freed a slot twice: {freed_now}"
-    assert set(freed_now) == expected, (
-        f"{what} should free {sorted(expected)[:8]} but freed {sorted(freed_now)[:8]}"
-    )
+    if len(freed_now) != len(set(freed_now)):
+        raise SlotViolation(f"{what} freed a slot twice: {freed_now}")
+    if set(freed_now) != expected:
+        raise SlotViolation(f"{what} should free {sorted(expected)[:8]} but freed {sorted(freed_now)[:8]}")

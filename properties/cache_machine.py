@@ -1,26 +1,37 @@
 """A Hypothesis state machine that drives any cache through the contract and checks the oracles.
 
 Shipped for third-party caches, like zarr's store state machine: build a machine class for your
-factory with :func:`machine_for` and run it with ``run_state_machine_as_test``. After every rule
+factory with :func:`machine_for` and run it with ``run_state_machine_as_test`` (or
+:func:`radixcheck.properties.verdict.run_machine`, which bounds the shrinking). After every rule
 the invariants check sizes (oracle 2) and slot conservation (oracle 3); the rules themselves
 check matches against the prefix-set model (oracle 1), evictions for lock safety and LRU order
 (oracles 2 and 4), and quarantine against a cache that never saw the prefix (oracle 5).
 
-Queries are derived from earlier ones (a prefix of a known sequence plus a short new tail, over
-a tiny alphabet), so the machine spends its time on shared prefixes and mid-edge divergence;
-uniformly random tokens would almost never share a prefix and would test nothing.
+**Inputs.** Token sequences are drawn as :class:`Span` s (a length and a seed) and queries are
+cuts of known sequences plus a new tail, so the machine spends its time on shared prefixes and
+mid-edge divergence; lengths are counted in *blocks* of ``max(page_size, 4)`` tokens, so a run at
+page size 64 builds multi-page prompts as a run at page size 1 builds multi-token ones. Token
+ids are mostly from a tiny alphabet (so prefixes collide) with ids at and above 2**16, 2**17 and
+2**24 mixed in; a scenario swaps one id for a neighbour a narrower integer type would confuse
+with it, and another inserts prompts of hundreds to thousands of tokens.
 
-A few rules are scenarios rather than single calls (a double unlock, a lock after quarantine, an
-insert followed at once by an eviction, a hit just short of the least recently used leaf,
-quarantining one branch of a fork or a near miss of a cached prompt, quarantining a running
-request's prompt, a reset while it runs). Each makes a known bug class's trigger one step long
-instead of a lucky sequence of five;
-``python -m reports.catalogue`` measures how often a random-seeded run kills each catalogued
-mutant, which is how these were chosen.
+**Callers.** The machine sends only what a caller may send. A target that trusts its callers
+(``checks_locks=False``) gets only paired unlocks (each through the handle that took the lock,
+once) and locks of live handles; the refusal rules are for ``checks_locks=True`` targets. What
+a target does not offer (quarantine, reset, locking after a match) is never sent.
+
+**Scenarios.** A few rules are a short story rather than one call (a double unlock, a lock after
+quarantine, an insert followed at once by an eviction, a hit just short of the least recently
+used leaf, quarantining one branch of a fork or a near miss of a cached prompt, quarantining a
+running request's prompt, a reset while it runs, a long prompt, a neighbouring id). Each makes a
+known bug class's trigger one step long instead of a lucky sequence of five;
+``python -m radixcheck.reports.catalogue`` measures how often a random-seeded run kills each
+catalogued mutant, which is how they were chosen.
 """
 
 from __future__ import annotations
 
+import random
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -28,53 +39,115 @@ from typing import Any
 import numpy as np
 from hypothesis import strategies as st
 from hypothesis.stateful import Bundle, RuleBasedStateMachine, consumes, initialize, invariant, multiple, precondition, rule
+from radixcheck.oracles.amount import check_amount
+from radixcheck.oracles.lru import check_lru
+from radixcheck.oracles.never_saw import expected_match_length, never_saw
+from radixcheck.oracles.prefix_set import Entry, PrefixSetModel
+from radixcheck.oracles.refcount import check_none_locked, check_sizes
+from radixcheck.oracles.slots import check_conservation, check_freed
+from radixcheck.oracles.violations import (
+    BadInputViolation,
+    ContractViolation,
+    NeverSawViolation,
+    PrefixSetViolation,
+    RefcountViolation,
+    ReturnValueViolation,
+)
+from radixcheck.properties.contract import DEFAULT_CAPABILITIES, Capabilities, SlotAllocator
+from radixcheck.properties.target import OperationTimeout, guarded
 
-from oracles.lru import check_lru
-from oracles.never_saw import expected_match_length
-from oracles.prefix_set import Entry, PrefixSetModel
-from oracles.refcount import check_none_locked, check_sizes
-from oracles.slots import check_conservation, check_freed
-from properties.contract import DEFAULT_CAPABILITIES, Capabilities, SlotAllocator
-from properties.target import OperationTimeout, guarded
-
-POOL_SIZE = 1 << 20  # far more than any run allocates
+POOL_SIZE = 1 << 24  # more slots than any run allocates
+NEVER_A_SLOT = POOL_SIZE + 7  # slot ids in bad input: never handed out, in case a cache accepts them
+OUTSIDE_ID = 5  # token ids from here up (to 2**16) appear only in bad input
 MAX_PROBES = 24  # known sequences re-matched after a quarantine
 MAX_RUNNING = 3  # locks held at once: more would leave nothing evictable for the LRU oracle
+MIN_BLOCK = 4  # a block is max(page_size, MIN_BLOCK) tokens
+
+SMALL_IDS = (0, 1, 2, 3)  # a tiny alphabet: sequences collide and share prefixes often
+WIDE_IDS = (2**16, 2**17 + 1, 2**24 + 1, 2**31 - 1)  # int32-range ids that narrow types mangle
+VOCABULARY = SMALL_IDS * 6 + WIDE_IDS  # about one token in seven is wide
+NEIGHBOUR_BITS = (16, 17)  # an id differing only in bit 16 or 17: equal after a 16/17-bit cast
+
+
+@dataclass(frozen=True)
+class Span:
+    """``blocks`` blocks plus ``extra`` tokens, drawn from a stream seeded by ``seed``.
+
+    Printed in a failing program instead of the tokens themselves; spans with the same seed
+    share a prefix, like prompts that share a system prompt."""
+
+    blocks: int
+    extra: int
+    seed: int
+
+    def tokens(self, block: int) -> tuple[int, ...]:
+        stream = random.Random(self.seed)
+        return tuple(stream.choice(VOCABULARY) for _ in range(max(0, self.blocks * block + self.extra)))
+
+
+@dataclass(frozen=True)
+class Length:
+    """``blocks`` blocks plus ``extra`` (possibly negative) tokens: a cut point or an amount."""
+
+    blocks: int
+    extra: int
+
+    def tokens(self, block: int) -> int:
+        return max(0, self.blocks * block + self.extra)
+
+
+FRESH = st.builds(Span, blocks=st.integers(0, 6), extra=st.integers(1, 3), seed=st.integers(0, 15))
+TAILS = st.builds(Span, blocks=st.integers(0, 3), extra=st.integers(0, 3), seed=st.integers(0, 15))
+CUTS = st.builds(Length, blocks=st.integers(0, 8), extra=st.integers(-2, 3))
+AMOUNTS = st.builds(Length, blocks=st.integers(0, 8), extra=st.integers(-1, 1))
 
 
 @dataclass(eq=False)
 class HandleRecord:
-    """A handle the target returned, with the model's path for the same prefix."""
+    """A handle the target returned, the model's path for the same prefix, and how many locks
+    the machine took through this very handle and has not yet released."""
 
     handle: Any
     path: list[Entry]
     tokens: tuple[int, ...]
+    held: int = 0
 
     def __repr__(self) -> str:  # shown in Hypothesis's failure program
         return f"handle<{list(self.tokens)}>"
 
 
 def _as_int(x: Any, what: str) -> int:
-    assert isinstance(x, (int, np.integer)) and not isinstance(x, bool), f"{what} returned {type(x).__name__} {x!r}, not an int"
+    if isinstance(x, bool) or not isinstance(x, (int, np.integer)):
+        raise ReturnValueViolation(f"{what} returned {type(x).__name__} {x!r}, not an int")
     return int(x)
 
 
 def _as_slot_array(x: Any, what: str) -> np.ndarray:
-    assert isinstance(x, np.ndarray), f"{what} returned values of type {type(x).__name__}, not an ndarray"
-    integers = x.size == 0 or np.issubdtype(x.dtype, np.integer)
-    assert x.ndim == 1 and integers, f"{what} returned values {x.dtype}{x.shape}, not 1-D integers"
+    if not isinstance(x, np.ndarray):
+        raise ReturnValueViolation(f"{what} returned values of type {type(x).__name__}, not an ndarray")
+    if x.ndim != 1 or not (x.size == 0 or np.issubdtype(x.dtype, np.integer)):
+        raise ReturnValueViolation(f"{what} returned values {x.dtype}{x.shape}, not 1-D integers")
     return x
 
 
-ALPHABET = 4  # a tiny alphabet: sequences collide and share prefixes often
-TOKENS = st.integers(0, ALPHABET - 1)
-FRESH = st.lists(TOKENS, min_size=1, max_size=24).map(tuple)
+def _checks_locks(self: RadixCacheMachine) -> bool:
+    return self.capabilities.checks_locks
 
 
-def _queries(sequences: Bundle, min_shared: int = 0) -> st.SearchStrategy[tuple[int, ...]]:
-    """A known sequence cut anywhere, plus a short new tail: heavy sharing, mid-edge splits."""
-    tail = st.lists(TOKENS, max_size=12).map(tuple)
-    return st.builds(lambda s, cut, t: s[:cut] + t, sequences, st.integers(min_shared, 32), tail)
+def _can_quarantine(self: RadixCacheMachine) -> bool:
+    return self.capabilities.supports_quarantine
+
+
+def _can_reset(self: RadixCacheMachine) -> bool:
+    return self.capabilities.supports_reset
+
+
+def _can_lock_later(self: RadixCacheMachine) -> bool:
+    return not self.capabilities.locks_only_after_match
+
+
+def _can_admit(self: RadixCacheMachine) -> bool:
+    return self.running < MAX_RUNNING
 
 
 class RadixCacheMachine(RuleBasedStateMachine):
@@ -93,18 +166,27 @@ class RadixCacheMachine(RuleBasedStateMachine):
         self.allocator = SlotAllocator(POOL_SIZE)
         self.cache = guarded("factory", type(self).factory, self.allocator, self.page_size)
         self.model = PrefixSetModel(self.page_size)
+        self.block = max(self.page_size, MIN_BLOCK)
         self.known: list[tuple[int, ...]] = []
-        self.running = 0  # locks taken through the locks bundle and not yet released by unlock
+        self.running = 0  # locks in the locks bundle, not yet released by unlock
 
     # ---- helpers ---------------------------------------------------------------------------
 
-    def _tokens_arg(self, tokens: tuple[int, ...]) -> Any:
+    def _query(self, base: tuple[int, ...], cut: Length, tail: Span, min_shared: int = 0) -> tuple[int, ...]:
+        """A known sequence cut at ``cut`` (at least ``min_shared`` tokens), plus a new tail."""
+        keep = max(min_shared, cut.tokens(self.block))
+        return base[:keep] + tail.tokens(self.block)
+
+    def _call(self, name: str, *args: Any) -> Any:
+        return guarded(name, getattr(self.cache, name), *args)
+
+    def _as_list_or_array(self, tokens: tuple[int, ...]) -> Any:
         """Alternately a list and an int64 array: the contract accepts both, so both must work."""
         self._array_next = not getattr(self, "_array_next", False)
         return np.asarray(tokens, dtype=np.int64) if self._array_next else list(tokens)
 
-    def _call(self, name: str, *args: Any) -> Any:
-        return guarded(name, getattr(self.cache, name), *args)
+    def _mark(self) -> int:
+        return len(self.allocator.freed_log)
 
     def _freed_since(self, mark: int) -> list[int]:
         return self.allocator.freed_log[mark:]
@@ -113,40 +195,120 @@ class RadixCacheMachine(RuleBasedStateMachine):
         if tokens and tokens not in self.known:
             self.known = (self.known + [tokens])[-MAX_PROBES:]
 
-    def _match(self, tokens: tuple[int, ...], never_saw: tuple[tuple[int, ...], int] | None = None) -> HandleRecord:
+    def _match(self, tokens: tuple[int, ...], after_quarantine: tuple[tuple[int, ...], int] | None = None) -> HandleRecord:
         """Match ``tokens`` and check the answer against the model (oracle 1). After a quarantine,
-        ``never_saw`` = (quarantined prefix, expected length) checks oracle 5 first, on the raw answer."""
-        values, handle = self._call("match_prefix", self._tokens_arg(tokens))
+        ``after_quarantine`` = (quarantined prefix, expected length) checks oracle 5 first, on the raw answer."""
+        values, handle = self._call("match_prefix", self._as_list_or_array(tokens))
         values = _as_slot_array(values, "match_prefix")
-        assert len(values) % self.page_size == 0, f"match_prefix({list(tokens)}) returned {len(values)} values, not page-aligned"
-        if never_saw is not None:
-            quarantined, want = never_saw
-            assert len(values) == want, (
-                f"after evict_prefix({list(quarantined)}), {list(tokens)} matches {len(values)} tokens; "
-                f"a cache that never saw the prefix matches {want}"
-            )
+        if len(values) % self.page_size:
+            raise PrefixSetViolation(f"match_prefix({list(tokens)}) returned {len(values)} values, not page-aligned")
+        if after_quarantine is not None:
+            quarantined, want = after_quarantine
+            if len(values) != want:
+                raise NeverSawViolation(
+                    f"after evict_prefix({list(quarantined)}), {list(tokens)} matches {len(values)} tokens; "
+                    f"a cache that never saw the prefix matches {want}"
+                )
         path = self.model.match(tokens)
         expected = self.model.values_of(path)
-        assert len(values) == len(expected), (
-            f"match_prefix({list(tokens)}) matched {len(values)} tokens; the longest cached prefix has {len(expected)}"
-        )
-        assert values.tolist() == expected, (
-            f"match_prefix({list(tokens)}) returned slots {values.tolist()}, but {expected} were inserted there"
-        )
+        if len(values) != len(expected):
+            raise PrefixSetViolation(
+                f"match_prefix({list(tokens)}) matched {len(values)} tokens; the longest cached prefix has {len(expected)}"
+            )
+        if values.tolist() != expected:
+            raise PrefixSetViolation(f"match_prefix({list(tokens)}) returned slots {values.tolist()}, but {expected} were inserted there")
         return HandleRecord(handle, path, tokens[: len(expected)])
 
     def _insert(self, tokens: tuple[int, ...], values: np.ndarray) -> int:
-        prefix_len = _as_int(self._call("insert", self._tokens_arg(tokens), values), "insert")
+        prefix_len = _as_int(self._call("insert", self._as_list_or_array(tokens), values), "insert")
         expected = self.model.insert(tokens, values.tolist())
-        assert prefix_len == expected, f"insert({list(tokens)}) returned prefix_len {prefix_len}; {expected} tokens were already cached"
+        if prefix_len != expected:
+            raise PrefixSetViolation(f"insert({list(tokens)}) returned prefix_len {prefix_len}; {expected} tokens were already cached")
         return prefix_len
+
+    def _free_callers_copies(self, values: np.ndarray, owned_from: int, prefix_len: int, length: int) -> None:
+        """The caller frees the slots it brought that the cache did not take: those of the already
+        cached prefix (``values[owned_from:prefix_len]``) and of the unaligned tail."""
+        aligned = length // self.page_size * self.page_size
+        self.allocator.free(np.concatenate([values[owned_from:prefix_len], values[max(aligned, owned_from) :]]))
+
+    def _insert_request(self, tokens: tuple[int, ...]) -> None:
+        """A caller inserts a sequence it computed in fresh slots, then frees its duplicates."""
+        values = self.allocator.alloc(len(tokens))
+        prefix_len = self._insert(tokens, values)
+        self._free_callers_copies(values, 0, prefix_len, len(tokens))
+        self._remember(tokens)
+
+    def _legal(self, name: str, record: HandleRecord) -> None:
+        """``inc_lock_ref``/``dec_lock_ref`` that the contract says must work: a refusal is a
+        refcount violation (the cache's counters disagree with the locks actually taken)."""
+        try:
+            self._call(name, record.handle)
+        except (OperationTimeout, ContractViolation):
+            raise
+        except Exception as exc:  # noqa: BLE001 - the target refused a legal call
+            raise RefcountViolation(f"{name}({record}) raised {type(exc).__name__}: {exc}; the call was legal") from exc
+
+    def _lock(self, record: HandleRecord) -> None:
+        self._legal("inc_lock_ref", record)
+        self.model.lock(record.path)
+        record.held += 1
+
+    def _release(self, record: HandleRecord) -> None:
+        """Send ``dec_lock_ref`` (a legal one) and check what it frees."""
+        mark = self._mark()
+        self._legal("dec_lock_ref", record)
+        check_freed(self._freed_since(mark), self.model.unlock(record.path), "dec_lock_ref")
+        record.held = max(0, record.held - 1)
+
+    def _unlock_paired(self, record: HandleRecord) -> None:
+        """Release a lock this record took. If that lock is gone (a reset, or an unpaired unlock
+        took the counters down), only a target that checks its callers is asked."""
+        if record.held > 0 and self.model.can_unlock(record.path):
+            self._release(record)
+        elif self.capabilities.checks_locks:
+            self._unlock_unpaired(record)
+
+    def _unlock_unpaired(self, record: HandleRecord) -> None:
+        """An unlock through a handle that may hold no lock (checks_locks targets only): legal if
+        every counter on its path is positive, and then it must work; else it must be refused."""
+        if self.model.can_unlock(record.path):
+            self._release(record)
+        else:
+            self._expect_refusal(f"unmatched unlock of {record}", "dec_lock_ref", record.handle)
+
+    def _evict(self, num_tokens: int) -> None:
+        mark = self._mark()
+        evicted = _as_int(self._call("evict", num_tokens), "evict")
+        freed = self._freed_since(mark)
+        if evicted != len(freed):
+            raise ReturnValueViolation(f"evict({num_tokens}) returned {evicted} but freed {len(freed)} slots")
+        removed = self.model.remove_freed(freed)
+        check_none_locked(removed)
+        leaves = self.model.leaves()
+        check_amount(len(freed), leaves, num_tokens)
+        if self.capabilities.eviction_policy == "lru":
+            first_freed = {slot: self.allocator.call_of(mark + i) for i, slot in enumerate(freed)}
+            check_lru([(first_freed[e.values[0]], e) for e in removed], leaves, num_tokens, self.page_size)
+
+    def _quarantine(self, tokens: tuple[int, ...]) -> None:
+        witness = never_saw(set(self.model.cached), tokens)
+        mark = self._mark()
+        removed = _as_int(self._call("evict_prefix", self._as_list_or_array(tokens)), "evict_prefix")
+        expected_removed, expected_freed = self.model.quarantine(tokens)
+        if removed != expected_removed:
+            raise NeverSawViolation(f"evict_prefix({list(tokens)}) removed {removed} tokens, expected {expected_removed}")
+        check_freed(self._freed_since(mark), expected_freed, f"evict_prefix({list(tokens)})")
+        for query in self.known + [tokens]:
+            self._match(query, after_quarantine=(tokens, expected_match_length(witness, query, self.page_size)))
 
     def _snapshot(self) -> tuple:
         sizes = tuple(self._call(f) for f in ("total_size", "evictable_size", "protected_size"))
         return sizes, frozenset(self.allocator.in_use), len(self.allocator.freed_log)
 
-    def _expect_refusal(self, what: str, name: str, *args: Any) -> None:
-        """``name(*args)`` must raise and leave the cache exactly as it was."""
+    def _expect_refusal(self, what: str, name: str, *args: Any, violation: type[ContractViolation] = RefcountViolation) -> None:
+        """``name(*args)`` must raise and leave the cache exactly as it was. A lock or unlock the
+        contract forbids is a refcount violation; malformed arguments are bad input."""
         before = self._snapshot()
         try:
             self._call(name, *args)
@@ -155,73 +317,94 @@ class RadixCacheMachine(RuleBasedStateMachine):
         except Exception:  # noqa: BLE001 - any clear exception will do; the state must not move
             pass
         else:
-            raise AssertionError(f"{what}: {name} accepted it instead of raising")
+            raise violation(f"{what}: {name} accepted it instead of raising")
         after = self._snapshot()
-        assert after == before, f"{what}: {name} raised but changed the cache: {before[0]} -> {after[0]}"
+        if after != before:
+            raise violation(f"{what}: {name} raised but changed the cache: {before[0]} -> {after[0]}")
 
-    # ---- rules -----------------------------------------------------------------------------
+    # ---- building the cache ------------------------------------------------------------------
 
-    @initialize(target=sequences, tokens=FRESH)
-    def seed_sequence(self, tokens: tuple[int, ...]) -> tuple[int, ...]:
-        return tokens
+    @initialize(target=sequences, span=FRESH)
+    def seed_sequence(self, span: Span) -> tuple[int, ...]:
+        return span.tokens(self.block)
 
-    @rule(target=sequences, tokens=FRESH)
-    def new_sequence(self, tokens: tuple[int, ...]) -> tuple[int, ...]:
-        return tokens
+    @rule(target=sequences, span=FRESH)
+    def new_sequence(self, span: Span) -> tuple[int, ...]:
+        return span.tokens(self.block)
 
-    @rule(target=sequences, tokens=_queries(sequences))
-    def insert(self, tokens: tuple[int, ...]) -> tuple[int, ...]:
+    @rule(target=sequences, base=sequences, cut=CUTS, tail=TAILS)
+    def insert(self, base: tuple[int, ...], cut: Length, tail: Span) -> tuple[int, ...]:
         """A caller inserts a sequence it computed in fresh slots, then frees its duplicates."""
-        values = self.allocator.alloc(len(tokens))
-        prefix_len = self._insert(tokens, values)
-        aligned = len(tokens) // self.page_size * self.page_size
-        self.allocator.free(np.concatenate([values[:prefix_len], values[aligned:]]))
-        self._remember(tokens)
+        tokens = self._query(base, cut, tail)
+        self._insert_request(tokens)
         return tokens
 
-    @rule(target=sequences, tokens=_queries(sequences))
-    def insert_then_evict(self, tokens: tuple[int, ...]) -> tuple[int, ...]:
+    @rule(target=sequences, base=sequences, cut=CUTS, tail=TAILS)
+    def insert_then_evict(self, base: tuple[int, ...], cut: Length, tail: Span) -> tuple[int, ...]:
         """A request's KV is inserted and the scheduler at once needs two pages back: the pages
         just inserted (or re-inserted) are the most recently used and must go last."""
-        self.insert(tokens)
-        self.evict(2 * self.page_size)
+        tokens = self._query(base, cut, tail)
+        self._insert_request(tokens)
+        self._evict(2 * self.page_size)
         return tokens
 
-    @rule(target=sequences, tokens=_queries(sequences))
-    def serve(self, tokens: tuple[int, ...]) -> tuple[int, ...]:
+    @rule(target=sequences, base=sequences, cut=CUTS, tail=TAILS)
+    def serve(self, base: tuple[int, ...], cut: Length, tail: Span) -> tuple[int, ...]:
         """A request end to end: match, lock, compute the suffix, insert, free duplicates, unlock."""
+        tokens = self._query(base, cut, tail)
         record = self._match(tokens)
-        cached = sum(len(e.values) for e in record.path)
+        cached = len(record.tokens)
         self._lock(record)
-        new = self.allocator.alloc(len(tokens) - cached)
-        values = np.concatenate([np.asarray(self.model.values_of(record.path), dtype=np.int64), new])
+        values = np.concatenate([np.asarray(self.model.values_of(record.path), dtype=np.int64), self.allocator.alloc(len(tokens) - cached)])
         prefix_len = self._insert(tokens, values)
-        aligned = len(tokens) // self.page_size * self.page_size
-        self.allocator.free(np.concatenate([values[cached:prefix_len], values[max(aligned, cached) :]]))
-        mark = len(self.allocator.freed_log)
-        self._call("dec_lock_ref", record.handle)
-        check_freed(self._freed_since(mark), self.model.unlock(record.path), "dec_lock_ref")
+        self._free_callers_copies(values, cached, prefix_len, len(tokens))
+        self._release(record)
         self._remember(tokens)
         return tokens
 
-    @rule(target=handles, tokens=_queries(sequences, min_shared=1))
-    def match(self, tokens: tuple[int, ...]) -> HandleRecord:
-        return self._match(tokens)
+    @rule(target=sequences, base=sequences, blocks=st.integers(40, 64), seed=st.integers(0, 15), cut_percent=st.integers(1, 99))
+    def long_prompt(self, base: tuple[int, ...], blocks: int, seed: int, cut_percent: int) -> tuple[int, ...]:
+        """A long prompt (hundreds of tokens; thousands at page size 64) extends a known one, then
+        a request diverges from it deep inside its single long edge."""
+        tokens = base + Span(blocks, 0, seed).tokens(self.block)
+        self._insert_request(tokens)
+        self._match(tokens[: len(tokens) * cut_percent // 100] + Span(1, 0, seed + 1).tokens(self.block))
+        return tokens
 
-    def _can_admit(self) -> bool:
-        return self.running < MAX_RUNNING
+    @rule(base=sequences, position_percent=st.integers(0, 99), bit=st.sampled_from(NEIGHBOUR_BITS))
+    def neighbour_id(self, base: tuple[int, ...], position_percent: int, bit: int) -> None:
+        """Cache a sequence, then match it with one id flipped in bit 16 or 17 (or, above 2**24,
+        in bit 0): a cache that narrows ids to 16/17 bits or to float32 matches past the change."""
+        if not base:
+            return
+        self._insert_request(base)
+        at = len(base) * position_percent // 100
+        flip = 1 if base[at] > 2**24 else 1 << bit
+        self._match(base[:at] + (base[at] ^ flip,) + base[at + 1 :])
+
+    # ---- requests: match, lock, unlock -----------------------------------------------------
+
+    @rule(target=handles, base=sequences, cut=CUTS, tail=TAILS)
+    def match(self, base: tuple[int, ...], cut: Length, tail: Span) -> HandleRecord:
+        return self._match(self._query(base, cut, tail, min_shared=1))
 
     @precondition(_can_admit)
-    @rule(target=locks, tokens=_queries(sequences, min_shared=1))  # sharing a prefix: locking the root tests nothing
-    def admit(self, tokens: tuple[int, ...]) -> HandleRecord:
+    @rule(target=locks, base=sequences, cut=CUTS, tail=TAILS)  # sharing a prefix: locking the root tests nothing
+    def admit(self, base: tuple[int, ...], cut: Length, tail: Span) -> HandleRecord:
         """A request starts running: match its prompt and lock the matched prefix at once."""
+        return self._admit(self._query(base, cut, tail, min_shared=1))
+
+    def _admit(self, tokens: tuple[int, ...]) -> HandleRecord:
         record = self._match(tokens)
         self._lock(record)
         self.running += 1
         return record
 
+    @precondition(_can_lock_later)
     @rule(target=locks, record=handles)
     def lock(self, record: HandleRecord) -> Any:
+        """Lock a handle from an earlier match: it must work while the handle is live, and a
+        target that checks its callers must refuse a stale or quarantined one."""
         if self.model.can_lock(record.path):
             self._lock(record)
             self.running += 1
@@ -230,58 +413,34 @@ class RadixCacheMachine(RuleBasedStateMachine):
             self._expect_refusal(f"locking the stale/quarantined {record}", "inc_lock_ref", record.handle)
         return multiple()
 
-    def _lock(self, record: HandleRecord) -> None:
-        self._call("inc_lock_ref", record.handle)
-        self.model.lock(record.path)
-
-    def _unlock(self, record: HandleRecord) -> None:
-        if self.model.can_unlock(record.path):
-            mark = len(self.allocator.freed_log)
-            self._call("dec_lock_ref", record.handle)
-            check_freed(self._freed_since(mark), self.model.unlock(record.path), "dec_lock_ref")
-        elif self.capabilities.checks_locks:
-            self._expect_refusal(f"unmatched unlock of {record}", "dec_lock_ref", record.handle)
-
-    @rule(tokens=_queries(sequences, min_shared=1))
-    def double_unlock(self, tokens: tuple[int, ...]) -> None:
-        """A request releases its lock twice (lock counts drifting apart, sglang #24153): the
-        second release is unmatched unless other requests still hold the whole path."""
-        record = self._match(tokens)
-        self._lock(record)
-        self._unlock(record)
-        self._unlock(record)
-
-    @rule(tokens=_queries(sequences, min_shared=1))
-    def lock_after_quarantine(self, tokens: tuple[int, ...]) -> None:
-        """A handle outlives its prefix: matched, then its branch quarantined, then locked. The
-        lock must be refused (a stale handle walks a dead parent chain, sglang #29291)."""
-        if not self.capabilities.supports_quarantine:
-            return  # the lock would succeed and never be released
-        record = self._match(tokens)
-        if record.tokens:
-            self._quarantine(record.tokens)
-            self.lock(record)
-
     @rule(record=consumes(locks))
     def unlock(self, record: HandleRecord) -> None:
+        """A running request finishes and releases its lock."""
         self.running -= 1
-        self._unlock(record)
+        self._unlock_paired(record)
 
+    @rule(base=sequences, cut=CUTS, tail=TAILS)
+    def lock_then_unlock(self, base: tuple[int, ...], cut: Length, tail: Span) -> None:
+        """A request is admitted and finishes at once; a target that checks its callers then gets
+        the release a second time (lock counts drifting apart, sglang #24153) and must refuse it
+        unless other requests still hold the whole path."""
+        record = self._match(self._query(base, cut, tail, min_shared=1))
+        self._lock(record)
+        self._release(record)
+        if self.capabilities.checks_locks:
+            self._unlock_unpaired(record)
+
+    @precondition(_checks_locks)
     @rule(record=handles)
     def unlock_any(self, record: HandleRecord) -> None:
-        """Unlock a handle that may hold no lock: legal if every counter on its path is positive."""
-        self._unlock(record)
+        """Unlock a handle that may hold no lock (targets that check their callers only)."""
+        self._unlock_unpaired(record)
 
-    @rule(num_tokens=st.integers(0, 32))
-    def evict(self, num_tokens: int) -> None:
-        mark = len(self.allocator.freed_log)
-        evicted = _as_int(self._call("evict", num_tokens), "evict")
-        freed = self._freed_since(mark)
-        assert evicted == len(freed), f"evict({num_tokens}) returned {evicted} but freed {len(freed)} slots"
-        removed = self.model.remove_freed(freed)
-        check_none_locked(removed)
-        if self.capabilities.eviction_policy == "lru":
-            check_lru(removed, self.model.leaves(), num_tokens, self.page_size)
+    # ---- eviction ------------------------------------------------------------------------------
+
+    @rule(amount=AMOUNTS)
+    def evict(self, amount: Length) -> None:
+        self._evict(amount.tokens(self.block))
 
     @rule()
     def hit_short_of_lru_leaf(self) -> None:
@@ -292,69 +451,120 @@ class RadixCacheMachine(RuleBasedStateMachine):
         if deep:
             oldest = min(deep, key=lambda e: e.last_use)
             self._match(oldest.prefix[: -self.page_size])
-            self.evict(2 * self.page_size)
+            self._evict(2 * self.page_size)
 
-    @precondition(_can_admit)
-    @rule(target=locks, tokens=_queries(sequences, min_shared=1), cut=st.integers(1, 24))
-    def quarantine_running(self, tokens: tuple[int, ...], cut: int) -> HandleRecord:
+    @precondition(_can_lock_later)
+    @rule()
+    def queued_admission(self) -> None:
+        """A request matched the least recently used leaf and waited while every other leaf was
+        used; then it is admitted, memory runs short, and it finishes. While it runs, its leaf
+        must not be evicted; a lock is not a use, so once it finishes that leaf is the oldest
+        again and the next eviction must take it."""
+        leaves = [e for e in self.model.leaves() if e.locks == 0]
+        if len(leaves) >= 2:
+            oldest = min(leaves, key=lambda e: e.last_use)
+            record = self._match(oldest.prefix)
+            for leaf in leaves:
+                if leaf is not oldest:
+                    self._match(leaf.prefix)
+            self._lock(record)
+            self._evict(self.page_size)
+            self._release(record)
+            self._evict(self.page_size)
+
+    @rule()
+    def reinsert_lru_leaf(self) -> None:
+        """Requests use every unlocked leaf in turn; then the first of them is recomputed and
+        re-inserted (say, after a preemption). That is a use, so the next eviction must take
+        the second."""
+        leaves = sorted((e for e in self.model.leaves() if e.locks == 0), key=lambda e: e.last_use)
+        if len(leaves) >= 2:
+            for leaf in leaves:
+                self._match(leaf.prefix)
+            self._insert_request(leaves[0].prefix)
+            self._evict(self.page_size)
+
+    # ---- quarantine (evict_prefix) -------------------------------------------------------------
+
+    @precondition(_can_quarantine)
+    @rule(base=sequences, cut=CUTS, tail=TAILS)
+    def quarantine(self, base: tuple[int, ...], cut: Length, tail: Span) -> None:
+        tokens = self._query(base, cut, tail, min_shared=1)
+        if tokens:  # an empty prefix is bad input, sent only by bad_input
+            self._quarantine(tokens)
+
+    @precondition(lambda self: _can_quarantine(self) and _can_admit(self))
+    @rule(target=locks, base=sequences, cut=CUTS, tail=TAILS, keep=CUTS)
+    def quarantine_running(self, base: tuple[int, ...], cut: Length, tail: Span, keep: Length) -> HandleRecord:
         """A request is admitted and its own prompt prefix is then quarantined while it runs."""
-        record = self.admit(tokens)
-        if record.tokens[:cut]:
-            self._quarantine(record.tokens[:cut])
+        return self._quarantine_running(self._query(base, cut, tail, min_shared=1), keep)
+
+    def _quarantine_running(self, tokens: tuple[int, ...], keep: Length) -> HandleRecord:
+        record = self._admit(tokens)
+        prefix = record.tokens[: max(1, keep.tokens(self.block))]
+        if prefix:
+            self._quarantine(prefix)
         return record
 
-    @precondition(_can_admit)
-    @rule(target=locks, tokens=_queries(sequences, min_shared=1), cut=st.integers(1, 24))
-    def reset_while_quarantined(self, tokens: tuple[int, ...], cut: int) -> HandleRecord:
+    @precondition(lambda self: _can_quarantine(self) and _can_reset(self) and _can_admit(self))
+    @rule(target=locks, base=sequences, cut=CUTS, tail=TAILS, keep=CUTS)
+    def reset_while_quarantined(self, base: tuple[int, ...], cut: Length, tail: Span, keep: Length) -> HandleRecord:
         """The server flushes its cache (say, a weight update) while a request whose prompt was
         quarantined still runs: the detached pages must be freed too, and the handle goes stale."""
-        record = self.quarantine_running(tokens, cut)
-        self.reset()
+        record = self._quarantine_running(self._query(base, cut, tail, min_shared=1), keep)
+        self._reset()
         return record
 
-    @rule(tokens=_queries(sequences).filter(bool))
-    def quarantine(self, tokens: tuple[int, ...]) -> None:
-        self._quarantine(tokens)
+    @precondition(lambda self: _can_quarantine(self) and _can_lock_later(self))
+    @rule(data=st.data(), keep=CUTS)
+    def lock_after_quarantine(self, data: st.DataObject, keep: Length) -> None:
+        """A handle outlives its prefix: a request runs on a cached prefix, part of it is
+        quarantined, then the same handle is locked again (a second request sharing it). A target
+        that checks its callers must refuse the lock (a stale handle walks a dead parent chain,
+        sglang #29291); one that trusts them is not sent it."""
+        if self.model.cached:
+            cached = list(self.model.cached)
+            record = self._match(cached[data.draw(st.integers(0, len(cached) - 1), label="cached prefix")])
+            self._lock(record)  # a request runs on it, so its nodes are unlinked but not freed
+            self._quarantine(record.tokens[: max(1, keep.tokens(self.block))])
+            if self.capabilities.checks_locks:
+                self._expect_refusal(f"locking the quarantined {record}", "inc_lock_ref", record.handle)
+            self._release(record)
 
-    @rule(pick=st.integers(0, 63))
-    def quarantine_one_sibling(self, pick: int) -> None:
-        """Policy eviction of one branch where the tree forks (the seed's warning: a colliding
-        first page may take a benign sibling with it). The siblings must survive untouched."""
+    @precondition(_can_quarantine)
+    @rule(data=st.data())
+    def quarantine_one_sibling(self, data: st.DataObject) -> None:
+        """Policy eviction of one branch where the tree forks (a colliding first page may take a
+        benign sibling with it, as the design document warns). The siblings must survive untouched."""
         p = self.page_size
         children: dict[tuple[int, ...], list[tuple[int, ...]]] = {}
         for prefix in self.model.cached:
             children.setdefault(prefix[:-p], []).append(prefix)
-        forks = sorted(kids for kids in children.values() if len(kids) > 1)
+        forks = sorted(sorted(kids) for kids in children.values() if len(kids) > 1)
         if forks:
-            kids = sorted(forks[pick % len(forks)])
-            self._quarantine(kids[pick // len(forks) % len(kids)])
+            kids = forks[data.draw(st.integers(0, len(forks) - 1), label="fork")]
+            self._quarantine(kids[data.draw(st.integers(0, len(kids) - 1), label="branch")])
 
-    @rule(pick=st.integers(0, 63))
-    def quarantine_near_miss(self, pick: int) -> None:
+    @precondition(_can_quarantine)
+    @rule(data=st.data())
+    def quarantine_near_miss(self, data: st.DataObject) -> None:
         """Quarantine a prompt that leaves a cached one only at its last page (often inside an
         edge): unless that sibling is cached too, nothing may be removed."""
         if self.model.cached:
-            prefix = sorted(self.model.cached)[pick % len(self.model.cached)]
+            cached = list(self.model.cached)
+            prefix = cached[data.draw(st.integers(0, len(cached) - 1), label="cached prefix")]
             last = prefix[-self.page_size :]
-            self._quarantine(prefix[: -self.page_size] + ((last[0] + 1) % ALPHABET,) + last[1:])
+            self._quarantine(prefix[: -self.page_size] + ((last[0] + 1) % len(SMALL_IDS),) + last[1:])
 
-    @rule(record=locks, cut=st.integers(1, 24))
-    def quarantine_locked(self, record: HandleRecord, cut: int) -> None:
+    @precondition(_can_quarantine)
+    @rule(record=locks, keep=CUTS)
+    def quarantine_locked(self, record: HandleRecord, keep: Length) -> None:
         """Quarantine a prefix a request still holds: unlinked now, freed at its last unlock."""
-        if record.tokens[:cut]:
-            self._quarantine(record.tokens[:cut])
+        prefix = record.tokens[: max(1, keep.tokens(self.block))]
+        if prefix:
+            self._quarantine(prefix)
 
-    def _quarantine(self, tokens: tuple[int, ...]) -> None:
-        if not self.capabilities.supports_quarantine:
-            return
-        cached_before = set(self.model.cached)
-        mark = len(self.allocator.freed_log)
-        removed = _as_int(self._call("evict_prefix", self._tokens_arg(tokens)), "evict_prefix")
-        expected_removed, expected_freed = self.model.quarantine(tokens)
-        assert removed == expected_removed, f"evict_prefix({list(tokens)}) removed {removed} tokens, expected {expected_removed}"
-        check_freed(self._freed_since(mark), expected_freed, f"evict_prefix({list(tokens)})")
-        for query in self.known + [tokens]:
-            self._match(query, never_saw=(tokens, expected_match_length(cached_before, tokens, query, self.page_size)))
+    # ---- whole-cache checks --------------------------------------------------------------------
 
     @rule()
     def check_every_match(self) -> None:
@@ -362,48 +572,79 @@ class RadixCacheMachine(RuleBasedStateMachine):
         for query in self.known:
             self._match(query)
 
+    @precondition(_can_reset)
     @rule()
     def reset(self) -> None:
-        mark = len(self.allocator.freed_log)
+        self._reset()
+
+    def _reset(self) -> None:
+        mark = self._mark()
         self._call("reset")
         check_freed(self._freed_since(mark), self.model.reset(), "reset")
 
-    @rule(kind=st.sampled_from(sorted(["float_tokens", "negative_token", "nested_tokens", "float_array", "2d_array",
-                                        "bool_tokens", "short_values", "float_values", "negative_evict",
-                                        "float_evict", "empty_quarantine", "unknown_handle_lock",
-                                        "unknown_handle_unlock"])))
-    def bad_input(self, kind: str) -> None:
+    BAD_INPUT_KINDS = (
+        "float_tokens", "negative_token", "nested_tokens", "none_tokens", "string_tokens", "scalar_tokens", "float_array",
+        "2d_array", "0d_array", "bool_tokens", "short_values", "long_values", "2d_values", "float_values", "none_values",
+        "negative_evict", "float_evict", "none_evict", "empty_quarantine", "none_quarantine", "unknown_handle_lock",
+        "unknown_handle_unlock", "none_handle_unlock",
+    )
+
+    def _bad_call(self, kind: str) -> tuple[str, tuple, str | None]:
+        """(method, arguments, the capability it needs) for one kind of bad input. Its tokens are
+        ids no sequence uses, two pages and one long: had the call gone through, it would show."""
+        n = 2 * self.page_size + 1
+        ids = [OUTSIDE_ID + i for i in range(n)]
+        far = np.full(n, NEVER_A_SLOT, dtype=np.int64)
+        return {
+            "float_tokens": ("match_prefix", ([float(t) for t in ids],), None),
+            "negative_token": ("insert", (ids[:-1] + [-2], far), None),
+            "nested_tokens": ("match_prefix", ([ids[:2], ids[2:]],), None),
+            "none_tokens": ("match_prefix", (None,), None),
+            "string_tokens": ("match_prefix", ("abc" * n,), None),
+            "scalar_tokens": ("insert", (OUTSIDE_ID, far[:1]), None),
+            "float_array": ("insert", (np.asarray(ids, dtype=np.float64), far), None),
+            "2d_array": ("match_prefix", (np.asarray([ids, ids]),), None),
+            "0d_array": ("match_prefix", (np.asarray(OUTSIDE_ID),), None),
+            "bool_tokens": ("match_prefix", ([True, False] * n,), None),
+            "short_values": ("insert", (ids, far[:-1]), None),
+            "long_values": ("insert", (ids, np.append(far, NEVER_A_SLOT)), None),
+            "2d_values": ("insert", (ids, far.reshape(1, n)), None),
+            "float_values": ("insert", (ids, far.astype(np.float64)), None),
+            "none_values": ("insert", (ids, None), None),
+            "negative_evict": ("evict", (-1,), None),
+            "float_evict": ("evict", (1.5,), None),
+            "none_evict": ("evict", (None,), None),
+            "empty_quarantine": ("evict_prefix", ([],), "supports_quarantine"),
+            "none_quarantine": ("evict_prefix", (None,), "supports_quarantine"),
+            "unknown_handle_lock": ("inc_lock_ref", (object(),), "checks_locks"),
+            "unknown_handle_unlock": ("dec_lock_ref", (object(),), "checks_locks"),
+            "none_handle_unlock": ("dec_lock_ref", (None,), "checks_locks"),
+        }[kind]
+
+    @rule(kinds=st.lists(st.sampled_from(BAD_INPUT_KINDS), min_size=1, max_size=4, unique=True))
+    def bad_input(self, kinds: list[str]) -> None:
         """Bad input raises a clear exception and changes nothing."""
-        pool_far = np.full(3, POOL_SIZE + 7, dtype=np.int64)  # never real slots, in case it is accepted
-        calls = {
-            "float_tokens": ("match_prefix", [1.5, 2.0]),
-            "negative_token": ("insert", [1, -2, 3], pool_far),
-            "nested_tokens": ("match_prefix", [[1, 2], [3]]),
-            "float_array": ("insert", np.array([1.0, 2.0, 3.0]), pool_far),
-            "2d_array": ("match_prefix", np.array([[1, 2], [3, 4]])),
-            "bool_tokens": ("match_prefix", [True, False]),
-            "short_values": ("insert", [1, 2, 3], pool_far[:2]),
-            "float_values": ("insert", [1, 2, 3], pool_far.astype(np.float64)),
-            "negative_evict": ("evict", -1),
-            "float_evict": ("evict", 1.5),
-            "empty_quarantine": ("evict_prefix", []),
-            "unknown_handle_lock": ("inc_lock_ref", object()),
-            "unknown_handle_unlock": ("dec_lock_ref", object()),
-        }
-        name, *args = calls[kind]
-        if kind == "empty_quarantine" and not self.capabilities.supports_quarantine:
-            return
-        if kind.startswith("unknown_handle") and not self.capabilities.checks_locks:
-            return
-        self._expect_refusal(f"bad input ({kind})", name, *args)
+        for kind in kinds:
+            name, args, needs = self._bad_call(kind)
+            if needs is None or getattr(self.capabilities, needs):
+                self._expect_refusal(f"bad input ({kind})", name, *args, violation=BadInputViolation)
+
+    @precondition(_checks_locks)
+    @rule(op=st.sampled_from(["inc_lock_ref", "dec_lock_ref"]), base=sequences)
+    def foreign_handle(self, op: str, base: tuple[int, ...]) -> None:
+        """A handle from another cache (same tokens, same slot ids) must be refused."""
+        other_allocator = SlotAllocator(POOL_SIZE)
+        other = guarded("factory", type(self).factory, other_allocator, self.page_size)
+        guarded("insert", other.insert, list(base), other_allocator.alloc(len(base)))
+        _, foreign = guarded("match_prefix", other.match_prefix, list(base))
+        if len(base) >= self.page_size:  # else the handle is the other cache's root
+            guarded("inc_lock_ref", other.inc_lock_ref, foreign)  # so an unlock would be legal there
+            self._expect_refusal(f"{op} of a handle from another cache", op, foreign)
 
     # ---- invariants (after every step) -------------------------------------------------------
 
-    steps_checked = 0  # class-wide count of checked states, for reporting how much a run covered
-
     @invariant()
     def sizes_add_up(self) -> None:
-        RadixCacheMachine.steps_checked += 1
         sizes = [_as_int(self._call(f), f) for f in ("total_size", "evictable_size", "protected_size")]
         check_sizes(self.model, total=sizes[0], evictable=sizes[1], protected=sizes[2])
 
@@ -414,7 +655,7 @@ class RadixCacheMachine(RuleBasedStateMachine):
 
 def machine_for(factory: Callable[..., Any], capabilities: Capabilities, page_size: int, name: str) -> type[RadixCacheMachine]:
     """A machine class for one target and page size. Its name keys Hypothesis's example
-    database, so saved failures stay attributed to the right target."""
+    database and derandomized seed, so saved failures stay attributed to the right target."""
     cls_name = f"{name}_page{page_size}".replace(".", "_").replace(":", "_")
     return type(cls_name, (RadixCacheMachine,), {
         "factory": staticmethod(factory),

@@ -6,7 +6,10 @@ Read this module to write an adapter for your cache. It is modelled on SGLang's
 Vocabulary
 ----------
 * A *token sequence* is a 1-D sequence of non-negative Python/NumPy integers (list, tuple or
-  integer ndarray). Floats, bools, negative ids, nested sequences are bad input.
+  integer ndarray), ids anywhere in the int32 range (vocabularies of 128k-152k are normal, and
+  the suite sends ids at and above 2**16, 2**17 and 2**24). It may be empty, and it may be
+  thousands of tokens long. Floats, bools, ``None``, negative ids, nested sequences and arrays of
+  other than one dimension are bad input.
 * *Values* are KV slot ids: a 1-D ``np.int64`` array, one slot per token. The suite owns the slot
   pool (a :class:`SlotAllocator`); the cache stores slot ids and hands them back to the allocator
   when it evicts. Reuse shares slot ids; the cache never copies or invents them.
@@ -19,14 +22,16 @@ The methods (``RadixCacheLike``)
     The slot ids of the longest cached prefix of ``tokens`` (length a multiple of ``page_size``)
     and a handle to the node that ends exactly there. If the query diverges in the middle of an
     edge the cache splits that edge, so that a lock on the handle covers exactly the matched
-    prefix, no more. An empty match returns an empty int64 array and the *root handle*.
+    prefix, no more. An empty match (an empty query, one shorter than a page, or one whose first
+    page is not cached) returns an empty int64 array and the *root handle*.
     Counts as a use of every matched node (recency for LRU).
 ``insert(tokens, values) -> prefix_len``
     Caches ``tokens`` (only the first ``len(tokens) // page_size * page_size`` of them when
     ``page_size > 1``) with ``values`` (same length as ``tokens``). ``prefix_len`` is how many
     leading tokens were already cached: for those the cache keeps its own values, and the caller
     still owns (and must free) ``values[:prefix_len]`` that it brought, as well as the unaligned
-    tail. Counts as a use of every node on the inserted path.
+    tail. Counts as a use of every node on the inserted path. An empty insert (or one shorter
+    than a page) caches nothing and returns 0.
 ``inc_lock_ref(handle)`` / ``dec_lock_ref(handle)``
     Add / remove one lock on every node of the path root..handle. A locked node is never evicted.
     ``dec_lock_ref`` raises (and changes nothing) if any counter on the path is already 0 or the
@@ -34,6 +39,10 @@ The methods (``RadixCacheLike``)
     ``inc_lock_ref`` on a stale or quarantined handle raises likewise.
     *The root handle* stands for the empty prefix: locking or unlocking it is a no-op that always
     succeeds (there is nothing to protect).
+    **A lock is not a use**: only ``match_prefix`` and ``insert`` refresh recency.
+    A cache that trusts its callers (``checks_locks=False``, as SGLang's does) is only ever sent
+    what a correct engine sends: every unlock pairs with an earlier lock through the same handle,
+    at most once, and no stale, foreign or quarantined handle is locked.
 ``evict(num_tokens) -> evicted``
     Evicts unlocked leaves in the order of the cache's policy (the reference: least recently used
     leaf first; a parent left childless becomes a leaf and is considered in turn) until at least
@@ -51,7 +60,8 @@ The methods (``RadixCacheLike``)
     still locked) nodes count in none of them. ``evictable + protected == total`` always.
 ``reset()``
     Empties the tree, frees every slot it holds (including quarantined ones still locked) and
-    makes every handle stale. Slots that callers hold stay theirs.
+    makes every handle stale. Slots that callers hold stay theirs. A cache without a usable
+    reset declares ``supports_reset=False`` and is never sent one.
 ``page_size``
     Attribute, the page size the cache was built with.
 
@@ -59,39 +69,96 @@ Target selection
 ----------------
 The suite builds caches with a *factory*, named as ``package.module:attribute`` by the pytest
 option ``--radix-target`` or the environment variable ``RADIXCHECK_TARGET`` (the option wins).
-The default is ``reference:RadixCache``. The factory is called as::
+The default is ``radixcheck.reference:RadixCache``. The factory is called as::
 
     factory(allocator: SlotAllocator, page_size: int) -> RadixCacheLike
 
 and may carry a ``capabilities`` attribute (a :class:`Capabilities`) telling the suite which
 properties apply; without one the suite assumes :data:`DEFAULT_CAPABILITIES`. A property that
-needs something the target does not offer is skipped with that reason, never failed.
+needs something the target does not offer is skipped with that reason, never failed: the
+state machine then never sends the calls in question (Hypothesis preconditions), and the run's
+header and report say what was left out.
+
+Adapting a match-and-lock API
+-----------------------------
+Some caches lock only while matching (LightLLM's ``match_prefix(key, update_refs=True)``). Give
+the handle the matched tokens, implement ``inc_lock_ref(handle)`` by matching them again with
+locking on, and declare ``locks_only_after_match=True``: the suite then locks a handle only
+straight after the match that returned it, so the second match touches exactly the nodes the
+first one just touched and the recency order is what the contract expects. ``dec_lock_ref``
+maps to the cache's own release.
 """
 
 from __future__ import annotations
 
+import bisect
 from collections import deque
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
+from radixcheck.oracles.violations import SlotViolation
+
+MAX_PAGE_SIZE_TESTED = 64
+"""Declared page sizes above this are not run (the oracles' cost grows with the page)."""
 
 
 @dataclass(frozen=True)
 class Capabilities:
-    """What a target offers. The suite skips (with a reason) properties that need more."""
+    """What a target offers. The suite skips (with a reason) properties that need more, and never
+    sends a call the target does not offer or leaves to its callers."""
 
     eviction_policy: str = "lru"
     """Name of the eviction order. The LRU oracle applies only to ``"lru"``."""
     supports_quarantine: bool = True
     """Whether ``evict_prefix`` exists and follows the contract."""
     page_sizes: tuple[int, ...] = (1, 2, 4)
-    """Page sizes the factory accepts; the suite runs each one it tests that is listed here."""
+    """Page sizes the factory accepts; the suite runs each one up to 64."""
     checks_locks: bool = True
     """Whether an unmatched ``dec_lock_ref``, or a lock/unlock of a stale or foreign handle,
-    raises. SGLang's does not (it trusts its callers); a target that says ``False`` skips those
-    properties instead of failing them (and the conformance matrix says so)."""
+    raises. SGLang's does not (it trusts its callers); a target that says ``False`` is only sent
+    paired unlocks and live handles, and the refusal properties are skipped, not failed."""
+    supports_reset: bool = True
+    """Whether ``reset()`` exists and follows the contract. ``False``: reset is never sent."""
+    locks_only_after_match: bool = False
+    """Whether the cache can lock only through a fresh match (see "Adapting a match-and-lock
+    API" above). ``True``: a handle is locked only straight after the match that returned it."""
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.eviction_policy, str) or not self.eviction_policy:
+            raise ValueError(f"Capabilities.eviction_policy must be a non-empty str, got {self.eviction_policy!r}")
+        for flag in ("supports_quarantine", "checks_locks", "supports_reset", "locks_only_after_match"):
+            if not isinstance(getattr(self, flag), bool):
+                raise TypeError(f"Capabilities.{flag} must be a bool, got {getattr(self, flag)!r}")
+        sizes = self.page_sizes
+        if not isinstance(sizes, (tuple, list)) or not sizes:
+            raise TypeError(f"Capabilities.page_sizes must be a non-empty tuple of ints, got {sizes!r}")
+        if any(isinstance(p, bool) or not isinstance(p, int) or p < 1 for p in sizes):
+            raise ValueError(f"Capabilities.page_sizes must hold positive ints, got {sizes!r}")
+        object.__setattr__(self, "page_sizes", tuple(sizes))
+
+    def page_sizes_tested(self) -> tuple[int, ...]:
+        """The declared page sizes the suite runs: each one up to :data:`MAX_PAGE_SIZE_TESTED`."""
+        return tuple(sorted(p for p in set(self.page_sizes) if p <= MAX_PAGE_SIZE_TESTED))
+
+    def not_exercised(self) -> list[str]:
+        """What the suite leaves out for this target, and why: for headers and report cards."""
+        gaps = []
+        if self.eviction_policy != "lru":
+            gaps.append(f"LRU eviction order (eviction_policy={self.eviction_policy!r}: amount and lock safety still checked)")
+        if not self.supports_quarantine:
+            gaps.append("evict_prefix and the evict-equals-never-saw oracle (supports_quarantine=False)")
+        if not self.checks_locks:
+            gaps.append("refusal of unmatched unlocks and stale/foreign handles (checks_locks=False: only paired calls sent)")
+        if not self.supports_reset:
+            gaps.append("reset() (supports_reset=False: never sent)")
+        if self.locks_only_after_match:
+            gaps.append("locking a handle some steps after its match (locks_only_after_match=True)")
+        above = sorted(set(self.page_sizes) - set(self.page_sizes_tested()))
+        if above:
+            gaps.append(f"page sizes {above} (above {MAX_PAGE_SIZE_TESTED})")
+        return gaps
 
 
 DEFAULT_CAPABILITIES = Capabilities()
@@ -124,10 +191,18 @@ class RadixCacheLike(Protocol):
     def reset(self) -> None: ...
 
 
+CORE_METHODS = ("match_prefix", "insert", "inc_lock_ref", "dec_lock_ref", "evict", "total_size", "evictable_size", "protected_size")
+
+
+def required_methods(capabilities: Capabilities) -> list[str]:
+    """The methods the suite will call on a cache with these capabilities."""
+    return list(CORE_METHODS) + ["evict_prefix"] * capabilities.supports_quarantine + ["reset"] * capabilities.supports_reset
+
+
 class SlotAllocator:
     """The suite's KV slot pool. The cache under test receives it and calls ``free`` on eviction.
 
-    It refuses (raises ``ValueError``) a double free or a free of an id it never handed out, and
+    It refuses (raises :class:`~radixcheck.oracles.violations.SlotViolation`) a double free or a free of an id it never handed out, and
     remembers every refusal in ``violations`` so a cache that swallows the exception is still
     caught. Ids never handed out go first, then freed ones in the order they came back, so an
     id is not reused soon (a use-after-free then reads a slot nobody else holds).
@@ -141,6 +216,7 @@ class SlotAllocator:
         self._recycled: deque[int] = deque()
         self.in_use: set[int] = set()
         self.freed_log: list[int] = []
+        self.free_calls: list[int] = []  # len(freed_log) after each accepted free(): which call freed what
         self.violations: list[str] = []
 
     def available(self) -> int:
@@ -159,18 +235,23 @@ class SlotAllocator:
         self.in_use.update(ids)
         return np.asarray(ids, dtype=np.int64)
 
+    def call_of(self, position: int) -> int:
+        """Which accepted ``free`` call put ``freed_log[position]`` there (0-based)."""
+        return bisect.bisect_right(self.free_calls, position)
+
     def free(self, ids: Any) -> None:
         """Return slot ids to the pool. Accepts any 1-D integer array-like (NumPy, torch, list)."""
         arr = np.asarray(ids).reshape(-1)
         if arr.size and not np.issubdtype(arr.dtype, np.integer):
             self.violations.append(f"free() got non-integer ids of dtype {arr.dtype}")
-            raise ValueError(self.violations[-1])
+            raise SlotViolation(self.violations[-1])
         ids_list = [int(i) for i in arr]
         bad = [i for i in ids_list if i not in self.in_use]
         if bad or len(set(ids_list)) != len(ids_list):
             what = bad[:8] if bad else "duplicates within one call"
             self.violations.append(f"free() of ids not in use (double free or never allocated): {what}")
-            raise ValueError(self.violations[-1])
+            raise SlotViolation(self.violations[-1])
         self.in_use.difference_update(ids_list)
         self._recycled.extend(ids_list)
         self.freed_log.extend(ids_list)
+        self.free_calls.append(len(self.freed_log))

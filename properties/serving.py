@@ -13,8 +13,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
-
-from properties.contract import SlotAllocator
+from radixcheck.properties.contract import SlotAllocator
 
 Compute = Callable[[Sequence[int], np.ndarray, int], Any]
 """``compute(tokens, slots, cached)``: fill the KV of ``tokens[cached:]`` into ``slots[cached:]``

@@ -1,9 +1,12 @@
 """Choosing the cache under test, and calling it as the untrusted code it is.
 
-The target is named ``package.module:attribute`` (see ``properties/contract.py``). Every call
-into it goes through :func:`guarded`, which enforces a per-operation time limit so one hanging
-target cannot hang the gate: the call is interrupted (SIGALRM, main thread) and reported as a
-failure with the operation sequence that led to it.
+The target is named ``package.module:attribute`` (see ``radixcheck.properties.contract``).
+:func:`load_target` imports it (the working directory is importable, as with ``python -m``) and
+:func:`check_target` checks it once, up front, so a factory that raises or a cache without the
+contract's methods is one clear error rather than a failure in every test. Every call into it
+goes through :func:`guarded`, which enforces a per-operation time limit so one hanging target
+cannot hang the gate: the call is interrupted (SIGALRM, main thread) and reported as a failure
+with the operation sequence that led to it.
 """
 
 from __future__ import annotations
@@ -11,15 +14,17 @@ from __future__ import annotations
 import importlib
 import os
 import signal
+import sys
 import threading
+import time
 from collections.abc import Callable
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
-from properties.contract import DEFAULT_CAPABILITIES, Capabilities
+from radixcheck.properties.contract import DEFAULT_CAPABILITIES, Capabilities, SlotAllocator, required_methods
 
-DEFAULT_TARGET = "reference:RadixCache"
+DEFAULT_TARGET = "radixcheck.reference:RadixCache"
 TARGET_ENV = "RADIXCHECK_TARGET"
 TIMEOUT_ENV = "RADIXCHECK_OP_TIMEOUT"
 DEFAULT_OP_TIMEOUT = 5.0  # seconds; generous for any tree of the sizes the suite builds
@@ -29,6 +34,15 @@ T = TypeVar("T")
 
 class OperationTimeout(Exception):
     """A call into the target took longer than the per-operation limit."""
+
+
+class BudgetSpent(BaseException):
+    """The time allowed for shrinking a failure ran out. A ``BaseException``, so Hypothesis does
+    not mistake it for a failure of the cache: it ends the shrink, keeping the best program."""
+
+
+class TargetError(ValueError):
+    """The target cannot be tested at all: bad name, import error, factory or capabilities wrong."""
 
 
 @dataclass(frozen=True)
@@ -43,25 +57,47 @@ class Target:
 
 
 def load_target(spec: str) -> Target:
-    """Import ``package.module:attribute``; raise ValueError naming what is wrong."""
-    module_name, sep, attr = spec.partition(":")
+    """Import ``package.module:attribute`` and check it; raise :class:`TargetError` naming what is wrong."""
+    if not isinstance(spec, str) or not spec.strip():
+        raise TargetError("the target is empty: name a cache factory as 'package.module:factory'")
+    module_name, sep, attr = spec.strip().partition(":")
     if not sep or not module_name or not attr:
-        raise ValueError(f"target {spec!r} must look like 'package.module:factory'")
+        raise TargetError(f"target {spec!r} must look like 'package.module:factory'")
+    if os.getcwd() not in sys.path:
+        sys.path.append(os.getcwd())  # a user's adapter beside them imports, as with `python -m`
     try:
         module = importlib.import_module(module_name)
     except ImportError as exc:
-        raise ValueError(f"target {spec!r}: cannot import module {module_name!r}: {exc}") from exc
+        raise TargetError(f"target {spec!r}: cannot import module {module_name!r}: {exc}") from exc
     factory = module
     for part in attr.split("."):
         if not hasattr(factory, part):
-            raise ValueError(f"target {spec!r}: module {module_name!r} has no attribute {attr!r}")
+            raise TargetError(f"target {spec!r}: module {module_name!r} has no attribute {attr!r}")
         factory = getattr(factory, part)
     if not callable(factory):
-        raise ValueError(f"target {spec!r}: {attr!r} is not callable")
+        raise TargetError(f"target {spec!r}: {attr!r} is not callable")
     caps = getattr(factory, "capabilities", DEFAULT_CAPABILITIES)
     if not isinstance(caps, Capabilities):
-        raise ValueError(f"target {spec!r}: 'capabilities' must be a properties.contract.Capabilities, got {caps!r}")
-    return Target(spec, factory, caps)
+        raise TargetError(f"target {spec!r}: 'capabilities' must be a radixcheck.Capabilities, got {caps!r}")
+    return Target(spec.strip(), factory, caps)
+
+
+def check_target(target: Target) -> None:
+    """Build one cache at each declared page size and check it has the methods the suite will
+    call (those its capabilities do not exclude). Raises :class:`TargetError` on the first problem."""
+    for page_size in target.capabilities.page_sizes:
+        try:
+            cache = guarded("factory", target.factory, SlotAllocator(64), page_size)
+        except Exception as exc:  # noqa: BLE001 - whatever the factory raises, the target is unusable
+            raise TargetError(f"target {target.spec!r}: factory(allocator, page_size={page_size}) raised "
+                              f"{type(exc).__name__}: {exc}") from exc
+        missing = [m for m in required_methods(target.capabilities) if not callable(getattr(cache, m, None))]
+        if missing:
+            raise TargetError(f"target {target.spec!r}: the cache it builds ({type(cache).__name__}) lacks "
+                              f"{', '.join(missing)} (see radixcheck.properties.contract)")
+        if getattr(cache, "page_size", None) != page_size:
+            raise TargetError(f"target {target.spec!r}: factory(page_size={page_size}) built a cache whose "
+                              f"page_size is {getattr(cache, 'page_size', None)!r}")
 
 
 def op_timeout() -> float:
@@ -86,7 +122,23 @@ def _alarm(seconds: float, what: str):
         signal.signal(signal.SIGALRM, previous)
 
 
+_deadline: float | None = None  # monotonic time after which calls raise BudgetSpent
+
+
+@contextmanager
+def time_budget(seconds: float):
+    """Within this block, a call into the target after ``seconds`` raises :class:`BudgetSpent`."""
+    global _deadline
+    previous, _deadline = _deadline, time.monotonic() + seconds
+    try:
+        yield
+    finally:
+        _deadline = previous
+
+
 def guarded(what: str, fn: Callable[..., T], *args: Any) -> T:
-    """Call ``fn(*args)`` under the per-operation time limit."""
+    """Call ``fn(*args)`` under the per-operation time limit (and the shrink budget, if any)."""
+    if _deadline is not None and time.monotonic() > _deadline:
+        raise BudgetSpent(what)
     with _alarm(op_timeout(), what):
         return fn(*args)

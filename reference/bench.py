@@ -1,6 +1,6 @@
 """Throughput of the reference cache on a prefix-heavy request stream (a benchmark, not a test).
 
-    python -m reference.bench [--requests 20000] [--seed 0]
+    python -m radixcheck.reference.bench [--requests 20000] [--seed 0]
 
 The stream mimics serving: a few system prompts, conversations that grow turn by turn, and
 branching continuations, so most requests match a long prefix and many diverge mid-edge.
@@ -14,9 +14,8 @@ import platform
 import time
 
 import numpy as np
-
-from properties.contract import SlotAllocator
-from reference import RadixCache
+from radixcheck.properties.contract import SlotAllocator
+from radixcheck.reference import RadixCache
 
 
 def prefix_heavy_stream(n: int, seed: int) -> list[list[int]]:

@@ -18,8 +18,8 @@ from collections.abc import Iterator, Sequence
 from typing import Any
 
 import numpy as np
-
-from reference.validation import as_count, as_tokens, as_values
+from radixcheck.properties.contract import Capabilities
+from radixcheck.reference.validation import as_count, as_tokens, as_values
 
 _EMPTY = np.zeros(0, dtype=np.int64)
 
@@ -52,6 +52,8 @@ class RadixCache:
     The root handle (returned by an empty match) stands for the empty prefix; locking and
     unlocking it are no-ops.
     """
+
+    capabilities = Capabilities(page_sizes=(1, 4, 16))  # 16: a production page size (vLLM's default block)
 
     def __init__(self, allocator: Any, page_size: int = 1) -> None:
         self.page_size = as_count(page_size, "page_size", minimum=1)

@@ -1,9 +1,9 @@
-"""``python -m reports``: regenerate every table, artifact and plot under ``reports/``.
+"""``python -m radixcheck.reports``: regenerate every table, artifact and plot under ``reports/``.
 
-    python -m reports                 # token ledger + plots + live arm on the synthetic model
-    python -m reports --real          # ... plus the live arm on the real SmolLM2-135M Q8_0
-    python -m reports --no-live       # token ledger and plots only (seconds)
-    python -m reports --scale 2       # every length doubled; written to reports/runs/scale2-seed0/
+    python -m radixcheck.reports                 # token ledger + plots + live arm on the synthetic model
+    python -m radixcheck.reports --real          # ... plus the live arm on the real SmolLM2-135M Q8_0
+    python -m radixcheck.reports --no-live       # token ledger and plots only (seconds)
+    python -m radixcheck.reports --scale 2       # every length doubled; written to reports/runs/scale2-seed0/
 
 Token tables (``LEDGER.md``, ``artifacts/ledger.json``) are deterministic and byte-stable; timing
 tables (``LIVE-<model>.md``, ``artifacts/live-<model>.json``) are noisy and carry the machine.
@@ -18,17 +18,16 @@ import time
 from pathlib import Path
 from typing import Any
 
-from reports import ledger as ledger_mod
-from reports.workloads import DEFAULT_SEED
-
-HERE = Path(__file__).resolve().parent
+from radixcheck.reports import default_out as reports_dir
+from radixcheck.reports import ledger as ledger_mod
+from radixcheck.reports.workloads import DEFAULT_SEED
 
 
 def default_out(scale: int, seed: int) -> Path:
     """The committed tables live in reports/ itself; other scales/seeds go to reports/runs/."""
     if scale == 1 and seed == DEFAULT_SEED:
-        return HERE
-    return HERE / "runs" / f"scale{scale}-seed{seed}"
+        return reports_dir()
+    return reports_dir() / "runs" / f"scale{scale}-seed{seed}"
 
 
 def write_text(path: Path, text: str) -> None:
@@ -42,10 +41,12 @@ def write_json(path: Path, data: dict[str, Any]) -> None:
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    p = argparse.ArgumentParser(prog="python -m reports", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = argparse.ArgumentParser(prog="radixcheck reports", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--scale", type=int, default=1, help="multiply every workload length by N (hit rates do not change)")
     p.add_argument("--seed", type=int, default=DEFAULT_SEED, help="token-id seed (hit rates do not change)")
-    p.add_argument("--out", type=Path, default=None, help="output directory (default: reports/ at scale 1 seed 0, else reports/runs/...)")
+    p.add_argument("--out", type=Path, default=None,
+                   help="output directory (default: reports/ in a checkout, ./radixcheck-reports when installed; "
+                   "other scales and seeds go to runs/ below it)")
     p.add_argument("--real", action="store_true", help="also run the live arm on the real SmolLM2-135M Q8_0 (downloads it on first use)")
     p.add_argument("--no-live", action="store_true", help="skip the live (timed) arm")
     p.add_argument("--no-plots", action="store_true", help="skip the PNG plots")
@@ -68,7 +69,7 @@ def main(argv: list[str] | None = None) -> int:
     write_json(out / "artifacts" / "ledger.json", ledger_mod.to_json(led))
     print(f"token ledger: {time.perf_counter() - t0:.1f} s", file=sys.stderr)
     if not args.no_plots:
-        from reports import plots
+        from radixcheck.reports import plots
 
         plots.token_plots(led, out / "plots")
     if not args.no_live:
@@ -80,11 +81,11 @@ def main(argv: list[str] | None = None) -> int:
 
 def load_model(which: str) -> tuple[Any, str]:
     if which == "synthetic":
-        from model import load_default
+        from radixcheck.model import load_default
 
         m = load_default()
         return m, f"synthetic wiring model ({m.config.n_layers} layers, d_model {m.config.d_model}, vocab {m.config.vocab_size}, Q8_0)"
-    from model.smollm2 import load_smollm2
+    from radixcheck.model.smollm2 import load_smollm2
 
     return load_smollm2(), "SmolLM2-135M-Instruct Q8_0 (30 layers, d_model 576, vocab 49152)"
 
@@ -102,8 +103,8 @@ def run_live(args: argparse.Namespace, out: Path, which: str) -> None:
     """Both arms on the seed's four workloads; writes LIVE-<which>.md and artifacts/live-<which>.json."""
     import os
 
-    from reports import live, machine
-    from reports.workloads import seed_workloads
+    from radixcheck.reports import live, machine
+    from radixcheck.reports.workloads import seed_workloads
 
     reps = 1 if args.quick else (args.reps or (3 if which == "synthetic" else 2))
     t0 = time.perf_counter()
@@ -113,7 +114,7 @@ def run_live(args: argparse.Namespace, out: Path, which: str) -> None:
         print(f"live arm skipped on {which}: scale {args.scale} exceeds max_seq_len {m.config.max_seq_len}", file=sys.stderr)
         return
     cmd = (
-        "python -m reports"
+        "python -m radixcheck.reports"
         + ("" if args.scale == 1 else f" --scale {args.scale}")
         + ("" if args.seed == DEFAULT_SEED else f" --seed {args.seed}")
     )
@@ -145,7 +146,7 @@ def run_live(args: argparse.Namespace, out: Path, which: str) -> None:
         else:
             print(f"  {r.workload:16s} NOT BIT-IDENTICAL: speedup refused ({r.mismatches[:2]})", file=sys.stderr)
     if not args.no_plots:
-        from reports import plots
+        from radixcheck.reports import plots
 
         plots.live_plot(results, desc, out / "plots" / f"live-{which}.png")
     print(f"live arm ({which}): {meta['wall_s']} s", file=sys.stderr)

@@ -1,8 +1,8 @@
 """The bug catalogue, Wycheproof style: each public radix-cache bug class, the property that
 catches it, the mutant of the reference that reproduces it, and how fast the `ci` profile kills it.
 
-    python -m reports.catalogue              # writes reports/BUG_CATALOGUE.md and artifacts/catalogue.json
-    python -m reports.catalogue --seeds 100  # kill rate over 100 random seeds (default 50)
+    python -m radixcheck.reports.catalogue              # writes reports/BUG_CATALOGUE.md and artifacts/catalogue.json
+    python -m radixcheck.reports.catalogue --seeds 100  # kill rate over 100 random seeds (default 50)
 
 Time-to-kill is the wall time of the `ci` profile (derandomized) until the first failing example,
 without shrinking; the minimal program shown is what Hypothesis prints after shrinking. Times are
@@ -23,14 +23,11 @@ from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 from typing import Any
 
+import conftest  # noqa: F401 - registers the suite's Hypothesis profiles
 from hypothesis import seed, settings
 from hypothesis.stateful import run_state_machine_as_test
+from radixcheck.properties.mutants import MUTANTS, machine_for_mutant
 from tabulate import tabulate
-
-import conftest  # noqa: F401 - registers the suite's Hypothesis profiles
-from meta_tests.mutants import MUTANTS, machine_for_mutant
-
-HERE = Path(__file__).resolve().parent
 
 # Which oracle a failure message comes from (the phrases are the oracles' own wording).
 ORACLE_OF = [
@@ -150,7 +147,7 @@ def render(rows: list[dict[str, Any]]) -> str:
     parts = [
         "# Bug catalogue",
         "",
-        "Regenerate with `python -m reports.catalogue`. Each row is a class of bug seen in a real radix cache, "
+        "Regenerate with `python -m radixcheck.reports.catalogue`. Each row is a class of bug seen in a real radix cache, "
         "reproduced as a one-idea mutant of the reference (`meta_tests/mutants.py`) and run through the "
         "conformance state machine under the `ci` Hypothesis profile (derandomized). *Time to kill* is the wall "
         "time to the first failing example, before shrinking — a noisy figure on a shared 2-core machine. "
@@ -174,7 +171,8 @@ def render(rows: list[dict[str, Any]]) -> str:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--out", type=Path, default=HERE)
+    parser.add_argument("--out", type=Path, default=None, help="output directory (default: reports/ in a checkout, "
+                        "./radixcheck-reports when installed)")
     parser.add_argument("--seeds", type=int, default=50, help="random-seeded runs per mutant for the kill rate (0: skip)")
     parser.add_argument("--jobs", type=int, default=2)
     args = parser.parse_args()

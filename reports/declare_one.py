@@ -10,8 +10,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from reports.hit_rates import HitRate
-from reports.workloads import Workload
+from radixcheck.reports.hit_rates import HitRate
+from radixcheck.reports.workloads import Workload
 
 
 def common_prefix_length(requests: Sequence[Sequence[int]]) -> int:

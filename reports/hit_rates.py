@@ -13,11 +13,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
-
-from properties.contract import SlotAllocator
-from properties.serving import serve
-from reference import RadixCache
-from reports.workloads import Workload
+from radixcheck.properties.contract import SlotAllocator
+from radixcheck.properties.serving import serve
+from radixcheck.reference import RadixCache
+from radixcheck.reports.workloads import Workload
 
 
 def fresh_cache(pool_size: int) -> tuple[RadixCache, SlotAllocator]:

@@ -11,12 +11,11 @@ from dataclasses import dataclass
 from fractions import Fraction
 from typing import Any
 
+from radixcheck.reports.declare_one import DeclareOne, declare_one
+from radixcheck.reports.hit_rates import HitRate, hit_rate
+from radixcheck.reports.scheduling import LEDGER_FACTOR, QUEUE_SIZES, SWEEP_FACTORS, Bounded, bounded, policies, sweep
+from radixcheck.reports.workloads import DEFAULT_SEED, OURS_ORIGIN, SEED_ORIGIN, Workload, paper_workloads, seed_workloads
 from tabulate import tabulate
-
-from reports.declare_one import DeclareOne, declare_one
-from reports.hit_rates import HitRate, hit_rate
-from reports.scheduling import LEDGER_FACTOR, QUEUE_SIZES, SWEEP_FACTORS, Bounded, bounded, policies, sweep
-from reports.workloads import DEFAULT_SEED, OURS_ORIGIN, SEED_ORIGIN, Workload, paper_workloads, seed_workloads
 
 LEDGER_POLICIES = ("FCFS", "cache-aware (offline)")
 
@@ -60,7 +59,7 @@ def factor(f: Fraction) -> str:
 def command(scale: int, seed: int) -> str:
     args = "" if scale == 1 else f" --scale {scale}"
     args += "" if seed == DEFAULT_SEED else f" --seed {seed}"
-    return f"`python -m reports{args}`"
+    return f"`python -m radixcheck.reports{args}`"
 
 
 def caption(n: int, title: str, ledger: Ledger, how: str) -> str:

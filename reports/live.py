@@ -21,13 +21,12 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
-
-from model import KVPool
-from model.llama import Model
-from properties.contract import SlotAllocator
-from properties.serving import serve
-from reference import RadixCache
-from reports.workloads import Workload
+from radixcheck.model import KVPool
+from radixcheck.model.llama import Model
+from radixcheck.properties.contract import SlotAllocator
+from radixcheck.properties.serving import serve
+from radixcheck.reference import RadixCache
+from radixcheck.reports.workloads import Workload
 
 
 class NotBitIdentical(AssertionError):
@@ -230,7 +229,7 @@ def markdown(results: Sequence[LiveResult], meta: dict[str, Any], machine_line: 
         f"{meta['load_at_start']}. Only the within-run ratio is meaningful; absolute seconds depend on the machine and its load. "
         "Token speedup is exact (Table 1 of LEDGER.md); every radix-arm request's logits were compared with the baseline's by "
         "`np.array_equal` and a speedup is printed only if all were equal. Where the time goes: `PROFILE-<model>.md` "
-        "(`python -m reports.profile_live`)."
+        "(`python -m radixcheck.reports.profile_live`)."
     )
     return "\n".join(
         [

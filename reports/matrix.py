@@ -1,8 +1,8 @@
 """The conformance matrix, in the spirit of JSONTestSuite: implementations × properties.
 
-    python -m reports.matrix                 # reference + every catalogue mutant, then merge SGLang
-    python -m reports.matrix --jobs 2        # (default) two pytest processes at a time
-    python -m reports.matrix --report-only   # re-render, refreshing only SGLang's rows
+    python -m radixcheck.reports.matrix                 # reference + every catalogue mutant, then merge SGLang
+    python -m radixcheck.reports.matrix --jobs 2        # (default) two pytest processes at a time
+    python -m radixcheck.reports.matrix --report-only   # re-render, refreshing only SGLang's rows
 
 Each implementation runs the target-dependent tests of ``properties/`` (those taking the ``target``
 fixture) in its own pytest process under the ``audit`` profile (``ci``'s search, stopping at the
@@ -20,10 +20,10 @@ import sys
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from meta_tests.mutants import MUTANTS
-from reports.catalogue import oracle_of
-from reports.sglang_audit import OUT_JSON as SGLANG_JSON
-from reports.sglang_audit import run_suite, target_test_files
+from radixcheck.properties.mutants import MUTANTS
+from radixcheck.reports.catalogue import oracle_of
+from radixcheck.reports.sglang_audit import OUT_JSON as SGLANG_JSON
+from radixcheck.reports.sglang_audit import run_suite, target_test_files
 
 ROOT = Path(__file__).resolve().parent.parent
 OUT_MD = ROOT / "reports" / "MATRIX.md"
@@ -116,7 +116,7 @@ def render(rows: list[dict], profile: str) -> str:
     out = [
         "# Conformance matrix",
         "",
-        "Regenerate with `python -m reports.matrix` (SGLang rows: `python reports/sglang_audit.py` first). "
+        "Regenerate with `python -m radixcheck.reports.matrix` (SGLang rows: `python reports/sglang_audit.py` first). "
         f"Each implementation ran the target-dependent properties in its own pytest process, Hypothesis profile "
         f"`{profile}` for the rows run here (`audit`: ci's search, one shrunk bug per test; `mutation`: the same "
         "search, unshrunk — the mutants' shrunk programs are in `BUG_CATALOGUE.md`); SGLang rows as recorded in "

@@ -6,8 +6,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from reports.ledger import Ledger, order_sensitive
-from reports.scheduling import QUEUE_SIZES, policies
+from radixcheck.reports.ledger import Ledger, order_sensitive
+from radixcheck.reports.scheduling import QUEUE_SIZES, policies
 
 # No timestamps or version strings in the files, so a regeneration only changes them when the data does.
 PNG_METADATA = {"Software": None}

@@ -1,7 +1,7 @@
 """Where the live arm's time goes: per-request fixed cost versus per-token cost of a prefill.
 
-    python -m reports.profile_live            # real SmolLM2-135M (default)
-    python -m reports.profile_live --synthetic
+    python -m radixcheck.reports.profile_live            # real SmolLM2-135M (default)
+    python -m radixcheck.reports.profile_live --synthetic
 
 The live ÷ token speedup ratio falls below 1 exactly when a request costs more than its computed
 tokens: ``t(s) ≈ a + b·s`` for a suffix of ``s`` tokens. The radix arm pays ``a`` on every request
@@ -26,13 +26,11 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from radixcheck.model import KVPool
+from radixcheck.reports import default_out, machine
+from radixcheck.reports.live import blas_threads
+from radixcheck.reports.workloads import seed_workloads
 
-from model import KVPool
-from reports import machine
-from reports.live import blas_threads
-from reports.workloads import seed_workloads
-
-HERE = Path(__file__).resolve().parent
 SUFFIXES = (1, 4, 16, 32, 64, 128, 272)
 CONTEXT = 272
 
@@ -117,7 +115,7 @@ def weight_costs(m: Any, reps: int) -> dict[str, float]:
 
 def predict(a: float, b: float) -> dict[str, dict[str, float]]:
     """Each seed workload's live speedup and ratio predicted by ``t = a + b·s`` (scale 1)."""
-    from reports.hit_rates import cached_per_request
+    from radixcheck.reports.hit_rates import cached_per_request
 
     out = {}
     for w in seed_workloads():
@@ -148,7 +146,7 @@ def markdown(d: dict[str, Any], measured: dict[str, float]) -> str:
     lines = [
         f"# Where the live arm's time goes ({d['model']}) — NOISY wall-clock figures",
         "",
-        f"Produced by `python -m reports.profile_live{' --synthetic' if d['model'] == 'synthetic' else ''}` (BLAS threads "
+        f"Produced by `python -m radixcheck.reports.profile_live{' --synthetic' if d['model'] == 'synthetic' else ''}` (BLAS threads "
         f"{d['threads']}, best of {d['reps']}) on {machine.one_line(d['machine'])}; load average at start {d['load_at_start']}. "
         "Read with `LIVE-*.md`: the live ÷ token ratio is below 1 exactly when a request costs more than its computed tokens.",
         "",
@@ -214,19 +212,20 @@ def markdown(d: dict[str, Any], measured: dict[str, float]) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(
-        prog="python -m reports.profile_live", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+        prog="python -m radixcheck.reports.profile_live", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     p.add_argument("--synthetic", action="store_true", help="profile the synthetic model instead of SmolLM2-135M")
     p.add_argument("--threads", type=int, default=1)
     p.add_argument("--reps", type=int, default=3)
-    p.add_argument("--out", type=Path, default=HERE)
+    p.add_argument("--out", type=Path, default=None, help="output directory (default: reports/ in a checkout, "
+                   "./radixcheck-reports when installed)")
     args = p.parse_args(argv)
     if args.synthetic:
-        from model import load_default
+        from radixcheck.model import load_default
 
         m, which = load_default(), "synthetic"
     else:
-        from model.smollm2 import load_smollm2
+        from radixcheck.model.smollm2 import load_smollm2
 
         m, which = load_smollm2(), "smollm2"
     import os
@@ -258,6 +257,7 @@ def main(argv: list[str] | None = None) -> int:
         "fixed_cost_for_0.9_s": {k: round(v, 4) for k, v in fixed_cost_for(b).items()},
     }
     measured: dict[str, float] = {}
+    args.out = args.out or default_out()
     live_json = args.out / "artifacts" / f"live-{which}.json"
     if live_json.is_file():
         measured = {w["name"]: w["live_over_token"] for w in json.loads(live_json.read_text())["workloads"] if w["live_over_token"]}

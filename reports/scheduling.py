@@ -25,10 +25,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from fractions import Fraction
 
-from properties.serving import serve
-from reference import cache_aware_order
-from reports.hit_rates import HitRate, as_arrays, cached_per_request, fresh_cache
-from reports.workloads import Workload
+from radixcheck.properties.serving import serve
+from radixcheck.reference import cache_aware_order
+from radixcheck.reports.hit_rates import HitRate, as_arrays, cached_per_request, fresh_cache
+from radixcheck.reports.workloads import Workload
 
 LEDGER_FACTOR = Fraction(3, 2)  # the seed's budget: 1.5 x the longest request
 SWEEP_FACTORS: tuple[Fraction, ...] = tuple(Fraction(x) for x in ("0.5", "0.75", "1", "1.25", "1.5", "2", "3", "4"))

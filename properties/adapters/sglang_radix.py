@@ -68,8 +68,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
-
-from properties.contract import Capabilities, SlotAllocator
+from radixcheck.properties.contract import Capabilities, SlotAllocator
 
 RADIX_POLICIES = ("lru", "lfu", "fifo", "mru", "filo", "priority", "slru", "tlru")
 UNIFIED_POLICIES = RADIX_POLICIES
@@ -98,7 +97,7 @@ def _load() -> Any:
     import types
     import warnings
 
-    from properties.adapters import _sglang_stubs
+    from radixcheck.properties.adapters import _sglang_stubs
 
     _sglang_stubs.install()
     with warnings.catch_warnings():

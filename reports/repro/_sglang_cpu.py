@@ -14,7 +14,7 @@ from pathlib import Path
 warnings.simplefilter("ignore")
 if importlib.util.find_spec("triton") is None:
     sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
-    from properties.adapters import _sglang_stubs
+    from radixcheck.properties.adapters import _sglang_stubs
 
     _sglang_stubs.install()
 

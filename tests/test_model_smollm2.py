@@ -13,10 +13,9 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-
-from model import KVPool, smollm2
-from model.checks import check_reuse_after_split
-from model.llamacpp import FIXTURE
+from radixcheck.model import KVPool, smollm2
+from radixcheck.model.checks import check_reuse_after_split
+from radixcheck.model.llamacpp import FIXTURE
 
 pytestmark = [
     pytest.mark.real_model,
@@ -28,7 +27,7 @@ pytestmark = [
 @pytest.fixture(autouse=True, scope="module")
 def _one_blas_thread():
     """1 BLAS thread: 2-thread OpenBLAS on a loaded 2-core machine spends its time spinning. The
-    1-vs-2-thread bit-identity of the real model is checked by ``python -m model.kernel_check --real``."""
+    1-vs-2-thread bit-identity of the real model is checked by ``python -m radixcheck.model.kernel_check --real``."""
     from threadpoolctl import threadpool_limits
 
     with threadpool_limits(limits=1):
@@ -42,7 +41,7 @@ def real():
 
 @pytest.fixture(scope="module")
 def tokenizer():
-    from model.tokenizer import load_smollm2_tokenizer
+    from radixcheck.model.tokenizer import load_smollm2_tokenizer
 
     return load_smollm2_tokenizer(download=False)
 
@@ -87,8 +86,8 @@ def test_exact_model_stays_close_to_the_float64_reference(real, tokenizer) -> No
     agree on every argmax and within 0.1 logits (measured: max 0.054 on the fixture prompts)."""
     import gc
 
-    from model.gguf_io import read_gguf
-    from model.llama import Model
+    from radixcheck.model.gguf_io import read_gguf
+    from radixcheck.model.llama import Model
 
     texts = [CHAT]
     got = [real.prefill(KVPool(real.config, 64), ids, np.arange(len(ids))) for ids in (tokenizer.encode(t).ids for t in texts)]
@@ -108,7 +107,7 @@ def test_exact_model_stays_close_to_the_float64_reference(real, tokenizer) -> No
 NEAR_TIE = 0.25  # logits: llama.cpp's own activation quantization moves logits by ~0.2 (mean) here
 
 
-@pytest.mark.skipif(not FIXTURE.is_file(), reason="no llama.cpp fixture (python -m model.llamacpp fixture)")
+@pytest.mark.skipif(not FIXTURE.is_file(), reason="no llama.cpp fixture (python -m radixcheck.model.llamacpp fixture)")
 def test_argmax_agrees_with_llama_cpp_on_the_fixture(real, tokenizer) -> None:
     """Same Q8_0 weights, same token ids; argmax must agree wherever llama.cpp's top-1 leads its
     top-2 by more than NEAR_TIE. Overall agreement and the max logit difference are printed."""

@@ -8,9 +8,8 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-
-from properties.contract import SlotAllocator
-from reference import RadixCache
+from radixcheck.properties.contract import SlotAllocator
+from radixcheck.reference import RadixCache
 
 
 @pytest.fixture

@@ -12,12 +12,11 @@ from __future__ import annotations
 import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from radixcheck.model import KVPool, load_default
+from radixcheck.model.checks import assert_bit_identical
+from radixcheck.model.llama import Model
+from radixcheck.model.sequence import Sequence
 from threadpoolctl import threadpool_limits
-
-from model import KVPool, load_default
-from model.checks import assert_bit_identical
-from model.llama import Model
-from model.sequence import Sequence
 
 MEMO = load_default()
 PLAIN = Model(MEMO.config, MEMO.weights, memo_kv=False)

@@ -11,12 +11,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis.extra.numpy import arrays
-
-from model import KVPool, load_default
-from model.checks import assert_bit_identical
-from model.gguf_io import GGUFError, UnsupportedArchitecture, read_gguf, write_gguf
-from model.llama import Model
-from model.q8 import Q8Matrix, dequantize, from_gguf_bytes, quantize, round_half_away_from_zero, to_gguf_bytes
+from radixcheck.model import KVPool, load_default
+from radixcheck.model.checks import assert_bit_identical
+from radixcheck.model.gguf_io import GGUFError, UnsupportedArchitecture, read_gguf, write_gguf
+from radixcheck.model.llama import Model
+from radixcheck.model.q8 import Q8Matrix, dequantize, from_gguf_bytes, quantize, round_half_away_from_zero, to_gguf_bytes
 
 gguf = pytest.importorskip("gguf")
 

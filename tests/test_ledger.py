@@ -10,12 +10,11 @@ from fractions import Fraction
 from pathlib import Path
 
 import pytest
-
-from reports import ledger as L
-from reports.declare_one import declare_one
-from reports.hit_rates import cached_per_request, hit_rate
-from reports.scheduling import LEDGER_FACTOR, bounded, online_lpm, prefix_dependencies
-from reports.workloads import Segments, paper_workloads, seed_workloads
+from radixcheck.reports import ledger as L
+from radixcheck.reports.declare_one import declare_one
+from radixcheck.reports.hit_rates import cached_per_request, hit_rate
+from radixcheck.reports.scheduling import LEDGER_FACTOR, bounded, online_lpm, prefix_dependencies
+from radixcheck.reports.workloads import Segments, paper_workloads, seed_workloads
 
 REPORTS = Path(L.__file__).resolve().parent
 
@@ -32,6 +31,9 @@ SEED_DECLARE = {
     "tree-of-thought": ("55.0 %", "1.40×"),
     "agents": ("58.4 %", "1.48×"),
 }
+
+
+pytestmark = pytest.mark.xdist_group("ledger")  # one worker builds the ledger once
 
 
 @pytest.fixture(scope="module")
@@ -59,7 +61,7 @@ def test_seed_declare_one_table(ledger: L.Ledger) -> None:
 
 def test_committed_token_tables_equal_a_fresh_regeneration(ledger: L.Ledger) -> None:
     committed = (REPORTS / "LEDGER.md").read_text(encoding="utf-8")
-    assert committed == L.markdown(ledger).rstrip("\n") + "\n", "reports/LEDGER.md is stale: run `python -m reports --no-live`"
+    assert committed == L.markdown(ledger).rstrip("\n") + "\n", "reports/LEDGER.md is stale: run `python -m radixcheck.reports --no-live`"
     data = json.loads((REPORTS / "artifacts" / "ledger.json").read_text(encoding="utf-8"))
     assert data == json.loads(json.dumps(L.to_json(ledger))), "reports/artifacts/ledger.json is stale"
 
@@ -119,8 +121,8 @@ def test_online_lpm_never_serves_a_turn_before_its_prefix() -> None:
 
 
 def test_live_arm_is_bit_identical_and_computes_what_the_ledger_counts(ledger: L.Ledger) -> None:
-    from model import load_default
-    from reports.live import run_workload
+    from radixcheck.model import load_default
+    from radixcheck.reports.live import run_workload
 
     w = seed_workloads()[1]  # multi-turn chat: the smallest (1408 prompt tokens)
     res = run_workload(load_default(), w, reps=1)
@@ -130,7 +132,7 @@ def test_live_arm_is_bit_identical_and_computes_what_the_ledger_counts(ledger: L
 
 
 def test_live_arm_refuses_a_speedup_without_bit_identity() -> None:
-    from reports.live import LiveResult, NotBitIdentical, table_rows
+    from radixcheck.reports.live import LiveResult, NotBitIdentical, table_rows
 
     r = LiveResult("x", 2, 20, 10, [1.0], [0.5], mismatches=["request 1: max|Δ| 1e-7"], logits_compared=10)
     with pytest.raises(NotBitIdentical):

@@ -10,10 +10,9 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from radixcheck.model import STORAGE_DTYPES, KVPool, load_default
+from radixcheck.model.checks import assert_bit_identical, check_chunked_equals_full, check_reuse_after_split
 from threadpoolctl import threadpool_limits
-
-from model import STORAGE_DTYPES, KVPool, load_default
-from model.checks import assert_bit_identical, check_chunked_equals_full, check_reuse_after_split
 
 MODEL = load_default()
 VOCAB = MODEL.config.vocab_size
@@ -46,7 +45,7 @@ def test_reuse_after_split_is_bit_identical(case: tuple[list[int], int], seed: i
 
 # 2 BLAS threads: the same property with fewer examples (an eighth of the profile's), because
 # 2-thread OpenBLAS on a busy 2-core machine (pytest -n auto) spends most of its time spinning.
-# `python -m model.kernel_check` and the thorough profile cover it at length.
+# `python -m radixcheck.model.kernel_check` and the thorough profile cover it at length.
 @settings(deadline=None, max_examples=max(5, settings.default.max_examples // 8))
 @given(case=tokens_and_split(), seed=st.integers(0, 2**16))
 def test_reuse_after_split_is_bit_identical_with_two_blas_threads(case: tuple[list[int], int], seed: int) -> None:

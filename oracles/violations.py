@@ -1,0 +1,58 @@
+"""One exception class per oracle, so a failure is classified by its type, never by its wording.
+
+Each is an ``AssertionError`` (a violated property, as pytest and Hypothesis expect) carrying the
+name of the oracle that judged it.
+"""
+
+from __future__ import annotations
+
+
+class ContractViolation(AssertionError):
+    """The cache broke the contract (``radixcheck.properties.contract``)."""
+
+    oracle = "contract"
+
+
+class PrefixSetViolation(ContractViolation):
+    oracle = "1 prefix-set model"
+
+
+class RefcountViolation(ContractViolation):
+    oracle = "2 refcount safety"
+
+
+class SlotViolation(ContractViolation):
+    oracle = "3 slot conservation"
+
+
+class LRUOrderViolation(ContractViolation):
+    """An LRU cache evicted a page while an older one survived, or evicted more than asked."""
+
+    oracle = "4 LRU order"
+
+
+class EvictionAmountViolation(ContractViolation):
+    """``evict(n)`` stopped before freeing ``n`` tokens although something was still evictable."""
+
+    oracle = "4 eviction amount"
+
+
+class NeverSawViolation(ContractViolation):
+    oracle = "5 evict-equals-never-saw"
+
+
+class DFSBoundViolation(ContractViolation):
+    oracle = "6 DFS bound"
+
+
+class BadInputViolation(ContractViolation):
+    """Bad input was accepted, or refused only after it changed the cache."""
+
+    oracle = "bad input refused, state unchanged"
+
+
+class ReturnValueViolation(ContractViolation):
+    """A method returned something of the wrong type or shape, or a count that is not what it did."""
+
+    oracle = "return values"
+

@@ -1,0 +1,53 @@
+"""Oracle 6: DFS (cache-aware) order is optimal under a budget >= the longest request.
+
+Theorem 3.1 of arXiv 2312.07104. The tokens computed can never be fewer than the batch's
+distinct non-empty prefixes; in lexicographic order (≡ DFS pre-order) with enough budget the
+target cache must meet that bound exactly, and for small batches no order does better. With
+pages the bound counts whole pages (``radixcheck.properties.batches``), so each test runs at the
+smallest and the largest page size the target declares.
+
+The serving protocol keeps the running request's path locked while it evicts back to budget, so
+the bound holds for any policy that never evicts a locked node: a cache fails these properties by
+losing, mis-matching or mis-locking what the previous request left, not by its eviction order.
+"""
+
+from __future__ import annotations
+
+import itertools
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from radixcheck.oracles.violations import DFSBoundViolation
+from radixcheck.properties.batches import batches, bound, misses_the_bound, tokens_computed
+from radixcheck.reference import cache_aware_order
+
+
+@given(batch=batches(), slack=st.integers(0, 6))
+def test_dfs_order_meets_the_bound(target, extreme_page_size, batch, slack) -> None:
+    if misses_the_bound(target, batch, max(map(len, batch)) + slack, extreme_page_size):
+        raise DFSBoundViolation(f"cache-aware order computed more than {bound(batch, extreme_page_size)} tokens for {batch}")
+
+
+@settings(max_examples=max(15, settings.default.max_examples // 6))  # brute force: scale with the profile, gently
+@given(batch=batches(max_requests=5), slack=st.integers(0, 3))
+def test_no_order_beats_dfs(target, extreme_page_size, batch, slack) -> None:
+    budget, p = max(map(len, batch)) + slack, extreme_page_size
+    dfs = tokens_computed(target, [batch[i] for i in cache_aware_order(batch)], budget, p)
+    best = min(tokens_computed(target, list(order), budget, p) for order in itertools.permutations(batch))
+    if not dfs == best == bound(batch, p):
+        raise DFSBoundViolation(f"DFS order computed {dfs}, the best order {best}, the bound is {bound(batch, p)} for {batch}")
+
+
+@given(batch=batches(), budget=st.integers(1, 12))
+def test_bound_holds_under_any_budget(target, extreme_page_size, batch, budget) -> None:
+    """Below the theorem's budget nothing is guaranteed except the lower bound itself."""
+    p = extreme_page_size
+    if tokens_computed(target, batch, budget, p) < bound(batch, p):
+        raise DFSBoundViolation(f"computed fewer tokens than the batch's distinct prefixes: {batch}")
+    if tokens_computed(target, batch, None, p) != bound(batch, p):
+        raise DFSBoundViolation(f"with no budget, computed other than the distinct prefixes of {batch}")
+
+
+def test_cache_aware_order_is_dfs_preorder() -> None:
+    batch = [(1, 2, 3), (0,), (1, 2), (1, 0), (0, 5)]
+    assert [batch[i] for i in cache_aware_order(batch)] == [(0,), (0, 5), (1, 0), (1, 2), (1, 2, 3)]

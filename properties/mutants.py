@@ -1,0 +1,618 @@
+"""Deliberately broken variants of the reference cache: the suite must catch every one.
+
+Each mutant reproduces one class of bug seen in real radix caches (the catalogue in
+``reports/BUG_CATALOGUE.md`` links each to its public thread) with the smallest change to the
+reference, and names in ``obligation`` the clause of the contract it breaks. Each also names,
+in ``caught_by``, the oracle exception(s) that must report it, so a mutant killed for the wrong
+reason (say, a crash in the harness) does not count as caught. Mutants whose bug needs pages say
+so in ``page_size_for_test``.
+
+The correct variants at the end (``CORRECT_VARIANTS``) are the other half: caches that are right
+but unusual (one that trusts its callers, one without ``reset``) and must pass.
+
+Point the suite at one to see a failure as a user would:
+``radixcheck audit radixcheck.properties.mutants:EvictsLockedLeaf``
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+from radixcheck.oracles.violations import (
+    BadInputViolation,
+    EvictionAmountViolation,
+    LRUOrderViolation,
+    NeverSawViolation,
+    PrefixSetViolation,
+    RefcountViolation,
+    ReturnValueViolation,
+    SlotViolation,
+)
+from radixcheck.properties.cache_machine import RadixCacheMachine, machine_for
+from radixcheck.properties.contract import DEFAULT_CAPABILITIES, Capabilities
+from radixcheck.reference.radix_cache import Node, RadixCache
+from radixcheck.reference.validation import as_count, as_tokens
+
+
+class SplitOffByOne(RadixCache):
+    """Match splits one token past the divergence (unaligned/boundary split, sglang #28692)."""
+
+    bug_class = "split-off-by-one"
+    sources = ('sgl-project/sglang#28692', 'sgl-project/sglang#36696')
+    caught_by = (PrefixSetViolation, NeverSawViolation)  # a wrong match after a quarantine is judged by oracle 5
+
+    def _split(self, child: Node, at: int) -> Node:
+        return super()._split(child, min(at + 1, len(child.key) - 1)) if len(child.key) > 1 else child
+
+
+class LockSkipsAncestors(RadixCache):
+    """inc/dec_lock_ref touch only the handle's own node, not its ancestors."""
+
+    bug_class = "lock-skips-ancestors"
+    sources = ('sgl-project/sglang#26218 (review: release walks past the lock boundary)',)
+    caught_by = (RefcountViolation, SlotViolation)  # or a quarantine frees the unprotected ancestors
+
+    def _path(self, handle: Any) -> list[Node]:
+        return super()._path(handle)[:1]
+
+
+class LockSkipsSelf(RadixCache):
+    """The lock walk starts at the parent, so the matched node itself stays evictable
+    (mini-sglang #52)."""
+
+    bug_class = "lock-skips-self"
+    sources = ('sgl-project/mini-sglang#52',)
+    caught_by = (RefcountViolation, SlotViolation)  # a quarantine frees the unprotected node
+
+    def _path(self, handle: Any) -> list[Node]:
+        return super()._path(handle)[1:]
+
+
+class EvictsLockedLeaf(RadixCache):
+    """Eviction ignores lock_ref."""
+
+    bug_class = "evicts-locked-leaf"
+    sources = ('sgl-project/mini-sglang#52 (its consequence: a locked node evicted)',)
+    caught_by = RefcountViolation
+
+    def _evictable_leaf(self, node: Node) -> bool:
+        return node is not self.root and not node.children
+
+
+class MostRecentFirst(RadixCache):
+    """The eviction heap is keyed the wrong way round: most recently used leaf goes first."""
+
+    bug_class = "mru-instead-of-lru"
+    sources = ('RadixAttention paper §3.2 (LRU leaf eviction); SGLang eviction_policy',)
+    caught_by = LRUOrderViolation
+
+    def _eviction_key(self, node: Node) -> tuple[int, int]:
+        return -node.last_access, node.serial
+
+
+class UnmatchedUnlockAccepted(RadixCache):
+    """dec_lock_ref trusts its caller and drives lock_ref below zero (SGLang 0.5.23)."""
+
+    bug_class = "unmatched-unlock-accepted"
+    sources = ('SGLang 0.5.23 RadixCache.dec_lock_ref (lock_ref driven to -1; reports/sglang_findings.md)',)
+    caught_by = RefcountViolation
+
+    def dec_lock_ref(self, handle: Any) -> None:
+        for node in self._path(handle):  # the reference's walk, minus its lock_ref > 0 check
+            node.lock_ref -= 1
+            if node.lock_ref == 0 and node.state == "detached":
+                self._free(node)
+                self._detached.remove(node)
+
+
+class SplitKeepsStaleValues(RadixCache):
+    """A split shortens the lower node's key but not its slot ids: KV lost/duplicated in a split
+    (sglang #16946)."""
+
+    bug_class = "split-loses-values"
+    sources = ('sgl-project/sglang#16946', 'sgl-project/sglang#35270 (two nodes hold the same slots)')
+    caught_by = (PrefixSetViolation, SlotViolation, ReturnValueViolation)  # or evict frees more slots than tokens
+
+    def _split(self, child: Node, at: int) -> Node:
+        value = child.value
+        upper = super()._split(child, at)
+        child.value = value[: len(value)]  # the lower half keeps every slot id
+        return upper
+
+
+class QuarantineTakesSiblings(RadixCache):
+    """evict_prefix removes every branch at the cut, not only the one it was given."""
+
+    bug_class = "quarantine-removes-sibling"
+    sources = ('seed: fak radixkv.EvictPrefix (a colliding first token may evict a benign sibling)',)
+    caught_by = (NeverSawViolation, SlotViolation)
+
+    def _branches(self, node: Node, head: tuple[int, ...]) -> list[Node]:
+        return list(node.children.values())
+
+
+class ProtectedCountsNodes(RadixCache):
+    """protected_size counts locked nodes instead of locked tokens (size counter drift,
+    sglang #35270 / mllm #656)."""
+
+    bug_class = "size-counter-drift"
+    sources = ('sgl-project/sglang#35270', 'UbiquitousLearning/mllm#656')
+    caught_by = RefcountViolation
+
+    def protected_size(self) -> int:
+        return sum(1 for n in self._linked_nodes() if n.lock_ref > 0 and n is not self.root)
+
+    def evictable_size(self) -> int:
+        return self.total_size() - self.protected_size()
+
+
+class NoSplitOnMatch(RadixCache):
+    """Match returns the whole edge it stopped in as the handle: a lock covers more than was
+    matched (a port that did not split on match)."""
+
+    bug_class = "match-no-split-overlock"
+    sources = ('bytedance-iaas/sglang#508',)
+    caught_by = (RefcountViolation, LRUOrderViolation, SlotViolation)  # over-locks (so over-protects), over-touches
+
+    def match_prefix(self, tokens: Any) -> tuple[np.ndarray, Node]:
+        key = as_tokens(tokens, "tokens")
+        key = key[: len(key) // self.page_size * self.page_size]
+        self._clock += 1
+        node, pos, pieces = self.root, 0, []
+        while pos < len(key):
+            child = node.children.get(key[pos : pos + self.page_size])
+            if child is None:
+                break
+            shared = self._shared_length(child.key, key[pos:])
+            child.last_access = self._clock
+            pieces.append(child.value[:shared])
+            node, pos = child, pos + shared
+            if shared < len(child.key):
+                break
+        return (np.concatenate(pieces) if pieces else np.zeros(0, np.int64)), node
+
+
+class QuarantineLeavesBranchLinked(RadixCache):
+    """evict_prefix frees the branch's slots but leaves its nodes in the tree: later matches
+    return freed KV slots (a policy eviction that only half happened)."""
+
+    bug_class = "quarantine-leaves-branch-linked"
+    sources = ('seed: fak radixkv.EvictPrefix (evicted prefix must be unreachable, "as if never seen")',)
+    caught_by = NeverSawViolation
+
+    def evict_prefix(self, tokens: Any) -> int:
+        self._unlink = lambda node: None  # the bug: nothing is cut out of the tree
+        try:
+            return super().evict_prefix(tokens)
+        finally:
+            del self._unlink
+
+
+class QuarantineFreesLocked(RadixCache):
+    """evict_prefix frees a locked node's slots at once, while a request still reads them."""
+
+    bug_class = "quarantine-frees-locked"
+    sources = ('seed: policy eviction of a prefix a running request still reads',)
+    caught_by = SlotViolation
+
+    def _retire(self, node: Node) -> None:
+        self._free(node)
+
+
+class StaleHandleAccepted(RadixCache):
+    """inc_lock_ref on an evicted node walks its old parent chain (sglang #29291)."""
+
+    bug_class = "stale-handle-accepted"
+    sources = ('sgl-project/sglang#29291',)
+    caught_by = RefcountViolation
+
+    def inc_lock_ref(self, handle: Any) -> None:
+        node = handle
+        while node is not self.root and node is not None:
+            node.lock_ref += 1
+            node = node.parent
+
+
+class EvictOvershoots(RadixCache):
+    """evict() ignores num_tokens and empties everything evictable."""
+
+    bug_class = "evict-overshoots"
+    sources = ('RadixAttention paper §3.2 (evict only what the budget needs)',)
+    caught_by = LRUOrderViolation
+
+    def evict(self, num_tokens: int) -> int:
+        return super().evict(self.total_size() if as_count(num_tokens, "num_tokens", 0) else 0)
+
+
+class UnalignedPages(RadixCache):
+    """Shared lengths are not rounded down to whole pages: edges split mid-page (sglang #28692)."""
+
+    bug_class = "paged-split-unaligned"
+    sources = ('sgl-project/sglang#28692', 'sgl-project/sglang#10637')
+    caught_by = PrefixSetViolation
+    page_size_for_test = 2
+
+    def _shared_length(self, edge: tuple[int, ...], query: tuple[int, ...]) -> int:
+        n = 0
+        for a, b in zip(edge, query, strict=False):
+            if a != b:
+                break
+            n += 1
+        return n
+
+
+class ResetLeaksDetached(RadixCache):
+    """reset() forgets quarantined nodes that were still locked: their slots leak."""
+
+    bug_class = "reset-leaks-detached"
+    sources = ('sgl-project/sglang#6888', 'sgl-project/sglang#11970 (leak class: available + evictable != total)')
+    caught_by = SlotViolation
+
+    def reset(self) -> None:
+        self._detached.clear()
+        super().reset()
+
+
+class AcceptsFloatTokens(RadixCache):
+    """Token ids are not validated: 1.5 is silently accepted as a key."""
+
+    bug_class = "bad-input-accepted"
+    sources = ('radixcheck contract: bad input raises and changes nothing',)
+    caught_by = BadInputViolation
+
+    def match_prefix(self, tokens: Any) -> tuple[np.ndarray, Node]:
+        return super().match_prefix([int(t) if not isinstance(t, list) else 0 for t in tokens])
+
+
+class SplitLockNotInherited(RadixCache):
+    """A split gives the new upper node lock count 0 instead of the child's: a lock taken before
+    the split is released on a different set of nodes (sglang #24153, #38480)."""
+
+    bug_class = "split-lock-not-inherited"
+    sources = ('sgl-project/sglang#24153', 'sgl-project/sglang#38480', 'sgl-project/sglang#38138')
+    caught_by = (RefcountViolation, SlotViolation)  # or a quarantine frees what is still locked
+
+    def _split(self, child: Node, at: int) -> Node:
+        upper = super()._split(child, at)
+        upper.lock_ref = 0
+        return upper
+
+
+class InsertKeepsUnalignedTail(RadixCache):
+    """With page_size > 1 the key is cut to whole pages but the value is not: the node holds the
+    caller's unaligned tail too (sglang #10637, evictable accounting by key vs value length)."""
+
+    bug_class = "key-vs-value-length"
+    sources = ('sgl-project/sglang#10637',)
+    caught_by = (PrefixSetViolation, SlotViolation)
+    page_size_for_test = 2
+
+    def insert(self, tokens: Any, values: np.ndarray) -> int:
+        aligned = len(tokens) // self.page_size * self.page_size
+        prefix_len = super().insert(tokens, values)
+        if aligned > prefix_len:
+            _, leaf = self.match_prefix(list(tokens)[:aligned])
+            leaf.value = np.asarray(values[aligned - len(leaf.key) :], dtype=np.int64)
+        return prefix_len
+
+
+class InsertReturnsTokenPrefix(RadixCache):
+    """insert returns the token-wise common prefix, not the page-aligned one, so the caller frees
+    the wrong range (the paged pool-conservation class, sglang #6888 / #7130)."""
+
+    bug_class = "paged-prefix-len-unaligned"
+    sources = ('sgl-project/sglang#6888', 'sgl-project/sglang#7130')
+    caught_by = PrefixSetViolation
+    page_size_for_test = 2
+
+    def insert(self, tokens: Any, values: np.ndarray) -> int:
+        key = as_tokens(tokens, "tokens")
+        prefix_len = super().insert(tokens, values)
+        node, pos = self.root, 0
+        while pos < len(key) and (child := node.children.get(key[pos : pos + self.page_size])) is not None:
+            n = 0
+            while n < len(child.key) and pos + n < len(key) and child.key[n] == key[pos + n]:
+                n += 1
+            pos += n
+            if n < len(child.key):
+                break
+            node = child
+        return max(prefix_len, min(pos, len(key)))
+
+
+class SplitRefreshesSuffix(RadixCache):
+    """A match or insert that ends inside an edge stamps the edge's recency before splitting it,
+    so the unmatched suffix looks freshly used and outlives older-but-newer leaves under LRU
+    (SGLang 0.5.23 RadixCache and UnifiedRadixCache, reports/sglang_findings.md #3)."""
+
+    bug_class = "split-refreshes-suffix"
+    sources = ('SGLang 0.5.23 _match_prefix_helper / _insert_helper (reports/sglang_findings.md #3)',)
+    caught_by = LRUOrderViolation
+
+    def _split(self, child: Node, at: int) -> Node:
+        child.last_access = self._clock  # the bug: the whole edge is touched, then cut
+        return super()._split(child, at)
+
+
+class TokensNarrowedTo16Bits(RadixCache):
+    """Token ids are stored as uint16: with a 128k-152k vocabulary, id 65536 is taken for id 0
+    and a prompt matches KV computed for a different one."""
+
+    bug_class = "token-ids-narrowed-16-bit"
+    sources = ("Llama 3 (128,256 ids) and Qwen (151,936 ids) vocabularies exceed 2**16: a uint16 token buffer aliases ids",)
+    caught_by = (PrefixSetViolation, NeverSawViolation)
+
+    @staticmethod
+    def _narrow(tokens: Any) -> list[int]:
+        return [t & 0xFFFF for t in as_tokens(tokens, "tokens")]
+
+    def match_prefix(self, tokens: Any) -> tuple[np.ndarray, Node]:
+        return super().match_prefix(self._narrow(tokens))
+
+    def insert(self, tokens: Any, values: np.ndarray) -> int:
+        return super().insert(self._narrow(tokens), values)
+
+    def evict_prefix(self, tokens: Any) -> int:
+        return super().evict_prefix(self._narrow(tokens))
+
+
+class TokensThroughFloat32(RadixCache):
+    """Token ids pass through float32 (a key built with a float tensor): above 2**24 neighbouring
+    ids become one, so a prompt matches KV computed for a different one."""
+
+    bug_class = "token-ids-through-float32"
+    sources = ("float32 holds integers exactly only up to 2**24; ids above it collide (keys built from float tensors)",)
+    caught_by = (PrefixSetViolation, NeverSawViolation)
+
+    @staticmethod
+    def _through_float32(tokens: Any) -> list[int]:
+        return np.asarray(as_tokens(tokens, "tokens"), dtype=np.int64).astype(np.float32).astype(np.int64).tolist()
+
+    def match_prefix(self, tokens: Any) -> tuple[np.ndarray, Node]:
+        return super().match_prefix(self._through_float32(tokens))
+
+    def insert(self, tokens: Any, values: np.ndarray) -> int:
+        return super().insert(self._through_float32(tokens), values)
+
+    def evict_prefix(self, tokens: Any) -> int:
+        return super().evict_prefix(self._through_float32(tokens))
+
+
+class ComparesBoundedWindow(RadixCache):
+    """Edge comparison looks at the first 128 tokens only and assumes the rest agree: a long
+    prompt that diverges deep inside a long edge matches tokens it does not share."""
+
+    bug_class = "long-edge-compared-partly"
+    sources = ("bounded-window key comparison (fast paths that compare or hash a fixed-length key prefix)",)
+    caught_by = (PrefixSetViolation, NeverSawViolation)
+    WINDOW = 128
+
+    def _shared_length(self, edge: tuple[int, ...], query: tuple[int, ...]) -> int:
+        if len(edge) > self.WINDOW and edge[: self.WINDOW] == query[: self.WINDOW]:
+            return min(len(edge), len(query)) // self.page_size * self.page_size
+        return super()._shared_length(edge, query)
+
+
+def _restore_recency(cache: RadixCache, before: dict[Node, int]) -> None:
+    """Undo the recency stamps of a call: old nodes get their times back, nodes a split made
+    take their lower half's (the newest of their children)."""
+    for node in cache._linked_nodes():
+        if node in before:
+            node.last_access = before[node]
+    for node in cache._linked_nodes():
+        if node not in before and node.children:
+            node.last_access = max(c.last_access for c in node.children.values())
+
+
+class MatchDoesNotRefresh(RadixCache):
+    """A match does not count as a use: a prompt every request shares is evicted as if idle."""
+
+    bug_class = "match-not-a-use"
+    sources = ("RadixAttention paper §3.2 (LRU: a hit refreshes the matched nodes); SGLang _match_prefix_helper",)
+    caught_by = LRUOrderViolation
+
+    def match_prefix(self, tokens: Any) -> tuple[np.ndarray, Node]:
+        before = {n: n.last_access for n in self._linked_nodes()}
+        result = super().match_prefix(tokens)
+        _restore_recency(self, before)
+        return result
+
+
+class InsertDoesNotRefresh(RadixCache):
+    """Inserting an already cached prefix does not count as a use of it (only new leaves are
+    stamped): the prefix a request just extended is evicted before older ones."""
+
+    bug_class = "insert-not-a-use"
+    sources = ("SGLang _insert_helper (insert refreshes every node on the path)",)
+    caught_by = LRUOrderViolation
+
+    def insert(self, tokens: Any, values: np.ndarray) -> int:
+        before = {n: n.last_access for n in self._linked_nodes()}
+        prefix_len = super().insert(tokens, values)
+        _restore_recency(self, before)
+        return prefix_len
+
+
+class LockRefreshes(RadixCache):
+    """inc_lock_ref counts as a use (stamps the path): a request admitted long after its match
+    makes its prefix look fresh, and the LRU order differs from the contract's."""
+
+    bug_class = "lock-counts-as-use"
+    sources = ("radixcheck contract: a lock is not a use (SGLang inc_lock_ref leaves last_access_time alone)",)
+    caught_by = LRUOrderViolation
+
+    def inc_lock_ref(self, handle: Any) -> None:
+        super().inc_lock_ref(handle)
+        self._clock += 1
+        for node in self._path(handle):
+            node.last_access = self._clock
+
+
+class EvictStopsShort(RadixCache):
+    """evict() frees one leaf per call, whatever ``num_tokens`` asks: the scheduler then runs out
+    of KV slots although evictable cache was left."""
+
+    bug_class = "evict-stops-short"
+    sources = ("RadixAttention paper §3.2 (evict leaves until enough memory is free)",)
+    caught_by = EvictionAmountViolation
+
+    def evict(self, num_tokens: int) -> int:
+        wanted = as_count(num_tokens, "num_tokens", minimum=0)
+        return super().evict(min(wanted, 1))
+
+
+class EvictMiscounts(RadixCache):
+    """evict() returns the number of tokens asked for, not the number it freed."""
+
+    bug_class = "evict-miscounts"
+    sources = ("radixcheck contract: evict returns the tokens it evicted (the scheduler budgets by it)",)
+    caught_by = ReturnValueViolation
+
+    def evict(self, num_tokens: int) -> int:
+        super().evict(num_tokens)
+        return as_count(num_tokens, "num_tokens", minimum=0)
+
+
+class TotalCountsDetached(RadixCache):
+    """total_size() keeps counting quarantined nodes that are still locked (unlinked, not freed)."""
+
+    bug_class = "total-counts-detached"
+    sources = ("sgl-project/sglang#11970 (size accounting drifts from the tree: available + evictable != total)",)
+    caught_by = RefcountViolation
+
+    def total_size(self) -> int:
+        return super().total_size() + sum(len(n.key) for n in self._detached)
+
+    def protected_size(self) -> int:
+        return super().protected_size() + sum(len(n.key) for n in self._detached)
+
+
+class LockOfQuarantinedAccepted(RadixCache):
+    """inc_lock_ref on a quarantined (unlinked, still locked) node is accepted: its lock count
+    grows on nodes no longer in the tree."""
+
+    bug_class = "lock-of-quarantined-accepted"
+    sources = ("radixcheck contract: inc_lock_ref on a quarantined handle raises",)
+    caught_by = RefcountViolation
+
+    def inc_lock_ref(self, handle: Any) -> None:
+        for node in self._path(handle):
+            node.lock_ref += 1
+
+
+class ForeignHandleAccepted(RadixCache):
+    """Handles are not checked to belong to this cache: another cache's node is locked (in the
+    other cache) without complaint (sglang Rust core node ids, reports/sglang_findings.md #6)."""
+
+    bug_class = "foreign-handle-accepted"
+    sources = ("SGLang 0.5.23 UnifiedRadixCache Rust core (node ids accepted across caches; reports/sglang_findings.md #6)",)
+    caught_by = RefcountViolation
+
+    def _path(self, handle: Any) -> list[Node]:
+        if not isinstance(handle, Node):
+            raise ValueError(f"unknown handle {handle!r}")
+        if handle.state == "dead":
+            raise ValueError(f"stale handle {handle!r}")
+        path, node = [], handle
+        while node.parent is not None:  # the bug: walks to whichever root it reaches
+            path.append(node)
+            node = node.parent
+        return path
+
+
+class ResetKeepsHandlesLive(RadixCache):
+    """reset() empties the tree but leaves the old nodes live: a handle from before the reset is
+    still locked and unlocked as if its prefix were cached."""
+
+    bug_class = "reset-keeps-handles-live"
+    sources = ("sgl-project/sglang#29291 (a stale handle walks a dead parent chain)",)
+    caught_by = (RefcountViolation, SlotViolation)  # or an unlock through a pre-reset handle frees again
+
+    def reset(self) -> None:
+        for node in list(self._linked_nodes()) + self._detached:
+            if node is not self.root and len(node.value):
+                self.allocator.free(node.value)  # the bug: the node is not marked dead
+        self.root.children.clear()
+        self._detached.clear()
+
+
+class BadInputHalfApplied(RadixCache):
+    """insert() checks the values' length only after caching the tokens it has values for: it
+    raises, but the cache has changed."""
+
+    bug_class = "bad-input-half-applied"
+    sources = ("radixcheck contract: bad input raises and changes nothing (validate before mutating)",)
+    caught_by = BadInputViolation
+
+    def insert(self, tokens: Any, values: np.ndarray) -> int:
+        key = as_tokens(tokens, "tokens")
+        if isinstance(values, np.ndarray) and values.ndim == 1 and 0 < len(values) < len(key):
+            super().insert(key[: len(values)], values)
+            raise ValueError(f"values must have length {len(key)}, got {len(values)}")
+        return super().insert(tokens, values)
+
+
+MUTANTS: list[type[RadixCache]] = [
+    AcceptsFloatTokens, BadInputHalfApplied, ComparesBoundedWindow, EvictMiscounts, EvictOvershoots, EvictStopsShort,
+    EvictsLockedLeaf, ForeignHandleAccepted, InsertDoesNotRefresh, InsertKeepsUnalignedTail, InsertReturnsTokenPrefix,
+    LockOfQuarantinedAccepted, LockRefreshes, LockSkipsAncestors, LockSkipsSelf, MatchDoesNotRefresh, MostRecentFirst,
+    NoSplitOnMatch, ProtectedCountsNodes, QuarantineFreesLocked, QuarantineLeavesBranchLinked, QuarantineTakesSiblings,
+    ResetKeepsHandlesLive, ResetLeaksDetached, SplitKeepsStaleValues, SplitLockNotInherited, SplitOffByOne,
+    SplitRefreshesSuffix, StaleHandleAccepted, TokensNarrowedTo16Bits, TokensThroughFloat32, TotalCountsDetached,
+    UnalignedPages, UnmatchedUnlockAccepted,
+]
+
+
+def machine_for_mutant(mutant: type[RadixCache]) -> type[RadixCacheMachine]:
+    """The conformance machine for one mutant, at the page size its bug needs. The name keys
+    Hypothesis's derandomized seed, so the gate and the catalogue replay the same runs."""
+    return machine_for(mutant, DEFAULT_CAPABILITIES, getattr(mutant, "page_size_for_test", 1), f"mutant_{mutant.__name__}")
+
+
+# ---- correct variants: unusual but right, so they must pass ---------------------------------
+
+
+class TrustingReference(RadixCache):
+    """Trusts its callers, as SGLang's, mini-sglang's and LightLLM's caches do: lock and unlock
+    check nothing. It checks its own tree instead, before every eviction: no counter below zero
+    and no node locked less than its children (an unlocked node above a locked one). Any unpaired
+    or stale call the suite sent would break that, so passing shows the suite sends none."""
+
+    capabilities = Capabilities(checks_locks=False)
+    page_size_for_test = 1  # where the false alarms on real trusting caches were found
+
+    def inc_lock_ref(self, handle: Any) -> None:
+        node = handle
+        while node is not self.root:
+            node.lock_ref += 1
+            node = node.parent
+
+    def dec_lock_ref(self, handle: Any) -> None:
+        node = handle
+        while node is not self.root:
+            node.lock_ref -= 1
+            if node.lock_ref == 0 and node.state == "detached":
+                self._free(node)
+                self._detached.remove(node)
+            node = node.parent
+
+    def evict(self, num_tokens: int) -> int:
+        for node in self._linked_nodes():
+            if node is not self.root:
+                below = sum(c.lock_ref for c in node.children.values())
+                assert node.lock_ref >= max(0, below), f"tree corrupted by its callers: {node!r} has children locked {below} times"
+        return super().evict(num_tokens)
+
+
+class NoResetReference(RadixCache):
+    """Has no usable reset (as mini-sglang's and LightLLM's caches) and says so."""
+
+    capabilities = Capabilities(supports_reset=False)
+    page_size_for_test = 16
+
+    def reset(self) -> None:
+        raise AssertionError("reset() was sent to a target that declares supports_reset=False")
+
+
+CORRECT_VARIANTS: list[type[RadixCache]] = [TrustingReference, NoResetReference]

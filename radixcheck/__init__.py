@@ -1,0 +1,45 @@
+"""radixcheck: a property-test-first verification suite for radix-tree KV caches.
+
+The public API, for auditing a cache from your own code (as ``zarr.testing`` ships its store
+state machine)::
+
+    from radixcheck import Capabilities, machine_for
+    from hypothesis.stateful import run_state_machine_as_test
+
+    run_state_machine_as_test(machine_for(make, make.capabilities, page_size=16, name="mycache"))
+
+From the command line: ``radixcheck audit mymodule:make``. As a pytest plugin:
+``pytest --pyargs radixcheck.properties.conformance --radix-target mymodule:make``.
+
+The subpackages: ``reference`` (the reference cache), ``oracles`` (naive models of what a cache
+must do), ``properties`` (the contract, the state machine and the conformance tests), ``model``
+(the exact NumPy Llama) and ``reports`` (the ledger benchmark and the audits).
+"""
+
+from __future__ import annotations
+
+from importlib import import_module
+from typing import Any
+
+__version__ = "0.2.0"
+
+# Lazy re-exports (PEP 562): `import radixcheck.model` should not pay for Hypothesis.
+_EXPORTS = {
+    "Capabilities": "radixcheck.properties.contract",
+    "DEFAULT_CAPABILITIES": "radixcheck.properties.contract",
+    "RadixCacheLike": "radixcheck.properties.contract",
+    "SlotAllocator": "radixcheck.properties.contract",
+    "RadixCacheMachine": "radixcheck.properties.cache_machine",
+    "machine_for": "radixcheck.properties.cache_machine",
+    "Target": "radixcheck.properties.target",
+    "TargetError": "radixcheck.properties.target",
+    "load_target": "radixcheck.properties.target",
+}
+
+__all__ = sorted(_EXPORTS)
+
+
+def __getattr__(name: str) -> Any:
+    if name in _EXPORTS:
+        return getattr(import_module(_EXPORTS[name]), name)
+    raise AttributeError(f"module 'radixcheck' has no attribute {name!r}")

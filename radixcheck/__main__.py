@@ -1,0 +1,7 @@
+"""``python -m radixcheck`` is the ``radixcheck`` command."""
+
+import sys
+
+from radixcheck.cli import main
+
+sys.exit(main())

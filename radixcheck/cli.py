@@ -1,0 +1,92 @@
+"""The ``radixcheck`` command.
+
+    radixcheck audit mymodule:make                       # verdict in seconds; exit 0 / 1 / 2
+    radixcheck audit mymodule:make --page-sizes 1,16 --report audit.md --json audit.json -n 2
+    radixcheck reports --out my-reports                  # regenerate the ledger (python -m radixcheck.reports)
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from pathlib import Path
+
+from radixcheck.profiles import PROFILES
+
+
+def _positive_seconds(text: str) -> str:
+    try:
+        value = float(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds") from exc
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"{text!r} must be > 0 seconds")
+    return text
+
+
+def _workers(text: str) -> str:
+    if text == "auto" or (text.isdigit() and int(text) >= 0):
+        return text
+    raise argparse.ArgumentTypeError(f"-n takes a number of workers or 'auto', not {text!r}")
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="radixcheck", description="Verification suite for radix-tree KV caches.")
+    sub = parser.add_subparsers(dest="command", required=True)
+    audit = sub.add_parser("audit", help="run the conformance tests against a cache factory",
+                           description="Run the conformance tests against FACTORY ('package.module:factory'; the working "
+                                       "directory is importable). Exit 0: conforms; 1: does not; 2: usage or load error.")
+    audit.add_argument("factory", help="the cache factory, 'package.module:factory'")
+    audit.add_argument("--page-sizes", help="comma-separated subset of the page sizes the factory declares (default: all up to 64)")
+    audit.add_argument("--profile", default="ci", choices=PROFILES, help="Hypothesis profile (default: ci, derandomized)")
+    audit.add_argument("--report", type=Path, help="write the report card (markdown) here")
+    audit.add_argument("--json", type=Path, help="write the results (JSON) here")
+    audit.add_argument("-n", dest="workers", default="auto", type=_workers, help="pytest-xdist workers (default: auto; 0: in process)")
+    audit.add_argument("--op-timeout", type=_positive_seconds, help="per-operation time limit in seconds (default 5)")
+    audit.add_argument("--shrink-seconds", type=_positive_seconds, help="time to shrink each failure (default 15)")
+    reports = sub.add_parser("reports", help="regenerate the ledger reports (same as python -m radixcheck.reports)", add_help=False)
+    reports.add_argument("args", nargs=argparse.REMAINDER)
+    return parser
+
+
+def _audit(args: argparse.Namespace) -> int:
+    from radixcheck.audit import EXIT_CONFORMS, EXIT_NONCONFORMING, EXIT_USAGE, print_summary, run_audit, write_outputs
+    from radixcheck.properties.target import TIMEOUT_ENV, TargetError, check_target, load_target
+    from radixcheck.properties.verdict import SHRINK_ENV
+    from radixcheck.pytest_plugin import restrict_page_sizes
+
+    if args.op_timeout:
+        os.environ[TIMEOUT_ENV] = args.op_timeout  # read by the pytest-xdist workers too
+    if args.shrink_seconds:
+        os.environ[SHRINK_ENV] = args.shrink_seconds
+    try:
+        target = load_target(args.factory)
+        check_target(target)
+        restrict_page_sizes(target, args.page_sizes)
+    except TargetError as exc:
+        print(f"radixcheck: error: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    print(f"radixcheck: auditing {target.spec}: {target.capabilities}", flush=True)
+    for gap in target.capabilities.not_exercised():
+        print(f"radixcheck: not exercised: {gap}")
+    result = run_audit(target, args.page_sizes, args.profile, args.workers)
+    write_outputs(result, args.report, args.json)
+    print_summary(result)
+    if result.pytest_exit not in (0, 1, 5):  # interrupted, internal or usage error
+        print(f"radixcheck: error: pytest stopped with exit code {result.pytest_exit}", file=sys.stderr)
+        return EXIT_USAGE
+    return EXIT_CONFORMS if result.conforms else EXIT_NONCONFORMING
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    if args.command == "audit":
+        return _audit(args)
+    from radixcheck.reports.__main__ import main as reports_main
+
+    return reports_main(args.args) or 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

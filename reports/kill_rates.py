@@ -1,0 +1,81 @@
+"""Kill rates: how often the gate's search catches each catalogued mutant, over many streams.
+
+The derandomized ``ci`` run is one fixed stream of examples per test; a catch in it could be
+luck. Here each mutant runs under the gate's budget (the `mutation` profile: ci's search without
+shrinking) once per stream, each stream derandomized under its own name, so every figure is
+reproducible: stream ``k`` of a mutant is always the same run.
+
+    python -m radixcheck.reports.kill_rates --streams 200            # every mutant
+    python -m radixcheck.reports.kill_rates --streams 50 EvictsLockedLeaf LockRefreshes
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import dataclass
+
+from hypothesis import settings
+from radixcheck.properties.cache_machine import machine_for
+from radixcheck.properties.contract import DEFAULT_CAPABILITIES
+from radixcheck.properties.mutants import MUTANTS
+from radixcheck.properties.verdict import run_machine
+
+from radixcheck import profiles  # noqa: F401 - registers the `mutation` profile
+
+
+@dataclass(frozen=True)
+class KillRate:
+    mutant: str
+    streams: int
+    kills: int  # streams in which the mutant was caught by one of its own oracles
+    wrong_reason: int  # streams in which it was caught, but by another oracle or a crash
+    seconds: float  # wall time of all its streams
+
+    @property
+    def rate(self) -> float:
+        return self.kills / self.streams if self.streams else float("nan")
+
+
+def _one_stream(job: tuple[str, int]) -> tuple[bool, bool]:
+    """(caught, caught by the right oracle) for stream ``k`` of mutant ``name``."""
+    name, k = job
+    mutant = next(m for m in MUTANTS if m.__name__ == name)
+    page_size = getattr(mutant, "page_size_for_test", 1)
+    machine = machine_for(mutant, DEFAULT_CAPABILITIES, page_size, f"stream{k}_{name}")
+    try:
+        run_machine(machine, settings.get_profile("mutation"))
+    except Exception as exc:  # noqa: BLE001 - a kill is any failure; the type says whether it is the right one
+        return True, isinstance(exc, mutant.caught_by)
+    return False, False
+
+
+def measure(names: list[str], streams: int, jobs: int = 2) -> list[KillRate]:
+    rates = []
+    with ProcessPoolExecutor(jobs) as pool:
+        for name in names:
+            start = time.perf_counter()
+            results = list(pool.map(_one_stream, [(name, k) for k in range(streams)]))
+            rates.append(KillRate(name, streams, sum(right for _, right in results),
+                                  sum(caught and not right for caught, right in results), time.perf_counter() - start))
+    return rates
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(prog="python -m radixcheck.reports.kill_rates", description=__doc__.splitlines()[0])
+    parser.add_argument("mutants", nargs="*", help="mutant class names (default: every catalogued mutant)")
+    parser.add_argument("--streams", type=int, default=50)
+    parser.add_argument("--jobs", type=int, default=2)
+    args = parser.parse_args(argv)
+    known = {m.__name__ for m in MUTANTS}
+    unknown = sorted(set(args.mutants) - known)
+    if unknown:
+        parser.error(f"unknown mutant(s) {unknown}; known: {sorted(known)}")
+    for r in measure(args.mutants or [m.__name__ for m in MUTANTS], args.streams, args.jobs):
+        line = f"{r.mutant:32s} {r.kills:4d}/{r.streams} ({100 * r.rate:5.1f} %)  wrong reason {r.wrong_reason}  {r.seconds:6.1f} s"
+        print(line, flush=True)
+
+
+if __name__ == "__main__":
+    main()
