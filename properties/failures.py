@@ -24,7 +24,8 @@ def oracle_of(exc: BaseException) -> str:
 def program_of(exc: BaseException) -> str:
     """The failing program from Hypothesis's notes, without the invariant checks between steps."""
     lines = "\n".join(getattr(exc, "__notes__", [])).splitlines()
-    return "\n".join(ln for ln in lines if ln.strip() and ln.strip() not in INVARIANT_STEPS)
+    return "\n".join(ln for ln in lines if ln.strip() and ln.strip() not in INVARIANT_STEPS
+                     and not ln.startswith("You can reproduce this test case"))
 
 
 def describe_failure(exc: BaseException) -> dict[str, str]:

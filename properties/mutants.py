@@ -553,14 +553,28 @@ class BadInputHalfApplied(RadixCache):
         return super().insert(tokens, values)
 
 
+class QuarantineCountsOnlyFreed(RadixCache):
+    """evict_prefix returns only the tokens it freed, not those it unlinked but must keep for a
+    running request: the caller's accounting of what left the tree is short."""
+
+    bug_class = "quarantine-miscounts-locked"
+    sources = ("radixcheck contract: evict_prefix returns the tokens unlinked from the tree, locked ones included",)
+    caught_by = NeverSawViolation
+
+    def evict_prefix(self, tokens: Any) -> int:
+        detached_before = len(self._detached)
+        removed = super().evict_prefix(tokens)
+        return removed - sum(len(n.key) for n in self._detached[detached_before:])
+
+
 MUTANTS: list[type[RadixCache]] = [
     AcceptsFloatTokens, BadInputHalfApplied, ComparesBoundedWindow, EvictMiscounts, EvictOvershoots, EvictStopsShort,
     EvictsLockedLeaf, ForeignHandleAccepted, InsertDoesNotRefresh, InsertKeepsUnalignedTail, InsertReturnsTokenPrefix,
     LockOfQuarantinedAccepted, LockRefreshes, LockSkipsAncestors, LockSkipsSelf, MatchDoesNotRefresh, MostRecentFirst,
-    NoSplitOnMatch, ProtectedCountsNodes, QuarantineFreesLocked, QuarantineLeavesBranchLinked, QuarantineTakesSiblings,
-    ResetKeepsHandlesLive, ResetLeaksDetached, SplitKeepsStaleValues, SplitLockNotInherited, SplitOffByOne,
-    SplitRefreshesSuffix, StaleHandleAccepted, TokensNarrowedTo16Bits, TokensThroughFloat32, TotalCountsDetached,
-    UnalignedPages, UnmatchedUnlockAccepted,
+    NoSplitOnMatch, ProtectedCountsNodes, QuarantineCountsOnlyFreed, QuarantineFreesLocked,
+    QuarantineLeavesBranchLinked, QuarantineTakesSiblings, ResetKeepsHandlesLive, ResetLeaksDetached,
+    SplitKeepsStaleValues, SplitLockNotInherited, SplitOffByOne, SplitRefreshesSuffix, StaleHandleAccepted,
+    TokensNarrowedTo16Bits, TokensThroughFloat32, TotalCountsDetached, UnalignedPages, UnmatchedUnlockAccepted,
 ]
 
 

@@ -67,19 +67,27 @@ class _Collector:
         self.verdicts: list[Verdict] = []
         self.started = started
 
+    def pytest_collectreport(self, report: pytest.CollectReport) -> None:
+        if report.failed:
+            self._add(Verdict(report.nodeid or "collection", "failed", 0.0, "collection error", str(report.longrepr)[-2000:]))
+
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         if report.when == "call" or (report.when == "setup" and report.outcome != "passed"):
             props = {k.removeprefix("radixcheck_"): v for k, v in report.user_properties if k.startswith("radixcheck_")}
             reason = props.get("reason", "")
             if report.skipped and isinstance(report.longrepr, tuple):
                 reason = report.longrepr[2].removeprefix("Skipped: ")
-            verdict = Verdict(report.nodeid.rpartition("::")[2], report.outcome, round(report.duration, 2),
-                              props.get("oracle", ""), reason, props.get("program", ""))
-            self.verdicts.append(verdict)
-            mark = {"passed": "ok  ", "failed": "FAIL", "skipped": "skip"}[verdict.outcome]
-            detail = f"  {verdict.oracle}: {verdict.reason}" if verdict.outcome == "failed" else (
-                f"  {verdict.reason}" if verdict.outcome == "skipped" else "")
-            print(f"[{time.monotonic() - self.started:6.1f} s] {mark} {verdict.test} ({verdict.seconds:.1f} s){detail}", flush=True)
+            if report.failed and not props:  # a failure outside the test body: an error in setup
+                props = {"oracle": "error", "reason": str(report.longrepr).strip().splitlines()[-1][:300]}
+            self._add(Verdict(report.nodeid.rpartition("::")[2], report.outcome, round(report.duration, 2),
+                              props.get("oracle", ""), reason or props.get("reason", ""), props.get("program", "")))
+
+    def _add(self, verdict: Verdict) -> None:
+        self.verdicts.append(verdict)
+        mark = {"passed": "ok  ", "failed": "FAIL", "skipped": "skip"}[verdict.outcome]
+        detail = f"  {verdict.oracle}: {verdict.reason}" if verdict.outcome == "failed" else (
+            f"  {verdict.reason}" if verdict.outcome == "skipped" else "")
+        print(f"[{time.monotonic() - self.started:6.1f} s] {mark} {verdict.test} ({verdict.seconds:.1f} s){detail}", flush=True)
 
 
 def run_audit(target: Target, page_sizes: str | None, profile: str, workers: str) -> AuditResult:
@@ -87,7 +95,7 @@ def run_audit(target: Target, page_sizes: str | None, profile: str, workers: str
     started = time.monotonic()
     collector = _Collector(started)
     args = ["--pyargs", CONFORMANCE, "--radix-target", target.spec, f"--hypothesis-profile={profile}",
-            "-p", "no:cacheprovider", "-o", "addopts=", "-qq", "--tb=no", "--no-header", "-p", "no:randomly"]
+            "-p", "no:cacheprovider", "-p", "no:terminal", "-p", "no:randomly", "-o", "addopts="]
     if page_sizes:
         args += ["--radix-page-sizes", page_sizes]
     if workers not in ("0", "1"):

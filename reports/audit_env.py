@@ -117,8 +117,7 @@ def imports_ok() -> bool:
     if not python_in_venv().exists():
         return False
     probe = (
-        f"import sys; sys.path.insert(0, {str(ROOT)!r});"
-        "from properties.adapters import _sglang_stubs; _sglang_stubs.install();"
+        "from radixcheck.properties.adapters import _sglang_stubs; _sglang_stubs.install();"
         "import sglang.srt.mem_cache.radix_cache, torch; print(torch.__version__)"
     )
     r = subprocess.run([str(python_in_venv()), "-c", probe], capture_output=True, text=True)
@@ -142,6 +141,7 @@ def build(force: bool) -> None:
     run(pip + ["--no-deps", SGLANG], "sglang --no-deps", timings)
     # torch is already satisfied at 2.13.0; pin it so no dependency upgrades it.
     run(pip + IMPORT_DEPS + suite_deps() + [TORCH], "import deps + suite deps", timings)
+    run(pip + ["--no-deps", "-e", str(ROOT)], "radixcheck itself (editable, no deps)", timings)
     ok = imports_ok()
     total = round(time.monotonic() - t0, 1)
     size = du_bytes(VENV)

@@ -1,16 +1,14 @@
-"""The bug catalogue, Wycheproof style: each public radix-cache bug class, the property that
-catches it, the mutant of the reference that reproduces it, and how fast the `ci` profile kills it.
+"""The bug catalogue, Wycheproof style: every obligation of the contract, the rule that exercises
+it, the oracle that judges it and the mutant that breaks it; then each mutant's kill rate over
+many streams, the oracle that caught it and its shrunk program.
 
-    python -m radixcheck.reports.catalogue              # writes reports/BUG_CATALOGUE.md and artifacts/catalogue.json
-    python -m radixcheck.reports.catalogue --seeds 100  # kill rate over 100 random seeds (default 50)
+    python -m radixcheck.reports.catalogue                 # BUG_CATALOGUE.md, artifacts/catalogue.json
+    python -m radixcheck.reports.catalogue --streams 200   # kill rates over 200 streams per mutant (default)
 
-Time-to-kill is the wall time of the `ci` profile (derandomized) until the first failing example,
-without shrinking; the minimal program shown is what Hypothesis prints after shrinking. Times are
-noisy (shared machine); the verdicts and programs are deterministic.
-
-The derandomized `ci` run is one fixed stream of examples, so "caught" alone could be luck. The
-*kill rate* reruns the same budget (100 examples x 50 steps, no shrinking) with N random seeds and
-counts the runs that catch the mutant: it says how robust the catch is to the stream.
+*Kill rate*: the gate's budget (the `mutation` profile: ci's 100 x 50 search, no shrinking) run
+once per stream, each stream derandomized under its own name (``radixcheck.reports.kill_rates``).
+*Time to kill* and the *oracle* come from stream 0; the *minimal program* from a bounded shrink
+(``radixcheck.properties.verdict``). Times are noisy (a shared machine); verdicts are not.
 """
 
 from __future__ import annotations
@@ -23,140 +21,154 @@ from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 from typing import Any
 
-import conftest  # noqa: F401 - registers the suite's Hypothesis profiles
-from hypothesis import seed, settings
-from hypothesis.stateful import run_state_machine_as_test
+from hypothesis import settings
+from radixcheck.oracles import violations as v
+from radixcheck.properties.failures import describe_failure
 from radixcheck.properties.mutants import MUTANTS, machine_for_mutant
+from radixcheck.properties.verdict import run_machine
+from radixcheck.reports import default_out
+from radixcheck.reports.kill_rates import measure
 from tabulate import tabulate
 
-# Which oracle a failure message comes from (the phrases are the oracles' own wording).
-ORACLE_OF = [
-    ("removed locked", "2 refcount safety"),
-    ("protected_size", "2 refcount safety"),
-    ("unmatched unlock", "2 refcount safety (unmatched unlock)"),
-    ("stale", "2 refcount safety (stale handle)"),
-    ("survived", "4 LRU order"),
-    ("kept going", "4 LRU order (over-eviction)"),
-    ("bad input", "bad input unchanged"),
-    ("double free", "3 slot conservation"),
-    ("should free", "3 slot conservation"),
-    ("slots leaked", "3 slot conservation"),
-    ("freed while still", "3 slot conservation"),
-    ("never saw", "5 evict-equals-never-saw"),
-    ("evict_prefix", "5 evict-equals-never-saw"),
-    ("prefix_len", "1 prefix-set model (insert)"),
-    ("match_prefix", "1 prefix-set model"),
+from radixcheck import profiles  # noqa: F401 - registers the `mutation` and `audit` profiles
+
+# (obligation, rule or scenario of the state machine that exercises it, the oracle's exception, mutants that break it)
+OBLIGATIONS: list[tuple[str, str, type[v.ContractViolation], list[str]]] = [
+    ("match: the longest cached prefix, page-aligned, through every split", "match, serve, check_every_match",
+     v.PrefixSetViolation, ["SplitOffByOne", "UnalignedPages"]),
+    ("match: the slot ids first inserted there", "check_every_match, serve", v.PrefixSetViolation,
+     ["SplitKeepsStaleValues", "InsertKeepsUnalignedTail"]),
+    ("match: ids across the int32 range stay distinct", "neighbour_id", v.PrefixSetViolation,
+     ["TokensNarrowedTo16Bits", "TokensThroughFloat32"]),
+    ("match: a long edge is compared in full", "long_prompt", v.PrefixSetViolation, ["ComparesBoundedWindow"]),
+    ("insert: prefix_len counts whole cached pages", "insert, serve", v.PrefixSetViolation, ["InsertReturnsTokenPrefix"]),
+    ("insert: only whole pages are cached; the caller keeps the tail", "insert, serve", v.SlotViolation,
+     ["InsertKeepsUnalignedTail"]),
+    ("recency: a match is a use", "queued_admission, hit_short_of_lru_leaf", v.LRUOrderViolation, ["MatchDoesNotRefresh"]),
+    ("recency: an insert is a use", "reinsert_lru_leaf, insert_then_evict", v.LRUOrderViolation, ["InsertDoesNotRefresh"]),
+    ("recency: a mid-edge hit refreshes only what matched", "hit_short_of_lru_leaf", v.LRUOrderViolation,
+     ["SplitRefreshesSuffix"]),
+    ("recency: a lock is not a use", "queued_admission", v.LRUOrderViolation, ["LockRefreshes"]),
+    ("lock: covers every node from the root to the handle", "admit, serve, lock_then_unlock", v.RefcountViolation,
+     ["LockSkipsAncestors", "LockSkipsSelf"]),
+    ("lock: survives a split of a locked edge", "admit then insert/match", v.RefcountViolation, ["SplitLockNotInherited"]),
+    ("lock: covers exactly what matched (the edge is split)", "admit", v.RefcountViolation, ["NoSplitOnMatch"]),
+    ("unlock: an unmatched one is refused, atomically (checks_locks)", "lock_then_unlock, unlock_any", v.RefcountViolation,
+     ["UnmatchedUnlockAccepted"]),
+    ("handles: a stale one is refused (checks_locks)", "lock, unlock after evict/reset", v.RefcountViolation,
+     ["StaleHandleAccepted", "ResetKeepsHandlesLive"]),
+    ("handles: a quarantined one cannot be locked (checks_locks)", "lock_after_quarantine", v.RefcountViolation,
+     ["LockOfQuarantinedAccepted"]),
+    ("handles: another cache's is refused (checks_locks)", "foreign_handle", v.RefcountViolation, ["ForeignHandleAccepted"]),
+    ("evict: never a locked node", "evict, queued_admission", v.RefcountViolation, ["EvictsLockedLeaf"]),
+    ("evict: least recently used leaf first (LRU targets)", "evict, hit_short_of_lru_leaf", v.LRUOrderViolation,
+     ["MostRecentFirst"]),
+    ("evict: frees num_tokens unless nothing evictable is left", "evict", v.EvictionAmountViolation, ["EvictStopsShort"]),
+    ("evict: stops once num_tokens are freed (LRU targets)", "evict, insert_then_evict", v.LRUOrderViolation,
+     ["EvictOvershoots"]),
+    ("evict: returns the tokens it freed", "evict", v.ReturnValueViolation, ["EvictMiscounts"]),
+    ("sizes: protected = tokens under a lock; evictable + protected = total", "invariant sizes_add_up", v.RefcountViolation,
+     ["ProtectedCountsNodes"]),
+    ("sizes: quarantined-but-locked tokens count in none", "invariant sizes_add_up, quarantine_locked", v.RefcountViolation,
+     ["TotalCountsDetached"]),
+    ("quarantine: siblings of the branch are untouched", "quarantine_one_sibling, quarantine_near_miss", v.NeverSawViolation,
+     ["QuarantineTakesSiblings"]),
+    ("quarantine: the branch is unreachable at once", "quarantine", v.NeverSawViolation, ["QuarantineLeavesBranchLinked"]),
+    ("quarantine: returns the tokens unlinked, locked ones included", "quarantine_locked, quarantine_running",
+     v.NeverSawViolation, ["QuarantineCountsOnlyFreed"]),
+    ("quarantine: a locked node is freed at its last unlock, not before", "quarantine_locked, quarantine_running",
+     v.SlotViolation, ["QuarantineFreesLocked"]),
+    ("reset: frees every slot, quarantined ones included", "reset_while_quarantined", v.SlotViolation, ["ResetLeaksDetached"]),
+    ("reset: every handle goes stale", "reset_while_quarantined, unlock", v.RefcountViolation, ["ResetKeepsHandlesLive"]),
+    ("slots: each freed exactly once, none leaked", "invariant slots_conserved", v.SlotViolation, ["SplitKeepsStaleValues"]),
+    ("bad input: refused with an exception (types, dimensions, None)", "bad_input", v.BadInputViolation, ["AcceptsFloatTokens"]),
+    ("bad input: refused before anything changes", "bad_input", v.BadInputViolation, ["BadInputHalfApplied"]),
+    ("DFS order meets the bound of Theorem 3.1 (oracle 6)", "conformance/test_scheduling.py", v.DFSBoundViolation,
+     ["(meta_tests/test_dfs_meta.py: non-DFS orders, SplitOffByOne)"]),
+    ("every call returns within the per-operation limit", "every rule (guarded)", v.ContractViolation,
+     ["(meta_tests/test_target_loading.py: a hanging call is cut off)"]),
 ]
 
 
-def oracle_of(message: str) -> str:
-    return next((name for phrase, name in ORACLE_OF if phrase in message), "other")
-
-
-def _profile(shrink: bool) -> settings:
-    """`audit` (ci's search, first bug, shrunk) or `mutation` (the same, unshrunk): conftest.py."""
-    return settings.get_profile("audit" if shrink else "mutation")
-
-
-def _run(mutant: type, shrink: bool) -> tuple[float, BaseException | None]:
-    machine = machine_for_mutant(mutant)
+def _first_kill(name: str) -> dict[str, Any]:
+    """Stream 0 (the derandomized `mutation` run, the one the meta-test sees) and a bounded shrink."""
+    mutant = next(m for m in MUTANTS if m.__name__ == name)
     start = time.perf_counter()
     try:
-        run_state_machine_as_test(machine, settings=_profile(shrink))
-    except Exception as exc:  # noqa: BLE001 - a kill is any failure; we report which oracle
-        return time.perf_counter() - start, exc
-    return time.perf_counter() - start, None
-
-
-def _killed_with_seed(job: tuple[str, int]) -> bool:
-    """One ci-sized run of mutant ``name`` with a random-seeded (not derandomized) stream."""
-    name, run_seed = job
-    mutant = next(m for m in MUTANTS if m.__name__ == name)
-    search = settings(_profile(shrink=False), derandomize=False, database=None)
+        run_machine(machine_for_mutant(mutant), settings.get_profile("mutation"))
+        return {"caught": False, "seconds_to_kill": round(time.perf_counter() - start, 2)}
+    except Exception:  # noqa: BLE001 - a kill; its oracle comes from the shrunk failure below
+        seconds = round(time.perf_counter() - start, 2)
     try:
-        seed(run_seed)(lambda: run_state_machine_as_test(machine_for_mutant(mutant), settings=search))()
-    except Exception:  # noqa: BLE001 - any failure is a kill here; the ci run checks the reason
-        return True
-    return False
+        run_machine(machine_for_mutant(mutant), settings.get_profile("audit"))
+    except Exception as shrunk:  # noqa: BLE001
+        return {"caught": True, "seconds_to_kill": seconds, **describe_failure(shrunk)}
+    return {"caught": True, "seconds_to_kill": seconds, "oracle": "(did not fail again when shrunk)"}
 
 
-def kill_rates(seeds: int, jobs: int) -> dict[str, int]:
-    """Mutant name -> how many of ``seeds`` random-seeded ci runs caught it."""
-    work = [(m.__name__, s) for m in MUTANTS for s in range(seeds)]
+def build(streams: int, jobs: int) -> list[dict[str, Any]]:
+    names = [m.__name__ for m in MUTANTS]
     with ProcessPoolExecutor(jobs) as pool:
-        killed = list(pool.map(_killed_with_seed, work, chunksize=4))
-    rates: dict[str, int] = {}
-    for (name, _), k in zip(work, killed, strict=True):
-        rates[name] = rates.get(name, 0) + k
-    return rates
-
-
-NOISE = ("state.sizes_add_up()", "state.slots_conserved()", "You can reproduce")
-
-
-def _program(exc: BaseException) -> str:
-    """Hypothesis's shrunk program, without the invariant checks it prints between steps."""
-    lines = "\n".join(getattr(exc, "__notes__", [])).splitlines()
-    return "\n".join(ln for ln in lines if ln.strip() and not ln.strip().startswith(NOISE))
-
-
-def build(seeds: int = 50, jobs: int = 2) -> list[dict[str, Any]]:
-    rates = kill_rates(seeds, jobs) if seeds else {}
+        first = dict(zip(names, pool.map(_first_kill, names), strict=True))
+    rates = {r.mutant: r for r in measure(names, streams, jobs)} if streams else {}
     rows = []
     for mutant in MUTANTS:
-        seconds, first = _run(mutant, shrink=False)
-        _, shrunk = _run(mutant, shrink=True) if first else (0.0, None)
-        message = str(shrunk or first or "").splitlines()[0] if (shrunk or first) else ""
+        rate = rates.get(mutant.__name__)
         rows.append({
             "bug_class": mutant.bug_class,
             "sources": list(mutant.sources),
-            "mutant": f"meta_tests.mutants:{mutant.__name__}",
+            "mutant": f"radixcheck.properties.mutants:{mutant.__name__}",
             "what": " ".join((mutant.__doc__ or "").split()),
-            "caught": first is not None,
-            "oracle": oracle_of(message),
-            "reason": message,
-            "seconds_to_kill": round(seconds, 2),
-            "kills": rates.get(mutant.__name__),
-            "seeds": seeds,
-            "minimal_program": _program(shrunk) if shrunk else "",
+            "kills": rate.kills if rate else None,
+            "wrong_reason": rate.wrong_reason if rate else None,
+            "streams": streams,
+            **first[mutant.__name__],
         })
     return rows
 
 
-def _kill_rate(row: dict[str, Any]) -> str:
-    return f"{row['kills']}/{row['seeds']}" if row["kills"] is not None else ""
+def _rate(row: dict[str, Any]) -> str:
+    return "" if row["kills"] is None else f"{row['kills']}/{row['streams']} ({100 * row['kills'] / row['streams']:.1f} %)"
 
 
-def _lowest_rate(rows: list[dict[str, Any]]) -> str:
-    measured = [r for r in rows if r["kills"] is not None]
-    if not measured:
-        return ""
-    worst = min(measured, key=lambda r: r["kills"] / r["seeds"])
-    return f"; lowest kill rate {_kill_rate(worst)} ({worst['bug_class']})"
+def obligations_table() -> str:
+    return tabulate([[o, f"`{r}`", c.oracle, ", ".join(f"`{m}`" for m in ms)] for o, r, c, ms in OBLIGATIONS],
+                    headers=["obligation", "exercised by", "oracle", "mutant(s) that break it"], tablefmt="github")
 
 
 def render(rows: list[dict[str, Any]]) -> str:
     killed = [r["seconds_to_kill"] for r in rows if r["caught"]]
+    measured = [r for r in rows if r["kills"] is not None]
+    lowest = min(measured, key=lambda r: r["kills"] / r["streams"]) if measured else None
     table = tabulate(
-        [[r["bug_class"], "<br>".join(r["sources"]), f"`{r['mutant'].split(':')[1]}`", r["oracle"],
-          "yes" if r["caught"] else "**NO**", f"{r['seconds_to_kill']:.2f}", _kill_rate(r)] for r in rows],
-        headers=["bug class", "source thread(s)", "mutant", "caught by oracle", "caught", "time to kill (s)",
-                 "kill rate (random seeds)"],
+        [[r["bug_class"], "<br>".join(r["sources"]), f"`{r['mutant'].split(':')[1]}`", r.get("oracle", ""),
+          "yes" if r["caught"] else "**NO**", f"{r['seconds_to_kill']:.2f}", _rate(r)] for r in rows],
+        headers=["bug class", "source", "mutant", "caught by oracle", "caught (stream 0)", "time to kill (s)", "kill rate"],
         tablefmt="github",
     )
     parts = [
         "# Bug catalogue",
         "",
-        "Regenerate with `python -m radixcheck.reports.catalogue`. Each row is a class of bug seen in a real radix cache, "
-        "reproduced as a one-idea mutant of the reference (`meta_tests/mutants.py`) and run through the "
-        "conformance state machine under the `ci` Hypothesis profile (derandomized). *Time to kill* is the wall "
-        "time to the first failing example, before shrinking — a noisy figure on a shared 2-core machine. "
-        "*Kill rate* reruns the same budget with random seeds instead of the derandomized stream and counts "
-        "the runs that catch the mutant (how much the catch depends on one lucky stream).",
+        "Regenerate with `python -m radixcheck.reports.catalogue` (about 30 min on 2 cores at 200 streams). "
+        "Each row is a class of bug seen in real radix caches, reproduced as a one-idea mutant of the reference "
+        "(`properties/mutants.py`) and run through the conformance state machine at the gate's budget "
+        "(100 examples x 50 steps, no shrinking). The *kill rate* counts the streams, each derandomized under its "
+        "own name and so reproducible, in which the mutant was caught by one of the oracles its bug class predicts: "
+        "it says how little a catch depends on one lucky stream. *Time to kill* is stream 0's wall time to the first "
+        "failure, a noisy figure on a shared 2-core machine.",
         "",
-        f"**{sum(r['caught'] for r in rows)} of {len(rows)} caught; median time to kill "
+        f"**{sum(r['caught'] for r in rows)} of {len(rows)} caught in stream 0; median time to kill "
         f"{statistics.median(killed) if killed else float('nan'):.2f} s, max {max(killed) if killed else float('nan'):.2f} s"
-        f"{_lowest_rate(rows)}.**",
+        + (f"; lowest kill rate {_rate(lowest)} ({lowest['bug_class']})" if lowest else "") + ".**",
+        "",
+        "## Obligations",
+        "",
+        "Every obligation of the contract (`properties/contract.py`), the rule or scenario that exercises it within "
+        "a few steps, the oracle that judges it, and the catalogued mutant that breaks it.",
+        "",
+        obligations_table(),
+        "",
+        "## Mutants",
         "",
         table,
         "",
@@ -164,23 +176,24 @@ def render(rows: list[dict[str, Any]]) -> str:
         "",
     ]
     for r in rows:
-        parts += [f"### {r['bug_class']} — `{r['mutant']}`", "", r["what"], "", f"Reason: {r['reason']}", "",
-                  "```python", r["minimal_program"] or "(not caught)", "```", ""]
+        parts += [f"### {r['bug_class']} — `{r['mutant']}`", "", r["what"], "", f"Reason: {r.get('reason', '')}", "",
+                  "```python", r.get("program") or "(not caught)", "```", ""]
     return "\n".join(parts)
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--out", type=Path, default=None, help="output directory (default: reports/ in a checkout, "
-                        "./radixcheck-reports when installed)")
-    parser.add_argument("--seeds", type=int, default=50, help="random-seeded runs per mutant for the kill rate (0: skip)")
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(prog="python -m radixcheck.reports.catalogue", description=__doc__.splitlines()[0])
+    parser.add_argument("--out", type=Path, default=None,
+                        help="output directory (default: reports/ in a checkout, ./radixcheck-reports when installed)")
+    parser.add_argument("--streams", type=int, default=200, help="streams per mutant for the kill rate (0: skip)")
     parser.add_argument("--jobs", type=int, default=2)
-    args = parser.parse_args()
-    rows = build(args.seeds, args.jobs)
-    (args.out / "BUG_CATALOGUE.md").write_text(render(rows) + "\n", encoding="utf-8")
-    (args.out / "artifacts").mkdir(exist_ok=True)
-    stable = [{k: v for k, v in r.items() if k != "seconds_to_kill"} for r in rows]
-    (args.out / "artifacts" / "catalogue.json").write_text(json.dumps(stable, indent=2) + "\n", encoding="utf-8")
+    args = parser.parse_args(argv)
+    out = args.out or default_out()
+    rows = build(args.streams, args.jobs)
+    (out / "artifacts").mkdir(parents=True, exist_ok=True)
+    (out / "BUG_CATALOGUE.md").write_text(render(rows) + "\n", encoding="utf-8")
+    stable = [{k: val for k, val in r.items() if k != "seconds_to_kill"} for r in rows]
+    (out / "artifacts" / "catalogue.json").write_text(json.dumps(stable, indent=2) + "\n", encoding="utf-8")
     print(render(rows).split("## Minimal")[0])
 
 

@@ -4,11 +4,11 @@
     python -m radixcheck.reports.matrix --jobs 2        # (default) two pytest processes at a time
     python -m radixcheck.reports.matrix --report-only   # re-render, refreshing only SGLang's rows
 
-Each implementation runs the target-dependent tests of ``properties/`` (those taking the ``target``
-fixture) in its own pytest process under the ``audit`` profile (``ci``'s search, stopping at the
-first distinct bug per test, which Hypothesis then shrinks). SGLang's rows come from
-``reports/sglang_audit_results.json`` (``python reports/sglang_audit.py`` builds the isolated
-environment they need and regenerates it). Writes ``reports/MATRIX.md`` and
+Each implementation runs ``radixcheck audit`` (the conformance tests) in its own process under
+the ``audit`` profile (``ci``'s search, stopping at the first bug per test, shrunk within the
+budget); every failure's oracle comes from its exception type. SGLang's rows come from
+``reports/sglang_audit_results.json`` (``python -m radixcheck.reports.sglang_audit`` builds the
+isolated environment they need and regenerates it). Writes ``reports/MATRIX.md`` and
 ``reports/artifacts/matrix.json``: every failure with a one-line reason and its shrunk program.
 """
 
@@ -20,10 +20,9 @@ import sys
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from radixcheck.properties.mutants import MUTANTS
-from radixcheck.reports.catalogue import oracle_of
+from radixcheck.properties.mutants import CORRECT_VARIANTS, MUTANTS
+from radixcheck.reports.audit_runner import audit_json
 from radixcheck.reports.sglang_audit import OUT_JSON as SGLANG_JSON
-from radixcheck.reports.sglang_audit import run_suite, target_test_files
 
 ROOT = Path(__file__).resolve().parent.parent
 OUT_MD = ROOT / "reports" / "MATRIX.md"
@@ -32,18 +31,14 @@ OUT_JSON = ROOT / "reports" / "artifacts" / "matrix.json"
 
 def implementations() -> list[tuple[str, str, str]]:
     """(name, target spec, kind) for every implementation run in this environment."""
-    rows = [("reference", "reference:RadixCache", "reference")]
-    rows += [(m.bug_class, f"meta_tests.mutants:{m.__name__}", "mutant") for m in MUTANTS]
+    rows = [("reference", "radixcheck.reference:RadixCache", "reference")]
+    rows += [(v.__name__, f"radixcheck.properties.mutants:{v.__name__}", "correct variant") for v in CORRECT_VARIANTS]
+    rows += [(m.bug_class, f"radixcheck.properties.mutants:{m.__name__}", "mutant") for m in MUTANTS]
     return rows
 
 
-def run_target(name: str, spec: str, files: list[str], profile: str = "audit") -> dict:
-    seconds, _, tests, stderr_tail = run_suite(sys.executable, spec, files, profile)
-    for d in tests.values():
-        d.pop("raw", None)
-        if d["outcome"] in ("failed", "error"):
-            d.update(outcome="failed", oracle=oracle_of(d.get("reason", "")))
-    return {"name": name, "spec": spec, "seconds": seconds, "tests": tests, "stderr_tail": stderr_tail}
+def run_target(name: str, spec: str, profile: str = "audit") -> dict:
+    return {"name": name, "spec": spec, **audit_json(sys.executable, spec, profile)}
 
 
 def sglang_rows() -> list[dict]:
@@ -53,11 +48,8 @@ def sglang_rows() -> list[dict]:
     for r in json.loads(SGLANG_JSON.read_text())["results"]:
         tests = {}
         for test_id, d in r["tests"].items():
-            d = {k: v for k, v in d.items() if k != "raw"}
-            if d["outcome"] in ("failed", "error"):
-                d.update(outcome="failed", oracle=oracle_of(d.get("reason", "")))
-            tests[test_id] = d
-        rows.append({"name": f"sglang {r['factory']}", "spec": f"properties.adapters.sglang_radix:{r['factory']}",
+            tests[test_id] = {k: v for k, v in d.items() if k != "raw"} | ({"outcome": "failed"} if d["outcome"] == "error" else {})
+        rows.append({"name": f"sglang {r['factory']}", "spec": f"radixcheck.properties.adapters.sglang_radix:{r['factory']}",
                      "seconds": r["seconds"], "tests": tests, "stderr_tail": r.get("stderr_tail", "")})
     return rows
 
@@ -116,7 +108,7 @@ def render(rows: list[dict], profile: str) -> str:
     out = [
         "# Conformance matrix",
         "",
-        "Regenerate with `python -m radixcheck.reports.matrix` (SGLang rows: `python reports/sglang_audit.py` first). "
+        "Regenerate with `python -m radixcheck.reports.matrix` (SGLang rows: `python -m radixcheck.reports.sglang_audit` first). "
         f"Each implementation ran the target-dependent properties in its own pytest process, Hypothesis profile "
         f"`{profile}` for the rows run here (`audit`: ci's search, one shrunk bug per test; `mutation`: the same "
         "search, unshrunk — the mutants' shrunk programs are in `BUG_CATALOGUE.md`); SGLang rows as recorded in "
@@ -173,9 +165,8 @@ def main() -> None:
         rows = [r for r in saved["rows"] if not r["name"].startswith("sglang ")]
         args.profile = saved["profile"]
     else:
-        files = target_test_files()
         with ThreadPoolExecutor(max_workers=max(1, args.jobs)) as pool:
-            rows = list(pool.map(lambda impl: run_target(impl[0], impl[1], files, args.profile), implementations()))
+            rows = list(pool.map(lambda impl: run_target(impl[0], impl[1], args.profile), implementations()))
         for r in rows:
             counts = {k: sum(d["outcome"] == k for d in r["tests"].values()) for k in CELL}
             print(f"[matrix] {r['name']:28s} {r['seconds']:7.1f} s  {counts}", flush=True)
