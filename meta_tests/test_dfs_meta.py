@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 from hypothesis import find, settings
+
 from radixcheck.properties.batches import batches, misses_the_bound
 from radixcheck.properties.contract import DEFAULT_CAPABILITIES
 from radixcheck.properties.mutants import SplitOffByOne

@@ -12,9 +12,10 @@ import numpy as np
 import pytest
 from hypothesis import Phase, given, settings
 from hypothesis import strategies as st
+from threadpoolctl import threadpool_limits
+
 from radixcheck.model import KVPool, load_default
 from radixcheck.model.checks import check_chunked_equals_full, check_reuse_after_split
-from threadpoolctl import threadpool_limits
 
 EXACT = load_default()
 FLOAT = load_default(arithmetic="float")

@@ -3,11 +3,18 @@ its bug class predicts; and it does not cry wolf: every correct variant must pas
 
 from __future__ import annotations
 
+import time
+
 import pytest
 from hypothesis import settings
+
 from radixcheck.properties.cache_machine import machine_for
+from radixcheck.properties.contract import DEFAULT_CAPABILITIES
+from radixcheck.properties.failures import oracle_of
 from radixcheck.properties.mutants import CORRECT_VARIANTS, MUTANTS, machine_for_mutant
+from radixcheck.properties.target import TIMEOUT_ENV
 from radixcheck.properties.verdict import run_machine
+from radixcheck.reference import RadixCache
 
 
 def find_only() -> settings:
@@ -31,3 +38,29 @@ def test_correct_variant_passes(variant) -> None:
     The trusting one asserts its own tree before each eviction, so any unpaired or stale call
     the suite sent would show; the no-reset one raises if it is ever sent reset()."""
     run_machine(machine_for(variant, variant.capabilities, variant.page_size_for_test, f"variant_{variant.__name__}"), find_only())
+
+
+def test_every_mutant_breaks_a_listed_obligation() -> None:
+    """The catalogue's obligation table names every catalogued mutant, and only those."""
+    from radixcheck.reports.catalogue import OBLIGATIONS
+
+    listed = {m for *_, mutants in OBLIGATIONS for m in mutants if not m.startswith("(")}
+    assert listed == {m.__name__ for m in MUTANTS}
+
+
+class HangsOnEvict(RadixCache):
+    """A cache whose evict never returns."""
+
+    def evict(self, num_tokens: int) -> int:
+        while True:
+            time.sleep(0.05)
+
+
+def test_a_hang_is_reported_unshrunk(monkeypatch) -> None:
+    """A hanging call is cut off by the per-operation limit and reported at once: not shrunk
+    (each replay would cost the limit again), and later calls into the hung code are refused."""
+    monkeypatch.setenv(TIMEOUT_ENV, "0.3")
+    with pytest.raises(Exception) as caught:
+        run_machine(machine_for(HangsOnEvict, DEFAULT_CAPABILITIES, 1, "meta_hangs"), settings.get_profile("ci"))
+    assert oracle_of(caught.value).startswith("hang"), caught.value
+    assert any("not shrunk" in note for note in caught.value.__notes__)

@@ -7,9 +7,9 @@ import sys
 from pathlib import Path
 
 import pytest
+
 from radixcheck.properties.contract import Capabilities
 from radixcheck.properties.target import OperationTimeout, TargetError, guarded, load_target
-
 from radixcheck.pytest_plugin import report_header
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -78,8 +78,9 @@ def main() -> None:
     ap.add_argument("--json", type=Path, help="also write the results here")
     args = ap.parse_args()
 
-    from radixcheck.model import KVPool, exact
     from threadpoolctl import threadpool_info, threadpool_limits
+
+    from radixcheck.model import KVPool, exact
 
     exact.ATTENTION_THREADS = args.threads
     limiter = threadpool_limits(limits=args.threads)  # noqa: F841 - held for the whole run

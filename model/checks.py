@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import numpy as np
+
 from radixcheck.model.kv_pool import KVPool
 from radixcheck.model.llama import Model
 

@@ -43,6 +43,7 @@ from dataclasses import dataclass
 from functools import cache
 
 import numpy as np
+
 from radixcheck.model.q8 import BLOCK, Q8Matrix, dequantize
 
 F64_EXACT = 2.0**53

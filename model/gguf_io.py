@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+
 from radixcheck.model.llama import Config, LayerWeights, Weights
 from radixcheck.model.q8 import Q8Matrix, from_gguf_bytes, quantize, to_gguf_bytes
 

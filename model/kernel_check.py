@@ -55,8 +55,9 @@ def env_for(kernel_set: str) -> dict[str, str]:
 def digest(real: bool) -> None:
     """Child process: print the BLAS kernel set in use and digests of fixed logits."""
     import numpy as np
-    from radixcheck.model import KVPool, load_default
     from threadpoolctl import threadpool_info, threadpool_limits
+
+    from radixcheck.model import KVPool, load_default
 
     models = {"exact": load_default(), "float": load_default(arithmetic="float")}
     if real:

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
+
 from radixcheck.model.exact import get_ops
 from radixcheck.model.kv_pool import KVPool, KVPoolError
 from radixcheck.model.q8 import Q8Matrix

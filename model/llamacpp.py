@@ -55,6 +55,7 @@ def _llama(path: str, n_ctx: int, logits_all: bool, threads: int = 2):  # noqa: 
 
 def write_fixture(out: Path) -> None:
     import llama_cpp
+
     from radixcheck.model import smollm2
 
     path = str(smollm2.prepare())

@@ -21,6 +21,7 @@ from __future__ import annotations
 from collections.abc import Sequence as Seq
 
 import numpy as np
+
 from radixcheck.model.kv_pool import KVPool
 from radixcheck.model.llama import InputError, Model
 

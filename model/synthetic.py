@@ -8,6 +8,7 @@ model is exercised and exactness is exactly as hard to get right.
 from __future__ import annotations
 
 import numpy as np
+
 from radixcheck.model.llama import Config, LayerWeights, Model, Weights
 from radixcheck.model.q8 import quantize
 

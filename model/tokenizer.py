@@ -9,6 +9,7 @@ every test string tried (see exactness.md); ``model/llamacpp_diff.py`` re-checks
 from __future__ import annotations
 
 import os
+from pathlib import Path
 from typing import Any
 
 from radixcheck.model.gguf_io import GGUFError, _field, _open
@@ -38,8 +39,21 @@ def from_gguf_reader(reader: Any) -> Any:
 
 def load_tokenizer(path: str | os.PathLike[str]) -> Any:
     """A ``tokenizers.Tokenizer`` for the GGUF at ``path``. ``encode(text).ids`` gives token ids
-    (no BOS is added, as llama.cpp does for SmolLM2)."""
-    return from_gguf_reader(_open(path))
+    (no BOS is added, as llama.cpp does for SmolLM2).
+
+    Reading 49k tokens and merges out of the GGUF takes seconds, so the result is kept beside
+    it as ``<gguf>.<size>.tokenizer.json`` (tokenizers' own format) and read from there next time."""
+    from tokenizers import Tokenizer
+
+    gguf = Path(path)
+    saved = gguf.with_name(f"{gguf.name}.{gguf.stat().st_size}.tokenizer.json")
+    if saved.is_file():
+        return Tokenizer.from_file(str(saved))
+    tok = from_gguf_reader(_open(gguf))
+    tmp = saved.with_suffix(f".{os.getpid()}.tmp")
+    tok.save(str(tmp))
+    os.replace(tmp, saved)  # atomic: a parallel test worker never reads half a file
+    return tok
 
 
 def load_smollm2_tokenizer(download: bool = True) -> Any:

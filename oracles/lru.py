@@ -14,7 +14,7 @@ the cache kept going past ``num_tokens``.
 from __future__ import annotations
 
 from radixcheck.oracles.prefix_set import Entry
-from radixcheck.oracles.violations import LRUOrderViolation
+from radixcheck.oracles.violations import LRUOrderViolation, shown
 
 
 def check_lru(evicted: list[tuple[int, Entry]], surviving_leaves: list[Entry], num_tokens: int, page_size: int) -> None:
@@ -26,7 +26,9 @@ def check_lru(evicted: list[tuple[int, Entry]], surviving_leaves: list[Entry], n
     newest = max(e.last_use for _, e in evicted)
     older = [e.prefix for e in unlocked if e.last_use < newest]
     if older:
-        raise LRUOrderViolation(f"evict({num_tokens}) evicted a page used at t={newest} while leaf {older[0]} (used earlier) survived")
+        raise LRUOrderViolation(
+            f"evict({num_tokens}) evicted a page used at t={newest} while leaf {shown(older[0])} (used earlier) survived"
+        )
     before_last = sum(page_size for _, e in evicted if e.last_use < newest)
     if before_last < num_tokens:
         return
@@ -34,7 +36,7 @@ def check_lru(evicted: list[tuple[int, Entry]], surviving_leaves: list[Entry], n
     if inversions:
         newer, older_page = inversions[0]
         raise LRUOrderViolation(
-            f"evict({num_tokens}) evicted out of LRU order: page {newer.prefix} (used at t={newer.last_use}) went before "
-            f"page {older_page.prefix} (used at t={older_page.last_use}); the older pages alone freed {before_last} tokens"
+            f"evict({num_tokens}) evicted out of LRU order: page {shown(newer.prefix)} (used at t={newer.last_use}) went before "
+            f"page {shown(older_page.prefix)} (used at t={older_page.last_use}); the older pages alone freed {before_last} tokens"
         )
     raise LRUOrderViolation(f"evict({num_tokens}) kept going after freeing {before_last} tokens, oldest first (freed {freed})")

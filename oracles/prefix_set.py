@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
-from radixcheck.oracles.violations import PrefixSetViolation, SlotViolation
+from radixcheck.oracles.violations import PrefixSetViolation, SlotViolation, shown
 
 
 @dataclass(eq=False)
@@ -113,7 +113,7 @@ class PrefixSetModel:
         removed = [e for e in self.cached.values() if e.values[0] in slots]
         partial = [e.prefix for e in removed if not slots.issuperset(e.values)]
         if partial:
-            raise SlotViolation(f"eviction freed only part of the page(s) {partial}")
+            raise SlotViolation(f"eviction freed only part of the page(s) {', '.join(map(shown, partial[:3]))}")
         unknown = slots - {v for e in removed for v in e.values}
         if unknown:
             raise SlotViolation(f"eviction freed slots the cache did not hold: {sorted(unknown)[:8]}")
@@ -122,7 +122,7 @@ class PrefixSetModel:
             entry.state = "gone"
         orphans = [e.prefix for e in self.cached.values() if e.prefix[: -self.page_size] and e.prefix[: -self.page_size] not in self.cached]
         if orphans:
-            raise PrefixSetViolation(f"eviction removed a prefix but kept its extension(s) {orphans[:3]}")
+            raise PrefixSetViolation(f"eviction removed a prefix but kept its extension(s) {', '.join(map(shown, orphans[:3]))}")
         return removed
 
     def quarantine(self, tokens: Sequence[int]) -> tuple[int, set[int]]:

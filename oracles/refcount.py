@@ -7,7 +7,7 @@ negative; protected is exactly the pages under a lock, so it is 0 once every loc
 from __future__ import annotations
 
 from radixcheck.oracles.prefix_set import Entry, PrefixSetModel
-from radixcheck.oracles.violations import RefcountViolation
+from radixcheck.oracles.violations import RefcountViolation, shown
 
 
 def check_sizes(model: PrefixSetModel, total: int, evictable: int, protected: int) -> None:
@@ -24,4 +24,4 @@ def check_sizes(model: PrefixSetModel, total: int, evictable: int, protected: in
 def check_none_locked(removed: list[Entry]) -> None:
     locked = [e.prefix for e in removed if e.locks > 0]
     if locked:
-        raise RefcountViolation(f"evict() removed locked page(s) ending prefix {locked[:3]}")
+        raise RefcountViolation(f"evict() removed locked page(s) ending prefix {', '.join(map(shown, locked[:3]))}")

@@ -56,3 +56,12 @@ class ReturnValueViolation(ContractViolation):
 
     oracle = "return values"
 
+
+
+def shown(tokens: tuple[int, ...] | list[int]) -> str:
+    """Tokens for a message: in full when short, else the ends and the length (prompts can be
+    thousands of tokens long)."""
+    items = list(tokens)
+    if len(items) <= 12:
+        return str(items)
+    return f"[{', '.join(map(str, items[:6]))}, … {', '.join(map(str, items[-2:]))}] ({len(items)} tokens)"

@@ -11,10 +11,11 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 
 from hypothesis import strategies as st
+
 from radixcheck.oracles.dfs_bound import distinct_prefixes
 from radixcheck.properties.contract import SlotAllocator
 from radixcheck.properties.serving import serve_all
-from radixcheck.properties.target import Target
+from radixcheck.properties.target import GuardedCache, Target, guarded
 from radixcheck.reference import cache_aware_order
 
 Batch = list[tuple[int, ...]]
@@ -42,7 +43,8 @@ def tokens_computed(target: Target, batch: Sequence[tuple[int, ...]], budget_pag
     allocator = SlotAllocator(1 << 16)
     requests = [as_pages(r, page_size) for r in batch]
     budget = None if budget_pages is None else budget_pages * page_size
-    return serve_all(target.factory(allocator, page_size), allocator, requests, budget)
+    cache = GuardedCache(guarded("factory", target.factory, allocator, page_size))
+    return serve_all(cache, allocator, requests, budget)
 
 
 def bound(batch: Sequence[tuple[int, ...]], page_size: int) -> int:

@@ -39,6 +39,7 @@ from typing import Any
 import numpy as np
 from hypothesis import strategies as st
 from hypothesis.stateful import Bundle, RuleBasedStateMachine, consumes, initialize, invariant, multiple, precondition, rule
+
 from radixcheck.oracles.amount import check_amount
 from radixcheck.oracles.lru import check_lru
 from radixcheck.oracles.never_saw import expected_match_length, never_saw
@@ -52,6 +53,7 @@ from radixcheck.oracles.violations import (
     PrefixSetViolation,
     RefcountViolation,
     ReturnValueViolation,
+    shown,
 )
 from radixcheck.properties.contract import DEFAULT_CAPABILITIES, Capabilities, SlotAllocator
 from radixcheck.properties.target import OperationTimeout, guarded
@@ -66,7 +68,8 @@ MIN_BLOCK = 4  # a block is max(page_size, MIN_BLOCK) tokens
 SMALL_IDS = (0, 1, 2, 3)  # a tiny alphabet: sequences collide and share prefixes often
 WIDE_IDS = (2**16, 2**17 + 1, 2**24 + 1, 2**31 - 1)  # int32-range ids that narrow types mangle
 VOCABULARY = SMALL_IDS * 6 + WIDE_IDS  # about one token in seven is wide
-NEIGHBOUR_BITS = (16, 17)  # an id differing only in bit 16 or 17: equal after a 16/17-bit cast
+NEIGHBOURS = ("bit16", "bit17", "float32")  # ids that a uint16 or a float32 cannot tell apart
+FLOAT32_TWINS = (2**24 + 1, 2**24)  # float32(2**24 + 1) == 2**24
 
 
 @dataclass(frozen=True)
@@ -113,7 +116,7 @@ class HandleRecord:
     held: int = 0
 
     def __repr__(self) -> str:  # shown in Hypothesis's failure program
-        return f"handle<{list(self.tokens)}>"
+        return f"handle<{shown(self.tokens)}>"
 
 
 def _as_int(x: Any, what: str) -> int:
@@ -144,6 +147,10 @@ def _can_reset(self: RadixCacheMachine) -> bool:
 
 def _can_lock_later(self: RadixCacheMachine) -> bool:
     return not self.capabilities.locks_only_after_match
+
+
+def _validates_input(self: RadixCacheMachine) -> bool:
+    return self.capabilities.validates_input
 
 
 def _can_admit(self: RadixCacheMachine) -> bool:
@@ -200,30 +207,31 @@ class RadixCacheMachine(RuleBasedStateMachine):
         ``after_quarantine`` = (quarantined prefix, expected length) checks oracle 5 first, on the raw answer."""
         values, handle = self._call("match_prefix", self._as_list_or_array(tokens))
         values = _as_slot_array(values, "match_prefix")
-        if len(values) % self.page_size:
-            raise PrefixSetViolation(f"match_prefix({list(tokens)}) returned {len(values)} values, not page-aligned")
+        if len(values) % self.page_size or len(values) > len(tokens):
+            raise PrefixSetViolation(f"match_prefix({shown(tokens)}) returned {len(values)} values: more than the query "
+                                     f"or not page-aligned")
         if after_quarantine is not None:
             quarantined, want = after_quarantine
             if len(values) != want:
                 raise NeverSawViolation(
-                    f"after evict_prefix({list(quarantined)}), {list(tokens)} matches {len(values)} tokens; "
+                    f"after evict_prefix({shown(quarantined)}), {shown(tokens)} matches {len(values)} tokens; "
                     f"a cache that never saw the prefix matches {want}"
                 )
         path = self.model.match(tokens)
         expected = self.model.values_of(path)
         if len(values) != len(expected):
             raise PrefixSetViolation(
-                f"match_prefix({list(tokens)}) matched {len(values)} tokens; the longest cached prefix has {len(expected)}"
+                f"match_prefix({shown(tokens)}) matched {len(values)} tokens; the longest cached prefix has {len(expected)}"
             )
         if values.tolist() != expected:
-            raise PrefixSetViolation(f"match_prefix({list(tokens)}) returned slots {values.tolist()}, but {expected} were inserted there")
+            raise PrefixSetViolation(f"match_prefix({shown(tokens)}) returned slots {values.tolist()}, but {expected} were inserted there")
         return HandleRecord(handle, path, tokens[: len(expected)])
 
     def _insert(self, tokens: tuple[int, ...], values: np.ndarray) -> int:
         prefix_len = _as_int(self._call("insert", self._as_list_or_array(tokens), values), "insert")
         expected = self.model.insert(tokens, values.tolist())
         if prefix_len != expected:
-            raise PrefixSetViolation(f"insert({list(tokens)}) returned prefix_len {prefix_len}; {expected} tokens were already cached")
+            raise PrefixSetViolation(f"insert({shown(tokens)}) returned prefix_len {prefix_len}; {expected} tokens were already cached")
         return prefix_len
 
     def _free_callers_copies(self, values: np.ndarray, owned_from: int, prefix_len: int, length: int) -> None:
@@ -297,8 +305,8 @@ class RadixCacheMachine(RuleBasedStateMachine):
         removed = _as_int(self._call("evict_prefix", self._as_list_or_array(tokens)), "evict_prefix")
         expected_removed, expected_freed = self.model.quarantine(tokens)
         if removed != expected_removed:
-            raise NeverSawViolation(f"evict_prefix({list(tokens)}) removed {removed} tokens, expected {expected_removed}")
-        check_freed(self._freed_since(mark), expected_freed, f"evict_prefix({list(tokens)})")
+            raise NeverSawViolation(f"evict_prefix({shown(tokens)}) removed {removed} tokens, expected {expected_removed}")
+        check_freed(self._freed_since(mark), expected_freed, f"evict_prefix({shown(tokens)})")
         for query in self.known + [tokens]:
             self._match(query, after_quarantine=(tokens, expected_match_length(witness, query, self.page_size)))
 
@@ -371,16 +379,20 @@ class RadixCacheMachine(RuleBasedStateMachine):
         self._match(tokens[: len(tokens) * cut_percent // 100] + Span(1, 0, seed + 1).tokens(self.block))
         return tokens
 
-    @rule(base=sequences, position_percent=st.integers(0, 99), bit=st.sampled_from(NEIGHBOUR_BITS))
-    def neighbour_id(self, base: tuple[int, ...], position_percent: int, bit: int) -> None:
-        """Cache a sequence, then match it with one id flipped in bit 16 or 17 (or, above 2**24,
-        in bit 0): a cache that narrows ids to 16/17 bits or to float32 matches past the change."""
+    @rule(base=sequences, position_percent=st.integers(0, 99), kind=st.sampled_from(NEIGHBOURS))
+    def neighbour_id(self, base: tuple[int, ...], position_percent: int, kind: str) -> None:
+        """Cache a sequence, then match it with one id swapped for a neighbour that a narrower
+        type would confuse with it: the id with bit 16 or 17 flipped (equal as uint16), or, for
+        an id of 2**24 + 1, 2**24 (equal as float32). The match must stop before the swap."""
         if not base:
             return
-        self._insert_request(base)
         at = len(base) * position_percent // 100
-        flip = 1 if base[at] > 2**24 else 1 << bit
-        self._match(base[:at] + (base[at] ^ flip,) + base[at + 1 :])
+        if kind == "float32":
+            cached, swapped = FLOAT32_TWINS
+        else:
+            cached, swapped = base[at], base[at] ^ (1 << int(kind.removeprefix("bit")))
+        self._insert_request(base[:at] + (cached,) + base[at + 1 :])
+        self._match(base[:at] + (swapped,) + base[at + 1 :])
 
     # ---- requests: match, lock, unlock -----------------------------------------------------
 
@@ -442,12 +454,23 @@ class RadixCacheMachine(RuleBasedStateMachine):
     def evict(self, amount: Length) -> None:
         self._evict(amount.tokens(self.block))
 
+    def _unlocked_leaves(self) -> list[Entry]:
+        """The unlocked leaves, least recently used first; if there are fewer than two, two
+        requests that fork at their first token are served first, so the recency scenarios
+        below always have something to compare."""
+        leaves = [e for e in self.model.leaves() if e.locks == 0]
+        if len(leaves) < 2:
+            for first in SMALL_IDS[:2]:
+                self._insert_request((first,) * (2 * self.page_size))
+            leaves = [e for e in self.model.leaves() if e.locks == 0]
+        return sorted(leaves, key=lambda e: e.last_use)
+
     @rule()
     def hit_short_of_lru_leaf(self) -> None:
         """A request reuses all but the last page of the least recently used leaf, then memory
         pressure evicts two pages. That last page was not used, so it is still the oldest and must
         go first; a cache that stamps a whole edge before splitting it evicts something newer."""
-        deep = [e for e in self.model.leaves() if e.locks == 0 and len(e.prefix) > self.page_size]
+        deep = [e for e in self._unlocked_leaves() if len(e.prefix) > self.page_size]
         if deep:
             oldest = min(deep, key=lambda e: e.last_use)
             self._match(oldest.prefix[: -self.page_size])
@@ -460,9 +483,9 @@ class RadixCacheMachine(RuleBasedStateMachine):
         used; then it is admitted, memory runs short, and it finishes. While it runs, its leaf
         must not be evicted; a lock is not a use, so once it finishes that leaf is the oldest
         again and the next eviction must take it."""
-        leaves = [e for e in self.model.leaves() if e.locks == 0]
+        leaves = self._unlocked_leaves()
         if len(leaves) >= 2:
-            oldest = min(leaves, key=lambda e: e.last_use)
+            oldest = leaves[0]
             record = self._match(oldest.prefix)
             for leaf in leaves:
                 if leaf is not oldest:
@@ -477,7 +500,7 @@ class RadixCacheMachine(RuleBasedStateMachine):
         """Requests use every unlocked leaf in turn; then the first of them is recomputed and
         re-inserted (say, after a preemption). That is a use, so the next eviction must take
         the second."""
-        leaves = sorted((e for e in self.model.leaves() if e.locks == 0), key=lambda e: e.last_use)
+        leaves = self._unlocked_leaves()
         if len(leaves) >= 2:
             for leaf in leaves:
                 self._match(leaf.prefix)
@@ -621,6 +644,7 @@ class RadixCacheMachine(RuleBasedStateMachine):
             "none_handle_unlock": ("dec_lock_ref", (None,), "checks_locks"),
         }[kind]
 
+    @precondition(_validates_input)
     @rule(kinds=st.lists(st.sampled_from(BAD_INPUT_KINDS), min_size=1, max_size=4, unique=True))
     def bad_input(self, kinds: list[str]) -> None:
         """Bad input raises a clear exception and changes nothing."""

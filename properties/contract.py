@@ -65,6 +65,16 @@ The methods (``RadixCacheLike``)
 ``page_size``
     Attribute, the page size the cache was built with.
 
+Bad input
+---------
+A cache that declares ``validates_input=True`` (the default) must refuse malformed arguments
+with an exception *and leave itself unchanged*: token sequences that are not 1-D sequences of
+non-negative integers (floats, bools, strings, ``None``, nested lists, 0-d or 2-D arrays),
+values of the wrong length, dimension or dtype, ``None`` or negative or non-integer eviction
+counts, an empty ``evict_prefix``, and, from the factory, a ``page_size`` that is not a positive
+int. The suite checks "unchanged" by comparing the sizes and the slot pool before and after.
+A cache that trusts its callers with arguments declares ``validates_input=False``.
+
 Target selection
 ----------------
 The suite builds caches with a *factory*, named as ``package.module:attribute`` by the pytest
@@ -98,6 +108,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
+
 from radixcheck.oracles.violations import SlotViolation
 
 MAX_PAGE_SIZE_TESTED = 64
@@ -124,11 +135,14 @@ class Capabilities:
     locks_only_after_match: bool = False
     """Whether the cache can lock only through a fresh match (see "Adapting a match-and-lock
     API" above). ``True``: a handle is locked only straight after the match that returned it."""
+    validates_input: bool = True
+    """Whether malformed arguments (see "Bad input" above) raise and change nothing. Engines'
+    caches usually trust their callers here too; ``False``: bad input is never sent."""
 
     def __post_init__(self) -> None:
         if not isinstance(self.eviction_policy, str) or not self.eviction_policy:
             raise ValueError(f"Capabilities.eviction_policy must be a non-empty str, got {self.eviction_policy!r}")
-        for flag in ("supports_quarantine", "checks_locks", "supports_reset", "locks_only_after_match"):
+        for flag in ("supports_quarantine", "checks_locks", "supports_reset", "locks_only_after_match", "validates_input"):
             if not isinstance(getattr(self, flag), bool):
                 raise TypeError(f"Capabilities.{flag} must be a bool, got {getattr(self, flag)!r}")
         sizes = self.page_sizes
@@ -155,6 +169,8 @@ class Capabilities:
             gaps.append("reset() (supports_reset=False: never sent)")
         if self.locks_only_after_match:
             gaps.append("locking a handle some steps after its match (locks_only_after_match=True)")
+        if not self.validates_input:
+            gaps.append("refusal of malformed arguments and page sizes (validates_input=False: never sent)")
         above = sorted(set(self.page_sizes) - set(self.page_sizes_tested()))
         if above:
             gaps.append(f"page sizes {above} (above {MAX_PAGE_SIZE_TESTED})")

@@ -18,7 +18,9 @@ def oracle_of(exc: BaseException) -> str:
         if isinstance(seen, OperationTimeout):
             return "hang (per-operation time limit)"
         seen = seen.__cause__ or seen.__context__
-    return f"crash ({type(exc).__name__} raised by the cache)"
+    if isinstance(exc, AssertionError):
+        return "assertion"
+    return f"crash ({type(exc).__name__} raised during a legal call)"
 
 
 def program_of(exc: BaseException) -> str:

@@ -19,6 +19,7 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
+
 from radixcheck.oracles.violations import (
     BadInputViolation,
     EvictionAmountViolation,

@@ -13,6 +13,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
+
 from radixcheck.properties.contract import SlotAllocator
 
 Compute = Callable[[Sequence[int], np.ndarray, int], Any]

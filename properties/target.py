@@ -22,7 +22,13 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
-from radixcheck.properties.contract import DEFAULT_CAPABILITIES, Capabilities, SlotAllocator, required_methods
+from radixcheck.properties.contract import (
+    DEFAULT_CAPABILITIES,
+    MAX_PAGE_SIZE_TESTED,
+    Capabilities,
+    SlotAllocator,
+    required_methods,
+)
 
 DEFAULT_TARGET = "radixcheck.reference:RadixCache"
 TARGET_ENV = "RADIXCHECK_TARGET"
@@ -67,8 +73,8 @@ def load_target(spec: str) -> Target:
         sys.path.append(os.getcwd())  # a user's adapter beside them imports, as with `python -m`
     try:
         module = importlib.import_module(module_name)
-    except ImportError as exc:
-        raise TargetError(f"target {spec!r}: cannot import module {module_name!r}: {exc}") from exc
+    except Exception as exc:  # noqa: BLE001 - an import error, or an error in the module's own code
+        raise TargetError(f"target {spec!r}: cannot import module {module_name!r}: {type(exc).__name__}: {exc}") from exc
     factory = module
     for part in attr.split("."):
         if not hasattr(factory, part):
@@ -85,7 +91,10 @@ def load_target(spec: str) -> Target:
 def check_target(target: Target) -> None:
     """Build one cache at each declared page size and check it has the methods the suite will
     call (those its capabilities do not exclude). Raises :class:`TargetError` on the first problem."""
-    for page_size in target.capabilities.page_sizes:
+    if not target.capabilities.page_sizes_tested():
+        raise TargetError(f"target {target.spec!r} declares page sizes {list(target.capabilities.page_sizes)}, none of "
+                          f"them <= {MAX_PAGE_SIZE_TESTED}, the largest the suite runs")
+    for page_size in target.capabilities.page_sizes_tested():
         try:
             cache = guarded("factory", target.factory, SlotAllocator(64), page_size)
         except Exception as exc:  # noqa: BLE001 - whatever the factory raises, the target is unusable
@@ -93,8 +102,11 @@ def check_target(target: Target) -> None:
                               f"{type(exc).__name__}: {exc}") from exc
         missing = [m for m in required_methods(target.capabilities) if not callable(getattr(cache, m, None))]
         if missing:
+            optional = {"evict_prefix": "supports_quarantine=False", "reset": "supports_reset=False"}
+            hint = [optional[m] for m in missing if m in optional]
             raise TargetError(f"target {target.spec!r}: the cache it builds ({type(cache).__name__}) lacks "
-                              f"{', '.join(missing)} (see radixcheck.properties.contract)")
+                              f"{', '.join(missing)} (see radixcheck.properties.contract"
+                              + (f"; if it does not offer them, declare {', '.join(hint)} in its Capabilities)" if hint else ")"))
         if getattr(cache, "page_size", None) != page_size:
             raise TargetError(f"target {target.spec!r}: factory(page_size={page_size}) built a cache whose "
                               f"page_size is {getattr(cache, 'page_size', None)!r}")
@@ -136,9 +148,41 @@ def time_budget(seconds: float):
         _deadline = previous
 
 
+_hung: dict[Any, str] = {}  # the code that hung (a cache class and method, or a function) -> how
+
+
+def _code_of(fn: Callable[..., Any]) -> Any:
+    """Which code ``fn`` runs: (class, method name) for a bound method, else the function itself."""
+    return (type(fn.__self__), fn.__name__) if hasattr(fn, "__self__") else fn
+
+
 def guarded(what: str, fn: Callable[..., T], *args: Any) -> T:
-    """Call ``fn(*args)`` under the per-operation time limit (and the shrink budget, if any)."""
+    """Call ``fn(*args)`` under the per-operation time limit (and the shrink budget, if any).
+
+    Once a method of a target has hung, later calls to it fail at once with the same error:
+    every replay of a hang would otherwise cost the whole limit, and the verdict would take
+    minutes. (Only that method: the replay must run as before up to the same call.)"""
     if _deadline is not None and time.monotonic() > _deadline:
         raise BudgetSpent(what)
-    with _alarm(op_timeout(), what):
-        return fn(*args)
+    owner = _code_of(fn)
+    if owner in _hung:
+        raise OperationTimeout(f"{what} not called: it already hung ({_hung[owner]})")
+    try:
+        with _alarm(op_timeout(), what):
+            return fn(*args)
+    except OperationTimeout as exc:
+        _hung.setdefault(owner, str(exc))
+        raise
+
+
+class GuardedCache:
+    """A cache whose every method call goes through :func:`guarded` (for tests that drive a
+    target outside the state machine, such as the serving protocol)."""
+
+    def __init__(self, cache: Any) -> None:
+        self._cache = cache
+        self.page_size = cache.page_size
+
+    def __getattr__(self, name: str) -> Any:
+        method = getattr(self._cache, name)
+        return lambda *args: guarded(name, method, *args)

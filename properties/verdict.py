@@ -25,6 +25,7 @@ from collections.abc import Iterable
 from hypothesis import Phase, settings
 from hypothesis.database import ExampleDatabase, MultiplexedDatabase
 from hypothesis.stateful import RuleBasedStateMachine, run_state_machine_as_test
+
 from radixcheck.properties.target import BudgetSpent, OperationTimeout, time_budget
 
 SHRINK_ENV = "RADIXCHECK_SHRINK_SECONDS"

@@ -46,16 +46,29 @@ def target_spec(config: pytest.Config) -> str:
     return os.environ.get(TARGET_ENV, DEFAULT_TARGET)
 
 
+def _explicit(config: pytest.Config) -> bool:
+    """Whether this run names a target (option or environment) rather than using the default."""
+    return config.getoption("--radix-target") is not None or TARGET_ENV in os.environ
+
+
 @pytest.hookimpl(tryfirst=True)
 def pytest_configure(config: pytest.Config) -> None:
     config.stash[PROFILE] = config.getoption("hypothesis_profile", None) or profiles.load_default()
-    try:
-        target = load_target(target_spec(config))
-        check_target(target)
-        target = restrict_page_sizes(target, config.getoption("--radix-page-sizes"))
-    except TargetError as exc:
-        raise pytest.UsageError(f"radixcheck: {exc}") from exc
-    config.stash[TARGET] = target
+    if _explicit(config):  # a named target is checked before anything runs: a typo is a usage error
+        target_of(config)
+
+
+def target_of(config: pytest.Config) -> Target:
+    """The target under test, loaded and checked on first use (so that a pytest run that never
+    touches a cache, in a venv where radixcheck happens to be installed, never loads one)."""
+    if TARGET not in config.stash:
+        try:
+            target = load_target(target_spec(config))
+            check_target(target)
+            config.stash[TARGET] = restrict_page_sizes(target, config.getoption("--radix-page-sizes"))
+        except TargetError as exc:
+            raise pytest.UsageError(f"radixcheck: {exc}") from exc
+    return config.stash[TARGET]
 
 
 def restrict_page_sizes(target: Target, option: str | None) -> Target:
@@ -65,10 +78,10 @@ def restrict_page_sizes(target: Target, option: str | None) -> Target:
     try:
         wanted = tuple(sorted({int(p) for p in option.split(",") if p.strip()}))
     except ValueError as exc:
-        raise TargetError(f"--radix-page-sizes {option!r} must be comma-separated integers") from exc
+        raise TargetError(f"page sizes {option!r} must be comma-separated integers") from exc
     undeclared = [p for p in wanted if p not in target.capabilities.page_sizes_tested()]
     if not wanted or undeclared:
-        raise TargetError(f"--radix-page-sizes {option!r}: {target.spec} declares (and the suite runs) "
+        raise TargetError(f"page sizes {option!r}: {target.spec} declares (and the suite runs) only "
                           f"{list(target.capabilities.page_sizes_tested())}")
     return dataclasses.replace(target, capabilities=dataclasses.replace(target.capabilities, page_sizes=wanted))
 
@@ -90,7 +103,10 @@ def report_header(target: Target, profile: str) -> list[str]:
 
 
 def pytest_report_header(config: pytest.Config) -> list[str]:
-    return report_header(config.stash[TARGET], config.stash[PROFILE])
+    """Only for runs that name a target, or run in a radixcheck checkout: not in every project."""
+    if _explicit(config) or (config.rootpath / "properties" / "conformance").is_dir():
+        return report_header(target_of(config), config.stash[PROFILE])
+    return []
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
@@ -98,7 +114,7 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     those that take ``extreme_page_size``, at the smallest and the largest."""
     if "target" not in metafunc.fixturenames:
         return
-    sizes = metafunc.config.stash[TARGET].capabilities.page_sizes_tested()
+    sizes = target_of(metafunc.config).capabilities.page_sizes_tested()
     for name, values in (("page_size", sizes), ("extreme_page_size", sorted({sizes[0], sizes[-1]}))):
         if name in metafunc.fixturenames:
             metafunc.parametrize(name, values, ids=[f"page_size={p}" for p in values], scope="module")
@@ -118,4 +134,4 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
 @pytest.fixture(scope="session")
 def target(request: pytest.FixtureRequest) -> Target:
     """The cache factory under test, with its capabilities."""
-    return request.config.stash[TARGET]
+    return target_of(request.config)

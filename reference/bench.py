@@ -14,6 +14,7 @@ import platform
 import time
 
 import numpy as np
+
 from radixcheck.properties.contract import SlotAllocator
 from radixcheck.reference import RadixCache
 

@@ -18,6 +18,7 @@ from collections.abc import Iterator, Sequence
 from typing import Any
 
 import numpy as np
+
 from radixcheck.properties.contract import Capabilities
 from radixcheck.reference.validation import as_count, as_tokens, as_values
 

@@ -22,15 +22,15 @@ from pathlib import Path
 from typing import Any
 
 from hypothesis import settings
+from tabulate import tabulate
+
+from radixcheck import profiles  # noqa: F401 - registers the `mutation` and `audit` profiles
 from radixcheck.oracles import violations as v
 from radixcheck.properties.failures import describe_failure
 from radixcheck.properties.mutants import MUTANTS, machine_for_mutant
 from radixcheck.properties.verdict import run_machine
 from radixcheck.reports import default_out
 from radixcheck.reports.kill_rates import measure
-from tabulate import tabulate
-
-from radixcheck import profiles  # noqa: F401 - registers the `mutation` and `audit` profiles
 
 # (obligation, rule or scenario of the state machine that exercises it, the oracle's exception, mutants that break it)
 OBLIGATIONS: list[tuple[str, str, type[v.ContractViolation], list[str]]] = [

@@ -13,6 +13,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
+
 from radixcheck.properties.contract import SlotAllocator
 from radixcheck.properties.serving import serve
 from radixcheck.reference import RadixCache

@@ -17,12 +17,12 @@ from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 
 from hypothesis import settings
+
+from radixcheck import profiles  # noqa: F401 - registers the `mutation` profile
 from radixcheck.properties.cache_machine import machine_for
 from radixcheck.properties.contract import DEFAULT_CAPABILITIES
 from radixcheck.properties.mutants import MUTANTS
 from radixcheck.properties.verdict import run_machine
-
-from radixcheck import profiles  # noqa: F401 - registers the `mutation` profile
 
 
 @dataclass(frozen=True)

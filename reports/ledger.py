@@ -11,11 +11,12 @@ from dataclasses import dataclass
 from fractions import Fraction
 from typing import Any
 
+from tabulate import tabulate
+
 from radixcheck.reports.declare_one import DeclareOne, declare_one
 from radixcheck.reports.hit_rates import HitRate, hit_rate
 from radixcheck.reports.scheduling import LEDGER_FACTOR, QUEUE_SIZES, SWEEP_FACTORS, Bounded, bounded, policies, sweep
 from radixcheck.reports.workloads import DEFAULT_SEED, OURS_ORIGIN, SEED_ORIGIN, Workload, paper_workloads, seed_workloads
-from tabulate import tabulate
 
 LEDGER_POLICIES = ("FCFS", "cache-aware (offline)")
 

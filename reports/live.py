@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
+
 from radixcheck.model import KVPool
 from radixcheck.model.llama import Model
 from radixcheck.properties.contract import SlotAllocator

@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+
 from radixcheck.model import KVPool
 from radixcheck.reports import default_out, machine
 from radixcheck.reports.live import blas_threads

@@ -20,6 +20,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 import numpy as np  # noqa: E402
+
 from radixcheck.properties.adapters import sglang_radix  # noqa: E402
 from radixcheck.properties.contract import SlotAllocator  # noqa: E402
 

@@ -10,6 +10,7 @@ from fractions import Fraction
 from pathlib import Path
 
 import pytest
+
 from radixcheck.reports import ledger as L
 from radixcheck.reports.declare_one import declare_one
 from radixcheck.reports.hit_rates import cached_per_request, hit_rate
@@ -36,7 +37,7 @@ SEED_DECLARE = {
 pytestmark = pytest.mark.xdist_group("ledger")  # one worker builds the ledger once
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")  # session: built once per worker, however xdist interleaves modules
 def ledger() -> L.Ledger:
     return L.build(1, 0)
 

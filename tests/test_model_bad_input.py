@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+
 from radixcheck.model import DEFAULT_CONFIG, InputError, KVPool, KVPoolError, load_default
 
 MODEL = load_default()

@@ -11,6 +11,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis.extra.numpy import arrays
+
 from radixcheck.model import KVPool, load_default
 from radixcheck.model.checks import assert_bit_identical
 from radixcheck.model.gguf_io import GGUFError, UnsupportedArchitecture, read_gguf, write_gguf

@@ -12,11 +12,12 @@ from __future__ import annotations
 import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from threadpoolctl import threadpool_limits
+
 from radixcheck.model import KVPool, load_default
 from radixcheck.model.checks import assert_bit_identical
 from radixcheck.model.llama import Model
 from radixcheck.model.sequence import Sequence
-from threadpoolctl import threadpool_limits
 
 MEMO = load_default()
 PLAIN = Model(MEMO.config, MEMO.weights, memo_kv=False)

@@ -13,10 +13,11 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from threadpoolctl import threadpool_limits
+
 from radixcheck.model import DEFAULT_CONFIG, KVPool, load_default
 from radixcheck.model.checks import assert_bit_identical, describe_difference
 from radixcheck.model.sequence import Sequence
-from threadpoolctl import threadpool_limits
 
 MODEL = load_default()
 ONE_LAYER = load_default(config=dataclasses.replace(DEFAULT_CONFIG, n_layers=1, name="synthetic-1-layer"))

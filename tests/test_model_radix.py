@@ -14,11 +14,12 @@ import pytest
 from hypothesis import given, note, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, rule
+from threadpoolctl import threadpool_limits
+
 from radixcheck.model import KVPool, Model, load_default
 from radixcheck.model.checks import assert_bit_identical, full_prefill
 from radixcheck.properties.contract import SlotAllocator
 from radixcheck.reference import RadixCache
-from threadpoolctl import threadpool_limits
 
 MODEL = load_default()
 VOCAB = MODEL.config.vocab_size

@@ -10,9 +10,10 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from threadpoolctl import threadpool_limits
+
 from radixcheck.model import STORAGE_DTYPES, KVPool, load_default
 from radixcheck.model.checks import assert_bit_identical, check_chunked_equals_full, check_reuse_after_split
-from threadpoolctl import threadpool_limits
 
 MODEL = load_default()
 VOCAB = MODEL.config.vocab_size

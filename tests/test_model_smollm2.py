@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+
 from radixcheck.model import KVPool, smollm2
 from radixcheck.model.checks import check_reuse_after_split
 from radixcheck.model.llamacpp import FIXTURE
@@ -34,12 +35,12 @@ def _one_blas_thread():
         yield
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")  # session: xdist may interleave other modules' tests on this worker
 def real():
     return smollm2.load_smollm2(download=False)
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def tokenizer():
     from radixcheck.model.tokenizer import load_smollm2_tokenizer
 

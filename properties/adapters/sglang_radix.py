@@ -68,6 +68,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
+
 from radixcheck.properties.contract import Capabilities, SlotAllocator
 
 RADIX_POLICIES = ("lru", "lfu", "fifo", "mru", "filo", "priority", "slru", "tlru")

@@ -1,16 +1,25 @@
-"""The factory refuses configurations that make no sense, and a foreign handle is refused."""
+"""Construction, foreign handles and reset, outside the state machine: the factory refuses
+configurations that make no sense, a handle from another cache is refused, and reset empties
+the cache."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
+
+from radixcheck.oracles.violations import BadInputViolation, RefcountViolation, SlotViolation
 from radixcheck.properties.contract import SlotAllocator
 
 
 @pytest.mark.parametrize("bad_page_size", [0, -1, 1.5, True, None], ids=repr)
 def test_bad_page_size_is_refused(target, bad_page_size) -> None:
-    with pytest.raises((ValueError, TypeError)):
+    if not target.capabilities.validates_input:
+        pytest.skip(f"{target.spec} trusts its callers with arguments (capabilities.validates_input=False)")
+    try:
         target.factory(SlotAllocator(64), bad_page_size)
+    except (ValueError, TypeError):
+        return
+    raise BadInputViolation(f"the factory accepted page_size={bad_page_size!r} (it must raise ValueError or TypeError)")
 
 
 def test_handle_from_another_cache_is_refused(target, page_size: int) -> None:
@@ -25,7 +34,35 @@ def test_handle_from_another_cache_is_refused(target, page_size: int) -> None:
     cache.insert(tokens, mine.alloc(len(tokens)))
     before = (cache.total_size(), cache.protected_size(), set(mine.in_use))
     for op in (cache.inc_lock_ref, cache.dec_lock_ref):
-        with pytest.raises(Exception):  # noqa: B017 - any clear exception; the state must not move
+        try:
             op(foreign)
-        assert (cache.total_size(), cache.protected_size(), set(mine.in_use)) == before
-    assert np.array_equal(cache.match_prefix(tokens)[0], np.arange(len(tokens)))
+        except Exception:  # noqa: BLE001 - any clear exception; the state must not move
+            pass
+        else:
+            raise RefcountViolation(f"{op.__name__} accepted a handle from another cache")
+        after = (cache.total_size(), cache.protected_size(), set(mine.in_use))
+        if after != before:
+            raise RefcountViolation(f"{op.__name__} refused a foreign handle but changed the cache: {before[:2]} -> {after[:2]}")
+    if not np.array_equal(cache.match_prefix(tokens)[0], np.arange(len(tokens))):
+        raise RefcountViolation("after refusing a foreign handle, the cache's own prefix matches differently")
+
+
+def test_reset_empties_the_cache(target, page_size: int) -> None:
+    """reset() frees every slot the cache holds and leaves it empty (also a locked path)."""
+    if not target.capabilities.supports_reset:
+        pytest.skip(f"{target.spec} has no reset (capabilities.supports_reset=False): reset is never sent")
+    allocator = SlotAllocator(1024)
+    cache = target.factory(allocator, page_size)
+    for first in (1, 2):
+        tokens = [first] + list(range(3, 3 * page_size + 2))
+        cache.insert(tokens, allocator.alloc(len(tokens)))
+    _, handle = cache.match_prefix([1] + list(range(3, 3 * page_size + 2)))
+    cache.inc_lock_ref(handle)
+    cache.reset()
+    sizes = (cache.total_size(), cache.evictable_size(), cache.protected_size())
+    if sizes != (0, 0, 0):
+        raise SlotViolation(f"after reset(), total/evictable/protected sizes are {sizes}, not 0")
+    if allocator.in_use:
+        raise SlotViolation(f"reset() kept slots {sorted(allocator.in_use)[:8]}")
+    if len(cache.match_prefix([1, 3, 4])[0]):
+        raise SlotViolation("after reset(), a prefix cached before still matches")

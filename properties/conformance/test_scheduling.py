@@ -17,6 +17,7 @@ import itertools
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
+
 from radixcheck.oracles.violations import DFSBoundViolation
 from radixcheck.properties.batches import batches, bound, misses_the_bound, tokens_computed
 from radixcheck.reference import cache_aware_order
