@@ -336,7 +336,24 @@ class SplitRefreshesSuffix(RadixCache):
         return super()._split(child, at)
 
 
-class TokensNarrowedTo16Bits(RadixCache):
+class _StoresTokensAs(RadixCache):
+    """A cache that keeps its keys in a narrower type: every key passes through ``_stored``."""
+
+    @staticmethod
+    def _stored(tokens: tuple[int, ...]) -> list[int]:
+        raise NotImplementedError
+
+    def match_prefix(self, tokens: Any) -> tuple[np.ndarray, Node]:
+        return super().match_prefix(self._stored(as_tokens(tokens, "tokens")))
+
+    def insert(self, tokens: Any, values: np.ndarray) -> int:
+        return super().insert(self._stored(as_tokens(tokens, "tokens")), values)
+
+    def evict_prefix(self, tokens: Any) -> int:
+        return super().evict_prefix(self._stored(as_tokens(tokens, "tokens")))
+
+
+class TokensNarrowedTo16Bits(_StoresTokensAs):
     """Token ids are stored as uint16: with a 128k-152k vocabulary, id 65536 is taken for id 0
     and a prompt matches KV computed for a different one."""
 
@@ -345,20 +362,11 @@ class TokensNarrowedTo16Bits(RadixCache):
     caught_by = (PrefixSetViolation, NeverSawViolation)
 
     @staticmethod
-    def _narrow(tokens: Any) -> list[int]:
-        return [t & 0xFFFF for t in as_tokens(tokens, "tokens")]
-
-    def match_prefix(self, tokens: Any) -> tuple[np.ndarray, Node]:
-        return super().match_prefix(self._narrow(tokens))
-
-    def insert(self, tokens: Any, values: np.ndarray) -> int:
-        return super().insert(self._narrow(tokens), values)
-
-    def evict_prefix(self, tokens: Any) -> int:
-        return super().evict_prefix(self._narrow(tokens))
+    def _stored(tokens: tuple[int, ...]) -> list[int]:
+        return [t & 0xFFFF for t in tokens]
 
 
-class TokensThroughFloat32(RadixCache):
+class TokensThroughFloat32(_StoresTokensAs):
     """Token ids pass through float32 (a key built with a float tensor): above 2**24 neighbouring
     ids become one, so a prompt matches KV computed for a different one."""
 
@@ -367,17 +375,8 @@ class TokensThroughFloat32(RadixCache):
     caught_by = (PrefixSetViolation, NeverSawViolation)
 
     @staticmethod
-    def _through_float32(tokens: Any) -> list[int]:
-        return np.asarray(as_tokens(tokens, "tokens"), dtype=np.int64).astype(np.float32).astype(np.int64).tolist()
-
-    def match_prefix(self, tokens: Any) -> tuple[np.ndarray, Node]:
-        return super().match_prefix(self._through_float32(tokens))
-
-    def insert(self, tokens: Any, values: np.ndarray) -> int:
-        return super().insert(self._through_float32(tokens), values)
-
-    def evict_prefix(self, tokens: Any) -> int:
-        return super().evict_prefix(self._through_float32(tokens))
+    def _stored(tokens: tuple[int, ...]) -> list[int]:
+        return np.asarray(tokens, dtype=np.int64).astype(np.float32).astype(np.int64).tolist()
 
 
 class ComparesBoundedWindow(RadixCache):
