@@ -1,6 +1,6 @@
 """radixcheck adapters for SGLang's radix caches (sglang 0.5.23, CPU).
 
-Select one with ``--radix-target properties.adapters.sglang_radix:<factory>``; they need the
+Select one with ``radixcheck audit radixcheck.properties.adapters.sglang_radix:<factory>``; they need the
 audit environment (``python reports/audit_env.py`` builds ``.audit-venv/``). Where sglang is
 not installed (the main gate's environment), importing this module imports neither torch nor
 sglang, and a factory call fails with ImportError. Where it is installed, the module imports
@@ -396,8 +396,16 @@ for _b in ("python", "rust"):
     for _p in UNIFIED_POLICIES:
         FACTORIES[f"unified_{_b}_{_p}"] = _unified(_b, _p)
     FACTORIES[f"unified_{_b}_lru_lenient"] = _unified(_b, "lru", checks_locks=False)
-globals().update(FACTORIES)
 del _p, _b
+
+
+def __getattr__(name: str) -> Callable:
+    """``sglang_radix:<factory>`` names a factory in :data:`FACTORIES` (PEP 562)."""
+    try:
+        return FACTORIES[name]
+    except KeyError:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}") from None
+
 
 if os.environ.get("RADIXCHECK_SGLANG_LAZY") != "1" and importlib.util.find_spec("sglang") is not None:
     _load()
@@ -406,4 +414,4 @@ __all__ = ["FACTORIES", "SGLangRadixCache", "SGLangUnifiedRadixCache", *FACTORIE
 
 if __name__ == "__main__":  # list the factories
     for _name, _f in FACTORIES.items():
-        print(f"properties.adapters.sglang_radix:{_name}", _f.capabilities, file=sys.stdout)
+        print(f"radixcheck.properties.adapters.sglang_radix:{_name}", _f.capabilities, file=sys.stdout)
