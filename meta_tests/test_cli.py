@@ -1,0 +1,47 @@
+"""`radixcheck audit` refuses what it cannot test with exit 2 and one clear message, and its
+report card says what a user needs. (The full installed flow, exit 0 and 1 on real runs, is
+.ci/installed-path.)"""
+
+from __future__ import annotations
+
+import pytest
+
+from radixcheck.audit import AuditResult, Verdict, report_card
+from radixcheck.cli import main
+
+
+@pytest.mark.parametrize(
+    ("argv", "phrase"),
+    [
+        (["audit", ""], "empty"),
+        (["audit", "radixcheck.reference"], "must look like"),
+        (["audit", "no_such_module_xyz:make"], "cannot import"),
+        (["audit", "radixcheck.reference:NoSuchFactory"], "no attribute"),
+        (["audit", "radixcheck.reference:RadixCache", "--page-sizes", "7"], "declares"),
+        (["audit", "radixcheck.reference:RadixCache", "--page-sizes", "a,b"], "comma-separated integers"),
+    ],
+)
+def test_an_untestable_target_is_exit_2_with_a_reason(argv, phrase, capsys) -> None:
+    assert main(argv) == 2
+    assert phrase in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("argv", [["audit", "x:y", "-n", "banana"], ["audit", "x:y", "--op-timeout", "-1"], ["nosuch"]])
+def test_bad_arguments_are_exit_2(argv, capsys) -> None:
+    with pytest.raises(SystemExit) as stopped:
+        main(argv)
+    assert stopped.value.code == 2
+
+
+def test_the_report_card_names_the_oracle_the_program_and_what_was_skipped() -> None:
+    result = AuditResult(
+        target="mine:make", capabilities="Capabilities(...)", not_exercised=["reset() (supports_reset=False: never sent)"],
+        profile="ci", seconds=3.0, pytest_exit=1,
+        verdicts=[Verdict("test_cache_state_machine[page_size=16]", "failed", 1.0, "2 refcount safety",
+                          "evict() removed locked page(s)", "state = mine_make_page16()\nstate.evict(amount=...)"),
+                  Verdict("test_reset_empties_the_cache[page_size=16]", "skipped", 0.0, "", "mine:make has no reset")],
+    )
+    card = report_card(result)
+    assert not result.conforms
+    for phrase in ("does not conform", "2 refcount safety", "state.evict", "supports_reset=False", "has no reset"):
+        assert phrase in card
