@@ -311,13 +311,17 @@ class RadixCacheMachine(RuleBasedStateMachine):
             self._match(query, after_quarantine=(tokens, expected_match_length(witness, query, self.page_size)))
 
     def _snapshot(self) -> tuple:
+        """What a refused call must leave as it was: the sizes, and the slots (only the cache
+        frees them, and every free is logged)."""
         sizes = tuple(self._call(f) for f in ("total_size", "evictable_size", "protected_size"))
-        return sizes, frozenset(self.allocator.in_use), len(self.allocator.freed_log)
+        return sizes, len(self.allocator.freed_log), len(self.allocator.violations)
 
-    def _expect_refusal(self, what: str, name: str, *args: Any, violation: type[ContractViolation] = RefcountViolation) -> None:
-        """``name(*args)`` must raise and leave the cache exactly as it was. A lock or unlock the
-        contract forbids is a refcount violation; malformed arguments are bad input."""
-        before = self._snapshot()
+    def _expect_refusal(self, what: str, name: str, *args: Any, violation: type[ContractViolation] = RefcountViolation,
+                        before: tuple | None = None) -> None:
+        """``name(*args)`` must raise and leave the cache exactly as it was (``before``, if the
+        caller took it already). A lock or unlock the contract forbids is a refcount violation;
+        malformed arguments are bad input."""
+        before = before or self._snapshot()
         try:
             self._call(name, *args)
         except OperationTimeout:
@@ -536,6 +540,8 @@ class RadixCacheMachine(RuleBasedStateMachine):
         quarantined still runs: the detached pages must be freed too, and the handle goes stale."""
         record = self._quarantine_running(self._query(base, cut, tail, min_shared=1), keep)
         self._reset()
+        if self.capabilities.checks_locks and record.tokens:  # its handle is stale now
+            self._expect_refusal(f"locking {record}, a handle from before reset()", "inc_lock_ref", record.handle)
         return record
 
     @precondition(lambda self: _can_quarantine(self) and _can_lock_later(self))
@@ -612,9 +618,9 @@ class RadixCacheMachine(RuleBasedStateMachine):
         "unknown_handle_unlock", "none_handle_unlock",
     )
 
-    def _bad_call(self, kind: str) -> tuple[str, tuple, str | None]:
-        """(method, arguments, the capability it needs) for one kind of bad input. Its tokens are
-        ids no sequence uses, two pages and one long: had the call gone through, it would show."""
+    def _bad_calls(self) -> dict[str, tuple[str, tuple, str | None]]:
+        """Kind -> (method, arguments, the capability it needs) for every kind of bad input. Its
+        tokens are ids no sequence uses, two pages and one long: had a call gone through, it would show."""
         n = 2 * self.page_size + 1
         ids = [OUTSIDE_ID + i for i in range(n)]
         far = np.full(n, NEVER_A_SLOT, dtype=np.int64)
@@ -642,16 +648,19 @@ class RadixCacheMachine(RuleBasedStateMachine):
             "unknown_handle_lock": ("inc_lock_ref", (object(),), "checks_locks"),
             "unknown_handle_unlock": ("dec_lock_ref", (object(),), "checks_locks"),
             "none_handle_unlock": ("dec_lock_ref", (None,), "checks_locks"),
-        }[kind]
+        }
 
     @precondition(_validates_input)
-    @rule(kinds=st.lists(st.sampled_from(BAD_INPUT_KINDS), min_size=1, max_size=4, unique=True))
+    @rule(kinds=st.lists(st.sampled_from(BAD_INPUT_KINDS), min_size=1, max_size=8, unique=True))
     def bad_input(self, kinds: list[str]) -> None:
-        """Bad input raises a clear exception and changes nothing."""
+        """Bad input raises a clear exception and changes nothing (up to 8 kinds a step: with 4,
+        a catalogued mutant lived in 2 % of streams; all 23 cost 45 % more time per run)."""
+        before = self._snapshot()
+        calls = self._bad_calls()
         for kind in kinds:
-            name, args, needs = self._bad_call(kind)
+            name, args, needs = calls[kind]
             if needs is None or getattr(self.capabilities, needs):
-                self._expect_refusal(f"bad input ({kind})", name, *args, violation=BadInputViolation)
+                self._expect_refusal(f"bad input ({kind})", name, *args, violation=BadInputViolation, before=before)
 
     @precondition(_checks_locks)
     @rule(op=st.sampled_from(["inc_lock_ref", "dec_lock_ref"]), base=sequences)

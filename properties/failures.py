@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 from radixcheck.oracles.violations import ContractViolation
-from radixcheck.properties.target import OperationTimeout
+from radixcheck.properties.target import caused_by_hang
 
 INVARIANT_STEPS = ("state.sizes_add_up()", "state.slots_conserved()")  # the machine's @invariant methods
 
@@ -13,11 +13,8 @@ def oracle_of(exc: BaseException) -> str:
     """The oracle that judged ``exc``; a hang or an exception of the cache's own is named as such."""
     if isinstance(exc, ContractViolation):
         return exc.oracle
-    seen: BaseException | None = exc
-    while seen is not None:
-        if isinstance(seen, OperationTimeout):
-            return "hang (per-operation time limit)"
-        seen = seen.__cause__ or seen.__context__
+    if caused_by_hang(exc):
+        return "hang (per-operation time limit)"
     if isinstance(exc, AssertionError):
         return "assertion"
     return f"crash ({type(exc).__name__} raised during a legal call)"

@@ -42,6 +42,15 @@ class OperationTimeout(Exception):
     """A call into the target took longer than the per-operation limit."""
 
 
+def caused_by_hang(exc: BaseException | None) -> bool:
+    """Whether ``exc``, or an exception it was raised from or during, is an :class:`OperationTimeout`."""
+    while exc is not None:
+        if isinstance(exc, OperationTimeout):
+            return True
+        exc = exc.__cause__ or exc.__context__
+    return False
+
+
 class BudgetSpent(BaseException):
     """The time allowed for shrinking a failure ran out. A ``BaseException``, so Hypothesis does
     not mistake it for a failure of the cache: it ends the shrink, keeping the best program."""

@@ -26,7 +26,7 @@ from hypothesis import Phase, settings
 from hypothesis.database import ExampleDatabase, MultiplexedDatabase
 from hypothesis.stateful import RuleBasedStateMachine, run_state_machine_as_test
 
-from radixcheck.properties.target import BudgetSpent, OperationTimeout, time_budget
+from radixcheck.properties.target import BudgetSpent, caused_by_hang, time_budget
 
 SHRINK_ENV = "RADIXCHECK_SHRINK_SECONDS"
 DEFAULT_SHRINK_SECONDS = 15.0
@@ -34,14 +34,6 @@ DEFAULT_SHRINK_SECONDS = 15.0
 
 def shrink_seconds() -> float:
     return float(os.environ.get(SHRINK_ENV, DEFAULT_SHRINK_SECONDS))
-
-
-def _caused_by_hang(exc: BaseException) -> bool:
-    while exc is not None:
-        if isinstance(exc, OperationTimeout):
-            return True
-        exc = exc.__cause__ or exc.__context__
-    return False
 
 
 class _Examples(ExampleDatabase):
@@ -83,7 +75,7 @@ def run_machine(machine: type[RuleBasedStateMachine], search: settings | None = 
         return
     except Exception as exc:  # noqa: BLE001 - any failure is the verdict; what follows only shrinks it
         first = exc
-    if _caused_by_hang(first):
+    if caused_by_hang(first):
         first.add_note("radixcheck: not shrunk (a hang: every replay would cost the time limit)")
         raise first
     examples.demote_failures()
