@@ -527,6 +527,7 @@ class RadixCacheMachine(RuleBasedStateMachine):
         return self._quarantine_running(self._query(base, cut, tail, min_shared=1), keep)
 
     def _quarantine_running(self, tokens: tuple[int, ...], keep: Length) -> HandleRecord:
+        self._insert_request(tokens)  # an earlier request cached this prompt, so the admission locks it
         record = self._admit(tokens)
         prefix = record.tokens[: max(1, keep.tokens(self.block))]
         if prefix:
@@ -537,11 +538,16 @@ class RadixCacheMachine(RuleBasedStateMachine):
     @rule(target=locks, base=sequences, cut=CUTS, tail=TAILS, keep=CUTS)
     def reset_while_quarantined(self, base: tuple[int, ...], cut: Length, tail: Span, keep: Length) -> HandleRecord:
         """The server flushes its cache (say, a weight update) while a request whose prompt was
-        quarantined still runs: the detached pages must be freed too, and the handle goes stale."""
+        quarantined still runs, and another request holds a handle it matched: the detached pages
+        must be freed too, and both handles go stale (a checking target must refuse them)."""
         record = self._quarantine_running(self._query(base, cut, tail, min_shared=1), keep)
+        still_cached = [s for s in self.known if self.model.longest_cached(s)]
+        matched = self._match(still_cached[-1]) if still_cached else None
         self._reset()
-        if self.capabilities.checks_locks and record.tokens:  # its handle is stale now
-            self._expect_refusal(f"locking {record}, a handle from before reset()", "inc_lock_ref", record.handle)
+        if self.capabilities.checks_locks:
+            for stale in (record, matched):
+                if stale is not None and stale.tokens:
+                    self._expect_refusal(f"locking {stale}, a handle from before reset()", "inc_lock_ref", stale.handle)
         return record
 
     @precondition(lambda self: _can_quarantine(self) and _can_lock_later(self))
