@@ -113,7 +113,7 @@ class SplitKeepsStaleValues(RadixCache):
 
     bug_class = "split-loses-values"
     sources = ('sgl-project/sglang#16946', 'sgl-project/sglang#35270 (two nodes hold the same slots)')
-    caught_by = (PrefixSetViolation, SlotViolation, ReturnValueViolation)  # or evict frees more slots than tokens
+    caught_by = (PrefixSetViolation, NeverSawViolation, SlotViolation, ReturnValueViolation)  # any wrong match; evict frees too many
 
     def _split(self, child: Node, at: int) -> Node:
         value = child.value
