@@ -23,6 +23,14 @@ def find_only() -> settings:
     return settings.get_profile("mutation")
 
 
+@pytest.mark.parametrize("variant", CORRECT_VARIANTS, ids=lambda v: v.__name__)
+def test_correct_variant_passes(variant) -> None:
+    """A cache that trusts its callers, or has no reset, is right: the suite must not fail it.
+    The trusting one asserts its own tree before each eviction, so any unpaired or stale call
+    the suite sent would show; the no-reset one raises if it is ever sent reset()."""
+    run_machine(machine_for(variant, variant.capabilities, variant.page_size_for_test, f"variant_{variant.__name__}"), find_only())
+
+
 @pytest.mark.parametrize("mutant", MUTANTS, ids=lambda m: m.bug_class)
 def test_mutant_is_caught(mutant) -> None:
     with pytest.raises(Exception) as caught:
@@ -30,14 +38,6 @@ def test_mutant_is_caught(mutant) -> None:
     assert isinstance(caught.value, mutant.caught_by), (
         f"{mutant.__name__} was caught, but by {type(caught.value).__name__}, not {mutant.caught_by}: {str(caught.value)[:1500]}"
     )
-
-
-@pytest.mark.parametrize("variant", CORRECT_VARIANTS, ids=lambda v: v.__name__)
-def test_correct_variant_passes(variant) -> None:
-    """A cache that trusts its callers, or has no reset, is right: the suite must not fail it.
-    The trusting one asserts its own tree before each eviction, so any unpaired or stale call
-    the suite sent would show; the no-reset one raises if it is ever sent reset()."""
-    run_machine(machine_for(variant, variant.capabilities, variant.page_size_for_test, f"variant_{variant.__name__}"), find_only())
 
 
 def test_every_mutant_breaks_a_listed_obligation() -> None:
