@@ -12,7 +12,6 @@ Exit codes: 0 the cache conforms, 1 it does not, 2 usage or load error.
 from __future__ import annotations
 
 import json
-import os
 import sys
 import time
 from dataclasses import asdict, dataclass, field
@@ -22,8 +21,8 @@ from typing import Any
 import pytest
 from tabulate import tabulate
 
-from radixcheck.properties.target import TIMEOUT_ENV, Target
-from radixcheck.properties.verdict import SHRINK_ENV
+from radixcheck.properties.target import Target, op_timeout
+from radixcheck.properties.verdict import shrink_seconds
 
 CONFORMANCE = "radixcheck.properties.conformance"
 EXIT_CONFORMS, EXIT_NONCONFORMING, EXIT_USAGE = 0, 1, 2
@@ -114,7 +113,7 @@ def report_card(result: AuditResult) -> str:
         f"# radixcheck audit: `{result.target}`",
         "",
         f"Verdict: {verdict}, in {result.seconds:.0f} s (Hypothesis profile `{result.profile}`; "
-        f"per-operation limit {os.environ.get(TIMEOUT_ENV, '5')} s, shrink budget {os.environ.get(SHRINK_ENV, '15')} s).",
+        f"per-operation limit {op_timeout():g} s, shrink budget {shrink_seconds():g} s).",
         "",
         f"Capabilities: `{result.capabilities}`",
         "",
