@@ -58,3 +58,30 @@ def test_a_typo_in_the_target_stops_the_run() -> None:
     result = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert result.returncode != 0
     assert "has no attribute 'RadixCach'" in result.stderr + result.stdout
+
+
+def _pytest(*args: str) -> subprocess.CompletedProcess:
+    cmd = [sys.executable, "-m", "pytest", "-n", "0", "-p", "no:randomly", *args]
+    return subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=120)
+
+
+def test_several_targets_run_as_one_matrix() -> None:
+    """Repeated --radix-target: every test is parametrized by target x page size (what xdist
+    distributes); a target that cannot be loaded fails its own items with the reason, not the run."""
+    targets = ["--radix-target", "ref=radixcheck.reference:RadixCache",
+               "--radix-target", "trusting=radixcheck.properties.mutants:TrustingReference",
+               "--radix-target", "broken=no_such_module_xyz:make"]
+    test = "properties/conformance/test_construction.py::test_handle_from_another_cache_is_refused"
+    result = _pytest("-rA", test, *targets)
+    out = result.stdout
+    assert "PASSED " + test + "[ref-page_size=16]" in out
+    assert "SKIPPED" in out and "trusts its callers" in out  # the trusting target declares checks_locks=False
+    assert "ERROR " + test + "[broken-unloadable]" in out and "cannot import module 'no_such_module_xyz'" in out
+    assert "3 passed, 3 skipped, 1 error" in out
+
+
+def test_a_repeated_target_name_is_a_usage_error() -> None:
+    result = _pytest("--collect-only", "--radix-target", "a=radixcheck.reference:RadixCache",
+                     "--radix-target", "a=radixcheck.properties.mutants:LockSkipsSelf", "properties/conformance/test_construction.py")
+    assert result.returncode == pytest.ExitCode.USAGE_ERROR
+    assert "repeated" in result.stderr

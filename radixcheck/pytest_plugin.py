@@ -7,6 +7,12 @@ Installed with radixcheck, so from any directory::
 
 runs the conformance tests, and only those, against ``mymodule.make`` (the working directory is
 importable). Without ``--radix-target`` (or ``RADIXCHECK_TARGET``) the target is the reference.
+
+Given several times (``--radix-target ref=radixcheck.reference:RadixCache --radix-target
+mine=mymodule:make``), one run tests every target: each test is parametrized by target and page
+size (ids ``ref-page_size=4``), so pytest-xdist spreads the target x test items over any workers,
+local or remote (``-n 2``, ``--tx ssh=host//python=...``). That is how the conformance matrix runs.
+A target that cannot be loaded then fails its own items (with the reason), not the whole run.
 """
 
 from __future__ import annotations
@@ -21,6 +27,7 @@ from radixcheck.properties.failures import describe_failure
 from radixcheck.properties.target import DEFAULT_TARGET, TARGET_ENV, TIMEOUT_ENV, Target, TargetError, check_target, load_target, op_timeout
 
 TARGET = pytest.StashKey[Target]()
+TARGETS = pytest.StashKey[dict[str, "Target | TargetError"]]()
 PROFILE = pytest.StashKey[str]()
 
 
@@ -28,8 +35,10 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group = parser.getgroup("radixcheck")
     group.addoption(
         "--radix-target",
+        action="append",
         default=None,
-        help=f"cache factory under test, 'package.module:factory' (env {TARGET_ENV}; default {DEFAULT_TARGET})",
+        help=f"cache factory under test, '[name=]package.module:factory' (env {TARGET_ENV}; default {DEFAULT_TARGET}); "
+        "give it several times to test several targets in one run",
     )
     group.addoption(
         "--radix-page-sizes",
@@ -38,12 +47,34 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     )
 
 
-def target_spec(config: pytest.Config) -> str:
+def target_specs(config: pytest.Config) -> list[str]:
     """The option wins over the environment; set but empty is an error, not the default."""
     option = config.getoption("--radix-target")
     if option is not None:
-        return option
-    return os.environ.get(TARGET_ENV, DEFAULT_TARGET)
+        return list(option)
+    return [os.environ.get(TARGET_ENV, DEFAULT_TARGET)]
+
+
+def target_spec(config: pytest.Config) -> str:
+    """The one target of a single-target run (a ``name=`` in front is dropped)."""
+    entry = target_specs(config)[0]
+    return entry.partition("=")[2] if "=" in entry else entry
+
+
+def _several(config: pytest.Config) -> bool:
+    return len(target_specs(config)) > 1
+
+
+def named_specs(config: pytest.Config) -> dict[str, str]:
+    """``name -> spec`` for a several-target run; a spec without ``name=`` is its own name."""
+    named: dict[str, str] = {}
+    for entry in target_specs(config):
+        name, sep, spec = entry.partition("=")
+        name, spec = (name.strip(), spec.strip()) if sep else (entry.strip(), entry.strip())
+        if not name or name in named or "[" in name or "]" in name:
+            raise pytest.UsageError(f"radixcheck: target name {name!r} in {entry!r} is empty, repeated or has brackets")
+        named[name] = spec
+    return named
 
 
 def _explicit(config: pytest.Config) -> bool:
@@ -54,7 +85,9 @@ def _explicit(config: pytest.Config) -> bool:
 @pytest.hookimpl(tryfirst=True)
 def pytest_configure(config: pytest.Config) -> None:
     config.stash[PROFILE] = config.getoption("hypothesis_profile", None) or profiles.load_default()
-    if _explicit(config):  # a named target is checked before anything runs: a typo is a usage error
+    if _several(config):
+        named_specs(config)  # a malformed list is a usage error; the targets load on first use
+    elif _explicit(config):  # a named target is checked before anything runs: a typo is a usage error
         target_of(config)
 
 
@@ -71,7 +104,23 @@ def target_of(config: pytest.Config) -> Target:
     return config.stash[TARGET]
 
 
-def restrict_page_sizes(target: Target, option: str | None) -> Target:
+def targets_of(config: pytest.Config) -> dict[str, Target | TargetError]:
+    """Every target of a several-target run, loaded and checked on first use; one that cannot be
+    tested is kept as its :class:`TargetError`, so that only its own items fail."""
+    if TARGETS not in config.stash:
+        loaded: dict[str, Target | TargetError] = {}
+        for name, spec in named_specs(config).items():
+            try:
+                target = load_target(spec)
+                check_target(target)
+                loaded[name] = restrict_page_sizes(target, config.getoption("--radix-page-sizes"), strict=False)
+            except TargetError as exc:
+                loaded[name] = exc
+        config.stash[TARGETS] = loaded
+    return config.stash[TARGETS]
+
+
+def restrict_page_sizes(target: Target, option: str | None, strict: bool = True) -> Target:
     """The target with only the page sizes asked for (each must be one it declares)."""
     if option is None:
         return target
@@ -80,6 +129,9 @@ def restrict_page_sizes(target: Target, option: str | None) -> Target:
     except ValueError as exc:
         raise TargetError(f"page sizes {option!r} must be comma-separated integers") from exc
     undeclared = [p for p in wanted if p not in target.capabilities.page_sizes_tested()]
+    if not strict:  # several targets: each runs the sizes it declares among those asked for
+        wanted = tuple(p for p in wanted if p not in undeclared)
+        undeclared = []
     if not wanted or undeclared:
         raise TargetError(f"page sizes {option!r}: {target.spec} declares (and the suite runs) only "
                           f"{list(target.capabilities.page_sizes_tested())}")
@@ -104,6 +156,13 @@ def report_header(target: Target, profile: str) -> list[str]:
 
 def pytest_report_header(config: pytest.Config) -> list[str]:
     """Only for runs that name a target, or run in a radixcheck checkout: not in every project."""
+    if _several(config):
+        lines = [f"radixcheck targets: {len(named_specs(config))}, hypothesis profile {config.stash[PROFILE]}"]
+        for name, loaded in targets_of(config).items():
+            detail = (f"page sizes {list(loaded.capabilities.page_sizes_tested())}" if isinstance(loaded, Target)
+                      else f"CANNOT BE TESTED: {loaded}")
+            lines.append(f"radixcheck target {name}: {named_specs(config)[name]} ({detail})")
+        return lines
     if _explicit(config) or (config.rootpath / "properties" / "conformance").is_dir():
         return report_header(target_of(config), config.stash[PROFILE])
     return []
@@ -114,10 +173,36 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     those that take ``extreme_page_size``, at the smallest and the largest."""
     if "target" not in metafunc.fixturenames:
         return
+    if _several(metafunc.config):
+        _parametrize_targets(metafunc)
+        return
     sizes = target_of(metafunc.config).capabilities.page_sizes_tested()
-    for name, values in (("page_size", sizes), ("extreme_page_size", sorted({sizes[0], sizes[-1]}))):
+    for name, values in (("page_size", sizes), ("extreme_page_size", _extremes(sizes))):
         if name in metafunc.fixturenames:
             metafunc.parametrize(name, values, ids=[f"page_size={p}" for p in values], scope="module")
+
+
+def _extremes(sizes: tuple[int, ...]) -> list[int]:
+    return sorted({sizes[0], sizes[-1]})
+
+
+def _parametrize_targets(metafunc: pytest.Metafunc) -> None:
+    """target x page size for a several-target run (a target that cannot be tested gets one item,
+    which fails at setup with the reason)."""
+    targets = targets_of(metafunc.config)
+    for size_name in ("page_size", "extreme_page_size"):
+        if size_name in metafunc.fixturenames:
+            pairs, ids = [], []
+            for name, loaded in targets.items():
+                sizes: list[int | None] = [None]
+                if isinstance(loaded, Target):
+                    tested = loaded.capabilities.page_sizes_tested()
+                    sizes = list(tested) if size_name == "page_size" else list(_extremes(tested))
+                pairs += [(name, p) for p in sizes]
+                ids += [f"{name}-page_size={p}" if p is not None else f"{name}-unloadable" for p in sizes]
+            metafunc.parametrize(["target", size_name], pairs, ids=ids, indirect=["target"])
+            return
+    metafunc.parametrize("target", list(targets), ids=list(targets), indirect=True)
 
 
 @pytest.hookimpl(wrapper=True)
@@ -133,5 +218,11 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
 
 @pytest.fixture(scope="session")
 def target(request: pytest.FixtureRequest) -> Target:
-    """The cache factory under test, with its capabilities."""
-    return target_of(request.config)
+    """The cache factory under test, with its capabilities (in a several-target run, this item's)."""
+    name = getattr(request, "param", None)
+    if name is None:
+        return target_of(request.config)
+    loaded = targets_of(request.config)[name]
+    if isinstance(loaded, TargetError):
+        pytest.fail(f"radixcheck: {loaded}", pytrace=False)
+    return loaded
