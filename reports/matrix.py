@@ -1,75 +1,62 @@
-"""The conformance matrix, in the spirit of JSONTestSuite: implementations × properties.
+"""The conformance matrix, in the spirit of JSONTestSuite: implementations × properties × page sizes.
 
-    python -m radixcheck.reports.matrix                 # reference + every catalogue mutant, then merge SGLang
-    python -m radixcheck.reports.matrix --jobs 2        # (default) two pytest processes at a time
-    python -m radixcheck.reports.matrix --report-only   # re-render, refreshing only SGLang's rows
+    .audit-venv/bin/python -m radixcheck.reports.matrix          # every engine + the kit, one run, -n 2
+    .audit-venv/bin/python -m radixcheck.reports.matrix --only vllm --only lightllm
+    .audit-venv/bin/python -m radixcheck.reports.matrix --tx 4*ssh=gpu1//python=/srv/rc/.audit-venv/bin/python//chdir=/srv/rc
+    python -m radixcheck.reports.matrix --kit-only               # reference, correct variants, mutants (main venv)
+    python -m radixcheck.reports.matrix --report-only            # re-render from artifacts/matrix.json
 
-Each implementation runs ``radixcheck audit`` (the conformance tests) in its own process under
-the ``audit`` profile (``ci``'s search, stopping at the first bug per test, shrunk within the
-budget); every failure's oracle comes from its exception type. SGLang's rows come from
-``reports/sglang_audit_results.json`` (``python -m radixcheck.reports.sglang_audit`` builds the
-isolated environment they need and regenerates it). Writes ``reports/MATRIX.md`` and
-``reports/artifacts/matrix.json``: every failure with a one-line reason and its shrunk program.
+The whole matrix is **one pytest run**: every target is passed to the plugin (``--radix-target
+name=spec``, repeated), which parametrizes each conformance test by target and page size, and
+pytest-xdist spreads those items over the workers (``-n``, or any ``--tx`` specs: local processes,
+or remote interpreters that have this checkout and the engines' environment at the same path).
+No scheduler of ours. The engines need their isolated environment (``python -m
+radixcheck.reports.audit_env`` builds ``.audit-venv/``); in an environment without them their rows
+are one error each ("cannot import"), not a crash.
+
+Writes ``reports/MATRIX.md`` and ``reports/artifacts/matrix.json`` (every verdict with its oracle,
+reason and shrunk program, by exception type). Hypothesis profile ``audit`` (``ci``'s derandomized
+search, stopping at the first bug per test, each shrunk for at most ``RADIXCHECK_SHRINK_SECONDS``).
 """
 
 from __future__ import annotations
 
 import argparse
+import importlib
 import json
+import os
 import sys
-from concurrent.futures import ThreadPoolExecutor
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from pathlib import Path
 
+import pytest
+
+from radixcheck.audit import CONFORMANCE, _Collector
 from radixcheck.properties.mutants import CORRECT_VARIANTS, MUTANTS
-from radixcheck.reports.audit_runner import audit_json
-from radixcheck.reports.sglang_audit import OUT_JSON as SGLANG_JSON
+from radixcheck.reports import default_out
 
 ROOT = Path(__file__).resolve().parent.parent
-OUT_MD = ROOT / "reports" / "MATRIX.md"
-OUT_JSON = ROOT / "reports" / "artifacts" / "matrix.json"
+AUDIT_ENV_STAMP = ROOT / ".audit-venv" / "radixcheck-audit.json"
 
 
-def implementations() -> list[tuple[str, str, str]]:
-    """(name, target spec, kind) for every implementation run in this environment."""
-    rows = [("reference", "radixcheck.reference:RadixCache", "reference")]
-    rows += [(v.__name__, f"radixcheck.properties.mutants:{v.__name__}", "correct variant") for v in CORRECT_VARIANTS]
-    rows += [(m.bug_class, f"radixcheck.properties.mutants:{m.__name__}", "mutant") for m in MUTANTS]
-    return rows
+@dataclass(frozen=True)
+class Engine:
+    """One engine's rows: its adapter module (a ``FACTORIES`` dict), findings and design notes."""
+
+    key: str
+    title: str
+    module: str
+    findings_doc: str
+    design: list[str] = field(default_factory=list)
+    finding_of: Callable[[str, str, str], str] = lambda name, test, reason: ""
 
 
-def run_target(name: str, spec: str, profile: str = "audit") -> dict:
-    return {"name": name, "spec": spec, **audit_json(sys.executable, spec, profile)}
+def _phrases(table: list[tuple[str, str]]) -> Callable[[str, str, str], str]:
+    """A finder that names the finding whose phrase occurs in the failure's test id or reason."""
+    return lambda name, test, reason: next((f for phrase, f in table if phrase in reason or phrase in test), "")
 
-
-def sglang_rows() -> list[dict]:
-    if not SGLANG_JSON.exists():
-        return []
-    rows = []
-    for r in json.loads(SGLANG_JSON.read_text())["results"]:
-        tests = {}
-        for test_id, d in r["tests"].items():  # ids recorded before radixcheck audit carried the module: drop it
-            tests[test_id.rpartition("::")[2]] = {k: v for k, v in d.items() if k != "raw"} | (
-                {"outcome": "failed"} if d["outcome"] == "error" else {})
-        rows.append({"name": f"sglang {r['factory']}", "spec": f"radixcheck.properties.adapters.sglang_radix:{r['factory']}",
-                     "seconds": r["seconds"], "tests": tests, "stderr_tail": r.get("stderr_tail", "")})
-    return rows
-
-
-CELL = {"passed": "pass", "failed": "**FAIL**", "skipped": "skip"}
-
-# Where SGLang differs from the contract by design, what its adapters declare, and what that hides.
-SGLANG_DESIGN = [
-    "No SGLang cache has `evict_prefix` (policy eviction of a named prefix): every factory declares "
-    "`supports_quarantine=False`, so the quarantine rules and oracle 5 do not run on them.",
-    "SGLang trusts its scheduler to pair every `inc_lock_ref` with one `dec_lock_ref` and never to reuse a "
-    "node across caches or resets. `radix_*` declare `checks_locks=False`: the unmatched-unlock, stale-handle "
-    "and foreign-handle checks are skipped (a `pass` there means *not checked*). `radix_lru_strict` is the same "
-    "cache declaring `checks_locks=True`, to show what those checks find (findings 1 and 4: silent corruption, "
-    "not an error). UnifiedRadixCache refuses unmatched unlocks itself, so `unified_*` declare "
-    "`checks_locks=True` (`*_lru_lenient`: False).",
-    "Only LRU has a precise order oracle (oracle 4); the other policies are held to everything else "
-    "(refcount safety, sizes, slot conservation, prefix-set matches, the DFS bound).",
-]
 
 # The finding in reports/sglang_findings.md that an SGLang failure reproduces, by its oracle's wording.
 SGLANG_FINDING = [
@@ -86,98 +73,219 @@ SGLANG_FINDING = [
 def sglang_finding(name: str, test_id: str, reason: str) -> str:
     if "handle_from_another_cache" in test_id:
         return "#6 Rust node ids name nodes of other caches" if "rust" in name else "#4 foreign handle corrupts sizes"
-    return next((f for phrase, f in SGLANG_FINDING if phrase in reason), "")
+    return _phrases(SGLANG_FINDING)(name, test_id, reason)
+
+
+ENGINES = [
+    Engine(
+        "sglang", "SGLang 0.5.23: RadixCache and UnifiedRadixCache", "radixcheck.properties.adapters.sglang_radix",
+        "sglang_findings.md",
+        [
+            "No SGLang cache has `evict_prefix` (policy eviction of a named prefix): every factory declares "
+            "`supports_quarantine=False`, so the quarantine rules and oracle 5 do not run on them.",
+            "SGLang trusts its scheduler to pair every `inc_lock_ref` with one `dec_lock_ref` and never to reuse a "
+            "node across caches or resets. `radix_*` declare `checks_locks=False`: the unmatched-unlock, stale-handle "
+            "and foreign-handle checks are skipped (a `pass` there means *not checked*). `radix_lru_strict` is the same "
+            "cache declaring `checks_locks=True`, to show what those checks find (findings 1 and 4: silent corruption, "
+            "not an error). UnifiedRadixCache refuses unmatched unlocks itself, so `unified_*` declare "
+            "`checks_locks=True` (`*_lru_lenient`: False).",
+            "Only LRU has a precise order oracle (oracle 4); the other policies are held to everything else "
+            "(refcount safety, sizes, slot conservation, prefix-set matches, the DFS bound).",
+        ],
+        sglang_finding,
+    ),
+]
+
+
+def kit_targets() -> dict[str, str]:
+    """The reference, the correct variants (must pass) and every catalogue mutant (must fail)."""
+    targets = {"reference": "radixcheck.reference:RadixCache"}
+    targets |= {v.__name__: f"radixcheck.properties.mutants:{v.__name__}" for v in CORRECT_VARIANTS}
+    targets |= {m.bug_class: f"radixcheck.properties.mutants:{m.__name__}" for m in MUTANTS}
+    return targets
+
+
+def engine_targets(engine: Engine) -> dict[str, str]:
+    """``<engine>.<factory> -> spec`` for every factory the engine's adapter lists."""
+    os.environ.setdefault("RADIXCHECK_SGLANG_LAZY", "1")  # listing factories must not import the engine
+    factories = importlib.import_module(engine.module).FACTORIES
+    return {f"{engine.key}.{name}": f"{engine.module}:{name}" for name in factories}
+
+
+def engine_of(name: str) -> Engine | None:
+    return next((e for e in ENGINES if name.startswith(e.key + ".")), None)
+
+
+def run_matrix(targets: dict[str, str], profile: str, xdist: list[str]) -> tuple[list[dict], float]:
+    """One pytest run over every target; returns one row per target and the wall time."""
+    started = time.monotonic()
+    collector = _Collector(started)
+    args = ["--pyargs", CONFORMANCE, f"--hypothesis-profile={profile}", "-p", "no:cacheprovider", "-p", "no:terminal",
+            "-p", "no:randomly", "-o", "addopts=", *xdist]
+    for name, spec in targets.items():
+        args += ["--radix-target", f"{name}={spec}"]
+    pytest.main(args, plugins=[collector])
+    wall = round(time.monotonic() - started, 1)
+    rows = {name: {"name": name, "spec": spec, "seconds": 0.0, "tests": {}} for name, spec in targets.items()}
+    by_length = sorted(targets, key=len, reverse=True)  # names may contain '-': match the longest first
+    for v in collector.verdicts:
+        test, _, param = v.test.partition("[")
+        name = next((n for n in by_length if param.startswith(n + "-") or param == n + "]"), None)
+        if name is None:  # a conformance test that takes no target (the scheduler's own order)
+            continue
+        rest = param[len(name) + 1:].rstrip("]")
+        column = f"{test}[{rest}]" if rest else test
+        rows[name]["tests"][column] = {k: getattr(v, k) for k in ("outcome", "oracle", "reason", "program") if getattr(v, k)}
+        rows[name]["seconds"] = round(rows[name]["seconds"] + v.seconds, 1)
+    return list(rows.values()), wall
+
+
+CELL = {"passed": "pass", "failed": "**FAIL**", "skipped": "skip"}
+PROFILE_NOTE = {
+    "audit": "`ci`'s derandomized search, stopping at the first bug per test, shrunk within a bounded time",
+    "mutation": "`ci`'s derandomized search, stopping at the first bug per test, unshrunk",
+}
 
 
 def _short(test_id: str) -> str:
-    return test_id.replace("test_cache_state_machine", "machine").replace("test_", "")
+    return (test_id.replace("test_cache_state_machine", "machine").replace("test_", "").replace("page_size=", "p")
+            .replace("handle_from_another_cache_is_refused", "foreign_handle").replace("bad_page_size_is_refused", "bad_page"))
 
 
-def render(rows: list[dict], profile: str) -> str:
-    tests = sorted({t for r in rows for t in r["tests"]})
-    disputed = [t for t in tests if len({r["tests"].get(t, {}).get("outcome") for r in rows}) > 1]
-    mutant_rows = [r for r in rows if r["name"] in {m.bug_class for m in MUTANTS}]
+def _column_order(test_id: str) -> tuple:
+    """Tests by name, then page sizes numerically (p1, p4, p16), then other parameters."""
+    test, _, param = test_id.partition("[")
+    size = param.rstrip("]").removeprefix("page_size=")
+    return (test, 0, int(size), "") if size.isdigit() and param.startswith("page_size=") else (test, 1, 0, param)
 
-    def table(columns: list[str]) -> list[str]:
-        head = "| implementation | " + " | ".join(f"`{_short(t)}`" for t in columns) + " |"
-        lines = [head, "|---|" + "---|" * len(columns)]
-        for r in rows:
-            cells = [CELL.get(r["tests"].get(t, {}).get("outcome", ""), "—") for t in columns]
-            lines.append(f"| `{r['name']}` | " + " | ".join(cells) + " |")
-        return lines
 
-    out = [
-        "# Conformance matrix",
-        "",
-        "Regenerate with `python -m radixcheck.reports.matrix` (SGLang rows: `python -m radixcheck.reports.sglang_audit` first). "
-        f"Each implementation ran the target-dependent properties in its own pytest process, Hypothesis profile "
-        f"`{profile}` for the rows run here (`audit`: ci's search, one shrunk bug per test; `mutation`: the same "
-        "search, unshrunk — the mutants' shrunk programs are in `BUG_CATALOGUE.md`); SGLang rows as recorded in "
-        "`sglang_audit_results.json`. `skip` = the implementation declares it does not offer what the property "
-        "needs (its `capabilities`); `—` = not run for it.",
-        "",
-        f"Reference passes {sum(d['outcome'] == 'passed' for d in rows[0]['tests'].values())} of "
-        f"{len(rows[0]['tests'])}; every mutant fails at least one property: "
-        f"{'yes' if all(any(d['outcome'] == 'failed' for d in r['tests'].values()) for r in mutant_rows) else 'NO'}.",
-        "",
-        "## SGLang: differences by design",
-        "",
-        *(f"- {line}" for line in SGLANG_DESIGN),
-        "",
-        "Each SGLang failure below names the finding it reproduces (`sglang_findings.md`, standalone scripts in "
-        "`repro/`).",
-        "",
-        "## Pruned view (only properties on which implementations differ)",
-        "",
-        *table(disputed),
-        "",
-        "## Failures",
-        "",
-    ]
+def _table(rows: list[dict], columns: list[str]) -> list[str]:
+    head = "| implementation | " + " | ".join(f"`{_short(t)}`" for t in columns) + " |"
+    lines = [head, "|---|" + "---|" * len(columns)]
+    for r in rows:
+        cells = [CELL.get(r["tests"].get(t, {}).get("outcome", ""), "—") for t in columns]
+        lines.append(f"| `{r['name']}` | " + " | ".join(cells) + " |")
+    return lines
+
+
+def _counts(row: dict) -> dict[str, int]:
+    return {k: sum(d["outcome"] == k for d in row["tests"].values()) for k in CELL}
+
+
+def _failures(rows: list[dict], finding_of: Callable[[str, str, str], str] | None) -> list[str]:
+    out: list[str] = []
     for r in rows:
         bad = {t: d for t, d in r["tests"].items() if d["outcome"] == "failed"}
-        if r.get("stderr_tail"):
-            out += [f"### `{r['name']}`", "", "pytest produced no results:", "", "```", r["stderr_tail"], "```", ""]
         if not bad:
             continue
-        out += [f"### `{r['name']}` (`{r['spec']}`)", ""]
-        for t, d in bad.items():
-            finding = sglang_finding(r["name"], t, d.get("reason", "")) if r["name"].startswith("sglang ") else ""
-            out += [f"- `{t}` — oracle *{d.get('oracle', 'other')}*{f' — finding {finding}' if finding else ''}: "
+        out += [f"#### `{r['name']}` (`{r['spec']}`)", ""]
+        for t, d in sorted(bad.items()):
+            finding = finding_of(r["name"], t, d.get("reason", "")) if finding_of else ""
+            out += [f"- `{t}` — oracle *{d.get('oracle', 'other')}*{f' — **finding {finding}**' if finding else ''}: "
                     f"{d.get('reason', '')}"]
             if d.get("program"):
                 out += ["", "  ```python", *("  " + ln for ln in d["program"].splitlines()), "  ```", ""]
-    out += ["## Full matrix", "", *table(tests), ""]
-    return "\n".join(out)
+        out.append("")
+    return out
 
 
-def main() -> None:
+def _env_line(engine: Engine) -> str:
+    if not AUDIT_ENV_STAMP.exists():
+        return "Environment: not built here (`python -m radixcheck.reports.audit_env`)."
+    info = json.loads(AUDIT_ENV_STAMP.read_text())
+    step = info.get("engines", {}).get(engine.key)
+    if not step:
+        return f"Environment: `.audit-venv/` ({info.get('size_human', '?')} in all)."
+    return (f"Environment: `.audit-venv/`, built by `python -m radixcheck.reports.audit_env`; this engine's step took "
+            f"{step['seconds']} s and added {step['size_human']} (whole environment {info.get('size_human', '?')}, "
+            f"{info.get('seconds_total', '?')} s).")
+
+
+def render(rows: list[dict], meta: dict) -> str:
+    kit = [r for r in rows if engine_of(r["name"]) is None]
+    mutant_names = {m.bug_class for m in MUTANTS}
+    mutants = [r for r in kit if r["name"] in mutant_names]
+    correct = [r for r in kit if r["name"] not in mutant_names]
+    out = [
+        "# Conformance matrix",
+        "",
+        f"Generated by `{meta['command']}`: **one pytest run** over {len(rows)} targets "
+        f"({sum(len(r['tests']) for r in rows)} items), spread by pytest-xdist over `{' '.join(meta['xdist']) or '-n 0'}`, "
+        f"in {meta['wall_seconds']:.0f} s wall on this machine ({meta['machine']}). Hypothesis profile `{meta['profile']}` "
+        f"({PROFILE_NOTE.get(meta['profile'], 'see README')}). "
+        "`skip` = the implementation declares it does not offer what the property needs (its `capabilities`: "
+        "never sent, so never failed); `—` = not run for it (a page size it does not declare).",
+        "",
+        "## Summary",
+        "",
+        "| implementation | passed | failed | skipped | s (sum of items) |",
+        "|---|---|---|---|---|",
+    ]
+    for r in rows:
+        c = _counts(r)
+        out.append(f"| `{r['name']}` | {c['passed']} | {c['failed'] or ''} | {c['skipped'] or ''} | {r['seconds']} |")
+    if correct:
+        every_mutant_fails = all(_counts(r)["failed"] for r in mutants)
+        clean = ", ".join(f"`{r['name']}`" for r in correct if not _counts(r)["failed"]) or "none"
+        out += ["", "## The kit: reference, correct variants, mutants", "",
+                f"Correct implementations passing everything they run: {clean}; "
+                f"every mutant fails at least one property: {'yes' if every_mutant_fails else '**NO**'} "
+                "(each mutant's shrunk program and kill rate over 200 streams: `BUG_CATALOGUE.md`).", ""]
+        columns = sorted({t for r in kit for t in r["tests"]}, key=_column_order)
+        disputed = [t for t in columns if len({r["tests"].get(t, {}).get("outcome") for r in kit}) > 1]
+        out += ["Only the properties on which they differ:", "", *_table(kit, disputed), ""]
+    for engine in ENGINES:
+        mine = [r for r in rows if engine_of(r["name"]) is engine]
+        if not mine:
+            continue
+        columns = sorted({t for r in mine for t in r["tests"]}, key=_column_order)
+        out += [f"## {engine.title}", "", f"Adapter: `{engine.module}`. Findings, each with a standalone repro and an "
+                f"upstream-ready report: [`{engine.findings_doc}`]({engine.findings_doc}). {_env_line(engine)}", "",
+                "### Differences by design (declared as capabilities: skipped, never failed)", "",
+                *(f"- {line}" for line in engine.design), "", "### Verdicts", "", *_table(mine, columns), ""]
+        failures = _failures(mine, engine.finding_of)
+        if failures:
+            out += ["### Failures, each linked to its finding", "", *failures]
+    out += ["## Kit failures (mutants: every one expected)", "", *_failures(mutants, None)] if mutants else []
+    return "\n".join(out) + "\n"
+
+
+def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--jobs", type=int, default=2)
-    parser.add_argument("--profile", default="audit",
-                        help="audit (default: shrunk programs, slow) or mutation (no shrinking: verdicts in minutes)")
-    parser.add_argument("--report-only", action="store_true",
-                        help="re-render from artifacts/matrix.json, taking SGLang's rows afresh from its results")
-    args = parser.parse_args()
+    parser.add_argument("-n", dest="workers", default="2", help="pytest-xdist local workers (default 2; 0: in process)")
+    parser.add_argument("--tx", action="append", default=[], help="pytest-xdist execution specs (replace -n), repeatable")
+    parser.add_argument("--profile", default="audit", help="Hypothesis profile (default audit; mutation: no shrinking)")
+    parser.add_argument("--only", action="append", choices=[e.key for e in ENGINES] + ["kit"], help="rows to run, repeatable")
+    parser.add_argument("--kit-only", action="store_true", help="only the reference, correct variants and mutants")
+    parser.add_argument("--report-only", action="store_true", help="re-render MATRIX.md from artifacts/matrix.json")
+    parser.add_argument("--out", type=Path, default=None, help="directory for MATRIX.md and artifacts/ (default: reports/)")
+    args = parser.parse_args(argv)
+    out_dir = args.out or default_out()
+    out_json, out_md = out_dir / "artifacts" / "matrix.json", out_dir / "MATRIX.md"
     if args.report_only:
-        saved = json.loads(OUT_JSON.read_text())
-        if isinstance(saved, list):  # written before the profile was recorded: use --profile
-            saved = {"profile": args.profile, "rows": saved}
-        rows = [r for r in saved["rows"] if not r["name"].startswith("sglang ")]
-        args.profile = saved["profile"]
-    else:
-        with ThreadPoolExecutor(max_workers=max(1, args.jobs)) as pool:
-            rows = list(pool.map(lambda impl: run_target(impl[0], impl[1], args.profile), implementations()))
-        for r in rows:
-            counts = {k: sum(d["outcome"] == k for d in r["tests"].values()) for k in CELL}
-            print(f"[matrix] {r['name']:28s} {r['seconds']:7.1f} s  {counts}", flush=True)
-    rows += sglang_rows()
-    OUT_JSON.parent.mkdir(exist_ok=True)
-    kept = [{k: v for k, v in r.items() if k != "seconds"} for r in rows]
-    OUT_JSON.write_text(json.dumps({"profile": args.profile, "rows": kept}, indent=1) + "\n")
-    OUT_MD.write_text(render(rows, args.profile) + "\n")
-    print(f"[matrix] wrote {OUT_MD.relative_to(ROOT)}")
+        saved = json.loads(out_json.read_text())
+        out_md.write_text(render(saved["rows"], saved["meta"]))
+        print(f"[matrix] wrote {out_md}")
+        return 0
+    only = {"kit"} if args.kit_only else set(args.only or ["kit", *(e.key for e in ENGINES)])
+    targets = kit_targets() if "kit" in only else {}
+    for engine in ENGINES:
+        if engine.key in only:
+            targets |= engine_targets(engine)
+    xdist = [f"--tx={spec}" for spec in args.tx] + (["--dist", "load"] if args.tx else [])
+    if not args.tx and args.workers not in ("0", "1"):
+        xdist = ["-n", args.workers, "--dist", "load"]
+    print(f"[matrix] {len(targets)} targets, one pytest run ({' '.join(xdist) or 'in process'})", flush=True)
+    rows, wall = run_matrix(targets, args.profile, xdist)
+    argv_shown = " ".join(argv if argv is not None else sys.argv[1:])
+    meta = {"command": f"python -m radixcheck.reports.matrix {argv_shown}".strip(), "xdist": xdist, "profile": args.profile,
+            "wall_seconds": wall, "machine": f"{os.cpu_count()} cores"}
+    out_json.parent.mkdir(parents=True, exist_ok=True)
+    out_json.write_text(json.dumps({"meta": meta, "rows": rows}, indent=1) + "\n")
+    out_md.write_text(render(rows, meta))
+    print(f"[matrix] {wall:.0f} s; wrote {out_md}")
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())
