@@ -1,0 +1,279 @@
+"""radixcheck adapters for mini-sglang's radix prefix cache (vendored, CPU).
+
+Select one with ``radixcheck audit radixcheck.properties.adapters.mini_sglang:<factory>``; they
+need torch (the audit environment ``.audit-venv/`` has it; nothing else is needed, see
+:data:`PIP_REQUIREMENTS`). The caches are mini-sglang's own files, vendored verbatim under
+``properties/adapters/vendored/mini_sglang_<sha7>/`` with their ``ORIGIN.md`` and MIT
+``LICENSE``; only their ``minisgl`` imports are rewritten to three documented stand-ins
+(``_shims.py`` there). mini-sglang itself is not installed and not imported.
+
+Where torch is not installed (the main gate's environment), importing this module imports
+neither torch nor the vendored code, and a factory call fails with ImportError. Where it is
+installed, the module imports both at once (``import torch`` takes 6-7 s on the audit machine):
+the suite times every call into the target, the factory included (5 s by default), so the import
+must not happen inside the first factory call. ``RADIXCHECK_MINISGL_LAZY=1`` defers it anyway.
+
+Factories (each ``factory(allocator, page_size) -> cache`` with a ``capabilities`` attribute)
+---------------------------------------------------------------------------------------------
+``newest``         ``minisgl.kvcache.radix_cache.RadixPrefixCache`` at 20fcd7f (2026-03-13, the
+                   newest stored commit; the cache files last changed in c7f800d). Page sizes:
+                   any positive int (the engine's ``--page-size``); declared ``(1, 2, 4, 16)``.
+``newest_strict``  The same cache declaring ``checks_locks=True``: the strict contract, which
+                   mini-sglang is *expected to fail* (an unmatched unlock trips an ``assert``
+                   only after it has taken the counter to -1; a foreign handle is accepted).
+                   It exists so the suite reports that behaviour (findings 3 and 4 of
+                   reports/findings/mini_sglang.md). It also declares ``eviction_policy=
+                   "lru-split-stale"`` (see the diagnostics below): with ``"lru"`` the state
+                   machine stops at finding 2 first and never reaches the lock properties.
+``pre_fix_52``     ``minisgl.kvcache.radix_manager.RadixCacheManager`` at f074873, the parent of
+                   the fix for mini-sglang#52 (8827b0f, "lock/unlock missed the current node").
+                   No pages yet at that commit (the child key is one token and insert does not
+                   align), so ``page_sizes=(1,)`` and the factory refuses any other page size.
+``newest_no_lru_oracle``, ``pre_fix_52_no_lru_oracle``
+                   Diagnostics, not conformance targets: the same caches declaring
+                   ``eviction_policy="lru-split-stale"`` (LRU, except that the half of an edge a
+                   match or insert splits off keeps the edge's old stamp: finding 2 of
+                   reports/findings/mini_sglang.md). The suite then skips only its LRU-order
+                   oracle (amount and lock safety are still checked), so its stop at the first
+                   failure per test is not spent on that known deviation and reaches the lock
+                   properties: ``pre_fix_52_no_lru_oracle`` fails for mini-sglang#52 and
+                   ``newest_no_lru_oracle`` passes.
+``FACTORIES`` maps these names to the factories.
+
+Capabilities (all factories; non-defaults and why)
+----------------------------------------------
+* ``supports_quarantine=False``: mini-sglang has no ``evict_prefix``; the adapter's raises
+  ``NotImplementedError``.
+* ``checks_locks=False`` (not for ``newest_strict``): ``lock_handle(handle, unlock=True)``
+  decrements first and asserts ``ref_count >= 0`` after, walking root-ward, so an unmatched
+  unlock leaves a counter at -1 before the ``AssertionError`` (and raises nothing under
+  ``python -O``); handles are not checked for staleness or for belonging to this cache. The
+  engine's scheduler (``CacheManager.lock/unlock``) pairs every lock with one unlock: it trusts
+  its callers, as SGLang does.
+* ``supports_reset=False``: ``reset()`` raises ``NotImplementedError("RadixManager.reset is not
+  implemented")`` at both commits. The adapter's ``reset`` forwards to it (never sent).
+* ``validates_input=False``: the cache takes ``torch.Tensor`` token ids and indices that the
+  engine builds itself (the tokenizer's int32 ids, the int32 page table) and the page size from
+  the server's arguments; it checks none of them. The adapter converts the suite's lists/arrays
+  to those tensors and adds no validation of its own, so malformed input is never sent.
+* ``eviction_policy="lru"`` (``newest``, ``pre_fix_52``): leaves are evicted in order of a
+  ``time.monotonic_ns()`` stamp that every fully matched node gets on ``match_prefix`` /
+  ``insert_prefix`` (a heap of leaves; a parent left childless is pushed in turn): the
+  contract's LRU, which the engine means to implement. The node a mid-edge split creates keeps
+  the old stamp (finding 2); that is a deviation the suite reports, so it is not declared away
+  here (the ``*_no_lru_oracle`` diagnostics exist for that).
+
+What the adapter does besides forwarding (contract differences, all documented)
+-------------------------------------------------------------------------------
+* Tokens become a fresh 1-D ``torch.int32`` CPU tensor, values a fresh 1-D ``torch.int32`` tensor,
+  the dtypes the engine passes (``LLM`` builds ``torch.tensor(prompt, dtype=torch.int32)``, the
+  page table is int32). Ids outside the int32 range raise ``OverflowError`` while converting
+  instead of wrapping (the contract's ids are all in that range). The fresh copy of the values
+  means the suite's arrays are never aliased: the aliasing fixed upstream in 94fe255 (before it,
+  ``insert_prefix`` stored a view of the caller's page-table row) cannot be observed here; the
+  suite never writes to an array after inserting it anyway.
+* ``match_prefix``: ``newest`` reads the slots with the handle's ``get_matched_indices()`` only when
+  ``handle.cached_len > 0`` (as the engine's ``PrefillManager`` does: on the root handle it calls
+  ``torch.cat([])`` and raises); ``pre_fix_52``'s ``match_prefix`` returns them itself. The handle
+  returned is the engine's own ``RadixCacheHandle`` (an empty match gives the root's, whose
+  lock/unlock walks nothing: the contract's no-op root handle; there is no reset to replace it).
+* ``insert`` returns the engine's ``cached_len`` (``InsertResult.cached_len`` for ``newest``, the
+  bare ``int`` for ``pre_fix_52``); the handle ``newest`` also returns is dropped (the contract's
+  insert has none).
+* ``inc_lock_ref(h)`` / ``dec_lock_ref(h)`` are ``lock_handle(h)`` / ``lock_handle(h, unlock=True)``.
+* ``evict(n)``: the engine's ``evict(size)`` returns the evicted slot ids instead of freeing them
+  (``CacheManager`` puts them back in its free list); the adapter hands them to the suite's
+  :class:`SlotAllocator` and returns how many there were. The engine asserts
+  ``size <= evictable_size`` (its caller checks ``available_size`` before allocating); the
+  contract's ``evict(n)`` for ``n`` above that means "evict everything evictable", so the adapter
+  asks for ``min(n, size_info.evictable_size)``, the engine's own count.
+* ``total_size`` / ``evictable_size`` / ``protected_size`` read ``size_info``.
+* ``newest`` reads ``page_size`` from the global context (``get_global_ctx().page_size``); the
+  adapter sets it (through the stand-in, see ``_shims.py``) around the construction only.
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+import os
+import sys
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import numpy as np
+
+from radixcheck.properties.contract import Capabilities, SlotAllocator
+
+PIP_REQUIREMENTS: list[str] = []
+"""Extra pip specs for the audit environment: none (the vendored cache needs only torch, which the
+environment already has; mini-sglang itself is not installed)."""
+
+NEWEST = "20fcd7f"
+PRE_FIX_52 = "f074873"
+_VENDORED = "radixcheck.properties.adapters.vendored.mini_sglang_"
+_INT32 = np.iinfo(np.int32)
+
+_torch: Any = None
+_modules: dict[str, Any] = {}  # sha7 -> the vendored cache module
+
+
+def _load(sha: str) -> Any:
+    """Import torch and the vendored cache module of commit ``sha`` (once)."""
+    global _torch
+    if sha not in _modules:
+        import torch
+
+        _torch = torch
+        module = {NEWEST: "radix_cache", PRE_FIX_52: "radix_manager"}[sha]
+        _modules[sha] = importlib.import_module(f"{_VENDORED}{sha}.{module}")
+        importlib.import_module(f"{_VENDORED}{sha}._shims")
+    return _modules[sha]
+
+
+def _int32_tensor(xs: Any) -> Any:
+    """A fresh 1-D int32 CPU tensor of ``xs`` (a list/tuple or integer array)."""
+    arr = np.asarray(xs, dtype=np.int64).reshape(-1)
+    if arr.size and (arr.min() < _INT32.min or arr.max() > _INT32.max):
+        raise OverflowError("ids outside the int32 range the engine uses")
+    return _torch.from_numpy(arr.astype(np.int32))
+
+
+def _np(t: Any) -> np.ndarray:
+    return t.detach().cpu().numpy().astype(np.int64).reshape(-1)
+
+
+class _MiniSGLangCache:
+    """Conversion layer shared by both commits; subclasses bind one vendored cache class."""
+
+    cache: Any
+
+    def __init__(self, allocator: SlotAllocator, page_size: int) -> None:
+        self.allocator = allocator
+        self.page_size = page_size
+
+    def _match(self, tokens: Any) -> tuple[Any, Any]:
+        raise NotImplementedError
+
+    def _insert(self, tokens: Any, values: Any) -> int:
+        raise NotImplementedError
+
+    # -- the contract ------------------------------------------------------------------
+    def match_prefix(self, tokens: Sequence[int]) -> tuple[np.ndarray, Any]:
+        values, handle = self._match(_int32_tensor(tokens))
+        return _np(values), handle
+
+    def insert(self, tokens: Sequence[int], values: Any) -> int:
+        return int(self._insert(_int32_tensor(tokens), _int32_tensor(values)))
+
+    def inc_lock_ref(self, handle: Any) -> None:
+        self.cache.lock_handle(handle)
+
+    def dec_lock_ref(self, handle: Any) -> None:
+        self.cache.lock_handle(handle, unlock=True)
+
+    def evict(self, num_tokens: int) -> int:
+        evicted = _np(self.cache.evict(min(int(num_tokens), self.cache.size_info.evictable_size)))
+        if len(evicted):
+            self.allocator.free(evicted)
+        return len(evicted)
+
+    def evict_prefix(self, tokens: Sequence[int]) -> int:
+        raise NotImplementedError("mini-sglang's radix cache has no evict_prefix (quarantine)")
+
+    def total_size(self) -> int:
+        return int(self.cache.size_info.total_size)
+
+    def evictable_size(self) -> int:
+        return int(self.cache.size_info.evictable_size)
+
+    def protected_size(self) -> int:
+        return int(self.cache.size_info.protected_size)
+
+    def reset(self) -> None:
+        self.cache.reset()  # raises NotImplementedError at both commits (supports_reset=False)
+
+
+class MiniSGLangRadixCache(_MiniSGLangCache):
+    """``RadixPrefixCache`` at 20fcd7f (newest)."""
+
+    def __init__(self, allocator: SlotAllocator, page_size: int) -> None:
+        super().__init__(allocator, page_size)
+        module = _load(NEWEST)
+        shims = sys.modules[f"{_VENDORED}{NEWEST}._shims"]
+        with shims.global_ctx(page_size):
+            self.cache = module.RadixPrefixCache(device=_torch.device("cpu"))
+
+    def _match(self, tokens: Any) -> tuple[Any, Any]:
+        handle = self.cache.match_prefix(tokens).cuda_handle
+        values = handle.get_matched_indices() if handle.cached_len > 0 else self.cache.empty_tensor
+        return values, handle
+
+    def _insert(self, tokens: Any, values: Any) -> int:
+        return self.cache.insert_prefix(tokens, values).cached_len
+
+
+class MiniSGLangRadixManagerPre52(_MiniSGLangCache):
+    """``RadixCacheManager`` at f074873 (parent of the fix for mini-sglang#52)."""
+
+    def __init__(self, allocator: SlotAllocator, page_size: int) -> None:
+        if page_size != 1:
+            raise ValueError(f"mini-sglang at {PRE_FIX_52} has no pages: page_size must be 1, got {page_size!r}")
+        super().__init__(allocator, page_size)
+        self.cache = _load(PRE_FIX_52).RadixCacheManager(device=_torch.device("cpu"))
+
+    def _match(self, tokens: Any) -> tuple[Any, Any]:
+        handle, values = self.cache.match_prefix(tokens)
+        return values, handle
+
+    def _insert(self, tokens: Any, values: Any) -> int:
+        return self.cache.insert_prefix(tokens, values)
+
+
+# -- factories --------------------------------------------------------------------------
+
+
+def _factory(name: str, build: Callable[[SlotAllocator, int], Any], caps: Capabilities):
+    def factory(allocator: SlotAllocator, page_size: int):
+        return build(allocator, page_size)
+
+    factory.__name__ = factory.__qualname__ = name
+    factory.capabilities = caps  # type: ignore[attr-defined]
+    factory.__doc__ = f"radixcheck target {name}: {caps}"
+    return factory
+
+
+def _caps(page_sizes: tuple[int, ...], checks_locks: bool = False, policy: str = "lru") -> Capabilities:
+    return Capabilities(
+        eviction_policy=policy,
+        supports_quarantine=False,
+        page_sizes=page_sizes,
+        checks_locks=checks_locks,
+        supports_reset=False,
+        validates_input=False,
+    )
+
+
+newest = _factory("newest", MiniSGLangRadixCache, _caps((1, 2, 4, 16)))
+newest_strict = _factory("newest_strict", MiniSGLangRadixCache, _caps((1, 2, 4, 16), checks_locks=True, policy="lru-split-stale"))
+pre_fix_52 = _factory("pre_fix_52", MiniSGLangRadixManagerPre52, _caps((1,)))
+newest_no_lru_oracle = _factory("newest_no_lru_oracle", MiniSGLangRadixCache, _caps((1, 2, 4, 16), policy="lru-split-stale"))
+pre_fix_52_no_lru_oracle = _factory("pre_fix_52_no_lru_oracle", MiniSGLangRadixManagerPre52, _caps((1,), policy="lru-split-stale"))
+
+FACTORIES: dict[str, Callable] = {
+    "newest": newest,
+    "newest_strict": newest_strict,
+    "pre_fix_52": pre_fix_52,
+    "newest_no_lru_oracle": newest_no_lru_oracle,
+    "pre_fix_52_no_lru_oracle": pre_fix_52_no_lru_oracle,
+}
+
+if os.environ.get("RADIXCHECK_MINISGL_LAZY") != "1" and importlib.util.find_spec("torch") is not None:
+    _load(NEWEST)
+    _load(PRE_FIX_52)
+
+__all__ = ["FACTORIES", "PIP_REQUIREMENTS", "MiniSGLangRadixCache", "MiniSGLangRadixManagerPre52", *FACTORIES]
+
+if __name__ == "__main__":  # list the factories
+    for _name, _f in FACTORIES.items():
+        print(f"radixcheck.properties.adapters.mini_sglang:{_name}", _f.capabilities)
