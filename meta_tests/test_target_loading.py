@@ -85,3 +85,15 @@ def test_a_repeated_target_name_is_a_usage_error() -> None:
                      "--radix-target", "a=radixcheck.properties.mutants:LockSkipsSelf", "properties/conformance/test_construction.py")
     assert result.returncode == pytest.ExitCode.USAGE_ERROR
     assert "repeated" in result.stderr
+
+
+def test_a_forced_seed_still_fails_a_broken_cache(tmp_path: Path) -> None:
+    """--hypothesis-seed turns off Hypothesis's example database, which the bounded shrink
+    replays from: the first failure must still be the verdict (it once came out as 'skipped')."""
+    result = subprocess.run(
+        [sys.executable, "-m", "pytest", "-n", "0", "-p", "no:randomly", "-o", "addopts=", "--hypothesis-profile=ci",
+         "--hypothesis-seed=1", "--pyargs", "radixcheck.properties.conformance.test_cache_machine",
+         "--radix-target", "radixcheck.properties.mutants:EvictsLockedLeaf", "--radix-page-sizes", "1"],
+        cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    assert "1 failed" in result.stdout, result.stdout[-2000:]
+    assert "not shrunk (with a forced seed" in result.stdout

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import os
 import time
+import unittest
 from collections.abc import Iterable
 
 from hypothesis import Phase, settings
@@ -89,6 +90,9 @@ def run_machine(machine: type[RuleBasedStateMachine], search: settings | None = 
     spent = time.monotonic() - started
     try:
         run_state_machine_as_test(machine, settings=settings(own, phases=[Phase.reuse]))
+    except unittest.SkipTest:  # nothing to replay: a forced seed (--hypothesis-seed) uses no example database
+        first.add_note("radixcheck: not shrunk (with a forced seed Hypothesis keeps no examples to shrink from)")
+        raise first from None
     except Exception as shrunk:  # noqa: BLE001
         shrunk.add_note(f"radixcheck: shrunk for {spent:.1f} s (budget {shrink_seconds():g} s, {SHRINK_ENV})")
         raise shrunk from None
