@@ -480,6 +480,19 @@ class RadixCacheMachine(RuleBasedStateMachine):
             self._match(oldest.prefix[: -self.page_size])
             self._evict(2 * self.page_size)
 
+    @rule()
+    def reinsert_short_of_lru_leaf(self) -> None:
+        """A request whose prompt is all but the last page of the least recently used leaf is
+        computed and inserted (it was preempted before matching), then memory pressure evicts two
+        pages. The insert ends inside the leaf's edge: only what it covered was used, so the last
+        page is still the oldest; a cache that stamps the whole edge instead of cutting it at the
+        insert's end evicts something newer (LightLLM fc72ffa, reports/findings/lightllm.md #1)."""
+        deep = [e for e in self._unlocked_leaves() if len(e.prefix) > self.page_size]
+        if deep:
+            oldest = min(deep, key=lambda e: e.last_use)
+            self._insert_request(oldest.prefix[: -self.page_size])
+            self._evict(2 * self.page_size)
+
     @precondition(_can_lock_later)
     @rule()
     def queued_admission(self) -> None:
@@ -544,7 +557,7 @@ class RadixCacheMachine(RuleBasedStateMachine):
         still_cached = [s for s in self.known if self.model.longest_cached(s)]
         matched = self._match(still_cached[-1]) if still_cached else None
         self._reset()
-        if self.capabilities.checks_locks:
+        if self.capabilities.checks_locks and not self.capabilities.locks_only_after_match:  # see foreign_handle
             for stale in (record, matched):
                 if stale is not None and stale.tokens:
                     self._expect_refusal(f"locking {stale}, a handle from before reset()", "inc_lock_ref", stale.handle)
@@ -671,7 +684,11 @@ class RadixCacheMachine(RuleBasedStateMachine):
     @precondition(_checks_locks)
     @rule(op=st.sampled_from(["inc_lock_ref", "dec_lock_ref"]), base=sequences)
     def foreign_handle(self, op: str, base: tuple[int, ...]) -> None:
-        """A handle from another cache (same tokens, same slot ids) must be refused."""
+        """A handle from another cache (same tokens, same slot ids) must be refused. A cache that
+        locks only through a fresh match (``locks_only_after_match``) is sent only the unlock: its
+        lock is a match of the handle's tokens in this cache, which no foreign handle can change."""
+        if op == "inc_lock_ref" and self.capabilities.locks_only_after_match:
+            op = "dec_lock_ref"
         other_allocator = SlotAllocator(POOL_SIZE)
         other = guarded("factory", type(self).factory, other_allocator, self.page_size)
         guarded("insert", other.insert, list(base), other_allocator.alloc(len(base)))

@@ -336,6 +336,32 @@ class SplitRefreshesSuffix(RadixCache):
         return super()._split(child, at)
 
 
+class InsertShortStampsEdge(RadixCache):
+    """An insert that ends inside an edge does not cut it: the whole edge is stamped as used,
+    so its unused remainder outlives older leaves under LRU (LightLLM fc72ffa
+    ``_insert_helper``, reports/findings/lightllm.md #1; its match path cuts correctly)."""
+
+    bug_class = "insert-short-stamps-edge"
+    sources = ("LightLLM fc72ffa radix_cache.py _insert_helper (reports/findings/lightllm.md #1)",)
+    caught_by = LRUOrderViolation
+    _insert_end: int | None = None
+
+    def insert(self, tokens: Any, values: np.ndarray) -> int:
+        self._insert_end = len(tokens) // self.page_size * self.page_size
+        try:
+            return super().insert(tokens, values)
+        finally:
+            self._insert_end = None
+
+    def _split(self, child: Node, at: int) -> Node:
+        depth, node = at, child.parent
+        while node is not None:
+            depth, node = depth + len(node.key), node.parent
+        if depth == self._insert_end:
+            return child  # the bug: the insert ends here, so the edge is left whole (and stamped whole)
+        return super()._split(child, at)
+
+
 class _StoresTokensAs(RadixCache):
     """A cache that keeps its keys in a narrower type: every key passes through ``_stored``."""
 
@@ -570,6 +596,7 @@ class QuarantineCountsOnlyFreed(RadixCache):
 MUTANTS: list[type[RadixCache]] = [
     AcceptsFloatTokens, BadInputHalfApplied, ComparesBoundedWindow, EvictMiscounts, EvictOvershoots, EvictStopsShort,
     EvictsLockedLeaf, ForeignHandleAccepted, InsertDoesNotRefresh, InsertKeepsUnalignedTail, InsertReturnsTokenPrefix,
+    InsertShortStampsEdge,
     LockOfQuarantinedAccepted, LockRefreshes, LockSkipsAncestors, LockSkipsSelf, MatchDoesNotRefresh, MostRecentFirst,
     NoSplitOnMatch, ProtectedCountsNodes, QuarantineCountsOnlyFreed, QuarantineFreesLocked,
     QuarantineLeavesBranchLinked, QuarantineTakesSiblings, ResetKeepsHandlesLive, ResetLeaksDetached,
@@ -629,4 +656,34 @@ class NoResetReference(RadixCache):
         raise AssertionError("reset() was sent to a target that declares supports_reset=False")
 
 
-CORRECT_VARIANTS: list[type[RadixCache]] = [TrustingReference, NoResetReference]
+class _MatchedTokens:
+    """A match-and-lock cache's handle: the tokens matched, and the node they ended at."""
+
+    def __init__(self, tokens: tuple[int, ...], node: Node) -> None:
+        self.tokens, self.node = tokens, node
+
+
+class MatchAndLockReference(RadixCache):
+    """Locks only through a fresh match, as LightLLM's cache does (``match_prefix(key,
+    update_refs=True)``), adapted as the contract says: a handle is the matched tokens and
+    ``inc_lock_ref`` matches them again, locking what that match reaches. It raises if that match
+    ends anywhere but the handle's node, so passing shows the suite locks a handle only straight
+    after the match that returned it (``locks_only_after_match=True``)."""
+
+    capabilities = Capabilities(locks_only_after_match=True)
+    page_size_for_test = 4
+
+    def match_prefix(self, tokens: Any) -> tuple[np.ndarray, Any]:
+        values, node = super().match_prefix(tokens)
+        return values, _MatchedTokens(tuple(as_tokens(tokens, "tokens")[: len(values)]), node)
+
+    def inc_lock_ref(self, handle: Any) -> None:
+        _, node = super().match_prefix(handle.tokens)
+        assert node is handle.node, f"locked {handle.tokens!r} some steps after its match (the tree changed since)"
+        super().inc_lock_ref(node)
+
+    def dec_lock_ref(self, handle: Any) -> None:
+        super().dec_lock_ref(getattr(handle, "node", handle))
+
+
+CORRECT_VARIANTS: list[type[RadixCache]] = [TrustingReference, NoResetReference, MatchAndLockReference]

@@ -48,6 +48,8 @@ OBLIGATIONS: list[tuple[str, str, type[v.ContractViolation], list[str]]] = [
     ("recency: an insert is a use", "reinsert_lru_leaf, insert_then_evict", v.LRUOrderViolation, ["InsertDoesNotRefresh"]),
     ("recency: a mid-edge hit refreshes only what matched", "hit_short_of_lru_leaf", v.LRUOrderViolation,
      ["SplitRefreshesSuffix"]),
+    ("recency: an insert ending mid-edge refreshes only what it covered", "reinsert_short_of_lru_leaf", v.LRUOrderViolation,
+     ["InsertShortStampsEdge"]),
     ("recency: a lock is not a use", "queued_admission", v.LRUOrderViolation, ["LockRefreshes"]),
     ("lock: covers every node from the root to the handle", "admit, serve, lock_then_unlock", v.RefcountViolation,
      ["LockSkipsAncestors", "LockSkipsSelf"]),
