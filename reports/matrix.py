@@ -51,6 +51,8 @@ class Engine:
     findings_doc: str
     design: list[str] = field(default_factory=list)
     finding_of: Callable[[str, str, str], str] = lambda name, test, reason: ""
+    left_out: dict[str, str] = field(default_factory=dict)
+    """Factories the matrix does not run (a substring of their name -> why), shown in the report."""
 
 
 def _phrases(table: list[tuple[str, str]]) -> Callable[[str, str, str], str]:
@@ -94,6 +96,65 @@ ENGINES = [
         ],
         sglang_finding,
     ),
+    Engine(
+        "sglang_trees", "SGLang 0.5.23: the other trees (PureSWA, Unified FULL+SWA, LoRA namespaces)",
+        "radixcheck.properties.adapters.sglang_trees", "findings/sglang_trees.md",
+        [
+            "As the trees above: no `evict_prefix`; `*_strict`/unified factories check locks, the others trust callers.",
+            "PureSWA and Unified FULL+SWA run at page size 1 only (the server pairs PureSWA with an allocator that "
+            "asserts it; paged SWA frees assume aligned runs of slot ids). Values and sizes are the FULL component's; "
+            "the contract never sends an SWA eviction, so the sliding window is invisible to it.",
+            "HiCache (needs `torch.cuda.cudart()`), LMCache, FlexKV, the NPU C128 and the MLX components do not "
+            "construct on CPU: `findings/sglang_trees.md` gives each call and error.",
+        ],
+        sglang_finding,
+        {"mamba": "Unified FULL+MAMBA constructs, but a match ends only where a request ended (a saved recurrent "
+                  "state), which the contract's longest-cached-prefix model cannot express and no capability declares "
+                  "yet: its prefix-set and DFS failures would be that design, not bugs (audited by hand in "
+                  "`findings/sglang_trees.md`).",
+         "swa_python_lru_lenient": "the same tree as `unified_swa_python_lru` declaring `checks_locks=False` (8 min a run).",
+         "swa_rust_lru_lenient": "the same tree as `unified_swa_rust_lru` declaring `checks_locks=False`."},
+    ),
+    Engine(
+        "mini_sglang", "mini-sglang: newest (20fcd7f) and the parent of the #52 fix (f074873)",
+        "radixcheck.properties.adapters.mini_sglang", "findings/mini_sglang.md",
+        [
+            "No `evict_prefix` (`supports_quarantine=False`) and no usable `reset` (it raises NotImplementedError: "
+            "`supports_reset=False`).",
+            "The scheduler pairs every lock with one unlock (`checks_locks=False`); its `assert ref_count >= 0` fires only "
+            "after the decrement. `newest_strict` declares `checks_locks=True` to show what that hides (findings 3, 4).",
+            "The cache takes the tensors the engine builds and checks nothing (`validates_input=False`).",
+            "f074873 has no paging (page size 1 only). `evict` returns slot ids instead of freeing them: the adapter hands "
+            "them to the suite's allocator.",
+            "`*_no_lru_oracle` are diagnostics, not conformance targets: they declare the policy `lru-split-stale`, which "
+            "turns off only the LRU-order oracle, so the run gets past finding 2 (shared by both commits) to the lock "
+            "properties, where f074873 fails for #52.",
+        ],
+        _phrases([("removed locked", "#1 lock skips the handle's own node (mini-sglang#52)"),
+                  ("LRU", "#2 a split keeps the stale timestamp"), ("kept going", "#2 a split keeps the stale timestamp"),
+                  ("survived", "#2 a split keeps the stale timestamp"),
+                  ("another cache", "#4 foreign handle accepted"), ("foreign", "#4 foreign handle accepted"),
+                  ("assert", "#3 unmatched unlock leaves ref_count -1"),
+                  ("accepted it instead of raising", "#3 unmatched unlock leaves ref_count -1")]),
+    ),
+    Engine(
+        "lightllm", "LightLLM (fc72ffa): dynamic_prompt/radix_cache.py", "radixcheck.properties.adapters.lightllm_radix",
+        "findings/lightllm.md",
+        [
+            "Locks only by matching (`match_prefix(key, update_refs=True)`): `locks_only_after_match=True`, so a handle is "
+            "locked only straight after the match that returned it, and a foreign or stale handle is only ever unlocked.",
+            "Token-granular (page size 1 only); no `evict_prefix`; `clear_tree_nodes` is test-only and frees nothing "
+            "(`supports_reset=False`).",
+            "`dec_node_ref_counter` checks nothing (`checks_locks=False`); `radix_cache_strict` declares True to show the "
+            "consequences (findings 2, 3). Callers are trusted with arguments (`validates_input=False`).",
+        ],
+        _phrases([("LRU", "#1 an insert ending mid-edge refreshes the whole edge"),
+                  ("kept going", "#1 an insert ending mid-edge refreshes the whole edge"),
+                  ("survived", "#1 an insert ending mid-edge refreshes the whole edge"),
+                  ("another cache", "#3 a foreign node's release is accepted"),
+                  ("foreign", "#3 a foreign node's release is accepted"),
+                  ("accepted it instead of raising", "#2 an unmatched release drives ref_counter to -1")]),
+    ),
 ]
 
 
@@ -109,7 +170,8 @@ def engine_targets(engine: Engine) -> dict[str, str]:
     """``<engine>.<factory> -> spec`` for every factory the engine's adapter lists."""
     os.environ.setdefault("RADIXCHECK_SGLANG_LAZY", "1")  # listing factories must not import the engine
     factories = importlib.import_module(engine.module).FACTORIES
-    return {f"{engine.key}.{name}": f"{engine.module}:{name}" for name in factories}
+    return {f"{engine.key}.{name}": f"{engine.module}:{name}" for name in factories
+            if not any(part in name for part in engine.left_out)}
 
 
 def engine_of(name: str) -> Engine | None:
@@ -242,7 +304,9 @@ def render(rows: list[dict], meta: dict) -> str:
         out += [f"## {engine.title}", "", f"Adapter: `{engine.module}`. Findings, each with a standalone repro and an "
                 f"upstream-ready report: [`{engine.findings_doc}`]({engine.findings_doc}). {_env_line(engine)}", "",
                 "### Differences by design (declared as capabilities: skipped, never failed)", "",
-                *(f"- {line}" for line in engine.design), "", "### Verdicts", "", *_table(mine, columns), ""]
+                *(f"- {line}" for line in engine.design),
+                *(f"- Not in the matrix: factories named `*{part}*`: {why}" for part, why in engine.left_out.items()),
+                "", "### Verdicts", "", *_table(mine, columns), ""]
         failures = _failures(mine, engine.finding_of)
         if failures:
             out += ["### Failures, each linked to its finding", "", *failures]

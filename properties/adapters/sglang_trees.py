@@ -1,0 +1,455 @@
+"""radixcheck adapters for SGLang's *other* radix trees (sglang 0.5.23, CPU).
+
+``sglang_radix.py`` covers ``RadixCache`` and ``UnifiedRadixCache`` with the FULL component.
+This module covers every other prefix tree sglang 0.5.23 builds, reusing that module's
+conversion layer (:class:`~radixcheck.properties.adapters.sglang_radix._Adapter`, its
+``_ForwardingAllocator``, ``ROOT``, ``_factory``) by import. Select a factory with
+``radixcheck audit radixcheck.properties.adapters.sglang_trees:<factory>``; the findings are
+in ``reports/findings/sglang_trees.md``.
+
+Which trees exist in 0.5.23
+---------------------------
+The per-model tree files of older releases (``swa_radix_cache.py``, ``mamba_radix_cache.py``,
+``lora_radix_cache.py``, ``hiradix_cache.py``, ``radix_cache_cpp.py``) are gone: SWA, Mamba and
+HiCache are *components* / attachments of ``UnifiedRadixCache``, LoRA adapters are namespaces
+(``RadixKey.extra_key``) of the one tree, and the C++ tree was replaced by the Rust tree core.
+``mem_cache/registry.py`` (``default_radix_cache_factory``) builds one of:
+
+====================================  =======================================================
+tree                                  here
+====================================  =======================================================
+``RadixCache``                        ``sglang_radix.py``
+``UnifiedRadixCache`` FULL            ``sglang_radix.py``
+``PureSWARadixCache``                 ``pure_swa_*`` (all-SWA models; a RadixCache subclass)
+``UnifiedRadixCache`` FULL+SWA        ``unified_swa_{python,rust}_*`` (hybrid SWA models)
+``UnifiedRadixCache`` FULL+MAMBA      ``unified_mamba_{python,rust}_*`` (hybrid SSM models)
+LoRA namespaces (``extra_key``)       ``*_lora`` (RadixCache and Unified FULL, both cores)
+``UnifiedRadixCache`` + HiCache       not built: ``init_hicache`` needs a CUDA/NPU device
+``LMCacheUnifiedRadixCache``          not built: needs the ``lmcache`` package (GPU-only)
+``FlexKVRadixCache``                  not built: needs the ``flexkv`` package (GPU-only)
+C128 / MLX aux components             not built: NPU-only / Apple-MLX-only components
+====================================  =======================================================
+
+(the findings document says exactly which call fails for the ones not built).
+
+Factories (each ``factory(allocator, page_size) -> cache`` with a ``capabilities`` attribute)
+---------------------------------------------------------------------------------------------
+``pure_swa_lru``, ``pure_swa_lru_strict``
+    ``PureSWARadixCache`` (``sliding_window_size=4``) over the suite's slot pool.
+    ``checks_locks`` False / True as for ``radix_lru`` / ``radix_lru_strict``: it inherits
+    ``RadixCache``'s locking. ``page_sizes=(1,)``: the server pairs it only with
+    ``PureSWATokenToKVPoolAllocator``, which asserts ``page_size == 1``.
+``unified_swa_{python,rust}_lru`` (+ ``_lenient``)
+    ``UnifiedRadixCache`` with components FULL and SWA (``sliding_window_size=4``), Python or
+    Rust tree core. ``checks_locks=True`` like ``unified_*_lru`` (the unified tree refuses an
+    unmatched unlock); ``_lenient`` declares False. ``page_sizes=(1,)`` (see below).
+``unified_mamba_{python,rust}_lru`` (+ ``_lenient``)
+    ``UnifiedRadixCache`` with components FULL and MAMBA. ``page_sizes=(1,)``: SGLang's
+    ``MambaComponent`` asserts ``page_size == 1`` unless the mamba extra buffer is on.
+``radix_lru_lora``, ``unified_{python,rust}_lru_lora``
+    The same trees as ``sglang_radix.radix_lru`` / ``unified_*_lru`` with every key in one
+    LoRA namespace (``RadixKey(..., extra_key=LORA_ID)``), as ``Req`` builds keys for a
+    request that names a LoRA adapter. Capabilities as their ``sglang_radix`` counterparts.
+
+No tree has ``evict_prefix``: every factory declares ``supports_quarantine=False``. The
+adapters add no checks to SGLang's locking, matching or eviction; input validation at the
+type boundary is ``sglang_radix._Adapter``'s (see that module), so ``validates_input`` stays
+True on the adapter's account, as there.
+
+What the extra components mean for the contract
+------------------------------------------------
+The contract's values are the FULL (plain attention) KV slots: the suite's
+:class:`SlotAllocator` is the FULL pool, sizes are the FULL component's (``total_size()``
+returns ``(full, aux)``; the adapters report ``full``; ``evictable_size`` and
+``protected_size`` are the FULL component's in SGLang already).
+
+* **SWA** keeps, besides the FULL slots, a sliding-window KV slot ("SWA peer") per token,
+  found through the allocator's ``full_to_swa_index_mapping``. A match is valid only where the
+  last ``sliding_window_size`` tokens still have SWA KV; SWA KV is dropped ("tombstoned")
+  only by an SWA eviction (``EvictParams.swa_num_tokens``) or an insert that says the request
+  already freed its out-of-window SWA (``swa_evicted_seqlen``). The contract sends neither
+  (``evict(n)`` is ``EvictParams(num_tokens=n)``; inserts say nothing was freed), so no node is
+  ever tombstoned and the longest-cached-prefix contract applies unchanged: the SWA component
+  must be invisible to it. What it adds that the suite does see: its own node splits (a new
+  leaf longer than one window is split at the window; locks pin only the window), its own
+  LRU (refreshed only within the window), and eviction freeing both halves.
+  Declared: nothing extra. The SWA slots are not the suite's and its oracles do not count
+  them; SGLang's own ``expect`` invariants on them are off unless ``SGLANG_INVARIANT_CHECK``
+  is set (the findings document an out-of-suite check of SWA slot conservation).
+* **Mamba** keeps one recurrent-state slot per *node that ends a cached request*; a prefix
+  can be resumed only where a state exists, so ``match_prefix`` returns the longest cached
+  prefix *that ends at a mamba state*, not the longest cached prefix
+  (``MatchResult.full_kv_hit_length`` has the FULL-only length; the adapter does not use it:
+  the engine cannot resume from there). No ``Capabilities`` field expresses "matches end only
+  at insert boundaries", so the suite reports this design difference as a match failure; see
+  the findings (it is classified there as a design difference the kit cannot declare).
+
+Stand-ins and differences (each keeps SGLang's behaviour on the tree's code path)
+---------------------------------------------------------------------------------
+* Everything ``sglang_radix.py`` lists (triton/torchvision stand-ins, ``RadixKey`` from
+  ``array('q')``, ``torch.int64`` values, the forwarding FULL allocator, root sentinel,
+  ``reset`` freeing the tree's FULL slots first, ``prev_prefix_len=len(key)`` on unified
+  inserts, receipts for unified unlocks).
+* ``_SWAPoolStub``: a ``BaseSWAKVPool`` with no KV buffers (the tree never reads or writes KV
+  data; every buffer accessor raises). It holds the ``full_to_swa_index_mapping`` the
+  allocator registers and translates through it, which is all the SWA allocator and component
+  use it for.
+* SWA allocator: SGLang's own ``SWATokenToKVPoolAllocator`` (CPU, ``need_sort=False``) whose
+  ``full_attn_allocator`` is replaced by the forwarding allocator, so FULL frees reach the
+  suite's pool and SWA frees SGLang's real ``TokenToKVPoolAllocator``. Its mapping starts at
+  2**17 entries and the adapter grows it (same layout: trailing -1) when the suite hands out a
+  larger slot id; the suite's pool is 2**24 slots and a fixed mapping that size would cost
+  128 MB per cache.
+* SWA peers: the server's allocator gives every FULL slot an SWA peer when it hands it out;
+  the suite allocates from its own pool, so before each insert the adapter gives an SWA peer
+  (``swa_attn_allocator.alloc`` + ``set_full_to_swa_mapping``) to each slot id in ``values``
+  that the tree does not hold, and after the insert releases (``free_swa``) the peers of
+  those ids the tree did not take: the caller's duplicates, whose SWA half the scheduler
+  frees together with the FULL half. ``reset`` releases every SWA slot and mapping (the
+  server's ``flush_cache`` clears the whole allocator).
+* Why SWA runs at page size 1 only: SGLang's paged SWA frees work on whole pages of FULL ids
+  (``free_index[::page_size]`` stands for its page), which presumes the paged allocator's
+  aligned runs of slot ids; the suite's slot ids are arbitrary, so at page size > 1 the SWA
+  side would free other slots' peers because of the adapter, not the engine.
+* Mamba: a real ``HybridReqToTokenPool`` on CPU with a one-layer Mamba2 state of a few
+  elements per slot (``_MAMBA_SHAPE``) and room for ``_MAMBA_SLOTS`` states; global
+  ``ServerArgs(model_path="dummy")`` set with ``_mamba_cache_chunk_size = 64`` if none are set
+  (``MambaComponent`` reads them at construction; 64 is FLA's chunk size, what SGLang's own
+  unit-test fixture presets). Each insert brings one mamba state slot (the finishing request's
+  state, ``InsertParams.mamba_value``); when the tree does not adopt it (the node already has a
+  state, or nothing was inserted) the adapter frees it, as the scheduler's
+  ``cleanup_after_caching_req`` does. ``reset`` also clears the mamba slot allocator.
+* LoRA: keys carry ``extra_key=LORA_ID``; the root test uses ``root_node_handle(LORA_ID)``.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import sys
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from radixcheck.properties.adapters import sglang_radix as _sr
+from radixcheck.properties.adapters.sglang_radix import _factory, _np
+from radixcheck.properties.contract import Capabilities, SlotAllocator
+
+PIP_REQUIREMENTS: list[str] = []
+"""No packages beyond the audit environment's: every tree built here needs only sglang/torch."""
+
+SLIDING_WINDOW = 4
+"""Tokens of sliding window: shorter than most suite sequences, so windows split and lock."""
+LORA_ID = "0123456789abcdef0123456789abcdef"
+"""A LoRA namespace as ``Req`` appends it to ``extra_key`` (a 32-hex-digit ``lora_id``)."""
+_SWA_MAPPING0 = 1 << 17
+_MAMBA_SLOTS = 4096
+_MAMBA_SHAPE = dict(intermediate_size=8, n_groups=1, num_heads=1, head_dim=8, state_size=2, conv_kernel=2)
+
+_tx: Any = None  # the extra sglang names this module uses, filled by _load()
+
+
+def _load() -> Any:
+    global _tx
+    if _tx is not None:
+        return _tx
+    sg = _sr._load()
+    import types
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        from sglang.srt.configs.mamba_utils import Mamba2CacheParams, Mamba2StateShape
+        from sglang.srt.mem_cache.allocator.swa import SWATokenToKVPoolAllocator
+        from sglang.srt.mem_cache.base_swa_memory_pool import BaseSWAKVPool
+        from sglang.srt.mem_cache.memory_pool import HybridReqToTokenPool
+        from sglang.srt.mem_cache.pure_swa_radix_cache import PureSWARadixCache
+        from sglang.srt.server_args import ServerArgs, set_global_server_args_for_scheduler
+
+    class _SWAPoolStub(BaseSWAKVPool):
+        """A BaseSWAKVPool without KV buffers: it only keeps and applies the index mapping."""
+
+        full_kv_pool = None
+        swa_kv_pool = None
+
+        def __init__(self) -> None:  # no buffers: the tree never touches KV data
+            self.full_to_swa_index_mapping = None
+
+        def register_mapping(self, full_to_swa_index_mapping) -> None:
+            self.full_to_swa_index_mapping = full_to_swa_index_mapping
+
+        def translate_loc_from_full_to_swa(self, kv_indices):
+            return self.full_to_swa_index_mapping[kv_indices]
+
+        def _no_kv(self, *args, **kwargs):
+            raise NotImplementedError("radixcheck's SWA pool stand-in holds no KV data")
+
+        get_state_buf_infos = get_kv_buffer = get_key_buffer = get_value_buffer = set_kv_buffer = _no_kv
+
+    _tx = types.SimpleNamespace(
+        sg=sg,
+        torch=sg.torch,
+        PureSWARadixCache=PureSWARadixCache,
+        SWATokenToKVPoolAllocator=SWATokenToKVPoolAllocator,
+        SWAPoolStub=_SWAPoolStub,
+        HybridReqToTokenPool=HybridReqToTokenPool,
+        Mamba2CacheParams=Mamba2CacheParams,
+        Mamba2StateShape=Mamba2StateShape,
+        ServerArgs=ServerArgs,
+        set_global_server_args_for_scheduler=set_global_server_args_for_scheduler,
+    )
+    return _tx
+
+
+def _page_one(page_size: int, what: str) -> None:
+    if isinstance(page_size, bool) or not isinstance(page_size, int) or page_size < 1:
+        raise ValueError(f"page_size must be a positive int, got {page_size!r}")
+    if page_size != 1:
+        raise ValueError(f"{what} is adapted at page_size 1 only (see sglang_trees' docstring), got {page_size}")
+
+
+# -- PureSWARadixCache ------------------------------------------------------------------
+
+
+class SGLangPureSWARadixCache(_sr.SGLangRadixCache):
+    """``PureSWARadixCache``: RadixCache with an all-SWA eviction entry point."""
+
+    def __init__(self, allocator: SlotAllocator, page_size: int, eviction_policy: str = "lru"):
+        _page_one(page_size, "PureSWARadixCache")
+        _sr._Adapter.__init__(self, allocator, page_size)
+        tx = _load()
+        params = self.sg.CacheInitParams(
+            disable=False,
+            req_to_token_pool=None,
+            token_to_kv_pool_allocator=self.kv_allocator,
+            page_size=page_size,
+            eviction_policy=eviction_policy,
+            sliding_window_size=SLIDING_WINDOW,
+        )
+        self.cache = tx.PureSWARadixCache(params)
+
+
+# -- UnifiedRadixCache with extra components ----------------------------------------------
+
+
+class _UnifiedWith(_sr.SGLangUnifiedRadixCache):
+    """``UnifiedRadixCache`` with FULL plus the components a subclass names."""
+
+    components: tuple[str, ...] = ()
+
+    def __init__(self, allocator: SlotAllocator, page_size: int, eviction_policy: str = "lru", backend: str = "python"):
+        _sr._Adapter.__init__(self, allocator, page_size)
+        self.tx = _load()
+        CT = self.sg.ComponentType
+        params = self.sg.CacheInitParams(
+            disable=False,
+            req_to_token_pool=self._req_to_token_pool(),
+            token_to_kv_pool_allocator=self._kv_allocator(),
+            page_size=page_size,
+            eviction_policy=eviction_policy,
+            tree_components=(CT.FULL, *(getattr(CT, c) for c in self.components)),
+            tree_core_backend=backend,
+            sliding_window_size=SLIDING_WINDOW if "SWA" in self.components else None,
+        )
+        self.cache = self.sg.UnifiedRadixCache(params)
+        core = type(self.cache.tree_core).__name__
+        want = {"python": "UnifiedTreeCore", "rust": "RustUnifiedTreeCore"}[backend]
+        if core != want:  # SGLang silently falls back to Python when Rust is unusable
+            raise RuntimeError(f"asked for the {backend} tree core, SGLang built {core}")
+        self.backend = backend
+        self._receipts: dict[Any, list[Any]] = {}
+
+    def _req_to_token_pool(self):
+        return None
+
+    def _kv_allocator(self):
+        return self.kv_allocator
+
+
+class SGLangUnifiedSWA(_UnifiedWith):
+    """``UnifiedRadixCache`` with FULL + SWA over SGLang's SWA allocator (FULL side forwarded)."""
+
+    components = ("SWA",)
+
+    def __init__(self, allocator: SlotAllocator, page_size: int, eviction_policy: str = "lru", backend: str = "python"):
+        _page_one(page_size, "UnifiedRadixCache FULL+SWA")
+        super().__init__(allocator, page_size, eviction_policy, backend)
+
+    def _kv_allocator(self):
+        tx = _load()
+        swa = tx.SWATokenToKVPoolAllocator(
+            _SWA_MAPPING0, _SWA_MAPPING0, self.page_size, tx.torch.int64, "cpu", tx.SWAPoolStub(), False
+        )
+        swa.full_attn_allocator = self.kv_allocator  # FULL slots are the suite's
+        self.swa = swa
+        return swa
+
+    def _grow_mapping(self, max_id: int) -> None:
+        torch = self.tx.torch
+        mapping = self.swa.full_to_swa_index_mapping
+        usable = len(mapping) - 1 - self.page_size  # layout: size + page_size entries, then -1
+        if max_id < usable:
+            return
+        new_size = max(2 * usable, max_id + 1)
+        grown = torch.cat([mapping[:-1], torch.zeros(new_size - usable, dtype=torch.int64), mapping[-1:]])
+        self.swa.full_to_swa_index_mapping = grown
+        self.swa.get_kvcache().register_mapping(grown)
+
+    def _held(self) -> set[int]:
+        return set(_np(self.cache.all_values_flatten()).tolist()) if self.total_size() else set()
+
+    def insert(self, tokens: Sequence[int], values) -> int:
+        key = self._key(tokens)
+        value = self._value(values, len(key))
+        torch = self.tx.torch
+        callers = [i for i in dict.fromkeys(value.tolist()) if i not in self._held()]
+        if callers:
+            self._grow_mapping(max(callers))
+            ids = torch.tensor(callers, dtype=torch.int64)
+            unpaired = ids[self.swa.full_to_swa_index_mapping[ids] == 0]
+            if len(unpaired):
+                peers = self.swa.swa_attn_allocator.alloc(len(unpaired))
+                if peers is None:
+                    raise MemoryError("radixcheck adapter: SWA peer pool exhausted")
+                self.swa.set_full_to_swa_mapping(unpaired, peers)
+        result = self.cache.insert(self._insert_params(key, value))
+        if callers:
+            held = self._held()
+            left = [i for i in callers if i not in held]
+            if left:  # the caller's duplicates: the scheduler frees their SWA half with them
+                self.swa.free_swa(torch.tensor(left, dtype=torch.int64))
+        return int(result.prefix_len)
+
+    def reset(self) -> None:
+        super().reset()
+        self.swa.swa_attn_allocator.clear()
+        self.swa.full_to_swa_index_mapping[:-1].fill_(0)
+
+
+class SGLangUnifiedMamba(_UnifiedWith):
+    """``UnifiedRadixCache`` with FULL + MAMBA over a real CPU ``HybridReqToTokenPool``."""
+
+    components = ("MAMBA",)
+
+    def __init__(self, allocator: SlotAllocator, page_size: int, eviction_policy: str = "lru", backend: str = "python"):
+        _page_one(page_size, "UnifiedRadixCache FULL+MAMBA")
+        super().__init__(allocator, page_size, eviction_policy, backend)
+
+    def _req_to_token_pool(self):
+        tx = _load()
+        from sglang.srt.runtime_context import get_server_args
+
+        try:
+            get_server_args()
+        except ValueError:  # "Global server args is not set yet!"
+            args = tx.ServerArgs(model_path="dummy", page_size=1)
+            args._mamba_cache_chunk_size = 64
+            tx.set_global_server_args_for_scheduler(args)
+        shape = tx.Mamba2StateShape.create(tp_world_size=1, **_MAMBA_SHAPE)
+        self.pool = tx.HybridReqToTokenPool(
+            size=1,
+            mamba_size=_MAMBA_SLOTS,
+            mamba_spec_state_size=1,
+            max_context_len=8,
+            device="cpu",
+            enable_memory_saver=False,
+            cache_params=tx.Mamba2CacheParams(shape=shape, layers=[0]),
+            mamba_layer_ids=[0],
+            enable_mamba_extra_buffer=False,
+        )
+        return self.pool
+
+    def insert(self, tokens: Sequence[int], values) -> int:
+        key = self._key(tokens)
+        value = self._value(values, len(key))
+        state = self.pool.mamba_allocator.alloc(1)
+        if state is None:
+            raise MemoryError("radixcheck adapter: mamba state pool exhausted")
+        params = self.sg.InsertParams(key=key, value=value, prev_prefix_len=len(key), mamba_value=state)
+        try:
+            result = self.cache.insert(params)
+        except BaseException:
+            self.pool.mamba_allocator.free(state)
+            raise
+        node = result.last_device_node
+        kept = self.cache.tree_core.get_component_device_value(node, self.sg.ComponentType.MAMBA) if node is not None else None
+        if kept is None or int(kept.reshape(-1)[0]) != int(state[0]):
+            self.pool.mamba_allocator.free(state)  # not adopted: the request's cleanup frees it
+        return int(result.prefix_len)
+
+    def reset(self) -> None:
+        super().reset()
+        self.pool.mamba_allocator.clear()
+
+
+# -- LoRA namespaces ------------------------------------------------------------------------
+
+
+class _LoRAKeys:
+    def _key(self, tokens: Sequence[int]):
+        return self.sg.RadixKey(_sr._token_array(tokens), extra_key=LORA_ID)
+
+
+class SGLangRadixCacheLoRA(_LoRAKeys, _sr.SGLangRadixCache):
+    """``RadixCache`` with every key in one LoRA namespace."""
+
+
+class SGLangUnifiedRadixCacheLoRA(_LoRAKeys, _sr.SGLangUnifiedRadixCache):
+    """``UnifiedRadixCache`` (FULL) with every key in one LoRA namespace."""
+
+    def _is_root(self, node: Any) -> bool:
+        return node == self.cache.root_node_handle(LORA_ID) or node == self.cache.root_node_handle()
+
+
+# -- factories --------------------------------------------------------------------------
+
+
+def _caps(policy: str = "lru", checks_locks: bool = True, page_sizes=(1,)) -> Capabilities:
+    return Capabilities(eviction_policy=policy, supports_quarantine=False, page_sizes=page_sizes, checks_locks=checks_locks)
+
+
+def _make(name: str, cls: type, caps: Capabilities, **kwargs):
+    return _factory(name, lambda a, p: cls(a, p, **kwargs), caps)
+
+
+FACTORIES: dict[str, Callable] = {
+    "pure_swa_lru": _make("pure_swa_lru", SGLangPureSWARadixCache, _caps(checks_locks=False)),
+    "pure_swa_lru_strict": _make("pure_swa_lru_strict", SGLangPureSWARadixCache, _caps(checks_locks=True)),
+    "radix_lru_lora": _make("radix_lru_lora", SGLangRadixCacheLoRA, _caps(checks_locks=False, page_sizes=_sr.PAGE_SIZES)),
+}
+for _b in ("python", "rust"):
+    for _kind, _cls in (("swa", SGLangUnifiedSWA), ("mamba", SGLangUnifiedMamba)):
+        FACTORIES[f"unified_{_kind}_{_b}_lru"] = _make(f"unified_{_kind}_{_b}_lru", _cls, _caps(), backend=_b)
+        FACTORIES[f"unified_{_kind}_{_b}_lru_lenient"] = _make(
+            f"unified_{_kind}_{_b}_lru_lenient", _cls, _caps(checks_locks=False), backend=_b
+        )
+    FACTORIES[f"unified_{_b}_lru_lora"] = _make(
+        f"unified_{_b}_lru_lora", SGLangUnifiedRadixCacheLoRA, _caps(page_sizes=_sr.PAGE_SIZES), backend=_b
+    )
+del _b, _kind, _cls
+
+
+def __getattr__(name: str) -> Callable:
+    """``sglang_trees:<factory>`` names a factory in :data:`FACTORIES` (PEP 562)."""
+    try:
+        return FACTORIES[name]
+    except KeyError:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}") from None
+
+
+if os.environ.get("RADIXCHECK_SGLANG_LAZY") != "1" and importlib.util.find_spec("sglang") is not None:
+    _load()
+
+__all__ = [
+    "FACTORIES",
+    "PIP_REQUIREMENTS",
+    "SGLangPureSWARadixCache",
+    "SGLangUnifiedSWA",
+    "SGLangUnifiedMamba",
+    "SGLangRadixCacheLoRA",
+    "SGLangUnifiedRadixCacheLoRA",
+    *FACTORIES,
+]
+
+if __name__ == "__main__":  # list the factories
+    for _name, _f in FACTORIES.items():
+        print(f"radixcheck.properties.adapters.sglang_trees:{_name}", _f.capabilities, file=sys.stdout)
