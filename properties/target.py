@@ -34,6 +34,7 @@ DEFAULT_TARGET = "radixcheck.reference:RadixCache"
 TARGET_ENV = "RADIXCHECK_TARGET"
 TIMEOUT_ENV = "RADIXCHECK_OP_TIMEOUT"
 DEFAULT_OP_TIMEOUT = 5.0  # seconds; generous for any tree of the sizes the suite builds
+LOAD_TIMEOUT = 120.0  # seconds for the factory calls that check a target once, before any test
 
 T = TypeVar("T")
 
@@ -105,7 +106,10 @@ def check_target(target: Target) -> None:
                           f"them <= {MAX_PAGE_SIZE_TESTED}, the largest the suite runs")
     for page_size in target.capabilities.page_sizes_tested():
         try:
-            cache = guarded("factory", target.factory, SlotAllocator(64), page_size)
+            # The first build may import an engine (torch, vLLM: 5-30 s, longer on a loaded machine): allowed
+            # LOAD_TIMEOUT once, here; every later call, factory included, has the per-operation limit.
+            with _alarm(max(op_timeout(), LOAD_TIMEOUT), f"factory(allocator, page_size={page_size}) while loading the target"):
+                cache = target.factory(SlotAllocator(64), page_size)
         except Exception as exc:  # noqa: BLE001 - whatever the factory raises, the target is unusable
             raise TargetError(f"target {target.spec!r}: factory(allocator, page_size={page_size}) raised "
                               f"{type(exc).__name__}: {exc}") from exc
