@@ -2,7 +2,11 @@
 
     python -m radixcheck.model.bench                                  # real SmolLM2 (downloads on first use)
     python -m radixcheck.model.bench --model synthetic
-    python -m radixcheck.model.bench --llama-python ~/.cache/radixcheck/llama-venv/bin/python
+    python -m radixcheck.model.bench --llama-python ~/.cache/radixcheck/llama-venv/bin/python --threads 1
+    python -m radixcheck.model.bench --llama-python PY --threads 1 --md reports/PREFILL-smollm2.md
+    OPENBLAS_CORETYPE=Haswell python -m radixcheck.model.bench --llama-python PY --threads 1 --md reports/PREFILL-smollm2.md
+
+(``PY``: ``python -m radixcheck.model.llamacpp_env`` builds it and ``--print-python`` prints it.)
 
 For each T, our prefill (all logits, and last-token logits only — what llama.cpp computes by
 default) and llama.cpp's prefill on the same Q8_0 GGUF run back to back, interleaved, ``--repeats``
@@ -10,7 +14,8 @@ times; the best time of each is reported, so both sides see the same machine loa
 columns compare llama.cpp with our last-logit prefill by wall time and by CPU time (the latter is
 less sensitive to other processes on a shared machine; with ``--threads 1`` it is the per-core
 ratio). llama.cpp runs
-in a separate worker process (``model/llamacpp.py``) whose Python must have llama-cpp-python.
+in a separate worker process (``model/llamacpp.py``, run as a file) whose Python must have
+llama-cpp-python.
 Peak memory is this process's high-water mark (VmHWM): our model only.
 """
 
@@ -43,15 +48,14 @@ def peak_rss_mb() -> float:
 
 class LlamaWorker:
     def __init__(self, python: str, gguf: Path, threads: int) -> None:
-        root = Path(__file__).resolve().parent.parent
-        env = {**os.environ, "PYTHONPATH": str(root)}
+        # run as a file, not ``-m radixcheck.model.llamacpp``: the llama venv has llama-cpp-python
+        # (and its NumPy) but not radixcheck or its dependencies (model/llamacpp_env.py)
+        script = Path(__file__).resolve().with_name("llamacpp.py")
         self.proc = subprocess.Popen(
-            [python, "-m", "radixcheck.model.llamacpp", "worker", str(gguf), "--threads", str(threads)],
+            [python, str(script), "worker", str(gguf), "--threads", str(threads)],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             text=True,
-            env=env,
-            cwd=root,
         )
         if self.proc.stdout.readline().strip() != "ready":
             raise RuntimeError("llama.cpp worker failed to start")
@@ -68,23 +72,40 @@ class LlamaWorker:
         self.proc.wait(timeout=30)
 
 
+def markdown(rows: list[dict], meta: dict, command: str) -> str:
+    """The table as a markdown section (for ``--md``)."""
+    from tabulate import tabulate
+
+    kernels = meta["OPENBLAS_CORETYPE"] or f"default ({', '.join(str(b[1]) for b in meta['blas'])})"
+    head = (
+        f"## Prefill: exact model vs llama.cpp, OpenBLAS kernels {kernels} (`{command}`)\n\n"
+        f"Same Q8_0 GGUF, {meta['threads']} thread(s) each, best of {meta['repeats']} interleaved runs, random token ids; "
+        f"our Q8_0 products: {meta['kernel']} kernel. Load average (1/5/15 min) at start {meta['loadavg_start']}, at end "
+        f"{meta['loadavg_end']} ({meta['nproc']} cores, shared with other jobs). "
+        f"Peak RSS of our process (VmHWM, model + all runs): {meta['peak_rss_mb']:.0f} MB. "
+        "ratio = llama.cpp time / our last-logit time (llama.cpp computes only the last position's logits).\n\n"
+    )
+    table = tabulate(rows, headers="keys", tablefmt="github", floatfmt=(".0f", ".1f", ".1f", ".1f", ".2f", ".2f"))
+    return head + table + "\n"
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--model", choices=["smollm2", "synthetic"], default="smollm2")
     ap.add_argument("--tokens", type=int, nargs="+", default=[64, 256, 512])
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--llama-python", help="a Python with llama-cpp-python, for the side-by-side column")
-    ap.add_argument("--threads", type=int, default=2, help="BLAS/attention threads for us, n_threads for llama.cpp")
+    ap.add_argument("--threads", type=int, default=1, help="the model's threads (Model.threads) and llama.cpp's n_threads")
+    ap.add_argument("--kernel", choices=["auto", "c", "numpy"], default="auto", help="the exact model's Q8_0 product (same bits)")
     ap.add_argument("--json", type=Path, help="also write the results here")
+    ap.add_argument("--md", type=Path, help="also write the table as a section of this markdown file (one section per kernel set)")
     args = ap.parse_args()
 
-    from threadpoolctl import threadpool_info, threadpool_limits
+    from threadpoolctl import threadpool_info
 
-    from radixcheck.model import KVPool, exact
+    from radixcheck.model import KVPool
 
-    exact.ATTENTION_THREADS = args.threads
-    limiter = threadpool_limits(limits=args.threads)  # noqa: F841 - held for the whole run
-
+    load_start = ", ".join(f"{x:.2f}" for x in os.getloadavg())
     t0 = time.perf_counter()
     if args.model == "smollm2":
         from radixcheck.model import smollm2
@@ -95,6 +116,11 @@ def main() -> None:
         from radixcheck.model import load_default
 
         gguf, model = None, load_default()
+    if args.kernel != "auto":
+        from radixcheck.model.exact import ExactOps
+
+        model.ops = ExactOps(args.kernel)
+    model.threads = args.threads  # the model owns its threads (BLAS is limited inside each call)
     load_s = time.perf_counter() - t0
     llama = LlamaWorker(args.llama_python, gguf, args.threads) if args.llama_python and gguf else None
 
@@ -137,10 +163,13 @@ def main() -> None:
         "peak_rss_mb": round(peak_rss_mb(), 1),
         "blas": blas,
         "threads": args.threads,
+        "kernel": model.ops.kernel if hasattr(model.ops, "kernel") else "-",
+        "repeats": args.repeats,
         "OPENBLAS_CORETYPE": os.environ.get("OPENBLAS_CORETYPE"),
         "cpu": platform.processor() or platform.machine(),
         "nproc": os.cpu_count(),
-        "loadavg_1min": os.getloadavg()[0],
+        "loadavg_start": load_start,
+        "loadavg_end": ", ".join(f"{x:.2f}" for x in os.getloadavg()),
         "numpy": np.__version__,
     }
     try:
@@ -153,6 +182,13 @@ def main() -> None:
     print(json.dumps(meta))
     if args.json:
         args.json.write_text(json.dumps({"meta": meta, "rows": rows}, indent=1) + "\n")
+    if args.md:
+        from radixcheck.model.fidelity import replace_section
+
+        coretype = os.environ.get("OPENBLAS_CORETYPE")
+        cmd = ("OPENBLAS_CORETYPE=" + coretype + " " if coretype else "") + "python -m radixcheck.model.bench --llama-python PY"
+        cmd += f" --threads {args.threads}" + (f" --kernel {args.kernel}" if args.kernel != "auto" else "")
+        replace_section(args.md, f"prefill {coretype or 'default'} {args.kernel}", markdown(rows, meta, cmd))
 
 
 if __name__ == "__main__":

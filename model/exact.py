@@ -16,8 +16,10 @@ So every shape-sensitive step of the forward pass is routed through this module:
     Q8_0 weights are integerised once (``IntMatrix``): a float16 block scale is an 11-bit integer
     mantissa times a power of two, so a Q8_0 row is an exact integer matrix times one power of two
     per row. Activations are quantised *per row* to signed integers (15 bits by default) with a
-    scale that depends only on that row's own data. The float64 GEMM is then an exact integer sum;
-    scales are applied element-wise afterwards.
+    scale that depends only on that row's own data. The product is then an exact integer sum,
+    computed either by the C kernel in ``model.q8kernel`` (int8 x int16 per 32-block, blocks summed
+    in float64; the default) or by a float64 GEMM on the widened integers: the same integers, so
+    the same bits. Scales are applied element-wise afterwards.
 ``attention``
     q, k and v are quantised per row (one token, one head); q.k is an exact GEMM; masking, max and
     exp are element-wise; the softmax denominator is an exact sum of ``rint(e * 2**30)``; the
@@ -37,13 +39,13 @@ catch a model written the ordinary way.
 
 from __future__ import annotations
 
-import os
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from functools import cache
+from functools import cache, cached_property
 
 import numpy as np
 
+from radixcheck.model import q8kernel
 from radixcheck.model.q8 import BLOCK, Q8Matrix, dequantize
 
 F64_EXACT = 2.0**53
@@ -53,13 +55,19 @@ V_BITS = 15  # value rows
 P_BITS = 21  # probability rows (times the value row's scale): p.v < L * 2**36, so L < 2**16
 DENOM_BITS = 30  # softmax denominators: exact sum of rint(e * 2**30), e in [0, 1]
 QUERY_CHUNK = 64  # attention processes this many query rows at once (memory, causal skipping)
-ATTENTION_THREADS = int(os.environ.get("RADIXCHECK_ATTENTION_THREADS", "2"))  # speed only, never bits
-LINEAR_CHUNK = 1 << 17  # weight elements widened to float64 per GEMM call (~1 MB: stays in cache)
+LINEAR_CHUNK = 1 << 17  # NumPy path: weight elements widened to float64 per GEMM call (~1 MB: stays in cache)
 
 
 @cache
-def _pool() -> ThreadPoolExecutor:
-    return ThreadPoolExecutor(max_workers=ATTENTION_THREADS, thread_name_prefix="attention")
+def _pool(workers: int) -> ThreadPoolExecutor:
+    return ThreadPoolExecutor(max_workers=workers, thread_name_prefix="radixcheck-exact")
+
+
+def _split(n: int, parts: int) -> list[tuple[int, int]]:
+    """``[0, n)`` in ``parts`` contiguous ranges of even length (the kernel does rows in pairs)."""
+    parts = max(1, min(parts, n // 64))
+    cuts = [(n * i // parts) & ~1 for i in range(parts)] + [n]
+    return [(a, b) for a, b in zip(cuts, cuts[1:], strict=False) if b > a]
 
 
 class ExactnessError(ArithmeticError):
@@ -103,30 +111,46 @@ def rowsum(x: np.ndarray) -> np.ndarray:
 
 @dataclass(frozen=True)
 class IntMatrix:
-    """A Q8_0 matrix as exact integers: ``value[r, c] == w[r, c] * row_scale[r]``.
+    """A Q8_0 matrix as exact integers: ``value[r, c] == q[r, c] * mult[r, c // 32] * row_scale[r]``.
 
-    ``w`` holds integers (float32 when they all fit in 24 bits, else float64); ``row_scale`` is a
-    power of two per row; ``act_bits`` is the activation precision for which the GEMM against this
+    ``q`` is the Q8_0 matrix's own int8 array (shared, not copied); ``mult`` (one per block) is
+    the block's float16 scale as an exact integer: its 11-bit mantissa shifted by the block's
+    exponent above the row's smallest one (< 2**41, so float32 holds it exactly);
+    ``row_scale`` is a power of two per row;
+    ``act_bits`` is the activation precision for which every partial sum of a product with this
     matrix provably stays below 2**53 (at most ``ACT_BITS``).
     """
 
-    w: np.ndarray
+    q: np.ndarray
+    mult: np.ndarray
     row_scale: np.ndarray
     act_bits: int
 
     @property
     def shape(self) -> tuple[int, int]:
-        return self.w.shape  # type: ignore[return-value]
+        return self.q.shape  # type: ignore[return-value]
+
+    @cached_property
+    def addresses(self) -> tuple[int, int, int]:
+        """Where ``q``, ``mult`` and ``row_scale`` live (for the C kernel; looked up once)."""
+        return self.q.ctypes.data, self.mult.ctypes.data, self.row_scale.ctypes.data
+
+    def widen(self, r0: int, r1: int) -> np.ndarray:
+        """Rows ``r0:r1`` as float64 exact integers (int8 x integer multiplier: < 2**53)."""
+        rows = r1 - r0
+        nb = self.mult.shape[1]
+        mult = self.mult[r0:r1, :, None].astype(np.float64)
+        return (self.q[r0:r1].reshape(rows, nb, BLOCK) * mult).reshape(rows, nb * BLOCK)
 
 
 def integerise(m: Q8Matrix, chunk_rows: int = 4096) -> IntMatrix:
-    """Write each Q8_0 row as an exact integer row times one power of two (in row chunks, to keep
-    float64 temporaries small for the 49152-row embedding)."""
+    """Write each Q8_0 row as int8 values times one exact integer per block times one power of two
+    per row (in row chunks, to keep float64 temporaries small for the 49152-row embedding)."""
     rows, cols = m.shape
     nb = cols // BLOCK
     if not np.all(np.isfinite(m.scales)):
         raise ExactnessError("Q8_0 matrix has a non-finite block scale")
-    out, row_scale, worst = np.empty((rows, cols), np.float32), np.empty(rows), 0.0
+    mult, row_scale, worst = np.empty((rows, nb), np.float32), np.empty(rows), 0.0
     for r0 in range(0, rows, chunk_rows):
         r1 = min(rows, r0 + chunk_rows)
         frac, exp = np.frexp(m.scales[r0:r1].astype(np.float64))  # d = frac * 2**exp, frac in [0.5, 1)
@@ -138,27 +162,40 @@ def integerise(m: Q8Matrix, chunk_rows: int = 4096) -> IntMatrix:
         emin = np.where(emin == big, 0, emin)  # an all-zero row
         shift = np.where(nonzero, exp - emin[:, None], 0)
         block_int = mant * np.ldexp(1.0, shift)  # (rows, nb), exact integers
-        w = m.qs[r0:r1].reshape(r1 - r0, nb, BLOCK).astype(np.float64) * block_int[..., None]
-        w = w.reshape(r1 - r0, cols)
-        absw = np.abs(w)
-        worst = max(worst, float(absw.sum(axis=1).max(initial=0.0)))  # an upper bound, ample margin
-        # float32 holds the integers exactly when they fit in 24 bits; else switch to float64
-        if out.dtype == np.float32 and float(absw.max(initial=0.0)) >= 2.0**24:
-            out = out.astype(np.float64)
-        out[r0:r1] = w
+        absq = np.abs(m.qs[r0:r1].reshape(r1 - r0, nb, BLOCK).astype(np.float64)).sum(axis=2)
+        worst = max(worst, float((absq * block_int).sum(axis=1).max(initial=0.0)))  # sum |w| of a row
+        mult[r0:r1] = block_int  # exact in float32: 11 significant bits
         row_scale[r0:r1] = np.ldexp(1.0, emin - 11)
     bits = ACT_BITS
     while bits >= 8 and worst * (2**bits - 1) >= F64_EXACT / 2:
         bits -= 1
     if bits < 8:
         raise ExactnessError(f"Q8_0 matrix {rows}x{cols}: block scales of one row span too many binary orders for an exact float64 GEMM")
-    return IntMatrix(out, row_scale, bits)
+    return IntMatrix(np.ascontiguousarray(m.qs), mult, row_scale, bits)  # the kernel needs C order
+
+
+KERNELS = ("auto", "c", "numpy")
 
 
 class ExactOps:
-    """Shape-stable arithmetic: see the module docstring."""
+    """Shape-stable arithmetic: see the module docstring.
+
+    ``kernel`` picks how ``linear`` computes its exact integer products: ``"c"`` the compiled
+    Q8_0 kernel (``model.q8kernel``), ``"numpy"`` float64 BLAS on widened weights, ``"auto"`` (the
+    default) the C kernel when it builds, else NumPy. Both give the same integers, hence the same
+    bits. ``threads`` splits a product's output rows over that many threads (bits unchanged).
+    """
 
     name = "exact"
+
+    def __init__(self, kernel: str = "auto") -> None:
+        if kernel not in KERNELS:
+            raise ValueError(f"unknown kernel {kernel!r} (expected one of {KERNELS})")
+        self._lib = None if kernel == "numpy" else q8kernel.load()
+        if kernel == "c" and self._lib is None:
+            raise RuntimeError("the C Q8_0 kernel is not available (no C compiler, or RADIXCHECK_Q8_KERNEL=numpy)")
+        self.kernel = "c" if self._lib is not None else "numpy"
+        self.threads = 1
 
     def prepare(self, m: Q8Matrix) -> IntMatrix:
         return integerise(m)
@@ -166,19 +203,27 @@ class ExactOps:
     def linear(self, x: np.ndarray, w: IntMatrix, out_dtype: type = np.float64) -> np.ndarray:
         """``x @ W.T`` for ``x`` (n, cols), exact up to the per-row activation quantisation.
 
-        The weights are processed in chunks of about ``LINEAR_CHUNK`` elements (whole output rows):
-        each chunk is widened to float64 and multiplied while it is still in cache, so a call
-        streams the float32 weights from memory once instead of writing and re-reading a large
-        float64 copy (measured: a 16-row prefill's GEMMs took about half the time). Each output
-        element is its own exact dot, so chunking changes no bit.
+        The exact integer products come from the C kernel or from float64 BLAS (see the class);
+        scales are applied element-wise afterwards, in the same order either way.
         """
-        xi, sx = quantize_rows(x, w.act_bits)
         rows, cols = w.shape
-        step = max(1, LINEAR_CHUNK // cols)
-        out = np.empty((xi.shape[0], rows), dtype=out_dtype)
+        out = np.empty((len(x), rows), dtype=out_dtype)
+        if self._lib is not None and out.dtype in (np.float64, np.float32):
+            parts = _split(rows, self.threads) if self.threads > 1 else ()
+            if len(parts) <= 1:
+                q8kernel.linear(self._lib, x, w.act_bits, w.addresses, rows, out)
+                return out
+            xs, sx = q8kernel.quantize(self._lib, x, w.act_bits)  # = quantize_rows, as int16
+            pool = _pool(self.threads)  # disjoint output columns per thread; ctypes releases the GIL
+            futs = [pool.submit(q8kernel.matmul, self._lib, xs, w.q, w.mult, w.row_scale, sx, out, a, b) for a, b in parts]
+            for f in futs:
+                f.result()
+            return out
+        xi, sx = quantize_rows(x, w.act_bits)
+        step = max(1, LINEAR_CHUNK // cols)  # ~1 MB of float64 weights per GEMM: widened in cache
         for r0 in range(0, rows, step):
             r1 = min(rows, r0 + step)
-            acc = xi @ w.w[r0:r1].astype(np.float64, copy=False).T  # exact integers
+            acc = xi @ w.widen(r0, r1).T  # exact integers
             acc *= w.row_scale[None, r0:r1]  # a power of two: exact
             acc *= sx[:, None]
             out[:, r0:r1] = acc
@@ -190,6 +235,12 @@ class ExactOps:
     def exp(self, x: np.ndarray) -> np.ndarray:
         return np.exp(_contig(x))
 
+    def quantize(self, x: np.ndarray, bits: int) -> tuple[np.ndarray, np.ndarray]:
+        """``quantize_rows`` (in C when the kernel is built: one call instead of five; same bits)."""
+        if self._lib is not None and x.ndim and x.shape[-1]:
+            return q8kernel.quantize_rows(self._lib, x, bits)
+        return quantize_rows(x, bits)
+
     def quantise_kv(self, k: np.ndarray, v: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
         """Per-row integer forms of (rotated) ``k`` and ``v``, both (L, Hkv, D): ``(ki, sk, vi, sv)``.
 
@@ -197,8 +248,8 @@ class ExactOps:
         both exactly); ``sk``, ``sv`` (L, Hkv) are the row scales. Each row's result depends only on
         that row, so it may be computed once and kept (``model.kv_pool.KVMemo``).
         """
-        ki, sk = quantize_rows(k, QK_BITS)
-        vi, sv = quantize_rows(v, V_BITS)
+        ki, sk = self.quantize(k, QK_BITS)
+        vi, sv = self.quantize(v, V_BITS)
         return ki, sk, vi, sv
 
     def attention(self, q: np.ndarray, k: np.ndarray, v: np.ndarray, q_pos: np.ndarray) -> np.ndarray:
@@ -235,7 +286,7 @@ class ExactOps:
             le = min(L, int(q_pos[t1 - 1]) + 1)
             # rows ordered (kv head, group member, query): (Hkv, G * n, D)
             qc = q[t0:t1].reshape(n, Hkv, G, D).transpose(1, 2, 0, 3).reshape(Hkv, G * n, D)
-            qi, sq = quantize_rows(qc, QK_BITS)
+            qi, sq = self.quantize(qc, QK_BITS)
             s = qi @ ki[:, :, :le]  # exact integers (Hkv, G*n, le)
             s *= (sq * inv_sqrt_d)[..., None]
             s *= sk[:, None, :le]
@@ -247,16 +298,16 @@ class ExactOps:
             e = self.exp(s)  # masked keys give exactly 0
             denom = np.rint(e * 2.0**DENOM_BITS).sum(axis=-1)  # exact integer sum
             e *= sv[:, None, :le]
-            pi, sp = quantize_rows(e, P_BITS)
+            pi, sp = self.quantize(e, P_BITS)
             num = pi @ vi[:, :le, :]  # exact integers (Hkv, G*n, D)
             o = num * (sp / (denom * 2.0**-DENOM_BITS))[..., None]
             out[t0:t1] = o.reshape(Hkv, G, n, D).transpose(2, 0, 1, 3).reshape(n, H, D)
 
         starts = range(0, T, QUERY_CHUNK)
-        if len(starts) > 1 and ATTENTION_THREADS > 1:
+        if len(starts) > 1 and self.threads > 1:
             # query chunks are independent (each row depends only on its own data), and NumPy
             # releases the GIL in ufuncs and BLAS: run them on a small thread pool
-            list(_pool().map(chunk, starts))
+            list(_pool(self.threads).map(chunk, starts))
         else:
             for t0 in starts:
                 chunk(t0)
@@ -307,10 +358,11 @@ class FloatOps:
         return o.reshape(Hkv, G, T, D).transpose(2, 0, 1, 3).reshape(T, H * D).astype(np.float64)
 
 
-def get_ops(arithmetic: str) -> ExactOps | FloatOps:
-    """``"exact"`` (default), ``"float"`` (plain float32 BLAS) or ``"float64"`` (fidelity reference)."""
+def get_ops(arithmetic: str, kernel: str = "auto") -> ExactOps | FloatOps:
+    """``"exact"`` (default), ``"float"`` (plain float32 BLAS) or ``"float64"`` (fidelity reference).
+    ``kernel`` applies to ``"exact"`` only (``ExactOps``)."""
     if arithmetic == "exact":
-        return ExactOps()
+        return ExactOps(kernel)
     if arithmetic == "float":
         return FloatOps(np.float32)
     if arithmetic == "float64":

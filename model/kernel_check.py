@@ -11,7 +11,7 @@ set it
 1. runs the model's property tests (``properties/test_model_{reuse,kv_ops,radix}.py`` and
    ``meta_tests/test_model_meta.py``, Hypothesis profile ``ci``) in a subprocess, and
 2. computes a SHA-256 digest of a fixed prompt's logits for the exact model and for the
-   plain-float-BLAS variant, under 1 and 2 BLAS threads.
+   plain-float-BLAS variant, under 1 and 2 threads (``Model.threads`` and ``Model.blas_threads``).
 
 It passes when every run passes and the exact digests are identical across all kernel sets and
 thread counts (the float digests are shown for contrast: they usually differ).
@@ -35,6 +35,7 @@ TEST_FILES = [
     "tests/test_model_kv_ops.py",
     "tests/test_model_radix.py",
     "tests/test_model_kv_memo.py",
+    "tests/test_model_q8kernel.py",
     "meta_tests/test_model_meta.py",
 ]
 VARS = ("OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE")
@@ -69,6 +70,8 @@ def digest(real: bool) -> None:
     for name, m in models.items():
         toks = np.random.default_rng(11).integers(0, m.config.vocab_size, 37)
         for threads in (1, 2):
+            # the model owns its threads: 1 or 2 of its own, each with as many BLAS threads
+            m.threads = m.blas_threads = threads
             with threadpool_limits(limits=threads):
                 full = m.prefill(KVPool(m.config, 40), toks, np.arange(37))
                 pool = KVPool(m.config, 40)

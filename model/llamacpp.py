@@ -1,18 +1,22 @@
 """llama.cpp side of the differential check and the benchmark (llama-cpp-python is OPTIONAL).
 
-Never a test or CI dependency: run these by hand with a Python that has ``llama_cpp`` installed
-(e.g. a separate venv: ``python -m venv --system-site-packages ~/.cache/radixcheck/llama-venv &&
-~/.cache/radixcheck/llama-venv/bin/pip install llama-cpp-python==0.3.36``, ~10 min to build).
+Never a test or CI dependency: run these by hand with a Python that has ``llama_cpp`` installed;
+``python -m radixcheck.model.llamacpp_env`` builds one (~10 min). The ``worker`` and ``logits``
+commands need only llama-cpp-python and NumPy, so the benchmark and ``model.fidelity`` run this
+file directly in that venv (``python model/llamacpp.py worker ...``) without radixcheck there.
 
 ``python -m radixcheck.model.llamacpp fixture [--out model/fixtures/llamacpp_smollm2.json]``
     Runs llama.cpp on the same Q8_0 GGUF our model loads (``model.smollm2.prepare()``) for a few
     prompts and writes llama.cpp's token ids and top-k logits at every position. The test
     ``properties/test_model_smollm2.py`` compares our argmax with it when the fixture exists.
 
-``python -m radixcheck.model.llamacpp worker GGUF``
+``python model/llamacpp.py worker GGUF``
     A persistent timing worker used by ``python -m radixcheck.model.bench --llama-python ...``: reads a token
     count ``T`` per line on stdin, prefills ``T`` random tokens from an empty KV cache and prints
     the wall and CPU seconds taken.
+
+``python model/llamacpp.py logits GGUF IDS_JSON OUT.npy``
+    llama.cpp's logits at every position for one token-id list (used by ``model.fidelity``).
 """
 
 from __future__ import annotations
@@ -103,6 +107,15 @@ def worker(path: str, threads: int) -> None:
         print(f"{time.perf_counter() - t0:.6f} {time.process_time() - c0:.6f}", flush=True)
 
 
+def logits(path: str, ids_json: str, out: str, threads: int) -> None:
+    """All-position logits (float32, full vocabulary) of one token-id list, saved with ``np.save``."""
+    ids = [int(t) for t in json.loads(ids_json)]
+    llm = _llama(path, max(64, len(ids)), logits_all=True, threads=threads)
+    llm.reset()
+    llm.eval(ids)
+    np.save(out, np.asarray(llm.scores[: len(ids)], dtype=np.float32))
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = ap.add_subparsers(dest="cmd", required=True)
@@ -111,9 +124,16 @@ def main() -> None:
     w = sub.add_parser("worker")
     w.add_argument("gguf")
     w.add_argument("--threads", type=int, default=2)
+    g = sub.add_parser("logits")
+    g.add_argument("gguf")
+    g.add_argument("ids_json", help="token ids as a JSON list")
+    g.add_argument("out", help="where to np.save the (len, vocab) float32 logits")
+    g.add_argument("--threads", type=int, default=1)
     args = ap.parse_args()
     if args.cmd == "fixture":
         write_fixture(args.out)
+    elif args.cmd == "logits":
+        logits(args.gguf, args.ids_json, args.out, args.threads)
     else:
         worker(args.gguf, args.threads)
 

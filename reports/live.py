@@ -160,8 +160,10 @@ def run(
 def blas_threads(n: int | None) -> Any:
     """A context limiting BLAS threads (threadpoolctl, optional); a no-op context without it.
 
-    Why: the exact GEMMs are float64 on small matrices; on a shared 2-core box multi-threaded
-    OpenBLAS spends its time spinning, and one thread was several times faster (measured).
+    Why: on a shared 2-core box multi-threaded OpenBLAS spends its time spinning, and one thread
+    was several times faster (measured). The model itself limits BLAS inside each call
+    (``Model.blas_threads``, default 1) and uses ``Model.threads`` of its own (default 1); this
+    context only covers BLAS calls outside the model.
     """
     import contextlib
 

@@ -7,10 +7,9 @@ The live ÷ token speedup ratio falls below 1 exactly when a request costs more 
 tokens: ``t(s) ≈ a + b·s`` for a suffix of ``s`` tokens. The radix arm pays ``a`` on every request
 however short its suffix, so the ratio is ``Σ(a + b·len) / Σ(a + b·suffix)`` ÷ token speedup. This
 module measures ``a`` and ``b`` by timing suffix prefills of several lengths at a fixed context,
-splits one short-suffix prefill by function (cProfile), and measures the two fixed costs it finds:
-converting the float32-stored integer weights to float64 on every ``linear`` call, and streaming
-the float64 weights through a GEMM with few rows (memory-bound). It then predicts each workload's
-ratio from ``a`` and ``b`` with and without the conversion. It reads the model's prepared weight
+splits one short-suffix prefill by function (cProfile), and measures what every request pays for
+the weights: streaming the int8 Q8_0 values once and the exact products at few rows. It then
+predicts each workload's ratio from ``a`` and ``b``. It reads the model's prepared weight
 matrices (private attributes) read-only; it changes nothing.
 """
 
@@ -83,7 +82,7 @@ def by_function(m: Any, s: int) -> dict[str, float]:
     st = pstats.Stats(prof)
     out: dict[str, float] = {}
     for (_, _, name), (_, _, tottime, _, _) in st.stats.items():  # type: ignore[attr-defined]
-        key = {"linear": "linear: float64 GEMM", "astype": "astype (weight float32→float64 in linear; pool reads)"}.get(name, name)
+        key = {"linear": "linear: exact Q8_0 products (C kernel)"}.get(name, name)
         out[key] = out.get(key, 0.0) + tottime
     top = dict(sorted(out.items(), key=lambda kv: -kv[1])[:8])
     top["(everything else)"] = sum(out.values()) - sum(top.values())
@@ -91,26 +90,17 @@ def by_function(m: Any, s: int) -> dict[str, float]:
 
 
 def weight_costs(m: Any, reps: int) -> dict[str, float]:
-    """Per-call costs of the weights alone: widening them, and GEMMs of 1/16/272 rows on pre-widened copies."""
-    mats = [v for layer in m._layers for v in layer.values() if hasattr(v, "w")] + [m._head]
-    out = {"weights (M elements)": sum(x.w.size for x in mats) / 1e6}
-
-    def widen() -> None:
-        for x in mats:
-            for r0 in range(0, x.w.shape[0], 4096):
-                x.w[r0 : r0 + 4096].astype(np.float64, copy=False)
-
-    out["widen all weights float32→float64 (s)"] = best_of(widen, reps)
-    head = m._head.w.astype(np.float64)
-    wide = [x.w.astype(np.float64) for x in mats[:-1]]
+    """Per-request costs of the weights alone: the bytes every request streams, and the exact Q8_0
+    products (``ops.linear``) of 1/16/272 rows over every matrix of the model, body and head."""
+    mats = [v for layer in m._layers for v in layer.values() if hasattr(v, "q")] + [m._head]
+    out = {
+        "weights (M elements)": sum(x.q.size for x in mats) / 1e6,
+        "weight bytes per request (MB: int8 values + float32 block multipliers)": sum(x.q.nbytes + x.mult.nbytes for x in mats) / 1e6,
+    }
     rng = np.random.default_rng(0)
     for rows in (1, 16, 272):
-        xs = [np.rint(rng.standard_normal((rows, w.shape[1])) * 1000) for w in wide]
-        out[f"GEMM, pre-widened body weights, {rows} rows (s)"] = best_of(
-            lambda xs=xs: [x @ w.T for x, w in zip(xs, wide, strict=True)], reps
-        )
-        xh = np.rint(rng.standard_normal((rows, head.shape[1])) * 1000)
-        out[f"GEMM, pre-widened head, {rows} rows (s)"] = best_of(lambda xh=xh: xh @ head.T, reps)
+        xs = [rng.standard_normal((rows, x.shape[1])) for x in mats]
+        out[f"all products, {rows} rows (s)"] = best_of(lambda xs=xs: [m.ops.linear(x, w) for x, w in zip(xs, mats, strict=True)], reps)
     return out
 
 
@@ -169,8 +159,8 @@ def markdown(d: dict[str, Any], measured: dict[str, float]) -> str:
             disable_numparse=True,
         ),
         "",
-        "**2. One prefill split by function** (cProfile tottime, seconds). `linear` is the exact float64 GEMM; `astype` is mostly the "
-        "float32→float64 widening of the integer weights that `linear` does on every call.",
+        "**2. One prefill split by function** (cProfile tottime, seconds). `linear` (in `model/q8kernel.py`) is the exact Q8_0 "
+        "product: int8 weights times int16 activations, computed in C (the float64-BLAS path gives the same bits).",
         "",
         tabulate(
             [
@@ -182,8 +172,8 @@ def markdown(d: dict[str, Any], measured: dict[str, float]) -> str:
             disable_numparse=True,
         ),
         "",
-        "**3. The weights alone, per call.** A batch-1 prefill reads every weight at least once whatever its length; the GEMMs below "
-        "run on pre-widened float64 copies, so they exclude the widening.",
+        "**3. The weights alone, per request.** A prefill reads every weight at least once whatever its length: the bytes, and "
+        "the exact products over all matrices (activation quantisation included) at 1, 16 and 272 rows.",
         "",
         tabulate([[k, f"{v:.4f}"] for k, v in d["weight_costs"].items()], ["cost", "value"], tablefmt="github", disable_numparse=True),
         "",
@@ -196,13 +186,12 @@ def markdown(d: dict[str, Any], measured: dict[str, float]) -> str:
                     k,
                     f"{v['token_speedup']:.2f}×",
                     f"{v['predicted_ratio']:.2f}",
-                    f"{d['predicted_without_widening'][k]['predicted_ratio']:.2f}",
                     f"{measured[k]:.2f}" if k in measured else "—",
                     f"{d['fixed_cost_for_0.9_s'][k] * 1000:.0f} ms",
                 ]
                 for k, v in d["predicted"].items()
             ],
-            ["workload", "token speedup", "predicted ratio", "predicted, no widening", "measured ratio (LIVE)", "a for 0.9"],
+            ["workload", "token speedup", "predicted ratio", "measured ratio (LIVE)", "a for 0.9"],
             tablefmt="github",
             disable_numparse=True,
         ),
@@ -233,13 +222,13 @@ def main(argv: list[str] | None = None) -> int:
 
     mach = machine.describe()
     load = " / ".join(f"{x:.2f}" for x in os.getloadavg())
+    m.threads = args.threads  # the model owns its threads (and limits BLAS inside each call)
     with blas_threads(args.threads):
         times = suffix_times(m, args.reps)
         fulls = full_times(m, args.reps)
         a, b = fit(times)
         funcs = {s: by_function(m, s) for s in (16, CONTEXT)}
         weights = weight_costs(m, args.reps)
-    widen = weights["widen all weights float32→float64 (s)"]
     data = {
         "model": which,
         "threads": args.threads,
@@ -254,7 +243,6 @@ def main(argv: list[str] | None = None) -> int:
         "by_function_s": {str(s): {k: round(v, 4) for k, v in f.items()} for s, f in funcs.items()},
         "weight_costs": {k: round(v, 4) for k, v in weights.items()},
         "predicted": {k: {kk: round(vv, 3) for kk, vv in v.items()} for k, v in predict(a, b).items()},
-        "predicted_without_widening": {k: {kk: round(vv, 3) for kk, vv in v.items()} for k, v in predict(max(a - widen, 0.0), b).items()},
         "fixed_cost_for_0.9_s": {k: round(v, 4) for k, v in fixed_cost_for(b).items()},
     }
     measured: dict[str, float] = {}

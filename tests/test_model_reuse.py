@@ -6,6 +6,9 @@ prefill, for every split point, every chunking, every KV storage dtype and BLAS 
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
+
 import numpy as np
 import pytest
 from hypothesis import given, settings
@@ -14,6 +17,7 @@ from threadpoolctl import threadpool_limits
 
 from radixcheck.model import STORAGE_DTYPES, KVPool, load_default
 from radixcheck.model.checks import assert_bit_identical, check_chunked_equals_full, check_reuse_after_split
+from radixcheck.model.llama import Model
 
 MODEL = load_default()
 VOCAB = MODEL.config.vocab_size
@@ -26,6 +30,18 @@ def _one_blas_thread_by_default():
     2-core machine oversubscribe it badly); exactness must not depend on it either way."""
     with threadpool_limits(limits=1):
         yield
+
+
+@contextmanager
+def model_threads(model: Model, threads: int, blas_threads: int) -> Iterator[None]:
+    """The model owns its threads (``Model.threads``, ``Model.blas_threads``; an outer
+    ``threadpool_limits`` no longer reaches inside a call): set both for a block."""
+    old = model.threads, model.blas_threads
+    model.threads, model.blas_threads = threads, blas_threads
+    try:
+        yield
+    finally:
+        model.threads, model.blas_threads = old
 
 
 tokens_st = st.lists(st.integers(0, VOCAB - 1), min_size=1, max_size=MAX_LEN)
@@ -44,14 +60,15 @@ def test_reuse_after_split_is_bit_identical(case: tuple[list[int], int], seed: i
     check_reuse_after_split(MODEL, toks, split, seed=seed)
 
 
-# 2 BLAS threads: the same property with fewer examples (an eighth of the profile's), because
-# 2-thread OpenBLAS on a busy 2-core machine (pytest -n auto) spends most of its time spinning.
+# 2 model threads, 2 BLAS threads each: the same property with fewer examples (an eighth of the
+# profile's), because 2-thread OpenBLAS on a busy 2-core machine (pytest -n auto) spends most of
+# its time spinning.
 # `python -m radixcheck.model.kernel_check` and the thorough profile cover it at length.
 @settings(deadline=None, max_examples=max(5, settings.default.max_examples // 8))
 @given(case=tokens_and_split(), seed=st.integers(0, 2**16))
 def test_reuse_after_split_is_bit_identical_with_two_blas_threads(case: tuple[list[int], int], seed: int) -> None:
     toks, split = case
-    with threadpool_limits(limits=2):
+    with model_threads(MODEL, 2, 2):
         check_reuse_after_split(MODEL, toks, split, seed=seed)
 
 
@@ -80,7 +97,7 @@ def test_every_split_point_of_one_prompt_under_one_and_two_threads() -> None:
     toks = np.random.default_rng(7).integers(0, VOCAB, 28)
     for split in range(toks.size + 1):
         check_reuse_after_split(MODEL, toks, split, seed=split)
-    with threadpool_limits(limits=2):
+    with model_threads(MODEL, 2, 2):
         for split in (0, 14, 27):
             check_reuse_after_split(MODEL, toks, split, seed=split)
 
@@ -88,10 +105,20 @@ def test_every_split_point_of_one_prompt_under_one_and_two_threads() -> None:
 def test_thread_count_does_not_change_logits() -> None:
     toks = np.random.default_rng(8).integers(0, VOCAB, 33)
     out = []
-    for threads in (1, 2):
-        with threadpool_limits(limits=threads):
+    for threads, blas in ((1, 1), (2, 1), (1, 2), (2, 2)):
+        with model_threads(MODEL, threads, blas):
             out.append(MODEL.prefill(KVPool(MODEL.config, 64), toks, np.arange(33)))
-    assert_bit_identical(out[0], out[1], "1 thread vs 2 threads")
+    for o in out[1:]:
+        assert_bit_identical(out[0], o, "1 thread vs 2 (model and BLAS threads)")
+
+
+def test_an_outer_blas_limit_is_restored_after_a_call() -> None:
+    """The model limits BLAS inside its calls and leaves the caller's setting as it was."""
+    from threadpoolctl import threadpool_info
+
+    with threadpool_limits(limits=2):
+        MODEL.prefill(KVPool(MODEL.config, 8), [1, 2, 3], np.arange(3))
+        assert all(i["num_threads"] == 2 for i in threadpool_info() if i["user_api"] == "blas")
 
 
 def test_last_only_equals_last_row() -> None:

@@ -1,0 +1,108 @@
+"""Build the llama.cpp comparison environment: one venv with llama-cpp-python, nothing else.
+
+    python -m radixcheck.model.llamacpp_env            # -> ~/.cache/radixcheck/llama-venv (~10 min: builds llama.cpp)
+    python -m radixcheck.model.llamacpp_env --check    # is it there and does the worker start?
+    python -m radixcheck.model.bench --llama-python "$(python -m radixcheck.model.llamacpp_env --print-python)" --threads 1
+
+Why a separate venv: llama-cpp-python compiles llama.cpp from source (a C++ compiler and CMake
+are needed; pip brings its own CMake if the system has none) and is never a dependency of the
+project. The venv is a plain one (no ``--system-site-packages``): llama-cpp-python's own
+requirements include NumPy, and the timing worker (``model/llamacpp.py``) is run as a *file*, not
+as ``-m radixcheck.model.llamacpp``, so it needs neither radixcheck nor ml_dtypes there (the
+earlier recipe failed on a fresh machine exactly because importing the package pulled them in).
+
+Location: ``$RADIXCHECK_CACHE/llama-venv`` (default ``~/.cache/radixcheck/llama-venv``), or
+``--venv``. Re-running is a no-op when the pinned version is already installed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import subprocess
+import sys
+import time
+import venv
+from pathlib import Path
+
+VERSION = "0.3.36"  # the version the fixture and the benchmark figures were measured with
+
+
+def default_venv() -> Path:
+    base = Path(os.environ.get("RADIXCHECK_CACHE") or Path.home() / ".cache" / "radixcheck")
+    return base / "llama-venv"
+
+
+def python_of(env: Path) -> Path:
+    return env / ("Scripts/python.exe" if os.name == "nt" else "bin/python")
+
+
+def installed_version(py: Path) -> str | None:
+    if not py.is_file():
+        return None
+    r = subprocess.run([str(py), "-c", "import llama_cpp; print(llama_cpp.__version__)"], capture_output=True, text=True)
+    return r.stdout.strip() if r.returncode == 0 else None
+
+
+def check(py: Path) -> bool:
+    """Start the timing worker on the real model's GGUF (if it is on disk) and time one 8-token prefill."""
+    from radixcheck.model import smollm2
+
+    ver = installed_version(py)
+    print(f"{py}: llama_cpp {ver or 'NOT importable'}")
+    if ver is None:
+        return False
+    if not smollm2.available():
+        print("SmolLM2 GGUF not on disk (python -m radixcheck.model.smollm2): worker not started")
+        return True
+    from radixcheck.model.bench import LlamaWorker
+
+    w = LlamaWorker(str(py), smollm2.q8_path(), threads=1)
+    wall, _ = w.prefill_seconds(8)
+    w.close()
+    print(f"worker OK: 8-token prefill {wall * 1000:.1f} ms")
+    return True
+
+
+def build(env: Path, version: str, jobs: int | None) -> Path:
+    py = python_of(env)
+    if installed_version(py) == version:
+        print(f"llama-cpp-python {version} already in {env}")
+        return py
+    t0 = time.perf_counter()
+    if not py.is_file():
+        venv.EnvBuilder(with_pip=True, clear=False).create(env)
+    pip = [str(py), "-m", "pip", "--disable-pip-version-check"]
+    subprocess.run([*pip, "install", "-q", "--upgrade", "pip"], check=True)
+    e = dict(os.environ)
+    # build with all the CPU's own instructions (llama.cpp's default), in parallel
+    e.setdefault("CMAKE_BUILD_PARALLEL_LEVEL", str(jobs or os.cpu_count() or 1))
+    subprocess.run([*pip, "install", "--no-cache-dir", f"llama-cpp-python=={version}"], check=True, env=e)
+    got = installed_version(py)
+    if got != version:
+        raise SystemExit(f"llama-cpp-python did not install ({got!r})")
+    size = sum(f.stat().st_size for f in env.rglob("*") if f.is_file()) / 2**20
+    print(f"built {env} in {time.perf_counter() - t0:.0f} s, {size:.0f} MB")
+    return py
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--venv", type=Path, default=None, help="where to build (default: $RADIXCHECK_CACHE/llama-venv)")
+    ap.add_argument("--version", default=VERSION)
+    ap.add_argument("--jobs", type=int, default=None, help="parallel compile jobs (default: all cores)")
+    ap.add_argument("--check", action="store_true", help="only check an existing environment")
+    ap.add_argument("--print-python", action="store_true", help="print the venv's python path and exit")
+    args = ap.parse_args(argv)
+    env = (args.venv or default_venv()).expanduser()
+    if args.print_python:
+        print(python_of(env))
+        return 0
+    if args.check:
+        return 0 if check(python_of(env)) else 1
+    py = build(env, args.version, args.jobs)
+    return 0 if check(py) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

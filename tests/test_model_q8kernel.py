@@ -1,0 +1,118 @@
+"""The compiled Q8_0 kernel computes the same exact integers as float64 BLAS, so the same bits.
+
+``ExactOps("c")`` (``model/q8kernel.py``) and ``ExactOps("numpy")`` must agree bit for bit on every
+product: any shape (activation rows 1..n, not a multiple of the kernel's 4-row tile), extreme
+int8 values (-128 and 127), block scales spread over many binary orders (so ``integerise`` lowers
+the activation precision), all-zero rows and blocks, and any number of threads. The whole model
+must give the same logits either way.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from radixcheck.model import KVPool, load_default, q8kernel
+from radixcheck.model.checks import assert_bit_identical
+from radixcheck.model.exact import ExactOps, integerise
+from radixcheck.model.q8 import Q8Matrix
+
+pytestmark = pytest.mark.skipif(q8kernel.load() is None, reason="C Q8_0 kernel not built (no compiler or RADIXCHECK_Q8_KERNEL=numpy)")
+
+C, NUMPY = ExactOps("c"), ExactOps("numpy")
+
+
+def _matrix(rng: np.random.Generator, rows: int, nb: int, spread: int, extreme: bool) -> Q8Matrix:
+    if extreme:
+        qs = rng.choice(np.array([-128, 127, -127, 0], dtype=np.int8), size=(rows, nb * 32))
+    else:
+        qs = rng.integers(-128, 128, size=(rows, nb * 32), dtype=np.int8)
+    scales = (rng.uniform(0.5, 1.0, (rows, nb)) * 2.0 ** rng.integers(-spread, 1, (rows, nb)) * 2**-6).astype(np.float16)
+    scales[rng.random((rows, nb)) < 0.1] = 0  # zero blocks
+    if rows > 2:
+        scales[1] = 0  # an all-zero row
+    return Q8Matrix(qs, scales)
+
+
+@settings(deadline=None, max_examples=25)
+@given(
+    n=st.integers(1, 11),
+    rows=st.integers(1, 200),
+    nb=st.integers(1, 50),
+    spread=st.integers(0, 14),
+    extreme=st.booleans(),
+    threads=st.integers(1, 3),
+    seed=st.integers(0, 2**16),
+)
+def test_c_kernel_equals_float64_blas(n: int, rows: int, nb: int, spread: int, extreme: bool, threads: int, seed: int) -> None:
+    rng = np.random.default_rng(seed)
+    w = integerise(_matrix(rng, rows, nb, spread, extreme))
+    x = rng.standard_normal((n, nb * 32)) * 10.0 ** rng.integers(-3, 4)
+    x[rng.random(x.shape) < 0.05] = 0
+    c = ExactOps("c")
+    c.threads = threads
+    for dtype in (np.float64, np.float32):
+        assert_bit_identical(c.linear(x, w, dtype), NUMPY.linear(x, w, dtype), f"C kernel vs BLAS ({dtype.__name__})")
+
+
+def test_c_kernel_on_full_magnitude_activations_and_weights() -> None:
+    """Every activation at +-(2**act_bits - 1) and every weight at -128 / 127: the largest block sums."""
+    rng = np.random.default_rng(1)
+    w = integerise(Q8Matrix(np.where(rng.random((130, 1536)) < 0.5, -128, 127).astype(np.int8), np.full((130, 48), 0.01, np.float16)))
+    x = np.where(rng.random((9, 1536)) < 0.5, -1.0, 1.0)
+    assert_bit_identical(C.linear(x, w), NUMPY.linear(x, w), "C kernel vs BLAS at full magnitude")
+
+
+def test_model_logits_do_not_depend_on_the_kernel_or_threads() -> None:
+    toks = np.random.default_rng(2).integers(0, 384, 70)
+    out = []
+    for kernel, threads in (("numpy", 1), ("c", 1), ("c", 2), ("c", 3)):
+        m = load_default()
+        m.ops = ExactOps(kernel)
+        m.threads = threads
+        out.append(m.prefill(KVPool(m.config, 70), toks, np.arange(70)))
+    for o in out[1:]:
+        assert_bit_identical(o, out[0], "kernel / threads")
+
+
+def test_c_quantize_equals_quantize_rows() -> None:
+    """The kernel's activation quantisation is ``exact.quantize_rows`` bit for bit: zero rows,
+    signed zeros, subnormals, huge values and exact halves (round half to even) included."""
+    from radixcheck.model.exact import ExactnessError, quantize_rows
+
+    rng = np.random.default_rng(3)
+    x = rng.standard_normal((12, 96)) * 10.0 ** rng.integers(-300, 300, (12, 1))
+    x[0] = 0.0
+    x[1] = -0.0
+    x[2, :3] = [5e-324, -5e-324, 1e-310]
+    x[3] = np.arange(96) - 47.5  # amax 47.5: many quotients land on exact halves at low bits
+    x[4] = 1.5 * (np.arange(96) % 3 - 1)
+    lib = q8kernel.load()
+    for bits in (8, 11, 15):
+        want_i, want_s = quantize_rows(x, bits)
+        got_i, got_s = q8kernel.quantize(lib, x, bits)
+        assert_bit_identical(got_s, want_s, f"scales ({bits} bits)")
+        assert_bit_identical(got_i.astype(np.float64), want_i, f"integers ({bits} bits)")
+    for bits in (8, 15, 20, 21, 30):  # the float64 form used by attention (q, k: 20; v: 15; p: 21)
+        want_i, want_s = quantize_rows(x.reshape(3, 4, 96), bits)
+        got_i, got_s = q8kernel.quantize_rows(lib, x.reshape(3, 4, 96), bits)
+        assert_bit_identical(got_s, want_s, f"scales ({bits} bits, float64 form)")
+        assert_bit_identical(got_i, want_i, f"integers ({bits} bits, float64 form)")
+    x[5, 7] = np.nan
+    with pytest.raises(ExactnessError, match="non-finite"):
+        q8kernel.quantize(lib, x, 15)
+    with pytest.raises(ExactnessError, match="non-finite"):
+        q8kernel.quantize_rows(lib, x, 20)
+
+
+@pytest.mark.parametrize("d", [1, 3, 128, 576, 1000])
+def test_c_rmsnorm_equals_the_numpy_rmsnorm(d: int) -> None:
+    from radixcheck.model.exact import rowsum
+
+    rng = np.random.default_rng(d)
+    x = rng.standard_normal((7, d)) * 10.0 ** rng.integers(-5, 5, (7, 1))
+    w = rng.standard_normal(d)
+    want = x * (1.0 / np.sqrt(rowsum(x * x) / d + 1e-5))[:, None] * w[None, :]
+    assert_bit_identical(q8kernel.rmsnorm(q8kernel.load(), x, w, 1e-5), want, f"rmsnorm (d={d})")
