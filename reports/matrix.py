@@ -64,6 +64,7 @@ def _phrases(table: list[tuple[str, str]]) -> Callable[[str, str, str], str]:
 SGLANG_FINDING = [
     ("_tlru_history_len", "#2 tlru AttributeError"),
     ("(older) survived", "#3 mid-edge hit refreshes the unused suffix"),
+    ("(used earlier) survived", "#3 mid-edge hit refreshes the unused suffix"),
     ("kept going", "#3 mid-edge hit refreshes the unused suffix"),
     ("mutex poisoned", "#5 Rust core poisoned by an unmatched unlock"),
     ("raised but changed the cache", "#7 refused unlock is not atomic"),
@@ -156,6 +157,7 @@ ENGINES = [
                   ("survived", "#2 a split keeps the stale timestamp"),
                   ("another cache", "#4 foreign handle accepted"), ("foreign", "#4 foreign handle accepted"),
                   ("assert", "#3 unmatched unlock leaves ref_count -1"),
+                  ("Cannot evict enough", "#3 unmatched unlock leaves ref_count -1 (then evict asserts)"),
                   ("accepted it instead of raising", "#3 unmatched unlock leaves ref_count -1")]),
     ),
     Engine(
