@@ -10,7 +10,7 @@ import pytest
 
 from radixcheck.properties.contract import Capabilities
 from radixcheck.properties.target import OperationTimeout, TargetError, guarded, load_target
-from radixcheck.pytest_plugin import report_header
+from radixcheck.pytest_plugin import named_specs, report_header
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -81,10 +81,13 @@ def test_several_targets_run_as_one_matrix() -> None:
 
 
 def test_a_repeated_target_name_is_a_usage_error() -> None:
-    result = _pytest("--collect-only", "--radix-target", "a=radixcheck.reference:RadixCache",
-                     "--radix-target", "a=radixcheck.properties.mutants:LockSkipsSelf", "properties/conformance/test_construction.py")
-    assert result.returncode == pytest.ExitCode.USAGE_ERROR
-    assert "repeated" in result.stderr
+    class Config:  # what named_specs reads of pytest's config
+        @staticmethod
+        def getoption(name: str) -> list[str]:
+            return ["a=radixcheck.reference:RadixCache", "a=radixcheck.properties.mutants:LockSkipsSelf"]
+
+    with pytest.raises(pytest.UsageError, match="repeated"):
+        named_specs(Config())
 
 
 def test_a_forced_seed_still_fails_a_broken_cache(tmp_path: Path) -> None:
