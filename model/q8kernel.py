@@ -74,6 +74,20 @@ static inline void put(void *out, int out32, int64_t ldo, int64_t i, int64_t r, 
         ((double *)out)[i * ldo + r] = w;
 }
 
+/* One row's quantisation scale, as exact.quantize_rows: amax / top (1 if not > 0); flags a NaN or
+   an infinity in *bad. Shared by q8_quantize and quantize_f64, which differ only in output type. */
+static double row_scale(const double *xr, int64_t K, double top, int64_t *bad)
+{
+    double amax = 0.0;
+    for (int64_t j = 0; j < K; j++) {
+        double a = fabs(xr[j]);
+        *bad |= !isfinite(a);
+        amax = a > amax ? a : amax;
+    }
+    double scale = amax / top;
+    return scale > 0 ? scale : 1.0;
+}
+
 /* exact.quantize_rows(x, bits) as int16, bit for bit: per row amax = max |x|, scale = amax /
    (2^bits - 1) (1 if not > 0), xi = rint(x / scale) (round half to even: the default mode).
    Returns 1 if x holds a NaN or an infinity (the caller raises), else 0. */
@@ -83,14 +97,7 @@ int64_t q8_quantize(int64_t n, int64_t K, const double *x, int64_t bits, int16_t
     int64_t bad = 0;
     for (int64_t i = 0; i < n; i++) {
         const double *xr = x + i * K;
-        double amax = 0.0;
-        for (int64_t j = 0; j < K; j++) {
-            double a = fabs(xr[j]);
-            bad |= !isfinite(a);
-            amax = a > amax ? a : amax;
-        }
-        double scale = amax / top;
-        scale = scale > 0 ? scale : 1.0;
+        double scale = row_scale(xr, K, top, &bad);
         sx[i] = scale;
         for (int64_t j = 0; j < K; j++) xi[i * K + j] = (int16_t)nearbyint(xr[j] / scale);
     }
@@ -237,14 +244,7 @@ int64_t quantize_f64(int64_t n, int64_t K, const double *x, int64_t bits, double
     int64_t bad = 0;
     for (int64_t i = 0; i < n; i++) {
         const double *xr = x + i * K;
-        double amax = 0.0;
-        for (int64_t j = 0; j < K; j++) {
-            double a = fabs(xr[j]);
-            bad |= !isfinite(a);
-            amax = a > amax ? a : amax;
-        }
-        double scale = amax / top;
-        scale = scale > 0 ? scale : 1.0;
+        double scale = row_scale(xr, K, top, &bad);
         sx[i] = scale;
         for (int64_t j = 0; j < K; j++) xi[i * K + j] = nearbyint(xr[j] / scale);
     }

@@ -118,6 +118,7 @@ suite would see it. An allocation vLLM refuses raises ``RuntimeError``.
 
 from __future__ import annotations
 
+import dataclasses
 import importlib.util
 import itertools
 import logging
@@ -439,18 +440,7 @@ FACTORIES: dict[str, Callable] = {
     # The faithful declaration.
     "vllm_prefix": _factory("vllm_prefix", CAPABILITIES),
     # The same cache declaring the contract's LRU: shows the release-order difference as a verdict.
-    "vllm_prefix_lru": _factory(
-        "vllm_prefix_lru",
-        Capabilities(
-            eviction_policy="lru",
-            supports_quarantine=False,
-            page_sizes=PAGE_SIZES,
-            checks_locks=False,
-            supports_reset=False,
-            locks_only_after_match=True,
-            validates_input=False,
-        ),
-    ),
+    "vllm_prefix_lru": _factory("vllm_prefix_lru", dataclasses.replace(CAPABILITIES, eviction_policy="lru")),
 }
 
 
