@@ -47,6 +47,7 @@ import numpy as np
 
 from radixcheck.model import q8kernel
 from radixcheck.model.q8 import BLOCK, Q8Matrix, dequantize
+from radixcheck.model.softmax_exp import softmax_exp
 
 F64_EXACT = 2.0**53
 ACT_BITS = 15  # activations quantised to |x| <= 2**15 - 1, i.e. the int16 range
@@ -258,60 +259,110 @@ class ExactOps:
         ``q`` (T, H, D) at absolute positions ``q_pos`` (T,); ``k``, ``v`` (L, Hkv, D) at positions
         ``0..L-1``. Query ``t`` attends to keys ``0..q_pos[t]``. Returns (T, H * D) float64.
         """
-        ki, sk, vi, sv = self.quantise_kv(k, v)
-        kt = np.ascontiguousarray(ki.transpose(1, 2, 0))  # (Hkv, D, L)
-        vt = np.ascontiguousarray(vi.transpose(1, 0, 2))  # (Hkv, L, D)
-        return self.attention_quantised(q, kt, np.ascontiguousarray(sk.T), vt, np.ascontiguousarray(sv.T), q_pos)
+        return self.attention_quantised(q, *self.quantise_kv(k, v), q_pos)
 
     def attention_quantised(
-        self, q: np.ndarray, ki: np.ndarray, sk: np.ndarray, vi: np.ndarray, sv: np.ndarray, q_pos: np.ndarray
+        self,
+        q: np.ndarray,
+        ki: np.ndarray,
+        sk: np.ndarray,
+        vi: np.ndarray,
+        sv: np.ndarray,
+        q_pos: np.ndarray,
+        cached: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray] | None = None,
     ) -> np.ndarray:
-        """``attention`` on K/V already in ``quantise_kv``'s integer form, laid out per KV head:
-        ``ki`` (Hkv, D, L), ``sk`` (Hkv, L), ``vi`` (Hkv, L, D), ``sv`` (Hkv, L), all float64."""
+        """``attention`` on K/V already in ``quantise_kv``'s integer form: ``ki``, ``vi`` (n, Hkv, D)
+        (exact integers, float32 or float64), ``sk``, ``sv`` (n, Hkv) float64.
+
+        ``cached`` (optional) = ``(slots, mk, msk, mv, msv)``: keys that come *before* ``ki``'s, key
+        ``j`` being row ``slots[j]`` of ``mk``, ``msk``, ``mv``, ``msv`` (a ``KVMemo``'s arrays, laid out
+        like ``ki`` ...: the kernel reads them in place instead of a gathered copy).
+
+        Computed by the C kernel (``q8kernel.attention``) when it is built, else by the NumPy body
+        below: the same IEEE operations in the same order, so the same bits.
+        """
         T, H, D = q.shape
-        Hkv, _, L = ki.shape
+        n, Hkv = (0 if cached is None else cached[0].size), ki.shape[1]
+        L = n + ki.shape[0]
         if L * 2.0 ** (P_BITS + V_BITS) >= F64_EXACT / 2 or L * 2.0**DENOM_BITS >= F64_EXACT / 2:
             raise ExactnessError(f"context of {L} tokens is too long for exact attention")
         if D * 2.0 ** (2 * QK_BITS) >= F64_EXACT / 2:
             raise ExactnessError(f"head_dim {D} is too large for exact attention")
-        G = H // Hkv
         out = np.empty((T, H, D), dtype=np.float64)
-        inv_sqrt_d = 1.0 / np.sqrt(float(D))
+        if self._lib is not None:
+            fresh = (np.ascontiguousarray(ki, np.float32), _contig(sk), np.ascontiguousarray(vi, np.float32), _contig(sv))
+            if cached is None:
+                cached = (np.zeros(0, np.int64), *fresh)  # no cached keys: never read
+            else:
+                slots, mk, msk, mv, msv = cached
+                cached = (np.ascontiguousarray(slots, np.int64), np.ascontiguousarray(mk, np.float32), _contig(msk),
+                          np.ascontiguousarray(mv, np.float32), _contig(msv))  # fmt: skip
+            qc, pos = _contig(q), np.ascontiguousarray(q_pos, dtype=np.int64)
 
-        def chunk(t0: int) -> None:
-            t1 = min(T, t0 + QUERY_CHUNK)
-            n = t1 - t0
-            # keys after the chunk's last query are masked for every row of the chunk: skip them
-            # (a masked key contributes exactly 0 below, so this changes no bit of any row)
-            le = min(L, int(q_pos[t1 - 1]) + 1)
-            # rows ordered (kv head, group member, query): (Hkv, G * n, D)
-            qc = q[t0:t1].reshape(n, Hkv, G, D).transpose(1, 2, 0, 3).reshape(Hkv, G * n, D)
-            qi, sq = self.quantize(qc, QK_BITS)
-            s = qi @ ki[:, :, :le]  # exact integers (Hkv, G*n, le)
-            s *= (sq * inv_sqrt_d)[..., None]
-            s *= sk[:, None, :le]
-            masked = np.arange(le)[None, :] > q_pos[t0:t1, None]  # (n, le)
-            if masked.any():
-                masked = np.broadcast_to(masked[None, None], (Hkv, G, n, le)).reshape(Hkv, G * n, le)
-                np.copyto(s, -np.inf, where=masked)
-            s -= s.max(axis=-1, keepdims=True)
-            e = self.exp(s)  # masked keys give exactly 0
-            denom = np.rint(e * 2.0**DENOM_BITS).sum(axis=-1)  # exact integer sum
-            e *= sv[:, None, :le]
-            pi, sp = self.quantize(e, P_BITS)
-            num = pi @ vi[:, :le, :]  # exact integers (Hkv, G*n, D)
-            o = num * (sp / (denom * 2.0**-DENOM_BITS))[..., None]
-            out[t0:t1] = o.reshape(Hkv, G, n, D).transpose(2, 0, 1, 3).reshape(n, H, D)
+            def chunk(t0: int, t1: int) -> None:
+                q8kernel.attention(self._lib, qc, pos, cached, fresh, (QK_BITS, P_BITS, DENOM_BITS), out, t0, t1)
+
+        else:
+            if cached is not None:
+                slots, mk, msk, mv, msv = cached
+                ki, sk = np.concatenate([mk[slots], ki]), np.concatenate([msk[slots], sk])
+                vi, sv = np.concatenate([mv[slots], vi]), np.concatenate([msv[slots], sv])
+            kt, vt = _contig(ki.transpose(1, 2, 0)), _contig(vi.transpose(1, 0, 2))  # (Hkv, D, L), (Hkv, L, D)
+            skt, svt = _contig(sk.T), _contig(sv.T)  # (Hkv, L)
+
+            def chunk(t0: int, t1: int) -> None:
+                self._attention_numpy(q, q_pos, kt, skt, vt, svt, out, t0, t1)
 
         starts = range(0, T, QUERY_CHUNK)
         if len(starts) > 1 and self.threads > 1:
-            # query chunks are independent (each row depends only on its own data), and NumPy
-            # releases the GIL in ufuncs and BLAS: run them on a small thread pool
-            list(_pool(self.threads).map(chunk, starts))
+            # query chunks are independent (each row depends only on its own data); the kernel and
+            # NumPy's ufuncs and BLAS release the GIL: run them on a small thread pool
+            list(_pool(self.threads).map(lambda t0: chunk(t0, min(T, t0 + QUERY_CHUNK)), starts))
+        elif self._lib is not None:
+            chunk(0, T)
         else:
-            for t0 in starts:
-                chunk(t0)
+            for t0 in starts:  # chunks: bounded memory, and keys after a chunk's last query skipped
+                chunk(t0, min(T, t0 + QUERY_CHUNK))
         return out.reshape(T, H * D)
+
+    def _attention_numpy(
+        self,
+        q: np.ndarray,
+        q_pos: np.ndarray,
+        kt: np.ndarray,
+        skt: np.ndarray,
+        vt: np.ndarray,
+        svt: np.ndarray,
+        out: np.ndarray,
+        t0: int,
+        t1: int,
+    ) -> None:
+        """Queries ``t0:t1`` of ``attention_quantised`` in NumPy, K/V laid out per KV head:
+        ``kt`` (Hkv, D, L), ``skt`` (Hkv, L), ``vt`` (Hkv, L, D), ``svt`` (Hkv, L)."""
+        _, H, D = q.shape
+        Hkv, _, L = kt.shape
+        G, n = H // Hkv, t1 - t0
+        # keys after the chunk's last query are masked for every row of the chunk: skip them
+        # (a masked key contributes exactly 0 below, so this changes no bit of any row)
+        le = min(L, int(q_pos[t1 - 1]) + 1)
+        # rows ordered (kv head, group member, query): (Hkv, G * n, D)
+        qc = q[t0:t1].reshape(n, Hkv, G, D).transpose(1, 2, 0, 3).reshape(Hkv, G * n, D)
+        qi, sq = self.quantize(qc, QK_BITS)
+        s = qi @ kt[:, :, :le]  # exact integers (Hkv, G*n, le)
+        s *= (sq * (1.0 / np.sqrt(float(D))))[..., None]
+        s *= skt[:, None, :le]
+        masked = np.arange(le)[None, :] > q_pos[t0:t1, None]  # (n, le)
+        if masked.any():
+            masked = np.broadcast_to(masked[None, None], (Hkv, G, n, le)).reshape(Hkv, G * n, le)
+            np.copyto(s, -np.inf, where=masked)
+        s -= s.max(axis=-1, keepdims=True)
+        e = softmax_exp(s)  # masked keys give exactly 0
+        denom = np.rint(e * 2.0**DENOM_BITS).sum(axis=-1)  # exact integer sum
+        e *= svt[:, None, :le]
+        pi, sp = self.quantize(e, P_BITS)
+        num = pi @ vt[:, :le, :]  # exact integers (Hkv, G*n, D)
+        o = num * (sp / (denom * 2.0**-DENOM_BITS))[..., None]
+        out[t0:t1] = o.reshape(Hkv, G, n, D).transpose(2, 0, 1, 3).reshape(n, H, D)
 
 
 class FloatOps:

@@ -82,11 +82,11 @@ class KVMemo:
         m["k"][slots], m["sk"][slots], m["v"][slots], m["sv"][slots] = ki, sk, vi, sv
         m["pos"][slots] = positions
 
-    def get(self, layer: int, slots: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-        """``(ki, sk, vi, sv)`` of ``slots`` (callers check ``misses`` first)."""
-        m = self._layers[layer]
-        assert m is not None
-        return m["k"][slots], m["sk"][slots], m["v"][slots], m["sv"][slots]
+    def arrays(self, layer: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """``(k, sk, v, sv)`` of ``layer``, indexed by slot (the model reads the rows of its cached
+        slots in place; callers store every missing entry first, see ``misses``)."""
+        m = self._layer(layer)
+        return m["k"], m["sk"], m["v"], m["sv"]
 
     def invalidate(self, layer: int | None, slots: np.ndarray) -> None:
         """Drop the entries of ``slots`` at ``layer`` (every layer if ``None``)."""

@@ -339,7 +339,8 @@ class Model:
             v_new = qkv[:, q_dim + kv_dim :].reshape(T, c.n_kv_heads, c.head_dim)
             pool.write(li, sl[n:], k_new, v_new)  # K is stored before RoPE
             if self._memo_kv:
-                att = ops.attention_quantised(self.rope(q, pos), *self._context_kv(pool, li, sl, n), pos)
+                fresh, cached = self._context_kv(pool, li, sl, n)
+                att = ops.attention_quantised(self.rope(q, pos), *fresh, pos, cached)
             else:
                 k, v = pool.read(li, sl)  # the whole context, as stored
                 att = ops.attention(self.rope(q, pos), self.rope(k, all_pos), v, pos)
@@ -354,10 +355,13 @@ class Model:
         x = self.rmsnorm(x, self._out_norm)
         return ops.linear(x, self._head, out_dtype=np.float32)
 
-    def _context_kv(self, pool: KVPool, li: int, sl: np.ndarray, n: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    def _context_kv(
+        self, pool: KVPool, li: int, sl: np.ndarray, n: int
+    ) -> tuple[tuple[np.ndarray, ...], tuple[np.ndarray, ...] | None]:
         """Layer ``li``'s K/V of the whole context (slots ``sl``, token ``i`` at position ``i``) in
-        exact attention's integer form: ``ops.quantise_kv(rope(K), V)`` of the rows as stored,
-        laid out per KV head for ``ops.attention_quantised``.
+        exact attention's integer form, ``ops.quantise_kv(rope(K), V)`` of the rows as stored, as the
+        arguments ``ops.attention_quantised`` takes: the fresh rows' ``(ki, sk, vi, sv)`` and the
+        cached rows as ``(slots, *memo arrays)``, or ``None`` if ``n == 0``.
 
         The ``n`` cached rows come from the pool's ``KVMemo`` for this model; a row without an entry
         for its position is read from the pool, rotated, quantised and memoised. The fresh rows
@@ -365,28 +369,16 @@ class Model:
         they enter the memo the first time a later call reuses them, through the same ``read``
         (so every value attention sees came out of ``KVPool.read``, exactly as without the memo).
         """
-        ops, c = self.ops, self.config
-        L, Hkv, D = sl.size, c.n_kv_heads, c.head_dim
-        kt, skt = np.empty((Hkv, D, L)), np.empty((Hkv, L))
-        vt, svt = np.empty((Hkv, L, D)), np.empty((Hkv, L))
-
-        def put(a: int, ki: np.ndarray, sk: np.ndarray, vi: np.ndarray, sv: np.ndarray) -> None:
-            b = a + ki.shape[0]
-            kt[:, :, a:b] = ki.transpose(1, 2, 0)
-            skt[:, a:b] = sk.T
-            vt[:, a:b, :] = vi.transpose(1, 0, 2)
-            svt[:, a:b] = sv.T
-
+        cached = None
         if n:
-            memo, cached = pool.memo(self), sl[:n]
-            miss = memo.misses(li, cached, np.arange(n))
+            memo, slots = pool.memo(self), sl[:n]
+            miss = memo.misses(li, slots, np.arange(n))
             if miss.size:
-                k, v = pool.read(li, cached[miss])
-                memo.store(li, cached[miss], miss, *ops.quantise_kv(self.rope(k, miss), v))
-            put(0, *memo.get(li, cached))
+                k, v = pool.read(li, slots[miss])
+                memo.store(li, slots[miss], miss, *self.ops.quantise_kv(self.rope(k, miss), v))
+            cached = (slots, *memo.arrays(li))
         k, v = pool.read(li, sl[n:])
-        put(n, *ops.quantise_kv(self.rope(k, np.arange(n, L)), v))
-        return kt, skt, vt, svt
+        return self.ops.quantise_kv(self.rope(k, np.arange(n, sl.size)), v), cached
 
     def __repr__(self) -> str:
         return f"Model({self.config}, arithmetic={self.arithmetic!r})"

@@ -34,13 +34,23 @@ from pathlib import Path
 
 import numpy as np
 
+from radixcheck.model import softmax_exp
+
 ENV = "RADIXCHECK_Q8_KERNEL"  # "numpy": never build or use the C kernel
 
-SOURCE = r"""
+SOURCE = softmax_exp.c_definitions() + r"""
 #include <math.h>
 #include <stdint.h>
+#include <stdlib.h>
 #ifdef __AVX2__
 #include <immintrin.h>
+
+/* round to nearest, ties to even (NumPy's rint in the default mode), inlined: libm's nearbyint
+   saves and restores the FP environment on every call */
+static inline double round_even(double x)
+{
+    return _mm_cvtsd_f64(_mm_round_sd(_mm_setzero_pd(), _mm_set_sd(x), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+}
 
 /* sum of 32 int16 products q[0:32] * x[0:32] per 32-bit lane pair (8 lanes; each |.| < 2^24) */
 static inline __m256i block8(const int8_t *q, __m256i x0, __m256i x1)
@@ -56,6 +66,8 @@ static inline __m256d hsum4(__m256i p0, __m256i p1, __m256i p2, __m256i p3)
     __m256i h = _mm256_hadd_epi32(_mm256_hadd_epi32(p0, p1), _mm256_hadd_epi32(p2, p3));
     return _mm256_cvtepi32_pd(_mm_add_epi32(_mm256_castsi256_si128(h), _mm256_extracti128_si256(h, 1)));
 }
+#else
+static inline double round_even(double x) { return nearbyint(x); }
 #endif
 
 /* acc = sum_b m[r*nb + b] * (sum_{j<32} q[r*K + 32b + j] * x[i*K + 32b + j]) for i < n and
@@ -99,7 +111,7 @@ int64_t q8_quantize(int64_t n, int64_t K, const double *x, int64_t bits, int16_t
         const double *xr = x + i * K;
         double scale = row_scale(xr, K, top, &bad);
         sx[i] = scale;
-        for (int64_t j = 0; j < K; j++) xi[i * K + j] = (int16_t)nearbyint(xr[j] / scale);
+        for (int64_t j = 0; j < K; j++) xi[i * K + j] = (int16_t)round_even(xr[j] / scale);
     }
     return bad;
 }
@@ -120,8 +132,13 @@ void q8_matmul(int64_t n, int64_t K, const int16_t *x, const int8_t *q, const fl
                 const int8_t *qa = q + r * K, *qb = qa + K;
                 const float *ma = m + r * nb, *mb = ma + nb;
                 __m256d acca = _mm256_setzero_pd(), accb = _mm256_setzero_pd();
+                const int8_t *pa = qa + RCHUNK * K, *pb = pa + K; /* the next chunk's rows */
                 for (int64_t b = 0; b < nb; b++) {
                     const int64_t o = 32 * b;
+                    if (i0 == 0 && !(b & 1)) { /* fetch the next chunk from memory while this one computes */
+                        _mm_prefetch((const char *)(pa + o), _MM_HINT_T0);
+                        _mm_prefetch((const char *)(pb + o), _MM_HINT_T0);
+                    }
                     __m256i xa0 = _mm256_loadu_si256((const __m256i *)(x0 + o));
                     __m256i xb0 = _mm256_loadu_si256((const __m256i *)(x0 + o + 16));
                     __m256i xa1 = _mm256_loadu_si256((const __m256i *)(x1 + o));
@@ -169,8 +186,11 @@ void q8_matmul(int64_t n, int64_t K, const int16_t *x, const int8_t *q, const fl
                 const int8_t *qa = q + r * K;
                 const float *ma = m + r * nb;
                 __m256d acc = _mm256_setzero_pd();
+                const int8_t *pa = qa + RCHUNK * K;
                 for (int64_t b = 0; b < nb; b++) {
                     const int64_t o = 32 * b;
+                    if (i0 == n - n % 4 && !(b & 1)) /* the first 1-row pass fetches the next chunk */
+                        for (int t = 0; t < 4; t++) _mm_prefetch((const char *)(pa + t * K + o), _MM_HINT_T0);
                     __m256i xa = _mm256_loadu_si256((const __m256i *)(x0 + o));
                     __m256i xb = _mm256_loadu_si256((const __m256i *)(x0 + o + 16));
                     __m256d s = hsum4(block8(qa + o, xa, xb), block8(qa + K + o, xa, xb),
@@ -246,8 +266,345 @@ int64_t quantize_f64(int64_t n, int64_t K, const double *x, int64_t bits, double
         const double *xr = x + i * K;
         double scale = row_scale(xr, K, top, &bad);
         sx[i] = scale;
-        for (int64_t j = 0; j < K; j++) xi[i * K + j] = nearbyint(xr[j] / scale);
+        for (int64_t j = 0; j < K; j++) xi[i * K + j] = round_even(xr[j] / scale);
     }
+    return bad;
+}
+
+/* ---- exact attention (exact.ExactOps.attention_quantised, same IEEE operations, same order) ---- */
+
+/* softmax_exp(x) = e^x for x <= 0, as exact.softmax_exp defines it: 0 below EXP_MIN (and for
+   -inf); else k = rint(x * log2e), r = (x - k * ln2_hi) - k * ln2_lo, p = Horner sum of r^i / i!
+   (i <= 12), times 2^k (exact: the result is a normal number). Every step is one correctly rounded
+   IEEE operation, so the AVX2 form below and NumPy give the same bits. */
+static double softmax_exp(double x)
+{
+    if (!(x >= EXP_MIN))
+        return 0.0;
+    double k = round_even(x * EXP_LOG2E);
+    double r = (x - k * EXP_LN2_HI) - k * EXP_LN2_LO;
+    double p = EXP_POLY[EXP_DEGREE];
+    for (int i = EXP_DEGREE - 1; i >= 0; i--) p = p * r + EXP_POLY[i];
+    return ldexp(p, (int)k);
+}
+
+/* s[j] = softmax_exp(s[j] - m) for j < n; AVX2: 16 at a time, four Horner chains in flight
+   (one chain is latency-bound), each lane the same IEEE operations as softmax_exp */
+static void exp_row(double *s, int64_t n, double m)
+{
+    int64_t j = 0;
+#ifdef __AVX2__
+    const __m256d vm = _mm256_set1_pd(m), lo = _mm256_set1_pd(EXP_MIN), l2e = _mm256_set1_pd(EXP_LOG2E);
+    const __m256d hi2 = _mm256_set1_pd(EXP_LN2_HI), lo2 = _mm256_set1_pd(EXP_LN2_LO);
+    const __m256i bias = _mm256_set1_epi64x(1023);
+    for (; j + 16 <= n; j += 16) {
+        __m256d x[4], ok[4], k[4], r[4], p[4];
+        for (int u = 0; u < 4; u++) {
+            x[u] = _mm256_sub_pd(_mm256_loadu_pd(s + j + 4 * u), vm);
+            ok[u] = _mm256_cmp_pd(x[u], lo, _CMP_GE_OQ);
+            x[u] = _mm256_and_pd(x[u], ok[u]); /* out-of-range lanes computed on 0, zeroed below */
+            k[u] = _mm256_round_pd(_mm256_mul_pd(x[u], l2e), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+            r[u] = _mm256_sub_pd(_mm256_sub_pd(x[u], _mm256_mul_pd(k[u], hi2)), _mm256_mul_pd(k[u], lo2));
+            p[u] = _mm256_set1_pd(EXP_POLY[EXP_DEGREE]);
+        }
+        for (int i = EXP_DEGREE - 1; i >= 0; i--) {
+            const __m256d c = _mm256_set1_pd(EXP_POLY[i]);
+            for (int u = 0; u < 4; u++) p[u] = _mm256_add_pd(_mm256_mul_pd(p[u], r[u]), c);
+        }
+        for (int u = 0; u < 4; u++) { /* times 2^k, built from its bits: k in [-1021, 0], exact */
+            __m256i e = _mm256_slli_epi64(_mm256_add_epi64(_mm256_cvtepi32_epi64(_mm256_cvtpd_epi32(k[u])), bias), 52);
+            _mm256_storeu_pd(s + j + 4 * u, _mm256_and_pd(_mm256_mul_pd(p[u], _mm256_castsi256_pd(e)), ok[u]));
+        }
+    }
+#endif
+    for (; j < n; j++) s[j] = softmax_exp(s[j] - m);
+}
+
+/* s[j] = sum_d qi[d] * k[j * D + d] for j < n: integers (|qi|, |k| < 2^20, D < 2^13), every
+   partial sum an integer below 2^53, so exact in any order (FMAs and lane sums included) */
+static void qk_exact(const double *qi, const double *k, int64_t n, int64_t D, double *s)
+{
+    int64_t j = 0;
+#ifdef __AVX2__
+    if (D % 4 == 0) {
+        for (; j + 4 <= n; j += 4) { /* four keys share each load of qi */
+            const double *k0 = k + j * D, *k1 = k0 + D, *k2 = k1 + D, *k3 = k2 + D;
+            __m256d a0 = _mm256_setzero_pd(), a1 = _mm256_setzero_pd(), a2 = _mm256_setzero_pd(), a3 = _mm256_setzero_pd();
+            __m256d b0 = _mm256_setzero_pd(), b1 = _mm256_setzero_pd(), b2 = _mm256_setzero_pd(), b3 = _mm256_setzero_pd();
+            int64_t d = 0;
+            for (; d + 8 <= D; d += 8) { /* two accumulators per key: shorter FMA chains */
+                __m256d x = _mm256_loadu_pd(qi + d), y = _mm256_loadu_pd(qi + d + 4);
+                a0 = _mm256_fmadd_pd(x, _mm256_loadu_pd(k0 + d), a0);
+                a1 = _mm256_fmadd_pd(x, _mm256_loadu_pd(k1 + d), a1);
+                a2 = _mm256_fmadd_pd(x, _mm256_loadu_pd(k2 + d), a2);
+                a3 = _mm256_fmadd_pd(x, _mm256_loadu_pd(k3 + d), a3);
+                b0 = _mm256_fmadd_pd(y, _mm256_loadu_pd(k0 + d + 4), b0);
+                b1 = _mm256_fmadd_pd(y, _mm256_loadu_pd(k1 + d + 4), b1);
+                b2 = _mm256_fmadd_pd(y, _mm256_loadu_pd(k2 + d + 4), b2);
+                b3 = _mm256_fmadd_pd(y, _mm256_loadu_pd(k3 + d + 4), b3);
+            }
+            for (; d < D; d += 4) {
+                __m256d x = _mm256_loadu_pd(qi + d);
+                a0 = _mm256_fmadd_pd(x, _mm256_loadu_pd(k0 + d), a0);
+                a1 = _mm256_fmadd_pd(x, _mm256_loadu_pd(k1 + d), a1);
+                a2 = _mm256_fmadd_pd(x, _mm256_loadu_pd(k2 + d), a2);
+                a3 = _mm256_fmadd_pd(x, _mm256_loadu_pd(k3 + d), a3);
+            }
+            a0 = _mm256_add_pd(a0, b0), a1 = _mm256_add_pd(a1, b1), a2 = _mm256_add_pd(a2, b2), a3 = _mm256_add_pd(a3, b3);
+            __m256d h01 = _mm256_hadd_pd(a0, a1), h23 = _mm256_hadd_pd(a2, a3);
+            _mm256_storeu_pd(s + j, _mm256_add_pd(_mm256_permute2f128_pd(h01, h23, 0x20), _mm256_permute2f128_pd(h01, h23, 0x31)));
+        }
+    }
+#endif
+    for (; j < n; j++) {
+        double a = 0.0;
+        for (int64_t d = 0; d < D; d++) a += qi[d] * k[j * D + d];
+        s[j] = a;
+    }
+}
+
+/* num[d] += sum_j p[j] * v[j * D + d] for d < D, j < n: integers (|p| < 2^21, |v| < 2^15, all keys
+   < 2^16), every partial sum below 2^53, so exact in any order */
+static void pv_exact(const double *p, const double *v, int64_t n, int64_t D, double *num)
+{
+    int64_t d0 = 0;
+#ifdef __AVX2__
+    for (; d0 + 16 <= D; d0 += 16) {
+        /* even and odd keys into separate accumulators: shorter FMA chains */
+        __m256d a0 = _mm256_setzero_pd(), a1 = _mm256_setzero_pd(), a2 = _mm256_setzero_pd(), a3 = _mm256_setzero_pd();
+        __m256d b0 = _mm256_setzero_pd(), b1 = _mm256_setzero_pd(), b2 = _mm256_setzero_pd(), b3 = _mm256_setzero_pd();
+        int64_t j = 0;
+        for (; j + 2 <= n; j += 2) {
+            const double *vr = v + j * D + d0, *wr = vr + D;
+            __m256d pj = _mm256_broadcast_sd(p + j), pk = _mm256_broadcast_sd(p + j + 1);
+            a0 = _mm256_fmadd_pd(pj, _mm256_loadu_pd(vr), a0);
+            a1 = _mm256_fmadd_pd(pj, _mm256_loadu_pd(vr + 4), a1);
+            a2 = _mm256_fmadd_pd(pj, _mm256_loadu_pd(vr + 8), a2);
+            a3 = _mm256_fmadd_pd(pj, _mm256_loadu_pd(vr + 12), a3);
+            b0 = _mm256_fmadd_pd(pk, _mm256_loadu_pd(wr), b0);
+            b1 = _mm256_fmadd_pd(pk, _mm256_loadu_pd(wr + 4), b1);
+            b2 = _mm256_fmadd_pd(pk, _mm256_loadu_pd(wr + 8), b2);
+            b3 = _mm256_fmadd_pd(pk, _mm256_loadu_pd(wr + 12), b3);
+        }
+        for (; j < n; j++) {
+            const double *vr = v + j * D + d0;
+            __m256d pj = _mm256_broadcast_sd(p + j);
+            a0 = _mm256_fmadd_pd(pj, _mm256_loadu_pd(vr), a0);
+            a1 = _mm256_fmadd_pd(pj, _mm256_loadu_pd(vr + 4), a1);
+            a2 = _mm256_fmadd_pd(pj, _mm256_loadu_pd(vr + 8), a2);
+            a3 = _mm256_fmadd_pd(pj, _mm256_loadu_pd(vr + 12), a3);
+        }
+        _mm256_storeu_pd(num + d0, _mm256_add_pd(_mm256_loadu_pd(num + d0), _mm256_add_pd(a0, b0)));
+        _mm256_storeu_pd(num + d0 + 4, _mm256_add_pd(_mm256_loadu_pd(num + d0 + 4), _mm256_add_pd(a1, b1)));
+        _mm256_storeu_pd(num + d0 + 8, _mm256_add_pd(_mm256_loadu_pd(num + d0 + 8), _mm256_add_pd(a2, b2)));
+        _mm256_storeu_pd(num + d0 + 12, _mm256_add_pd(_mm256_loadu_pd(num + d0 + 12), _mm256_add_pd(a3, b3)));
+    }
+#endif
+    for (int64_t d = d0; d < D; d++) {
+        double a = 0.0;
+        for (int64_t j = 0; j < n; j++) a += p[j] * v[j * D + d];
+        num[d] += a;
+    }
+}
+
+#ifdef __AVX2__
+/* qk_exact for two query rows at once: each key vector is loaded once for both (the loads, not
+   the FMAs, bound the one-row form). Same exact integers. */
+static void qk_exact2(const double *qa, const double *qb, const double *k, int64_t n, int64_t D, double *sa, double *sb)
+{
+    int64_t j = 0;
+    for (; j + 4 <= n; j += 4) {
+        const double *k0 = k + j * D, *k1 = k0 + D, *k2 = k1 + D, *k3 = k2 + D;
+        __m256d a0 = _mm256_setzero_pd(), a1 = _mm256_setzero_pd(), a2 = _mm256_setzero_pd(), a3 = _mm256_setzero_pd();
+        __m256d b0 = _mm256_setzero_pd(), b1 = _mm256_setzero_pd(), b2 = _mm256_setzero_pd(), b3 = _mm256_setzero_pd();
+        for (int64_t d = 0; d < D; d += 4) {
+            __m256d x = _mm256_loadu_pd(qa + d), y = _mm256_loadu_pd(qb + d);
+            __m256d w0 = _mm256_loadu_pd(k0 + d), w1 = _mm256_loadu_pd(k1 + d), w2 = _mm256_loadu_pd(k2 + d), w3 = _mm256_loadu_pd(k3 + d);
+            a0 = _mm256_fmadd_pd(x, w0, a0), a1 = _mm256_fmadd_pd(x, w1, a1), a2 = _mm256_fmadd_pd(x, w2, a2), a3 = _mm256_fmadd_pd(x, w3, a3);
+            b0 = _mm256_fmadd_pd(y, w0, b0), b1 = _mm256_fmadd_pd(y, w1, b1), b2 = _mm256_fmadd_pd(y, w2, b2), b3 = _mm256_fmadd_pd(y, w3, b3);
+        }
+        __m256d h01 = _mm256_hadd_pd(a0, a1), h23 = _mm256_hadd_pd(a2, a3);
+        _mm256_storeu_pd(sa + j, _mm256_add_pd(_mm256_permute2f128_pd(h01, h23, 0x20), _mm256_permute2f128_pd(h01, h23, 0x31)));
+        h01 = _mm256_hadd_pd(b0, b1), h23 = _mm256_hadd_pd(b2, b3);
+        _mm256_storeu_pd(sb + j, _mm256_add_pd(_mm256_permute2f128_pd(h01, h23, 0x20), _mm256_permute2f128_pd(h01, h23, 0x31)));
+    }
+    if (j < n) {
+        qk_exact(qa, k + j * D, n - j, D, sa + j);
+        qk_exact(qb, k + j * D, n - j, D, sb + j);
+    }
+}
+
+/* pv_exact for two rows at once (D % 16 == 0): each value vector is loaded once for both. */
+static void pv_exact2(const double *pa, const double *pb, const double *v, int64_t n, int64_t D, double *na, double *nb)
+{
+    for (int64_t d0 = 0; d0 < D; d0 += 16) {
+        __m256d a0 = _mm256_loadu_pd(na + d0), a1 = _mm256_loadu_pd(na + d0 + 4), a2 = _mm256_loadu_pd(na + d0 + 8), a3 = _mm256_loadu_pd(na + d0 + 12);
+        __m256d b0 = _mm256_loadu_pd(nb + d0), b1 = _mm256_loadu_pd(nb + d0 + 4), b2 = _mm256_loadu_pd(nb + d0 + 8), b3 = _mm256_loadu_pd(nb + d0 + 12);
+        for (int64_t j = 0; j < n; j++) {
+            const double *vr = v + j * D + d0;
+            __m256d w0 = _mm256_loadu_pd(vr), w1 = _mm256_loadu_pd(vr + 4), w2 = _mm256_loadu_pd(vr + 8), w3 = _mm256_loadu_pd(vr + 12);
+            __m256d x = _mm256_broadcast_sd(pa + j), y = _mm256_broadcast_sd(pb + j);
+            a0 = _mm256_fmadd_pd(x, w0, a0), a1 = _mm256_fmadd_pd(x, w1, a1), a2 = _mm256_fmadd_pd(x, w2, a2), a3 = _mm256_fmadd_pd(x, w3, a3);
+            b0 = _mm256_fmadd_pd(y, w0, b0), b1 = _mm256_fmadd_pd(y, w1, b1), b2 = _mm256_fmadd_pd(y, w2, b2), b3 = _mm256_fmadd_pd(y, w3, b3);
+        }
+        _mm256_storeu_pd(na + d0, a0), _mm256_storeu_pd(na + d0 + 4, a1), _mm256_storeu_pd(na + d0 + 8, a2), _mm256_storeu_pd(na + d0 + 12, a3);
+        _mm256_storeu_pd(nb + d0, b0), _mm256_storeu_pd(nb + d0 + 4, b1), _mm256_storeu_pd(nb + d0 + 8, b2), _mm256_storeu_pd(nb + d0 + 12, b3);
+    }
+}
+#endif
+
+/* One query row's softmax: s[j] (the exact integer q.k of key j < le) becomes the row's quantised
+   probability times the value scale; returns the factor its p.v sums are multiplied by. sk, sv:
+   the KV head's scales, contiguous. Each element goes through exp.ExactOps' IEEE operations in
+   NumPy's order; only the max and the (exact integer) sums are taken in another order. */
+static double softmax_row(double *s, int64_t le, double a, const double *sk, const double *sv, double ptop, double dscale,
+                          double dunscale)
+{
+    double m = -INFINITY, denom = 0.0, amax = 0.0;
+    int64_t j = 0;
+#ifdef __AVX2__
+    const int round = _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC;
+    __m256d va = _mm256_set1_pd(a), vm = _mm256_set1_pd(-INFINITY);
+    for (; j + 4 <= le; j += 4) {
+        __m256d x = _mm256_mul_pd(_mm256_mul_pd(_mm256_loadu_pd(s + j), va), _mm256_loadu_pd(sk + j));
+        _mm256_storeu_pd(s + j, x);
+        vm = _mm256_max_pd(vm, x);
+    }
+    double t4[4];
+    _mm256_storeu_pd(t4, vm);
+    for (int i = 0; i < 4; i++) m = t4[i] > m ? t4[i] : m;
+#endif
+    for (; j < le; j++) {
+        double x = (s[j] * a) * sk[j];
+        s[j] = x;
+        m = x > m ? x : m;
+    }
+    exp_row(s, le, m);
+    j = 0;
+#ifdef __AVX2__
+    __m256d vden = _mm256_setzero_pd(), vmax = _mm256_setzero_pd(), vds = _mm256_set1_pd(dscale);
+    for (; j + 4 <= le; j += 4) {
+        __m256d e = _mm256_loadu_pd(s + j);
+        vden = _mm256_add_pd(vden, _mm256_round_pd(_mm256_mul_pd(e, vds), round)); /* integers < 2^53: exact */
+        e = _mm256_mul_pd(e, _mm256_loadu_pd(sv + j));
+        _mm256_storeu_pd(s + j, e);
+        vmax = _mm256_max_pd(vmax, e); /* e >= 0: |e| = e */
+    }
+    _mm256_storeu_pd(t4, vden);
+    denom = (t4[0] + t4[1]) + (t4[2] + t4[3]);
+    _mm256_storeu_pd(t4, vmax);
+    for (int i = 0; i < 4; i++) amax = t4[i] > amax ? t4[i] : amax;
+#endif
+    for (; j < le; j++) {
+        denom += round_even(s[j] * dscale);
+        double e = s[j] * sv[j];
+        s[j] = e;
+        amax = e > amax ? e : amax;
+    }
+    double sp = amax / ptop;
+    sp = sp > 0 ? sp : 1.0;
+    j = 0;
+#ifdef __AVX2__
+    __m256d vsp = _mm256_set1_pd(sp);
+    for (; j + 4 <= le; j += 4) _mm256_storeu_pd(s + j, _mm256_round_pd(_mm256_div_pd(_mm256_loadu_pd(s + j), vsp), round));
+#endif
+    for (; j < le; j++) s[j] = round_even(s[j] / sp);
+    return sp / (denom * dunscale);
+}
+
+enum { ATT_QUERIES = 16, ATT_KEYS = 32 }; /* rows per pass; keys per block (32 x D doubles stay in L1) */
+
+/* Queries t0 <= t < t1 of exact attention (exact.ExactOps.attention_quantised: the same IEEE
+   operations in the same order). q (T, H, D) rotated, unquantised; query t sees keys 0..q_pos[t].
+   Keys j < n_cached are rows slots[j] of the memo arrays mk, mv ((rows, Hkv, D) float32 integers)
+   and msk, msv ((rows, Hkv) scales); keys j >= n_cached are rows j - n_cached of fk, fsk, fv, fsv
+   (same layout): read in place, no gathered copy. out (T, H, D). Per KV head and block of
+   ATT_QUERIES queries, its G * ATT_QUERIES rows are done like a small GEMM: q.k and p.v blocked
+   over ATT_KEYS keys, so a block of keys is read from memory once for all rows. Returns 1 if q
+   holds a NaN or an infinity, -1 if out of memory, else 0. */
+int64_t exact_attention(int64_t H, int64_t Hkv, int64_t D, const double *q, const int64_t *q_pos, int64_t n_cached,
+                        const int64_t *slots, const float *mk, const double *msk, const float *mv, const double *msv,
+                        const float *fk, const double *fsk, const float *fv, const double *fsv, double inv_sqrt_d,
+                        int64_t qk_bits, int64_t p_bits, int64_t denom_bits, int64_t t0, int64_t t1, double *out)
+{
+    const int64_t G = H / Hkv, R = G * ATT_QUERIES, pair = 2; /* rows per register tile */
+    const double qtop = (double)((1LL << qk_bits) - 1), ptop = (double)((1LL << p_bits) - 1);
+    const double dscale = ldexp(1.0, (int)denom_bits), dunscale = ldexp(1.0, -(int)denom_bits);
+    int64_t le_max = 0;
+    for (int64_t t = t0; t < t1; t++) le_max = q_pos[t] + 1 > le_max ? q_pos[t] + 1 : le_max;
+    /* one KV head's keys and values as contiguous float64 (le_max, D); per row: q.k / p row, qi, num */
+    double *buf = malloc(sizeof(double) * (2 * le_max * (D + 1) + R * (le_max + 2 * D) + R));
+    if (!buf)
+        return -1;
+    double *k = buf, *v = k + le_max * D, *s = v + le_max * D, *qi = s + R * le_max, *num = qi + R * D, *f = num + R * D;
+    double *skh = f + R, *svh = skh + le_max;
+    int64_t bad = 0;
+    for (int64_t kh = 0; kh < Hkv; kh++) {
+        for (int64_t j = 0; j < le_max; j++) { /* this head's keys and values, contiguous float64 */
+            const int64_t row = j < n_cached ? slots[j] : j - n_cached;
+            const float *kr = (j < n_cached ? mk : fk) + (row * Hkv + kh) * D, *vr = (j < n_cached ? mv : fv) + (row * Hkv + kh) * D;
+            for (int64_t d = 0; d < D; d++) {
+                k[j * D + d] = (double)kr[d];
+                v[j * D + d] = (double)vr[d];
+            }
+            skh[j] = (j < n_cached ? msk : fsk)[row * Hkv + kh];
+            svh[j] = (j < n_cached ? msv : fsv)[row * Hkv + kh];
+        }
+        for (int64_t tb = t0; tb < t1; tb += ATT_QUERIES) {
+            const int64_t nr = G * ((tb + ATT_QUERIES < t1 ? tb + ATT_QUERIES : t1) - tb); /* row r: query tb + r / G, head kh * G + r % G */
+            for (int64_t r = 0; r < nr; r++) {
+                const double *qr = q + ((tb + r / G) * H + kh * G + r % G) * D;
+                const double sq = row_scale(qr, D, qtop, &bad);
+                for (int64_t d = 0; d < D; d++) qi[r * D + d] = round_even(qr[d] / sq);
+                f[r] = sq * inv_sqrt_d;
+            }
+            for (int64_t jb = 0; jb < le_max; jb += ATT_KEYS)
+                for (int64_t r = 0; r < nr; r += pair) {
+                    /* two rows at a time; the shorter one gets a few scores past its last key, never read */
+                    const int64_t last = r + pair - 1 < nr ? r + pair - 1 : r;
+                    const int64_t le = q_pos[tb + last / G] + 1, n = le - jb < ATT_KEYS ? le - jb : ATT_KEYS;
+                    if (n <= 0)
+                        continue;
+#ifdef __AVX2__
+                    if (last > r && D % 4 == 0) {
+                        qk_exact2(qi + r * D, qi + last * D, k + jb * D, n, D, s + r * le_max + jb, s + last * le_max + jb);
+                        continue;
+                    }
+#endif
+                    for (int64_t i = r; i <= last; i++) {
+                        const int64_t ni = q_pos[tb + i / G] + 1 - jb < ATT_KEYS ? q_pos[tb + i / G] + 1 - jb : ATT_KEYS;
+                        if (ni > 0)
+                            qk_exact(qi + i * D, k + jb * D, ni, D, s + i * le_max + jb);
+                    }
+                }
+            for (int64_t r = 0; r < nr; r++) {
+                const int64_t le = q_pos[tb + r / G] + 1;
+                f[r] = softmax_row(s + r * le_max, le, f[r], skh, svh, ptop, dscale, dunscale);
+                for (int64_t j = le; j < le_max; j++) s[r * le_max + j] = 0.0; /* masked keys: p = 0 */
+                for (int64_t d = 0; d < D; d++) num[r * D + d] = 0.0;
+            }
+            for (int64_t jb = 0; jb < le_max; jb += ATT_KEYS)
+                for (int64_t r = 0; r < nr; r += pair) {
+                    const int64_t last = r + pair - 1 < nr ? r + pair - 1 : r;
+                    const int64_t le = q_pos[tb + last / G] + 1, n = le - jb < ATT_KEYS ? le - jb : ATT_KEYS;
+                    if (n <= 0)
+                        continue;
+#ifdef __AVX2__
+                    if (last > r && D % 16 == 0) {
+                        pv_exact2(s + r * le_max + jb, s + last * le_max + jb, v + jb * D, n, D, num + r * D, num + last * D);
+                        continue;
+                    }
+#endif
+                    for (int64_t i = r; i <= last; i++)
+                        pv_exact(s + i * le_max + jb, v + jb * D, n, D, num + i * D);
+                }
+            for (int64_t r = 0; r < nr; r++) {
+                double *o = out + ((tb + r / G) * H + kh * G + r % G) * D;
+                for (int64_t d = 0; d < D; d++) o[d] = num[r * D + d] * f[r];
+            }
+        }
+    }
+    free(buf);
     return bad;
 }
 """
@@ -314,6 +671,9 @@ def load() -> ctypes.CDLL | None:
     h = lib.q8_linear
     h.argtypes = [i64, i64, ptr, i64, ptr, ptr, ptr, ptr, i64, ptr, ptr, i64]
     h.restype = i64
+    a = lib.exact_attention
+    a.argtypes = [i64, i64, i64, ptr, ptr, i64, *[ptr] * 9, ctypes.c_double, i64, i64, i64, i64, i64, ptr]
+    a.restype = i64
     return lib
 
 
@@ -381,3 +741,36 @@ def matmul(
     out32 = int(out.dtype == np.float32)
     lib.q8_matmul(n, K, xi.ctypes.data, q.ctypes.data, m.ctypes.data, r0, r1, rs.ctypes.data, sx.ctypes.data, out.ctypes.data,
                   out.shape[1], out32)
+
+
+def attention(
+    lib: ctypes.CDLL,
+    q: np.ndarray,
+    q_pos: np.ndarray,
+    cached: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray],
+    fresh: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray],
+    bits: tuple[int, int, int],
+    out: np.ndarray,
+    t0: int,
+    t1: int,
+) -> None:
+    """Queries ``t0 <= t < t1`` of ``exact.ExactOps.attention_quantised`` into ``out`` (T, H, D), same bits.
+
+    ``q`` (T, H, D) float64, ``q_pos`` (T,) int64. The first keys are ``cached = (slots, ki, sk,
+    vi, sv)``: key ``j`` is row ``slots[j]`` of ``ki``, ``vi`` ((rows, Hkv, D) float32 integers) and
+    ``sk``, ``sv`` ((rows, Hkv) float64) — the ``KVMemo``'s arrays, read in place; the rest are the
+    rows of ``fresh = (ki, sk, vi, sv)``, in order. All C-contiguous (the caller makes them so).
+    ``bits``: q/k, probability and denominator bits. Releases the GIL (ctypes).
+    """
+    T, H, D = q.shape
+    slots, mk, msk, mv, msv = cached
+    fk, fsk, fv, fsv = fresh
+    bad = lib.exact_attention(
+        H, fk.shape[1], D, q.ctypes.data, q_pos.ctypes.data, slots.size, slots.ctypes.data, mk.ctypes.data, msk.ctypes.data,
+        mv.ctypes.data, msv.ctypes.data, fk.ctypes.data, fsk.ctypes.data, fv.ctypes.data, fsv.ctypes.data,
+        1.0 / np.sqrt(float(D)), *bits, t0, t1, out.ctypes.data,
+    )
+    if bad < 0:
+        raise MemoryError("exact attention: out of memory for its scratch")
+    if bad:
+        _nonfinite()
