@@ -282,8 +282,7 @@ class ExactOps:
         below: the same IEEE operations in the same order, so the same bits.
         """
         T, H, D = q.shape
-        n, Hkv = (0 if cached is None else cached[0].size), ki.shape[1]
-        L = n + ki.shape[0]
+        L = (0 if cached is None else cached[0].size) + ki.shape[0]
         if L * 2.0 ** (P_BITS + V_BITS) >= F64_EXACT / 2 or L * 2.0**DENOM_BITS >= F64_EXACT / 2:
             raise ExactnessError(f"context of {L} tokens is too long for exact attention")
         if D * 2.0 ** (2 * QK_BITS) >= F64_EXACT / 2:

@@ -420,8 +420,10 @@ static void qk_exact2(const double *qa, const double *qb, const double *k, int64
         for (int64_t d = 0; d < D; d += 4) {
             __m256d x = _mm256_loadu_pd(qa + d), y = _mm256_loadu_pd(qb + d);
             __m256d w0 = _mm256_loadu_pd(k0 + d), w1 = _mm256_loadu_pd(k1 + d), w2 = _mm256_loadu_pd(k2 + d), w3 = _mm256_loadu_pd(k3 + d);
-            a0 = _mm256_fmadd_pd(x, w0, a0), a1 = _mm256_fmadd_pd(x, w1, a1), a2 = _mm256_fmadd_pd(x, w2, a2), a3 = _mm256_fmadd_pd(x, w3, a3);
-            b0 = _mm256_fmadd_pd(y, w0, b0), b1 = _mm256_fmadd_pd(y, w1, b1), b2 = _mm256_fmadd_pd(y, w2, b2), b3 = _mm256_fmadd_pd(y, w3, b3);
+            a0 = _mm256_fmadd_pd(x, w0, a0), a1 = _mm256_fmadd_pd(x, w1, a1);
+            a2 = _mm256_fmadd_pd(x, w2, a2), a3 = _mm256_fmadd_pd(x, w3, a3);
+            b0 = _mm256_fmadd_pd(y, w0, b0), b1 = _mm256_fmadd_pd(y, w1, b1);
+            b2 = _mm256_fmadd_pd(y, w2, b2), b3 = _mm256_fmadd_pd(y, w3, b3);
         }
         __m256d h01 = _mm256_hadd_pd(a0, a1), h23 = _mm256_hadd_pd(a2, a3);
         _mm256_storeu_pd(sa + j, _mm256_add_pd(_mm256_permute2f128_pd(h01, h23, 0x20), _mm256_permute2f128_pd(h01, h23, 0x31)));
@@ -438,17 +440,23 @@ static void qk_exact2(const double *qa, const double *qb, const double *k, int64
 static void pv_exact2(const double *pa, const double *pb, const double *v, int64_t n, int64_t D, double *na, double *nb)
 {
     for (int64_t d0 = 0; d0 < D; d0 += 16) {
-        __m256d a0 = _mm256_loadu_pd(na + d0), a1 = _mm256_loadu_pd(na + d0 + 4), a2 = _mm256_loadu_pd(na + d0 + 8), a3 = _mm256_loadu_pd(na + d0 + 12);
-        __m256d b0 = _mm256_loadu_pd(nb + d0), b1 = _mm256_loadu_pd(nb + d0 + 4), b2 = _mm256_loadu_pd(nb + d0 + 8), b3 = _mm256_loadu_pd(nb + d0 + 12);
+        __m256d a0 = _mm256_loadu_pd(na + d0), a1 = _mm256_loadu_pd(na + d0 + 4),
+                a2 = _mm256_loadu_pd(na + d0 + 8), a3 = _mm256_loadu_pd(na + d0 + 12);
+        __m256d b0 = _mm256_loadu_pd(nb + d0), b1 = _mm256_loadu_pd(nb + d0 + 4),
+                b2 = _mm256_loadu_pd(nb + d0 + 8), b3 = _mm256_loadu_pd(nb + d0 + 12);
         for (int64_t j = 0; j < n; j++) {
             const double *vr = v + j * D + d0;
             __m256d w0 = _mm256_loadu_pd(vr), w1 = _mm256_loadu_pd(vr + 4), w2 = _mm256_loadu_pd(vr + 8), w3 = _mm256_loadu_pd(vr + 12);
             __m256d x = _mm256_broadcast_sd(pa + j), y = _mm256_broadcast_sd(pb + j);
-            a0 = _mm256_fmadd_pd(x, w0, a0), a1 = _mm256_fmadd_pd(x, w1, a1), a2 = _mm256_fmadd_pd(x, w2, a2), a3 = _mm256_fmadd_pd(x, w3, a3);
-            b0 = _mm256_fmadd_pd(y, w0, b0), b1 = _mm256_fmadd_pd(y, w1, b1), b2 = _mm256_fmadd_pd(y, w2, b2), b3 = _mm256_fmadd_pd(y, w3, b3);
+            a0 = _mm256_fmadd_pd(x, w0, a0), a1 = _mm256_fmadd_pd(x, w1, a1);
+            a2 = _mm256_fmadd_pd(x, w2, a2), a3 = _mm256_fmadd_pd(x, w3, a3);
+            b0 = _mm256_fmadd_pd(y, w0, b0), b1 = _mm256_fmadd_pd(y, w1, b1);
+            b2 = _mm256_fmadd_pd(y, w2, b2), b3 = _mm256_fmadd_pd(y, w3, b3);
         }
-        _mm256_storeu_pd(na + d0, a0), _mm256_storeu_pd(na + d0 + 4, a1), _mm256_storeu_pd(na + d0 + 8, a2), _mm256_storeu_pd(na + d0 + 12, a3);
-        _mm256_storeu_pd(nb + d0, b0), _mm256_storeu_pd(nb + d0 + 4, b1), _mm256_storeu_pd(nb + d0 + 8, b2), _mm256_storeu_pd(nb + d0 + 12, b3);
+        _mm256_storeu_pd(na + d0, a0), _mm256_storeu_pd(na + d0 + 4, a1);
+        _mm256_storeu_pd(na + d0 + 8, a2), _mm256_storeu_pd(na + d0 + 12, a3);
+        _mm256_storeu_pd(nb + d0, b0), _mm256_storeu_pd(nb + d0 + 4, b1);
+        _mm256_storeu_pd(nb + d0 + 8, b2), _mm256_storeu_pd(nb + d0 + 12, b3);
     }
 }
 #endif
@@ -543,7 +551,14 @@ int64_t exact_attention(int64_t H, int64_t Hkv, int64_t D, const double *q, cons
         for (int64_t j = 0; j < le_max; j++) { /* this head's keys and values, contiguous float64 */
             const int64_t row = j < n_cached ? slots[j] : j - n_cached;
             const float *kr = (j < n_cached ? mk : fk) + (row * Hkv + kh) * D, *vr = (j < n_cached ? mv : fv) + (row * Hkv + kh) * D;
-            for (int64_t d = 0; d < D; d++) {
+            int64_t d = 0;
+#ifdef __AVX2__
+            for (; d + 4 <= D; d += 4) {
+                _mm256_storeu_pd(k + j * D + d, _mm256_cvtps_pd(_mm_loadu_ps(kr + d)));
+                _mm256_storeu_pd(v + j * D + d, _mm256_cvtps_pd(_mm_loadu_ps(vr + d)));
+            }
+#endif
+            for (; d < D; d++) {
                 k[j * D + d] = (double)kr[d];
                 v[j * D + d] = (double)vr[d];
             }
@@ -551,7 +566,8 @@ int64_t exact_attention(int64_t H, int64_t Hkv, int64_t D, const double *q, cons
             svh[j] = (j < n_cached ? msv : fsv)[row * Hkv + kh];
         }
         for (int64_t tb = t0; tb < t1; tb += ATT_QUERIES) {
-            const int64_t nr = G * ((tb + ATT_QUERIES < t1 ? tb + ATT_QUERIES : t1) - tb); /* row r: query tb + r / G, head kh * G + r % G */
+            /* row r: query tb + r / G, head kh * G + r % G */
+            const int64_t nr = G * ((tb + ATT_QUERIES < t1 ? tb + ATT_QUERIES : t1) - tb);
             for (int64_t r = 0; r < nr; r++) {
                 const double *qr = q + ((tb + r / G) * H + kh * G + r % G) * D;
                 const double sq = row_scale(qr, D, qtop, &bad);

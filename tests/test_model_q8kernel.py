@@ -116,3 +116,46 @@ def test_c_rmsnorm_equals_the_numpy_rmsnorm(d: int) -> None:
     w = rng.standard_normal(d)
     want = x * (1.0 / np.sqrt(rowsum(x * x) / d + 1e-5))[:, None] * w[None, :]
     assert_bit_identical(q8kernel.rmsnorm(q8kernel.load(), x, w, 1e-5), want, f"rmsnorm (d={d})")
+
+
+@settings(deadline=None, max_examples=25)
+@given(
+    T=st.integers(1, 40),
+    past=st.integers(0, 90),
+    heads=st.sampled_from([(9, 3, 64), (4, 2, 32), (2, 1, 6), (3, 3, 20)]),  # D 6 / 20: the kernel's scalar tails
+    memo=st.booleans(),
+    threads=st.integers(1, 2),
+    seed=st.integers(0, 2**16),
+)
+def test_c_attention_equals_the_numpy_attention(
+    T: int, past: int, heads: tuple[int, int, int], memo: bool, threads: int, seed: int
+) -> None:
+    """``attention_quantised`` in C is its NumPy body bit for bit: any shape, queries spread over
+    the context (so the kernel's row pairs have different lengths), cached keys read in place from
+    scattered rows of memo-like arrays or passed as one block, one or two threads."""
+    H, Hkv, D = heads
+    rng = np.random.default_rng(seed)
+    L = past + T
+    q = rng.standard_normal((T, H, D)) * 10.0 ** rng.integers(-3, 4)
+    ki, sk, vi, sv = NUMPY.quantise_kv(rng.standard_normal((L, Hkv, D)) * 3, rng.standard_normal((L, Hkv, D)))
+    pos = np.arange(past, L)
+    kv, cached = (ki, sk, vi, sv), None
+    if memo and past:  # cached rows scattered over a larger array, as in a KVMemo
+        slots = rng.permutation(3 * past)[:past]
+        arrays = [np.zeros((3 * past, *a.shape[1:]), np.float32 if a.ndim == 3 else np.float64) for a in kv]
+        for a, src in zip(arrays, kv, strict=True):
+            a[slots] = src[:past]
+        kv, cached = tuple(a[past:] for a in kv), (slots, *arrays)
+    c = ExactOps("c")
+    c.threads = threads
+    assert_bit_identical(c.attention_quantised(q, *kv, pos, cached), NUMPY.attention_quantised(q, *kv, pos, cached), "attention")
+
+
+def test_softmax_exp_is_exp_to_a_few_ulps_and_exactly_one_at_zero() -> None:
+    from radixcheck.model.softmax_exp import EXP_MIN, softmax_exp
+
+    x = -np.concatenate([np.linspace(0, 708, 300_001), rng_tail := np.random.default_rng(4).uniform(0, 50, 100_000)])
+    got, want = softmax_exp(x), np.exp(x)
+    assert np.max(np.abs(got - want) / want) < 1e-15
+    assert rng_tail.size and softmax_exp(np.array([0.0]))[0] == 1.0
+    assert np.array_equal(softmax_exp(np.array([EXP_MIN - 1e-9, -1e4, -np.inf])), np.zeros(3))
