@@ -52,6 +52,10 @@ static inline double round_even(double x)
     return _mm_cvtsd_f64(_mm_round_sd(_mm_setzero_pd(), _mm_set_sd(x), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
 }
 
+/* keep a loaded vector in a register: without it the compiler re-loads it inside each FMA that
+   uses it, and the two-row tiles below become bound by loads instead of FMAs */
+#define IN_REGISTER(v) __asm__("" : "+x"(v))
+
 /* sum of 32 int16 products q[0:32] * x[0:32] per 32-bit lane pair (8 lanes; each |.| < 2^24) */
 static inline __m256i block8(const int8_t *q, __m256i x0, __m256i x1)
 {
@@ -290,31 +294,45 @@ static double softmax_exp(double x)
 
 /* s[j] = softmax_exp(s[j] - m) for j < n; AVX2: 16 at a time, four Horner chains in flight
    (one chain is latency-bound), each lane the same IEEE operations as softmax_exp */
+#ifdef __AVX2__
+static inline __m256d exp_reduce(__m256d x, __m256d *ok, __m256d *k)
+{
+    *ok = _mm256_cmp_pd(x, _mm256_set1_pd(EXP_MIN), _CMP_GE_OQ);
+    x = _mm256_and_pd(x, *ok); /* out-of-range lanes computed on 0, zeroed in exp_scale */
+    *k = _mm256_round_pd(_mm256_mul_pd(x, _mm256_set1_pd(EXP_LOG2E)), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    return _mm256_sub_pd(_mm256_sub_pd(x, _mm256_mul_pd(*k, _mm256_set1_pd(EXP_LN2_HI))), _mm256_mul_pd(*k, _mm256_set1_pd(EXP_LN2_LO)));
+}
+
+static inline __m256d exp_scale(__m256d p, __m256d k, __m256d ok) /* p * 2^k, 2^k from its bits: exact */
+{
+    __m256i e = _mm256_slli_epi64(_mm256_add_epi64(_mm256_cvtepi32_epi64(_mm256_cvtpd_epi32(k)), _mm256_set1_epi64x(1023)), 52);
+    return _mm256_and_pd(_mm256_mul_pd(p, _mm256_castsi256_pd(e)), ok);
+}
+#endif
+
 static void exp_row(double *s, int64_t n, double m)
 {
     int64_t j = 0;
 #ifdef __AVX2__
-    const __m256d vm = _mm256_set1_pd(m), lo = _mm256_set1_pd(EXP_MIN), l2e = _mm256_set1_pd(EXP_LOG2E);
-    const __m256d hi2 = _mm256_set1_pd(EXP_LN2_HI), lo2 = _mm256_set1_pd(EXP_LN2_LO);
-    const __m256i bias = _mm256_set1_epi64x(1023);
+    const __m256d vm = _mm256_set1_pd(m);
     for (; j + 16 <= n; j += 16) {
-        __m256d x[4], ok[4], k[4], r[4], p[4];
-        for (int u = 0; u < 4; u++) {
-            x[u] = _mm256_sub_pd(_mm256_loadu_pd(s + j + 4 * u), vm);
-            ok[u] = _mm256_cmp_pd(x[u], lo, _CMP_GE_OQ);
-            x[u] = _mm256_and_pd(x[u], ok[u]); /* out-of-range lanes computed on 0, zeroed below */
-            k[u] = _mm256_round_pd(_mm256_mul_pd(x[u], l2e), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-            r[u] = _mm256_sub_pd(_mm256_sub_pd(x[u], _mm256_mul_pd(k[u], hi2)), _mm256_mul_pd(k[u], lo2));
-            p[u] = _mm256_set1_pd(EXP_POLY[EXP_DEGREE]);
+        __m256d ok0, ok1, ok2, ok3, k0, k1, k2, k3;
+        __m256d r0 = exp_reduce(_mm256_sub_pd(_mm256_loadu_pd(s + j), vm), &ok0, &k0);
+        __m256d r1 = exp_reduce(_mm256_sub_pd(_mm256_loadu_pd(s + j + 4), vm), &ok1, &k1);
+        __m256d r2 = exp_reduce(_mm256_sub_pd(_mm256_loadu_pd(s + j + 8), vm), &ok2, &k2);
+        __m256d r3 = exp_reduce(_mm256_sub_pd(_mm256_loadu_pd(s + j + 12), vm), &ok3, &k3);
+        __m256d c = _mm256_set1_pd(EXP_POLY[EXP_DEGREE]), p0 = c, p1 = c, p2 = c, p3 = c;
+        for (int i = EXP_DEGREE - 1; i >= 0; i--) { /* four independent chains, kept in registers */
+            c = _mm256_set1_pd(EXP_POLY[i]);
+            p0 = _mm256_add_pd(_mm256_mul_pd(p0, r0), c);
+            p1 = _mm256_add_pd(_mm256_mul_pd(p1, r1), c);
+            p2 = _mm256_add_pd(_mm256_mul_pd(p2, r2), c);
+            p3 = _mm256_add_pd(_mm256_mul_pd(p3, r3), c);
         }
-        for (int i = EXP_DEGREE - 1; i >= 0; i--) {
-            const __m256d c = _mm256_set1_pd(EXP_POLY[i]);
-            for (int u = 0; u < 4; u++) p[u] = _mm256_add_pd(_mm256_mul_pd(p[u], r[u]), c);
-        }
-        for (int u = 0; u < 4; u++) { /* times 2^k, built from its bits: k in [-1021, 0], exact */
-            __m256i e = _mm256_slli_epi64(_mm256_add_epi64(_mm256_cvtepi32_epi64(_mm256_cvtpd_epi32(k[u])), bias), 52);
-            _mm256_storeu_pd(s + j + 4 * u, _mm256_and_pd(_mm256_mul_pd(p[u], _mm256_castsi256_pd(e)), ok[u]));
-        }
+        _mm256_storeu_pd(s + j, exp_scale(p0, k0, ok0));
+        _mm256_storeu_pd(s + j + 4, exp_scale(p1, k1, ok1));
+        _mm256_storeu_pd(s + j + 8, exp_scale(p2, k2, ok2));
+        _mm256_storeu_pd(s + j + 12, exp_scale(p3, k3, ok3));
     }
 #endif
     for (; j < n; j++) s[j] = softmax_exp(s[j] - m);
@@ -420,6 +438,10 @@ static void qk_exact2(const double *qa, const double *qb, const double *k, int64
         for (int64_t d = 0; d < D; d += 4) {
             __m256d x = _mm256_loadu_pd(qa + d), y = _mm256_loadu_pd(qb + d);
             __m256d w0 = _mm256_loadu_pd(k0 + d), w1 = _mm256_loadu_pd(k1 + d), w2 = _mm256_loadu_pd(k2 + d), w3 = _mm256_loadu_pd(k3 + d);
+            IN_REGISTER(w0);
+            IN_REGISTER(w1);
+            IN_REGISTER(w2);
+            IN_REGISTER(w3);
             a0 = _mm256_fmadd_pd(x, w0, a0), a1 = _mm256_fmadd_pd(x, w1, a1);
             a2 = _mm256_fmadd_pd(x, w2, a2), a3 = _mm256_fmadd_pd(x, w3, a3);
             b0 = _mm256_fmadd_pd(y, w0, b0), b1 = _mm256_fmadd_pd(y, w1, b1);
@@ -447,6 +469,10 @@ static void pv_exact2(const double *pa, const double *pb, const double *v, int64
         for (int64_t j = 0; j < n; j++) {
             const double *vr = v + j * D + d0;
             __m256d w0 = _mm256_loadu_pd(vr), w1 = _mm256_loadu_pd(vr + 4), w2 = _mm256_loadu_pd(vr + 8), w3 = _mm256_loadu_pd(vr + 12);
+            IN_REGISTER(w0);
+            IN_REGISTER(w1);
+            IN_REGISTER(w2);
+            IN_REGISTER(w3);
             __m256d x = _mm256_broadcast_sd(pa + j), y = _mm256_broadcast_sd(pb + j);
             a0 = _mm256_fmadd_pd(x, w0, a0), a1 = _mm256_fmadd_pd(x, w1, a1);
             a2 = _mm256_fmadd_pd(x, w2, a2), a3 = _mm256_fmadd_pd(x, w3, a3);
