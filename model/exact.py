@@ -25,6 +25,8 @@ So every shape-sensitive step of the forward pass is routed through this module:
     exp are element-wise; the softmax denominator is an exact sum of ``rint(e * 2**30)``; the
     probabilities (times each value row's scale) are quantised per query row and p.v is an exact
     GEMM. Every scale depends only on the row's own data, so cached K/V rows are reused as they are.
+    The exponential is ``model.softmax_exp`` (a fixed formula, so that the C kernel, which computes
+    attention by default, and the NumPy body agree bit for bit on every CPU).
 ``rowsum``
     A fixed-order tree reduction (each step element-wise), used for RMSNorm, so its result for a
     row never depends on how many rows are in the batch.
@@ -341,9 +343,9 @@ class ExactOps:
         _, H, D = q.shape
         Hkv, _, L = kt.shape
         G, n = H // Hkv, t1 - t0
-        # keys after the chunk's last query are masked for every row of the chunk: skip them
+        # keys after the chunk's last position are masked for every row of the chunk: skip them
         # (a masked key contributes exactly 0 below, so this changes no bit of any row)
-        le = min(L, int(q_pos[t1 - 1]) + 1)
+        le = min(L, int(q_pos[t0:t1].max()) + 1)
         # rows ordered (kv head, group member, query): (Hkv, G * n, D)
         qc = q[t0:t1].reshape(n, Hkv, G, D).transpose(1, 2, 0, 3).reshape(Hkv, G * n, D)
         qi, sq = self.quantize(qc, QK_BITS)

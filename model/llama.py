@@ -22,7 +22,7 @@ from typing import Any
 import numpy as np
 
 from radixcheck.model import q8kernel
-from radixcheck.model.exact import get_ops
+from radixcheck.model.exact import QK_BITS, V_BITS, get_ops
 from radixcheck.model.kv_pool import KVPool, KVPoolError
 from radixcheck.model.q8 import Q8Matrix
 
@@ -206,8 +206,11 @@ class Model:
     def rope(self, x: np.ndarray, positions: np.ndarray) -> np.ndarray:
         """Rotate adjacent pairs (x[2i], x[2i+1]) by pos * theta_i, as llama.cpp does for llama.
 
-        ``x`` (n, heads, head_dim), ``positions`` (n,).
+        ``x`` (n, heads, head_dim), ``positions`` (n,). In C when the kernel is built (same bits).
         """
+        lib = getattr(self.ops, "_lib", None)
+        if lib is not None:
+            return q8kernel.rope(lib, x, positions, self._cos, self._sin)
         cos = self._cos[positions][:, None, :]
         sin = self._sin[positions][:, None, :]
         x0, x1 = x[..., 0::2], x[..., 1::2]
@@ -375,10 +378,17 @@ class Model:
             miss = memo.misses(li, slots, np.arange(n))
             if miss.size:
                 k, v = pool.read(li, slots[miss])
-                memo.store(li, slots[miss], miss, *self.ops.quantise_kv(self.rope(k, miss), v))
+                memo.store(li, slots[miss], miss, *self._rotated_kv(k, v, miss))
             cached = (slots, *memo.arrays(li))
         k, v = pool.read(li, sl[n:])
-        return self.ops.quantise_kv(self.rope(k, np.arange(n, sl.size)), v), cached
+        return self._rotated_kv(k, v, np.arange(n, sl.size)), cached
+
+    def _rotated_kv(self, k: np.ndarray, v: np.ndarray, positions: np.ndarray) -> tuple[np.ndarray, ...]:
+        """``ops.quantise_kv(self.rope(k, positions), v)`` (one C call when the kernel is built; same bits)."""
+        lib = getattr(self.ops, "_lib", None)
+        if lib is not None:
+            return q8kernel.rotate_quantise_kv(lib, k, v, positions, self._cos, self._sin, (QK_BITS, V_BITS))
+        return self.ops.quantise_kv(self.rope(k, positions), v)
 
     def __repr__(self) -> str:
         return f"Model({self.config}, arithmetic={self.arithmetic!r})"

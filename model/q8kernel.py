@@ -275,6 +275,38 @@ int64_t quantize_f64(int64_t n, int64_t K, const double *x, int64_t bits, double
     return bad;
 }
 
+/* Model.rope, bit for bit: rows i < n of x (n, heads, D) rotated by position pos[i] with the
+   model's tables (cos_t, sin_t: rows of D / 2); out[.., 2j] = x0 * c - x1 * s and
+   out[.., 2j + 1] = x0 * s + x1 * c, each product and sum rounded as NumPy rounds them. */
+void rope(int64_t n, int64_t heads, int64_t D, const double *x, const int64_t *pos, const double *cos_t,
+          const double *sin_t, double *out)
+{
+    const int64_t half = D / 2;
+    for (int64_t i = 0; i < n; i++) {
+        const double *c = cos_t + pos[i] * half, *sn = sin_t + pos[i] * half;
+        for (int64_t h = 0; h < heads; h++) {
+            const double *xr = x + (i * heads + h) * D;
+            double *o = out + (i * heads + h) * D;
+            for (int64_t j = 0; j < half; j++) {
+                const double x0 = xr[2 * j], x1 = xr[2 * j + 1];
+                o[2 * j] = x0 * c[j] - x1 * sn[j];
+                o[2 * j + 1] = x0 * sn[j] + x1 * c[j];
+            }
+        }
+    }
+}
+
+/* ExactOps.quantise_kv(Model.rope(k, pos), v) in one call: k, v (n, Hkv, D) as read from the pool;
+   ki, vi (n, Hkv, D) and sk, sv (n, Hkv) out; kbuf: room for the rotated k. Returns 1 on a NaN or
+   an infinity. */
+int64_t rotate_quantise_kv(int64_t n, int64_t Hkv, int64_t D, const double *k, const double *v, const int64_t *pos,
+                           const double *cos_t, const double *sin_t, int64_t k_bits, int64_t v_bits, double *kbuf,
+                           double *ki, double *sk, double *vi, double *sv)
+{
+    rope(n, Hkv, D, k, pos, cos_t, sin_t, kbuf);
+    return quantize_f64(n * Hkv, D, kbuf, k_bits, ki, sk) | quantize_f64(n * Hkv, D, v, v_bits, vi, sv);
+}
+
 /* ---- exact attention (exact.ExactOps.attention_quantised, same IEEE operations, same order) ---- */
 
 /* softmax_exp(x) = e^x for x <= 0, as exact.softmax_exp defines it: 0 below EXP_MIN (and for
@@ -546,6 +578,13 @@ static double softmax_row(double *s, int64_t le, double a, const double *sk, con
     return sp / (denom * dunscale);
 }
 
+/* keys seen by rows r and last of a block (row i: query tb + i / G): the longer of the two */
+static inline int64_t pair_length(const int64_t *q_pos, int64_t tb, int64_t G, int64_t r, int64_t last)
+{
+    const int64_t a = q_pos[tb + r / G] + 1, b = q_pos[tb + last / G] + 1;
+    return a > b ? a : b;
+}
+
 enum { ATT_QUERIES = 16, ATT_KEYS = 32 }; /* rows per pass; keys per block (32 x D doubles stay in L1) */
 
 /* Queries t0 <= t < t1 of exact attention (exact.ExactOps.attention_quantised: the same IEEE
@@ -602,9 +641,9 @@ int64_t exact_attention(int64_t H, int64_t Hkv, int64_t D, const double *q, cons
             }
             for (int64_t jb = 0; jb < le_max; jb += ATT_KEYS)
                 for (int64_t r = 0; r < nr; r += pair) {
-                    /* two rows at a time; the shorter one gets a few scores past its last key, never read */
+                    /* two rows at a time, as far as the longer one goes (the other's extra scores are never read) */
                     const int64_t last = r + pair - 1 < nr ? r + pair - 1 : r;
-                    const int64_t le = q_pos[tb + last / G] + 1, n = le - jb < ATT_KEYS ? le - jb : ATT_KEYS;
+                    const int64_t le = pair_length(q_pos, tb, G, r, last), n = le - jb < ATT_KEYS ? le - jb : ATT_KEYS;
                     if (n <= 0)
                         continue;
 #ifdef __AVX2__
@@ -628,11 +667,11 @@ int64_t exact_attention(int64_t H, int64_t Hkv, int64_t D, const double *q, cons
             for (int64_t jb = 0; jb < le_max; jb += ATT_KEYS)
                 for (int64_t r = 0; r < nr; r += pair) {
                     const int64_t last = r + pair - 1 < nr ? r + pair - 1 : r;
-                    const int64_t le = q_pos[tb + last / G] + 1, n = le - jb < ATT_KEYS ? le - jb : ATT_KEYS;
+                    const int64_t le = pair_length(q_pos, tb, G, r, last), n = le - jb < ATT_KEYS ? le - jb : ATT_KEYS;
                     if (n <= 0)
                         continue;
 #ifdef __AVX2__
-                    if (last > r && D % 16 == 0) {
+                    if (last > r && D % 16 == 0) { /* p is 0 past each row's last key */
                         pv_exact2(s + r * le_max + jb, s + last * le_max + jb, v + jb * D, n, D, num + r * D, num + last * D);
                         continue;
                     }
@@ -713,6 +752,10 @@ def load() -> ctypes.CDLL | None:
     h = lib.q8_linear
     h.argtypes = [i64, i64, ptr, i64, ptr, ptr, ptr, ptr, i64, ptr, ptr, i64]
     h.restype = i64
+    lib.rope.argtypes = [i64, i64, i64, *[ptr] * 5]
+    lib.rope.restype = None
+    lib.rotate_quantise_kv.argtypes = [i64, i64, i64, *[ptr] * 5, i64, i64, *[ptr] * 5]
+    lib.rotate_quantise_kv.restype = i64
     a = lib.exact_attention
     a.argtypes = [i64, i64, i64, ptr, ptr, i64, *[ptr] * 9, ctypes.c_double, i64, i64, i64, i64, i64, ptr]
     a.restype = i64
@@ -745,6 +788,40 @@ def rmsnorm(lib: ctypes.CDLL, x: np.ndarray, w: np.ndarray, eps: float) -> np.nd
     buf = np.empty(1 << max(0, (d - 1).bit_length()))
     lib.rms_norm(n, d, x.ctypes.data, w.ctypes.data, eps, out.ctypes.data, buf.ctypes.data)
     return out
+
+
+def _positions(positions: np.ndarray, table_rows: int) -> np.ndarray:
+    """``positions`` as contiguous int64, each a row of the RoPE tables (the C code reads them unchecked)."""
+    pos = np.ascontiguousarray(positions, dtype=np.int64)
+    if pos.size and (pos.min() < 0 or pos.max() >= table_rows):
+        raise IndexError(f"RoPE position outside [0, {table_rows})")
+    return pos
+
+
+def rope(lib: ctypes.CDLL, x: np.ndarray, positions: np.ndarray, cos: np.ndarray, sin: np.ndarray) -> np.ndarray:
+    """``Model.rope(x, positions)`` (same bits) in one call; ``cos``, ``sin``: the model's tables."""
+    x = np.ascontiguousarray(x, dtype=np.float64)
+    pos = _positions(positions, len(cos))
+    out = np.empty(x.shape)
+    n, heads, D = x.shape
+    lib.rope(n, heads, D, x.ctypes.data, pos.ctypes.data, cos.ctypes.data, sin.ctypes.data, out.ctypes.data)
+    return out
+
+
+def rotate_quantise_kv(
+    lib: ctypes.CDLL, k: np.ndarray, v: np.ndarray, positions: np.ndarray, cos: np.ndarray, sin: np.ndarray, bits: tuple[int, int]
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """``ExactOps.quantise_kv(Model.rope(k, positions), v)`` (same bits) in one call: ``(ki, sk, vi, sv)``."""
+    k, v = np.ascontiguousarray(k, dtype=np.float64), np.ascontiguousarray(v, dtype=np.float64)
+    pos = _positions(positions, len(cos))
+    n, Hkv, D = k.shape
+    kbuf, ki, vi, sk, sv = np.empty(k.shape), np.empty(k.shape), np.empty(k.shape), np.empty((n, Hkv)), np.empty((n, Hkv))
+    if n and lib.rotate_quantise_kv(
+        n, Hkv, D, k.ctypes.data, v.ctypes.data, pos.ctypes.data, cos.ctypes.data, sin.ctypes.data, *bits, kbuf.ctypes.data,
+        ki.ctypes.data, sk.ctypes.data, vi.ctypes.data, sv.ctypes.data,
+    ):
+        _nonfinite()
+    return ki, sk, vi, sv
 
 
 def linear(lib: ctypes.CDLL, x: np.ndarray, bits: int, w: tuple[int, int, int], rows: int, out: np.ndarray) -> None:

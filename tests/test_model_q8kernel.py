@@ -17,6 +17,7 @@ from hypothesis import strategies as st
 from radixcheck.model import KVPool, load_default, q8kernel
 from radixcheck.model.checks import assert_bit_identical
 from radixcheck.model.exact import ExactOps, integerise
+from radixcheck.model.llama import Model
 from radixcheck.model.q8 import Q8Matrix
 
 pytestmark = pytest.mark.skipif(q8kernel.load() is None, reason="C Q8_0 kernel not built (no compiler or RADIXCHECK_Q8_KERNEL=numpy)")
@@ -124,21 +125,23 @@ def test_c_rmsnorm_equals_the_numpy_rmsnorm(d: int) -> None:
     past=st.integers(0, 90),
     heads=st.sampled_from([(9, 3, 64), (4, 2, 32), (2, 1, 6), (3, 3, 20)]),  # D 6 / 20: the kernel's scalar tails
     memo=st.booleans(),
+    shuffled=st.booleans(),
     threads=st.integers(1, 2),
     seed=st.integers(0, 2**16),
 )
 def test_c_attention_equals_the_numpy_attention(
-    T: int, past: int, heads: tuple[int, int, int], memo: bool, threads: int, seed: int
+    T: int, past: int, heads: tuple[int, int, int], memo: bool, shuffled: bool, threads: int, seed: int
 ) -> None:
     """``attention_quantised`` in C is its NumPy body bit for bit: any shape, queries spread over
-    the context (so the kernel's row pairs have different lengths), cached keys read in place from
-    scattered rows of memo-like arrays or passed as one block, one or two threads."""
+    the context in order or shuffled (so the kernel's row pairs have different lengths, either
+    one the longer), cached keys read in place from scattered rows of memo-like arrays or passed
+    as one block, one or two threads."""
     H, Hkv, D = heads
     rng = np.random.default_rng(seed)
     L = past + T
     q = rng.standard_normal((T, H, D)) * 10.0 ** rng.integers(-3, 4)
     ki, sk, vi, sv = NUMPY.quantise_kv(rng.standard_normal((L, Hkv, D)) * 3, rng.standard_normal((L, Hkv, D)))
-    pos = np.arange(past, L)
+    pos = rng.permutation(np.arange(past, L)) if shuffled else np.arange(past, L)  # any order of positions
     kv, cached = (ki, sk, vi, sv), None
     if memo and past:  # cached rows scattered over a larger array, as in a KVMemo
         slots = rng.permutation(3 * past)[:past]
@@ -159,3 +162,19 @@ def test_softmax_exp_is_exp_to_a_few_ulps_and_exactly_one_at_zero() -> None:
     assert np.max(np.abs(got - want) / want) < 1e-15
     assert rng_tail.size and softmax_exp(np.array([0.0]))[0] == 1.0
     assert np.array_equal(softmax_exp(np.array([EXP_MIN - 1e-9, -1e4, -np.inf])), np.zeros(3))
+
+
+def test_c_rope_and_rotated_kv_equal_the_numpy_ones() -> None:
+    """RoPE and the memo's rotate-and-quantise in C are ``Model.rope`` / ``quantise_kv(rope(k), v)``
+    bit for bit; a position outside the tables raises instead of reading past them."""
+    base = load_default()
+    c, numpy = (Model(base.config, base.weights, kernel=k) for k in ("c", "numpy"))
+    rng = np.random.default_rng(6)
+    pos = rng.integers(0, base.config.max_seq_len, 37)
+    x = rng.standard_normal((37, base.config.n_heads, base.config.head_dim)) * 100
+    assert_bit_identical(c.rope(x, pos), numpy.rope(x, pos), "rope")
+    k, v = (rng.standard_normal((37, base.config.n_kv_heads, base.config.head_dim)) for _ in range(2))
+    for got, want in zip(c._rotated_kv(k, v, pos), numpy._rotated_kv(k, v, pos), strict=True):
+        assert_bit_identical(got, want, "rotate + quantise K/V")
+    with pytest.raises(IndexError, match="RoPE position"):
+        c.rope(x, pos + base.config.max_seq_len)
