@@ -8,7 +8,7 @@ Tests and CI never set or unset ``OPENBLAS_CORETYPE`` / ``OPENBLAS_L2_SIZE``; th
 one place that does, each time only in the environment of one child process. For every kernel
 set it
 
-1. runs the model's property tests (``properties/test_model_{reuse,kv_ops,radix}.py`` and
+1. runs the model's property tests (``tests/test_model_{reuse,kv_ops,radix,kv_memo,q8kernel}.py`` and
    ``meta_tests/test_model_meta.py``, Hypothesis profile ``ci``) in a subprocess, and
 2. computes a SHA-256 digest of a fixed prompt's logits for the exact model and for the
    plain-float-BLAS variant, under 1 and 2 threads (``Model.threads`` and ``Model.blas_threads``).
