@@ -371,42 +371,11 @@ static void exp_row(double *s, int64_t n, double m)
 }
 
 /* s[j] = sum_d qi[d] * k[j * D + d] for j < n: integers (|qi|, |k| < 2^20, D < 2^13), every
-   partial sum an integer below 2^53, so exact in any order (FMAs and lane sums included) */
+   partial sum an integer below 2^53, so exact in any order. The portable form; with AVX2 the
+   two-row tile below does the work. */
 static void qk_exact(const double *qi, const double *k, int64_t n, int64_t D, double *s)
 {
-    int64_t j = 0;
-#ifdef __AVX2__
-    if (D % 4 == 0) {
-        for (; j + 4 <= n; j += 4) { /* four keys share each load of qi */
-            const double *k0 = k + j * D, *k1 = k0 + D, *k2 = k1 + D, *k3 = k2 + D;
-            __m256d a0 = _mm256_setzero_pd(), a1 = _mm256_setzero_pd(), a2 = _mm256_setzero_pd(), a3 = _mm256_setzero_pd();
-            __m256d b0 = _mm256_setzero_pd(), b1 = _mm256_setzero_pd(), b2 = _mm256_setzero_pd(), b3 = _mm256_setzero_pd();
-            int64_t d = 0;
-            for (; d + 8 <= D; d += 8) { /* two accumulators per key: shorter FMA chains */
-                __m256d x = _mm256_loadu_pd(qi + d), y = _mm256_loadu_pd(qi + d + 4);
-                a0 = _mm256_fmadd_pd(x, _mm256_loadu_pd(k0 + d), a0);
-                a1 = _mm256_fmadd_pd(x, _mm256_loadu_pd(k1 + d), a1);
-                a2 = _mm256_fmadd_pd(x, _mm256_loadu_pd(k2 + d), a2);
-                a3 = _mm256_fmadd_pd(x, _mm256_loadu_pd(k3 + d), a3);
-                b0 = _mm256_fmadd_pd(y, _mm256_loadu_pd(k0 + d + 4), b0);
-                b1 = _mm256_fmadd_pd(y, _mm256_loadu_pd(k1 + d + 4), b1);
-                b2 = _mm256_fmadd_pd(y, _mm256_loadu_pd(k2 + d + 4), b2);
-                b3 = _mm256_fmadd_pd(y, _mm256_loadu_pd(k3 + d + 4), b3);
-            }
-            for (; d < D; d += 4) {
-                __m256d x = _mm256_loadu_pd(qi + d);
-                a0 = _mm256_fmadd_pd(x, _mm256_loadu_pd(k0 + d), a0);
-                a1 = _mm256_fmadd_pd(x, _mm256_loadu_pd(k1 + d), a1);
-                a2 = _mm256_fmadd_pd(x, _mm256_loadu_pd(k2 + d), a2);
-                a3 = _mm256_fmadd_pd(x, _mm256_loadu_pd(k3 + d), a3);
-            }
-            a0 = _mm256_add_pd(a0, b0), a1 = _mm256_add_pd(a1, b1), a2 = _mm256_add_pd(a2, b2), a3 = _mm256_add_pd(a3, b3);
-            __m256d h01 = _mm256_hadd_pd(a0, a1), h23 = _mm256_hadd_pd(a2, a3);
-            _mm256_storeu_pd(s + j, _mm256_add_pd(_mm256_permute2f128_pd(h01, h23, 0x20), _mm256_permute2f128_pd(h01, h23, 0x31)));
-        }
-    }
-#endif
-    for (; j < n; j++) {
+    for (int64_t j = 0; j < n; j++) {
         double a = 0.0;
         for (int64_t d = 0; d < D; d++) a += qi[d] * k[j * D + d];
         s[j] = a;
@@ -414,43 +383,10 @@ static void qk_exact(const double *qi, const double *k, int64_t n, int64_t D, do
 }
 
 /* num[d] += sum_j p[j] * v[j * D + d] for d < D, j < n: integers (|p| < 2^21, |v| < 2^15, all keys
-   < 2^16), every partial sum below 2^53, so exact in any order */
+   < 2^16), every partial sum below 2^53, so exact in any order. The portable form. */
 static void pv_exact(const double *p, const double *v, int64_t n, int64_t D, double *num)
 {
-    int64_t d0 = 0;
-#ifdef __AVX2__
-    for (; d0 + 16 <= D; d0 += 16) {
-        /* even and odd keys into separate accumulators: shorter FMA chains */
-        __m256d a0 = _mm256_setzero_pd(), a1 = _mm256_setzero_pd(), a2 = _mm256_setzero_pd(), a3 = _mm256_setzero_pd();
-        __m256d b0 = _mm256_setzero_pd(), b1 = _mm256_setzero_pd(), b2 = _mm256_setzero_pd(), b3 = _mm256_setzero_pd();
-        int64_t j = 0;
-        for (; j + 2 <= n; j += 2) {
-            const double *vr = v + j * D + d0, *wr = vr + D;
-            __m256d pj = _mm256_broadcast_sd(p + j), pk = _mm256_broadcast_sd(p + j + 1);
-            a0 = _mm256_fmadd_pd(pj, _mm256_loadu_pd(vr), a0);
-            a1 = _mm256_fmadd_pd(pj, _mm256_loadu_pd(vr + 4), a1);
-            a2 = _mm256_fmadd_pd(pj, _mm256_loadu_pd(vr + 8), a2);
-            a3 = _mm256_fmadd_pd(pj, _mm256_loadu_pd(vr + 12), a3);
-            b0 = _mm256_fmadd_pd(pk, _mm256_loadu_pd(wr), b0);
-            b1 = _mm256_fmadd_pd(pk, _mm256_loadu_pd(wr + 4), b1);
-            b2 = _mm256_fmadd_pd(pk, _mm256_loadu_pd(wr + 8), b2);
-            b3 = _mm256_fmadd_pd(pk, _mm256_loadu_pd(wr + 12), b3);
-        }
-        for (; j < n; j++) {
-            const double *vr = v + j * D + d0;
-            __m256d pj = _mm256_broadcast_sd(p + j);
-            a0 = _mm256_fmadd_pd(pj, _mm256_loadu_pd(vr), a0);
-            a1 = _mm256_fmadd_pd(pj, _mm256_loadu_pd(vr + 4), a1);
-            a2 = _mm256_fmadd_pd(pj, _mm256_loadu_pd(vr + 8), a2);
-            a3 = _mm256_fmadd_pd(pj, _mm256_loadu_pd(vr + 12), a3);
-        }
-        _mm256_storeu_pd(num + d0, _mm256_add_pd(_mm256_loadu_pd(num + d0), _mm256_add_pd(a0, b0)));
-        _mm256_storeu_pd(num + d0 + 4, _mm256_add_pd(_mm256_loadu_pd(num + d0 + 4), _mm256_add_pd(a1, b1)));
-        _mm256_storeu_pd(num + d0 + 8, _mm256_add_pd(_mm256_loadu_pd(num + d0 + 8), _mm256_add_pd(a2, b2)));
-        _mm256_storeu_pd(num + d0 + 12, _mm256_add_pd(_mm256_loadu_pd(num + d0 + 12), _mm256_add_pd(a3, b3)));
-    }
-#endif
-    for (int64_t d = d0; d < D; d++) {
+    for (int64_t d = 0; d < D; d++) {
         double a = 0.0;
         for (int64_t j = 0; j < n; j++) a += p[j] * v[j * D + d];
         num[d] += a;
@@ -458,8 +394,8 @@ static void pv_exact(const double *p, const double *v, int64_t n, int64_t D, dou
 }
 
 #ifdef __AVX2__
-/* qk_exact for two query rows at once: each key vector is loaded once for both (the loads, not
-   the FMAs, bound the one-row form). Same exact integers. */
+/* qk_exact for two query rows at once (D % 4 == 0): each key vector is loaded once for both.
+   Same exact integers. qa == qb (with sa == sb) does one row. */
 static void qk_exact2(const double *qa, const double *qb, const double *k, int64_t n, int64_t D, double *sa, double *sb)
 {
     int64_t j = 0;
@@ -490,7 +426,8 @@ static void qk_exact2(const double *qa, const double *qb, const double *k, int64
     }
 }
 
-/* pv_exact for two rows at once (D % 16 == 0): each value vector is loaded once for both. */
+/* pv_exact for two rows at once (D % 16 == 0): each value vector is loaded once for both.
+   pa == pb (with na == nb) does one row. */
 static void pv_exact2(const double *pa, const double *pb, const double *v, int64_t n, int64_t D, double *na, double *nb)
 {
     for (int64_t d0 = 0; d0 < D; d0 += 16) {
@@ -578,14 +515,18 @@ static double softmax_row(double *s, int64_t le, double a, const double *sk, con
     return sp / (denom * dunscale);
 }
 
-/* keys seen by rows r and last of a block (row i: query tb + i / G): the longer of the two */
-static inline int64_t pair_length(const int64_t *q_pos, int64_t tb, int64_t G, int64_t r, int64_t last)
-{
-    const int64_t a = q_pos[tb + r / G] + 1, b = q_pos[tb + last / G] + 1;
-    return a > b ? a : b;
-}
-
 enum { ATT_QUERIES = 16, ATT_KEYS = 32 }; /* rows per pass; keys per block (32 x D doubles stay in L1) */
+
+/* Rows r and *last (r + 1, or r itself at the end) of a block, done together: how many keys of the
+   key block starting at jb they need, as far as the longer row goes (the other row's extra scores
+   are never read, and its probabilities are 0 there). Row i is query tb + i / G. */
+static inline int64_t pair_keys(const int64_t *q_pos, int64_t tb, int64_t G, int64_t r, int64_t nr, int64_t jb, int64_t *last)
+{
+    *last = r + 1 < nr ? r + 1 : r;
+    const int64_t a = q_pos[tb + r / G] + 1, b = q_pos[tb + *last / G] + 1;
+    const int64_t n = (a > b ? a : b) - jb;
+    return n < ATT_KEYS ? n : ATT_KEYS;
+}
 
 /* Queries t0 <= t < t1 of exact attention (exact.ExactOps.attention_quantised: the same IEEE
    operations in the same order). q (T, H, D) rotated, unquantised; query t sees keys 0..q_pos[t].
@@ -600,7 +541,7 @@ int64_t exact_attention(int64_t H, int64_t Hkv, int64_t D, const double *q, cons
                         const float *fk, const double *fsk, const float *fv, const double *fsv, double inv_sqrt_d,
                         int64_t qk_bits, int64_t p_bits, int64_t denom_bits, int64_t t0, int64_t t1, double *out)
 {
-    const int64_t G = H / Hkv, R = G * ATT_QUERIES, pair = 2; /* rows per register tile */
+    const int64_t G = H / Hkv, R = G * ATT_QUERIES;
     const double qtop = (double)((1LL << qk_bits) - 1), ptop = (double)((1LL << p_bits) - 1);
     const double dscale = ldexp(1.0, (int)denom_bits), dunscale = ldexp(1.0, -(int)denom_bits);
     int64_t le_max = 0;
@@ -640,23 +581,18 @@ int64_t exact_attention(int64_t H, int64_t Hkv, int64_t D, const double *q, cons
                 f[r] = sq * inv_sqrt_d;
             }
             for (int64_t jb = 0; jb < le_max; jb += ATT_KEYS)
-                for (int64_t r = 0; r < nr; r += pair) {
-                    /* two rows at a time, as far as the longer one goes (the other's extra scores are never read) */
-                    const int64_t last = r + pair - 1 < nr ? r + pair - 1 : r;
-                    const int64_t le = pair_length(q_pos, tb, G, r, last), n = le - jb < ATT_KEYS ? le - jb : ATT_KEYS;
+                for (int64_t r = 0, last; r < nr; r += 2) {
+                    const int64_t n = pair_keys(q_pos, tb, G, r, nr, jb, &last);
                     if (n <= 0)
                         continue;
 #ifdef __AVX2__
-                    if (last > r && D % 4 == 0) {
+                    if (D % 4 == 0) { /* an odd last row goes with itself */
                         qk_exact2(qi + r * D, qi + last * D, k + jb * D, n, D, s + r * le_max + jb, s + last * le_max + jb);
                         continue;
                     }
 #endif
-                    for (int64_t i = r; i <= last; i++) {
-                        const int64_t ni = q_pos[tb + i / G] + 1 - jb < ATT_KEYS ? q_pos[tb + i / G] + 1 - jb : ATT_KEYS;
-                        if (ni > 0)
-                            qk_exact(qi + i * D, k + jb * D, ni, D, s + i * le_max + jb);
-                    }
+                    for (int64_t i = r; i <= last; i++)
+                        qk_exact(qi + i * D, k + jb * D, n, D, s + i * le_max + jb);
                 }
             for (int64_t r = 0; r < nr; r++) {
                 const int64_t le = q_pos[tb + r / G] + 1;
@@ -665,13 +601,12 @@ int64_t exact_attention(int64_t H, int64_t Hkv, int64_t D, const double *q, cons
                 for (int64_t d = 0; d < D; d++) num[r * D + d] = 0.0;
             }
             for (int64_t jb = 0; jb < le_max; jb += ATT_KEYS)
-                for (int64_t r = 0; r < nr; r += pair) {
-                    const int64_t last = r + pair - 1 < nr ? r + pair - 1 : r;
-                    const int64_t le = pair_length(q_pos, tb, G, r, last), n = le - jb < ATT_KEYS ? le - jb : ATT_KEYS;
+                for (int64_t r = 0, last; r < nr; r += 2) {
+                    const int64_t n = pair_keys(q_pos, tb, G, r, nr, jb, &last);
                     if (n <= 0)
                         continue;
 #ifdef __AVX2__
-                    if (last > r && D % 16 == 0) { /* p is 0 past each row's last key */
+                    if (D % 16 == 0) {
                         pv_exact2(s + r * le_max + jb, s + last * le_max + jb, v + jb * D, n, D, num + r * D, num + last * D);
                         continue;
                     }
