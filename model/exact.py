@@ -25,8 +25,8 @@ So every shape-sensitive step of the forward pass is routed through this module:
     exp are element-wise; the softmax denominator is an exact sum of ``rint(e * 2**30)``; the
     probabilities (times each value row's scale) are quantised per query row and p.v is an exact
     GEMM. Every scale depends only on the row's own data, so cached K/V rows are reused as they are.
-    The exponential is ``model.softmax_exp`` (a fixed formula, so that the C kernel, which computes
-    attention by default, and the NumPy body agree bit for bit on every CPU).
+    The exponential is ``model.fixed_exp`` (a fixed formula, so that the C kernel, which computes
+    attention by default, and the NumPy body agree bit for bit on every CPU; SiLU uses it too).
 ``rowsum``
     A fixed-order tree reduction (each step element-wise), used for RMSNorm, so its result for a
     row never depends on how many rows are in the batch.
@@ -48,8 +48,8 @@ from functools import cache, cached_property
 import numpy as np
 
 from radixcheck.model import q8kernel
+from radixcheck.model.fixed_exp import fixed_exp
 from radixcheck.model.q8 import BLOCK, Q8Matrix, dequantize
-from radixcheck.model.softmax_exp import softmax_exp
 
 F64_EXACT = 2.0**53
 ACT_BITS = 15  # activations quantised to |x| <= 2**15 - 1, i.e. the int16 range
@@ -236,7 +236,8 @@ class ExactOps:
         return rowsum(x)
 
     def exp(self, x: np.ndarray) -> np.ndarray:
-        return np.exp(_contig(x))
+        """``model.fixed_exp``: the same bits as the C kernel's exponential on every CPU."""
+        return fixed_exp(x)
 
     def quantize(self, x: np.ndarray, bits: int) -> tuple[np.ndarray, np.ndarray]:
         """``quantize_rows`` (in C when the kernel is built: one call instead of five; same bits)."""
@@ -357,7 +358,7 @@ class ExactOps:
             masked = np.broadcast_to(masked[None, None], (Hkv, G, n, le)).reshape(Hkv, G * n, le)
             np.copyto(s, -np.inf, where=masked)
         s -= s.max(axis=-1, keepdims=True)
-        e = softmax_exp(s)  # masked keys give exactly 0
+        e = fixed_exp(s)  # masked keys give exactly 0
         denom = np.rint(e * 2.0**DENOM_BITS).sum(axis=-1)  # exact integer sum
         e *= svt[:, None, :le]
         pi, sp = self.quantize(e, P_BITS)

@@ -222,6 +222,14 @@ class Model:
     def silu(self, x: np.ndarray) -> np.ndarray:
         return x / (1.0 + self.ops.exp(-x))
 
+    def swiglu(self, gu: np.ndarray) -> np.ndarray:
+        """``silu(gate) * up`` for ``gu = [gate | up]`` (one C call when the kernel is built; same bits)."""
+        lib = getattr(self.ops, "_lib", None)
+        if lib is not None:
+            return q8kernel.silu_mul(lib, gu)
+        g, u = gu[:, : self.config.ffn_dim], gu[:, self.config.ffn_dim :]
+        return self.silu(g) * u
+
     # ---- validation -------------------------------------------------------------------------
     def check_tokens(self, tokens: Any) -> np.ndarray:
         """Token ids as an int64 1-D array, or ``InputError`` naming the problem."""
@@ -351,8 +359,7 @@ class Model:
             # MLP block (SwiGLU)
             h = self.rmsnorm(x, lw["ffn_norm"])
             gu = ops.linear(h, lw["w_gate_up"])
-            g, u = gu[:, : c.ffn_dim], gu[:, c.ffn_dim :]
-            x = x + ops.linear(self.silu(g) * u, lw["w_down"])
+            x = x + ops.linear(self.swiglu(gu), lw["w_down"])
         if last_only:
             x = x[-1:]
         x = self.rmsnorm(x, self._out_norm)

@@ -154,14 +154,26 @@ def test_c_attention_equals_the_numpy_attention(
     assert_bit_identical(c.attention_quantised(q, *kv, pos, cached), NUMPY.attention_quantised(q, *kv, pos, cached), "attention")
 
 
-def test_softmax_exp_is_exp_to_a_few_ulps_and_exactly_one_at_zero() -> None:
-    from radixcheck.model.softmax_exp import EXP_MIN, softmax_exp
+def test_fixed_exp_is_exp_to_a_few_ulps_and_exactly_one_at_zero() -> None:
+    from radixcheck.model.fixed_exp import EXP_MAX, EXP_MIN, fixed_exp
 
-    x = -np.concatenate([np.linspace(0, 708, 300_001), rng_tail := np.random.default_rng(4).uniform(0, 50, 100_000)])
-    got, want = softmax_exp(x), np.exp(x)
+    x = np.concatenate([np.linspace(EXP_MIN, EXP_MAX, 400_001), np.random.default_rng(4).uniform(-50, 50, 100_000)])
+    got, want = fixed_exp(x), np.exp(x)
     assert np.max(np.abs(got - want) / want) < 1e-15
-    assert rng_tail.size and softmax_exp(np.array([0.0]))[0] == 1.0
-    assert np.array_equal(softmax_exp(np.array([EXP_MIN - 1e-9, -1e4, -np.inf])), np.zeros(3))
+    assert fixed_exp(np.array([0.0, -0.0]))[0] == 1.0 == fixed_exp(np.array([-0.0]))[0]
+    assert np.array_equal(fixed_exp(np.array([EXP_MIN - 1e-9, -1e4, -np.inf, np.nan])), np.zeros(4))
+    assert np.array_equal(fixed_exp(np.array([EXP_MAX + 1e-9, 1e4, np.inf])), np.full(3, np.inf))
+
+
+def test_c_swiglu_equals_the_numpy_swiglu() -> None:
+    """SiLU(gate) * up in C (the fixed exponential, vectorised) is the NumPy expression bit for bit,
+    including gates far enough out that the exponential saturates to 0 or infinity."""
+    base = load_default()
+    c, numpy = (Model(base.config, base.weights, kernel=k) for k in ("c", "numpy"))
+    rng = np.random.default_rng(7)
+    gu = rng.standard_normal((9, 2 * base.config.ffn_dim)) * 10.0 ** rng.integers(-3, 3, (9, 1))
+    gu[0, :6] = [800.0, -800.0, 709.5, -709.5, 0.0, -0.0]
+    assert_bit_identical(c.swiglu(gu), numpy.swiglu(gu), "swiglu")
 
 
 def test_c_rope_and_rotated_kv_equal_the_numpy_ones() -> None:
