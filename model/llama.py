@@ -190,6 +190,12 @@ class Model:
             self.ops.threads = int(n)
 
     # ---- building blocks --------------------------------------------------------------------
+    @property
+    def _lib(self) -> Any:
+        """The compiled kernel (``model.q8kernel``) if this model's exact arithmetic uses it, else ``None``:
+        RMSNorm, RoPE, SwiGLU and the K/V rotation then run in C too, with the same bits."""
+        return getattr(self.ops, "_lib", None)
+
     def embed(self, tokens: np.ndarray) -> np.ndarray:
         """Dequantised embedding rows (exact: int8 x float16 fits a float64)."""
         e = self._embd
@@ -197,9 +203,8 @@ class Model:
         return (rows * e.scales[tokens].astype(np.float64)[..., None]).reshape(len(tokens), -1)
 
     def rmsnorm(self, x: np.ndarray, w: np.ndarray) -> np.ndarray:
-        lib = getattr(self.ops, "_lib", None)
-        if lib is not None and x.ndim == 2:  # the same arithmetic in C (model.q8kernel.rms_norm): same bits
-            return q8kernel.rmsnorm(lib, x, w, self.config.norm_eps)
+        if self._lib is not None and x.ndim == 2:  # the same arithmetic in C (model.q8kernel.rms_norm): same bits
+            return q8kernel.rmsnorm(self._lib, x, w, self.config.norm_eps)
         ms = self.ops.rowsum(x * x) / x.shape[-1]
         return x * (1.0 / np.sqrt(ms + self.config.norm_eps))[:, None] * w[None, :]
 
@@ -208,9 +213,8 @@ class Model:
 
         ``x`` (n, heads, head_dim), ``positions`` (n,). In C when the kernel is built (same bits).
         """
-        lib = getattr(self.ops, "_lib", None)
-        if lib is not None:
-            return q8kernel.rope(lib, x, positions, self._cos, self._sin)
+        if self._lib is not None:
+            return q8kernel.rope(self._lib, x, positions, self._cos, self._sin)
         cos = self._cos[positions][:, None, :]
         sin = self._sin[positions][:, None, :]
         x0, x1 = x[..., 0::2], x[..., 1::2]
@@ -224,9 +228,8 @@ class Model:
 
     def swiglu(self, gu: np.ndarray) -> np.ndarray:
         """``silu(gate) * up`` for ``gu = [gate | up]`` (one C call when the kernel is built; same bits)."""
-        lib = getattr(self.ops, "_lib", None)
-        if lib is not None:
-            return q8kernel.silu_mul(lib, gu)
+        if self._lib is not None:
+            return q8kernel.silu_mul(self._lib, gu)
         g, u = gu[:, : self.config.ffn_dim], gu[:, self.config.ffn_dim :]
         return self.silu(g) * u
 
@@ -392,9 +395,8 @@ class Model:
 
     def _rotated_kv(self, k: np.ndarray, v: np.ndarray, positions: np.ndarray) -> tuple[np.ndarray, ...]:
         """``ops.quantise_kv(self.rope(k, positions), v)`` (one C call when the kernel is built; same bits)."""
-        lib = getattr(self.ops, "_lib", None)
-        if lib is not None:
-            return q8kernel.rotate_quantise_kv(lib, k, v, positions, self._cos, self._sin, (QK_BITS, V_BITS))
+        if self._lib is not None:
+            return q8kernel.rotate_quantise_kv(self._lib, k, v, positions, self._cos, self._sin, (QK_BITS, V_BITS))
         return self.ops.quantise_kv(self.rope(k, positions), v)
 
     def __repr__(self) -> str:

@@ -8,9 +8,9 @@ For each workload and each request, two arms run back to back on the same model:
   suffix on top of the matched slots, insert, free the duplicates, unlock.
 
 Both arms' KV pools are allocated and touched before anything is timed (``allocate_pool``), as a
-server allocates its KV pool at start-up. The arms alternate which goes first request by request and repetition by repetition (A/B
-interleaving, so drift on a shared box hits both), and each arm's time for a workload is the best
-of ``reps`` repetitions. Every radix-arm request's logits must equal the baseline's logits for the
+server allocates its KV pool at start-up. The arms alternate which goes first request by request
+and repetition by repetition (A/B interleaving, so drift on a shared box hits both), and each
+arm's time for a workload is the best of ``reps`` repetitions. Every radix-arm request's logits must equal the baseline's logits for the
 same positions (``np.array_equal``); if any differs, no speedup is reported for that workload.
 """
 
