@@ -66,6 +66,13 @@ class LiveResult:
     def ratio(self) -> float:
         return self.live_speedup / self.token_speedup
 
+    @property
+    def ratio_per_rep(self) -> list[float]:
+        """live ÷ token of each repetition alone (its two arms ran interleaved): the run's spread."""
+        if not self.bit_identical:
+            raise NotBitIdentical(f"{self.workload}: {self.mismatches[:2]}")
+        return [b / r / self.token_speedup for b, r in zip(self.baseline_s, self.radix_s, strict=True)]
+
 
 def allocate_pool(model: Model, slots: int, dtype: str) -> KVPool:
     """A KV pool whose memory is already touched, as a server allocates its KV pool at start-up.
@@ -204,13 +211,14 @@ def table_rows(results: Sequence[LiveResult]) -> list[list[Any]]:
     for r in results:
         base, radix = min(r.baseline_s), min(r.radix_s)
         if r.bit_identical:
-            speed, ratio, ident = (
+            speed, ratio, per_rep, ident = (
                 f"{r.live_speedup:.2f}×",
                 f"{r.ratio:.2f}",
+                " / ".join(f"{x:.2f}" for x in r.ratio_per_rep),
                 f"yes ({r.logits_compared} logit rows over {len(r.radix_s)} reps)",
             )
         else:
-            speed, ratio, ident = "REFUSED", "—", f"NO: {len(r.mismatches)} mismatching requests"
+            speed, ratio, per_rep, ident = "REFUSED", "—", "—", f"NO: {len(r.mismatches)} mismatching requests"
         rows.append(
             [
                 r.workload,
@@ -222,6 +230,7 @@ def table_rows(results: Sequence[LiveResult]) -> list[list[Any]]:
                 f"{radix:.2f}",
                 speed,
                 ratio,
+                per_rep,
                 ident,
             ]
         )
@@ -238,6 +247,7 @@ HEADERS = [
     "radix s (best)",
     "live speedup",
     "live ÷ token",
+    "live ÷ token per repetition",
     "bit-identical logits",
 ]
 
@@ -249,7 +259,9 @@ def markdown(results: Sequence[LiveResult], meta: dict[str, Any], machine_line: 
         f"**Live arm, {meta['model']} — NOISY wall-clock figures.** Produced by `{meta['command']}` (scale {meta['scale']}, seed "
         f"{meta['seed']}, best of {meta['reps']} interleaved A/B repetitions, BLAS threads {meta['threads']}, KV {meta['kv_dtype']}, "
         f"{'last-position' if meta['last_only'] else 'all computed positions'} logits) on {machine_line}. Box load average at start: "
-        f"{meta['load_at_start']}. Only the within-run ratio is meaningful; absolute seconds depend on the machine and its load. "
+        f"{meta['load_at_start']}. Both arms' KV pools are allocated and touched before anything is timed, as a server does at "
+        "start-up. Only the within-run ratio is meaningful; absolute seconds depend on the machine and its load; the per-repetition "
+        "ratios show how much this machine's speed moved during the run. "
         "Token speedup is exact (Table 1 of LEDGER.md); every radix-arm request's logits were compared with the baseline's by "
         "`np.array_equal` and a speedup is printed only if all were equal. Where the time goes: `PROFILE-<model>.md` "
         "(`python -m radixcheck.reports.profile_live`)."
@@ -285,6 +297,7 @@ def to_json(results: Sequence[LiveResult], meta: dict[str, Any], machine: dict[s
                 "mismatches": r.mismatches[:20],
                 "live_speedup": round(r.live_speedup, 4) if r.bit_identical else None,
                 "live_over_token": round(r.ratio, 4) if r.bit_identical else None,
+                "live_over_token_per_rep": [round(x, 4) for x in r.ratio_per_rep] if r.bit_identical else None,
             }
             for r in results
         ],

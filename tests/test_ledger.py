@@ -145,3 +145,13 @@ def test_live_arm_refuses_a_speedup_without_bit_identity() -> None:
 def test_timing_tables_are_labelled_noisy_and_carry_the_machine(name: str) -> None:
     text = (REPORTS / name).read_text(encoding="utf-8")
     assert "NOISY" in text and "cores" in text and "NumPy" in text and "load average" in text
+
+
+def test_live_arm_reports_each_repetitions_ratio() -> None:
+    """The table shows every repetition's live ÷ token next to the best-of figure (the run's spread)."""
+    from radixcheck.reports.live import HEADERS, LiveResult, table_rows
+
+    r = LiveResult("x", 2, 20, 10, [4.0, 3.0], [2.0, 1.0], logits_compared=10)  # token speedup 2
+    row = dict(zip(HEADERS, table_rows([r])[0], strict=True))
+    assert row["live ÷ token"] == "1.50"  # best of each arm: 3.0 / 1.0 / 2
+    assert row["live ÷ token per repetition"] == "1.00 / 1.50"
