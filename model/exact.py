@@ -30,9 +30,9 @@ So every shape-sensitive step of the forward pass is routed through this module:
 ``rowsum``
     A fixed-order tree reduction (each step element-wise), used for RMSNorm, so its result for a
     row never depends on how many rows are in the batch.
-``elementwise transcendental functions``
-    are always called on contiguous float64 arrays (``_contig``) so NumPy takes the same code path
-    for every element.
+``exp``
+    ``model.fixed_exp``, a formula of correctly rounded IEEE operations (softmax and SiLU): the same
+    bits element by element in NumPy and in the C kernel, whatever the CPU or the array's layout.
 
 ``FloatOps`` is the opposite: the same interface with plain float32 BLAS and NumPy reductions. It
 is *deliberately inexact* and exists only so the meta-tests can show the bit-identity properties
