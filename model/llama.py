@@ -175,6 +175,9 @@ class Model:
         self._out_norm = weights.out_norm.astype(np.float64)
         self._head = prep(weights.output if weights.output is not None else weights.token_embd)
         self._cos, self._sin = rope_table(config)
+        # attention reads the whole context from the memo (``_context_kv``): no separate fresh K/V
+        kv0, s0 = np.zeros((0, config.n_kv_heads, config.head_dim), np.float32), np.zeros((0, config.n_kv_heads))
+        self._no_kv = (kv0, s0, kv0, s0)
         self.weights: Weights | None = weights if keep_q8 else None
 
     @property
@@ -353,8 +356,7 @@ class Model:
             v_new = qkv[:, q_dim + kv_dim :].reshape(T, c.n_kv_heads, c.head_dim)
             pool.write(li, sl[n:], k_new, v_new)  # K is stored before RoPE
             if self._memo_kv:
-                fresh, cached = self._context_kv(pool, li, sl, n)
-                att = ops.attention_quantised(self.rope(q, pos), *fresh, pos, cached)
+                att = ops.attention_quantised(self.rope(q, pos), *self._no_kv, pos, self._context_kv(pool, li, sl))
             else:
                 k, v = pool.read(li, sl)  # the whole context, as stored
                 att = ops.attention(self.rope(q, pos), self.rope(k, all_pos), v, pos)
@@ -368,30 +370,23 @@ class Model:
         x = self.rmsnorm(x, self._out_norm)
         return ops.linear(x, self._head, out_dtype=np.float32)
 
-    def _context_kv(
-        self, pool: KVPool, li: int, sl: np.ndarray, n: int
-    ) -> tuple[tuple[np.ndarray, ...], tuple[np.ndarray, ...] | None]:
+    def _context_kv(self, pool: KVPool, li: int, sl: np.ndarray) -> tuple[np.ndarray, ...]:
         """Layer ``li``'s K/V of the whole context (slots ``sl``, token ``i`` at position ``i``) in
-        exact attention's integer form, ``ops.quantise_kv(rope(K), V)`` of the rows as stored, as the
-        arguments ``ops.attention_quantised`` takes: the fresh rows' ``(ki, sk, vi, sv)`` and the
-        cached rows as ``(slots, *memo arrays)``, or ``None`` if ``n == 0``.
+        exact attention's integer form, ``ops.quantise_kv(rope(K), V)`` of the rows as stored, as
+        ``(sl, *memo arrays)`` (``ops.attention_quantised``'s ``cached``; its rows are read in place).
 
-        The ``n`` cached rows come from the pool's ``KVMemo`` for this model; a row without an entry
-        for its position is read from the pool, rotated, quantised and memoised. The fresh rows
-        ``sl[n:]`` (just written) are read back from the pool like before and not memoised here:
-        they enter the memo the first time a later call reuses them, through the same ``read``
-        (so every value attention sees came out of ``KVPool.read``, exactly as without the memo).
+        Every row without a memo entry for its position (the rows this call has just written, and
+        any a pool write or relabelling invalidated) is read back from the pool, rotated, quantised
+        and memoised, in one batch: so every value attention sees came out of ``KVPool.read``,
+        exactly as without the memo, and a row is rotated and quantised once, not again when a later
+        request reuses it.
         """
-        cached = None
-        if n:
-            memo, slots = pool.memo(self), sl[:n]
-            miss = memo.misses(li, slots, np.arange(n))
-            if miss.size:
-                k, v = pool.read(li, slots[miss])
-                memo.store(li, slots[miss], miss, *self._rotated_kv(k, v, miss))
-            cached = (slots, *memo.arrays(li))
-        k, v = pool.read(li, sl[n:])
-        return self._rotated_kv(k, v, np.arange(n, sl.size)), cached
+        memo = pool.memo(self)
+        miss = memo.misses(li, sl, np.arange(sl.size))
+        if miss.size:
+            k, v = pool.read(li, sl[miss])
+            memo.store(li, sl[miss], miss, *self._rotated_kv(k, v, miss))
+        return (sl, *memo.arrays(li))
 
     def _rotated_kv(self, k: np.ndarray, v: np.ndarray, positions: np.ndarray) -> tuple[np.ndarray, ...]:
         """``ops.quantise_kv(self.rope(k, positions), v)`` (one C call when the kernel is built; same bits)."""
