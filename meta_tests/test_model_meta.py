@@ -16,8 +16,10 @@ from threadpoolctl import threadpool_limits
 
 from radixcheck.model import KVPool, load_default
 from radixcheck.model.checks import check_chunked_equals_full, check_reuse_after_split
+from radixcheck.model.llama import Model
 
 EXACT = load_default()
+NO_MEMO = Model(EXACT.config, EXACT.weights, memo_kv=False)
 FLOAT = load_default(arithmetic="float")
 VOCAB = EXACT.config.vocab_size
 
@@ -110,14 +112,21 @@ class UnroundedFreshKV(KVPool):
 
 
 def test_reuse_property_catches_chunk_relative_rope() -> None:
-    mutant = ChunkRelativeRope(EXACT.config, EXACT.weights)
+    # kernel="numpy": the step-by-step path, where RoPE is this Python method (the C path's fused
+    # layers rotate inside one call, model.fused, and would never call the mutant)
+    mutant = ChunkRelativeRope(EXACT.config, EXACT.weights, kernel="numpy")
     with pytest.raises(AssertionError, match="logits"):
         _reuse_property(mutant)()
 
 
 @pytest.mark.parametrize("dtype", ["float32", "bfloat16", "float8_e4m3fn"])
 def test_reuse_property_catches_unrounded_fresh_kv(monkeypatch: pytest.MonkeyPatch, dtype: str) -> None:
-    """K/V are computed in float64, so even float32 storage rounds them: every dtype catches it."""
+    """K/V are computed in float64, so even float32 storage rounds them: every dtype catches it.
+
+    On a model without the K/V memo, which re-reads the whole context from the pool on every call,
+    as engines do: the memoising model reads each row back once, right after writing it, so this
+    pool's unrounded read would reach every later call alike and no split could show it (the memo
+    itself is held to the memo-less model by ``tests/test_model_kv_memo.py``)."""
     from radixcheck.model import checks as model_checks
 
     monkeypatch.setattr(model_checks, "KVPool", UnroundedFreshKV)
@@ -125,7 +134,25 @@ def test_reuse_property_catches_unrounded_fresh_kv(monkeypatch: pytest.MonkeyPat
     failures = 0
     for split in range(1, toks.size):
         try:
-            check_reuse_after_split(EXACT, toks, split, dtype=dtype)
+            check_reuse_after_split(NO_MEMO, toks, split, dtype=dtype)
         except AssertionError:
             failures += 1
     assert failures > 0, f"{dtype} reuse property did not notice fresh K/V bypassing the storage rounding"
+
+
+def test_memo_property_catches_a_memo_of_unrounded_fresh_kv() -> None:
+    """The memoising model reads each row back once, right after writing it: a read that skips the
+    storage rounding is then memoised and reused by later calls, unlike the memo-less model, which
+    re-reads the context as stored every call. ``tests/test_model_kv_memo.py`` compares the two."""
+    toks = np.random.default_rng(6).integers(0, VOCAB, 24)
+
+    def second_call(pool_class: type[KVPool]) -> list[np.ndarray]:
+        logits = []
+        for model in (EXACT, NO_MEMO):
+            pool = pool_class(model.config, 32, dtype="bfloat16")
+            model.prefill(pool, toks[:12], np.arange(12), 0)
+            logits.append(model.prefill(pool, toks, np.arange(24), 12))
+        return logits
+
+    assert np.array_equal(*second_call(KVPool)), "control: with a correct pool the two models agree"
+    assert not np.array_equal(*second_call(UnroundedFreshKV)), "memo and memo-less model agreed although the memo kept unrounded K/V"
