@@ -54,7 +54,7 @@ class KVMemo:
         self._shape = (pool.num_slots, pool.n_kv_heads, pool.head_dim)
         self._layers: list[dict[str, np.ndarray] | None] = [None] * pool.n_layers
 
-    def _layer(self, layer: int) -> dict[str, np.ndarray]:
+    def _layer(self, layer: int) -> dict[str, Any]:
         m = self._layers[layer]
         if m is None:
             s, h, _ = self._shape
@@ -87,6 +87,13 @@ class KVMemo:
         slots in place; callers store every missing entry first, see ``misses``)."""
         m = self._layer(layer)
         return m["k"], m["sk"], m["v"], m["sv"]
+
+    def addresses(self, layer: int) -> tuple[int, int, int, int]:
+        """Where ``arrays(layer)`` live (for the C kernel, ``model.fused``; looked up once per layer)."""
+        m = self._layer(layer)
+        if "at" not in m:
+            m["at"] = tuple(a.ctypes.data for a in (m["k"], m["sk"], m["v"], m["sv"]))
+        return m["at"]
 
     def invalidate(self, layer: int | None, slots: np.ndarray) -> None:
         """Drop the entries of ``slots`` at ``layer`` (every layer if ``None``)."""

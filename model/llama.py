@@ -21,8 +21,8 @@ from typing import Any
 
 import numpy as np
 
-from radixcheck.model import q8kernel
-from radixcheck.model.exact import QK_BITS, V_BITS, get_ops
+from radixcheck.model import fused, q8kernel
+from radixcheck.model.exact import DENOM_BITS, P_BITS, QK_BITS, V_BITS, get_ops
 from radixcheck.model.kv_pool import KVPool, KVPoolError
 from radixcheck.model.q8 import Q8Matrix
 
@@ -178,6 +178,8 @@ class Model:
         # attention reads the whole context from the memo (``_context_kv``): no separate fresh K/V
         kv0, s0 = np.zeros((0, config.n_kv_heads, config.head_dim), np.float32), np.zeros((0, config.n_kv_heads))
         self._no_kv = (kv0, s0, kv0, s0)
+        # with the C kernel, one thread and the memo, a layer is two C calls (model.fused; same bits)
+        self._fused_layers = [fused.layer_weights(lw) for lw in self._layers] if self._lib is not None and self._memo_kv else None
         self.weights: Weights | None = weights if keep_q8 else None
 
     @property
@@ -342,6 +344,8 @@ class Model:
 
     def _forward_body(self, pool: KVPool, toks: np.ndarray, sl: np.ndarray, n: int, last_only: bool) -> np.ndarray:
         c, ops = self.config, self.ops
+        if self._fused_layers is not None and self._lib is not None and self.threads == 1:
+            return self._head_logits(self._layers_fused(pool, toks, sl, n), last_only)
         T = toks.size - n
         pos = np.arange(n, toks.size)
         all_pos = np.arange(toks.size)
@@ -365,10 +369,26 @@ class Model:
             h = self.rmsnorm(x, lw["ffn_norm"])
             gu = ops.linear(h, lw["w_gate_up"])
             x = x + ops.linear(self.swiglu(gu), lw["w_down"])
+        return self._head_logits(x, last_only)
+
+    def _head_logits(self, x: np.ndarray, last_only: bool) -> np.ndarray:
         if last_only:
             x = x[-1:]
         x = self.rmsnorm(x, self._out_norm)
-        return ops.linear(x, self._head, out_dtype=np.float32)
+        return self.ops.linear(x, self._head, out_dtype=np.float32)
+
+    def _layers_fused(self, pool: KVPool, toks: np.ndarray, sl: np.ndarray, n: int) -> np.ndarray:
+        """The layers of ``_forward_body`` in two C calls each (``model.fused``; same bits): the
+        residual stream after the last layer."""
+        lib, memo = self._lib, pool.memo(self)
+        ws = fused.Workspace(self.config, sl, n, self._cos, self._sin, (QK_BITS, P_BITS, DENOM_BITS))
+        ws.x[:] = self.embed(toks[n:])
+        for li, w in enumerate(self._fused_layers):
+            fused.layer_qkv(lib, w, ws)
+            pool.write(li, sl[n:], ws.k_new, ws.v_new)  # K is stored before RoPE
+            self._context_kv(pool, li, sl)
+            fused.layer_rest(lib, w, ws, memo.addresses(li))
+        return ws.x
 
     def _context_kv(self, pool: KVPool, li: int, sl: np.ndarray) -> tuple[np.ndarray, ...]:
         """Layer ``li``'s K/V of the whole context (slots ``sl``, token ``i`` at position ``i``) in

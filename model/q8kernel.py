@@ -34,7 +34,7 @@ from pathlib import Path
 
 import numpy as np
 
-from radixcheck.model import fixed_exp
+from radixcheck.model import fixed_exp, fused
 
 ENV = "RADIXCHECK_Q8_KERNEL"  # "numpy": never build or use the C kernel
 
@@ -278,14 +278,14 @@ int64_t quantize_f64(int64_t n, int64_t K, const double *x, int64_t bits, double
 /* Model.rope, bit for bit: rows i < n of x (n, heads, D) rotated by position pos[i] with the
    model's tables (cos_t, sin_t: rows of D / 2); out[.., 2j] = x0 * c - x1 * s and
    out[.., 2j + 1] = x0 * s + x1 * c, each product and sum rounded as NumPy rounds them. */
-void rope(int64_t n, int64_t heads, int64_t D, const double *x, const int64_t *pos, const double *cos_t,
-          const double *sin_t, double *out)
+static void rope_rows(int64_t n, int64_t heads, int64_t D, const double *x, int64_t ldx, const int64_t *pos,
+                      const double *cos_t, const double *sin_t, double *out) /* row i of x at x + i * ldx */
 {
     const int64_t half = D / 2;
     for (int64_t i = 0; i < n; i++) {
         const double *c = cos_t + pos[i] * half, *sn = sin_t + pos[i] * half;
         for (int64_t h = 0; h < heads; h++) {
-            const double *xr = x + (i * heads + h) * D;
+            const double *xr = x + i * ldx + h * D;
             double *o = out + (i * heads + h) * D;
             for (int64_t j = 0; j < half; j++) {
                 const double x0 = xr[2 * j], x1 = xr[2 * j + 1];
@@ -294,6 +294,12 @@ void rope(int64_t n, int64_t heads, int64_t D, const double *x, const int64_t *p
             }
         }
     }
+}
+
+void rope(int64_t n, int64_t heads, int64_t D, const double *x, const int64_t *pos, const double *cos_t,
+          const double *sin_t, double *out)
+{
+    rope_rows(n, heads, D, x, heads * D, pos, cos_t, sin_t, out);
 }
 
 /* ExactOps.quantise_kv(Model.rope(k, pos), v) in one call: k, v (n, Hkv, D) as read from the pool;
@@ -643,7 +649,7 @@ int64_t exact_attention(int64_t H, int64_t Hkv, int64_t D, const double *q, cons
     free(buf);
     return bad;
 }
-"""
+""" + fused.C_SOURCE
 
 
 def _cpu_flags() -> str:
@@ -716,6 +722,7 @@ def load() -> ctypes.CDLL | None:
     a = lib.exact_attention
     a.argtypes = [i64, i64, i64, ptr, ptr, i64, *[ptr] * 9, ctypes.c_double, i64, i64, i64, i64, i64, ptr]
     a.restype = i64
+    fused.declare(lib)
     return lib
 
 

@@ -14,7 +14,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from radixcheck.model import KVPool, load_default, q8kernel
+from radixcheck.model import KVPool, fused, load_default, q8kernel
 from radixcheck.model.checks import assert_bit_identical
 from radixcheck.model.exact import ExactOps, integerise
 from radixcheck.model.llama import Model
@@ -190,3 +190,33 @@ def test_c_rope_and_rotated_kv_equal_the_numpy_ones() -> None:
         assert_bit_identical(got, want, "rotate + quantise K/V")
     with pytest.raises(IndexError, match="RoPE position"):
         c.rope(x, pos + base.config.max_seq_len)
+
+
+@settings(deadline=None, max_examples=15)
+@given(
+    tokens=st.lists(st.integers(0, 383), min_size=2, max_size=90),
+    cut=st.floats(0, 1),
+    storage=st.sampled_from(["float32", "bfloat16"]),
+    last_only=st.booleans(),
+)
+def test_fused_layers_equal_the_unfused_and_numpy_paths(tokens: list[int], cut: float, storage: str, last_only: bool) -> None:
+    """A layer in two C calls (``model.fused``, one thread) gives the bits of the call-per-step path
+    (two threads) and of the NumPy path, on a full prefill and on a suffix over a reused prefix."""
+    base = load_default()
+    fused_m = Model(base.config, base.weights, kernel="c")
+    steps = Model(base.config, base.weights, kernel="c", threads=2)
+    numpy = Model(base.config, base.weights, kernel="numpy")
+    calls = []
+    n = int(cut * (len(tokens) - 1))
+    outs = []
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(fused, "layer_rest", lambda *a, f=fused.layer_rest: calls.append(1) or f(*a))
+        for m in (fused_m, steps, numpy):
+            pool = KVPool(m.config, 128, dtype=storage)
+            m.prefill(pool, tokens[:n], np.arange(n), 0)
+            outs.append((m.prefill(pool, tokens, np.arange(len(tokens)), n, last_only=last_only), pool.rows(np.arange(len(tokens)))))
+    assert len(calls) == base.config.n_layers * (2 if n else 1)  # the fused path ran, once per layer and call
+    for (got, (k, v)), what in zip(outs[1:], ("call per step", "NumPy"), strict=True):
+        assert_bit_identical(outs[0][0], got, f"fused vs {what}: logits")
+        assert_bit_identical(outs[0][1][0], k, f"fused vs {what}: stored K")
+        assert_bit_identical(outs[0][1][1], v, f"fused vs {what}: stored V")
