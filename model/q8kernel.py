@@ -52,10 +52,6 @@ static inline double round_even(double x)
     return _mm_cvtsd_f64(_mm_round_sd(_mm_setzero_pd(), _mm_set_sd(x), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
 }
 
-/* keep a loaded vector in a register: without it the compiler re-loads it inside each FMA that
-   uses it, and the two-row tiles below become bound by loads instead of FMAs */
-#define IN_REGISTER(v) __asm__("" : "+x"(v))
-
 /* sum of 32 int16 products q[0:32] * x[0:32] per 32-bit lane pair (8 lanes; each |.| < 2^24) */
 static inline __m256i block8(const int8_t *q, __m256i x0, __m256i x1)
 {
@@ -396,14 +392,14 @@ void silu_mul(int64_t n, int64_t f, const double *gu, double *out, double *buf)
 
 /* ---- exact attention (exact.ExactOps.attention_quantised, same IEEE operations, same order) ---- */
 
-/* s[j] = sum_d qi[d] * k[j * D + d] for j < n: integers (|qi|, |k| < 2^20, D < 2^13), every
-   partial sum an integer below 2^53, so exact in any order. The portable form; with AVX2 the
-   two-row tile below does the work. */
-static void qk_exact(const double *qi, const double *k, int64_t n, int64_t D, double *s)
+/* s[j] = sum_d qi[d] * kt[d * ldk + j] for j0 <= j < j1 (kt: one head's keys transposed, D x ldk):
+   integers (|qi|, |k| < 2^20, D < 2^13), every partial sum an integer below 2^53, so exact in any
+   order. The portable form; with AVX2 the 6 x 8 tile below does the work. */
+static void qk_cols(const double *qi, const double *kt, int64_t ldk, int64_t D, int64_t j0, int64_t j1, double *s)
 {
-    for (int64_t j = 0; j < n; j++) {
+    for (int64_t j = j0; j < j1; j++) {
         double a = 0.0;
-        for (int64_t d = 0; d < D; d++) a += qi[d] * k[j * D + d];
+        for (int64_t d = 0; d < D; d++) a += qi[d] * kt[d * ldk + j];
         s[j] = a;
     }
 }
@@ -419,66 +415,41 @@ static void pv_exact(const double *p, const double *v, int64_t n, int64_t D, dou
     }
 }
 
-#ifdef __AVX2__
-/* qk_exact for two query rows at once (D % 4 == 0): each key vector is loaded once for both.
-   Same exact integers. qa == qb (with sa == sb) does one row. */
-static void qk_exact2(const double *qa, const double *qb, const double *k, int64_t n, int64_t D, double *sa, double *sb)
-{
-    int64_t j = 0;
-    for (; j + 4 <= n; j += 4) {
-        const double *k0 = k + j * D, *k1 = k0 + D, *k2 = k1 + D, *k3 = k2 + D;
-        __m256d a0 = _mm256_setzero_pd(), a1 = _mm256_setzero_pd(), a2 = _mm256_setzero_pd(), a3 = _mm256_setzero_pd();
-        __m256d b0 = _mm256_setzero_pd(), b1 = _mm256_setzero_pd(), b2 = _mm256_setzero_pd(), b3 = _mm256_setzero_pd();
-        for (int64_t d = 0; d < D; d += 4) {
-            __m256d x = _mm256_loadu_pd(qa + d), y = _mm256_loadu_pd(qb + d);
-            __m256d w0 = _mm256_loadu_pd(k0 + d), w1 = _mm256_loadu_pd(k1 + d), w2 = _mm256_loadu_pd(k2 + d), w3 = _mm256_loadu_pd(k3 + d);
-            IN_REGISTER(w0);
-            IN_REGISTER(w1);
-            IN_REGISTER(w2);
-            IN_REGISTER(w3);
-            a0 = _mm256_fmadd_pd(x, w0, a0), a1 = _mm256_fmadd_pd(x, w1, a1);
-            a2 = _mm256_fmadd_pd(x, w2, a2), a3 = _mm256_fmadd_pd(x, w3, a3);
-            b0 = _mm256_fmadd_pd(y, w0, b0), b1 = _mm256_fmadd_pd(y, w1, b1);
-            b2 = _mm256_fmadd_pd(y, w2, b2), b3 = _mm256_fmadd_pd(y, w3, b3);
-        }
-        __m256d h01 = _mm256_hadd_pd(a0, a1), h23 = _mm256_hadd_pd(a2, a3);
-        _mm256_storeu_pd(sa + j, _mm256_add_pd(_mm256_permute2f128_pd(h01, h23, 0x20), _mm256_permute2f128_pd(h01, h23, 0x31)));
-        h01 = _mm256_hadd_pd(b0, b1), h23 = _mm256_hadd_pd(b2, b3);
-        _mm256_storeu_pd(sb + j, _mm256_add_pd(_mm256_permute2f128_pd(h01, h23, 0x20), _mm256_permute2f128_pd(h01, h23, 0x31)));
-    }
-    if (j < n) {
-        qk_exact(qa, k + j * D, n - j, D, sa + j);
-        qk_exact(qb, k + j * D, n - j, D, sb + j);
-    }
-}
+enum { TILE_ROWS = 6, TILE_COLS = 8 };
 
-/* pv_exact for two rows at once (D % 16 == 0): each value vector is loaded once for both.
-   pa == pb (with na == nb) does one row. */
-static void pv_exact2(const double *pa, const double *pb, const double *v, int64_t n, int64_t D, double *na, double *nb)
+#ifdef __AVX2__
+/* C[0:6, 0:8] = A[0:6, 0:kd] . B[0:kd, 0:8] (plus C if acc): a register tile (12 accumulators, as
+   in BLAS micro-kernels), row r of A at A + r * lda, row p of B at B + p * ldb. Used for q.k and
+   p.v, whose operands are integers with every partial sum below 2^53: exact, in any order. */
+static void tile_6x8(const double *A, int64_t lda, const double *B, int64_t ldb, int64_t kd, double *C, int64_t ldc, int acc)
 {
-    for (int64_t d0 = 0; d0 < D; d0 += 16) {
-        __m256d a0 = _mm256_loadu_pd(na + d0), a1 = _mm256_loadu_pd(na + d0 + 4),
-                a2 = _mm256_loadu_pd(na + d0 + 8), a3 = _mm256_loadu_pd(na + d0 + 12);
-        __m256d b0 = _mm256_loadu_pd(nb + d0), b1 = _mm256_loadu_pd(nb + d0 + 4),
-                b2 = _mm256_loadu_pd(nb + d0 + 8), b3 = _mm256_loadu_pd(nb + d0 + 12);
-        for (int64_t j = 0; j < n; j++) {
-            const double *vr = v + j * D + d0;
-            __m256d w0 = _mm256_loadu_pd(vr), w1 = _mm256_loadu_pd(vr + 4), w2 = _mm256_loadu_pd(vr + 8), w3 = _mm256_loadu_pd(vr + 12);
-            IN_REGISTER(w0);
-            IN_REGISTER(w1);
-            IN_REGISTER(w2);
-            IN_REGISTER(w3);
-            __m256d x = _mm256_broadcast_sd(pa + j), y = _mm256_broadcast_sd(pb + j);
-            a0 = _mm256_fmadd_pd(x, w0, a0), a1 = _mm256_fmadd_pd(x, w1, a1);
-            a2 = _mm256_fmadd_pd(x, w2, a2), a3 = _mm256_fmadd_pd(x, w3, a3);
-            b0 = _mm256_fmadd_pd(y, w0, b0), b1 = _mm256_fmadd_pd(y, w1, b1);
-            b2 = _mm256_fmadd_pd(y, w2, b2), b3 = _mm256_fmadd_pd(y, w3, b3);
-        }
-        _mm256_storeu_pd(na + d0, a0), _mm256_storeu_pd(na + d0 + 4, a1);
-        _mm256_storeu_pd(na + d0 + 8, a2), _mm256_storeu_pd(na + d0 + 12, a3);
-        _mm256_storeu_pd(nb + d0, b0), _mm256_storeu_pd(nb + d0 + 4, b1);
-        _mm256_storeu_pd(nb + d0 + 8, b2), _mm256_storeu_pd(nb + d0 + 12, b3);
+    double *C1 = C + ldc, *C2 = C1 + ldc, *C3 = C2 + ldc, *C4 = C3 + ldc, *C5 = C4 + ldc;
+    const __m256d z = _mm256_setzero_pd();
+    __m256d c00 = acc ? _mm256_loadu_pd(C) : z, c01 = acc ? _mm256_loadu_pd(C + 4) : z;
+    __m256d c10 = acc ? _mm256_loadu_pd(C1) : z, c11 = acc ? _mm256_loadu_pd(C1 + 4) : z;
+    __m256d c20 = acc ? _mm256_loadu_pd(C2) : z, c21 = acc ? _mm256_loadu_pd(C2 + 4) : z;
+    __m256d c30 = acc ? _mm256_loadu_pd(C3) : z, c31 = acc ? _mm256_loadu_pd(C3 + 4) : z;
+    __m256d c40 = acc ? _mm256_loadu_pd(C4) : z, c41 = acc ? _mm256_loadu_pd(C4 + 4) : z;
+    __m256d c50 = acc ? _mm256_loadu_pd(C5) : z, c51 = acc ? _mm256_loadu_pd(C5 + 4) : z;
+    const double *a0 = A, *a1 = A + lda, *a2 = a1 + lda, *a3 = a2 + lda, *a4 = a3 + lda, *a5 = a4 + lda;
+    for (int64_t p = 0; p < kd; p++) {
+        const __m256d b0 = _mm256_loadu_pd(B + p * ldb), b1 = _mm256_loadu_pd(B + p * ldb + 4);
+        __m256d a = _mm256_broadcast_sd(a0 + p);
+        c00 = _mm256_fmadd_pd(a, b0, c00), c01 = _mm256_fmadd_pd(a, b1, c01);
+        a = _mm256_broadcast_sd(a1 + p);
+        c10 = _mm256_fmadd_pd(a, b0, c10), c11 = _mm256_fmadd_pd(a, b1, c11);
+        a = _mm256_broadcast_sd(a2 + p);
+        c20 = _mm256_fmadd_pd(a, b0, c20), c21 = _mm256_fmadd_pd(a, b1, c21);
+        a = _mm256_broadcast_sd(a3 + p);
+        c30 = _mm256_fmadd_pd(a, b0, c30), c31 = _mm256_fmadd_pd(a, b1, c31);
+        a = _mm256_broadcast_sd(a4 + p);
+        c40 = _mm256_fmadd_pd(a, b0, c40), c41 = _mm256_fmadd_pd(a, b1, c41);
+        a = _mm256_broadcast_sd(a5 + p);
+        c50 = _mm256_fmadd_pd(a, b0, c50), c51 = _mm256_fmadd_pd(a, b1, c51);
     }
+    _mm256_storeu_pd(C, c00), _mm256_storeu_pd(C + 4, c01), _mm256_storeu_pd(C1, c10), _mm256_storeu_pd(C1 + 4, c11);
+    _mm256_storeu_pd(C2, c20), _mm256_storeu_pd(C2 + 4, c21), _mm256_storeu_pd(C3, c30), _mm256_storeu_pd(C3 + 4, c31);
+    _mm256_storeu_pd(C4, c40), _mm256_storeu_pd(C4 + 4, c41), _mm256_storeu_pd(C5, c50), _mm256_storeu_pd(C5 + 4, c51);
 }
 #endif
 
@@ -541,17 +512,15 @@ static double softmax_row(double *s, int64_t le, double a, const double *sk, con
     return sp / (denom * dunscale);
 }
 
-enum { ATT_QUERIES = 16, ATT_KEYS = 32 }; /* rows per pass; keys per block (32 x D doubles stay in L1) */
+enum { ATT_QUERIES = 16, ATT_KEYS = 32 }; /* rows per pass; keys per p.v block (32 x D doubles stay in L1) */
 
-/* Rows r and *last (r + 1, or r itself at the end) of a block, done together: how many keys of the
-   key block starting at jb they need, as far as the longer row goes (the other row's extra scores
-   are never read, and its probabilities are 0 there). Row i is query tb + i / G. */
-static inline int64_t pair_keys(const int64_t *q_pos, int64_t tb, int64_t G, int64_t r, int64_t nr, int64_t jb, int64_t *last)
+/* How many keys rows r .. r + n - 1 of a block need: as far as the longest row goes (the other
+   rows' extra scores are never read, and their probabilities are 0 there). Row i is query tb + i / G. */
+static inline int64_t tile_keys(const int64_t *q_pos, int64_t tb, int64_t G, int64_t r, int64_t n)
 {
-    *last = r + 1 < nr ? r + 1 : r;
-    const int64_t a = q_pos[tb + r / G] + 1, b = q_pos[tb + *last / G] + 1;
-    const int64_t n = (a > b ? a : b) - jb;
-    return n < ATT_KEYS ? n : ATT_KEYS;
+    int64_t le = 0;
+    for (int64_t i = r; i < r + n; i++) le = q_pos[tb + i / G] + 1 > le ? q_pos[tb + i / G] + 1 : le;
+    return le;
 }
 
 /* Queries t0 <= t < t1 of exact attention (exact.ExactOps.attention_quantised: the same IEEE
@@ -559,9 +528,10 @@ static inline int64_t pair_keys(const int64_t *q_pos, int64_t tb, int64_t G, int
    Keys j < n_cached are rows slots[j] of the memo arrays mk, mv ((rows, Hkv, D) float32 integers)
    and msk, msv ((rows, Hkv) scales); keys j >= n_cached are rows j - n_cached of fk, fsk, fv, fsv
    (same layout): read in place, no gathered copy. out (T, H, D). Per KV head and block of
-   ATT_QUERIES queries, its G * ATT_QUERIES rows are done like a small GEMM: q.k and p.v blocked
-   over ATT_KEYS keys, so a block of keys is read from memory once for all rows. Returns 1 if q
-   holds a NaN or an infinity, -1 if out of memory, else 0. */
+   ATT_QUERIES queries, its G * ATT_QUERIES rows are done like a small GEMM: q.k and p.v in tiles
+   of 6 rows x 8 columns (keys, or value dimensions), p.v blocked over ATT_KEYS keys, so a block of
+   keys is read from memory once for all rows. Returns 1 if q holds a NaN or an infinity, -1 if
+   out of memory, else 0. */
 int64_t exact_attention(int64_t H, int64_t Hkv, int64_t D, const double *q, const int64_t *q_pos, int64_t n_cached,
                         const int64_t *slots, const float *mk, const double *msk, const float *mv, const double *msv,
                         const float *fk, const double *fsk, const float *fv, const double *fsv, double inv_sqrt_d,
@@ -572,26 +542,19 @@ int64_t exact_attention(int64_t H, int64_t Hkv, int64_t D, const double *q, cons
     const double dscale = ldexp(1.0, (int)denom_bits), dunscale = ldexp(1.0, -(int)denom_bits);
     int64_t le_max = 0;
     for (int64_t t = t0; t < t1; t++) le_max = q_pos[t] + 1 > le_max ? q_pos[t] + 1 : le_max;
-    /* one KV head's keys and values as contiguous float64 (le_max, D); per row: q.k / p row, qi, num */
+    /* one KV head's keys, transposed (D, le_max), and values (le_max, D) as float64; per row: q.k / p row, qi, num */
     double *buf = malloc(sizeof(double) * (2 * le_max * (D + 1) + R * (le_max + 2 * D) + R));
     if (!buf)
         return -1;
-    double *k = buf, *v = k + le_max * D, *s = v + le_max * D, *qi = s + R * le_max, *num = qi + R * D, *f = num + R * D;
+    double *kt = buf, *v = kt + le_max * D, *s = v + le_max * D, *qi = s + R * le_max, *num = qi + R * D, *f = num + R * D;
     double *skh = f + R, *svh = skh + le_max;
     int64_t bad = 0;
     for (int64_t kh = 0; kh < Hkv; kh++) {
-        for (int64_t j = 0; j < le_max; j++) { /* this head's keys and values, contiguous float64 */
+        for (int64_t j = 0; j < le_max; j++) { /* this head's keys and values as float64 */
             const int64_t row = j < n_cached ? slots[j] : j - n_cached;
             const float *kr = (j < n_cached ? mk : fk) + (row * Hkv + kh) * D, *vr = (j < n_cached ? mv : fv) + (row * Hkv + kh) * D;
-            int64_t d = 0;
-#ifdef __AVX2__
-            for (; d + 4 <= D; d += 4) {
-                _mm256_storeu_pd(k + j * D + d, _mm256_cvtps_pd(_mm_loadu_ps(kr + d)));
-                _mm256_storeu_pd(v + j * D + d, _mm256_cvtps_pd(_mm_loadu_ps(vr + d)));
-            }
-#endif
-            for (; d < D; d++) {
-                k[j * D + d] = (double)kr[d];
+            for (int64_t d = 0; d < D; d++) {
+                kt[d * le_max + j] = (double)kr[d];
                 v[j * D + d] = (double)vr[d];
             }
             skh[j] = (j < n_cached ? msk : fsk)[row * Hkv + kh];
@@ -606,39 +569,36 @@ int64_t exact_attention(int64_t H, int64_t Hkv, int64_t D, const double *q, cons
                 for (int64_t d = 0; d < D; d++) qi[r * D + d] = round_even(qr[d] / sq);
                 f[r] = sq * inv_sqrt_d;
             }
-            for (int64_t jb = 0; jb < le_max; jb += ATT_KEYS)
-                for (int64_t r = 0, last; r < nr; r += 2) {
-                    const int64_t n = pair_keys(q_pos, tb, G, r, nr, jb, &last);
-                    if (n <= 0)
-                        continue;
+            for (int64_t r = 0; r < nr; r += TILE_ROWS) { /* q.k */
+                const int64_t rows = nr - r < TILE_ROWS ? nr - r : TILE_ROWS, le = tile_keys(q_pos, tb, G, r, rows);
+                int64_t j = 0;
 #ifdef __AVX2__
-                    if (D % 4 == 0) { /* an odd last row goes with itself */
-                        qk_exact2(qi + r * D, qi + last * D, k + jb * D, n, D, s + r * le_max + jb, s + last * le_max + jb);
-                        continue;
-                    }
+                if (rows == TILE_ROWS)
+                    for (; j < le && j + TILE_COLS <= le_max; j += TILE_COLS)
+                        tile_6x8(qi + r * D, D, kt + j, le_max, D, s + r * le_max + j, le_max, 0);
 #endif
-                    for (int64_t i = r; i <= last; i++)
-                        qk_exact(qi + i * D, k + jb * D, n, D, s + i * le_max + jb);
-                }
+                for (int64_t i = r; i < r + rows; i++) qk_cols(qi + i * D, kt, le_max, D, j, le, s + i * le_max);
+            }
             for (int64_t r = 0; r < nr; r++) {
                 const int64_t le = q_pos[tb + r / G] + 1;
                 f[r] = softmax_row(s + r * le_max, le, f[r], skh, svh, ptop, dscale, dunscale);
                 for (int64_t j = le; j < le_max; j++) s[r * le_max + j] = 0.0; /* masked keys: p = 0 */
                 for (int64_t d = 0; d < D; d++) num[r * D + d] = 0.0;
             }
-            for (int64_t jb = 0; jb < le_max; jb += ATT_KEYS)
-                for (int64_t r = 0, last; r < nr; r += 2) {
-                    const int64_t n = pair_keys(q_pos, tb, G, r, nr, jb, &last);
+            for (int64_t jb = 0; jb < le_max; jb += ATT_KEYS) /* p.v */
+                for (int64_t r = 0; r < nr; r += TILE_ROWS) {
+                    const int64_t rows = nr - r < TILE_ROWS ? nr - r : TILE_ROWS, le = tile_keys(q_pos, tb, G, r, rows);
+                    const int64_t n = le - jb < ATT_KEYS ? le - jb : ATT_KEYS;
                     if (n <= 0)
                         continue;
 #ifdef __AVX2__
-                    if (D % 16 == 0) {
-                        pv_exact2(s + r * le_max + jb, s + last * le_max + jb, v + jb * D, n, D, num + r * D, num + last * D);
+                    if (rows == TILE_ROWS && D % TILE_COLS == 0) {
+                        for (int64_t d = 0; d < D; d += TILE_COLS)
+                            tile_6x8(s + r * le_max + jb, le_max, v + jb * D + d, D, n, num + r * D + d, D, 1);
                         continue;
                     }
 #endif
-                    for (int64_t i = r; i <= last; i++)
-                        pv_exact(s + i * le_max + jb, v + jb * D, n, D, num + i * D);
+                    for (int64_t i = r; i < r + rows; i++) pv_exact(s + i * le_max + jb, v + jb * D, n, D, num + i * D);
                 }
             for (int64_t r = 0; r < nr; r++) {
                 double *o = out + ((tb + r / G) * H + kh * G + r % G) * D;
