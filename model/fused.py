@@ -40,7 +40,7 @@ typedef struct {
     double eps, inv_sqrt_d;
     const int64_t *pos;
     const double *cos_t, *sin_t;
-    double *x, *h, *normbuf, *qkv, *q_rot, *att, *tmp, *gu, *act, *expbuf, *sx;
+    double *x, *h, *normbuf, *qkv, *q_rot, *att, *tmp, *gu, *act, *expbuf, *sx, *kvbuf;
     int16_t *xi;
 } layer_work;
 
@@ -62,6 +62,39 @@ int64_t layer_qkv(const layer_weights *w, const layer_work *s)
         return 1;
     rope_rows(s->T, s->H, s->D, s->qkv, w->qkv.rows, s->pos, s->cos_t, s->sin_t, s->q_rot);
     return 0;
+}
+
+/* The pool write and the memo of one layer, for a float32 pool (pk, pv: the layer's (slots, Hkv, D)
+   rows), as KVPool.write and Model._context_kv do them: the T fresh rows' K and V (qkv's k and v
+   parts) rounded to float32 at slots[n_keys - T + i]; then every key j < n_keys whose memo entry is
+   not for position j (the fresh rows: the caller dropped their entries) read back, rotated to
+   position j and quantised into memo row slots[j], its position recorded last (a row holding a NaN
+   or an infinity gets no entry, and the call returns 1). */
+int64_t store_kv(const layer_work *s, int64_t n_keys, const int64_t *slots, float *pk, float *pv, float *mk, double *msk,
+                 float *mv, double *msv, int64_t *mpos, int64_t k_bits, int64_t v_bits)
+{
+    const int64_t E = s->Hkv * s->D, q_dim = s->H * s->D, ldq = q_dim + 2 * E, n0 = n_keys - s->T;
+    double *k = s->kvbuf, *kr = k + E, *v = kr + E, *qz = v + E;
+    int64_t bad = 0;
+    for (int64_t i = 0; i < s->T; i++)
+        for (int64_t e = 0; e < E; e++) {
+            pk[slots[n0 + i] * E + e] = (float)s->qkv[i * ldq + q_dim + e];
+            pv[slots[n0 + i] * E + e] = (float)s->qkv[i * ldq + q_dim + E + e];
+        }
+    for (int64_t j = 0; j < n_keys; j++) {
+        const int64_t row = slots[j];
+        if (mpos[row] == j)
+            continue;
+        for (int64_t e = 0; e < E; e++) k[e] = (double)pk[row * E + e], v[e] = (double)pv[row * E + e];
+        rope_rows(1, s->Hkv, s->D, k, E, &j, s->cos_t, s->sin_t, kr);
+        int64_t b = quantize_f64(s->Hkv, s->D, kr, k_bits, qz, msk + row * s->Hkv);
+        for (int64_t e = 0; e < E; e++) mk[row * E + e] = (float)qz[e]; /* integers below 2^24: exact */
+        b |= quantize_f64(s->Hkv, s->D, v, v_bits, qz, msv + row * s->Hkv);
+        for (int64_t e = 0; e < E; e++) mv[row * E + e] = (float)qz[e];
+        mpos[row] = b ? -1 : j;
+        bad |= b;
+    }
+    return bad;
 }
 
 /* The rest of the layer, keys j = rows slots[j] of the memo arrays (exact_attention's cached
@@ -99,7 +132,7 @@ class LayerWeights(ctypes.Structure):
 
 
 _WORK_INTS = ("T", "d", "H", "Hkv", "D", "ffn", "qk_bits", "p_bits", "denom_bits")
-_WORK_BUFFERS = ("x", "h", "normbuf", "qkv", "q_rot", "att", "tmp", "gu", "act", "expbuf", "sx", "xi")
+_WORK_BUFFERS = ("x", "h", "normbuf", "qkv", "q_rot", "att", "tmp", "gu", "act", "expbuf", "sx", "kvbuf", "xi")
 
 
 class LayerWork(ctypes.Structure):
@@ -120,6 +153,8 @@ def declare(lib: ctypes.CDLL) -> None:
     lib.layer_qkv.restype = _I
     lib.layer_rest.argtypes = [_P, _P, _I, *[_P] * 5]
     lib.layer_rest.restype = _I
+    lib.store_kv.argtypes = [_P, _I, *[_P] * 8, _I, _I]
+    lib.store_kv.restype = _I
 
 
 def _q8(w: Any) -> Q8Weight:
@@ -163,6 +198,7 @@ class Workspace:
             "act": np.empty((T, c.ffn_dim)),
             "expbuf": np.empty(c.ffn_dim),
             "sx": np.empty(T),
+            "kvbuf": np.empty(4 * kvd),
             "xi": np.empty((T, max(c.d_model, qd, c.ffn_dim)), np.int16),
         }
         self.x = self.buffers["x"]
@@ -195,9 +231,17 @@ def layer_qkv(lib: ctypes.CDLL, w: LayerWeights, ws: Workspace) -> None:
         _raise(1)
 
 
+def store_kv(lib: ctypes.CDLL, ws: Workspace, pool_rows: tuple[int, int], memo: tuple[int, ...], bits: tuple[int, int]) -> None:
+    """The pool write and the memo of one layer in C (float32 pools only): ``pool_rows``, the
+    addresses of the layer's K and V rows in the pool; ``memo``, ``KVMemo.addresses`` of the layer
+    (the fresh slots' entries already dropped, ``KVPool.mark_written``)."""
+    if lib.store_kv(ctypes.addressof(ws.struct), ws.slots.size, ws._slots_at, *pool_rows, *memo, *bits):
+        _raise(1)
+
+
 def layer_rest(lib: ctypes.CDLL, w: LayerWeights, ws: Workspace, memo: tuple[int, int, int, int]) -> None:
     """``memo``: the addresses of the layer's ``KVMemo`` arrays (``KVMemo.addresses``), in which
     every one of ``ws.slots`` has its entry for its position."""
-    bad = lib.layer_rest(ctypes.addressof(w), ctypes.addressof(ws.struct), ws.slots.size, ws._slots_at, *memo)
+    bad = lib.layer_rest(ctypes.addressof(w), ctypes.addressof(ws.struct), ws.slots.size, ws._slots_at, *memo[:4])
     if bad:
         _raise(bad)

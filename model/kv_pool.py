@@ -88,11 +88,12 @@ class KVMemo:
         m = self._layer(layer)
         return m["k"], m["sk"], m["v"], m["sv"]
 
-    def addresses(self, layer: int) -> tuple[int, int, int, int]:
-        """Where ``arrays(layer)`` live (for the C kernel, ``model.fused``; looked up once per layer)."""
+    def addresses(self, layer: int) -> tuple[int, int, int, int, int]:
+        """Where ``arrays(layer)`` and the entries' positions live (for the C kernel,
+        ``model.fused``, which reads and fills them in place; looked up once per layer)."""
         m = self._layer(layer)
         if "at" not in m:
-            m["at"] = tuple(a.ctypes.data for a in (m["k"], m["sk"], m["v"], m["sv"]))
+            m["at"] = tuple(m[name].ctypes.data for name in ("k", "sk", "v", "sv", "pos"))
         return m["at"]
 
     def invalidate(self, layer: int | None, slots: np.ndarray) -> None:
@@ -165,6 +166,19 @@ class KVPool:
         self.filled[slots] = True
         for m in self._memos.values():
             m.invalidate(layer, slots)
+
+    def mark_written(self, slots: np.ndarray) -> None:
+        """What ``write`` does besides storing, for code that stores rows of ``k`` / ``v`` itself
+        (``model.fused``, float32 pools): mark ``slots`` filled and drop their memo entries at
+        every layer. Call it before the rows change."""
+        self.filled[slots] = True
+        for m in self._memos.values():
+            m.invalidate(None, slots)
+
+    def layer_rows(self, layer: int) -> tuple[int, int]:
+        """Where layer ``layer``'s K and V rows start in memory (``k[layer]``, ``v[layer]``: C order)."""
+        step = layer * self.k.strides[0]
+        return self.k.ctypes.data + step, self.v.ctypes.data + step
 
     def memo(self, owner: Any) -> KVMemo:
         """The ``KVMemo`` that ``owner`` (a model) keeps for this pool, created on first use.

@@ -383,10 +383,17 @@ class Model:
         lib, memo = self._lib, pool.memo(self)
         ws = fused.Workspace(self.config, sl, n, self._cos, self._sin, (QK_BITS, P_BITS, DENOM_BITS))
         ws.x[:] = self.embed(toks[n:])
+        # the pool write and the memo in C too, when they are KVPool's own (float32: a plain rounding)
+        in_c = pool.dtype == np.float32 and type(pool).write is KVPool.write and type(pool).read is KVPool.read
+        if in_c:
+            pool.mark_written(sl[n:])
         for li, w in enumerate(self._fused_layers):
             fused.layer_qkv(lib, w, ws)
-            pool.write(li, sl[n:], ws.k_new, ws.v_new)  # K is stored before RoPE
-            self._context_kv(pool, li, sl)
+            if in_c:
+                fused.store_kv(lib, ws, pool.layer_rows(li), memo.addresses(li), (QK_BITS, V_BITS))
+            else:
+                pool.write(li, sl[n:], ws.k_new, ws.v_new)  # K is stored before RoPE
+                self._context_kv(pool, li, sl)
             fused.layer_rest(lib, w, ws, memo.addresses(li))
         return ws.x
 
