@@ -69,6 +69,14 @@ def fit(times: dict[int, float]) -> tuple[float, float]:
     return float(a), float(b)
 
 
+FUNCTION_LABELS = {  # the C calls of the fused path (model.fused), one line each
+    "linear": "linear: exact Q8_0 product (C; the output head)",
+    "layer_qkv": "layer_qkv (C): norm, QKV product, RoPE",
+    "store_kv": "store_kv (C): pool write, memo of new rows",
+    "layer_rest": "layer_rest (C): attention, 3 products, norm, SwiGLU",
+}
+
+
 def by_function(m: Any, s: int) -> dict[str, float]:
     """cProfile tottime of one ``s``-token suffix prefill, grouped by function."""
     toks = (np.arange(CONTEXT, dtype=np.int64) * 7919) % 384
@@ -82,7 +90,7 @@ def by_function(m: Any, s: int) -> dict[str, float]:
     st = pstats.Stats(prof)
     out: dict[str, float] = {}
     for (_, _, name), (_, _, tottime, _, _) in st.stats.items():  # type: ignore[attr-defined]
-        key = {"linear": "linear: exact Q8_0 products (C kernel)"}.get(name, name)
+        key = FUNCTION_LABELS.get(name, name)
         out[key] = out.get(key, 0.0) + tottime
     top = dict(sorted(out.items(), key=lambda kv: -kv[1])[:8])
     top["(everything else)"] = sum(out.values()) - sum(top.values())
@@ -159,8 +167,9 @@ def markdown(d: dict[str, Any], measured: dict[str, float]) -> str:
             disable_numparse=True,
         ),
         "",
-        "**2. One prefill split by function** (cProfile tottime, seconds). `linear` (in `model/q8kernel.py`) is the exact Q8_0 "
-        "product: int8 weights times int16 activations, computed in C (the float64-BLAS path gives the same bits).",
+        "**2. One prefill split by function** (cProfile tottime, seconds). A layer is two C calls (`model/fused.py`: "
+        "`layer_qkv`, `layer_rest`) plus `store_kv` for the pool and the memo; the exact Q8_0 products (int8 weights times "
+        "int16 activations) run inside them, `linear` is the output head's. Everything in Python is the rest.",
         "",
         tabulate(
             [

@@ -95,3 +95,16 @@ def test_copying_over_memoised_rows_invalidates_them() -> None:
         want = PLAIN.prefill(KVPool(PLAIN.config, 11), b + [5], np.arange(11), 0)[10:]
     assert_bit_identical(out[0], out[1], "memo vs no memo after copy_slots")
     assert_bit_identical(out[0], want, "reuse of copied rows vs full prefill")
+
+
+def test_mark_written_drops_every_layers_memo_entries_of_its_slots() -> None:
+    """``KVPool.mark_written`` (the fused path's stand-in for ``write``'s bookkeeping) marks the
+    slots filled and drops their memo entries at every layer, and only theirs."""
+    pool = KVPool(MEMO.config, 8)
+    MEMO.prefill(pool, [1, 2, 3, 4], [0, 1, 2, 3], 0)
+    memo = pool.memo(MEMO)
+    layers = range(MEMO.config.n_layers)
+    assert all(memo.misses(li, np.arange(4), np.arange(4)).size == 0 for li in layers)
+    pool.mark_written(np.array([1, 5]))
+    assert pool.filled.tolist() == [True, True, True, True, False, True, False, False]
+    assert all(memo.misses(li, np.arange(4), np.arange(4)).tolist() == [1] for li in layers)
