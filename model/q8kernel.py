@@ -451,6 +451,17 @@ static void tile_6x8(const double *A, int64_t lda, const double *B, int64_t ldb,
     _mm256_storeu_pd(C2, c20), _mm256_storeu_pd(C2 + 4, c21), _mm256_storeu_pd(C3, c30), _mm256_storeu_pd(C3 + 4, c31);
     _mm256_storeu_pd(C4, c40), _mm256_storeu_pd(C4 + 4, c41), _mm256_storeu_pd(C5, c50), _mm256_storeu_pd(C5 + 4, c51);
 }
+
+/* tile_6x8 for one row (the rows of a block left over after its 6-row tiles) */
+static void tile_1x8(const double *A, const double *B, int64_t ldb, int64_t kd, double *C, int acc)
+{
+    __m256d c0 = acc ? _mm256_loadu_pd(C) : _mm256_setzero_pd(), c1 = acc ? _mm256_loadu_pd(C + 4) : _mm256_setzero_pd();
+    for (int64_t p = 0; p < kd; p++) {
+        const __m256d a = _mm256_broadcast_sd(A + p);
+        c0 = _mm256_fmadd_pd(a, _mm256_loadu_pd(B + p * ldb), c0), c1 = _mm256_fmadd_pd(a, _mm256_loadu_pd(B + p * ldb + 4), c1);
+    }
+    _mm256_storeu_pd(C, c0), _mm256_storeu_pd(C + 4, c1);
+}
 #endif
 
 /* One query row's softmax: s[j] (the exact integer q.k of key j < le) becomes the row's quantised
@@ -573,9 +584,13 @@ int64_t exact_attention(int64_t H, int64_t Hkv, int64_t D, const double *q, cons
                 const int64_t rows = nr - r < TILE_ROWS ? nr - r : TILE_ROWS, le = tile_keys(q_pos, tb, G, r, rows);
                 int64_t j = 0;
 #ifdef __AVX2__
-                if (rows == TILE_ROWS)
-                    for (; j < le && j + TILE_COLS <= le_max; j += TILE_COLS)
+                for (; j < le && j + TILE_COLS <= le_max; j += TILE_COLS) {
+                    if (rows == TILE_ROWS) {
                         tile_6x8(qi + r * D, D, kt + j, le_max, D, s + r * le_max + j, le_max, 0);
+                        continue;
+                    }
+                    for (int64_t i = r; i < r + rows; i++) tile_1x8(qi + i * D, kt + j, le_max, D, s + i * le_max + j, 0);
+                }
 #endif
                 for (int64_t i = r; i < r + rows; i++) qk_cols(qi + i * D, kt, le_max, D, j, le, s + i * le_max);
             }
@@ -592,9 +607,15 @@ int64_t exact_attention(int64_t H, int64_t Hkv, int64_t D, const double *q, cons
                     if (n <= 0)
                         continue;
 #ifdef __AVX2__
-                    if (rows == TILE_ROWS && D % TILE_COLS == 0) {
-                        for (int64_t d = 0; d < D; d += TILE_COLS)
-                            tile_6x8(s + r * le_max + jb, le_max, v + jb * D + d, D, n, num + r * D + d, D, 1);
+                    if (D % TILE_COLS == 0) {
+                        for (int64_t d = 0; d < D; d += TILE_COLS) {
+                            if (rows == TILE_ROWS) {
+                                tile_6x8(s + r * le_max + jb, le_max, v + jb * D + d, D, n, num + r * D + d, D, 1);
+                                continue;
+                            }
+                            for (int64_t i = r; i < r + rows; i++)
+                                tile_1x8(s + i * le_max + jb, v + jb * D + d, D, n, num + i * D + d, 1);
+                        }
                         continue;
                     }
 #endif
