@@ -62,10 +62,12 @@ def full_times(m: Any, reps: int, lengths: tuple[int, ...] = (16, 64, 128, 176, 
 
 
 def fit(times: dict[int, float]) -> tuple[float, float]:
-    """Least squares ``t = a + b·s``."""
+    """Least squares ``t = a + b·s`` in relative terms (each point weighted by ``1 / t``): the short
+    suffixes, which are what ``a`` is about, count as much as the long ones, whose absolute noise
+    (tens of ms on a shared box) would otherwise decide ``a``, even its sign."""
     s = np.array(list(times), dtype=float)
     t = np.array(list(times.values()))
-    b, a = np.polyfit(s, t, 1)
+    b, a = np.polyfit(s, t, 1, w=1.0 / t)
     return float(a), float(b)
 
 
@@ -150,8 +152,9 @@ def markdown(d: dict[str, Any], measured: dict[str, float]) -> str:
         "Read with `LIVE-*.md`: the live ÷ token ratio is below 1 exactly when a request costs more than its computed tokens.",
         "",
         f"**1. Prefill time versus suffix length** at a fixed {CONTEXT}-token context, and full prefills (nothing cached). "
-        f"Least-squares fit over the suffix runs: t(s) ≈ a + b·s with **a = {a * 1000:.0f} ms per request** and **b = {b * 1000:.2f} ms "
-        f"per token**: every request pays about {a / b:.0f} tokens' worth of work however short its suffix.",
+        "Least-squares fit over the suffix runs (relative errors, so the short suffixes weigh as much as the long): "
+        f"t(s) ≈ a + b·s with **a = {a * 1000:.0f} ms per request** and **b = {b * 1000:.2f} ms per token**: "
+        f"every request pays about {a / b:.0f} tokens' worth of work however short its suffix.",
         "",
         tabulate(
             [[s, f"{t * 1000:.0f}", f"{(a + b * int(s)) * 1000:.0f}", f"{t / int(s) * 1000:.1f}"] for s, t in d["suffix_times_s"].items()],
