@@ -3,20 +3,25 @@
 Why: a short suffix (the radix arm's typical request: 16-32 tokens) spent ~6 ms per request in
 the ~12 Python-level calls per layer around the C kernels (argument checks, temporaries, and ~54
 ``.ctypes.data`` lookups per layer at ~2 µs each), against ~0.03 ms per token for a full prompt.
-Here a layer is two calls into ``model.q8kernel``'s library, with only the pool write and the
-K/V memo left in Python between them:
+Here a layer is two calls into ``model.q8kernel``'s library:
 
 ``layer_qkv``
     RMSNorm, the exact QKV product, RoPE on the queries;
 ``layer_rest``
     exact attention over the memo's rows, the output product plus the residual, RMSNorm, the
-    gate/up product, SiLU(gate)·up, the down product plus the residual.
+    gate/up product, SiLU(gate)·up, the down product plus the residual;
 
-Each step is the C function the unfused path calls (``rms_norm``, ``q8_linear``, ``rope``,
-``exact_attention``, ``silu_mul``), in the same order, and each residual add is one IEEE add per
-element as NumPy does it: so the fused path gives the same bits (``tests/test_model_fused.py``
-compares it with the unfused and the NumPy paths). Weights and scratch are described once, in C
-structs, so a call passes a handful of addresses.
+and between them the pool write and the K/V memo: ``store_kv`` in C for a float32 pool (a plain
+rounding to float32, as ``KVPool.write``; then ``Model._context_kv``'s read-back, rotation and
+quantisation of every row the memo lacks), ``KVPool.write`` and ``Model._context_kv`` in Python
+for the other storage dtypes.
+
+Each step is the C function the step-by-step path calls (``rms_norm``, ``q8_linear``, ``rope``,
+``exact_attention``, ``silu_mul``, ``quantize_f64``), in the same order, and each residual add is
+one IEEE add per element as NumPy does it: so the fused path gives the same bits
+(``tests/test_model_q8kernel.py`` compares it with the step-by-step and the NumPy paths, logits
+and stored K/V). Weights and scratch are described once, in C structs, so a call passes a
+handful of addresses.
 """
 
 from __future__ import annotations
@@ -148,7 +153,7 @@ class LayerWork(ctypes.Structure):
 
 
 def declare(lib: ctypes.CDLL) -> None:
-    """Argument types of the two entry points (called by ``q8kernel.load``)."""
+    """Argument types of the entry points (called by ``q8kernel.load``)."""
     lib.layer_qkv.argtypes = [_P, _P]
     lib.layer_qkv.restype = _I
     lib.layer_rest.argtypes = [_P, _P, _I, *[_P] * 5]
@@ -175,7 +180,7 @@ def layer_weights(layer: dict[str, Any]) -> LayerWeights:
 
 
 class Workspace:
-    """Scratch for one forward call of ``T`` tokens at positions ``pos``; ``x`` holds the residual stream."""
+    """Scratch for one forward call (its C struct included); ``x`` holds the residual stream."""
 
     def __init__(self, config: Any, slots: np.ndarray, n: int, cos: np.ndarray, sin: np.ndarray, bits: tuple[int, int, int]) -> None:
         """Tokens ``n:`` of a context held in ``slots`` (token ``i`` at position ``i``)."""
@@ -239,7 +244,7 @@ def store_kv(lib: ctypes.CDLL, ws: Workspace, pool_rows: tuple[int, int], memo: 
         _raise(1)
 
 
-def layer_rest(lib: ctypes.CDLL, w: LayerWeights, ws: Workspace, memo: tuple[int, int, int, int]) -> None:
+def layer_rest(lib: ctypes.CDLL, w: LayerWeights, ws: Workspace, memo: tuple[int, ...]) -> None:
     """``memo``: the addresses of the layer's ``KVMemo`` arrays (``KVMemo.addresses``), in which
     every one of ``ws.slots`` has its entry for its position."""
     bad = lib.layer_rest(ctypes.addressof(w), ctypes.addressof(ws.struct), ws.slots.size, ws._slots_at, *memo[:4])
