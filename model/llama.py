@@ -132,7 +132,8 @@ class Model:
     model's own threads are the parallelism). Both are plain attributes (``model.threads = 2``);
     none of them changes a bit of the exact model's results (the tests vary both).
     ``kernel`` (exact arithmetic only): ``"auto"`` (default), ``"c"`` or ``"numpy"`` — see
-    ``model.exact.ExactOps``; same bits either way.
+    ``model.exact.ExactOps``; same bits either way. With the C kernel, the memo and one thread,
+    each layer runs as two C calls (``model.fused``; same bits as the step-by-step path).
 
     Main entry point: ``prefill(pool, tokens, slots, num_cached)`` (see its docstring).
     """
