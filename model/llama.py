@@ -386,11 +386,11 @@ class Model:
         ws.x[:] = self.embed(toks[n:])
         # the pool write and the memo in C too, when they are KVPool's own (float32: a plain rounding)
         in_c = pool.dtype == np.float32 and type(pool).write is KVPool.write and type(pool).read is KVPool.read
-        if in_c:
-            pool.mark_written(sl[n:])
         for li, w in enumerate(self._fused_layers):
             fused.layer_qkv(lib, w, ws)
             if in_c:
+                if li == 0:  # write's bookkeeping for every layer, where the step-by-step path first writes
+                    pool.mark_written(sl[n:])
                 fused.store_kv(lib, ws, pool.layer_rows(li), memo.addresses(li), (QK_BITS, V_BITS))
             else:
                 pool.write(li, sl[n:], ws.k_new, ws.v_new)  # K is stored before RoPE
