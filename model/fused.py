@@ -79,7 +79,7 @@ int64_t store_kv(const layer_work *s, int64_t n_keys, const int64_t *slots, floa
                  float *mv, double *msv, int64_t *mpos, int64_t k_bits, int64_t v_bits)
 {
     const int64_t E = s->Hkv * s->D, q_dim = s->H * s->D, ldq = q_dim + 2 * E, n0 = n_keys - s->T;
-    double *k = s->kvbuf, *kr = k + E, *v = kr + E, *qz = v + E;
+    double *k = s->kvbuf, *v = k + E, *kbuf = v + E, *ki = kbuf + E, *vi = ki + E;
     int64_t bad = 0;
     for (int64_t i = 0; i < s->T; i++)
         for (int64_t e = 0; e < E; e++) {
@@ -91,11 +91,9 @@ int64_t store_kv(const layer_work *s, int64_t n_keys, const int64_t *slots, floa
         if (mpos[row] == j)
             continue;
         for (int64_t e = 0; e < E; e++) k[e] = (double)pk[row * E + e], v[e] = (double)pv[row * E + e];
-        rope_rows(1, s->Hkv, s->D, k, E, &j, s->cos_t, s->sin_t, kr);
-        int64_t b = quantize_f64(s->Hkv, s->D, kr, k_bits, qz, msk + row * s->Hkv);
-        for (int64_t e = 0; e < E; e++) mk[row * E + e] = (float)qz[e]; /* integers below 2^24: exact */
-        b |= quantize_f64(s->Hkv, s->D, v, v_bits, qz, msv + row * s->Hkv);
-        for (int64_t e = 0; e < E; e++) mv[row * E + e] = (float)qz[e];
+        const int64_t b = rotate_quantise_kv(1, s->Hkv, s->D, k, v, &j, s->cos_t, s->sin_t, k_bits, v_bits, kbuf, ki,
+                                             msk + row * s->Hkv, vi, msv + row * s->Hkv);
+        for (int64_t e = 0; e < E; e++) mk[row * E + e] = (float)ki[e], mv[row * E + e] = (float)vi[e]; /* integers < 2^24: exact */
         mpos[row] = b ? -1 : j;
         bad |= b;
     }
@@ -188,9 +186,9 @@ class Workspace:
         qd, kvd = c.n_heads * c.head_dim, c.n_kv_heads * c.head_dim
         self.slots = np.ascontiguousarray(slots, dtype=np.int64)
         self._slots_at = self.slots.ctypes.data
-        self.pos = np.arange(n, slots.size, dtype=np.int64)
-        if self.pos.size and (self.pos.min() < 0 or self.pos.max() >= len(cos)):
-            raise IndexError(f"RoPE position outside [0, {len(cos)})")
+        from radixcheck.model import q8kernel  # here, not at the top: q8kernel imports this module for its C source
+
+        self.pos = q8kernel._positions(np.arange(n, slots.size), len(cos))  # bounds-checked: C reads the tables unchecked
         self.buffers = {
             "x": np.empty((T, c.d_model)),
             "h": np.empty((T, c.d_model)),
@@ -203,7 +201,7 @@ class Workspace:
             "act": np.empty((T, c.ffn_dim)),
             "expbuf": np.empty(c.ffn_dim),
             "sx": np.empty(T),
-            "kvbuf": np.empty(4 * kvd),
+            "kvbuf": np.empty(5 * kvd),
             "xi": np.empty((T, max(c.d_model, qd, c.ffn_dim)), np.int16),
         }
         self.x = self.buffers["x"]
@@ -224,11 +222,11 @@ class Workspace:
 
 
 def _raise(bad: int) -> None:
-    from radixcheck.model.exact import ExactnessError
+    from radixcheck.model import q8kernel
 
     if bad < 0:
         raise MemoryError("exact attention: out of memory for its scratch")
-    raise ExactnessError("non-finite activation (NaN or infinity) entering an exact product")
+    q8kernel._nonfinite()
 
 
 def layer_qkv(lib: ctypes.CDLL, w: LayerWeights, ws: Workspace) -> None:
