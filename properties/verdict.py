@@ -27,7 +27,7 @@ from hypothesis import Phase, settings
 from hypothesis.database import ExampleDatabase, MultiplexedDatabase
 from hypothesis.stateful import RuleBasedStateMachine, run_state_machine_as_test
 
-from radixcheck.properties.target import BudgetSpent, caused_by_hang, time_budget
+from radixcheck.properties.target import BudgetSpent, alarm_handler, caused_by_hang, time_budget
 
 SHRINK_ENV = "RADIXCHECK_SHRINK_SECONDS"
 DEFAULT_SHRINK_SECONDS = 15.0
@@ -64,6 +64,12 @@ def run_machine(machine: type[RuleBasedStateMachine], search: settings | None = 
     """Run ``machine`` as a test under ``search`` (default: the loaded profile), with a fast,
     bounded-shrink verdict. Raises the (shrunk) failure; returns when the target passes."""
     search = search or settings()
+    scaled = getattr(machine, "settings_for", None)  # a machine whose examples are costly says how many it affords
+    with alarm_handler():
+        _run_machine(machine, scaled(search) if scaled else search)
+
+
+def _run_machine(machine: type[RuleBasedStateMachine], search: settings) -> None:
     if Phase.shrink not in search.phases:
         run_state_machine_as_test(machine, settings=search)
         return

@@ -76,7 +76,7 @@ class RadixCache:
             child = node.children.get(key[pos : pos + self.page_size])
             if child is None:
                 break
-            shared = self._shared_length(child.key, key[pos:])
+            shared = self._shared_length(child.key, key[pos : pos + len(child.key)])
             if shared < len(child.key):
                 child = self._split(child, shared)  # so a lock covers exactly what matched
             child.last_access = self._clock
@@ -99,7 +99,7 @@ class RadixCache:
                 leaf.last_access = self._clock
                 node.children[leaf.key[: self.page_size]] = leaf
                 return pos
-            shared = self._shared_length(child.key, key[pos:aligned])
+            shared = self._shared_length(child.key, key[pos : min(aligned, pos + len(child.key))])
             if shared < len(child.key):
                 child = self._split(child, shared)
             child.last_access = self._clock
@@ -108,11 +108,9 @@ class RadixCache:
 
     def _shared_length(self, edge: tuple[int, ...], query: tuple[int, ...]) -> int:
         """Length of the common prefix of ``edge`` and ``query``, rounded down to whole pages."""
-        n = 0
-        for a, b in zip(edge, query, strict=False):
-            if a != b:
-                break
-            n += 1
+        n = min(len(edge), len(query))
+        if edge[:n] != query[:n]:  # one comparison in C for the usual case, a long shared edge
+            n = next(i for i in range(n) if edge[i] != query[i])
         return n // self.page_size * self.page_size
 
     def _split(self, child: Node, at: int) -> Node:
@@ -174,18 +172,22 @@ class RadixCache:
         wanted = as_count(num_tokens, "num_tokens", minimum=0)
         heap = [(self._eviction_key(n), n) for n in self._linked_nodes() if self._evictable_leaf(n)]
         heapq.heapify(heap)
-        evicted = 0
-        while evicted < wanted and heap:
+        evicted = leaves = 0
+        while self._wants_more(evicted, wanted, leaves) and heap:
             _, leaf = heapq.heappop(heap)
             self._unlink(leaf)
             self._free(leaf)
-            evicted += len(leaf.key)
+            evicted, leaves = evicted + len(leaf.key), leaves + 1
             parent = leaf.parent
             if self._evictable_leaf(parent):
                 heapq.heappush(heap, (self._eviction_key(parent), parent))
         return evicted
 
-    def _eviction_key(self, node: Node) -> tuple[int, int]:
+    def _wants_more(self, evicted: int, wanted: int, leaves: int) -> bool:
+        """Whether eviction goes on after ``leaves`` leaves freed ``evicted`` of ``wanted`` tokens."""
+        return evicted < wanted
+
+    def _eviction_key(self, node: Node) -> tuple[int, ...]:
         """The policy: least recently used first (serial breaks ties deterministically)."""
         return node.last_access, node.serial
 
@@ -204,7 +206,7 @@ class RadixCache:
             child = node.children.get(key[pos : pos + self.page_size])
             if child is None:
                 return 0
-            shared = self._shared_length(child.key, key[pos:cut])
+            shared = self._shared_length(child.key, key[pos : min(cut, pos + len(child.key))])
             if shared < len(child.key) and pos + shared < cut:
                 return 0  # diverges before the cut: nothing cached on this branch
             if shared < len(child.key):
