@@ -12,6 +12,7 @@ from radixcheck.properties.cache_machine import machine_for
 from radixcheck.properties.contract import DEFAULT_CAPABILITIES
 from radixcheck.properties.failures import oracle_of
 from radixcheck.properties.mutants import CORRECT_VARIANTS, MUTANTS, machine_for_mutant
+from radixcheck.properties.scale_machine import scale_machine_for
 from radixcheck.properties.target import TIMEOUT_ENV
 from radixcheck.properties.verdict import run_machine
 from radixcheck.reference import RadixCache
@@ -29,6 +30,12 @@ def test_correct_variant_passes(variant) -> None:
     The trusting one asserts its own tree before each eviction, so any unpaired or stale call
     the suite sent would show; the no-reset one raises if it is ever sent reset()."""
     run_machine(machine_for(variant, variant.capabilities, variant.page_size_for_test, f"variant_{variant.__name__}"), find_only())
+
+
+@pytest.mark.parametrize("variant", CORRECT_VARIANTS, ids=lambda v: v.__name__)
+def test_correct_variant_passes_at_production_scale(variant) -> None:
+    """The same, in production worlds (a crowd of 1,025+ locks, 10^4 nodes, a path 3,000 deep)."""
+    run_machine(scale_machine_for(variant, variant.capabilities, variant.page_size_for_test, f"variant_{variant.__name__}"), find_only())
 
 
 @pytest.mark.parametrize("mutant", MUTANTS, ids=lambda m: m.bug_class)

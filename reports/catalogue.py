@@ -33,7 +33,7 @@ from radixcheck.reports import default_out
 from radixcheck.reports.kill_rates import measure
 
 # (obligation, rule or scenario of the state machine that exercises it, the oracle's exception, mutants that break it)
-OBLIGATIONS: list[tuple[str, str, type[v.ContractViolation], list[str]]] = [
+OBLIGATIONS: list[tuple[str, str, type[BaseException], list[str]]] = [
     ("match: the longest cached prefix, page-aligned, through every split", "match, serve, check_every_match",
      v.PrefixSetViolation, ["SplitOffByOne", "UnalignedPages"]),
     ("match: the slot ids first inserted there", "check_every_match, serve", v.PrefixSetViolation,
@@ -66,8 +66,22 @@ OBLIGATIONS: list[tuple[str, str, type[v.ContractViolation], list[str]]] = [
     ("evict: least recently used leaf first (LRU targets)", "evict, hit_short_of_lru_leaf", v.LRUOrderViolation,
      ["MostRecentFirst"]),
     ("evict: frees num_tokens unless nothing evictable is left", "evict", v.EvictionAmountViolation, ["EvictStopsShort"]),
-    ("evict: stops once num_tokens are freed (LRU targets)", "evict, insert_then_evict", v.LRUOrderViolation,
-     ["EvictOvershoots"]),
+    ("evict: stops once num_tokens are freed, under any policy (evict(0) frees nothing)", "evict, insert_then_evict",
+     v.EvictionAmountViolation, ["EvictOvershoots", "EvictOneTooMany"]),
+    ("evict: one call frees hundreds of leaves when asked (no fixed batch)", "production_world (memory pressure)",
+     v.EvictionAmountViolation, ["EvictCapsLeaves"]),
+    ("lock: counts past 255 and past 1,023 concurrent requests on one prompt", "production_world (a crowd)",
+     v.RefcountViolation, ["LockCountWraps8Bit", "LockCountWraps10Bit"]),
+    ("any call: works on paths thousands of nodes deep (no recursion)", "production_world (a long history)",
+     RecursionError, ["CollectsNodesRecursively"]),
+    ("insert: the cache copies the values it keeps (the caller reuses its buffer)", "every insert (buffers overwritten after)",
+     v.PrefixSetViolation, ["KeepsCallersValues"]),
+    ("match: the caller owns the array it returns (it may write into it)", "every match (results overwritten after)",
+     v.PrefixSetViolation, ["MatchReturnsItsStorage"]),
+    ("slots: any slot ids, recycled and out of order (a churned pool)", "every insert (churned_slot_pool)",
+     v.PrefixSetViolation, ["AssumesContiguousSlots"]),
+    ("evict_prefix: returns 0, not None, when nothing is cached there", "quarantine_near_miss, quarantine",
+     v.ReturnValueViolation, ["QuarantineMissReturnsNone"]),
     ("evict: returns the tokens it freed", "evict", v.ReturnValueViolation, ["EvictMiscounts"]),
     ("sizes: protected = tokens under a lock; evictable + protected = total", "invariant sizes_add_up", v.RefcountViolation,
      ["ProtectedCountsNodes"]),
@@ -134,7 +148,8 @@ def _rate(row: dict[str, Any]) -> str:
 
 
 def obligations_table() -> str:
-    return tabulate([[o, f"`{r}`", c.oracle, ", ".join(f"`{m}`" for m in ms)] for o, r, c, ms in OBLIGATIONS],
+    return tabulate([[o, f"`{r}`", getattr(c, "oracle", f"crash ({c.__name__})"), ", ".join(f"`{m}`" for m in ms)]
+                     for o, r, c, ms in OBLIGATIONS],
                     headers=["obligation", "exercised by", "oracle", "mutant(s) that break it"], tablefmt="github")
 
 

@@ -19,9 +19,7 @@ from dataclasses import dataclass
 from hypothesis import settings
 
 from radixcheck import profiles  # noqa: F401 - registers the `mutation` profile
-from radixcheck.properties.cache_machine import machine_for
-from radixcheck.properties.contract import DEFAULT_CAPABILITIES
-from radixcheck.properties.mutants import MUTANTS
+from radixcheck.properties.mutants import MUTANTS, machine_for_mutant
 from radixcheck.properties.verdict import run_machine
 
 
@@ -42,8 +40,7 @@ def _one_stream(job: tuple[str, int]) -> tuple[bool, bool]:
     """(caught, caught by the right oracle) for stream ``k`` of mutant ``name``."""
     name, k = job
     mutant = next(m for m in MUTANTS if m.__name__ == name)
-    page_size = getattr(mutant, "page_size_for_test", 1)
-    machine = machine_for(mutant, DEFAULT_CAPABILITIES, page_size, f"stream{k}_{name}")
+    machine = machine_for_mutant(mutant, f"stream{k}_{name}")
     try:
         run_machine(machine, settings.get_profile("mutation"))
     except Exception as exc:  # noqa: BLE001 - a kill is any failure; the type says whether it is the right one
