@@ -11,7 +11,6 @@ reproducible: stream ``k`` of a mutant is always the same run.
 
 from __future__ import annotations
 
-import argparse
 import time
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
@@ -19,6 +18,7 @@ from dataclasses import dataclass
 from hypothesis import settings
 
 from radixcheck import profiles  # noqa: F401 - registers the `mutation` profile
+from radixcheck.argtypes import ArgumentParser, positive_int
 from radixcheck.properties.cache_machine import machine_for
 from radixcheck.properties.contract import DEFAULT_CAPABILITIES
 from radixcheck.properties.mutants import MUTANTS
@@ -63,15 +63,15 @@ def measure(names: list[str], streams: int, jobs: int = 2) -> list[KillRate]:
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(prog="python -m radixcheck.reports.kill_rates", description=__doc__.splitlines()[0])
+    parser = ArgumentParser(prog="python -m radixcheck.reports.kill_rates", description=__doc__.splitlines()[0])
     parser.add_argument("mutants", nargs="*", help="mutant class names (default: every catalogued mutant)")
-    parser.add_argument("--streams", type=int, default=50)
-    parser.add_argument("--jobs", type=int, default=2)
+    parser.add_argument("--streams", type=positive_int, default=50, help="streams per mutant (default 50)")
+    parser.add_argument("--jobs", type=positive_int, default=2, help="worker processes (default 2)")
     args = parser.parse_args(argv)
     known = {m.__name__ for m in MUTANTS}
     unknown = sorted(set(args.mutants) - known)
     if unknown:
-        parser.error(f"unknown mutant(s) {unknown}; known: {sorted(known)}")
+        parser.error(f"argument mutants: unknown {unknown}; known: {sorted(known)}")
     for r in measure(args.mutants or [m.__name__ for m in MUTANTS], args.streams, args.jobs):
         line = f"{r.mutant:32s} {r.kills:4d}/{r.streams} ({100 * r.rate:5.1f} %)  wrong reason {r.wrong_reason}  {r.seconds:6.1f} s"
         print(line, flush=True)
