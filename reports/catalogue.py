@@ -20,10 +20,9 @@ from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 from typing import Any
 
-from hypothesis import settings
 from tabulate import tabulate
 
-from radixcheck import profiles  # noqa: F401 - registers the `mutation` and `audit` profiles
+from radixcheck import profiles
 from radixcheck.argtypes import ArgumentParser, non_negative_int, positive_int, refuse_weaker
 from radixcheck.oracles import violations as v
 from radixcheck.properties.failures import describe_failure
@@ -97,12 +96,12 @@ def _first_kill(name: str) -> dict[str, Any]:
     mutant = next(m for m in MUTANTS if m.__name__ == name)
     start = time.perf_counter()
     try:
-        run_machine(machine_for_mutant(mutant), settings.get_profile("mutation"))
+        run_machine(machine_for_mutant(mutant), profiles.SETTINGS["mutation"])
         return {"caught": False, "seconds_to_kill": round(time.perf_counter() - start, 2)}
     except Exception:  # noqa: BLE001 - a kill; its oracle comes from the shrunk failure below
         seconds = round(time.perf_counter() - start, 2)
     try:
-        run_machine(machine_for_mutant(mutant), settings.get_profile("audit"))
+        run_machine(machine_for_mutant(mutant), profiles.SETTINGS["audit"])
     except Exception as shrunk:  # noqa: BLE001
         return {"caught": True, "seconds_to_kill": seconds, **describe_failure(shrunk)}
     return {"caught": True, "seconds_to_kill": seconds, "oracle": "(did not fail again when shrunk)"}

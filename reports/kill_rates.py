@@ -15,9 +15,7 @@ import time
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 
-from hypothesis import settings
-
-from radixcheck import profiles  # noqa: F401 - registers the `mutation` profile
+from radixcheck import profiles
 from radixcheck.argtypes import ArgumentParser, positive_int
 from radixcheck.properties.cache_machine import machine_for
 from radixcheck.properties.contract import DEFAULT_CAPABILITIES
@@ -45,7 +43,7 @@ def _one_stream(job: tuple[str, int]) -> tuple[bool, bool]:
     page_size = getattr(mutant, "page_size_for_test", 1)
     machine = machine_for(mutant, DEFAULT_CAPABILITIES, page_size, f"stream{k}_{name}")
     try:
-        run_machine(machine, settings.get_profile("mutation"))
+        run_machine(machine, profiles.SETTINGS["mutation"])
     except Exception as exc:  # noqa: BLE001 - a kill is any failure; the type says whether it is the right one
         return True, isinstance(exc, mutant.caught_by)
     return False, False
