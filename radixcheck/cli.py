@@ -53,6 +53,8 @@ def _audit(args: argparse.Namespace) -> int:
     except TargetError as exc:
         print(f"radixcheck: error: {exc}", file=sys.stderr)
         return EXIT_USAGE
+    if target.defaults_warning():
+        print(f"radixcheck: warning: {target.defaults_warning()}", file=sys.stderr, flush=True)
     print(f"radixcheck: auditing {target.spec}: {target.capabilities}", flush=True)
     for gap in target.capabilities.not_exercised():
         print(f"radixcheck: not exercised: {gap}")

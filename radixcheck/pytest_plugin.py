@@ -167,6 +167,8 @@ def report_header(target: Target, profile: str) -> list[str]:
         f"radixcheck environment: {env or '-'}",
     ]
     lines += [f"radixcheck not exercised: {gap}" for gap in target.capabilities.not_exercised()]
+    if target.defaults_warning():
+        lines.append(f"radixcheck WARNING: {target.defaults_warning()}")
     return lines
 
 
@@ -180,6 +182,8 @@ def header_lines(config: pytest.Config) -> list[str]:
         for name, loaded in targets_of(config).items():
             detail = (f"page sizes {list(loaded.capabilities.page_sizes_tested())}" if isinstance(loaded, Target)
                       else f"CANNOT BE TESTED: {loaded}")
+            if isinstance(loaded, Target) and loaded.defaults_warning():
+                detail += "; WARNING: no `capabilities`, the defaults apply"
             lines.append(f"radixcheck target {name}: {named_specs(config)[name]} ({detail})")
         return lines
     try:
