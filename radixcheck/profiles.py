@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import os
 
-from hypothesis import HealthCheck, Phase, settings
+from hypothesis import HealthCheck, Phase, Verbosity, settings
 from hypothesis.errors import InvalidArgument
 
 EXAMPLES = 100  # state-machine runs per test: the gate's budget
@@ -49,6 +49,7 @@ for _name, _settings in SETTINGS.items():
         settings.register_profile(_name, _settings)
 
 _selected: str | None = None
+_verbosity: Verbosity | None = None  # --hypothesis-verbosity, which reaches radixcheck's tests too
 
 
 def default_profile() -> str:
@@ -57,11 +58,13 @@ def default_profile() -> str:
     return named if named in SETTINGS else ("ci" if os.environ.get("CI") else "dev")
 
 
-def select(name: str | None) -> str:
+def select(name: str | None, verbosity: str | None = None) -> str:
     """Choose the profile of radixcheck's tests in this process (a name that is not radixcheck's,
-    e.g. a project's own ``--hypothesis-profile=mine``, leaves radixcheck on its default)."""
-    global _selected
+    e.g. a project's own ``--hypothesis-profile=mine``, leaves radixcheck on its default), and
+    the verbosity asked for on pytest's command line, if any."""
+    global _selected, _verbosity
     _selected = name if name in SETTINGS else None
+    _verbosity = Verbosity[verbosity] if verbosity else None
     return selected()
 
 
@@ -71,4 +74,5 @@ def selected() -> str:
 
 def current() -> settings:
     """The settings radixcheck's tests and :func:`~radixcheck.properties.verdict.run_machine` use."""
-    return SETTINGS[selected()]
+    chosen = SETTINGS[selected()]
+    return chosen if _verbosity is None else settings(chosen, verbosity=_verbosity)

@@ -98,7 +98,7 @@ def named_specs(config: pytest.Config) -> dict[str, str]:
 def pytest_configure(config: pytest.Config) -> None:
     # radixcheck's tests and machines take this profile's settings (radixcheck.profiles.current());
     # nothing is loaded into Hypothesis, so the project's own profile and settings stay as they are.
-    config.stash[PROFILE] = profiles.select(config.getoption("hypothesis_profile", None))
+    config.stash[PROFILE] = profiles.select(config.getoption("hypothesis_profile", None), config.getoption("hypothesis_verbosity", None))
     if _several(config):
         named_specs(config)  # a malformed list is a usage error; the targets load on first use
     elif config.getoption("--radix-target") is not None:  # named on the command line: a typo stops the run at once
