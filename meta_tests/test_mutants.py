@@ -8,6 +8,7 @@ import time
 import pytest
 from hypothesis import settings
 
+from radixcheck import profiles
 from radixcheck.properties.cache_machine import machine_for
 from radixcheck.properties.contract import DEFAULT_CAPABILITIES
 from radixcheck.properties.failures import oracle_of
@@ -21,7 +22,7 @@ from radixcheck.reference import RadixCache
 def find_only() -> settings:
     """The gate's search without shrinking (the `mutation` profile): every mutant must die within
     the gate's own budget, and the meta-test only needs to know that it died, and why."""
-    return settings.get_profile("mutation")
+    return profiles.SETTINGS["mutation"]
 
 
 @pytest.mark.parametrize("variant", CORRECT_VARIANTS, ids=lambda v: v.__name__)
@@ -68,6 +69,6 @@ def test_a_hang_is_reported_unshrunk(monkeypatch) -> None:
     (each replay would cost the limit again), and later calls into the hung code are refused."""
     monkeypatch.setenv(TIMEOUT_ENV, "0.3")
     with pytest.raises(Exception) as caught:
-        run_machine(machine_for(HangsOnEvict, DEFAULT_CAPABILITIES, 1, "meta_hangs"), settings.get_profile("ci"))
+        run_machine(machine_for(HangsOnEvict, DEFAULT_CAPABILITIES, 1, "meta_hangs"), profiles.SETTINGS["ci"])
     assert oracle_of(caught.value).startswith("hang"), caught.value
     assert any("not shrunk" in note for note in caught.value.__notes__)

@@ -66,10 +66,19 @@ class Target:
     spec: str
     factory: Callable[..., Any]
     capabilities: Capabilities
+    capabilities_declared: bool = True  # False: the factory has no `capabilities`, the defaults apply
 
     @property
     def name(self) -> str:
         return self.spec.replace(":", ".")
+
+    def defaults_warning(self) -> str | None:
+        """What a user must see when the factory declares nothing: the defaults it is held to."""
+        if self.capabilities_declared:
+            return None
+        return (f"{self.spec} has no `capabilities`, so the defaults apply: {self.capabilities} (every property, "
+                f"page sizes {list(self.capabilities.page_sizes)}); declare what it offers with "
+                f"`{self.spec.partition(':')[2]}.capabilities = radixcheck.Capabilities(...)`")
 
 
 def load_target(spec: str) -> Target:
@@ -95,7 +104,7 @@ def load_target(spec: str) -> Target:
     caps = getattr(factory, "capabilities", DEFAULT_CAPABILITIES)
     if not isinstance(caps, Capabilities):
         raise TargetError(f"target {spec!r}: 'capabilities' must be a radixcheck.Capabilities, got {caps!r}")
-    return Target(spec.strip(), factory, caps)
+    return Target(spec.strip(), factory, caps, capabilities_declared=hasattr(factory, "capabilities"))
 
 
 def check_target(target: Target) -> None:

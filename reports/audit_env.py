@@ -30,7 +30,6 @@ The script prints how long each step took and how big the environment is, and re
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import shutil
@@ -39,6 +38,8 @@ import sys
 import time
 import venv
 from pathlib import Path
+
+from radixcheck.argtypes import ArgumentParser
 
 ROOT = Path(__file__).resolve().parent.parent
 VENV = Path(os.environ.get("RADIXCHECK_AUDIT_VENV", ROOT / ".audit-venv"))  # override: measurements
@@ -214,11 +215,11 @@ def build(force: bool) -> None:
         sys.exit("[audit-env] the environment was built but sglang's radix cache does not import")
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+def main(argv: list[str] | None = None) -> None:
+    ap = ArgumentParser(prog="python -m radixcheck.reports.audit_env", description=__doc__.split("\n\n")[0])
     ap.add_argument("--force", action="store_true", help="delete and rebuild the environment")
     ap.add_argument("--check", action="store_true", help="only report whether it is complete")
-    args = ap.parse_args()
+    args = ap.parse_args(argv)
     if args.check:
         ok = check()
         print(f"[audit-env] {VENV}: {'complete' if ok else 'missing or incomplete'}")

@@ -13,7 +13,6 @@ once per stream, each stream derandomized under its own name (``radixcheck.repor
 
 from __future__ import annotations
 
-import argparse
 import json
 import statistics
 import time
@@ -21,10 +20,10 @@ from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 from typing import Any
 
-from hypothesis import settings
 from tabulate import tabulate
 
-from radixcheck import profiles  # noqa: F401 - registers the `mutation` and `audit` profiles
+from radixcheck import profiles
+from radixcheck.argtypes import ArgumentParser, non_negative_int, positive_int, refuse_weaker
 from radixcheck.oracles import violations as v
 from radixcheck.properties.failures import describe_failure
 from radixcheck.properties.mutants import MUTANTS, machine_for_mutant
@@ -111,12 +110,12 @@ def _first_kill(name: str) -> dict[str, Any]:
     mutant = next(m for m in MUTANTS if m.__name__ == name)
     start = time.perf_counter()
     try:
-        run_machine(machine_for_mutant(mutant), settings.get_profile("mutation"))
+        run_machine(machine_for_mutant(mutant), profiles.SETTINGS["mutation"])
         return {"caught": False, "seconds_to_kill": round(time.perf_counter() - start, 2)}
     except Exception:  # noqa: BLE001 - a kill; its oracle comes from the shrunk failure below
         seconds = round(time.perf_counter() - start, 2)
     try:
-        run_machine(machine_for_mutant(mutant), settings.get_profile("audit"))
+        run_machine(machine_for_mutant(mutant), profiles.SETTINGS["audit"])
     except Exception as shrunk:  # noqa: BLE001
         return {"caught": True, "seconds_to_kill": seconds, **describe_failure(shrunk)}
     return {"caught": True, "seconds_to_kill": seconds, "oracle": "(did not fail again when shrunk)"}
@@ -198,14 +197,28 @@ def render(rows: list[dict[str, Any]]) -> str:
     return "\n".join(parts)
 
 
+def saved_streams(out: Path) -> int:
+    """The streams behind the kill rates of the catalogue saved in ``out`` (0 if none)."""
+    try:
+        rows = json.loads((out / "artifacts" / "catalogue.json").read_text(encoding="utf-8"))
+        return max((r["streams"] for r in rows if r.get("kills") is not None), default=0)
+    except (OSError, ValueError, KeyError, TypeError):
+        return 0
+
+
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(prog="python -m radixcheck.reports.catalogue", description=__doc__.splitlines()[0])
+    parser = ArgumentParser(prog="python -m radixcheck.reports.catalogue", description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, default=None,
                         help="output directory (default: reports/ in a checkout, ./radixcheck-reports when installed)")
-    parser.add_argument("--streams", type=int, default=200, help="streams per mutant for the kill rate (0: skip)")
-    parser.add_argument("--jobs", type=int, default=2)
+    parser.add_argument("--streams", type=non_negative_int, default=200, help="streams per mutant for the kill rate (0: skip)")
+    parser.add_argument("--jobs", type=positive_int, default=2, help="worker processes (default 2)")
+    parser.add_argument("--force", action="store_true", help="replace the saved catalogue even with fewer streams")
     args = parser.parse_args(argv)
     out = args.out or default_out()
+    if args.out is None and args.streams < saved_streams(out):  # --out DIR chooses the place: nothing there is protected
+        refuse_weaker(parser, out / "BUG_CATALOGUE.md",
+                      [f"--streams {args.streams}: " + (f"kill rates over {args.streams} streams" if args.streams else "no kill rates")
+                       + f" where it has them over {saved_streams(out)}"], args.force)
     rows = build(args.streams, args.jobs)
     (out / "artifacts").mkdir(parents=True, exist_ok=True)
     (out / "BUG_CATALOGUE.md").write_text(render(rows) + "\n", encoding="utf-8")

@@ -11,14 +11,12 @@ reproducible: stream ``k`` of a mutant is always the same run.
 
 from __future__ import annotations
 
-import argparse
 import time
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 
-from hypothesis import settings
-
-from radixcheck import profiles  # noqa: F401 - registers the `mutation` profile
+from radixcheck import profiles
+from radixcheck.argtypes import ArgumentParser, positive_int
 from radixcheck.properties.mutants import MUTANTS, machine_for_mutant
 from radixcheck.properties.verdict import run_machine
 
@@ -42,7 +40,7 @@ def _one_stream(job: tuple[str, int]) -> tuple[bool, bool]:
     mutant = next(m for m in MUTANTS if m.__name__ == name)
     machine = machine_for_mutant(mutant, f"stream{k}_{name}")
     try:
-        run_machine(machine, settings.get_profile("mutation"))
+        run_machine(machine, profiles.SETTINGS["mutation"])
     except Exception as exc:  # noqa: BLE001 - a kill is any failure; the type says whether it is the right one
         return True, isinstance(exc, mutant.caught_by)
     return False, False
@@ -60,15 +58,15 @@ def measure(names: list[str], streams: int, jobs: int = 2) -> list[KillRate]:
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(prog="python -m radixcheck.reports.kill_rates", description=__doc__.splitlines()[0])
+    parser = ArgumentParser(prog="python -m radixcheck.reports.kill_rates", description=__doc__.splitlines()[0])
     parser.add_argument("mutants", nargs="*", help="mutant class names (default: every catalogued mutant)")
-    parser.add_argument("--streams", type=int, default=50)
-    parser.add_argument("--jobs", type=int, default=2)
+    parser.add_argument("--streams", type=positive_int, default=50, help="streams per mutant (default 50)")
+    parser.add_argument("--jobs", type=positive_int, default=2, help="worker processes (default 2)")
     args = parser.parse_args(argv)
     known = {m.__name__ for m in MUTANTS}
     unknown = sorted(set(args.mutants) - known)
     if unknown:
-        parser.error(f"unknown mutant(s) {unknown}; known: {sorted(known)}")
+        parser.error(f"argument mutants: unknown {unknown}; known: {sorted(known)}")
     for r in measure(args.mutants or [m.__name__ for m in MUTANTS], args.streams, args.jobs):
         line = f"{r.mutant:32s} {r.kills:4d}/{r.streams} ({100 * r.rate:5.1f} %)  wrong reason {r.wrong_reason}  {r.seconds:6.1f} s"
         print(line, flush=True)

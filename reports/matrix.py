@@ -21,7 +21,6 @@ search, stopping at the first bug per test, each shrunk for at most ``RADIXCHECK
 
 from __future__ import annotations
 
-import argparse
 import importlib
 import json
 import os
@@ -33,7 +32,9 @@ from pathlib import Path
 
 import pytest
 
+from radixcheck.argtypes import ArgumentParser, refuse_weaker, workers
 from radixcheck.audit import CONFORMANCE, _Collector
+from radixcheck.profiles import PROFILES
 from radixcheck.properties.mutants import CORRECT_VARIANTS, MUTANTS
 from radixcheck.reports import default_out
 
@@ -337,19 +338,38 @@ def render(rows: list[dict], meta: dict) -> str:
     return "\n".join(out) + "\n"
 
 
+def weaker_than_saved(saved_json: Path, targets: dict[str, str], profile: str) -> list[str]:
+    """How a run of ``targets`` under ``profile`` would be weaker than the matrix saved at ``saved_json``."""
+    try:
+        saved = json.loads(saved_json.read_text())
+    except (OSError, ValueError):
+        return []
+    weaker = []
+    missing = sorted({row["name"] for row in saved.get("rows", [])} - set(targets))
+    if missing:
+        shown = ", ".join(missing[:3]) + (", ..." if len(missing) > 3 else "")
+        weaker.append(f"--only/--kit-only: {len(missing)} of its targets left out ({shown})")
+    if saved.get("meta", {}).get("profile") not in (None, profile):
+        weaker.append(f"--profile {profile} where it was made with {saved['meta']['profile']}")
+    return weaker
+
+
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("-n", dest="workers", default="2", help="pytest-xdist local workers (default 2; 0: in process)")
+    parser = ArgumentParser(prog="python -m radixcheck.reports.matrix", description=__doc__.splitlines()[0])
+    parser.add_argument("-n", dest="workers", default="2", type=workers, help="pytest-xdist local workers (default 2; 0: in process)")
     parser.add_argument("--tx", action="append", default=[], help="pytest-xdist execution specs (replace -n), repeatable")
-    parser.add_argument("--profile", default="audit", help="Hypothesis profile (default audit; mutation: no shrinking)")
+    parser.add_argument("--profile", default="audit", choices=PROFILES, help="Hypothesis profile (default audit; mutation: no shrinking)")
     parser.add_argument("--only", action="append", choices=[e.key for e in ENGINES] + ["kit"], help="rows to run, repeatable")
     parser.add_argument("--kit-only", action="store_true", help="only the reference, correct variants and mutants")
     parser.add_argument("--report-only", action="store_true", help="re-render MATRIX.md from artifacts/matrix.json")
     parser.add_argument("--out", type=Path, default=None, help="directory for MATRIX.md and artifacts/ (default: reports/)")
+    parser.add_argument("--force", action="store_true", help="replace the saved matrix even with fewer targets or another profile")
     args = parser.parse_args(argv)
     out_dir = args.out or default_out()
     out_json, out_md = out_dir / "artifacts" / "matrix.json", out_dir / "MATRIX.md"
     if args.report_only:
+        if not out_json.is_file():
+            parser.error(f"--report-only: {out_json} does not exist")
         saved = json.loads(out_json.read_text())
         out_md.write_text(render(saved["rows"], saved["meta"]))
         print(f"[matrix] wrote {out_md}")
@@ -359,6 +379,8 @@ def main(argv: list[str] | None = None) -> int:
     for engine in ENGINES:
         if engine.key in only:
             targets |= engine_targets(engine)
+    if args.out is None:  # --out DIR chooses the place: nothing there is protected
+        refuse_weaker(parser, out_md, weaker_than_saved(out_json, targets, args.profile), args.force)
     xdist = [f"--tx={spec}" for spec in args.tx] + (["--dist", "load"] if args.tx else [])
     if not args.tx and args.workers not in ("0", "1"):
         xdist = ["-n", args.workers, "--dist", "load"]
