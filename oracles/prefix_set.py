@@ -119,7 +119,8 @@ class PrefixSetModel:
             node.children[page.page] = page
             self._refile(node)  # no longer a leaf
             self.pages += 1
-            self.slot_owner.update((slot, page) for slot in page.values)
+            for slot in page.values:
+                self.slot_owner[slot] = page
             path.append(page)
             node = page
         self._use(path)

@@ -12,7 +12,15 @@ Vocabulary
   other than one dimension are bad input.
 * *Values* are KV slot ids: a 1-D ``np.int64`` array, one slot per token. The suite owns the slot
   pool (a :class:`SlotAllocator`); the cache stores slot ids and hands them back to the allocator
-  when it evicts. Reuse shares slot ids; the cache never copies or invents them.
+  when it evicts. Reuse shares slot ids; the cache never copies or invents them. Slots come from
+  a pool that has been serving for hours: recycled, scattered and out of order, never assume
+  ``values[i] == values[0] + i``.
+* *Buffers are the caller's.* A caller reuses the token and value arrays it passes as soon as
+  the call returns (an engine rewrites its request-to-token row), so a cache copies whatever it
+  keeps. The array ``match_prefix`` returns is the caller's too: callers may write into it, so
+  it must not be the cache's own storage (a read-only array, ``writeable=False``, is fine and is
+  never written into). The suite overwrites every list and array it lent after each call, and
+  every array a match returned once it has checked it.
 * A *handle* (SGLang's ``TreeNode``) is an opaque object returned by ``match_prefix``. It denotes
   the matched prefix: locking it locks every node on the path root..handle.
 

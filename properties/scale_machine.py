@@ -83,6 +83,8 @@ class ProductionScaleMachine(RadixCacheMachine):
         for story, run in stories:
             try:
                 made += run()
+                self.sizes_add_up()  # the invariants after each story, not only after the whole step
+                self.slots_conserved()
             except Exception as exc:  # a violation or a crash: either way, say which story it happened in
                 exc.add_note(f"radixcheck: in production_world, while: {story}")
                 raise
