@@ -1,17 +1,20 @@
 """radixcheck adapter for LightLLM's radix cache (``RadixCache`` of
-``lightllm/server/router/dynamic_prompt/radix_cache.py``, ModelTC/lightllm commit
-``fc72ffab9a3455cfb571f22d45ab777cc29de0de``, 2025-07-11, the newest stored snapshot).
+``lightllm/server/router/dynamic_prompt/radix_cache.py``), imported from the user's checkout;
+validated at ModelTC/lightllm ``fc72ffab9a3455cfb571f22d45ab777cc29de0de`` (2025-07-11).
 
 Select it with ``radixcheck audit radixcheck.properties.adapters.lightllm_radix:radix_cache
 --page-sizes 1`` in the audit environment (``.audit-venv``: torch CPU; ``sortedcontainers``
-comes with hypothesis). LightLLM itself is not installed: its module is vendored verbatim
-(imports rewritten only) in ``vendored/lightllm_fc72ffa/radix_cache.py`` with its LICENSE and
-ORIGIN.md, and its two heavy imports (the shared-memory counters, the GPU memory manager) are
-replaced by the stand-ins documented in :mod:`properties.adapters._lightllm_stubs`. Where torch
-is installed, importing this module imports torch and the vendored module at once (a few
-seconds: the suite times every call into the target, so it must not happen inside the first
-factory call); where it is not (the main gate), nothing is imported and a factory call fails
-with ImportError.
+comes with hypothesis). LightLLM's only registry release (0.0.1, 2024-08) is far behind that
+commit, so the module comes from a git checkout the user names with
+``RADIXCHECK_LIGHTLLM_SRC=/path/to/lightllm`` (see :mod:`radixcheck.properties.adapters.checkout`;
+without it a factory raises one ``CheckoutMissing`` saying what to clone; a commit other than
+the validated one is used, with a warning). The file is imported unchanged; its two heavy
+imports (the shared-memory counters, the GPU memory manager) are the stand-ins documented in
+:mod:`properties.adapters._lightllm_stubs`, put into ``sys.modules`` first. Where torch is
+installed and the setting given, importing this module imports torch and LightLLM's module at
+once (a few seconds: the suite times every call into the target, so it must not happen inside
+the first factory call); where it is not (the main gate), nothing is imported and a factory call
+fails with ImportError.
 
 Factories (``factory(allocator, page_size) -> cache``, each with a ``capabilities`` attribute)
 ----------------------------------------------------------------------------------------------
@@ -85,28 +88,36 @@ from __future__ import annotations
 import dataclasses
 import importlib.util
 import itertools
-import sys
+import os
 from collections.abc import Callable, Sequence
-from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 import numpy as np
 
+from radixcheck.properties.adapters.checkout import (
+    LIGHTLLM,
+    CheckoutMissing,
+    Source,
+    import_unchanged,
+    install_stand_ins,
+    working_tree,
+)
 from radixcheck.properties.contract import Capabilities, SlotAllocator
 
 LIGHTLLM_REPO = "ModelTC/lightllm"
 LIGHTLLM_COMMIT = "fc72ffab9a3455cfb571f22d45ab777cc29de0de"
 LIGHTLLM_PATH = "lightllm/server/router/dynamic_prompt/radix_cache.py"
-VENDORED = Path(__file__).resolve().parent / "vendored" / f"lightllm_{LIGHTLLM_COMMIT[:7]}" / "radix_cache.py"
 
 PIP_REQUIREMENTS: list[str] = ["sortedcontainers>=2.4"]
-"""Besides torch and numpy, the vendored module imports ``sortedcontainers`` (its eviction set
-is a ``SortedSet``). It is already in the audit environment as a dependency of hypothesis
-(2.4.0 there), so nothing extra was installed; it is listed so the environment states it."""
+"""Besides torch and numpy, LightLLM's module imports ``sortedcontainers`` (its eviction set is a
+``SortedSet``). It is already in the audit environment as a dependency of hypothesis (2.4.0
+there), so nothing extra was installed; it is listed so the environment states it."""
 
 PAGE_SIZES = (1,)
 
-_lightllm: Any = None  # the vendored module, loaded by _load()
+_lightllm: Any = None  # LightLLM's module, loaded by load()
+_source: Source | None = None
 _names = itertools.count()
 
 
@@ -139,21 +150,28 @@ class LightLLMHandle:
         return f"<LightLLM node, {len(self.key)} tokens, {len(self.locked)} locks>"
 
 
-def _load() -> Any:
-    """Import torch and the vendored LightLLM module (once)."""
-    global _lightllm
+def load() -> tuple[ModuleType, Source]:
+    """Import torch and LightLLM's ``radix_cache`` from the user's checkout (once), with its source.
+
+    Raises :class:`CheckoutMissing` without the checkout; warns if its commit was not validated."""
+    global _lightllm, _source
     if _lightllm is None:
-        name = f"radixcheck_vendored_lightllm_{LIGHTLLM_COMMIT[:7]}_radix_cache"
-        spec = importlib.util.spec_from_file_location(name, VENDORED)
-        module = importlib.util.module_from_spec(spec)
-        sys.modules[name] = module
-        try:
-            spec.loader.exec_module(module)
-        except BaseException:
-            del sys.modules[name]
-            raise
-        _lightllm = module
-    return _lightllm
+        source = working_tree(LIGHTLLM)
+        from radixcheck.properties.adapters import _lightllm_stubs
+
+        install_stand_ins(_lightllm_stubs.stand_in_modules())
+        _lightllm = import_unchanged(source, "radix_cache", siblings={"shared_arr": _lightllm_stubs.shared_arr_module()})
+        _source = source
+    return _lightllm, _source
+
+
+def _load() -> Any:
+    return load()[0]
+
+
+def source_of(factory_name: str) -> Source:
+    """Where the factories' cache comes from (no torch needed; raises CheckoutMissing)."""
+    return working_tree(LIGHTLLM)
 
 
 def _tensor(ids: Any):
@@ -265,10 +283,15 @@ FACTORIES: dict[str, Callable[[SlotAllocator, int], LightLLMRadixCache]] = {
     "radix_cache_strict": radix_cache_strict,
 }
 
-if importlib.util.find_spec("torch") is not None and importlib.util.find_spec("sortedcontainers") is not None:
-    _load()
+if (os.environ.get(LIGHTLLM.setting) and importlib.util.find_spec("torch") is not None
+        and importlib.util.find_spec("sortedcontainers") is not None):
+    try:
+        load()
+    except CheckoutMissing:
+        pass  # each factory raises it, with its message
 
-__all__ = ["FACTORIES", "ROOT", "LightLLMHandle", "LightLLMRadixCache", "LockNotAfterMatch", "radix_cache", "radix_cache_strict"]
+__all__ = ["FACTORIES", "ROOT", "LightLLMHandle", "LightLLMRadixCache", "LockNotAfterMatch", "load", "radix_cache",
+           "radix_cache_strict", "source_of"]
 
 if __name__ == "__main__":  # list the factories
     for _name, _f in FACTORIES.items():
