@@ -69,8 +69,8 @@ class EngineRepo:
         newest = next(iter(self.validated))
         audited = "; ".join(f"{c[:7]} ({what})" for c, what in self.validated.items())
         return CheckoutMissing(
-            f"{problem}. {self.name} is not audited from the package registry: radixcheck imports it from your own "
-            f"git checkout. Clone it and name it: git clone {self.url} ~/src/{slug} && git -C ~/src/{slug} checkout "
+            f"{problem}. radixcheck audits {self.name} from your own git checkout, not from the package registry. "
+            f"Clone it and name it: git clone {self.url} ~/src/{slug} && git -C ~/src/{slug} checkout "
             f"{newest[:7]} && export {self.setting}=~/src/{slug} (audited commits: {audited})."
         )
 

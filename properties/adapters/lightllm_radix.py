@@ -99,6 +99,7 @@ from radixcheck.properties.adapters.checkout import (
     LIGHTLLM,
     CheckoutMissing,
     Source,
+    at_commit,
     import_unchanged,
     install_stand_ins,
     working_tree,
@@ -116,8 +117,7 @@ there), so nothing extra was installed; it is listed so the environment states i
 
 PAGE_SIZES = (1,)
 
-_lightllm: Any = None  # LightLLM's module, loaded by load()
-_source: Source | None = None
+_loaded: dict[str | None, tuple[ModuleType, Source]] = {}  # commit (None: the working tree) -> module, source
 _names = itertools.count()
 
 
@@ -150,19 +150,20 @@ class LightLLMHandle:
         return f"<LightLLM node, {len(self.key)} tokens, {len(self.locked)} locks>"
 
 
-def load() -> tuple[ModuleType, Source]:
-    """Import torch and LightLLM's ``radix_cache`` from the user's checkout (once), with its source.
+def load(commit: str | None = None) -> tuple[ModuleType, Source]:
+    """LightLLM's ``radix_cache`` module from the user's checkout, with its source (once per commit).
 
-    Raises :class:`CheckoutMissing` without the checkout; warns if its commit was not validated."""
-    global _lightllm, _source
-    if _lightllm is None:
-        source = working_tree(LIGHTLLM)
+    ``commit=None`` (the factories) takes the working tree as it is, warning if its commit was
+    not validated; a commit id takes that commit from the checkout's history (the repros). Raises
+    :class:`CheckoutMissing` without the checkout."""
+    if commit not in _loaded:
+        source = working_tree(LIGHTLLM) if commit is None else at_commit(LIGHTLLM, commit)
         from radixcheck.properties.adapters import _lightllm_stubs
 
         install_stand_ins(_lightllm_stubs.stand_in_modules())
-        _lightllm = import_unchanged(source, "radix_cache", siblings={"shared_arr": _lightllm_stubs.shared_arr_module()})
-        _source = source
-    return _lightllm, _source
+        module = import_unchanged(source, "radix_cache", siblings={"shared_arr": _lightllm_stubs.shared_arr_module()})
+        _loaded[commit] = module, source
+    return _loaded[commit]
 
 
 def _load() -> Any:
