@@ -12,7 +12,15 @@ pytest-xdist spreads those items over the workers (``-n``, or any ``--tx`` specs
 or remote interpreters that have this checkout and the engines' environment at the same path).
 No scheduler of ours. The engines need their isolated environment (``python -m
 radixcheck.reports.audit_env`` builds ``.audit-venv/``); in an environment without them their rows
-are one error each ("cannot import"), not a crash.
+are one error each ("cannot import"), not a crash. mini-sglang and LightLLM come from the user's
+checkouts (``RADIXCHECK_MINISGLANG_SRC``, ``RADIXCHECK_LIGHTLLM_SRC``: see
+``properties/adapters/checkout.py``); without one, the run prints what to clone and that engine's
+rows are "not run: needs a checkout", and nothing else changes. Each engine row records the
+commit it ran.
+
+A run writes its rows over the same rows of ``artifacts/matrix.json``: with ``--only`` the other
+rows are kept as they were, and a row this run could not run (no checkout) never replaces
+verdicts already there, so no run leaves a weaker report than the one it found.
 
 Writes ``reports/MATRIX.md`` and ``reports/artifacts/matrix.json`` (every verdict with its oracle,
 reason and shrunk program, by exception type). Hypothesis profile ``audit`` (``ci``'s derandomized
@@ -53,6 +61,8 @@ class Engine:
     finding_of: Callable[[str, str, str], str] = lambda name, test, reason: ""
     left_out: dict[str, str] = field(default_factory=dict)
     """Factories the matrix does not run (a substring of their name -> why), shown in the report."""
+    checkout_setting: str = ""
+    """The setting naming the user's checkout, for an engine not on the package registry."""
 
 
 def _phrases(table: list[tuple[str, str]]) -> Callable[[str, str, str], str]:
@@ -138,7 +148,7 @@ ENGINES = [
                             "above (a 3-step program in `findings/vllm.md`); not a finding."},
     ),
     Engine(
-        "mini_sglang", "mini-sglang: newest (20fcd7f) and the parent of the #52 fix (f074873)",
+        "mini_sglang", "mini-sglang: the checkout (validated at 20fcd7f) and the parent of the #52 fix (f074873)",
         "radixcheck.properties.adapters.mini_sglang", "findings/mini_sglang.md",
         [
             "No `evict_prefix` (`supports_quarantine=False`) and no usable `reset` (it raises NotImplementedError: "
@@ -159,9 +169,11 @@ ENGINES = [
                   ("assert", "#3 unmatched unlock leaves ref_count -1"),
                   ("Cannot evict enough", "#3 unmatched unlock leaves ref_count -1 (then evict asserts)"),
                   ("accepted it instead of raising", "#3 unmatched unlock leaves ref_count -1")]),
+        checkout_setting="RADIXCHECK_MINISGLANG_SRC",
     ),
     Engine(
-        "lightllm", "LightLLM (fc72ffa): dynamic_prompt/radix_cache.py", "radixcheck.properties.adapters.lightllm_radix",
+        "lightllm", "LightLLM (checkout, validated at fc72ffa): dynamic_prompt/radix_cache.py",
+        "radixcheck.properties.adapters.lightllm_radix",
         "findings/lightllm.md",
         [
             "Locks only by matching (`match_prefix(key, update_refs=True)`): `locks_only_after_match=True`, so a handle is "
@@ -177,8 +189,11 @@ ENGINES = [
                   ("another cache", "#3 a foreign node's release is accepted"),
                   ("foreign", "#3 a foreign node's release is accepted"),
                   ("accepted it instead of raising", "#2 an unmatched release drives ref_counter to -1")]),
+        checkout_setting="RADIXCHECK_LIGHTLLM_SRC",
     ),
 ]
+
+NOT_RUN = "not run: needs a checkout"
 
 
 def kit_targets() -> dict[str, str]:
@@ -195,6 +210,49 @@ def engine_targets(engine: Engine) -> dict[str, str]:
     factories = importlib.import_module(engine.module).FACTORIES
     return {f"{engine.key}.{name}": f"{engine.module}:{name}" for name in factories
             if not any(part in name for part in engine.left_out)}
+
+
+def engine_sources(engine: Engine, targets: dict[str, str]) -> tuple[dict[str, str], Exception | None]:
+    """For an engine read from the user's checkout: ``(target -> where its code came from, None)``,
+    or ``({}, the CheckoutMissing)`` when the checkout is missing (its message says what to clone)."""
+    adapter = importlib.import_module(engine.module)
+    if not hasattr(adapter, "source_of"):
+        return {}, None
+    from radixcheck.properties.adapters.checkout import CheckoutMissing
+
+    try:
+        return {name: adapter.source_of(name.split(".", 1)[1]).describe() for name in targets}, None
+    except CheckoutMissing as exc:
+        return {}, exc
+
+
+def not_run_row(name: str, spec: str, why: str) -> dict:
+    return {"name": name, "spec": spec, "seconds": 0.0, "tests": {}, "not_run": f"{NOT_RUN} ({why})"}
+
+
+def merge_rows(previous: list[dict], rows: list[dict], partial: bool) -> tuple[list[dict], list[str]]:
+    """This run's rows over ``previous`` (the artifact found): a not-run row never replaces a row
+    that has verdicts, and a partial run (``--only``) keeps every row it did not run. Returns the
+    rows and the names whose earlier verdicts were kept instead of this run's "not run"."""
+    old = {r["name"]: r for r in previous}
+    kept = [r["name"] for r in rows if r.get("not_run") and old.get(r["name"], {}).get("tests")]
+    mine = [old[r["name"]] if r["name"] in kept else r for r in rows]
+    if not partial:
+        return mine, kept
+    groups = {_group(r["name"]) for r in rows}
+    merged: list[dict] = []
+    for r in previous:  # the artifact's order; this run's rows take the place of their groups' rows
+        if _group(r["name"]) not in groups:
+            merged.append(r)
+        elif mine:
+            merged, mine = merged + mine, []
+    return merged + mine, kept
+
+
+def _group(name: str) -> str:
+    """The ``--only`` choice a row belongs to: its engine's key, or ``kit``."""
+    engine = engine_of(name)
+    return engine.key if engine else "kit"
 
 
 def engine_of(name: str) -> Engine | None:
@@ -248,6 +306,9 @@ def _table(rows: list[dict], columns: list[str]) -> list[str]:
     head = "| implementation | " + " | ".join(f"`{_short(t)}`" for t in columns) + " |"
     lines = [head, "|---|" + "---|" * len(columns)]
     for r in rows:
+        if r.get("not_run"):
+            lines.append(f"| `{r['name']}` | {NOT_RUN} |" + " |" * max(len(columns) - 1, 0))
+            continue
         cells = [CELL.get(r["tests"].get(t, {}).get("outcome", ""), "—") for t in columns]
         lines.append(f"| `{r['name']}` | " + " | ".join(cells) + " |")
     return lines
@@ -286,6 +347,17 @@ def _env_line(engine: Engine) -> str:
             f"{info.get('seconds_total', '?')} s).")
 
 
+def _source_lines(engine: Engine, rows: list[dict]) -> list[str]:
+    """Where an engine read from the user's checkout came from, per factory (or why it did not run)."""
+    if not engine.checkout_setting:
+        return []
+    lines = [f"Engine code: the user's own checkout, `{engine.checkout_setting}` "
+             "(`properties/adapters/checkout.py`); per factory:", ""]
+    for r in rows:
+        lines.append(f"- `{r['name']}`: {r.get('not_run') or r.get('source', 'source not recorded')}")
+    return [*lines, ""]
+
+
 def render(rows: list[dict], meta: dict) -> str:
     kit = [r for r in rows if engine_of(r["name"]) is None]
     mutant_names = {m.bug_class for m in MUTANTS}
@@ -308,7 +380,14 @@ def render(rows: list[dict], meta: dict) -> str:
     ]
     for r in rows:
         c = _counts(r)
+        if r.get("not_run"):
+            out.append(f"| `{r['name']}` | {NOT_RUN} | | | |")
+            continue
         out.append(f"| `{r['name']}` | {c['passed']} | {c['failed'] or ''} | {c['skipped'] or ''} | {r['seconds']} |")
+    for rerun in meta.get("reruns", []):
+        out += ["", f"Rows of {', '.join(f'`{k}`' for k in rerun['engines'])} re-run by `{rerun['command']}` "
+                    f"({rerun['targets']} targets, {rerun['wall_seconds']:.0f} s wall, {rerun['machine']}); "
+                    "the other rows are from the run above."]
     if correct:
         every_mutant_fails = all(_counts(r)["failed"] for r in mutants)
         clean = ", ".join(f"`{r['name']}`" for r in correct if not _counts(r)["failed"]) or "none"
@@ -326,6 +405,7 @@ def render(rows: list[dict], meta: dict) -> str:
         columns = sorted({t for r in mine for t in r["tests"]}, key=_column_order)
         out += [f"## {engine.title}", "", f"Adapter: `{engine.module}`. Findings, each with a standalone repro and an "
                 f"upstream-ready report: [`{engine.findings_doc}`]({engine.findings_doc}). {_env_line(engine)}", "",
+                *_source_lines(engine, mine),
                 "### Differences by design (declared as capabilities: skipped, never failed)", "",
                 *(f"- {line}" for line in engine.design),
                 *(f"- Not in the matrix: factories named `*{part}*`: {why}" for part, why in engine.left_out.items()),
@@ -356,17 +436,42 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     only = {"kit"} if args.kit_only else set(args.only or ["kit", *(e.key for e in ENGINES)])
     targets = kit_targets() if "kit" in only else {}
+    sources: dict[str, str] = {}
+    skipped: dict[str, tuple[str, str]] = {}  # target -> (spec, why not run)
     for engine in ENGINES:
         if engine.key in only:
-            targets |= engine_targets(engine)
+            mine = engine_targets(engine)
+            found, missing = engine_sources(engine, mine)
+            if missing:
+                print(f"[matrix] {engine.key}: {NOT_RUN}. {missing}", flush=True)
+                skipped |= {name: (spec, missing.problem) for name, spec in mine.items()}
+                continue
+            for name in mine:
+                if name in found:
+                    print(f"[matrix] {name}: {found[name]}", flush=True)
+            sources |= found
+            targets |= mine
     xdist = [f"--tx={spec}" for spec in args.tx] + (["--dist", "load"] if args.tx else [])
     if not args.tx and args.workers not in ("0", "1"):
         xdist = ["-n", args.workers, "--dist", "load"]
     print(f"[matrix] {len(targets)} targets, one pytest run ({' '.join(xdist) or 'in process'})", flush=True)
-    rows, wall = run_matrix(targets, args.profile, xdist)
+    rows, wall = run_matrix(targets, args.profile, xdist) if targets else ([], 0.0)
+    for row in rows:
+        if row["name"] in sources:
+            row["source"] = sources[row["name"]]
+    rows += [not_run_row(name, spec, why) for name, (spec, why) in skipped.items()]
     argv_shown = " ".join(argv if argv is not None else sys.argv[1:])
     meta = {"command": f"python -m radixcheck.reports.matrix {argv_shown}".strip(), "xdist": xdist, "profile": args.profile,
             "wall_seconds": wall, "machine": f"{os.cpu_count()} cores"}
+    partial = args.kit_only or bool(args.only)
+    previous = json.loads(out_json.read_text()) if out_json.exists() else {"meta": meta, "rows": []}
+    rows, kept = merge_rows(previous["rows"], rows, partial)
+    for name in kept:
+        print(f"[matrix] {name}: kept the verdicts already in {out_json.name} ({NOT_RUN} in this run)", flush=True)
+    if partial and previous["rows"]:
+        rerun = {**meta, "targets": len(targets), "engines": sorted(only)}
+        earlier = [r for r in previous["meta"].get("reruns", []) if not set(r["engines"]) <= only]  # superseded
+        meta = previous["meta"] | {"reruns": [*earlier, rerun]}
     out_json.parent.mkdir(parents=True, exist_ok=True)
     out_json.write_text(json.dumps({"meta": meta, "rows": rows}, indent=1) + "\n")
     out_md.write_text(render(rows, meta))

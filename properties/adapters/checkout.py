@@ -46,6 +46,11 @@ CACHE_ENV = "RADIXCHECK_CACHE"  # the same cache directory as model/smollm2.py's
 class CheckoutMissing(RuntimeError):
     """The engine's checkout is not set, not there, or lacks what the adapter needs."""
 
+    def __init__(self, message: str, problem: str = "") -> None:
+        super().__init__(message)
+        self.problem = problem or message
+        """What is wrong, in a few words (the message goes on to say what to do)."""
+
 
 class UnvalidatedCommit(UserWarning):
     """The checkout is at a commit radixcheck's adapter was not validated on."""
@@ -71,7 +76,8 @@ class EngineRepo:
         return CheckoutMissing(
             f"{problem}. radixcheck audits {self.name} from your own git checkout, not from the package registry. "
             f"Clone it and name it: git clone {self.url} ~/src/{slug} && git -C ~/src/{slug} checkout "
-            f"{newest[:7]} && export {self.setting}=~/src/{slug} (audited commits: {audited})."
+            f"{newest[:7]} && export {self.setting}=~/src/{slug} (audited commits: {audited}).",
+            problem,
         )
 
 
