@@ -7,11 +7,18 @@
 ``RADIXCHECK_AUDIT_VENV=/some/dir`` builds elsewhere (e.g. to time a fresh build); the
 matrix (``python -m radixcheck.reports.matrix``) runs in ``.audit-venv/``.
 
+mini-sglang and LightLLM are not installed: they are not on the package registry (LightLLM's one
+release there is far behind the audited commit), so the adapters import them from the user's own
+checkouts, named by ``RADIXCHECK_MINISGLANG_SRC`` and ``RADIXCHECK_LIGHTLLM_SRC``
+(``properties/adapters/checkout.py``). This script takes the same settings: it says which commit
+each one names (or what to clone, when one is missing; that only leaves the engine's matrix rows
+"not run") and records them in the stamp's ``checkouts`` entry on every run.
+
 One environment holds every engine, so that the matrix is one pytest-xdist run (every worker
 must be able to collect every target). Each engine is one step, timed and sized on its own (the
 stamp's ``engines`` entry): SGLang (below), then each adapter's own ``PIP_REQUIREMENTS_NO_DEPS``
-and ``PIP_REQUIREMENTS`` (vLLM's CPU wheel, ``--no-deps`` plus nine small imports; mini-sglang and
-LightLLM are vendored modules that need only torch and sortedcontainers).
+and ``PIP_REQUIREMENTS`` (vLLM's CPU wheel, ``--no-deps`` plus nine small imports; mini-sglang's and
+LightLLM's cache modules, read from the user's checkouts, need only torch and sortedcontainers).
 
 The environment lives in ``.audit-venv/`` at the repository root (git-ignored). It holds the
 CPU wheel of torch, ``sglang`` installed with ``--no-deps`` (its full dependency set pulls CUDA
@@ -132,6 +139,44 @@ def engine_requirements(module: str) -> tuple[list[str], list[str]]:
     return list(getattr(adapter, "PIP_REQUIREMENTS_NO_DEPS", [])), list(getattr(adapter, "PIP_REQUIREMENTS", []))
 
 
+# Engines read from the user's checkout: adapter module, and the factories whose sources differ.
+CHECKOUT_ENGINES = {
+    "mini_sglang": ("radixcheck.properties.adapters.mini_sglang", ("newest", "pre_fix_52")),
+    "lightllm": ("radixcheck.properties.adapters.lightllm_radix", ("radix_cache",)),
+}
+
+
+def checkouts() -> dict[str, dict]:
+    """Each checkout engine's setting and, per factory, the commit it reads (or what is missing)."""
+    import importlib
+
+    from radixcheck.properties.adapters.checkout import CheckoutMissing
+
+    found: dict[str, dict] = {}
+    for key, (module, factories) in CHECKOUT_ENGINES.items():
+        adapter = importlib.import_module(module)
+        setting = adapter.REPO.setting
+        entry: dict = {"setting": setting, "path": os.environ.get(setting, "")}
+        try:
+            entry["sources"] = {name: adapter.source_of(name).describe() for name in factories}
+        except CheckoutMissing as exc:
+            entry["missing"] = exc.problem
+            print(f"[audit-env] {key}: its matrix rows will be 'not run: needs a checkout'. {exc}", flush=True)
+        else:
+            for name, described in entry["sources"].items():
+                print(f"[audit-env] {key}.{name}: {described}", flush=True)
+        found[key] = entry
+    return found
+
+
+def record_checkouts() -> None:
+    """Write the checkouts into the stamp of a built environment."""
+    if STAMP.exists():
+        info = json.loads(STAMP.read_text())
+        info["checkouts"] = checkouts()
+        STAMP.write_text(json.dumps(info, indent=1))
+
+
 def record_engine(engines: dict[str, dict], key: str, seconds: float, size_before: int) -> int:
     """Note what one engine's step took and added; return the environment's size now."""
     size = du_bytes(VENV)
@@ -163,6 +208,7 @@ def build(force: bool) -> None:
         shutil.rmtree(VENV)
     if not force and check():
         print(f"[audit-env] {VENV} is complete; nothing to do (use --force to rebuild)")
+        record_checkouts()
         print(STAMP.read_text())
         return
     timings: dict[str, float] = {}
@@ -207,6 +253,7 @@ def build(force: bool) -> None:
         "size_human": f"{size / 2**30:.2f} GiB",
         "python": sys.version.split()[0],
         "packages": frozen,
+        "checkouts": checkouts(),
     }
     STAMP.write_text(json.dumps(info, indent=1))
     print(f"[audit-env] done in {total} s; {VENV} is {info['size_human']}; import check: {ok}")

@@ -336,8 +336,16 @@ def _failures(rows: list[dict], finding_of: Callable[[str, str, str], str] | Non
 
 
 def _env_line(engine: Engine) -> str:
+    """The environment an engine's rows run in, as of now (kept in the artifact's meta)."""
     if not AUDIT_ENV_STAMP.exists():
-        return "Environment: not built here (`python -m radixcheck.reports.audit_env`)."
+        try:
+            from importlib.metadata import version
+
+            torch = f", torch {version('torch')}"
+        except ImportError:
+            torch = ""
+        return (f"Environment: Python {sys.version.split()[0]}{torch}, not built by `python -m "
+                "radixcheck.reports.audit_env` (no `.audit-venv/` stamp).")
     info = json.loads(AUDIT_ENV_STAMP.read_text())
     step = info.get("engines", {}).get(engine.key)
     if not step:
@@ -404,7 +412,8 @@ def render(rows: list[dict], meta: dict) -> str:
             continue
         columns = sorted({t for r in mine for t in r["tests"]}, key=_column_order)
         out += [f"## {engine.title}", "", f"Adapter: `{engine.module}`. Findings, each with a standalone repro and an "
-                f"upstream-ready report: [`{engine.findings_doc}`]({engine.findings_doc}). {_env_line(engine)}", "",
+                f"upstream-ready report: [`{engine.findings_doc}`]({engine.findings_doc}). "
+                f"{meta.get('environment', {}).get(engine.key) or _env_line(engine)}", "",
                 *_source_lines(engine, mine),
                 "### Differences by design (declared as capabilities: skipped, never failed)", "",
                 *(f"- {line}" for line in engine.design),
@@ -462,16 +471,18 @@ def main(argv: list[str] | None = None) -> int:
     rows += [not_run_row(name, spec, why) for name, (spec, why) in skipped.items()]
     argv_shown = " ".join(argv if argv is not None else sys.argv[1:])
     meta = {"command": f"python -m radixcheck.reports.matrix {argv_shown}".strip(), "xdist": xdist, "profile": args.profile,
-            "wall_seconds": wall, "machine": f"{os.cpu_count()} cores"}
+            "wall_seconds": wall, "machine": f"{os.cpu_count()} cores",
+            "environment": {e.key: _env_line(e) for e in ENGINES if e.key in only}}
     partial = args.kit_only or bool(args.only)
     previous = json.loads(out_json.read_text()) if out_json.exists() else {"meta": meta, "rows": []}
     rows, kept = merge_rows(previous["rows"], rows, partial)
     for name in kept:
         print(f"[matrix] {name}: kept the verdicts already in {out_json.name} ({NOT_RUN} in this run)", flush=True)
     if partial and previous["rows"]:
+        environment = previous["meta"].get("environment", {}) | meta.pop("environment")
         rerun = {**meta, "targets": len(targets), "engines": sorted(only)}
         earlier = [r for r in previous["meta"].get("reruns", []) if not set(r["engines"]) <= only]  # superseded
-        meta = previous["meta"] | {"reruns": [*earlier, rerun]}
+        meta = previous["meta"] | {"reruns": [*earlier, rerun], "environment": environment}
     out_json.parent.mkdir(parents=True, exist_ok=True)
     out_json.write_text(json.dumps({"meta": meta, "rows": rows}, indent=1) + "\n")
     out_md.write_text(render(rows, meta))

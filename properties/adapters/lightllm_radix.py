@@ -106,6 +106,7 @@ from radixcheck.properties.adapters.checkout import (
 )
 from radixcheck.properties.contract import Capabilities, SlotAllocator
 
+REPO = LIGHTLLM  # where to clone it, its setting, the validated commit
 LIGHTLLM_REPO = "ModelTC/lightllm"
 LIGHTLLM_COMMIT = "fc72ffab9a3455cfb571f22d45ab777cc29de0de"
 LIGHTLLM_PATH = "lightllm/server/router/dynamic_prompt/radix_cache.py"

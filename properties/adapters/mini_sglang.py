@@ -122,6 +122,7 @@ PIP_REQUIREMENTS: list[str] = []
 """Extra pip specs for the audit environment: none (the cache files need only torch, which the
 environment already has; mini-sglang itself is not installed but read from the user's checkout)."""
 
+REPO = MINI_SGLANG  # where to clone it, its setting, the validated commits
 NEWEST = "20fcd7f3c6a1898a61139fae1c97cc7a40bd8d66"
 PRE_FIX_52 = "f07487349b5a285dffd3cf66753247a0a9b262e0"
 _INT32 = np.iinfo(np.int32)
