@@ -167,6 +167,8 @@ ENGINES = [
                   ("survived", "#2 a split keeps the stale timestamp"),
                   ("another cache", "#4 foreign handle accepted"), ("foreign", "#4 foreign handle accepted"),
                   ("assert", "#3 unmatched unlock leaves ref_count -1"),
+                  # the engine's bare `assert ref_count >= 0` (its message is pytest's only where pytest rewrote the file)
+                  ("AssertionError", "#3 unmatched unlock leaves ref_count -1"),
                   ("Cannot evict enough", "#3 unmatched unlock leaves ref_count -1 (then evict asserts)"),
                   ("accepted it instead of raising", "#3 unmatched unlock leaves ref_count -1")]),
         checkout_setting="RADIXCHECK_MINISGLANG_SRC",
