@@ -178,6 +178,8 @@ def test_the_matrix_marks_an_engine_without_checkout_not_run_and_keeps_verdicts(
     report = (tmp_path / "MATRIX.md").read_text()
     assert "| `lightllm.radix_cache` | not run: needs a checkout |" in report
     assert "RADIXCHECK_LIGHTLLM_SRC is not set" in report
+    if "release_0_0_1" in lightllm_radix.FACTORIES and not _installed("lightllm"):  # the registry release
+        assert "| `lightllm.release_0_0_1` | not run: not installed |" in report
     # A report that already holds verdicts for those rows keeps them, and keeps other engines' rows.
     saved = json.loads((tmp_path / "artifacts" / "matrix.json").read_text())
     verdict = {"outcome": "failed", "oracle": "lru", "reason": "an earlier verdict"}
@@ -190,14 +192,33 @@ def test_the_matrix_marks_an_engine_without_checkout_not_run_and_keeps_verdicts(
     assert "vllm.somewhere" in rows
 
 
+def _installed(distribution: str) -> bool:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return bool(version(distribution))
+    except PackageNotFoundError:
+        return False
+
+
+def test_the_stand_ins_for_one_import_leave_sys_modules_as_they_were(clean_modules) -> None:
+    real = ModuleType("fakeengine_pkg")
+    sys.modules["fakeengine_pkg"] = real
+    stand_ins = {"fakeengine_pkg": ModuleType("fakeengine_pkg"), "fakeengine_pkg.sub": ModuleType("fakeengine_pkg.sub")}
+    with co.stand_ins_while_importing(stand_ins):
+        assert sys.modules["fakeengine_pkg"] is stand_ins["fakeengine_pkg"]
+    assert sys.modules["fakeengine_pkg"] is real and "fakeengine_pkg.sub" not in sys.modules
+
+
 def test_the_matrix_records_the_commit_an_engine_ran(monkeypatch, tmp_path) -> None:
     from radixcheck.reports import matrix
 
     repo = make_checkout(tmp_path / "lightllm", co.LIGHTLLM.folder)
     monkeypatch.setenv(co.LIGHTLLM.setting, str(repo))
     engine = next(e for e in matrix.ENGINES if e.key == "lightllm")
+    targets = {n: spec for n, spec in matrix.engine_targets(engine).items() if ".radix_cache" in n}  # the checkout's
     with pytest.warns(co.UnvalidatedCommit):
-        sources, missing = matrix.engine_sources(engine, matrix.engine_targets(engine))
-    assert missing is None
+        sources, missing = matrix.engine_sources(engine, targets)
+    assert missing == {}
     head = git(repo, "rev-parse", "HEAD")[:12]
     assert sources and all(f"LightLLM {head}" in s and "NOT a commit" in s for s in sources.values())

@@ -18,7 +18,8 @@ One environment holds every engine, so that the matrix is one pytest-xdist run (
 must be able to collect every target). Each engine is one step, timed and sized on its own (the
 stamp's ``engines`` entry): SGLang (below), then each adapter's own ``PIP_REQUIREMENTS_NO_DEPS``
 and ``PIP_REQUIREMENTS`` (vLLM's CPU wheel, ``--no-deps`` plus nine small imports; mini-sglang's and
-LightLLM's cache modules, read from the user's checkouts, need only torch and sortedcontainers).
+LightLLM's cache modules, read from the user's checkouts, need only torch and sortedcontainers;
+LightLLM's registry release 0.0.1 is installed ``--no-deps`` beside them).
 
 The environment lives in ``.audit-venv/`` at the repository root (git-ignored). It holds the
 CPU wheel of torch, ``sglang`` installed with ``--no-deps`` (its full dependency set pulls CUDA
@@ -139,32 +140,33 @@ def engine_requirements(module: str) -> tuple[list[str], list[str]]:
     return list(getattr(adapter, "PIP_REQUIREMENTS_NO_DEPS", [])), list(getattr(adapter, "PIP_REQUIREMENTS", []))
 
 
-# Engines read from the user's checkout: adapter module, and the factories whose sources differ.
+# Engines read from the user's checkout (or a registry release beside it): adapter module, and
+# the factories whose code comes from different places.
 CHECKOUT_ENGINES = {
     "mini_sglang": ("radixcheck.properties.adapters.mini_sglang", ("newest", "pre_fix_52")),
-    "lightllm": ("radixcheck.properties.adapters.lightllm_radix", ("radix_cache",)),
+    "lightllm": ("radixcheck.properties.adapters.lightllm_radix", ("radix_cache", "release_0_0_1")),
 }
 
 
 def checkouts() -> dict[str, dict]:
-    """Each checkout engine's setting and, per factory, the commit it reads (or what is missing)."""
+    """Each checkout engine's setting and, per factory, the code it reads (or what is missing)."""
     import importlib
 
-    from radixcheck.properties.adapters.checkout import CheckoutMissing
+    from radixcheck.properties.adapters.checkout import EngineUnavailable
 
     found: dict[str, dict] = {}
     for key, (module, factories) in CHECKOUT_ENGINES.items():
         adapter = importlib.import_module(module)
         setting = adapter.REPO.setting
-        entry: dict = {"setting": setting, "path": os.environ.get(setting, "")}
-        try:
-            entry["sources"] = {name: adapter.source_of(name).describe() for name in factories}
-        except CheckoutMissing as exc:
-            entry["missing"] = exc.problem
-            print(f"[audit-env] {key}: its matrix rows will be 'not run: needs a checkout'. {exc}", flush=True)
-        else:
-            for name, described in entry["sources"].items():
-                print(f"[audit-env] {key}.{name}: {described}", flush=True)
+        entry: dict = {"setting": setting, "path": os.environ.get(setting, ""), "sources": {}}
+        for name in factories:
+            try:
+                entry["sources"][name] = adapter.source_of(name).describe()
+            except EngineUnavailable as exc:
+                entry["sources"][name] = f"missing: {exc.problem}"
+                print(f"[audit-env] {key}.{name}: its matrix rows will be 'not run'. {exc}", flush=True)
+            else:
+                print(f"[audit-env] {key}.{name}: {entry['sources'][name]}", flush=True)
         found[key] = entry
     return found
 
@@ -197,7 +199,7 @@ def imports_ok() -> bool:
     probe = (
         "from radixcheck.properties.adapters import _sglang_stubs; _sglang_stubs.install();"
         "import sglang.srt.mem_cache.radix_cache, torch; print(torch.__version__);"
-        "import vllm.v1.core.kv_cache_manager, sortedcontainers"
+        "import vllm.v1.core.kv_cache_manager, sortedcontainers, lightllm.server.router.dynamic_prompt.radix_cache"
     )
     r = subprocess.run([str(python_in_venv()), "-c", probe], capture_output=True, text=True)
     return r.returncode == 0

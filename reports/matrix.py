@@ -174,7 +174,7 @@ ENGINES = [
         checkout_setting="RADIXCHECK_MINISGLANG_SRC",
     ),
     Engine(
-        "lightllm", "LightLLM (checkout, validated at fc72ffa): dynamic_prompt/radix_cache.py",
+        "lightllm", "LightLLM: dynamic_prompt/radix_cache.py from the checkout (validated at fc72ffa) and in release 0.0.1",
         "radixcheck.properties.adapters.lightllm_radix",
         "findings/lightllm.md",
         [
@@ -184,6 +184,8 @@ ENGINES = [
             "(`supports_reset=False`).",
             "`dec_node_ref_counter` checks nothing (`checks_locks=False`); `radix_cache_strict` declares True to show the "
             "consequences (findings 2, 3). Callers are trusted with arguments (`validates_input=False`).",
+            "`release_0_0_1*`: the same adapter and capabilities on LightLLM 0.0.1, the one release on the package registry "
+            "(2024-08; what `pip install lightllm` gets), imported as installed, its shared-memory counters included.",
         ],
         _phrases([("LRU", "#1 an insert ending mid-edge refreshes the whole edge"),
                   ("kept going", "#1 an insert ending mid-edge refreshes the whole edge"),
@@ -214,22 +216,31 @@ def engine_targets(engine: Engine) -> dict[str, str]:
             if not any(part in name for part in engine.left_out)}
 
 
-def engine_sources(engine: Engine, targets: dict[str, str]) -> tuple[dict[str, str], Exception | None]:
-    """For an engine read from the user's checkout: ``(target -> where its code came from, None)``,
-    or ``({}, the CheckoutMissing)`` when the checkout is missing (its message says what to clone)."""
+def engine_sources(engine: Engine, targets: dict[str, str]) -> tuple[dict[str, str], dict[str, Exception]]:
+    """For an engine whose adapter says where its code comes from (``source_of``): target -> that
+    description, and target -> the ``EngineUnavailable`` of each target whose code is not here
+    (a checkout not named, a registry release not installed; its message says what to do)."""
     adapter = importlib.import_module(engine.module)
     if not hasattr(adapter, "source_of"):
-        return {}, None
+        return {}, {}
+    from radixcheck.properties.adapters.checkout import EngineUnavailable
+
+    found: dict[str, str] = {}
+    missing: dict[str, Exception] = {}
+    for name in targets:
+        try:
+            found[name] = adapter.source_of(name.split(".", 1)[1]).describe()
+        except EngineUnavailable as exc:
+            missing[name] = exc
+    return found, missing
+
+
+def not_run_row(name: str, spec: str, exc: Exception) -> dict:
+    """A row for a target whose engine code is not here: "not run: needs a checkout" (or "not installed")."""
     from radixcheck.properties.adapters.checkout import CheckoutMissing
 
-    try:
-        return {name: adapter.source_of(name.split(".", 1)[1]).describe() for name in targets}, None
-    except CheckoutMissing as exc:
-        return {}, exc
-
-
-def not_run_row(name: str, spec: str, why: str) -> dict:
-    return {"name": name, "spec": spec, "seconds": 0.0, "tests": {}, "not_run": f"{NOT_RUN} ({why})"}
+    label = NOT_RUN if isinstance(exc, CheckoutMissing) else "not run: not installed"
+    return {"name": name, "spec": spec, "seconds": 0.0, "tests": {}, "not_run": label, "why": exc.problem}
 
 
 def merge_rows(previous: list[dict], rows: list[dict], partial: bool) -> tuple[list[dict], list[str]]:
@@ -309,7 +320,7 @@ def _table(rows: list[dict], columns: list[str]) -> list[str]:
     lines = [head, "|---|" + "---|" * len(columns)]
     for r in rows:
         if r.get("not_run"):
-            lines.append(f"| `{r['name']}` | {NOT_RUN} |" + " |" * max(len(columns) - 1, 0))
+            lines.append(f"| `{r['name']}` | {r['not_run']} |" + " |" * max(len(columns) - 1, 0))
             continue
         cells = [CELL.get(r["tests"].get(t, {}).get("outcome", ""), "—") for t in columns]
         lines.append(f"| `{r['name']}` | " + " | ".join(cells) + " |")
@@ -364,7 +375,8 @@ def _source_lines(engine: Engine, rows: list[dict]) -> list[str]:
     lines = [f"Engine code: the user's own checkout, `{engine.checkout_setting}` "
              "(`properties/adapters/checkout.py`); per factory:", ""]
     for r in rows:
-        lines.append(f"- `{r['name']}`: {r.get('not_run') or r.get('source', 'source not recorded')}")
+        where = f"{r['not_run']} ({r.get('why', '')})" if r.get("not_run") else r.get("source", "source not recorded")
+        lines.append(f"- `{r['name']}`: {where}")
     return [*lines, ""]
 
 
@@ -391,7 +403,7 @@ def render(rows: list[dict], meta: dict) -> str:
     for r in rows:
         c = _counts(r)
         if r.get("not_run"):
-            out.append(f"| `{r['name']}` | {NOT_RUN} | | | |")
+            out.append(f"| `{r['name']}` | {r['not_run']} | | | |")
             continue
         out.append(f"| `{r['name']}` | {c['passed']} | {c['failed'] or ''} | {c['skipped'] or ''} | {r['seconds']} |")
     for rerun in meta.get("reruns", []):
@@ -448,20 +460,22 @@ def main(argv: list[str] | None = None) -> int:
     only = {"kit"} if args.kit_only else set(args.only or ["kit", *(e.key for e in ENGINES)])
     targets = kit_targets() if "kit" in only else {}
     sources: dict[str, str] = {}
-    skipped: dict[str, tuple[str, str]] = {}  # target -> (spec, why not run)
+    skipped: dict[str, tuple[str, Exception]] = {}  # target -> (spec, why its code is not here)
     for engine in ENGINES:
         if engine.key in only:
             mine = engine_targets(engine)
             found, missing = engine_sources(engine, mine)
-            if missing:
-                print(f"[matrix] {engine.key}: {NOT_RUN}. {missing}", flush=True)
-                skipped |= {name: (spec, missing.problem) for name, spec in mine.items()}
-                continue
-            for name in mine:
+            for message in dict.fromkeys(str(exc) for exc in missing.values()):  # each message once
+                names = ", ".join(n for n, exc in missing.items() if str(exc) == message)
+                print(f"[matrix] not run: {names}. {message}", flush=True)
+            for name, spec in mine.items():
+                if name in missing:
+                    skipped[name] = (spec, missing[name])
+                    continue
                 if name in found:
                     print(f"[matrix] {name}: {found[name]}", flush=True)
+                targets[name] = spec
             sources |= found
-            targets |= mine
     xdist = [f"--tx={spec}" for spec in args.tx] + (["--dist", "load"] if args.tx else [])
     if not args.tx and args.workers not in ("0", "1"):
         xdist = ["-n", args.workers, "--dist", "load"]
@@ -470,7 +484,7 @@ def main(argv: list[str] | None = None) -> int:
     for row in rows:
         if row["name"] in sources:
             row["source"] = sources[row["name"]]
-    rows += [not_run_row(name, spec, why) for name, (spec, why) in skipped.items()]
+    rows += [not_run_row(name, spec, exc) for name, (spec, exc) in skipped.items()]
     argv_shown = " ".join(argv if argv is not None else sys.argv[1:])
     meta = {"command": f"python -m radixcheck.reports.matrix {argv_shown}".strip(), "xdist": xdist, "profile": args.profile,
             "wall_seconds": wall, "machine": f"{os.cpu_count()} cores",

@@ -1,7 +1,8 @@
 """Stand-ins for the two heavy imports of LightLLM's ``radix_cache.py``, which radixcheck imports
 unchanged from the user's checkout (``RADIXCHECK_LIGHTLLM_SRC``, see :mod:`checkout`). Written
 for radixcheck, not LightLLM code; :func:`stand_in_modules` and :func:`shared_arr_module` make the
-modules that go into ``sys.modules`` before the import.
+modules that are in ``sys.modules`` while the file is imported (the ``lightllm.*`` names only for
+that import, so the registry release can be imported in the same process).
 
 LightLLM's module imports, besides torch, numpy and sortedcontainers:
 

@@ -18,8 +18,9 @@ the repros in ``reports/repro/``.
   package made here whose path is the module's folder, so its relative imports find its
   siblings. What it must not import for real (CUDA kernels, shared memory) is put into
   ``sys.modules`` first, as stand-ins written for radixcheck (``_minisgl_stubs.py``,
-  ``_lightllm_stubs.py``); they stay there for the life of the process, because an engine may
-  import them again at call time.
+  ``_lightllm_stubs.py``): for the one import (:func:`stand_ins_while_importing`, LightLLM's,
+  whose registry release may be imported in the same process), or for the life of the process
+  (:func:`install_stand_ins`, mini-sglang's, which it imports again at call time).
 
 A missing or unusable setting raises :class:`CheckoutMissing`, whose message says what to clone,
 from where, at which commit, and which setting to give.
@@ -36,6 +37,8 @@ import sys
 import tarfile
 import tempfile
 import warnings
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
@@ -43,7 +46,19 @@ from types import ModuleType
 CACHE_ENV = "RADIXCHECK_CACHE"  # the same cache directory as model/smollm2.py's
 
 
-class CheckoutMissing(RuntimeError):
+class EngineUnavailable(RuntimeError):
+    """The engine's code is not on this machine: :class:`CheckoutMissing` or :class:`NotInstalled`."""
+
+
+class NotInstalled(EngineUnavailable):
+    """A registry release the adapter audits is not installed (the message says what to install)."""
+
+    def __init__(self, message: str, problem: str = "") -> None:
+        super().__init__(message)
+        self.problem = problem or message
+
+
+class CheckoutMissing(EngineUnavailable):
     """The engine's checkout is not set, not there, or lacks what the adapter needs."""
 
     def __init__(self, message: str, problem: str = "") -> None:
@@ -191,6 +206,36 @@ def at_commit(repo: EngineRepo, commit: str) -> Source:
     return Source(repo, target, full, False, "archived from the checkout's history")
 
 
+@dataclass(frozen=True)
+class Installed:
+    """An engine release installed from the package registry (what ``pip`` users get)."""
+
+    name: str
+    distribution: str
+    version: str
+
+    def describe(self) -> str:
+        return f"{self.name} {self.version} (package registry: pip install --no-deps {self.distribution}=={self.version})"
+
+
+@contextmanager
+def stand_ins_while_importing(modules: dict[str, ModuleType]) -> Iterator[None]:
+    """Put stand-ins into ``sys.modules`` for one import only, then restore what was there.
+
+    For an engine whose module imports them only at its top (LightLLM), so that a real release
+    of the same package can be imported in the same process, before or after."""
+    saved = {name: sys.modules.get(name) for name in modules}
+    sys.modules.update(modules)
+    try:
+        yield
+    finally:
+        for name, module in saved.items():
+            if module is None:
+                sys.modules.pop(name, None)
+            else:
+                sys.modules[name] = module
+
+
 def install_stand_ins(modules: dict[str, ModuleType]) -> None:
     """Put radixcheck's stand-in modules into ``sys.modules`` under the engine's names.
 
@@ -243,5 +288,6 @@ def import_unchanged(source: Source, module: str, siblings: dict[str, ModuleType
     return loaded
 
 
-__all__ = ["CACHE_ENV", "LIGHTLLM", "MINI_SGLANG", "CheckoutMissing", "EngineRepo", "Source", "UnvalidatedCommit",
-           "at_commit", "cache_dir", "checkout", "import_unchanged", "install_stand_ins", "working_tree"]
+__all__ = ["CACHE_ENV", "LIGHTLLM", "MINI_SGLANG", "CheckoutMissing", "EngineRepo", "EngineUnavailable", "Installed",
+           "NotInstalled", "Source", "UnvalidatedCommit", "at_commit", "cache_dir", "checkout", "import_unchanged",
+           "install_stand_ins", "stand_ins_while_importing", "working_tree"]
