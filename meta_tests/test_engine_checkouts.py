@@ -178,8 +178,6 @@ def test_the_matrix_marks_an_engine_without_checkout_not_run_and_keeps_verdicts(
     report = (tmp_path / "MATRIX.md").read_text()
     assert "| `lightllm.radix_cache` | not run: needs a checkout |" in report
     assert "RADIXCHECK_LIGHTLLM_SRC is not set" in report
-    if "release_0_0_1" in lightllm_radix.FACTORIES and not _installed("lightllm"):  # the registry release
-        assert "| `lightllm.release_0_0_1` | not run: not installed |" in report
     # A report that already holds verdicts for those rows keeps them, and keeps other engines' rows.
     saved = json.loads((tmp_path / "artifacts" / "matrix.json").read_text())
     verdict = {"outcome": "failed", "oracle": "lru", "reason": "an earlier verdict"}
@@ -192,15 +190,6 @@ def test_the_matrix_marks_an_engine_without_checkout_not_run_and_keeps_verdicts(
     assert "vllm.somewhere" in rows
 
 
-def _installed(distribution: str) -> bool:
-    from importlib.metadata import PackageNotFoundError, version
-
-    try:
-        return bool(version(distribution))
-    except PackageNotFoundError:
-        return False
-
-
 def test_the_stand_ins_for_one_import_leave_sys_modules_as_they_were(clean_modules) -> None:
     real = ModuleType("fakeengine_pkg")
     sys.modules["fakeengine_pkg"] = real
@@ -208,6 +197,20 @@ def test_the_stand_ins_for_one_import_leave_sys_modules_as_they_were(clean_modul
     with co.stand_ins_while_importing(stand_ins):
         assert sys.modules["fakeengine_pkg"] is stand_ins["fakeengine_pkg"]
     assert sys.modules["fakeengine_pkg"] is real and "fakeengine_pkg.sub" not in sys.modules
+
+
+def test_a_registry_release_that_is_not_installed_says_what_to_install(monkeypatch) -> None:
+    from importlib import metadata
+
+    def missing(name: str) -> str:
+        raise metadata.PackageNotFoundError(name)
+
+    monkeypatch.setattr(metadata, "version", missing)
+    with pytest.raises(co.NotInstalled, match="pip install --no-deps lightllm==0.0.1"):
+        lightllm_radix.source_of("release_0_0_1")
+    monkeypatch.setattr(metadata, "version", lambda name: "9.9")
+    with pytest.raises(co.NotInstalled, match="lightllm 9.9 is installed"):
+        lightllm_radix.release()
 
 
 def test_the_matrix_records_the_commit_an_engine_ran(monkeypatch, tmp_path) -> None:
