@@ -164,6 +164,7 @@ ENGINES = [
             "properties, where f074873 fails for #52.",
         ],
         _phrases([("removed locked", "#1 lock skips the handle's own node (mini-sglang#52)"),
+                  ("cached tokens are under a lock", "#1 lock skips the handle's own node (mini-sglang#52)"),
                   ("LRU", "#2 a split keeps the stale timestamp"), ("kept going", "#2 a split keeps the stale timestamp"),
                   ("survived", "#2 a split keeps the stale timestamp"),
                   ("another cache", "#4 foreign handle accepted"), ("foreign", "#4 foreign handle accepted"),
@@ -186,7 +187,8 @@ ENGINES = [
             "`dec_node_ref_counter` checks nothing (`checks_locks=False`); `radix_cache_strict` declares True to show the "
             "consequences (findings 2, 3). Callers are trusted with arguments (`validates_input=False`).",
         ],
-        _phrases([("LRU", "#1 an insert ending mid-edge refreshes the whole edge"),
+        _phrases([("maximum recursion depth", "#6 recursion on paths ~1,000 nodes deep"),
+                  ("LRU", "#1 an insert ending mid-edge refreshes the whole edge"),
                   ("kept going", "#1 an insert ending mid-edge refreshes the whole edge"),
                   ("survived", "#1 an insert ending mid-edge refreshes the whole edge"),
                   ("another cache", "#3 a foreign node's release is accepted"),
