@@ -253,7 +253,8 @@ def merge_rows(previous: list[dict], rows: list[dict], partial: bool) -> tuple[l
     that has verdicts, and a partial run (``--only``) keeps every row it did not run. Returns the
     rows and the names whose earlier verdicts were kept instead of this run's "not run"."""
     old = {r["name"]: r for r in previous}
-    kept = [r["name"] for r in rows if r.get("not_run") and old.get(r["name"], {}).get("tests")]
+    # a row this run could not run, or ran without a single verdict, never replaces verdicts
+    kept = [r["name"] for r in rows if (r.get("not_run") or not r["tests"]) and old.get(r["name"], {}).get("tests")]
     mine = [old[r["name"]] if r["name"] in kept else r for r in rows]
     if not partial:
         return mine, kept
@@ -289,12 +290,16 @@ def run_matrix(targets: dict[str, str], profile: str, xdist: list[str]) -> tuple
     wall = round(time.monotonic() - started, 1)
     rows = {name: {"name": name, "spec": spec, "seconds": 0.0, "tests": {}} for name, spec in targets.items()}
     by_length = sorted(targets, key=len, reverse=True)  # names may contain '-': match the longest first
+    only = by_length[0] if len(targets) == 1 else None  # one target: the plugin leaves its name out of the ids
     for v in collector.verdicts:
         test, _, param = v.test.partition("[")
-        name = next((n for n in by_length if param.startswith(n + "-") or param == n + "]"), None)
+        if only is not None:
+            name, rest = (only, param.rstrip("]")) if param else (None, "")
+        else:
+            name = next((n for n in by_length if param.startswith(n + "-") or param == n + "]"), None)
+            rest = param[len(name) + 1:].rstrip("]") if name else ""
         if name is None:  # a conformance test that takes no target (the scheduler's own order)
             continue
-        rest = param[len(name) + 1:].rstrip("]")
         column = f"{test}[{rest}]" if rest else test
         rows[name]["tests"][column] = {k: getattr(v, k) for k in ("outcome", "oracle", "reason", "program") if getattr(v, k)}
         rows[name]["seconds"] = round(rows[name]["seconds"] + v.seconds, 1)
