@@ -288,10 +288,15 @@ def run_matrix(targets: dict[str, str], profile: str, xdist: list[str]) -> tuple
         args += ["--radix-target", f"{name}={spec}"]
     pytest.main(args, plugins=[collector])
     wall = round(time.monotonic() - started, 1)
+    return rows_of(targets, collector.verdicts), wall
+
+
+def rows_of(targets: dict[str, str], verdicts: list) -> list[dict]:
+    """One row per target from the run's verdicts, each attributed by the target name in its id."""
     rows = {name: {"name": name, "spec": spec, "seconds": 0.0, "tests": {}} for name, spec in targets.items()}
     by_length = sorted(targets, key=len, reverse=True)  # names may contain '-': match the longest first
     only = by_length[0] if len(targets) == 1 else None  # one target: the plugin leaves its name out of the ids
-    for v in collector.verdicts:
+    for v in verdicts:
         test, _, param = v.test.partition("[")
         if only is not None:
             name, rest = (only, param.rstrip("]")) if param else (None, "")
@@ -303,7 +308,7 @@ def run_matrix(targets: dict[str, str], profile: str, xdist: list[str]) -> tuple
         column = f"{test}[{rest}]" if rest else test
         rows[name]["tests"][column] = {k: getattr(v, k) for k in ("outcome", "oracle", "reason", "program") if getattr(v, k)}
         rows[name]["seconds"] = round(rows[name]["seconds"] + v.seconds, 1)
-    return list(rows.values()), wall
+    return list(rows.values())
 
 
 CELL = {"passed": "pass", "failed": "**FAIL**", "skipped": "skip"}
