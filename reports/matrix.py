@@ -81,6 +81,8 @@ SGLANG_FINDING = [
     ("raised but changed the cache", "#7 refused unlock is not atomic"),
     ("accepted it instead of raising", "#1 unmatched unlock accepted (lock_ref -1)"),
     ("stale", "#4 stale handle across reset"),
+    ("maximum recursion depth", "#8 all_values_flatten recurses (a deep tree)"),
+    (") survived", "#3 mid-edge hit refreshes the unused suffix"),  # the LRU oracle's wording since issue 19
 ]
 
 
