@@ -29,7 +29,7 @@ from radixcheck.properties.failures import describe_failure
 from radixcheck.properties.mutants import MUTANTS, machine_for_mutant
 from radixcheck.properties.verdict import run_machine
 from radixcheck.reports import default_out
-from radixcheck.reports.kill_rates import measure
+from radixcheck.reports.kill_rates import false_alarms, measure
 
 # (obligation, rule or scenario of the state machine that exercises it, the oracle's exception, mutants that break it)
 OBLIGATIONS: list[tuple[str, str, type[BaseException], list[str]]] = [
@@ -152,7 +152,12 @@ def obligations_table() -> str:
                     headers=["obligation", "exercised by", "oracle", "mutant(s) that break it"], tablefmt="github")
 
 
-def render(rows: list[dict[str, Any]]) -> str:
+def variants_table(variants: list[dict[str, Any]]) -> str:
+    return tabulate([[f"`{v['variant']}`", v["machine"], f"{v['failed']}/{v['streams']}", v["first_failure"]] for v in variants],
+                    headers=["correct cache", "machine", "streams failed", "first failure"], tablefmt="github")
+
+
+def render(rows: list[dict[str, Any]], variants: list[dict[str, Any]] | None = None) -> str:
     killed = [r["seconds_to_kill"] for r in rows if r["caught"]]
     measured = [r for r in rows if r["kills"] is not None]
     lowest = min(measured, key=lambda r: r["kills"] / r["streams"]) if measured else None
@@ -188,6 +193,14 @@ def render(rows: list[dict[str, Any]]) -> str:
         "",
         table,
         "",
+        "## Correct caches: no false alarms",
+        "",
+        "The reference and every correct variant (`CORRECT_VARIANTS`: one that trusts its callers, one without reset, "
+        "one that locks only through a fresh match, one with a FIFO policy), on the ordinary machine and on the "
+        "production-scale one, each stream derandomized under its own name; every stream must pass.",
+        "",
+        variants_table(variants) if variants else "(not measured in this run: --variant-streams 0)",
+        "",
         "## Minimal reproductions",
         "",
     ]
@@ -211,6 +224,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--out", type=Path, default=None,
                         help="output directory (default: reports/ in a checkout, ./radixcheck-reports when installed)")
     parser.add_argument("--streams", type=non_negative_int, default=200, help="streams per mutant for the kill rate (0: skip)")
+    parser.add_argument("--variant-streams", type=non_negative_int, default=50,
+                        help="streams per correct variant and machine for the false-alarm table (default 50; 0: skip)")
     parser.add_argument("--jobs", type=positive_int, default=2, help="worker processes (default 2)")
     parser.add_argument("--force", action="store_true", help="replace the saved catalogue even with fewer streams")
     args = parser.parse_args(argv)
@@ -220,11 +235,14 @@ def main(argv: list[str] | None = None) -> None:
                       [f"--streams {args.streams}: " + (f"kill rates over {args.streams} streams" if args.streams else "no kill rates")
                        + f" where it has them over {saved_streams(out)}"], args.force)
     rows = build(args.streams, args.jobs)
+    variants = false_alarms(args.variant_streams, args.jobs) if args.variant_streams else []
     (out / "artifacts").mkdir(parents=True, exist_ok=True)
-    (out / "BUG_CATALOGUE.md").write_text(render(rows) + "\n", encoding="utf-8")
+    (out / "BUG_CATALOGUE.md").write_text(render(rows, variants) + "\n", encoding="utf-8")
     stable = [{k: val for k, val in r.items() if k != "seconds_to_kill"} for r in rows]
     (out / "artifacts" / "catalogue.json").write_text(json.dumps(stable, indent=2) + "\n", encoding="utf-8")
-    print(render(rows).split("## Minimal")[0])
+    (out / "artifacts" / "false_alarms.json").write_text(
+        json.dumps([{k: val for k, val in r.items() if k != "seconds"} for r in variants], indent=2) + "\n", encoding="utf-8")
+    print(render(rows, variants).split("## Minimal")[0])
 
 
 if __name__ == "__main__":

@@ -17,8 +17,11 @@ from dataclasses import dataclass
 
 from radixcheck import profiles
 from radixcheck.argtypes import ArgumentParser, positive_int
-from radixcheck.properties.mutants import MUTANTS, machine_for_mutant
+from radixcheck.properties.cache_machine import machine_for
+from radixcheck.properties.mutants import CORRECT_VARIANTS, MUTANTS, machine_for_mutant
+from radixcheck.properties.scale_machine import scale_machine_for
 from radixcheck.properties.verdict import run_machine
+from radixcheck.reference import RadixCache
 
 
 @dataclass(frozen=True)
@@ -44,6 +47,34 @@ def _one_stream(job: tuple[str, int]) -> tuple[bool, bool]:
     except Exception as exc:  # noqa: BLE001 - a kill is any failure; the type says whether it is the right one
         return True, isinstance(exc, mutant.caught_by)
     return False, False
+
+
+def _variant_stream(job: tuple[str, str, int]) -> str | None:
+    """Stream ``k`` of correct variant ``name`` on machine ``kind`` ("ordinary" or "scale"): None
+    if it passed, else the failure's type and first line (a false alarm)."""
+    name, kind, k = job
+    variant = RadixCache if name == "RadixCache" else next(v for v in CORRECT_VARIANTS if v.__name__ == name)
+    make = scale_machine_for if kind == "scale" else machine_for
+    try:
+        run_machine(make(variant, variant.capabilities, getattr(variant, "page_size_for_test", 1), f"stream{k}_{kind}_{name}"),
+                    profiles.SETTINGS["mutation"])
+    except Exception as exc:  # noqa: BLE001 - any failure of a correct cache is a false alarm
+        return f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
+    return None
+
+
+def false_alarms(streams: int, jobs: int = 2) -> list[dict[str, object]]:
+    """Each correct variant and the reference, on both machines, over ``streams`` streams each:
+    how many streams failed it (every one should pass)."""
+    rows = []
+    with ProcessPoolExecutor(jobs) as pool:
+        for name in ["RadixCache", *(v.__name__ for v in CORRECT_VARIANTS)]:
+            for kind in ("ordinary", "scale"):
+                start = time.perf_counter()
+                failures = [f for f in pool.map(_variant_stream, [(name, kind, k) for k in range(streams)]) if f]
+                rows.append({"variant": name, "machine": kind, "streams": streams, "failed": len(failures),
+                             "first_failure": failures[0] if failures else "", "seconds": round(time.perf_counter() - start, 1)})
+    return rows
 
 
 def measure(names: list[str], streams: int, jobs: int = 2) -> list[KillRate]:
