@@ -121,13 +121,13 @@ def _first_kill(name: str) -> dict[str, Any]:
     return {"caught": True, "seconds_to_kill": seconds, "oracle": "(did not fail again when shrunk)"}
 
 
-def build(streams: int, jobs: int) -> list[dict[str, Any]]:
-    names = [m.__name__ for m in MUTANTS]
+def build(streams: int, jobs: int, only: list[str] | None = None) -> list[dict[str, Any]]:
+    names = [m.__name__ for m in MUTANTS if not only or m.__name__ in only]
     with ProcessPoolExecutor(jobs) as pool:
         first = dict(zip(names, pool.map(_first_kill, names), strict=True))
     rates = {r.mutant: r for r in measure(names, streams, jobs)} if streams else {}
     rows = []
-    for mutant in MUTANTS:
+    for mutant in [m for m in MUTANTS if m.__name__ in names]:
         rate = rates.get(mutant.__name__)
         rows.append({
             "bug_class": mutant.bug_class,
@@ -158,7 +158,7 @@ def variants_table(variants: list[dict[str, Any]]) -> str:
 
 
 def render(rows: list[dict[str, Any]], variants: list[dict[str, Any]] | None = None) -> str:
-    killed = [r["seconds_to_kill"] for r in rows if r["caught"]]
+    killed = [r["seconds_to_kill"] for r in rows if r["caught"] and r["seconds_to_kill"] == r["seconds_to_kill"]]  # not NaN: kept rows
     measured = [r for r in rows if r["kills"] is not None]
     lowest = min(measured, key=lambda r: r["kills"] / r["streams"]) if measured else None
     table = tabulate(
@@ -210,6 +210,24 @@ def render(rows: list[dict[str, Any]], variants: list[dict[str, Any]] | None = N
     return "\n".join(parts)
 
 
+def merged(rows: list[dict[str, Any]], out: Path) -> list[dict[str, Any]]:
+    """The saved catalogue's rows with ``rows`` in place of theirs (or added), in MUTANTS' order."""
+    try:
+        saved = json.loads((out / "artifacts" / "catalogue.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        saved = []
+    by_name = {r["mutant"]: r for r in saved} | {r["mutant"]: r for r in rows}
+    order = [f"radixcheck.properties.mutants:{m.__name__}" for m in MUTANTS]
+    return [{"seconds_to_kill": float("nan"), **by_name[name]} for name in order if name in by_name]
+
+
+def saved_variants(out: Path) -> list[dict[str, Any]]:
+    try:
+        return json.loads((out / "artifacts" / "false_alarms.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return []
+
+
 def saved_streams(out: Path) -> int:
     """The streams behind the kill rates of the catalogue saved in ``out`` (0 if none)."""
     try:
@@ -221,6 +239,8 @@ def saved_streams(out: Path) -> int:
 
 def main(argv: list[str] | None = None) -> None:
     parser = ArgumentParser(prog="python -m radixcheck.reports.catalogue", description=__doc__.splitlines()[0])
+    parser.add_argument("mutants", nargs="*", metavar="MUTANT",
+                        help="only these mutants: their rows replace the saved ones, the others are kept")
     parser.add_argument("--out", type=Path, default=None,
                         help="output directory (default: reports/ in a checkout, ./radixcheck-reports when installed)")
     parser.add_argument("--streams", type=non_negative_int, default=200, help="streams per mutant for the kill rate (0: skip)")
@@ -229,13 +249,16 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--jobs", type=positive_int, default=2, help="worker processes (default 2)")
     parser.add_argument("--force", action="store_true", help="replace the saved catalogue even with fewer streams")
     args = parser.parse_args(argv)
+    unknown = sorted(set(args.mutants) - {m.__name__ for m in MUTANTS})
+    if unknown:
+        parser.error(f"argument MUTANT: unknown mutant(s) {', '.join(unknown)}")
     out = args.out or default_out()
     if args.out is None and args.streams < saved_streams(out):  # --out DIR chooses the place: nothing there is protected
         refuse_weaker(parser, out / "BUG_CATALOGUE.md",
                       [f"--streams {args.streams}: " + (f"kill rates over {args.streams} streams" if args.streams else "no kill rates")
                        + f" where it has them over {saved_streams(out)}"], args.force)
-    rows = build(args.streams, args.jobs)
-    variants = false_alarms(args.variant_streams, args.jobs) if args.variant_streams else []
+    rows = merged(build(args.streams, args.jobs, args.mutants), out) if args.mutants else build(args.streams, args.jobs)
+    variants = false_alarms(args.variant_streams, args.jobs) if args.variant_streams else saved_variants(out)
     (out / "artifacts").mkdir(parents=True, exist_ok=True)
     (out / "BUG_CATALOGUE.md").write_text(render(rows, variants) + "\n", encoding="utf-8")
     stable = [{k: val for k, val in r.items() if k != "seconds_to_kill"} for r in rows]
