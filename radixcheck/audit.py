@@ -76,9 +76,12 @@ def rank_of(oracle: str) -> int:
 def shape_of(message: str) -> str:
     """A failure's message with the specifics left out (token lists, numbers): the first differing
     call and what was wrong with it, the same at every page size and in every test."""
-    shape = re.sub(r"\[[^\[\]]*\]", "[…]", message)
-    shape = re.sub(r"\(\d+ tokens\)", "", shape)
-    return re.sub(r"-?\b\d+\b", "N", shape)
+    shape = re.sub(r"\s*\(\d+ tokens\)", "", message)
+    shape = re.sub(r"=[^\s,()\[\]]+", "=…", shape)  # a value named in the message: page_size=1.5, t=48
+    while (inner := re.sub(r"\[[^\[\]]*\]", "\0", shape)) != shape:  # token lists, innermost first
+        shape = inner
+    shape = re.sub("\0(, \0)+", "\0", shape)  # however many of them
+    return re.sub(r"-?\b\d+\b", "N", shape.replace("\0", "[…]"))
 
 
 @dataclass

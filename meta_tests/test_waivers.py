@@ -1,0 +1,125 @@
+"""Known findings (`radixcheck audit --waive FILE`, issue 20 item 5): a waived finding is reported
+as waived, the state machine looks past it to the next bug in the same test, and a cache whose
+only findings are waived conforms (exit 0)."""
+
+from __future__ import annotations
+
+import json
+import textwrap
+from pathlib import Path
+
+import pytest
+from hypothesis import settings
+
+from radixcheck import profiles
+from radixcheck.cli import main
+from radixcheck.oracles.violations import LRUOrderViolation, RefcountViolation
+from radixcheck.properties.mutants import MostRecentFirst, machine_for_mutant
+from radixcheck.properties.verdict import run_machine
+from radixcheck.properties.waivers import WaiverError, WaiverLog, parse_waivers
+
+from .test_findings import ACCEPTS_BAD_PAGE_SIZES, audit_construction
+
+FEW = settings(profiles.SETTINGS["mutation"], max_examples=25)  # a waived run must search to the end: keep it short
+
+
+def test_the_file_format() -> None:
+    waivers = parse_waivers(textwrap.dedent("""
+        # known findings of mine:make
+        mine:*   test_cache_state_machine[page_size=16]   4 LRU order   # splits keep the old stamp (upstream #7)
+
+        *        test_*                                    RuntimeError  # evict crashes on an empty tree
+    """), "known.txt")
+    assert [(w.target, w.test, w.finding, w.where) for w in waivers] == [
+        ("mine:*", "test_cache_state_machine[page_size=16]", "4 LRU order", "known.txt:3"),
+        ("*", "test_*", "RuntimeError", "known.txt:5")]
+    assert waivers[0].reason == "splits keep the old stamp (upstream #7)"
+    lru = waivers[0]
+    assert lru.applies_to(("mine:make",), "test_cache_state_machine[page_size=16]")  # brackets: literally
+    assert not lru.applies_to(("mine:make",), "test_cache_state_machine[page_size=1]")
+    assert not lru.applies_to(("yours:make",), "test_cache_state_machine[page_size=16]")
+    assert lru.waives(LRUOrderViolation("x")) and not lru.waives(RefcountViolation("x"))
+    assert waivers[1].applies_to(("x:y",), "test_no_order_beats_dfs[page_size=1]")  # the name without parameters
+    assert waivers[1].waives(RuntimeError("boom")) and not waivers[1].waives(KeyError("boom"))
+    by_base_class = parse_waivers("* * ContractViolation  # every oracle")[0]
+    assert by_base_class.waives(LRUOrderViolation("x")) and not by_base_class.waives(RuntimeError("x"))
+
+
+@pytest.mark.parametrize(("text", "phrase"), [
+    ("* * 4 LRU order", "needs a reason"),
+    ("* * 4 LRU order #   ", "needs a reason"),
+    ("* test_x  # reason", "expected '<target glob> <test glob>"),
+    ("* 'test_x 4 LRU  # reason", "No closing quotation"),
+])
+def test_a_malformed_line_names_the_file_and_line(text: str, phrase: str) -> None:
+    with pytest.raises(WaiverError, match=phrase) as refused:
+        parse_waivers(f"# header\n{text}\n", "known.txt")
+    assert str(refused.value).startswith("known.txt:2: ")
+
+
+@pytest.mark.parametrize("content", [None, "* * 4 LRU order\n"], ids=["missing", "no reason"])
+def test_a_bad_waiver_file_is_exit_2_with_one_line(tmp_path: Path, capsys, content: str | None) -> None:
+    path = tmp_path / "known.txt"
+    if content is not None:
+        path.write_text(content)
+    assert main(["audit", "radixcheck.reference:RadixCache", "--waive", str(path)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("radixcheck: error: ") and err.count("\n") == 1 and "known.txt" in err
+
+
+def _log(text: str) -> WaiverLog:
+    return WaiverLog.for_test(parse_waivers(text), ("x:y",), "test_cache_state_machine[page_size=1]")
+
+
+def test_the_machine_looks_past_a_waived_finding() -> None:
+    """MostRecentFirst fails the LRU-order oracle; waived, its whole search passes, and the log
+    has the finding, with the rule that met it and its waiver."""
+    with pytest.raises(LRUOrderViolation):
+        run_machine(machine_for_mutant(MostRecentFirst), FEW)
+    log = _log("* * 4 LRU order  # MRU on purpose")
+    run_machine(machine_for_mutant(MostRecentFirst), FEW, waived=log)
+    [found] = log.findings()
+    assert (found["oracle"], found["type"], found["waiver"]) == ("4 LRU order", "LRUOrderViolation", "<waivers>:1: MRU on purpose")
+    assert found["times_met"] >= 1 and found["step"]
+
+
+class MostRecentFirstAndResetCrashes(MostRecentFirst):
+    """Two bugs: MRU order (met first, in almost every run) and a crash in reset() of a big tree."""
+
+    def reset(self) -> None:
+        if self.total_size() > 40:
+            raise RuntimeError("reset blew up")
+        super().reset()
+
+
+def test_the_search_goes_on_to_the_next_bug_in_the_same_test() -> None:
+    log = _log("* * LRUOrderViolation  # MRU on purpose")
+    with pytest.raises(RuntimeError, match="reset blew up") as caught:
+        run_machine(machine_for_mutant(MostRecentFirstAndResetCrashes), FEW, waived=log)
+    assert "state.reset()" in "\n".join(caught.value.__notes__)
+    assert [f["oracle"] for f in log.findings()] == ["4 LRU order"]
+
+
+def test_a_waiver_that_does_not_apply_changes_nothing() -> None:
+    log = _log("other:* * 4 LRU order  # another target's")
+    assert not log
+    with pytest.raises(LRUOrderViolation):
+        run_machine(machine_for_mutant(MostRecentFirst), FEW, waived=log or None)
+
+
+def test_an_audit_with_only_waived_findings_conforms(tmp_path: Path) -> None:
+    """The construction tests fail five times for one bug; waived, the audit exits 0 and says so in
+    the terminal, the report card and the JSON."""
+    (tmp_path / "lenient.py").write_text(textwrap.dedent(ACCEPTS_BAD_PAGE_SIZES))
+    (tmp_path / "known.txt").write_text("lenient:* test_bad_page_size_is_refused bad input*  # page sizes are clamped on purpose\n")
+    run = audit_construction(tmp_path, "--waive", "known.txt", "--json", "audit.json", "--report", "audit.md")
+    assert run.returncode == 0, run.stdout + run.stderr
+    assert "conforms, with 1 waived finding(s)" in run.stdout
+    assert "waived by " in run.stdout and "page sizes are clamped on purpose" in run.stdout
+    saved = json.loads((tmp_path / "audit.json").read_text())
+    assert saved["conforms"] and not saved["findings"]
+    assert [v["outcome"] for v in saved["verdicts"] if v["test"].startswith("test_bad_page")] == ["waived"] * 5
+    [waived] = saved["waived"]
+    assert waived["oracle"] == "bad input refused, state unchanged" and len(waived["tests"]) == 5
+    card = (tmp_path / "audit.md").read_text()
+    assert "conforms, with 1 waived finding(s)" in card and "## Waived findings" in card
