@@ -59,9 +59,11 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     )
     group.addoption(
         "--radix-waive",
+        action="append",
         default=None,
         metavar="FILE",
-        help="known findings to report as waived and look past (one '<target glob> <test glob> <oracle or exception>  # reason' a line)",
+        help="known findings to report as waived and look past (one '<target glob> <test glob> <oracle or exception>  # reason' "
+        "a line); repeatable",
     )
     parser.addini("radix_target", help=f"cache factory the conformance tests run against (--radix-target and {TARGET_ENV} win)")
     parser.addini("radix_page_sizes", help="comma-separated page sizes the conformance tests run (--radix-page-sizes wins)")
@@ -110,7 +112,7 @@ def pytest_configure(config: pytest.Config) -> None:
     # nothing is loaded into Hypothesis, so the project's own profile and settings stay as they are.
     config.stash[PROFILE] = profiles.select(config.getoption("hypothesis_profile", None), config.getoption("hypothesis_verbosity", None))
     try:
-        config.stash[WAIVERS] = read_waivers(config.getoption("--radix-waive")) if config.getoption("--radix-waive") else []
+        config.stash[WAIVERS] = [w for path in config.getoption("--radix-waive") or [] for w in read_waivers(path)]
     except WaiverError as exc:
         raise pytest.UsageError(f"radixcheck: {exc}") from exc
     if _several(config):
