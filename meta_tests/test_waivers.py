@@ -5,6 +5,8 @@ only findings are waived conforms (exit 0)."""
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 import textwrap
 from pathlib import Path
 
@@ -123,3 +125,31 @@ def test_an_audit_with_only_waived_findings_conforms(tmp_path: Path) -> None:
     assert waived["oracle"] == "bad input refused, state unchanged" and len(waived["tests"]) == 5
     card = (tmp_path / "audit.md").read_text()
     assert "conforms, with 1 waived finding(s)" in card and "## Waived findings" in card
+
+
+def test_in_a_several_target_run_a_waiver_names_targets_by_name(tmp_path: Path) -> None:
+    """The matrix's form: targets named ``name=spec``; a waiver for one name leaves the others alone."""
+    (tmp_path / "lenient.py").write_text(textwrap.dedent(ACCEPTS_BAD_PAGE_SIZES))
+    (tmp_path / "known.txt").write_text("engine.lenient test_bad_page_size_is_refused BadInputViolation  # clamped\n")
+    run = subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-n", "0", "-rA", "--pyargs",
+                          "radixcheck.properties.conformance.test_construction", "-k", "bad_page_size",
+                          "--radix-target", "engine.lenient=lenient:make", "--radix-target", "also.lenient=lenient:make",
+                          "--radix-waive", "known.txt"], cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    assert "5 failed" in run.stdout and "5 xfailed" in run.stdout, run.stdout[-2000:]
+    assert run.stdout.count("XFAIL ") == 5 and all("[engine.lenient-" in ln for ln in run.stdout.splitlines() if ln.startswith("XFAIL "))
+
+
+def test_the_matrix_shows_waived_cells_and_links_them_to_their_finding() -> None:
+    from radixcheck.reports import matrix
+
+    waived = [{"oracle": "4 LRU order", "type": "LRUOrderViolation", "message": "evict(2) evicted a page ... survived",
+               "waiver": "/x/reports/waivers/mini_sglang.txt:6: finding 2", "times_met": 3}]
+    rows = [{"name": "mini_sglang.newest", "spec": "m:newest", "seconds": 1.0, "tests": {
+        "test_cache_state_machine[page_size=1]": {"outcome": "passed", "waived": waived},
+        "test_cache_state_machine[page_size=4]": {"outcome": "waived", "oracle": "4 LRU order", "waived": waived},
+        "test_no_order_beats_dfs[page_size=1]": {"outcome": "passed"}}}]
+    card = matrix.render(rows, {"command": "x", "xdist": [], "profile": "audit", "wall_seconds": 1, "machine": "2 cores"})
+    assert "| `mini_sglang.newest` | pass (waived) | waived | pass |" in card
+    assert "| `mini_sglang.newest` | 2 |  |  | 1 | 1.0 |" in card  # passed, failed, skipped, waived
+    assert "waived: oracle *4 LRU order* — **finding #2 a split keeps the stale timestamp**" in card
+    assert "(mini_sglang.txt:6: finding 2)" in card
