@@ -19,6 +19,10 @@ waived, and inside a state machine the search goes on past it to the next bug in
 (:func:`radixcheck.properties.verdict.run_machine`). Waive an oracle that judges a choice (LRU
 order, eviction amount) to look past it; after a waived prefix-set or slot finding the model no
 longer describes the cache, and what follows is likely its echo.
+
+A waived finding ends the step it was raised in (the rest of that rule is not run). For the
+production-scale machine, whose first step builds the whole world, a finding waived there leaves
+a smaller world for the steps that follow.
 """
 
 from __future__ import annotations
