@@ -97,10 +97,6 @@ class Finding:
     exception: str = ""  # the exception's type
     raised_at: str = ""  # a crash: where, e.g. mycache.py:42 in evict
 
-    @property
-    def title(self) -> str:
-        return f"{self.oracle}: {self.reason}"
-
 
 def findings_of(verdicts: list[Verdict]) -> list[Finding]:
     """The failing verdicts grouped by root cause (module docstring), most fundamental first."""
@@ -185,7 +181,7 @@ class _Collector:
 
     def _add(self, verdict: Verdict) -> None:
         self.verdicts.append(verdict)
-        mark = {"passed": "ok  ", "failed": "FAIL", "skipped": "skip", "waived": "wvd "}[verdict.outcome]
+        mark = {"passed": "ok  ", "failed": "FAIL", "skipped": "skip", "waived": "waiv"}[verdict.outcome]
         detail = f"  {verdict.oracle}: {verdict.reason}" if verdict.outcome == "failed" else (
             f"  {verdict.reason}" if verdict.outcome == "skipped" else "")
         if verdict.waived:
