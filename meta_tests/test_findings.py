@@ -15,7 +15,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from radixcheck import profiles
-from radixcheck.audit import AuditResult, Verdict, findings_of, report_card, write_outputs
+from radixcheck.audit import AuditResult, Verdict, findings_of, report_card, shape_of, write_outputs
 from radixcheck.properties.cache_machine import machine_for
 from radixcheck.properties.contract import DEFAULT_CAPABILITIES
 from radixcheck.properties.failures import describe_failure
@@ -60,6 +60,22 @@ def test_findings_are_listed_most_fundamental_first() -> None:
     assert [f.oracle for f in findings_of(verdicts)] == [
         "error", "1 prefix-set model", "3 slot conservation", "crash (KeyError raised during a legal call)",
         "2 refcount safety", "4 LRU order", "6 DFS bound"]
+
+
+@pytest.mark.parametrize(("one", "other"), [
+    ("evict(2) returned 3 but freed 4 slots", "evict(8) returned 12 but freed 16 slots"),
+    ("evict() removed locked page(s) ending prefix [3, 0], [3, 0, 2]", "evict() removed locked page(s) ending prefix [0, 0, 0, 0]"),
+    ("stale handle Node(key=(0, 0), lock_ref=0, dead)", "stale handle Node(key=(7,), lock_ref=1, dead)"),
+    ("match_prefix([1, 2, … 4, 5] (3000 tokens)) returned 9 values", "match_prefix([1]) returned 2 values"),
+])
+def test_the_same_failure_with_other_specifics_has_one_shape(one: str, other: str) -> None:
+    assert shape_of(one) == shape_of(other)
+
+
+def test_different_calls_have_different_shapes() -> None:
+    assert shape_of("evict(2) returned 3 but freed 4 slots") != shape_of("evict_prefix([2]) returned 3 but freed 4 slots")
+    assert shape_of("protected_size() is 0, but 64 cached tokens are under a lock") != shape_of(
+        "evict() removed locked page(s) ending prefix [0]")
 
 
 class CrashesInEvict(RadixCache):

@@ -79,6 +79,7 @@ def shape_of(message: str) -> str:
     call and what was wrong with it, the same at every page size and in every test."""
     shape = re.sub(r"\s*\(\d+ tokens\)", "", message)
     shape = re.sub(r"=[^\s,()\[\]]+", "=…", shape)  # a value named in the message: page_size=1.5, t=48
+    shape = re.sub(r"\(-?\d+(?:,(?: -?\d+)?)+\)", "[]", shape)  # a tuple of tokens, as a node's key prints
     while (inner := re.sub(r"\[[^\[\]]*\]", "\0", shape)) != shape:  # token lists, innermost first
         shape = inner
     shape = re.sub("\0(, \0)+", "\0", shape)  # however many of them
@@ -109,7 +110,7 @@ def findings_of(verdicts: list[Verdict]) -> list[Finding]:
     found = []
     for (oracle, _), members in groups.items():
         _, shortest = min(members, key=lambda m: (not m[1]["program"], "production_scale" in m[0],
-                                                   len(m[1]["program"].splitlines()), m[0]))
+                                                   len(m[1]["program"].splitlines()), len(m[1]["message"]), m[0]))
         tests = list(dict.fromkeys(test for test, _ in members))
         found.append(Finding(RANKS[rank_of(oracle)][0] if rank_of(oracle) < len(RANKS) else "other", oracle,
                              shortest["message"], tests, shortest["program"], shortest.get("type", ""), shortest.get("raised_at", "")))
