@@ -58,8 +58,8 @@ def test_findings_are_listed_most_fundamental_first() -> None:
                "1 prefix-set model", "3 slot conservation", "error"]
     verdicts = [Verdict(f"t{i}", "failed", 0.0, oracle, f"reason {i}") for i, oracle in enumerate(oracles)]
     assert [f.oracle for f in findings_of(verdicts)] == [
-        "error", "1 prefix-set model", "3 slot conservation", "crash (KeyError raised during a legal call)",
-        "2 refcount safety", "4 LRU order", "6 DFS bound"]
+        "error", "1 prefix-set model", "3 slot conservation", "2 refcount safety",
+        "crash (KeyError raised during a legal call)", "4 LRU order", "6 DFS bound"]
 
 
 @pytest.mark.parametrize(("one", "other"), [

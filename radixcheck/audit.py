@@ -12,10 +12,11 @@ page size 4 are one finding). Each exception of an ``ExceptionGroup`` counts on 
 names every test (and page size) it failed, and shows the shortest program among them (the
 ordinary machine's before the production-scale one's, whose single step builds 10^4 nodes). Findings
 are listed most fundamental first (:data:`RANKS`): a test that could not run at all; slots and
-the prefix set (what a match returns, what evict frees, return values, bad input); a crash or a
-hang in a legal call (ranked after the data oracles, since a corrupted tree often crashes later,
-and before the properties a crash keeps from being judged); refcounts; eviction amount and LRU
-order; the DFS bound.
+the prefix set (what a match returns, what evict frees, return values, bad input); refcounts; a
+crash or a hang in a legal call (after those, because a corrupted tree or a lost lock often
+surfaces later as a crash: EvictsLockedLeaf's evicted locked node makes the serving protocol's
+unlock raise "stale handle" in the DFS tests; before LRU order and DFS, which a crash keeps from
+being judged); eviction amount and LRU order; the DFS bound.
 
 **Known findings** (``--waive FILE``, :mod:`radixcheck.properties.waivers`) are reported as
 waived, with their waiver's reason, and do not make the cache non-conforming.
@@ -63,8 +64,8 @@ class Verdict:
 RANKS: list[tuple[str, tuple[str, ...]]] = [
     ("could not run", ("collection error", "error")),
     ("slots and the prefix set", ("3 slot", "1 prefix-set", "5 evict-equals", "return values", "bad input", "contract")),
-    ("crash or hang in a legal call", ("crash", "hang", "assertion")),
     ("refcounts", ("2 refcount",)),
+    ("crash or hang in a legal call", ("crash", "hang", "assertion")),
     ("eviction amount and LRU order", ("4 ",)),
     ("DFS bound", ("6 DFS",)),
 ]
