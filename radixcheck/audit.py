@@ -112,10 +112,17 @@ def findings_of(verdicts: list[Verdict]) -> list[Finding]:
     for (oracle, _), members in groups.items():
         _, shortest = min(members, key=lambda m: (not m[1]["program"], "production_scale" in m[0],
                                                    len(m[1]["program"].splitlines()), len(m[1]["message"]), m[0]))
-        tests = list(dict.fromkeys(test for test, _ in members))
+        tests = sorted(dict.fromkeys(test for test, _ in members), key=_test_order)
         found.append(Finding(RANKS[rank_of(oracle)][0] if rank_of(oracle) < len(RANKS) else "other", oracle,
                              shortest["message"], tests, shortest["program"], shortest.get("type", ""), shortest.get("raised_at", "")))
     return sorted(found, key=lambda f: (rank_of(f.oracle), -len(f.tests), f.oracle, f.reason))
+
+
+def _test_order(test_id: str) -> tuple:
+    """Tests by name, then page sizes numerically (1, 4, 16)."""
+    name, _, param = test_id.partition("[")
+    size = param.rstrip("]").rpartition("page_size=")[2]
+    return (name, int(size) if size.isdigit() else -1, param)
 
 
 def waived_of(verdicts: list[Verdict]) -> list[dict[str, Any]]:
