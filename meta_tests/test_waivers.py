@@ -12,10 +12,12 @@ from pathlib import Path
 
 import pytest
 from hypothesis import settings
+from hypothesis import strategies as st
+from hypothesis.stateful import Bundle, RuleBasedStateMachine, invariant, rule
 
 from radixcheck import profiles
 from radixcheck.cli import main
-from radixcheck.oracles.violations import LRUOrderViolation, RefcountViolation
+from radixcheck.oracles.violations import LRUOrderViolation, RefcountViolation, SlotViolation
 from radixcheck.properties.mutants import MostRecentFirst, machine_for_mutant
 from radixcheck.properties.verdict import run_machine
 from radixcheck.properties.waivers import WaiverError, WaiverLog, parse_waivers
@@ -85,21 +87,43 @@ def test_the_machine_looks_past_a_waived_finding() -> None:
     assert found["times_met"] >= 1 and found["step"]
 
 
-class MostRecentFirstAndResetCrashes(MostRecentFirst):
-    """Two bugs: MRU order (met first, in almost every run) and a crash in reset() of a big tree."""
+class TwoBugs(RuleBasedStateMachine):
+    """A machine whose first bug is always an LRU finding, met in a step that also feeds a
+    bundle, and whose second bug (a crash) can only come after it; one invariant breaks a waived
+    slot oracle now and then."""
 
-    def reset(self) -> None:
-        if self.total_size() > 40:
+    items = Bundle("items")
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.lru_seen = 0
+
+    @rule(target=items, n=st.integers(0, 3))
+    def add(self, n: int) -> int:
+        if n == 3:
+            self.lru_seen += 1
+            raise LRUOrderViolation("evict(1) evicted a page last used by call 2 while an older one survived")
+        return n
+
+    @rule(item=items)
+    def use(self, item: int) -> None:
+        if self.lru_seen and item == 2:
             raise RuntimeError("reset blew up")
-        super().reset()
+
+    @invariant()
+    def slots(self) -> None:
+        if self.lru_seen == 2:
+            raise SlotViolation("slot 7 leaked")
 
 
 def test_the_search_goes_on_to_the_next_bug_in_the_same_test() -> None:
-    log = _log("* * LRUOrderViolation  # MRU on purpose")
+    with pytest.raises(LRUOrderViolation):
+        run_machine(TwoBugs, FEW)
+    log = _log("* * LRUOrderViolation  # known\n* * 3 slot*  # known too")
     with pytest.raises(RuntimeError, match="reset blew up") as caught:
-        run_machine(machine_for_mutant(MostRecentFirstAndResetCrashes), FEW, waived=log)
-    assert "state.reset()" in "\n".join(caught.value.__notes__)
-    assert [f["oracle"] for f in log.findings()] == ["4 LRU order"]
+        run_machine(TwoBugs, FEW, waived=log)
+    assert "state.use(" in "\n".join(caught.value.__notes__)
+    assert {(f["oracle"], f["step"]) for f in log.findings()} >= {("4 LRU order", "add")}
 
 
 def test_a_waiver_that_does_not_apply_changes_nothing() -> None:
