@@ -76,7 +76,8 @@ class RadixCache:
             child = node.children.get(key[pos : pos + self.page_size])
             if child is None:
                 break
-            shared = self._shared_length(child.key, key[pos:])
+            # The query only as far as the edge: a walk copies O(query) tokens, not O(depth x query).
+            shared = self._shared_length(child.key, key[pos : pos + len(child.key)])
             if shared < len(child.key):
                 child = self._split(child, shared)  # so a lock covers exactly what matched
             child.last_access = self._clock
@@ -99,7 +100,7 @@ class RadixCache:
                 leaf.last_access = self._clock
                 node.children[leaf.key[: self.page_size]] = leaf
                 return pos
-            shared = self._shared_length(child.key, key[pos:aligned])
+            shared = self._shared_length(child.key, key[pos : min(aligned, pos + len(child.key))])
             if shared < len(child.key):
                 child = self._split(child, shared)
             child.last_access = self._clock
@@ -204,7 +205,7 @@ class RadixCache:
             child = node.children.get(key[pos : pos + self.page_size])
             if child is None:
                 return 0
-            shared = self._shared_length(child.key, key[pos:cut])
+            shared = self._shared_length(child.key, key[pos : min(cut, pos + len(child.key))])
             if shared < len(child.key) and pos + shared < cut:
                 return 0  # diverges before the cut: nothing cached on this branch
             if shared < len(child.key):

@@ -1,0 +1,205 @@
+"""Meta-tests of ``radixcheck bench``: the growth fit, and the flags on caches we know.
+
+The flag tests measure cost in *executed Python lines* (a ``sys.settrace`` counter passed as the
+bench's clock) instead of CPU time: deterministic, so they cannot flake on a loaded machine, and
+small trees suffice because a scan shows up in the count at any size. That the CPU-time figures
+agree is shown by the committed runs (README, reports/COST.md), not by a timed test.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import sys
+import threading
+from pathlib import Path
+
+import pytest
+
+from radixcheck.bench import BenchPlan, bench
+from radixcheck.cli import main
+from radixcheck.properties.growth import FLAG_EXPONENT, grows_too_fast, growth_exponent
+from radixcheck.properties.memory_limit import MemoryLimitExceeded, memory_limit, resident_bytes
+from radixcheck.properties.target import load_target
+
+SIZES = (16, 64, 512)
+
+
+# ---- the fit ---------------------------------------------------------------------------------
+
+
+def _points(cost, sizes=SIZES, repeats=3, wobble=0.0):
+    return [(n, cost(n) * (1 + wobble * ((r % 3) - 1))) for n in sizes for r in range(repeats)]
+
+
+def test_linear_cost_fits_one_and_is_flagged() -> None:
+    e = growth_exponent(_points(lambda n: 3e-6 * n, wobble=0.2))
+    assert abs(e - 1.0) < 0.05
+    assert grows_too_fast(e)
+
+
+def test_flat_and_logarithmic_costs_are_not_flagged() -> None:
+    assert abs(growth_exponent(_points(lambda n: 2e-6, wobble=0.2))) < 0.05
+    e = growth_exponent(_points(lambda n: 1e-7 * math.log2(n), sizes=(16, 128, 1024, 4096, 12500)))
+    assert 0.1 < e < FLAG_EXPONENT
+
+
+def test_one_wild_repeat_does_not_make_a_flag() -> None:
+    points = _points(lambda n: 2e-6, sizes=(16, 128, 1024, 8192))
+    points.append((8192, 2e-3))  # one batch 1000x slower: another process took the core
+    assert not grows_too_fast(growth_exponent(points))
+
+
+def test_a_fit_needs_two_sizes() -> None:
+    with pytest.raises(ValueError, match="two or more sizes"):
+        growth_exponent([(100, 1.0), (100, 2.0)])
+    with pytest.raises(ValueError, match="positive"):
+        growth_exponent([(0, 1.0), (10, 1.0)])
+
+
+# ---- the flags, measured in executed lines ---------------------------------------------------
+
+
+class LineClock:
+    """Counts Python lines executed in this thread while installed: a cost no other process moves."""
+
+    def __init__(self) -> None:
+        self.lines = 0
+
+    def _trace(self, frame, event, arg):
+        if event == "line":
+            self.lines += 1
+        return self._trace
+
+    def __call__(self) -> float:
+        return float(self.lines)
+
+    def __enter__(self) -> LineClock:
+        self._previous = sys.gettrace()
+        sys.settrace(self._trace)
+        return self
+
+    def __exit__(self, *exc) -> None:
+        sys.settrace(self._previous)
+
+
+REFERENCE = "radixcheck.reference:RadixCache"
+RESCANS = "radixcheck.properties.slow_variants:EvictRescansPerLeaf"
+SCANS = "radixcheck.properties.slow_variants:ChildLookupScans"
+
+
+@pytest.fixture(scope="module")
+def measured():
+    targets = [(load_target(spec), 1) for spec in (REFERENCE, RESCANS, SCANS)]
+    clock = LineClock()
+    with clock:
+        results = bench(targets, BenchPlan(wide_leaves=SIZES, deep_levels=(4, 8, 16), repeats=1), clock=clock)
+    return {r.spec: r for r in results}
+
+
+def test_reference_is_never_flagged_on_match_insert_or_evict(measured) -> None:
+    ops = measured[REFERENCE].ops
+    for name in ("match_prefix", "insert", "evict", "match_prefix_deep", "insert_deep", "inc_lock_ref", "dec_lock_ref"):
+        assert not ops[name].flagged, (name, ops[name].exponent, ops[name].medians())
+
+
+def test_eviction_that_rescans_per_leaf_is_flagged_on_evict(measured) -> None:
+    ops = measured[RESCANS].ops
+    assert ops["evict"].flagged, ops["evict"].medians()
+    assert not ops["match_prefix"].flagged and not ops["insert"].flagged
+
+
+def test_scanning_child_lookup_is_flagged_on_match_and_insert(measured) -> None:
+    ops = measured[SCANS].ops
+    assert ops["match_prefix"].flagged, ops["match_prefix"].medians()
+    assert ops["insert"].flagged, ops["insert"].medians()
+    assert not ops["evict"].flagged
+    assert not ops["match_prefix_deep"].flagged  # two children a node: the deep tree does not see it
+
+
+def test_an_operation_the_target_does_not_offer_is_never_sent() -> None:
+    target = load_target("radixcheck.properties.mutants:MatchAndLockReference")
+    no_quarantine = load_target("radixcheck.properties.adapters.lightllm_radix:radix_cache")
+    assert not no_quarantine.capabilities.supports_quarantine
+    # MatchAndLockReference asserts if a lock does not follow its match: the bench must lock straight after.
+    (result,) = bench([(target, 1)], BenchPlan(wide_leaves=(16, 32), deep_levels=(4, 8), repeats=1, max_seconds=30))
+    assert result.ops["inc_lock_ref"].points and not result.ops["inc_lock_ref"].stopped
+
+
+# ---- limits ----------------------------------------------------------------------------------
+
+
+class Hangs:
+    """A cache whose eviction never returns once the tree is larger than a few leaves."""
+
+    def __init__(self, allocator, page_size):
+        from radixcheck.reference import RadixCache
+
+        self._inner = RadixCache(allocator, page_size)
+        self.page_size = page_size
+
+    def __getattr__(self, name):
+        return getattr(self._inner, name)
+
+    def evict(self, num_tokens):
+        if self._inner.total_size() > 200:
+            while True:
+                pass
+        return self._inner.evict(num_tokens)
+
+
+Hangs.capabilities = load_target(REFERENCE).capabilities  # type: ignore[attr-defined]
+
+
+def test_a_hanging_operation_gets_a_verdict_within_the_op_limit(monkeypatch) -> None:
+    monkeypatch.setenv("RADIXCHECK_OP_TIMEOUT", "0.5")
+    target = load_target("meta_tests.test_bench:Hangs")
+    (result,) = bench([(target, 1)], BenchPlan(wide_leaves=(16, 64), deep_levels=(4, 8), repeats=1, max_seconds=30))
+    for name in ("evict", "evict_small"):
+        assert result.ops[name].flagged and "operation limit" in result.ops[name].verdict, result.ops[name].verdict
+    assert not result.ops["match_prefix"].flagged
+
+
+def test_memory_limit_interrupts_a_runaway_allocation() -> None:
+    if resident_bytes() == 0 or threading.current_thread() is not threading.main_thread():
+        pytest.skip("needs /proc/self/statm and the main thread")
+    hoard = []
+    with pytest.raises(MemoryLimitExceeded), memory_limit(resident_bytes() + 64 * 2**20):
+        while True:
+            hoard.append(bytearray(2**20))
+    del hoard
+
+
+# ---- the command -----------------------------------------------------------------------------
+
+
+def test_bench_command_writes_the_json_keys_and_report(tmp_path: Path, capsys) -> None:
+    out = tmp_path / "cost.json"
+    code = main(["bench", RESCANS, "--sizes", "16,32", "--deep-levels", "4,8", "--repeats", "1",
+                 "--json", str(out), "--report", str(tmp_path / "cost.md"), "--max-seconds", "30"])
+    assert code == 0
+    doc = json.loads(out.read_text())
+    assert doc["target"] == RESCANS
+    for name in ("match_prefix", "evict"):
+        op = doc["ops"][name]
+        assert {"points", "exponent", "flagged"} <= set(op)
+        assert all(len(p) == 2 and p[0] > 0 and p[1] > 0 for p in op["points"])
+    assert doc["reference"]["target"] == REFERENCE
+    assert "radixcheck bench" in (tmp_path / "cost.md").read_text()
+    assert "evict_small" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("argv", [
+    ["bench", "--sizes", "1,x"],
+    ["bench", "--max-seconds", "0"],
+    ["bench", "no_such_module:make"],
+    ["bench", REFERENCE, "--page-size", "3"],
+])
+def test_bad_arguments_exit_2_with_one_line(argv, capsys) -> None:
+    try:
+        code = main(argv)
+    except SystemExit as exc:
+        code = exc.code
+    assert code == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and err.startswith("radixcheck bench: error:"), err
