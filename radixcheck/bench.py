@@ -31,8 +31,9 @@ collector off inside a timed batch (as ``timeit`` does), so other processes on a
 move the figures less; ratios between targets measured side by side in one run (interleaved:
 each size builds every target's tree in turn) are the figures to trust.
 
-Every call into the target runs under the per-operation time limit (``target.guarded``; a timed
-batch is one operation) and a resident-memory limit, and the whole run under ``max_seconds``.
+Every call into the target runs under the per-operation time limit (``target.guarded``) and a
+resident-memory limit, and the whole run under ``max_seconds``; a deep size whose build would
+take longer than ``max_build_seconds`` (estimated from the size before) is skipped, and says so.
 """
 
 from __future__ import annotations
@@ -173,6 +174,8 @@ class BenchPlan:
     repeats: int = DEFAULT_REPEATS
     max_seconds: float = DEFAULT_MAX_SECONDS
     memory_mib: int = DEFAULT_MEMORY_MIB
+    max_build_seconds: float = 60.0
+    """Skip a deep size whose build, extrapolated from the size before (build cost ~ depth^2), would take longer."""
 
     def __post_init__(self) -> None:
         for name in ("wide_leaves", "deep_levels"):
@@ -271,134 +274,145 @@ class _Tree:
         return guarded("match_prefix", self.cache.match_prefix, self.base)[1]
 
 
-# ---- the measurements: each returns {operation: (CPU seconds, units of work)} ----------------
+# ---- the measurements: each returns {operation: (cost, units of work)} ------------------------
 
 Clock = Callable[[], float]
-_Measure = Callable[[_Tree, np.random.Generator, Target], dict[str, tuple[float, float]]]
+_Measure = Callable[[_Tree, np.random.Generator], dict[str, tuple[float, float]]]
 
 
-def _cpu(clock: Clock, fn: Callable[[], Any]) -> tuple[float, Any]:
-    """``fn()``'s cost on ``clock``, with the garbage collector off (as ``timeit`` does)."""
-    enabled = gc.isenabled()
-    gc.disable()
-    try:
-        start = clock()
-        result = fn()
-        return clock() - start, result
-    finally:
-        if enabled:
+class _Timed:
+    """One timed batch: each call runs under the per-operation limit (``guarded``: the alarm is
+    set outside the timed region), its cost read on the clock around the call alone; the garbage
+    collector is off for the batch (as ``timeit`` does), so no collection lands in one call."""
+
+    def __init__(self, tree: _Tree) -> None:
+        self.tree = tree
+        self.cost = 0.0
+
+    def __enter__(self) -> _Timed:
+        self._gc = gc.isenabled()
+        gc.disable()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self._gc:
             gc.enable()
+
+    def __call__(self, name: str, *args: Any) -> Any:
+        method, clock = getattr(self.tree.cache, name), self.tree.clock
+
+        def measured() -> Any:
+            start = clock()
+            result = method(*args)
+            self.cost += clock() - start
+            return result
+
+        return guarded(f"{name} on the {self.tree.shape} tree of {self.tree.size:,} tokens", measured)
+
+
+def _untimed(tree: _Tree, name: str, *args: Any) -> Any:
+    return guarded(name, getattr(tree.cache, name), *args)
 
 
 def _sample(rng: np.random.Generator, items: Sequence[Any], k: int) -> list[Any]:
     return [items[i] for i in rng.integers(0, len(items), size=k)]
 
 
-def _match_wide(tree: _Tree, rng: np.random.Generator, target: Target) -> dict[str, tuple[float, float]]:
+def _match_wide(tree: _Tree, rng: np.random.Generator) -> dict[str, tuple[float, float]]:
     queries = _sample(rng, tree.young(), BATCH_CALLS)
-    match = tree.cache.match_prefix
-    seconds, _ = _cpu(tree.clock, lambda: [match(q) for q in queries])
-    return {"match_prefix": (seconds, sum(map(len, queries)))}
+    with _Timed(tree) as timed:
+        for q in queries:
+            timed("match_prefix", q)
+    return {"match_prefix": (timed.cost, sum(map(len, queries)))}
 
 
-def _insert_wide(tree: _Tree, rng: np.random.Generator, target: Target) -> dict[str, tuple[float, float]]:
+def _insert_wide(tree: _Tree, rng: np.random.Generator) -> dict[str, tuple[float, float]]:
     seqs = [tree.prefix + tree.tokens(tree.leaf) for _ in range(BATCH_CALLS)]
-    values = [tree.allocator.alloc(len(s)) for s in seqs]
-    insert = tree.cache.insert
-    seconds, already = _cpu(tree.clock, lambda: [insert(s, v) for s, v in zip(seqs, values, strict=True)])
-    for v, a in zip(values, already, strict=True):
-        tree.allocator.free(v[:a])
+    with _Timed(tree) as timed:
+        for seq in seqs:
+            values = tree.allocator.alloc(len(seq))
+            tree.allocator.free(values[: timed("insert", seq, values)])  # the caller keeps what was cached
     tree.leaves += seqs
     tree.evict(BATCH_CALLS * tree.leaf)  # back to n leaves: the oldest go, the new ones are the newest
-    return {"insert": (seconds, sum(map(len, seqs)))}
+    return {"insert": (timed.cost, sum(map(len, seqs)))}
 
 
-def _locks(tree: _Tree, rng: np.random.Generator, target: Target, suffix: str = "") -> dict[str, tuple[float, float]]:
+def _locks(tree: _Tree, rng: np.random.Generator, suffix: str = "") -> dict[str, tuple[float, float]]:
     if tree.shape == "wide":
         queries, per_call = _sample(rng, tree.young(), BATCH_CALLS), 1
     else:
         queries, per_call = [tree.base] * BATCH_CALLS, tree.n
-    lock_s = unlock_s = 0.0
-    cache = tree.cache
-    enabled = gc.isenabled()
-    gc.disable()
-    try:
+    with _Timed(tree) as lock, _Timed(tree) as unlock:
         for q in queries:
-            handle = cache.match_prefix(q)[1]  # straight before the lock (locks_only_after_match)
-            t0 = tree.clock()
-            cache.inc_lock_ref(handle)
-            t1 = tree.clock()
-            cache.dec_lock_ref(handle)
-            t2 = tree.clock()
-            lock_s, unlock_s = lock_s + t1 - t0, unlock_s + t2 - t1
-    finally:
-        if enabled:
-            gc.enable()
+            handle = _untimed(tree, "match_prefix", q)[1]  # straight before the lock (locks_only_after_match)
+            lock("inc_lock_ref", handle)
+            unlock("dec_lock_ref", handle)
     units = len(queries) * per_call
-    return {"inc_lock_ref" + suffix: (lock_s, units), "dec_lock_ref" + suffix: (unlock_s, units)}
+    return {"inc_lock_ref" + suffix: (lock.cost, units), "dec_lock_ref" + suffix: (unlock.cost, units)}
 
 
-def _evict_bulk(tree: _Tree, rng: np.random.Generator, target: Target) -> dict[str, tuple[float, float]]:
+def _evict_bulk(tree: _Tree, rng: np.random.Generator) -> dict[str, tuple[float, float]]:
     leaves = max(1, round(tree.n * EVICT_FRACTION))
     before = len(tree.allocator.freed_log)
-    seconds, _ = _cpu(tree.clock, lambda: tree.cache.evict(leaves * tree.leaf))
+    with _Timed(tree) as timed:
+        timed("evict", leaves * tree.leaf)
     freed_leaves = (len(tree.allocator.freed_log) - before) / tree.leaf
     if freed_leaves < 1:
         raise RuntimeError(f"evict({leaves * tree.leaf}) freed no slots on a tree of {tree.n} unlocked leaves")
     for _ in range(round(freed_leaves)):
         tree.add_leaf()
-    return {"evict": (seconds, freed_leaves)}
+    return {"evict": (timed.cost, freed_leaves)}
 
 
-def _evict_small(tree: _Tree, rng: np.random.Generator, target: Target) -> dict[str, tuple[float, float]]:
+def _evict_small(tree: _Tree, rng: np.random.Generator) -> dict[str, tuple[float, float]]:
     calls = min(BATCH_CALLS // 2, max(1, tree.n // 4))
-    evict = tree.cache.evict
     before = len(tree.allocator.freed_log)
-    seconds, _ = _cpu(tree.clock, lambda: [evict(1) for _ in range(calls)])
+    with _Timed(tree) as timed:
+        for _ in range(calls):
+            timed("evict", 1)
     freed = len(tree.allocator.freed_log) - before
     if freed < calls:
         raise RuntimeError(f"{calls} calls of evict(1) freed {freed} slots on a tree of {tree.n} unlocked leaves")
     for _ in range(max(1, round(freed / tree.leaf))):
         tree.add_leaf()
-    return {"evict_small": (seconds, calls)}
+    return {"evict_small": (timed.cost, calls)}
 
 
-def _evict_prefix(tree: _Tree, rng: np.random.Generator, target: Target) -> dict[str, tuple[float, float]]:
+def _evict_prefix(tree: _Tree, rng: np.random.Generator) -> dict[str, tuple[float, float]]:
     young = tree.young()
     picks = sorted(set(rng.choice(len(young), size=min(BATCH_CALLS // 2, len(young)), replace=False).tolist()))
     doomed = [young[i] for i in picks]
-    branches = [seq[: tree.leaf + tree.page_size] for seq in doomed]  # prefix + the leaf's first page
-    evict_prefix = tree.cache.evict_prefix
-    seconds, _ = _cpu(tree.clock, lambda: [evict_prefix(b) for b in branches])
+    with _Timed(tree) as timed:
+        for seq in doomed:
+            timed("evict_prefix", seq[: tree.leaf + tree.page_size])  # the shared prefix + the leaf's first page
     gone = {id(s) for s in doomed}
     tree.leaves = [s for s in tree.leaves if id(s) not in gone]
     for _ in doomed:
         tree.add_leaf()
-    return {"evict_prefix": (seconds, len(branches))}
+    return {"evict_prefix": (timed.cost, len(doomed))}
 
 
-def _match_deep(tree: _Tree, rng: np.random.Generator, target: Target) -> dict[str, tuple[float, float]]:
-    match, query = tree.cache.match_prefix, tree.base
-    seconds, _ = _cpu(tree.clock, lambda: [match(query) for _ in range(BATCH_CALLS)])
-    return {"match_prefix_deep": (seconds, BATCH_CALLS * len(query))}
+def _match_deep(tree: _Tree, rng: np.random.Generator) -> dict[str, tuple[float, float]]:
+    with _Timed(tree) as timed:
+        for _ in range(BATCH_CALLS):
+            timed("match_prefix", tree.base)
+    return {"match_prefix_deep": (timed.cost, BATCH_CALLS * len(tree.base))}
 
 
-def _insert_deep(tree: _Tree, rng: np.random.Generator, target: Target) -> dict[str, tuple[float, float]]:
+def _insert_deep(tree: _Tree, rng: np.random.Generator) -> dict[str, tuple[float, float]]:
     above = tree.base[: (tree.n - 1) * tree.page_size]
     seqs = [above + tree.tokens(tree.page_size) for _ in range(BATCH_CALLS)]
-    seconds = 0.0
-    for seq in seqs:  # one at a time: each brings values for its whole sequence (n pages)
-        values = tree.allocator.alloc(len(seq))
-        took, already = _cpu(tree.clock, lambda: tree.cache.insert(seq, values))  # noqa: B023 - called at once
-        seconds += took
-        tree.allocator.free(values[:already])
+    with _Timed(tree) as timed:
+        for seq in seqs:  # one at a time: each brings values for its whole sequence (n pages)
+            values = tree.allocator.alloc(len(seq))
+            tree.allocator.free(values[: timed("insert", seq, values)])
     tree.refresh_chain()  # the chain newest: the eviction below takes side leaves only
     tree.evict(BATCH_CALLS * tree.page_size)
-    return {"insert_deep": (seconds, sum(map(len, seqs)))}
+    return {"insert_deep": (timed.cost, sum(map(len, seqs)))}
 
 
-def _locks_deep(tree: _Tree, rng: np.random.Generator, target: Target) -> dict[str, tuple[float, float]]:
-    return _locks(tree, rng, target, suffix="_deep")
+def _locks_deep(tree: _Tree, rng: np.random.Generator) -> dict[str, tuple[float, float]]:
+    return _locks(tree, rng, suffix="_deep")
 
 
 # In the order they run on one tree: the destructive ones last.
@@ -441,6 +455,7 @@ class _Runner:
         self.rng = np.random.default_rng(seed)
         self.tokens = _Tokens()
         self.results = [self._empty(t, p) for t, p in targets]
+        self._builds: dict[tuple[int, str], tuple[int, float]] = {}  # (target index, shape) -> last (n, build seconds)
 
     @staticmethod
     def _empty(target: Target, page_size: int) -> TargetCost:
@@ -460,10 +475,10 @@ class _Runner:
             with guard, time_budget(self.plan.max_seconds):
                 for shape, sizes, steps in self._families():
                     for index in range(len(sizes)):
-                        for result, (target, page_size) in zip(self.results, self.targets, strict=True):
+                        for i, (result, (target, page_size)) in enumerate(zip(self.results, self.targets, strict=True)):
                             n = self._size(shape, sizes, index, page_size)
-                            if n is not None:
-                                self._measure(result, target, page_size, shape, n, steps)
+                            if n is not None and self._affordable(i, result, shape, n):
+                                self._measure(i, result, target, page_size, shape, n, steps)
         except BudgetSpent:
             self._stop_all(f"not measured: --max-seconds {self.plan.max_seconds:g} reached")
         for result in self.results:
@@ -482,12 +497,28 @@ class _Runner:
             return None  # see DEFAULT_DEEP_LEVELS: past this the build, not the bench, is the cost
         return n
 
+    def _affordable(self, i: int, result: TargetCost, shape: str, n: int) -> bool:
+        """Whether the tree's build, extrapolated from this target's last build of the shape, fits
+        ``max_build_seconds`` (deep: build cost ~ depth^2; wide: ~ leaves). Otherwise stop the shape."""
+        if (i, shape) not in self._builds:
+            return True
+        last_n, last_s = self._builds[(i, shape)]
+        estimate = last_s * (n / last_n) ** (2 if shape == "deep" else 1)
+        if estimate <= self.plan.max_build_seconds:
+            return True
+        for op in result.ops.values():
+            if op.tree == shape and not op.stopped:
+                op.stopped = (f"not measured beyond {result.sizes[shape][-1]:,} tokens: building the next {shape} tree "
+                              f"would take ~{estimate:.0f} s (max_build_seconds {self.plan.max_build_seconds:g})")
+        self.progress(f"{result.spec}: {shape} tree of {n}: skipped, build would take ~{estimate:.0f} s")
+        return False
+
     def _stop_all(self, reason: str) -> None:
         for result in self.results:
             for op in result.ops.values():
                 op.stopped = op.stopped or reason
 
-    def _measure(self, result: TargetCost, target: Target, page_size: int, shape: str, n: int,
+    def _measure(self, i: int, result: TargetCost, target: Target, page_size: int, shape: str, n: int,
                  steps: list[tuple[tuple[str, ...], _Measure]]) -> None:
         live = [(names, fn) for names, fn in steps if not any(result.ops[x].stopped for x in names)]
         if not live:
@@ -505,13 +536,12 @@ class _Runner:
                     result.ops[x].stopped = f"building the {shape} tree: {reason}"
             self.progress(f"{target.spec}: {shape} tree of {n} leaves/levels: {reason}")
             return
+        self._builds[(i, shape)] = (n, time.monotonic() - t0)
         result.sizes[shape].append(tree.size)
         for names, fn in live:
             try:
                 for _ in range(self.plan.repeats):
-                    measured = guarded(f"{'/'.join(names)} x{BATCH_CALLS} on the {shape} tree of {tree.size:,} tokens",
-                                       fn, tree, self.rng, target)
-                    for name, (seconds, units) in measured.items():
+                    for name, (seconds, units) in fn(tree, self.rng).items():
                         result.ops[name].points.append((tree.size, seconds / units))
             except (BudgetSpent, KeyboardInterrupt):
                 raise
