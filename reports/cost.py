@@ -29,9 +29,10 @@ from radixcheck.reports import default_out
 from radixcheck.reports.machine import describe, one_line
 from radixcheck.reports.throughput import (
     DEFAULT_CAPACITY,
-    DEFAULT_INSTANCES,
+    DEFAULT_FILL,
     DEFAULT_SCALE,
     describe_setup,
+    instances_for,
     ledger_workloads,
     replay,
 )
@@ -84,7 +85,8 @@ def measure(entries: list[Entry], plan: BenchPlan, replay_seconds: float) -> dic
     throughput: dict[str, list[dict[str, Any]]] = {e.key: [] for e in loaded}
     for workload in ledger_workloads(DEFAULT_SCALE):
         for entry, (target, page_size) in zip(loaded, targets, strict=True):
-            r = replay(target, page_size, workload, DEFAULT_INSTANCES, DEFAULT_CAPACITY, replay_seconds)
+            copies = instances_for(workload, DEFAULT_CAPACITY, DEFAULT_FILL)
+            r = replay(target, page_size, workload, copies, DEFAULT_CAPACITY, replay_seconds)
             row = asdict(r) | {"calls_per_second": r.calls_per_second}
             throughput[entry.key].append(row)
             print(f"[cost] {entry.key}: {workload.name}: {r.calls_per_second:,.0f} calls/s {r.stopped}", file=sys.stderr, flush=True)
@@ -93,7 +95,7 @@ def measure(entries: list[Entry], plan: BenchPlan, replay_seconds: float) -> dic
         "missing": missing,
         "results": {e.key: r.to_json() for e, r in zip(loaded, results, strict=True)},
         "throughput": throughput,
-        "throughput_setup": describe_setup(DEFAULT_SCALE, DEFAULT_INSTANCES, DEFAULT_CAPACITY),
+        "throughput_setup": describe_setup(DEFAULT_SCALE, DEFAULT_CAPACITY, DEFAULT_FILL),
         "plan": asdict(plan),
         "bench_seconds": round(bench_seconds, 1),
         "machine": describe(),
@@ -169,7 +171,7 @@ def render(doc: dict[str, Any], out: Path) -> str:
         f"smallest; the plan: wide trees of {', '.join(map(str, doc['plan']['wide_leaves']))} leaves, deep trees of "
         f"{', '.join(map(str, doc['plan']['deep_levels']))} levels, {doc['plan']['repeats']} repeats). "
         f"**FLAG**: exponent >= {doc['flag_exponent']} (cost per unit growing about linearly with the cache), or the "
-        "operation exceeded the 5 s per-batch or the memory limit (\"limit\"). About 0: flat; a logarithm fits 0.1-0.25.",
+        "operation exceeded the per-call time limit (5 s) or the memory limit (\"limit\"). About 0: flat; a logarithm fits 0.1-0.25.",
         "",
         "| operation | per | " + " | ".join(e.key for e in entries) + " |",
         "|---|---|" + "---|" * len(entries),
@@ -207,12 +209,13 @@ def render(doc: dict[str, Any], out: Path) -> str:
 def _throughput_section(doc: dict[str, Any], entries: list[Entry]) -> list[str]:
     setup = doc["throughput_setup"]
     lines = ["## Throughput: the ledger workloads at scale", "",
-             f"Each of the four ledger workloads at scale {setup['scale']} (every length x{setup['scale']}), "
-             f"{setup['instances']} disjoint copies one after another, through a slot pool of {setup['capacity_tokens']:,} "
-             "tokens (full after the first copies: every later request evicts). Per request: match, lock, evict when short "
-             "of room, insert, unlock. Contract calls per CPU second spent inside the cache (higher is better); hit rate "
-             "in brackets.", "",
-             "| workload | requests | " + " | ".join(e.key for e in entries) + " |", "|---|---|" + "---|" * len(entries)]
+             f"Each of the four ledger workloads (scale {setup['scale']}) replayed as disjoint copies, one after another, "
+             f"through a slot pool of {setup['capacity_tokens']:,} tokens: enough copies to bring {setup['fill']}x the pool "
+             "in distinct tokens, so the pool is full for the last two thirds and every request there evicts, from a tree "
+             "of thousands of leaves. Per request: match, lock, evict when short of room, insert, unlock. Contract calls "
+             "per CPU second spent inside the cache (higher is better); hit rate in brackets (the same for every cache: "
+             "they all hold the same prefixes).", "",
+             "| workload | copies | requests | " + " | ".join(e.key for e in entries) + " |", "|---|---|---|" + "---|" * len(entries)]
     names = [w["workload"] for w in doc["throughput"][entries[0].key]]
     for i, name in enumerate(names):
         cells = []
@@ -222,7 +225,8 @@ def _throughput_section(doc: dict[str, Any], entries: list[Entry]) -> list[str]:
             if r["stopped"]:
                 cell += f" [{r['stopped'][:60]}]"
             cells.append(cell)
-        lines.append(f"| {name} | {setup['workloads'][name]['requests']} | " + " | ".join(cells) + " |")
+        w = setup["workloads"][name]
+        lines.append(f"| {name} | {w['instances']} | {w['requests']:,} | " + " | ".join(cells) + " |")
     return lines
 
 
@@ -244,7 +248,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--out", type=Path, default=default_out())
     ap.add_argument("--only", action="append", help="measure only these field keys (the reference is always kept)")
     ap.add_argument("--max-seconds", type=float, default=1500.0, help="bound on the bench part of the run")
-    ap.add_argument("--replay-seconds", type=float, default=45.0, help="bound on each workload replay")
+    ap.add_argument("--replay-seconds", type=float, default=60.0, help="bound on each workload replay")
     ap.add_argument("--report-only", action="store_true", help="re-render from artifacts/cost.json")
     ap.add_argument("--allow-missing", action="store_true", help="write COST.md even if a target could not be loaded")
     args = ap.parse_args(argv)

@@ -1,9 +1,10 @@
 """Cache calls per second: the four ledger workloads replayed at scale through any target.
 
 Each workload (``reports/workloads.py``: few-shot, multi-turn chat, tree-of-thought, agents) is
-scaled up (every length x ``scale``) and replayed as ``instances`` disjoint copies (each copy's
-token ids shifted past the others'), one after another, through a slot pool of ``capacity``
-tokens, so the pool fills and every later request evicts, as a server's does once it is warm.
+replayed as many disjoint copies (each copy's token ids shifted past the others'), one after
+another, through a slot pool of ``capacity`` tokens: enough copies to bring ``fill`` times the
+pool's size in distinct tokens, so the pool is full for the last two thirds of the replay and the
+tree holds thousands of leaves, as a warm server's does; there every request evicts.
 Each request makes the calls a scheduler makes: ``match_prefix``, ``inc_lock_ref`` on the hit,
 ``evict`` when the pool lacks room for the new tokens, ``insert``, ``dec_lock_ref``.
 
@@ -24,9 +25,9 @@ from radixcheck.properties.contract import SlotAllocator
 from radixcheck.properties.target import Target, guarded
 from radixcheck.reports.workloads import SEED_WORKLOADS, VOCAB, Workload
 
-DEFAULT_SCALE = 4
-DEFAULT_INSTANCES = 40
-DEFAULT_CAPACITY = 20_000
+DEFAULT_SCALE = 1
+DEFAULT_CAPACITY = 50_000
+DEFAULT_FILL = 3
 
 
 @dataclass
@@ -42,6 +43,26 @@ class Throughput:
     @property
     def calls_per_second(self) -> float:
         return self.calls / self.seconds if self.seconds > 0 else float("nan")
+
+
+def cached_tokens(workload: Workload) -> int:
+    """Slots a cache needs to hold every request of ``workload`` at once: the nodes of the trie of
+    its requests (a shared prefix counted once)."""
+    root: dict[int, dict] = {}
+    count = 0
+    for req in workload.requests:
+        node = root
+        for t in req:
+            if t not in node:
+                node[t] = {}
+                count += 1
+            node = node[t]
+    return count
+
+
+def instances_for(workload: Workload, capacity: int, fill: int = DEFAULT_FILL) -> int:
+    """Copies of ``workload`` that together need ``fill`` x ``capacity`` slots."""
+    return max(1, -(-fill * capacity // cached_tokens(workload)))
 
 
 def requests_at_scale(workload: Workload, instances: int) -> list[list[int]]:
@@ -85,7 +106,7 @@ class _Replay:
         self.total += len(tokens)
 
 
-def replay(target: Target, page_size: int, workload: Workload, instances: int = DEFAULT_INSTANCES,
+def replay(target: Target, page_size: int, workload: Workload, instances: int,
            capacity: int = DEFAULT_CAPACITY, max_seconds: float = 60.0) -> Throughput:
     """Replay ``workload`` x ``instances`` through a fresh cache of ``target``; stops early (and says
     so) after ``max_seconds`` of wall time or at the first failure."""
@@ -118,7 +139,9 @@ def ledger_workloads(scale: int = DEFAULT_SCALE) -> list[Workload]:
     return [make(scale=scale) for make in SEED_WORKLOADS]
 
 
-def describe_setup(scale: int, instances: int, capacity: int) -> dict[str, Any]:
-    return {"scale": scale, "instances": instances, "capacity_tokens": capacity,
-            "workloads": {w.name: {"requests": len(w.requests) * instances, "tokens": w.total_tokens * instances}
-                          for w in ledger_workloads(scale)}}
+def describe_setup(scale: int, capacity: int, fill: int) -> dict[str, Any]:
+    workloads = {}
+    for w in ledger_workloads(scale):
+        k = instances_for(w, capacity, fill)
+        workloads[w.name] = {"instances": k, "requests": len(w.requests) * k, "tokens": w.total_tokens * k}
+    return {"scale": scale, "capacity_tokens": capacity, "fill": fill, "workloads": workloads}

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from radixcheck.properties.target import Target, load_target
 from radixcheck.reference import RadixCache
-from radixcheck.reports.throughput import replay, requests_at_scale
+from radixcheck.reports.throughput import cached_tokens, instances_for, replay, requests_at_scale
 from radixcheck.reports.workloads import VOCAB, few_shot
 
 
@@ -15,6 +15,8 @@ def test_copies_are_disjoint_and_keep_the_shape() -> None:
     firsts = {tuple(r[:4]) for r in stream}
     assert len(firsts) == 3  # one shared preamble per copy, no id shared across copies
     assert stream[len(w.requests)][0] == w.requests[0][0] + VOCAB
+    assert cached_tokens(w) == 256 + 16 * 16  # the preamble once, each question once
+    assert instances_for(w, capacity=5120, fill=3) == 30
 
 
 def test_a_full_pool_makes_requests_evict_and_every_call_is_counted() -> None:
