@@ -137,7 +137,7 @@ class OpCost:
         elif self.exponent is None:
             self.verdict = f"no fit: {self.stopped or 'fewer than two sizes'}"
         else:
-            self.verdict = "ok" + (f" (then {self.stopped})" if self.stopped else "")
+            self.verdict = "ok" + (f" up to {sizes[-1]:,} tokens; then {self.stopped}" if self.stopped else "")
 
     def to_json(self) -> dict[str, Any]:
         d = asdict(self)

@@ -178,6 +178,11 @@ def render(doc: dict[str, Any], out: Path) -> str:
     ]
     for name, spec in OPERATIONS.items():
         lines.append(f"| `{name}` | {spec.unit} | " + " | ".join(_cell(costs[e.key].ops[name]) for e in entries) + " |")
+    stops = [(e.key, name, op.stopped) for e in entries for name, op in costs[e.key].ops.items()
+             if op.stopped and not op.stopped.startswith("not offered")]
+    if stops:
+        lines += ["", "Stopped before the largest size (the exponent is fitted over the sizes measured):", ""]
+        lines += [f"- {key} `{name}`: {why}" for key, name, why in stops]
     lines += ["", "## Cost at the largest tree, and ratio to the reference", "",
               "Median cost per unit at the largest size each target reached (cached tokens in brackets); below it, the "
               "ratio to the reference (same page size) at the largest size both reached.", "",
