@@ -203,3 +203,9 @@ def test_bad_arguments_exit_2_with_one_line(argv, capsys) -> None:
     assert code == 2
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and err.startswith("radixcheck bench: error:"), err
+
+
+def test_without_a_factory_the_plugins_target_is_benched(monkeypatch, capsys) -> None:
+    monkeypatch.setenv("RADIXCHECK_TARGET", f"scans={SCANS}")  # the plugin's '[name=]module:factory'
+    assert main(["bench", "--sizes", "16,32", "--deep-levels", "4,8", "--repeats", "1", "--no-reference"]) == 0
+    assert f"bench {SCANS} at page size 1" in capsys.readouterr().out

@@ -89,6 +89,9 @@ def run_bench(args: argparse.Namespace) -> int:
     if args.op_timeout:
         os.environ[TIMEOUT_ENV] = str(args.op_timeout)
     spec = args.factory or os.environ.get(TARGET_ENV, DEFAULT_TARGET)
+    name, eq, rest = spec.partition("=")
+    if eq and ":" not in name:  # the plugin's '[name=]package.module:factory'
+        spec = rest
     try:
         target = load_target(spec)
         check_target(target)
