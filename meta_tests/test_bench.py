@@ -16,13 +16,13 @@ from pathlib import Path
 
 import pytest
 
-from radixcheck.bench import BenchPlan, bench
+from radixcheck.bench import BenchPlan, OpCost, bench
 from radixcheck.cli import main
 from radixcheck.properties.growth import FLAG_EXPONENT, grows_too_fast, growth_exponent
 from radixcheck.properties.memory_limit import MemoryLimitExceeded, memory_limit, resident_bytes
 from radixcheck.properties.target import load_target
 
-SIZES = (16, 64, 512)
+SIZES = (16, 64, 256, 512)
 
 
 # ---- the fit ---------------------------------------------------------------------------------
@@ -55,6 +55,16 @@ def test_a_fit_needs_two_sizes() -> None:
         growth_exponent([(100, 1.0), (100, 2.0)])
     with pytest.raises(ValueError, match="positive"):
         growth_exponent([(0, 1.0), (10, 1.0)])
+
+
+def test_a_flag_needs_three_sizes_and_reads_the_large_ones() -> None:
+    two = OpCost("evict", "call", "wide", "", points=_points(lambda n: 1e-6 * n, sizes=(16, 64)))
+    two.finish()
+    assert not two.flagged and two.verdict.startswith("not judged")
+    # A fixed 40 µs hides the linear term on the smallest tree (SGLang's evict(1) shape); the flag reads the sizes above it.
+    five = OpCost("evict", "call", "wide", "", points=_points(lambda n: 4e-5 + 1.2e-6 * n, sizes=(16, 128, 1024, 4096, 12500)))
+    five.finish()
+    assert five.flagged and five.exponent > five.exponent_all_sizes
 
 
 # ---- the flags, measured in executed lines ---------------------------------------------------

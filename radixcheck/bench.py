@@ -106,7 +106,7 @@ class OpCost:
     tree: str
     what: str
     points: list[tuple[int, float]] = field(default_factory=list)  # (cached tokens, CPU seconds per unit)
-    exponent: float | None = None  # fitted over every size but the smallest (see finish)
+    exponent: float | None = None  # fitted over every size but the smallest when there are four or more (see finish)
     exponent_all_sizes: float | None = None
     flagged: bool = False
     verdict: str = ""  # "" while measuring; then "ok", "flagged", or what stopped it
@@ -120,22 +120,24 @@ class OpCost:
         return [(s, float(np.median(c))) for s, c in sorted(by_size.items())]
 
     def finish(self) -> None:
-        """Fit and judge. The flag reads the fit over every size but the smallest: on the smallest
-        tree a fixed per-call cost (argument conversion, allocation) hides a linear term that is
-        plain once the tree outgrows it, and large trees are where deployments live. The fit over
-        all sizes is reported beside it."""
+        """Fit and judge. With four sizes or more the flag reads the fit over every size but the
+        smallest: on the smallest tree a fixed per-call cost (argument conversion, allocation)
+        hides a linear term that is plain once the tree outgrows it, and large trees are where
+        deployments live. A flag from the fit needs three sizes or more in it: two sizes are one
+        ratio, which one noisy size can tip. The fit over all sizes is reported beside it."""
         sizes = sorted({s for s, _ in self.points})
         self.exponent_all_sizes = growth_exponent(self.points) if len(sizes) >= 2 else None
-        large = [(s, c) for s, c in self.points if s != sizes[0]] if len(sizes) >= 3 else self.points
-        self.exponent = growth_exponent(large) if len(sizes) >= 2 else None
+        fitted = [(s, c) for s, c in self.points if s != sizes[0]] if len(sizes) >= 4 else self.points
+        self.exponent = growth_exponent(fitted) if len(sizes) >= 2 else None
+        judged = len(sizes) >= 3
         limit_hit = self.stopped.startswith(("exceeded", "memory"))
-        self.flagged = grows_too_fast(self.exponent) or limit_hit
+        self.flagged = (judged and grows_too_fast(self.exponent)) or limit_hit
         if self.stopped.startswith("not offered"):
             self.verdict = self.stopped
         elif self.flagged:
             self.verdict = "flagged" + (f": {self.stopped}" if limit_hit else "")
-        elif self.exponent is None:
-            self.verdict = f"no fit: {self.stopped or 'fewer than two sizes'}"
+        elif self.exponent is None or not judged:
+            self.verdict = f"not judged: {len(sizes)} size(s) measured, a flag needs 3" + (f"; {self.stopped}" if self.stopped else "")
         else:
             self.verdict = "ok" + (f" up to {sizes[-1]:,} tokens; then {self.stopped}" if self.stopped else "")
 

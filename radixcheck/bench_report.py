@@ -94,8 +94,9 @@ def markdown(result: TargetCost, reference: TargetCost | None, plan: BenchPlan, 
               f"ratios to the reference (measured side by side, interleaved), not the absolute figures.", ""]
     lines += [table(result, reference, "github"), ""]
     lines += [f"A flag: the cost per unit of work grows with exponent >= {FLAG_EXPONENT} (Theil-Sen slope of log cost "
-              f"on log size over every repeat at every size but the smallest), or the operation exceeded the time or "
-              f"memory limit at some size. Linear growth fits about 1, a logarithm 0.1-0.25.", ""]
+              f"on log size over every repeat at every size but the smallest, or at every size where fewer than four were "
+              f"measured; a flag needs three sizes in the fit), or the operation exceeded the time or memory limit at some "
+              f"size. Linear growth fits about 1, a logarithm 0.1-0.25.", ""]
     lines += ["| operation | what is measured |", "|---|---|"]
     lines += [f"| `{op.name}` | {op.what} (cost per {op.unit}) |" for op in OPERATIONS.values()]
     if plot:

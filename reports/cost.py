@@ -111,7 +111,9 @@ def _op(doc: dict[str, Any], key: str, name: str) -> OpCost:
     d = dict(doc["results"][key]["ops"][name])
     d.pop("medians", None)
     d["points"] = [tuple(p) for p in d["points"]]
-    return OpCost(**d)
+    op = OpCost(**d)
+    op.finish()  # judged by this checkout's rule, from the run's points and stops
+    return op
 
 
 def _target_cost(doc: dict[str, Any], key: str) -> TargetCost:
@@ -168,7 +170,8 @@ def render(doc: dict[str, Any], out: Path) -> str:
         "## Growth exponents and flags",
         "",
         f"Exponent of the cost per unit of work against cached tokens (Theil-Sen over every repeat at every size but the "
-        f"smallest; the plan: wide trees of {', '.join(map(str, doc['plan']['wide_leaves']))} leaves, deep trees of "
+        f"smallest, or at every size where fewer than four were measured; a flag needs three sizes in the fit; the plan: "
+        f"wide trees of {', '.join(map(str, doc['plan']['wide_leaves']))} leaves, deep trees of "
         f"{', '.join(map(str, doc['plan']['deep_levels']))} levels, {doc['plan']['repeats']} repeats). "
         f"**FLAG**: exponent >= {doc['flag_exponent']} (cost per unit growing about linearly with the cache), or the "
         "operation exceeded the per-call time limit (5 s) or the memory limit (\"limit\"). About 0: flat; a logarithm fits 0.1-0.25.",
