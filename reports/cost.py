@@ -151,8 +151,9 @@ def render(doc: dict[str, Any], out: Path) -> str:
         "# The cost of a cache: how each operation grows with the cache, across the field",
         "",
         "Regenerate: `python -m radixcheck.reports.audit_env && .audit-venv/bin/python -m radixcheck.reports.cost` "
-        f"(one run: bench {doc['bench_seconds']:.0f} s, then the throughput replays). One target alone: "
-        "`radixcheck bench module:factory`.",
+        f"(one run: the bench part took {doc['bench_seconds']:.0f} s, then the throughput replays), then "
+        "`python -m radixcheck.reports.cost --report-only` in the main environment for the plot (the audit environment "
+        "has no matplotlib). One target alone: `radixcheck bench module:factory`.",
         "",
         f"Measured on {one_line(m)}; {doc['clock']}. The machine is shared (2 cores, other jobs running): absolute "
         "figures are noisy, so every target's tree was built and measured in turn at each size (interleaved), and the "
@@ -209,6 +210,8 @@ def render(doc: dict[str, Any], out: Path) -> str:
               "`locks_only_after_match=True`).",
               "- Deep trees stop at 1,024 levels (256 at page size 16): building depth d costs d^2/2 page-steps in any "
               "cache, because every insert that reaches depth i carries its i-page prefix.",
+              "- mini-sglang and LightLLM ran from the adapters' modules at the commits named above (the same code a "
+              "user's checkout at those commits holds); SGLang and vLLM from their PyPI wheels in `.audit-venv/`.",
               ""]
     text = "\n".join(lines) + "\n"
     return text
