@@ -18,7 +18,6 @@ from radixcheck.cli import main
         (["audit", "no_such_module_xyz:make"], "cannot import"),
         (["audit", "radixcheck.reference:NoSuchFactory"], "no attribute"),
         (["audit", "radixcheck.reference:RadixCache", "--page-sizes", "7"], "declares"),
-        (["audit", "radixcheck.reference:RadixCache", "--page-sizes", "a,b"], "comma-separated integers"),
     ],
 )
 def test_an_untestable_target_is_exit_2_with_a_reason(argv, phrase, capsys) -> None:
@@ -26,7 +25,8 @@ def test_an_untestable_target_is_exit_2_with_a_reason(argv, phrase, capsys) -> N
     assert phrase in capsys.readouterr().err
 
 
-@pytest.mark.parametrize("argv", [["audit", "x:y", "-n", "banana"], ["audit", "x:y", "--op-timeout", "-1"], ["nosuch"]])
+@pytest.mark.parametrize("argv", [["audit", "x:y", "-n", "banana"], ["audit", "x:y", "--op-timeout", "-1"], ["nosuch"],
+                                  ["audit", "radixcheck.reference:RadixCache", "--page-sizes", "a,b"]])
 def test_bad_arguments_are_exit_2(argv, capsys) -> None:
     with pytest.raises(SystemExit) as stopped:
         main(argv)

@@ -8,10 +8,12 @@ import time
 import pytest
 from hypothesis import settings
 
+from radixcheck import profiles
 from radixcheck.properties.cache_machine import machine_for
 from radixcheck.properties.contract import DEFAULT_CAPABILITIES
 from radixcheck.properties.failures import oracle_of
-from radixcheck.properties.mutants import CORRECT_VARIANTS, MUTANTS, machine_for_mutant
+from radixcheck.properties.mutants import CORRECT_VARIANTS, MUTANTS, NoResetReference, machine_for_mutant
+from radixcheck.properties.scale_machine import scale_machine_for
 from radixcheck.properties.target import TIMEOUT_ENV
 from radixcheck.properties.verdict import run_machine
 from radixcheck.reference import RadixCache
@@ -20,7 +22,11 @@ from radixcheck.reference import RadixCache
 def find_only() -> settings:
     """The gate's search without shrinking (the `mutation` profile): every mutant must die within
     the gate's own budget, and the meta-test only needs to know that it died, and why."""
-    return settings.get_profile("mutation")
+    return profiles.SETTINGS["mutation"]
+
+
+VARIANT_EXAMPLES = 50  # half the conformance test's: four variants at 100 would cost the gate ~15 s; the
+# catalogue runs each variant over many random streams (reports/BUG_CATALOGUE.md, "correct variants")
 
 
 @pytest.mark.parametrize("variant", CORRECT_VARIANTS, ids=lambda v: v.__name__)
@@ -28,7 +34,16 @@ def test_correct_variant_passes(variant) -> None:
     """A cache that trusts its callers, or has no reset, is right: the suite must not fail it.
     The trusting one asserts its own tree before each eviction, so any unpaired or stale call
     the suite sent would show; the no-reset one raises if it is ever sent reset()."""
-    run_machine(machine_for(variant, variant.capabilities, variant.page_size_for_test, f"variant_{variant.__name__}"), find_only())
+    search = settings(find_only(), max_examples=VARIANT_EXAMPLES)
+    run_machine(machine_for(variant, variant.capabilities, variant.page_size_for_test, f"variant_{variant.__name__}"), search)
+
+
+@pytest.mark.parametrize("variant", [v for v in CORRECT_VARIANTS if v is not NoResetReference], ids=lambda v: v.__name__)
+def test_correct_variant_passes_at_production_scale(variant) -> None:
+    """The same, in a production world (a crowd of 1,025+ locks, 10^4 nodes, a path 3,000 deep).
+    Not the no-reset one: reset is never sent to it, and the rest of it is the reference, which
+    the conformance scale test runs."""
+    run_machine(scale_machine_for(variant, variant.capabilities, variant.page_size_for_test, f"variant_{variant.__name__}"), find_only())
 
 
 @pytest.mark.parametrize("mutant", MUTANTS, ids=lambda m: m.bug_class)
@@ -61,6 +76,6 @@ def test_a_hang_is_reported_unshrunk(monkeypatch) -> None:
     (each replay would cost the limit again), and later calls into the hung code are refused."""
     monkeypatch.setenv(TIMEOUT_ENV, "0.3")
     with pytest.raises(Exception) as caught:
-        run_machine(machine_for(HangsOnEvict, DEFAULT_CAPABILITIES, 1, "meta_hangs"), settings.get_profile("ci"))
+        run_machine(machine_for(HangsOnEvict, DEFAULT_CAPABILITIES, 1, "meta_hangs"), profiles.SETTINGS["ci"])
     assert oracle_of(caught.value).startswith("hang"), caught.value
     assert any("not shrunk" in note for note in caught.value.__notes__)

@@ -95,7 +95,7 @@ def test_a_forced_seed_still_fails_a_broken_cache(tmp_path: Path) -> None:
     replays from: the first failure must still be the verdict (it once came out as 'skipped')."""
     result = subprocess.run(
         [sys.executable, "-m", "pytest", "-n", "0", "-p", "no:randomly", "-o", "addopts=", "--hypothesis-profile=ci",
-         "--hypothesis-seed=1", "--pyargs", "radixcheck.properties.conformance.test_cache_machine",
+         "--hypothesis-seed=1", "--pyargs", "radixcheck.properties.conformance.test_cache_machine", "-k", "test_cache_state_machine",
          "--radix-target", "radixcheck.properties.mutants:EvictsLockedLeaf", "--radix-page-sizes", "1"],
         cwd=tmp_path, capture_output=True, text=True, timeout=120)
     assert "1 failed" in result.stdout, result.stdout[-2000:]

@@ -16,7 +16,6 @@ from radixcheck.model.exact import ExactnessError
 from radixcheck.model.kv_pool import STORAGE_DTYPES, KVPool, KVPoolError
 from radixcheck.model.llama import Config, InputError, Model
 from radixcheck.model.sequence import Sequence
-from radixcheck.model.smollm2 import load_smollm2
 from radixcheck.model.synthetic import DEFAULT_CONFIG, load_default
 
 __all__ = [
@@ -32,3 +31,11 @@ __all__ = [
     "load_default",
     "load_smollm2",
 ]
+
+
+def __getattr__(name: str):  # noqa: ANN202 - PEP 562: `python -m radixcheck.model.smollm2` must not find it imported already
+    if name == "load_smollm2":
+        from radixcheck.model.smollm2 import load_smollm2
+
+        return load_smollm2
+    raise AttributeError(f"module 'radixcheck.model' has no attribute {name!r}")

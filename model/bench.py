@@ -25,12 +25,15 @@ import argparse
 import json
 import os
 import platform
+import re
 import subprocess
 import sys
 import time
 from pathlib import Path
 
 import numpy as np
+
+from radixcheck.argtypes import ArgumentParser, positive_int, python_with, refuse_weaker
 
 
 def peak_rss_mb() -> float:
@@ -89,17 +92,38 @@ def markdown(rows: list[dict], meta: dict, command: str) -> str:
     return head + table + "\n"
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+def weaker_section(md: Path, section: str, repeats: int, with_llama: bool) -> list[str]:
+    """How this run's table would be weaker than the section ``section`` of ``md`` it replaces."""
+    from radixcheck.model.fidelity import read_section
+
+    before = read_section(md, section)
+    weaker = []
+    if "llama.cpp tok/s" in before and not with_llama:
+        weaker.append("no --llama-python: the llama.cpp column would be lost")
+    saved = re.search(r"best of (\d+) interleaved", before)
+    if saved and repeats < int(saved.group(1)):
+        weaker.append(f"--repeats {repeats}: best of {repeats} where it has best of {saved.group(1)}")
+    return weaker
+
+
+def main(argv: list[str] | None = None) -> None:
+    ap = ArgumentParser(prog="python -m radixcheck.model.bench", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--model", choices=["smollm2", "synthetic"], default="smollm2")
-    ap.add_argument("--tokens", type=int, nargs="+", default=[64, 256, 512])
-    ap.add_argument("--repeats", type=int, default=3)
-    ap.add_argument("--llama-python", help="a Python with llama-cpp-python, for the side-by-side column")
-    ap.add_argument("--threads", type=int, default=1, help="the model's threads (Model.threads) and llama.cpp's n_threads")
+    ap.add_argument("--tokens", type=positive_int, nargs="+", default=[64, 256, 512], help="prompt lengths (default 64 256 512)")
+    ap.add_argument("--repeats", type=positive_int, default=3, help="interleaved runs, best of (default 3)")
+    ap.add_argument("--llama-python", type=python_with("llama_cpp"), help="a Python with llama-cpp-python, for the side-by-side column")
+    ap.add_argument("--threads", type=positive_int, default=1, help="the model's threads (Model.threads) and llama.cpp's n_threads")
     ap.add_argument("--kernel", choices=["auto", "c", "numpy"], default="auto", help="the exact model's Q8_0 product (same bits)")
     ap.add_argument("--json", type=Path, help="also write the results here")
     ap.add_argument("--md", type=Path, help="also write the table as a section of this markdown file (one section per kernel set)")
-    args = ap.parse_args()
+    ap.add_argument("--force", action="store_true", help="replace the --md section even with a weaker table")
+    args = ap.parse_args(argv)
+    if args.llama_python and args.model != "smollm2":
+        ap.error("argument --llama-python: llama.cpp runs only on --model smollm2 (the synthetic model has no GGUF)")
+    if args.md:
+        section = f"prefill {os.environ.get('OPENBLAS_CORETYPE') or 'default'} {args.kernel}"
+        refuse_weaker(ap, args.md, weaker_section(args.md, section, args.repeats, bool(args.llama_python)), args.force,
+                      elsewhere="another --md file")
 
     from threadpoolctl import threadpool_info
 
@@ -186,8 +210,9 @@ def main() -> None:
         from radixcheck.model.fidelity import replace_section
 
         coretype = os.environ.get("OPENBLAS_CORETYPE")
-        cmd = ("OPENBLAS_CORETYPE=" + coretype + " " if coretype else "") + "python -m radixcheck.model.bench --llama-python PY"
-        cmd += f" --threads {args.threads}" + (f" --kernel {args.kernel}" if args.kernel != "auto" else "")
+        cmd = ("OPENBLAS_CORETYPE=" + coretype + " " if coretype else "") + "python -m radixcheck.model.bench"
+        cmd += (" --llama-python PY" if args.llama_python else "") + f" --threads {args.threads}"
+        cmd += (f" --kernel {args.kernel}" if args.kernel != "auto" else "") + (f" --repeats {args.repeats}" if args.repeats != 3 else "")
         replace_section(args.md, f"prefill {coretype or 'default'} {args.kernel}", markdown(rows, meta, cmd))
 
 

@@ -26,6 +26,8 @@ from typing import Any
 
 import numpy as np
 
+from radixcheck.argtypes import ArgumentParser, python_with, refuse_weaker
+
 CHAT = "<|im_start|>user\nWhat is the capital of France?<|im_end|>\n<|im_start|>assistant\nThe capital of"  # 19 tokens
 SECTION = "fidelity"
 
@@ -113,12 +115,26 @@ def replace_section(path: Path, name: str, body: str) -> None:
     path.write_text(text, encoding="utf-8")
 
 
+def read_section(path: Path, name: str) -> str:
+    """The text between ``<!-- name -->`` markers in ``path`` ('' if there is none)."""
+    begin, end = f"<!-- {name}: begin -->", f"<!-- {name}: end -->"
+    text = path.read_text(encoding="utf-8") if path.is_file() else ""
+    return text[text.index(begin) : text.index(end)] if begin in text and end in text else ""
+
+
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--llama-python", help="a Python with llama-cpp-python (python -m radixcheck.model.llamacpp_env)")
-    ap.add_argument("--text", default=CHAT)
+    ap = ArgumentParser(prog="python -m radixcheck.model.fidelity", description=__doc__,
+                        formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--llama-python", type=python_with("llama_cpp"),
+                    help="a Python with llama-cpp-python (python -m radixcheck.model.llamacpp_env)")
+    ap.add_argument("--text", default=CHAT, help="the prompt (default: a 19-token chat prompt)")
     ap.add_argument("--md", type=Path, help="also write the table as a section of this markdown file")
+    ap.add_argument("--force", action="store_true", help="replace the --md section even without its llama.cpp row")
     args = ap.parse_args(argv)
+    if not args.text:
+        ap.error("argument --text: the prompt is empty")
+    if args.md and "| llama.cpp |" in read_section(args.md, SECTION) and not args.llama_python:
+        refuse_weaker(ap, args.md, ["no --llama-python: the llama.cpp row would be lost"], args.force, elsewhere="another --md file")
     r = measure(args.text, args.llama_python)
     cmd = "python -m radixcheck.model.fidelity" + (" --llama-python PY" if args.llama_python else "")
     md = markdown(r, cmd)

@@ -29,6 +29,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+from radixcheck.argtypes import ArgumentParser
+
 ROOT = Path(__file__).resolve().parent.parent
 TEST_FILES = [
     "tests/test_model_reuse.py",
@@ -83,13 +85,22 @@ def digest(real: bool) -> None:
     print(json.dumps(out))
 
 
-def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--sets", nargs="+", default=["as-is", "default", "Haswell", "Zen"])
+def kernel_set(text: str) -> str:
+    """``as-is``, ``default`` or an OpenBLAS core type name (letters and digits, e.g. Haswell, SkylakeX, Zen)."""
+    if not text.isalnum() and text != "as-is":
+        raise argparse.ArgumentTypeError(f"must be as-is, default or an OPENBLAS_CORETYPE name, not {text!r}")
+    return text
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = ArgumentParser(prog="python -m radixcheck.model.kernel_check", description=__doc__,
+                        formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--sets", nargs="+", type=kernel_set, default=["as-is", "default", "Haswell", "Zen"],
+                    help="kernel sets: as-is, default, or an OPENBLAS_CORETYPE name (default: as-is default Haswell Zen)")
     ap.add_argument("--real", action="store_true", help="include the real SmolLM2 in the digests")
     ap.add_argument("--no-tests", action="store_true", help="digests only")
     ap.add_argument("--digest", action="store_true", help=argparse.SUPPRESS)
-    args = ap.parse_args()
+    args = ap.parse_args(argv)
     if args.digest:
         digest(args.real)
         return 0

@@ -117,18 +117,23 @@ def logits(path: str, ids_json: str, out: str, threads: int) -> None:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    try:  # one-line usage errors; run as a file in the llama venv, radixcheck is not there: plain argparse
+        from radixcheck.argtypes import ArgumentParser, positive_int
+    except ImportError:
+        ArgumentParser, positive_int = argparse.ArgumentParser, int
+    ap = ArgumentParser(prog="python -m radixcheck.model.llamacpp", description=__doc__,
+                        formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = ap.add_subparsers(dest="cmd", required=True)
     f = sub.add_parser("fixture")
     f.add_argument("--out", type=Path, default=FIXTURE)
     w = sub.add_parser("worker")
     w.add_argument("gguf")
-    w.add_argument("--threads", type=int, default=2)
+    w.add_argument("--threads", type=positive_int, default=2)
     g = sub.add_parser("logits")
     g.add_argument("gguf")
     g.add_argument("ids_json", help="token ids as a JSON list")
     g.add_argument("out", help="where to np.save the (len, vocab) float32 logits")
-    g.add_argument("--threads", type=int, default=1)
+    g.add_argument("--threads", type=positive_int, default=1)
     args = ap.parse_args()
     if args.cmd == "fixture":
         write_fixture(args.out)

@@ -19,11 +19,14 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 import subprocess
 import sys
 import time
 import venv
 from pathlib import Path
+
+from radixcheck.argtypes import ArgumentParser, positive_int
 
 VERSION = "0.3.36"  # the version the fixture and the benchmark figures were measured with
 
@@ -86,11 +89,19 @@ def build(env: Path, version: str, jobs: int | None) -> Path:
     return py
 
 
+def version_number(text: str) -> str:
+    """A release number such as 0.3.16 (it is pinned with ``==``)."""
+    if not re.fullmatch(r"\d+(\.\d+)*", text):
+        raise argparse.ArgumentTypeError(f"must be a release number such as {VERSION}, not {text!r}")
+    return text
+
+
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = ArgumentParser(prog="python -m radixcheck.model.llamacpp_env", description=__doc__,
+                        formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--venv", type=Path, default=None, help="where to build (default: $RADIXCHECK_CACHE/llama-venv)")
-    ap.add_argument("--version", default=VERSION)
-    ap.add_argument("--jobs", type=int, default=None, help="parallel compile jobs (default: all cores)")
+    ap.add_argument("--version", default=VERSION, type=version_number, help=f"llama-cpp-python version (default {VERSION})")
+    ap.add_argument("--jobs", type=positive_int, default=None, help="parallel compile jobs (default: all cores)")
     ap.add_argument("--check", action="store_true", help="only check an existing environment")
     ap.add_argument("--print-python", action="store_true", help="print the venv's python path and exit")
     args = ap.parse_args(argv)

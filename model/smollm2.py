@@ -103,8 +103,11 @@ def load_smollm2(download: bool = True, arithmetic: str = "exact", keep_q8: bool
     return Model(config, weights, arithmetic=arithmetic, keep_q8=keep_q8)
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
     """``python -m radixcheck.model.smollm2``: fetch and convert the model, print where it is."""
+    from radixcheck.argtypes import ArgumentParser
+
+    ArgumentParser(prog="python -m radixcheck.model.smollm2", description=main.__doc__).parse_args(argv)  # takes no arguments
     path = prepare(quiet=False)
     print(path)
 

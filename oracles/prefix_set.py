@@ -1,74 +1,129 @@
 """Oracle 1 — the prefix-set model.
 
 A radix cache, seen from outside, is a prefix-closed set of cached token sequences. This model
-stores that set literally: a dict from every cached page-aligned prefix to an ``Entry`` holding
-the slot ids of its last page. No tree, no splitting: a match is the longest prefix found in
-the dict, and its values are the concatenated pages — exactly the values first inserted there.
+stores that set as plainly as a production-sized run allows: one ``Entry`` per cached *page*,
+found from the entry of the page before it by the page's tokens (a trie of pages). No edges, no
+splitting: a match is the longest chain of cached pages, and its values are those pages' slot
+ids, exactly the values first inserted there.
 
 The model also keeps what a cache must remember about each page: its lock count, its last use
 (a logical clock, one tick per match or insert) and whether it is cached, detached (quarantined
-while locked) or gone (its slots must have been freed). The other oracles read this state.
+while locked) or gone (its slots must have been freed). The other oracles read this state. A
+use of a path is stamped on its last page only; a page's last use is the newest stamp at or
+below it, which is what a leaf's own stamp is (see ``_use``).
+
+**Scale.** A production cache holds 10^5 tokens and paths thousands of pages deep, so nothing
+here walks the whole tree on a step: every method costs what it reads or changes. The sizes are
+two counters, ``slot_owner`` maps each slot to its page, and the unlocked leaves are kept in
+recency order; whenever a page changes, :meth:`PrefixSetModel._refile` puts it back where it
+belongs. Only :meth:`PrefixSetModel.reset` and :meth:`PrefixSetModel.entries` touch every page.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+import itertools
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
+
+from sortedcontainers import SortedList
 
 from radixcheck.oracles.violations import PrefixSetViolation, SlotViolation, shown
 
+_serials = itertools.count()
 
-@dataclass(eq=False)
+
+@dataclass(eq=False, slots=True)
 class Entry:
-    prefix: tuple[int, ...]
-    values: tuple[int, ...]  # the slot ids of the last page of ``prefix``
+    """One cached page: its tokens, its slot ids, and where it hangs in the trie."""
+
+    page: tuple[int, ...]
+    values: tuple[int, ...]  # the slot ids of this page
+    parent: Entry | None
+    depth: int = 0  # pages from the root: this page ends at token depth * page_size
+    children: dict[tuple[int, ...], Entry] = field(default_factory=dict)
     locks: int = 0
     last_use: int = 0
-    state: str = "cached"  # "cached" | "detached" | "gone"
+    state: str = "cached"  # "cached" | "detached" | "gone" ("root" for the trie's root)
+    serial: int = field(default_factory=lambda: next(_serials))
+    filed_as: tuple | None = None  # its key in PrefixSetModel.unlocked_leaves, if it is there
+
+    @property
+    def prefix(self) -> tuple[int, ...]:
+        """Every token from the root to the end of this page (O(depth): for messages)."""
+        pages, node = [], self
+        while node is not None:
+            pages.append(node.page)
+            node = node.parent
+        return tuple(t for page in reversed(pages) for t in page)
+
+    def __repr__(self) -> str:
+        return f"Entry({shown(self.prefix)}, locks={self.locks}, last_use={self.last_use}, {self.state})"
 
 
 @dataclass
 class PrefixSetModel:
     page_size: int = 1
-    cached: dict[tuple[int, ...], Entry] = field(default_factory=dict)
-    detached: list[Entry] = field(default_factory=list)
     clock: int = 0
+    root: Entry = field(default_factory=lambda: Entry((), (), None, state="root"))
+    pages: int = 0  # cached pages
+    locked_pages: int = 0  # cached pages with a lock
+    slot_owner: dict[int, Entry] = field(default_factory=dict)  # cached and detached pages' slots
+    detached: dict[Entry, None] = field(default_factory=dict)  # insertion-ordered set
+    unlocked_leaves: SortedList = field(default_factory=SortedList)  # (last_use, serial, entry), oldest first
 
     # ---- the set itself -------------------------------------------------------------------
 
-    def aligned_prefixes(self, tokens: Sequence[int]) -> list[tuple[int, ...]]:
-        """Every non-empty page-aligned prefix of ``tokens``, shortest first."""
+    def _page_at(self, tokens: Sequence[int], depth: int) -> tuple[int, ...]:
         p = self.page_size
-        return [tuple(tokens[:k]) for k in range(p, len(tokens) // p * p + 1, p)]
+        return tuple(tokens[depth * p : (depth + 1) * p])
 
     def longest_cached(self, tokens: Sequence[int]) -> list[Entry]:
         """The entries of the longest cached prefix of ``tokens`` (no side effects)."""
-        path = []
-        for k in range(self.page_size, len(tokens) + 1, self.page_size):
-            entry = self.cached.get(tuple(tokens[:k]))
-            if entry is None:
+        path, node = [], self.root
+        for depth in range(len(tokens) // self.page_size):
+            node = node.children.get(self._page_at(tokens, depth))
+            if node is None:
                 break
-            path.append(entry)
+            path.append(node)
         return path
+
+    def _use(self, path: list[Entry]) -> None:
+        """Mark a matched or inserted path as used now. Only its last page is stamped: a page's
+        last use is the newest stamp at or below it, and a page leaving the set hands its stamp
+        to its parent (``_unlink``), so a leaf's stamp is always its own last use."""
+        if path:
+            path[-1].last_use = self.clock
+            self._refile(path[-1])
+
+    def touch(self, path: list[Entry]) -> None:
+        """A match whose path the caller already knows (it extends nothing): as :meth:`match`."""
+        self.clock += 1
+        self._use(path)
 
     def match(self, tokens: Sequence[int]) -> list[Entry]:
         """A match: the longest cached prefix, marked as used now."""
         self.clock += 1
         path = self.longest_cached(tokens)
-        for entry in path:
-            entry.last_use = self.clock
+        self._use(path)
         return path
 
     def insert(self, tokens: Sequence[int], values: Sequence[int]) -> int:
         """Cache ``tokens``; already-cached pages keep their first values. Returns prefix_len."""
         self.clock += 1
+        p = self.page_size
         path = self.longest_cached(tokens)
-        prefix_len = len(path) * self.page_size
-        for prefix in self.aligned_prefixes(tokens)[len(path) :]:
-            page = tuple(int(v) for v in values[len(prefix) - self.page_size : len(prefix)])
-            self.cached[prefix] = Entry(prefix, page)
-        for entry in self.longest_cached(tokens):
-            entry.last_use = self.clock
+        prefix_len = len(path) * p
+        node = path[-1] if path else self.root
+        for depth in range(len(path), len(tokens) // p):
+            page = Entry(self._page_at(tokens, depth), tuple(values[depth * p : (depth + 1) * p]), node, depth + 1)
+            node.children[page.page] = page
+            self._refile(node)  # no longer a leaf
+            self.pages += 1
+            for slot in page.values:
+                self.slot_owner[slot] = page
+            path.append(page)
+            node = page
+        self._use(path)
         return prefix_len
 
     @staticmethod
@@ -89,83 +144,148 @@ class PrefixSetModel:
     def lock(self, path: list[Entry]) -> None:
         for entry in path:
             entry.locks += 1
+            if entry.locks == 1 and entry.state == "cached":
+                self.locked_pages += 1
+            self._refile(entry)
 
     def unlock(self, path: list[Entry]) -> set[int]:
         """Release one lock; returns the slots that must be freed now (detached pages let go)."""
         freed: set[int] = set()
         for entry in path:
             entry.locks -= 1
+            if entry.locks == 0 and entry.state == "cached":
+                self.locked_pages -= 1
             if entry.locks == 0 and entry.state == "detached":
-                entry.state = "gone"
-                self.detached.remove(entry)
-                freed.update(entry.values)
+                del self.detached[entry]
+                freed.update(self._forget(entry))
+            self._refile(entry)
         return freed
 
     # ---- removal ------------------------------------------------------------------------------
 
+    def _forget(self, entry: Entry) -> tuple[int, ...]:
+        """The page is gone: its slots leave the index (they must be freed now)."""
+        entry.state = "gone"
+        for slot in entry.values:
+            del self.slot_owner[slot]
+        return entry.values
+
+    def _unlink(self, entry: Entry) -> None:
+        """Take a cached page out of the set (its slots stay indexed until it is forgotten)."""
+        del entry.parent.children[entry.page]
+        entry.parent.last_use = max(entry.parent.last_use, entry.last_use)  # it was used whenever this page was
+        self.pages -= 1
+        if entry.locks > 0:
+            self.locked_pages -= 1
+        entry.state = "unlinked"
+        self._refile(entry)
+        self._refile(entry.parent)  # may have become a leaf
+
     def remove_freed(self, slots: Iterable[int]) -> list[Entry]:
         """Apply an eviction observed as freed slots; returns the entries it removed.
 
-        Raises AssertionError when the freed slots are not whole cached pages or when removing
-        them would leave a cached page whose prefix is gone (the set must stay prefix-closed).
+        Raises when the freed slots are not whole cached pages, or when removing them would leave
+        a cached page whose prefix is gone (the set must stay prefix-closed).
         """
-        slots = set(slots)
-        removed = [e for e in self.cached.values() if e.values[0] in slots]
-        partial = [e.prefix for e in removed if not slots.issuperset(e.values)]
+        slots = list(slots)
+        owners = {self.slot_owner.get(s) for s in slots}
+        unknown = [s for s in slots if self.slot_owner.get(s) is None or self.slot_owner[s].state != "cached"]
+        if unknown:
+            raise SlotViolation(f"eviction freed slots the cache did not hold in the tree: {sorted(unknown)[:8]}")
+        freed = set(slots)
+        removed = sorted(owners, key=lambda e: e.serial)
+        partial = [e.prefix for e in removed if not freed.issuperset(e.values)]
         if partial:
             raise SlotViolation(f"eviction freed only part of the page(s) {', '.join(map(shown, partial[:3]))}")
-        unknown = slots - {v for e in removed for v in e.values}
-        if unknown:
-            raise SlotViolation(f"eviction freed slots the cache did not hold: {sorted(unknown)[:8]}")
-        for entry in removed:
-            del self.cached[entry.prefix]
-            entry.state = "gone"
-        orphans = [e.prefix for e in self.cached.values() if e.prefix[: -self.page_size] and e.prefix[: -self.page_size] not in self.cached]
+        orphans = [c.prefix for e in removed for c in e.children.values() if c not in owners]
         if orphans:
             raise PrefixSetViolation(f"eviction removed a prefix but kept its extension(s) {', '.join(map(shown, orphans[:3]))}")
+        for entry in sorted(removed, key=lambda e: -e.depth):  # deepest first: each is a leaf when it goes
+            self._unlink(entry)
+            self._forget(entry)
         return removed
 
     def quarantine(self, tokens: Sequence[int]) -> tuple[int, set[int]]:
         """evict_prefix: drop every cached page whose prefix starts with ``tokens``.
 
-        With page_size p the cut is at (len(tokens) - 1) // p * p, so the doomed pages are those of
-        length >= len(tokens) that start with ``tokens``. Returns (tokens removed, slots to free now).
+        With page_size p the cut is at (len(tokens) - 1) // p * p: the doomed pages are the
+        subtrees hanging below the cut whose first page starts with the tokens after it.
+        Returns (tokens removed, slots to free now).
         """
-        n = len(tokens)
-        doomed = [e for e in self.cached.values() if len(e.prefix) >= n and e.prefix[:n] == tuple(tokens)]
-        freed: set[int] = set()
-        for entry in doomed:
-            del self.cached[entry.prefix]
-            if entry.locks > 0:
-                entry.state = "detached"
-                self.detached.append(entry)
-            else:
-                entry.state = "gone"
-                freed.update(entry.values)
-        return len(doomed) * self.page_size, freed
+        p = self.page_size
+        cut_pages = (len(tokens) - 1) // p
+        path = self.longest_cached(tokens[: cut_pages * p])
+        if len(path) < cut_pages:
+            return 0, set()
+        above = path[-1] if path else self.root
+        head = tuple(tokens[cut_pages * p :])
+        doomed = [c for c in above.children.values() if c.page[: len(head)] == head]
+        removed, freed = 0, set()
+        for top in doomed:
+            for entry in sorted(self._subtree(top), key=lambda e: -e.depth):
+                self._unlink(entry)
+                removed += p
+                if entry.locks > 0:
+                    entry.state = "detached"
+                    self.detached[entry] = None
+                else:
+                    freed.update(self._forget(entry))
+        return removed, freed
 
     def reset(self) -> set[int]:
         """Everything goes; returns every slot that must be freed."""
-        freed = self.slots()
-        for entry in list(self.cached.values()) + self.detached:
+        freed = set(self.slot_owner)
+        for entry in list(self.entries()) + list(self.detached):
             entry.state = "gone"
-        self.cached.clear()
+        self.root.children.clear()
         self.detached.clear()
+        self.slot_owner.clear()
+        self.unlocked_leaves.clear()
+        self.pages = self.locked_pages = 0
         return freed
 
     # ---- what the other oracles read --------------------------------------------------------
 
+    def _refile(self, entry: Entry) -> None:
+        """Put ``entry`` among the unlocked leaves (keyed by recency) if it is one, else take it out."""
+        is_unlocked_leaf = entry.state == "cached" and not entry.children and entry.locks == 0
+        key = (entry.last_use, entry.serial, entry) if is_unlocked_leaf else None
+        if entry.filed_as != key:
+            if entry.filed_as is not None:
+                self.unlocked_leaves.remove(entry.filed_as)
+            if key is not None:
+                self.unlocked_leaves.add(key)
+            entry.filed_as = key
+
+    def oldest_unlocked_leaf(self) -> Entry | None:
+        return self.unlocked_leaves[0][2] if self.unlocked_leaves else None
+
+    def unlocked_leaf_list(self) -> list[Entry]:
+        """The unlocked leaves, least recently used first."""
+        return [key[2] for key in self.unlocked_leaves]
+
     def total(self) -> int:
-        return len(self.cached) * self.page_size
+        return self.pages * self.page_size
 
     def protected(self) -> int:
-        return sum(self.page_size for e in self.cached.values() if e.locks > 0)
+        return self.locked_pages * self.page_size
+
+    def slot_count(self) -> int:
+        """How many slots the cache must still hold: cached pages and detached (locked) ones."""
+        return len(self.slot_owner)
 
     def slots(self) -> set[int]:
-        """Every slot the cache must still hold: cached pages and detached (locked) ones."""
-        return {v for e in list(self.cached.values()) + self.detached for v in e.values}
+        return set(self.slot_owner)
 
-    def leaves(self) -> list[Entry]:
-        """Cached pages that no other cached page extends."""
-        parents = {prefix[: -self.page_size] for prefix in self.cached}
-        return [e for e in self.cached.values() if e.prefix not in parents]
+    @staticmethod
+    def _subtree(top: Entry) -> Iterator[Entry]:
+        stack = [top]
+        while stack:
+            entry = stack.pop()
+            yield entry
+            stack.extend(entry.children.values())
+
+    def entries(self) -> Iterator[Entry]:
+        """Every cached page (O(tree): for whole-model checks, not for steps)."""
+        for child in list(self.root.children.values()):
+            yield from self._subtree(child)

@@ -2,11 +2,16 @@
 
 Every slot id is freed exactly once; at every step the slots the allocator has handed out are
 exactly those the cache must hold (cached and detached pages) plus those callers still hold.
+
+Each call that may free (``evict``, ``dec_lock_ref``, ``evict_prefix``, ``reset``) is checked on
+what it freed (:func:`check_freed`), so between steps a count is enough
+(:func:`check_slot_count`, O(1)); the sets themselves are compared (:func:`check_conservation`)
+only to name the slots when the counts disagree, and at the end of a run.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Collection, Iterable
 
 from radixcheck.oracles.violations import SlotViolation
 
@@ -23,8 +28,14 @@ def check_conservation(in_use: set[int], cache_slots: set[int], caller_slots: It
         raise SlotViolation(f"slots freed while still cached or held: {sorted(lost)[:8]}")
 
 
+def check_slot_count(in_use: set[int], cache_slots: Collection[int], violations: list[str]) -> None:
+    """The cheap check between steps: as many slots in use as the cache must hold."""
+    if violations or len(in_use) != len(cache_slots):
+        check_conservation(in_use, set(cache_slots), (), violations)
+
+
 def check_freed(freed_now: list[int], expected: set[int], what: str) -> None:
     if len(freed_now) != len(set(freed_now)):
-        raise SlotViolation(f"{what} freed a slot twice: {freed_now}")
+        raise SlotViolation(f"{what} freed a slot twice: {freed_now[:16]}")
     if set(freed_now) != expected:
         raise SlotViolation(f"{what} should free {sorted(expected)[:8]} but freed {sorted(freed_now)[:8]}")

@@ -42,10 +42,10 @@ from hypothesis.stateful import Bundle, RuleBasedStateMachine, consumes, initial
 
 from radixcheck.oracles.amount import check_amount
 from radixcheck.oracles.lru import check_lru
-from radixcheck.oracles.never_saw import expected_match_length, never_saw
+from radixcheck.oracles.never_saw import expected_match_length
 from radixcheck.oracles.prefix_set import Entry, PrefixSetModel
 from radixcheck.oracles.refcount import check_none_locked, check_sizes
-from radixcheck.oracles.slots import check_conservation, check_freed
+from radixcheck.oracles.slots import check_freed, check_slot_count
 from radixcheck.oracles.violations import (
     BadInputViolation,
     ContractViolation,
@@ -63,6 +63,8 @@ NEVER_A_SLOT = POOL_SIZE + 7  # slot ids in bad input: never handed out, in case
 OUTSIDE_ID = 5  # token ids from here up (to 2**16) appear only in bad input
 MAX_PROBES = 24  # known sequences re-matched after a quarantine
 MAX_RUNNING = 3  # locks held at once: more would leave nothing evictable for the LRU oracle
+SMALL_WORLD_LEAVES = 64  # scenarios that use every unlocked leaf run only in worlds this small
+SCRIBBLE_TOKEN = 2**31 - 2  # what a caller writes over its buffers after a call (an id no sequence uses)
 MIN_BLOCK = 4  # a block is max(page_size, MIN_BLOCK) tokens
 
 SMALL_IDS = (0, 1, 2, 3)  # a tiny alphabet: sequences collide and share prefixes often
@@ -133,6 +135,14 @@ def _as_slot_array(x: Any, what: str) -> np.ndarray:
     return x
 
 
+def _scribble(buffer: Any) -> None:
+    """Overwrite a buffer the caller lent to a call, if it is a writable list or integer array."""
+    if isinstance(buffer, list) and all(isinstance(x, int) for x in buffer):
+        buffer[:] = [SCRIBBLE_TOKEN] * len(buffer)
+    elif isinstance(buffer, np.ndarray) and buffer.flags.writeable and np.issubdtype(buffer.dtype, np.integer):
+        buffer[...] = SCRIBBLE_TOKEN if buffer.dtype.itemsize >= 4 else -1
+
+
 def _checks_locks(self: RadixCacheMachine) -> bool:
     return self.capabilities.checks_locks
 
@@ -157,6 +167,10 @@ def _can_admit(self: RadixCacheMachine) -> bool:
     return self.running < MAX_RUNNING
 
 
+def _small_world(self: RadixCacheMachine) -> bool:
+    return len(self.model.unlocked_leaves) <= SMALL_WORLD_LEAVES
+
+
 class RadixCacheMachine(RuleBasedStateMachine):
     """Override ``factory``, ``capabilities`` and ``page_size`` (see :func:`machine_for`)."""
 
@@ -170,7 +184,7 @@ class RadixCacheMachine(RuleBasedStateMachine):
 
     def __init__(self) -> None:
         super().__init__()
-        self.allocator = SlotAllocator(POOL_SIZE)
+        self.allocator = SlotAllocator(POOL_SIZE)  # churned: slots come back recycled and out of order
         self.cache = guarded("factory", type(self).factory, self.allocator, self.page_size)
         self.model = PrefixSetModel(self.page_size)
         self.block = max(self.page_size, MIN_BLOCK)
@@ -185,7 +199,14 @@ class RadixCacheMachine(RuleBasedStateMachine):
         return base[:keep] + tail.tokens(self.block)
 
     def _call(self, name: str, *args: Any) -> Any:
-        return guarded(name, getattr(self.cache, name), *args)
+        """Send one call. Afterwards the caller reuses its buffers, as an engine reuses its
+        request-to-token rows: every list or array it passed is overwritten (the contract says
+        a cache must copy what it keeps)."""
+        try:
+            return guarded(name, getattr(self.cache, name), *args)
+        finally:
+            for arg in args:
+                _scribble(arg)
 
     def _as_list_or_array(self, tokens: tuple[int, ...]) -> Any:
         """Alternately a list and an int64 array: the contract accepts both, so both must work."""
@@ -198,6 +219,15 @@ class RadixCacheMachine(RuleBasedStateMachine):
     def _freed_since(self, mark: int) -> list[int]:
         return self.allocator.freed_log[mark:]
 
+    def _free_calls_since(self, mark: int) -> list[list[int]]:
+        """The slots each ``free()`` call returned since ``mark``, call by call."""
+        log, ends = self.allocator.freed_log, self.allocator.free_calls
+        if mark == len(log):
+            return []
+        first = self.allocator.call_of(mark)
+        starts = [mark] + ends[first:-1]
+        return [log[a:b] for a, b in zip(starts, ends[first:], strict=True)]
+
     def _remember(self, tokens: tuple[int, ...]) -> None:
         if tokens and tokens not in self.known:
             self.known = (self.known + [tokens])[-MAX_PROBES:]
@@ -207,6 +237,20 @@ class RadixCacheMachine(RuleBasedStateMachine):
         ``after_quarantine`` = (quarantined prefix, expected length) checks oracle 5 first, on the raw answer."""
         values, handle = self._call("match_prefix", self._as_list_or_array(tokens))
         values = _as_slot_array(values, "match_prefix")
+        self._check_match(tokens, values, after_quarantine)
+        path = self.model.match(tokens)
+        expected = self.model.values_of(path)
+        if len(values) != len(expected):
+            raise PrefixSetViolation(
+                f"match_prefix({shown(tokens)}) matched {len(values)} tokens; the longest cached prefix has {len(expected)}"
+            )
+        if values.tolist() != expected:
+            raise PrefixSetViolation(f"match_prefix({shown(tokens)}) returned slots {shown(values.tolist())}, "
+                                     f"but {shown(expected)} were inserted there")
+        _scribble(values)  # the caller owns what a match returns (the contract): a cache must not hand out its own storage
+        return HandleRecord(handle, path, tokens[: len(expected)])
+
+    def _check_match(self, tokens: tuple[int, ...], values: np.ndarray, after_quarantine: tuple[tuple[int, ...], int] | None) -> None:
         if len(values) % self.page_size or len(values) > len(tokens):
             raise PrefixSetViolation(f"match_prefix({shown(tokens)}) returned {len(values)} values: more than the query "
                                      f"or not page-aligned")
@@ -217,18 +261,10 @@ class RadixCacheMachine(RuleBasedStateMachine):
                     f"after evict_prefix({shown(quarantined)}), {shown(tokens)} matches {len(values)} tokens; "
                     f"a cache that never saw the prefix matches {want}"
                 )
-        path = self.model.match(tokens)
-        expected = self.model.values_of(path)
-        if len(values) != len(expected):
-            raise PrefixSetViolation(
-                f"match_prefix({shown(tokens)}) matched {len(values)} tokens; the longest cached prefix has {len(expected)}"
-            )
-        if values.tolist() != expected:
-            raise PrefixSetViolation(f"match_prefix({shown(tokens)}) returned slots {values.tolist()}, but {expected} were inserted there")
-        return HandleRecord(handle, path, tokens[: len(expected)])
 
     def _insert(self, tokens: tuple[int, ...], values: np.ndarray) -> int:
-        prefix_len = _as_int(self._call("insert", self._as_list_or_array(tokens), values), "insert")
+        """Insert with a copy of ``values``: the copy is the caller's buffer, overwritten after the call."""
+        prefix_len = _as_int(self._call("insert", self._as_list_or_array(tokens), values.copy()), "insert")
         expected = self.model.insert(tokens, values.tolist())
         if prefix_len != expected:
             raise PrefixSetViolation(f"insert({shown(tokens)}) returned prefix_len {prefix_len}; {expected} tokens were already cached")
@@ -240,12 +276,13 @@ class RadixCacheMachine(RuleBasedStateMachine):
         aligned = length // self.page_size * self.page_size
         self.allocator.free(np.concatenate([values[owned_from:prefix_len], values[max(aligned, owned_from) :]]))
 
-    def _insert_request(self, tokens: tuple[int, ...]) -> None:
+    def _insert_request(self, tokens: tuple[int, ...]) -> int:
         """A caller inserts a sequence it computed in fresh slots, then frees its duplicates."""
         values = self.allocator.alloc(len(tokens))
         prefix_len = self._insert(tokens, values)
         self._free_callers_copies(values, 0, prefix_len, len(tokens))
         self._remember(tokens)
+        return prefix_len
 
     def _legal(self, name: str, record: HandleRecord) -> None:
         """``inc_lock_ref``/``dec_lock_ref`` that the contract says must work: a refusal is a
@@ -288,27 +325,29 @@ class RadixCacheMachine(RuleBasedStateMachine):
     def _evict(self, num_tokens: int) -> None:
         mark = self._mark()
         evicted = _as_int(self._call("evict", num_tokens), "evict")
-        freed = self._freed_since(mark)
+        calls = self._free_calls_since(mark)
+        freed = [slot for call in calls for slot in call]
         if evicted != len(freed):
             raise ReturnValueViolation(f"evict({num_tokens}) returned {evicted} but freed {len(freed)} slots")
         removed = self.model.remove_freed(freed)
         check_none_locked(removed)
-        leaves = self.model.leaves()
-        check_amount(len(freed), leaves, num_tokens)
+        oldest = self.model.oldest_unlocked_leaf()
+        check_amount(num_tokens, [len(call) for call in calls], oldest.prefix if oldest else None)
         if self.capabilities.eviction_policy == "lru":
-            first_freed = {slot: self.allocator.call_of(mark + i) for i, slot in enumerate(freed)}
-            check_lru([(first_freed[e.values[0]], e) for e in removed], leaves, num_tokens, self.page_size)
+            call_of = {slot: i for i, call in enumerate(calls) for slot in call}
+            check_lru([(call_of[e.values[0]], e) for e in removed], oldest, num_tokens, self.page_size)
 
     def _quarantine(self, tokens: tuple[int, ...]) -> None:
-        witness = never_saw(set(self.model.cached), tokens)
+        probes = self.known + [tokens]
+        matched_before = [len(self.model.longest_cached(q)) * self.page_size for q in probes]
         mark = self._mark()
         removed = _as_int(self._call("evict_prefix", self._as_list_or_array(tokens)), "evict_prefix")
         expected_removed, expected_freed = self.model.quarantine(tokens)
         if removed != expected_removed:
             raise NeverSawViolation(f"evict_prefix({shown(tokens)}) removed {removed} tokens, expected {expected_removed}")
         check_freed(self._freed_since(mark), expected_freed, f"evict_prefix({shown(tokens)})")
-        for query in self.known + [tokens]:
-            self._match(query, after_quarantine=(tokens, expected_match_length(witness, query, self.page_size)))
+        for query, before in zip(probes, matched_before, strict=True):
+            self._match(query, after_quarantine=(tokens, expected_match_length(before, query, tokens, self.page_size)))
 
     def _snapshot(self) -> tuple:
         """What a refused call must leave as it was: the sizes, and the slots (only the cache
@@ -339,6 +378,12 @@ class RadixCacheMachine(RuleBasedStateMachine):
     @initialize(target=sequences, span=FRESH)
     def seed_sequence(self, span: Span) -> tuple[int, ...]:
         return span.tokens(self.block)
+
+    @initialize(seed=st.integers(0, 2**16))
+    def churned_slot_pool(self, seed: int) -> None:
+        """The KV slot pool has been serving for hours: which recycled slot comes back when is
+        drawn from ``seed``."""
+        self.allocator.reseed(seed)
 
     @rule(target=sequences, span=FRESH)
     def new_sequence(self, span: Span) -> tuple[int, ...]:
@@ -462,13 +507,12 @@ class RadixCacheMachine(RuleBasedStateMachine):
         """The unlocked leaves, least recently used first; if there are fewer than two, two
         requests that fork at their first token are served first, so the recency scenarios
         below always have something to compare."""
-        leaves = [e for e in self.model.leaves() if e.locks == 0]
-        if len(leaves) < 2:
+        if len(self.model.unlocked_leaves) < 2:
             for first in SMALL_IDS[:2]:
                 self._insert_request((first,) * (2 * self.page_size))
-            leaves = [e for e in self.model.leaves() if e.locks == 0]
-        return sorted(leaves, key=lambda e: e.last_use)
+        return self.model.unlocked_leaf_list()
 
+    @precondition(_small_world)
     @rule()
     def hit_short_of_lru_leaf(self) -> None:
         """A request reuses all but the last page of the least recently used leaf, then memory
@@ -480,6 +524,7 @@ class RadixCacheMachine(RuleBasedStateMachine):
             self._match(oldest.prefix[: -self.page_size])
             self._evict(2 * self.page_size)
 
+    @precondition(_small_world)
     @rule()
     def reinsert_short_of_lru_leaf(self) -> None:
         """A request whose prompt is all but the last page of the least recently used leaf is
@@ -493,7 +538,7 @@ class RadixCacheMachine(RuleBasedStateMachine):
             self._insert_request(oldest.prefix[: -self.page_size])
             self._evict(2 * self.page_size)
 
-    @precondition(_can_lock_later)
+    @precondition(lambda self: _can_lock_later(self) and _small_world(self))
     @rule()
     def queued_admission(self) -> None:
         """A request matched the least recently used leaf and waited while every other leaf was
@@ -512,6 +557,7 @@ class RadixCacheMachine(RuleBasedStateMachine):
             self._release(record)
             self._evict(self.page_size)
 
+    @precondition(_small_world)
     @rule()
     def reinsert_lru_leaf(self) -> None:
         """Requests use every unlocked leaf in turn; then the first of them is recomputed and
@@ -564,15 +610,14 @@ class RadixCacheMachine(RuleBasedStateMachine):
         return record
 
     @precondition(lambda self: _can_quarantine(self) and _can_lock_later(self))
-    @rule(data=st.data(), keep=CUTS)
-    def lock_after_quarantine(self, data: st.DataObject, keep: Length) -> None:
+    @rule(base=sequences, cut=CUTS, keep=CUTS)
+    def lock_after_quarantine(self, base: tuple[int, ...], cut: Length, keep: Length) -> None:
         """A handle outlives its prefix: a request runs on a cached prefix, part of it is
         quarantined, then the same handle is locked again (a second request sharing it). A target
         that checks its callers must refuse the lock (a stale handle walks a dead parent chain,
         sglang #29291); one that trusts them is not sent it."""
-        if self.model.cached:
-            cached = list(self.model.cached)
-            record = self._match(cached[data.draw(st.integers(0, len(cached) - 1), label="cached prefix")])
+        record = self._match(base[: max(self.page_size, cut.tokens(self.block))])
+        if record.tokens:
             self._lock(record)  # a request runs on it, so its nodes are unlinked but not freed
             self._quarantine(record.tokens[: max(1, keep.tokens(self.block))])
             if self.capabilities.checks_locks:
@@ -580,27 +625,25 @@ class RadixCacheMachine(RuleBasedStateMachine):
             self._release(record)
 
     @precondition(_can_quarantine)
-    @rule(data=st.data())
-    def quarantine_one_sibling(self, data: st.DataObject) -> None:
+    @rule(base=sequences, branch=st.integers(0, 3))
+    def quarantine_one_sibling(self, base: tuple[int, ...], branch: int) -> None:
         """Policy eviction of one branch where the tree forks (a colliding first page may take a
-        benign sibling with it, as the design document warns). The siblings must survive untouched."""
-        p = self.page_size
-        children: dict[tuple[int, ...], list[tuple[int, ...]]] = {}
-        for prefix in self.model.cached:
-            children.setdefault(prefix[:-p], []).append(prefix)
-        forks = sorted(sorted(kids) for kids in children.values() if len(kids) > 1)
+        benign sibling with it, as the design document warns): the deepest fork on the cached
+        path of ``base``, its ``branch``-th child in token order. The siblings must survive untouched."""
+        path = self.model.longest_cached(base)
+        forks = [e for e in [self.model.root, *path] if len(e.children) > 1]
         if forks:
-            kids = forks[data.draw(st.integers(0, len(forks) - 1), label="fork")]
-            self._quarantine(kids[data.draw(st.integers(0, len(kids) - 1), label="branch")])
+            kids = sorted(forks[-1].children.values(), key=lambda e: e.page)
+            self._quarantine(kids[branch % len(kids)].prefix)
 
     @precondition(_can_quarantine)
-    @rule(data=st.data())
-    def quarantine_near_miss(self, data: st.DataObject) -> None:
+    @rule(base=sequences, cut=CUTS)
+    def quarantine_near_miss(self, base: tuple[int, ...], cut: Length) -> None:
         """Quarantine a prompt that leaves a cached one only at its last page (often inside an
         edge): unless that sibling is cached too, nothing may be removed."""
-        if self.model.cached:
-            cached = list(self.model.cached)
-            prefix = cached[data.draw(st.integers(0, len(cached) - 1), label="cached prefix")]
+        path = self.model.longest_cached(base[: max(self.page_size, cut.tokens(self.block))])
+        if path:
+            prefix = path[-1].prefix
             last = prefix[-self.page_size :]
             self._quarantine(prefix[: -self.page_size] + ((last[0] + 1) % len(SMALL_IDS),) + last[1:])
 
@@ -706,7 +749,7 @@ class RadixCacheMachine(RuleBasedStateMachine):
 
     @invariant()
     def slots_conserved(self) -> None:
-        check_conservation(self.allocator.in_use, self.model.slots(), (), self.allocator.violations)
+        check_slot_count(self.allocator.in_use, self.model.slot_owner, self.allocator.violations)
 
 
 def machine_for(factory: Callable[..., Any], capabilities: Capabilities, page_size: int, name: str) -> type[RadixCacheMachine]:

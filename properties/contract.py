@@ -12,7 +12,15 @@ Vocabulary
   other than one dimension are bad input.
 * *Values* are KV slot ids: a 1-D ``np.int64`` array, one slot per token. The suite owns the slot
   pool (a :class:`SlotAllocator`); the cache stores slot ids and hands them back to the allocator
-  when it evicts. Reuse shares slot ids; the cache never copies or invents them.
+  when it evicts. Reuse shares slot ids; the cache never copies or invents them. Slots come from
+  a pool that has been serving for hours: recycled, scattered and out of order, never assume
+  ``values[i] == values[0] + i``.
+* *Buffers are the caller's.* A caller reuses the token and value arrays it passes as soon as
+  the call returns (an engine rewrites its request-to-token row), so a cache copies whatever it
+  keeps. The array ``match_prefix`` returns is the caller's too: callers may write into it, so
+  it must not be the cache's own storage (a read-only array, ``writeable=False``, is fine and is
+  never written into). The suite overwrites every list and array it lent after each call, and
+  every array a match returned once it has checked it.
 * A *handle* (SGLang's ``TreeNode``) is an opaque object returned by ``match_prefix``. It denotes
   the matched prefix: locking it locks every node on the path root..handle.
 
@@ -102,7 +110,8 @@ maps to the cache's own release.
 from __future__ import annotations
 
 import bisect
-from collections import deque
+import math
+import random
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
@@ -220,23 +229,39 @@ class SlotAllocator:
 
     It refuses (raises :class:`~radixcheck.oracles.violations.SlotViolation`) a double free or a free of an id it never handed out, and
     remembers every refusal in ``violations`` so a cache that swallows the exception is still
-    caught. Ids never handed out go first, then freed ones in the order they came back, so an
-    id is not reused soon (a use-after-free then reads a slot nobody else holds).
+    caught.
+
+    By default it hands slots out as a serving engine's pool does after hours of work
+    (``churned=True``): freed slots come back first, in no particular order, and new ones are
+    scattered over the pool, so no ``alloc`` looks like ``arange`` (a cache that assumes
+    contiguous slots, or keys anything by a slot id it freed, shows itself). Which slots come out
+    is fixed by ``seed``. ``churned=False`` gives ascending ids, freed ones last (benchmarks).
     """
 
-    def __init__(self, pool_size: int) -> None:
+    def __init__(self, pool_size: int, seed: int = 0, churned: bool = True) -> None:
         if isinstance(pool_size, bool) or not isinstance(pool_size, int) or pool_size < 1:
             raise ValueError(f"pool_size must be a positive int, got {pool_size!r}")
         self.pool_size = pool_size
-        self._never_used = 0  # ids >= this were never handed out; they go first
-        self._recycled: deque[int] = deque()
+        self.churned = churned
+        self._random = random.Random(seed)
+        self._order = np.random.default_rng(seed)
+        self._never_used = 0  # how many ids were ever handed out; unchurned, ids >= this are new
+        self._stride = next(a for a in iter(lambda: self._random.randrange(1, max(2, pool_size)), None) if math.gcd(a, pool_size) == 1)
+        self._offset = self._random.randrange(pool_size)
+        self._recycled: list[int] = []
         self.in_use: set[int] = set()
         self.freed_log: list[int] = []
         self.free_calls: list[int] = []  # len(freed_log) after each accepted free(): which call freed what
         self.violations: list[str] = []
 
+    def reseed(self, seed: int) -> None:
+        """Draw recycled slots, and the order of each allocation, from ``seed`` from now on (the
+        never-used slots keep their order, so nothing handed out can come out twice)."""
+        self._random = random.Random(seed)
+        self._order = np.random.default_rng(seed)
+
     def available(self) -> int:
-        return self.pool_size - self._never_used + len(self._recycled)
+        return self.pool_size - len(self.in_use)
 
     def alloc(self, n: int) -> np.ndarray:
         """Hand out ``n`` slot ids (int64). Raises ``MemoryError`` if fewer are available."""
@@ -244,12 +269,29 @@ class SlotAllocator:
             raise ValueError(f"alloc needs a non-negative int, got {n!r}")
         if n > self.available():
             raise MemoryError(f"slot pool exhausted: asked {n}, {self.available()} free")
+        ids = self._churned(int(n)) if self.churned else self._ascending(int(n))
+        self.in_use.update(ids)
+        return np.asarray(ids, dtype=np.int64)
+
+    def _ascending(self, n: int) -> list[int]:
         fresh = min(n, self.pool_size - self._never_used)
         ids = list(range(self._never_used, self._never_used + fresh))
         self._never_used += fresh
-        ids += [self._recycled.popleft() for _ in range(n - fresh)]
-        self.in_use.update(ids)
-        return np.asarray(ids, dtype=np.int64)
+        ids += self._recycled[: n - fresh]
+        del self._recycled[: n - fresh]
+        return ids
+
+    def _churned(self, n: int) -> list[int]:
+        take = min(n, len(self._recycled))  # the free list's end first (freed slots are spliced in anywhere)
+        ids = self._recycled[len(self._recycled) - take :]
+        del self._recycled[len(self._recycled) - take :]
+        stride, offset, pool = self._stride, self._offset, self.pool_size
+        ids += [(stride * k + offset) % pool for k in range(self._never_used, self._never_used + n - take)]
+        self._never_used += n - take  # never-used ids: a permutation of the pool (stride coprime to it)
+        ids = [ids[i] for i in self._order.permutation(len(ids)).tolist()]  # numpy's shuffle: 4x Python's at 100 ids
+        if n > 1 and all(b == a + 1 for a, b in zip(ids, ids[1:], strict=False)):
+            ids.reverse()  # never an arange by chance
+        return ids
 
     def call_of(self, position: int) -> int:
         """Which accepted ``free`` call put ``freed_log[position]`` there (0-based)."""
@@ -261,13 +303,18 @@ class SlotAllocator:
         if arr.size and not np.issubdtype(arr.dtype, np.integer):
             self.violations.append(f"free() got non-integer ids of dtype {arr.dtype}")
             raise SlotViolation(self.violations[-1])
-        ids_list = [int(i) for i in arr]
-        bad = [i for i in ids_list if i not in self.in_use]
-        if bad or len(set(ids_list)) != len(ids_list):
-            what = bad[:8] if bad else "duplicates within one call"
+        ids_list = arr.tolist()
+        ids_set = set(ids_list)
+        bad = ids_set - self.in_use
+        if bad or len(ids_set) != len(ids_list):
+            what = sorted(bad)[:8] if bad else "duplicates within one call"
             self.violations.append(f"free() of ids not in use (double free or never allocated): {what}")
             raise SlotViolation(self.violations[-1])
         self.in_use.difference_update(ids_list)
-        self._recycled.extend(ids_list)
+        if self.churned:  # back into the free list at a random place
+            at = self._random.randrange(len(self._recycled) + 1)
+            self._recycled[at:at] = ids_list
+        else:
+            self._recycled.extend(ids_list)
         self.freed_log.extend(ids_list)
         self.free_calls.append(len(self.freed_log))

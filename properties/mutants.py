@@ -32,6 +32,7 @@ from radixcheck.oracles.violations import (
 )
 from radixcheck.properties.cache_machine import RadixCacheMachine, machine_for
 from radixcheck.properties.contract import DEFAULT_CAPABILITIES, Capabilities
+from radixcheck.properties.scale_machine import scale_machine_for
 from radixcheck.reference.radix_cache import Node, RadixCache
 from radixcheck.reference.validation import as_count, as_tokens
 
@@ -220,7 +221,7 @@ class EvictOvershoots(RadixCache):
 
     bug_class = "evict-overshoots"
     sources = ('RadixAttention paper §3.2 (evict only what the budget needs)',)
-    caught_by = LRUOrderViolation
+    caught_by = (EvictionAmountViolation, LRUOrderViolation)  # its free() calls show it kept going; LRU tells it by recency
 
     def evict(self, num_tokens: int) -> int:
         return super().evict(self.total_size() if as_count(num_tokens, "num_tokens", 0) else 0)
@@ -593,6 +594,169 @@ class QuarantineCountsOnlyFreed(RadixCache):
         return removed - sum(len(n.key) for n in self._detached[detached_before:])
 
 
+# ---- production scale and callers that reuse their buffers ------------------------------------
+# Each is correct in a small world. The first four show only in the production world
+# (``scale = True``: ``radixcheck.properties.scale_machine``); the buffer and slot ones need a
+# caller that reuses its buffers and a churned slot pool, which every machine now is.
+
+
+def _leaf_inserted(cache: RadixCache, tokens: Any, prefix_len: int) -> Node | None:
+    """The node an insert of ``tokens`` just created at its end (no recency stamped), if any."""
+    key = as_tokens(tokens, "tokens")
+    aligned = len(key) // cache.page_size * cache.page_size
+    node, pos = cache.root, 0
+    while pos < aligned and (child := node.children.get(key[pos : pos + cache.page_size])) is not None:
+        node, pos = child, pos + len(child.key)
+    return node if aligned > prefix_len and node is not cache.root and pos == aligned else None
+
+
+class _NarrowLockCount(RadixCache):
+    """Lock counts kept in a field of ``_BITS`` bits: the count wraps to 0 when that many
+    requests hold one prefix at once, and the prefix is evictable while they still run."""
+
+    _BITS: int
+    caught_by = RefcountViolation  # protected_size() no longer counts the prompt, or a legal unlock is refused
+    scale = True
+
+    def inc_lock_ref(self, handle: Any) -> None:
+        super().inc_lock_ref(handle)
+        for node in self._path(handle):
+            node.lock_ref %= 1 << self._BITS  # the bug: the field wraps
+
+
+class LockCountWraps8Bit(_NarrowLockCount):
+    """Lock counts in 8 bits (a uint8 in packed node metadata): the 256th request admitted on one
+    system prompt wraps its count to 0."""
+
+    bug_class = "lock-count-8-bit"
+    sources = ("production load: 256-1,024 requests admitted at once on one system prompt (SGLang --max-running-requests)",)
+    _BITS = 8
+
+
+class LockCountWraps10Bit(_NarrowLockCount):
+    """Lock counts in a 10-bit field: the 1,024th concurrent request on one prompt wraps it to 0."""
+
+    bug_class = "lock-count-10-bit"
+    sources = ("production load: 1,024 concurrent requests on one prompt (a bit field sized for a smaller batch)",)
+    _BITS = 10
+
+
+class CollectsNodesRecursively(RadixCache):
+    """Walks the tree recursively to collect its nodes (for eviction and the sizes): a path deeper
+    than Python's recursion limit (multi-turn chats, chunked prefill) raises RecursionError."""
+
+    bug_class = "recursive-tree-walk"
+    sources = ("sgl-project/sglang#154", "sgl-project/sglang#813", "sgl-project/sglang#1501 (fixed by #1499)",
+               "sgl-project/sglang#3029", "sgl-project/sglang#38204")
+    caught_by = RecursionError
+    scale = True
+
+    def _linked_nodes(self) -> list[Node]:
+        found: list[Node] = []
+        self._collect(self.root, found)
+        return found
+
+    def _collect(self, node: Node, found: list[Node]) -> None:
+        found.append(node)
+        for child in node.children.values():
+            self._collect(child, found)  # the bug: one Python frame per level of the tree
+
+
+class EvictCapsLeaves(RadixCache):
+    """evict() frees at most 256 leaves per call, whatever ``num_tokens`` asks (a fixed batch):
+    under memory pressure the scheduler gets back less than it needs."""
+
+    bug_class = "evict-capped-batch"
+    sources = ("production load: one eviction under memory pressure frees hundreds of leaves",)
+    caught_by = EvictionAmountViolation
+    scale = True
+
+    def _wants_more(self, evicted: int, wanted: int, leaves: int) -> bool:
+        return evicted < wanted and leaves < 256
+
+
+class KeepsCallersValues(RadixCache):
+    """insert() keeps a view of the caller's values array for the leaf it creates, not a copy: the
+    engine reuses that buffer for its next request, and the cached slot ids change under it."""
+
+    bug_class = "stores-callers-buffer"
+    sources = ("radixcheck contract: a cache copies what it keeps (an engine rewrites its req_to_token row after the call)",)
+    caught_by = (PrefixSetViolation, SlotViolation)
+
+    def insert(self, tokens: Any, values: np.ndarray) -> int:
+        prefix_len = super().insert(tokens, values)
+        leaf = _leaf_inserted(self, tokens, prefix_len)
+        if leaf is not None:
+            end = len(as_tokens(tokens, "tokens")) // self.page_size * self.page_size
+            leaf.value = values[end - len(leaf.key) : end]  # the bug: the caller's buffer itself
+        return prefix_len
+
+
+class MatchReturnsItsStorage(RadixCache):
+    """match_prefix() returns a node's own value array when the match is that one node, not a
+    copy: a caller that writes into its match (its request row) writes into the cache."""
+
+    bug_class = "match-returns-storage"
+    sources = ("radixcheck contract: the caller owns what match_prefix returns",)
+    caught_by = (PrefixSetViolation, SlotViolation)
+
+    def match_prefix(self, tokens: Any) -> tuple[np.ndarray, Node]:
+        values, node = super().match_prefix(tokens)
+        if node is not self.root and node.parent is self.root:
+            return node.value, node  # the bug: the node's own array
+        return values, node
+
+
+class AssumesContiguousSlots(RadixCache):
+    """A node keeps only its first slot id and its length, and rebuilds the rest as first + i:
+    right for a fresh pool that hands out ascending ids, wrong once slots come back recycled."""
+
+    bug_class = "assumes-contiguous-slots"
+    sources = ("production load: a churned KV pool hands out recycled, non-contiguous slots",)
+    caught_by = (PrefixSetViolation, SlotViolation)
+
+    def insert(self, tokens: Any, values: np.ndarray) -> int:
+        prefix_len = super().insert(tokens, values)
+        leaf = _leaf_inserted(self, tokens, prefix_len)
+        if leaf is not None and len(leaf.value):
+            leaf.value = leaf.value[0] + np.arange(len(leaf.value), dtype=np.int64)  # the bug
+        return prefix_len
+
+
+class QuarantineMissReturnsNone(RadixCache):
+    """evict_prefix() returns ``None`` instead of 0 when nothing is cached on the branch."""
+
+    bug_class = "quarantine-miss-returns-none"
+    sources = ("radixcheck contract: evict_prefix returns the tokens unlinked, 0 when none",)
+    caught_by = ReturnValueViolation
+
+    def evict_prefix(self, tokens: Any) -> int | None:
+        return super().evict_prefix(tokens) or None  # the bug
+
+
+class FifoReference(RadixCache):
+    """Correct, with another policy: evicts the oldest-created unlocked leaf first (FIFO)."""
+
+    capabilities = Capabilities(eviction_policy="fifo")
+    page_size_for_test = 1
+
+    def _eviction_key(self, node: Node) -> tuple[int, ...]:
+        return (node.serial,)
+
+
+class EvictOneTooMany(FifoReference):
+    """Under a policy other than LRU, evict() goes on while it has freed ``<=`` the amount
+    (an off-by-one in its loop): one leaf too many on every eviction that lands exactly."""
+
+    bug_class = "evict-one-too-many-any-policy"
+    sources = ("a real engine's LFU cache with `<=` planted in its evict loop: 784 extra leaves in 3,986 evictions, "
+               "'conforms' before this check",)
+    caught_by = EvictionAmountViolation
+
+    def _wants_more(self, evicted: int, wanted: int, leaves: int) -> bool:
+        return evicted <= wanted  # the bug
+
+
 MUTANTS: list[type[RadixCache]] = [
     AcceptsFloatTokens, BadInputHalfApplied, ComparesBoundedWindow, EvictMiscounts, EvictOvershoots, EvictStopsShort,
     EvictsLockedLeaf, ForeignHandleAccepted, InsertDoesNotRefresh, InsertKeepsUnalignedTail, InsertReturnsTokenPrefix,
@@ -602,13 +766,19 @@ MUTANTS: list[type[RadixCache]] = [
     QuarantineLeavesBranchLinked, QuarantineTakesSiblings, ResetKeepsHandlesLive, ResetLeaksDetached,
     SplitKeepsStaleValues, SplitLockNotInherited, SplitOffByOne, SplitRefreshesSuffix, StaleHandleAccepted,
     TokensNarrowedTo16Bits, TokensThroughFloat32, TotalCountsDetached, UnalignedPages, UnmatchedUnlockAccepted,
+    LockCountWraps8Bit, LockCountWraps10Bit, CollectsNodesRecursively, EvictCapsLeaves, KeepsCallersValues,
+    MatchReturnsItsStorage, AssumesContiguousSlots, QuarantineMissReturnsNone, EvictOneTooMany,
 ]
 
 
-def machine_for_mutant(mutant: type[RadixCache]) -> type[RadixCacheMachine]:
-    """The conformance machine for one mutant, at the page size its bug needs. The name keys
-    Hypothesis's derandomized seed, so the gate and the catalogue replay the same runs."""
-    return machine_for(mutant, DEFAULT_CAPABILITIES, getattr(mutant, "page_size_for_test", 1), f"mutant_{mutant.__name__}")
+def machine_for_mutant(mutant: type[RadixCache], name: str | None = None) -> type[RadixCacheMachine]:
+    """The conformance machine for one mutant (or correct variant), with its own capabilities, at
+    the page size its bug needs: the production-scale machine for a bug that only shows at scale
+    (``scale = True``). The name keys Hypothesis's derandomized seed, so the gate and the
+    catalogue replay the same runs (the kill rates give each stream its own name)."""
+    make = scale_machine_for if getattr(mutant, "scale", False) else machine_for
+    capabilities = mutant.capabilities if mutant.capabilities is not RadixCache.capabilities else DEFAULT_CAPABILITIES
+    return make(mutant, capabilities, getattr(mutant, "page_size_for_test", 1), name or f"mutant_{mutant.__name__}")
 
 
 # ---- correct variants: unusual but right, so they must pass ---------------------------------
@@ -686,4 +856,4 @@ class MatchAndLockReference(RadixCache):
         super().dec_lock_ref(getattr(handle, "node", handle))
 
 
-CORRECT_VARIANTS: list[type[RadixCache]] = [TrustingReference, NoResetReference, MatchAndLockReference]
+CORRECT_VARIANTS: list[type[RadixCache]] = [TrustingReference, NoResetReference, MatchAndLockReference, FifoReference]

@@ -66,10 +66,19 @@ class Target:
     spec: str
     factory: Callable[..., Any]
     capabilities: Capabilities
+    capabilities_declared: bool = True  # False: the factory has no `capabilities`, the defaults apply
 
     @property
     def name(self) -> str:
         return self.spec.replace(":", ".")
+
+    def defaults_warning(self) -> str | None:
+        """What a user must see when the factory declares nothing: the defaults it is held to."""
+        if self.capabilities_declared:
+            return None
+        return (f"{self.spec} has no `capabilities`, so the defaults apply: {self.capabilities} (every property, "
+                f"page sizes {list(self.capabilities.page_sizes)}); declare what it offers with "
+                f"`{self.spec.partition(':')[2]}.capabilities = radixcheck.Capabilities(...)`")
 
 
 def load_target(spec: str) -> Target:
@@ -95,7 +104,7 @@ def load_target(spec: str) -> Target:
     caps = getattr(factory, "capabilities", DEFAULT_CAPABILITIES)
     if not isinstance(caps, Capabilities):
         raise TargetError(f"target {spec!r}: 'capabilities' must be a radixcheck.Capabilities, got {caps!r}")
-    return Target(spec.strip(), factory, caps)
+    return Target(spec.strip(), factory, caps, capabilities_declared=hasattr(factory, "capabilities"))
 
 
 def check_target(target: Target) -> None:
@@ -129,22 +138,49 @@ def op_timeout() -> float:
     return float(os.environ.get(TIMEOUT_ENV, DEFAULT_OP_TIMEOUT))
 
 
+_current_call: tuple[str, float] | None = None  # what the running guarded call is, for the alarm's message
+_handler_installed = False
+
+
+def _on_alarm(signum: int, frame: Any) -> None:
+    what, seconds = _current_call or ("a call into the target", op_timeout())
+    raise OperationTimeout(f"{what} did not return within {seconds:g} s (set {TIMEOUT_ENV} to change the limit)")
+
+
+@contextmanager
+def alarm_handler():
+    """Install the time limit's SIGALRM handler once for a block of many guarded calls (a state
+    machine run), and put the previous one back after; installing it per call costs ~30 us."""
+    global _handler_installed
+    if threading.current_thread() is not threading.main_thread() or _handler_installed:
+        yield
+        return
+    previous = signal.signal(signal.SIGALRM, _on_alarm)
+    _handler_installed = True
+    try:
+        yield
+    finally:
+        _handler_installed = False
+        signal.signal(signal.SIGALRM, previous)
+
+
 @contextmanager
 def _alarm(seconds: float, what: str):
+    global _current_call
     if threading.current_thread() is not threading.main_thread() or seconds <= 0:
         yield  # signals only reach the main thread; elsewhere run unguarded
         return
-
-    def on_alarm(signum: int, frame: Any) -> None:
-        raise OperationTimeout(f"{what} did not return within {seconds:g} s (set {TIMEOUT_ENV} to change the limit)")
-
-    previous = signal.signal(signal.SIGALRM, on_alarm)
+    if not _handler_installed:
+        with alarm_handler(), _alarm(seconds, what):
+            yield
+        return
+    _current_call = (what, seconds)
     signal.setitimer(signal.ITIMER_REAL, seconds)
     try:
         yield
     finally:
         signal.setitimer(signal.ITIMER_REAL, 0)
-        signal.signal(signal.SIGALRM, previous)
+        _current_call = None
 
 
 _deadline: float | None = None  # monotonic time after which calls raise BudgetSpent

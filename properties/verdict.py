@@ -27,7 +27,8 @@ from hypothesis import Phase, settings
 from hypothesis.database import ExampleDatabase, MultiplexedDatabase
 from hypothesis.stateful import RuleBasedStateMachine, run_state_machine_as_test
 
-from radixcheck.properties.target import BudgetSpent, caused_by_hang, time_budget
+from radixcheck.profiles import current
+from radixcheck.properties.target import BudgetSpent, alarm_handler, caused_by_hang, time_budget
 
 SHRINK_ENV = "RADIXCHECK_SHRINK_SECONDS"
 DEFAULT_SHRINK_SECONDS = 15.0
@@ -61,9 +62,22 @@ class _Examples(ExampleDatabase):
 
 
 def run_machine(machine: type[RuleBasedStateMachine], search: settings | None = None) -> None:
-    """Run ``machine`` as a test under ``search`` (default: the loaded profile), with a fast,
-    bounded-shrink verdict. Raises the (shrunk) failure; returns when the target passes."""
-    search = search or settings()
+    """Run ``machine`` as a test under ``search`` (default: radixcheck's profile,
+    :func:`radixcheck.profiles.current`, not the loaded Hypothesis profile), with a fast,
+    bounded-shrink verdict. Raises the (shrunk) failure; returns when the target passes.
+
+    Unlike ``hypothesis.stateful.run_state_machine_as_test``, which shrinks a failure for as long
+    as shrinking makes progress (a minute or more on a slow target), this finds, then shrinks for
+    at most ``RADIXCHECK_SHRINK_SECONDS``, then replays the smallest program (module docstring).
+    A machine whose examples are costly (the production-scale one) cuts the search down itself
+    (its ``settings_for``)."""
+    search = search or current()
+    scaled = getattr(machine, "settings_for", None)
+    with alarm_handler():
+        _run_machine(machine, scaled(search) if scaled else search)
+
+
+def _run_machine(machine: type[RuleBasedStateMachine], search: settings) -> None:
     if Phase.shrink not in search.phases:
         run_state_machine_as_test(machine, settings=search)
         return

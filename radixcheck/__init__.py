@@ -4,9 +4,13 @@ The public API, for auditing a cache from your own code (as ``zarr.testing`` shi
 state machine)::
 
     from radixcheck import Capabilities, machine_for
-    from hypothesis.stateful import run_state_machine_as_test
+    from radixcheck.properties.verdict import run_machine
 
-    run_state_machine_as_test(machine_for(make, make.capabilities, page_size=16, name="mycache"))
+    run_machine(machine_for(make, make.capabilities, page_size=16, name="mycache"))
+
+``run_machine`` uses radixcheck's Hypothesis profile (``radixcheck.profiles.current()``) unless
+given settings, and bounds the shrink (``RADIXCHECK_SHRINK_SECONDS``);
+``hypothesis.stateful.run_state_machine_as_test`` runs the same machine with no shrink bound.
 
 From the command line: ``radixcheck audit mymodule:make``. As a pytest plugin:
 ``pytest --pyargs radixcheck.properties.conformance --radix-target mymodule:make``.

@@ -21,6 +21,7 @@ from typing import Any
 import pytest
 from tabulate import tabulate
 
+from radixcheck.cache_dir import hypothesis_storage_in_cache
 from radixcheck.properties.target import Target, op_timeout
 from radixcheck.properties.verdict import shrink_seconds
 
@@ -49,6 +50,7 @@ class AuditResult:
     verdicts: list[Verdict] = field(default_factory=list)
     seconds: float = 0.0
     pytest_exit: int = 0
+    warnings: list[str] = field(default_factory=list)  # e.g. no `capabilities` declared: the defaults applied
 
     @property
     def failures(self) -> list[Verdict]:
@@ -99,9 +101,11 @@ def run_audit(target: Target, page_sizes: str | None, profile: str, workers: str
         args += ["--radix-page-sizes", page_sizes]
     if workers not in ("0", "1"):
         args += ["-n", workers]
-    exit_code = pytest.main(args, plugins=[collector])
+    with hypothesis_storage_in_cache():  # Hypothesis's .hypothesis/ goes to the user's cache, not their project
+        exit_code = pytest.main(args, plugins=[collector])
     return AuditResult(target.spec, repr(target.capabilities), target.capabilities.not_exercised(), profile,
-                       sorted(collector.verdicts, key=lambda v: v.test), round(time.monotonic() - started, 1), int(exit_code))
+                       sorted(collector.verdicts, key=lambda v: v.test), round(time.monotonic() - started, 1), int(exit_code),
+                       [w for w in [target.defaults_warning()] if w])
 
 
 def report_card(result: AuditResult) -> str:
@@ -117,6 +121,7 @@ def report_card(result: AuditResult) -> str:
         "",
         f"Capabilities: `{result.capabilities}`",
         "",
+        *[f"**Warning:** {w}\n" for w in result.warnings],
         "Not exercised, by capability (never sent, so never failed):",
         "",
         *([f"- {gap}" for gap in result.not_exercised] or ["- nothing"]),

@@ -13,8 +13,8 @@ import argparse
 import os
 import sys
 from pathlib import Path
-from typing import NoReturn
 
+from radixcheck.argtypes import positive_int, positive_seconds
 from radixcheck.bench import DEFAULT_MAX_SECONDS, DEFAULT_MEMORY_MIB, DEFAULT_REPEATS, BenchPlan, bench, default_page_size
 from radixcheck.properties.target import DEFAULT_TARGET, TARGET_ENV, TIMEOUT_ENV, TargetError, check_target, load_target
 
@@ -31,19 +31,6 @@ def _sizes(text: str) -> tuple[int, ...]:
     return tuple(sorted(set(sizes)))
 
 
-def _positive(kind: type) -> argparse.FileType:
-    def parse(text: str):
-        try:
-            value = kind(text)
-        except ValueError as exc:
-            raise argparse.ArgumentTypeError(f"{text!r} is not a{'n integer' if kind is int else ' number'}") from exc
-        if value <= 0:
-            raise argparse.ArgumentTypeError(f"{text!r} must be > 0")
-        return value
-
-    return parse  # type: ignore[return-value]
-
-
 def add_bench_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
     bench_parser = sub.add_parser(
         "bench", help="measure how each cache operation's cost grows with the cache (target beside the reference)",
@@ -56,26 +43,20 @@ def add_bench_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser
     bench_parser.add_argument("--json", type=Path, help="write every point, fit and verdict (JSON) here")
     bench_parser.add_argument("--report", type=Path, help="write a markdown report here (it shows the --plot, if one is written)")
     bench_parser.add_argument("--plot", type=Path, help="write the log-log plot here (needs matplotlib: radixcheck[plots])")
-    bench_parser.add_argument("--max-seconds", type=_positive(float), default=DEFAULT_MAX_SECONDS,
+    bench_parser.add_argument("--max-seconds", type=positive_seconds, default=str(DEFAULT_MAX_SECONDS),
                               help=f"bound on the whole run (default {DEFAULT_MAX_SECONDS:g})")
-    bench_parser.add_argument("--op-timeout", type=_positive(float), help="per-operation (per timed batch) time limit, seconds (default 5)")
-    bench_parser.add_argument("--max-memory-mib", type=_positive(int), default=DEFAULT_MEMORY_MIB,
+    bench_parser.add_argument("--op-timeout", type=positive_seconds, help="time limit of each call into the target, seconds (default 5)")
+    bench_parser.add_argument("--max-memory-mib", type=positive_int, default=DEFAULT_MEMORY_MIB,
                               help=f"resident memory the target may add before it is stopped (default {DEFAULT_MEMORY_MIB})")
     bench_parser.add_argument("--sizes", type=_sizes, help="wide tree sizes in leaves of 8 tokens (default 16,128,1024,4096,12500)")
     bench_parser.add_argument("--deep-levels", type=_sizes, help="deep tree depths (default 16,64,256,1024)")
-    bench_parser.add_argument("--repeats", type=_positive(int), default=DEFAULT_REPEATS,
+    bench_parser.add_argument("--repeats", type=positive_int, default=DEFAULT_REPEATS,
                               help=f"timed batches a size (default {DEFAULT_REPEATS})")
-    bench_parser.add_argument("--page-size", type=_positive(int), help="page size (default 1 where offered, else the smallest declared)")
+    bench_parser.add_argument("--page-size", type=positive_int, help="page size (default 1 where offered, else the smallest declared)")
     bench_parser.add_argument("--no-reference", action="store_true", help="do not measure the reference beside the target")
     bench_parser.add_argument("--fail-on-flag", action="store_true", help="exit 1 when the target has a flagged operation")
     bench_parser.add_argument("--seed", type=int, default=0, help="seed of the query choices (default 0)")
-
-    def one_line_error(message: str) -> NoReturn:  # bad arguments: one line, exit 2
-        print(f"radixcheck bench: error: {message}", file=sys.stderr)
-        sys.exit(EXIT_USAGE)
-
-    bench_parser.error = one_line_error  # type: ignore[method-assign]
-    return bench_parser
+    return bench_parser  # radixcheck.argtypes.ArgumentParser, as its parent: a usage error is one line, exit 2
 
 
 def run_bench(args: argparse.Namespace) -> int:
@@ -87,7 +68,7 @@ def run_bench(args: argparse.Namespace) -> int:
         return EXIT_USAGE
 
     if args.op_timeout:
-        os.environ[TIMEOUT_ENV] = str(args.op_timeout)
+        os.environ[TIMEOUT_ENV] = args.op_timeout
     spec = args.factory or os.environ.get(TARGET_ENV, DEFAULT_TARGET)
     name, eq, rest = spec.partition("=")
     if eq and ":" not in name:  # the plugin's '[name=]package.module:factory'
@@ -105,7 +86,7 @@ def run_bench(args: argparse.Namespace) -> int:
     plot_path = args.plot
     try:
         plan = BenchPlan(**{k: v for k, v in (("wide_leaves", args.sizes), ("deep_levels", args.deep_levels)) if v},
-                         repeats=args.repeats, max_seconds=args.max_seconds, memory_mib=args.max_memory_mib)
+                         repeats=args.repeats, max_seconds=float(args.max_seconds), memory_mib=args.max_memory_mib)
     except ValueError as exc:
         return fail(str(exc))
     print(f"radixcheck: bench {target.spec} at page size {page_size}"

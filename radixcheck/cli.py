@@ -13,40 +13,26 @@ import os
 import sys
 from pathlib import Path
 
+from radixcheck.argtypes import ArgumentParser, page_sizes, positive_seconds, workers
 from radixcheck.bench_cli import add_bench_parser
 from radixcheck.profiles import PROFILES
 
 
-def _positive_seconds(text: str) -> str:
-    try:
-        value = float(text)
-    except ValueError as exc:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds") from exc
-    if value <= 0:
-        raise argparse.ArgumentTypeError(f"{text!r} must be > 0 seconds")
-    return text
-
-
-def _workers(text: str) -> str:
-    if text == "auto" or (text.isdigit() and int(text) >= 0):
-        return text
-    raise argparse.ArgumentTypeError(f"-n takes a number of workers or 'auto', not {text!r}")
-
-
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="radixcheck", description="Verification suite for radix-tree KV caches.")
+    parser = ArgumentParser(prog="radixcheck", description="Verification suite for radix-tree KV caches.")
     sub = parser.add_subparsers(dest="command", required=True)
     audit = sub.add_parser("audit", help="run the conformance tests against a cache factory",
                            description="Run the conformance tests against FACTORY ('package.module:factory'; the working "
                                        "directory is importable). Exit 0: conforms; 1: does not; 2: usage or load error.")
     audit.add_argument("factory", help="the cache factory, 'package.module:factory'")
-    audit.add_argument("--page-sizes", help="comma-separated subset of the page sizes the factory declares (default: all up to 64)")
+    audit.add_argument("--page-sizes", type=page_sizes,
+                       help="comma-separated subset of the page sizes the factory declares (default: all up to 64)")
     audit.add_argument("--profile", default="ci", choices=PROFILES, help="Hypothesis profile (default: ci, derandomized)")
     audit.add_argument("--report", type=Path, help="write the report card (markdown) here")
     audit.add_argument("--json", type=Path, help="write the results (JSON) here")
-    audit.add_argument("-n", dest="workers", default="auto", type=_workers, help="pytest-xdist workers (default: auto; 0: in process)")
-    audit.add_argument("--op-timeout", type=_positive_seconds, help="per-operation time limit in seconds (default 5)")
-    audit.add_argument("--shrink-seconds", type=_positive_seconds, help="time to shrink each failure (default 15)")
+    audit.add_argument("-n", dest="workers", default="auto", type=workers, help="pytest-xdist workers (default: auto; 0: in process)")
+    audit.add_argument("--op-timeout", type=positive_seconds, help="per-operation time limit in seconds (default 5)")
+    audit.add_argument("--shrink-seconds", type=positive_seconds, help="time to shrink each failure (default 15)")
     add_bench_parser(sub)
     reports = sub.add_parser("reports", help="regenerate the ledger reports (same as python -m radixcheck.reports)", add_help=False)
     reports.add_argument("args", nargs=argparse.REMAINDER)
@@ -70,6 +56,8 @@ def _audit(args: argparse.Namespace) -> int:
     except TargetError as exc:
         print(f"radixcheck: error: {exc}", file=sys.stderr)
         return EXIT_USAGE
+    if target.defaults_warning():
+        print(f"radixcheck: warning: {target.defaults_warning()}", file=sys.stderr, flush=True)
     print(f"radixcheck: auditing {target.spec}: {target.capabilities}", flush=True)
     for gap in target.capabilities.not_exercised():
         print(f"radixcheck: not exercised: {gap}")

@@ -1,4 +1,4 @@
-"""The Hypothesis profiles radixcheck registers (importing this module registers them).
+"""radixcheck's Hypothesis settings, by profile name.
 
 | profile    | search                                    | use                                   |
 |------------|-------------------------------------------|---------------------------------------|
@@ -8,6 +8,17 @@
 | `audit`    | `ci`, stopping at the first bug per test  | the matrix and engine audits          |
 | `mutation` | `audit` without shrinking                 | meta-tests, catalogue, mutation score |
 
+These settings apply to radixcheck's own tests and state machines only: they are passed to
+:func:`radixcheck.properties.verdict.run_machine` and put on the conformance tests with
+``@settings(current())``. Nothing here loads a profile into Hypothesis, so a project that has
+radixcheck installed keeps its own default settings and its own ``settings.load_profile``. The
+profile is chosen by :func:`select` (the pytest plugin calls it with ``--hypothesis-profile``),
+else ``HYPOTHESIS_PROFILE`` if it names one of these, else `ci` when ``CI`` is set, else `dev`.
+
+The names are also registered with Hypothesis, so that ``--hypothesis-profile=thorough`` and
+``HYPOTHESIS_PROFILE`` accept them, but never over a name already registered: Hypothesis's own
+`ci` profile (which it loads by itself on CI machines) stays Hypothesis's for every other test.
+
 Every state-machine test also bounds its own shrinking (``radixcheck.properties.verdict``), so a
 broken cache's first failure is printed in seconds whatever the profile.
 """
@@ -16,27 +27,52 @@ from __future__ import annotations
 
 import os
 
-from hypothesis import HealthCheck, Phase, settings
+from hypothesis import HealthCheck, Phase, Verbosity, settings
+from hypothesis.errors import InvalidArgument
 
 EXAMPLES = 100  # state-machine runs per test: the gate's budget
 STEPS = 50  # rules per run
 
 _common = settings(deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large, HealthCheck.filter_too_much])
-settings.register_profile("dev", _common, max_examples=EXAMPLES, stateful_step_count=STEPS)
-settings.register_profile("ci", settings.get_profile("dev"), derandomize=True, database=None, print_blob=True)
-settings.register_profile("thorough", _common, max_examples=6 * EXAMPLES, stateful_step_count=4 * STEPS)
-settings.register_profile("audit", settings.get_profile("ci"), report_multiple_bugs=False)
-settings.register_profile("mutation", settings.get_profile("audit"), phases=[Phase.explicit, Phase.generate])
+SETTINGS: dict[str, settings] = {"dev": settings(_common, max_examples=EXAMPLES, stateful_step_count=STEPS)}
+SETTINGS["ci"] = settings(SETTINGS["dev"], derandomize=True, database=None, print_blob=True)
+SETTINGS["thorough"] = settings(_common, max_examples=6 * EXAMPLES, stateful_step_count=4 * STEPS)
+SETTINGS["audit"] = settings(SETTINGS["ci"], report_multiple_bugs=False)
+SETTINGS["mutation"] = settings(SETTINGS["audit"], phases=[Phase.explicit, Phase.generate])
 
-PROFILES = ("dev", "ci", "thorough", "audit", "mutation")
+PROFILES = tuple(SETTINGS)
+
+for _name, _settings in SETTINGS.items():
+    try:
+        settings.get_profile(_name)  # taken (Hypothesis's `ci`, or a project's own): leave it alone
+    except InvalidArgument:
+        settings.register_profile(_name, _settings)
+
+_selected: str | None = None
+_verbosity: Verbosity | None = None  # --hypothesis-verbosity, which reaches radixcheck's tests too
 
 
 def default_profile() -> str:
-    """``HYPOTHESIS_PROFILE`` if set, else `ci` under CI, else `dev`."""
-    return os.environ.get("HYPOTHESIS_PROFILE") or ("ci" if os.environ.get("CI") else "dev")
+    """``HYPOTHESIS_PROFILE`` if it names a radixcheck profile, else `ci` under CI, else `dev`."""
+    named = os.environ.get("HYPOTHESIS_PROFILE")
+    return named if named in SETTINGS else ("ci" if os.environ.get("CI") else "dev")
 
 
-def load_default() -> str:
-    name = default_profile()
-    settings.load_profile(name)
-    return name
+def select(name: str | None, verbosity: str | None = None) -> str:
+    """Choose the profile of radixcheck's tests in this process (a name that is not radixcheck's,
+    e.g. a project's own ``--hypothesis-profile=mine``, leaves radixcheck on its default), and
+    the verbosity asked for on pytest's command line, if any."""
+    global _selected, _verbosity
+    _selected = name if name in SETTINGS else None
+    _verbosity = Verbosity[verbosity] if verbosity else None
+    return selected()
+
+
+def selected() -> str:
+    return _selected or default_profile()
+
+
+def current() -> settings:
+    """The settings radixcheck's tests and :func:`~radixcheck.properties.verdict.run_machine` use."""
+    chosen = SETTINGS[selected()]
+    return chosen if _verbosity is None else settings(chosen, verbosity=_verbosity)

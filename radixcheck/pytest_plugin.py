@@ -1,5 +1,5 @@
 """radixcheck's pytest plugin (entry point ``pytest11``): the target under test, the Hypothesis
-profiles and the report header.
+profile of radixcheck's own tests, and the report header.
 
 Installed with radixcheck, so from any directory::
 
@@ -13,6 +13,13 @@ mine=mymodule:make``), one run tests every target: each test is parametrized by 
 size (ids ``ref-page_size=4``), so pytest-xdist spreads the target x test items over any workers,
 local or remote (``-n 2``, ``--tx ssh=host//python=...``). That is how the conformance matrix runs.
 A target that cannot be loaded then fails its own items (with the reason), not the whole run.
+
+The target comes from ``--radix-target``, else ``RADIXCHECK_TARGET``, else the ini option
+``radix_target``, else the reference; the page sizes from ``--radix-page-sizes``, else the ini
+option ``radix_page_sizes``. A good citizen in every other pytest run of the environment: it loads
+no Hypothesis profile (radixcheck's tests and machines carry their own settings,
+:mod:`radixcheck.profiles`), and it loads a target from the environment or the ini file, and
+prints its header, only when conformance tests are collected.
 """
 
 from __future__ import annotations
@@ -29,6 +36,7 @@ from radixcheck.properties.target import DEFAULT_TARGET, TARGET_ENV, TIMEOUT_ENV
 TARGET = pytest.StashKey[Target]()
 TARGETS = pytest.StashKey[dict[str, "Target | TargetError"]]()
 PROFILE = pytest.StashKey[str]()
+HEADER_SHOWN = pytest.StashKey[bool]()
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -43,16 +51,25 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption(
         "--radix-page-sizes",
         default=None,
-        help="comma-separated page sizes to run, a subset of those the target declares (default: all up to 64)",
+        help="comma-separated page sizes to run, a subset of those the target declares (default: all up to 64; ini radix_page_sizes)",
     )
+    parser.addini("radix_target", help=f"cache factory the conformance tests run against (--radix-target and {TARGET_ENV} win)")
+    parser.addini("radix_page_sizes", help="comma-separated page sizes the conformance tests run (--radix-page-sizes wins)")
 
 
 def target_specs(config: pytest.Config) -> list[str]:
-    """The option wins over the environment; set but empty is an error, not the default."""
+    """The option wins over the environment, the environment over the ini file; set but empty is
+    an error, not the default."""
     option = config.getoption("--radix-target")
     if option is not None:
         return list(option)
-    return [os.environ.get(TARGET_ENV, DEFAULT_TARGET)]
+    if TARGET_ENV in os.environ:
+        return [os.environ[TARGET_ENV]]
+    return [config.getini("radix_target") or DEFAULT_TARGET]
+
+
+def page_sizes_option(config: pytest.Config) -> str | None:
+    return config.getoption("--radix-page-sizes") or config.getini("radix_page_sizes") or None
 
 
 def target_spec(config: pytest.Config) -> str:
@@ -77,18 +94,17 @@ def named_specs(config: pytest.Config) -> dict[str, str]:
     return named
 
 
-def _explicit(config: pytest.Config) -> bool:
-    """Whether this run names a target (option or environment) rather than using the default."""
-    return config.getoption("--radix-target") is not None or TARGET_ENV in os.environ
-
-
 @pytest.hookimpl(tryfirst=True)
 def pytest_configure(config: pytest.Config) -> None:
-    config.stash[PROFILE] = config.getoption("hypothesis_profile", None) or profiles.load_default()
+    # radixcheck's tests and machines take this profile's settings (radixcheck.profiles.current());
+    # nothing is loaded into Hypothesis, so the project's own profile and settings stay as they are.
+    config.stash[PROFILE] = profiles.select(config.getoption("hypothesis_profile", None), config.getoption("hypothesis_verbosity", None))
     if _several(config):
         named_specs(config)  # a malformed list is a usage error; the targets load on first use
-    elif _explicit(config):  # a named target is checked before anything runs: a typo is a usage error
+    elif config.getoption("--radix-target") is not None:  # named on the command line: a typo stops the run at once
         target_of(config)
+    # A target from RADIXCHECK_TARGET or the ini file loads only when a conformance test is collected
+    # (pytest_generate_tests): an exported variable must not break an unrelated project's run.
 
 
 def target_of(config: pytest.Config) -> Target:
@@ -98,7 +114,7 @@ def target_of(config: pytest.Config) -> Target:
         try:
             target = load_target(target_spec(config))
             check_target(target)
-            config.stash[TARGET] = restrict_page_sizes(target, config.getoption("--radix-page-sizes"))
+            config.stash[TARGET] = restrict_page_sizes(target, page_sizes_option(config))
         except TargetError as exc:
             raise pytest.UsageError(f"radixcheck: {exc}") from exc
     return config.stash[TARGET]
@@ -113,7 +129,7 @@ def targets_of(config: pytest.Config) -> dict[str, Target | TargetError]:
             try:
                 target = load_target(spec)
                 check_target(target)
-                loaded[name] = restrict_page_sizes(target, config.getoption("--radix-page-sizes"), strict=False)
+                loaded[name] = restrict_page_sizes(target, page_sizes_option(config), strict=False)
             except TargetError as exc:
                 loaded[name] = exc
         config.stash[TARGETS] = loaded
@@ -151,21 +167,48 @@ def report_header(target: Target, profile: str) -> list[str]:
         f"radixcheck environment: {env or '-'}",
     ]
     lines += [f"radixcheck not exercised: {gap}" for gap in target.capabilities.not_exercised()]
+    if target.defaults_warning():
+        lines.append(f"radixcheck WARNING: {target.defaults_warning()}")
     return lines
 
 
-def pytest_report_header(config: pytest.Config) -> list[str]:
-    """Only for runs that name a target, or run in a radixcheck checkout: not in every project."""
+def header_lines(config: pytest.Config) -> list[str]:
+    """What the run tests, printed once conformance tests are collected (never in other runs)."""
+    if HEADER_SHOWN in config.stash:
+        return []
+    config.stash[HEADER_SHOWN] = True
     if _several(config):
         lines = [f"radixcheck targets: {len(named_specs(config))}, hypothesis profile {config.stash[PROFILE]}"]
         for name, loaded in targets_of(config).items():
             detail = (f"page sizes {list(loaded.capabilities.page_sizes_tested())}" if isinstance(loaded, Target)
                       else f"CANNOT BE TESTED: {loaded}")
+            if isinstance(loaded, Target) and loaded.defaults_warning():
+                detail += "; WARNING: no `capabilities`, the defaults apply"
             lines.append(f"radixcheck target {name}: {named_specs(config)[name]} ({detail})")
         return lines
-    if _explicit(config) or (config.rootpath / "properties" / "conformance").is_dir():
+    try:
         return report_header(target_of(config), config.stash[PROFILE])
-    return []
+    except pytest.UsageError as exc:  # already reported where the tests were collected
+        return [f"radixcheck target: cannot be tested: {exc}"]
+
+
+def _is_conformance(item: pytest.Item) -> bool:
+    return "target" in getattr(item, "fixturenames", ())
+
+
+def pytest_report_collectionfinish(config: pytest.Config, items: list[pytest.Item]) -> list[str]:
+    """The header, under "collected N items", if any conformance test was collected."""
+    return header_lines(config) if any(map(_is_conformance, items)) else []
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_node_collection_finished(node, ids: list[str]) -> None:  # noqa: ANN001 - xdist's WorkerController
+    """Under pytest-xdist the workers collect: the controller prints the header from their ids."""
+    config = node.config
+    reporter = config.pluginmanager.get_plugin("terminalreporter")
+    if reporter is not None and any("properties/conformance/" in nodeid for nodeid in ids):
+        for line in header_lines(config):
+            reporter.write_line(line)
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:

@@ -9,12 +9,12 @@ Each request is one match_prefix + one insert (+ lock/unlock), as a server would
 
 from __future__ import annotations
 
-import argparse
 import platform
 import time
 
 import numpy as np
 
+from radixcheck.argtypes import ArgumentParser, non_negative_int, positive_int
 from radixcheck.properties.contract import SlotAllocator
 from radixcheck.reference import RadixCache
 
@@ -56,11 +56,11 @@ def run(requests: int, seed: int) -> dict[str, float]:
             "requests_per_s": requests / elapsed, "hit_rate": reused / total}
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--requests", type=int, default=20000)
-    parser.add_argument("--seed", type=int, default=0)
-    args = parser.parse_args()
+def main(argv: list[str] | None = None) -> None:
+    parser = ArgumentParser(prog="python -m radixcheck.reference.bench", description=__doc__.splitlines()[0])
+    parser.add_argument("--requests", type=positive_int, default=20000, help="requests in the stream (default 20000)")
+    parser.add_argument("--seed", type=non_negative_int, default=0, help="stream seed (default 0)")
+    args = parser.parse_args(argv)
     r = run(args.requests, args.seed)
     print(f"reference RadixCache, {r['requests']} requests (match+insert each), hit rate {r['hit_rate']:.1%}")
     print(f"{r['ops_per_s']:,.0f} match+insert operations/s ({r['requests_per_s']:,.0f} requests/s, {r['seconds']:.2f} s)")

@@ -76,7 +76,6 @@ class RadixCache:
             child = node.children.get(key[pos : pos + self.page_size])
             if child is None:
                 break
-            # The query only as far as the edge: a walk copies O(query) tokens, not O(depth x query).
             shared = self._shared_length(child.key, key[pos : pos + len(child.key)])
             if shared < len(child.key):
                 child = self._split(child, shared)  # so a lock covers exactly what matched
@@ -109,11 +108,9 @@ class RadixCache:
 
     def _shared_length(self, edge: tuple[int, ...], query: tuple[int, ...]) -> int:
         """Length of the common prefix of ``edge`` and ``query``, rounded down to whole pages."""
-        n = 0
-        for a, b in zip(edge, query, strict=False):
-            if a != b:
-                break
-            n += 1
+        n = min(len(edge), len(query))
+        if edge[:n] != query[:n]:  # one comparison in C for the usual case, a long shared edge
+            n = next(i for i in range(n) if edge[i] != query[i])
         return n // self.page_size * self.page_size
 
     def _split(self, child: Node, at: int) -> Node:
@@ -175,18 +172,22 @@ class RadixCache:
         wanted = as_count(num_tokens, "num_tokens", minimum=0)
         heap = [(self._eviction_key(n), n) for n in self._linked_nodes() if self._evictable_leaf(n)]
         heapq.heapify(heap)
-        evicted = 0
-        while evicted < wanted and heap:
+        evicted = leaves = 0
+        while self._wants_more(evicted, wanted, leaves) and heap:
             _, leaf = heapq.heappop(heap)
             self._unlink(leaf)
             self._free(leaf)
-            evicted += len(leaf.key)
+            evicted, leaves = evicted + len(leaf.key), leaves + 1
             parent = leaf.parent
             if self._evictable_leaf(parent):
                 heapq.heappush(heap, (self._eviction_key(parent), parent))
         return evicted
 
-    def _eviction_key(self, node: Node) -> tuple[int, int]:
+    def _wants_more(self, evicted: int, wanted: int, leaves: int) -> bool:
+        """Whether eviction goes on after ``leaves`` leaves freed ``evicted`` of ``wanted`` tokens."""
+        return evicted < wanted
+
+    def _eviction_key(self, node: Node) -> tuple[int, ...]:
         """The policy: least recently used first (serial breaks ties deterministically)."""
         return node.last_access, node.serial
 

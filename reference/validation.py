@@ -26,18 +26,19 @@ def as_tokens(tokens: Any, name: str) -> tuple[int, ...]:
             raise ValueError(f"{name} must be 1-D, got an array of shape {tokens.shape}")
         if tokens.size and not np.issubdtype(tokens.dtype, np.integer):
             raise TypeError(f"{name} must hold integer token ids, got dtype {tokens.dtype}")
-        items = tokens.tolist()
-    elif isinstance(tokens, (list, tuple, range)):
-        items = list(tokens)
-        for t in items:
+        if tokens.size and tokens.min() < 0:
+            raise ValueError(f"{name} holds negative token id {int(tokens.min())}")
+        return tuple(tokens.tolist())
+    if not isinstance(tokens, (list, tuple, range)):
+        raise TypeError(f"{name} must be a list, tuple or 1-D integer array, got {type(tokens).__name__}")
+    if not all(type(t) is int for t in tokens):  # the common case in one pass; else find what is wrong
+        for t in tokens:
             if isinstance(t, (bool, np.bool_)) or not isinstance(t, (int, np.integer)):
                 raise TypeError(f"{name} must hold integer token ids, got {type(t).__name__} {t!r}")
-    else:
-        raise TypeError(f"{name} must be a list, tuple or 1-D integer array, got {type(tokens).__name__}")
-    negative = [t for t in items if t < 0]
-    if negative:
-        raise ValueError(f"{name} holds negative token id {negative[0]}")
-    return tuple(int(t) for t in items)
+    items = tuple(int(t) for t in tokens)
+    if items and min(items) < 0:
+        raise ValueError(f"{name} holds negative token id {min(items)}")
+    return items
 
 
 def as_values(values: Any, length: int) -> np.ndarray:

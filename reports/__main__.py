@@ -18,6 +18,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from radixcheck.argtypes import ArgumentParser, non_negative_int, positive_int, refuse_weaker
 from radixcheck.reports import default_out as reports_dir
 from radixcheck.reports import ledger as ledger_mod
 from radixcheck.reports.workloads import DEFAULT_SEED
@@ -41,23 +42,49 @@ def write_json(path: Path, data: dict[str, Any]) -> None:
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    p = argparse.ArgumentParser(prog="radixcheck reports", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--scale", type=int, default=1, help="multiply every workload length by N (hit rates do not change)")
-    p.add_argument("--seed", type=int, default=DEFAULT_SEED, help="token-id seed (hit rates do not change)")
+    p = ArgumentParser(prog="radixcheck reports", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--scale", type=positive_int, default=1, help="multiply every workload length by N (hit rates do not change)")
+    p.add_argument("--seed", type=non_negative_int, default=DEFAULT_SEED, help="token-id seed (hit rates do not change)")
     p.add_argument("--out", type=Path, default=None,
                    help="output directory (default: reports/ in a checkout, ./radixcheck-reports when installed; "
                    "other scales and seeds go to runs/ below it)")
     p.add_argument("--real", action="store_true", help="also run the live arm on the real SmolLM2-135M Q8_0 (downloads it on first use)")
     p.add_argument("--no-live", action="store_true", help="skip the live (timed) arm")
     p.add_argument("--no-plots", action="store_true", help="skip the PNG plots")
-    p.add_argument("--reps", type=int, default=None, help="live arm: best of N interleaved A/B repetitions (default 3 synthetic, 2 real)")
+    p.add_argument("--reps", type=positive_int, default=None,
+                   help="live arm: best of N interleaved A/B repetitions "
+                   "(default 3 synthetic, 2 real; at least as many as the report replaced)")
     p.add_argument("--quick", action="store_true", help="live arm: one repetition (a smoke run; ratios are noisier)")
-    p.add_argument("--threads", type=int, default=1, help="live arm: BLAS threads (default 1: fastest on a shared 2-core box, measured)")
+    p.add_argument("--threads", type=positive_int, default=1,
+                   help="live arm: BLAS threads (default 1: fastest on a shared 2-core box, measured)")
     p.add_argument("--last-only", action="store_true", help="live arm: compute (and compare) only each request's last-position logits")
+    p.add_argument("--force", action="store_true", help="replace a report even with a weaker one (fewer repetitions, last logits only)")
     args = p.parse_args(argv)
-    if args.scale < 1:
-        p.error("--scale must be >= 1")
+    if args.out is None and not args.no_live:  # --out DIR chooses the place: nothing there is protected
+        out = default_out(args.scale, args.seed)
+        for which in ["synthetic"] + (["smollm2"] if args.real else []):
+            refuse_weaker(p, out / f"LIVE-{which}.md", weaker_live(args, out / "artifacts" / f"live-{which}.json"), args.force)
     return args
+
+
+def committed_live(path: Path) -> dict[str, Any]:
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+
+
+def weaker_live(args: argparse.Namespace, saved: Path) -> list[str]:
+    """How this run's live arm would be weaker than the one saved at ``saved`` (if any)."""
+    before = committed_live(saved)
+    reps = 1 if args.quick else args.reps
+    weaker = []
+    if reps is not None and reps < before.get("reps", 0):
+        given = "--quick" if args.quick else f"--reps {reps}"
+        weaker.append(f"{given}: best of {reps} repetition(s) where it has best of {before['reps']}")
+    if args.last_only and before.get("last_only") is False:
+        weaker.append("--last-only: compares only last-position logits where it compares all")
+    return weaker
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -106,7 +133,8 @@ def run_live(args: argparse.Namespace, out: Path, which: str) -> None:
     from radixcheck.reports import live, machine
     from radixcheck.reports.workloads import seed_workloads
 
-    reps = 1 if args.quick else (args.reps or (3 if which == "synthetic" else 2))
+    saved_reps = 0 if args.force else committed_live(out / "artifacts" / f"live-{which}.json").get("reps", 0)
+    reps = 1 if args.quick else (args.reps or max(3 if which == "synthetic" else 2, saved_reps))  # never fewer than it replaces
     t0 = time.perf_counter()
     m, desc = load_model(which)
     ws = seed_workloads(args.scale, args.seed)
@@ -119,7 +147,7 @@ def run_live(args: argparse.Namespace, out: Path, which: str) -> None:
         + ("" if args.seed == DEFAULT_SEED else f" --seed {args.seed}")
     )
     cmd += " --real" if which != "synthetic" else ""
-    cmd += f" --reps {args.reps}" if args.reps else (" --quick" if args.quick else "")
+    cmd += " --quick" if args.quick else (f" --reps {reps}" if reps != (3 if which == "synthetic" else 2) else "")
     meta = {
         "model": desc,
         "command": cmd,

@@ -7,11 +7,19 @@
 ``RADIXCHECK_AUDIT_VENV=/some/dir`` builds elsewhere (e.g. to time a fresh build); the
 matrix (``python -m radixcheck.reports.matrix``) runs in ``.audit-venv/``.
 
+mini-sglang and LightLLM are not installed: they are not on the package registry (LightLLM's one
+release there is far behind the audited commit), so the adapters import them from the user's own
+checkouts, named by ``RADIXCHECK_MINISGLANG_SRC`` and ``RADIXCHECK_LIGHTLLM_SRC``
+(``properties/adapters/checkout.py``). This script takes the same settings: it says which commit
+each one names (or what to clone, when one is missing; that only leaves the engine's matrix rows
+"not run") and records them in the stamp's ``checkouts`` entry on every run.
+
 One environment holds every engine, so that the matrix is one pytest-xdist run (every worker
 must be able to collect every target). Each engine is one step, timed and sized on its own (the
 stamp's ``engines`` entry): SGLang (below), then each adapter's own ``PIP_REQUIREMENTS_NO_DEPS``
-and ``PIP_REQUIREMENTS`` (vLLM's CPU wheel, ``--no-deps`` plus nine small imports; mini-sglang and
-LightLLM are vendored modules that need only torch and sortedcontainers).
+and ``PIP_REQUIREMENTS`` (vLLM's CPU wheel, ``--no-deps`` plus nine small imports; mini-sglang's and
+LightLLM's cache modules, read from the user's checkouts, need only torch and sortedcontainers;
+LightLLM's registry release 0.0.1 is installed ``--no-deps`` beside them).
 
 The environment lives in ``.audit-venv/`` at the repository root (git-ignored). It holds the
 CPU wheel of torch, ``sglang`` installed with ``--no-deps`` (its full dependency set pulls CUDA
@@ -30,7 +38,6 @@ The script prints how long each step took and how big the environment is, and re
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import shutil
@@ -39,6 +46,8 @@ import sys
 import time
 import venv
 from pathlib import Path
+
+from radixcheck.argtypes import ArgumentParser
 
 ROOT = Path(__file__).resolve().parent.parent
 VENV = Path(os.environ.get("RADIXCHECK_AUDIT_VENV", ROOT / ".audit-venv"))  # override: measurements
@@ -132,6 +141,45 @@ def engine_requirements(module: str) -> tuple[list[str], list[str]]:
     return list(getattr(adapter, "PIP_REQUIREMENTS_NO_DEPS", [])), list(getattr(adapter, "PIP_REQUIREMENTS", []))
 
 
+# Engines read from the user's checkout (or a registry release beside it): adapter module, and
+# the factories whose code comes from different places.
+CHECKOUT_ENGINES = {
+    "mini_sglang": ("radixcheck.properties.adapters.mini_sglang", ("newest", "pre_fix_52")),
+    "lightllm": ("radixcheck.properties.adapters.lightllm_radix", ("radix_cache", "release_0_0_1")),
+}
+
+
+def checkouts() -> dict[str, dict]:
+    """Each checkout engine's setting and, per factory, the code it reads (or what is missing)."""
+    import importlib
+
+    from radixcheck.properties.adapters.checkout import EngineUnavailable
+
+    found: dict[str, dict] = {}
+    for key, (module, factories) in CHECKOUT_ENGINES.items():
+        adapter = importlib.import_module(module)
+        setting = adapter.REPO.setting
+        entry: dict = {"setting": setting, "path": os.environ.get(setting, ""), "sources": {}}
+        for name in factories:
+            try:
+                entry["sources"][name] = adapter.source_of(name).describe()
+            except EngineUnavailable as exc:
+                entry["sources"][name] = f"missing: {exc.problem}"
+                print(f"[audit-env] {key}.{name}: its matrix rows will be 'not run'. {exc}", flush=True)
+            else:
+                print(f"[audit-env] {key}.{name}: {entry['sources'][name]}", flush=True)
+        found[key] = entry
+    return found
+
+
+def record_checkouts() -> None:
+    """Write the checkouts into the stamp of a built environment."""
+    if STAMP.exists():
+        info = json.loads(STAMP.read_text())
+        info["checkouts"] = checkouts()
+        STAMP.write_text(json.dumps(info, indent=1))
+
+
 def record_engine(engines: dict[str, dict], key: str, seconds: float, size_before: int) -> int:
     """Note what one engine's step took and added; return the environment's size now."""
     size = du_bytes(VENV)
@@ -152,7 +200,7 @@ def imports_ok() -> bool:
     probe = (
         "from radixcheck.properties.adapters import _sglang_stubs; _sglang_stubs.install();"
         "import sglang.srt.mem_cache.radix_cache, torch; print(torch.__version__);"
-        "import vllm.v1.core.kv_cache_manager, sortedcontainers"
+        "import vllm.v1.core.kv_cache_manager, sortedcontainers, lightllm.server.router.dynamic_prompt.radix_cache"
     )
     r = subprocess.run([str(python_in_venv()), "-c", probe], capture_output=True, text=True)
     return r.returncode == 0
@@ -163,6 +211,7 @@ def build(force: bool) -> None:
         shutil.rmtree(VENV)
     if not force and check():
         print(f"[audit-env] {VENV} is complete; nothing to do (use --force to rebuild)")
+        record_checkouts()
         print(STAMP.read_text())
         return
     timings: dict[str, float] = {}
@@ -207,6 +256,7 @@ def build(force: bool) -> None:
         "size_human": f"{size / 2**30:.2f} GiB",
         "python": sys.version.split()[0],
         "packages": frozen,
+        "checkouts": checkouts(),
     }
     STAMP.write_text(json.dumps(info, indent=1))
     print(f"[audit-env] done in {total} s; {VENV} is {info['size_human']}; import check: {ok}")
@@ -214,11 +264,11 @@ def build(force: bool) -> None:
         sys.exit("[audit-env] the environment was built but sglang's radix cache does not import")
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+def main(argv: list[str] | None = None) -> None:
+    ap = ArgumentParser(prog="python -m radixcheck.reports.audit_env", description=__doc__.split("\n\n")[0])
     ap.add_argument("--force", action="store_true", help="delete and rebuild the environment")
     ap.add_argument("--check", action="store_true", help="only report whether it is complete")
-    args = ap.parse_args()
+    args = ap.parse_args(argv)
     if args.check:
         ok = check()
         print(f"[audit-env] {VENV}: {'complete' if ok else 'missing or incomplete'}")

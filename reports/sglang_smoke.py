@@ -21,6 +21,7 @@ sys.path.insert(0, str(ROOT))
 
 import numpy as np  # noqa: E402
 
+from radixcheck.argtypes import ArgumentParser  # noqa: E402
 from radixcheck.properties.adapters import sglang_radix  # noqa: E402
 from radixcheck.properties.contract import SlotAllocator  # noqa: E402
 
@@ -79,8 +80,13 @@ def smoke(factory, page_size: int) -> str:
     return "ok"
 
 
-def main() -> int:
-    names = sys.argv[1:] or list(sglang_radix.FACTORIES)
+def main(argv: list[str] | None = None) -> int:
+    parser = ArgumentParser(prog="reports/sglang_smoke.py", description=__doc__.splitlines()[0])
+    parser.add_argument("names", nargs="*", metavar="factory", help=f"factories to run (default: all of {sorted(sglang_radix.FACTORIES)})")
+    names = parser.parse_args(argv).names or list(sglang_radix.FACTORIES)
+    unknown = sorted(set(names) - set(sglang_radix.FACTORIES))
+    if unknown:
+        parser.error(f"argument factory: unknown {unknown}; known: {sorted(sglang_radix.FACTORIES)}")
     failures = 0
     for name in names:
         factory = sglang_radix.FACTORIES[name]

@@ -1,5 +1,8 @@
-"""Stand-ins for the two heavy imports of LightLLM's ``radix_cache.py`` (vendored, unchanged
-apart from its imports, in ``vendored/lightllm_fc72ffa/``).
+"""Stand-ins for the two heavy imports of LightLLM's ``radix_cache.py``, which radixcheck imports
+unchanged from the user's checkout (``RADIXCHECK_LIGHTLLM_SRC``, see :mod:`checkout`). Written
+for radixcheck, not LightLLM code; :func:`stand_in_modules` and :func:`shared_arr_module` make the
+modules that are in ``sys.modules`` while the file is imported (the ``lightllm.*`` names only for
+that import, so the registry release can be imported in the same process).
 
 LightLLM's module imports, besides torch, numpy and sortedcontainers:
 
@@ -25,10 +28,13 @@ LightLLM's module imports, besides torch, numpy and sortedcontainers:
     pool). :class:`MemoryManager` below is an empty class for the annotation; the cache is
     built with ``mem_manager=None``, as LightLLM's own unit tests build it.
 
-Neither stand-in touches the tree logic: ``radix_cache.py`` is otherwise verbatim.
+Neither stand-in touches the tree logic, and ``radix_cache.py`` itself is not edited.
 """
 
 from __future__ import annotations
+
+from functools import cache
+from types import ModuleType
 
 import numpy as np
 
@@ -43,3 +49,27 @@ class SharedArray:
 
 class MemoryManager:
     """Only a type annotation in ``radix_cache.py``; never instantiated by the adapter."""
+
+
+_DOC = "radixcheck's stand-in (properties/adapters/_lightllm_stubs.py)"
+
+
+@cache
+def shared_arr_module() -> ModuleType:
+    """The module ``from .shared_arr import SharedArray`` finds (a sibling of ``radix_cache``)."""
+    module = ModuleType("shared_arr", _DOC)
+    module.SharedArray = SharedArray
+    return module
+
+
+@cache
+def stand_in_modules() -> dict[str, ModuleType]:
+    """``lightllm``, ``lightllm.common`` and ``lightllm.common.mem_manager`` (holding
+    :class:`MemoryManager`), for ``from lightllm.common.mem_manager import MemoryManager``."""
+    modules = {name: ModuleType(name, _DOC) for name in ("lightllm", "lightllm.common", "lightllm.common.mem_manager")}
+    modules["lightllm"].__path__ = []  # packages, with nothing to find on disk
+    modules["lightllm.common"].__path__ = []
+    modules["lightllm"].common = modules["lightllm.common"]
+    modules["lightllm.common"].mem_manager = modules["lightllm.common.mem_manager"]
+    modules["lightllm.common.mem_manager"].MemoryManager = MemoryManager
+    return modules

@@ -1,21 +1,31 @@
 """radixcheck adapter for LightLLM's radix cache (``RadixCache`` of
-``lightllm/server/router/dynamic_prompt/radix_cache.py``, ModelTC/lightllm commit
-``fc72ffab9a3455cfb571f22d45ab777cc29de0de``, 2025-07-11, the newest stored snapshot).
+``lightllm/server/router/dynamic_prompt/radix_cache.py``), imported from the user's checkout;
+validated at ModelTC/lightllm ``fc72ffab9a3455cfb571f22d45ab777cc29de0de`` (2025-07-11).
 
 Select it with ``radixcheck audit radixcheck.properties.adapters.lightllm_radix:radix_cache
 --page-sizes 1`` in the audit environment (``.audit-venv``: torch CPU; ``sortedcontainers``
-comes with hypothesis). LightLLM itself is not installed: its module is vendored verbatim
-(imports rewritten only) in ``vendored/lightllm_fc72ffa/radix_cache.py`` with its LICENSE and
-ORIGIN.md, and its two heavy imports (the shared-memory counters, the GPU memory manager) are
-replaced by the stand-ins documented in :mod:`properties.adapters._lightllm_stubs`. Where torch
-is installed, importing this module imports torch and the vendored module at once (a few
-seconds: the suite times every call into the target, so it must not happen inside the first
-factory call); where it is not (the main gate), nothing is imported and a factory call fails
-with ImportError.
+comes with hypothesis). LightLLM's only registry release (0.0.1, 2024-08) is far behind that
+commit, so the module comes from a git checkout the user names with
+``RADIXCHECK_LIGHTLLM_SRC=/path/to/lightllm`` (see :mod:`radixcheck.properties.adapters.checkout`;
+without it a factory raises one ``CheckoutMissing`` saying what to clone; a commit other than
+the validated one is used, with a warning). The file is imported unchanged; its two heavy
+imports (the shared-memory counters, the GPU memory manager) are the stand-ins documented in
+:mod:`properties.adapters._lightllm_stubs`, put into ``sys.modules`` first. Where torch is
+installed and the setting given, importing this module imports torch and LightLLM's module at
+once (a few seconds: the suite times every call into the target, so it must not happen inside
+the first factory call); where it is not (the main gate), nothing is imported and a factory call
+fails with ImportError.
 
 Factories (``factory(allocator, page_size) -> cache``, each with a ``capabilities`` attribute)
 ----------------------------------------------------------------------------------------------
 ``radix_cache``         LightLLM's ``RadixCache`` with the capabilities below.
+``release_0_0_1``, ``release_0_0_1_strict``
+                        The same, and the same capabilities, on LightLLM 0.0.1 as installed from
+                        the package registry (``pip install --no-deps lightllm==0.0.1``: what pip
+                        users get; imported as is, its real POSIX shared-memory counters included,
+                        each cache under a name of its own that is unlinked at once). Its tree
+                        has the same API; its ``insert`` asserts a non-empty key, so the adapter
+                        answers an empty insert with 0 itself (callers never send one).
 ``radix_cache_strict``  The same cache declaring ``checks_locks=True``: the strict contract,
                         which LightLLM is expected to fail (its ``dec_node_ref_counter`` checks
                         nothing; an unmatched release drives ``ref_counter`` to -1). It exists
@@ -83,30 +93,48 @@ What the adapter does besides forwarding (every difference)
 from __future__ import annotations
 
 import dataclasses
+import importlib
+import importlib.metadata
 import importlib.util
 import itertools
-import sys
+import os
 from collections.abc import Callable, Sequence
-from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 import numpy as np
 
+from radixcheck.properties.adapters.checkout import (
+    LIGHTLLM,
+    EngineUnavailable,
+    Installed,
+    NotInstalled,
+    Source,
+    at_commit,
+    import_unchanged,
+    stand_ins_while_importing,
+    working_tree,
+)
 from radixcheck.properties.contract import Capabilities, SlotAllocator
 
+REPO = LIGHTLLM  # where to clone it, its setting, the validated commit
 LIGHTLLM_REPO = "ModelTC/lightllm"
 LIGHTLLM_COMMIT = "fc72ffab9a3455cfb571f22d45ab777cc29de0de"
 LIGHTLLM_PATH = "lightllm/server/router/dynamic_prompt/radix_cache.py"
-VENDORED = Path(__file__).resolve().parent / "vendored" / f"lightllm_{LIGHTLLM_COMMIT[:7]}" / "radix_cache.py"
+
+PIP_REQUIREMENTS_NO_DEPS: list[str] = ["lightllm==0.0.1"]
+"""LightLLM's one registry release, for the ``release_0_0_1`` factories: ``--no-deps``, because its
+declared dependencies (triton, CUDA kernels, a server stack) are not needed to import its radix
+cache, which needs only torch, numpy and sortedcontainers."""
 
 PIP_REQUIREMENTS: list[str] = ["sortedcontainers>=2.4"]
-"""Besides torch and numpy, the vendored module imports ``sortedcontainers`` (its eviction set
-is a ``SortedSet``). It is already in the audit environment as a dependency of hypothesis
-(2.4.0 there), so nothing extra was installed; it is listed so the environment states it."""
+"""Besides torch and numpy, LightLLM's module imports ``sortedcontainers`` (its eviction set is a
+``SortedSet``). It is already in the audit environment as a dependency of hypothesis (2.4.0
+there), so nothing extra was installed; it is listed so the environment states it."""
 
 PAGE_SIZES = (1,)
 
-_lightllm: Any = None  # the vendored module, loaded by _load()
+_loaded: dict[str | None, tuple[ModuleType, Source]] = {}  # commit (None: the working tree) -> module, source
 _names = itertools.count()
 
 
@@ -139,26 +167,57 @@ class LightLLMHandle:
         return f"<LightLLM node, {len(self.key)} tokens, {len(self.locked)} locks>"
 
 
-def _load() -> Any:
-    """Import torch and the vendored LightLLM module (once)."""
-    global _lightllm
-    if _lightllm is None:
-        name = f"radixcheck_vendored_lightllm_{LIGHTLLM_COMMIT[:7]}_radix_cache"
-        spec = importlib.util.spec_from_file_location(name, VENDORED)
-        module = importlib.util.module_from_spec(spec)
-        sys.modules[name] = module
-        try:
-            spec.loader.exec_module(module)
-        except BaseException:
-            del sys.modules[name]
-            raise
-        _lightllm = module
-    return _lightllm
+def load(commit: str | None = None) -> tuple[ModuleType, Source]:
+    """LightLLM's ``radix_cache`` module from the user's checkout, with its source (once per commit).
+
+    ``commit=None`` (the factories) takes the working tree as it is, warning if its commit was
+    not validated; a commit id takes that commit from the checkout's history (the repros). Raises
+    :class:`CheckoutMissing` without the checkout."""
+    if commit not in _loaded:
+        source = working_tree(LIGHTLLM) if commit is None else at_commit(LIGHTLLM, commit)
+        from radixcheck.properties.adapters import _lightllm_stubs
+
+        with stand_ins_while_importing(_lightllm_stubs.stand_in_modules()):  # imported at its top only
+            module = import_unchanged(source, "radix_cache", siblings={"shared_arr": _lightllm_stubs.shared_arr_module()})
+        _loaded[commit] = module, source
+    return _loaded[commit]
+
+
+RELEASE = "0.0.1"
+"""LightLLM's one package-registry release (2024-08): what ``pip install lightllm`` gets."""
+
+
+def release() -> Installed:
+    """The installed registry release, or :class:`NotInstalled` saying how to install it."""
+    try:
+        version = importlib.metadata.version("lightllm")
+    except importlib.metadata.PackageNotFoundError:
+        version = None
+    if version != RELEASE:
+        found = f"lightllm {version} is installed" if version else "lightllm is not installed"
+        raise NotInstalled(f"{found}; the release_0_0_1 factories audit LightLLM's registry release: pip install "
+                           f"--no-deps lightllm=={RELEASE} (python -m radixcheck.reports.audit_env installs it)", found)
+    return Installed("LightLLM", "lightllm", version)
+
+
+def load_release() -> tuple[ModuleType, Installed]:
+    """LightLLM 0.0.1's ``radix_cache`` as installed from the registry, imported as is (once)."""
+    if RELEASE not in _loaded:
+        installed = release()
+        _loaded[RELEASE] = importlib.import_module("lightllm.server.router.dynamic_prompt.radix_cache"), installed
+    return _loaded[RELEASE]
+
+
+def source_of(factory_name: str) -> Source | Installed:
+    """Where factory ``factory_name``'s cache comes from (no torch needed; raises
+    CheckoutMissing, or NotInstalled for the registry release)."""
+    return release() if factory_name.startswith("release_") else working_tree(LIGHTLLM)
 
 
 def _tensor(ids: Any):
     """A fresh ``torch.int64`` CPU tensor of ``ids`` (no validation: the tree trusts callers)."""
-    torch = _load().torch
+    import torch
+
     return torch.from_numpy(np.array(ids, dtype=np.int64).reshape(-1))
 
 
@@ -172,10 +231,14 @@ class LightLLMRadixCache:
     def __init__(self, allocator: SlotAllocator, page_size: int) -> None:
         if page_size != 1 or isinstance(page_size, bool):
             raise ValueError(f"LightLLM's radix cache is token-granular: page_size must be 1, got {page_size!r}")
-        self.lightllm = _load()
+        self.lightllm = self._module()
         self.allocator = allocator
         self.page_size = 1
         self.cache = self.lightllm.RadixCache(f"radixcheck_{next(_names)}", allocator.pool_size, 0, mem_manager=None)
+
+    @staticmethod
+    def _module() -> ModuleType:
+        return load()[0]
 
     def match_prefix(self, tokens: Sequence[int]) -> tuple[np.ndarray, Any]:
         key = _tensor(tokens)
@@ -237,13 +300,36 @@ class LightLLMRadixCache:
         raise NotImplementedError("LightLLM's radix cache has no reset (clear_tree_nodes is test-only and frees no slots)")
 
 
-def _factory(name: str, caps: Capabilities) -> Callable[[SlotAllocator, int], LightLLMRadixCache]:
-    def factory(allocator: SlotAllocator, page_size: int) -> LightLLMRadixCache:
-        return LightLLMRadixCache(allocator, page_size)
+class LightLLMRelease(LightLLMRadixCache):
+    """The same adapter on LightLLM 0.0.1 from the package registry (see the module docstring)."""
 
+    def __init__(self, allocator: SlotAllocator, page_size: int) -> None:
+        if page_size != 1 or isinstance(page_size, bool):
+            raise ValueError(f"LightLLM's radix cache is token-granular: page_size must be 1, got {page_size!r}")
+        self.lightllm = load_release()[0]
+        self.allocator = allocator
+        self.page_size = 1
+        # Real POSIX shared memory: a name no other process or cache uses, unlinked at once (the
+        # mapping lives on with the cache), so caches never share counters and /dev/shm keeps nothing.
+        self.cache = self.lightllm.RadixCache(f"radixcheck_{os.getpid()}_{next(_names)}", allocator.pool_size, 0)
+        for shared in (self.cache.refed_tokens_num, self.cache.tree_total_tokens_num, self.cache.shared_idx_manager._shm_array):
+            shared.shm.unlink()
+
+    def insert(self, tokens: Sequence[int], values: Any) -> int:
+        if len(tokens) == 0:  # 0.0.1 asserts len(key) >= 1; its callers never insert an empty prompt
+            return 0
+        return super().insert(tokens, values)
+
+
+def _factory(name: str, caps: Capabilities, cls: type[LightLLMRadixCache] = LightLLMRadixCache
+             ) -> Callable[[SlotAllocator, int], LightLLMRadixCache]:
+    def factory(allocator: SlotAllocator, page_size: int) -> LightLLMRadixCache:
+        return cls(allocator, page_size)
+
+    what = f"LightLLM {RELEASE} (registry)" if cls is LightLLMRelease else f"LightLLM checkout (validated {LIGHTLLM_COMMIT[:7]})"
     factory.__name__ = factory.__qualname__ = name
     factory.capabilities = caps  # type: ignore[attr-defined]
-    factory.__doc__ = f"radixcheck target {name}: LightLLM {LIGHTLLM_COMMIT[:7]} RadixCache, {caps}"
+    factory.__doc__ = f"radixcheck target {name}: {what} RadixCache, {caps}"
     return factory
 
 
@@ -259,16 +345,26 @@ _CAPS = Capabilities(
 
 radix_cache = _factory("radix_cache", _CAPS)
 radix_cache_strict = _factory("radix_cache_strict", dataclasses.replace(_CAPS, checks_locks=True))
+release_0_0_1 = _factory("release_0_0_1", _CAPS, LightLLMRelease)
+release_0_0_1_strict = _factory("release_0_0_1_strict", dataclasses.replace(_CAPS, checks_locks=True), LightLLMRelease)
 
 FACTORIES: dict[str, Callable[[SlotAllocator, int], LightLLMRadixCache]] = {
     "radix_cache": radix_cache,
     "radix_cache_strict": radix_cache_strict,
+    "release_0_0_1": release_0_0_1,
+    "release_0_0_1_strict": release_0_0_1_strict,
 }
 
 if importlib.util.find_spec("torch") is not None and importlib.util.find_spec("sortedcontainers") is not None:
-    _load()
+    for _loader in (load, load_release):
+        try:
+            _loader()
+        except EngineUnavailable:
+            pass  # each factory raises it, with its message
 
-__all__ = ["FACTORIES", "ROOT", "LightLLMHandle", "LightLLMRadixCache", "LockNotAfterMatch", "radix_cache", "radix_cache_strict"]
+__all__ = ["FACTORIES", "RELEASE", "ROOT", "LightLLMHandle", "LightLLMRadixCache", "LightLLMRelease", "LockNotAfterMatch",
+           "load", "load_release", "radix_cache", "radix_cache_strict", "release", "release_0_0_1", "release_0_0_1_strict",
+           "source_of"]
 
 if __name__ == "__main__":  # list the factories
     for _name, _f in FACTORIES.items():

@@ -1,23 +1,27 @@
-"""radixcheck adapters for mini-sglang's radix prefix cache (vendored, CPU).
+"""radixcheck adapters for mini-sglang's radix prefix cache, imported from the user's checkout (CPU).
 
-Select one with ``radixcheck audit radixcheck.properties.adapters.mini_sglang:<factory>``; they
-need torch (the audit environment ``.audit-venv/`` has it; nothing else is needed, see
-:data:`PIP_REQUIREMENTS`). The caches are mini-sglang's own files, vendored verbatim under
-``properties/adapters/vendored/mini_sglang_<sha7>/`` with their ``ORIGIN.md`` and MIT
-``LICENSE``; only their ``minisgl`` imports are rewritten to three documented stand-ins
-(``_shims.py`` there). mini-sglang itself is not installed and not imported.
+Select one with ``radixcheck audit radixcheck.properties.adapters.mini_sglang:<factory>``. They need
+torch (the audit environment ``.audit-venv/`` has it) and a git checkout of mini-sglang, which is
+not on the package registry: ``RADIXCHECK_MINISGLANG_SRC=/path/to/mini-sglang`` (see
+:mod:`radixcheck.properties.adapters.checkout`; without it a factory raises one
+:class:`~radixcheck.properties.adapters.checkout.CheckoutMissing` saying what to clone). The
+cache files are imported from that checkout unchanged; the three ``minisgl`` names they import
+(the C++ ``fast_compare_key`` kernel, ``align_down``, the global context) are radixcheck's
+stand-ins, put into ``sys.modules`` first (``_minisgl_stubs.py``).
 
 Where torch is not installed (the main gate's environment), importing this module imports
-neither torch nor the vendored code, and a factory call fails with ImportError. Where it is
-installed, the module imports both at once (``import torch`` takes 6-7 s on the audit machine):
-the suite times every call into the target, the factory included (5 s by default), so the import
-must not happen inside the first factory call. ``RADIXCHECK_MINISGL_LAZY=1`` defers it anyway.
+neither torch nor mini-sglang, and a factory call fails with ImportError. Where it is installed
+and the setting is given, the module imports both at once (``import torch`` takes 6-7 s on the
+audit machine): the suite times every call into the target, the factory included (5 s by
+default), so the import must not happen inside the first factory call. ``RADIXCHECK_MINISGL_LAZY=1``
+defers it anyway.
 
 Factories (each ``factory(allocator, page_size) -> cache`` with a ``capabilities`` attribute)
 ---------------------------------------------------------------------------------------------
-``newest``         ``minisgl.kvcache.radix_cache.RadixPrefixCache`` at 20fcd7f (2026-03-13, the
-                   newest stored commit; the cache files last changed in c7f800d). Page sizes:
-                   any positive int (the engine's ``--page-size``); declared ``(1, 2, 4, 16)``.
+``newest``         ``minisgl.kvcache.radix_cache.RadixPrefixCache`` from the checkout's working
+                   tree as it is; validated at 20fcd7f (2026-03-13; the cache files last changed
+                   in c7f800d), and a warning names any other commit. Page sizes: any positive
+                   int (the engine's ``--page-size``); declared ``(1, 2, 4, 16)``.
 ``newest_strict``  The same cache declaring ``checks_locks=True``: the strict contract, which
                    mini-sglang is *expected to fail* (an unmatched unlock trips an ``assert``
                    only after it has taken the counter to -1; a foreign handle is accepted).
@@ -25,8 +29,9 @@ Factories (each ``factory(allocator, page_size) -> cache`` with a ``capabilities
                    reports/findings/mini_sglang.md). It also declares ``eviction_policy=
                    "lru-split-stale"`` (see the diagnostics below): with ``"lru"`` the state
                    machine stops at finding 2 first and never reaches the lock properties.
-``pre_fix_52``     ``minisgl.kvcache.radix_manager.RadixCacheManager`` at f074873, the parent of
-                   the fix for mini-sglang#52 (8827b0f, "lock/unlock missed the current node").
+``pre_fix_52``     ``minisgl.kvcache.radix_manager.RadixCacheManager`` at f074873, taken from the
+                   checkout's history whatever is checked out (``git archive`` into the user's
+                   cache directory, once), the parent of the fix for mini-sglang#52 (8827b0f, "lock/unlock missed the current node").
                    No pages yet at that commit (the child key is one token and insert does not
                    align), so ``page_sizes=(1,)`` and the factory refuses any other page size.
 ``newest_no_lru_oracle``, ``pre_fix_52_no_lru_oracle``
@@ -89,46 +94,68 @@ What the adapter does besides forwarding (contract differences, all documented)
   asks for ``min(n, size_info.evictable_size)``, the engine's own count.
 * ``total_size`` / ``evictable_size`` / ``protected_size`` read ``size_info``.
 * ``newest`` reads ``page_size`` from the global context (``get_global_ctx().page_size``); the
-  adapter sets it (through the stand-in, see ``_shims.py``) around the construction only.
+  adapter sets it (through the stand-in, see ``_minisgl_stubs.py``) around the construction only.
 """
 
 from __future__ import annotations
 
-import importlib
 import importlib.util
 import os
-import sys
 from collections.abc import Callable, Sequence
+from types import ModuleType
 from typing import Any
 
 import numpy as np
 
+from radixcheck.properties.adapters.checkout import (
+    MINI_SGLANG,
+    CheckoutMissing,
+    Source,
+    at_commit,
+    import_unchanged,
+    install_stand_ins,
+    working_tree,
+)
 from radixcheck.properties.contract import Capabilities, SlotAllocator
 
 PIP_REQUIREMENTS: list[str] = []
-"""Extra pip specs for the audit environment: none (the vendored cache needs only torch, which the
-environment already has; mini-sglang itself is not installed)."""
+"""Extra pip specs for the audit environment: none (the cache files need only torch, which the
+environment already has; mini-sglang itself is not installed but read from the user's checkout)."""
 
-NEWEST = "20fcd7f"
-PRE_FIX_52 = "f074873"
-_VENDORED = "radixcheck.properties.adapters.vendored.mini_sglang_"
+REPO = MINI_SGLANG  # where to clone it, its setting, the validated commits
+NEWEST = "20fcd7f3c6a1898a61139fae1c97cc7a40bd8d66"
+PRE_FIX_52 = "f07487349b5a285dffd3cf66753247a0a9b262e0"
 _INT32 = np.iinfo(np.int32)
 
 _torch: Any = None
-_modules: dict[str, Any] = {}  # sha7 -> the vendored cache module
+_loaded: dict[str | None, tuple[ModuleType, Source]] = {}  # commit (None: the working tree) -> module, source
 
 
-def _load(sha: str) -> Any:
-    """Import torch and the vendored cache module of commit ``sha`` (once)."""
+def load(commit: str | None = None) -> tuple[ModuleType, Source]:
+    """mini-sglang's radix cache module from the user's checkout, and where it came from (once per commit).
+
+    ``commit=None`` takes the working tree as it is (warning if its commit was not validated);
+    a commit id takes that commit from the checkout's history. The module is ``radix_cache``
+    (``RadixPrefixCache``, since the cache was paged) or, at older commits, ``radix_manager``
+    (``RadixCacheManager``), whichever the commit has. Raises :class:`CheckoutMissing` without
+    the checkout."""
     global _torch
-    if sha not in _modules:
+    if commit not in _loaded:
+        source = working_tree(MINI_SGLANG) if commit is None else at_commit(MINI_SGLANG, commit)
         import torch
 
+        from radixcheck.properties.adapters import _minisgl_stubs
+
         _torch = torch
-        module = {NEWEST: "radix_cache", PRE_FIX_52: "radix_manager"}[sha]
-        _modules[sha] = importlib.import_module(f"{_VENDORED}{sha}.{module}")
-        importlib.import_module(f"{_VENDORED}{sha}._shims")
-    return _modules[sha]
+        install_stand_ins(_minisgl_stubs.stand_in_modules())
+        module = "radix_cache" if (source.folder / "radix_cache.py").is_file() else "radix_manager"
+        _loaded[commit] = import_unchanged(source, module), source
+    return _loaded[commit]
+
+
+def source_of(factory_name: str) -> Source:
+    """Where factory ``factory_name``'s cache comes from (no torch needed; raises CheckoutMissing)."""
+    return at_commit(MINI_SGLANG, PRE_FIX_52) if factory_name.startswith("pre_fix_52") else working_tree(MINI_SGLANG)
 
 
 def _int32_tensor(xs: Any) -> Any:
@@ -144,7 +171,7 @@ def _np(t: Any) -> np.ndarray:
 
 
 class _MiniSGLangCache:
-    """Conversion layer shared by both commits; subclasses bind one vendored cache class."""
+    """Conversion layer shared by both commits; subclasses bind one engine cache class."""
 
     cache: Any
 
@@ -195,13 +222,16 @@ class _MiniSGLangCache:
 
 
 class MiniSGLangRadixCache(_MiniSGLangCache):
-    """``RadixPrefixCache`` at 20fcd7f (newest)."""
+    """``RadixPrefixCache`` from the checkout's working tree (validated at 20fcd7f)."""
 
     def __init__(self, allocator: SlotAllocator, page_size: int) -> None:
         super().__init__(allocator, page_size)
-        module = _load(NEWEST)
-        shims = sys.modules[f"{_VENDORED}{NEWEST}._shims"]
-        with shims.global_ctx(page_size):
+        module, source = load(None)
+        if not hasattr(module, "RadixPrefixCache"):
+            raise MINI_SGLANG.missing(f"{source.describe()} has no RadixPrefixCache (the paged cache of 20fcd7f)")
+        from radixcheck.properties.adapters._minisgl_stubs import global_ctx
+
+        with global_ctx(page_size):
             self.cache = module.RadixPrefixCache(device=_torch.device("cpu"))
 
     def _match(self, tokens: Any) -> tuple[Any, Any]:
@@ -218,9 +248,9 @@ class MiniSGLangRadixManagerPre52(_MiniSGLangCache):
 
     def __init__(self, allocator: SlotAllocator, page_size: int) -> None:
         if page_size != 1:
-            raise ValueError(f"mini-sglang at {PRE_FIX_52} has no pages: page_size must be 1, got {page_size!r}")
+            raise ValueError(f"mini-sglang at {PRE_FIX_52[:7]} has no pages: page_size must be 1, got {page_size!r}")
         super().__init__(allocator, page_size)
-        self.cache = _load(PRE_FIX_52).RadixCacheManager(device=_torch.device("cpu"))
+        self.cache = load(PRE_FIX_52)[0].RadixCacheManager(device=_torch.device("cpu"))
 
     def _match(self, tokens: Any) -> tuple[Any, Any]:
         handle, values = self.cache.match_prefix(tokens)
@@ -268,11 +298,16 @@ FACTORIES: dict[str, Callable] = {
     "pre_fix_52_no_lru_oracle": pre_fix_52_no_lru_oracle,
 }
 
-if os.environ.get("RADIXCHECK_MINISGL_LAZY") != "1" and importlib.util.find_spec("torch") is not None:
-    _load(NEWEST)
-    _load(PRE_FIX_52)
+if (os.environ.get("RADIXCHECK_MINISGL_LAZY") != "1" and os.environ.get(MINI_SGLANG.setting)
+        and importlib.util.find_spec("torch") is not None):
+    try:
+        load(None)
+        load(PRE_FIX_52)
+    except CheckoutMissing:
+        pass  # each factory raises it, with its message
 
-__all__ = ["FACTORIES", "PIP_REQUIREMENTS", "MiniSGLangRadixCache", "MiniSGLangRadixManagerPre52", *FACTORIES]
+__all__ = ["FACTORIES", "PIP_REQUIREMENTS", "MiniSGLangRadixCache", "MiniSGLangRadixManagerPre52", "load", "source_of",
+           *FACTORIES]
 
 if __name__ == "__main__":  # list the factories
     for _name, _f in FACTORIES.items():

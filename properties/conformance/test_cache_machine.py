@@ -1,10 +1,16 @@
-"""The conformance state machine, run against the target at each page size it declares (up to 64)."""
+"""The conformance state machines, run against the target at each page size it declares (up to 64):
+the ordinary one (many small worlds) and the production-scale one (a few worlds of 10^4 nodes)."""
 
 from __future__ import annotations
 
 from radixcheck.properties.cache_machine import machine_for
+from radixcheck.properties.scale_machine import scale_machine_for
 from radixcheck.properties.verdict import run_machine
 
 
 def test_cache_state_machine(target, page_size: int) -> None:
     run_machine(machine_for(target.factory, target.capabilities, page_size, target.name))
+
+
+def test_cache_at_production_scale(target, page_size: int) -> None:
+    run_machine(scale_machine_for(target.factory, target.capabilities, page_size, target.name))

@@ -31,7 +31,8 @@ def test_handle_from_another_cache_is_refused(target, page_size: int) -> None:
     other.insert(tokens, theirs.alloc(len(tokens)))
     _, foreign = other.match_prefix(tokens)
     other.inc_lock_ref(foreign)  # so that unlocking it is legal in the cache it came from
-    cache.insert(tokens, mine.alloc(len(tokens)))
+    slots = mine.alloc(len(tokens))
+    cache.insert(tokens, slots.copy())
     before = (cache.total_size(), cache.protected_size(), set(mine.in_use))
     # A cache that locks only through a fresh match locks by the handle's tokens, in itself: only
     # its unlock can mistake another cache's node for its own (contract, "Adapting a match-and-lock API").
@@ -46,7 +47,7 @@ def test_handle_from_another_cache_is_refused(target, page_size: int) -> None:
         after = (cache.total_size(), cache.protected_size(), set(mine.in_use))
         if after != before:
             raise RefcountViolation(f"{op.__name__} refused a foreign handle but changed the cache: {before[:2]} -> {after[:2]}")
-    if not np.array_equal(cache.match_prefix(tokens)[0], np.arange(len(tokens))):
+    if not np.array_equal(cache.match_prefix(tokens)[0], slots):
         raise RefcountViolation("after refusing a foreign handle, the cache's own prefix matches differently")
 
 

@@ -19,17 +19,21 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from radixcheck.oracles.violations import DFSBoundViolation
+from radixcheck.profiles import current
 from radixcheck.properties.batches import batches, bound, misses_the_bound, tokens_computed
 from radixcheck.reference import cache_aware_order
 
+RADIXCHECK = current()  # radixcheck's profile (chosen by the plugin), never the project's loaded one
 
+
+@settings(RADIXCHECK)
 @given(batch=batches(), slack=st.integers(0, 6))
 def test_dfs_order_meets_the_bound(target, extreme_page_size, batch, slack) -> None:
     if misses_the_bound(target, batch, max(map(len, batch)) + slack, extreme_page_size):
         raise DFSBoundViolation(f"cache-aware order computed more than {bound(batch, extreme_page_size)} tokens for {batch}")
 
 
-@settings(max_examples=max(15, settings.default.max_examples // 6))  # brute force: scale with the profile, gently
+@settings(RADIXCHECK, max_examples=max(15, RADIXCHECK.max_examples // 6))  # brute force: scale with the profile, gently
 @given(batch=batches(max_requests=5), slack=st.integers(0, 3))
 def test_no_order_beats_dfs(target, extreme_page_size, batch, slack) -> None:
     budget, p = max(map(len, batch)) + slack, extreme_page_size
@@ -39,6 +43,7 @@ def test_no_order_beats_dfs(target, extreme_page_size, batch, slack) -> None:
         raise DFSBoundViolation(f"DFS order computed {dfs}, the best order {best}, the bound is {bound(batch, p)} for {batch}")
 
 
+@settings(RADIXCHECK)
 @given(batch=batches(), budget=st.integers(1, 12))
 def test_bound_holds_under_any_budget(target, extreme_page_size, batch, budget) -> None:
     """Below the theorem's budget nothing is guaranteed except the lower bound itself."""

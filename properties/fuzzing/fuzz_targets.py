@@ -37,6 +37,7 @@ import os
 
 import pytest
 
+from radixcheck.profiles import current
 from radixcheck.properties.cache_machine import machine_for
 from radixcheck.properties.target import DEFAULT_TARGET, TARGET_ENV, Target, TargetError, check_target, load_target
 
@@ -54,6 +55,7 @@ check_target(TARGET)  # a broken factory is one import error, not a fatal failur
 for _page_size in TARGET.capabilities.page_sizes_tested():
     _name = f"TestCacheMachine_page{_page_size}"
     globals()[_name] = machine_for(TARGET.factory, TARGET.capabilities, _page_size, TARGET.name).TestCase
+    globals()[_name].settings = current()  # radixcheck's profile (HYPOTHESIS_PROFILE=dev / thorough): nothing is loaded globally
     __all__.append(_name)
 
 

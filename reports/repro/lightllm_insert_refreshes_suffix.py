@@ -1,7 +1,8 @@
 """LightLLM LRU: an insert that ends inside an edge refreshes the *whole* edge, so LRU eviction
 then drops a more recently used leaf and keeps tokens nobody has used since they were cached.
 
-    .audit-venv/bin/python reports/repro/lightllm_insert_refreshes_suffix.py
+    export RADIXCHECK_LIGHTLLM_SRC=~/src/lightllm    # your clone of github.com/ModelTC/lightllm
+    .audit-venv/bin/python reports/repro/lightllm_insert_refreshes_suffix.py    # fc72ffa; `worktree`: the clone as it is
 
 ModelTC/lightllm fc72ffab9a3455cfb571f22d45ab777cc29de0de,
 lightllm/server/router/dynamic_prompt/radix_cache.py, RadixCache._insert_helper: when the key
@@ -9,28 +10,18 @@ ends inside a child's edge (``prefix_len == len(key) < len(child.token_id_key)``
 ``child.update_time()`` on the unsplit child. The same use through ``match_prefix`` splits the
 edge and stamps only the matched part, so the two paths disagree: after a match, evict(1) takes
 the stale suffix [3]; after an insert, it takes B, which was used later. And when the unsplit
-edge is evicted, the prefix the request has just used goes with its stale remainder. Uses LightLLM's
-RadixCache if ``lightllm`` is installed, else radixcheck's vendored copy of that file (imports
-of shared memory / memory manager replaced by stand-ins, tree logic verbatim).
-Exits 1 while the behaviour is present, 0 once it is gone.
+edge is evicted, the prefix the request has just used goes with its stale remainder. Runs that file of the
+clone, unchanged (its shared-memory counters and memory manager are radixcheck's stand-ins, see
+``_engine_checkout.py``). Exits 1 while the behaviour is present, 0 once it is gone, 2 without
+the checkout.
 """
 
-import importlib.util
 import sys
-from pathlib import Path
 
 import torch
+from _engine_checkout import engine_module
 
-try:
-    from lightllm.server.router.dynamic_prompt.radix_cache import RadixCache
-except ImportError:
-    root = Path(__file__).resolve().parents[2]
-    sys.path.insert(0, str(root))  # the vendored copy imports radixcheck's stand-ins
-    path = root / "properties/adapters/vendored/lightllm_fc72ffa/radix_cache.py"
-    spec = importlib.util.spec_from_file_location("lightllm_radix_cache", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    RadixCache = module.RadixCache
+RadixCache = engine_module("lightllm_radix", "fc72ffa")[0].RadixCache
 
 
 def t(*ids):

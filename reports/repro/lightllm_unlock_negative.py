@@ -3,32 +3,23 @@
 are evicted while it runs), or the next eviction that reaches the node fails its
 ``assert ... "error evict tree node state"`` half-way, after which eviction is broken for good.
 
-    .audit-venv/bin/python reports/repro/lightllm_unlock_negative.py
+    export RADIXCHECK_LIGHTLLM_SRC=~/src/lightllm    # your clone of github.com/ModelTC/lightllm
+    .audit-venv/bin/python reports/repro/lightllm_unlock_negative.py    # fc72ffa; `worktree`: the clone as it is
 
 ModelTC/lightllm fc72ffab9a3455cfb571f22d45ab777cc29de0de,
 lightllm/server/router/dynamic_prompt/radix_cache.py, RadixCache.dec_node_ref_counter (no check
 that the counters are positive) / match_prefix(update_refs=True) (moves tokens to "refed" only on
-0 -> 1) / evict. Uses LightLLM's RadixCache if ``lightllm`` is installed, else radixcheck's
-vendored copy of that file (shared-memory counters and memory manager replaced by stand-ins,
-tree logic verbatim). Exits 1 while the behaviour is present, 0 once the release is refused.
+0 -> 1) / evict. Runs that file of the clone, unchanged (its shared-memory
+counters and memory manager are radixcheck's stand-ins, see ``_engine_checkout.py``). Exits 1
+while the behaviour is present, 0 once the release is refused, 2 without the checkout.
 """
 
-import importlib.util
 import sys
-from pathlib import Path
 
 import torch
+from _engine_checkout import engine_module
 
-try:
-    from lightllm.server.router.dynamic_prompt.radix_cache import RadixCache
-except ImportError:
-    root = Path(__file__).resolve().parents[2]
-    sys.path.insert(0, str(root))  # the vendored copy imports radixcheck's stand-ins
-    path = root / "properties/adapters/vendored/lightllm_fc72ffa/radix_cache.py"
-    spec = importlib.util.spec_from_file_location("lightllm_radix_cache", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    RadixCache = module.RadixCache
+RadixCache = engine_module("lightllm_radix", "fc72ffa")[0].RadixCache
 
 
 def t(*ids):

@@ -2,28 +2,25 @@
 nodes but moves *this* cache's ``evictable_size``/``protected_size``, which then describe neither
 tree: here ``evictable_size`` goes negative, and the owner's lock count is raised behind its back.
 
-    .audit-venv/bin/python reports/repro/mini_sglang_foreign_handle.py
+    export RADIXCHECK_MINISGLANG_SRC=~/src/mini-sglang    # your clone of github.com/sgl-project/mini-sglang
+    .audit-venv/bin/python reports/repro/mini_sglang_foreign_handle.py    # 20fcd7f; `worktree`: the clone as it is
 
 Exits 1 while the behaviour is present (prints what happened), 0 once a foreign handle is refused
-with this cache left unchanged. Runs the vendored copy of ``python/minisgl/kvcache/radix_cache.py``
-(20fcd7f) from ``properties/adapters/vendored/`` (verbatim but for the ``minisgl`` imports, see
-ORIGIN.md there). The engine builds one cache per scheduler and never passes handles between
+with this cache left unchanged, 2 without the checkout. Runs ``python/minisgl/kvcache/radix_cache.py``
+of the clone's 20fcd7f, unchanged (see ``_engine_checkout.py``). The engine builds one cache per scheduler and never passes handles between
 caches, so this needs a caller bug (or a future multi-cache design, e.g. one cache per adapter
 or per data-parallel rank sharing request objects) to happen.
 """
 
-import importlib
 import sys
-from pathlib import Path
 
 import torch
+from _engine_checkout import engine_module
 
-ROOT = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(ROOT / "properties" / "adapters" / "vendored"))
+from radixcheck.properties.adapters._minisgl_stubs import global_ctx
 
-shims = importlib.import_module("mini_sglang_20fcd7f._shims")
-radix_cache = importlib.import_module("mini_sglang_20fcd7f.radix_cache")
-with shims.global_ctx(page_size=1):  # the engine's global Context.page_size
+radix_cache, commit = engine_module("mini_sglang", "20fcd7f")
+with global_ctx(page_size=1):  # the engine's global Context.page_size
     mine = radix_cache.RadixPrefixCache(torch.device("cpu"))
     other = radix_cache.RadixPrefixCache(torch.device("cpu"))
 
@@ -36,7 +33,7 @@ mine.insert_prefix(t(1, 2), t(10, 11))
 other.insert_prefix(t(5, 6, 7), t(20, 21, 22))
 foreign = other.match_prefix(t(5, 6, 7)).cuda_handle
 before = mine.size_info
-print("mini-sglang 20fcd7f")
+print(f"mini-sglang {commit}")
 print(f"this cache before: {before}")
 
 problems = []

@@ -1,36 +1,34 @@
 """mini-sglang (f074873, before the fix for mini-sglang#52): ``lock_handle`` skips the handle's own
 node, so a request's lock does not protect the KV it matched: ``evict`` frees it while it is locked.
 
+    export RADIXCHECK_MINISGLANG_SRC=~/src/mini-sglang    # your clone of github.com/sgl-project/mini-sglang
     .audit-venv/bin/python reports/repro/mini_sglang_lock_misses_node.py            # f074873: exits 1
     .audit-venv/bin/python reports/repro/mini_sglang_lock_misses_node.py 20fcd7f    # newest: exits 0
 
-Exits 1 while the bug is present (prints what happened), 0 once it is fixed. Runs the vendored copy
-of ``python/minisgl/kvcache/radix_manager.py`` (f074873) or ``radix_cache.py`` (20fcd7f) from
-``properties/adapters/vendored/`` (verbatim but for the ``minisgl`` imports, see ORIGIN.md there).
+Exits 1 while the bug is present (prints what happened), 0 once it is fixed, 2 without the
+checkout. Runs ``python/minisgl/kvcache/radix_manager.py`` (f074873) or ``radix_cache.py``
+(20fcd7f), unchanged, from that commit of the clone's history (``worktree``: the clone as it is);
+see ``_engine_checkout.py``.
 Fixed upstream by 8827b0f (https://github.com/sgl-project/mini-sglang/pull/52).
 """
 
-import importlib
 import sys
-from pathlib import Path
 
 import torch
+from _engine_checkout import engine_module
 
-ROOT = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(ROOT / "properties" / "adapters" / "vendored"))
-
-commit = sys.argv[1] if len(sys.argv) > 1 else "f074873"
-if commit == "f074873":
-    cache = importlib.import_module("mini_sglang_f074873.radix_manager").RadixCacheManager(torch.device("cpu"))
+radix, commit = engine_module("mini_sglang", "f074873")
+if hasattr(radix, "RadixCacheManager"):  # before the cache was paged (f074873)
+    cache = radix.RadixCacheManager(torch.device("cpu"))
 
     def match(ids):
         handle, _ = cache.match_prefix(ids)
         return handle
 else:
-    pkg = f"mini_sglang_{commit}"
-    shims = importlib.import_module(f"{pkg}._shims")
-    with shims.global_ctx(page_size=1):  # the engine's global Context.page_size
-        cache = importlib.import_module(f"{pkg}.radix_cache").RadixPrefixCache(torch.device("cpu"))
+    from radixcheck.properties.adapters._minisgl_stubs import global_ctx
+
+    with global_ctx(page_size=1):  # the engine's global Context.page_size
+        cache = radix.RadixPrefixCache(torch.device("cpu"))
 
     def match(ids):
         return cache.match_prefix(ids).cuda_handle

@@ -1,38 +1,36 @@
 """mini-sglang: a match (or insert) that ends inside an edge splits it, but the matched half keeps
 the edge's old timestamp; LRU eviction then frees that just-used prefix before older entries.
 
+    export RADIXCHECK_MINISGLANG_SRC=~/src/mini-sglang    # your clone of github.com/sgl-project/mini-sglang
     .audit-venv/bin/python reports/repro/mini_sglang_split_keeps_stale_stamp.py            # 20fcd7f (newest)
     .audit-venv/bin/python reports/repro/mini_sglang_split_keeps_stale_stamp.py f074873    # the same before #52
 
-Exits 1 while the behaviour is present (prints what happened), 0 once it is fixed. Runs the vendored
-copy of ``python/minisgl/kvcache/radix_cache.py`` (20fcd7f) or ``radix_manager.py`` (f074873) from
-``properties/adapters/vendored/`` (verbatim but for the ``minisgl`` imports, see ORIGIN.md there).
+Exits 1 while the behaviour is present (prints what happened), 0 once it is fixed, 2 without the
+checkout. Runs ``python/minisgl/kvcache/radix_cache.py`` (20fcd7f) or ``radix_manager.py``
+(f074873), unchanged, from that commit of the clone's history (``worktree``: the clone as it is);
+see ``_engine_checkout.py``.
 Cause: ``_tree_walk`` (``_walk`` at f074873) stamps ``node.timestamp = tic`` only on fully matched
 nodes; on a partial match it returns ``node.split_at(match_len)``, a new node that copies the old
 ``self.timestamp``.
 """
 
-import importlib
 import sys
 import time
-from pathlib import Path
 
 import torch
+from _engine_checkout import engine_module
 
-ROOT = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(ROOT / "properties" / "adapters" / "vendored"))
-
-commit = sys.argv[1] if len(sys.argv) > 1 else "20fcd7f"
-if commit == "f074873":
-    cache = importlib.import_module("mini_sglang_f074873.radix_manager").RadixCacheManager(torch.device("cpu"))
+radix, commit = engine_module("mini_sglang", "20fcd7f")
+if hasattr(radix, "RadixCacheManager"):  # before the cache was paged (f074873)
+    cache = radix.RadixCacheManager(torch.device("cpu"))
 
     def matched_len(ids):
         return cache.match_prefix(ids)[0].cached_len
 else:
-    pkg = f"mini_sglang_{commit}"
-    shims = importlib.import_module(f"{pkg}._shims")
-    with shims.global_ctx(page_size=1):  # the engine's global Context.page_size
-        cache = importlib.import_module(f"{pkg}.radix_cache").RadixPrefixCache(torch.device("cpu"))
+    from radixcheck.properties.adapters._minisgl_stubs import global_ctx
+
+    with global_ctx(page_size=1):  # the engine's global Context.page_size
+        cache = radix.RadixPrefixCache(torch.device("cpu"))
 
     def matched_len(ids):
         return cache.match_prefix(ids).cuda_handle.cached_len

@@ -2,28 +2,25 @@
 set the counter to -1; the next request's lock then protects nothing and its KV is evicted while
 it holds the lock. (Under ``python -O`` the unlock is accepted silently with the same effect.)
 
-    .audit-venv/bin/python reports/repro/mini_sglang_unlock_negative.py            # 20fcd7f (newest)
+    export RADIXCHECK_MINISGLANG_SRC=~/src/mini-sglang    # your clone of github.com/sgl-project/mini-sglang
+    .audit-venv/bin/python reports/repro/mini_sglang_unlock_negative.py    # 20fcd7f; `worktree`: the clone as it is
 
 Exits 1 while the behaviour is present (prints what happened), 0 once it is fixed (the unmatched
-unlock is refused and leaves every counter as it was). Runs the vendored copy of
-``python/minisgl/kvcache/radix_cache.py`` (20fcd7f) from ``properties/adapters/vendored/``
-(verbatim but for the ``minisgl`` imports, see ORIGIN.md there).
+unlock is refused and leaves every counter as it was), 2 without the checkout. Runs
+``python/minisgl/kvcache/radix_cache.py`` of the clone's 20fcd7f, unchanged (see ``_engine_checkout.py``).
 The engine's own scheduler pairs every lock with one unlock, so this needs a caller bug to happen.
 """
 
-import importlib
 import sys
-from pathlib import Path
 
 import torch
+from _engine_checkout import engine_module
 
-ROOT = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(ROOT / "properties" / "adapters" / "vendored"))
+from radixcheck.properties.adapters._minisgl_stubs import global_ctx
 
-commit = "20fcd7f"
-shims = importlib.import_module(f"mini_sglang_{commit}._shims")
-with shims.global_ctx(page_size=1):  # the engine's global Context.page_size
-    cache = importlib.import_module(f"mini_sglang_{commit}.radix_cache").RadixPrefixCache(torch.device("cpu"))
+radix, commit = engine_module("mini_sglang", "20fcd7f")
+with global_ctx(page_size=1):  # the engine's global Context.page_size
+    cache = radix.RadixPrefixCache(torch.device("cpu"))
 
 
 def match(ids):

@@ -1,0 +1,85 @@
+"""The installed plugin is a good citizen: in an unrelated project, with its own Hypothesis
+profile and ``RADIXCHECK_TARGET`` exported, pytest runs exactly as with radixcheck disabled
+(``-p no:radixcheck``): the same settings reach the project's tests, exit 0, no radixcheck header.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+CONFTEST = """
+from datetime import timedelta
+from hypothesis import settings
+settings.register_profile("mine", max_examples=7, deadline=timedelta(milliseconds=123))
+settings.load_profile("mine")
+"""
+
+TESTS = """
+import json, os
+from pathlib import Path
+from hypothesis import given, settings, strategies as st
+
+RUNS = []
+
+@given(st.integers())
+def test_a_property(x):
+    RUNS.append(settings().deadline)
+
+def test_zz_record_what_the_property_saw():
+    s = settings()
+    Path(os.environ["OBSERVED"]).write_text(json.dumps({
+        "profile": settings.get_current_profile_name(), "max_examples": s.max_examples, "deadline": str(s.deadline),
+        "derandomize": s.derandomize, "database": type(s.database).__name__, "phases": [p.name for p in s.phases],
+        "runs": len(RUNS), "deadline_inside": sorted({str(d) for d in RUNS}),
+    }))
+"""
+
+
+def _run(project: Path, ci: bool, *extra: str) -> tuple[subprocess.CompletedProcess, dict]:
+    observed = project / f"observed{len(extra)}.json"
+    env = {"PATH": os.environ["PATH"], "HOME": os.environ.get("HOME", str(project)), "OBSERVED": str(observed),
+           "RADIXCHECK_TARGET": "no_such_module_xyz:make"}  # exported, as a user of both might have it
+    if ci:
+        env["CI"] = "true"
+    result = subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", *extra], cwd=project, env=env,
+                            capture_output=True, text=True, timeout=120)
+    return result, json.loads(observed.read_text()) if observed.is_file() else {}
+
+
+@pytest.mark.parametrize(("own_profile", "ci"), [(True, False), (False, True)], ids=["own-profile", "CI-default"])
+def test_an_unrelated_project_runs_as_without_radixcheck(tmp_path: Path, own_profile: bool, ci: bool) -> None:
+    if own_profile:
+        (tmp_path / "conftest.py").write_text(CONFTEST)
+    (tmp_path / "test_mine.py").write_text(TESTS)
+    with_radixcheck, seen = _run(tmp_path, ci)
+    assert with_radixcheck.returncode == 0, with_radixcheck.stdout[-2000:] + with_radixcheck.stderr
+    plugins, _, rest = with_radixcheck.stdout.partition("plugins:")[2].partition("\n")
+    assert "radixcheck-" in plugins  # the installed plugin was loaded (its entry point)...
+    assert "radixcheck" not in rest + with_radixcheck.stderr  # ...and said nothing
+    if own_profile:  # the project's own profile, untouched: the same as with radixcheck disabled
+        without, seen_without = _run(tmp_path, ci, "-p", "no:radixcheck")
+        assert without.returncode == 0 and seen == seen_without
+        assert (seen["profile"], seen["max_examples"], seen["deadline"], seen["runs"]) == ("mine", 7, "0:00:00.123000", 7)
+    else:  # Hypothesis's own `ci` profile on a CI machine (hypothesis/_settings.py), not radixcheck's
+        assert {k: seen[k] for k in ("profile", "derandomize", "database", "max_examples", "deadline", "runs")} == {
+            "profile": "ci", "derandomize": True, "database": "NoneType", "max_examples": 100, "deadline": "None", "runs": 100}
+
+
+def test_ini_options_name_the_target_and_page_sizes(tmp_path: Path) -> None:
+    """``radix_target`` / ``radix_page_sizes`` in the project's ini file, instead of ``addopts``;
+    the header appears because conformance tests are collected."""
+    (tmp_path / "pytest.ini").write_text("[pytest]\nradix_target = radixcheck.properties.mutants:TrustingReference\n"
+                                         "radix_page_sizes = 1\n")
+    env = {"PATH": os.environ["PATH"], "HOME": os.environ.get("HOME", str(tmp_path))}
+    result = subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-n", "0", "--pyargs",
+                             "radixcheck.properties.conformance.test_construction"], cwd=tmp_path, env=env,
+                            capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stdout[-2000:]
+    assert "radixcheck target: radixcheck.properties.mutants:TrustingReference" in result.stdout
+    assert "radixcheck page sizes run: [1]" in result.stdout

@@ -1,0 +1,191 @@
+"""The conformance machine in a production-sized world.
+
+A serving engine runs hundreds of requests at once on one system prompt, holds 10^5 cached
+tokens in 10^4 nodes, grows chat and chunked-prefill histories thousands of nodes deep, and under
+memory pressure frees hundreds of leaves in one eviction. Bugs that live only there (a lock
+counter of 8 bits, a recursive walk, an eviction capped at a batch) pass every small world.
+:class:`ProductionScaleMachine` builds that world in its first step, ``production_world``, then
+runs the ordinary rules of :class:`~radixcheck.properties.cache_machine.RadixCacheMachine` in it.
+
+``production_world`` is four stories, in this order, each a loop of ordinary contract calls
+checked by the same oracles as every other call (a failure names the story it happened in):
+
+1. **A crowd.** ``crowd`` (> 1024) requests are admitted on one prompt, each a match and a lock
+   as an engine admits them; they finish one by one (insert, unlock). Whenever exactly 1024, 512
+   or 256 still run, the sizes are checked and memory pressure evicts everything evictable: the
+   prompt must survive (a counter of 8 or 10 bits reads 0 there).
+2. **A long history.** A conversation of ``history_turns`` pages is cached whole, then matched
+   from its end back to its start one page shorter each time: every match ends inside the one
+   long edge and splits it, so the path becomes ``history_turns`` nodes deep (Python's recursion
+   limit is 1000). Then it is matched whole and extended, and a request on it runs (holds its
+   lock) until the world is built, so the path survives the memory pressure. It sends about
+   turns^2 * page_size / 2 tokens, so it runs at the target's smallest page size only.
+3. **Traffic.** ``requests`` (11,000+) requests on ``system_prompts`` shared prompts, each with its own
+   question of 8-16 tokens (whole pages) after one of 4 templates, a third of them a further
+   turn of an earlier conversation: >= 10^4 nodes and >= 10^5 tokens.
+4. **Memory pressure.** One ``evict`` whose amount no 500 leaves can cover (each leaf holds at
+   most :data:`MAX_LEAF_TOKENS` tokens, in whole pages), so it must evict at least 500.
+
+Steps cost what they touch (the oracles are incremental: ``radixcheck.oracles.prefix_set``), so
+a world this size is built in about a second on the reference. The machine asks for its own settings
+(:meth:`ProductionScaleMachine.settings_for`): few examples, each a whole production world.
+"""
+
+from __future__ import annotations
+
+import random
+
+import numpy as np
+from hypothesis import settings
+from hypothesis import strategies as st
+from hypothesis.stateful import initialize, multiple
+
+from radixcheck.oracles.prefix_set import Entry
+from radixcheck.oracles.violations import PrefixSetViolation, shown
+from radixcheck.properties.cache_machine import HandleRecord, RadixCacheMachine, _as_slot_array, _scribble
+
+CROWD_CHECKPOINTS = (1024, 512, 256)  # requests still running when memory pressure hits: where narrow counters read 0
+MASS_EVICTION_LEAVES = 500  # one eviction must need at least this many leaves
+MAX_LEAF_TOKENS = 2 + 16  # a question's node holds at most its template (2 tokens) and its text (16), each in whole pages
+VOCABULARY_SIZE = 151_936  # Qwen's: ids above 2**16 and 2**17 are ordinary
+SCALE_EXAMPLES_PER = 100  # one production world (~10^4 calls) per this many examples of the profile: ci 1, thorough 6
+SCALE_STEPS = 12  # ordinary rules run in each world after it is built
+
+
+class ProductionScaleMachine(RadixCacheMachine):
+    """Override ``factory``, ``capabilities`` and ``page_size`` (see :func:`scale_machine_for`)."""
+
+    @staticmethod
+    def settings_for(search: settings) -> settings:
+        """``search`` (the profile's) cut to few examples of few steps: each example is a whole
+        production world (``radixcheck.properties.verdict.run_machine`` asks for this)."""
+        return settings(search, max_examples=max(1, search.max_examples // SCALE_EXAMPLES_PER), stateful_step_count=SCALE_STEPS)
+
+    @initialize(
+        target=RadixCacheMachine.sequences,
+        crowd=st.integers(1025, 1100),
+        requests=st.integers(11_000, 11_100),  # >= 10^4 nodes at every page size
+        system_prompts=st.integers(2, 8),
+        history_turns=st.integers(3000, 3100),
+        seed=st.integers(0, 2**16),
+    )
+    def production_world(self, crowd: int, requests: int, system_prompts: int, history_turns: int, seed: int):
+        """Build the production world (see the module docstring); its sequences join the bundle."""
+        stream = random.Random(seed)
+        stories = [
+            (f"{crowd} requests admitted on one prompt", lambda: self._crowd(crowd, stream)),
+            (f"a history {history_turns} nodes deep", lambda: self._long_history(history_turns, stream)),
+            (f"{requests} requests on {system_prompts} system prompts", lambda: self._traffic(requests, system_prompts, stream)),
+            (f"memory pressure: one eviction of at least {MASS_EVICTION_LEAVES} leaves", lambda: self._mass_eviction()),
+        ]
+        if self.page_size != min(self.capabilities.page_sizes_tested(), default=self.page_size):
+            del stories[1]  # a deep path costs turns**2 * page_size tokens sent: once per target, at its smallest page
+        made: list[tuple[int, ...]] = []
+        self._running_history: HandleRecord | None = None
+        for story, run in stories:
+            try:
+                made += run()
+                self.sizes_add_up()  # the invariants after each story, not only after the whole step
+                self.slots_conserved()
+            except Exception as exc:  # a violation or a crash: either way, say which story it happened in
+                exc.add_note(f"radixcheck: in production_world, while: {story}")
+                raise
+        if self._running_history is not None:  # the long conversation's request finishes last
+            self._release(self._running_history)
+        return multiple(*made)
+
+    # ---- the stories -----------------------------------------------------------------------------
+
+    def _words(self, stream: random.Random, blocks: int) -> tuple[int, ...]:
+        return tuple(stream.choices(range(VOCABULARY_SIZE), k=blocks * self.block))
+
+    def _crowd(self, size: int, stream: random.Random) -> list[tuple[int, ...]]:
+        prompt = self._words(stream, 4)
+        self._insert_request(prompt)
+        running = []
+        for _ in range(size):  # admitted one by one, each through its own match
+            question = prompt + self._words(stream, 1)
+            record = self._match(question)
+            self._lock(record)
+            running.append((question, record))
+        for finished, (question, record) in enumerate(running, start=1):
+            self._finish(record, question)
+            if size - finished in CROWD_CHECKPOINTS:
+                self._under_pressure()
+        return [prompt]
+
+    def _finish(self, record: HandleRecord, question: tuple[int, ...]) -> None:
+        """A crowd request is done: its sequence is cached, its lock on the prompt released."""
+        self._insert_request(question)
+        self._release(record)
+
+    def _under_pressure(self) -> None:
+        """Check the sizes, then evict everything evictable."""
+        self.sizes_add_up()
+        self._evict(self.model.total())
+        self.sizes_add_up()
+
+    def _pages(self, stream: random.Random, tokens: int) -> tuple[int, ...]:
+        """Random ids for ``tokens`` tokens, rounded up to whole pages."""
+        return tuple(stream.choices(range(VOCABULARY_SIZE), k=-(-tokens // self.page_size) * self.page_size))
+
+    def _traffic(self, requests: int, system_prompts: int, stream: random.Random) -> list[tuple[int, ...]]:
+        prompts = [self._words(stream, 4) for _ in range(system_prompts)]
+        templates = [self._pages(stream, 2) for _ in range(4)]
+        recent: list[tuple[int, ...]] = []
+        for i in range(requests):
+            if recent and stream.random() < 1 / 3:  # the next turn of a recent conversation
+                tokens = recent[stream.randrange(len(recent))] + self._pages(stream, stream.randint(4, 8))
+            else:
+                tokens = prompts[i % system_prompts] + stream.choice(templates) + self._pages(stream, stream.randint(8, 16))
+            self._insert_request(tokens)
+            recent = (recent + [tokens])[-64:]
+        return prompts + recent[-4:]
+
+    def _mass_eviction(self) -> list[tuple[int, ...]]:
+        self._evict(MASS_EVICTION_LEAVES * self._pages_of(MAX_LEAF_TOKENS) * self.page_size + 1)
+        return []
+
+    def _pages_of(self, tokens: int) -> int:
+        return -(-tokens // self.page_size)
+
+    def _long_history(self, turns: int, stream: random.Random) -> list[tuple[int, ...]]:
+        p = self.page_size
+        history = tuple(stream.choices(range(VOCABULARY_SIZE), k=turns * p))
+        tokens = np.asarray(history, dtype=np.int64)
+        self._insert_request(history)
+        path = self.model.longest_cached(history)
+        values = np.asarray(self.model.values_of(path), dtype=np.int64)
+        for depth in range(turns - 1, 0, -1):  # each match ends one page higher inside the long edge: a split
+            self._match_along(tokens[: depth * p], path[:depth], values[: depth * p])
+        record = self._match(history)
+        extended = history + self._words(stream, 1)
+        self._insert_request(extended)
+        self._lock(record)  # its request keeps running through the traffic and the memory pressure
+        self._running_history = record
+        return [history, extended]
+
+    def _match_along(self, tokens: np.ndarray, path: list[Entry], expected: np.ndarray) -> None:
+        """A match of a prefix of a sequence cached whole: its answer must be exactly the slots
+        inserted for that prefix (``expected``, along ``path``), as the prefix-set model says,
+        without walking the model a page at a time."""
+        assert path[-1].state == "cached", "the history was cached whole and nothing evicted it since"
+        got, _ = self._call("match_prefix", tokens.copy())
+        got = _as_slot_array(got, "match_prefix")
+        if not np.array_equal(got, expected):
+            raise PrefixSetViolation(
+                f"match_prefix({shown(tokens.tolist())}) returned {len(got)} slots {shown(got.tolist())}, "
+                f"but {shown(expected.tolist())} were inserted there"
+            )
+        _scribble(got)
+        self.model.touch(path)
+
+
+def scale_machine_for(factory, capabilities, page_size: int, name: str) -> type[ProductionScaleMachine]:
+    """A scale machine class for one target and page size (named for Hypothesis's database)."""
+    cls_name = f"{name}_page{page_size}_at_scale".replace(".", "_").replace(":", "_")
+    return type(cls_name, (ProductionScaleMachine,), {
+        "factory": staticmethod(factory),
+        "capabilities": capabilities,
+        "page_size": page_size,
+    })
