@@ -158,7 +158,8 @@ def render(doc: dict[str, Any], out: Path) -> str:
     lines = [
         "# The cost of a cache: how each operation grows with the cache, across the field",
         "",
-        "Regenerate: `python -m radixcheck.reports.audit_env && .audit-venv/bin/python -m radixcheck.reports.cost` "
+        "Regenerate: `python -m radixcheck.reports.audit_env`, then with `RADIXCHECK_MINISGLANG_SRC` and "
+        "`RADIXCHECK_LIGHTLLM_SRC` naming checkouts at the commits below, `.audit-venv/bin/python -m radixcheck.reports.cost` "
         f"(one run: the bench part took {doc['bench_seconds']:.0f} s, then the throughput replays), then "
         "`python -m radixcheck.reports.cost --report-only` in the main environment for the plot (the audit environment "
         "has no matplotlib). One target alone: `radixcheck bench module:factory`.",
