@@ -173,6 +173,35 @@ def test_a_hanging_operation_gets_a_verdict_within_the_op_limit(monkeypatch) -> 
     assert not result.ops["match_prefix"].flagged
 
 
+class Leaks(Hangs):
+    """A cache whose inserts each keep 16 MiB once the tree has a few leaves: memory without bound."""
+
+    hoard: list = []
+
+    def evict(self, num_tokens):
+        return self._inner.evict(num_tokens)
+
+    def insert(self, tokens, values):
+        if self._inner.total_size() > 200:
+            Leaks.hoard.append(bytearray(16 * 2**20))
+        return self._inner.insert(tokens, values)
+
+
+Leaks.capabilities = Hangs.capabilities  # type: ignore[attr-defined]
+
+
+def test_memory_without_bound_gets_a_verdict_not_a_dead_process() -> None:
+    if resident_bytes() == 0 or threading.current_thread() is not threading.main_thread():
+        pytest.skip("needs /proc/self/statm and the main thread")
+    target = load_target("meta_tests.test_bench:Leaks")
+    try:
+        (result,) = bench([(target, 1)], BenchPlan(wide_leaves=(16, 64), deep_levels=(4, 8), repeats=1, memory_mib=96))
+    finally:
+        Leaks.hoard.clear()
+    assert result.ops["insert"].flagged and "memory" in result.ops["insert"].verdict, result.ops["insert"].verdict
+    assert result.ops["match_prefix"].points and not result.ops["match_prefix"].flagged
+
+
 def test_memory_limit_interrupts_a_runaway_allocation() -> None:
     if resident_bytes() == 0 or threading.current_thread() is not threading.main_thread():
         pytest.skip("needs /proc/self/statm and the main thread")

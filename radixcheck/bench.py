@@ -536,6 +536,8 @@ class _Runner:
             for names, _ in live:
                 for x in names:
                     result.ops[x].stopped = f"building the {shape} tree: {reason}"
+            if isinstance(exc, (OperationTimeout, MemoryLimitExceeded)):  # a tree is built by inserts: theirs is the limit
+                result.ops["insert" if shape == "wide" else "insert_deep"].stopped = f"{reason} (building the {shape} tree)"
             self.progress(f"{target.spec}: {shape} tree of {n} leaves/levels: {reason}")
             return
         self._builds[(i, shape)] = (n, time.monotonic() - t0)
