@@ -219,10 +219,8 @@ def render(doc: dict[str, Any], out: Path) -> str:
               "`locks_only_after_match=True`).",
               "- Deep trees stop at 1,024 levels (256 at page size 16): building depth d costs d^2/2 page-steps in any "
               "cache, because every insert that reaches depth i carries its i-page prefix.",
-              "- SGLang and vLLM ran from their PyPI wheels in `.audit-venv/`; mini-sglang and LightLLM from the source "
-              "named in the table (copies vendored in the adapters before issue 18, the same code as a checkout at "
-              "those commits; since then, the user's checkout named by `RADIXCHECK_MINISGLANG_SRC` / "
-              "`RADIXCHECK_LIGHTLLM_SRC`).",
+              "- SGLang and vLLM ran from their PyPI wheels in `.audit-venv/`; mini-sglang and LightLLM from checkouts at "
+              "the commits in the table, named by `RADIXCHECK_MINISGLANG_SRC` / `RADIXCHECK_LIGHTLLM_SRC`.",
               ""]
     text = "\n".join(lines) + "\n"
     return text
