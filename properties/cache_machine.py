@@ -39,7 +39,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-from hypothesis import note
+from hypothesis import currently_in_test_context, note
 from hypothesis import strategies as st
 from hypothesis.stateful import Bundle, RuleBasedStateMachine, consumes, initialize, invariant, multiple, precondition, rule
 
@@ -284,7 +284,8 @@ class RadixCacheMachine(RuleBasedStateMachine):
         """Show a call under its step (Hypothesis formats it only for the example it prints); a
         step that sends thousands (``quietly``) counts them and keeps the last few instead."""
         if self._quiet is None:
-            note(sent)
+            if currently_in_test_context():  # the machine also runs outside Hypothesis (benchmarks)
+                note(sent)
         else:
             self._quiet.append(sent)
             self._quiet_counts[sent.name] += 1
@@ -298,7 +299,8 @@ class RadixCacheMachine(RuleBasedStateMachine):
         try:
             yield
         finally:
-            note(_Summary(what, first, self.calls_sent - first + 1, dict(self._quiet_counts), list(self._quiet)))
+            if currently_in_test_context():
+                note(_Summary(what, first, self.calls_sent - first + 1, dict(self._quiet_counts), list(self._quiet)))
             self._quiet = None
 
     def _used_by(self, clock: int) -> str:
