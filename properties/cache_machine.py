@@ -416,11 +416,14 @@ class RadixCacheMachine(RuleBasedStateMachine):
             self._unlock_unpaired(record)
 
     def _unlock_unpaired(self, record: HandleRecord) -> None:
-        """An unlock through a handle that may hold no lock (checks_locks targets only): legal if
-        every counter on its path is positive, and then it must work; else it must be refused."""
-        if self.model.can_unlock(record.path):
+        """An unlock through a handle that may hold no lock (checks_locks targets only). Through a
+        handle that holds one of its own, it is a release; where a counter on the path is 0 it is
+        unmatched under any rule, and must be refused. Through a handle that holds none while
+        other requests hold the path, the contract leaves it to the cache (one that counts locks
+        per node takes it, one that counts them per handle refuses it): it is never sent."""
+        if record.held > 0 and self.model.can_unlock(record.path):
             self._release(record)
-        else:
+        elif not self.model.can_unlock(record.path):
             self._expect_refusal(f"unmatched unlock of {record}", "dec_lock_ref", record.handle)
 
     def _evict(self, num_tokens: int) -> None:
@@ -585,7 +588,8 @@ class RadixCacheMachine(RuleBasedStateMachine):
     def lock_then_unlock(self, base: tuple[int, ...], cut: Length, tail: Span) -> None:
         """A request is admitted and finishes at once; a target that checks its callers then gets
         the release a second time (lock counts drifting apart, sglang #24153) and must refuse it
-        unless other requests still hold the whole path."""
+        where it is unmatched (a counter on the path is 0); while other requests hold the whole
+        path it is not sent (see ``_unlock_unpaired``)."""
         record = self._match(self._query(base, cut, tail, min_shared=1))
         self._lock(record)
         self._release(record)
