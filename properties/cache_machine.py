@@ -1,8 +1,10 @@
 """A Hypothesis state machine that drives any cache through the contract and checks the oracles.
 
 Shipped for third-party caches, like zarr's store state machine: build a machine class for your
-factory with :func:`machine_for` and run it with ``run_state_machine_as_test`` (or
-:func:`radixcheck.properties.verdict.run_machine`, which bounds the shrinking). After every rule
+factory with :func:`machine_for` and run it with :func:`radixcheck.properties.verdict.run_machine`
+(radixcheck's settings, a bounded shrink; ``run_state_machine_as_test`` works too, but shrinks
+without a time bound). :mod:`radixcheck.properties.scale_machine` runs the same rules in a
+production-sized world. After every rule
 the invariants check sizes (oracle 2) and slot conservation (oracle 3); the rules themselves
 check matches against the prefix-set model (oracle 1), evictions for lock safety and LRU order
 (oracles 2 and 4), and quarantine against a cache that never saw the prefix (oracle 5).
@@ -18,7 +20,14 @@ with it, and another inserts prompts of hundreds to thousands of tokens.
 **Callers.** The machine sends only what a caller may send. A target that trusts its callers
 (``checks_locks=False``) gets only paired unlocks (each through the handle that took the lock,
 once) and locks of live handles; the refusal rules are for ``checks_locks=True`` targets. What
-a target does not offer (quarantine, reset, locking after a match) is never sent.
+a target does not offer (quarantine, reset, locking after a match) is never sent. Like an engine,
+the machine reuses its buffers: every list or array it sent is overwritten once the call
+returns, and so is every array a match returned, once checked. Its slots come from a churned
+pool (recycled, scattered, out of order: :class:`~radixcheck.properties.contract.SlotAllocator`).
+
+**What a failure shows.** Each contract call a step sent is a comment line above the step in the
+printed program (``#   call 7: match_prefix([1, 1]) -> (array([…]), <Node>)``), and recency is
+named by the call that set it ("last used by call 7: …"), so a program reads without a replay.
 
 **Scenarios.** A few rules are a short story rather than one call (a double unlock, a lock after
 quarantine, an insert followed at once by an eviction, a hit just short of the least recently
