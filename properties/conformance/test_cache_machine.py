@@ -8,9 +8,9 @@ from radixcheck.properties.scale_machine import scale_machine_for
 from radixcheck.properties.verdict import run_machine
 
 
+def test_cache_at_production_scale(target, page_size: int) -> None:  # first: dispatched first, so a scale bug's verdict comes early
+    run_machine(scale_machine_for(target.factory, target.capabilities, page_size, target.name))
+
+
 def test_cache_state_machine(target, page_size: int) -> None:
     run_machine(machine_for(target.factory, target.capabilities, page_size, target.name))
-
-
-def test_cache_at_production_scale(target, page_size: int) -> None:
-    run_machine(scale_machine_for(target.factory, target.capabilities, page_size, target.name))
