@@ -12,8 +12,8 @@ reproducible: stream ``k`` of a mutant is always the same run.
 from __future__ import annotations
 
 import time
-from concurrent.futures import ProcessPoolExecutor
 from collections.abc import Iterator
+from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 
 from radixcheck import profiles
