@@ -84,7 +84,8 @@ class ProductionScaleMachine(RadixCacheMachine):
         self._running_history: HandleRecord | None = None
         for story, run in stories:
             try:
-                made += run()
+                with self.quietly(story):
+                    made += run()
                 self.sizes_add_up()  # the invariants after each story, not only after the whole step
                 self.slots_conserved()
             except Exception as exc:  # a violation or a crash: either way, say which story it happened in
@@ -179,6 +180,7 @@ class ProductionScaleMachine(RadixCacheMachine):
             )
         _scribble(got)
         self.model.touch(path)
+        self.clock_calls[self.model.clock] = f"call {self.calls_sent}: match_prefix({shown(tokens.tolist())})"
 
 
 def scale_machine_for(factory, capabilities, page_size: int, name: str) -> type[ProductionScaleMachine]:

@@ -3,6 +3,7 @@
     radixcheck audit mymodule:make                       # verdict in seconds; exit 0 / 1 / 2
     radixcheck audit mymodule:make --page-sizes 1,16 --report audit.md --json audit.json -n 2
     radixcheck audit mymodule:make --waive known.txt      # known findings: reported as waived, looked past
+    radixcheck bench mymodule:make --report cost.md      # how each operation's cost grows (beside the reference)
     radixcheck reports --out my-reports                  # regenerate the ledger (python -m radixcheck.reports)
 """
 
@@ -14,6 +15,7 @@ import sys
 from pathlib import Path
 
 from radixcheck.argtypes import ArgumentParser, page_sizes, positive_seconds, workers
+from radixcheck.bench_cli import add_bench_parser
 from radixcheck.profiles import PROFILES
 
 
@@ -35,6 +37,7 @@ def _parser() -> argparse.ArgumentParser:
     audit.add_argument("-n", dest="workers", default="auto", type=workers, help="pytest-xdist workers (default: auto; 0: in process)")
     audit.add_argument("--op-timeout", type=positive_seconds, help="per-operation time limit in seconds (default 5)")
     audit.add_argument("--shrink-seconds", type=positive_seconds, help="time to shrink each failure (default 15)")
+    add_bench_parser(sub)
     reports = sub.add_parser("reports", help="regenerate the ledger reports (same as python -m radixcheck.reports)", add_help=False)
     reports.add_argument("args", nargs=argparse.REMAINDER)
     return parser
@@ -83,6 +86,10 @@ def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     if args.command == "audit":
         return _audit(args)
+    if args.command == "bench":
+        from radixcheck.bench_cli import run_bench
+
+        return run_bench(args)
     from radixcheck.reports.__main__ import main as reports_main
 
     return reports_main(args.args) or 0

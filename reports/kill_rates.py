@@ -12,11 +12,12 @@ reproducible: stream ``k`` of a mutant is always the same run.
 from __future__ import annotations
 
 import time
+from collections.abc import Iterator
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 
 from radixcheck import profiles
-from radixcheck.argtypes import ArgumentParser, positive_int
+from radixcheck.argtypes import ArgumentParser, non_negative_int, positive_int
 from radixcheck.properties.cache_machine import machine_for
 from radixcheck.properties.mutants import CORRECT_VARIANTS, MUTANTS, machine_for_mutant
 from radixcheck.properties.scale_machine import scale_machine_for
@@ -66,26 +67,27 @@ def _variant_stream(job: tuple[str, str, int]) -> str | None:
 def false_alarms(streams: int, jobs: int = 2) -> list[dict[str, object]]:
     """Each correct variant and the reference, on both machines, over ``streams`` streams each:
     how many streams failed it (every one should pass)."""
-    rows = []
+    return list(_false_alarm_rows(streams, jobs))
+
+
+def _false_alarm_rows(streams: int, jobs: int) -> Iterator[dict[str, object]]:
     with ProcessPoolExecutor(jobs) as pool:
         for name in ["RadixCache", *(v.__name__ for v in CORRECT_VARIANTS)]:
             for kind in ("ordinary", "scale"):
                 start = time.perf_counter()
                 failures = [f for f in pool.map(_variant_stream, [(name, kind, k) for k in range(streams)]) if f]
-                rows.append({"variant": name, "machine": kind, "streams": streams, "failed": len(failures),
-                             "first_failure": failures[0] if failures else "", "seconds": round(time.perf_counter() - start, 1)})
-    return rows
+                yield {"variant": name, "machine": kind, "streams": streams, "failed": len(failures),
+                       "first_failure": failures[0] if failures else "", "seconds": round(time.perf_counter() - start, 1)}
 
 
-def measure(names: list[str], streams: int, jobs: int = 2) -> list[KillRate]:
-    rates = []
+def measure(names: list[str], streams: int, jobs: int = 2) -> Iterator[KillRate]:
+    """Each mutant's kill rate, as soon as its streams are done."""
     with ProcessPoolExecutor(jobs) as pool:
         for name in names:
             start = time.perf_counter()
             results = list(pool.map(_one_stream, [(name, k) for k in range(streams)]))
-            rates.append(KillRate(name, streams, sum(right for _, right in results),
-                                  sum(caught and not right for caught, right in results), time.perf_counter() - start))
-    return rates
+            yield KillRate(name, streams, sum(right for _, right in results),
+                           sum(caught and not right for caught, right in results), time.perf_counter() - start)
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -93,6 +95,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("mutants", nargs="*", help="mutant class names (default: every catalogued mutant)")
     parser.add_argument("--streams", type=positive_int, default=50, help="streams per mutant (default 50)")
     parser.add_argument("--jobs", type=positive_int, default=2, help="worker processes (default 2)")
+    parser.add_argument("--false-alarms", type=non_negative_int, default=0, metavar="STREAMS",
+                        help="then run the reference and every correct variant over STREAMS streams per machine")
     args = parser.parse_args(argv)
     known = {m.__name__ for m in MUTANTS}
     unknown = sorted(set(args.mutants) - known)
@@ -101,6 +105,10 @@ def main(argv: list[str] | None = None) -> None:
     for r in measure(args.mutants or [m.__name__ for m in MUTANTS], args.streams, args.jobs):
         line = f"{r.mutant:32s} {r.kills:4d}/{r.streams} ({100 * r.rate:5.1f} %)  wrong reason {r.wrong_reason}  {r.seconds:6.1f} s"
         print(line, flush=True)
+    if args.false_alarms:
+        for row in _false_alarm_rows(args.false_alarms, args.jobs):
+            print(f"{row['variant']:24s} {row['machine']:9s} {row['failed']}/{row['streams']} streams failed  {row['first_failure']}"
+                  f"  {row['seconds']:6.1f} s", flush=True)
 
 
 if __name__ == "__main__":

@@ -9,9 +9,10 @@ from radixcheck.properties.scale_machine import scale_machine_for
 from radixcheck.properties.verdict import run_machine
 
 
-def test_cache_state_machine(target, page_size: int, radix_waivers) -> None:
-    run_machine(machine_for(target.factory, target.capabilities, page_size, target.name), waived=radix_waivers or None)
-
-
+# The scale test first: dispatched first, so a scale bug's verdict comes early.
 def test_cache_at_production_scale(target, page_size: int, radix_waivers) -> None:
     run_machine(scale_machine_for(target.factory, target.capabilities, page_size, target.name), waived=radix_waivers or None)
+
+
+def test_cache_state_machine(target, page_size: int, radix_waivers) -> None:
+    run_machine(machine_for(target.factory, target.capabilities, page_size, target.name), waived=radix_waivers or None)
