@@ -117,7 +117,9 @@ def _first_kill(name: str) -> dict[str, Any]:
     try:
         run_machine(machine_for_mutant(mutant), profiles.SETTINGS["audit"])
     except Exception as shrunk:  # noqa: BLE001
-        return {"caught": True, "seconds_to_kill": seconds, **describe_failure(shrunk)}
+        described = describe_failure(shrunk)
+        described.pop("exceptions")  # one machine failure: its type, message and program are already there
+        return {"caught": True, "seconds_to_kill": seconds, **described}
     return {"caught": True, "seconds_to_kill": seconds, "oracle": "(did not fail again when shrunk)"}
 
 
