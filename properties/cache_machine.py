@@ -1,8 +1,10 @@
 """A Hypothesis state machine that drives any cache through the contract and checks the oracles.
 
 Shipped for third-party caches, like zarr's store state machine: build a machine class for your
-factory with :func:`machine_for` and run it with ``run_state_machine_as_test`` (or
-:func:`radixcheck.properties.verdict.run_machine`, which bounds the shrinking). After every rule
+factory with :func:`machine_for` and run it with :func:`radixcheck.properties.verdict.run_machine`
+(radixcheck's settings, a bounded shrink; ``run_state_machine_as_test`` works too, but shrinks
+without a time bound). :mod:`radixcheck.properties.scale_machine` runs the same rules in a
+production-sized world. After every rule
 the invariants check sizes (oracle 2) and slot conservation (oracle 3); the rules themselves
 check matches against the prefix-set model (oracle 1), evictions for lock safety and LRU order
 (oracles 2 and 4), and quarantine against a cache that never saw the prefix (oracle 5).
@@ -18,7 +20,14 @@ with it, and another inserts prompts of hundreds to thousands of tokens.
 **Callers.** The machine sends only what a caller may send. A target that trusts its callers
 (``checks_locks=False``) gets only paired unlocks (each through the handle that took the lock,
 once) and locks of live handles; the refusal rules are for ``checks_locks=True`` targets. What
-a target does not offer (quarantine, reset, locking after a match) is never sent.
+a target does not offer (quarantine, reset, locking after a match) is never sent. Like an engine,
+the machine reuses its buffers: every list or array it sent is overwritten once the call
+returns, and so is every array a match returned, once checked. Its slots come from a churned
+pool (recycled, scattered, out of order: :class:`~radixcheck.properties.contract.SlotAllocator`).
+
+**What a failure shows.** Each contract call a step sent is a comment line above the step in the
+printed program (``#   call 7: match_prefix([1, 1]) -> (array([…]), <Node>)``), and recency is
+named by the call that set it ("last used by call 7: …"), so a program reads without a replay.
 
 **Scenarios.** A few rules are a short story rather than one call (a double unlock, a lock after
 quarantine, an insert followed at once by an eviction, a hit just short of the least recently
@@ -32,11 +41,14 @@ catalogued mutant, which is how they were chosen.
 from __future__ import annotations
 
 import random
+from collections import Counter, deque
 from collections.abc import Callable
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
+from hypothesis import currently_in_test_context, note
 from hypothesis import strategies as st
 from hypothesis.stateful import Bundle, RuleBasedStateMachine, consumes, initialize, invariant, multiple, precondition, rule
 
@@ -135,6 +147,62 @@ def _as_slot_array(x: Any, what: str) -> np.ndarray:
     return x
 
 
+SIZE_CALLS = ("total_size", "evictable_size", "protected_size")
+
+
+def _snapshot(value: Any) -> Any:
+    """What was sent or returned, kept before the caller overwrites its buffers."""
+    if isinstance(value, np.ndarray):
+        return value.copy()
+    if isinstance(value, list):
+        return list(value)
+    if isinstance(value, tuple):
+        return tuple(_snapshot(v) for v in value)
+    return value
+
+
+def _shown_value(value: Any) -> str:
+    if isinstance(value, np.ndarray) and value.ndim == 1 and np.issubdtype(value.dtype, np.integer):
+        return f"array({shown(value.tolist())})"
+    if isinstance(value, list) and all(isinstance(v, int) for v in value):
+        return shown(value)
+    if isinstance(value, (int, float, str, type(None), np.integer)):
+        return repr(value)
+    if isinstance(value, tuple):
+        return "(" + ", ".join(_shown_value(v) for v in value) + ")"
+    return f"<{type(value).__name__}>"  # a handle, or bad input: its type is what matters
+
+
+class SentCall:
+    """One contract call, as a failing program shows it (a comment line above the step that sent it)."""
+
+    __slots__ = ("number", "name", "args", "result")
+
+    def __init__(self, number: int, name: str, args: tuple) -> None:
+        self.number, self.name, self.args, self.result = number, name, args, "(no answer)"
+
+    def __repr__(self) -> str:
+        return f"#   call {self.number}: {self.name}({', '.join(_shown_value(a) for a in self.args)}) -> {_shown_value(self.result)}"
+
+    def _repr_pretty_(self, printer: Any, cycle: bool) -> None:  # how hypothesis.note formats it
+        printer.text(repr(self))
+
+
+class _Summary:
+    """What a step that sent thousands of calls sent: how many of each kind, and the last few."""
+
+    def __init__(self, what: str, first: int, sent: int, counts: dict[str, int], last: list[SentCall]) -> None:
+        self.what, self.first, self.sent, self.counts, self.last = what, first, sent, counts, last
+
+    def __repr__(self) -> str:
+        kinds = ", ".join(f"{n} {name}" for name, n in sorted(self.counts.items(), key=lambda kv: -kv[1]))
+        head = f"#   {self.what}: calls {self.first}-{self.first + self.sent - 1}: {kinds} (and the sizes); the last {len(self.last)}:"
+        return "\n".join([head] + [repr(c) for c in self.last])
+
+    def _repr_pretty_(self, printer: Any, cycle: bool) -> None:
+        printer.text(repr(self))
+
+
 def _scribble(buffer: Any) -> None:
     """Overwrite a buffer the caller lent to a call, if it is a writable list or integer array."""
     if isinstance(buffer, list) and all(isinstance(x, int) for x in buffer):
@@ -190,6 +258,10 @@ class RadixCacheMachine(RuleBasedStateMachine):
         self.block = max(self.page_size, MIN_BLOCK)
         self.known: list[tuple[int, ...]] = []
         self.running = 0  # locks in the locks bundle, not yet released by unlock
+        self.calls_sent = 0
+        self.clock_calls: dict[int, str] = {}  # the model's clock -> the call that set it
+        self._quiet: deque[SentCall] | None = None  # while a step sends thousands of calls: the last few
+        self._quiet_counts: Counter[str] = Counter()
 
     # ---- helpers ---------------------------------------------------------------------------
 
@@ -199,14 +271,50 @@ class RadixCacheMachine(RuleBasedStateMachine):
         return base[:keep] + tail.tokens(self.block)
 
     def _call(self, name: str, *args: Any) -> Any:
-        """Send one call. Afterwards the caller reuses its buffers, as an engine reuses its
-        request-to-token rows: every list or array it passed is overwritten (the contract says
-        a cache must copy what it keeps)."""
+        """Send one call, and show it under the step that sent it in a failing program (sizes
+        are asked after every step and not shown). Afterwards the caller reuses its buffers, as
+        an engine reuses its request-to-token rows: every list or array it passed is overwritten
+        (the contract says a cache must copy what it keeps)."""
+        self.calls_sent += 1
+        sent = SentCall(self.calls_sent, name, tuple(_snapshot(a) for a in args))
         try:
-            return guarded(name, getattr(self.cache, name), *args)
+            sent.result = _snapshot(result := guarded(name, getattr(self.cache, name), *args))
+            return result
+        except BaseException as exc:
+            sent.result = f"raised {type(exc).__name__}"
+            raise
         finally:
             for arg in args:
                 _scribble(arg)
+            if name not in SIZE_CALLS:
+                self._show(sent)
+
+    def _show(self, sent: SentCall) -> None:
+        """Show a call under its step (Hypothesis formats it only for the example it prints); a
+        step that sends thousands (``quietly``) counts them and keeps the last few instead."""
+        if self._quiet is None:
+            if currently_in_test_context():  # the machine also runs outside Hypothesis (benchmarks)
+                note(sent)
+        else:
+            self._quiet.append(sent)
+            self._quiet_counts[sent.name] += 1
+
+    @contextmanager
+    def quietly(self, what: str, shown_last: int = 12):
+        """Send many calls without showing each: afterwards (or at a failure) one note says how
+        many of each kind ``what`` sent, and shows the last ``shown_last`` of them."""
+        self._quiet, self._quiet_counts = deque(maxlen=shown_last), Counter()
+        first = self.calls_sent + 1
+        try:
+            yield
+        finally:
+            if currently_in_test_context():
+                note(_Summary(what, first, self.calls_sent - first + 1, dict(self._quiet_counts), list(self._quiet)))
+            self._quiet = None
+
+    def _used_by(self, clock: int) -> str:
+        """The call that last set the model's clock to ``clock`` (for recency messages)."""
+        return self.clock_calls.get(clock, f"time {clock}")
 
     def _as_list_or_array(self, tokens: tuple[int, ...]) -> Any:
         """Alternately a list and an int64 array: the contract accepts both, so both must work."""
@@ -239,6 +347,7 @@ class RadixCacheMachine(RuleBasedStateMachine):
         values = _as_slot_array(values, "match_prefix")
         self._check_match(tokens, values, after_quarantine)
         path = self.model.match(tokens)
+        self.clock_calls[self.model.clock] = f"call {self.calls_sent}: match_prefix({shown(tokens)})"
         expected = self.model.values_of(path)
         if len(values) != len(expected):
             raise PrefixSetViolation(
@@ -266,6 +375,7 @@ class RadixCacheMachine(RuleBasedStateMachine):
         """Insert with a copy of ``values``: the copy is the caller's buffer, overwritten after the call."""
         prefix_len = _as_int(self._call("insert", self._as_list_or_array(tokens), values.copy()), "insert")
         expected = self.model.insert(tokens, values.tolist())
+        self.clock_calls[self.model.clock] = f"call {self.calls_sent}: insert({shown(tokens)})"
         if prefix_len != expected:
             raise PrefixSetViolation(f"insert({shown(tokens)}) returned prefix_len {prefix_len}; {expected} tokens were already cached")
         return prefix_len
@@ -315,11 +425,14 @@ class RadixCacheMachine(RuleBasedStateMachine):
             self._unlock_unpaired(record)
 
     def _unlock_unpaired(self, record: HandleRecord) -> None:
-        """An unlock through a handle that may hold no lock (checks_locks targets only): legal if
-        every counter on its path is positive, and then it must work; else it must be refused."""
-        if self.model.can_unlock(record.path):
+        """An unlock through a handle that may hold no lock (checks_locks targets only). Through a
+        handle that holds one of its own, it is a release; where a counter on the path is 0 it is
+        unmatched under any rule, and must be refused. Through a handle that holds none while
+        other requests hold the path, the contract leaves it to the cache (one that counts locks
+        per node takes it, one that counts them per handle refuses it): it is never sent."""
+        if record.held > 0 and self.model.can_unlock(record.path):
             self._release(record)
-        else:
+        elif not self.model.can_unlock(record.path):
             self._expect_refusal(f"unmatched unlock of {record}", "dec_lock_ref", record.handle)
 
     def _evict(self, num_tokens: int) -> None:
@@ -335,7 +448,7 @@ class RadixCacheMachine(RuleBasedStateMachine):
         check_amount(num_tokens, [len(call) for call in calls], oldest.prefix if oldest else None)
         if self.capabilities.eviction_policy == "lru":
             call_of = {slot: i for i, call in enumerate(calls) for slot in call}
-            check_lru([(call_of[e.values[0]], e) for e in removed], oldest, num_tokens, self.page_size)
+            check_lru([(call_of[e.values[0]], e) for e in removed], oldest, num_tokens, self.page_size, at=self._used_by)
 
     def _quarantine(self, tokens: tuple[int, ...]) -> None:
         probes = self.known + [tokens]
@@ -484,7 +597,8 @@ class RadixCacheMachine(RuleBasedStateMachine):
     def lock_then_unlock(self, base: tuple[int, ...], cut: Length, tail: Span) -> None:
         """A request is admitted and finishes at once; a target that checks its callers then gets
         the release a second time (lock counts drifting apart, sglang #24153) and must refuse it
-        unless other requests still hold the whole path."""
+        where it is unmatched (a counter on the path is 0); while other requests hold the whole
+        path it is not sent (see ``_unlock_unpaired``)."""
         record = self._match(self._query(base, cut, tail, min_shared=1))
         self._lock(record)
         self._release(record)

@@ -35,18 +35,27 @@ The methods (``RadixCacheLike``)
     Counts as a use of every matched node (recency for LRU).
 ``insert(tokens, values) -> prefix_len``
     Caches ``tokens`` (only the first ``len(tokens) // page_size * page_size`` of them when
-    ``page_size > 1``) with ``values`` (same length as ``tokens``). ``prefix_len`` is how many
+    ``page_size > 1``) with ``values`` (same length as ``tokens``; any integer dtype, the suite
+    sends ``np.int64``, and a cache may store them in a narrower type that holds every slot id of
+    its pool). An insert that ends inside an edge uses only what it covered: an LRU cache splits the
+    edge there (or otherwise keeps the uncovered remainder as old as it was), as a match does. ``prefix_len`` is how many
     leading tokens were already cached: for those the cache keeps its own values, and the caller
     still owns (and must free) ``values[:prefix_len]`` that it brought, as well as the unaligned
     tail. Counts as a use of every node on the inserted path. An empty insert (or one shorter
     than a page) caches nothing and returns 0.
 ``inc_lock_ref(handle)`` / ``dec_lock_ref(handle)``
     Add / remove one lock on every node of the path root..handle. A locked node is never evicted.
-    ``dec_lock_ref`` raises (and changes nothing) if any counter on the path is already 0 or the
-    handle is stale (its node was evicted, reset away, or belongs to another cache).
+    Correct callers pair every unlock with an earlier lock through the same handle.
+    ``dec_lock_ref`` raises (and changes nothing) if any counter on the path is already 0 (an
+    unmatched unlock) or the handle is stale (its node was evicted, reset away, or belongs to
+    another cache). An unlock through a handle that took no lock of its own while other requests
+    hold the path is the cache's choice: one that counts locks per node may take it, one that
+    counts them per handle may refuse it; the suite never sends it.
     ``inc_lock_ref`` on a stale or quarantined handle raises likewise.
     *The root handle* stands for the empty prefix: locking or unlocking it is a no-op that always
-    succeeds (there is nothing to protect).
+    succeeds (there is nothing to protect). It stays valid across ``reset()``. Another cache's
+    root handle is a foreign handle like any other (the suite sends none: a root lock protects
+    nothing, so refusing it proves nothing).
     **A lock is not a use**: only ``match_prefix`` and ``insert`` refresh recency.
     A cache that trusts its callers (``checks_locks=False``, as SGLang's does) is only ever sent
     what a correct engine sends: every unlock pairs with an earlier lock through the same handle,

@@ -1,7 +1,13 @@
 """What a failure of the conformance tests means, read from the exception itself: the oracle
-(by the exception's type, one class per oracle) and the program Hypothesis printed."""
+(by the exception's type, one class per oracle) and the program Hypothesis printed.
+
+An ``ExceptionGroup`` (Hypothesis's report of several distinct failures in one test) is read
+exception by exception: each keeps its type, message, oracle and program."""
 
 from __future__ import annotations
+
+import traceback
+from typing import Any
 
 from radixcheck.oracles.violations import ContractViolation
 from radixcheck.properties.target import caused_by_hang
@@ -11,6 +17,8 @@ INVARIANT_STEPS = ("state.sizes_add_up()", "state.slots_conserved()")  # the mac
 
 def oracle_of(exc: BaseException) -> str:
     """The oracle that judged ``exc``; a hang or an exception of the cache's own is named as such."""
+    if isinstance(exc, BaseExceptionGroup):
+        return "; ".join(dict.fromkeys(oracle_of(e) for e in leaves(exc)))
     if isinstance(exc, ContractViolation):
         return exc.oracle
     if caused_by_hang(exc):
@@ -20,6 +28,13 @@ def oracle_of(exc: BaseException) -> str:
     return f"crash ({type(exc).__name__} raised during a legal call)"
 
 
+def leaves(exc: BaseException) -> list[BaseException]:
+    """The exceptions inside ``exc``: itself, or every exception of a (nested) group."""
+    if isinstance(exc, BaseExceptionGroup):
+        return [leaf for inner in exc.exceptions for leaf in leaves(inner)]
+    return [exc]
+
+
 def program_of(exc: BaseException) -> str:
     """The failing program from Hypothesis's notes, without the invariant checks between steps."""
     lines = "\n".join(getattr(exc, "__notes__", [])).splitlines()
@@ -27,10 +42,37 @@ def program_of(exc: BaseException) -> str:
                      and not ln.startswith("You can reproduce this test case"))
 
 
-def describe_failure(exc: BaseException) -> dict[str, str]:
+def message_of(exc: BaseException) -> str:
+    return str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+
+
+def raised_at(exc: BaseException) -> str:
+    """Where a crash was raised (its innermost frame), e.g. ``mycache.py:42 in evict``; "" for an
+    oracle's verdict, whose place is radixcheck's own."""
+    frames = traceback.extract_tb(exc.__traceback__) if exc.__traceback__ else []
+    if isinstance(exc, ContractViolation) or not frames:
+        return ""
+    return f"{frames[-1].filename}:{frames[-1].lineno} in {frames[-1].name}"
+
+
+def exceptions_of(exc: BaseException) -> list[dict[str, str]]:
+    """Each exception inside ``exc`` with its type, message, oracle, program and (a crash) where it was raised."""
+    return [{"type": type(e).__name__, "message": message_of(e), "oracle": oracle_of(e), "program": program_of(e),
+             "raised_at": raised_at(e)} for e in leaves(exc)]
+
+
+def describe_failure(exc: BaseException) -> dict[str, Any]:
+    inner = exceptions_of(exc)
+    if len(inner) == 1:
+        reason, program = inner[0]["message"], inner[0]["program"]
+    else:  # a group: every inner exception's type and message, and each one's program
+        reason = f"{len(inner)} distinct failures: " + "; ".join(f"{e['type']}: {e['message']}" for e in inner)
+        program = "\n\n".join(f"# failure {i} of {len(inner)}: {e['type']}: {e['message']}\n{e['program'] or '(no program)'}"
+                              for i, e in enumerate(inner, 1))
     return {
         "violation": type(exc).__name__,
         "oracle": oracle_of(exc),
-        "reason": str(exc).splitlines()[0] if str(exc) else type(exc).__name__,
-        "program": program_of(exc),
+        "reason": reason,
+        "program": program,
+        "exceptions": inner,
     }

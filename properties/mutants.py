@@ -856,4 +856,42 @@ class MatchAndLockReference(RadixCache):
         super().dec_lock_ref(getattr(handle, "node", handle))
 
 
-CORRECT_VARIANTS: list[type[RadixCache]] = [TrustingReference, NoResetReference, MatchAndLockReference, FifoReference]
+class _OwnLocks:
+    """A per-handle cache's handle: the node a match ended at, and the locks taken through it."""
+
+    def __init__(self, node: Node) -> None:
+        self.node, self.held = node, 0
+
+
+class PerHandleLockReference(RadixCache):
+    """Counts locks per handle as well as per node: every match returns a handle of its own, and
+    an unlock through a handle that took no lock of its own is refused, even while other requests
+    hold the path (the contract leaves that unlock to the cache). Passing shows the suite sends
+    it only where it is unmatched under any rule."""
+
+    capabilities = Capabilities()
+    page_size_for_test = 1
+
+    def match_prefix(self, tokens: Any) -> tuple[np.ndarray, Any]:
+        values, node = super().match_prefix(tokens)
+        return values, _OwnLocks(node)
+
+    def _node(self, handle: Any) -> Node:
+        if not isinstance(handle, _OwnLocks):
+            raise ValueError(f"unknown handle {handle!r}: not one this cache returned")
+        return handle.node
+
+    def inc_lock_ref(self, handle: Any) -> None:
+        super().inc_lock_ref(self._node(handle))
+        handle.held += 1
+
+    def dec_lock_ref(self, handle: Any) -> None:
+        node = self._node(handle)
+        if node is not self.root and handle.held == 0:
+            raise ValueError("unlock through a handle that holds no lock of its own")
+        super().dec_lock_ref(node)
+        handle.held = max(0, handle.held - 1)
+
+
+CORRECT_VARIANTS: list[type[RadixCache]] = [TrustingReference, NoResetReference, MatchAndLockReference, FifoReference,
+                                            PerHandleLockReference]

@@ -17,9 +17,10 @@ checked by the same oracles as every other call (a failure names the story it ha
 2. **A long history.** A conversation of ``history_turns`` pages is cached whole, then matched
    from its end back to its start one page shorter each time: every match ends inside the one
    long edge and splits it, so the path becomes ``history_turns`` nodes deep (Python's recursion
-   limit is 1000). Then it is matched whole, extended, locked and unlocked at its end. It sends
-   about turns^2 * page_size / 2 tokens, so it runs at the target's smallest page size only.
-3. **Traffic.** ``requests`` requests on ``system_prompts`` shared prompts, each with its own
+   limit is 1000). Then it is matched whole and extended, and a request on it runs (holds its
+   lock) until the world is built, so the path survives the memory pressure. It sends about
+   turns^2 * page_size / 2 tokens, so it runs at the target's smallest page size only.
+3. **Traffic.** ``requests`` (11,000+) requests on ``system_prompts`` shared prompts, each with its own
    question of 8-16 tokens (whole pages) after one of 4 templates, a third of them a further
    turn of an earlier conversation: >= 10^4 nodes and >= 10^5 tokens.
 4. **Memory pressure.** One ``evict`` whose amount no 500 leaves can cover (each leaf holds at
@@ -63,7 +64,7 @@ class ProductionScaleMachine(RadixCacheMachine):
     @initialize(
         target=RadixCacheMachine.sequences,
         crowd=st.integers(1025, 1100),
-        requests=st.integers(10_000, 10_100),
+        requests=st.integers(11_000, 11_100),  # >= 10^4 nodes at every page size
         system_prompts=st.integers(2, 8),
         history_turns=st.integers(3000, 3100),
         seed=st.integers(0, 2**16),
@@ -80,14 +81,18 @@ class ProductionScaleMachine(RadixCacheMachine):
         if self.page_size != min(self.capabilities.page_sizes_tested(), default=self.page_size):
             del stories[1]  # a deep path costs turns**2 * page_size tokens sent: once per target, at its smallest page
         made: list[tuple[int, ...]] = []
+        self._running_history: HandleRecord | None = None
         for story, run in stories:
             try:
-                made += run()
+                with self.quietly(story):
+                    made += run()
                 self.sizes_add_up()  # the invariants after each story, not only after the whole step
                 self.slots_conserved()
             except Exception as exc:  # a violation or a crash: either way, say which story it happened in
                 exc.add_note(f"radixcheck: in production_world, while: {story}")
                 raise
+        if self._running_history is not None:  # the long conversation's request finishes last
+            self._release(self._running_history)
         return multiple(*made)
 
     # ---- the stories -----------------------------------------------------------------------------
@@ -157,8 +162,8 @@ class ProductionScaleMachine(RadixCacheMachine):
         record = self._match(history)
         extended = history + self._words(stream, 1)
         self._insert_request(extended)
-        self._lock(record)
-        self._release(record)
+        self._lock(record)  # its request keeps running through the traffic and the memory pressure
+        self._running_history = record
         return [history, extended]
 
     def _match_along(self, tokens: np.ndarray, path: list[Entry], expected: np.ndarray) -> None:
@@ -175,6 +180,7 @@ class ProductionScaleMachine(RadixCacheMachine):
             )
         _scribble(got)
         self.model.touch(path)
+        self.clock_calls[self.model.clock] = f"call {self.calls_sent}: match_prefix({shown(tokens.tolist())})"
 
 
 def scale_machine_for(factory, capabilities, page_size: int, name: str) -> type[ProductionScaleMachine]:

@@ -12,20 +12,29 @@ run has three phases, all through Hypothesis's public settings:
    then saved the smallest failing program it found;
 3. **replay** the smallest saved program, which is the failure reported.
 
+With ``waived`` (a predicate on exceptions, e.g. a
+:class:`~radixcheck.properties.waivers.WaiverLog`), every phase runs a subclass of the machine whose
+steps and invariants swallow the waived findings (:func:`waiving`): the search goes on past a
+known bug to the next one in the same test.
+
 A hang is reported at once, unshrunk: shrinking it would cost the time limit per replay. If the
 replay does not fail (a flaky target), the failure from the find phase is reported.
 """
 
 from __future__ import annotations
 
+import dataclasses
+import functools
+import inspect
 import os
 import time
 import unittest
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
+from typing import Any
 
-from hypothesis import Phase, settings
+from hypothesis import Phase, settings, stateful
 from hypothesis.database import ExampleDatabase, MultiplexedDatabase
-from hypothesis.stateful import RuleBasedStateMachine, run_state_machine_as_test
+from hypothesis.stateful import RuleBasedStateMachine, multiple, run_state_machine_as_test
 
 from radixcheck.profiles import current
 from radixcheck.properties.target import BudgetSpent, alarm_handler, caused_by_hang, time_budget
@@ -61,7 +70,8 @@ class _Examples(ExampleDatabase):
                 self.move(key, key + b".secondary", value)
 
 
-def run_machine(machine: type[RuleBasedStateMachine], search: settings | None = None) -> None:
+def run_machine(machine: type[RuleBasedStateMachine], search: settings | None = None,
+                waived: Callable[..., bool] | None = None) -> None:
     """Run ``machine`` as a test under ``search`` (default: radixcheck's profile,
     :func:`radixcheck.profiles.current`, not the loaded Hypothesis profile), with a fast,
     bounded-shrink verdict. Raises the (shrunk) failure; returns when the target passes.
@@ -70,9 +80,14 @@ def run_machine(machine: type[RuleBasedStateMachine], search: settings | None = 
     as shrinking makes progress (a minute or more on a slow target), this finds, then shrinks for
     at most ``RADIXCHECK_SHRINK_SECONDS``, then replays the smallest program (module docstring).
     A machine whose examples are costly (the production-scale one) cuts the search down itself
-    (its ``settings_for``)."""
+    (its ``settings_for``).
+
+    ``waived(exc, step)``, if given, names the findings to look past: a step or invariant that
+    raises one is recorded by the predicate and counts as passed (:func:`waiving`)."""
     search = search or current()
     scaled = getattr(machine, "settings_for", None)
+    if waived is not None:
+        machine = waiving(machine, waived)
     with alarm_handler():
         _run_machine(machine, scaled(search) if scaled else search)
 
@@ -112,3 +127,39 @@ def _run_machine(machine: type[RuleBasedStateMachine], search: settings) -> None
         raise shrunk from None
     first.add_note("radixcheck: the shrunk program did not fail again (a flaky target?); this is the first failure")
     raise first
+
+
+# Hypothesis's stateful module keeps each rule, initialize rule and invariant as a record on the
+# decorated function (its ``function`` is what a step calls); ``waiving`` copies those records
+# with the function wrapped. A meta-test (meta_tests/test_waivers.py) fails if that ever changes.
+_MARKERS = ("RULE_MARKER", "INITIALIZE_RULE_MARKER", "INVARIANT_MARKER")
+
+
+def waiving(machine: type[RuleBasedStateMachine], waived: Callable[..., bool]) -> type[RuleBasedStateMachine]:
+    """A subclass of ``machine`` (same name, so the same printed programs) whose every rule and
+    invariant, when it raises an exception ``waived(exc, step)`` accepts, returns as if it had
+    passed: the finding is recorded by ``waived``, the step adds nothing to its bundles, and the
+    run goes on. The rest of that step is not run; the machine's model is updated call by call,
+    before each check, so the state stays one the machine understands."""
+    namespace: dict[str, Any] = {}
+    for name, member in inspect.getmembers(machine):
+        for marker in (getattr(stateful, m) for m in _MARKERS):
+            record = getattr(member, marker, None)
+            if record is not None:
+                wrapped = _swallowing(record.function, waived, bool(getattr(record, "targets", ())))
+                stand_in = functools.wraps(member)(lambda *args, **kwargs: None)
+                setattr(stand_in, marker, dataclasses.replace(record, function=wrapped))
+                namespace[name] = stand_in
+    return type(machine.__name__, (machine,), namespace)
+
+
+def _swallowing(function: Callable[..., Any], waived: Callable[..., bool], has_targets: bool) -> Callable[..., Any]:
+    @functools.wraps(function)
+    def step(self: RuleBasedStateMachine, **arguments: Any) -> Any:
+        try:
+            return function(self, **arguments)
+        except Exception as exc:
+            if not waived(exc, function.__name__):
+                raise
+            return multiple() if has_targets else None
+    return step

@@ -3,15 +3,31 @@
 It checks the target first (one clear error if it cannot be tested at all), then runs the
 conformance tests (``radixcheck.properties.conformance``) through pytest and pytest-xdist,
 printing each verdict as it arrives, and writes a report card: the target and its capabilities,
-what was not exercised and why, a verdict per property and page size, and for each failure the
-oracle, its reason and the shrunk program.
+what was not exercised and why, a verdict per property and page size, and the findings.
 
-Exit codes: 0 the cache conforms, 1 it does not, 2 usage or load error.
+**One finding per root cause.** Failures are grouped by oracle and by the shape of the first
+differing call (the failure's message with its numbers and token lists left out: ``evict(2)
+returned 3 but freed 4 slots`` at page size 1 and ``evict(8) returned 12 but freed 16 slots`` at
+page size 4 are one finding). Each exception of an ``ExceptionGroup`` counts on its own. A finding
+names every test (and page size) it failed, and shows the shortest program among them (the
+ordinary machine's before the production-scale one's, whose single step builds 10^4 nodes). Findings
+are listed most fundamental first (:data:`RANKS`): a test that could not run at all; slots and
+the prefix set (what a match returns, what evict frees, return values, bad input); refcounts; a
+crash or a hang in a legal call (after those, because a corrupted tree or a lost lock often
+surfaces later as a crash: EvictsLockedLeaf's evicted locked node makes the serving protocol's
+unlock raise "stale handle" in the DFS tests; before LRU order and DFS, which a crash keeps from
+being judged); eviction amount and LRU order; the DFS bound.
+
+**Known findings** (``--waive FILE``, :mod:`radixcheck.properties.waivers`) are reported as
+waived, with their waiver's reason, and do not make the cache non-conforming.
+
+Exit codes: 0 the cache conforms (perhaps with waived findings), 1 it does not, 2 usage or load error.
 """
 
 from __future__ import annotations
 
 import json
+import re
 import sys
 import time
 from dataclasses import asdict, dataclass, field
@@ -24,6 +40,7 @@ from tabulate import tabulate
 from radixcheck.cache_dir import hypothesis_storage_in_cache
 from radixcheck.properties.target import Target, op_timeout
 from radixcheck.properties.verdict import shrink_seconds
+from radixcheck.pytest_plugin import WAIVED_PREFIX
 
 CONFORMANCE = "radixcheck.properties.conformance"
 EXIT_CONFORMS, EXIT_NONCONFORMING, EXIT_USAGE = 0, 1, 2
@@ -34,11 +51,88 @@ class Verdict:
     """One conformance test at one page size."""
 
     test: str  # e.g. test_cache_state_machine[page_size=16]
-    outcome: str  # passed | failed | skipped
+    outcome: str  # passed | failed | skipped | waived (failed, but only with findings a waiver covers)
     seconds: float
     oracle: str = ""
     reason: str = ""
     program: str = ""
+    exceptions: list[dict[str, str]] = field(default_factory=list)  # each one's type, message, oracle, program
+    waived: list[dict[str, Any]] = field(default_factory=list)  # findings waived on the way (and their waiver)
+
+
+# The order findings are listed in, most fundamental first: (rank, oracle names starting so).
+RANKS: list[tuple[str, tuple[str, ...]]] = [
+    ("could not run", ("collection error", "error")),
+    ("slots and the prefix set", ("3 slot", "1 prefix-set", "5 evict-equals", "return values", "bad input", "contract")),
+    ("refcounts", ("2 refcount",)),
+    ("crash or hang in a legal call", ("crash", "hang", "assertion")),
+    ("eviction amount and LRU order", ("4 ",)),
+    ("DFS bound", ("6 DFS",)),
+]
+
+
+def rank_of(oracle: str) -> int:
+    return next((i for i, (_, prefixes) in enumerate(RANKS) if oracle.startswith(prefixes)), len(RANKS))
+
+
+def shape_of(message: str) -> str:
+    """A failure's message with the specifics left out (token lists, numbers): the first differing
+    call and what was wrong with it, the same at every page size and in every test."""
+    shape = re.sub(r"\s*\(\d+ tokens\)", "", message)
+    shape = re.sub(r"=[^\s,()\[\]]+", "=…", shape)  # a value named in the message: page_size=1.5, t=48
+    shape = re.sub(r"\(-?\d+(?:,(?: -?\d+)?)+\)", "[]", shape)  # a tuple of tokens, as a node's key prints
+    while (inner := re.sub(r"\[[^\[\]]*\]", "\0", shape)) != shape:  # token lists, innermost first
+        shape = inner
+    shape = re.sub("\0(, \0)+", "\0", shape)  # however many of them
+    return re.sub(r"-?\b\d+\b", "N", shape.replace("\0", "[…]"))
+
+
+@dataclass
+class Finding:
+    """One root cause: an oracle and the shape of the failure, with every test it failed."""
+
+    rank: str
+    oracle: str
+    reason: str  # the message of the shortest program's failure
+    tests: list[str]
+    program: str
+    exception: str = ""  # the exception's type
+    raised_at: str = ""  # a crash: where, e.g. mycache.py:42 in evict
+
+
+def findings_of(verdicts: list[Verdict]) -> list[Finding]:
+    """The failing verdicts grouped by root cause (module docstring), most fundamental first."""
+    groups: dict[tuple[str, str], list[tuple[str, dict[str, str]]]] = {}
+    for v in verdicts:
+        if v.outcome != "failed":
+            continue
+        for e in v.exceptions or [{"type": "", "message": v.reason, "oracle": v.oracle, "program": v.program}]:
+            groups.setdefault((e["oracle"], shape_of(e["message"])), []).append((v.test, e))
+    found = []
+    for (oracle, _), members in groups.items():
+        _, shortest = min(members, key=lambda m: (not m[1]["program"], "production_scale" in m[0],
+                                                   len(m[1]["program"].splitlines()), len(m[1]["message"]), m[0]))
+        tests = sorted(dict.fromkeys(test for test, _ in members), key=_test_order)
+        found.append(Finding(RANKS[rank_of(oracle)][0] if rank_of(oracle) < len(RANKS) else "other", oracle,
+                             shortest["message"], tests, shortest["program"], shortest.get("type", ""), shortest.get("raised_at", "")))
+    return sorted(found, key=lambda f: (rank_of(f.oracle), -len(f.tests), f.oracle, f.reason))
+
+
+def _test_order(test_id: str) -> tuple:
+    """Tests by name, then page sizes numerically (1, 4, 16)."""
+    name, _, param = test_id.partition("[")
+    size = param.rstrip("]").rpartition("page_size=")[2]
+    return (name, int(size) if size.isdigit() else -1, param)
+
+
+def waived_of(verdicts: list[Verdict]) -> list[dict[str, Any]]:
+    """Every waived finding (by oracle, exception type and waiver), with the tests it was met in."""
+    merged: dict[tuple[str, str, str], dict[str, Any]] = {}
+    for v in verdicts:
+        for w in v.waived:
+            entry = merged.setdefault((w["oracle"], w["type"], w["waiver"]), {**w, "tests": []})
+            entry["tests"].append(v.test)
+    return list(merged.values())
 
 
 @dataclass
@@ -55,6 +149,14 @@ class AuditResult:
     @property
     def failures(self) -> list[Verdict]:
         return [v for v in self.verdicts if v.outcome == "failed"]
+
+    @property
+    def findings(self) -> list[Finding]:
+        return findings_of(self.verdicts)
+
+    @property
+    def waived(self) -> list[dict[str, Any]]:
+        return waived_of(self.verdicts)
 
     @property
     def conforms(self) -> bool:
@@ -75,30 +177,38 @@ class _Collector:
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         if report.when == "call" or (report.when == "setup" and report.outcome != "passed"):
             props = {k.removeprefix("radixcheck_"): v for k, v in report.user_properties if k.startswith("radixcheck_")}
-            reason = props.get("reason", "")
-            if report.skipped and isinstance(report.longrepr, tuple):
+            outcome, reason = report.outcome, props.get("reason", "")
+            if str(getattr(report, "wasxfail", "")).startswith(WAIVED_PREFIX):  # failed, but only for waived findings
+                outcome = "waived"
+            elif report.skipped and isinstance(report.longrepr, tuple):
                 reason = report.longrepr[2].removeprefix("Skipped: ")
             if report.failed and not props:  # a failure outside the test body: an error in setup
                 props = {"oracle": "error", "reason": str(report.longrepr).strip().splitlines()[-1][:300]}
-            self._add(Verdict(report.nodeid.rpartition("::")[2], report.outcome, round(report.duration, 2),
-                              props.get("oracle", ""), reason or props.get("reason", ""), props.get("program", "")))
+            self._add(Verdict(report.nodeid.rpartition("::")[2], outcome, round(report.duration, 2),
+                              props.get("oracle", ""), reason or props.get("reason", ""), props.get("program", ""),
+                              list(props.get("exceptions", [])), list(props.get("waived", []))))
 
     def _add(self, verdict: Verdict) -> None:
         self.verdicts.append(verdict)
-        mark = {"passed": "ok  ", "failed": "FAIL", "skipped": "skip"}[verdict.outcome]
+        mark = {"passed": "ok  ", "failed": "FAIL", "skipped": "skip", "waived": "waiv"}[verdict.outcome]
         detail = f"  {verdict.oracle}: {verdict.reason}" if verdict.outcome == "failed" else (
             f"  {verdict.reason}" if verdict.outcome == "skipped" else "")
+        if verdict.waived:
+            detail += "  (waived: " + ", ".join(f"{w['oracle']} ({w['waiver']})" for w in verdict.waived) + ")"
         print(f"[{time.monotonic() - self.started:6.1f} s] {mark} {verdict.test} ({verdict.seconds:.1f} s){detail}", flush=True)
 
 
-def run_audit(target: Target, page_sizes: str | None, profile: str, workers: str) -> AuditResult:
-    """Run the conformance tests against ``target`` (already loaded and checked)."""
+def run_audit(target: Target, page_sizes: str | None, profile: str, workers: str, waive: Path | None = None) -> AuditResult:
+    """Run the conformance tests against ``target`` (already loaded and checked); ``waive``: a
+    waiver file (already read once, so its errors are the caller's)."""
     started = time.monotonic()
     collector = _Collector(started)
     args = ["--pyargs", CONFORMANCE, "--radix-target", target.spec, f"--hypothesis-profile={profile}",
             "-p", "no:cacheprovider", "-p", "no:terminal", "-p", "no:randomly", "-o", "addopts="]
     if page_sizes:
         args += ["--radix-page-sizes", page_sizes]
+    if waive:
+        args += ["--radix-waive", str(Path(waive).resolve())]
     if workers not in ("0", "1"):
         args += ["-n", workers]
     with hypothesis_storage_in_cache():  # Hypothesis's .hypothesis/ goes to the user's cache, not their project
@@ -110,9 +220,11 @@ def run_audit(target: Target, page_sizes: str | None, profile: str, workers: str
 
 def report_card(result: AuditResult) -> str:
     """The audit as markdown."""
-    verdict = "conforms" if result.conforms else f"**does not conform** ({len(result.failures)} failing)"
-    rows = [[f"`{v.test}`", {"passed": "pass", "failed": "**FAIL**", "skipped": "skip"}[v.outcome], v.oracle or v.reason,
-             f"{v.seconds:.1f}"] for v in result.verdicts]
+    findings, waived = result.findings, result.waived
+    verdict = (f"conforms{with_waived(waived)}" if result.conforms else
+               f"**does not conform**: {len(findings)} finding(s) in {len(result.failures)} failing test(s){with_waived(waived)}")
+    rows = [[f"`{v.test}`", {"passed": "pass", "failed": "**FAIL**", "skipped": "skip", "waived": "waived"}[v.outcome],
+             v.oracle or v.reason, f"{v.seconds:.1f}"] for v in result.verdicts]
     parts = [
         f"# radixcheck audit: `{result.target}`",
         "",
@@ -128,10 +240,22 @@ def report_card(result: AuditResult) -> str:
         "",
         tabulate(rows, headers=["property", "verdict", "oracle / skip reason", "seconds"], tablefmt="github"),
     ]
-    for v in result.failures:
-        program = v.program or "(no program: see the pytest output)"
-        parts += ["", f"## `{v.test}` — {v.oracle}", "", v.reason, "", "```python", program, "```"]
+    if findings:
+        parts += ["", "## Findings, most fundamental first (one per root cause)"]
+    for i, f in enumerate(findings, 1):
+        parts += ["", f"### {i}. {f.oracle} ({f.rank})", "", f"{f.exception + ': ' if f.exception else ''}{f.reason}"
+                  + (f" (raised at `{f.raised_at}`)" if f.raised_at else ""), "",
+                  f"Failed {len(f.tests)} test(s): " + ", ".join(f"`{t}`" for t in f.tests), "",
+                  "```python", f.program or "(no program: the test failed outside a Hypothesis run)", "```"]
+    if waived:
+        parts += ["", "## Waived findings (--waive)", ""]
+        parts += [f"- {w['oracle']} ({w['type']}): {w['message']} — waived by {w['waiver']}; met in "
+                  + ", ".join(f"`{t}`" for t in w["tests"]) for w in waived]
     return "\n".join(parts) + "\n"
+
+
+def with_waived(waived: list[dict[str, Any]]) -> str:
+    return f", with {len(waived)} waived finding(s)" if waived else ""
 
 
 def write_outputs(result: AuditResult, report: Path | None, json_path: Path | None) -> None:
@@ -140,16 +264,23 @@ def write_outputs(result: AuditResult, report: Path | None, json_path: Path | No
         report.write_text(report_card(result), encoding="utf-8")
     if json_path:
         json_path.parent.mkdir(parents=True, exist_ok=True)
-        payload: dict[str, Any] = asdict(result) | {"conforms": result.conforms}
+        payload: dict[str, Any] = asdict(result) | {"conforms": result.conforms,
+                                                    "findings": [asdict(f) for f in result.findings], "waived": result.waived}
         json_path.write_text(json.dumps(payload, indent=2) + "\n", encoding="utf-8")
 
 
 def print_summary(result: AuditResult) -> None:
     print()
-    for v in result.failures:
-        print(f"--- {v.test}: {v.oracle}\n{v.reason}\n{v.program}\n", file=sys.stdout)
+    findings, waived = result.findings, result.waived
+    for i, f in enumerate(findings, 1):
+        print(f"--- finding {i} of {len(findings)} ({f.rank}): {f.oracle}\n"
+              f"{f.exception + ': ' if f.exception else ''}{f.reason}{f' (raised at {f.raised_at})' if f.raised_at else ''}\n"
+              f"failed {len(f.tests)} test(s): {', '.join(f.tests)}\n{f.program}\n", file=sys.stdout)
+    for w in waived:
+        print(f"--- waived: {w['oracle']} ({w['type']}): {w['message']}\n"
+              f"waived by {w['waiver']}; met in {', '.join(w['tests'])}\n", file=sys.stdout)
     if result.conforms:
-        print(f"radixcheck: {result.target} conforms ({len(result.verdicts)} checks, {result.seconds:.0f} s)")
+        print(f"radixcheck: {result.target} conforms{with_waived(waived)} ({len(result.verdicts)} checks, {result.seconds:.0f} s)")
     else:
-        print(f"radixcheck: {result.target} does NOT conform: {len(result.failures)} failing "
-              f"({', '.join(sorted({v.oracle for v in result.failures}))}); {result.seconds:.0f} s")
+        print(f"radixcheck: {result.target} does NOT conform: {len(findings)} finding(s) in {len(result.failures)} failing "
+              f"test(s) ({', '.join(dict.fromkeys(f.oracle for f in findings))}){with_waived(waived)}; {result.seconds:.0f} s")

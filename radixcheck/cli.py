@@ -2,6 +2,8 @@
 
     radixcheck audit mymodule:make                       # verdict in seconds; exit 0 / 1 / 2
     radixcheck audit mymodule:make --page-sizes 1,16 --report audit.md --json audit.json -n 2
+    radixcheck audit mymodule:make --waive known.txt      # known findings: reported as waived, looked past
+    radixcheck bench mymodule:make --report cost.md      # how each operation's cost grows (beside the reference)
     radixcheck reports --out my-reports                  # regenerate the ledger (python -m radixcheck.reports)
 """
 
@@ -13,6 +15,7 @@ import sys
 from pathlib import Path
 
 from radixcheck.argtypes import ArgumentParser, page_sizes, positive_seconds, workers
+from radixcheck.bench_cli import add_bench_parser
 from radixcheck.profiles import PROFILES
 
 
@@ -28,9 +31,13 @@ def _parser() -> argparse.ArgumentParser:
     audit.add_argument("--profile", default="ci", choices=PROFILES, help="Hypothesis profile (default: ci, derandomized)")
     audit.add_argument("--report", type=Path, help="write the report card (markdown) here")
     audit.add_argument("--json", type=Path, help="write the results (JSON) here")
+    audit.add_argument("--waive", type=Path, metavar="FILE",
+                       help="known findings, one '<target glob> <test glob> <oracle or exception>  # reason' a line: "
+                            "reported as waived, and the search goes on past them (exit 0 if nothing else fails)")
     audit.add_argument("-n", dest="workers", default="auto", type=workers, help="pytest-xdist workers (default: auto; 0: in process)")
     audit.add_argument("--op-timeout", type=positive_seconds, help="per-operation time limit in seconds (default 5)")
     audit.add_argument("--shrink-seconds", type=positive_seconds, help="time to shrink each failure (default 15)")
+    add_bench_parser(sub)
     reports = sub.add_parser("reports", help="regenerate the ledger reports (same as python -m radixcheck.reports)", add_help=False)
     reports.add_argument("args", nargs=argparse.REMAINDER)
     return parser
@@ -40,12 +47,18 @@ def _audit(args: argparse.Namespace) -> int:
     from radixcheck.audit import EXIT_CONFORMS, EXIT_NONCONFORMING, EXIT_USAGE, print_summary, run_audit, write_outputs
     from radixcheck.properties.target import TIMEOUT_ENV, TargetError, check_target, load_target
     from radixcheck.properties.verdict import SHRINK_ENV
+    from radixcheck.properties.waivers import WaiverError, read_waivers
     from radixcheck.pytest_plugin import restrict_page_sizes
 
     if args.op_timeout:
         os.environ[TIMEOUT_ENV] = args.op_timeout  # read by the pytest-xdist workers too
     if args.shrink_seconds:
         os.environ[SHRINK_ENV] = args.shrink_seconds
+    try:
+        waivers = read_waivers(args.waive) if args.waive else []
+    except WaiverError as exc:
+        print(f"radixcheck: error: {exc}", file=sys.stderr)
+        return EXIT_USAGE
     try:
         target = load_target(args.factory)
         check_target(target)
@@ -58,7 +71,9 @@ def _audit(args: argparse.Namespace) -> int:
     print(f"radixcheck: auditing {target.spec}: {target.capabilities}", flush=True)
     for gap in target.capabilities.not_exercised():
         print(f"radixcheck: not exercised: {gap}")
-    result = run_audit(target, args.page_sizes, args.profile, args.workers)
+    if waivers:
+        print(f"radixcheck: {len(waivers)} waiver(s) from {args.waive}")
+    result = run_audit(target, args.page_sizes, args.profile, args.workers, args.waive)
     write_outputs(result, args.report, args.json)
     print_summary(result)
     if result.pytest_exit not in (0, 1, 5):  # interrupted, internal or usage error
@@ -71,6 +86,10 @@ def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     if args.command == "audit":
         return _audit(args)
+    if args.command == "bench":
+        from radixcheck.bench_cli import run_bench
+
+        return run_bench(args)
     from radixcheck.reports.__main__ import main as reports_main
 
     return reports_main(args.args) or 0

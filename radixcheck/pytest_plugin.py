@@ -32,11 +32,15 @@ import pytest
 from radixcheck import profiles
 from radixcheck.properties.failures import describe_failure
 from radixcheck.properties.target import DEFAULT_TARGET, TARGET_ENV, TIMEOUT_ENV, Target, TargetError, check_target, load_target, op_timeout
+from radixcheck.properties.waivers import Waiver, WaiverError, WaiverLog, read_waivers
 
 TARGET = pytest.StashKey[Target]()
 TARGETS = pytest.StashKey[dict[str, "Target | TargetError"]]()
 PROFILE = pytest.StashKey[str]()
 HEADER_SHOWN = pytest.StashKey[bool]()
+WAIVERS = pytest.StashKey[list[Waiver]]()
+WAIVER_LOG = pytest.StashKey[WaiverLog]()
+WAIVED_PREFIX = "radixcheck waiver"  # report.wasxfail of a test whose only failures were waived
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -52,6 +56,14 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         "--radix-page-sizes",
         default=None,
         help="comma-separated page sizes to run, a subset of those the target declares (default: all up to 64; ini radix_page_sizes)",
+    )
+    group.addoption(
+        "--radix-waive",
+        action="append",
+        default=None,
+        metavar="FILE",
+        help="known findings to report as waived and look past (one '<target glob> <test glob> <oracle or exception>  # reason' "
+        "a line); repeatable",
     )
     parser.addini("radix_target", help=f"cache factory the conformance tests run against (--radix-target and {TARGET_ENV} win)")
     parser.addini("radix_page_sizes", help="comma-separated page sizes the conformance tests run (--radix-page-sizes wins)")
@@ -99,6 +111,10 @@ def pytest_configure(config: pytest.Config) -> None:
     # radixcheck's tests and machines take this profile's settings (radixcheck.profiles.current());
     # nothing is loaded into Hypothesis, so the project's own profile and settings stay as they are.
     config.stash[PROFILE] = profiles.select(config.getoption("hypothesis_profile", None), config.getoption("hypothesis_verbosity", None))
+    try:
+        config.stash[WAIVERS] = [w for path in config.getoption("--radix-waive") or [] for w in read_waivers(path)]
+    except WaiverError as exc:
+        raise pytest.UsageError(f"radixcheck: {exc}") from exc
     if _several(config):
         named_specs(config)  # a malformed list is a usage error; the targets load on first use
     elif config.getoption("--radix-target") is not None:  # named on the command line: a typo stops the run at once
@@ -248,15 +264,49 @@ def _parametrize_targets(metafunc: pytest.Metafunc) -> None:
     metafunc.parametrize("target", list(targets), ids=list(targets), indirect=True)
 
 
+def _waiver_log(item: pytest.Item) -> WaiverLog:
+    """The waivers of ``--radix-waive`` that apply to this test of its target (one log per item)."""
+    if WAIVER_LOG not in item.stash:
+        config = item.config
+        callspec = getattr(item, "callspec", None)
+        name = callspec.params.get("target") if callspec is not None else None
+        if isinstance(name, str):  # a several-target run: the item's target by name and spec
+            names = (name, named_specs(config).get(name, name))
+        else:
+            names = (target_spec(config), target_spec(config).replace(":", "."))
+        item.stash[WAIVER_LOG] = WaiverLog.for_test(config.stash.get(WAIVERS, []), names, item.name)
+    return item.stash[WAIVER_LOG]
+
+
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
-    """Attach the oracle that failed (by exception type) and the program that shows it to the
-    report, where ``radixcheck audit`` reads them (also across pytest-xdist workers)."""
+    """Attach the oracle that failed (by exception type), the program that shows it and every
+    exception inside a group to the report, where ``radixcheck audit`` reads them (also across
+    pytest-xdist workers). A failure that a waiver covers is reported as an expected failure
+    (``xfailed``, like array-api-tests' xfails file), and the findings waived on the way as
+    ``radixcheck_waived``."""
     report = yield
-    if report.when == "call" and report.failed and call.excinfo is not None:
-        for key, value in describe_failure(call.excinfo.value).items():
+    if report.when != "call":
+        return report
+    log = _waiver_log(item) if _is_conformance(item) else WaiverLog([])
+    if report.failed and call.excinfo is not None:
+        exc = call.excinfo.value
+        for key, value in describe_failure(exc).items():
             report.user_properties.append((f"radixcheck_{key}", value))
+        waiver = log.waiver_for(exc)
+        if waiver is not None and log(exc, "the test's last failure"):
+            report.outcome = "skipped"
+            report.wasxfail = f"{WAIVED_PREFIX} {waiver.where}: {waiver.reason}"
+    if log.findings():
+        report.user_properties.append(("radixcheck_waived", log.findings()))
     return report
+
+
+@pytest.fixture
+def radix_waivers(request: pytest.FixtureRequest) -> WaiverLog:
+    """A predicate ``waived(exc, step) -> bool`` for :func:`~radixcheck.properties.verdict.run_machine`:
+    the findings ``--radix-waive`` waives for this test of its target, recorded as they are met."""
+    return _waiver_log(request.node)
 
 
 @pytest.fixture(scope="session")

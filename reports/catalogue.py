@@ -29,7 +29,7 @@ from radixcheck.properties.failures import describe_failure
 from radixcheck.properties.mutants import MUTANTS, machine_for_mutant
 from radixcheck.properties.verdict import run_machine
 from radixcheck.reports import default_out
-from radixcheck.reports.kill_rates import measure
+from radixcheck.reports.kill_rates import false_alarms, measure
 
 # (obligation, rule or scenario of the state machine that exercises it, the oracle's exception, mutants that break it)
 OBLIGATIONS: list[tuple[str, str, type[BaseException], list[str]]] = [
@@ -117,17 +117,19 @@ def _first_kill(name: str) -> dict[str, Any]:
     try:
         run_machine(machine_for_mutant(mutant), profiles.SETTINGS["audit"])
     except Exception as shrunk:  # noqa: BLE001
-        return {"caught": True, "seconds_to_kill": seconds, **describe_failure(shrunk)}
+        described = describe_failure(shrunk)
+        described.pop("exceptions")  # one machine failure: its type, message and program are already there
+        return {"caught": True, "seconds_to_kill": seconds, **described}
     return {"caught": True, "seconds_to_kill": seconds, "oracle": "(did not fail again when shrunk)"}
 
 
-def build(streams: int, jobs: int) -> list[dict[str, Any]]:
-    names = [m.__name__ for m in MUTANTS]
+def build(streams: int, jobs: int, only: list[str] | None = None) -> list[dict[str, Any]]:
+    names = [m.__name__ for m in MUTANTS if not only or m.__name__ in only]
     with ProcessPoolExecutor(jobs) as pool:
         first = dict(zip(names, pool.map(_first_kill, names), strict=True))
     rates = {r.mutant: r for r in measure(names, streams, jobs)} if streams else {}
     rows = []
-    for mutant in MUTANTS:
+    for mutant in [m for m in MUTANTS if m.__name__ in names]:
         rate = rates.get(mutant.__name__)
         rows.append({
             "bug_class": mutant.bug_class,
@@ -152,8 +154,13 @@ def obligations_table() -> str:
                     headers=["obligation", "exercised by", "oracle", "mutant(s) that break it"], tablefmt="github")
 
 
-def render(rows: list[dict[str, Any]]) -> str:
-    killed = [r["seconds_to_kill"] for r in rows if r["caught"]]
+def variants_table(variants: list[dict[str, Any]]) -> str:
+    return tabulate([[f"`{v['variant']}`", v["machine"], f"{v['failed']}/{v['streams']}", v["first_failure"]] for v in variants],
+                    headers=["correct cache", "machine", "streams failed", "first failure"], tablefmt="github")
+
+
+def render(rows: list[dict[str, Any]], variants: list[dict[str, Any]] | None = None) -> str:
+    killed = [r["seconds_to_kill"] for r in rows if r["caught"] and r["seconds_to_kill"] == r["seconds_to_kill"]]  # not NaN: kept rows
     measured = [r for r in rows if r["kills"] is not None]
     lowest = min(measured, key=lambda r: r["kills"] / r["streams"]) if measured else None
     table = tabulate(
@@ -188,6 +195,14 @@ def render(rows: list[dict[str, Any]]) -> str:
         "",
         table,
         "",
+        "## Correct caches: no false alarms",
+        "",
+        "The reference and every correct variant (`CORRECT_VARIANTS`: one that trusts its callers, one without reset, "
+        "one that locks only through a fresh match, one with a FIFO policy), on the ordinary machine and on the "
+        "production-scale one, each stream derandomized under its own name; every stream must pass.",
+        "",
+        variants_table(variants) if variants else "(not measured in this run: --variant-streams 0)",
+        "",
         "## Minimal reproductions",
         "",
     ]
@@ -195,6 +210,24 @@ def render(rows: list[dict[str, Any]]) -> str:
         parts += [f"### {r['bug_class']} — `{r['mutant']}`", "", r["what"], "", f"Reason: {r.get('reason', '')}", "",
                   "```python", r.get("program") or "(not caught)", "```", ""]
     return "\n".join(parts)
+
+
+def merged(rows: list[dict[str, Any]], out: Path) -> list[dict[str, Any]]:
+    """The saved catalogue's rows with ``rows`` in place of theirs (or added), in MUTANTS' order."""
+    try:
+        saved = json.loads((out / "artifacts" / "catalogue.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        saved = []
+    by_name = {r["mutant"]: r for r in saved} | {r["mutant"]: r for r in rows}
+    order = [f"radixcheck.properties.mutants:{m.__name__}" for m in MUTANTS]
+    return [{"seconds_to_kill": float("nan"), **by_name[name]} for name in order if name in by_name]
+
+
+def saved_variants(out: Path) -> list[dict[str, Any]]:
+    try:
+        return json.loads((out / "artifacts" / "false_alarms.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return []
 
 
 def saved_streams(out: Path) -> int:
@@ -208,23 +241,33 @@ def saved_streams(out: Path) -> int:
 
 def main(argv: list[str] | None = None) -> None:
     parser = ArgumentParser(prog="python -m radixcheck.reports.catalogue", description=__doc__.splitlines()[0])
+    parser.add_argument("mutants", nargs="*", metavar="MUTANT",
+                        help="only these mutants: their rows replace the saved ones, the others are kept")
     parser.add_argument("--out", type=Path, default=None,
                         help="output directory (default: reports/ in a checkout, ./radixcheck-reports when installed)")
     parser.add_argument("--streams", type=non_negative_int, default=200, help="streams per mutant for the kill rate (0: skip)")
+    parser.add_argument("--variant-streams", type=non_negative_int, default=50,
+                        help="streams per correct variant and machine for the false-alarm table (default 50; 0: skip)")
     parser.add_argument("--jobs", type=positive_int, default=2, help="worker processes (default 2)")
     parser.add_argument("--force", action="store_true", help="replace the saved catalogue even with fewer streams")
     args = parser.parse_args(argv)
+    unknown = sorted(set(args.mutants) - {m.__name__ for m in MUTANTS})
+    if unknown:
+        parser.error(f"argument MUTANT: unknown mutant(s) {', '.join(unknown)}")
     out = args.out or default_out()
     if args.out is None and args.streams < saved_streams(out):  # --out DIR chooses the place: nothing there is protected
         refuse_weaker(parser, out / "BUG_CATALOGUE.md",
                       [f"--streams {args.streams}: " + (f"kill rates over {args.streams} streams" if args.streams else "no kill rates")
                        + f" where it has them over {saved_streams(out)}"], args.force)
-    rows = build(args.streams, args.jobs)
+    rows = merged(build(args.streams, args.jobs, args.mutants), out) if args.mutants else build(args.streams, args.jobs)
+    variants = false_alarms(args.variant_streams, args.jobs) if args.variant_streams else saved_variants(out)
     (out / "artifacts").mkdir(parents=True, exist_ok=True)
-    (out / "BUG_CATALOGUE.md").write_text(render(rows) + "\n", encoding="utf-8")
+    (out / "BUG_CATALOGUE.md").write_text(render(rows, variants) + "\n", encoding="utf-8")
     stable = [{k: val for k, val in r.items() if k != "seconds_to_kill"} for r in rows]
     (out / "artifacts" / "catalogue.json").write_text(json.dumps(stable, indent=2) + "\n", encoding="utf-8")
-    print(render(rows).split("## Minimal")[0])
+    (out / "artifacts" / "false_alarms.json").write_text(
+        json.dumps([{k: val for k, val in r.items() if k != "seconds"} for r in variants], indent=2) + "\n", encoding="utf-8")
+    print(render(rows, variants).split("## Minimal")[0])
 
 
 if __name__ == "__main__":

@@ -12,13 +12,17 @@ reproducible: stream ``k`` of a mutant is always the same run.
 from __future__ import annotations
 
 import time
+from collections.abc import Iterator
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 
 from radixcheck import profiles
-from radixcheck.argtypes import ArgumentParser, positive_int
-from radixcheck.properties.mutants import MUTANTS, machine_for_mutant
+from radixcheck.argtypes import ArgumentParser, non_negative_int, positive_int
+from radixcheck.properties.cache_machine import machine_for
+from radixcheck.properties.mutants import CORRECT_VARIANTS, MUTANTS, machine_for_mutant
+from radixcheck.properties.scale_machine import scale_machine_for
 from radixcheck.properties.verdict import run_machine
+from radixcheck.reference import RadixCache
 
 
 @dataclass(frozen=True)
@@ -46,15 +50,44 @@ def _one_stream(job: tuple[str, int]) -> tuple[bool, bool]:
     return False, False
 
 
-def measure(names: list[str], streams: int, jobs: int = 2) -> list[KillRate]:
-    rates = []
+def _variant_stream(job: tuple[str, str, int]) -> str | None:
+    """Stream ``k`` of correct variant ``name`` on machine ``kind`` ("ordinary" or "scale"): None
+    if it passed, else the failure's type and first line (a false alarm)."""
+    name, kind, k = job
+    variant = RadixCache if name == "RadixCache" else next(v for v in CORRECT_VARIANTS if v.__name__ == name)
+    make = scale_machine_for if kind == "scale" else machine_for
+    try:
+        run_machine(make(variant, variant.capabilities, getattr(variant, "page_size_for_test", 1), f"stream{k}_{kind}_{name}"),
+                    profiles.SETTINGS["mutation"])
+    except Exception as exc:  # noqa: BLE001 - any failure of a correct cache is a false alarm
+        return f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
+    return None
+
+
+def false_alarms(streams: int, jobs: int = 2) -> list[dict[str, object]]:
+    """Each correct variant and the reference, on both machines, over ``streams`` streams each:
+    how many streams failed it (every one should pass)."""
+    return list(_false_alarm_rows(streams, jobs))
+
+
+def _false_alarm_rows(streams: int, jobs: int) -> Iterator[dict[str, object]]:
+    with ProcessPoolExecutor(jobs) as pool:
+        for name in ["RadixCache", *(v.__name__ for v in CORRECT_VARIANTS)]:
+            for kind in ("ordinary", "scale"):
+                start = time.perf_counter()
+                failures = [f for f in pool.map(_variant_stream, [(name, kind, k) for k in range(streams)]) if f]
+                yield {"variant": name, "machine": kind, "streams": streams, "failed": len(failures),
+                       "first_failure": failures[0] if failures else "", "seconds": round(time.perf_counter() - start, 1)}
+
+
+def measure(names: list[str], streams: int, jobs: int = 2) -> Iterator[KillRate]:
+    """Each mutant's kill rate, as soon as its streams are done."""
     with ProcessPoolExecutor(jobs) as pool:
         for name in names:
             start = time.perf_counter()
             results = list(pool.map(_one_stream, [(name, k) for k in range(streams)]))
-            rates.append(KillRate(name, streams, sum(right for _, right in results),
-                                  sum(caught and not right for caught, right in results), time.perf_counter() - start))
-    return rates
+            yield KillRate(name, streams, sum(right for _, right in results),
+                           sum(caught and not right for caught, right in results), time.perf_counter() - start)
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -62,6 +95,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("mutants", nargs="*", help="mutant class names (default: every catalogued mutant)")
     parser.add_argument("--streams", type=positive_int, default=50, help="streams per mutant (default 50)")
     parser.add_argument("--jobs", type=positive_int, default=2, help="worker processes (default 2)")
+    parser.add_argument("--false-alarms", type=non_negative_int, default=0, metavar="STREAMS",
+                        help="then run the reference and every correct variant over STREAMS streams per machine")
     args = parser.parse_args(argv)
     known = {m.__name__ for m in MUTANTS}
     unknown = sorted(set(args.mutants) - known)
@@ -70,6 +105,10 @@ def main(argv: list[str] | None = None) -> None:
     for r in measure(args.mutants or [m.__name__ for m in MUTANTS], args.streams, args.jobs):
         line = f"{r.mutant:32s} {r.kills:4d}/{r.streams} ({100 * r.rate:5.1f} %)  wrong reason {r.wrong_reason}  {r.seconds:6.1f} s"
         print(line, flush=True)
+    if args.false_alarms:
+        for row in _false_alarm_rows(args.false_alarms, args.jobs):
+            print(f"{row['variant']:24s} {row['machine']:9s} {row['failed']}/{row['streams']} streams failed  {row['first_failure']}"
+                  f"  {row['seconds']:6.1f} s", flush=True)
 
 
 if __name__ == "__main__":

@@ -22,6 +22,11 @@ A run writes its rows over the same rows of ``artifacts/matrix.json``: with ``--
 rows are kept as they were, and a row this run could not run (no checkout) never replaces
 verdicts already there, so no run leaves a weaker report than the one it found.
 
+Known findings are waived, not declared away: every ``reports/waivers/*.txt`` (the ``radixcheck audit
+--waive`` format, target globs naming the matrix's targets, e.g. ``mini_sglang.*``) is passed to the
+run, so a waived finding shows as ``waived`` (linked to its finding) and the state machine goes on
+past it to the next bug in the same test.
+
 Writes ``reports/MATRIX.md`` and ``reports/artifacts/matrix.json`` (every verdict with its oracle,
 reason and shrunk program, by exception type). Hypothesis profile ``audit`` (``ci``'s derandomized
 search, stopping at the first bug per test, each shrunk for at most ``RADIXCHECK_SHRINK_SECONDS``).
@@ -48,6 +53,12 @@ from radixcheck.reports import default_out
 
 ROOT = Path(__file__).resolve().parent.parent
 AUDIT_ENV_STAMP = ROOT / ".audit-venv" / "radixcheck-audit.json"
+WAIVERS_DIR = Path(__file__).resolve().parent / "waivers"
+
+
+def waiver_files() -> list[Path]:
+    """The known findings every matrix run waives (one file per engine)."""
+    return sorted(WAIVERS_DIR.glob("*.txt"))
 
 
 @dataclass(frozen=True)
@@ -161,9 +172,10 @@ ENGINES = [
             "The cache takes the tensors the engine builds and checks nothing (`validates_input=False`).",
             "f074873 has no paging (page size 1 only). `evict` returns slot ids instead of freeing them: the adapter hands "
             "them to the suite's allocator.",
-            "`*_no_lru_oracle` are diagnostics, not conformance targets: they declare the policy `lru-split-stale`, which "
-            "turns off only the LRU-order oracle, so the run gets past finding 2 (shared by both commits) to the lock "
-            "properties, where f074873 fails for #52.",
+            "Finding 2 (a split keeps the stale timestamp, shared by both commits) is waived "
+            "(`reports/waivers/mini_sglang.txt`), not declared away: its cells read `waived`, and the state machine goes on "
+            "past it to the lock properties, where f074873 fails for #52. (This replaced the `*_no_lru_oracle` "
+            "diagnostics, which declared the policy `lru-split-stale`.)",
         ],
         _phrases([("removed locked", "#1 lock skips the handle's own node (mini-sglang#52)"),
                   ("cached tokens are under a lock", "#1 lock skips the handle's own node (mini-sglang#52)"),
@@ -286,6 +298,8 @@ def run_matrix(targets: dict[str, str], profile: str, xdist: list[str]) -> tuple
     collector = _Collector(started)
     args = ["--pyargs", CONFORMANCE, f"--hypothesis-profile={profile}", "-p", "no:cacheprovider", "-p", "no:terminal",
             "-p", "no:randomly", "-o", "addopts=", *xdist]
+    for path in waiver_files():
+        args += ["--radix-waive", str(path)]
     for name, spec in targets.items():
         args += ["--radix-target", f"{name}={spec}"]
     pytest.main(args, plugins=[collector])
@@ -308,12 +322,12 @@ def rows_of(targets: dict[str, str], verdicts: list) -> list[dict]:
         if name is None:  # a conformance test that takes no target (the scheduler's own order)
             continue
         column = f"{test}[{rest}]" if rest else test
-        rows[name]["tests"][column] = {k: getattr(v, k) for k in ("outcome", "oracle", "reason", "program") if getattr(v, k)}
+        rows[name]["tests"][column] = {k: getattr(v, k) for k in ("outcome", "oracle", "reason", "program", "waived") if getattr(v, k)}
         rows[name]["seconds"] = round(rows[name]["seconds"] + v.seconds, 1)
     return list(rows.values())
 
 
-CELL = {"passed": "pass", "failed": "**FAIL**", "skipped": "skip"}
+CELL = {"passed": "pass", "failed": "**FAIL**", "skipped": "skip", "waived": "waived"}
 PROFILE_NOTE = {
     "audit": "`ci`'s derandomized search, stopping at the first bug per test, shrunk within a bounded time",
     "mutation": "`ci`'s derandomized search, stopping at the first bug per test, unshrunk",
@@ -339,9 +353,15 @@ def _table(rows: list[dict], columns: list[str]) -> list[str]:
         if r.get("not_run"):
             lines.append(f"| `{r['name']}` | {r['not_run']} |" + " |" * max(len(columns) - 1, 0))
             continue
-        cells = [CELL.get(r["tests"].get(t, {}).get("outcome", ""), "—") for t in columns]
+        cells = [_cell(r["tests"].get(t, {})) for t in columns]
         lines.append(f"| `{r['name']}` | " + " | ".join(cells) + " |")
     return lines
+
+
+def _cell(verdict: dict) -> str:
+    """A test's cell; a pass that met waived findings on the way says so."""
+    cell = CELL.get(verdict.get("outcome", ""), "—")
+    return f"{cell} (waived)" if verdict.get("outcome") == "passed" and verdict.get("waived") else cell
 
 
 def _counts(row: dict) -> dict[str, int]:
@@ -352,7 +372,8 @@ def _failures(rows: list[dict], finding_of: Callable[[str, str, str], str] | Non
     out: list[str] = []
     for r in rows:
         bad = {t: d for t, d in r["tests"].items() if d["outcome"] == "failed"}
-        if not bad:
+        waived = [(t, w) for t, d in sorted(r["tests"].items()) for w in d.get("waived", [])]
+        if not bad and not waived:
             continue
         out += [f"#### `{r['name']}` (`{r['spec']}`)", ""]
         for t, d in sorted(bad.items()):
@@ -361,6 +382,10 @@ def _failures(rows: list[dict], finding_of: Callable[[str, str, str], str] | Non
                     f"{d.get('reason', '')}"]
             if d.get("program"):
                 out += ["", "  ```python", *("  " + ln for ln in d["program"].splitlines()), "  ```", ""]
+        for t, w in waived:
+            finding = finding_of(r["name"], t, w["message"]) if finding_of else ""
+            out += [f"- `{t}` — waived: oracle *{w['oracle']}*{f' — **finding {finding}**' if finding else ''}: "
+                    f"{w['message']} ({w['waiver'].rpartition('/')[2]})"]
         out.append("")
     return out
 
@@ -410,19 +435,21 @@ def render(rows: list[dict], meta: dict) -> str:
         f"in {meta['wall_seconds']:.0f} s wall on this machine ({meta['machine']}). Hypothesis profile `{meta['profile']}` "
         f"({PROFILE_NOTE.get(meta['profile'], 'see README')}). "
         "`skip` = the implementation declares it does not offer what the property needs (its `capabilities`: "
-        "never sent, so never failed); `—` = not run for it (a page size it does not declare).",
+        "never sent, so never failed); `—` = not run for it (a page size it does not declare); `waived` = failed only "
+        "with a known finding (`reports/waivers/`), `pass (waived)` = passed, looking past one.",
         "",
         "## Summary",
         "",
-        "| implementation | passed | failed | skipped | s (sum of items) |",
-        "|---|---|---|---|---|",
+        "| implementation | passed | failed | skipped | waived | s (sum of items) |",
+        "|---|---|---|---|---|---|",
     ]
     for r in rows:
         c = _counts(r)
         if r.get("not_run"):
-            out.append(f"| `{r['name']}` | {r['not_run']} | | | |")
+            out.append(f"| `{r['name']}` | {r['not_run']} | | | | |")
             continue
-        out.append(f"| `{r['name']}` | {c['passed']} | {c['failed'] or ''} | {c['skipped'] or ''} | {r['seconds']} |")
+        out.append(f"| `{r['name']}` | {c['passed']} | {c['failed'] or ''} | {c['skipped'] or ''} | {c['waived'] or ''} | "
+                   f"{r['seconds']} |")
     for rerun in meta.get("reruns", []):
         out += ["", f"Rows of {', '.join(f'`{k}`' for k in rerun['engines'])} re-run by `{rerun['command']}` "
                     f"({rerun['targets']} targets, {rerun['wall_seconds']:.0f} s wall, {rerun['machine']}); "
@@ -452,7 +479,7 @@ def render(rows: list[dict], meta: dict) -> str:
                 "", "### Verdicts", "", *_table(mine, columns), ""]
         failures = _failures(mine, engine.finding_of)
         if failures:
-            out += ["### Failures, each linked to its finding", "", *failures]
+            out += ["### Failures and waived findings, each linked to its finding", "", *failures]
     out += ["## Kit failures (mutants: every one expected)", "", *_failures(mutants, None)] if mutants else []
     return "\n".join(out) + "\n"
 

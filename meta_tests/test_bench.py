@@ -1,0 +1,253 @@
+"""Meta-tests of ``radixcheck bench``: the growth fit, and the flags on caches we know.
+
+The flag tests measure cost in *executed Python lines* (a ``sys.settrace`` counter passed as the
+bench's clock) instead of CPU time: deterministic, so they cannot flake on a loaded machine, and
+small trees suffice because a scan shows up in the count at any size. That the CPU-time figures
+agree is shown by the committed runs (README, reports/COST.md), not by a timed test.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import sys
+import threading
+from pathlib import Path
+
+import pytest
+
+from radixcheck.bench import BenchPlan, OpCost, bench
+from radixcheck.cli import main
+from radixcheck.properties.growth import FLAG_EXPONENT, grows_too_fast, growth_exponent
+from radixcheck.properties.memory_limit import MemoryLimitExceeded, memory_limit, resident_bytes
+from radixcheck.properties.mutants import CORRECT_VARIANTS
+from radixcheck.properties.target import load_target
+
+SIZES = (16, 64, 256, 1024)
+
+
+# ---- the fit ---------------------------------------------------------------------------------
+
+
+def _points(cost, sizes=SIZES, repeats=3, wobble=0.0):
+    return [(n, cost(n) * (1 + wobble * ((r % 3) - 1))) for n in sizes for r in range(repeats)]
+
+
+def test_linear_cost_fits_one_and_is_flagged() -> None:
+    e = growth_exponent(_points(lambda n: 3e-6 * n, wobble=0.2))
+    assert abs(e - 1.0) < 0.05
+    assert grows_too_fast(e)
+
+
+def test_flat_and_logarithmic_costs_are_not_flagged() -> None:
+    assert abs(growth_exponent(_points(lambda n: 2e-6, wobble=0.2))) < 0.05
+    e = growth_exponent(_points(lambda n: 1e-7 * math.log2(n), sizes=(16, 128, 1024, 4096, 12500)))
+    assert 0.1 < e < FLAG_EXPONENT
+
+
+def test_one_wild_repeat_does_not_make_a_flag() -> None:
+    points = _points(lambda n: 2e-6, sizes=(16, 128, 1024, 8192))
+    points.append((8192, 2e-3))  # one batch 1000x slower: another process took the core
+    assert not grows_too_fast(growth_exponent(points))
+
+
+def test_a_fit_needs_two_sizes() -> None:
+    with pytest.raises(ValueError, match="two or more sizes"):
+        growth_exponent([(100, 1.0), (100, 2.0)])
+    with pytest.raises(ValueError, match="positive"):
+        growth_exponent([(0, 1.0), (10, 1.0)])
+
+
+def test_a_flag_needs_three_sizes_and_reads_the_large_ones() -> None:
+    two = OpCost("evict", "call", "wide", "", points=_points(lambda n: 1e-6 * n, sizes=(16, 64)))
+    two.finish()
+    assert not two.flagged and two.verdict.startswith("not judged")
+    # A fixed 40 µs hides the linear term on the smallest tree (SGLang's evict(1) shape); the flag reads the sizes above it.
+    five = OpCost("evict", "call", "wide", "", points=_points(lambda n: 4e-5 + 1.2e-6 * n, sizes=(16, 128, 1024, 4096, 12500)))
+    five.finish()
+    assert five.flagged and five.exponent > five.exponent_all_sizes
+
+
+# ---- the flags, measured in executed lines ---------------------------------------------------
+
+
+class LineClock:
+    """Counts the Python lines the measured calls execute: a cost no other process moves.
+
+    The bench reads its clock right before and right after each measured call, so odd reads
+    start the count (tracing this thread) and even reads stop it: the trees' building and the
+    bench's own bookkeeping run untraced, at full speed."""
+
+    def __init__(self) -> None:
+        self.lines = 0
+        self._reads = 0
+
+    def _trace(self, frame, event, arg):
+        if event == "line":
+            self.lines += 1
+        return self._trace
+
+    def __call__(self) -> float:
+        self._reads += 1
+        sys.settrace(self._trace if self._reads % 2 else None)
+        return float(self.lines)
+
+
+REFERENCE = "radixcheck.reference:RadixCache"
+RESCANS = "radixcheck.properties.slow_variants:EvictRescansPerLeaf"
+SCANS = "radixcheck.properties.slow_variants:ChildLookupScans"
+
+
+CORRECT = [f"radixcheck.properties.mutants:{v.__name__}" for v in CORRECT_VARIANTS]
+
+
+@pytest.fixture(scope="module")
+def measured():
+    targets = [(load_target(spec), 1) for spec in (REFERENCE, RESCANS, SCANS, *CORRECT)]
+    results = bench(targets, BenchPlan(wide_leaves=SIZES, deep_levels=(4, 8, 16), repeats=1), clock=LineClock())
+    sys.settrace(None)
+    return {r.spec: r for r in results}
+
+
+@pytest.mark.parametrize("spec", [REFERENCE, *CORRECT])
+def test_reference_and_correct_variants_are_never_flagged_on_match_insert_or_evict(measured, spec) -> None:
+    ops = measured[spec].ops
+    for name in ("match_prefix", "insert", "evict", "match_prefix_deep", "insert_deep", "inc_lock_ref", "dec_lock_ref"):
+        assert ops[name].points and not ops[name].flagged, (name, ops[name].exponent, ops[name].medians())
+
+
+def test_eviction_that_rescans_per_leaf_is_flagged_on_evict(measured) -> None:
+    ops = measured[RESCANS].ops
+    assert ops["evict"].flagged, ops["evict"].medians()
+    assert not ops["match_prefix"].flagged and not ops["insert"].flagged
+
+
+def test_scanning_child_lookup_is_flagged_on_match_and_insert(measured) -> None:
+    ops = measured[SCANS].ops
+    assert ops["match_prefix"].flagged, ops["match_prefix"].medians()
+    assert ops["insert"].flagged, ops["insert"].medians()
+    assert not ops["evict"].flagged
+    assert not ops["match_prefix_deep"].flagged  # two children a node: the deep tree does not see it
+
+
+def test_an_operation_the_target_does_not_offer_is_never_sent() -> None:
+    target = load_target("radixcheck.properties.mutants:MatchAndLockReference")
+    no_quarantine = load_target("radixcheck.properties.adapters.lightllm_radix:radix_cache")
+    assert not no_quarantine.capabilities.supports_quarantine
+    # MatchAndLockReference asserts if a lock does not follow its match: the bench must lock straight after.
+    (result,) = bench([(target, 1)], BenchPlan(wide_leaves=(16, 32), deep_levels=(4, 8), repeats=1, max_seconds=30))
+    assert result.ops["inc_lock_ref"].points and not result.ops["inc_lock_ref"].stopped
+
+
+# ---- limits ----------------------------------------------------------------------------------
+
+
+class Hangs:
+    """A cache whose eviction never returns once the tree is larger than a few leaves."""
+
+    def __init__(self, allocator, page_size):
+        from radixcheck.reference import RadixCache
+
+        self._inner = RadixCache(allocator, page_size)
+        self.page_size = page_size
+
+    def __getattr__(self, name):
+        return getattr(self._inner, name)
+
+    def evict(self, num_tokens):
+        if self._inner.total_size() > 200:
+            while True:
+                pass
+        return self._inner.evict(num_tokens)
+
+
+Hangs.capabilities = load_target(REFERENCE).capabilities  # type: ignore[attr-defined]
+
+
+def test_a_hanging_operation_gets_a_verdict_within_the_op_limit(monkeypatch) -> None:
+    monkeypatch.setenv("RADIXCHECK_OP_TIMEOUT", "0.5")
+    target = load_target("meta_tests.test_bench:Hangs")
+    (result,) = bench([(target, 1)], BenchPlan(wide_leaves=(16, 64), deep_levels=(4, 8), repeats=1, max_seconds=30))
+    for name in ("evict", "evict_small"):
+        assert result.ops[name].flagged and "operation limit" in result.ops[name].verdict, result.ops[name].verdict
+    assert not result.ops["match_prefix"].flagged
+
+
+class Leaks(Hangs):
+    """A cache whose inserts each keep 16 MiB once the tree has a few leaves: memory without bound."""
+
+    hoard: list = []
+
+    def evict(self, num_tokens):
+        return self._inner.evict(num_tokens)
+
+    def insert(self, tokens, values):
+        if self._inner.total_size() > 200:
+            Leaks.hoard.append(bytearray(16 * 2**20))
+        return self._inner.insert(tokens, values)
+
+
+Leaks.capabilities = Hangs.capabilities  # type: ignore[attr-defined]
+
+
+def test_memory_without_bound_gets_a_verdict_not_a_dead_process() -> None:
+    if resident_bytes() == 0 or threading.current_thread() is not threading.main_thread():
+        pytest.skip("needs /proc/self/statm and the main thread")
+    target = load_target("meta_tests.test_bench:Leaks")
+    try:
+        (result,) = bench([(target, 1)], BenchPlan(wide_leaves=(16, 64), deep_levels=(4, 8), repeats=1, memory_mib=96))
+    finally:
+        Leaks.hoard.clear()
+    assert result.ops["insert"].flagged and "memory" in result.ops["insert"].verdict, result.ops["insert"].verdict
+    assert result.ops["match_prefix"].points and not result.ops["match_prefix"].flagged
+
+
+def test_memory_limit_interrupts_a_runaway_allocation() -> None:
+    if resident_bytes() == 0 or threading.current_thread() is not threading.main_thread():
+        pytest.skip("needs /proc/self/statm and the main thread")
+    hoard = []
+    with pytest.raises(MemoryLimitExceeded), memory_limit(resident_bytes() + 64 * 2**20):
+        while True:
+            hoard.append(bytearray(2**20))
+    del hoard
+
+
+# ---- the command -----------------------------------------------------------------------------
+
+
+def test_bench_command_writes_the_json_keys_and_report(tmp_path: Path, capsys) -> None:
+    out = tmp_path / "cost.json"
+    code = main(["bench", RESCANS, "--sizes", "16,32", "--deep-levels", "4,8", "--repeats", "1",
+                 "--json", str(out), "--report", str(tmp_path / "cost.md"), "--max-seconds", "30"])
+    assert code == 0
+    doc = json.loads(out.read_text())
+    assert doc["target"] == RESCANS
+    for name in ("match_prefix", "evict"):
+        op = doc["ops"][name]
+        assert {"points", "exponent", "flagged"} <= set(op)
+        assert all(len(p) == 2 and p[0] > 0 and p[1] > 0 for p in op["points"])
+    assert doc["reference"]["target"] == REFERENCE
+    assert "radixcheck bench" in (tmp_path / "cost.md").read_text()
+    assert "evict_small" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("argv", [
+    ["bench", "--sizes", "1,x"],
+    ["bench", "--max-seconds", "0"],
+    ["bench", "no_such_module:make"],
+    ["bench", REFERENCE, "--page-size", "3"],
+])
+def test_bad_arguments_exit_2_with_one_line(argv, capsys) -> None:
+    try:
+        code = main(argv)
+    except SystemExit as exc:
+        code = exc.code
+    assert code == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and err.startswith("radixcheck bench: error:"), err
+
+
+def test_without_a_factory_the_plugins_target_is_benched(monkeypatch, capsys) -> None:
+    monkeypatch.setenv("RADIXCHECK_TARGET", f"scans={SCANS}")  # the plugin's '[name=]module:factory'
+    assert main(["bench", "--sizes", "16,32", "--deep-levels", "4,8", "--repeats", "1", "--no-reference"]) == 0
+    assert f"bench {SCANS} at page size 1" in capsys.readouterr().out

@@ -1,0 +1,158 @@
+"""`radixcheck audit` reports one finding per root cause, most fundamental first, naming every
+test it failed; a crash or an ExceptionGroup keeps each exception's type, message and program
+(issue 20, items 3 and 4)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from radixcheck import profiles
+from radixcheck.audit import AuditResult, Verdict, findings_of, report_card, shape_of, write_outputs
+from radixcheck.properties.cache_machine import machine_for
+from radixcheck.properties.contract import DEFAULT_CAPABILITIES
+from radixcheck.properties.failures import describe_failure
+from radixcheck.properties.mutants import EvictsLockedLeaf, MostRecentFirst
+from radixcheck.properties.scale_machine import scale_machine_for
+from radixcheck.properties.verdict import run_machine
+from radixcheck.reference import RadixCache
+
+MACHINES = {"test_cache_state_machine": machine_for, "test_cache_at_production_scale": scale_machine_for}
+
+
+def _verdict(test: str, run) -> Verdict:  # noqa: ANN001 - a callable that must fail
+    with pytest.raises(Exception) as caught:  # noqa: PT011 - any failure is a verdict
+        run()
+    d = describe_failure(caught.value)
+    return Verdict(test, "failed", 0.0, d["oracle"], d["reason"], d["program"], d["exceptions"])
+
+
+def _machine_verdict(cache: type[RadixCache], test: str, page_size: int) -> Verdict:
+    machine = MACHINES[test](cache, DEFAULT_CAPABILITIES, page_size, cache.__name__)
+    return _verdict(f"{test}[page_size={page_size}]", lambda: run_machine(machine, profiles.SETTINGS["mutation"]))
+
+
+def test_one_root_cause_in_several_tests_and_page_sizes_is_one_finding() -> None:
+    """EvictsLockedLeaf fails both machines at two page sizes, with four different messages:
+    one finding naming the four tests; a second root cause (MostRecentFirst's LRU order) stays
+    apart and is listed after it (refcounts before LRU)."""
+    locked = [_machine_verdict(EvictsLockedLeaf, test, p) for test in MACHINES for p in (1, 4)]
+    assert len({v.reason for v in locked}) > 1, "the four failures differ in their specifics"
+    lru = _machine_verdict(MostRecentFirst, "test_cache_state_machine", 4)
+    findings = findings_of([lru, *locked, Verdict("test_reset_empties_the_cache[page_size=4]", "passed", 0.0)])
+    assert [f.oracle for f in findings] == ["2 refcount safety", "4 LRU order"]
+    assert sorted(findings[0].tests) == sorted(v.test for v in locked)
+    assert findings[1].tests == [lru.test]
+    assert "state." in findings[0].program
+
+
+def test_findings_are_listed_most_fundamental_first() -> None:
+    oracles = ["6 DFS bound", "4 LRU order", "2 refcount safety", "crash (KeyError raised during a legal call)",
+               "1 prefix-set model", "3 slot conservation", "error"]
+    verdicts = [Verdict(f"t{i}", "failed", 0.0, oracle, f"reason {i}") for i, oracle in enumerate(oracles)]
+    assert [f.oracle for f in findings_of(verdicts)] == [
+        "error", "1 prefix-set model", "3 slot conservation", "2 refcount safety",
+        "crash (KeyError raised during a legal call)", "4 LRU order", "6 DFS bound"]
+
+
+@pytest.mark.parametrize(("one", "other"), [
+    ("evict(2) returned 3 but freed 4 slots", "evict(8) returned 12 but freed 16 slots"),
+    ("evict() removed locked page(s) ending prefix [3, 0], [3, 0, 2]", "evict() removed locked page(s) ending prefix [0, 0, 0, 0]"),
+    ("stale handle Node(key=(0, 0), lock_ref=0, dead)", "stale handle Node(key=(7,), lock_ref=1, dead)"),
+    ("match_prefix([1, 2, … 4, 5] (3000 tokens)) returned 9 values", "match_prefix([1]) returned 2 values"),
+])
+def test_the_same_failure_with_other_specifics_has_one_shape(one: str, other: str) -> None:
+    assert shape_of(one) == shape_of(other)
+
+
+def test_different_calls_have_different_shapes() -> None:
+    assert shape_of("evict(2) returned 3 but freed 4 slots") != shape_of("evict_prefix([2]) returned 3 but freed 4 slots")
+    assert shape_of("protected_size() is 0, but 64 cached tokens are under a lock") != shape_of(
+        "evict() removed locked page(s) ending prefix [0]")
+
+
+class CrashesInEvict(RadixCache):
+    def evict(self, num_tokens: int) -> int:
+        if num_tokens > 0 and self.evictable_size() > 0:
+            raise RuntimeError("evict blew up")
+        return super().evict(num_tokens)
+
+
+def test_a_crash_keeps_its_program_type_message_and_place() -> None:
+    v = _machine_verdict(CrashesInEvict, "test_cache_state_machine", 1)
+    assert v.oracle == "crash (RuntimeError raised during a legal call)"
+    [e] = v.exceptions
+    assert (e["type"], e["message"]) == ("RuntimeError", "evict blew up")
+    assert "state." in e["program"] and "state.sizes_add_up()" not in e["program"]
+    assert e["raised_at"].startswith(__file__) and e["raised_at"].endswith("in evict")
+
+
+def _two_bugs() -> None:
+    @settings(database=None, derandomize=True, report_multiple_bugs=True, max_examples=200)
+    @given(st.integers(0, 100))
+    def two_bugs(n: int) -> None:
+        if n % 2 and n > 10:
+            raise RuntimeError(f"odd {n}")
+        if n > 10:
+            raise KeyError(f"even {n}")
+
+    two_bugs()
+
+
+def test_an_exception_group_keeps_every_exception_in_the_card_and_the_json(tmp_path: Path) -> None:
+    """Hypothesis reports two distinct bugs as an ExceptionGroup: each keeps its type, message
+    and program, in the verdict, the findings, the report card and the JSON."""
+    v = _verdict("test_dfs_order_meets_the_bound[page_size=1]", _two_bugs)
+    assert sorted(e["type"] for e in v.exceptions) == ["KeyError", "RuntimeError"]
+    assert all("two_bugs(" in e["program"] for e in v.exceptions)
+    assert "KeyError" in v.reason and "RuntimeError" in v.reason
+    result = AuditResult("mine:make", "Capabilities(...)", [], "ci", [v], 1.0, 1)
+    assert sorted(f.exception for f in result.findings) == ["KeyError", "RuntimeError"]
+    card = report_card(result)
+    assert "no program" not in card
+    for e in v.exceptions:
+        assert e["message"] in card and e["program"].splitlines()[0] in card
+    write_outputs(result, None, tmp_path / "audit.json")
+    saved = json.loads((tmp_path / "audit.json").read_text())
+    assert sorted(e["type"] for e in saved["verdicts"][0]["exceptions"]) == ["KeyError", "RuntimeError"]
+    assert sorted(f["exception"] for f in saved["findings"]) == ["KeyError", "RuntimeError"]
+
+
+ACCEPTS_BAD_PAGE_SIZES = """
+    from radixcheck import Capabilities
+    from radixcheck.reference import RadixCache
+
+    def make(allocator, page_size):
+        if not isinstance(page_size, int) or isinstance(page_size, bool) or page_size < 1:
+            page_size = 1  # the bug: a bad page size is accepted
+        return RadixCache(allocator, page_size)
+
+    make.capabilities = Capabilities(page_sizes=(1, 2))
+"""
+
+
+def audit_construction(project: Path, *args: str) -> subprocess.CompletedProcess:
+    """``radixcheck audit`` over the construction tests only (seconds, not a minute)."""
+    program = ("import sys, radixcheck.audit as audit; audit.CONFORMANCE = 'radixcheck.properties.conformance.test_construction'; "
+               "from radixcheck.cli import main; sys.exit(main(sys.argv[1:]))")
+    return subprocess.run([sys.executable, "-c", program, "audit", "lenient:make", "-n", "0", *args],
+                          cwd=project, capture_output=True, text=True, timeout=120)
+
+
+def test_the_audit_prints_one_finding_for_five_failing_tests(tmp_path: Path) -> None:
+    (tmp_path / "lenient.py").write_text(textwrap.dedent(ACCEPTS_BAD_PAGE_SIZES))
+    run = audit_construction(tmp_path, "--json", "audit.json", "--report", "audit.md")
+    assert run.returncode == 1, run.stdout + run.stderr
+    assert "1 finding(s) in 5 failing test(s)" in run.stdout
+    [line] = [ln for ln in run.stdout.splitlines() if ln.startswith("failed 5 test(s): ")]
+    assert all(f"test_bad_page_size_is_refused[{p}]" in line for p in ("0", "-1", "1.5", "True", "None"))
+    [finding] = json.loads((tmp_path / "audit.json").read_text())["findings"]
+    assert finding["oracle"] == "bad input refused, state unchanged" and len(finding["tests"]) == 5
+    assert "### 1. bad input refused" in (tmp_path / "audit.md").read_text()

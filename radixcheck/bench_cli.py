@@ -1,0 +1,109 @@
+"""The ``radixcheck bench`` subcommand: its arguments, and the run from arguments to outputs.
+
+    radixcheck bench mymodule:make                       # table; target beside the reference
+    radixcheck bench mymodule:make --json cost.json --report cost.md --plot cost.png --max-seconds 60
+
+Exit 0: measured (flags are findings, printed); 1: with ``--fail-on-flag``, the target has a
+flagged operation; 2: usage or load error (one line).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from pathlib import Path
+
+from radixcheck.argtypes import positive_int, positive_seconds
+from radixcheck.bench import DEFAULT_MAX_SECONDS, DEFAULT_MEMORY_MIB, DEFAULT_REPEATS, BenchPlan, bench, default_page_size
+from radixcheck.properties.target import DEFAULT_TARGET, TARGET_ENV, TIMEOUT_ENV, TargetError, check_target, load_target
+
+EXIT_MEASURED, EXIT_FLAGGED, EXIT_USAGE = 0, 1, 2
+
+
+def _sizes(text: str) -> tuple[int, ...]:
+    try:
+        sizes = tuple(int(x) for x in text.split(","))
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a comma-separated list of integers") from exc
+    if len(sizes) < 2 or min(sizes) < 2:
+        raise argparse.ArgumentTypeError(f"{text!r}: give two or more sizes, each >= 2")
+    return tuple(sorted(set(sizes)))
+
+
+def add_bench_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
+    bench_parser = sub.add_parser(
+        "bench", help="measure how each cache operation's cost grows with the cache (target beside the reference)",
+        description="Measure FACTORY's cost per unit of work for each contract operation at cache sizes from ~10^2 to "
+                    "~10^5 tokens, fit the growth exponent, and flag operations whose cost per unit grows about linearly "
+                    "with the cache. Exit 0: measured; 1: flagged (with --fail-on-flag); 2: usage or load error.")
+    bench_parser.add_argument("factory", nargs="?",
+                              help=f"the cache factory, 'package.module:factory' (default: ${TARGET_ENV}, else {DEFAULT_TARGET}, "
+                                   "as the pytest plugin chooses)")
+    bench_parser.add_argument("--json", type=Path, help="write every point, fit and verdict (JSON) here")
+    bench_parser.add_argument("--report", type=Path, help="write a markdown report here (it shows the --plot, if one is written)")
+    bench_parser.add_argument("--plot", type=Path, help="write the log-log plot here (needs matplotlib: radixcheck[plots])")
+    bench_parser.add_argument("--max-seconds", type=positive_seconds, default=str(DEFAULT_MAX_SECONDS),
+                              help=f"bound on the whole run (default {DEFAULT_MAX_SECONDS:g})")
+    bench_parser.add_argument("--op-timeout", type=positive_seconds, help="time limit of each call into the target, seconds (default 5)")
+    bench_parser.add_argument("--max-memory-mib", type=positive_int, default=DEFAULT_MEMORY_MIB,
+                              help=f"resident memory the target may add before it is stopped (default {DEFAULT_MEMORY_MIB})")
+    bench_parser.add_argument("--sizes", type=_sizes, help="wide tree sizes in leaves of 8 tokens (default 16,128,1024,4096,12500)")
+    bench_parser.add_argument("--deep-levels", type=_sizes, help="deep tree depths (default 16,64,256,1024)")
+    bench_parser.add_argument("--repeats", type=positive_int, default=DEFAULT_REPEATS,
+                              help=f"timed batches a size (default {DEFAULT_REPEATS})")
+    bench_parser.add_argument("--page-size", type=positive_int, help="page size (default 1 where offered, else the smallest declared)")
+    bench_parser.add_argument("--no-reference", action="store_true", help="do not measure the reference beside the target")
+    bench_parser.add_argument("--fail-on-flag", action="store_true", help="exit 1 when the target has a flagged operation")
+    bench_parser.add_argument("--seed", type=int, default=0, help="seed of the query choices (default 0)")
+    return bench_parser  # radixcheck.argtypes.ArgumentParser, as its parent: a usage error is one line, exit 2
+
+
+def run_bench(args: argparse.Namespace) -> int:
+    from radixcheck.bench_report import markdown, plot, table, to_json, write_json
+    from radixcheck.reports.machine import describe, one_line
+
+    def fail(message: str) -> int:
+        print(f"radixcheck bench: error: {message}", file=sys.stderr)
+        return EXIT_USAGE
+
+    if args.op_timeout:
+        os.environ[TIMEOUT_ENV] = args.op_timeout
+    spec = args.factory or os.environ.get(TARGET_ENV, DEFAULT_TARGET)
+    name, eq, rest = spec.partition("=")
+    if eq and ":" not in name:  # the plugin's '[name=]package.module:factory'
+        spec = rest
+    try:
+        target = load_target(spec)
+        check_target(target)
+        reference = load_target(DEFAULT_TARGET)
+    except TargetError as exc:
+        return fail(str(exc))
+    page_size = args.page_size or default_page_size(target)
+    if page_size not in target.capabilities.page_sizes:
+        return fail(f"--page-size {page_size}: {target.spec} declares page sizes {list(target.capabilities.page_sizes)}")
+    with_reference = not args.no_reference and target.spec != DEFAULT_TARGET and page_size in reference.capabilities.page_sizes
+    plot_path = args.plot
+    try:
+        plan = BenchPlan(**{k: v for k, v in (("wide_leaves", args.sizes), ("deep_levels", args.deep_levels)) if v},
+                         repeats=args.repeats, max_seconds=float(args.max_seconds), memory_mib=args.max_memory_mib)
+    except ValueError as exc:
+        return fail(str(exc))
+    print(f"radixcheck: bench {target.spec} at page size {page_size}"
+          + (" beside the reference (interleaved)" if with_reference else "") + f"; at most {plan.max_seconds:g} s", flush=True)
+    pairs = [(target, page_size)] + ([(reference, page_size)] if with_reference else [])
+    results = bench(pairs, plan, seed=args.seed, progress=lambda line: print(f"radixcheck: {line}", flush=True))
+    mine, ref = results[0], (results[1] if with_reference else None)
+    machine = describe()
+    print()
+    print(table(mine, ref))
+    print(f"\nCPU: {machine['cpu']} ({machine['cores']} cores); {mine.seconds:.0f} s")
+    if args.json:
+        write_json(args.json, to_json(mine, ref, plan, machine))
+    wrote_plot = bool(plot_path) and plot(results, plot_path, f"{target.spec}, page size {page_size}")
+    if args.report:
+        args.report.parent.mkdir(parents=True, exist_ok=True)
+        args.report.write_text(markdown(mine, ref, plan, one_line(machine), plot_path if wrote_plot else None))
+    flags = mine.flagged()
+    print(f"radixcheck: {target.spec}: " + (f"{len(flags)} flagged: {', '.join(flags)}" if flags else "nothing flagged"))
+    return EXIT_FLAGGED if flags and args.fail_on_flag else EXIT_MEASURED

