@@ -92,6 +92,8 @@ SGLANG_FINDING = [
     ("raised but changed the cache", "#7 refused unlock is not atomic"),
     ("accepted it instead of raising", "#1 unmatched unlock accepted (lock_ref -1)"),
     ("stale", "#4 stale handle across reset"),
+    ("maximum recursion depth", "#8 all_values_flatten recurses (a deep tree)"),
+    (") survived", "#3 mid-edge hit refreshes the unused suffix"),  # the LRU oracle's wording since issue 19
 ]
 
 
@@ -176,6 +178,7 @@ ENGINES = [
             "diagnostics, which declared the policy `lru-split-stale`.)",
         ],
         _phrases([("removed locked", "#1 lock skips the handle's own node (mini-sglang#52)"),
+                  ("cached tokens are under a lock", "#1 lock skips the handle's own node (mini-sglang#52)"),
                   ("LRU", "#2 a split keeps the stale timestamp"), ("kept going", "#2 a split keeps the stale timestamp"),
                   ("survived", "#2 a split keeps the stale timestamp"),
                   ("another cache", "#4 foreign handle accepted"), ("foreign", "#4 foreign handle accepted"),
@@ -198,7 +201,8 @@ ENGINES = [
             "`dec_node_ref_counter` checks nothing (`checks_locks=False`); `radix_cache_strict` declares True to show the "
             "consequences (findings 2, 3). Callers are trusted with arguments (`validates_input=False`).",
         ],
-        _phrases([("LRU", "#1 an insert ending mid-edge refreshes the whole edge"),
+        _phrases([("maximum recursion depth", "#6 recursion on paths ~1,000 nodes deep"),
+                  ("LRU", "#1 an insert ending mid-edge refreshes the whole edge"),
                   ("kept going", "#1 an insert ending mid-edge refreshes the whole edge"),
                   ("survived", "#1 an insert ending mid-edge refreshes the whole edge"),
                   ("another cache", "#3 a foreign node's release is accepted"),
@@ -263,7 +267,8 @@ def merge_rows(previous: list[dict], rows: list[dict], partial: bool) -> tuple[l
     that has verdicts, and a partial run (``--only``) keeps every row it did not run. Returns the
     rows and the names whose earlier verdicts were kept instead of this run's "not run"."""
     old = {r["name"]: r for r in previous}
-    kept = [r["name"] for r in rows if r.get("not_run") and old.get(r["name"], {}).get("tests")]
+    # a row this run could not run, or ran without a single verdict, never replaces verdicts
+    kept = [r["name"] for r in rows if (r.get("not_run") or not r["tests"]) and old.get(r["name"], {}).get("tests")]
     mine = [old[r["name"]] if r["name"] in kept else r for r in rows]
     if not partial:
         return mine, kept
@@ -299,18 +304,27 @@ def run_matrix(targets: dict[str, str], profile: str, xdist: list[str]) -> tuple
         args += ["--radix-target", f"{name}={spec}"]
     pytest.main(args, plugins=[collector])
     wall = round(time.monotonic() - started, 1)
+    return rows_of(targets, collector.verdicts), wall
+
+
+def rows_of(targets: dict[str, str], verdicts: list) -> list[dict]:
+    """One row per target from the run's verdicts, each attributed by the target name in its id."""
     rows = {name: {"name": name, "spec": spec, "seconds": 0.0, "tests": {}} for name, spec in targets.items()}
     by_length = sorted(targets, key=len, reverse=True)  # names may contain '-': match the longest first
-    for v in collector.verdicts:
+    only = by_length[0] if len(targets) == 1 else None  # one target: the plugin leaves its name out of the ids
+    for v in verdicts:
         test, _, param = v.test.partition("[")
-        name = next((n for n in by_length if param.startswith(n + "-") or param == n + "]"), None)
+        if only is not None:
+            name, rest = (only, param.rstrip("]")) if param else (None, "")
+        else:
+            name = next((n for n in by_length if param.startswith(n + "-") or param == n + "]"), None)
+            rest = param[len(name) + 1:].rstrip("]") if name else ""
         if name is None:  # a conformance test that takes no target (the scheduler's own order)
             continue
-        rest = param[len(name) + 1:].rstrip("]")
         column = f"{test}[{rest}]" if rest else test
         rows[name]["tests"][column] = {k: getattr(v, k) for k in ("outcome", "oracle", "reason", "program", "waived") if getattr(v, k)}
         rows[name]["seconds"] = round(rows[name]["seconds"] + v.seconds, 1)
-    return list(rows.values()), wall
+    return list(rows.values())
 
 
 CELL = {"passed": "pass", "failed": "**FAIL**", "skipped": "skip", "waived": "waived"}

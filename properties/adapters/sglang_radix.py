@@ -45,7 +45,10 @@ What the adapter does besides forwarding (contract differences, all documented)
   :class:`SlotAllocator` one by one (no page rounding), so the suite counts every slot.
 * ``reset()``: SGLang's ``reset`` drops the tree without freeing anything (the server's
   ``flush_cache`` pairs it with ``allocator.clear()``, which would also take back slots that
-  requests hold). The adapter frees the tree's slots (``all_values_flatten``) and then resets.
+  requests hold). The adapter frees the tree's slots and then resets. It finds them by walking
+  the tree with a stack, not with SGLang's ``all_values_flatten``: that recurses once per node in
+  both Python trees and raises RecursionError on a path 1,000 nodes deep, which the production-
+  scale test builds (finding #8); the server's flush never calls it, so the adapter must not.
 * An empty match returns the sentinel :data:`ROOT` (the contract's root handle: lock and
   unlock are no-ops, before and after ``reset``). SGLang's own root handle is replaced by
   ``reset()``; locking the old one afterwards raises in RadixCache after it has already
@@ -258,8 +261,22 @@ class _Adapter:
     def protected_size(self) -> int:
         return int(self.cache.protected_size())
 
+    def _tree_values(self) -> np.ndarray:
+        """Every slot the tree holds. SGLang's ``all_values_flatten`` would do, but in both Python
+        trees it recurses once per node and raises RecursionError on a path 1,000 nodes deep
+        (``reports/sglang_findings.md`` #8); the server never calls it on a reset, so the adapter
+        walks the tree with a stack instead (subclasses name their tree's nodes)."""
+        values, stack = [], list(self._children(self._root()))
+        while stack:
+            node = stack.pop()
+            value = self._node_value(node)
+            if value is not None and len(value):
+                values.append(_np(value))
+            stack.extend(self._children(node))
+        return np.concatenate(values) if values else np.empty(0, np.int64)
+
     def reset(self) -> None:
-        held = _np(self.cache.all_values_flatten()) if self.total_size() else np.empty(0, np.int64)
+        held = self._tree_values() if self.total_size() else np.empty(0, np.int64)
         if len(held):
             self.allocator.free(held)
         self.cache.reset()
@@ -281,6 +298,15 @@ class SGLangRadixCache(_Adapter):
 
     def _is_root(self, node: Any) -> bool:
         return node is self.cache.root_node
+
+    def _root(self) -> Any:
+        return self.cache.root_node
+
+    def _children(self, node: Any) -> list[Any]:
+        return list(node.children.values())
+
+    def _node_value(self, node: Any) -> Any:
+        return node.value
 
     def _inc(self, handle: Any) -> None:
         self.cache.inc_lock_ref(handle)
@@ -327,6 +353,20 @@ class SGLangUnifiedRadixCache(_Adapter):
 
     def _is_root(self, node: Any) -> bool:
         return node == self.cache.root_node_handle()
+
+    def _tree_values(self) -> np.ndarray:
+        if self.backend == "rust":  # the Rust core's all_values_flatten does not recurse in Python
+            return _np(self.cache.all_values_flatten())
+        return super()._tree_values()
+
+    def _root(self) -> Any:
+        return self.cache.tree_core.root_node
+
+    def _children(self, node: Any) -> list[Any]:
+        return list(node.children.values())
+
+    def _node_value(self, node: Any) -> Any:
+        return node.component_data[self.sg.ComponentType.FULL].value
 
     def _inc(self, handle: Any) -> None:
         receipt = self.cache.inc_lock_ref(handle).to_dec_params()

@@ -131,7 +131,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from radixcheck.properties.adapters import sglang_radix as _sr
-from radixcheck.properties.adapters.sglang_radix import _factory, _np
+from radixcheck.properties.adapters.sglang_radix import _factory
 from radixcheck.properties.contract import Capabilities, SlotAllocator
 
 PIP_REQUIREMENTS: list[str] = []
@@ -295,7 +295,9 @@ class SGLangUnifiedSWA(_UnifiedWith):
         self.swa.get_kvcache().register_mapping(grown)
 
     def _held(self) -> set[int]:
-        return set(_np(self.cache.all_values_flatten()).tolist()) if self.total_size() else set()
+        # The tree walked with a stack: all_values_flatten recurses (sglang_findings.md #8). O(tree)
+        # per insert, which the production-scale test pays for (this tree only).
+        return set(self._tree_values().tolist()) if self.total_size() else set()
 
     def insert(self, tokens: Sequence[int], values) -> int:
         key = self._key(tokens)
