@@ -11,7 +11,7 @@ from hypothesis import settings
 from radixcheck import profiles
 from radixcheck.oracles.violations import LRUOrderViolation
 from radixcheck.properties.cache_machine import machine_for
-from radixcheck.properties.contract import DEFAULT_CAPABILITIES
+from radixcheck.properties.contract import DEFAULT_CAPABILITIES, Capabilities
 from radixcheck.properties.failures import oracle_of
 from radixcheck.properties.mutants import (
     CORRECT_VARIANTS,
@@ -102,3 +102,26 @@ def test_a_failing_program_shows_every_call_it_sent(monkeypatch) -> None:
     assert calls and all(" -> " in line for line in calls), program
     assert any(": evict(" in line for line in calls) and any(": insert(" in line for line in calls), program
     assert "last used by call " in str(caught.value) and "t=" not in str(caught.value), str(caught.value)
+
+
+class FixedPoolReference(RadixCache):
+    """A correct cache over a fixed pool of 512 pages (as vLLM's block pool): asked to hold more,
+    it fails (vLLM would evict lazily, behind the suite's back)."""
+
+    POOL_PAGES = 512
+    capabilities = Capabilities(max_cached_pages=POOL_PAGES)
+
+    def insert(self, tokens, values) -> int:  # noqa: ANN001 - the contract's types
+        prefix_len = super().insert(tokens, values)
+        assert self.total_size() <= self.POOL_PAGES * self.page_size, "pool overflow: the caller did not free memory first"
+        return prefix_len
+
+
+def test_a_declared_pool_is_never_overflowed() -> None:
+    """max_cached_pages: the suite evicts before an insert could overflow the pool, so a correct
+    cache with a small fixed pool passes; undeclared, the same cache overflows (so the capability
+    is what keeps it from a false alarm)."""
+    search = settings(find_only(), max_examples=30)
+    run_machine(machine_for(FixedPoolReference, FixedPoolReference.capabilities, 1, "variant_FixedPoolReference"), search)
+    with pytest.raises(AssertionError, match="pool overflow"):
+        run_machine(machine_for(FixedPoolReference, Capabilities(), 1, "variant_FixedPoolReference_undeclared"), search)

@@ -48,7 +48,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-from hypothesis import currently_in_test_context, note
+from hypothesis import assume, currently_in_test_context, note
 from hypothesis import strategies as st
 from hypothesis.stateful import Bundle, RuleBasedStateMachine, consumes, initialize, invariant, multiple, precondition, rule
 
@@ -371,8 +371,19 @@ class RadixCacheMachine(RuleBasedStateMachine):
                     f"a cache that never saw the prefix matches {want}"
                 )
 
+    def _make_room(self, tokens: tuple[int, ...]) -> None:
+        """A target with a fixed pool (``max_cached_pages``) is never asked to hold more: before an
+        insert that could overflow it, the caller evicts what it needs, as a scheduler does."""
+        limit = self.capabilities.max_cached_pages
+        if limit is not None:
+            assume(len(tokens) // self.page_size <= limit)  # an engine refuses a request longer than its pool
+            over = len(self.model.slot_owner) // self.page_size + len(tokens) // self.page_size - limit
+            if over > 0:
+                self._evict(over * self.page_size)
+
     def _insert(self, tokens: tuple[int, ...], values: np.ndarray) -> int:
         """Insert with a copy of ``values``: the copy is the caller's buffer, overwritten after the call."""
+        self._make_room(tokens)
         prefix_len = _as_int(self._call("insert", self._as_list_or_array(tokens), values.copy()), "insert")
         expected = self.model.insert(tokens, values.tolist())
         self.clock_calls[self.model.clock] = f"call {self.calls_sent}: insert({shown(tokens)})"

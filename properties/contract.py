@@ -156,6 +156,12 @@ class Capabilities:
     validates_input: bool = True
     """Whether malformed arguments (see "Bad input" above) raise and change nothing. Engines'
     caches usually trust their callers here too; ``False``: bad input is never sent."""
+    max_cached_pages: int | None = None
+    """The most pages the cache can hold at once (a fixed KV pool, e.g. vLLM's ``num_gpu_blocks``),
+    or ``None``. With a limit, the suite evicts before an insert that could overflow it, as a
+    scheduler frees memory before it allocates, so the world stays within the pool (the
+    production-scale world is then capped at it). A request longer than the pool is not sent (an
+    engine refuses it); the scale test's history alone is 3,100 pages."""
 
     def __post_init__(self) -> None:
         if not isinstance(self.eviction_policy, str) or not self.eviction_policy:
@@ -169,6 +175,9 @@ class Capabilities:
         if any(isinstance(p, bool) or not isinstance(p, int) or p < 1 for p in sizes):
             raise ValueError(f"Capabilities.page_sizes must hold positive ints, got {sizes!r}")
         object.__setattr__(self, "page_sizes", tuple(sizes))
+        pages = self.max_cached_pages
+        if pages is not None and (isinstance(pages, bool) or not isinstance(pages, int) or pages < 1):
+            raise ValueError(f"Capabilities.max_cached_pages must be a positive int or None, got {pages!r}")
 
     def page_sizes_tested(self) -> tuple[int, ...]:
         """The declared page sizes the suite runs: each one up to :data:`MAX_PAGE_SIZE_TESTED`."""
@@ -189,6 +198,8 @@ class Capabilities:
             gaps.append("locking a handle some steps after its match (locks_only_after_match=True)")
         if not self.validates_input:
             gaps.append("refusal of malformed arguments and page sizes (validates_input=False: never sent)")
+        if self.max_cached_pages is not None:
+            gaps.append(f"worlds beyond {self.max_cached_pages} cached pages (max_cached_pages: the suite evicts first)")
         above = sorted(set(self.page_sizes) - set(self.page_sizes_tested()))
         if above:
             gaps.append(f"page sizes {above} (above {MAX_PAGE_SIZE_TESTED})")

@@ -37,7 +37,7 @@ from hypothesis.database import ExampleDatabase, MultiplexedDatabase
 from hypothesis.stateful import RuleBasedStateMachine, multiple, run_state_machine_as_test
 
 from radixcheck.profiles import current
-from radixcheck.properties.target import BudgetSpent, alarm_handler, caused_by_hang, time_budget
+from radixcheck.properties.target import BudgetSpent, alarm_handler, caused_by_hang, forget_hangs, time_budget
 
 SHRINK_ENV = "RADIXCHECK_SHRINK_SECONDS"
 DEFAULT_SHRINK_SECONDS = 15.0
@@ -85,6 +85,7 @@ def run_machine(machine: type[RuleBasedStateMachine], search: settings | None = 
     ``waived(exc, step)``, if given, names the findings to look past: a step or invariant that
     raises one is recorded by the predicate and counts as passed (:func:`waiving`)."""
     search = search or current()
+    forget_hangs()
     scaled = getattr(machine, "settings_for", None)
     if waived is not None:
         machine = waiving(machine, waived)

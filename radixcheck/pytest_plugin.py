@@ -31,7 +31,17 @@ import pytest
 
 from radixcheck import profiles
 from radixcheck.properties.failures import describe_failure
-from radixcheck.properties.target import DEFAULT_TARGET, TARGET_ENV, TIMEOUT_ENV, Target, TargetError, check_target, load_target, op_timeout
+from radixcheck.properties.target import (
+    DEFAULT_TARGET,
+    TARGET_ENV,
+    TIMEOUT_ENV,
+    Target,
+    TargetError,
+    check_target,
+    forget_hangs,
+    load_target,
+    op_timeout,
+)
 from radixcheck.properties.waivers import Waiver, WaiverError, WaiverLog, read_waivers
 
 TARGET = pytest.StashKey[Target]()
@@ -276,6 +286,10 @@ def _waiver_log(item: pytest.Item) -> WaiverLog:
             names = (target_spec(config), target_spec(config).replace(":", "."))
         item.stash[WAIVER_LOG] = WaiverLog.for_test(config.stash.get(WAIVERS, []), names, item.name)
     return item.stash[WAIVER_LOG]
+
+
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    forget_hangs()  # a hang is remembered within one test only
 
 
 @pytest.hookimpl(wrapper=True)

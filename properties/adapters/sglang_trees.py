@@ -405,8 +405,9 @@ class SGLangUnifiedRadixCacheLoRA(_LoRAKeys, _sr.SGLangUnifiedRadixCache):
 # -- factories --------------------------------------------------------------------------
 
 
-def _caps(policy: str = "lru", checks_locks: bool = True, page_sizes=(1,)) -> Capabilities:
-    return Capabilities(eviction_policy=policy, supports_quarantine=False, page_sizes=page_sizes, checks_locks=checks_locks)
+def _caps(policy: str = "lru", checks_locks: bool = True, page_sizes=(1,), max_cached_pages: int | None = None) -> Capabilities:
+    return Capabilities(eviction_policy=policy, supports_quarantine=False, page_sizes=page_sizes, checks_locks=checks_locks,
+                        max_cached_pages=max_cached_pages)
 
 
 def _make(name: str, cls: type, caps: Capabilities, **kwargs):
@@ -420,14 +421,15 @@ FACTORIES: dict[str, Callable] = {
 }
 for _b in ("python", "rust"):
     for _kind, _cls in (("swa", SGLangUnifiedSWA), ("mamba", SGLangUnifiedMamba)):
-        FACTORIES[f"unified_{_kind}_{_b}_lru"] = _make(f"unified_{_kind}_{_b}_lru", _cls, _caps(), backend=_b)
+        _pool = _SWA_MAPPING0 // 2 if _kind == "swa" else None  # the SWA peers' pool is fixed: half of it, for requests in flight
+        FACTORIES[f"unified_{_kind}_{_b}_lru"] = _make(f"unified_{_kind}_{_b}_lru", _cls, _caps(max_cached_pages=_pool), backend=_b)
         FACTORIES[f"unified_{_kind}_{_b}_lru_lenient"] = _make(
-            f"unified_{_kind}_{_b}_lru_lenient", _cls, _caps(checks_locks=False), backend=_b
+            f"unified_{_kind}_{_b}_lru_lenient", _cls, _caps(checks_locks=False, max_cached_pages=_pool), backend=_b
         )
     FACTORIES[f"unified_{_b}_lru_lora"] = _make(
         f"unified_{_b}_lru_lora", SGLangUnifiedRadixCacheLoRA, _caps(page_sizes=_sr.PAGE_SIZES), backend=_b
     )
-del _b, _kind, _cls
+del _b, _kind, _cls, _pool
 
 
 def __getattr__(name: str) -> Callable:

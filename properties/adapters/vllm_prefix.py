@@ -424,6 +424,7 @@ class VLLMPrefixCache:
 
 
 CAPABILITIES = Capabilities(
+    max_cached_pages=MAX_BLOCKS - 1024,  # its pool is fixed (vLLM evicts lazily when it fills): room for requests in flight
     eviction_policy="lru-by-release",
     supports_quarantine=False,
     page_sizes=PAGE_SIZES,
