@@ -23,7 +23,7 @@ from radixcheck.properties.memory_limit import MemoryLimitExceeded, memory_limit
 from radixcheck.properties.mutants import CORRECT_VARIANTS
 from radixcheck.properties.target import load_target
 
-SIZES = (16, 64, 256, 1024)
+SIZES = (16, 64, 256)  # three sizes: the fewest a flag needs (counted lines make them deterministic)
 
 
 # ---- the fit ---------------------------------------------------------------------------------
@@ -109,6 +109,7 @@ def measured():
     return {r.spec: r for r in results}
 
 
+@pytest.mark.xdist_group("bench")  # with every test of the `measured` fixture: one worker measures once
 @pytest.mark.parametrize("spec", [REFERENCE, *CORRECT])
 def test_reference_and_correct_variants_are_never_flagged_on_match_insert_or_evict(measured, spec) -> None:
     ops = measured[spec].ops
@@ -116,12 +117,14 @@ def test_reference_and_correct_variants_are_never_flagged_on_match_insert_or_evi
         assert ops[name].points and not ops[name].flagged, (name, ops[name].exponent, ops[name].medians())
 
 
+@pytest.mark.xdist_group("bench")
 def test_eviction_that_rescans_per_leaf_is_flagged_on_evict(measured) -> None:
     ops = measured[RESCANS].ops
     assert ops["evict"].flagged, ops["evict"].medians()
     assert not ops["match_prefix"].flagged and not ops["insert"].flagged
 
 
+@pytest.mark.xdist_group("bench")
 def test_scanning_child_lookup_is_flagged_on_match_and_insert(measured) -> None:
     ops = measured[SCANS].ops
     assert ops["match_prefix"].flagged, ops["match_prefix"].medians()
