@@ -49,7 +49,7 @@ MASS_EVICTION_LEAVES = 500  # one eviction must need at least this many leaves
 MAX_LEAF_TOKENS = 2 + 16  # a question's node holds at most its template (2 tokens) and its text (16), each in whole pages
 VOCABULARY_SIZE = 151_936  # Qwen's: ids above 2**16 and 2**17 are ordinary
 SCALE_EXAMPLES_PER = 100  # one production world (~10^4 calls) per this many examples of the profile: ci 1, thorough 6
-SCALE_STEPS = 12  # ordinary rules run in each world after it is built
+SCALE_STEPS = 8  # ordinary rules run in each world after it is built
 
 
 class ProductionScaleMachine(RadixCacheMachine):
