@@ -10,13 +10,8 @@ Try one: ``radixcheck bench radixcheck.properties.slow_variants:EvictRescansPerL
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import Any
-
-import numpy as np
-
 from radixcheck.reference.radix_cache import Node, RadixCache
-from radixcheck.reference.validation import as_count, as_tokens, as_values
+from radixcheck.reference.validation import as_count
 
 
 class EvictRescansPerLeaf(RadixCache):
@@ -57,44 +52,6 @@ class ChildLookupScans(RadixCache):
             if first_page == page:
                 return child
         return None
-
-    def match_prefix(self, tokens: Sequence[int]) -> tuple[np.ndarray, Node]:
-        key = as_tokens(tokens, "tokens")
-        key = key[: len(key) // self.page_size * self.page_size]
-        self._clock += 1
-        node, pos, pieces = self.root, 0, []
-        while pos < len(key):
-            child = self._child(node, key[pos : pos + self.page_size])
-            if child is None:
-                break
-            shared = self._shared_length(child.key, key[pos : pos + len(child.key)])
-            if shared < len(child.key):
-                child = self._split(child, shared)
-            child.last_access = self._clock
-            pieces.append(child.value)
-            node, pos = child, pos + shared
-        values = np.concatenate(pieces) if pieces else np.zeros(0, dtype=np.int64)
-        return values, node
-
-    def insert(self, tokens: Sequence[int], values: Any) -> int:
-        key = as_tokens(tokens, "tokens")
-        vals = as_values(values, len(key))
-        aligned = len(key) // self.page_size * self.page_size
-        self._clock += 1
-        node, pos = self.root, 0
-        while pos < aligned:
-            child = self._child(node, key[pos : pos + self.page_size])
-            if child is None:
-                leaf = Node(self, node, key[pos:aligned], vals[pos:aligned].copy())
-                leaf.last_access = self._clock
-                node.children[leaf.key[: self.page_size]] = leaf
-                return pos
-            shared = self._shared_length(child.key, key[pos : min(aligned, pos + len(child.key))])
-            if shared < len(child.key):
-                child = self._split(child, shared)
-            child.last_access = self._clock
-            node, pos = child, pos + shared
-        return pos
 
 
 SLOW_VARIANTS: list[type[RadixCache]] = [EvictRescansPerLeaf, ChildLookupScans]

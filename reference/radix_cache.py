@@ -73,7 +73,7 @@ class RadixCache:
         self._clock += 1
         node, pos, pieces = self.root, 0, []
         while pos < len(key):
-            child = node.children.get(key[pos : pos + self.page_size])
+            child = self._child(node, key[pos : pos + self.page_size])
             if child is None:
                 break
             shared = self._shared_length(child.key, key[pos : pos + len(child.key)])
@@ -93,7 +93,7 @@ class RadixCache:
         self._clock += 1
         node, pos = self.root, 0
         while pos < aligned:
-            child = node.children.get(key[pos : pos + self.page_size])
+            child = self._child(node, key[pos : pos + self.page_size])
             if child is None:
                 leaf = Node(self, node, key[pos:aligned], vals[pos:aligned].copy())
                 leaf.last_access = self._clock
@@ -105,6 +105,10 @@ class RadixCache:
             child.last_access = self._clock
             node, pos = child, pos + shared
         return pos
+
+    def _child(self, node: Node, page: tuple[int, ...]) -> Node | None:
+        """The child of ``node`` whose edge starts with ``page`` (children are keyed by it)."""
+        return node.children.get(page)
 
     def _shared_length(self, edge: tuple[int, ...], query: tuple[int, ...]) -> int:
         """Length of the common prefix of ``edge`` and ``query``, rounded down to whole pages."""
@@ -203,7 +207,7 @@ class RadixCache:
         head = key[cut:]  # the doomed subtrees' edges start with these tokens
         node, pos = self.root, 0
         while pos < cut:
-            child = node.children.get(key[pos : pos + self.page_size])
+            child = self._child(node, key[pos : pos + self.page_size])
             if child is None:
                 return 0
             shared = self._shared_length(child.key, key[pos : min(cut, pos + len(child.key))])
