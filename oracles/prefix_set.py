@@ -274,9 +274,6 @@ class PrefixSetModel:
         """How many slots the cache must still hold: cached pages and detached (locked) ones."""
         return len(self.slot_owner)
 
-    def slots(self) -> set[int]:
-        return set(self.slot_owner)
-
     @staticmethod
     def _subtree(top: Entry) -> Iterator[Entry]:
         stack = [top]
