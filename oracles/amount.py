@@ -10,7 +10,7 @@
 
 from __future__ import annotations
 
-from radixcheck.oracles.violations import EvictionAmountViolation, shown
+from radixcheck.oracles.violations import Check, EvictionAmountViolation, shown
 
 
 def check_amount(num_tokens: int, freed_per_call: list[int], oldest_unlocked_leaf: tuple[int, ...] | None) -> None:
@@ -20,12 +20,15 @@ def check_amount(num_tokens: int, freed_per_call: list[int], oldest_unlocked_lea
     freed = sum(calls)
     if freed < num_tokens and oldest_unlocked_leaf is not None:
         raise EvictionAmountViolation(
-            f"evict({num_tokens}) freed only {freed} tokens but left unlocked leaf {shown(oldest_unlocked_leaf)}"
+            f"evict({num_tokens}) freed only {freed} tokens but left unlocked leaf {shown(oldest_unlocked_leaf)}",
+            Check("len(freed) >= n or cache.match_prefix(leaf)[0].size < len(leaf)", "len(freed)",
+                  {"n": num_tokens, "leaf": list(oldest_unlocked_leaf)}),
         )
     if num_tokens == 0 and freed:
-        raise EvictionAmountViolation(f"evict(0) freed {freed} tokens; it must free nothing")
+        raise EvictionAmountViolation(f"evict(0) freed {freed} tokens; it must free nothing", Check("not freed", "freed"))
     if len(calls) > 1 and freed - calls[-1] >= num_tokens:
         raise EvictionAmountViolation(
             f"evict({num_tokens}) kept going: its first {len(calls) - 1} free() calls had freed {freed - calls[-1]} tokens, "
-            f"then it freed {calls[-1]} more (in all {freed}, over {len(calls)} calls)"
+            f"then it freed {calls[-1]} more (in all {freed}, over {len(calls)} calls)",
+            Check("len(free_calls) < 2 or sum(map(len, free_calls[:-1])) < n", "[len(call) for call in free_calls]", {"n": num_tokens}),
         )

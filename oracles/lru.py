@@ -18,7 +18,7 @@ import itertools
 from collections.abc import Callable
 
 from radixcheck.oracles.prefix_set import Entry
-from radixcheck.oracles.violations import LRUOrderViolation, shown
+from radixcheck.oracles.violations import Check, LRUOrderViolation, shown
 
 
 def check_lru(evicted: list[tuple[int, Entry]], oldest_survivor: Entry | None, num_tokens: int, page_size: int,
@@ -27,11 +27,14 @@ def check_lru(evicted: list[tuple[int, Entry]], oldest_survivor: Entry | None, n
     ``oldest_survivor``: the least recently used unlocked leaf left; ``at(t)`` describes time t."""
     if not evicted:
         return
-    newest = max(e.last_use for _, e in evicted)
+    newest_page = max((e for _, e in evicted), key=lambda e: e.last_use)
+    newest = newest_page.last_use
     if oldest_survivor is not None and oldest_survivor.last_use < newest:
         raise LRUOrderViolation(
             f"evict({num_tokens}) evicted a page last used by {at(newest)} while leaf {shown(oldest_survivor.prefix)} "
-            f"(last used by {at(oldest_survivor.last_use)}) survived"
+            f"(last used by {at(oldest_survivor.last_use)}) survived",
+            Check("not (set(newer) <= set(freed) and set(older_leaf).isdisjoint(freed))", "sorted(freed)",
+                  {"newer": list(newest_page.values), "older_leaf": list(oldest_survivor.values)}),
         )
     before_last = sum(page_size for _, e in evicted if e.last_use < newest)
     if before_last < num_tokens:
@@ -44,11 +47,17 @@ def check_lru(evicted: list[tuple[int, Entry]], oldest_survivor: Entry | None, n
             raise LRUOrderViolation(
                 f"evict({num_tokens}) evicted out of LRU order: page {shown(newer.prefix)} (last used by {at(newer.last_use)}) "
                 f"went before page {shown(older.prefix)} (last used by {at(older.last_use)}); "
-                f"the older pages alone freed {before_last} tokens"
+                f"the older pages alone freed {before_last} tokens",
+                Check("call_freeing(older[0], free_calls) <= call_freeing(newer[0], free_calls)",
+                      "(call_freeing(newer[0], free_calls), call_freeing(older[0], free_calls))",
+                      {"newer": list(newer.values), "older": list(older.values)}),
             )
         newest_here = max(pages, key=lambda e: e.last_use)
         if newer is None or newest_here.last_use > newer.last_use:
             newer = newest_here
     raise LRUOrderViolation(
-        f"evict({num_tokens}) kept going after freeing {before_last} tokens, oldest first (freed {len(evicted) * page_size})"
+        f"evict({num_tokens}) kept going after freeing {before_last} tokens, oldest first (freed {len(evicted) * page_size})",
+        Check("set(newest).isdisjoint(freed) or len(set(freed) & set(older_pages)) < n", "sorted(freed)",
+              {"n": num_tokens, "newest": list(newest_page.values),
+               "older_pages": sorted(s for _, e in evicted if e.last_use < newest for s in e.values)}),
     )

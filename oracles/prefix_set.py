@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 
 from sortedcontainers import SortedList
 
-from radixcheck.oracles.violations import PrefixSetViolation, SlotViolation, shown
+from radixcheck.oracles.violations import Check, PrefixSetViolation, SlotViolation, shown
 
 _serials = itertools.count()
 
@@ -191,15 +191,23 @@ class PrefixSetModel:
         owners = {self.slot_owner.get(s) for s in slots}
         unknown = [s for s in slots if self.slot_owner.get(s) is None or self.slot_owner[s].state != "cached"]
         if unknown:
-            raise SlotViolation(f"eviction freed slots the cache did not hold in the tree: {sorted(unknown)[:8]}")
+            raise SlotViolation(f"eviction freed slots the cache did not hold in the tree: {sorted(unknown)[:8]}",
+                                Check("set(freed).isdisjoint(not_in_tree)", "sorted(set(freed) & set(not_in_tree))",
+                                      {"not_in_tree": sorted(unknown)}))
         freed = set(slots)
         removed = sorted(owners, key=lambda e: e.serial)
-        partial = [e.prefix for e in removed if not freed.issuperset(e.values)]
+        partial = [e for e in removed if not freed.issuperset(e.values)]
         if partial:
-            raise SlotViolation(f"eviction freed only part of the page(s) {', '.join(map(shown, partial[:3]))}")
-        orphans = [c.prefix for e in removed for c in e.children.values() if c not in owners]
+            raise SlotViolation(f"eviction freed only part of the page(s) {', '.join(shown(e.prefix) for e in partial[:3])}",
+                                Check("set(page) <= set(freed) or set(page).isdisjoint(freed)", "sorted(set(page) & set(freed))",
+                                      {"page": list(partial[0].values)}))
+        orphans = [(e, c) for e in removed for c in e.children.values() if c not in owners]
         if orphans:
-            raise PrefixSetViolation(f"eviction removed a prefix but kept its extension(s) {', '.join(map(shown, orphans[:3]))}")
+            parent, child = orphans[0]
+            kept = ", ".join(shown(c.prefix) for _, c in orphans[:3])
+            raise PrefixSetViolation(f"eviction removed a prefix but kept its extension(s) {kept}",
+                                     Check("not set(prefix) <= set(freed) or set(extension) <= set(freed)", "sorted(freed)",
+                                           {"prefix": list(parent.values), "extension": list(child.values)}))
         for entry in sorted(removed, key=lambda e: -e.depth):  # deepest first: each is a leaf when it goes
             self._unlink(entry)
             self._forget(entry)

@@ -7,21 +7,29 @@ negative; protected is exactly the pages under a lock, so it is 0 once every loc
 from __future__ import annotations
 
 from radixcheck.oracles.prefix_set import Entry, PrefixSetModel
-from radixcheck.oracles.violations import RefcountViolation, shown
+from radixcheck.oracles.violations import Check, RefcountViolation, shown
 
 
 def check_sizes(model: PrefixSetModel, total: int, evictable: int, protected: int) -> None:
     if min(total, evictable, protected) < 0:
-        raise RefcountViolation(f"negative size: total={total} evictable={evictable} protected={protected}")
+        raise _sizes_wrong(model, f"negative size: total={total} evictable={evictable} protected={protected}")
     if evictable + protected != total:
-        raise RefcountViolation(f"evictable {evictable} + protected {protected} != total {total}")
+        raise _sizes_wrong(model, f"evictable {evictable} + protected {protected} != total {total}")
     if total != model.total():
-        raise RefcountViolation(f"total_size() is {total}, but {model.total()} tokens are cached")
+        raise _sizes_wrong(model, f"total_size() is {total}, but {model.total()} tokens are cached")
     if protected != model.protected():
-        raise RefcountViolation(f"protected_size() is {protected}, but {model.protected()} cached tokens are under a lock")
+        raise _sizes_wrong(model, f"protected_size() is {protected}, but {model.protected()} cached tokens are under a lock")
+
+
+def _sizes_wrong(model: PrefixSetModel, message: str) -> RefcountViolation:
+    """Each message names one way the sizes are wrong; a repro states all four as one comparison."""
+    expected = (model.total(), model.total() - model.protected(), model.protected())
+    return RefcountViolation(message, Check("sizes() == expected", "sizes()", {"expected": expected}))
 
 
 def check_none_locked(removed: list[Entry]) -> None:
-    locked = [e.prefix for e in removed if e.locks > 0]
+    locked = [e for e in removed if e.locks > 0]
     if locked:
-        raise RefcountViolation(f"evict() removed locked page(s) ending prefix {', '.join(map(shown, locked[:3]))}")
+        slots = sorted(s for e in locked for s in e.values)
+        raise RefcountViolation(f"evict() removed locked page(s) ending prefix {', '.join(shown(e.prefix) for e in locked[:3])}",
+                                Check("set(freed).isdisjoint(locked)", "sorted(set(freed) & set(locked))", {"locked": slots}))

@@ -13,19 +13,22 @@ from __future__ import annotations
 
 from collections.abc import Collection, Iterable
 
-from radixcheck.oracles.violations import SlotViolation
+from radixcheck.oracles.violations import Check, SlotViolation
 
 
 def check_conservation(in_use: set[int], cache_slots: set[int], caller_slots: Iterable[int], violations: list[str]) -> None:
-    if violations:
-        raise SlotViolation(f"the allocator refused a free: {violations[0]}")
     expected = cache_slots | set(caller_slots)
+    check = Check("not allocator.violations and allocator.in_use == set(expected_in_use)",
+                  "(allocator.violations[:1], 'leaked', sorted(allocator.in_use - set(expected_in_use))[:8], "
+                  "'freed too early', sorted(set(expected_in_use) - allocator.in_use)[:8])", {"expected_in_use": sorted(expected)})
+    if violations:
+        raise SlotViolation(f"the allocator refused a free: {violations[0]}", check)
     leaked = in_use - expected
     lost = expected - in_use
     if leaked:
-        raise SlotViolation(f"slots leaked (allocated, but neither cached nor held by a caller): {sorted(leaked)[:8]}")
+        raise SlotViolation(f"slots leaked (allocated, but neither cached nor held by a caller): {sorted(leaked)[:8]}", check)
     if lost:
-        raise SlotViolation(f"slots freed while still cached or held: {sorted(lost)[:8]}")
+        raise SlotViolation(f"slots freed while still cached or held: {sorted(lost)[:8]}", check)
 
 
 def check_slot_count(in_use: set[int], cache_slots: Collection[int], violations: list[str]) -> None:
@@ -35,7 +38,8 @@ def check_slot_count(in_use: set[int], cache_slots: Collection[int], violations:
 
 
 def check_freed(freed_now: list[int], expected: set[int], what: str) -> None:
+    check = Check("sorted(freed) == expected", "sorted(freed)", {"expected": sorted(expected)})
     if len(freed_now) != len(set(freed_now)):
-        raise SlotViolation(f"{what} freed a slot twice: {freed_now[:16]}")
+        raise SlotViolation(f"{what} freed a slot twice: {freed_now[:16]}", check)
     if set(freed_now) != expected:
-        raise SlotViolation(f"{what} should free {sorted(expected)[:8]} but freed {sorted(freed_now)[:8]}")
+        raise SlotViolation(f"{what} should free {sorted(expected)[:8]} but freed {sorted(freed_now)[:8]}", check)

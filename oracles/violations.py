@@ -1,16 +1,42 @@
 """One exception class per oracle, so a failure is classified by its type, never by its wording.
 
 Each is an ``AssertionError`` (a violated property, as pytest and Hypothesis expect) carrying the
-name of the oracle that judged it.
+name of the oracle that judged it, and the check that failed as a repro file states it
+(:class:`Check`), so ``radixcheck audit --repro`` can write the check out as plain Python.
 """
 
 from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+
+@dataclass(frozen=True)
+class Check:
+    """A failed check, as a standalone repro file states it right after the call that failed it.
+
+    ``holds`` is a Python expression that is true while the cache is right, ``got`` one that shows
+    what it did instead, and ``names`` the expected values they refer to (written out as
+    assignments above them). Both use the names a repro file defines: ``result`` (what the last
+    call returned), ``values`` (a match's slot ids), ``freed`` (the slots freed during the last
+    call, in order), ``free_calls`` (the same, one list per ``free()`` call), ``raised`` (the
+    exception the last call raised, or ``None``), ``before`` (``state()`` before the last call),
+    ``sizes()`` (total, evictable, protected), ``state()`` (sizes, slots freed so far, refused
+    frees), ``allocator``, ``PAGE`` and ``np``."""
+
+    holds: str
+    got: str
+    names: dict[str, Any] = field(default_factory=dict)
 
 
 class ContractViolation(AssertionError):
     """The cache broke the contract (``radixcheck.properties.contract``)."""
 
     oracle = "contract"
+
+    def __init__(self, message: str = "", check: Check | None = None) -> None:
+        super().__init__(message)
+        self.check = check
 
 
 class PrefixSetViolation(ContractViolation):
