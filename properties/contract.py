@@ -269,6 +269,7 @@ class SlotAllocator:
         self._stride = next(a for a in iter(lambda: self._random.randrange(1, max(2, pool_size)), None) if math.gcd(a, pool_size) == 1)
         self._offset = self._random.randrange(pool_size)
         self._recycled: list[int] = []
+        self._taken_by_name = False  # take() was called: fresh ids may already be in use
         self.in_use: set[int] = set()
         self.freed_log: list[int] = []
         self.free_calls: list[int] = []  # len(freed_log) after each accepted free(): which call freed what
@@ -293,10 +294,34 @@ class SlotAllocator:
         self.in_use.update(ids)
         return np.asarray(ids, dtype=np.int64)
 
+    def take(self, ids: Any) -> np.ndarray:
+        """Hand out exactly these slot ids (int64), each of which must be free: a caller that names
+        its slots, as a repro file does. Raises ``ValueError`` (and changes nothing) otherwise."""
+        wanted = [int(i) for i in np.asarray(ids, dtype=np.int64).reshape(-1)]
+        busy = sorted(set(wanted) & self.in_use)
+        if busy or len(set(wanted)) != len(wanted) or any(not 0 <= i < self.pool_size for i in wanted):
+            raise ValueError(f"take() needs distinct free ids in [0, {self.pool_size}); in use: {busy[:8]}")
+        self.in_use.update(wanted)
+        self._taken_by_name = True
+        if self._recycled:
+            taken = set(wanted)
+            self._recycled = [i for i in self._recycled if i not in taken]
+        return np.asarray(wanted, dtype=np.int64)
+
+    def _fresh(self, n: int, stride: int = 1, offset: int = 0) -> list[int]:
+        """Up to ``n`` never-used ids, the ``k``-th being ``(stride * k + offset) % pool_size``
+        (ids a caller took by name are skipped)."""
+        ids: list[int] = []
+        while len(ids) < n and self._never_used < self.pool_size:
+            ks = np.arange(self._never_used, min(self.pool_size, self._never_used + n - len(ids)), dtype=np.int64)
+            self._never_used += len(ks)
+            batch = ((ks * stride + offset) % self.pool_size).tolist()
+            ids += [i for i in batch if i not in self.in_use] if self._taken_by_name else batch
+        return ids
+
     def _ascending(self, n: int) -> list[int]:
-        fresh = min(n, self.pool_size - self._never_used)
-        ids = list(range(self._never_used, self._never_used + fresh))
-        self._never_used += fresh
+        ids = self._fresh(n)
+        fresh = len(ids)
         ids += self._recycled[: n - fresh]
         del self._recycled[: n - fresh]
         return ids
@@ -305,9 +330,7 @@ class SlotAllocator:
         take = min(n, len(self._recycled))  # the free list's end first (freed slots are spliced in anywhere)
         ids = self._recycled[len(self._recycled) - take :]
         del self._recycled[len(self._recycled) - take :]
-        stride, offset, pool = self._stride, self._offset, self.pool_size
-        ids += [(stride * k + offset) % pool for k in range(self._never_used, self._never_used + n - take)]
-        self._never_used += n - take  # never-used ids: a permutation of the pool (stride coprime to it)
+        ids += self._fresh(n - take, self._stride, self._offset)  # a permutation of the pool (the stride is coprime to it)
         ids = [ids[i] for i in self._order.permutation(len(ids)).tolist()]  # numpy's shuffle: 4x Python's at 100 ids
         if n > 1 and all(b == a + 1 for a, b in zip(ids, ids[1:], strict=False)):
             ids.reverse()  # never an arange by chance
@@ -316,6 +339,14 @@ class SlotAllocator:
     def call_of(self, position: int) -> int:
         """Which accepted ``free`` call put ``freed_log[position]`` there (0-based)."""
         return bisect.bisect_right(self.free_calls, position)
+
+    def frees_since(self, mark: int) -> list[list[int]]:
+        """The slots each accepted ``free()`` call returned since ``freed_log`` was ``mark`` long, call by call."""
+        if mark == len(self.freed_log):
+            return []
+        first = self.call_of(mark)
+        starts = [mark] + self.free_calls[first:-1]
+        return [self.freed_log[a:b] for a, b in zip(starts, self.free_calls[first:], strict=True)]
 
     def free(self, ids: Any) -> None:
         """Return slot ids to the pool. Accepts any 1-D integer array-like (NumPy, torch, list)."""
