@@ -15,10 +15,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from radixcheck import profiles
-from radixcheck.audit import AuditResult, Verdict, findings_of, report_card, shape_of, write_outputs
+from radixcheck.audit import AuditResult, Verdict, findings_of, report_card, write_outputs
 from radixcheck.properties.cache_machine import machine_for
 from radixcheck.properties.contract import DEFAULT_CAPABILITIES
-from radixcheck.properties.failures import describe_failure
+from radixcheck.properties.failures import describe_failure, shape_of
 from radixcheck.properties.mutants import EvictsLockedLeaf, MostRecentFirst
 from radixcheck.properties.scale_machine import scale_machine_for
 from radixcheck.properties.verdict import run_machine

@@ -60,6 +60,7 @@ from radixcheck.oracles.refcount import check_none_locked, check_sizes
 from radixcheck.oracles.slots import check_freed, check_slot_count
 from radixcheck.oracles.violations import (
     BadInputViolation,
+    Check,
     ContractViolation,
     NeverSawViolation,
     PrefixSetViolation,
@@ -69,6 +70,7 @@ from radixcheck.oracles.violations import (
 )
 from radixcheck.properties.contract import DEFAULT_CAPABILITIES, Capabilities, SlotAllocator
 from radixcheck.properties.target import OperationTimeout, guarded
+from radixcheck.properties.transcript import Act, act
 
 POOL_SIZE = 1 << 24  # more slots than any run allocates
 NEVER_A_SLOT = POOL_SIZE + 7  # slot ids in bad input: never handed out, in case a cache accepts them
@@ -135,16 +137,35 @@ class HandleRecord:
 
 def _as_int(x: Any, what: str) -> int:
     if isinstance(x, bool) or not isinstance(x, (int, np.integer)):
-        raise ReturnValueViolation(f"{what} returned {type(x).__name__} {x!r}, not an int")
+        raise ReturnValueViolation(f"{what} returned {type(x).__name__} {x!r}, not an int",
+                                   Check("isinstance(result, (int, np.integer)) and not isinstance(result, bool)", "repr(result)"))
     return int(x)
+
+
+SLOT_ARRAY = Check("isinstance(values, np.ndarray) and values.ndim == 1 and (values.size == 0 or values.dtype.kind in 'iu')",
+                   "repr(values)")
 
 
 def _as_slot_array(x: Any, what: str) -> np.ndarray:
     if not isinstance(x, np.ndarray):
-        raise ReturnValueViolation(f"{what} returned values of type {type(x).__name__}, not an ndarray")
+        raise ReturnValueViolation(f"{what} returned values of type {type(x).__name__}, not an ndarray", SLOT_ARRAY)
     if x.ndim != 1 or not (x.size == 0 or np.issubdtype(x.dtype, np.integer)):
-        raise ReturnValueViolation(f"{what} returned values {x.dtype}{x.shape}, not 1-D integers")
+        raise ReturnValueViolation(f"{what} returned values {x.dtype}{x.shape}, not 1-D integers", SLOT_ARRAY)
     return x
+
+
+def _wrong_match(message: str, expected: list[int]) -> PrefixSetViolation:
+    return PrefixSetViolation(message, Check("values.tolist() == expected", "values.tolist()", {"expected": expected}))
+
+
+@dataclass(frozen=True)
+class MachineOptions:
+    """How the machine plays its callers. The defaults are the hardest on a cache; a repro is
+    simplified (:mod:`radixcheck.properties.reduce`) by turning each off where the finding stays."""
+
+    churned_slots: bool = True  # slots come back recycled and scattered (SlotAllocator(churned=True))
+    reuses_buffers: bool = True  # every buffer lent to a call, and every array a match returned, is overwritten after it
+    tokens_as_lists: bool = False  # tokens go alternately as lists and int64 arrays; True: lists only
 
 
 SIZE_CALLS = ("total_size", "evictable_size", "protected_size")
@@ -173,16 +194,22 @@ def _shown_value(value: Any) -> str:
     return f"<{type(value).__name__}>"  # a handle, or bad input: its type is what matters
 
 
+NO_ANSWER = "(no answer)"
+
+
 class SentCall:
-    """One contract call, as a failing program shows it (a comment line above the step that sent it)."""
+    """One contract call, as a failing program shows it (a comment line above the step that sent
+    it). ``raised`` is the exception it raised, if any; ``target`` is "cache", or "other" for a
+    second cache built to hand the first a foreign handle."""
 
-    __slots__ = ("number", "name", "args", "result")
+    __slots__ = ("number", "name", "args", "result", "raised", "target")
 
-    def __init__(self, number: int, name: str, args: tuple) -> None:
-        self.number, self.name, self.args, self.result = number, name, args, "(no answer)"
+    def __init__(self, number: int, name: str, args: tuple, target: str = "cache") -> None:
+        self.number, self.name, self.args, self.result, self.raised, self.target = number, name, args, NO_ANSWER, None, target
 
     def __repr__(self) -> str:
-        return f"#   call {self.number}: {self.name}({', '.join(_shown_value(a) for a in self.args)}) -> {_shown_value(self.result)}"
+        on = "" if self.target == "cache" else f"{self.target}."
+        return f"#   call {self.number}: {on}{self.name}({', '.join(_shown_value(a) for a in self.args)}) -> {_shown_value(self.result)}"
 
     def _repr_pretty_(self, printer: Any, cycle: bool) -> None:  # how hypothesis.note formats it
         printer.text(repr(self))
@@ -245,6 +272,7 @@ class RadixCacheMachine(RuleBasedStateMachine):
     factory: Callable[..., Any]
     capabilities: Capabilities = DEFAULT_CAPABILITIES
     page_size: int = 1
+    options: MachineOptions = MachineOptions()
 
     sequences = Bundle("sequences")
     handles = Bundle("handles")
@@ -252,8 +280,12 @@ class RadixCacheMachine(RuleBasedStateMachine):
 
     def __init__(self) -> None:
         super().__init__()
-        self.allocator = SlotAllocator(POOL_SIZE)  # churned: slots come back recycled and out of order
+        self.allocator = SlotAllocator(POOL_SIZE, churned=self.options.churned_slots)  # slots come back recycled, out of order
         self.cache = guarded("factory", type(self).factory, self.allocator, self.page_size)
+        self.transcript: list[Act] = []  # every act, with its calls (radixcheck.properties.transcript)
+        self.acting: Act | None = None
+        self.step: str | None = None  # the rule running now (set by radixcheck.properties.verdict.naming_steps)
+        self.story: str | None = None  # the production-world story running now (scale_machine)
         self.model = PrefixSetModel(self.page_size)
         self.block = max(self.page_size, MIN_BLOCK)
         self.known: list[tuple[int, ...]] = []
@@ -277,15 +309,18 @@ class RadixCacheMachine(RuleBasedStateMachine):
         (the contract says a cache must copy what it keeps)."""
         self.calls_sent += 1
         sent = SentCall(self.calls_sent, name, tuple(_snapshot(a) for a in args))
+        if self.acting is not None:
+            self.acting.calls.append(sent)
         try:
             sent.result = _snapshot(result := guarded(name, getattr(self.cache, name), *args))
             return result
         except BaseException as exc:
-            sent.result = f"raised {type(exc).__name__}"
+            sent.result, sent.raised = f"raised {type(exc).__name__}", exc
             raise
         finally:
-            for arg in args:
-                _scribble(arg)
+            if self.options.reuses_buffers:
+                for arg in args:
+                    _scribble(arg)
             if name not in SIZE_CALLS:
                 self._show(sent)
 
@@ -305,12 +340,14 @@ class RadixCacheMachine(RuleBasedStateMachine):
         many of each kind ``what`` sent, and shows the last ``shown_last`` of them."""
         self._quiet, self._quiet_counts = deque(maxlen=shown_last), Counter()
         first = self.calls_sent + 1
+        self.story = what
         try:
             yield
         finally:
             if currently_in_test_context():
                 note(_Summary(what, first, self.calls_sent - first + 1, dict(self._quiet_counts), list(self._quiet)))
             self._quiet = None
+            self.story = None
 
     def _used_by(self, clock: int) -> str:
         """The call that last set the model's clock to ``clock`` (for recency messages)."""
@@ -318,7 +355,7 @@ class RadixCacheMachine(RuleBasedStateMachine):
 
     def _as_list_or_array(self, tokens: tuple[int, ...]) -> Any:
         """Alternately a list and an int64 array: the contract accepts both, so both must work."""
-        self._array_next = not getattr(self, "_array_next", False)
+        self._array_next = not getattr(self, "_array_next", False) and not self.options.tokens_as_lists
         return np.asarray(tokens, dtype=np.int64) if self._array_next else list(tokens)
 
     def _mark(self) -> int:
@@ -327,49 +364,37 @@ class RadixCacheMachine(RuleBasedStateMachine):
     def _freed_since(self, mark: int) -> list[int]:
         return self.allocator.freed_log[mark:]
 
-    def _free_calls_since(self, mark: int) -> list[list[int]]:
-        """The slots each ``free()`` call returned since ``mark``, call by call."""
-        log, ends = self.allocator.freed_log, self.allocator.free_calls
-        if mark == len(log):
-            return []
-        first = self.allocator.call_of(mark)
-        starts = [mark] + ends[first:-1]
-        return [log[a:b] for a, b in zip(starts, ends[first:], strict=True)]
-
     def _remember(self, tokens: tuple[int, ...]) -> None:
         if tokens and tokens not in self.known:
             self.known = (self.known + [tokens])[-MAX_PROBES:]
 
+    @act
     def _match(self, tokens: tuple[int, ...], after_quarantine: tuple[tuple[int, ...], int] | None = None) -> HandleRecord:
         """Match ``tokens`` and check the answer against the model (oracle 1). After a quarantine,
         ``after_quarantine`` = (quarantined prefix, expected length) checks oracle 5 first, on the raw answer."""
         values, handle = self._call("match_prefix", self._as_list_or_array(tokens))
         values = _as_slot_array(values, "match_prefix")
-        self._check_match(tokens, values, after_quarantine)
         path = self.model.match(tokens)
         self.clock_calls[self.model.clock] = f"call {self.calls_sent}: match_prefix({shown(tokens)})"
         expected = self.model.values_of(path)
-        if len(values) != len(expected):
-            raise PrefixSetViolation(
-                f"match_prefix({shown(tokens)}) matched {len(values)} tokens; the longest cached prefix has {len(expected)}"
-            )
-        if values.tolist() != expected:
-            raise PrefixSetViolation(f"match_prefix({shown(tokens)}) returned slots {shown(values.tolist())}, "
-                                     f"but {shown(expected)} were inserted there")
-        _scribble(values)  # the caller owns what a match returns (the contract): a cache must not hand out its own storage
-        return HandleRecord(handle, path, tokens[: len(expected)])
-
-    def _check_match(self, tokens: tuple[int, ...], values: np.ndarray, after_quarantine: tuple[tuple[int, ...], int] | None) -> None:
-        if len(values) % self.page_size or len(values) > len(tokens):
-            raise PrefixSetViolation(f"match_prefix({shown(tokens)}) returned {len(values)} values: more than the query "
-                                     f"or not page-aligned")
         if after_quarantine is not None:
             quarantined, want = after_quarantine
             if len(values) != want:
-                raise NeverSawViolation(
-                    f"after evict_prefix({shown(quarantined)}), {shown(tokens)} matches {len(values)} tokens; "
-                    f"a cache that never saw the prefix matches {want}"
-                )
+                raise NeverSawViolation(f"after evict_prefix({shown(quarantined)}), {shown(tokens)} matches {len(values)} tokens; "
+                                        f"a cache that never saw the prefix matches {want}",
+                                        Check("len(values) == expected_length", "len(values)", {"expected_length": want}))
+        if len(values) % self.page_size or len(values) > len(tokens):
+            raise _wrong_match(f"match_prefix({shown(tokens)}) returned {len(values)} values: more than the query "
+                               f"or not page-aligned", expected)
+        if len(values) != len(expected):
+            raise _wrong_match(
+                f"match_prefix({shown(tokens)}) matched {len(values)} tokens; the longest cached prefix has {len(expected)}", expected)
+        if values.tolist() != expected:
+            raise _wrong_match(f"match_prefix({shown(tokens)}) returned slots {shown(values.tolist())}, "
+                               f"but {shown(expected)} were inserted there", expected)
+        if self.options.reuses_buffers:
+            _scribble(values)  # the caller owns what a match returns (the contract): a cache must not hand out its own storage
+        return HandleRecord(handle, path, tokens[: len(expected)])
 
     def _make_room(self, tokens: tuple[int, ...]) -> None:
         """A target with a fixed pool (``max_cached_pages``) is never asked to hold more: before an
@@ -388,7 +413,8 @@ class RadixCacheMachine(RuleBasedStateMachine):
         expected = self.model.insert(tokens, values.tolist())
         self.clock_calls[self.model.clock] = f"call {self.calls_sent}: insert({shown(tokens)})"
         if prefix_len != expected:
-            raise PrefixSetViolation(f"insert({shown(tokens)}) returned prefix_len {prefix_len}; {expected} tokens were already cached")
+            raise PrefixSetViolation(f"insert({shown(tokens)}) returned prefix_len {prefix_len}; {expected} tokens were already cached",
+                                     Check("result == expected", "result", {"expected": expected}))
         return prefix_len
 
     def _free_callers_copies(self, values: np.ndarray, owned_from: int, prefix_len: int, length: int) -> None:
@@ -397,11 +423,24 @@ class RadixCacheMachine(RuleBasedStateMachine):
         aligned = length // self.page_size * self.page_size
         self.allocator.free(np.concatenate([values[owned_from:prefix_len], values[max(aligned, owned_from) :]]))
 
+    @act
     def _insert_request(self, tokens: tuple[int, ...]) -> int:
         """A caller inserts a sequence it computed in fresh slots, then frees its duplicates."""
         values = self.allocator.alloc(len(tokens))
         prefix_len = self._insert(tokens, values)
         self._free_callers_copies(values, 0, prefix_len, len(tokens))
+        self._remember(tokens)
+        return prefix_len
+
+    @act
+    def _serve_insert(self, tokens: tuple[int, ...], record: HandleRecord) -> int:
+        """A running request (``record`` its locked match) computed the rest of ``tokens`` in fresh
+        slots: the whole sequence is inserted with the matched slots in front, then the caller
+        frees the fresh slots the cache did not take."""
+        cached = len(record.tokens)
+        values = np.concatenate([np.asarray(self.model.values_of(record.path), dtype=np.int64), self.allocator.alloc(len(tokens) - cached)])
+        prefix_len = self._insert(tokens, values)
+        self._free_callers_copies(values, cached, prefix_len, len(tokens))
         self._remember(tokens)
         return prefix_len
 
@@ -413,13 +452,16 @@ class RadixCacheMachine(RuleBasedStateMachine):
         except (OperationTimeout, ContractViolation):
             raise
         except Exception as exc:  # noqa: BLE001 - the target refused a legal call
-            raise RefcountViolation(f"{name}({record}) raised {type(exc).__name__}: {exc}; the call was legal") from exc
+            raise RefcountViolation(f"{name}({record}) raised {type(exc).__name__}: {exc}; the call was legal",
+                                    Check("raised is None", "repr(raised)")) from exc
 
+    @act
     def _lock(self, record: HandleRecord) -> None:
         self._legal("inc_lock_ref", record)
         self.model.lock(record.path)
         record.held += 1
 
+    @act
     def _release(self, record: HandleRecord) -> None:
         """Send ``dec_lock_ref`` (a legal one) and check what it frees."""
         mark = self._mark()
@@ -427,6 +469,7 @@ class RadixCacheMachine(RuleBasedStateMachine):
         check_freed(self._freed_since(mark), self.model.unlock(record.path), "dec_lock_ref")
         record.held = max(0, record.held - 1)
 
+    @act
     def _unlock_paired(self, record: HandleRecord) -> None:
         """Release a lock this record took. If that lock is gone (a reset, or an unpaired unlock
         took the counters down), only a target that checks its callers is asked."""
@@ -435,6 +478,7 @@ class RadixCacheMachine(RuleBasedStateMachine):
         elif self.capabilities.checks_locks:
             self._unlock_unpaired(record)
 
+    @act
     def _unlock_unpaired(self, record: HandleRecord) -> None:
         """An unlock through a handle that may hold no lock (checks_locks targets only). Through a
         handle that holds one of its own, it is a release; where a counter on the path is 0 it is
@@ -446,13 +490,15 @@ class RadixCacheMachine(RuleBasedStateMachine):
         elif not self.model.can_unlock(record.path):
             self._expect_refusal(f"unmatched unlock of {record}", "dec_lock_ref", record.handle)
 
+    @act
     def _evict(self, num_tokens: int) -> None:
         mark = self._mark()
         evicted = _as_int(self._call("evict", num_tokens), "evict")
-        calls = self._free_calls_since(mark)
+        calls = self.allocator.frees_since(mark)
         freed = [slot for call in calls for slot in call]
         if evicted != len(freed):
-            raise ReturnValueViolation(f"evict({num_tokens}) returned {evicted} but freed {len(freed)} slots")
+            raise ReturnValueViolation(f"evict({num_tokens}) returned {evicted} but freed {len(freed)} slots",
+                                       Check("result == len(freed)", "(result, len(freed))"))
         removed = self.model.remove_freed(freed)
         check_none_locked(removed)
         oldest = self.model.oldest_unlocked_leaf()
@@ -461,6 +507,7 @@ class RadixCacheMachine(RuleBasedStateMachine):
             call_of = {slot: i for i, call in enumerate(calls) for slot in call}
             check_lru([(call_of[e.values[0]], e) for e in removed], oldest, num_tokens, self.page_size, at=self._used_by)
 
+    @act
     def _quarantine(self, tokens: tuple[int, ...]) -> None:
         probes = self.known + [tokens]
         matched_before = [len(self.model.longest_cached(q)) * self.page_size for q in probes]
@@ -468,7 +515,8 @@ class RadixCacheMachine(RuleBasedStateMachine):
         removed = _as_int(self._call("evict_prefix", self._as_list_or_array(tokens)), "evict_prefix")
         expected_removed, expected_freed = self.model.quarantine(tokens)
         if removed != expected_removed:
-            raise NeverSawViolation(f"evict_prefix({shown(tokens)}) removed {removed} tokens, expected {expected_removed}")
+            raise NeverSawViolation(f"evict_prefix({shown(tokens)}) removed {removed} tokens, expected {expected_removed}",
+                                    Check("result == expected", "result", {"expected": expected_removed}))
         check_freed(self._freed_since(mark), expected_freed, f"evict_prefix({shown(tokens)})")
         for query, before in zip(probes, matched_before, strict=True):
             self._match(query, after_quarantine=(tokens, expected_match_length(before, query, tokens, self.page_size)))
@@ -479,11 +527,11 @@ class RadixCacheMachine(RuleBasedStateMachine):
         sizes = tuple(self._call(f) for f in ("total_size", "evictable_size", "protected_size"))
         return sizes, len(self.allocator.freed_log), len(self.allocator.violations)
 
-    def _expect_refusal(self, what: str, name: str, *args: Any, violation: type[ContractViolation] = RefcountViolation,
-                        before: tuple | None = None) -> None:
-        """``name(*args)`` must raise and leave the cache exactly as it was (``before``, if the
-        caller took it already). A lock or unlock the contract forbids is a refcount violation;
-        malformed arguments are bad input."""
+    def _expect_refusal(self, what: str, name: str, *args: Any, before: tuple | None = None) -> None:
+        """``name(*args)`` must raise and leave the cache exactly as it was (``before``, if the caller
+        took it already). A lock or unlock the contract forbids is a refcount violation; malformed
+        arguments (``what`` starts "bad input") are bad input."""
+        violation = BadInputViolation if what.startswith("bad input") else RefcountViolation
         before = before or self._snapshot()
         try:
             self._call(name, *args)
@@ -492,10 +540,11 @@ class RadixCacheMachine(RuleBasedStateMachine):
         except Exception:  # noqa: BLE001 - any clear exception will do; the state must not move
             pass
         else:
-            raise violation(f"{what}: {name} accepted it instead of raising")
+            raise violation(f"{what}: {name} accepted it instead of raising", Check("raised is not None", "repr(result)"))
         after = self._snapshot()
         if after != before:
-            raise violation(f"{what}: {name} raised but changed the cache: {before[0]} -> {after[0]}")
+            raise violation(f"{what}: {name} raised but changed the cache: {before[0]} -> {after[0]}",
+                            Check("state() == before", "(raised, before, state())"))
 
     # ---- building the cache ------------------------------------------------------------------
 
@@ -507,6 +556,10 @@ class RadixCacheMachine(RuleBasedStateMachine):
     def churned_slot_pool(self, seed: int) -> None:
         """The KV slot pool has been serving for hours: which recycled slot comes back when is
         drawn from ``seed``."""
+        self._reseed(seed)
+
+    @act
+    def _reseed(self, seed: int) -> None:
         self.allocator.reseed(seed)
 
     @rule(target=sequences, span=FRESH)
@@ -534,13 +587,9 @@ class RadixCacheMachine(RuleBasedStateMachine):
         """A request end to end: match, lock, compute the suffix, insert, free duplicates, unlock."""
         tokens = self._query(base, cut, tail)
         record = self._match(tokens)
-        cached = len(record.tokens)
         self._lock(record)
-        values = np.concatenate([np.asarray(self.model.values_of(record.path), dtype=np.int64), self.allocator.alloc(len(tokens) - cached)])
-        prefix_len = self._insert(tokens, values)
-        self._free_callers_copies(values, cached, prefix_len, len(tokens))
+        self._serve_insert(tokens, record)
         self._release(record)
-        self._remember(tokens)
         return tokens
 
     @rule(target=sequences, base=sequences, blocks=st.integers(40, 64), seed=st.integers(0, 15), cut_percent=st.integers(1, 99))
@@ -590,13 +639,28 @@ class RadixCacheMachine(RuleBasedStateMachine):
     def lock(self, record: HandleRecord) -> Any:
         """Lock a handle from an earlier match: it must work while the handle is live, and a
         target that checks its callers must refuse a stale or quarantined one."""
-        if self.model.can_lock(record.path):
-            self._lock(record)
+        if self._lock_or_refuse(record):
             self.running += 1
             return record
+        return multiple()
+
+    @act
+    def _lock_or_refuse(self, record: HandleRecord) -> bool:
+        """Lock a live handle (and say so); a stale or quarantined one is refused by a target that
+        checks its callers (and never sent to one that trusts them)."""
+        if self.model.can_lock(record.path):
+            self._lock(record)
+            return True
         if self.capabilities.checks_locks:
             self._expect_refusal(f"locking the stale/quarantined {record}", "inc_lock_ref", record.handle)
-        return multiple()
+        return False
+
+    @act
+    def _refuse_stale_lock(self, record: HandleRecord, what: str) -> None:
+        """A checking target must refuse a lock of ``record``, whose handle went stale (``what``
+        says how). Sent only while the model says the handle cannot be locked."""
+        if not self.model.can_lock(record.path):
+            self._expect_refusal(f"locking {what}", "inc_lock_ref", record.handle)
 
     @rule(record=consumes(locks))
     def unlock(self, record: HandleRecord) -> None:
@@ -731,7 +795,7 @@ class RadixCacheMachine(RuleBasedStateMachine):
         if self.capabilities.checks_locks and not self.capabilities.locks_only_after_match:  # see foreign_handle
             for stale in (record, matched):
                 if stale is not None and stale.tokens:
-                    self._expect_refusal(f"locking {stale}, a handle from before reset()", "inc_lock_ref", stale.handle)
+                    self._refuse_stale_lock(stale, f"{stale}, a handle from before reset()")
         return record
 
     @precondition(lambda self: _can_quarantine(self) and _can_lock_later(self))
@@ -746,7 +810,7 @@ class RadixCacheMachine(RuleBasedStateMachine):
             self._lock(record)  # a request runs on it, so its nodes are unlinked but not freed
             self._quarantine(record.tokens[: max(1, keep.tokens(self.block))])
             if self.capabilities.checks_locks:
-                self._expect_refusal(f"locking the quarantined {record}", "inc_lock_ref", record.handle)
+                self._refuse_stale_lock(record, f"the quarantined {record}")
             self._release(record)
 
     @precondition(_can_quarantine)
@@ -793,6 +857,7 @@ class RadixCacheMachine(RuleBasedStateMachine):
     def reset(self) -> None:
         self._reset()
 
+    @act
     def _reset(self) -> None:
         mark = self._mark()
         self._call("reset")
@@ -842,12 +907,16 @@ class RadixCacheMachine(RuleBasedStateMachine):
     def bad_input(self, kinds: list[str]) -> None:
         """Bad input raises a clear exception and changes nothing (up to 8 kinds a step: with 4,
         a catalogued mutant lived in 2 % of streams; all 23 cost 45 % more time per run)."""
-        before = self._snapshot()
+        self._refuse_bad_input(kinds)
+
+    @act
+    def _refuse_bad_input(self, kinds: list[str]) -> None:
+        before = self._snapshot()  # one snapshot for every kind: each refused call must leave it so
         calls = self._bad_calls()
         for kind in kinds:
             name, args, needs = calls[kind]
             if needs is None or getattr(self.capabilities, needs):
-                self._expect_refusal(f"bad input ({kind})", name, *args, violation=BadInputViolation, before=before)
+                self._expect_refusal(f"bad input ({kind})", name, *args, before=before)
 
     @precondition(_checks_locks)
     @rule(op=st.sampled_from(["inc_lock_ref", "dec_lock_ref"]), base=sequences)
@@ -857,22 +926,38 @@ class RadixCacheMachine(RuleBasedStateMachine):
         lock is a match of the handle's tokens in this cache, which no foreign handle can change."""
         if op == "inc_lock_ref" and self.capabilities.locks_only_after_match:
             op = "dec_lock_ref"
+        if len(base) >= self.page_size:  # else the handle would be the other cache's root
+            self._refuse_foreign(op, base)
+
+    @act
+    def _refuse_foreign(self, op: str, base: tuple[int, ...]) -> None:
+        """Build another cache, cache ``base`` there and lock it (so an unlock would be legal
+        there), then send ``op`` of that cache's handle to this one: it must be refused."""
         other_allocator = SlotAllocator(POOL_SIZE)
         other = guarded("factory", type(self).factory, other_allocator, self.page_size)
-        guarded("insert", other.insert, list(base), other_allocator.alloc(len(base)))
-        _, foreign = guarded("match_prefix", other.match_prefix, list(base))
-        if len(base) >= self.page_size:  # else the handle is the other cache's root
-            guarded("inc_lock_ref", other.inc_lock_ref, foreign)  # so an unlock would be legal there
-            self._expect_refusal(f"{op} of a handle from another cache", op, foreign)
+        self._other_call(other, "insert", list(base), other_allocator.alloc(len(base)))
+        _, foreign = self._other_call(other, "match_prefix", list(base))
+        self._other_call(other, "inc_lock_ref", foreign)
+        self._expect_refusal(f"{op} of a handle from another cache", op, foreign)
+
+    def _other_call(self, other: Any, name: str, *args: Any) -> Any:
+        """A call into the second cache of ``_refuse_foreign``, recorded with this act's calls."""
+        self.calls_sent += 1
+        sent = SentCall(self.calls_sent, name, tuple(_snapshot(a) for a in args), target="other")
+        self.acting.calls.append(sent)
+        sent.result = _snapshot(result := guarded(name, getattr(other, name), *args))
+        return result
 
     # ---- invariants (after every step) -------------------------------------------------------
 
     @invariant()
+    @act
     def sizes_add_up(self) -> None:
         sizes = [_as_int(self._call(f), f) for f in ("total_size", "evictable_size", "protected_size")]
         check_sizes(self.model, total=sizes[0], evictable=sizes[1], protected=sizes[2])
 
     @invariant()
+    @act
     def slots_conserved(self) -> None:
         check_slot_count(self.allocator.in_use, self.model.slot_owner, self.allocator.violations)
 

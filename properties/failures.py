@@ -6,6 +6,7 @@ exception by exception: each keeps its type, message, oracle and program."""
 
 from __future__ import annotations
 
+import re
 import traceback
 from typing import Any
 
@@ -76,3 +77,15 @@ def describe_failure(exc: BaseException) -> dict[str, Any]:
         "program": program,
         "exceptions": inner,
     }
+
+
+def shape_of(message: str) -> str:
+    """A failure's message with the specifics left out (token lists, numbers): the first differing
+    call and what was wrong with it, the same at every page size and in every test."""
+    shape = re.sub(r"\s*\(\d+ tokens\)", "", message)
+    shape = re.sub(r"=[^\s,()\[\]]+", "=…", shape)  # a value named in the message: page_size=1.5, t=48
+    shape = re.sub(r"\(-?\d+(?:,(?: -?\d+)?)+\)", "[]", shape)  # a tuple of tokens, as a node's key prints
+    while (inner := re.sub(r"\[[^\[\]]*\]", "\0", shape)) != shape:  # token lists, innermost first
+        shape = inner
+    shape = re.sub("\0(, \0)+", "\0", shape)  # however many of them
+    return re.sub(r"-?\b\d+\b", "N", shape.replace("\0", "[…]"))

@@ -41,8 +41,9 @@ from hypothesis import strategies as st
 from hypothesis.stateful import initialize, multiple
 
 from radixcheck.oracles.prefix_set import Entry
-from radixcheck.oracles.violations import PrefixSetViolation, shown
+from radixcheck.oracles.violations import Check, PrefixSetViolation, shown
 from radixcheck.properties.cache_machine import HandleRecord, RadixCacheMachine, _as_slot_array, _scribble
+from radixcheck.properties.transcript import act
 
 CROWD_CHECKPOINTS = (1024, 512, 256)  # requests still running when memory pressure hits: where narrow counters read 0
 MASS_EVICTION_LEAVES = 500  # one eviction must need at least this many leaves
@@ -166,21 +167,45 @@ class ProductionScaleMachine(RadixCacheMachine):
         self._running_history = record
         return [history, extended]
 
-    def _match_along(self, tokens: np.ndarray, path: list[Entry], expected: np.ndarray) -> None:
+    @act
+    def _match_along(self, tokens: np.ndarray, path: list[Entry] | None = None, expected: np.ndarray | None = None) -> None:
         """A match of a prefix of a sequence cached whole: its answer must be exactly the slots
         inserted for that prefix (``expected``, along ``path``), as the prefix-set model says,
-        without walking the model a page at a time."""
+        without walking the model a page at a time. A replay (``radixcheck.properties.reduce``)
+        gives only the tokens: the path is found once and reused while it stays cached."""
+        if path is None:
+            found = self._path_along(tokens)
+            if found is None:  # no longer cached whole (acts were left out): an ordinary match
+                self._match(tuple(tokens.tolist()))
+                return
+            path, expected = found
         assert path[-1].state == "cached", "the history was cached whole and nothing evicted it since"
         got, _ = self._call("match_prefix", tokens.copy())
         got = _as_slot_array(got, "match_prefix")
         if not np.array_equal(got, expected):
             raise PrefixSetViolation(
                 f"match_prefix({shown(tokens.tolist())}) returned {len(got)} slots {shown(got.tolist())}, "
-                f"but {shown(expected.tolist())} were inserted there"
+                f"but {shown(expected.tolist())} were inserted there",
+                Check("values.tolist() == expected", "values.tolist()", {"expected": expected.tolist()}),
             )
-        _scribble(got)
+        if self.options.reuses_buffers:
+            _scribble(got)
         self.model.touch(path)
         self.clock_calls[self.model.clock] = f"call {self.calls_sent}: match_prefix({shown(tokens.tolist())})"
+
+    def _path_along(self, tokens: np.ndarray) -> tuple[list[Entry], np.ndarray] | None:
+        """The cached path and slots of ``tokens``, if all its pages are cached (from the last path
+        found, when ``tokens`` is a prefix of it and its page there is still cached)."""
+        depth = len(tokens) // self.page_size
+        last = getattr(self, "_last_path", None)
+        if last is None or len(last[1]) < depth or not np.array_equal(last[0][: len(tokens)], tokens) \
+                or (depth and last[1][depth - 1].state != "cached"):
+            path = self.model.longest_cached(tokens.tolist())
+            last = self._last_path = (tokens.copy(), path, np.asarray(self.model.values_of(path), dtype=np.int64))
+        tokens_seen, path, values = last
+        if depth == 0 or len(path) < depth:
+            return None
+        return path[:depth], values[: depth * self.page_size]
 
 
 def scale_machine_for(factory, capabilities, page_size: int, name: str) -> type[ProductionScaleMachine]:

@@ -17,6 +17,10 @@ With ``waived`` (a predicate on exceptions, e.g. a
 steps and invariants swallow the waived findings (:func:`waiving`): the search goes on past a
 known bug to the next one in the same test.
 
+The failure raised carries the machine instance that failed (``exc.radixcheck_machine``), with
+its transcript of every act and call, each named by the step that sent it (:func:`naming_steps`):
+what :mod:`radixcheck.properties.repro` writes a standalone repro file from.
+
 A hang is reported at once, unshrunk: shrinking it would cost the time limit per replay. If the
 replay does not fail (a flaky target), the failure from the find phase is reported.
 """
@@ -89,8 +93,15 @@ def run_machine(machine: type[RuleBasedStateMachine], search: settings | None = 
     scaled = getattr(machine, "settings_for", None)
     if waived is not None:
         machine = waiving(machine, waived)
+    machine = naming_steps(machine)
     with alarm_handler():
-        _run_machine(machine, scaled(search) if scaled else search)
+        try:
+            _run_machine(machine, scaled(search) if scaled else search)
+        except Exception as exc:
+            exc.radixcheck_machine = machine.failing or machine.latest  # the instance that raised it, with its transcript
+            raise
+        finally:  # Hypothesis keeps the class (its rules, by class): it must not keep a world alive too
+            machine.latest = machine.failing = None
 
 
 def _run_machine(machine: type[RuleBasedStateMachine], search: settings) -> None:
@@ -106,6 +117,7 @@ def _run_machine(machine: type[RuleBasedStateMachine], search: settings) -> None
         return
     except Exception as exc:  # noqa: BLE001 - any failure is the verdict; what follows only shrinks it
         first = exc
+    first_machine = machine.failing = machine.latest
     if caused_by_hang(first):
         first.add_note("radixcheck: not shrunk (a hang: every replay would cost the time limit)")
         raise first
@@ -122,11 +134,14 @@ def _run_machine(machine: type[RuleBasedStateMachine], search: settings) -> None
         run_state_machine_as_test(machine, settings=settings(own, phases=[Phase.reuse]))
     except unittest.SkipTest:  # nothing to replay: a forced seed (--hypothesis-seed) uses no example database
         first.add_note("radixcheck: not shrunk (with a forced seed Hypothesis keeps no examples to shrink from)")
+        machine.failing = first_machine
         raise first from None
     except Exception as shrunk:  # noqa: BLE001
         shrunk.add_note(f"radixcheck: shrunk for {spent:.1f} s (budget {shrink_seconds():g} s, {SHRINK_ENV})")
+        machine.failing = machine.latest
         raise shrunk from None
     first.add_note("radixcheck: the shrunk program did not fail again (a flaky target?); this is the first failure")
+    machine.failing = first_machine
     raise first
 
 
@@ -136,22 +151,53 @@ def _run_machine(machine: type[RuleBasedStateMachine], search: settings) -> None
 _MARKERS = ("RULE_MARKER", "INITIALIZE_RULE_MARKER", "INVARIANT_MARKER")
 
 
-def waiving(machine: type[RuleBasedStateMachine], waived: Callable[..., bool]) -> type[RuleBasedStateMachine]:
-    """A subclass of ``machine`` (same name, so the same printed programs) whose every rule and
-    invariant, when it raises an exception ``waived(exc, step)`` accepts, returns as if it had
-    passed: the finding is recorded by ``waived``, the step adds nothing to its bundles, and the
-    run goes on. The rest of that step is not run; the machine's model is updated call by call,
-    before each check, so the state stays one the machine understands."""
-    namespace: dict[str, Any] = {}
+def _wrapping_steps(machine: type[RuleBasedStateMachine], wrap: Callable[[Callable[..., Any], bool], Callable[..., Any]],
+                    namespace: dict[str, Any] | None = None) -> type[RuleBasedStateMachine]:
+    """A subclass of ``machine`` (same name, so the same printed programs and database keys)
+    whose every rule and invariant function is ``wrap(function, has_targets)``."""
+    namespace = dict(namespace or {})
     for name, member in inspect.getmembers(machine):
         for marker in (getattr(stateful, m) for m in _MARKERS):
             record = getattr(member, marker, None)
             if record is not None:
-                wrapped = _swallowing(record.function, waived, bool(getattr(record, "targets", ())))
-                stand_in = functools.wraps(member)(lambda *args, **kwargs: None)
+                wrapped = wrap(record.function, bool(getattr(record, "targets", ())))
+                stand_in = functools.wraps(member)(lambda self, *args, _wrapped=wrapped, **kwargs: _wrapped(self, *args, **kwargs))
                 setattr(stand_in, marker, dataclasses.replace(record, function=wrapped))
-                namespace[name] = stand_in
+                namespace[name] = stand_in  # Hypothesis calls the record's function; a direct call (a replay) the same
     return type(machine.__name__, (machine,), namespace)
+
+
+def waiving(machine: type[RuleBasedStateMachine], waived: Callable[..., bool]) -> type[RuleBasedStateMachine]:
+    """A subclass of ``machine`` whose every rule and invariant, when it raises an exception
+    ``waived(exc, step)`` accepts, returns as if it had passed: the finding is recorded by
+    ``waived``, the step adds nothing to its bundles, and the run goes on. The rest of that step
+    is not run; the machine's model is updated call by call, before each check, so the state
+    stays one the machine understands."""
+    return _wrapping_steps(machine, lambda function, has_targets: _swallowing(function, waived, has_targets))
+
+
+def naming_steps(machine: type[RuleBasedStateMachine]) -> type[RuleBasedStateMachine]:
+    """A subclass of ``machine`` whose instances know the step (rule or invariant) they are in
+    (``self.step``, so each act of the transcript is named by its step), and whose class keeps
+    the latest instance made (``latest``: after a failed run, the one that failed)."""
+    def __init__(self: Any) -> None:
+        super(made, self).__init__()
+        made.latest = self
+
+    made = _wrapping_steps(machine, lambda function, has_targets: _named(function),
+                           {"__init__": __init__, "latest": None, "failing": None})
+    return made
+
+
+def _named(function: Callable[..., Any]) -> Callable[..., Any]:
+    @functools.wraps(function)
+    def step(self: RuleBasedStateMachine, *args: Any, **arguments: Any) -> Any:
+        outer, self.step = getattr(self, "step", None), function.__name__
+        try:
+            return function(self, *args, **arguments)
+        finally:  # an invariant the step called itself (production_world) hands the step back
+            self.step = outer
+    return step
 
 
 def _swallowing(function: Callable[..., Any], waived: Callable[..., bool], has_targets: bool) -> Callable[..., Any]:

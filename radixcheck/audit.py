@@ -27,7 +27,6 @@ Exit codes: 0 the cache conforms (perhaps with waived findings), 1 it does not, 
 from __future__ import annotations
 
 import json
-import re
 import sys
 import time
 from dataclasses import asdict, dataclass, field
@@ -38,6 +37,8 @@ import pytest
 from tabulate import tabulate
 
 from radixcheck.cache_dir import hypothesis_storage_in_cache
+from radixcheck.properties.failures import shape_of
+from radixcheck.properties.repro import file_name
 from radixcheck.properties.target import Target, op_timeout
 from radixcheck.properties.verdict import shrink_seconds
 from radixcheck.pytest_plugin import WAIVED_PREFIX
@@ -58,6 +59,7 @@ class Verdict:
     program: str = ""
     exceptions: list[dict[str, str]] = field(default_factory=list)  # each one's type, message, oracle, program
     waived: list[dict[str, Any]] = field(default_factory=list)  # findings waived on the way (and their waiver)
+    repro: dict[str, Any] = field(default_factory=dict)  # --repro: the file's text (or why there is none), calls, exit code
 
 
 # The order findings are listed in, most fundamental first: (rank, oracle names starting so).
@@ -75,18 +77,6 @@ def rank_of(oracle: str) -> int:
     return next((i for i, (_, prefixes) in enumerate(RANKS) if oracle.startswith(prefixes)), len(RANKS))
 
 
-def shape_of(message: str) -> str:
-    """A failure's message with the specifics left out (token lists, numbers): the first differing
-    call and what was wrong with it, the same at every page size and in every test."""
-    shape = re.sub(r"\s*\(\d+ tokens\)", "", message)
-    shape = re.sub(r"=[^\s,()\[\]]+", "=…", shape)  # a value named in the message: page_size=1.5, t=48
-    shape = re.sub(r"\(-?\d+(?:,(?: -?\d+)?)+\)", "[]", shape)  # a tuple of tokens, as a node's key prints
-    while (inner := re.sub(r"\[[^\[\]]*\]", "\0", shape)) != shape:  # token lists, innermost first
-        shape = inner
-    shape = re.sub("\0(, \0)+", "\0", shape)  # however many of them
-    return re.sub(r"-?\b\d+\b", "N", shape.replace("\0", "[…]"))
-
-
 @dataclass
 class Finding:
     """One root cause: an oracle and the shape of the failure, with every test it failed."""
@@ -98,6 +88,7 @@ class Finding:
     program: str
     exception: str = ""  # the exception's type
     raised_at: str = ""  # a crash: where, e.g. mycache.py:42 in evict
+    repro: str = ""  # --repro: its standalone repro file (or why there is none)
 
 
 def findings_of(verdicts: list[Verdict]) -> list[Finding]:
@@ -109,13 +100,23 @@ def findings_of(verdicts: list[Verdict]) -> list[Finding]:
         for e in v.exceptions or [{"type": "", "message": v.reason, "oracle": v.oracle, "program": v.program}]:
             groups.setdefault((e["oracle"], shape_of(e["message"])), []).append((v.test, e))
     found = []
-    for (oracle, _), members in groups.items():
+    for (oracle, shape), members in groups.items():
         _, shortest = min(members, key=lambda m: (not m[1]["program"], "production_scale" in m[0],
                                                    len(m[1]["program"].splitlines()), len(m[1]["message"]), m[0]))
         tests = sorted(dict.fromkeys(test for test, _ in members), key=_test_order)
         found.append(Finding(RANKS[rank_of(oracle)][0] if rank_of(oracle) < len(RANKS) else "other", oracle,
-                             shortest["message"], tests, shortest["program"], shortest.get("type", ""), shortest.get("raised_at", "")))
+                             shortest["message"], tests, shortest["program"], shortest.get("type", ""), shortest.get("raised_at", ""),
+                             _repro_of(oracle, shape, [v for v in verdicts if v.test in tests])))
     return sorted(found, key=lambda f: (rank_of(f.oracle), -len(f.tests), f.oracle, f.reason))
+
+
+def _repro_of(oracle: str, shape: str, verdicts: list[Verdict]) -> str:
+    """The finding's repro file (the plugin wrote it under the finding's name), or why there is none."""
+    repros = [v.repro for v in verdicts if v.repro and v.repro.get("oracle") == oracle and shape_of(v.repro.get("message", "")) == shape]
+    written = [r for r in repros if r.get("text")]
+    if written:
+        return written[0]["path"]
+    return f"(none: {repros[0]['why_not']})" if repros else ""
 
 
 def _test_order(test_id: str) -> tuple:
@@ -166,9 +167,11 @@ class AuditResult:
 class _Collector:
     """A pytest plugin object: gathers one :class:`Verdict` per test and prints it as it lands."""
 
-    def __init__(self, started: float) -> None:
+    def __init__(self, started: float, repro_dir: Path | None = None) -> None:
         self.verdicts: list[Verdict] = []
         self.started = started
+        self.repro_dir = repro_dir
+        self.repros_shown: set[str] = set()
 
     def pytest_collectreport(self, report: pytest.CollectReport) -> None:
         if report.failed:
@@ -184,9 +187,12 @@ class _Collector:
                 reason = report.longrepr[2].removeprefix("Skipped: ")
             if report.failed and not props:  # a failure outside the test body: an error in setup
                 props = {"oracle": "error", "reason": str(report.longrepr).strip().splitlines()[-1][:300]}
+            repro = dict(props.get("repro") or {})
+            if repro.get("text") and self.repro_dir is not None:
+                repro["path"] = str(self.repro_dir / file_name(repro["oracle"], repro["message"]))
             self._add(Verdict(report.nodeid.rpartition("::")[2], outcome, round(report.duration, 2),
                               props.get("oracle", ""), reason or props.get("reason", ""), props.get("program", ""),
-                              list(props.get("exceptions", [])), list(props.get("waived", []))))
+                              list(props.get("exceptions", [])), list(props.get("waived", [])), repro))
 
     def _add(self, verdict: Verdict) -> None:
         self.verdicts.append(verdict)
@@ -196,19 +202,30 @@ class _Collector:
         if verdict.waived:
             detail += "  (waived: " + ", ".join(f"{w['oracle']} ({w['waiver']})" for w in verdict.waived) + ")"
         print(f"[{time.monotonic() - self.started:6.1f} s] {mark} {verdict.test} ({verdict.seconds:.1f} s){detail}", flush=True)
+        path = verdict.repro.get("path")
+        if path and path not in self.repros_shown:
+            self.repros_shown.add(path)
+            ran = verdict.repro.get("exit_code")
+            print(f"[{time.monotonic() - self.started:6.1f} s] repro {path} ({verdict.repro.get('size', '')}"
+                  + ("" if ran == 1 else f"; WARNING: radixcheck ran it and it exited {ran}, not 1") + ")", flush=True)
 
 
-def run_audit(target: Target, page_sizes: str | None, profile: str, workers: str, waive: Path | None = None) -> AuditResult:
+def run_audit(target: Target, page_sizes: str | None, profile: str, workers: str, waive: Path | None = None,
+              repro: Path | None = None) -> AuditResult:
     """Run the conformance tests against ``target`` (already loaded and checked); ``waive``: a
-    waiver file (already read once, so its errors are the caller's)."""
+    waiver file (already read once, so its errors are the caller's); ``repro``: a directory for a
+    standalone repro file per finding."""
     started = time.monotonic()
-    collector = _Collector(started)
+    repro = Path(repro).resolve() if repro else None
+    collector = _Collector(started, repro)
     args = ["--pyargs", CONFORMANCE, "--radix-target", target.spec, f"--hypothesis-profile={profile}",
             "-p", "no:cacheprovider", "-p", "no:terminal", "-p", "no:randomly", "-o", "addopts="]
     if page_sizes:
         args += ["--radix-page-sizes", page_sizes]
     if waive:
         args += ["--radix-waive", str(Path(waive).resolve())]
+    if repro:
+        args += ["--radix-repro", str(repro)]
     if workers not in ("0", "1"):
         args += ["-n", workers]
     with hypothesis_storage_in_cache():  # Hypothesis's .hypothesis/ goes to the user's cache, not their project
@@ -246,6 +263,7 @@ def report_card(result: AuditResult) -> str:
         parts += ["", f"### {i}. {f.oracle} ({f.rank})", "", f"{f.exception + ': ' if f.exception else ''}{f.reason}"
                   + (f" (raised at `{f.raised_at}`)" if f.raised_at else ""), "",
                   f"Failed {len(f.tests)} test(s): " + ", ".join(f"`{t}`" for t in f.tests), "",
+                  *([f"Repro: `{f.repro}`" if not f.repro.startswith("(") else f"Repro: {f.repro}", ""] if f.repro else []),
                   "```python", f.program or "(no program: the test failed outside a Hypothesis run)", "```"]
     if waived:
         parts += ["", "## Waived findings (--waive)", ""]
@@ -275,7 +293,8 @@ def print_summary(result: AuditResult) -> None:
     for i, f in enumerate(findings, 1):
         print(f"--- finding {i} of {len(findings)} ({f.rank}): {f.oracle}\n"
               f"{f.exception + ': ' if f.exception else ''}{f.reason}{f' (raised at {f.raised_at})' if f.raised_at else ''}\n"
-              f"failed {len(f.tests)} test(s): {', '.join(f.tests)}\n{f.program}\n", file=sys.stdout)
+              f"failed {len(f.tests)} test(s): {', '.join(f.tests)}\n" + (f"repro: {f.repro}\n" if f.repro else "")
+              + f"{f.program}\n", file=sys.stdout)
     for w in waived:
         print(f"--- waived: {w['oracle']} ({w['type']}): {w['message']}\n"
               f"waived by {w['waiver']}; met in {', '.join(w['tests'])}\n", file=sys.stdout)
