@@ -1,0 +1,222 @@
+"""Making a failure small enough to read: replay its transcript with acts left out.
+
+Hypothesis shrinks the *program* (the rules and their arguments); a step of it can still send
+dozens of calls, and a production-scale world sends 10^4. :func:`reduce` works on the failing
+machine's transcript (:mod:`radixcheck.properties.transcript`) instead: it replays the acts on a
+fresh machine, with every oracle, and keeps any change after which the replay still fails with
+the same finding (the same oracle, and a message of the same shape):
+
+1. every invariant check but the failing one left out at once;
+2. whole steps (or stories of a production world) left out, largest first;
+3. simpler callers (:class:`~radixcheck.properties.cache_machine.MachineOptions`): buffers left
+   alone, tokens as lists only, ascending slot ids; and match queries cut to what they match;
+4. runs of acts left out, halving the run length each round (delta debugging).
+
+An act that needs one left out (a lock of a match that is gone) goes with it, and one that
+would no longer be legal (an unlock whose lock is gone) is not sent.
+
+Each replay is judged by the same machine and oracles as the run, so a smaller failure is as
+real as the first one. It is bounded in time (``RADIXCHECK_REDUCE_SECONDS``, default 10), and
+what it has at the end is the answer; a hang is never reduced (each replay would cost the time
+limit).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import sys
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+
+from radixcheck.oracles.violations import ContractViolation
+from radixcheck.properties.cache_machine import HandleRecord, MachineOptions, RadixCacheMachine
+from radixcheck.properties.failures import message_of, oracle_of, raised_at, shape_of
+from radixcheck.properties.target import alarm_handler, caused_by_hang, forget_hangs
+from radixcheck.properties.transcript import Act, kept
+
+REDUCE_ENV = "RADIXCHECK_REDUCE_SECONDS"
+DEFAULT_REDUCE_SECONDS = 10.0
+INVARIANTS = ("sizes_add_up", "slots_conserved")
+
+
+def reduce_seconds() -> float:
+    return float(os.environ.get(REDUCE_ENV, DEFAULT_REDUCE_SECONDS))
+
+
+def finding_of(exc: BaseException) -> tuple[str, str, str]:
+    """What makes two failures the same finding: the oracle, the shape of the message, and, for a
+    crash, where it was raised."""
+    return oracle_of(exc), shape_of(message_of(exc)), "" if isinstance(exc, ContractViolation) else raised_at(exc)
+
+
+@dataclass
+class Replay:
+    """A transcript replayed: the machine (with its own new transcript), the acts that were sent
+    (the originals, up to the one that failed) and the failure, if any."""
+
+    machine: RadixCacheMachine
+    acts: list[Act]
+    failure: BaseException | None
+    trim_queries: bool = False
+
+
+def replay(machine_class: type[RadixCacheMachine], acts: list[Act], options: MachineOptions | None = None,
+           waived: Callable[[BaseException], bool] | None = None, trim_queries: bool = False) -> Replay:
+    """Send ``acts`` to a fresh machine (of ``machine_class``, with ``options``), stopping at the
+    first failure that ``waived`` does not cover. An act whose handle record is not there (its
+    match was left out), or that would not be legal now, is skipped; ``trim_queries`` cuts each
+    top-level match query to the part the model says is cached."""
+    if options is not None:
+        machine_class = type(machine_class.__name__, (machine_class,), {"options": options})
+    forget_hangs()
+    with alarm_handler(), standalone_stack():
+        machine = machine_class()
+        records: dict[int, HandleRecord] = {}  # id(original record) -> the replayed one
+        sent: list[Act] = []
+        for original in acts:
+            args = _arguments(machine, original, records, trim_queries)
+            if args is None:
+                continue
+            machine.step, machine.story = original.step, original.story
+            sent.append(original)
+            try:
+                result = getattr(machine, original.name)(*args)
+            except Exception as exc:  # noqa: BLE001 - a failure of the cache is what a replay looks for
+                if waived is not None and waived(exc):
+                    continue
+                return Replay(machine, sent, exc, trim_queries)
+            if isinstance(original.result, HandleRecord):
+                records[id(original.result)] = result
+    return Replay(machine, sent, None, trim_queries)
+
+
+@contextmanager
+def standalone_stack() -> Iterator[None]:
+    """Give a replay the stack a repro file has when it runs on its own. Here pytest, Hypothesis
+    and the machine already take some of Python's recursion limit; without this, a recursive
+    walk that fails 900 frames deep in the replay would pass in the file. For the block only,
+    the limit is raised by the frames below it, and put back after."""
+    depth, frame = 0, sys._getframe()
+    while frame is not None:
+        depth, frame = depth + 1, frame.f_back
+    limit = sys.getrecursionlimit()
+    sys.setrecursionlimit(limit + depth)
+    try:
+        yield
+    finally:
+        sys.setrecursionlimit(limit)
+
+
+def _arguments(machine: RadixCacheMachine, act: Act, records: dict[int, HandleRecord], trim_queries: bool) -> tuple | None:
+    """``act``'s arguments for the replaying machine, or ``None`` if it cannot be sent now."""
+    args = []
+    for arg in act.args:
+        if isinstance(arg, HandleRecord):
+            if id(arg) not in records:
+                return None  # the match that made it was left out
+            arg = records[id(arg)]
+        args.append(kept(arg))  # a copy: the replaying machine overwrites what it lends, as the first one did
+    model = machine.model
+    if act.name == "_match_along":
+        args = args[:1]  # the path and slots are found again on the replaying machine's model
+    elif act.name == "_match" and trim_queries:
+        cached = len(model.longest_cached(args[0])) * machine.page_size
+        args[0] = args[0][:cached] or args[0]
+    elif act.name in ("_lock", "_serve_insert") and not model.can_lock(args[-1].path):
+        return None  # its prefix is no longer cached
+    elif act.name == "_release" and not (args[0].held > 0 and model.can_unlock(args[0].path)):
+        return None  # its lock is gone: the caller would not send this unlock
+    return tuple(args)
+
+
+@dataclass
+class Reduced:
+    """The smallest failing replay found, and what it took."""
+
+    replay: Replay
+    options: MachineOptions
+    acts_before: int
+    replays: int = 0
+    seconds: float = 0.0
+    notes: list[str] = field(default_factory=list)
+
+
+def reduce(machine: RadixCacheMachine, failure: BaseException, waived: Callable[[BaseException], bool] | None = None,
+           seconds: float | None = None) -> Reduced | None:
+    """The failing ``machine``'s transcript, reduced (module docstring) for at most ``seconds``
+    (default ``RADIXCHECK_REDUCE_SECONDS``). ``None`` if its replay does not fail the same way
+    (a target that does not repeat itself)."""
+    started = time.monotonic()
+    budget = reduce_seconds() if seconds is None else seconds
+    machine_class, wanted = type(machine), finding_of(failure)
+    options = machine.options
+    if caused_by_hang(failure) or budget <= 0:
+        first = Replay(machine, list(machine.transcript), failure)
+        return Reduced(first, options, len(machine.transcript), notes=["not reduced" + (" (a hang)" if budget > 0 else "")])
+    replays = 0
+
+    def fails(acts: list[Act], options: MachineOptions, trim: bool) -> Replay | None:
+        nonlocal replays
+        replays += 1
+        again = replay(machine_class, acts, options, waived, trim)
+        return again if again.failure is not None and finding_of(again.failure) == wanted else None
+
+    def time_left() -> bool:
+        return time.monotonic() - started < budget
+
+    acts = list(machine.transcript)
+    lean = [a for a in acts if a.name not in INVARIANTS or a is acts[-1]]  # usually enough, and a replay saved
+    best = (fails(lean, options, False) if len(lean) < len(acts) else None) or fails(acts, options, False)
+    if best is None:
+        return None
+    best = _leave_out_stories(best, options, fails, time_left)
+    for change in ({"reuses_buffers": False}, {"tokens_as_lists": True}, {"churned_slots": False}, {"trim": True}):
+        if time_left():
+            trim = change.pop("trim", best.trim_queries)
+            simpler = fails(best.acts, dataclasses.replace(options, **change), trim)
+            if simpler is not None:
+                best, options = simpler, dataclasses.replace(options, **change)
+    best = _leave_out_runs(best, options, fails, time_left)
+    notes = [] if time_left() else [f"reduction stopped at its budget ({budget:g} s, {REDUCE_ENV})"]
+    return Reduced(best, options, len(acts), replays, round(time.monotonic() - started, 2), notes)
+
+
+def _leave_out_stories(best: Replay, options: MachineOptions, fails: Callable[..., Replay | None],
+                       time_left: Callable[[], bool]) -> Replay:
+    """Leave out whole steps (or stories of a production world), largest first: one replay each."""
+    groups: list[list[Act]] = []
+    for a in best.acts:
+        if groups and (groups[-1][-1].step, groups[-1][-1].story) == (a.step, a.story):
+            groups[-1].append(a)
+        else:
+            groups.append([a])
+    for group in sorted(groups[:-1], key=len, reverse=True):  # never the failing act's own
+        if len(group) < 2 or not time_left():
+            break
+        left_out = {id(a) for a in group}
+        smaller = fails([a for a in best.acts if id(a) not in left_out], options, best.trim_queries)
+        if smaller is not None:
+            best = smaller
+    return best
+
+
+def _leave_out_runs(best: Replay, options: MachineOptions, fails: Callable[..., Replay | None],
+                    time_left: Callable[[], bool]) -> Replay:
+    """Delta debugging over the acts: leave out runs of ``size`` acts, halving ``size`` each round."""
+    size = max(1, len(best.acts) // 2)
+    while time_left():
+        i = 0
+        while i < len(best.acts) and time_left():
+            candidate = best.acts[:i] + best.acts[i + size :]
+            smaller = fails(candidate, options, best.trim_queries) if candidate else None
+            if smaller is not None and len(smaller.acts) < len(best.acts):
+                best = smaller
+            else:
+                i += size
+        if size == 1:
+            break
+        size //= 2
+    return best
