@@ -27,6 +27,7 @@ CASES: list[tuple[str, list[str], str]] = [
     ("radixcheck", ["audit", "x:y", "--shrink-seconds", "0"], "--shrink-seconds"),
     ("radixcheck", ["audit", "x:y", "--page-sizes", "0,16"], "--page-sizes"),
     ("radixcheck", ["audit", "x:y", "--profile", "nope"], "--profile"),
+    ("radixcheck", ["audit", "x:y", "--repro", str(ROOT / "pyproject.toml")], "--repro"),  # a file, not a directory
     ("radixcheck", ["nosuch"], "command"),
     ("radixcheck", ["reports", "--seed", "-5"], "--seed"),
     ("radixcheck.reports", ["--seed", "-5"], "--seed"),

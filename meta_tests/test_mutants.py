@@ -20,6 +20,7 @@ from radixcheck.properties.mutants import (
     TrustingReference,
     machine_for_mutant,
 )
+from radixcheck.properties.repro import repro_for, run_repro
 from radixcheck.properties.scale_machine import scale_machine_for
 from radixcheck.properties.target import TIMEOUT_ENV
 from radixcheck.properties.verdict import SHRINK_ENV, run_machine
@@ -54,13 +55,28 @@ def test_trusting_variant_passes_at_production_scale() -> None:
     run_machine(scale_machine_for(variant, variant.capabilities, variant.page_size_for_test, f"variant_{variant.__name__}"), find_only())
 
 
+REPRO_SECONDS = 1.0  # the gate's reduction budget per mutant (an audit's is 10 s): the file must work however far it got
+
+
 @pytest.mark.parametrize("mutant", MUTANTS, ids=lambda m: m.bug_class)
 def test_mutant_is_caught(mutant) -> None:
+    """Caught, for the right reason; and its standalone repro file (issue 20 item 1) exits 1 on the
+    mutant, printing the finding, and 0 on the reference (a fixed cache), run as a file runs."""
     with pytest.raises(Exception) as caught:
         run_machine(machine_for_mutant(mutant), find_only())
     assert isinstance(caught.value, mutant.caught_by), (
         f"{mutant.__name__} was caught, but by {type(caught.value).__name__}, not {mutant.caught_by}: {str(caught.value)[:1500]}"
     )
+    spec = f"radixcheck.properties.mutants:{mutant.__name__}"
+    repro = repro_for(caught.value, spec, seconds=REPRO_SECONDS)
+    assert repro.text is not None, repro.why_not
+    assert repro.exit_code == 1 and "BUG (radixcheck oracle" in repro.output, repro.output[-2000:]
+    assert "hypothesis" not in repro.text.lower() and "cache_machine" not in repro.text
+    fixed = repro.text.replace(f"from radixcheck.properties.mutants import {mutant.__name__} as make",
+                               "from radixcheck.reference import RadixCache as make")
+    assert fixed != repro.text
+    code, printed = run_repro(fixed)
+    assert code == 0 and "no bug" in printed, printed[-2000:]
 
 
 def test_every_mutant_breaks_a_listed_obligation() -> None:

@@ -9,6 +9,7 @@ theorem's bound is stated in pages: ``distinct_prefixes(symbols) * page_size`` t
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 
 from hypothesis import strategies as st
 
@@ -38,13 +39,35 @@ def as_pages(request: tuple[int, ...], page_size: int) -> tuple[int, ...]:
     return tuple(s for s in request for _ in range(page_size))
 
 
+@dataclass(frozen=True)
+class ServingRun:
+    """Requests served in this order on a fresh cache, with this budget (tokens, or ``None``):
+    what a failure of the serving protocol carries (``exc.radixcheck_serving``), so that
+    :mod:`radixcheck.properties.repro` can write it out as a standalone file."""
+
+    requests: tuple[tuple[int, ...], ...]
+    budget: int | None
+    page_size: int
+
+
 def tokens_computed(target: Target, batch: Sequence[tuple[int, ...]], budget_pages: int | None, page_size: int) -> int:
-    """Serve ``batch`` in the given order on a fresh cache; the tokens computed (not reused)."""
+    """Serve ``batch`` in the given order on a fresh cache; the tokens computed (not reused). A
+    failure raised on the way carries the run (:class:`ServingRun`)."""
     allocator = SlotAllocator(1 << 16)
     requests = [as_pages(r, page_size) for r in batch]
     budget = None if budget_pages is None else budget_pages * page_size
-    cache = GuardedCache(guarded("factory", target.factory, allocator, page_size))
-    return serve_all(cache, allocator, requests, budget)
+    try:
+        cache = GuardedCache(guarded("factory", target.factory, allocator, page_size))
+        return serve_all(cache, allocator, requests, budget)
+    except Exception as exc:
+        if not hasattr(exc, "radixcheck_serving"):
+            exc.radixcheck_serving = ServingRun(tuple(requests), budget, page_size)
+        raise
+
+
+def served_run(batch: Sequence[tuple[int, ...]], budget_pages: int | None, page_size: int) -> ServingRun:
+    """The run :func:`tokens_computed` makes of ``batch`` (for a violation to carry)."""
+    return ServingRun(tuple(as_pages(r, page_size) for r in batch), None if budget_pages is None else budget_pages * page_size, page_size)
 
 
 def bound(batch: Sequence[tuple[int, ...]], page_size: int) -> int:

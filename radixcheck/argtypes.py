@@ -72,6 +72,14 @@ def page_sizes(text: str) -> str:
     return text
 
 
+def repro_dir(text: str) -> Path:
+    """A directory to write files into: it may not exist yet, but it may not be a file."""
+    path = Path(text)
+    if not text.strip() or (path.exists() and not path.is_dir()):
+        raise argparse.ArgumentTypeError(f"{text!r} is not a directory (it is a file, or empty)")
+    return path
+
+
 def python_with(module: str) -> Callable[[str], str]:
     """The path of a Python interpreter that can import ``module`` (checked once, without importing it)."""
 

@@ -3,6 +3,7 @@
     radixcheck audit mymodule:make                       # verdict in seconds; exit 0 / 1 / 2
     radixcheck audit mymodule:make --page-sizes 1,16 --report audit.md --json audit.json -n 2
     radixcheck audit mymodule:make --waive known.txt      # known findings: reported as waived, looked past
+    radixcheck audit mymodule:make --repro repros/        # a standalone repro file per finding
     radixcheck bench mymodule:make --report cost.md      # how each operation's cost grows (beside the reference)
     radixcheck reports --out my-reports                  # regenerate the ledger (python -m radixcheck.reports)
 """
@@ -14,7 +15,7 @@ import os
 import sys
 from pathlib import Path
 
-from radixcheck.argtypes import ArgumentParser, page_sizes, positive_seconds, workers
+from radixcheck.argtypes import ArgumentParser, page_sizes, positive_seconds, repro_dir, workers
 from radixcheck.bench_cli import add_bench_parser
 from radixcheck.profiles import PROFILES
 
@@ -31,6 +32,9 @@ def _parser() -> argparse.ArgumentParser:
     audit.add_argument("--profile", default="ci", choices=PROFILES, help="Hypothesis profile (default: ci, derandomized)")
     audit.add_argument("--report", type=Path, help="write the report card (markdown) here")
     audit.add_argument("--json", type=Path, help="write the results (JSON) here")
+    audit.add_argument("--repro", type=repro_dir, metavar="DIR",
+                       help="write a standalone repro file per finding into DIR (plain calls on your factory, then the "
+                            "oracle's check; exits 1 while the bug is there, 0 once it is fixed)")
     audit.add_argument("--waive", type=Path, metavar="FILE",
                        help="known findings, one '<target glob> <test glob> <oracle or exception>  # reason' a line: "
                             "reported as waived, and the search goes on past them (exit 0 if nothing else fails)")
@@ -73,7 +77,7 @@ def _audit(args: argparse.Namespace) -> int:
         print(f"radixcheck: not exercised: {gap}")
     if waivers:
         print(f"radixcheck: {len(waivers)} waiver(s) from {args.waive}")
-    result = run_audit(target, args.page_sizes, args.profile, args.workers, args.waive)
+    result = run_audit(target, args.page_sizes, args.profile, args.workers, args.waive, args.repro)
     write_outputs(result, args.report, args.json)
     print_summary(result)
     if result.pytest_exit not in (0, 1, 5):  # interrupted, internal or usage error

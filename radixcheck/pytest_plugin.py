@@ -26,6 +26,8 @@ from __future__ import annotations
 
 import dataclasses
 import os
+from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -74,6 +76,13 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         metavar="FILE",
         help="known findings to report as waived and look past (one '<target glob> <test glob> <oracle or exception>  # reason' "
         "a line); repeatable",
+    )
+    group.addoption(
+        "--radix-repro",
+        default=None,
+        metavar="DIR",
+        help="write a standalone repro file (plain contract calls, then the oracle's check; exit 1 while the bug is "
+        "there) for each distinct finding into DIR",
     )
     parser.addini("radix_target", help=f"cache factory the conformance tests run against (--radix-target and {TARGET_ENV} win)")
     parser.addini("radix_page_sizes", help="comma-separated page sizes the conformance tests run (--radix-page-sizes wins)")
@@ -125,6 +134,8 @@ def pytest_configure(config: pytest.Config) -> None:
         config.stash[WAIVERS] = [w for path in config.getoption("--radix-waive") or [] for w in read_waivers(path)]
     except WaiverError as exc:
         raise pytest.UsageError(f"radixcheck: {exc}") from exc
+    if config.getoption("--radix-repro") and not hasattr(config, "workerinput"):  # the controller writes the files
+        config.pluginmanager.register(ReproFiles(Path(config.getoption("--radix-repro"))), "radixcheck-repro-files")
     if _several(config):
         named_specs(config)  # a malformed list is a usage error; the targets load on first use
     elif config.getoption("--radix-target") is not None:  # named on the command line: a typo stops the run at once
@@ -307,6 +318,8 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
         exc = call.excinfo.value
         for key, value in describe_failure(exc).items():
             report.user_properties.append((f"radixcheck_{key}", value))
+        if item.config.getoption("--radix-repro") and _is_conformance(item):
+            report.user_properties.append(("radixcheck_repro", _repro_of(item, exc, log)))
         waiver = log.waiver_for(exc)
         if waiver is not None and log(exc, "the test's last failure"):
             report.outcome = "skipped"
@@ -314,6 +327,55 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
     if log.findings():
         report.user_properties.append(("radixcheck_waived", log.findings()))
     return report
+
+
+def _spec_of(item: pytest.Item) -> str:
+    callspec = getattr(item, "callspec", None)
+    name = callspec.params.get("target") if callspec is not None else None
+    return named_specs(item.config).get(name, name) if isinstance(name, str) else target_spec(item.config)
+
+
+def _repro_of(item: pytest.Item, exc: BaseException, log: WaiverLog) -> dict:
+    """The repro file of a failing conformance test (built here, in the worker that has the failing
+    machine), as a report property: its text, or why there is none."""
+    from radixcheck.properties.repro import repro_for  # only when asked for: it imports the reducer
+
+    callspec = getattr(item, "callspec", None)
+    parameters = {k: v for k, v in (callspec.params.items() if callspec else ()) if k != "target"}
+    try:
+        repro = repro_for(exc, _spec_of(item), item.name, waived=lambda e: log.waiver_for(e) is not None,
+                          plain_test=(item.function, parameters, item.funcargs["target"].capabilities))
+    except Exception as error:  # noqa: BLE001 - a repro that cannot be made must not hide the finding
+        return {"text": None, "why_not": f"radixcheck could not write it: {type(error).__name__}: {error}"}
+    return {"text": repro.text, "why_not": repro.why_not, "calls": repro.calls, "notes": repro.notes, "size": repro.size,
+            "exit_code": repro.exit_code, "oracle": describe_failure(exc)["oracle"], "message": describe_failure(exc)["reason"]}
+
+
+class ReproFiles:
+    """Writes each failing test's repro file into ``--radix-repro DIR`` as its report arrives (in
+    the controller, also under pytest-xdist): one file per distinct finding (its oracle and the
+    shape of its message), the one with the fewest calls kept."""
+
+    def __init__(self, directory: Path) -> None:
+        self.directory = directory
+        self.written: dict[str, dict] = {}  # file name -> the repro written there, with its path and test
+
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        repro = dict(report.user_properties).get("radixcheck_repro")
+        if not repro or not repro.get("text"):
+            return
+        from radixcheck.properties.repro import file_name
+
+        name = file_name(repro["oracle"], repro["message"])
+        if name in self.written and self.written[name]["calls"] <= repro["calls"]:
+            return
+        self.directory.mkdir(parents=True, exist_ok=True)
+        (self.directory / name).write_text(repro["text"], encoding="utf-8")
+        self.written[name] = {**repro, "path": str(self.directory / name), "test": report.nodeid.rpartition("::")[2]}
+
+    def pytest_terminal_summary(self, terminalreporter: Any) -> None:
+        for repro in self.written.values():
+            terminalreporter.write_line(f"radixcheck repro: {repro['path']} ({repro['oracle']}: {repro['message'][:100]})")
 
 
 @pytest.fixture

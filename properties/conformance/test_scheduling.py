@@ -18,29 +18,42 @@ import itertools
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from radixcheck.oracles.violations import DFSBoundViolation
+from radixcheck.oracles.violations import Check, DFSBoundViolation
 from radixcheck.profiles import current
-from radixcheck.properties.batches import batches, bound, misses_the_bound, tokens_computed
+from radixcheck.properties.batches import ServingRun, batches, bound, served_run, tokens_computed
 from radixcheck.reference import cache_aware_order
 
 RADIXCHECK = current()  # radixcheck's profile (chosen by the plugin), never the project's loaded one
 
 
+def _violation(message: str, run: ServingRun, holds: str, expected: int) -> DFSBoundViolation:
+    """The bound missed by ``run``: its check as a repro file states it (``computed`` tokens)."""
+    violation = DFSBoundViolation(message, Check(holds, "computed", {"expected": expected}))
+    violation.radixcheck_serving = run
+    return violation
+
+
 @settings(RADIXCHECK)
 @given(batch=batches(), slack=st.integers(0, 6))
 def test_dfs_order_meets_the_bound(target, extreme_page_size, batch, slack) -> None:
-    if misses_the_bound(target, batch, max(map(len, batch)) + slack, extreme_page_size):
-        raise DFSBoundViolation(f"cache-aware order computed more than {bound(batch, extreme_page_size)} tokens for {batch}")
+    order, budget, p = [batch[i] for i in cache_aware_order(batch)], max(map(len, batch)) + slack, extreme_page_size
+    if tokens_computed(target, order, budget, p) != bound(batch, p):
+        raise _violation(f"cache-aware order computed more than {bound(batch, p)} tokens for {batch}", served_run(order, budget, p),
+                         "computed == expected", bound(batch, p))
 
 
 @settings(RADIXCHECK, max_examples=max(15, RADIXCHECK.max_examples // 6))  # brute force: scale with the profile, gently
 @given(batch=batches(max_requests=5), slack=st.integers(0, 3))
 def test_no_order_beats_dfs(target, extreme_page_size, batch, slack) -> None:
     budget, p = max(map(len, batch)) + slack, extreme_page_size
-    dfs = tokens_computed(target, [batch[i] for i in cache_aware_order(batch)], budget, p)
-    best = min(tokens_computed(target, list(order), budget, p) for order in itertools.permutations(batch))
+    dfs_order = [batch[i] for i in cache_aware_order(batch)]
+    dfs = tokens_computed(target, dfs_order, budget, p)
+    best, best_order = min((tokens_computed(target, list(order), budget, p), list(order)) for order in itertools.permutations(batch))
     if not dfs == best == bound(batch, p):
-        raise DFSBoundViolation(f"DFS order computed {dfs}, the best order {best}, the bound is {bound(batch, p)} for {batch}")
+        run, holds = (served_run(dfs_order, budget, p), "computed == expected") if dfs != bound(batch, p) else (
+            served_run(best_order, budget, p), "computed >= expected")  # fewer than the bound: a cache that lost count
+        raise _violation(f"DFS order computed {dfs}, the best order {best}, the bound is {bound(batch, p)} for {batch}", run,
+                         holds, bound(batch, p))
 
 
 @settings(RADIXCHECK)
@@ -49,9 +62,11 @@ def test_bound_holds_under_any_budget(target, extreme_page_size, batch, budget) 
     """Below the theorem's budget nothing is guaranteed except the lower bound itself."""
     p = extreme_page_size
     if tokens_computed(target, batch, budget, p) < bound(batch, p):
-        raise DFSBoundViolation(f"computed fewer tokens than the batch's distinct prefixes: {batch}")
+        raise _violation(f"computed fewer tokens than the batch's distinct prefixes: {batch}", served_run(batch, budget, p),
+                         "computed >= expected", bound(batch, p))
     if tokens_computed(target, batch, None, p) != bound(batch, p):
-        raise DFSBoundViolation(f"with no budget, computed other than the distinct prefixes of {batch}")
+        raise _violation(f"with no budget, computed other than the distinct prefixes of {batch}", served_run(batch, None, p),
+                         "computed == expected", bound(batch, p))
 
 
 def test_cache_aware_order_is_dfs_preorder() -> None:

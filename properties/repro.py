@@ -1,0 +1,637 @@
+"""A standalone repro file per finding: plain calls on the user's factory, then the oracle's check.
+
+What an engineer pastes into an upstream issue. It imports their factory and radixcheck's
+``SlotAllocator`` (the caller's KV slot pool, which counts every slot and refuses a double
+free), and nothing else of radixcheck: no Hypothesis, no state machine. It makes the contract
+calls the state machine made, in order, as a serving engine would (inserting a request, the
+caller frees its copies of what was cached already), and then states the check that failed, with
+the expected values written out (:class:`radixcheck.oracles.violations.Check`). It exits 1 while
+the bug is there, printing the oracle's sentence and what the cache did, and 0 once it is fixed.
+
+The calls come from a replay of the failing machine's transcript, reduced first
+(:mod:`radixcheck.properties.reduce`). Long token lists get a name (``T1 = [...]``) and later
+calls refer to their prefixes (``T1[:2999]``); a run of calls that differ only by numbers in
+arithmetic progression is written as a ``for`` loop, so a production-scale finding stays short.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import inspect
+import io
+import re
+import textwrap
+import traceback
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from radixcheck.oracles.violations import ContractViolation, shown
+from radixcheck.properties import serving
+from radixcheck.properties.batches import ServingRun
+from radixcheck.properties.cache_machine import NO_ANSWER, POOL_SIZE, SCRIBBLE_TOKEN, SIZE_CALLS, RadixCacheMachine, SentCall
+from radixcheck.properties.failures import message_of, oracle_of, shape_of
+from radixcheck.properties.reduce import Reduced, Replay, reduce, standalone_stack
+from radixcheck.properties.target import caused_by_hang, guarded, op_timeout
+from radixcheck.properties.transcript import Act
+
+SHORT = 24  # token lists longer than this are named once and referred to
+KEY = 8  # a list that starts as a named one does (this many tokens) is written as its prefix, if it is one
+LOOP_AT = 3  # a run of this many repetitions (or more) becomes a for loop
+WRAP = 110
+
+
+@dataclass
+class Repro:
+    """A repro file's text, or why there is none, how it was made, and what it did when
+    radixcheck ran it (``exit_code`` 1: it shows the bug; ``None``: not run, e.g. a hang)."""
+
+    text: str | None
+    why_not: str = ""
+    calls: int = 0  # contract calls written out (requests served, for a serving repro): fewer is better
+    notes: list[str] = field(default_factory=list)
+    size: str = ""  # what it holds, for a person: "4 contract calls", "3 requests served", "radixcheck's test, as it is"
+    exit_code: int | None = None
+    output: str = ""
+
+
+def repro_for(failure: BaseException, spec: str, test: str = "", waived: Any = None, seconds: float | None = None,
+              plain_test: tuple[Callable[..., Any], dict[str, Any], Any] | None = None) -> Repro:
+    """The repro file for ``failure`` of the target ``spec`` ('module:factory'), from what it carries:
+    the failing machine (:func:`~radixcheck.properties.verdict.run_machine` attaches it; reduced
+    for at most ``seconds``, ``waived(exc)`` naming findings to look past), or the serving run
+    (the DFS-bound tests); else, for a plain test, ``plain_test`` = (its function, its parameters,
+    the target's capabilities)."""
+    if isinstance(failure, BaseExceptionGroup):
+        return Repro(None, "several failures in one test (an ExceptionGroup): each needs its own run")
+    run = getattr(failure, "radixcheck_serving", None)
+    if isinstance(run, ServingRun):
+        return _checked(Repro(_serving_script(failure, run, spec, test), calls=len(run.requests),
+                              size=f"{len(run.requests)} requests served"), failure)
+    machine = getattr(failure, "radixcheck_machine", None)
+    if (not isinstance(machine, RadixCacheMachine) or not machine.transcript) and plain_test is not None:
+        return _checked(Repro(_plain_test_script(failure, *plain_test, spec, test), size="radixcheck's test, as it is"), failure)
+    if not isinstance(machine, RadixCacheMachine) or not machine.transcript:
+        return Repro(None, "no transcript: the failure did not come from radixcheck's cache machine or serving protocol")
+    reduced = reduce(machine, failure, waived, seconds)
+    notes = []
+    if reduced is None:
+        reduced = Reduced(Replay(machine, list(machine.transcript), failure), machine.options, len(machine.transcript))
+        notes.append("its transcript did not fail the same way when replayed (does the cache depend on more than its calls?): "
+                     "written from the run itself")
+    notes += reduced.notes
+    try:
+        writer = _Writer(reduced, spec, test)
+        text = writer.script()
+    except _CannotWrite as exc:
+        return Repro(None, str(exc), notes=notes)
+    return _checked(Repro(text, calls=writer.calls_written, notes=notes, size=f"{writer.calls_written} contract calls"), failure)
+
+
+def _checked(repro: Repro, failure: BaseException) -> Repro:
+    """Run the file once (not a hang's: it would take the whole time limit): it must exit 1."""
+    if repro.text is not None and not caused_by_hang(failure):
+        repro.exit_code, repro.output = run_repro(repro.text)
+        if repro.exit_code != 1:
+            repro.notes.append(f"radixcheck ran this file and it exited {repro.exit_code}, not 1: {repro.output.strip()[-300:]}")
+    return repro
+
+
+def run_repro(text: str, seconds: float = 60.0) -> tuple[int, str]:
+    """Run a repro file's text in this process, as ``python file.py`` would (``__main__``, the
+    stack a file has on its own, at most ``seconds``): its exit code and what it printed."""
+    printed = io.StringIO()
+    code = 0
+    with contextlib.redirect_stdout(printed), contextlib.redirect_stderr(printed), standalone_stack():
+        try:
+            guarded("the repro file", exec, compile(text, "<radixcheck repro>", "exec"), {"__name__": "__main__"})
+        except SystemExit as done:
+            code = done.code if isinstance(done.code, int) else (0 if done.code is None else 1)
+        except Exception:  # noqa: BLE001 - an uncaught exception: Python's own exit code
+            traceback.print_exc()
+            code = 1
+    return code, printed.getvalue()
+
+
+class _CannotWrite(Exception):
+    """The failure has no standalone form (e.g. it was raised by radixcheck itself, not by a call)."""
+
+
+def literal(value: Any) -> str:
+    """Python source that makes ``value`` again (for arguments, bad input included)."""
+    if value is None or isinstance(value, (bool, int, float, str)):
+        return repr(value)
+    if isinstance(value, np.integer):
+        return repr(int(value))
+    if isinstance(value, np.ndarray):
+        return f"np.array({value.tolist()!r}, dtype=np.{value.dtype.name})"
+    if isinstance(value, (list, tuple)) and all(isinstance(v, (int, float, bool, list, tuple, type(None), str)) for v in value):
+        return repr(list(value)) if isinstance(value, list) else repr(value)
+    if type(value) is object:
+        return "object()"
+    raise _CannotWrite(f"cannot write an argument of type {type(value).__name__} as Python")
+
+
+def _ints(values: list[int]) -> str:
+    """A list of ints, as ``list(range(a, b))`` when it counts up by one."""
+    if len(values) > 3 and values == list(range(values[0], values[0] + len(values))):
+        return f"list(range({values[0]}, {values[-1] + 1}))"
+    return repr(values)
+
+
+def _assignment(name: str, value: Any, comment: str = "") -> list[str]:
+    """``name = value`` as lines of Python: a long list wrapped, one indented block of items."""
+    text = _ints(list(value)) if isinstance(value, (list, set)) and all(type(v) is int for v in value) else repr(value)
+    head = [f"# {comment}"] if comment else []
+    if len(text) + len(name) + 3 <= WRAP or not text.startswith("["):
+        return head + [f"{name} = {text}"]
+    items = textwrap.wrap(text[1:-1], WRAP - 4, break_on_hyphens=False)
+    return head + [f"{name} = ["] + ["    " + line for line in items] + ["]"]
+
+
+class _Writer:
+    def __init__(self, reduced: Reduced, spec: str, test: str) -> None:
+        self.reduced = reduced
+        self.machine, self.failure = reduced.replay.machine, reduced.replay.failure
+        self.options = reduced.options
+        self.spec, self.test = spec, test
+        self.page = self.machine.page_size
+        self.acts: list[Act] = self.machine.transcript
+        self.used_handles = {id(arg) for a in self.acts for c in a.calls for arg in c.args
+                             if c.name in ("inc_lock_ref", "dec_lock_ref")}
+        self.bound: dict[int, str] = {}  # id(handle) -> the name it was last bound to
+        self.named: dict[tuple[int, ...], list[tuple[str, tuple[int, ...]]]] = {}  # first KEY tokens -> named sequences
+        self.sequences = 0
+        self.calls_written = 0
+        self.helpers: set[str] = set()
+
+    # ---- values --------------------------------------------------------------------------------
+
+    def tokens(self, value: Any, definitions: list[str]) -> str:
+        """A token argument: short lists as they are, long ones by name (a new name is defined in ``definitions``)."""
+        if isinstance(value, np.ndarray) and value.ndim == 1 and np.issubdtype(value.dtype, np.integer) and value.dtype == np.int64:
+            return f"np.array({self.tokens(value.tolist(), definitions)})"
+        if not (isinstance(value, list) and all(type(v) is int for v in value)) or len(value) < KEY:
+            return literal(value)
+        seq = tuple(value)
+        for name, known in self.named.get(seq[:KEY], []):
+            if seq == known:  # lent as a copy where the caller overwrites what it lends
+                return f"list({name})" if self.options.reuses_buffers else name
+            if len(seq) < len(known) and known[: len(seq)] == seq:
+                return f"{name}[:{len(seq)}]"
+            if len(seq) - len(known) <= SHORT and seq[: len(known)] == known:
+                return f"{name} + {list(seq[len(known):])!r}"
+        if len(seq) <= SHORT:
+            return literal(value)
+        self.sequences += 1
+        name = f"T{self.sequences}"
+        self.named.setdefault(seq[:KEY], []).append((name, seq))
+        definitions += _assignment(name, list(seq), f"{len(seq)} tokens")
+        return f"list({name})" if self.options.reuses_buffers else name
+
+    def handle(self, value: Any) -> str:
+        return self.bound.get(id(value)) or literal(value)
+
+    # ---- one act -------------------------------------------------------------------------------
+
+    def act_lines(self, act: Act, calls: list[SentCall]) -> list[str]:
+        lines: list[str] = []
+        if act.name == "_refuse_foreign":
+            return self.foreign(act, calls)
+        for call in calls:
+            lines += self.call_lines(call, act)
+        return lines
+
+    def call_lines(self, call: SentCall, act: Act) -> list[str]:
+        if call.name in SIZE_CALLS:
+            return []
+        self.calls_written += 1
+        definitions: list[str] = []
+        line = self.call_text(call, act, definitions)
+        lines = definitions + [line]
+        if call.raised is not None:
+            self.helpers.add("suppress")
+            lines = definitions + [f"with suppress(Exception):  # refused, as it must be ({type(call.raised).__name__})", "    " + line]
+        return lines
+
+    def call_text(self, call: SentCall, act: Act, definitions: list[str], bind: bool = True) -> str:
+        """One call as a line of Python (its recorded answer as a comment)."""
+        args, name = call.args, call.name
+        reuse = self.options.reuses_buffers
+        if name == "match_prefix":
+            query = self.tokens(args[0], definitions)
+            handle = call.result[1] if isinstance(call.result, tuple) and len(call.result) == 2 else None
+            target = ""
+            if bind and handle is not None and id(handle) in self.used_handles:
+                self.bound[id(handle)] = f"h[{call.number}]"
+                target = f"values, h[{call.number}] = " if reuse else f"_, h[{call.number}] = "
+            elif reuse:
+                target = "values, _ = "
+            text = f"{target}cache.match_prefix({'q := ' if reuse else ''}{query})"
+            if reuse:
+                self.helpers.add("overwrite")
+                text += "; overwrite(q, values)"
+            return text + self.answer(call)
+        if name == "insert" and act.name in ("_insert_request", "_serve_insert"):
+            self.helpers.add("insert")
+            slots = np.asarray(args[1]).tolist()
+            owned = len(act.args[1].tokens) if act.name == "_serve_insert" else 0
+            fresh = f"allocator.take({_ints(slots[owned:])})"
+            if owned:
+                return (f"insert({self.tokens(args[0], definitions)}, np.concatenate([np.array({slots[:owned]!r}), {fresh}]), "
+                        f"owned_from={owned})" + self.answer(call))
+            return f"insert({self.tokens(args[0], definitions)}, {fresh})" + self.answer(call)
+        rendered = []
+        for arg in args:
+            if name in ("inc_lock_ref", "dec_lock_ref"):
+                rendered.append(self.handle(arg))
+            elif isinstance(arg, (list, np.ndarray)) and name in ("match_prefix", "insert", "evict_prefix"):
+                rendered.append(self.tokens(arg, definitions) if len(rendered) == 0 else literal(arg))
+            else:
+                rendered.append(literal(arg))
+        text = f"cache.{name}({', '.join(rendered)})"
+        if reuse and name == "evict_prefix" and isinstance(args[0], (list, np.ndarray)):
+            self.helpers.add("overwrite")
+            text = f"cache.{name}(q := {rendered[0]}); overwrite(q)"
+        return text + self.answer(call)
+
+    @staticmethod
+    def answer(call: SentCall) -> str:
+        result = call.result
+        if call.raised is not None or result is NO_ANSWER:
+            return ""
+        if isinstance(result, tuple) and len(result) == 2 and isinstance(result[0], np.ndarray):
+            return f"  # -> {shown(result[0].tolist())}"
+        return f"  # -> {result!r}" if isinstance(result, (int, np.integer)) and not isinstance(result, bool) else ""
+
+    def foreign(self, act: Act, calls: list[SentCall]) -> list[str]:
+        lines = ["other_allocator = SlotAllocator(POOL)",
+                 "other = make(other_allocator, PAGE)  # another cache: its handle is foreign here"]
+        for call in calls:
+            if call.target == "other":
+                definitions: list[str] = []
+                if call.name == "insert":
+                    line = f"other.insert({self.tokens(call.args[0], definitions)}, other_allocator.take({_ints(call.args[1].tolist())}))"
+                elif call.name == "match_prefix":
+                    self.bound[id(call.result[1])] = "foreign"
+                    line = f"_, foreign = other.match_prefix({self.tokens(call.args[0], definitions)})"
+                else:
+                    line = f"other.{call.name}({self.handle(call.args[0])})"
+                lines += definitions + [line]
+            elif call is not calls[-1] or act is not self.acts[-1]:
+                lines += self.call_lines(call, act)
+        return lines
+
+    # ---- the failing act -----------------------------------------------------------------------
+
+    def failing_lines(self, act: Act) -> list[str]:
+        """The failing act: its calls up to the one that failed, that call with what the check
+        needs around it, and the check."""
+        failure = self.failure
+        check = failure.check if isinstance(failure, ContractViolation) else None
+        calls = act.calls
+        self.helpers.add("bug")
+        if check is None:  # the cache raised (or hung) in a legal call: that call is the check
+            failed = next((i for i, c in enumerate(calls) if c.raised is failure), None)
+            if failed is None and caused_by_hang(failure) and calls:
+                failed = len(calls) - 1
+            if failed is None:
+                raise _CannotWrite(f"the failure ({type(failure).__name__}: {message_of(failure)}) was not raised by a call "
+                                   f"into the cache")
+            return self.before_lines(act, calls[:failed]) + self.crash_lines(calls[failed], act, failure)
+        text = check.holds + " " + check.got
+        uses = {n for n in ("result", "values", "freed", "free_calls", "raised", "before") if re.search(rf"\b{n}\b", text)}
+        checked = [i for i, c in enumerate(calls) if c.name not in SIZE_CALLS or ("result" in uses and i == len(calls) - 1)]
+        failed = checked[-1] if checked else None
+        out = self.before_lines(act, calls if failed is None else calls[:failed])
+        if "before" in uses:
+            self.helpers.add("state")
+            out.append("before = state()")
+        if uses & {"freed", "free_calls"}:
+            out.append("mark = len(allocator.freed_log)")
+        if failed is not None:
+            last = calls[failed]
+            self.calls_written += 1
+            definitions: list[str] = []
+            expression = self.raw_call(last, act, definitions)
+            out += definitions
+            if "raised" in uses:
+                out += ["try:", f"    result = {expression}", "    raised = None", "except Exception as exc:  # noqa: BLE001",
+                        "    raised = exc"]
+            else:
+                out.append(f"result = {expression}")
+            if last.name == "match_prefix" and "values" in uses:
+                out.append("values = result[0]")
+        if uses & {"freed", "free_calls"}:
+            out += ["free_calls = [call for call in allocator.frees_since(mark) if call]  # the slots each free() call returned",
+                    "freed = [slot for call in free_calls for slot in call]"]
+        if "sizes()" in text or "state()" in text:
+            self.helpers.add("state")
+        if "call_freeing" in text:
+            self.helpers.add("call_freeing")
+        for name, value in check.names.items():
+            out += _assignment(name, value)
+        sentence = message_of(failure)
+        return out + [f"if not ({check.holds}):", f"    bug({sentence!r}, got={check.got})", f"print({('no bug: ' + check.holds)!r})"]
+
+    def before_lines(self, act: Act, calls: list[SentCall]) -> list[str]:
+        """The failing act's calls before the one that failed."""
+        if act.name == "_refuse_foreign":
+            return self.foreign(act, calls)
+        return [line for call in calls for line in self.call_lines(call, act)]
+
+    def raw_call(self, call: SentCall, act: Act, definitions: list[str]) -> str:
+        """The failing call as an expression, exactly as sent (an insert without the caller's frees
+        that follow it, which come after the check)."""
+        if call.name == "insert" and act.name in ("_insert_request", "_serve_insert"):
+            slots = np.asarray(call.args[1]).tolist()
+            owned = len(act.args[1].tokens) if act.name == "_serve_insert" else 0
+            fresh = f"allocator.take({_ints(slots[owned:])})"
+            values = f"np.concatenate([np.array({slots[:owned]!r}), {fresh}])" if owned else fresh
+            return f"cache.insert({self.tokens(call.args[0], definitions)}, {values})"
+        text = self.call_text(call, act, definitions, bind=False).split("  # ->")[0].split("; overwrite")[0]
+        return text.split(" = ", 1)[-1] if call.name == "match_prefix" else text
+
+    def crash_lines(self, call: SentCall, act: Act, failure: BaseException) -> list[str]:
+        self.calls_written += 1
+        definitions: list[str] = []
+        expression = self.raw_call(call, act, definitions)
+        lines = definitions
+        if caused_by_hang(failure):
+            self.helpers.add("alarm")
+            limit = op_timeout()
+            lines += [f"signal.alarm({max(1, round(limit))})  # radixcheck's per-operation limit: {limit:g} s"]
+            what = f"{call.name}(...) did not return within {limit:g} s"
+        else:
+            what = f"{call.name}(...) raised {type(failure).__name__}: {message_of(failure)} (a legal call)"
+        return lines + ["try:", f"    {expression}", "except Exception as exc:  # noqa: BLE001",
+                        f"    bug({what!r}, got=f'{{type(exc).__name__}}: {{exc}}')",
+                        "print('no bug: the call returned')"]
+
+    # ---- the file ------------------------------------------------------------------------------
+
+    def body(self) -> list[str]:
+        groups: list[list[str]] = []
+        step = story = None
+        for act in self.acts[:-1]:
+            lines = self.act_lines(act, act.calls)
+            if not lines:
+                continue
+            if (act.step, act.story) != (step, story):
+                step, story = act.step, act.story
+                groups.append(["", f"# {self.heading(act)}"])
+            groups.append(lines)
+        out = [line for group in _loops(groups) for line in group]
+        final = self.acts[-1]
+        heading = [f"# {self.heading(final)}"] if (final.step, final.story) != (step, story) else []
+        return out + ["", *heading, "# the call that fails, and radixcheck's check of it"] + self.failing_lines(final)
+
+    def heading(self, act: Act) -> str:
+        step = act.step or act.name.strip("_")
+        doc = getattr(getattr(type(self.machine), step, None), "__doc__", None) or ""
+        first = " ".join(doc.strip().split(". ")[0].split())
+        text = f"step {step}" + (f", story: {act.story}" if act.story else "")
+        return text + (f": {first.rstrip('.')}." if first and not act.story and len(first) < 160 else "")
+
+    def script(self) -> str:
+        body = self.body()
+        module, _, attr = self.spec.partition(":")
+        factory = _factory_import(self.spec)
+        oracle = oracle_of(self.failure)
+        before, after = self.reduced.acts_before, len(self.reduced.replay.acts)
+        made = (f"Reduced from {before} acts to {after} ({self.reduced.replays} replays, {self.reduced.seconds:g} s)."
+                if before != after else "")
+        caps = getattr(type(self.machine), "capabilities", None)
+        header = [
+            f'"""radixcheck finding ({oracle}): {message_of(self.failure)}',
+            "",
+            f"Target {self.spec}, page size {self.page}" + (f", in {self.test}" if self.test else "") + ".",
+            f"{self.calls_written} contract calls, as a serving engine makes them. {made}".rstrip(),
+            f"Capabilities: {caps}." if caps is not None else "",
+            "",
+            "Exits 1 while the bug is there (printing radixcheck's finding and what the cache did), 0 once it is",
+            "fixed. Needs numpy and radixcheck (its SlotAllocator is the caller's KV slot pool: it counts every",
+            "slot and refuses a double free). Written by `radixcheck audit --repro`.",
+            '"""',
+        ]
+        imports = ["import os", "import sys"] + (["import signal"] if "alarm" in self.helpers else [])
+        imports += ["from contextlib import suppress"] if "suppress" in self.helpers else []
+        imports += ["", "import numpy as np", "", "from radixcheck import SlotAllocator", factory]
+        setup = ["", f"PAGE = {self.page}", f"POOL = 1 << {POOL_SIZE.bit_length() - 1}",
+                 f"allocator = SlotAllocator(POOL, churned={self.options.churned_slots})",
+                 "cache = make(allocator, PAGE)",
+                 "h = {}  # the handles match_prefix returned, by the number of the call that returned them"]
+        return "\n".join([line for line in header if line is not None] + imports + setup + self.helper_lines() + body) + "\n"
+
+    def helper_lines(self) -> list[str]:
+        out: list[str] = []
+        reuse = self.options.reuses_buffers
+        if "overwrite" in self.helpers or ("insert" in self.helpers and reuse):
+            out += ["", "", "def overwrite(*buffers):",
+                    '    """The caller reuses its buffers once a call returns (so a cache must copy what it keeps)."""',
+                    "    for buffer in buffers:",
+                    "        if isinstance(buffer, list):",
+                    f"            buffer[:] = [{SCRIBBLE_TOKEN}] * len(buffer)",
+                    "        elif isinstance(buffer, np.ndarray) and buffer.flags.writeable and buffer.dtype.kind in 'iu':",
+                    f"            buffer[...] = {SCRIBBLE_TOKEN} if buffer.dtype.itemsize >= 4 else -1"]
+        if "insert" in self.helpers:
+            lent = "lent := slots.copy()" if reuse else "slots"
+            out += ["", "", "def insert(tokens, slots, owned_from=0):",
+                    '    """Cache a request\'s KV (computed in `slots`); the caller frees its copies of what was cached already',
+                    '    and of the unaligned tail (the contract: the cache keeps only what it did not have)."""',
+                    f"    prefix_len = cache.insert(tokens, {lent})"]
+            out += ["    overwrite(tokens, lent)"] if reuse else []
+            out += ["    aligned = len(tokens) // PAGE * PAGE",
+                    "    allocator.free(np.concatenate([slots[owned_from:prefix_len], slots[max(aligned, owned_from):]]))",
+                    "    return prefix_len"]
+        if "state" in self.helpers:
+            out += ["", "", "def sizes():", "    return cache.total_size(), cache.evictable_size(), cache.protected_size()",
+                    "", "", "def state():",
+                    '    """What a refused call must leave as it was: the sizes, the slots freed so far, the refused frees."""',
+                    "    return sizes(), len(allocator.freed_log), len(allocator.violations)"]
+        if "call_freeing" in self.helpers:
+            out += ["", "", "def call_freeing(slot, free_calls):",
+                    '    """Which free() call of the last eviction returned `slot` (len(free_calls) if none did)."""',
+                    "    return next((i for i, call in enumerate(free_calls) if slot in call), len(free_calls))"]
+        if "alarm" in self.helpers:
+            out += ["", "", "def hung(signum, frame):", "    raise TimeoutError('the call did not return')", "",
+                    "", "signal.signal(signal.SIGALRM, hung)"]
+        if "bug" in self.helpers:
+            out += ["", ""] + _bug_lines(oracle_of(self.failure))
+        return out
+
+
+def _template(lines: list[str]) -> tuple[str, list[int]]:
+    """A group of lines with its integers taken out (comments dropped), and the integers."""
+    code = "\n".join(line.split("  # ->")[0] for line in lines)
+    numbers = [int(n) for n in re.findall(r"(?<![\w.])-?\d+(?![\w.])", code)]
+    return re.sub(r"(?<![\w.])-?\d+(?![\w.])", "\0", code), numbers
+
+
+def _loops(groups: list[list[str]]) -> list[list[str]]:
+    """Runs of ``LOOP_AT`` or more repetitions of 1-4 groups whose integers change by a constant
+    step, as ``for`` loops (one pass: each repetition is compared once)."""
+    shapes = [_template(g) for g in groups]
+    out: list[list[str]] = []
+    i = 0
+    while i < len(groups):
+        best: tuple[int, int, list[int], list[int]] | None = None
+        for period in range(1, 5):
+            if i + period * LOOP_AT > len(groups) or any(groups[i + k][0] == "" for k in range(period)):
+                continue  # too few left, or a heading (never repeated)
+            first, second = _numbers(shapes, i, period, 0), _numbers(shapes, i, period, 1)
+            if first is None or second is None:
+                continue
+            steps = [b - a for a, b in zip(first, second, strict=True)]
+            reps = 2
+            while (more := _numbers(shapes, i, period, reps)) is not None and all(
+                    m == a + reps * d for m, a, d in zip(more, first, steps, strict=True)):
+                reps += 1
+            if reps >= LOOP_AT and (best is None or reps * period > best[0] * best[1]):
+                best = (reps, period, first, steps)
+        if best is None:
+            out.append(groups[i])
+            i += 1
+            continue
+        reps, period, first, steps = best
+        pieces = "\n".join(shapes[i + k][0] for k in range(period)).split("\0")
+        terms = [_progression(start, step) for start, step in zip(first, steps, strict=True)]
+        body = "".join(piece + term for piece, term in zip(pieces, terms + [""], strict=True))
+        out.append([f"for i in range({reps}):"] + ["    " + line for line in body.splitlines()])
+        i += reps * period
+    return out
+
+
+def _numbers(shapes: list[tuple[str, list[int]]], start: int, period: int, rep: int) -> list[int] | None:
+    """The integers of repetition ``rep`` of the ``period`` groups at ``start``, if it has their shape."""
+    at = start + rep * period
+    if at + period > len(shapes) or any(shapes[at + k][0] != shapes[start + k][0] for k in range(period)):
+        return None
+    return [n for k in range(period) for n in shapes[at + k][1]]
+
+
+def _progression(start: int, step: int) -> str:
+    if step == 0:
+        return str(start)
+    term = "i" if step == 1 else ("-i" if step == -1 else f"{step} * i")
+    if start == 0:
+        return term
+    return f"{start} - {term[1:]}" if term.startswith("-") else f"{start} + {term}"
+
+
+def _bug_lines(oracle: str) -> list[str]:
+    return ["def bug(finding, got):", '    """The check failed: say what radixcheck found, and what the cache did this time."""',
+            f"    print({('BUG (radixcheck oracle ' + oracle + '): ')!r} + finding)", "    print(f'  the cache did: {got!r}')",
+            "    sys.exit(1)"]
+
+
+def _factory_import(spec: str) -> str:
+    """Import the factory as ``make``, from where the file is run (the working directory is
+    importable, as for ``radixcheck audit``)."""
+    module, _, attr = spec.partition(":")
+    head = "sys.path.append(os.getcwd())  # your factory's module, from where you run this file (as radixcheck audit does)\n"
+    if "." in attr:
+        return head + f"import {module}  # noqa: E402\n\nmake = {module}.{attr}"
+    return head + f"from {module} import {attr}" + (" as make" if attr != "make" else "") + "  # noqa: E402"
+
+
+def _serving_script(failure: BaseException, run: ServingRun, spec: str, test: str) -> str:
+    """A failure of the serving protocol (the DFS-bound tests): the requests served in order with
+    radixcheck's protocol (its source, copied in), then the bound's check or the call that raised."""
+    check = failure.check if isinstance(failure, ContractViolation) else None
+    oracle, sentence = oracle_of(failure), message_of(failure)
+    lines = [
+        f'"""radixcheck finding ({oracle}): {sentence}',
+        "",
+        f"Target {spec}, page size {run.page_size}" + (f", in {test}" if test else "") + ".",
+        f"{len(run.requests)} requests served in order by a scheduler that keeps at most BUDGET tokens cached between",
+        "requests, each as a serving engine serves it (`serve`, radixcheck.properties.serving, copied below).",
+        "",
+        "Exits 1 while the bug is there (printing radixcheck's finding and what the cache did), 0 once it is fixed.",
+        "Needs numpy and radixcheck (its SlotAllocator is the caller's KV slot pool). Written by `radixcheck audit --repro`.",
+        '"""',
+        "from __future__ import annotations",
+        "",
+        "import os",
+        "import sys",
+        "",
+        "import numpy as np",
+        "",
+        "from radixcheck import SlotAllocator",
+        _factory_import(spec),
+        "",
+        f"PAGE = {run.page_size}",
+        f"BUDGET = {run.budget!r}  # cached tokens kept between requests (None: no limit)",
+        *_assignment("REQUESTS", [list(r) for r in run.requests]),
+        "allocator = SlotAllocator(1 << 16)",
+        "cache = make(allocator, PAGE)",
+        "",
+        "",
+        inspect.getsource(serving.serve).rstrip(),
+        "",
+        "",
+        *_bug_lines(oracle),
+        "",
+        "",
+        "try:",
+        "    computed = sum(len(request) - serve(cache, allocator, request, BUDGET) for request in REQUESTS)  # tokens not reused",
+        "except Exception as exc:  # noqa: BLE001 - every call the protocol makes is legal",
+        f"    bug({(sentence if check is None else 'a call of the serving protocol raised') + ' (every call was legal)'!r}, "
+        "got=f'{type(exc).__name__}: {exc}')",
+    ]
+    if check is not None:
+        lines += [*(line for name, value in check.names.items() for line in _assignment(name, value)),
+                  f"if not ({check.holds}):", f"    bug({sentence!r}, got={check.got})"]
+    return "\n".join(lines + [f"print({'no bug: the batch was served' + ('' if check is None else ' and ' + check.holds)!r})"]) + "\n"
+
+
+def _plain_test_script(failure: BaseException, function: Callable[..., Any], parameters: dict[str, Any], capabilities: Any,
+                       spec: str, test: str) -> str:
+    """A plain conformance test (no machine, no Hypothesis: the construction tests) is its own
+    repro: its source, run on the user's factory with the parameters it failed with."""
+    source = textwrap.dedent(inspect.getsource(function))
+    source = source[source.index("def "):]  # without its decorators (pytest's parametrization)
+    module = inspect.getmodule(function)
+    names = sorted({n for n in re.findall(r"\b([A-Z][A-Za-z]+Violation)\b", source)})
+    arguments = ", ".join(f"{k}={literal(v)}" for k, v in parameters.items())
+    oracle, sentence = oracle_of(failure), message_of(failure)
+    return "\n".join([
+        f'"""radixcheck finding ({oracle}): {sentence}',
+        "",
+        f"Target {spec}" + (f", in {test}" if test else "") + f": radixcheck's test `{function.__name__}` "
+        f"({module.__name__ if module else '?'}), as it is, on your factory.",
+        "",
+        "Exits 1 while the bug is there (the test's assertion, with radixcheck's finding), 0 once it is fixed.",
+        "Needs numpy and radixcheck (its SlotAllocator, and its oracles' exception classes). Written by `radixcheck audit --repro`.",
+        '"""',
+        "import os",
+        "import sys",
+        "from types import SimpleNamespace",
+        "",
+        "import numpy as np",
+        "import pytest  # for the test's own skip (radixcheck's test runner; the test ran, so it does not skip)",
+        "",
+        "from radixcheck import Capabilities, SlotAllocator",
+        *([f"from radixcheck.oracles.violations import {', '.join(names)}"] if names else []),
+        _factory_import(spec),
+        "",
+        f"target = SimpleNamespace(spec={spec!r}, factory=make, capabilities={capabilities!r})",
+        "",
+        "",
+        source.rstrip(),
+        "",
+        "",
+        f"{function.__name__}(target, {arguments})",
+        "print('no bug: the test passed')",
+    ]) + "\n"
+
+
+def file_name(oracle: str, message: str) -> str:
+    """The repro file of a finding: named by its oracle and the shape of its message (the audit's
+    grouping), so every test that meets the same finding writes the same file."""
+    shape = shape_of(message)
+    slug = "-".join(re.findall(r"[a-z0-9]+", f"{oracle} {shape}".lower().replace("…", " ")))[:72].strip("-")
+    return f"repro-{slug}-{hashlib.sha1(f'{oracle}|{shape}'.encode()).hexdigest()[:6]}.py"
