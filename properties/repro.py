@@ -23,6 +23,7 @@ import io
 import re
 import textwrap
 import traceback
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -40,6 +41,7 @@ from radixcheck.properties.transcript import Act
 
 SHORT = 24  # token lists longer than this are named once and referred to
 KEY = 8  # a list that starts as a named one does (this many tokens) is written as its prefix, if it is one
+NAMED_IF_RECURRING = 12  # a shorter list that recurs is named too, if longer than this
 LOOP_AT = 3  # a run of this many repetitions (or more) becomes a for loop
 WRAP = 110
 
@@ -70,7 +72,7 @@ def repro_for(failure: BaseException, spec: str, test: str = "", waived: Any = N
     run = getattr(failure, "radixcheck_serving", None)
     if isinstance(run, ServingRun):
         return _checked(Repro(_serving_script(failure, run, spec, test), calls=len(run.requests),
-                              size=f"{len(run.requests)} requests served"), failure)
+                              size=f"{len(run.requests)} request(s) served"), failure)
     machine = getattr(failure, "radixcheck_machine", None)
     if (not isinstance(machine, RadixCacheMachine) or not machine.transcript) and plain_test is not None:
         return _checked(Repro(_plain_test_script(failure, *plain_test, spec, test), size="radixcheck's test, as it is"), failure)
@@ -135,6 +137,22 @@ def literal(value: Any) -> str:
     raise _CannotWrite(f"cannot write an argument of type {type(value).__name__} as Python")
 
 
+TOKEN_CALLS = ("match_prefix", "insert", "evict_prefix")  # the calls whose first argument is tokens
+
+
+def _comment(text: str) -> list[str]:
+    return ["# " + line for line in textwrap.wrap(text, WRAP - 2)]
+
+
+def _token_key(value: Any) -> tuple[int, ...] | None:
+    """A token argument (a list of ints, or a 1-D int64 array) as a tuple; ``None`` for anything else."""
+    if isinstance(value, np.ndarray):
+        return tuple(value.tolist()) if value.ndim == 1 and value.dtype == np.int64 else None
+    if isinstance(value, list) and all(type(v) is int for v in value):
+        return tuple(value)
+    return None
+
+
 def _ints(values: list[int]) -> str:
     """A list of ints, as ``list(range(a, b))`` when it counts up by one."""
     if len(values) > 3 and values == list(range(values[0], values[0] + len(values))):
@@ -163,6 +181,8 @@ class _Writer:
         self.used_handles = {id(arg) for a in self.acts for c in a.calls for arg in c.args
                              if c.name in ("inc_lock_ref", "dec_lock_ref")}
         self.bound: dict[int, str] = {}  # id(handle) -> the name it was last bound to
+        token_args = (_token_key(c.args[0]) for a in self.acts for c in a.calls if c.name in TOKEN_CALLS and c.args)
+        self.recurring = {seq for seq, n in Counter(k for k in token_args if k is not None and len(k) >= KEY).items() if n > 1}
         self.named: dict[tuple[int, ...], list[tuple[str, tuple[int, ...]]]] = {}  # first KEY tokens -> named sequences
         self.sequences = 0
         self.calls_written = 0
@@ -184,7 +204,7 @@ class _Writer:
                 return f"{name}[:{len(seq)}]"
             if len(seq) - len(known) <= SHORT and seq[: len(known)] == known:
                 return f"{name} + {list(seq[len(known):])!r}"
-        if len(seq) <= SHORT:
+        if len(seq) <= SHORT and (seq not in self.recurring or len(seq) <= NAMED_IF_RECURRING):
             return literal(value)
         self.sequences += 1
         name = f"T{self.sequences}"
@@ -363,7 +383,7 @@ class _Writer:
         if caused_by_hang(failure):
             self.helpers.add("alarm")
             limit = op_timeout()
-            lines += [f"signal.alarm({max(1, round(limit))})  # radixcheck's per-operation limit: {limit:g} s"]
+            lines += [f"signal.setitimer(signal.ITIMER_REAL, {limit:g})  # radixcheck's per-operation limit"]
             what = f"{call.name}(...) did not return within {limit:g} s"
         else:
             what = f"{call.name}(...) raised {type(failure).__name__}: {message_of(failure)} (a legal call)"
@@ -382,11 +402,11 @@ class _Writer:
                 continue
             if (act.step, act.story) != (step, story):
                 step, story = act.step, act.story
-                groups.append(["", f"# {self.heading(act)}"])
+                groups.append(["", *_comment(self.heading(act))])
             groups.append(lines)
         out = [line for group in _loops(groups) for line in group]
         final = self.acts[-1]
-        heading = [f"# {self.heading(final)}"] if (final.step, final.story) != (step, story) else []
+        heading = _comment(self.heading(final)) if (final.step, final.story) != (step, story) else []
         return out + ["", *heading, "# the call that fails, and radixcheck's check of it"] + self.failing_lines(final)
 
     def heading(self, act: Act) -> str:
@@ -394,7 +414,7 @@ class _Writer:
         doc = getattr(getattr(type(self.machine), step, None), "__doc__", None) or ""
         first = " ".join(doc.strip().split(". ")[0].split())
         text = f"step {step}" + (f", story: {act.story}" if act.story else "")
-        return text + (f": {first.rstrip('.')}." if first and not act.story and len(first) < 160 else "")
+        return text + (f": {first.rstrip('.')}." if first and not act.story else "")
 
     def script(self) -> str:
         body = self.body()
@@ -402,8 +422,8 @@ class _Writer:
         factory = _factory_import(self.spec)
         oracle = oracle_of(self.failure)
         before, after = self.reduced.acts_before, len(self.reduced.replay.acts)
-        made = (f"Reduced from {before} acts to {after} ({self.reduced.replays} replays, {self.reduced.seconds:g} s)."
-                if before != after else "")
+        made = (f"Reduced from {before} acts to {after} ({self.reduced.replays} replays, {self.reduced.seconds:g} s"
+                + "".join(f"; {note}" for note in self.reduced.notes) + ")." if before != after else "")
         caps = getattr(type(self.machine), "capabilities", None)
         header = [
             f'"""radixcheck finding ({oracle}): {message_of(self.failure)}',

@@ -178,6 +178,9 @@ class _Collector:
             self._add(Verdict(report.nodeid or "collection", "failed", 0.0, "collection error", str(report.longrepr)[-2000:]))
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        repro = dict(report.user_properties).get("radixcheck_repro")
+        if report.when == "teardown" and repro:  # a failing test's repro file, written after its verdict
+            self._add_repro(report.nodeid.rpartition("::")[2], dict(repro))
         if report.when == "call" or (report.when == "setup" and report.outcome != "passed"):
             props = {k.removeprefix("radixcheck_"): v for k, v in report.user_properties if k.startswith("radixcheck_")}
             outcome, reason = report.outcome, props.get("reason", "")
@@ -187,12 +190,9 @@ class _Collector:
                 reason = report.longrepr[2].removeprefix("Skipped: ")
             if report.failed and not props:  # a failure outside the test body: an error in setup
                 props = {"oracle": "error", "reason": str(report.longrepr).strip().splitlines()[-1][:300]}
-            repro = dict(props.get("repro") or {})
-            if repro.get("text") and self.repro_dir is not None:
-                repro["path"] = str(self.repro_dir / file_name(repro["oracle"], repro["message"]))
             self._add(Verdict(report.nodeid.rpartition("::")[2], outcome, round(report.duration, 2),
                               props.get("oracle", ""), reason or props.get("reason", ""), props.get("program", ""),
-                              list(props.get("exceptions", [])), list(props.get("waived", [])), repro))
+                              list(props.get("exceptions", [])), list(props.get("waived", []))))
 
     def _add(self, verdict: Verdict) -> None:
         self.verdicts.append(verdict)
@@ -202,12 +202,20 @@ class _Collector:
         if verdict.waived:
             detail += "  (waived: " + ", ".join(f"{w['oracle']} ({w['waiver']})" for w in verdict.waived) + ")"
         print(f"[{time.monotonic() - self.started:6.1f} s] {mark} {verdict.test} ({verdict.seconds:.1f} s){detail}", flush=True)
-        path = verdict.repro.get("path")
+
+    def _add_repro(self, test: str, repro: dict[str, Any]) -> None:
+        """A failing test's repro (the plugin wrote the file, one per finding): kept with its verdict, shown once."""
+        if repro.get("text") and self.repro_dir is not None:
+            repro["path"] = str(self.repro_dir / file_name(repro["oracle"], repro["message"]))
+        for verdict in self.verdicts:
+            if verdict.test == test:
+                verdict.repro = repro
+        path = repro.get("path")
         if path and path not in self.repros_shown:
             self.repros_shown.add(path)
-            ran = verdict.repro.get("exit_code")
-            print(f"[{time.monotonic() - self.started:6.1f} s] repro {path} ({verdict.repro.get('size', '')}"
-                  + ("" if ran == 1 else f"; WARNING: radixcheck ran it and it exited {ran}, not 1") + ")", flush=True)
+            ran = repro.get("exit_code")
+            print(f"[{time.monotonic() - self.started:6.1f} s] repro {path} ({repro.get('size', '')}"
+                  + ("" if ran in (1, None) else f"; WARNING: radixcheck ran it and it exited {ran}, not 1") + ")", flush=True)
 
 
 def run_audit(target: Target, page_sizes: str | None, profile: str, workers: str, waive: Path | None = None,

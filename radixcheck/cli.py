@@ -66,7 +66,7 @@ def _audit(args: argparse.Namespace) -> int:
     try:
         target = load_target(args.factory)
         check_target(target)
-        restrict_page_sizes(target, args.page_sizes)
+        target = restrict_page_sizes(target, args.page_sizes)
     except TargetError as exc:
         print(f"radixcheck: error: {exc}", file=sys.stderr)
         return EXIT_USAGE

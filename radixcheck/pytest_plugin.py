@@ -53,6 +53,8 @@ HEADER_SHOWN = pytest.StashKey[bool]()
 WAIVERS = pytest.StashKey[list[Waiver]]()
 WAIVER_LOG = pytest.StashKey[WaiverLog]()
 WAIVED_PREFIX = "radixcheck waiver"  # report.wasxfail of a test whose only failures were waived
+FAILED = pytest.StashKey[BaseException]()  # a failure whose repro file is written at the test's teardown
+_REDUCED: dict[str, str] = {}  # in this process (a worker): repro file name -> the test it was written from
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -135,7 +137,7 @@ def pytest_configure(config: pytest.Config) -> None:
     except WaiverError as exc:
         raise pytest.UsageError(f"radixcheck: {exc}") from exc
     if config.getoption("--radix-repro") and not hasattr(config, "workerinput"):  # the controller writes the files
-        config.pluginmanager.register(ReproFiles(Path(config.getoption("--radix-repro"))), "radixcheck-repro-files")
+        config.pluginmanager.register(ReproFiles(Path(config.getoption("--radix-repro")).resolve()), "radixcheck-repro-files")
     if _several(config):
         named_specs(config)  # a malformed list is a usage error; the targets load on first use
     elif config.getoption("--radix-target") is not None:  # named on the command line: a typo stops the run at once
@@ -307,10 +309,14 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
 def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
     """Attach the oracle that failed (by exception type), the program that shows it and every
     exception inside a group to the report, where ``radixcheck audit`` reads them (also across
-    pytest-xdist workers). A failure that a waiver covers is reported as an expected failure
+    pytest-xdist workers); with ``--radix-repro``, the repro file to the teardown's report (it
+    takes a reduction, and the verdict must not wait for it). A failure that a waiver covers is reported as an expected failure
     (``xfailed``, like array-api-tests' xfails file), and the findings waived on the way as
     ``radixcheck_waived``."""
     report = yield
+    if report.when == "teardown" and FAILED in item.stash:  # the verdict went out with the call's report; now its repro
+        report.user_properties.append(("radixcheck_repro", _repro_of(item, item.stash[FAILED], _waiver_log(item))))
+        del item.stash[FAILED]
     if report.when != "call":
         return report
     log = _waiver_log(item) if _is_conformance(item) else WaiverLog([])
@@ -319,7 +325,7 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
         for key, value in describe_failure(exc).items():
             report.user_properties.append((f"radixcheck_{key}", value))
         if item.config.getoption("--radix-repro") and _is_conformance(item):
-            report.user_properties.append(("radixcheck_repro", _repro_of(item, exc, log)))
+            item.stash[FAILED] = exc
         waiver = log.waiver_for(exc)
         if waiver is not None and log(exc, "the test's last failure"):
             report.outcome = "skipped"
@@ -338,8 +344,13 @@ def _spec_of(item: pytest.Item) -> str:
 def _repro_of(item: pytest.Item, exc: BaseException, log: WaiverLog) -> dict:
     """The repro file of a failing conformance test (built here, in the worker that has the failing
     machine), as a report property: its text, or why there is none."""
-    from radixcheck.properties.repro import repro_for  # only when asked for: it imports the reducer
+    from radixcheck.properties.repro import file_name, repro_for  # only when asked for: it imports the reducer
 
+    described = describe_failure(exc)
+    name = file_name(described["oracle"], described["reason"])
+    if name in _REDUCED:  # this worker wrote this finding's repro already: another reduction would only cost time
+        return {"text": None, "why_not": f"written from {_REDUCED[name]}", "oracle": described["oracle"], "message": described["reason"]}
+    _REDUCED[name] = item.name
     callspec = getattr(item, "callspec", None)
     parameters = {k: v for k, v in (callspec.params.items() if callspec else ()) if k != "target"}
     try:
@@ -348,7 +359,7 @@ def _repro_of(item: pytest.Item, exc: BaseException, log: WaiverLog) -> dict:
     except Exception as error:  # noqa: BLE001 - a repro that cannot be made must not hide the finding
         return {"text": None, "why_not": f"radixcheck could not write it: {type(error).__name__}: {error}"}
     return {"text": repro.text, "why_not": repro.why_not, "calls": repro.calls, "notes": repro.notes, "size": repro.size,
-            "exit_code": repro.exit_code, "oracle": describe_failure(exc)["oracle"], "message": describe_failure(exc)["reason"]}
+            "exit_code": repro.exit_code, "oracle": described["oracle"], "message": described["reason"]}
 
 
 class ReproFiles:

@@ -1,0 +1,139 @@
+"""Standalone repro files (issue 20 item 1): reduced but the same finding, short at production
+scale, written by the plugin and the audit one per finding, and runnable as files: exit 1 while
+the bug is there, 0 once it is fixed. (Every catalogued mutant's file is run on the mutant and
+on the reference in meta_tests/test_mutants.py.)"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from radixcheck import profiles
+from radixcheck.properties.batches import tokens_computed
+from radixcheck.properties.cache_machine import machine_for
+from radixcheck.properties.contract import DEFAULT_CAPABILITIES, SlotAllocator
+from radixcheck.properties.mutants import EvictsLockedLeaf, LockCountWraps8Bit, machine_for_mutant
+from radixcheck.properties.reduce import finding_of, reduce
+from radixcheck.properties.repro import _loops, file_name, repro_for, run_repro
+from radixcheck.properties.target import TIMEOUT_ENV, Target
+from radixcheck.properties.verdict import run_machine
+
+from .test_mutants import HangsOnEvict
+
+
+def _failure(machine, profile: str = "mutation") -> BaseException:  # noqa: ANN001 - a machine class
+    with pytest.raises(Exception) as caught:  # noqa: PT011 - any failure is a verdict
+        run_machine(machine, profiles.SETTINGS[profile])
+    return caught.value
+
+
+def test_a_reduced_failure_is_smaller_and_the_same_finding() -> None:
+    """The shrunk program of EvictsLockedLeaf still sends calls that do not matter (the invariant
+    checks, other steps' inserts): the reduced replay sends fewer, and fails for the same reason."""
+    failure = _failure(machine_for_mutant(EvictsLockedLeaf), "audit")
+    machine = failure.radixcheck_machine
+    reduced = reduce(machine, failure, seconds=5)
+    assert reduced is not None and finding_of(reduced.replay.failure) == finding_of(failure)
+    assert len(reduced.replay.acts) < len(machine.transcript)
+    sent = sum(len(a.calls) for a in reduced.replay.machine.transcript)
+    assert sent < sum(len(a.calls) for a in machine.transcript)
+
+
+def test_a_crowd_on_one_prompt_is_a_loop_of_a_few_lines() -> None:
+    """At production scale the failing world sends ~10^4 calls; the file holds the crowd that
+    matters (hundreds of requests locking one prompt) as one for loop, and still fails."""
+    failure = _failure(machine_for_mutant(LockCountWraps8Bit))
+    repro = repro_for(failure, "radixcheck.properties.mutants:LockCountWraps8Bit", seconds=3)
+    assert repro.exit_code == 1, repro.output
+    assert "for i in range(" in repro.text and "cache.inc_lock_ref(h[" in repro.text
+    assert len(repro.text.splitlines()) < 120, repro.text
+
+
+def test_runs_of_calls_in_arithmetic_progression_become_loops() -> None:
+    matches = [[f"_, h[{2 + 2 * i}] = cache.match_prefix(T1)", f"cache.inc_lock_ref(h[{2 + 2 * i}])"] for i in range(5)]
+    splits = [[f"cache.match_prefix(T1[:{99 - i}])  # -> [{i}]"] for i in range(4)]
+    [crowd, history] = _loops(matches + splits)
+    assert crowd == ["for i in range(5):", "    _, h[2 + 2 * i] = cache.match_prefix(T1)", "    cache.inc_lock_ref(h[2 + 2 * i])"]
+    assert history == ["for i in range(4):", "    cache.match_prefix(T1[:99 - i])"]
+    scattered = [[f"insert([0], allocator.take([{slot}]))"] for slot in (7, 3, 12, 5)]
+    assert _loops(scattered) == scattered  # no progression: each call stays as it is
+
+
+def test_one_finding_at_two_page_sizes_has_one_file_name() -> None:
+    assert file_name("2 refcount safety", "evict() removed locked page(s) ending prefix [0], [0, 0]") == file_name(
+        "2 refcount safety", "evict() removed locked page(s) ending prefix [0, 0, 0, 0], [0, 0, 0, 0, 0, 0, 0, 0]")
+    assert file_name("2 refcount safety", "x") != file_name("4 LRU order", "x")
+
+
+def test_a_serving_protocol_failure_is_its_requests_served_in_order() -> None:
+    """The DFS-bound tests drive the serving protocol: a cache that evicts a running request's
+    leaf makes its own unlock raise there; the file serves the same requests with the same budget."""
+    broken = Target("radixcheck.properties.mutants:EvictsLockedLeaf", EvictsLockedLeaf, DEFAULT_CAPABILITIES)
+    with pytest.raises(ValueError, match="stale handle") as caught:
+        tokens_computed(broken, [(0, 0)], 1, 1)
+    repro = repro_for(caught.value, broken.spec)
+    assert repro.exit_code == 1 and "REQUESTS = [[0, 0]]" in repro.text, repro.output
+    fixed = repro.text.replace("from radixcheck.properties.mutants import EvictsLockedLeaf as make",
+                               "from radixcheck.reference import RadixCache as make")
+    assert run_repro(fixed)[0] == 0
+
+
+def test_a_hang_is_written_with_the_time_limit_and_not_run(monkeypatch) -> None:
+    monkeypatch.setenv(TIMEOUT_ENV, "0.3")
+    failure = _failure(machine_for(HangsOnEvict, DEFAULT_CAPABILITIES, 1, "meta_repro_hangs"), "ci")
+    repro = repro_for(failure, "meta_tests.test_mutants:HangsOnEvict")
+    assert repro.exit_code is None and "signal.setitimer(" in repro.text and "did not return within" in repro.text
+
+
+def test_take_refuses_a_slot_in_use_and_changes_nothing() -> None:
+    allocator = SlotAllocator(64)
+    held = allocator.alloc(4)
+    before = (set(allocator.in_use), allocator.available())
+    for bad in ([int(held[0])], [70], [9, 9]):
+        with pytest.raises(ValueError, match="take"):
+            allocator.take(bad)
+        assert (set(allocator.in_use), allocator.available()) == before
+    taken = allocator.take([9, 10])
+    assert taken.dtype == np.int64 and {9, 10} <= allocator.in_use
+    assert not {9, 10} & set(allocator.alloc(60 - len(allocator.in_use)).tolist())  # alloc never hands them out again
+
+
+BROKEN = '''
+from radixcheck import Capabilities
+from radixcheck.reference import RadixCache
+
+
+class Broken(RadixCache):
+    def _evictable_leaf(self, node):
+        return not node.children and node is not self.root  # the bug: a locked leaf is evictable too
+
+
+def make(allocator, page_size):
+    return Broken(allocator, page_size)
+
+
+make.capabilities = Capabilities(page_sizes=(1,))
+'''
+
+
+def test_the_plugin_writes_a_file_per_finding_that_runs_from_the_project(tmp_path: Path) -> None:
+    """A user's project: the conformance tests with --radix-repro write the file; run from the
+    project as ``python repros/<file>``, it exits 1; with the bug fixed in their module, 0."""
+    (tmp_path / "mycache.py").write_text(textwrap.dedent(BROKEN))
+    run = subprocess.run([sys.executable, "-m", "pytest", "--pyargs", "radixcheck.properties.conformance.test_cache_machine",
+                          "-k", "state_machine", "--radix-target", "mycache:make", "--radix-repro", "repros", "-p", "no:cacheprovider",
+                          "-q"], cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    assert run.returncode == 1, run.stdout[-3000:] + run.stderr[-3000:]
+    [written] = list((tmp_path / "repros").glob("repro-2-refcount-safety-*.py"))
+    assert f"radixcheck repro: {written}" in run.stdout, run.stdout[-2000:]
+    bug = subprocess.run([sys.executable, str(written.relative_to(tmp_path))], cwd=tmp_path, capture_output=True, text=True, timeout=60)
+    assert bug.returncode == 1 and "BUG (radixcheck oracle 2 refcount safety)" in bug.stdout, bug.stdout + bug.stderr
+    (tmp_path / "mycache.py").write_text(textwrap.dedent(BROKEN).replace("return not node.children and node is not self.root",
+                                                                         "return super()._evictable_leaf(node)"))
+    fixed = subprocess.run([sys.executable, str(written.relative_to(tmp_path))], cwd=tmp_path, capture_output=True, text=True, timeout=60)
+    assert fixed.returncode == 0 and "no bug" in fixed.stdout, fixed.stdout + fixed.stderr
