@@ -16,7 +16,7 @@ An act that needs one left out (a lock of a match that is gone) goes with it, an
 would no longer be legal (an unlock whose lock is gone) is not sent.
 
 Each replay is judged by the same machine and oracles as the run, so a smaller failure is as
-real as the first one. It is bounded in time (``RADIXCHECK_REDUCE_SECONDS``, default 10), and
+real as the first one. It is bounded in time (``RADIXCHECK_REDUCE_SECONDS``, default 5), and
 what it has at the end is the answer; a hang is never reduced (each replay would cost the time
 limit).
 """
@@ -38,7 +38,7 @@ from radixcheck.properties.target import alarm_handler, caused_by_hang, forget_h
 from radixcheck.properties.transcript import Act, kept
 
 REDUCE_ENV = "RADIXCHECK_REDUCE_SECONDS"
-DEFAULT_REDUCE_SECONDS = 10.0
+DEFAULT_REDUCE_SECONDS = 5.0
 INVARIANTS = ("sizes_add_up", "slots_conserved")
 
 
