@@ -192,7 +192,7 @@ class _Writer:
 
     def tokens(self, value: Any, definitions: list[str]) -> str:
         """A token argument: short lists as they are, long ones by name (a new name is defined in ``definitions``)."""
-        if isinstance(value, np.ndarray) and value.ndim == 1 and np.issubdtype(value.dtype, np.integer) and value.dtype == np.int64:
+        if isinstance(value, np.ndarray) and value.ndim == 1 and value.dtype == np.int64:
             return f"np.array({self.tokens(value.tolist(), definitions)})"
         if not (isinstance(value, list) and all(type(v) is int for v in value)) or len(value) < KEY:
             return literal(value)
@@ -218,12 +218,10 @@ class _Writer:
     # ---- one act -------------------------------------------------------------------------------
 
     def act_lines(self, act: Act, calls: list[SentCall]) -> list[str]:
-        lines: list[str] = []
+        """``calls`` of ``act`` (all of them, or those before the one that failed) as lines of Python."""
         if act.name == "_refuse_foreign":
             return self.foreign(act, calls)
-        for call in calls:
-            lines += self.call_lines(call, act)
-        return lines
+        return [line for call in calls for line in self.call_lines(call, act)]
 
     def call_lines(self, call: SentCall, act: Act) -> list[str]:
         if call.name in SIZE_CALLS:
@@ -268,8 +266,8 @@ class _Writer:
         for arg in args:
             if name in ("inc_lock_ref", "dec_lock_ref"):
                 rendered.append(self.handle(arg))
-            elif isinstance(arg, (list, np.ndarray)) and name in ("match_prefix", "insert", "evict_prefix"):
-                rendered.append(self.tokens(arg, definitions) if len(rendered) == 0 else literal(arg))
+            elif name in TOKEN_CALLS and not rendered:
+                rendered.append(self.tokens(arg, definitions))
             else:
                 rendered.append(literal(arg))
         text = f"cache.{name}({', '.join(rendered)})"
@@ -301,7 +299,7 @@ class _Writer:
                 else:
                     line = f"other.{call.name}({self.handle(call.args[0])})"
                 lines += definitions + [line]
-            elif call is not calls[-1] or act is not self.acts[-1]:
+            else:
                 lines += self.call_lines(call, act)
         return lines
 
@@ -321,12 +319,12 @@ class _Writer:
             if failed is None:
                 raise _CannotWrite(f"the failure ({type(failure).__name__}: {message_of(failure)}) was not raised by a call "
                                    f"into the cache")
-            return self.before_lines(act, calls[:failed]) + self.crash_lines(calls[failed], act, failure)
+            return self.act_lines(act, calls[:failed]) + self.crash_lines(calls[failed], act, failure)
         text = check.holds + " " + check.got
         uses = {n for n in ("result", "values", "freed", "free_calls", "raised", "before") if re.search(rf"\b{n}\b", text)}
         checked = [i for i, c in enumerate(calls) if c.name not in SIZE_CALLS or ("result" in uses and i == len(calls) - 1)]
         failed = checked[-1] if checked else None
-        out = self.before_lines(act, calls if failed is None else calls[:failed])
+        out = self.act_lines(act, calls if failed is None else calls[:failed])
         if "before" in uses:
             self.helpers.add("state")
             out.append("before = state()")
@@ -356,12 +354,6 @@ class _Writer:
             out += _assignment(name, value)
         sentence = message_of(failure)
         return out + [f"if not ({check.holds}):", f"    bug({sentence!r}, got={check.got})", f"print({('no bug: ' + check.holds)!r})"]
-
-    def before_lines(self, act: Act, calls: list[SentCall]) -> list[str]:
-        """The failing act's calls before the one that failed."""
-        if act.name == "_refuse_foreign":
-            return self.foreign(act, calls)
-        return [line for call in calls for line in self.call_lines(call, act)]
 
     def raw_call(self, call: SentCall, act: Act, definitions: list[str]) -> str:
         """The failing call as an expression, exactly as sent (an insert without the caller's frees
