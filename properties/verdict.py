@@ -94,6 +94,7 @@ def run_machine(machine: type[RuleBasedStateMachine], search: settings | None = 
     if waived is not None:
         machine = waiving(machine, waived)
     machine = naming_steps(machine)
+    machine.recording = True
     with alarm_handler():
         try:
             _run_machine(machine, scaled(search) if scaled else search)
@@ -101,7 +102,7 @@ def run_machine(machine: type[RuleBasedStateMachine], search: settings | None = 
             exc.radixcheck_machine = machine.failing or machine.latest  # the instance that raised it, with its transcript
             raise
         finally:  # Hypothesis keeps the class (its rules, by class): it must not keep a world alive too
-            machine.latest = machine.failing = None
+            machine.recording, machine.latest, machine.failing = False, None, None
 
 
 def _run_machine(machine: type[RuleBasedStateMachine], search: settings) -> None:
@@ -179,13 +180,15 @@ def waiving(machine: type[RuleBasedStateMachine], waived: Callable[..., bool]) -
 def naming_steps(machine: type[RuleBasedStateMachine]) -> type[RuleBasedStateMachine]:
     """A subclass of ``machine`` whose instances know the step (rule or invariant) they are in
     (``self.step``, so each act of the transcript is named by its step), and whose class keeps
-    the latest instance made (``latest``: after a failed run, the one that failed)."""
+    the latest instance made while ``recording`` (``latest``: after a failed run, the one that
+    failed; :func:`run_machine` records only while it runs, so a later replay keeps nothing here)."""
     def __init__(self: Any) -> None:
         super(made, self).__init__()
-        made.latest = self
+        if made.recording:
+            made.latest = self
 
     made = _wrapping_steps(machine, lambda function, has_targets: _named(function),
-                           {"__init__": __init__, "latest": None, "failing": None})
+                           {"__init__": __init__, "latest": None, "failing": None, "recording": False})
     return made
 
 
