@@ -113,7 +113,7 @@ def findings_of(verdicts: list[Verdict]) -> list[Finding]:
 def _repro_of(oracle: str, shape: str, verdicts: list[Verdict]) -> str:
     """The finding's repro file (the plugin wrote it under the finding's name), or why there is none."""
     repros = [v.repro for v in verdicts if v.repro and v.repro.get("oracle") == oracle and shape_of(v.repro.get("message", "")) == shape]
-    written = [r for r in repros if r.get("text")]
+    written = [r for r in repros if r.get("path")]
     if written:
         return written[0]["path"]
     return f"(none: {repros[0]['why_not']})" if repros else ""
@@ -205,7 +205,7 @@ class _Collector:
 
     def _add_repro(self, test: str, repro: dict[str, Any]) -> None:
         """A failing test's repro (the plugin wrote the file, one per finding): kept with its verdict, shown once."""
-        if repro.get("text") and self.repro_dir is not None:
+        if repro.pop("text", None) and self.repro_dir is not None:  # the file has it; the card and the JSON name the file
             repro["path"] = str(self.repro_dir / file_name(repro["oracle"], repro["message"]))
         for verdict in self.verdicts:
             if verdict.test == test:
