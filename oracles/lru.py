@@ -33,7 +33,8 @@ def check_lru(evicted: list[tuple[int, Entry]], oldest_survivor: Entry | None, n
         raise LRUOrderViolation(
             f"evict({num_tokens}) evicted a page last used by {at(newest)} while leaf {shown(oldest_survivor.prefix)} "
             f"(last used by {at(oldest_survivor.last_use)}) survived",
-            Check("not (set(newer) <= set(freed) and set(older_leaf).isdisjoint(freed))", "sorted(freed)",
+            Check("not (set(newer) <= set(freed) and set(older_leaf).isdisjoint(freed))",
+                  "{'the newer page freed': set(newer) <= set(freed), 'the older leaf freed': not set(older_leaf).isdisjoint(freed)}",
                   {"newer": list(newest_page.values), "older_leaf": list(oldest_survivor.values)}),
         )
     before_last = sum(page_size for _, e in evicted if e.last_use < newest)
@@ -57,7 +58,8 @@ def check_lru(evicted: list[tuple[int, Entry]], oldest_survivor: Entry | None, n
             newer = newest_here
     raise LRUOrderViolation(
         f"evict({num_tokens}) kept going after freeing {before_last} tokens, oldest first (freed {len(evicted) * page_size})",
-        Check("set(newest).isdisjoint(freed) or len(set(freed) & set(older_pages)) < n", "sorted(freed)",
+        Check("set(newest).isdisjoint(freed) or len(set(freed) & set(older_pages)) < n",
+              "{'tokens freed from the older pages': len(set(freed) & set(older_pages)), 'then the newest too': set(newest) <= set(freed)}",
               {"n": num_tokens, "newest": list(newest_page.values),
                "older_pages": sorted(s for _, e in evicted if e.last_use < newest for s in e.values)}),
     )

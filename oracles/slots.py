@@ -38,7 +38,9 @@ def check_slot_count(in_use: set[int], cache_slots: Collection[int], violations:
 
 
 def check_freed(freed_now: list[int], expected: set[int], what: str) -> None:
-    check = Check("sorted(freed) == expected", "sorted(freed)", {"expected": sorted(expected)})
+    check = Check("sorted(freed) == expected",
+                  "{'freed twice': len(freed) - len(set(freed)), 'not to be freed': sorted(set(freed) - set(expected))[:8], "
+                  "'kept': sorted(set(expected) - set(freed))[:8]}", {"expected": sorted(expected)})
     if len(freed_now) != len(set(freed_now)):
         raise SlotViolation(f"{what} freed a slot twice: {freed_now[:16]}", check)
     if set(freed_now) != expected:

@@ -34,7 +34,7 @@ from dataclasses import dataclass, field
 from radixcheck.oracles.violations import ContractViolation
 from radixcheck.properties.cache_machine import HandleRecord, MachineOptions, RadixCacheMachine
 from radixcheck.properties.failures import message_of, oracle_of, raised_at, shape_of
-from radixcheck.properties.target import alarm_handler, caused_by_hang, forget_hangs
+from radixcheck.properties.target import BudgetSpent, alarm_handler, caused_by_hang, forget_hangs, time_budget
 from radixcheck.properties.transcript import Act, kept
 
 REDUCE_ENV = "RADIXCHECK_REDUCE_SECONDS"
@@ -153,23 +153,33 @@ def reduce(machine: RadixCacheMachine, failure: BaseException, waived: Callable[
     budget = reduce_seconds() if seconds is None else seconds
     machine_class, wanted = type(machine), finding_of(failure)
     options = machine.options
+    acts = list(machine.transcript)
+    as_run = Reduced(Replay(machine, acts, failure), options, len(acts))
     if caused_by_hang(failure) or budget <= 0:
-        first = Replay(machine, list(machine.transcript), failure)
-        return Reduced(first, options, len(machine.transcript), notes=["not reduced" + (" (a hang)" if budget > 0 else "")])
-    replays = 0
+        as_run.notes.append("not reduced" + (" (a hang)" if budget > 0 else ""))
+        return as_run
+    replays, spent = 0, False
 
     def fails(acts: list[Act], options: MachineOptions, trim: bool) -> Replay | None:
-        nonlocal replays
+        """The replay, if it fails the same way; a replay still running at the deadline is cut short."""
+        nonlocal replays, spent
         replays += 1
-        again = replay(machine_class, acts, options, waived, trim)
+        try:
+            with time_budget(max(0.0, budget - (time.monotonic() - started))):
+                again = replay(machine_class, acts, options, waived, trim)
+        except BudgetSpent:
+            spent = True
+            return None
         return again if again.failure is not None and finding_of(again.failure) == wanted else None
 
     def time_left() -> bool:
-        return time.monotonic() - started < budget
+        return not spent and time.monotonic() - started < budget
 
-    acts = list(machine.transcript)
     lean = [a for a in acts if a.name not in INVARIANTS or a is acts[-1]]  # usually enough, and a replay saved
-    best = (fails(lean, options, False) if len(lean) < len(acts) else None) or fails(acts, options, False)
+    best = (fails(lean, options, False) if len(lean) < len(acts) else None) or (fails(acts, options, False) if time_left() else None)
+    if best is None and spent:
+        as_run.notes.append(f"not reduced: its budget ({budget:g} s, {REDUCE_ENV}) ran out in the first replay")
+        return as_run
     if best is None:
         return None
     best = _leave_out_stories(best, options, fails, time_left)

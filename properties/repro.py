@@ -42,6 +42,7 @@ from radixcheck.properties.transcript import Act
 SHORT = 24  # token lists longer than this are named once and referred to
 KEY = 8  # a list that starts as a named one does (this many tokens) is written as its prefix, if it is one
 NAMED_IF_RECURRING = 12  # a shorter list that recurs is named too, if longer than this
+RECENT = 64  # a list is written as a prefix (or an extension) of one of the last this many named with its first tokens
 LOOP_AT = 3  # a run of this many repetitions (or more) becomes a for loop
 WRAP = 110
 
@@ -184,6 +185,7 @@ class _Writer:
         token_args = (_token_key(c.args[0]) for a in self.acts for c in a.calls if c.name in TOKEN_CALLS and c.args)
         self.recurring = {seq for seq, n in Counter(k for k in token_args if k is not None and len(k) >= KEY).items() if n > 1}
         self.named: dict[tuple[int, ...], list[tuple[str, tuple[int, ...]]]] = {}  # first KEY tokens -> named sequences
+        self.exact: dict[tuple[int, ...], str] = {}  # a named sequence -> its name
         self.sequences = 0
         self.calls_written = 0
         self.helpers: set[str] = set()
@@ -197,9 +199,9 @@ class _Writer:
         if not (isinstance(value, list) and all(type(v) is int for v in value)) or len(value) < KEY:
             return literal(value)
         seq = tuple(value)
-        for name, known in self.named.get(seq[:KEY], []):
-            if seq == known:  # lent as a copy where the caller overwrites what it lends
-                return f"list({name})" if self.options.reuses_buffers else name
+        if seq in self.exact:  # lent as a copy where the caller overwrites what it lends
+            return f"list({self.exact[seq]})" if self.options.reuses_buffers else self.exact[seq]
+        for name, known in reversed(self.named.get(seq[:KEY], [])[-RECENT:]):  # shared prompts: only the recent ones
             if len(seq) < len(known) and known[: len(seq)] == seq:
                 return f"{name}[:{len(seq)}]"
             if len(seq) - len(known) <= SHORT and seq[: len(known)] == known:
@@ -209,6 +211,7 @@ class _Writer:
         self.sequences += 1
         name = f"T{self.sequences}"
         self.named.setdefault(seq[:KEY], []).append((name, seq))
+        self.exact[seq] = name
         definitions += _assignment(name, list(seq), f"{len(seq)} tokens")
         return f"list({name})" if self.options.reuses_buffers else name
 
@@ -416,6 +419,8 @@ class _Writer:
         before, after = self.reduced.acts_before, len(self.reduced.replay.acts)
         made = (f"Reduced from {before} acts to {after} ({self.reduced.replays} replays, {self.reduced.seconds:g} s"
                 + "".join(f"; {note}" for note in self.reduced.notes) + ")." if before != after else "")
+        if any("budget" in note for note in self.reduced.notes):
+            made += " A longer budget (RADIXCHECK_REDUCE_SECONDS=60) gives a shorter file."
         caps = getattr(type(self.machine), "capabilities", None)
         header = [
             f'"""radixcheck finding ({oracle}): {message_of(self.failure)}',
@@ -536,7 +541,8 @@ def _progression(start: int, step: int) -> str:
 
 def _bug_lines(oracle: str) -> list[str]:
     return ["def bug(finding, got):", '    """The check failed: say what radixcheck found, and what the cache did this time."""',
-            f"    print({('BUG (radixcheck oracle ' + oracle + '): ')!r} + finding)", "    print(f'  the cache did: {got!r}')",
+            f"    print({('BUG (radixcheck oracle ' + oracle + '): ')!r} + finding)", "    shown = repr(got)",
+            "    print('  the cache did:', shown if len(shown) < 2000 else f'{shown[:1500]} … {shown[-200:]} ({len(shown)} characters)')",
             "    sys.exit(1)"]
 
 

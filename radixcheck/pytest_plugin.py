@@ -54,7 +54,8 @@ WAIVERS = pytest.StashKey[list[Waiver]]()
 WAIVER_LOG = pytest.StashKey[WaiverLog]()
 WAIVED_PREFIX = "radixcheck waiver"  # report.wasxfail of a test whose only failures were waived
 FAILED = pytest.StashKey[BaseException]()  # a failure whose repro file is written at the test's teardown
-_REDUCED: dict[str, str] = {}  # in this process (a worker): repro file name -> the test it was written from
+_REDUCED: dict[str, tuple[str, int]] = {}  # in this process (a worker): repro file name -> the test it was written from, its calls
+SHORT_REPRO = 100  # a finding whose file has at most this many calls is not reduced again (a longer one may come out shorter)
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -348,9 +349,8 @@ def _repro_of(item: pytest.Item, exc: BaseException, log: WaiverLog) -> dict:
 
     described = describe_failure(exc)
     name = file_name(described["oracle"], described["reason"])
-    if name in _REDUCED:  # this worker wrote this finding's repro already: another reduction would only cost time
-        return {"text": None, "why_not": f"written from {_REDUCED[name]}", "oracle": described["oracle"], "message": described["reason"]}
-    _REDUCED[name] = item.name
+    if _REDUCED.get(name, (None, SHORT_REPRO + 1))[1] <= SHORT_REPRO:  # a short file for it already: reducing again costs time
+        return {"text": None, "why_not": f"written from {_REDUCED[name][0]}", "oracle": described["oracle"], "message": described["reason"]}
     callspec = getattr(item, "callspec", None)
     parameters = {k: v for k, v in (callspec.params.items() if callspec else ()) if k != "target"}
     try:
@@ -358,6 +358,8 @@ def _repro_of(item: pytest.Item, exc: BaseException, log: WaiverLog) -> dict:
                           plain_test=(item.function, parameters, item.funcargs["target"].capabilities))
     except Exception as error:  # noqa: BLE001 - a repro that cannot be made must not hide the finding
         return {"text": None, "why_not": f"radixcheck could not write it: {type(error).__name__}: {error}"}
+    if repro.text is not None:
+        _REDUCED[name] = (item.name, repro.calls)
     return {"text": repro.text, "why_not": repro.why_not, "calls": repro.calls, "notes": repro.notes, "size": repro.size,
             "exit_code": repro.exit_code, "oracle": described["oracle"], "message": described["reason"]}
 
