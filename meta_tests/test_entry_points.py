@@ -28,6 +28,8 @@ CASES: list[tuple[str, list[str], str]] = [
     ("radixcheck", ["audit", "x:y", "--page-sizes", "0,16"], "--page-sizes"),
     ("radixcheck", ["audit", "x:y", "--profile", "nope"], "--profile"),
     ("radixcheck", ["audit", "x:y", "--repro", str(ROOT / "pyproject.toml")], "--repro"),  # a file, not a directory
+    ("radixcheck", ["audit", "x:y", "--repro", str(ROOT / "pyproject.toml" / "sub")], "--repro"),  # under a file
+    ("radixcheck", ["audit", "x:y", "--repro", ""], "--repro"),
     ("radixcheck", ["nosuch"], "command"),
     ("radixcheck", ["reports", "--seed", "-5"], "--seed"),
     ("radixcheck.reports", ["--seed", "-5"], "--seed"),

@@ -129,7 +129,7 @@ def test_the_plugin_writes_a_file_per_finding_that_runs_from_the_project(tmp_pat
                           "-k", "state_machine", "--radix-target", "mycache:make", "--radix-repro", "repros", "-p", "no:cacheprovider",
                           "-q"], cwd=tmp_path, capture_output=True, text=True, timeout=300)
     assert run.returncode == 1, run.stdout[-3000:] + run.stderr[-3000:]
-    [written] = list((tmp_path / "repros").glob("repro-2-refcount-safety-*.py"))
+    [written] = list((tmp_path / "repros").glob("repro-refcount-safety-*.py"))
     assert f"radixcheck repro: {written}" in run.stdout, run.stdout[-2000:]
     bug = subprocess.run([sys.executable, str(written.relative_to(tmp_path))], cwd=tmp_path, capture_output=True, text=True, timeout=60)
     assert bug.returncode == 1 and "BUG (radixcheck oracle 2 refcount safety)" in bug.stdout, bug.stdout + bug.stderr
@@ -137,3 +137,12 @@ def test_the_plugin_writes_a_file_per_finding_that_runs_from_the_project(tmp_pat
                                                                          "return super()._evictable_leaf(node)"))
     fixed = subprocess.run([sys.executable, str(written.relative_to(tmp_path))], cwd=tmp_path, capture_output=True, text=True, timeout=60)
     assert fixed.returncode == 0 and "no bug" in fixed.stdout, fixed.stdout + fixed.stderr
+
+
+def test_the_plugin_refuses_a_repro_directory_it_cannot_write_before_any_test(tmp_path: Path) -> None:
+    (tmp_path / "afile").write_text("")
+    run = subprocess.run([sys.executable, "-m", "pytest", "--pyargs", "radixcheck.properties.conformance.test_construction",
+                          "--radix-repro", "afile/sub", "-p", "no:cacheprovider", "-q"], cwd=tmp_path, capture_output=True, text=True,
+                         timeout=120)
+    assert run.returncode == 4 and "--radix-repro 'afile/sub' is not a directory" in run.stderr, run.stdout + run.stderr
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["afile"]

@@ -23,7 +23,7 @@ def check_sizes(model: PrefixSetModel, total: int, evictable: int, protected: in
 
 def _sizes_wrong(model: PrefixSetModel, message: str) -> RefcountViolation:
     """Each message names one way the sizes are wrong; a repro states all four as one comparison."""
-    expected = (model.total(), model.total() - model.protected(), model.protected())
+    expected = {"total": model.total(), "evictable": model.total() - model.protected(), "protected": model.protected()}
     return RefcountViolation(message, Check("sizes() == expected", "sizes()", {"expected": expected}))
 
 

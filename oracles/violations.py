@@ -21,7 +21,7 @@ class Check:
     call returned), ``values`` (a match's slot ids), ``freed`` (the slots freed during the last
     call, in order), ``free_calls`` (the same, one list per ``free()`` call), ``raised`` (the
     exception the last call raised, or ``None``), ``before`` (``state()`` before the last call),
-    ``sizes()`` (total, evictable, protected), ``state()`` (sizes, slots freed so far, refused
+    ``sizes()`` (a dict: total, evictable, protected), ``state()`` (sizes, slots freed so far, refused
     frees), ``allocator``, ``PAGE`` and ``np``."""
 
     holds: str

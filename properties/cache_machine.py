@@ -285,6 +285,7 @@ class RadixCacheMachine(RuleBasedStateMachine):
         self.transcript: list[Act] = []  # every act, with its calls (radixcheck.properties.transcript)
         self.acting: Act | None = None
         self.step: str | None = None  # the rule running now (set by radixcheck.properties.verdict.naming_steps)
+        self.step_number = 0  # how many steps have begun
         self.story: str | None = None  # the production-world story running now (scale_machine)
         self.model = PrefixSetModel(self.page_size)
         self.block = max(self.page_size, MIN_BLOCK)
@@ -449,8 +450,8 @@ class RadixCacheMachine(RuleBasedStateMachine):
         refcount violation (the cache's counters disagree with the locks actually taken)."""
         try:
             self._call(name, record.handle)
-        except (OperationTimeout, ContractViolation):
-            raise
+        except (OperationTimeout, ContractViolation, RecursionError, MemoryError):
+            raise  # a hang, a finding of its own, or a crash: not a refusal
         except Exception as exc:  # noqa: BLE001 - the target refused a legal call
             raise RefcountViolation(f"{name}({record}) raised {type(exc).__name__}: {exc}; the call was legal",
                                     Check("raised is None", "repr(raised)")) from exc

@@ -80,7 +80,7 @@ def replay(machine_class: type[RadixCacheMachine], acts: list[Act], options: Mac
             args = _arguments(machine, original, records, trim_queries)
             if args is None:
                 continue
-            machine.step, machine.story = original.step, original.story
+            machine.step, machine.story, machine.step_number = original.step, original.story, original.step_number
             sent.append(original)
             try:
                 result = getattr(machine, original.name)(*args)
@@ -139,6 +139,7 @@ class Reduced:
     replay: Replay
     options: MachineOptions
     acts_before: int
+    original: list[Act] = field(default_factory=list)  # the run's transcript
     replays: int = 0
     seconds: float = 0.0
     notes: list[str] = field(default_factory=list)
@@ -154,7 +155,7 @@ def reduce(machine: RadixCacheMachine, failure: BaseException, waived: Callable[
     machine_class, wanted = type(machine), finding_of(failure)
     options = machine.options
     acts = list(machine.transcript)
-    as_run = Reduced(Replay(machine, acts, failure), options, len(acts))
+    as_run = Reduced(Replay(machine, acts, failure), options, len(acts), acts)
     if caused_by_hang(failure) or budget <= 0:
         as_run.notes.append("not reduced" + (" (a hang)" if budget > 0 else ""))
         return as_run
@@ -176,13 +177,15 @@ def reduce(machine: RadixCacheMachine, failure: BaseException, waived: Callable[
         return not spent and time.monotonic() - started < budget
 
     lean = [a for a in acts if a.name not in INVARIANTS or a is acts[-1]]  # usually enough, and a replay saved
-    best = (fails(lean, options, False) if len(lean) < len(acts) else None) or (fails(acts, options, False) if time_left() else None)
+    # Whole stories first, before any replay of the whole world: a smaller world is cheaper to replay.
+    best = _leave_out_stories(lean, options, fails, time_left)
+    if best is None and time_left():
+        best = (fails(lean, options, False) if len(lean) < len(acts) else None) or (fails(acts, options, False) if time_left() else None)
     if best is None and spent:
-        as_run.notes.append(f"not reduced: its budget ({budget:g} s, {REDUCE_ENV}) ran out in the first replay")
+        as_run.notes.append(f"not reduced: its budget ({budget:g} s, {REDUCE_ENV}) ran out before a replay failed the same way")
         return as_run
     if best is None:
         return None
-    best = _leave_out_stories(best, options, fails, time_left)
     for change in ({"reuses_buffers": False}, {"tokens_as_lists": True}, {"churned_slots": False}, {"trim": True}):
         if time_left():
             trim = change.pop("trim", best.trim_queries)
@@ -191,23 +194,25 @@ def reduce(machine: RadixCacheMachine, failure: BaseException, waived: Callable[
                 best, options = simpler, dataclasses.replace(options, **change)
     best = _leave_out_runs(best, options, fails, time_left)
     notes = [] if time_left() else [f"reduction stopped at its budget ({budget:g} s, {REDUCE_ENV})"]
-    return Reduced(best, options, len(acts), replays, round(time.monotonic() - started, 2), notes)
+    return Reduced(best, options, len(acts), acts, replays, round(time.monotonic() - started, 2), notes)
 
 
-def _leave_out_stories(best: Replay, options: MachineOptions, fails: Callable[..., Replay | None],
-                       time_left: Callable[[], bool]) -> Replay:
-    """Leave out whole steps (or stories of a production world), largest first: one replay each."""
+def _leave_out_stories(acts: list[Act], options: MachineOptions, fails: Callable[..., Replay | None],
+                       time_left: Callable[[], bool]) -> Replay | None:
+    """Leave out whole steps (or stories of a production world), largest first, one replay each:
+    the smallest replay that still failed the same way, or ``None`` if none did."""
     groups: list[list[Act]] = []
-    for a in best.acts:
+    for a in acts:
         if groups and (groups[-1][-1].step, groups[-1][-1].story) == (a.step, a.story):
             groups[-1].append(a)
         else:
             groups.append([a])
+    best: Replay | None = None
     for group in sorted(groups[:-1], key=len, reverse=True):  # never the failing act's own
         if len(group) < 2 or not time_left():
             break
         left_out = {id(a) for a in group}
-        smaller = fails([a for a in best.acts if id(a) not in left_out], options, best.trim_queries)
+        smaller = fails([a for a in (best.acts if best else acts) if id(a) not in left_out], options, False)
         if smaller is not None:
             best = smaller
     return best

@@ -45,6 +45,9 @@ NAMED_IF_RECURRING = 12  # a shorter list that recurs is named too, if longer th
 RECENT = 64  # a list is written as a prefix (or an extension) of one of the last this many named with its first tokens
 LOOP_AT = 3  # a run of this many repetitions (or more) becomes a for loop
 WRAP = 110
+SCRIBBLED = ("\n\nThe caller overwrites every buffer it lent once a call returns, as an engine reuses its rows "
+             f"(overwrite(): tokens\nand slots become {2**31 - 2}): that number in the cache's answer is an overwritten "
+             "buffer the cache kept.")
 
 
 @dataclass
@@ -82,7 +85,8 @@ def repro_for(failure: BaseException, spec: str, test: str = "", waived: Any = N
     reduced = reduce(machine, failure, waived, seconds)
     notes = []
     if reduced is None:
-        reduced = Reduced(Replay(machine, list(machine.transcript), failure), machine.options, len(machine.transcript))
+        reduced = Reduced(Replay(machine, list(machine.transcript), failure), machine.options, len(machine.transcript),
+                          list(machine.transcript))
         notes.append("its transcript did not fail the same way when replayed (does the cache depend on more than its calls?): "
                      "written from the run itself")
     notes += reduced.notes
@@ -141,6 +145,14 @@ def literal(value: Any) -> str:
 TOKEN_CALLS = ("match_prefix", "insert", "evict_prefix")  # the calls whose first argument is tokens
 
 
+def _negated(condition: str) -> str:
+    """``not (condition)``, without a double negation."""
+    inner = condition[5:-1] if condition.startswith("not (") and condition.endswith(")") else None
+    if inner is not None and inner.count("(") == inner.count(")"):
+        return inner
+    return f"not ({condition})"
+
+
 def _comment(text: str) -> list[str]:
     return ["# " + line for line in textwrap.wrap(text, WRAP - 2)]
 
@@ -179,6 +191,8 @@ class _Writer:
         self.spec, self.test = spec, test
         self.page = self.machine.page_size
         self.acts: list[Act] = self.machine.transcript
+        kept = Counter(a.step_number for a in reduced.replay.acts)
+        self.whole_steps = {n for n, count in Counter(a.step_number for a in reduced.original).items() if kept[n] == count}
         self.used_handles = {id(arg) for a in self.acts for c in a.calls for arg in c.args
                              if c.name in ("inc_lock_ref", "dec_lock_ref")}
         self.bound: dict[int, str] = {}  # id(handle) -> the name it was last bound to
@@ -342,10 +356,10 @@ class _Writer:
             if "raised" in uses:
                 out += ["try:", f"    result = {expression}", "    raised = None", "except Exception as exc:  # noqa: BLE001",
                         "    raised = exc"]
+            elif last.name == "match_prefix" and "values" in uses:
+                out.append(f"values = {expression}[0]" if "result" not in uses else f"result = {expression}\nvalues = result[0]")
             else:
-                out.append(f"result = {expression}")
-            if last.name == "match_prefix" and "values" in uses:
-                out.append("values = result[0]")
+                out.append(f"result = {expression}" if "result" in uses else expression)
         if uses & {"freed", "free_calls"}:
             out += ["free_calls = [call for call in allocator.frees_since(mark) if call]  # the slots each free() call returned",
                     "freed = [slot for call in free_calls for slot in call]"]
@@ -356,7 +370,8 @@ class _Writer:
         for name, value in check.names.items():
             out += _assignment(name, value)
         sentence = message_of(failure)
-        return out + [f"if not ({check.holds}):", f"    bug({sentence!r}, got={check.got})", f"print({('no bug: ' + check.holds)!r})"]
+        return out + [f"if {_negated(check.holds)}:", f"    bug({sentence!r}, got={check.got})",
+                      f"print({('no bug: ' + check.holds)!r})"]
 
     def raw_call(self, call: SentCall, act: Act, definitions: list[str]) -> str:
         """The failing call as an expression, exactly as sent (an insert without the caller's frees
@@ -382,8 +397,9 @@ class _Writer:
             what = f"{call.name}(...) did not return within {limit:g} s"
         else:
             what = f"{call.name}(...) raised {type(failure).__name__}: {message_of(failure)} (a legal call)"
+        self.helpers.add("raised_at")
         return lines + ["try:", f"    {expression}", "except Exception as exc:  # noqa: BLE001",
-                        f"    bug({what!r}, got=f'{{type(exc).__name__}}: {{exc}}')",
+                        f"    bug({what!r}, got=f'{{type(exc).__name__}}: {{exc}} (raised at {{raised_at(exc)}})')",
                         "print('no bug: the call returned')"]
 
     # ---- the file ------------------------------------------------------------------------------
@@ -409,6 +425,8 @@ class _Writer:
         doc = getattr(getattr(type(self.machine), step, None), "__doc__", None) or ""
         first = " ".join(doc.strip().split(". ")[0].split())
         text = f"step {step}" + (f", story: {act.story}" if act.story else "")
+        if act.step_number not in self.whole_steps:  # its docstring would tell of calls the file no longer makes
+            return text + " (the calls of it the finding needs)"
         return text + (f": {first.rstrip('.')}." if first and not act.story else "")
 
     def script(self) -> str:
@@ -430,11 +448,13 @@ class _Writer:
             f"Capabilities: {caps}." if caps is not None else "",
             "",
             "Exits 1 while the bug is there (printing radixcheck's finding and what the cache did), 0 once it is",
-            "fixed. Needs numpy and radixcheck (its SlotAllocator is the caller's KV slot pool: it counts every",
-            "slot and refuses a double free). Written by `radixcheck audit --repro`.",
+            "fixed, 2 if it cannot run (the factory does not import). Needs numpy and radixcheck (its SlotAllocator",
+            "is the caller's KV slot pool: it counts every slot and refuses a double free). Written by",
+            "`radixcheck audit --repro`." + (SCRIBBLED if self.options.reuses_buffers else ""),
             '"""',
         ]
         imports = ["import os", "import sys"] + (["import signal"] if "alarm" in self.helpers else [])
+        imports += ["import traceback"] if "raised_at" in self.helpers else []
         imports += ["from contextlib import suppress"] if "suppress" in self.helpers else []
         imports += ["", "import numpy as np", "", "from radixcheck import SlotAllocator", factory]
         setup = ["", f"PAGE = {self.page}", f"POOL = 1 << {POOL_SIZE.bit_length() - 1}",
@@ -465,7 +485,8 @@ class _Writer:
                     "    allocator.free(np.concatenate([slots[owned_from:prefix_len], slots[max(aligned, owned_from):]]))",
                     "    return prefix_len"]
         if "state" in self.helpers:
-            out += ["", "", "def sizes():", "    return cache.total_size(), cache.evictable_size(), cache.protected_size()",
+            out += ["", "", "def sizes():",
+                    '    return {"total": cache.total_size(), "evictable": cache.evictable_size(), "protected": cache.protected_size()}',
                     "", "", "def state():",
                     '    """What a refused call must leave as it was: the sizes, the slots freed so far, the refused frees."""',
                     "    return sizes(), len(allocator.freed_log), len(allocator.violations)"]
@@ -476,6 +497,8 @@ class _Writer:
         if "alarm" in self.helpers:
             out += ["", "", "def hung(signum, frame):", "    raise TimeoutError('the call did not return')", "",
                     "", "signal.signal(signal.SIGALRM, hung)"]
+        if "raised_at" in self.helpers:
+            out += ["", ""] + _RAISED_AT
         if "bug" in self.helpers:
             out += ["", ""] + _bug_lines(oracle_of(self.failure))
         return out
@@ -539,21 +562,41 @@ def _progression(start: int, step: int) -> str:
     return f"{start} - {term[1:]}" if term.startswith("-") else f"{start} + {term}"
 
 
+_RAISED_AT = ["def raised_at(exc):", '    """Where the cache raised ``exc``: the innermost frame of its traceback."""',
+              "    frame = traceback.extract_tb(exc.__traceback__)[-1]", "    return f'{frame.filename}:{frame.lineno} in {frame.name}'"]
+
+
 def _bug_lines(oracle: str) -> list[str]:
+    label = f"radixcheck: {oracle}" if oracle.startswith(("crash", "hang")) else f"radixcheck oracle {oracle}"
     return ["def bug(finding, got):", '    """The check failed: say what radixcheck found, and what the cache did this time."""',
-            f"    print({('BUG (radixcheck oracle ' + oracle + '): ')!r} + finding)", "    shown = repr(got)",
+            f"    print({'BUG (' + label + '): '!r} + finding)",
+            "    shown = repr(got)",
             "    print('  the cache did:', shown if len(shown) < 2000 else f'{shown[:1500]} … {shown[-200:]} ({len(shown)} characters)')",
             "    sys.exit(1)"]
 
 
 def _factory_import(spec: str) -> str:
     """Import the factory as ``make``, from where the file is run (the working directory is
-    importable, as for ``radixcheck audit``)."""
+    importable, as for ``radixcheck audit``); exit 2 if it cannot be (the file did not run)."""
     module, _, attr = spec.partition(":")
-    head = "sys.path.append(os.getcwd())  # your factory's module, from where you run this file (as radixcheck audit does)\n"
-    if "." in attr:
-        return head + f"import {module}  # noqa: E402\n\nmake = {module}.{attr}"
-    return head + f"from {module} import {attr}" + (" as make" if attr != "make" else "") + "  # noqa: E402"
+    get = f"import {module}\n\n    make = {module}.{attr}" if "." in attr else f"from {module} import {attr}" + (
+        " as make" if attr != "make" else "")
+    return "\n".join([
+        "sys.path.append(os.getcwd())  # your factory's module, from where you run this file (as radixcheck audit does)",
+        "try:",
+        f"    {get}",
+        "except ImportError as exc:  # not run, so neither 1 (the bug) nor 0 (fixed)",
+        f"    print(f'cannot import the factory {spec}: {{exc}} (run this file from where you ran radixcheck audit)', file=sys.stderr)",
+        "    sys.exit(2)"])
+
+
+def _plain_signature(source: str) -> list[str]:
+    """A function's source with its first line as a plain ``def`` (no annotations to import)."""
+    head, _, body = source.partition("\n")
+    name = head[len("def "):head.index("(")]
+    parameters = [p.split(":")[0].strip() + ("=" + p.split("=")[1].strip() if "=" in p else "")
+                  for p in head[head.index("(") + 1:head.rindex(")")].split(",")]
+    return [f"def {name}({', '.join(parameters)}):", *body.splitlines()]
 
 
 def _serving_script(failure: BaseException, run: ServingRun, spec: str, test: str) -> str:
@@ -568,13 +611,15 @@ def _serving_script(failure: BaseException, run: ServingRun, spec: str, test: st
         f"{len(run.requests)} requests served in order by a scheduler that keeps at most BUDGET tokens cached between",
         "requests, each as a serving engine serves it (`serve`, radixcheck.properties.serving, copied below).",
         "",
-        "Exits 1 while the bug is there (printing radixcheck's finding and what the cache did), 0 once it is fixed.",
-        "Needs numpy and radixcheck (its SlotAllocator is the caller's KV slot pool). Written by `radixcheck audit --repro`.",
+        "Exits 1 while the bug is there (printing radixcheck's finding and what the cache did), 0 once it is fixed,",
+        "2 if it cannot run. Needs numpy and radixcheck (its SlotAllocator is the caller's KV slot pool). Written by",
+        "`radixcheck audit --repro`.",
         '"""',
         "from __future__ import annotations",
         "",
         "import os",
         "import sys",
+        "import traceback",
         "",
         "import numpy as np",
         "",
@@ -588,7 +633,10 @@ def _serving_script(failure: BaseException, run: ServingRun, spec: str, test: st
         "cache = make(allocator, PAGE)",
         "",
         "",
-        inspect.getsource(serving.serve).rstrip(),
+        *_plain_signature(inspect.getsource(serving.serve).rstrip()),
+        "",
+        "",
+        *_RAISED_AT,
         "",
         "",
         *_bug_lines(oracle),
@@ -598,7 +646,7 @@ def _serving_script(failure: BaseException, run: ServingRun, spec: str, test: st
         "    computed = sum(len(request) - serve(cache, allocator, request, BUDGET) for request in REQUESTS)  # tokens not reused",
         "except Exception as exc:  # noqa: BLE001 - every call the protocol makes is legal",
         f"    bug({(sentence if check is None else 'a call of the serving protocol raised') + ' (every call was legal)'!r}, "
-        "got=f'{type(exc).__name__}: {exc}')",
+        "got=f'{type(exc).__name__}: {exc} (raised at {raised_at(exc)})')",
     ]
     if check is not None:
         lines += [*(line for name, value in check.names.items() for line in _assignment(name, value)),
@@ -622,7 +670,8 @@ def _plain_test_script(failure: BaseException, function: Callable[..., Any], par
         f"Target {spec}" + (f", in {test}" if test else "") + f": radixcheck's test `{function.__name__}` "
         f"({module.__name__ if module else '?'}), as it is, on your factory.",
         "",
-        "Exits 1 while the bug is there (the test's assertion, with radixcheck's finding), 0 once it is fixed.",
+        "Exits 1 while the bug is there (the test's assertion, with radixcheck's finding), 0 once it is fixed, 2 if it",
+        "cannot run.",
         "Needs numpy and radixcheck (its SlotAllocator, and its oracles' exception classes). Written by `radixcheck audit --repro`.",
         '"""',
         "import os",
@@ -651,5 +700,6 @@ def file_name(oracle: str, message: str) -> str:
     """The repro file of a finding: named by its oracle and the shape of its message (the audit's
     grouping), so every test that meets the same finding writes the same file."""
     shape = shape_of(message)
-    slug = "-".join(re.findall(r"[a-z0-9]+", f"{oracle} {shape}".lower().replace("…", " ")))[:72].strip("-")
+    words = f"{oracle.lstrip('0123456789 ')} {shape}".lower().replace("…", " ")
+    slug = "-".join(re.findall(r"[a-z0-9]+", words))[:72].strip("-")
     return f"repro-{slug}-{hashlib.sha1(f'{oracle}|{shape}'.encode()).hexdigest()[:6]}.py"

@@ -28,6 +28,7 @@ class Act:
     args: tuple
     step: str | None = None
     story: str | None = None
+    step_number: int = 0  # which step of the run (1, 2, ...): the acts of one step share it
     calls: list = field(default_factory=list)  # SentCall records (radixcheck.properties.cache_machine)
     result: Any = None
 
@@ -44,7 +45,7 @@ def act(method: Callable[..., Any]) -> Callable[..., Any]:
         if self.acting is not None:  # inside another act (only nested calls pass keywords)
             return method(self, *args, **nested)
         assert not nested, f"{method.__name__}: an act is replayed from its positional arguments"
-        entry = Act(method.__name__, tuple(kept(a) for a in args), self.step, self.story)
+        entry = Act(method.__name__, tuple(kept(a) for a in args), self.step, self.story, step_number=self.step_number)
         self.transcript.append(entry)
         self.acting = entry
         try:

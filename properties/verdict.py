@@ -196,6 +196,8 @@ def _named(function: Callable[..., Any]) -> Callable[..., Any]:
     @functools.wraps(function)
     def step(self: RuleBasedStateMachine, *args: Any, **arguments: Any) -> Any:
         outer, self.step = getattr(self, "step", None), function.__name__
+        if outer is None:  # a step of the run (not an invariant a step called itself)
+            self.step_number = getattr(self, "step_number", 0) + 1
         try:
             return function(self, *args, **arguments)
         finally:  # an invariant the step called itself (production_world) hands the step back

@@ -73,11 +73,25 @@ def page_sizes(text: str) -> str:
 
 
 def repro_dir(text: str) -> Path:
-    """A directory to write files into: it may not exist yet, but it may not be a file."""
-    path = Path(text)
-    if not text.strip() or (path.exists() and not path.is_dir()):
-        raise argparse.ArgumentTypeError(f"{text!r} is not a directory (it is a file, or empty)")
-    return path
+    """A directory to write files into: it may not exist yet, but then the nearest directory
+    above it that exists must be writable (nothing is created before the run needs it)."""
+    problem = writable_dir_problem(text)
+    if problem:
+        raise argparse.ArgumentTypeError(problem)
+    return Path(text)
+
+
+def writable_dir_problem(text: str) -> str | None:
+    """Why ``text`` cannot be a directory to write into, or ``None``."""
+    if not text.strip():
+        return "is empty: name a directory"
+    path = Path(text).absolute()
+    existing = next(p for p in [path, *path.parents] if p.exists())
+    if not existing.is_dir():
+        return f"{text!r} is not a directory: {existing} is a file"
+    if not os.access(existing, os.W_OK | os.X_OK):
+        return f"{text!r} cannot be written: {existing} is not writable"
+    return None
 
 
 def python_with(module: str) -> Callable[[str], str]:

@@ -235,7 +235,7 @@ def run_audit(target: Target, page_sizes: str | None, profile: str, workers: str
     if repro:
         args += ["--radix-repro", str(repro)]
     if workers not in ("0", "1"):
-        args += ["-n", workers]
+        args += ["-n", workers, "--dist", "worksteal"]  # an idle worker takes queued tests from one busy with a long one
     with hypothesis_storage_in_cache():  # Hypothesis's .hypothesis/ goes to the user's cache, not their project
         exit_code = pytest.main(args, plugins=[collector])
     return AuditResult(target.spec, repr(target.capabilities), target.capabilities.not_exercised(), profile,

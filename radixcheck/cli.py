@@ -77,6 +77,9 @@ def _audit(args: argparse.Namespace) -> int:
         print(f"radixcheck: not exercised: {gap}")
     if waivers:
         print(f"radixcheck: {len(waivers)} waiver(s) from {args.waive}")
+    earlier = sorted(args.repro.glob("repro-*.py")) if args.repro and args.repro.is_dir() else []
+    if earlier:
+        print(f"radixcheck: {len(earlier)} repro file(s) from an earlier run in {args.repro}: a finding met again replaces its own")
     result = run_audit(target, args.page_sizes, args.profile, args.workers, args.waive, args.repro)
     write_outputs(result, args.report, args.json)
     print_summary(result)

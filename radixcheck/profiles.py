@@ -8,7 +8,10 @@
 | `audit`    | `ci`, stopping at the first bug per test  | the matrix and engine audits          |
 | `mutation` | `audit` without shrinking                 | meta-tests, catalogue, mutation score |
 
-These settings apply to radixcheck's own tests and state machines only: they are passed to
+Saved failures (the example database of `dev` and `thorough`) live in the user's cache directory
+(:func:`radixcheck.cache_dir.cache_dir`), never in the project that runs radixcheck's tests;
+Hypothesis's own per-run ``.hypothesis/constants`` stays where Hypothesis puts it (moving it
+would take a process-wide setting). These settings apply to radixcheck's own tests and state machines only: they are passed to
 :func:`radixcheck.properties.verdict.run_machine` and put on the conformance tests with
 ``@settings(current())``. Nothing here loads a profile into Hypothesis, so a project that has
 radixcheck installed keeps its own default settings and its own ``settings.load_profile``. The
@@ -28,12 +31,18 @@ from __future__ import annotations
 import os
 
 from hypothesis import HealthCheck, Phase, Verbosity, settings
+from hypothesis.database import DirectoryBasedExampleDatabase
 from hypothesis.errors import InvalidArgument
+
+from radixcheck.cache_dir import cache_dir
 
 EXAMPLES = 100  # state-machine runs per test: the gate's budget
 STEPS = 50  # rules per run
 
-_common = settings(deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large, HealthCheck.filter_too_much])
+# Saved failures go to the user's cache directory, not to .hypothesis/ in whatever project runs radixcheck's tests.
+_EXAMPLES = DirectoryBasedExampleDatabase(str(cache_dir() / "hypothesis" / "examples"))
+_common = settings(deadline=None, database=_EXAMPLES,
+                   suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large, HealthCheck.filter_too_much])
 SETTINGS: dict[str, settings] = {"dev": settings(_common, max_examples=EXAMPLES, stateful_step_count=STEPS)}
 SETTINGS["ci"] = settings(SETTINGS["dev"], derandomize=True, database=None, print_blob=True)
 SETTINGS["thorough"] = settings(_common, max_examples=6 * EXAMPLES, stateful_step_count=4 * STEPS)

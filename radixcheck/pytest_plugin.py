@@ -32,6 +32,7 @@ from typing import Any
 import pytest
 
 from radixcheck import profiles
+from radixcheck.argtypes import writable_dir_problem
 from radixcheck.properties.failures import describe_failure
 from radixcheck.properties.target import (
     DEFAULT_TARGET,
@@ -137,7 +138,10 @@ def pytest_configure(config: pytest.Config) -> None:
         config.stash[WAIVERS] = [w for path in config.getoption("--radix-waive") or [] for w in read_waivers(path)]
     except WaiverError as exc:
         raise pytest.UsageError(f"radixcheck: {exc}") from exc
-    if config.getoption("--radix-repro") and not hasattr(config, "workerinput"):  # the controller writes the files
+    repro_dir = config.getoption("--radix-repro")
+    if repro_dir is not None and (problem := writable_dir_problem(repro_dir)):
+        raise pytest.UsageError(f"radixcheck: --radix-repro {problem}")
+    if repro_dir and not hasattr(config, "workerinput"):  # the controller writes the files
         config.pluginmanager.register(ReproFiles(Path(config.getoption("--radix-repro")).resolve()), "radixcheck-repro-files")
     if _several(config):
         named_specs(config)  # a malformed list is a usage error; the targets load on first use
