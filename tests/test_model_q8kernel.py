@@ -220,3 +220,22 @@ def test_fused_layers_equal_the_unfused_and_numpy_paths(tokens: list[int], cut: 
         assert_bit_identical(outs[0][0], got, f"fused vs {what}: logits")
         assert_bit_identical(outs[0][1][0], k, f"fused vs {what}: stored K")
         assert_bit_identical(outs[0][1][1], v, f"fused vs {what}: stored V")
+
+
+def test_the_c_exponential_has_the_python_constants() -> None:
+    """``model/kernels/fixed_exp.h`` spells the same float64 values as ``model/fixed_exp.py`` (the
+    C side cannot import them, so the test holds the two files together)."""
+    import re
+
+    from radixcheck.model import fixed_exp, kernel_build
+
+    text = kernel_build.sources()["fixed_exp.h"]
+    defines = dict(re.findall(r"#define (EXP_\w+) \(?([^)\s]+)\)?", text))
+    assert float.fromhex(defines["EXP_MIN"]) == fixed_exp.EXP_MIN
+    assert float.fromhex(defines["EXP_MAX"]) == fixed_exp.EXP_MAX
+    assert float.fromhex(defines["EXP_LOG2E"]) == fixed_exp.LOG2E
+    assert float.fromhex(defines["EXP_LN2_HI"]) == fixed_exp.LN2_HI
+    assert float.fromhex(defines["EXP_LN2_LO"]) == fixed_exp.LN2_LO
+    assert int(defines["EXP_DEGREE"]) == len(fixed_exp.POLY) - 1
+    poly = re.search(r"EXP_POLY\[[^]]*\] = \{([^}]*)\}", text).group(1)
+    assert [float.fromhex(c) for c in poly.replace(",", " ").split()] == list(fixed_exp.POLY)

@@ -1,0 +1,72 @@
+/* The exact model's compiled kernels (model/q8kernel.py loads them; model/kernel_build.py builds
+   them): what the files share.
+
+   Every function here gives the bits of its NumPy original (model/exact.py, model/llama.py):
+   integer products are exact (integers held in int32 or float64 with every partial sum below 2^53,
+   so any order gives the same result), and every other step is one correctly rounded IEEE
+   operation per element in NumPy's order. So the files are compiled with -ffp-contract=off and
+   without -ffast-math, and the only FMAs are the explicit ones on exact integers. */
+#ifndef RADIXCHECK_KERNELS_H
+#define RADIXCHECK_KERNELS_H
+
+#include <math.h>
+#include <stdint.h>
+#include <stdlib.h>
+#ifdef __AVX2__
+#include <immintrin.h>
+#endif
+
+/* round to nearest, ties to even (NumPy's rint in the default mode), inlined: libm's nearbyint
+   saves and restores the FP environment on every call */
+static inline double round_even(double x)
+{
+#ifdef __AVX2__
+    return _mm_cvtsd_f64(_mm_round_sd(_mm_setzero_pd(), _mm_set_sd(x), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+#else
+    return nearbyint(x);
+#endif
+}
+
+/* One row's quantisation scale, as exact.quantize_rows: amax / top (1 if not > 0); flags a NaN or
+   an infinity in *bad. */
+static inline double row_scale(const double *xr, int64_t K, double top, int64_t *bad)
+{
+    double amax = 0.0;
+    for (int64_t j = 0; j < K; j++) {
+        double a = fabs(xr[j]);
+        *bad |= !isfinite(a);
+        amax = a > amax ? a : amax;
+    }
+    double scale = amax / top;
+    return scale > 0 ? scale : 1.0;
+}
+
+/* q8_matmul.c: the exact Q8_0 x int16 product and the activation quantisation */
+int64_t q8_quantize(int64_t n, int64_t K, const double *x, int64_t bits, int16_t *xi, double *sx);
+void q8_matmul(int64_t n, int64_t K, const int16_t *x, const int8_t *q, const float *m, int64_t r0, int64_t r1,
+               const double *rs, const double *sx, void *out, int64_t ldo, int64_t out32);
+int64_t q8_linear(int64_t n, int64_t K, const double *x, int64_t bits, int16_t *xi, double *sx, const int8_t *q,
+                  const float *m, int64_t rows, const double *rs, void *out, int64_t out32);
+
+/* rows.c: RMSNorm, float64 quantisation, RoPE */
+void rms_norm(int64_t n, int64_t d, const double *x, const double *w, double eps, double *out, double *buf);
+int64_t quantize_f64(int64_t n, int64_t K, const double *x, int64_t bits, double *xi, double *sx);
+void rope_rows(int64_t n, int64_t heads, int64_t D, const double *x, int64_t ldx, const int64_t *pos,
+               const double *cos_t, const double *sin_t, double *out);
+void rope(int64_t n, int64_t heads, int64_t D, const double *x, const int64_t *pos, const double *cos_t,
+          const double *sin_t, double *out);
+int64_t rotate_quantise_kv(int64_t n, int64_t Hkv, int64_t D, const double *k, const double *v, const int64_t *pos,
+                           const double *cos_t, const double *sin_t, int64_t k_bits, int64_t v_bits, double *kbuf,
+                           double *ki, double *sk, double *vi, double *sv);
+
+/* exp.c: the model's exponential (model/fixed_exp.py) and SiLU */
+void exp_row(double *s, int64_t n, double m);
+void silu_mul(int64_t n, int64_t f, const double *gu, double *out, double *buf);
+
+/* attention.c: exact attention */
+int64_t exact_attention(int64_t H, int64_t Hkv, int64_t D, const double *q, const int64_t *q_pos, int64_t n_cached,
+                        const int64_t *slots, const float *mk, const double *msk, const float *mv, const double *msv,
+                        const float *fk, const double *fsk, const float *fv, const double *fsv, double inv_sqrt_d,
+                        int64_t qk_bits, int64_t p_bits, int64_t denom_bits, int64_t t0, int64_t t1, double *out);
+
+#endif
