@@ -77,6 +77,14 @@ class ExactnessError(ArithmeticError):
     """An integer GEMM could overflow 2**53 and so would no longer be exact."""
 
 
+def _why_not(kernel: str) -> str:
+    """Why ``ExactOps(kernel)`` found no usable compiled path."""
+    if kernel == "c" and q8kernel.chosen() == "numpy":
+        return f"{q8kernel.ENV}=numpy"
+    paths = q8kernel.PATHS if kernel == "c" else (kernel,)
+    return "; ".join(str(q8kernel.status(p)) for p in paths)
+
+
 def _contig(x: np.ndarray) -> np.ndarray:
     return np.ascontiguousarray(x, dtype=np.float64)
 
@@ -177,27 +185,34 @@ def integerise(m: Q8Matrix, chunk_rows: int = 4096) -> IntMatrix:
     return IntMatrix(np.ascontiguousarray(m.qs), mult, row_scale, bits)  # the kernel needs C order
 
 
-KERNELS = ("auto", "c", "numpy")
+KERNELS = ("auto", "c", *q8kernel.PATHS, "numpy")
 
 
 class ExactOps:
     """Shape-stable arithmetic: see the module docstring.
 
-    ``kernel`` picks how ``linear`` computes its exact integer products: ``"c"`` the compiled
-    Q8_0 kernel (``model.q8kernel``), ``"numpy"`` float64 BLAS on widened weights, ``"auto"`` (the
-    default) the C kernel when it builds, else NumPy. Both give the same integers, hence the same
-    bits. ``threads`` splits a product's output rows over that many threads (bits unchanged).
+    ``kernel`` picks how ``linear`` (and attention, quantisation, RMSNorm ...) compute: ``"numpy"``
+    float64 BLAS on widened weights and NumPy; a compiled path of ``model.q8kernel`` by name
+    (``"avx512"``, ``"avx2"``, ``"portable"``: ``RuntimeError`` if it is not usable on this machine);
+    ``"c"`` the compiled path ``$RADIXCHECK_Q8_KERNEL`` chooses (default: the best one that passes
+    its self-test; ``RuntimeError`` if there is none); ``"auto"`` (the default) the same, else
+    NumPy; or a loaded kernel library itself (the self-test's way in). All give the same integers,
+    hence the same bits. ``kernel`` (attribute) names the path in use. ``threads`` splits a
+    product's output rows over that many threads (bits unchanged).
     """
 
     name = "exact"
 
-    def __init__(self, kernel: str = "auto") -> None:
-        if kernel not in KERNELS:
-            raise ValueError(f"unknown kernel {kernel!r} (expected one of {KERNELS})")
-        self._lib = None if kernel == "numpy" else q8kernel.load()
-        if kernel == "c" and self._lib is None:
-            raise RuntimeError("the C Q8_0 kernel is not available (no C compiler, or RADIXCHECK_Q8_KERNEL=numpy)")
-        self.kernel = "c" if self._lib is not None else "numpy"
+    def __init__(self, kernel: str | object = "auto") -> None:
+        if isinstance(kernel, str):
+            if kernel not in KERNELS:
+                raise ValueError(f"unknown kernel {kernel!r} (expected one of {KERNELS})")
+            self._lib = None if kernel == "numpy" else q8kernel.load(kernel if kernel in q8kernel.PATHS else None)
+            if kernel != "auto" and kernel != "numpy" and self._lib is None:
+                raise RuntimeError(f"the compiled Q8_0 kernel ({kernel}) is not usable here: {_why_not(kernel)}")
+        else:
+            self._lib = kernel
+        self.kernel = q8kernel.path_of(self._lib)
         self.threads = 1
 
     def prepare(self, m: Q8Matrix) -> IntMatrix:
@@ -411,7 +426,7 @@ class FloatOps:
         return o.reshape(Hkv, G, T, D).transpose(2, 0, 1, 3).reshape(T, H * D).astype(np.float64)
 
 
-def get_ops(arithmetic: str, kernel: str = "auto") -> ExactOps | FloatOps:
+def get_ops(arithmetic: str, kernel: str | object = "auto") -> ExactOps | FloatOps:
     """``"exact"`` (default), ``"float"`` (plain float32 BLAS) or ``"float64"`` (fidelity reference).
     ``kernel`` applies to ``"exact"`` only (``ExactOps``)."""
     if arithmetic == "exact":

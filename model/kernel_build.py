@@ -1,21 +1,36 @@
-"""Build the exact model's C kernels (``model/kernels/*.c``) into a shared library, once per machine.
+"""Build the exact model's C kernels (``model/kernels/*.c``), one shared library per instruction-set path.
 
 The C files ship inside the package (package data) and are read with ``importlib.resources``, so
-an editable install and a wheel build them alike. The library goes to
-``$RADIXCHECK_CACHE/kernels`` (default ``~/.cache/radixcheck/kernels``) under a key that hashes
-the files' contents, the compiler (its path and ``--version``), the compiler flags, the CPU's
-flags and the platform: change any of them and a new library is built (about a second).
+an editable install and a wheel build them alike. Each *path* compiles the same files with other
+instruction-set flags; the code picks its AVX-512, AVX2 or portable forms from the compiler's
+macros (``kernels.h``), and every form computes the same integers and the same IEEE operations,
+so every path gives the bits of the NumPy path:
+
+``avx512``   AVX-512F/BW/VL/DQ + VNNI (``vpdpwssd``): the CPU needs all of them
+``avx2``     AVX2 + FMA
+``portable`` plain C (any CPU)
+
+A library goes to ``$RADIXCHECK_CACHE/kernels`` (default ``~/.cache/radixcheck/kernels``) under a
+key that hashes the files' contents, the compiler (its path and ``--version``), the compiler flags,
+the CPU's flags and the platform: change any of them and a new library is built (about a second).
+Right after a build the caller's self-test runs once (``q8kernel`` passes
+``model.kernel_selftest``) and its verdict is kept beside the library (``*.selftest.json``), so a
+path that failed is known to have failed in every later process too.
 """
 
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import platform
 import shutil
 import subprocess
 import sys
 import tempfile
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
 from functools import cache
 from importlib import resources
 from pathlib import Path
@@ -23,7 +38,32 @@ from pathlib import Path
 # IEEE arithmetic exactly as written: no -ffast-math, no contraction of a*b+c into an FMA (rms_norm
 # must round like NumPy; the kernels' own FMAs are explicit and exact)
 COMMON_FLAGS = ("-O2", "-ffp-contract=off", "-fno-fast-math", "-fPIC", "-shared")
-ISA_FLAGS = ("-march=native",)
+X86 = ("x86_64", "amd64", "i386", "i686", "x86")
+
+
+@dataclass(frozen=True)
+class KernelPath:
+    """One way to compile the kernels: its compiler flags and the CPU flags it needs (x86 only if any)."""
+
+    name: str
+    isa_flags: tuple[str, ...]
+    cpu_needs: tuple[str, ...]
+
+    @property
+    def flags(self) -> tuple[str, ...]:
+        return (*COMMON_FLAGS, *self.isa_flags)
+
+
+PATHS = (  # best first: ``auto`` takes the first one that the CPU runs and that passes its self-test
+    KernelPath(
+        "avx512",
+        ("-mavx2", "-mfma", "-mavx512f", "-mavx512bw", "-mavx512vl", "-mavx512dq", "-mavx512vnni"),
+        ("avx2", "fma", "avx512f", "avx512bw", "avx512vl", "avx512dq", "avx512_vnni"),
+    ),
+    KernelPath("avx2", ("-mavx2", "-mfma"), ("avx2", "fma")),
+    KernelPath("portable", (), ()),
+)
+BY_NAME = {p.name: p for p in PATHS}
 
 
 @cache
@@ -59,6 +99,29 @@ def cpu_flags() -> frozenset[str]:
     return frozenset()
 
 
+def cpu_name() -> str:
+    """The CPU's model name (``/proc/cpuinfo``), else what ``platform`` knows."""
+    try:
+        with open("/proc/cpuinfo") as f:
+            fields = {k.strip(): v.strip() for k, v in (line.split(":", 1) for line in f if ":" in line)}
+        name, family, model = fields.get("model name", ""), fields.get("cpu family", ""), fields.get("model", "")
+        if name:
+            return f"{name} (family {family}, model {model})" if family else name
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+def missing_flags(path: KernelPath) -> list[str]:
+    """The CPU flags ``path`` needs that this CPU does not report (all of them off x86)."""
+    if not path.cpu_needs:
+        return []
+    if platform.machine().lower() not in X86:
+        return list(path.cpu_needs)
+    have = cpu_flags()
+    return [f for f in path.cpu_needs if f not in have]
+
+
 def cache_root() -> Path:
     return Path(os.environ.get("RADIXCHECK_CACHE") or Path.home() / ".cache" / "radixcheck") / "kernels"
 
@@ -69,7 +132,11 @@ def build_key(cc: str, flags: tuple[str, ...]) -> str:
     return hashlib.sha256("\0".join(parts).encode()).hexdigest()[:16]
 
 
-def build(cc: str, flags: tuple[str, ...], so: Path) -> None:
+def library_file(path: KernelPath, cc: str) -> Path:
+    return cache_root() / f"q8kernel-{path.name}-{build_key(cc, path.flags)}.so"
+
+
+def compile_library(cc: str, flags: tuple[str, ...], so: Path) -> None:
     """Compile every ``.c`` file into ``so`` (atomically: parallel test workers may build at once)."""
     so.parent.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(dir=so.parent) as tmp:
@@ -81,14 +148,37 @@ def build(cc: str, flags: tuple[str, ...], so: Path) -> None:
         os.replace(out, so)
 
 
-def library_path() -> Path | None:
-    """The compiled library (built now if it is not in the cache), or ``None`` without a compiler.
-    Raises ``OSError`` or ``subprocess.CalledProcessError`` if the build fails."""
-    cc = compiler()
-    if cc is None:
-        return None
-    flags = (*COMMON_FLAGS, *ISA_FLAGS)
-    so = cache_root() / f"q8kernel-{build_key(cc, flags)}.so"
-    if not so.is_file():
-        build(cc, flags, so)
-    return so
+@contextmanager
+def _locked(lock: Path) -> Iterator[None]:
+    """One process at a time builds and self-tests a library (the others wait, then reuse it)."""
+    lock.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        import fcntl
+    except ImportError:  # no flock (Windows): the atomic rename still keeps every library whole
+        yield
+        return
+    with open(lock, "a") as f:
+        fcntl.flock(f, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(f, fcntl.LOCK_UN)
+
+
+def ensure(path: KernelPath, cc: str, selftest: Callable[[Path], str | None]) -> tuple[Path, str | None]:
+    """``path``'s library, built if it is not in the cache, and its self-test verdict: ``None`` if
+    it passed, else what failed. ``selftest(so)`` runs once per library, right after the build (or
+    if no verdict was kept). Raises ``OSError`` or ``subprocess.CalledProcessError`` if the build fails."""
+    so = library_file(path, cc)
+    verdict = so.with_suffix(".selftest.json")
+    with _locked(so.with_suffix(".lock")):
+        if not so.is_file():
+            compile_library(cc, path.flags, so)
+            verdict.unlink(missing_ok=True)
+        if not verdict.is_file():
+            failure = selftest(so)
+            tmp = verdict.with_suffix(f".{os.getpid()}.tmp")
+            tmp.write_text(json.dumps({"passed": failure is None, "detail": failure or ""}) + "\n")
+            os.replace(tmp, verdict)
+    saved = json.loads(verdict.read_text())
+    return so, None if saved["passed"] else saved["detail"] or "failed"

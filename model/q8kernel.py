@@ -25,56 +25,135 @@ import ctypes
 import os
 import subprocess
 import warnings
+from dataclasses import dataclass
 from functools import cache
 
 import numpy as np
 
 from radixcheck.model import fused, kernel_build
 
-ENV = "RADIXCHECK_Q8_KERNEL"  # "numpy": never build or use the C kernel
+ENV = "RADIXCHECK_Q8_KERNEL"  # which path "auto" means: auto (default), avx512, avx2, portable or numpy
+PATHS = tuple(p.name for p in kernel_build.PATHS)  # compiled paths, best first
+CHOICES = ("auto", *PATHS, "numpy")
 
-@cache
-def load() -> ctypes.CDLL | None:
-    """The compiled kernel (built on first use), or ``None`` (no compiler, or ``RADIXCHECK_Q8_KERNEL=numpy``)."""
-    if os.environ.get(ENV, "").lower() == "numpy":
-        return None
-    try:
-        so = kernel_build.library_path()
-        if so is None:
-            warnings.warn("no C compiler: the exact model uses its slower NumPy path (same bits)", RuntimeWarning, stacklevel=2)
-            return None
-        lib = ctypes.CDLL(str(so))
-    except (OSError, subprocess.CalledProcessError) as e:
-        detail = getattr(e, "stderr", None) or e
-        warnings.warn(f"could not build the Q8_0 kernel ({detail}): using the NumPy path (same bits)", RuntimeWarning, stacklevel=2)
-        return None
-    f = lib.q8_matmul
+
+@dataclass(frozen=True)
+class PathStatus:
+    """What became of one compiled path on this machine: ``state`` is ``"passed"`` (its self-test:
+    usable), ``"failed"`` (self-test failed: never used), ``"not built"`` (no compiler, or the build
+    failed) or ``"not tested"`` (this CPU lacks the path's instructions); ``detail`` says why."""
+
+    path: str
+    state: str
+    detail: str = ""
+
+    def __str__(self) -> str:
+        return f"{self.path}: {self.state}" + (f" ({self.detail})" if self.detail else "")
+
+
+def chosen() -> str:
+    """The path ``$RADIXCHECK_Q8_KERNEL`` asks for (``auto`` if unset); ``ValueError`` for a name that is none of ``CHOICES``."""
+    value = os.environ.get(ENV, "").strip().lower() or "auto"
+    if value not in CHOICES:
+        raise ValueError(f"{ENV}={value!r}: expected one of {', '.join(CHOICES)}")
+    return value
+
+
+def _declare(lib: ctypes.CDLL) -> ctypes.CDLL:
+    """Argument and result types of every entry point."""
     i64, ptr = ctypes.c_int64, ctypes.c_void_p
-    f.argtypes = [i64, i64, ptr, ptr, ptr, i64, i64, ptr, ptr, ptr, i64, i64]
-    f.restype = None
-    g = lib.q8_quantize
-    g.argtypes = [i64, i64, ptr, i64, ptr, ptr]
-    g.restype = i64
-    f = lib.quantize_f64
-    f.argtypes = [i64, i64, ptr, i64, ptr, ptr]
-    f.restype = i64
-    r = lib.rms_norm
-    r.argtypes = [i64, i64, ptr, ptr, ctypes.c_double, ptr, ptr]
-    r.restype = None
-    h = lib.q8_linear
-    h.argtypes = [i64, i64, ptr, i64, ptr, ptr, ptr, ptr, i64, ptr, ptr, i64]
-    h.restype = i64
+    lib.q8_matmul.argtypes = [i64, i64, ptr, ptr, ptr, i64, i64, ptr, ptr, ptr, i64, i64]
+    lib.q8_matmul.restype = None
+    lib.q8_quantize.argtypes = [i64, i64, ptr, i64, ptr, ptr]
+    lib.q8_quantize.restype = i64
+    lib.quantize_f64.argtypes = [i64, i64, ptr, i64, ptr, ptr]
+    lib.quantize_f64.restype = i64
+    lib.rms_norm.argtypes = [i64, i64, ptr, ptr, ctypes.c_double, ptr, ptr]
+    lib.rms_norm.restype = None
+    lib.q8_linear.argtypes = [i64, i64, ptr, i64, ptr, ptr, ptr, ptr, i64, ptr, ptr, i64]
+    lib.q8_linear.restype = i64
     lib.rope.argtypes = [i64, i64, i64, *[ptr] * 5]
     lib.rope.restype = None
     lib.rotate_quantise_kv.argtypes = [i64, i64, i64, *[ptr] * 5, i64, i64, *[ptr] * 5]
     lib.rotate_quantise_kv.restype = i64
     lib.silu_mul.argtypes = [i64, i64, ptr, ptr, ptr]
     lib.silu_mul.restype = None
-    a = lib.exact_attention
-    a.argtypes = [i64, i64, i64, ptr, ptr, i64, *[ptr] * 9, ctypes.c_double, i64, i64, i64, i64, i64, ptr]
-    a.restype = i64
+    lib.exact_attention.argtypes = [i64, i64, i64, ptr, ptr, i64, *[ptr] * 9, ctypes.c_double, i64, i64, i64, i64, i64, ptr]
+    lib.exact_attention.restype = i64
     fused.declare(lib)
     return lib
+
+
+def _selftest(so) -> str | None:  # noqa: ANN001 - a pathlib.Path
+    from radixcheck.model import kernel_selftest
+
+    return kernel_selftest.run(_declare(ctypes.CDLL(str(so))))
+
+
+@cache
+def _open(path: str) -> tuple[ctypes.CDLL | None, PathStatus]:
+    """``path``'s library (built and self-tested on first use) if it passed its self-test, and its status."""
+    kp = kernel_build.BY_NAME[path]
+    missing = kernel_build.missing_flags(kp)
+    if missing:
+        return None, PathStatus(path, "not tested", f"this CPU lacks {' '.join(missing)}")
+    cc = kernel_build.compiler()
+    if cc is None:
+        return None, PathStatus(path, "not built", "no C compiler")
+    try:
+        so, failure = kernel_build.ensure(kp, cc, _selftest)
+        if failure is not None:
+            return None, PathStatus(path, "failed", f"self-test against the NumPy path: {failure}")
+        lib = _declare(ctypes.CDLL(str(so)))
+    except subprocess.CalledProcessError as e:
+        return None, PathStatus(path, "not built", (e.stderr or str(e)).strip()[-2000:])
+    except OSError as e:
+        return None, PathStatus(path, "not built", str(e))
+    lib.kernel_path = path
+    return lib, PathStatus(path, "passed", kernel_build.library_file(kp, cc).name)
+
+
+def status(path: str) -> PathStatus:
+    """``path``'s status (builds and self-tests it if that has not happened on this machine)."""
+    return _open(path)[1]
+
+
+def available() -> list[str]:
+    """The compiled paths usable here (the CPU runs them, they built and passed their self-tests), best first."""
+    return [p for p in PATHS if _open(p)[0] is not None]
+
+
+@cache
+def load(path: str | None = None) -> ctypes.CDLL | None:
+    """A compiled kernel library, or ``None`` for the NumPy path. ``path``: one of ``PATHS``, or
+    ``None`` for ``$RADIXCHECK_Q8_KERNEL`` (default ``auto``: the best path that passes its
+    self-test). A path that cannot be used gives ``None`` (the model then takes the NumPy path,
+    same bits) with one ``RuntimeWarning`` saying why; under ``auto`` a path that failed its
+    self-test or its build is passed over with a warning naming it, and the next one tried. The
+    library's ``kernel_path`` attribute names its path."""
+    want = path or chosen()
+    if want == "numpy":
+        return None
+    if want != "auto" and want not in PATHS:
+        raise ValueError(f"unknown kernel path {want!r} (expected one of {', '.join(PATHS)})")
+    skipped = []
+    for name in PATHS if want == "auto" else (want,):
+        lib, st = _open(name)
+        if lib is not None:
+            for s in skipped:
+                warnings.warn(f"Q8_0 kernel path {s}: not used", RuntimeWarning, stacklevel=2)
+            return lib
+        if st.state in ("failed", "not built") or want != "auto":
+            skipped.append(st)
+    why = "no C compiler" if kernel_build.compiler() is None else "; ".join(map(str, skipped)) or "none runs on this CPU"
+    warnings.warn(f"no usable compiled Q8_0 kernel ({why}): the exact model uses its slower NumPy path (same bits)",
+                  RuntimeWarning, stacklevel=2)
+    return None
+
+
+def path_of(lib: ctypes.CDLL | None) -> str:
+    """The path a library was built for (``"numpy"`` for ``None``)."""
+    return "numpy" if lib is None else getattr(lib, "kernel_path", "c")
 
 
 def _nonfinite() -> None:

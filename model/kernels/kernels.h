@@ -15,6 +15,9 @@
 #ifdef __AVX2__
 #include <immintrin.h>
 #endif
+#if defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512VL__) && defined(__AVX512VNNI__)
+#define RADIXCHECK_AVX512 1 /* the AVX-512 forms (compiled for the avx512 path) */
+#endif
 
 /* round to nearest, ties to even (NumPy's rint in the default mode), inlined: libm's nearbyint
    saves and restores the FP environment on every call */

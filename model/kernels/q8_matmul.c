@@ -52,14 +52,16 @@ int64_t q8_quantize(int64_t n, int64_t K, const double *x, int64_t bits, int16_t
     return bad;
 }
 
-void q8_matmul(int64_t n, int64_t K, const int16_t *x, const int8_t *q, const float *m,
-               int64_t r0, int64_t r1, const double *rs, const double *sx, void *out, int64_t ldo, int64_t out32)
+/* q8_matmul for activation rows i_begin <= i < n: AVX2 tiles of 4 activation rows x 2 weight rows
+   and 1 x 4 (block sums by madd, reduced by hadd), or the portable loop without AVX2. */
+static void matmul_rows(int64_t i_begin, int64_t n, int64_t K, const int16_t *x, const int8_t *q, const float *m,
+                        int64_t r0, int64_t r1, const double *rs, const double *sx, void *out, int64_t ldo, int64_t out32)
 {
     const int64_t nb = K / 32;
     const int64_t RCHUNK = 32; /* weight rows kept in cache while every activation tile passes */
     for (int64_t rc = r0; rc < r1; rc += RCHUNK) {
         const int64_t re = rc + RCHUNK < r1 ? rc + RCHUNK : r1;
-        int64_t i0 = 0;
+        int64_t i0 = i_begin;
 #ifdef __AVX2__
         for (; i0 + 4 <= n; i0 += 4) { /* 4 activation rows x 2 weight rows */
             const int16_t *x0 = x + i0 * K, *x1 = x0 + K, *x2 = x1 + K, *x3 = x2 + K;
@@ -71,7 +73,7 @@ void q8_matmul(int64_t n, int64_t K, const int16_t *x, const int8_t *q, const fl
                 const int8_t *pa = qa + RCHUNK * K, *pb = pa + K; /* the next chunk's rows */
                 for (int64_t b = 0; b < nb; b++) {
                     const int64_t o = 32 * b;
-                    if (i0 == 0 && !(b & 1)) { /* fetch the next chunk from memory while this one computes */
+                    if (i0 == i_begin && !(b & 1)) { /* fetch the next chunk from memory while this one computes */
                         _mm_prefetch((const char *)(pa + o), _MM_HINT_T0);
                         _mm_prefetch((const char *)(pb + o), _MM_HINT_T0);
                     }
@@ -125,7 +127,7 @@ void q8_matmul(int64_t n, int64_t K, const int16_t *x, const int8_t *q, const fl
                 const int8_t *pa = qa + RCHUNK * K;
                 for (int64_t b = 0; b < nb; b++) {
                     const int64_t o = 32 * b;
-                    if (i0 == n - n % 4 && !(b & 1)) /* the first 1-row pass fetches the next chunk */
+                    if (i0 == n - (n - i_begin) % 4 && !(b & 1)) /* the first 1-row pass fetches the next chunk */
                         for (int t = 0; t < 4; t++) _mm_prefetch((const char *)(pa + t * K + o), _MM_HINT_T0);
                     __m256i xa = _mm256_loadu_si256((const __m256i *)(x0 + o));
                     __m256i xb = _mm256_loadu_si256((const __m256i *)(x0 + o + 16));
@@ -163,6 +165,150 @@ void q8_matmul(int64_t n, int64_t K, const int16_t *x, const int8_t *q, const fl
             }
         }
     }
+}
+
+#ifdef RADIXCHECK_AVX512
+/* The AVX-512 form (AVX-512BW + VNNI): activation rows in the 16 lanes of a register, so a block sum
+   needs no horizontal reduction. A tile is 16 activation rows x 8 weight rows; per block and per
+   pair k of its 32 columns, one vpdpwssd per weight row multiplies the 16 rows' int16 pairs (x[2k],
+   x[2k + 1]) by the weight row's pair, broadcast, and adds both products to that row's int32 lanes:
+   after 16 pairs, lane l holds the exact block sum of activation row l (|.| < 2^28, as in the AVX2
+   form). Each block sum is then converted to float64 and accumulated times the block's multiplier
+   (an FMA on exact integers whose partial sums stay below 2^53: exact, in any order). So the
+   integers are those of the other forms, and the output's two roundings are put()'s.
+
+   Layout: the activations of a 16-row tile are packed pair-major (xt[p * 16 + l] = pair p of row
+   l, zero past n); a chunk of VNNI_CHUNK weight rows is widened to int16 pairs once (wt[r * P + p],
+   P = K / 2, rows past r1 zero) with its multipliers as float64 (md[r * nb + b]), while the next
+   chunk is prefetched from memory. */
+enum { VNNI_LANES = 16, VNNI_ROWS = 8, VNNI_CHUNK = 32 };
+
+static void pack_tile(const int16_t *x, int64_t K, int64_t i0, int64_t n, int32_t *xt)
+{
+    const int64_t P = K / 2;
+    for (int64_t l = 0; l < VNNI_LANES; l++) {
+        if (i0 + l >= n) {
+            for (int64_t p = 0; p < P; p++) xt[p * VNNI_LANES + l] = 0;
+            continue;
+        }
+        const int16_t *xr = x + (i0 + l) * K;
+        for (int64_t p = 0; p < P; p++) /* the pair as one int32 lane: x[2p] in the low half, as vpdpwssd reads it */
+            xt[p * VNNI_LANES + l] = (int32_t)((uint32_t)(uint16_t)xr[2 * p] | (uint32_t)(uint16_t)xr[2 * p + 1] << 16);
+    }
+}
+
+/* the 8 weight rows' int32 lanes of one block, converted and accumulated times the multipliers */
+#define VNNI_FOLD(j)                                                                                                    \
+    do {                                                                                                                \
+        const __m512d mj = _mm512_set1_pd(md[(j) * nb + b]);                                                           \
+        acc[2 * (j)] = _mm512_fmadd_pd(_mm512_cvtepi32_pd(_mm512_castsi512_si256(s##j)), mj, acc[2 * (j)]);            \
+        acc[2 * (j) + 1] = _mm512_fmadd_pd(_mm512_cvtepi32_pd(_mm512_extracti64x4_epi64(s##j, 1)), mj, acc[2 * (j) + 1]); \
+    } while (0)
+
+/* acc[2j + h] lane l = sum over blocks of block sum (activation row 8h + l, weight row j) x multiplier */
+static inline void vnni_tile(const int32_t *xt, const int32_t *wt, const double *md, int64_t P, int64_t nb,
+                             const int8_t *pf, int64_t K, __m512d acc[2 * VNNI_ROWS])
+{
+    for (int j = 0; j < 2 * VNNI_ROWS; j++) acc[j] = _mm512_setzero_pd();
+    for (int64_t b = 0; b < nb; b++) {
+        if (pf && !(b & 1)) /* the next chunk's weights, from memory, while this one computes */
+            for (int j = 0; j < VNNI_ROWS; j++) _mm_prefetch((const char *)(pf + j * K + 32 * b), _MM_HINT_T0);
+        __m512i s0 = _mm512_setzero_si512(), s1 = s0, s2 = s0, s3 = s0, s4 = s0, s5 = s0, s6 = s0, s7 = s0;
+        const int32_t *xb = xt + 16 * b * VNNI_LANES, *wb = wt + 16 * b;
+        for (int k = 0; k < 16; k++) {
+            const __m512i xv = _mm512_loadu_si512(xb + k * VNNI_LANES);
+            s0 = _mm512_dpwssd_epi32(s0, xv, _mm512_set1_epi32(wb[k]));
+            s1 = _mm512_dpwssd_epi32(s1, xv, _mm512_set1_epi32(wb[P + k]));
+            s2 = _mm512_dpwssd_epi32(s2, xv, _mm512_set1_epi32(wb[2 * P + k]));
+            s3 = _mm512_dpwssd_epi32(s3, xv, _mm512_set1_epi32(wb[3 * P + k]));
+            s4 = _mm512_dpwssd_epi32(s4, xv, _mm512_set1_epi32(wb[4 * P + k]));
+            s5 = _mm512_dpwssd_epi32(s5, xv, _mm512_set1_epi32(wb[5 * P + k]));
+            s6 = _mm512_dpwssd_epi32(s6, xv, _mm512_set1_epi32(wb[6 * P + k]));
+            s7 = _mm512_dpwssd_epi32(s7, xv, _mm512_set1_epi32(wb[7 * P + k]));
+        }
+        VNNI_FOLD(0); VNNI_FOLD(1); VNNI_FOLD(2); VNNI_FOLD(3);
+        VNNI_FOLD(4); VNNI_FOLD(5); VNNI_FOLD(6); VNNI_FOLD(7);
+    }
+}
+#undef VNNI_FOLD
+
+/* out[i, r] for the tile's valid rows (i0 <= i < i1) and weight rows r0 <= r < r1: put()'s two
+   products, in its order, on 8 lanes at a time */
+static void vnni_store(const __m512d acc[2 * VNNI_ROWS], int64_t i0, int64_t i1, int64_t r0, int64_t r1, const double *rs,
+                       const double *sx, void *out, int64_t ldo, int64_t out32)
+{
+    double v[VNNI_ROWS][VNNI_LANES];
+    double sxt[VNNI_LANES] = {0};
+    for (int64_t i = i0; i < i1; i++) sxt[i - i0] = sx[i];
+    for (int64_t j = 0; j < r1 - r0; j++)
+        for (int h = 0; h < 2; h++) {
+            const __m512d w = _mm512_mul_pd(acc[2 * j + h], _mm512_set1_pd(rs[r0 + j]));
+            _mm512_storeu_pd(v[j] + 8 * h, _mm512_mul_pd(w, _mm512_loadu_pd(sxt + 8 * h)));
+        }
+    for (int64_t i = i0; i < i1; i++)
+        for (int64_t j = 0; j < r1 - r0; j++) {
+            if (out32)
+                ((float *)out)[i * ldo + r0 + j] = (float)v[j][i - i0];
+            else
+                ((double *)out)[i * ldo + r0 + j] = v[j][i - i0];
+        }
+}
+
+/* Activation rows 0 <= i < n_tiles * 16 (the last tile may be partial: rows past n are zero),
+   weight rows r0 <= r < r1. Returns 0, or -1 if out of memory (the caller falls back). */
+static int64_t matmul_vnni(int64_t n, int64_t n_tiles, int64_t K, const int16_t *x, const int8_t *q, const float *m,
+                           int64_t r0, int64_t r1, const double *rs, const double *sx, void *out, int64_t ldo, int64_t out32)
+{
+    const int64_t nb = K / 32, P = K / 2;
+    int32_t *xt = aligned_alloc(64, sizeof(int32_t) * (size_t)(n_tiles * VNNI_LANES * P + VNNI_CHUNK * P));
+    double *md = malloc(sizeof(double) * (size_t)(VNNI_CHUNK * nb));
+    if (!xt || !md) {
+        free(xt);
+        free(md);
+        return -1;
+    }
+    int32_t *wt = xt + n_tiles * VNNI_LANES * P;
+    for (int64_t t = 0; t < n_tiles; t++) pack_tile(x, K, t * VNNI_LANES, n, xt + t * VNNI_LANES * P);
+    __m512d acc[2 * VNNI_ROWS];
+    for (int64_t rc = r0; rc < r1; rc += VNNI_CHUNK) {
+        const int64_t re = rc + VNNI_CHUNK < r1 ? rc + VNNI_CHUNK : r1;
+        for (int64_t r = rc; r < rc + VNNI_CHUNK; r++) { /* widen the chunk: 32 int8 -> 32 int16 per block */
+            int32_t *wr = wt + (r - rc) * P;
+            for (int64_t b = 0; b < nb; b++) {
+                const __m512i w = r < re ? _mm512_cvtepi8_epi16(_mm256_loadu_si256((const __m256i *)(q + r * K + 32 * b)))
+                                         : _mm512_setzero_si512();
+                _mm512_storeu_si512(wr + 16 * b, w);
+                md[(r - rc) * nb + b] = r < re ? (double)m[r * nb + b] : 0.0;
+            }
+        }
+        for (int64_t t = 0; t < n_tiles; t++) {
+            const int64_t i0 = t * VNNI_LANES, i1 = i0 + VNNI_LANES < n ? i0 + VNNI_LANES : n;
+            for (int64_t g = rc; g < re; g += VNNI_ROWS) {
+                const int8_t *pf = t == 0 ? q + (g + VNNI_CHUNK) * K : NULL;
+                vnni_tile(xt + t * VNNI_LANES * P, wt + (g - rc) * P, md + (g - rc) * nb, P, nb, pf, K, acc);
+                vnni_store(acc, i0, i1, g, g + VNNI_ROWS < re ? g + VNNI_ROWS : re, rs, sx, out, ldo, out32);
+            }
+        }
+    }
+    free(xt);
+    free(md);
+    return 0;
+}
+#endif
+
+/* acc = sum_b m[r*nb + b] * (sum_{j<32} q[r*K + 32b + j] * x[i*K + 32b + j]) for i < n and
+   r0 <= r < r1, out[i*ldo + r] = (acc * rs[r]) * sx[i] (put): with AVX-512 the whole 16-row tiles
+   (and a last one of at least 8 rows) by matmul_vnni, the rest by matmul_rows. */
+void q8_matmul(int64_t n, int64_t K, const int16_t *x, const int8_t *q, const float *m,
+               int64_t r0, int64_t r1, const double *rs, const double *sx, void *out, int64_t ldo, int64_t out32)
+{
+    int64_t i_begin = 0;
+#ifdef RADIXCHECK_AVX512
+    const int64_t tiles = n / VNNI_LANES + (n % VNNI_LANES >= VNNI_LANES / 2);
+    if (tiles && matmul_vnni(n, tiles, K, x, q, m, r0, r1, rs, sx, out, ldo, out32) == 0)
+        i_begin = tiles * VNNI_LANES < n ? tiles * VNNI_LANES : n;
+#endif
+    matmul_rows(i_begin, n, K, x, q, m, r0, r1, rs, sx, out, ldo, out32);
 }
 
 /* q8_quantize then q8_matmul over all rows: one call per product on one thread */
