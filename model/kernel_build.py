@@ -37,7 +37,7 @@ from pathlib import Path
 
 # IEEE arithmetic exactly as written: no -ffast-math, no contraction of a*b+c into an FMA (rms_norm
 # must round like NumPy; the kernels' own FMAs are explicit and exact)
-COMMON_FLAGS = ("-O2", "-ffp-contract=off", "-fno-fast-math", "-fPIC", "-shared")
+COMMON_FLAGS = ("-O3", "-ffp-contract=off", "-fno-fast-math", "-fPIC", "-shared")
 X86 = ("x86_64", "amd64", "i386", "i686", "x86")
 
 

@@ -73,6 +73,61 @@ static void tile_1x8(const double *A, const double *B, int64_t ldb, int64_t kd, 
 }
 #endif
 
+#ifdef RADIXCHECK_AVX512
+enum { WIDE_ROWS = 8, WIDE_COLS = 16 };
+
+/* The AVX-512 tiles: C[0:8, 0:16] = A[0:8, 0:kd] . B[0:kd, 0:16] (plus C if acc), 16 accumulators;
+   columns c with mask bit c clear are neither read nor written (the last, partial tile of a row
+   of keys or of value dimensions). Same products as tile_6x8, exact in any order. */
+static void tile_8x16(const double *A, int64_t lda, const double *B, int64_t ldb, int64_t kd, double *C, int64_t ldc, int acc,
+                      __mmask16 cols)
+{
+    const __mmask8 m0 = (__mmask8)cols, m1 = (__mmask8)(cols >> 8);
+    const __m512d z = _mm512_setzero_pd();
+#define WIDE_LOAD(r) c##r##0 = acc ? _mm512_maskz_loadu_pd(m0, C + (r) * ldc) : z, c##r##1 = acc ? _mm512_maskz_loadu_pd(m1, C + (r) * ldc + 8) : z
+#define WIDE_FMA(r)                                                                                                     \
+    a = _mm512_set1_pd(A[(r) * lda + p]), c##r##0 = _mm512_fmadd_pd(a, b0, c##r##0), c##r##1 = _mm512_fmadd_pd(a, b1, c##r##1)
+#define WIDE_STORE(r) _mm512_mask_storeu_pd(C + (r) * ldc, m0, c##r##0), _mm512_mask_storeu_pd(C + (r) * ldc + 8, m1, c##r##1)
+    __m512d c00, c01, c10, c11, c20, c21, c30, c31, c40, c41, c50, c51, c60, c61, c70, c71;
+    WIDE_LOAD(0); WIDE_LOAD(1); WIDE_LOAD(2); WIDE_LOAD(3); WIDE_LOAD(4); WIDE_LOAD(5); WIDE_LOAD(6); WIDE_LOAD(7);
+    for (int64_t p = 0; p < kd; p++) {
+        const __m512d b0 = _mm512_maskz_loadu_pd(m0, B + p * ldb), b1 = _mm512_maskz_loadu_pd(m1, B + p * ldb + 8);
+        __m512d a;
+        WIDE_FMA(0); WIDE_FMA(1); WIDE_FMA(2); WIDE_FMA(3); WIDE_FMA(4); WIDE_FMA(5); WIDE_FMA(6); WIDE_FMA(7);
+    }
+    WIDE_STORE(0); WIDE_STORE(1); WIDE_STORE(2); WIDE_STORE(3); WIDE_STORE(4); WIDE_STORE(5); WIDE_STORE(6); WIDE_STORE(7);
+#undef WIDE_LOAD
+#undef WIDE_FMA
+#undef WIDE_STORE
+}
+
+/* tile_8x16 for one row */
+static void tile_1x16(const double *A, const double *B, int64_t ldb, int64_t kd, double *C, int acc, __mmask16 cols)
+{
+    const __mmask8 m0 = (__mmask8)cols, m1 = (__mmask8)(cols >> 8);
+    __m512d c0 = acc ? _mm512_maskz_loadu_pd(m0, C) : _mm512_setzero_pd(), c1 = acc ? _mm512_maskz_loadu_pd(m1, C + 8) : _mm512_setzero_pd();
+    for (int64_t p = 0; p < kd; p++) {
+        const __m512d a = _mm512_set1_pd(A[p]);
+        c0 = _mm512_fmadd_pd(a, _mm512_maskz_loadu_pd(m0, B + p * ldb), c0);
+        c1 = _mm512_fmadd_pd(a, _mm512_maskz_loadu_pd(m1, B + p * ldb + 8), c1);
+    }
+    _mm512_mask_storeu_pd(C, m0, c0), _mm512_mask_storeu_pd(C + 8, m1, c1);
+}
+
+/* C[0:rows, 0:ncols] (+)= A . B in 16-column tiles, the last one masked: rows of 8, then one by one */
+static void wide_product(const double *A, int64_t lda, int64_t rows, const double *B, int64_t ldb, int64_t kd, double *C,
+                         int64_t ldc, int64_t ncols, int acc)
+{
+    for (int64_t c0 = 0; c0 < ncols; c0 += WIDE_COLS) {
+        const __mmask16 cols = ncols - c0 >= WIDE_COLS ? (__mmask16)0xffff : (__mmask16)((1u << (ncols - c0)) - 1);
+        int64_t r = 0;
+        for (; r + WIDE_ROWS <= rows; r += WIDE_ROWS)
+            tile_8x16(A + r * lda, lda, B + c0, ldb, kd, C + r * ldc + c0, ldc, acc, cols);
+        for (; r < rows; r++) tile_1x16(A + r * lda, B + c0, ldb, kd, C + r * ldc + c0, acc, cols);
+    }
+}
+#endif
+
 /* One query row's softmax: s[j] (the exact integer q.k of key j < le) becomes the row's quantised
    probability times the value scale; returns the factor its p.v sums are multiplied by. sk, sv:
    the KV head's scales, contiguous. Each element goes through exp.ExactOps' IEEE operations in
@@ -186,9 +241,15 @@ int64_t exact_attention(int64_t H, int64_t Hkv, int64_t D, const double *q, cons
             for (int64_t r = 0; r < nr; r++) {
                 const double *qr = q + ((tb + r / G) * H + kh * G + r % G) * D;
                 const double sq = row_scale(qr, D, qtop, &bad);
-                for (int64_t d = 0; d < D; d++) qi[r * D + d] = round_even(qr[d] / sq);
+                round_quotients(qr, D, sq, qi + r * D);
                 f[r] = sq * inv_sqrt_d;
             }
+#ifdef RADIXCHECK_AVX512
+            for (int64_t r = 0; r < nr; r += WIDE_ROWS) { /* q.k: keys up to the rows' longest, in 16-key tiles */
+                const int64_t rows = nr - r < WIDE_ROWS ? nr - r : WIDE_ROWS, le = tile_keys(q_pos, tb, G, r, rows);
+                wide_product(qi + r * D, D, rows, kt, le_max, D, s + r * le_max, le_max, le, 0);
+            }
+#else
             for (int64_t r = 0; r < nr; r += TILE_ROWS) { /* q.k */
                 const int64_t rows = nr - r < TILE_ROWS ? nr - r : TILE_ROWS, le = tile_keys(q_pos, tb, G, r, rows);
                 int64_t j = 0;
@@ -203,12 +264,22 @@ int64_t exact_attention(int64_t H, int64_t Hkv, int64_t D, const double *q, cons
 #endif
                 for (int64_t i = r; i < r + rows; i++) qk_cols(qi + i * D, kt, le_max, D, j, le, s + i * le_max);
             }
+#endif
             for (int64_t r = 0; r < nr; r++) {
                 const int64_t le = q_pos[tb + r / G] + 1;
                 f[r] = softmax_row(s + r * le_max, le, f[r], skh, svh, ptop, dscale, dunscale);
                 for (int64_t j = le; j < le_max; j++) s[r * le_max + j] = 0.0; /* masked keys: p = 0 */
                 for (int64_t d = 0; d < D; d++) num[r * D + d] = 0.0;
             }
+#ifdef RADIXCHECK_AVX512
+            for (int64_t jb = 0; jb < le_max; jb += ATT_KEYS) /* p.v: 16 value dimensions per tile */
+                for (int64_t r = 0; r < nr; r += WIDE_ROWS) {
+                    const int64_t rows = nr - r < WIDE_ROWS ? nr - r : WIDE_ROWS, le = tile_keys(q_pos, tb, G, r, rows);
+                    const int64_t n = le - jb < ATT_KEYS ? le - jb : ATT_KEYS;
+                    if (n > 0)
+                        wide_product(s + r * le_max + jb, le_max, rows, v + jb * D, D, n, num + r * D, D, D, 1);
+                }
+#else
             for (int64_t jb = 0; jb < le_max; jb += ATT_KEYS) /* p.v */
                 for (int64_t r = 0; r < nr; r += TILE_ROWS) {
                     const int64_t rows = nr - r < TILE_ROWS ? nr - r : TILE_ROWS, le = tile_keys(q_pos, tb, G, r, rows);
@@ -230,6 +301,7 @@ int64_t exact_attention(int64_t H, int64_t Hkv, int64_t D, const double *q, cons
 #endif
                     for (int64_t i = r; i < r + rows; i++) pv_exact(s + i * le_max + jb, v + jb * D, n, D, num + i * D);
                 }
+#endif
             for (int64_t r = 0; r < nr; r++) {
                 double *o = out + ((tb + r / G) * H + kh * G + r % G) * D;
                 for (int64_t d = 0; d < D; d++) o[d] = num[r * D + d] * f[r];

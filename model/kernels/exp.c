@@ -38,11 +38,54 @@ static inline __m256d exp_scale(__m256d p, __m256d k, __m256d ok, __m256d big) /
 }
 #endif
 
-/* s[j] = fixed_exp_1(s[j] - m) for j < n; AVX2: 16 at a time, four Horner chains in flight
-   (one chain is latency-bound), each lane the same IEEE operations as fixed_exp_1 */
+#ifdef RADIXCHECK_AVX512
+/* exp_reduce on eight lanes, the lane masks in mask registers */
+static inline __m512d exp_reduce8(__m512d x, __mmask8 *ok, __mmask8 *big, __m512d *k)
+{
+    *big = _mm512_cmp_pd_mask(x, _mm512_set1_pd(EXP_MAX), _CMP_GT_OQ);
+    *ok = _mm512_cmp_pd_mask(x, _mm512_set1_pd(EXP_MIN), _CMP_GE_OQ) & _mm512_cmp_pd_mask(x, _mm512_set1_pd(EXP_MAX), _CMP_LE_OQ);
+    x = _mm512_maskz_mov_pd(*ok, x); /* out-of-range lanes computed on 0, replaced in exp_scale8 */
+    *k = _mm512_roundscale_pd(_mm512_mul_pd(x, _mm512_set1_pd(EXP_LOG2E)), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    return _mm512_sub_pd(_mm512_sub_pd(x, _mm512_mul_pd(*k, _mm512_set1_pd(EXP_LN2_HI))), _mm512_mul_pd(*k, _mm512_set1_pd(EXP_LN2_LO)));
+}
+
+static inline __m512d exp_scale8(__m512d p, __m512d k, __mmask8 ok, __mmask8 big) /* p * 2^k, 2^k from its bits: exact */
+{
+    const __m512i e = _mm512_slli_epi64(_mm512_add_epi64(_mm512_cvtepi32_epi64(_mm512_cvtpd_epi32(k)), _mm512_set1_epi64(1023)), 52);
+    const __m512d in = _mm512_maskz_mov_pd(ok, _mm512_mul_pd(p, _mm512_castsi512_pd(e)));
+    return _mm512_mask_mov_pd(in, big, _mm512_set1_pd(INFINITY));
+}
+#endif
+
+/* s[j] = fixed_exp_1(s[j] - m) for j < n, each lane the same IEEE operations as fixed_exp_1, with
+   several Horner chains in flight (one chain is latency-bound): AVX-512 four chains of 8 lanes,
+   AVX2 four of 4 (and the rest one by one) */
 void exp_row(double *s, int64_t n, double m)
 {
     int64_t j = 0;
+#ifdef RADIXCHECK_AVX512
+    const __m512d vm8 = _mm512_set1_pd(m);
+    for (; j + 32 <= n; j += 32) {
+        __mmask8 ok0, ok1, ok2, ok3, big0, big1, big2, big3;
+        __m512d k0, k1, k2, k3;
+        __m512d r0 = exp_reduce8(_mm512_sub_pd(_mm512_loadu_pd(s + j), vm8), &ok0, &big0, &k0);
+        __m512d r1 = exp_reduce8(_mm512_sub_pd(_mm512_loadu_pd(s + j + 8), vm8), &ok1, &big1, &k1);
+        __m512d r2 = exp_reduce8(_mm512_sub_pd(_mm512_loadu_pd(s + j + 16), vm8), &ok2, &big2, &k2);
+        __m512d r3 = exp_reduce8(_mm512_sub_pd(_mm512_loadu_pd(s + j + 24), vm8), &ok3, &big3, &k3);
+        __m512d c = _mm512_set1_pd(EXP_POLY[EXP_DEGREE]), p0 = c, p1 = c, p2 = c, p3 = c;
+        for (int i = EXP_DEGREE - 1; i >= 0; i--) {
+            c = _mm512_set1_pd(EXP_POLY[i]);
+            p0 = _mm512_add_pd(_mm512_mul_pd(p0, r0), c);
+            p1 = _mm512_add_pd(_mm512_mul_pd(p1, r1), c);
+            p2 = _mm512_add_pd(_mm512_mul_pd(p2, r2), c);
+            p3 = _mm512_add_pd(_mm512_mul_pd(p3, r3), c);
+        }
+        _mm512_storeu_pd(s + j, exp_scale8(p0, k0, ok0, big0));
+        _mm512_storeu_pd(s + j + 8, exp_scale8(p1, k1, ok1, big1));
+        _mm512_storeu_pd(s + j + 16, exp_scale8(p2, k2, ok2, big2));
+        _mm512_storeu_pd(s + j + 24, exp_scale8(p3, k3, ok3, big3));
+    }
+#endif
 #ifdef __AVX2__
     const __m256d vm = _mm256_set1_pd(m);
     for (; j + 16 <= n; j += 16) {

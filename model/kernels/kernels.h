@@ -30,18 +30,59 @@ static inline double round_even(double x)
 #endif
 }
 
-/* One row's quantisation scale, as exact.quantize_rows: amax / top (1 if not > 0); flags a NaN or
-   an infinity in *bad. */
+/* One row's quantisation scale, as exact.quantize_rows: amax / top (1 if not > 0), amax = max |x|
+   (a maximum: the same whatever the order); flags a NaN or an infinity in *bad (the caller raises,
+   so amax need not be right then). */
 static inline double row_scale(const double *xr, int64_t K, double top, int64_t *bad)
 {
     double amax = 0.0;
-    for (int64_t j = 0; j < K; j++) {
+    int64_t j = 0;
+#ifdef RADIXCHECK_AVX512
+    __m512d vmax = _mm512_setzero_pd();
+    __mmask8 finite = 0xff;
+    for (; j + 8 <= K; j += 8) {
+        const __m512d a = _mm512_abs_pd(_mm512_loadu_pd(xr + j));
+        finite &= _mm512_cmp_pd_mask(a, _mm512_set1_pd(1.7976931348623157e308), _CMP_LE_OQ); /* false for NaN and inf */
+        vmax = _mm512_max_pd(vmax, a);
+    }
+    *bad |= finite != 0xff;
+    amax = _mm512_reduce_max_pd(vmax);
+#elif defined(__AVX2__)
+    __m256d vmax = _mm256_setzero_pd(), finite = _mm256_castsi256_pd(_mm256_set1_epi64x(-1));
+    const __m256d sign = _mm256_set1_pd(-0.0), big = _mm256_set1_pd(1.7976931348623157e308);
+    for (; j + 4 <= K; j += 4) {
+        const __m256d a = _mm256_andnot_pd(sign, _mm256_loadu_pd(xr + j));
+        finite = _mm256_and_pd(finite, _mm256_cmp_pd(a, big, _CMP_LE_OQ));
+        vmax = _mm256_max_pd(vmax, a);
+    }
+    *bad |= _mm256_movemask_pd(finite) != 0xf;
+    double t[4];
+    _mm256_storeu_pd(t, vmax);
+    for (int i = 0; i < 4; i++) amax = t[i] > amax ? t[i] : amax;
+#endif
+    for (; j < K; j++) {
         double a = fabs(xr[j]);
         *bad |= !isfinite(a);
         amax = a > amax ? a : amax;
     }
     double scale = amax / top;
     return scale > 0 ? scale : 1.0;
+}
+
+/* out[j] = round_even(x[j] / scale) for j < K: one IEEE division and one rounding per element */
+static inline void round_quotients(const double *x, int64_t K, double scale, double *out)
+{
+    int64_t j = 0;
+#ifdef RADIXCHECK_AVX512
+    for (; j + 8 <= K; j += 8)
+        _mm512_storeu_pd(out + j, _mm512_roundscale_pd(_mm512_div_pd(_mm512_loadu_pd(x + j), _mm512_set1_pd(scale)),
+                                                       _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+#elif defined(__AVX2__)
+    for (; j + 4 <= K; j += 4)
+        _mm256_storeu_pd(out + j, _mm256_round_pd(_mm256_div_pd(_mm256_loadu_pd(x + j), _mm256_set1_pd(scale)),
+                                                  _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+#endif
+    for (; j < K; j++) out[j] = round_even(x[j] / scale);
 }
 
 /* q8_matmul.c: the exact Q8_0 x int16 product and the activation quantisation */

@@ -47,7 +47,22 @@ int64_t q8_quantize(int64_t n, int64_t K, const double *x, int64_t bits, int16_t
         const double *xr = x + i * K;
         double scale = row_scale(xr, K, top, &bad);
         sx[i] = scale;
-        for (int64_t j = 0; j < K; j++) xi[i * K + j] = (int16_t)round_even(xr[j] / scale);
+        int64_t j = 0;
+#ifdef RADIXCHECK_AVX512
+        for (; j + 8 <= K; j += 8) { /* the quotients are integers of at most 15 bits: exact as int32, then int16 */
+            const __m512d v = _mm512_roundscale_pd(_mm512_div_pd(_mm512_loadu_pd(xr + j), _mm512_set1_pd(scale)),
+                                                   _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+            _mm_storeu_si128((__m128i *)(xi + i * K + j), _mm256_cvtepi32_epi16(_mm512_cvtpd_epi32(v)));
+        }
+#elif defined(__AVX2__)
+        for (; j + 4 <= K; j += 4) {
+            const __m256d v = _mm256_round_pd(_mm256_div_pd(_mm256_loadu_pd(xr + j), _mm256_set1_pd(scale)),
+                                              _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+            const __m128i w = _mm256_cvtpd_epi32(v);
+            _mm_storel_epi64((__m128i *)(xi + i * K + j), _mm_packs_epi32(w, w));
+        }
+#endif
+        for (; j < K; j++) xi[i * K + j] = (int16_t)round_even(xr[j] / scale);
     }
     return bad;
 }
@@ -178,9 +193,10 @@ static void matmul_rows(int64_t i_begin, int64_t n, int64_t K, const int16_t *x,
    integers are those of the other forms, and the output's two roundings are put()'s.
 
    Layout: the activations of a 16-row tile are packed pair-major (xt[p * 16 + l] = pair p of row
-   l, zero past n); a chunk of VNNI_CHUNK weight rows is widened to int16 pairs once (wt[r * P + p],
-   P = K / 2, rows past r1 zero) with its multipliers as float64 (md[r * nb + b]), while the next
-   chunk is prefetched from memory. */
+   l, zero past n). A chunk of VNNI_CHUNK weight rows is widened to int16 once, in groups of 8 rows
+   interleaved block by block (wg[(8 b + j) * 16 + k] = pair k of block b of the group's row j, rows
+   past r1 zero), with its multipliers as float64 (mg[b * 8 + j]); so every broadcast of a block is
+   at a fixed offset from one pointer. The next chunk is prefetched from memory meanwhile. */
 enum { VNNI_LANES = 16, VNNI_ROWS = 8, VNNI_CHUNK = 32 };
 
 static void pack_tile(const int16_t *x, int64_t K, int64_t i0, int64_t n, int32_t *xt)
@@ -197,40 +213,63 @@ static void pack_tile(const int16_t *x, int64_t K, int64_t i0, int64_t n, int32_
     }
 }
 
+/* weight rows r0 .. r0 + 7 (those below r1; zero beyond) as one group wg, mg: block by block */
+static void widen_group(const int8_t *q, const float *m, int64_t K, int64_t r0, int64_t r1, int32_t *wg, double *mg)
+{
+    const int64_t nb = K / 32;
+    for (int64_t b = 0; b < nb; b++)
+        for (int64_t j = 0; j < VNNI_ROWS; j++) {
+            const int live = r0 + j < r1;
+            const __m512i w = live ? _mm512_cvtepi8_epi16(_mm256_loadu_si256((const __m256i *)(q + (r0 + j) * K + 32 * b)))
+                                   : _mm512_setzero_si512();
+            _mm512_storeu_si512(wg + (b * VNNI_ROWS + j) * 16, w);
+            mg[b * VNNI_ROWS + j] = live ? (double)m[(r0 + j) * nb + b] : 0.0;
+        }
+}
+
 /* the 8 weight rows' int32 lanes of one block, converted and accumulated times the multipliers */
 #define VNNI_FOLD(j)                                                                                                    \
     do {                                                                                                                \
-        const __m512d mj = _mm512_set1_pd(md[(j) * nb + b]);                                                           \
-        acc[2 * (j)] = _mm512_fmadd_pd(_mm512_cvtepi32_pd(_mm512_castsi512_si256(s##j)), mj, acc[2 * (j)]);            \
-        acc[2 * (j) + 1] = _mm512_fmadd_pd(_mm512_cvtepi32_pd(_mm512_extracti64x4_epi64(s##j, 1)), mj, acc[2 * (j) + 1]); \
+        const __m512d mj = _mm512_set1_pd(mb[j]);                                                                      \
+        a##j##0 = _mm512_fmadd_pd(_mm512_cvtepi32_pd(_mm512_castsi512_si256(s##j)), mj, a##j##0);                      \
+        a##j##1 = _mm512_fmadd_pd(_mm512_cvtepi32_pd(_mm512_extracti64x4_epi64(s##j, 1)), mj, a##j##1);                \
     } while (0)
+/* s += pairs of xv times the pair at w, broadcast (vpdpwssd with an embedded broadcast). Written as
+   one instruction because GCC 12 copies the accumulator around _mm512_dpwssd_epi32 (two register
+   moves per product in this loop, measured 1.3x slower). */
+static inline __m512i dpwssd_bcst(__m512i s, __m512i xv, const int32_t *w)
+{
+    __asm__("vpdpwssd %2%{1to16%}, %1, %0" : "+v"(s) : "v"(xv), "m"(*w));
+    return s;
+}
+#define VNNI_STEP(j) s##j = dpwssd_bcst(s##j, xv, wk + 16 * (j))
 
 /* acc[2j + h] lane l = sum over blocks of block sum (activation row 8h + l, weight row j) x multiplier */
-static inline void vnni_tile(const int32_t *xt, const int32_t *wt, const double *md, int64_t P, int64_t nb,
-                             const int8_t *pf, int64_t K, __m512d acc[2 * VNNI_ROWS])
+static void vnni_tile(const int32_t *xt, const int32_t *wg, const double *mg, int64_t nb, const int8_t *pf, int64_t K,
+                      __m512d acc[2 * VNNI_ROWS])
 {
-    for (int j = 0; j < 2 * VNNI_ROWS; j++) acc[j] = _mm512_setzero_pd();
+    __m512d a00 = _mm512_setzero_pd(), a01 = a00, a10 = a00, a11 = a00, a20 = a00, a21 = a00, a30 = a00, a31 = a00;
+    __m512d a40 = a00, a41 = a00, a50 = a00, a51 = a00, a60 = a00, a61 = a00, a70 = a00, a71 = a00;
     for (int64_t b = 0; b < nb; b++) {
         if (pf && !(b & 1)) /* the next chunk's weights, from memory, while this one computes */
             for (int j = 0; j < VNNI_ROWS; j++) _mm_prefetch((const char *)(pf + j * K + 32 * b), _MM_HINT_T0);
         __m512i s0 = _mm512_setzero_si512(), s1 = s0, s2 = s0, s3 = s0, s4 = s0, s5 = s0, s6 = s0, s7 = s0;
-        const int32_t *xb = xt + 16 * b * VNNI_LANES, *wb = wt + 16 * b;
+        const int32_t *xb = xt + 16 * b * VNNI_LANES, *wb = wg + 16 * b * VNNI_ROWS;
         for (int k = 0; k < 16; k++) {
             const __m512i xv = _mm512_loadu_si512(xb + k * VNNI_LANES);
-            s0 = _mm512_dpwssd_epi32(s0, xv, _mm512_set1_epi32(wb[k]));
-            s1 = _mm512_dpwssd_epi32(s1, xv, _mm512_set1_epi32(wb[P + k]));
-            s2 = _mm512_dpwssd_epi32(s2, xv, _mm512_set1_epi32(wb[2 * P + k]));
-            s3 = _mm512_dpwssd_epi32(s3, xv, _mm512_set1_epi32(wb[3 * P + k]));
-            s4 = _mm512_dpwssd_epi32(s4, xv, _mm512_set1_epi32(wb[4 * P + k]));
-            s5 = _mm512_dpwssd_epi32(s5, xv, _mm512_set1_epi32(wb[5 * P + k]));
-            s6 = _mm512_dpwssd_epi32(s6, xv, _mm512_set1_epi32(wb[6 * P + k]));
-            s7 = _mm512_dpwssd_epi32(s7, xv, _mm512_set1_epi32(wb[7 * P + k]));
+            const int32_t *wk = wb + k;
+            VNNI_STEP(0); VNNI_STEP(1); VNNI_STEP(2); VNNI_STEP(3);
+            VNNI_STEP(4); VNNI_STEP(5); VNNI_STEP(6); VNNI_STEP(7);
         }
+        const double *mb = mg + b * VNNI_ROWS;
         VNNI_FOLD(0); VNNI_FOLD(1); VNNI_FOLD(2); VNNI_FOLD(3);
         VNNI_FOLD(4); VNNI_FOLD(5); VNNI_FOLD(6); VNNI_FOLD(7);
     }
+    acc[0] = a00, acc[1] = a01, acc[2] = a10, acc[3] = a11, acc[4] = a20, acc[5] = a21, acc[6] = a30, acc[7] = a31;
+    acc[8] = a40, acc[9] = a41, acc[10] = a50, acc[11] = a51, acc[12] = a60, acc[13] = a61, acc[14] = a70, acc[15] = a71;
 }
 #undef VNNI_FOLD
+#undef VNNI_STEP
 
 /* out[i, r] for the tile's valid rows (i0 <= i < i1) and weight rows r0 <= r < r1: put()'s two
    products, in its order, on 8 lanes at a time */
@@ -261,37 +300,30 @@ static int64_t matmul_vnni(int64_t n, int64_t n_tiles, int64_t K, const int16_t 
 {
     const int64_t nb = K / 32, P = K / 2;
     int32_t *xt = aligned_alloc(64, sizeof(int32_t) * (size_t)(n_tiles * VNNI_LANES * P + VNNI_CHUNK * P));
-    double *md = malloc(sizeof(double) * (size_t)(VNNI_CHUNK * nb));
-    if (!xt || !md) {
+    double *mg = malloc(sizeof(double) * (size_t)(VNNI_CHUNK * nb));
+    if (!xt || !mg) {
         free(xt);
-        free(md);
+        free(mg);
         return -1;
     }
-    int32_t *wt = xt + n_tiles * VNNI_LANES * P;
+    int32_t *wg = xt + n_tiles * VNNI_LANES * P;
     for (int64_t t = 0; t < n_tiles; t++) pack_tile(x, K, t * VNNI_LANES, n, xt + t * VNNI_LANES * P);
     __m512d acc[2 * VNNI_ROWS];
     for (int64_t rc = r0; rc < r1; rc += VNNI_CHUNK) {
         const int64_t re = rc + VNNI_CHUNK < r1 ? rc + VNNI_CHUNK : r1;
-        for (int64_t r = rc; r < rc + VNNI_CHUNK; r++) { /* widen the chunk: 32 int8 -> 32 int16 per block */
-            int32_t *wr = wt + (r - rc) * P;
-            for (int64_t b = 0; b < nb; b++) {
-                const __m512i w = r < re ? _mm512_cvtepi8_epi16(_mm256_loadu_si256((const __m256i *)(q + r * K + 32 * b)))
-                                         : _mm512_setzero_si512();
-                _mm512_storeu_si512(wr + 16 * b, w);
-                md[(r - rc) * nb + b] = r < re ? (double)m[r * nb + b] : 0.0;
-            }
-        }
+        for (int64_t g = rc; g < re; g += VNNI_ROWS)
+            widen_group(q, m, K, g, re, wg + (g - rc) * P, mg + (g - rc) * nb);
         for (int64_t t = 0; t < n_tiles; t++) {
             const int64_t i0 = t * VNNI_LANES, i1 = i0 + VNNI_LANES < n ? i0 + VNNI_LANES : n;
             for (int64_t g = rc; g < re; g += VNNI_ROWS) {
                 const int8_t *pf = t == 0 ? q + (g + VNNI_CHUNK) * K : NULL;
-                vnni_tile(xt + t * VNNI_LANES * P, wt + (g - rc) * P, md + (g - rc) * nb, P, nb, pf, K, acc);
+                vnni_tile(xt + t * VNNI_LANES * P, wg + (g - rc) * P, mg + (g - rc) * nb, nb, pf, K, acc);
                 vnni_store(acc, i0, i1, g, g + VNNI_ROWS < re ? g + VNNI_ROWS : re, rs, sx, out, ldo, out32);
             }
         }
     }
     free(xt);
-    free(md);
+    free(mg);
     return 0;
 }
 #endif

@@ -29,7 +29,7 @@ int64_t quantize_f64(int64_t n, int64_t K, const double *x, int64_t bits, double
         const double *xr = x + i * K;
         double scale = row_scale(xr, K, top, &bad);
         sx[i] = scale;
-        for (int64_t j = 0; j < K; j++) xi[i * K + j] = round_even(xr[j] / scale);
+        round_quotients(xr, K, scale, xi + i * K);
     }
     return bad;
 }
