@@ -315,3 +315,22 @@ def test_a_path_that_failed_or_that_the_cpu_lacks_is_not_used(fresh_choice: pyte
         assert ExactOps().kernel == "numpy"
     with pytest.warns(RuntimeWarning, match=lacks), pytest.raises(RuntimeError, match=f"{best}: not tested"):
         ExactOps(best)
+
+
+def test_the_kernels_compile_without_warnings(tmp_path) -> None:
+    """Each usable path's library was built with ``-Wall -Wextra`` and nothing printed; each C file
+    compiles alone (``kernels.h`` declares what the files share), checked with the portable flags."""
+    import subprocess
+
+    from radixcheck.model import kernel_build
+
+    cc = kernel_build.compiler()
+    for path in PATHS:
+        assert kernel_build.compiler_warnings(kernel_build.BY_NAME[path], cc) == "", path
+    for name, text in kernel_build.sources().items():
+        (tmp_path / name).write_text(text)
+    for name in kernel_build.sources():
+        if name.endswith(".c"):
+            res = subprocess.run([cc, "-fsyntax-only", "-Wall", "-Wextra", "-Werror", "-I", str(tmp_path), str(tmp_path / name)],
+                                 capture_output=True, text=True)
+            assert res.returncode == 0, res.stderr

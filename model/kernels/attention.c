@@ -1,6 +1,7 @@
 /* Exact attention (exact.ExactOps.attention_quantised: the same IEEE operations, in the same order). */
 #include "kernels.h"
 
+#ifndef RADIXCHECK_AVX512 /* the AVX2 and portable forms (the AVX-512 form's tiles are further down) */
 /* s[j] = sum_d qi[d] * kt[d * ldk + j] for j0 <= j < j1 (kt: one head's keys transposed, D x ldk):
    integers (|qi|, |k| < 2^20, D < 2^13), every partial sum an integer below 2^53, so exact in any
    order. The portable form; with AVX2 the 6 x 8 tile below does the work. */
@@ -71,6 +72,7 @@ static void tile_1x8(const double *A, const double *B, int64_t ldb, int64_t kd, 
     }
     _mm256_storeu_pd(C, c0), _mm256_storeu_pd(C + 4, c1);
 }
+#endif
 #endif
 
 #ifdef RADIXCHECK_AVX512
