@@ -334,3 +334,21 @@ def test_the_kernels_compile_without_warnings(tmp_path) -> None:
             res = subprocess.run([cc, "-fsyntax-only", "-Wall", "-Wextra", "-Werror", "-I", str(tmp_path), str(tmp_path / name)],
                                  capture_output=True, text=True)
             assert res.returncode == 0, res.stderr
+
+
+def test_a_cpu_without_the_instructions_reports_the_path_not_tested(monkeypatch: pytest.MonkeyPatch) -> None:
+    """On a CPU without AVX-512 VNNI (simulated: the flag removed from what /proc/cpuinfo says) the
+    AVX-512 path is "not tested", naming the missing flag, and never built, loaded or passed."""
+    from radixcheck.model import kernel_build
+
+    flags = kernel_build.cpu_flags() - {"avx512_vnni"}
+    monkeypatch.setattr(kernel_build, "cpu_flags", lambda: flags)
+    monkeypatch.setattr(kernel_build, "ensure", lambda *a: pytest.fail("a path the CPU lacks was built"))
+    q8kernel._open.cache_clear()
+    try:
+        lib, st = q8kernel._open("avx512")
+        assert lib is None
+        assert (st.state, st.detail) == ("not tested", "this CPU lacks avx512_vnni")
+        assert str(st) == "avx512: not tested (this CPU lacks avx512_vnni)"
+    finally:
+        q8kernel._open.cache_clear()
