@@ -89,8 +89,8 @@ static void matmul_rows(int64_t i_begin, int64_t n, int64_t K, const int16_t *x,
                 for (int64_t b = 0; b < nb; b++) {
                     const int64_t o = 32 * b;
                     if (i0 == i_begin && !(b & 1)) { /* fetch the next chunk from memory while this one computes */
-                        _mm_prefetch((const char *)(pa + o), _MM_HINT_T0);
-                        _mm_prefetch((const char *)(pb + o), _MM_HINT_T0);
+                        _mm_prefetch((const char *)(pa + o), _MM_HINT_T1);
+                        _mm_prefetch((const char *)(pb + o), _MM_HINT_T1);
                     }
                     __m256i xa0 = _mm256_loadu_si256((const __m256i *)(x0 + o));
                     __m256i xb0 = _mm256_loadu_si256((const __m256i *)(x0 + o + 16));
@@ -143,7 +143,7 @@ static void matmul_rows(int64_t i_begin, int64_t n, int64_t K, const int16_t *x,
                 for (int64_t b = 0; b < nb; b++) {
                     const int64_t o = 32 * b;
                     if (i0 == n - (n - i_begin) % 4 && !(b & 1)) /* the first 1-row pass fetches the next chunk */
-                        for (int t = 0; t < 4; t++) _mm_prefetch((const char *)(pa + t * K + o), _MM_HINT_T0);
+                        for (int t = 0; t < 4; t++) _mm_prefetch((const char *)(pa + t * K + o), _MM_HINT_T1);
                     __m256i xa = _mm256_loadu_si256((const __m256i *)(x0 + o));
                     __m256i xb = _mm256_loadu_si256((const __m256i *)(x0 + o + 16));
                     __m256d s = hsum4(block8(qa + o, xa, xb), block8(qa + K + o, xa, xb),
@@ -199,17 +199,17 @@ static void matmul_rows(int64_t i_begin, int64_t n, int64_t K, const int16_t *x,
    at a fixed offset from one pointer. The next chunk is prefetched from memory meanwhile. */
 enum { VNNI_LANES = 16, VNNI_ROWS = 8, VNNI_CHUNK = 32 };
 
-static void pack_tile(const int16_t *x, int64_t K, int64_t i0, int64_t n, int32_t *xt)
+static void pack_tile(const int16_t *x, int64_t K, int64_t i0, int64_t lanes, int64_t n, int32_t *xt)
 {
     const int64_t P = K / 2;
-    for (int64_t l = 0; l < VNNI_LANES; l++) {
+    for (int64_t l = 0; l < lanes; l++) {
         if (i0 + l >= n) {
-            for (int64_t p = 0; p < P; p++) xt[p * VNNI_LANES + l] = 0;
+            for (int64_t p = 0; p < P; p++) xt[p * lanes + l] = 0;
             continue;
         }
         const int16_t *xr = x + (i0 + l) * K;
         for (int64_t p = 0; p < P; p++) /* the pair as one int32 lane: x[2p] in the low half, as vpdpwssd reads it */
-            xt[p * VNNI_LANES + l] = (int32_t)((uint32_t)(uint16_t)xr[2 * p] | (uint32_t)(uint16_t)xr[2 * p + 1] << 16);
+            xt[p * lanes + l] = (int32_t)((uint32_t)(uint16_t)xr[2 * p] | (uint32_t)(uint16_t)xr[2 * p + 1] << 16);
     }
 }
 
@@ -217,8 +217,8 @@ static void pack_tile(const int16_t *x, int64_t K, int64_t i0, int64_t n, int32_
 static void widen_group(const int8_t *q, const float *m, int64_t K, int64_t r0, int64_t r1, int32_t *wg, double *mg)
 {
     const int64_t nb = K / 32;
-    for (int64_t b = 0; b < nb; b++)
-        for (int64_t j = 0; j < VNNI_ROWS; j++) {
+    for (int64_t j = 0; j < VNNI_ROWS; j++) /* in memory order: the group's rows are contiguous */
+        for (int64_t b = 0; b < nb; b++) {
             const int live = r0 + j < r1;
             const __m512i w = live ? _mm512_cvtepi8_epi16(_mm256_loadu_si256((const __m256i *)(q + (r0 + j) * K + 32 * b)))
                                    : _mm512_setzero_si512();
@@ -252,7 +252,7 @@ static void vnni_tile(const int32_t *xt, const int32_t *wg, const double *mg, in
     __m512d a40 = a00, a41 = a00, a50 = a00, a51 = a00, a60 = a00, a61 = a00, a70 = a00, a71 = a00;
     for (int64_t b = 0; b < nb; b++) {
         if (pf && !(b & 1)) /* the next chunk's weights, from memory, while this one computes */
-            for (int j = 0; j < VNNI_ROWS; j++) _mm_prefetch((const char *)(pf + j * K + 32 * b), _MM_HINT_T0);
+            for (int j = 0; j < VNNI_ROWS; j++) _mm_prefetch((const char *)(pf + j * K + 32 * b), _MM_HINT_T1);
         __m512i s0 = _mm512_setzero_si512(), s1 = s0, s2 = s0, s3 = s0, s4 = s0, s5 = s0, s6 = s0, s7 = s0;
         const int32_t *xb = xt + 16 * b * VNNI_LANES, *wb = wg + 16 * b * VNNI_ROWS;
         for (int k = 0; k < 16; k++) {
@@ -271,17 +271,53 @@ static void vnni_tile(const int32_t *xt, const int32_t *wg, const double *mg, in
 #undef VNNI_FOLD
 #undef VNNI_STEP
 
+/* vnni_tile on 8 activation rows (the lanes of a ymm register; a remainder of at most 8 rows):
+   acc[j] lane l = the sum for activation row l and weight row j. */
+static inline __m256i dpwssd8_bcst(__m256i s, __m256i xv, const int32_t *w)
+{
+    __asm__("vpdpwssd %2%{1to8%}, %1, %0" : "+v"(s) : "v"(xv), "m"(*w));
+    return s;
+}
+#define VNNI_FOLD8(j) a##j = _mm512_fmadd_pd(_mm512_cvtepi32_pd(s##j), _mm512_set1_pd(mb[j]), a##j)
+#define VNNI_STEP8(j) s##j = dpwssd8_bcst(s##j, xv, wk + 16 * (j))
+
+static void vnni_tile8(const int32_t *xt, const int32_t *wg, const double *mg, int64_t nb, const int8_t *pf, int64_t K,
+                       __m512d acc[VNNI_ROWS])
+{
+    __m512d a0 = _mm512_setzero_pd(), a1 = a0, a2 = a0, a3 = a0, a4 = a0, a5 = a0, a6 = a0, a7 = a0;
+    for (int64_t b = 0; b < nb; b++) {
+        if (pf && !(b & 1))
+            for (int j = 0; j < VNNI_ROWS; j++) _mm_prefetch((const char *)(pf + j * K + 32 * b), _MM_HINT_T1);
+        __m256i s0 = _mm256_setzero_si256(), s1 = s0, s2 = s0, s3 = s0, s4 = s0, s5 = s0, s6 = s0, s7 = s0;
+        const int32_t *xb = xt + 16 * b * 8, *wb = wg + 16 * b * VNNI_ROWS;
+        for (int k = 0; k < 16; k++) {
+            const __m256i xv = _mm256_loadu_si256((const __m256i *)(xb + k * 8));
+            const int32_t *wk = wb + k;
+            VNNI_STEP8(0); VNNI_STEP8(1); VNNI_STEP8(2); VNNI_STEP8(3);
+            VNNI_STEP8(4); VNNI_STEP8(5); VNNI_STEP8(6); VNNI_STEP8(7);
+        }
+        const double *mb = mg + b * VNNI_ROWS;
+        VNNI_FOLD8(0); VNNI_FOLD8(1); VNNI_FOLD8(2); VNNI_FOLD8(3);
+        VNNI_FOLD8(4); VNNI_FOLD8(5); VNNI_FOLD8(6); VNNI_FOLD8(7);
+    }
+    acc[0] = a0, acc[1] = a1, acc[2] = a2, acc[3] = a3, acc[4] = a4, acc[5] = a5, acc[6] = a6, acc[7] = a7;
+}
+#undef VNNI_FOLD8
+#undef VNNI_STEP8
+
 /* out[i, r] for the tile's valid rows (i0 <= i < i1) and weight rows r0 <= r < r1: put()'s two
-   products, in its order, on 8 lanes at a time */
-static void vnni_store(const __m512d acc[2 * VNNI_ROWS], int64_t i0, int64_t i1, int64_t r0, int64_t r1, const double *rs,
+   products, in its order, on 8 lanes at a time; acc[(16 / lanes) j + h] holds lanes 8h .. 8h + 7
+   of weight row j (lanes: 16 or 8) */
+static void vnni_store(const __m512d *acc, int64_t lanes, int64_t i0, int64_t i1, int64_t r0, int64_t r1, const double *rs,
                        const double *sx, void *out, int64_t ldo, int64_t out32)
 {
     double v[VNNI_ROWS][VNNI_LANES];
     double sxt[VNNI_LANES] = {0};
+    const int halves = (int)(lanes / 8);
     for (int64_t i = i0; i < i1; i++) sxt[i - i0] = sx[i];
     for (int64_t j = 0; j < r1 - r0; j++)
-        for (int h = 0; h < 2; h++) {
-            const __m512d w = _mm512_mul_pd(acc[2 * j + h], _mm512_set1_pd(rs[r0 + j]));
+        for (int h = 0; h < halves; h++) {
+            const __m512d w = _mm512_mul_pd(acc[halves * j + h], _mm512_set1_pd(rs[r0 + j]));
             _mm512_storeu_pd(v[j] + 8 * h, _mm512_mul_pd(w, _mm512_loadu_pd(sxt + 8 * h)));
         }
     for (int64_t i = i0; i < i1; i++)
@@ -293,32 +329,40 @@ static void vnni_store(const __m512d acc[2 * VNNI_ROWS], int64_t i0, int64_t i1,
         }
 }
 
-/* Activation rows 0 <= i < n_tiles * 16 (the last tile may be partial: rows past n are zero),
-   weight rows r0 <= r < r1. Returns 0, or -1 if out of memory (the caller falls back). */
-static int64_t matmul_vnni(int64_t n, int64_t n_tiles, int64_t K, const int16_t *x, const int8_t *q, const float *m,
+/* Activation rows 0 <= i < 16 * tiles16 + 8 * tile8: tiles16 tiles of 16 rows, then (tile8) one of
+   8; rows past n are zero lanes, never stored. Weight rows r0 <= r < r1. Returns 0, or -1 if out of
+   memory (the caller falls back). */
+static int64_t matmul_vnni(int64_t n, int64_t tiles16, int64_t tile8, int64_t K, const int16_t *x, const int8_t *q, const float *m,
                            int64_t r0, int64_t r1, const double *rs, const double *sx, void *out, int64_t ldo, int64_t out32)
 {
-    const int64_t nb = K / 32, P = K / 2;
-    int32_t *xt = aligned_alloc(64, sizeof(int32_t) * (size_t)(n_tiles * VNNI_LANES * P + VNNI_CHUNK * P));
+    const int64_t nb = K / 32, P = K / 2, rows = VNNI_LANES * tiles16 + 8 * tile8, tiles = tiles16 + tile8;
+    int32_t *xt = aligned_alloc(64, sizeof(int32_t) * (size_t)(rows * P + VNNI_CHUNK * P));
     double *mg = malloc(sizeof(double) * (size_t)(VNNI_CHUNK * nb));
     if (!xt || !mg) {
         free(xt);
         free(mg);
         return -1;
     }
-    int32_t *wg = xt + n_tiles * VNNI_LANES * P;
-    for (int64_t t = 0; t < n_tiles; t++) pack_tile(x, K, t * VNNI_LANES, n, xt + t * VNNI_LANES * P);
+    int32_t *wg = xt + rows * P;
+    for (int64_t t = 0; t < tiles; t++) {
+        const int64_t i0 = t * VNNI_LANES, lanes = t < tiles16 ? VNNI_LANES : 8;
+        pack_tile(x, K, i0, lanes, n, xt + i0 * P);
+    }
     __m512d acc[2 * VNNI_ROWS];
     for (int64_t rc = r0; rc < r1; rc += VNNI_CHUNK) {
         const int64_t re = rc + VNNI_CHUNK < r1 ? rc + VNNI_CHUNK : r1;
         for (int64_t g = rc; g < re; g += VNNI_ROWS)
             widen_group(q, m, K, g, re, wg + (g - rc) * P, mg + (g - rc) * nb);
-        for (int64_t t = 0; t < n_tiles; t++) {
-            const int64_t i0 = t * VNNI_LANES, i1 = i0 + VNNI_LANES < n ? i0 + VNNI_LANES : n;
+        for (int64_t t = 0; t < tiles; t++) {
+            const int64_t i0 = t * VNNI_LANES, lanes = t < tiles16 ? VNNI_LANES : 8;
+            const int64_t i1 = i0 + lanes < n ? i0 + lanes : n;
             for (int64_t g = rc; g < re; g += VNNI_ROWS) {
                 const int8_t *pf = t == 0 ? q + (g + VNNI_CHUNK) * K : NULL;
-                vnni_tile(xt + t * VNNI_LANES * P, wg + (g - rc) * P, mg + (g - rc) * nb, nb, pf, K, acc);
-                vnni_store(acc, i0, i1, g, g + VNNI_ROWS < re ? g + VNNI_ROWS : re, rs, sx, out, ldo, out32);
+                if (lanes == VNNI_LANES)
+                    vnni_tile(xt + i0 * P, wg + (g - rc) * P, mg + (g - rc) * nb, nb, pf, K, acc);
+                else
+                    vnni_tile8(xt + i0 * P, wg + (g - rc) * P, mg + (g - rc) * nb, nb, pf, K, acc);
+                vnni_store(acc, lanes, i0, i1, g, g + VNNI_ROWS < re ? g + VNNI_ROWS : re, rs, sx, out, ldo, out32);
             }
         }
     }
@@ -329,16 +373,19 @@ static int64_t matmul_vnni(int64_t n, int64_t n_tiles, int64_t K, const int16_t 
 #endif
 
 /* acc = sum_b m[r*nb + b] * (sum_{j<32} q[r*K + 32b + j] * x[i*K + 32b + j]) for i < n and
-   r0 <= r < r1, out[i*ldo + r] = (acc * rs[r]) * sx[i] (put): with AVX-512 the whole 16-row tiles
-   (and a last one of at least 8 rows) by matmul_vnni, the rest by matmul_rows. */
+   r0 <= r < r1, out[i*ldo + r] = (acc * rs[r]) * sx[i] (put). With AVX-512: 16-row tiles, and the
+   last 9-15 rows as one more (zero lanes), 1-8 rows as an 8-row tile; only fewer than 5 rows in all
+   (a 1-token request, the last-logit head: they stream the weights once, memory-bound) take
+   matmul_rows, the other forms' path. */
 void q8_matmul(int64_t n, int64_t K, const int16_t *x, const int8_t *q, const float *m,
                int64_t r0, int64_t r1, const double *rs, const double *sx, void *out, int64_t ldo, int64_t out32)
 {
     int64_t i_begin = 0;
 #ifdef RADIXCHECK_AVX512
-    const int64_t tiles = n / VNNI_LANES + (n % VNNI_LANES >= VNNI_LANES / 2);
-    if (tiles && matmul_vnni(n, tiles, K, x, q, m, r0, r1, rs, sx, out, ldo, out32) == 0)
-        i_begin = tiles * VNNI_LANES < n ? tiles * VNNI_LANES : n;
+    const int64_t whole = n / VNNI_LANES, rest = n % VNNI_LANES;
+    const int64_t tiles16 = whole + (rest > 8), tile8 = rest > 0 && rest <= 8 && n >= 5;
+    if (tiles16 + tile8 && matmul_vnni(n, tiles16, tile8, K, x, q, m, r0, r1, rs, sx, out, ldo, out32) == 0)
+        i_begin = tiles16 * VNNI_LANES + tile8 * 8 < n ? tiles16 * VNNI_LANES + tile8 * 8 : n;
 #endif
     matmul_rows(i_begin, n, K, x, q, m, r0, r1, rs, sx, out, ldo, out32);
 }
