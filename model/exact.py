@@ -129,22 +129,27 @@ class IntMatrix:
     exponent above the row's smallest one (< 2**41, so float32 holds it exactly);
     ``row_scale`` is a power of two per row;
     ``act_bits`` is the activation precision for which every partial sum of a product with this
-    matrix provably stays below 2**53 (at most ``ACT_BITS``).
+    matrix provably stays below 2**53 (at most ``ACT_BITS``);
+    ``wsum`` is each row's integer weight sum ``sum_b mult[r, b] * sum(q[r, 32b:32b+32])`` (float64,
+    exact), which the compiled AVX-512 path's short-request form needs (it multiplies activations
+    offset by 2**15: ``q8_matmul.c``, matmul_bytes), or ``None`` where that form would not be exact
+    (``(2**16 - 1) * max_r sum |value| >= 2**53``; it then uses its other form).
     """
 
     q: np.ndarray
     mult: np.ndarray
     row_scale: np.ndarray
     act_bits: int
+    wsum: np.ndarray | None = None
 
     @property
     def shape(self) -> tuple[int, int]:
         return self.q.shape  # type: ignore[return-value]
 
     @cached_property
-    def addresses(self) -> tuple[int, int, int]:
-        """Where ``q``, ``mult`` and ``row_scale`` live (for the C kernel; looked up once)."""
-        return self.q.ctypes.data, self.mult.ctypes.data, self.row_scale.ctypes.data
+    def addresses(self) -> tuple[int, int, int, int | None]:
+        """Where ``q``, ``mult``, ``row_scale`` and ``wsum`` live (for the C kernel; looked up once; ``None``: no ``wsum``)."""
+        return self.q.ctypes.data, self.mult.ctypes.data, self.row_scale.ctypes.data, None if self.wsum is None else self.wsum.ctypes.data
 
     def widen(self, r0: int, r1: int) -> np.ndarray:
         """Rows ``r0:r1`` as float64 exact integers (int8 x integer multiplier: < 2**53)."""
@@ -161,7 +166,7 @@ def integerise(m: Q8Matrix, chunk_rows: int = 4096) -> IntMatrix:
     nb = cols // BLOCK
     if not np.all(np.isfinite(m.scales)):
         raise ExactnessError("Q8_0 matrix has a non-finite block scale")
-    mult, row_scale, worst = np.empty((rows, nb), np.float32), np.empty(rows), 0.0
+    mult, row_scale, worst, wsum = np.empty((rows, nb), np.float32), np.empty(rows), 0.0, np.empty(rows)
     for r0 in range(0, rows, chunk_rows):
         r1 = min(rows, r0 + chunk_rows)
         frac, exp = np.frexp(m.scales[r0:r1].astype(np.float64))  # d = frac * 2**exp, frac in [0.5, 1)
@@ -173,8 +178,10 @@ def integerise(m: Q8Matrix, chunk_rows: int = 4096) -> IntMatrix:
         emin = np.where(emin == big, 0, emin)  # an all-zero row
         shift = np.where(nonzero, exp - emin[:, None], 0)
         block_int = mant * np.ldexp(1.0, shift)  # (rows, nb), exact integers
-        absq = np.abs(m.qs[r0:r1].reshape(r1 - r0, nb, BLOCK).astype(np.float64)).sum(axis=2)
+        blocks = m.qs[r0:r1].reshape(r1 - r0, nb, BLOCK).astype(np.float64)
+        absq = np.abs(blocks).sum(axis=2)
         worst = max(worst, float((absq * block_int).sum(axis=1).max(initial=0.0)))  # sum |w| of a row
+        wsum[r0:r1] = (blocks.sum(axis=2) * block_int).sum(axis=1)  # exact: every partial sum is at most `worst`
         mult[r0:r1] = block_int  # exact in float32: 11 significant bits
         row_scale[r0:r1] = np.ldexp(1.0, emin - 11)
     bits = ACT_BITS
@@ -182,7 +189,8 @@ def integerise(m: Q8Matrix, chunk_rows: int = 4096) -> IntMatrix:
         bits -= 1
     if bits < 8:
         raise ExactnessError(f"Q8_0 matrix {rows}x{cols}: block scales of one row span too many binary orders for an exact float64 GEMM")
-    return IntMatrix(np.ascontiguousarray(m.qs), mult, row_scale, bits)  # the kernel needs C order
+    bytes_exact = worst * (2**16 - 1) < F64_EXACT  # the AVX-512 short-request form's bound (IntMatrix.wsum)
+    return IntMatrix(np.ascontiguousarray(m.qs), mult, row_scale, bits, wsum if bytes_exact else None)  # the kernel needs C order
 
 
 KERNELS = ("auto", "c", *q8kernel.PATHS, "numpy")
@@ -233,7 +241,7 @@ class ExactOps:
                 return out
             xs, sx = q8kernel.quantize(self._lib, x, w.act_bits)  # = quantize_rows, as int16
             pool = _pool(self.threads)  # disjoint output columns per thread; ctypes releases the GIL
-            futs = [pool.submit(q8kernel.matmul, self._lib, xs, w.q, w.mult, w.row_scale, sx, out, a, b) for a, b in parts]
+            futs = [pool.submit(q8kernel.matmul, self._lib, xs, w, sx, out, a, b) for a, b in parts]
             for f in futs:
                 f.result()
             return out

@@ -8,11 +8,13 @@ radixcheck.model.kernel_check`` prints every path's verdict.
 What it compares, with ``np.array_equal`` (so NaN-free outputs; a difference of one bit fails):
 
 * the Q8_0 product (``ExactOps.linear``, float64 and float32 outputs) for 1 to 37 activation rows —
-  every tile shape of every form: the AVX-512 form's whole and partial 16-row tiles, the AVX2
-  form's 4-row and 1-row tiles, weight chunks cut short, a weight-row range as a thread takes
-  it — on random blocks (block scales spread over 12 binary orders, so ``integerise`` lowers the
-  activation bits) and at the extremes: every weight -128 or 127 and every activation the
-  largest integer the quantiser produces (2**15 - 1 in magnitude), the largest block sums;
+  every tile shape of every form: the AVX-512 path's 16- and 8-row tiles, whole and partial, in
+  its widening and its short-request (byte) forms, the AVX2 form's 4-row and 1-row tiles, weight
+  chunks cut short, a weight-row range as a thread takes it — on random blocks (block scales
+  spread over 12 binary orders), on blocks whose scales are 2**18 apart (``integerise`` lowers the
+  activation bits; the byte form steps aside) and at the extremes: every weight -128 or 127 and
+  every activation the largest integer the quantiser produces (2**15 - 1 in magnitude), the
+  largest block sums;
 * the activation quantisation (int16 and float64 forms) on zero rows, subnormals, huge values and
   exact halves;
 * exact attention (the query / key tiles, softmax, probability / value tiles) over memo-like
@@ -54,11 +56,19 @@ def _products(lib: ctypes.CDLL, rng: np.random.Generator) -> str | None:
     random_w = integerise(Q8Matrix(qs, scales))
     extreme_q = rng.choice(np.array([-128, 127], dtype=np.int8), size=(19, 64))
     extreme_w = integerise(Q8Matrix(extreme_q, np.full((19, 2), 0.01, np.float16)))
+    # block scales 2**18 apart in a row: integerise lowers the activation bits, and the AVX-512
+    # short-request form (IntMatrix.wsum) steps aside for the widening one
+    wide = np.full((21, nb), 2.0**-4, np.float16)
+    wide[:, 1] = 2.0**-22
+    spread_w = integerise(Q8Matrix(qs[:21], wide))
+    if spread_w.act_bits == 15 or spread_w.wsum is not None or random_w.wsum is None:
+        return (f"self-test matrices: activation bits {spread_w.act_bits}, "
+                f"weight sums {spread_w.wsum is not None} / {random_w.wsum is not None}")
     for n in (1, 2, 3, 5, 8, 13, 16, 24, 37):
         x = rng.standard_normal((n, nb * 32)) * 10.0 ** rng.integers(-3, 4, (n, 1))
         x[rng.random(x.shape) < 0.05] = 0
         xe = np.where(rng.random((n, 64)) < 0.5, -1.0, 1.0) * 3.0  # every element quantises to +-(2**bits - 1)
-        for w, xs, what in ((random_w, x, "random"), (extreme_w, xe, "extreme")):
+        for w, xs, what in ((random_w, x, "random"), (extreme_w, xe, "extreme"), (spread_w, x, "widely spread")):
             for dtype in (np.float64, np.float32):
                 failure = _first_difference(f"Q8_0 product, {what} blocks, {n} rows, {dtype.__name__}", c.linear(xs, w, dtype),
                                             ref.linear(xs, w, dtype))
@@ -67,7 +77,7 @@ def _products(lib: ctypes.CDLL, rng: np.random.Generator) -> str | None:
     x = rng.standard_normal((21, nb * 32))
     xi, sx = q8kernel.quantize(lib, x, random_w.act_bits)
     got = np.zeros((21, rows))
-    q8kernel.matmul(lib, xi, random_w.q, random_w.mult, random_w.row_scale, sx, got, 10, 40)  # a thread's row range
+    q8kernel.matmul(lib, xi, random_w, sx, got, 10, 40)  # a thread's row range
     want = ref.linear(x, random_w)
     want[:, :10] = want[:, 40:] = 0
     return _first_difference("Q8_0 product over rows 10:40", got, want)

@@ -27,6 +27,7 @@ import subprocess
 import warnings
 from dataclasses import dataclass
 from functools import cache
+from typing import Any
 
 import numpy as np
 
@@ -62,7 +63,7 @@ def chosen() -> str:
 def _declare(lib: ctypes.CDLL) -> ctypes.CDLL:
     """Argument and result types of every entry point."""
     i64, ptr = ctypes.c_int64, ctypes.c_void_p
-    lib.q8_matmul.argtypes = [i64, i64, ptr, ptr, ptr, i64, i64, ptr, ptr, ptr, i64, i64]
+    lib.q8_matmul.argtypes = [i64, i64, ptr, ptr, ptr, i64, i64, ptr, ptr, ptr, ptr, i64, i64]
     lib.q8_matmul.restype = None
     lib.q8_quantize.argtypes = [i64, i64, ptr, i64, ptr, ptr]
     lib.q8_quantize.restype = i64
@@ -70,7 +71,7 @@ def _declare(lib: ctypes.CDLL) -> ctypes.CDLL:
     lib.quantize_f64.restype = i64
     lib.rms_norm.argtypes = [i64, i64, ptr, ptr, ctypes.c_double, ptr, ptr]
     lib.rms_norm.restype = None
-    lib.q8_linear.argtypes = [i64, i64, ptr, i64, ptr, ptr, ptr, ptr, i64, ptr, ptr, i64]
+    lib.q8_linear.argtypes = [i64, i64, ptr, i64, ptr, ptr, ptr, ptr, i64, ptr, ptr, ptr, i64]
     lib.q8_linear.restype = i64
     lib.rope.argtypes = [i64, i64, i64, *[ptr] * 5]
     lib.rope.restype = None
@@ -227,14 +228,15 @@ def silu_mul(lib: ctypes.CDLL, gu: np.ndarray) -> np.ndarray:
     return out
 
 
-def linear(lib: ctypes.CDLL, x: np.ndarray, bits: int, w: tuple[int, int, int], rows: int, out: np.ndarray) -> None:
+def linear(lib: ctypes.CDLL, x: np.ndarray, bits: int, w: tuple[int, int, int, int | None], rows: int, out: np.ndarray) -> None:
     """``quantize`` then ``matmul`` over all ``rows`` in one call (one thread). ``w``: the
-    addresses of the weight's ``q``, ``mult`` and ``row_scale`` arrays (kept alive by the caller)."""
+    addresses of the weight's ``q``, ``mult``, ``row_scale`` and ``wsum`` arrays
+    (``IntMatrix.addresses``; kept alive by the caller)."""
     x = np.ascontiguousarray(x, dtype=np.float64)
     n, K = x.shape
     xi = np.empty((n, K), dtype=np.int16)
     sx = np.empty(n)
-    if lib.q8_linear(n, K, x.ctypes.data, bits, xi.ctypes.data, sx.ctypes.data, w[0], w[1], rows, w[2], out.ctypes.data,
+    if lib.q8_linear(n, K, x.ctypes.data, bits, xi.ctypes.data, sx.ctypes.data, w[0], w[1], rows, w[2], w[3], out.ctypes.data,
                      int(out.dtype == np.float32)):
         _nonfinite()
 
@@ -250,19 +252,18 @@ def quantize(lib: ctypes.CDLL, x: np.ndarray, bits: int) -> tuple[np.ndarray, np
     return xi, sx
 
 
-def matmul(
-    lib: ctypes.CDLL, xi: np.ndarray, q: np.ndarray, m: np.ndarray, rs: np.ndarray, sx: np.ndarray, out: np.ndarray, r0: int, r1: int
-) -> None:
-    """``out[:, r0:r1] = ((xi @ W.T) * rs) * sx[:, None]`` for ``W = (q * m per block)``, the product exact.
+def matmul(lib: ctypes.CDLL, xi: np.ndarray, w: Any, sx: np.ndarray, out: np.ndarray, r0: int, r1: int) -> None:
+    """``out[:, r0:r1] = ((xi @ W.T) * rs) * sx[:, None]`` for ``W`` = ``w`` (an ``exact.IntMatrix``:
+    ``q * mult`` per block, ``row_scale``), the product exact.
 
-    ``xi``: int16 (n, K); ``q``: int8 (rows, K); ``m``: float32 (rows, K // 32); ``rs``: float64
-    (rows,); ``sx``: float64 (n,); ``out``: float64 or float32 (n, rows); all C-contiguous
-    (checked by the caller). Releases the GIL (ctypes): disjoint row ranges may run on several threads.
+    ``xi``: int16 (n, K); ``sx``: float64 (n,); ``out``: float64 or float32 (n, rows); all
+    C-contiguous (checked by the caller). Releases the GIL (ctypes): disjoint row ranges may run on
+    several threads.
     """
     n, K = xi.shape
     out32 = int(out.dtype == np.float32)
-    lib.q8_matmul(n, K, xi.ctypes.data, q.ctypes.data, m.ctypes.data, r0, r1, rs.ctypes.data, sx.ctypes.data, out.ctypes.data,
-                  out.shape[1], out32)
+    q, m, rs, ws = w.addresses
+    lib.q8_matmul(n, K, xi.ctypes.data, q, m, r0, r1, rs, ws, sx.ctypes.data, out.ctypes.data, out.shape[1], out32)
 
 
 def attention(

@@ -85,6 +85,25 @@ def test_c_kernel_on_full_magnitude_activations_and_weights() -> None:
             assert_bit_identical(ExactOps(path).linear(x, w), want, f"{path} kernel vs BLAS at full magnitude, {n} rows")
 
 
+@pytest.mark.parametrize("n", [5, 8, 16, 21, 24, 25, 33])
+def test_both_forms_of_a_short_product_equal_float64_blas(n: int) -> None:
+    """A short request's product (at most 24 rows: the AVX-512 path's byte form, which needs the
+    matrix's weight sums) and the same rows of a matrix without them (activation bits lowered:
+    the widening form) both give BLAS's bits on every path; 25 and 33 rows: the widening form."""
+    rng = np.random.default_rng(n)
+    qs = rng.integers(-128, 128, size=(70, 96), dtype=np.int8)
+    narrow = integerise(Q8Matrix(qs, np.full((70, 3), 2.0**-5, np.float16)))
+    wide_scales = np.full((70, 3), 2.0**-4, np.float16)
+    wide_scales[:, 1] = 2.0**-22
+    wide = integerise(Q8Matrix(qs, wide_scales))
+    assert narrow.wsum is not None and narrow.act_bits == 15 and wide.wsum is None and wide.act_bits < 15
+    x = rng.standard_normal((n, 96)) * 5
+    for w in (narrow, wide):
+        want = NUMPY.linear(x, w)
+        for path in PATHS:
+            assert_bit_identical(ExactOps(path).linear(x, w), want, f"{path}, {n} rows, weight sums {w.wsum is not None}")
+
+
 def test_model_logits_do_not_depend_on_the_kernel_or_threads() -> None:
     toks = np.random.default_rng(2).integers(0, 384, 70)
     out = []

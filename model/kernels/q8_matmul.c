@@ -370,6 +370,176 @@ static int64_t matmul_vnni(int64_t n, int64_t tiles16, int64_t tile8, int64_t K,
     free(mg);
     return 0;
 }
+
+/* The AVX-512 form for a short request (tiles of at most BYTES_MAX_ROWS activation rows in all:
+   16, 8 or 16 + 8) without widening the weights: vpdpbusd multiplies unsigned bytes by the weights' own int8 values, four
+   at a time, broadcast straight from the Q8_0 rows. Each activation x (|x| < 2^15) is offset to
+   u = x + 32768 (0 < u < 2^16) and split into bytes, u = 256 uh + ul; per block, lane l of a row's
+   accumulator gets sum uh * w (8 vpdpbusd), times 256 (a shift), plus sum ul * w (8 more): the
+   exact block sum of u * w (|.| < 2^28, int32). Accumulated times the block multipliers as in
+   matmul_vnni, a row's sum is sum_b mult_b * (sum u * w) = (the exact product) + 32768 ws[r], ws
+   being the row's integer weight sum sum_b mult_b * sum w (exact.IntMatrix.wsum); every partial
+   sum is an integer below 65535 * max_r sum |w| * mult < 2^53 (the caller passes ws only for
+   matrices where that holds), so subtracting 32768 ws[r] gives the exact product, the integer of
+   the other forms, and put()'s two roundings follow. Widening costs a single tile about a quarter
+   of its time (measured: 16 rows over all of SmolLM2's matrices 35.7 -> 32.5 ms CPU time with this
+   form, side by side; at 32 rows and more, where the widening is shared, it is no faster). */
+enum { BYTES_MAX_ROWS = 24 };
+
+static void pack_tile_bytes(const int16_t *x, int64_t K, int64_t i0, int64_t lanes, int64_t n, uint32_t *lo, uint32_t *hi)
+{
+    for (int64_t l = 0; l < lanes; l++) {
+        const int16_t *xr = x + (i0 + l) * K;
+        for (int64_t p = 0; p < K / 4; p++) {
+            uint32_t vl = 0, vh = 0;
+            if (i0 + l < n)
+                for (int e = 0; e < 4; e++) {
+                    const uint32_t u = (uint32_t)((int32_t)xr[4 * p + e] + 32768);
+                    vl |= (u & 255u) << (8 * e), vh |= (u >> 8) << (8 * e);
+                }
+            lo[p * lanes + l] = vl, hi[p * lanes + l] = vh;
+        }
+    }
+}
+
+typedef struct { int8_t b[4]; } quad; /* four weights, as the broadcast operand reads them */
+
+static inline __m512i dpbusd_bcst(__m512i s, __m512i a, const int8_t *w)
+{
+    __asm__("vpdpbusd %2%{1to16%}, %1, %0" : "+v"(s) : "v"(a), "m"(*(const quad *)w));
+    return s;
+}
+
+static inline __m256i dpbusd8_bcst(__m256i s, __m256i a, const int8_t *w)
+{
+    __asm__("vpdpbusd %2%{1to8%}, %1, %0" : "+v"(s) : "v"(a), "m"(*(const quad *)w));
+    return s;
+}
+
+#define BYTES_STEP(j) s##j = dpbusd_bcst(s##j, xv, w##j + o)
+#define BYTES_STEP8(j) s##j = dpbusd8_bcst(s##j, xv, w##j + o)
+#define BYTES_FOLD(j)                                                                                                   \
+    do {                                                                                                                \
+        const __m512d mj = _mm512_set1_pd((double)m##j[b]);                                                            \
+        a##j##0 = _mm512_fmadd_pd(_mm512_cvtepi32_pd(_mm512_castsi512_si256(s##j)), mj, a##j##0);                      \
+        a##j##1 = _mm512_fmadd_pd(_mm512_cvtepi32_pd(_mm512_extracti64x4_epi64(s##j, 1)), mj, a##j##1);                \
+    } while (0)
+#define BYTES_FOLD8(j) a##j##0 = _mm512_fmadd_pd(_mm512_cvtepi32_pd(s##j), _mm512_set1_pd((double)m##j[b]), a##j##0)
+#define BYTES_ROWS                                                                                                      \
+    const int8_t *w0 = q, *w1 = q + K * (rows > 1), *w2 = q + 2 * K * (rows > 2), *w3 = q + 3 * K * (rows > 3);       \
+    const int8_t *w4 = q + 4 * K * (rows > 4), *w5 = q + 5 * K * (rows > 5), *w6 = q + 6 * K * (rows > 6);            \
+    const int8_t *w7 = q + 7 * K * (rows > 7);                                                                          \
+    const float *m0 = m, *m1 = m + nb * (rows > 1), *m2 = m + 2 * nb * (rows > 2), *m3 = m + 3 * nb * (rows > 3);     \
+    const float *m4 = m + 4 * nb * (rows > 4), *m5 = m + 5 * nb * (rows > 5), *m6 = m + 6 * nb * (rows > 6);          \
+    const float *m7 = m + 7 * nb * (rows > 7)
+
+/* One 16-row tile against weight rows q + j * K, j < rows (<= 8; missing rows read row 0 and are
+   never stored): acc as vnni_tile's. */
+static void bytes_tile(const uint32_t *lo, const uint32_t *hi, const int8_t *q, const float *m, int64_t rows, int64_t K,
+                       const int8_t *pf, __m512d acc[2 * VNNI_ROWS])
+{
+    const int64_t nb = K / 32;
+    BYTES_ROWS;
+    __m512d a00 = _mm512_setzero_pd(), a01 = a00, a10 = a00, a11 = a00, a20 = a00, a21 = a00, a30 = a00, a31 = a00;
+    __m512d a40 = a00, a41 = a00, a50 = a00, a51 = a00, a60 = a00, a61 = a00, a70 = a00, a71 = a00;
+    for (int64_t b = 0; b < nb; b++) {
+        if (pf && !(b & 1))
+            for (int j = 0; j < VNNI_ROWS; j++) _mm_prefetch((const char *)(pf + j * K + 32 * b), _MM_HINT_T1);
+        __m512i s0 = _mm512_setzero_si512(), s1 = s0, s2 = s0, s3 = s0, s4 = s0, s5 = s0, s6 = s0, s7 = s0;
+        for (int g = 0; g < 8; g++) { /* the high bytes */
+            const __m512i xv = _mm512_loadu_si512(hi + (8 * b + g) * VNNI_LANES);
+            const int64_t o = 32 * b + 4 * g;
+            BYTES_STEP(0); BYTES_STEP(1); BYTES_STEP(2); BYTES_STEP(3);
+            BYTES_STEP(4); BYTES_STEP(5); BYTES_STEP(6); BYTES_STEP(7);
+        }
+        s0 = _mm512_slli_epi32(s0, 8), s1 = _mm512_slli_epi32(s1, 8), s2 = _mm512_slli_epi32(s2, 8), s3 = _mm512_slli_epi32(s3, 8);
+        s4 = _mm512_slli_epi32(s4, 8), s5 = _mm512_slli_epi32(s5, 8), s6 = _mm512_slli_epi32(s6, 8), s7 = _mm512_slli_epi32(s7, 8);
+        for (int g = 0; g < 8; g++) { /* the low bytes */
+            const __m512i xv = _mm512_loadu_si512(lo + (8 * b + g) * VNNI_LANES);
+            const int64_t o = 32 * b + 4 * g;
+            BYTES_STEP(0); BYTES_STEP(1); BYTES_STEP(2); BYTES_STEP(3);
+            BYTES_STEP(4); BYTES_STEP(5); BYTES_STEP(6); BYTES_STEP(7);
+        }
+        BYTES_FOLD(0); BYTES_FOLD(1); BYTES_FOLD(2); BYTES_FOLD(3);
+        BYTES_FOLD(4); BYTES_FOLD(5); BYTES_FOLD(6); BYTES_FOLD(7);
+    }
+    acc[0] = a00, acc[1] = a01, acc[2] = a10, acc[3] = a11, acc[4] = a20, acc[5] = a21, acc[6] = a30, acc[7] = a31;
+    acc[8] = a40, acc[9] = a41, acc[10] = a50, acc[11] = a51, acc[12] = a60, acc[13] = a61, acc[14] = a70, acc[15] = a71;
+}
+
+/* bytes_tile on 8 activation rows (ymm lanes): acc[j] as vnni_tile8's */
+static void bytes_tile8(const uint32_t *lo, const uint32_t *hi, const int8_t *q, const float *m, int64_t rows, int64_t K,
+                        const int8_t *pf, __m512d acc[VNNI_ROWS])
+{
+    const int64_t nb = K / 32;
+    BYTES_ROWS;
+    __m512d a00 = _mm512_setzero_pd(), a10 = a00, a20 = a00, a30 = a00, a40 = a00, a50 = a00, a60 = a00, a70 = a00;
+    for (int64_t b = 0; b < nb; b++) {
+        if (pf && !(b & 1))
+            for (int j = 0; j < VNNI_ROWS; j++) _mm_prefetch((const char *)(pf + j * K + 32 * b), _MM_HINT_T1);
+        __m256i s0 = _mm256_setzero_si256(), s1 = s0, s2 = s0, s3 = s0, s4 = s0, s5 = s0, s6 = s0, s7 = s0;
+        for (int g = 0; g < 8; g++) {
+            const __m256i xv = _mm256_loadu_si256((const __m256i *)(hi + (8 * b + g) * 8));
+            const int64_t o = 32 * b + 4 * g;
+            BYTES_STEP8(0); BYTES_STEP8(1); BYTES_STEP8(2); BYTES_STEP8(3);
+            BYTES_STEP8(4); BYTES_STEP8(5); BYTES_STEP8(6); BYTES_STEP8(7);
+        }
+        s0 = _mm256_slli_epi32(s0, 8), s1 = _mm256_slli_epi32(s1, 8), s2 = _mm256_slli_epi32(s2, 8), s3 = _mm256_slli_epi32(s3, 8);
+        s4 = _mm256_slli_epi32(s4, 8), s5 = _mm256_slli_epi32(s5, 8), s6 = _mm256_slli_epi32(s6, 8), s7 = _mm256_slli_epi32(s7, 8);
+        for (int g = 0; g < 8; g++) {
+            const __m256i xv = _mm256_loadu_si256((const __m256i *)(lo + (8 * b + g) * 8));
+            const int64_t o = 32 * b + 4 * g;
+            BYTES_STEP8(0); BYTES_STEP8(1); BYTES_STEP8(2); BYTES_STEP8(3);
+            BYTES_STEP8(4); BYTES_STEP8(5); BYTES_STEP8(6); BYTES_STEP8(7);
+        }
+        BYTES_FOLD8(0); BYTES_FOLD8(1); BYTES_FOLD8(2); BYTES_FOLD8(3);
+        BYTES_FOLD8(4); BYTES_FOLD8(5); BYTES_FOLD8(6); BYTES_FOLD8(7);
+    }
+    acc[0] = a00, acc[1] = a10, acc[2] = a20, acc[3] = a30, acc[4] = a40, acc[5] = a50, acc[6] = a60, acc[7] = a70;
+}
+#undef BYTES_STEP
+#undef BYTES_STEP8
+#undef BYTES_FOLD
+#undef BYTES_FOLD8
+#undef BYTES_ROWS
+
+/* matmul_vnni's tiles (tiles16 of 16 rows, then tile8 of 8) in the bytes form; ws: the rows'
+   integer weight sums. Returns 0, or -1 if out of memory. */
+static int64_t matmul_bytes(int64_t n, int64_t tiles16, int64_t tile8, int64_t K, const int16_t *x, const int8_t *q, const float *m,
+                            int64_t r0, int64_t r1, const double *rs, const double *ws, const double *sx, void *out, int64_t ldo,
+                            int64_t out32)
+{
+    const int64_t nb = K / 32, rows = VNNI_LANES * tiles16 + 8 * tile8, tiles = tiles16 + tile8;
+    uint32_t *lo = aligned_alloc(64, sizeof(uint32_t) * (size_t)(2 * rows * (K / 4)));
+    if (!lo)
+        return -1;
+    uint32_t *hi = lo + rows * (K / 4);
+    for (int64_t t = 0; t < tiles; t++) {
+        const int64_t i0 = t * VNNI_LANES, lanes = t < tiles16 ? VNNI_LANES : 8;
+        pack_tile_bytes(x, K, i0, lanes, n, lo + i0 * (K / 4), hi + i0 * (K / 4));
+    }
+    __m512d acc[2 * VNNI_ROWS];
+    double wsum[VNNI_ROWS];
+    for (int64_t g = r0; g < r1; g += VNNI_ROWS) {
+        const int64_t ge = g + VNNI_ROWS < r1 ? g + VNNI_ROWS : r1;
+        for (int64_t j = 0; j < ge - g; j++) wsum[j] = 32768.0 * ws[g + j]; /* exact: a power of two times an integer < 2^38 */
+        for (int64_t t = 0; t < tiles; t++) {
+            const int64_t i0 = t * VNNI_LANES, lanes = t < tiles16 ? VNNI_LANES : 8;
+            const int64_t i1 = i0 + lanes < n ? i0 + lanes : n;
+            const int8_t *pf = t == 0 ? q + (g + VNNI_CHUNK) * K : NULL;
+            if (lanes == VNNI_LANES)
+                bytes_tile(lo + i0 * (K / 4), hi + i0 * (K / 4), q + g * K, m + g * nb, ge - g, K, pf, acc);
+            else
+                bytes_tile8(lo + i0 * (K / 4), hi + i0 * (K / 4), q + g * K, m + g * nb, ge - g, K, pf, acc);
+            const int halves = (int)(lanes / 8);
+            for (int64_t j = 0; j < ge - g; j++) /* the offset out: exact integers, one exact subtraction */
+                for (int h = 0; h < halves; h++) acc[halves * j + h] = _mm512_sub_pd(acc[halves * j + h], _mm512_set1_pd(wsum[j]));
+            vnni_store(acc, lanes, i0, i1, g, ge, rs, sx, out, ldo, out32);
+        }
+    }
+    free(lo);
+    return 0;
+}
 #endif
 
 /* acc = sum_b m[r*nb + b] * (sum_{j<32} q[r*K + 32b + j] * x[i*K + 32b + j]) for i < n and
@@ -378,24 +548,30 @@ static int64_t matmul_vnni(int64_t n, int64_t tiles16, int64_t tile8, int64_t K,
    (a 1-token request, the last-logit head: they stream the weights once, memory-bound) take
    matmul_rows, the other forms' path. */
 void q8_matmul(int64_t n, int64_t K, const int16_t *x, const int8_t *q, const float *m,
-               int64_t r0, int64_t r1, const double *rs, const double *sx, void *out, int64_t ldo, int64_t out32)
+               int64_t r0, int64_t r1, const double *rs, const double *ws, const double *sx, void *out, int64_t ldo, int64_t out32)
 {
     int64_t i_begin = 0;
 #ifdef RADIXCHECK_AVX512
     const int64_t whole = n / VNNI_LANES, rest = n % VNNI_LANES;
     const int64_t tiles16 = whole + (rest > 8), tile8 = rest > 0 && rest <= 8 && n >= 5;
-    if (tiles16 + tile8 && matmul_vnni(n, tiles16, tile8, K, x, q, m, r0, r1, rs, sx, out, ldo, out32) == 0)
-        i_begin = tiles16 * VNNI_LANES + tile8 * 8 < n ? tiles16 * VNNI_LANES + tile8 * 8 : n;
+    if (tiles16 + tile8) {
+        const int bytes = ws != NULL && VNNI_LANES * tiles16 + 8 * tile8 <= BYTES_MAX_ROWS; /* a short request: matmul_bytes */
+        if ((bytes ? matmul_bytes(n, tiles16, tile8, K, x, q, m, r0, r1, rs, ws, sx, out, ldo, out32)
+                   : matmul_vnni(n, tiles16, tile8, K, x, q, m, r0, r1, rs, sx, out, ldo, out32)) == 0)
+            i_begin = tiles16 * VNNI_LANES + tile8 * 8 < n ? tiles16 * VNNI_LANES + tile8 * 8 : n;
+    }
+#else
+    (void)ws;
 #endif
     matmul_rows(i_begin, n, K, x, q, m, r0, r1, rs, sx, out, ldo, out32);
 }
 
 /* q8_quantize then q8_matmul over all rows: one call per product on one thread */
 int64_t q8_linear(int64_t n, int64_t K, const double *x, int64_t bits, int16_t *xi, double *sx, const int8_t *q,
-                  const float *m, int64_t rows, const double *rs, void *out, int64_t out32)
+                  const float *m, int64_t rows, const double *rs, const double *ws, void *out, int64_t out32)
 {
     if (q8_quantize(n, K, x, bits, xi, sx))
         return 1;
-    q8_matmul(n, K, xi, q, m, 0, rows, rs, sx, out, rows, out32);
+    q8_matmul(n, K, xi, q, m, 0, rows, rs, ws, sx, out, rows, out32);
     return 0;
 }
