@@ -116,6 +116,16 @@ static void tile_1x16(const double *A, const double *B, int64_t ldb, int64_t kd,
     _mm512_mask_storeu_pd(C, m0, c0), _mm512_mask_storeu_pd(C + 8, m1, c1);
 }
 
+/* out[i * ld + c] = (double)rows[c][d + i] for i, c < 8: eight keys' values d .. d + 7, transposed
+   (float32 to float64 is exact) */
+static inline void transpose_8x8(const float *const rows[8], int64_t d, double *out, int64_t ld)
+{
+    __m512d r[8];
+    for (int c = 0; c < 8; c++) r[c] = _mm512_cvtps_pd(_mm256_loadu_ps(rows[c] + d));
+    transpose8_pd(r);
+    for (int i = 0; i < 8; i++) _mm512_storeu_pd(out + i * ld, r[i]);
+}
+
 /* C[0:rows, 0:ncols] (+)= A . B in 16-column tiles, the last one masked: rows of 8, then one by one */
 static void wide_product(const double *A, int64_t lda, int64_t rows, const double *B, int64_t ldb, int64_t kd, double *C,
                          int64_t ldc, int64_t ncols, int acc)
@@ -227,7 +237,24 @@ int64_t exact_attention(int64_t H, int64_t Hkv, int64_t D, const double *q, cons
     double *skh = f + R, *svh = skh + le_max;
     int64_t bad = 0;
     for (int64_t kh = 0; kh < Hkv; kh++) {
-        for (int64_t j = 0; j < le_max; j++) { /* this head's keys and values as float64 */
+        int64_t j0 = 0;
+#ifdef RADIXCHECK_AVX512
+        if (D % 8 == 0) /* 8 keys at a time: rows converted 8 values per instruction, the keys transposed in registers */
+            for (; j0 + 8 <= le_max; j0 += 8) {
+                const float *kr[8];
+                for (int i = 0; i < 8; i++) {
+                    const int64_t j = j0 + i, row = j < n_cached ? slots[j] : j - n_cached;
+                    const float *vr = (j < n_cached ? mv : fv) + (row * Hkv + kh) * D;
+                    kr[i] = (j < n_cached ? mk : fk) + (row * Hkv + kh) * D;
+                    for (int64_t d = 0; d < D; d += 8) _mm512_storeu_pd(v + j * D + d, _mm512_cvtps_pd(_mm256_loadu_ps(vr + d)));
+                    skh[j] = (j < n_cached ? msk : fsk)[row * Hkv + kh];
+                    svh[j] = (j < n_cached ? msv : fsv)[row * Hkv + kh];
+                }
+                for (int64_t d = 0; d < D; d += 8)
+                    transpose_8x8(kr, d, kt + d * le_max + j0, le_max);
+            }
+#endif
+        for (int64_t j = j0; j < le_max; j++) { /* this head's keys and values as float64 */
             const int64_t row = j < n_cached ? slots[j] : j - n_cached;
             const float *kr = (j < n_cached ? mk : fk) + (row * Hkv + kh) * D, *vr = (j < n_cached ? mv : fv) + (row * Hkv + kh) * D;
             for (int64_t d = 0; d < D; d++) {

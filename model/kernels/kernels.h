@@ -85,6 +85,29 @@ static inline void round_quotients(const double *x, int64_t K, double scale, dou
     for (; j < K; j++) out[j] = round_even(x[j] / scale);
 }
 
+#ifdef RADIXCHECK_AVX512
+/* r[i] lane c = r[c] lane i before: an 8 x 8 transpose of float64 values in registers (moves only) */
+static inline void transpose8_pd(__m512d r[8])
+{
+    __m512d t[8];
+    for (int c = 0; c < 8; c += 2) { /* pairs: lanes (2k, 2k + 1) of rows c, c + 1 interleaved */
+        t[c] = _mm512_unpacklo_pd(r[c], r[c + 1]);
+        t[c + 1] = _mm512_unpackhi_pd(r[c], r[c + 1]);
+    }
+    for (int c = 0; c < 8; c += 4) { /* quadruples */
+        r[c] = _mm512_permutex2var_pd(t[c], _mm512_set_epi64(13, 12, 5, 4, 9, 8, 1, 0), t[c + 2]);
+        r[c + 1] = _mm512_permutex2var_pd(t[c + 1], _mm512_set_epi64(13, 12, 5, 4, 9, 8, 1, 0), t[c + 3]);
+        r[c + 2] = _mm512_permutex2var_pd(t[c], _mm512_set_epi64(15, 14, 7, 6, 11, 10, 3, 2), t[c + 2]);
+        r[c + 3] = _mm512_permutex2var_pd(t[c + 1], _mm512_set_epi64(15, 14, 7, 6, 11, 10, 3, 2), t[c + 3]);
+    }
+    for (int c = 0; c < 4; c++) { /* halves */
+        t[c] = _mm512_permutex2var_pd(r[c], _mm512_set_epi64(11, 10, 9, 8, 3, 2, 1, 0), r[c + 4]);
+        t[c + 4] = _mm512_permutex2var_pd(r[c], _mm512_set_epi64(15, 14, 13, 12, 7, 6, 5, 4), r[c + 4]);
+    }
+    for (int c = 0; c < 8; c++) r[c] = t[c];
+}
+#endif
+
 /* q8_matmul.c: the exact Q8_0 x int16 product and the activation quantisation */
 int64_t q8_quantize(int64_t n, int64_t K, const double *x, int64_t bits, int16_t *xi, double *sx);
 void q8_matmul(int64_t n, int64_t K, const int16_t *x, const int8_t *q, const float *m, int64_t r0, int64_t r1,

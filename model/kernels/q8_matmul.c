@@ -306,27 +306,33 @@ static void vnni_tile8(const int32_t *xt, const int32_t *wg, const double *mg, i
 #undef VNNI_STEP8
 
 /* out[i, r] for the tile's valid rows (i0 <= i < i1) and weight rows r0 <= r < r1: put()'s two
-   products, in its order, on 8 lanes at a time; acc[(16 / lanes) j + h] holds lanes 8h .. 8h + 7
-   of weight row j (lanes: 16 or 8) */
+   products, in its order, on 8 lanes at a time; acc[(lanes / 8) j + h] holds lanes 8h .. 8h + 7
+   of weight row j (lanes: 16 or 8). A whole 8 x 8 block is transposed in registers and stored as
+   8 contiguous outputs per activation row; the rest one by one. */
 static void vnni_store(const __m512d *acc, int64_t lanes, int64_t i0, int64_t i1, int64_t r0, int64_t r1, const double *rs,
                        const double *sx, void *out, int64_t ldo, int64_t out32)
 {
-    double v[VNNI_ROWS][VNNI_LANES];
-    double sxt[VNNI_LANES] = {0};
     const int halves = (int)(lanes / 8);
+    double sxt[VNNI_LANES] = {0};
     for (int64_t i = i0; i < i1; i++) sxt[i - i0] = sx[i];
-    for (int64_t j = 0; j < r1 - r0; j++)
-        for (int h = 0; h < halves; h++) {
-            const __m512d w = _mm512_mul_pd(acc[halves * j + h], _mm512_set1_pd(rs[r0 + j]));
-            _mm512_storeu_pd(v[j] + 8 * h, _mm512_mul_pd(w, _mm512_loadu_pd(sxt + 8 * h)));
+    for (int h = 0; h < halves; h++) {
+        const int64_t ih = i0 + 8 * h, live = i1 - ih < 8 ? i1 - ih : 8;
+        if (live <= 0)
+            break;
+        __m512d v[VNNI_ROWS];
+        for (int64_t j = 0; j < VNNI_ROWS; j++) {
+            const __m512d w = _mm512_mul_pd(acc[halves * j + h], _mm512_set1_pd(j < r1 - r0 ? rs[r0 + j] : 0.0));
+            v[j] = _mm512_mul_pd(w, _mm512_loadu_pd(sxt + 8 * h));
         }
-    for (int64_t i = i0; i < i1; i++)
-        for (int64_t j = 0; j < r1 - r0; j++) {
+        transpose8_pd(v); /* v[l] lane j: activation row ih + l, weight row r0 + j */
+        const __mmask8 cols = r1 - r0 >= 8 ? (__mmask8)0xff : (__mmask8)((1u << (r1 - r0)) - 1);
+        for (int64_t l = 0; l < live; l++) {
             if (out32)
-                ((float *)out)[i * ldo + r0 + j] = (float)v[j][i - i0];
+                _mm256_mask_storeu_ps((float *)out + (ih + l) * ldo + r0, cols, _mm512_cvtpd_ps(v[l]));
             else
-                ((double *)out)[i * ldo + r0 + j] = v[j][i - i0];
+                _mm512_mask_storeu_pd((double *)out + (ih + l) * ldo + r0, cols, v[l]);
         }
+    }
 }
 
 /* Activation rows 0 <= i < 16 * tiles16 + 8 * tile8: tiles16 tiles of 16 rows, then (tile8) one of
