@@ -156,3 +156,39 @@ def test_memo_property_catches_a_memo_of_unrounded_fresh_kv() -> None:
 
     assert np.array_equal(*second_call(KVPool)), "control: with a correct pool the two models agree"
     assert not np.array_equal(*second_call(UnroundedFreshKV)), "memo and memo-less model agreed although the memo kept unrounded K/V"
+
+
+_MUTATED_BUILD = r"""
+import json, sys, warnings
+from radixcheck.model import exact, kernel_build, kernel_selftest, q8kernel
+src = dict(kernel_build.sources())
+old = "double w = v * sx[i];"  # put(): the output's second rounding, in every path's product
+assert old in src["q8_matmul.c"]
+src["q8_matmul.c"] = src["q8_matmul.c"].replace(old, "double w = v * sx[i] * (1.0 + 0x1p-52);")
+kernel_build.sources = lambda: src
+if sys.argv[1] == "again":  # the verdict is kept: a later process does not run the self-test again
+    kernel_selftest.run = lambda lib: sys.exit("the self-test ran again")
+with warnings.catch_warnings(record=True) as caught:
+    warnings.simplefilter("always")
+    kernel = exact.ExactOps().kernel
+print(json.dumps({"kernel": kernel, "status": str(q8kernel.status("portable")), "warnings": [str(w.message) for w in caught]}))
+"""
+
+
+def test_a_compiled_path_that_gives_other_bits_fails_its_self_test_and_is_not_used(tmp_path) -> None:
+    """The kernel self-test can fail: the portable path built from C whose product rounds one bit
+    differently (a real build, in a fresh cache) fails against the NumPy path, is reported, and the
+    model takes the NumPy path; a second process reads the kept verdict and refuses it too."""
+    import json
+    import os
+    import subprocess
+    import sys
+
+    env = {**os.environ, "RADIXCHECK_CACHE": str(tmp_path), "RADIXCHECK_Q8_KERNEL": "portable"}
+    for run in ("first", "again"):
+        res = subprocess.run([sys.executable, "-c", _MUTATED_BUILD, run], env=env, capture_output=True, text=True, timeout=300)
+        assert res.returncode == 0, res.stderr
+        out = json.loads(res.stdout.strip().splitlines()[-1])
+        assert out["kernel"] == "numpy"
+        assert out["status"].startswith("portable: failed (self-test against the NumPy path: Q8_0 product"), out["status"]
+        assert [w.split(" (self-test")[0] for w in out["warnings"]] == ["no usable compiled Q8_0 kernel (portable: failed"]

@@ -4,18 +4,22 @@
     python -m radixcheck.model.bench --model synthetic
     python -m radixcheck.model.bench --llama-python ~/.cache/radixcheck/llama-venv/bin/python --threads 1
     python -m radixcheck.model.bench --llama-python PY --threads 1 --md reports/PREFILL-smollm2.md
+    python -m radixcheck.model.bench --llama-python PY --threads 1 2 --md reports/PREFILL-smollm2.md
+    python -m radixcheck.model.bench --llama-python PY --threads 1 --kernel avx2 --md reports/PREFILL-smollm2.md
     OPENBLAS_CORETYPE=Haswell python -m radixcheck.model.bench --llama-python PY --threads 1 --md reports/PREFILL-smollm2.md
 
 (``PY``: ``python -m radixcheck.model.llamacpp_env`` builds it and ``--print-python`` prints it.)
 
-For each T, our prefill (all logits, and last-token logits only — what llama.cpp computes by
-default) and llama.cpp's prefill on the same Q8_0 GGUF run back to back, interleaved, ``--repeats``
-times; the best time of each is reported, so both sides see the same machine load. The ratio
-columns compare llama.cpp with our last-logit prefill by wall time and by CPU time (the latter is
-less sensitive to other processes on a shared machine; with ``--threads 1`` it is the per-core
-ratio). llama.cpp runs
-in a separate worker process (``model/llamacpp.py``, run as a file) whose Python must have
-llama-cpp-python.
+For each T and each ``--threads`` value, our prefill (all logits, and last-token logits only —
+what llama.cpp computes by default) and llama.cpp's prefill on the same Q8_0 GGUF run back to
+back, interleaved, ``--repeats`` times; the best time of each is reported, so both sides see the
+same machine load. The ratio columns compare llama.cpp with our last-logit prefill by wall time
+and by CPU time (the latter is less sensitive to other processes on a shared machine; with one
+thread it is the per-core ratio). llama.cpp runs in a separate worker process per thread count
+(``model/llamacpp.py``, run as a file) whose Python must have llama-cpp-python.
+Every table says which machine it was measured on: the CPU's name and SIMD flags, which of our
+compiled kernel paths ran (``--kernel``; ``auto`` picks it from the CPU's flags) and which
+instructions llama.cpp's build uses (its system info), with the load average before and after.
 Peak memory is this process's high-water mark (VmHWM): our model only.
 """
 
@@ -24,7 +28,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
 import re
 import subprocess
 import sys
@@ -34,6 +37,8 @@ from pathlib import Path
 import numpy as np
 
 from radixcheck.argtypes import ArgumentParser, positive_int, python_with, refuse_weaker
+from radixcheck.model import kernel_build, q8kernel
+from radixcheck.model.exact import KERNELS
 
 
 def peak_rss_mb() -> float:
@@ -60,8 +65,10 @@ class LlamaWorker:
             stdout=subprocess.PIPE,
             text=True,
         )
-        if self.proc.stdout.readline().strip() != "ready":
+        first = self.proc.stdout.readline().strip()
+        if first.split(" ", 1)[0] != "ready":
             raise RuntimeError("llama.cpp worker failed to start")
+        self.system_info = first[len("ready") :].strip()  # e.g. "CPU : ... AVX512 = 1 | AVX512_VNNI = 1 | ..."
 
     def prefill_seconds(self, T: int) -> tuple[float, float]:
         """(wall, CPU) seconds of one llama.cpp prefill of T tokens."""
@@ -75,21 +82,46 @@ class LlamaWorker:
         self.proc.wait(timeout=30)
 
 
+SIMD_PREFIXES = ("avx", "fma", "f16c", "amx")  # the CPU flags a report names (the ones the kernels could use)
+
+
+def simd_flags() -> str:
+    from radixcheck.model import kernel_build
+
+    return " ".join(sorted(f for f in kernel_build.cpu_flags() if f.startswith(SIMD_PREFIXES))) or "(none reported)"
+
+
+def llama_instructions(system_info: str) -> str:
+    """The instruction sets llama.cpp's system info reports as used (``AVX512 = 1`` ...)."""
+    used = [k.strip() for k, v in re.findall(r"([A-Z0-9_ ]+?) = (\w+)", system_info) if v == "1"]
+    return ", ".join(used) or system_info or "?"
+
+
 def markdown(rows: list[dict], meta: dict, command: str) -> str:
     """The table as a markdown section (for ``--md``)."""
     from tabulate import tabulate
 
     kernels = meta["OPENBLAS_CORETYPE"] or f"default ({', '.join(str(b[1]) for b in meta['blas'])})"
+    threads = " and ".join(map(str, meta["threads"]))
+    llama = "; ".join(f"{t} thread(s): {llama_instructions(i)}" for t, i in meta.get("llama_system_info", {}).items())
     head = (
         f"## Prefill: exact model vs llama.cpp, OpenBLAS kernels {kernels} (`{command}`)\n\n"
-        f"Same Q8_0 GGUF, {meta['threads']} thread(s) each, best of {meta['repeats']} interleaved runs, random token ids; "
-        f"our Q8_0 products: {meta['kernel']} kernel. Load average (1/5/15 min) at start {meta['loadavg_start']}, at end "
+        f"Measured on **{meta['cpu']}**, CPU SIMD flags: {meta['cpu_flags']}. "
+        f"Our Q8_0 kernel path: **{meta['kernel']}** (`--kernel {meta['kernel_asked']}`; `auto` takes the best path the CPU "
+        f"runs that passed its self-test)" + (f"; llama.cpp's build uses {llama}" if llama else "") + ". "
+        f"Same Q8_0 GGUF, {threads} thread(s) each, best of {meta['repeats']} interleaved runs, random token ids. "
+        f"Load average (1/5/15 min) at start {meta['loadavg_start']}, at end "
         f"{meta['loadavg_end']} ({meta['nproc']} cores, shared with other jobs). "
         f"Peak RSS of our process (VmHWM, model + all runs): {meta['peak_rss_mb']:.0f} MB. "
         "ratio = llama.cpp time / our last-logit time (llama.cpp computes only the last position's logits).\n\n"
     )
-    table = tabulate(rows, headers="keys", tablefmt="github", floatfmt=(".0f", ".1f", ".1f", ".1f", ".2f", ".2f"))
+    table = tabulate(rows, headers="keys", tablefmt="github", floatfmt=(".0f", ".0f", "", ".1f", ".1f", ".1f", ".2f", ".2f"))
     return head + table + "\n"
+
+
+def section_name(coretype: str | None, kernel: str, threads: list[int]) -> str:
+    """The ``--md`` section a run replaces: one per kernel set, ``--kernel`` and thread counts."""
+    return f"prefill {coretype or 'default'} {kernel}" + ("" if threads == [1] else " threads " + " ".join(map(str, threads)))
 
 
 def weaker_section(md: Path, section: str, repeats: int, with_llama: bool) -> list[str]:
@@ -112,16 +144,20 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--tokens", type=positive_int, nargs="+", default=[64, 256, 512], help="prompt lengths (default 64 256 512)")
     ap.add_argument("--repeats", type=positive_int, default=3, help="interleaved runs, best of (default 3)")
     ap.add_argument("--llama-python", type=python_with("llama_cpp"), help="a Python with llama-cpp-python, for the side-by-side column")
-    ap.add_argument("--threads", type=positive_int, default=1, help="the model's threads (Model.threads) and llama.cpp's n_threads")
-    ap.add_argument("--kernel", choices=["auto", "c", "numpy"], default="auto", help="the exact model's Q8_0 product (same bits)")
+    ap.add_argument("--threads", type=positive_int, nargs="+", default=[1],
+                    help="the model's threads (Model.threads) and llama.cpp's n_threads; several: measured side by side (default 1)")
+    ap.add_argument("--kernel", choices=list(KERNELS), default="auto",
+                    help="the exact model's kernel path (same bits): auto (the CPU's best), c, avx512, avx2, portable or numpy")
     ap.add_argument("--json", type=Path, help="also write the results here")
     ap.add_argument("--md", type=Path, help="also write the table as a section of this markdown file (one section per kernel set)")
     ap.add_argument("--force", action="store_true", help="replace the --md section even with a weaker table")
     args = ap.parse_args(argv)
     if args.llama_python and args.model != "smollm2":
         ap.error("argument --llama-python: llama.cpp runs only on --model smollm2 (the synthetic model has no GGUF)")
+    if args.kernel in q8kernel.PATHS and q8kernel.status(args.kernel).state != "passed":
+        ap.error(f"argument --kernel: {q8kernel.status(args.kernel)}")
     if args.md:
-        section = f"prefill {os.environ.get('OPENBLAS_CORETYPE') or 'default'} {args.kernel}"
+        section = section_name(os.environ.get("OPENBLAS_CORETYPE"), args.kernel, args.threads)
         refuse_weaker(ap, args.md, weaker_section(args.md, section, args.repeats, bool(args.llama_python)), args.force,
                       elsewhere="another --md file")
 
@@ -143,10 +179,12 @@ def main(argv: list[str] | None = None) -> None:
     if args.kernel != "auto":
         from radixcheck.model.exact import ExactOps
 
-        model.ops = ExactOps(args.kernel)
-    model.threads = args.threads  # the model owns its threads (BLAS is limited inside each call)
+        try:
+            model.ops = ExactOps(args.kernel)
+        except RuntimeError as e:
+            ap.error(f"argument --kernel: {e}")
     load_s = time.perf_counter() - t0
-    llama = LlamaWorker(args.llama_python, gguf, args.threads) if args.llama_python and gguf else None
+    llamas = {t: LlamaWorker(args.llama_python, gguf, t) for t in args.threads} if args.llama_python and gguf else {}
 
     rng = np.random.default_rng(0)
     rows = []
@@ -154,30 +192,32 @@ def main(argv: list[str] | None = None) -> None:
         toks = rng.integers(0, model.config.vocab_size, T)
         pool = KVPool(model.config, T)
         model.prefill(pool, toks[: min(T, 8)], np.arange(min(T, 8)))  # warm up
-        wall = {"all": np.inf, "last": np.inf, "llama": np.inf}
-        cpu = {"last": np.inf, "llama": np.inf}
+        wall = {t: {"all": np.inf, "last": np.inf, "llama": np.inf} for t in args.threads}
+        cpu = {t: {"last": np.inf, "llama": np.inf} for t in args.threads}
         for _ in range(args.repeats):
-            t = time.perf_counter()
-            model.prefill(pool, toks, np.arange(T))
-            wall["all"] = min(wall["all"], time.perf_counter() - t)
-            t, c = time.perf_counter(), time.process_time()
-            model.prefill(pool, toks, np.arange(T), last_only=True)
-            wall["last"] = min(wall["last"], time.perf_counter() - t)
-            cpu["last"] = min(cpu["last"], time.process_time() - c)
-            if llama:
-                w, c = llama.prefill_seconds(T)
-                wall["llama"], cpu["llama"] = min(wall["llama"], w), min(cpu["llama"], c)
-        row = {
-            "T": T,
-            "exact all-logits tok/s": T / wall["all"],
-            "exact last-logit tok/s": T / wall["last"],
-        }
-        if llama:
-            row["llama.cpp tok/s"] = T / wall["llama"]
-            row["ratio (wall)"] = wall["llama"] / wall["last"]
-            row["ratio (CPU time)"] = cpu["llama"] / cpu["last"]
-        rows.append(row)
-    if llama:
+            for threads in args.threads:  # side by side: every thread count in every repetition
+                model.threads = threads  # the model owns its threads (BLAS is limited inside each call)
+                w, c = wall[threads], cpu[threads]
+                t = time.perf_counter()
+                model.prefill(pool, toks, np.arange(T))
+                w["all"] = min(w["all"], time.perf_counter() - t)
+                t, c0 = time.perf_counter(), time.process_time()
+                model.prefill(pool, toks, np.arange(T), last_only=True)
+                w["last"] = min(w["last"], time.perf_counter() - t)
+                c["last"] = min(c["last"], time.process_time() - c0)
+                if threads in llamas:
+                    lw, lc = llamas[threads].prefill_seconds(T)
+                    w["llama"], c["llama"] = min(w["llama"], lw), min(c["llama"], lc)
+        for threads in args.threads:
+            w, c = wall[threads], cpu[threads]
+            row = {"T": T, "threads": threads, "path": model.ops.kernel if hasattr(model.ops, "kernel") else "-",
+                   "exact all-logits tok/s": T / w["all"], "exact last-logit tok/s": T / w["last"]}
+            if llamas:
+                row["llama.cpp tok/s"] = T / w["llama"]
+                row["ratio (wall)"] = w["llama"] / w["last"]
+                row["ratio (CPU time)"] = c["llama"] / c["last"]
+            rows.append(row)
+    for llama in llamas.values():
         llama.close()
 
     blas = [(i.get("internal_api"), i.get("architecture"), i.get("num_threads")) for i in threadpool_info()]
@@ -188,9 +228,12 @@ def main(argv: list[str] | None = None) -> None:
         "blas": blas,
         "threads": args.threads,
         "kernel": model.ops.kernel if hasattr(model.ops, "kernel") else "-",
+        "kernel_asked": args.kernel,
         "repeats": args.repeats,
         "OPENBLAS_CORETYPE": os.environ.get("OPENBLAS_CORETYPE"),
-        "cpu": platform.processor() or platform.machine(),
+        "cpu": kernel_build.cpu_name(),
+        "cpu_flags": simd_flags(),
+        "llama_system_info": {t: w.system_info for t, w in llamas.items()},
         "nproc": os.cpu_count(),
         "loadavg_start": load_start,
         "loadavg_end": ", ".join(f"{x:.2f}" for x in os.getloadavg()),
@@ -199,7 +242,7 @@ def main(argv: list[str] | None = None) -> None:
     try:
         from tabulate import tabulate
 
-        print(tabulate(rows, headers="keys", floatfmt=(".0f", ".1f", ".1f", ".1f", ".2f", ".2f")))
+        print(tabulate(rows, headers="keys", floatfmt=(".0f", ".0f", "", ".1f", ".1f", ".1f", ".2f", ".2f")))
     except ImportError:
         for r in rows:
             print(r)
@@ -211,9 +254,9 @@ def main(argv: list[str] | None = None) -> None:
 
         coretype = os.environ.get("OPENBLAS_CORETYPE")
         cmd = ("OPENBLAS_CORETYPE=" + coretype + " " if coretype else "") + "python -m radixcheck.model.bench"
-        cmd += (" --llama-python PY" if args.llama_python else "") + f" --threads {args.threads}"
+        cmd += (" --llama-python PY" if args.llama_python else "") + f" --threads {' '.join(map(str, args.threads))}"
         cmd += (f" --kernel {args.kernel}" if args.kernel != "auto" else "") + (f" --repeats {args.repeats}" if args.repeats != 3 else "")
-        replace_section(args.md, f"prefill {coretype or 'default'} {args.kernel}", markdown(rows, meta, cmd))
+        replace_section(args.md, section_name(coretype, args.kernel, args.threads), markdown(rows, meta, cmd))
 
 
 if __name__ == "__main__":

@@ -77,6 +77,14 @@ class ExactnessError(ArithmeticError):
     """An integer GEMM could overflow 2**53 and so would no longer be exact."""
 
 
+def _why_not(kernel: str) -> str:
+    """Why ``ExactOps(kernel)`` found no usable compiled path."""
+    if kernel == "c" and q8kernel.chosen() == "numpy":
+        return f"{q8kernel.ENV}=numpy"
+    paths = q8kernel.PATHS if kernel == "c" else (kernel,)
+    return "; ".join(str(q8kernel.status(p)) for p in paths)
+
+
 def _contig(x: np.ndarray) -> np.ndarray:
     return np.ascontiguousarray(x, dtype=np.float64)
 
@@ -121,22 +129,27 @@ class IntMatrix:
     exponent above the row's smallest one (< 2**41, so float32 holds it exactly);
     ``row_scale`` is a power of two per row;
     ``act_bits`` is the activation precision for which every partial sum of a product with this
-    matrix provably stays below 2**53 (at most ``ACT_BITS``).
+    matrix provably stays below 2**53 (at most ``ACT_BITS``);
+    ``wsum`` is each row's integer weight sum ``sum_b mult[r, b] * sum(q[r, 32b:32b+32])`` (float64,
+    exact), which the compiled AVX-512 path's short-request form needs (it multiplies activations
+    offset by 2**15: ``q8_matmul.c``, matmul_bytes), or ``None`` where that form would not be exact
+    (``(2**16 - 1) * max_r sum |value| >= 2**53``; it then uses its other form).
     """
 
     q: np.ndarray
     mult: np.ndarray
     row_scale: np.ndarray
     act_bits: int
+    wsum: np.ndarray | None = None
 
     @property
     def shape(self) -> tuple[int, int]:
         return self.q.shape  # type: ignore[return-value]
 
     @cached_property
-    def addresses(self) -> tuple[int, int, int]:
-        """Where ``q``, ``mult`` and ``row_scale`` live (for the C kernel; looked up once)."""
-        return self.q.ctypes.data, self.mult.ctypes.data, self.row_scale.ctypes.data
+    def addresses(self) -> tuple[int, int, int, int | None]:
+        """Where ``q``, ``mult``, ``row_scale`` and ``wsum`` live (for the C kernel; looked up once; ``None``: no ``wsum``)."""
+        return self.q.ctypes.data, self.mult.ctypes.data, self.row_scale.ctypes.data, None if self.wsum is None else self.wsum.ctypes.data
 
     def widen(self, r0: int, r1: int) -> np.ndarray:
         """Rows ``r0:r1`` as float64 exact integers (int8 x integer multiplier: < 2**53)."""
@@ -153,7 +166,7 @@ def integerise(m: Q8Matrix, chunk_rows: int = 4096) -> IntMatrix:
     nb = cols // BLOCK
     if not np.all(np.isfinite(m.scales)):
         raise ExactnessError("Q8_0 matrix has a non-finite block scale")
-    mult, row_scale, worst = np.empty((rows, nb), np.float32), np.empty(rows), 0.0
+    mult, row_scale, worst, wsum = np.empty((rows, nb), np.float32), np.empty(rows), 0.0, np.empty(rows)
     for r0 in range(0, rows, chunk_rows):
         r1 = min(rows, r0 + chunk_rows)
         frac, exp = np.frexp(m.scales[r0:r1].astype(np.float64))  # d = frac * 2**exp, frac in [0.5, 1)
@@ -165,8 +178,10 @@ def integerise(m: Q8Matrix, chunk_rows: int = 4096) -> IntMatrix:
         emin = np.where(emin == big, 0, emin)  # an all-zero row
         shift = np.where(nonzero, exp - emin[:, None], 0)
         block_int = mant * np.ldexp(1.0, shift)  # (rows, nb), exact integers
-        absq = np.abs(m.qs[r0:r1].reshape(r1 - r0, nb, BLOCK).astype(np.float64)).sum(axis=2)
+        blocks = m.qs[r0:r1].reshape(r1 - r0, nb, BLOCK).astype(np.float64)
+        absq = np.abs(blocks).sum(axis=2)
         worst = max(worst, float((absq * block_int).sum(axis=1).max(initial=0.0)))  # sum |w| of a row
+        wsum[r0:r1] = (blocks.sum(axis=2) * block_int).sum(axis=1)  # exact: every partial sum is at most `worst`
         mult[r0:r1] = block_int  # exact in float32: 11 significant bits
         row_scale[r0:r1] = np.ldexp(1.0, emin - 11)
     bits = ACT_BITS
@@ -174,30 +189,38 @@ def integerise(m: Q8Matrix, chunk_rows: int = 4096) -> IntMatrix:
         bits -= 1
     if bits < 8:
         raise ExactnessError(f"Q8_0 matrix {rows}x{cols}: block scales of one row span too many binary orders for an exact float64 GEMM")
-    return IntMatrix(np.ascontiguousarray(m.qs), mult, row_scale, bits)  # the kernel needs C order
+    bytes_exact = worst * (2**16 - 1) < F64_EXACT  # the AVX-512 short-request form's bound (IntMatrix.wsum)
+    return IntMatrix(np.ascontiguousarray(m.qs), mult, row_scale, bits, wsum if bytes_exact else None)  # the kernel needs C order
 
 
-KERNELS = ("auto", "c", "numpy")
+KERNELS = ("auto", "c", *q8kernel.PATHS, "numpy")
 
 
 class ExactOps:
     """Shape-stable arithmetic: see the module docstring.
 
-    ``kernel`` picks how ``linear`` computes its exact integer products: ``"c"`` the compiled
-    Q8_0 kernel (``model.q8kernel``), ``"numpy"`` float64 BLAS on widened weights, ``"auto"`` (the
-    default) the C kernel when it builds, else NumPy. Both give the same integers, hence the same
-    bits. ``threads`` splits a product's output rows over that many threads (bits unchanged).
+    ``kernel`` picks how ``linear`` (and attention, quantisation, RMSNorm ...) compute: ``"numpy"``
+    float64 BLAS on widened weights and NumPy; a compiled path of ``model.q8kernel`` by name
+    (``"avx512"``, ``"avx2"``, ``"portable"``: ``RuntimeError`` if it is not usable on this machine);
+    ``"c"`` the compiled path ``$RADIXCHECK_Q8_KERNEL`` chooses (default: the best one that passes
+    its self-test; ``RuntimeError`` if there is none); ``"auto"`` (the default) the same, else
+    NumPy; or a loaded kernel library itself (the self-test's way in). All give the same integers,
+    hence the same bits. ``kernel`` (attribute) names the path in use. ``threads`` splits a
+    product's output rows over that many threads (bits unchanged).
     """
 
     name = "exact"
 
-    def __init__(self, kernel: str = "auto") -> None:
-        if kernel not in KERNELS:
-            raise ValueError(f"unknown kernel {kernel!r} (expected one of {KERNELS})")
-        self._lib = None if kernel == "numpy" else q8kernel.load()
-        if kernel == "c" and self._lib is None:
-            raise RuntimeError("the C Q8_0 kernel is not available (no C compiler, or RADIXCHECK_Q8_KERNEL=numpy)")
-        self.kernel = "c" if self._lib is not None else "numpy"
+    def __init__(self, kernel: str | object = "auto") -> None:
+        if isinstance(kernel, str):
+            if kernel not in KERNELS:
+                raise ValueError(f"unknown kernel {kernel!r} (expected one of {KERNELS})")
+            self._lib = None if kernel == "numpy" else q8kernel.load(kernel if kernel in q8kernel.PATHS else None)
+            if kernel != "auto" and kernel != "numpy" and self._lib is None:
+                raise RuntimeError(f"the compiled Q8_0 kernel ({kernel}) is not usable here: {_why_not(kernel)}")
+        else:
+            self._lib = kernel
+        self.kernel = q8kernel.path_of(self._lib)
         self.threads = 1
 
     def prepare(self, m: Q8Matrix) -> IntMatrix:
@@ -218,7 +241,7 @@ class ExactOps:
                 return out
             xs, sx = q8kernel.quantize(self._lib, x, w.act_bits)  # = quantize_rows, as int16
             pool = _pool(self.threads)  # disjoint output columns per thread; ctypes releases the GIL
-            futs = [pool.submit(q8kernel.matmul, self._lib, xs, w.q, w.mult, w.row_scale, sx, out, a, b) for a, b in parts]
+            futs = [pool.submit(q8kernel.matmul, self._lib, xs, w, sx, out, a, b) for a, b in parts]
             for f in futs:
                 f.result()
             return out
@@ -411,7 +434,7 @@ class FloatOps:
         return o.reshape(Hkv, G, T, D).transpose(2, 0, 1, 3).reshape(T, H * D).astype(np.float64)
 
 
-def get_ops(arithmetic: str, kernel: str = "auto") -> ExactOps | FloatOps:
+def get_ops(arithmetic: str, kernel: str | object = "auto") -> ExactOps | FloatOps:
     """``"exact"`` (default), ``"float"`` (plain float32 BLAS) or ``"float64"`` (fidelity reference).
     ``kernel`` applies to ``"exact"`` only (``ExactOps``)."""
     if arithmetic == "exact":

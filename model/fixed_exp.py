@@ -2,7 +2,7 @@
 and NumPy agree bit for bit.
 
 Why not ``np.exp``: NumPy computes float64 ``exp`` with glibc on some CPUs and with its own SIMD
-code on others (AVX-512), and the compiled kernels (``model.q8kernel``) cannot call either one
+code on others (AVX-512), and the compiled kernels (``model/kernels/exp.c``) cannot call either one
 bit-compatibly. Any fixed, accurate formula does, if both sides perform the same correctly rounded
 operations in the same order. This one is the textbook reduction:
 
@@ -42,12 +42,3 @@ def fixed_exp(x: np.ndarray) -> np.ndarray:
         p = p * r + c
     return np.where(ok, np.ldexp(p, k.astype(np.int32)), np.where(x > EXP_MAX, np.inf, 0.0))
 
-
-def c_definitions() -> str:
-    """The same constants as C source (hexadecimal literals: exactly these float64 values)."""
-    poly = ", ".join(c.hex() for c in POLY)
-    return (
-        f"#define EXP_MIN ({EXP_MIN.hex()})\n#define EXP_MAX ({EXP_MAX.hex()})\n#define EXP_LOG2E ({LOG2E.hex()})\n"
-        f"#define EXP_LN2_HI ({LN2_HI.hex()})\n#define EXP_LN2_LO ({LN2_LO.hex()})\n"
-        f"#define EXP_DEGREE {len(POLY) - 1}\nstatic const double EXP_POLY[{len(POLY)}] = {{{poly}}};\n"
-    )

@@ -3,7 +3,7 @@
 Why: a short suffix (the radix arm's typical request: 16-32 tokens) spent ~6 ms per request in
 the ~12 Python-level calls per layer around the C kernels (argument checks, temporaries, and ~54
 ``.ctypes.data`` lookups per layer at ~2 µs each), against ~0.03 ms per token for a full prompt.
-Here a layer is two calls into ``model.q8kernel``'s library:
+Here a layer is two calls into the kernel library (``model/kernels/layer.c``):
 
 ``layer_qkv``
     RMSNorm, the exact QKV product, RoPE on the queries;
@@ -31,103 +31,11 @@ from typing import Any
 
 import numpy as np
 
-C_SOURCE = r"""
-/* ---- one layer in two calls (model.fused) ---- */
-typedef struct { const int8_t *q; const float *m; const double *rs; int64_t rows, bits; } q8_weight;
-
-typedef struct {
-    const double *attn_norm, *ffn_norm;
-    q8_weight qkv, wo, gate_up, down;
-} layer_weights;
-
-typedef struct {
-    int64_t T, d, H, Hkv, D, ffn, qk_bits, p_bits, denom_bits;
-    double eps, inv_sqrt_d;
-    const int64_t *pos;
-    const double *cos_t, *sin_t;
-    double *x, *h, *normbuf, *qkv, *q_rot, *att, *tmp, *gu, *act, *expbuf, *sx, *kvbuf;
-    int16_t *xi;
-} layer_work;
-
-static int64_t linear_w(const q8_weight *w, const layer_work *s, int64_t K, const double *x, double *out)
-{
-    return q8_linear(s->T, K, x, w->bits, s->xi, s->sx, w->q, w->m, w->rows, w->rs, out, 0);
-}
-
-static void add_rows(const layer_work *s) /* x = x + tmp */
-{
-    for (int64_t i = 0; i < s->T * s->d; i++) s->x[i] = s->x[i] + s->tmp[i];
-}
-
-/* h = rmsnorm(x); qkv = h @ Wqkv (exact); q_rot = rope(q part of qkv). Returns 1 on a NaN or an infinity. */
-int64_t layer_qkv(const layer_weights *w, const layer_work *s)
-{
-    rms_norm(s->T, s->d, s->x, w->attn_norm, s->eps, s->h, s->normbuf);
-    if (linear_w(&w->qkv, s, s->d, s->h, s->qkv))
-        return 1;
-    rope_rows(s->T, s->H, s->D, s->qkv, w->qkv.rows, s->pos, s->cos_t, s->sin_t, s->q_rot);
-    return 0;
-}
-
-/* The pool write and the memo of one layer, for a float32 pool (pk, pv: the layer's (slots, Hkv, D)
-   rows), as KVPool.write and Model._context_kv do them: the T fresh rows' K and V (qkv's k and v
-   parts) rounded to float32 at slots[n_keys - T + i]; then every key j < n_keys whose memo entry is
-   not for position j (the fresh rows: the caller dropped their entries) read back, rotated to
-   position j and quantised into memo row slots[j], its position recorded last (a row holding a NaN
-   or an infinity gets no entry, and the call returns 1). */
-int64_t store_kv(const layer_work *s, int64_t n_keys, const int64_t *slots, float *pk, float *pv, float *mk, double *msk,
-                 float *mv, double *msv, int64_t *mpos, int64_t k_bits, int64_t v_bits)
-{
-    const int64_t E = s->Hkv * s->D, q_dim = s->H * s->D, ldq = q_dim + 2 * E, n0 = n_keys - s->T;
-    double *k = s->kvbuf, *v = k + E, *kbuf = v + E, *ki = kbuf + E, *vi = ki + E;
-    int64_t bad = 0;
-    for (int64_t i = 0; i < s->T; i++)
-        for (int64_t e = 0; e < E; e++) {
-            pk[slots[n0 + i] * E + e] = (float)s->qkv[i * ldq + q_dim + e];
-            pv[slots[n0 + i] * E + e] = (float)s->qkv[i * ldq + q_dim + E + e];
-        }
-    for (int64_t j = 0; j < n_keys; j++) {
-        const int64_t row = slots[j];
-        if (mpos[row] == j)
-            continue;
-        for (int64_t e = 0; e < E; e++) k[e] = (double)pk[row * E + e], v[e] = (double)pv[row * E + e];
-        const int64_t b = rotate_quantise_kv(1, s->Hkv, s->D, k, v, &j, s->cos_t, s->sin_t, k_bits, v_bits, kbuf, ki,
-                                             msk + row * s->Hkv, vi, msv + row * s->Hkv);
-        for (int64_t e = 0; e < E; e++) mk[row * E + e] = (float)ki[e], mv[row * E + e] = (float)vi[e]; /* integers < 2^24: exact */
-        mpos[row] = b ? -1 : j;
-        bad |= b;
-    }
-    return bad;
-}
-
-/* The rest of the layer, keys j = rows slots[j] of the memo arrays (exact_attention's cached
-   keys; every key a query sees is one of them). Returns exact_attention's or q8_linear's error. */
-int64_t layer_rest(const layer_weights *w, const layer_work *s, int64_t n_keys, const int64_t *slots, const float *mk,
-                   const double *msk, const float *mv, const double *msv)
-{
-    int64_t bad = exact_attention(s->H, s->Hkv, s->D, s->q_rot, s->pos, n_keys, slots, mk, msk, mv, msv, NULL, NULL,
-                                  NULL, NULL, s->inv_sqrt_d, s->qk_bits, s->p_bits, s->denom_bits, 0, s->T, s->att);
-    if (bad)
-        return bad;
-    if (linear_w(&w->wo, s, s->H * s->D, s->att, s->tmp))
-        return 1;
-    add_rows(s);
-    rms_norm(s->T, s->d, s->x, w->ffn_norm, s->eps, s->h, s->normbuf);
-    if (linear_w(&w->gate_up, s, s->d, s->h, s->gu))
-        return 1;
-    silu_mul(s->T, s->ffn, s->gu, s->act, s->expbuf);
-    if (linear_w(&w->down, s, s->ffn, s->act, s->tmp))
-        return 1;
-    add_rows(s);
-    return 0;
-}
-"""
-
 _P, _I = ctypes.c_void_p, ctypes.c_int64
 
 
 class Q8Weight(ctypes.Structure):
-    _fields_ = [("q", _P), ("m", _P), ("rs", _P), ("rows", _I), ("bits", _I)]
+    _fields_ = [("q", _P), ("m", _P), ("rs", _P), ("ws", _P), ("rows", _I), ("bits", _I)]
 
 
 class LayerWeights(ctypes.Structure):
@@ -161,8 +69,8 @@ def declare(lib: ctypes.CDLL) -> None:
 
 
 def _q8(w: Any) -> Q8Weight:
-    q, m, rs = w.addresses
-    return Q8Weight(q, m, rs, w.shape[0], w.act_bits)
+    q, m, rs, ws = w.addresses
+    return Q8Weight(q, m, rs, ws, w.shape[0], w.act_bits)
 
 
 def layer_weights(layer: dict[str, Any]) -> LayerWeights:
@@ -186,7 +94,7 @@ class Workspace:
         qd, kvd = c.n_heads * c.head_dim, c.n_kv_heads * c.head_dim
         self.slots = np.ascontiguousarray(slots, dtype=np.int64)
         self._slots_at = self.slots.ctypes.data
-        from radixcheck.model import q8kernel  # here, not at the top: q8kernel imports this module for its C source
+        from radixcheck.model import q8kernel  # here, not at the top: q8kernel imports this module (declare)
 
         self.pos = q8kernel._positions(np.arange(n, slots.size), len(cos))  # bounds-checked: C reads the tables unchecked
         self.buffers = {

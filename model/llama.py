@@ -131,8 +131,9 @@ class Model:
     BLAS is limited (threadpoolctl) to ``blas_threads`` per calling thread (default 1: the
     model's own threads are the parallelism). Both are plain attributes (``model.threads = 2``);
     none of them changes a bit of the exact model's results (the tests vary both).
-    ``kernel`` (exact arithmetic only): ``"auto"`` (default), ``"c"`` or ``"numpy"`` — see
-    ``model.exact.ExactOps``; same bits either way. With the C kernel, the memo and one thread,
+    ``kernel`` (exact arithmetic only): ``"auto"`` (default), ``"c"``, a compiled path
+    (``"avx512"``, ``"avx2"``, ``"portable"``) or ``"numpy"`` — see ``model.exact.ExactOps``; same
+    bits either way. With the C kernel, the memo and one thread,
     each layer runs as two C calls (``model.fused``; same bits as the step-by-step path).
 
     Main entry point: ``prefill(pool, tokens, slots, num_cached)`` (see its docstring).
@@ -148,7 +149,7 @@ class Model:
         *,
         threads: int | None = None,
         blas_threads: int = 1,
-        kernel: str = "auto",
+        kernel: str | object = "auto",
     ) -> None:
         self.config = config
         self._embd = weights.token_embd

@@ -11,7 +11,8 @@ file directly in that venv (``python model/llamacpp.py worker ...``) without rad
     ``properties/test_model_smollm2.py`` compares our argmax with it when the fixture exists.
 
 ``python model/llamacpp.py worker GGUF``
-    A persistent timing worker used by ``python -m radixcheck.model.bench --llama-python ...``: reads a token
+    A persistent timing worker used by ``python -m radixcheck.model.bench --llama-python ...``: prints
+    ``ready`` and llama.cpp's system info (the instructions its build uses), then reads a token
     count ``T`` per line on stdin, prefills ``T`` random tokens from an empty KV cache and prints
     the wall and CPU seconds taken.
 
@@ -95,9 +96,12 @@ def write_fixture(out: Path) -> None:
 
 
 def worker(path: str, threads: int) -> None:
+    import llama_cpp
+
     llm = _llama(path, 2048, logits_all=False, threads=threads)
     rng = np.random.default_rng(0)
-    print("ready", flush=True)
+    info = llama_cpp.llama_print_system_info().decode(errors="replace").replace("\n", " ").strip()
+    print(f"ready {info}", flush=True)  # the instructions this llama.cpp build uses, for the report
     for line in sys.stdin:
         T = int(line)
         toks = [int(t) for t in rng.integers(0, llm.n_vocab(), T)]

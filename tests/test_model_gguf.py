@@ -29,10 +29,22 @@ def test_rounding_is_half_away_from_zero() -> None:
 
 
 finite32 = st.floats(-1e4, 1e4, width=32, allow_subnormal=False)
+# A GGUF stores a Q8_0 block's scale (its largest magnitude / 127) as float16, whose smallest positive
+# value is 2**-24: a non-zero block below 127 * 2**-24 has no GGUF form (its scale is stored as 0, and
+# far enough below, 1 / scale overflows float32 in gguf-py's quantiser and ours: RuntimeWarnings, and
+# casts of infinities to int8 whose result NumPy does not define).
+SMALLEST_STORABLE_MAX = 127 * 2.0**-24
+
+
+def _storable(x: np.ndarray) -> np.ndarray:
+    """``x`` with every block that a GGUF cannot hold (0 < max |block| < SMALLEST_STORABLE_MAX) set to zeros."""
+    blocks = x.reshape(x.shape[0], -1, 32)
+    amax = np.abs(blocks).max(axis=2, keepdims=True)
+    return np.where((amax > 0) & (amax < SMALLEST_STORABLE_MAX), np.float32(0), blocks).reshape(x.shape)
 
 
 @settings(deadline=None, max_examples=60)
-@given(x=arrays(np.float32, st.tuples(st.integers(1, 4), st.sampled_from([32, 64, 96])), elements=finite32))
+@given(x=arrays(np.float32, st.tuples(st.integers(1, 4), st.sampled_from([32, 64, 96])), elements=finite32).map(_storable))
 def test_q8_0_quantize_is_byte_identical_to_gguf_py(x: np.ndarray) -> None:
     ours = to_gguf_bytes(quantize(x))
     theirs = gguf.quants.quantize(x, gguf.GGMLQuantizationType.Q8_0)

@@ -1,10 +1,12 @@
-"""The compiled Q8_0 kernel computes the same exact integers as float64 BLAS, so the same bits.
+"""Every compiled kernel path computes the same exact integers as float64 BLAS, so the same bits.
 
-``ExactOps("c")`` (``model/q8kernel.py``) and ``ExactOps("numpy")`` must agree bit for bit on every
-product: any shape (activation rows 1..n, not a multiple of the kernel's 4-row tile), extreme
-int8 values (-128 and 127), block scales spread over many binary orders (so ``integerise`` lowers
-the activation precision), all-zero rows and blocks, and any number of threads. The whole model
-must give the same logits either way.
+Each compiled path usable on this machine (``model.q8kernel.available()``: AVX-512, AVX2,
+portable C) must agree with ``ExactOps("numpy")`` bit for bit on every product: any shape
+(activation rows 1..n, across the AVX-512 form's 16-row tiles and the AVX2 form's 4-row tiles),
+extreme int8 values (-128 and 127), block scales spread over many binary orders (so ``integerise``
+lowers the activation precision), all-zero rows and blocks, and any number of threads. The whole
+model must give the same logits on every path. A path this CPU cannot run is reported as a
+skipped ``test_kernel_path_passes_its_self_test[...]`` ("not tested"), never as a pass.
 """
 
 from __future__ import annotations
@@ -20,9 +22,21 @@ from radixcheck.model.exact import ExactOps, integerise
 from radixcheck.model.llama import Model
 from radixcheck.model.q8 import Q8Matrix
 
-pytestmark = pytest.mark.skipif(q8kernel.load() is None, reason="C Q8_0 kernel not built (no compiler or RADIXCHECK_Q8_KERNEL=numpy)")
+pytestmark = pytest.mark.skipif(q8kernel.load() is None, reason="no compiled Q8_0 kernel (no compiler or RADIXCHECK_Q8_KERNEL=numpy)")
 
+PATHS = q8kernel.available()  # the compiled paths this machine runs (each passed its self-test), best first
 C, NUMPY = ExactOps("c"), ExactOps("numpy")
+
+
+@pytest.mark.parametrize("path", q8kernel.PATHS)
+def test_kernel_path_passes_its_self_test(path: str) -> None:
+    """A path the CPU runs must build and pass its self-test; one it cannot run is "not tested"
+    (a skip naming the missing instructions), never a pass."""
+    st_ = q8kernel.status(path)
+    if st_.state == "not tested":
+        pytest.skip(str(st_))
+    assert st_.state == "passed", str(st_)
+    assert ExactOps(path).kernel == path
 
 
 def _matrix(rng: np.random.Generator, rows: int, nb: int, spread: int, extreme: bool) -> Q8Matrix:
@@ -39,7 +53,7 @@ def _matrix(rng: np.random.Generator, rows: int, nb: int, spread: int, extreme: 
 
 @settings(deadline=None, max_examples=25)
 @given(
-    n=st.integers(1, 11),
+    n=st.integers(1, 40),
     rows=st.integers(1, 200),
     nb=st.integers(1, 50),
     spread=st.integers(0, 14),
@@ -52,30 +66,54 @@ def test_c_kernel_equals_float64_blas(n: int, rows: int, nb: int, spread: int, e
     w = integerise(_matrix(rng, rows, nb, spread, extreme))
     x = rng.standard_normal((n, nb * 32)) * 10.0 ** rng.integers(-3, 4)
     x[rng.random(x.shape) < 0.05] = 0
-    c = ExactOps("c")
-    c.threads = threads
     for dtype in (np.float64, np.float32):
-        assert_bit_identical(c.linear(x, w, dtype), NUMPY.linear(x, w, dtype), f"C kernel vs BLAS ({dtype.__name__})")
+        want = NUMPY.linear(x, w, dtype)
+        for path in PATHS:
+            c = ExactOps(path)
+            c.threads = threads
+            assert_bit_identical(c.linear(x, w, dtype), want, f"{path} kernel vs BLAS ({dtype.__name__})")
 
 
 def test_c_kernel_on_full_magnitude_activations_and_weights() -> None:
     """Every activation at +-(2**act_bits - 1) and every weight at -128 / 127: the largest block sums."""
     rng = np.random.default_rng(1)
     w = integerise(Q8Matrix(np.where(rng.random((130, 1536)) < 0.5, -128, 127).astype(np.int8), np.full((130, 48), 0.01, np.float16)))
-    x = np.where(rng.random((9, 1536)) < 0.5, -1.0, 1.0)
-    assert_bit_identical(C.linear(x, w), NUMPY.linear(x, w), "C kernel vs BLAS at full magnitude")
+    for n in (9, 16, 21):  # AVX-512: a partial 16-row tile, a whole one, a whole one and 5 rows for the AVX2 form
+        x = np.where(rng.random((n, 1536)) < 0.5, -1.0, 1.0)
+        want = NUMPY.linear(x, w)
+        for path in PATHS:
+            assert_bit_identical(ExactOps(path).linear(x, w), want, f"{path} kernel vs BLAS at full magnitude, {n} rows")
+
+
+@pytest.mark.parametrize("n", [5, 8, 16, 21, 24, 25, 33])
+def test_both_forms_of_a_short_product_equal_float64_blas(n: int) -> None:
+    """A short request's product (at most 24 rows: the AVX-512 path's byte form, which needs the
+    matrix's weight sums) and the same rows of a matrix without them (activation bits lowered:
+    the widening form) both give BLAS's bits on every path; 25 and 33 rows: the widening form."""
+    rng = np.random.default_rng(n)
+    qs = rng.integers(-128, 128, size=(70, 96), dtype=np.int8)
+    narrow = integerise(Q8Matrix(qs, np.full((70, 3), 2.0**-5, np.float16)))
+    wide_scales = np.full((70, 3), 2.0**-4, np.float16)
+    wide_scales[:, 1] = 2.0**-22
+    wide = integerise(Q8Matrix(qs, wide_scales))
+    assert narrow.wsum is not None and narrow.act_bits == 15 and wide.wsum is None and wide.act_bits < 15
+    x = rng.standard_normal((n, 96)) * 5
+    for w in (narrow, wide):
+        want = NUMPY.linear(x, w)
+        for path in PATHS:
+            assert_bit_identical(ExactOps(path).linear(x, w), want, f"{path}, {n} rows, weight sums {w.wsum is not None}")
 
 
 def test_model_logits_do_not_depend_on_the_kernel_or_threads() -> None:
     toks = np.random.default_rng(2).integers(0, 384, 70)
     out = []
-    for kernel, threads in (("numpy", 1), ("c", 1), ("c", 2), ("c", 3)):
+    for kernel, threads in (("numpy", 1), *((path, t) for path in PATHS for t in (1, 2, 3))):
         m = load_default()
         m.ops = ExactOps(kernel)
         m.threads = threads
         out.append(m.prefill(KVPool(m.config, 70), toks, np.arange(70)))
     for o in out[1:]:
-        assert_bit_identical(o, out[0], "kernel / threads")
+        assert_bit_identical(o, out[0], "kernel path / threads")
 
 
 def test_c_quantize_equals_quantize_rows() -> None:
@@ -90,22 +128,24 @@ def test_c_quantize_equals_quantize_rows() -> None:
     x[2, :3] = [5e-324, -5e-324, 1e-310]
     x[3] = np.arange(96) - 47.5  # amax 47.5: many quotients land on exact halves at low bits
     x[4] = 1.5 * (np.arange(96) % 3 - 1)
-    lib = q8kernel.load()
-    for bits in (8, 11, 15):
-        want_i, want_s = quantize_rows(x, bits)
-        got_i, got_s = q8kernel.quantize(lib, x, bits)
-        assert_bit_identical(got_s, want_s, f"scales ({bits} bits)")
-        assert_bit_identical(got_i.astype(np.float64), want_i, f"integers ({bits} bits)")
-    for bits in (8, 15, 20, 21, 30):  # the float64 form used by attention (q, k: 20; v: 15; p: 21)
-        want_i, want_s = quantize_rows(x.reshape(3, 4, 96), bits)
-        got_i, got_s = q8kernel.quantize_rows(lib, x.reshape(3, 4, 96), bits)
-        assert_bit_identical(got_s, want_s, f"scales ({bits} bits, float64 form)")
-        assert_bit_identical(got_i, want_i, f"integers ({bits} bits, float64 form)")
-    x[5, 7] = np.nan
-    with pytest.raises(ExactnessError, match="non-finite"):
-        q8kernel.quantize(lib, x, 15)
-    with pytest.raises(ExactnessError, match="non-finite"):
-        q8kernel.quantize_rows(lib, x, 20)
+    for lib in map(q8kernel.load, PATHS):
+        for bits in (8, 11, 15):
+            want_i, want_s = quantize_rows(x, bits)
+            got_i, got_s = q8kernel.quantize(lib, x, bits)
+            assert_bit_identical(got_s, want_s, f"{lib.kernel_path}: scales ({bits} bits)")
+            assert_bit_identical(got_i.astype(np.float64), want_i, f"{lib.kernel_path}: integers ({bits} bits)")
+        for bits in (8, 15, 20, 21, 30):  # the float64 form used by attention (q, k: 20; v: 15; p: 21)
+            want_i, want_s = quantize_rows(x.reshape(3, 4, 96), bits)
+            got_i, got_s = q8kernel.quantize_rows(lib, x.reshape(3, 4, 96), bits)
+            assert_bit_identical(got_s, want_s, f"{lib.kernel_path}: scales ({bits} bits, float64 form)")
+            assert_bit_identical(got_i, want_i, f"{lib.kernel_path}: integers ({bits} bits, float64 form)")
+    y = x.copy()
+    y[5, 7] = np.nan
+    for lib in map(q8kernel.load, PATHS):
+        with pytest.raises(ExactnessError, match="non-finite"):
+            q8kernel.quantize(lib, y, 15)
+        with pytest.raises(ExactnessError, match="non-finite"):
+            q8kernel.quantize_rows(lib, y, 20)
 
 
 @pytest.mark.parametrize("d", [1, 3, 128, 576, 1000])
@@ -116,7 +156,8 @@ def test_c_rmsnorm_equals_the_numpy_rmsnorm(d: int) -> None:
     x = rng.standard_normal((7, d)) * 10.0 ** rng.integers(-5, 5, (7, 1))
     w = rng.standard_normal(d)
     want = x * (1.0 / np.sqrt(rowsum(x * x) / d + 1e-5))[:, None] * w[None, :]
-    assert_bit_identical(q8kernel.rmsnorm(q8kernel.load(), x, w, 1e-5), want, f"rmsnorm (d={d})")
+    for path in PATHS:
+        assert_bit_identical(q8kernel.rmsnorm(q8kernel.load(path), x, w, 1e-5), want, f"{path}: rmsnorm (d={d})")
 
 
 @settings(deadline=None, max_examples=25)
@@ -149,9 +190,11 @@ def test_c_attention_equals_the_numpy_attention(
         for a, src in zip(arrays, kv, strict=True):
             a[slots] = src[:past]
         kv, cached = tuple(a[past:] for a in kv), (slots, *arrays)
-    c = ExactOps("c")
-    c.threads = threads
-    assert_bit_identical(c.attention_quantised(q, *kv, pos, cached), NUMPY.attention_quantised(q, *kv, pos, cached), "attention")
+    want = NUMPY.attention_quantised(q, *kv, pos, cached)
+    for path in PATHS:
+        c = ExactOps(path)
+        c.threads = threads
+        assert_bit_identical(c.attention_quantised(q, *kv, pos, cached), want, f"{path}: attention")
 
 
 def test_fixed_exp_is_exp_to_a_few_ulps_and_exactly_one_at_zero() -> None:
@@ -169,27 +212,31 @@ def test_c_swiglu_equals_the_numpy_swiglu() -> None:
     """SiLU(gate) * up in C (the fixed exponential, vectorised) is the NumPy expression bit for bit,
     including gates far enough out that the exponential saturates to 0 or infinity."""
     base = load_default()
-    c, numpy = (Model(base.config, base.weights, kernel=k) for k in ("c", "numpy"))
+    numpy = Model(base.config, base.weights, kernel="numpy")
     rng = np.random.default_rng(7)
     gu = rng.standard_normal((9, 2 * base.config.ffn_dim)) * 10.0 ** rng.integers(-3, 3, (9, 1))
     gu[0, :6] = [800.0, -800.0, 709.5, -709.5, 0.0, -0.0]
-    assert_bit_identical(c.swiglu(gu), numpy.swiglu(gu), "swiglu")
+    for path in PATHS:
+        c = Model(base.config, base.weights, kernel=path)
+        assert_bit_identical(c.swiglu(gu), numpy.swiglu(gu), f"{path}: swiglu")
 
 
 def test_c_rope_and_rotated_kv_equal_the_numpy_ones() -> None:
     """RoPE and the memo's rotate-and-quantise in C are ``Model.rope`` / ``quantise_kv(rope(k), v)``
     bit for bit; a position outside the tables raises instead of reading past them."""
     base = load_default()
-    c, numpy = (Model(base.config, base.weights, kernel=k) for k in ("c", "numpy"))
+    numpy = Model(base.config, base.weights, kernel="numpy")
     rng = np.random.default_rng(6)
     pos = rng.integers(0, base.config.max_seq_len, 37)
     x = rng.standard_normal((37, base.config.n_heads, base.config.head_dim)) * 100
-    assert_bit_identical(c.rope(x, pos), numpy.rope(x, pos), "rope")
     k, v = (rng.standard_normal((37, base.config.n_kv_heads, base.config.head_dim)) for _ in range(2))
-    for got, want in zip(c._rotated_kv(k, v, pos), numpy._rotated_kv(k, v, pos), strict=True):
-        assert_bit_identical(got, want, "rotate + quantise K/V")
-    with pytest.raises(IndexError, match="RoPE position"):
-        c.rope(x, pos + base.config.max_seq_len)
+    for path in PATHS:
+        c = Model(base.config, base.weights, kernel=path)
+        assert_bit_identical(c.rope(x, pos), numpy.rope(x, pos), f"{path}: rope")
+        for got, want in zip(c._rotated_kv(k, v, pos), numpy._rotated_kv(k, v, pos), strict=True):
+            assert_bit_identical(got, want, f"{path}: rotate + quantise K/V")
+        with pytest.raises(IndexError, match="RoPE position"):
+            c.rope(x, pos + base.config.max_seq_len)
 
 
 @settings(deadline=None, max_examples=15)
@@ -201,22 +248,126 @@ def test_c_rope_and_rotated_kv_equal_the_numpy_ones() -> None:
 )
 def test_fused_layers_equal_the_unfused_and_numpy_paths(tokens: list[int], cut: float, storage: str, last_only: bool) -> None:
     """A layer in two C calls (``model.fused``, one thread) gives the bits of the call-per-step path
-    (two threads) and of the NumPy path, on a full prefill and on a suffix over a reused prefix."""
+    (two threads) and of the NumPy path, on a full prefill and on a suffix over a reused prefix,
+    on every compiled path."""
     base = load_default()
-    fused_m = Model(base.config, base.weights, kernel="c")
-    steps = Model(base.config, base.weights, kernel="c", threads=2)
-    numpy = Model(base.config, base.weights, kernel="numpy")
+    models = {"NumPy": Model(base.config, base.weights, kernel="numpy")}
+    for path in PATHS:
+        models[f"{path}, fused"] = Model(base.config, base.weights, kernel=path)
+        models[f"{path}, call per step"] = Model(base.config, base.weights, kernel=path, threads=2)
     calls = []
     n = int(cut * (len(tokens) - 1))
-    outs = []
+    outs = {}
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(fused, "layer_rest", lambda *a, f=fused.layer_rest: calls.append(1) or f(*a))
-        for m in (fused_m, steps, numpy):
+        for what, m in models.items():
             pool = KVPool(m.config, 128, dtype=storage)
             m.prefill(pool, tokens[:n], np.arange(n), 0)
-            outs.append((m.prefill(pool, tokens, np.arange(len(tokens)), n, last_only=last_only), pool.rows(np.arange(len(tokens)))))
-    assert len(calls) == base.config.n_layers * (2 if n else 1)  # the fused path ran, once per layer and call
-    for (got, (k, v)), what in zip(outs[1:], ("call per step", "NumPy"), strict=True):
-        assert_bit_identical(outs[0][0], got, f"fused vs {what}: logits")
-        assert_bit_identical(outs[0][1][0], k, f"fused vs {what}: stored K")
-        assert_bit_identical(outs[0][1][1], v, f"fused vs {what}: stored V")
+            outs[what] = (m.prefill(pool, tokens, np.arange(len(tokens)), n, last_only=last_only), *pool.rows(np.arange(len(tokens))))
+    assert len(calls) == len(PATHS) * base.config.n_layers * (2 if n else 1)  # each fused model ran fused, once per layer and call
+    for what, got in outs.items():
+        for g, w, part in zip(got, outs["NumPy"], ("logits", "stored K", "stored V"), strict=True):
+            assert_bit_identical(g, w, f"{what} vs NumPy: {part}")
+
+
+def test_the_c_exponential_has_the_python_constants() -> None:
+    """``model/kernels/fixed_exp.h`` spells the same float64 values as ``model/fixed_exp.py`` (the
+    C side cannot import them, so the test holds the two files together)."""
+    import re
+
+    from radixcheck.model import fixed_exp, kernel_build
+
+    text = kernel_build.sources()["fixed_exp.h"]
+    defines = dict(re.findall(r"#define (EXP_\w+) \(?([^)\s]+)\)?", text))
+    assert float.fromhex(defines["EXP_MIN"]) == fixed_exp.EXP_MIN
+    assert float.fromhex(defines["EXP_MAX"]) == fixed_exp.EXP_MAX
+    assert float.fromhex(defines["EXP_LOG2E"]) == fixed_exp.LOG2E
+    assert float.fromhex(defines["EXP_LN2_HI"]) == fixed_exp.LN2_HI
+    assert float.fromhex(defines["EXP_LN2_LO"]) == fixed_exp.LN2_LO
+    assert int(defines["EXP_DEGREE"]) == len(fixed_exp.POLY) - 1
+    poly = re.search(r"EXP_POLY\[[^]]*\] = \{([^}]*)\}", text).group(1)
+    assert [float.fromhex(c) for c in poly.replace(",", " ").split()] == list(fixed_exp.POLY)
+
+
+@pytest.fixture
+def fresh_choice(monkeypatch: pytest.MonkeyPatch):
+    """``q8kernel.load``'s choices made anew under a changed environment (and anew again afterwards)."""
+    q8kernel.load.cache_clear()
+    yield monkeypatch
+    q8kernel.load.cache_clear()
+
+
+def test_the_environment_forces_a_path(fresh_choice: pytest.MonkeyPatch) -> None:
+    """``RADIXCHECK_Q8_KERNEL`` picks the path of ``auto`` and ``c`` (so a subprocess can run any
+    of them); a name that is no path is a clear error, not a silent fallback."""
+    for path in (*PATHS, "numpy"):
+        fresh_choice.setenv(q8kernel.ENV, path)
+        q8kernel.load.cache_clear()
+        assert ExactOps().kernel == path
+        assert load_default().ops.kernel == path
+    q8kernel.load.cache_clear()
+    with pytest.raises(RuntimeError, match="RADIXCHECK_Q8_KERNEL=numpy"):
+        ExactOps("c")
+    fresh_choice.setenv(q8kernel.ENV, "avx-512")
+    q8kernel.load.cache_clear()
+    with pytest.raises(ValueError, match="RADIXCHECK_Q8_KERNEL='avx-512': expected one of auto, avx512, avx2, portable, numpy"):
+        ExactOps()
+
+
+def test_a_path_that_failed_or_that_the_cpu_lacks_is_not_used(fresh_choice: pytest.MonkeyPatch) -> None:
+    """``auto`` passes over a path whose self-test failed (warning, naming it and the failure) and
+    takes the next; a path asked for by name that cannot run here is refused: a warning and the
+    NumPy path from the environment, a ``RuntimeError`` from ``ExactOps(path)``."""
+    best, real_open = PATHS[0], q8kernel._open
+    failed = q8kernel.PathStatus(best, "failed", "self-test against the NumPy path: Q8_0 product ... differ")
+    fresh_choice.setattr(q8kernel, "_open", lambda p: (None, failed) if p == best else real_open(p))
+    with pytest.warns(RuntimeWarning, match=f"Q8_0 kernel path {best}: failed \\(self-test against the NumPy path"):
+        lib = q8kernel.load()
+    assert q8kernel.path_of(lib) == (PATHS[1] if len(PATHS) > 1 else "numpy")
+    lacking = q8kernel.PathStatus(best, "not tested", "this CPU lacks avx512_vnni")
+    fresh_choice.setattr(q8kernel, "_open", lambda p: (None, lacking) if p == best else real_open(p))
+    fresh_choice.setattr(q8kernel, "status", lambda p: lacking if p == best else real_open(p)[1])
+    q8kernel.load.cache_clear()
+    fresh_choice.setenv(q8kernel.ENV, best)
+    lacks = f"no usable compiled Q8_0 kernel \\({best}: not tested \\(this CPU lacks avx512_vnni\\)\\): .* NumPy path"
+    with pytest.warns(RuntimeWarning, match=lacks):
+        assert ExactOps().kernel == "numpy"
+    with pytest.warns(RuntimeWarning, match=lacks), pytest.raises(RuntimeError, match=f"{best}: not tested"):
+        ExactOps(best)
+
+
+def test_the_kernels_compile_without_warnings(tmp_path) -> None:
+    """Each usable path's library was built with ``-Wall -Wextra`` and nothing printed; each C file
+    compiles alone (``kernels.h`` declares what the files share), checked with the portable flags."""
+    import subprocess
+
+    from radixcheck.model import kernel_build
+
+    cc = kernel_build.compiler()
+    for path in PATHS:
+        assert kernel_build.compiler_warnings(kernel_build.BY_NAME[path], cc) == "", path
+    for name, text in kernel_build.sources().items():
+        (tmp_path / name).write_text(text)
+    for name in kernel_build.sources():
+        if name.endswith(".c"):
+            res = subprocess.run([cc, "-fsyntax-only", "-Wall", "-Wextra", "-Werror", "-I", str(tmp_path), str(tmp_path / name)],
+                                 capture_output=True, text=True)
+            assert res.returncode == 0, res.stderr
+
+
+def test_a_cpu_without_the_instructions_reports_the_path_not_tested(monkeypatch: pytest.MonkeyPatch) -> None:
+    """On a CPU without AVX-512 VNNI (simulated: the flag removed from what /proc/cpuinfo says) the
+    AVX-512 path is "not tested", naming the missing flag, and never built, loaded or passed."""
+    from radixcheck.model import kernel_build
+
+    flags = kernel_build.cpu_flags() - {"avx512_vnni"}
+    monkeypatch.setattr(kernel_build, "cpu_flags", lambda: flags)
+    monkeypatch.setattr(kernel_build, "ensure", lambda *a: pytest.fail("a path the CPU lacks was built"))
+    q8kernel._open.cache_clear()
+    try:
+        lib, st = q8kernel._open("avx512")
+        assert lib is None
+        assert (st.state, st.detail) == ("not tested", "this CPU lacks avx512_vnni")
+        assert str(st) == "avx512: not tested (this CPU lacks avx512_vnni)"
+    finally:
+        q8kernel._open.cache_clear()

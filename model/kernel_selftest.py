@@ -1,0 +1,167 @@
+"""The self-test every compiled kernel path passes before it is used: its bits against the NumPy path's.
+
+``model.q8kernel`` runs ``run(lib)`` once, right after a path's library is built
+(``model.kernel_build.ensure`` keeps the verdict beside the library). A path that fails is never
+used, and ``q8kernel`` warns, naming the path and the first difference; ``python -m
+radixcheck.model.kernel_check`` prints every path's verdict.
+
+What it compares, with ``np.array_equal`` (so NaN-free outputs; a difference of one bit fails):
+
+* the Q8_0 product (``ExactOps.linear``, float64 and float32 outputs) for 1 to 37 activation rows —
+  every tile shape of every form: the AVX-512 path's 16- and 8-row tiles, whole and partial, in
+  its widening and its short-request (byte) forms, the AVX2 form's 4-row and 1-row tiles, weight
+  chunks cut short, a weight-row range as a thread takes it — on random blocks (block scales
+  spread over 12 binary orders), on blocks whose scales are 2**18 apart (``integerise`` lowers the
+  activation bits; the byte form steps aside) and at the extremes: every weight -128 or 127 and
+  every activation the largest integer the quantiser produces (2**15 - 1 in magnitude), the
+  largest block sums;
+* the activation quantisation (int16 and float64 forms) on zero rows, subnormals, huge values and
+  exact halves;
+* exact attention (the query / key tiles, softmax, probability / value tiles) over memo-like
+  scattered rows, in order and shuffled, including head sizes that leave scalar tails;
+* a whole synthetic model (RMSNorm, RoPE, SwiGLU, the fused layers and the K/V memo): its logits
+  and stored K/V after a prefill and a reused-prefix prefill, against the NumPy model's.
+
+It takes about a tenth of a second.
+"""
+
+from __future__ import annotations
+
+import ctypes
+
+import numpy as np
+
+
+def _first_difference(name: str, got: np.ndarray, want: np.ndarray) -> str | None:
+    got, want = np.asarray(got), np.asarray(want)
+    if got.shape == want.shape and np.array_equal(got, want):
+        return None
+    if got.shape != want.shape:
+        return f"{name}: shape {got.shape} instead of {want.shape}"
+    idx = tuple(int(i) for i in np.argwhere(got != want)[0])
+    first = f"{got[idx].item()!r} instead of {want[idx].item()!r}"
+    return f"{name}: {int((got != want).sum())} of {got.size} values differ, first at {idx}: {first}"
+
+
+def _products(lib: ctypes.CDLL, rng: np.random.Generator) -> str | None:
+    from radixcheck.model import q8kernel
+    from radixcheck.model.exact import ExactOps, integerise
+    from radixcheck.model.q8 import Q8Matrix
+
+    c, ref = ExactOps(lib), ExactOps("numpy")
+    rows, nb = 45, 3  # 45 rows: a 32-row chunk, then 13 (an 8-row group and 5 left over, an odd one last)
+    qs = rng.integers(-128, 128, size=(rows, nb * 32), dtype=np.int8)
+    scales = (rng.uniform(0.5, 1.0, (rows, nb)) * 2.0 ** rng.integers(-12, 1, (rows, nb)) * 2**-6).astype(np.float16)
+    scales[rng.random((rows, nb)) < 0.1] = 0
+    random_w = integerise(Q8Matrix(qs, scales))
+    extreme_q = rng.choice(np.array([-128, 127], dtype=np.int8), size=(19, 64))
+    extreme_w = integerise(Q8Matrix(extreme_q, np.full((19, 2), 0.01, np.float16)))
+    # block scales 2**18 apart in a row: integerise lowers the activation bits, and the AVX-512
+    # short-request form (IntMatrix.wsum) steps aside for the widening one
+    wide = np.full((21, nb), 2.0**-4, np.float16)
+    wide[:, 1] = 2.0**-22
+    spread_w = integerise(Q8Matrix(qs[:21], wide))
+    if spread_w.act_bits == 15 or spread_w.wsum is not None or random_w.wsum is None:
+        return (f"self-test matrices: activation bits {spread_w.act_bits}, "
+                f"weight sums {spread_w.wsum is not None} / {random_w.wsum is not None}")
+    for n in (1, 2, 3, 5, 8, 13, 16, 24, 37):
+        x = rng.standard_normal((n, nb * 32)) * 10.0 ** rng.integers(-3, 4, (n, 1))
+        x[rng.random(x.shape) < 0.05] = 0
+        xe = np.where(rng.random((n, 64)) < 0.5, -1.0, 1.0) * 3.0  # every element quantises to +-(2**bits - 1)
+        for w, xs, what in ((random_w, x, "random"), (extreme_w, xe, "extreme"), (spread_w, x, "widely spread")):
+            for dtype in (np.float64, np.float32):
+                failure = _first_difference(f"Q8_0 product, {what} blocks, {n} rows, {dtype.__name__}", c.linear(xs, w, dtype),
+                                            ref.linear(xs, w, dtype))
+                if failure:
+                    return failure
+    x = rng.standard_normal((21, nb * 32))
+    xi, sx = q8kernel.quantize(lib, x, random_w.act_bits)
+    got = np.zeros((21, rows))
+    q8kernel.matmul(lib, xi, random_w, sx, got, 10, 40)  # a thread's row range
+    want = ref.linear(x, random_w)
+    want[:, :10] = want[:, 40:] = 0
+    return _first_difference("Q8_0 product over rows 10:40", got, want)
+
+
+def _quantisation(lib: ctypes.CDLL, rng: np.random.Generator) -> str | None:
+    from radixcheck.model import q8kernel
+    from radixcheck.model.exact import quantize_rows
+
+    x = rng.standard_normal((8, 96)) * 10.0 ** rng.integers(-300, 300, (8, 1))
+    x[0] = 0.0
+    x[1] = -0.0
+    x[2, :3] = [5e-324, -5e-324, 1e-310]
+    x[3] = np.arange(96) - 47.5  # exact halves at low bits: round half to even
+    for bits in (8, 15):
+        got_i, got_s = q8kernel.quantize(lib, x, bits)
+        want_i, want_s = quantize_rows(x, bits)
+        failure = _first_difference(f"int16 quantisation ({bits} bits)", got_i.astype(np.float64), want_i)
+        failure = failure or _first_difference(f"int16 quantisation scales ({bits} bits)", got_s, want_s)
+        if failure:
+            return failure
+    for bits in (15, 20, 21):
+        got = q8kernel.quantize_rows(lib, x.reshape(2, 4, 96), bits)
+        want = quantize_rows(x.reshape(2, 4, 96), bits)
+        for g, w, what in zip(got, want, ("integers", "scales"), strict=True):
+            if failure := _first_difference(f"float64 quantisation {what} ({bits} bits)", g, w):
+                return failure
+    return None
+
+
+def _attention(lib: ctypes.CDLL, rng: np.random.Generator) -> str | None:
+    from radixcheck.model.exact import ExactOps
+
+    c, ref = ExactOps(lib), ExactOps("numpy")
+    for (H, Hkv, D), T, past, shuffled in (((9, 3, 64), 23, 17, False), ((4, 2, 32), 13, 40, True), ((2, 1, 6), 9, 5, False),
+                                           ((3, 3, 20), 30, 0, True)):
+        L = past + T
+        q = rng.standard_normal((T, H, D)) * 10.0 ** rng.integers(-2, 3)
+        kv = ref.quantise_kv(rng.standard_normal((L, Hkv, D)) * 3, rng.standard_normal((L, Hkv, D)))
+        pos = rng.permutation(np.arange(past, L)) if shuffled else np.arange(past, L)
+        cached = None
+        if past:  # cached rows scattered over a larger array, as in a KVMemo
+            slots = rng.permutation(3 * past)[:past]
+            arrays = [np.zeros((3 * past, *a.shape[1:]), np.float32 if a.ndim == 3 else np.float64) for a in kv]
+            for a, src in zip(arrays, kv, strict=True):
+                a[slots] = src[:past]
+            kv, cached = tuple(a[past:] for a in kv), (slots, *arrays)
+        failure = _first_difference(f"attention (heads {H}/{Hkv} x {D}, {T} queries over {L} keys)",
+                                    c.attention_quantised(q, *kv, pos, cached), ref.attention_quantised(q, *kv, pos, cached))
+        if failure:
+            return failure
+    return None
+
+
+def _model(lib: ctypes.CDLL, rng: np.random.Generator) -> str | None:
+    from radixcheck.model.kv_pool import KVPool
+    from radixcheck.model.llama import Model
+    from radixcheck.model.synthetic import DEFAULT_CONFIG, synthetic_weights
+
+    weights = synthetic_weights(DEFAULT_CONFIG, seed=5)
+    toks = rng.integers(0, DEFAULT_CONFIG.vocab_size, 41)
+    results = []
+    for kernel, threads in ((lib, 1), (lib, 2), ("numpy", 1)):  # threads 2: the call-per-step path
+        m = Model(DEFAULT_CONFIG, weights, kernel=kernel, threads=threads)
+        pool = KVPool(m.config, 48)
+        first = m.prefill(pool, toks[:17], np.arange(17))
+        rest = m.prefill(pool, toks, np.arange(41), 17)
+        results.append((first, rest, *pool.rows(np.arange(41))))
+    for got, what in zip(results[:2], ("fused layers", "call per step"), strict=True):
+        for g, w, part in zip(got, results[2], ("logits", "logits after reuse", "stored K", "stored V"), strict=True):
+            if failure := _first_difference(f"synthetic model, {what}: {part}", g, w):
+                return failure
+    return None
+
+
+def run(lib: ctypes.CDLL) -> str | None:
+    """``None`` if ``lib`` (a kernel library with its argument types declared) gives the NumPy
+    path's bits everywhere the checks look, else a description of the first difference."""
+    rng = np.random.default_rng(20261201)
+    for check in (_quantisation, _products, _attention, _model):
+        try:
+            failure = check(lib, rng)
+        except Exception as e:  # any exception from a path under test is a failure of that path
+            return f"{check.__name__.lstrip('_')}: {type(e).__name__}: {e}"
+        if failure:
+            return failure
+    return None

@@ -1,0 +1,583 @@
+/* The exact Q8_0 x int16 matrix product (model/q8kernel.py's matmul and linear) and the activation
+   quantisation it needs. Why it is exact, and the same integers as the float64-BLAS path: see
+   q8_matmul's comment. */
+#include "kernels.h"
+
+#ifdef __AVX2__
+/* sum of 32 int16 products q[0:32] * x[0:32] per 32-bit lane pair (8 lanes; each |.| < 2^24) */
+static inline __m256i block8(const int8_t *q, __m256i x0, __m256i x1)
+{
+    __m256i w0 = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)q));
+    __m256i w1 = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)(q + 16)));
+    return _mm256_add_epi32(_mm256_madd_epi16(w0, x0), _mm256_madd_epi16(w1, x1));
+}
+
+/* [sum(p0), sum(p1), sum(p2), sum(p3)] as float64 (each |.| < 2^28: exact) */
+static inline __m256d hsum4(__m256i p0, __m256i p1, __m256i p2, __m256i p3)
+{
+    __m256i h = _mm256_hadd_epi32(_mm256_hadd_epi32(p0, p1), _mm256_hadd_epi32(p2, p3));
+    return _mm256_cvtepi32_pd(_mm_add_epi32(_mm256_castsi256_si128(h), _mm256_extracti128_si256(h, 1)));
+}
+#endif
+
+/* acc = sum_b m[r*nb + b] * (sum_{j<32} q[r*K + 32b + j] * x[i*K + 32b + j]) for i < n and
+   r0 <= r < r1. Exact: block sums are int32 (|.| < 2^28) and the float64 partial sums are
+   integers below 2^53 (the caller's bound), so nothing ever rounds and the order of the sums does
+   not matter. Then out[i*ldo + r] = (acc * rs[r]) * sx[i], two roundings in this order (what
+   NumPy's `acc *= rs; acc *= sx` does), stored as float64 or, if out32, rounded to float32. */
+static inline void put(void *out, int out32, int64_t ldo, int64_t i, int64_t r, double acc,
+                       const double *rs, const double *sx)
+{
+    volatile double v = acc * rs[r]; /* volatile: two separate IEEE products, never fused */
+    double w = v * sx[i];
+    if (out32)
+        ((float *)out)[i * ldo + r] = (float)w;
+    else
+        ((double *)out)[i * ldo + r] = w;
+}
+
+/* exact.quantize_rows(x, bits) as int16, bit for bit: per row amax = max |x|, scale = amax /
+   (2^bits - 1) (1 if not > 0), xi = rint(x / scale) (round half to even: the default mode).
+   Returns 1 if x holds a NaN or an infinity (the caller raises), else 0. */
+int64_t q8_quantize(int64_t n, int64_t K, const double *x, int64_t bits, int16_t *xi, double *sx)
+{
+    const double top = (double)((1LL << bits) - 1);
+    int64_t bad = 0;
+    for (int64_t i = 0; i < n; i++) {
+        const double *xr = x + i * K;
+        double scale = row_scale(xr, K, top, &bad);
+        sx[i] = scale;
+        int64_t j = 0;
+#ifdef RADIXCHECK_AVX512
+        for (; j + 8 <= K; j += 8) { /* the quotients are integers of at most 15 bits: exact as int32, then int16 */
+            const __m512d v = _mm512_roundscale_pd(_mm512_div_pd(_mm512_loadu_pd(xr + j), _mm512_set1_pd(scale)),
+                                                   _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+            _mm_storeu_si128((__m128i *)(xi + i * K + j), _mm256_cvtepi32_epi16(_mm512_cvtpd_epi32(v)));
+        }
+#elif defined(__AVX2__)
+        for (; j + 4 <= K; j += 4) {
+            const __m256d v = _mm256_round_pd(_mm256_div_pd(_mm256_loadu_pd(xr + j), _mm256_set1_pd(scale)),
+                                              _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+            const __m128i w = _mm256_cvtpd_epi32(v);
+            _mm_storel_epi64((__m128i *)(xi + i * K + j), _mm_packs_epi32(w, w));
+        }
+#endif
+        for (; j < K; j++) xi[i * K + j] = (int16_t)round_even(xr[j] / scale);
+    }
+    return bad;
+}
+
+/* q8_matmul for activation rows i_begin <= i < n: AVX2 tiles of 4 activation rows x 2 weight rows
+   and 1 x 4 (block sums by madd, reduced by hadd), or the portable loop without AVX2. */
+static void matmul_rows(int64_t i_begin, int64_t n, int64_t K, const int16_t *x, const int8_t *q, const float *m,
+                        int64_t r0, int64_t r1, const double *rs, const double *sx, void *out, int64_t ldo, int64_t out32)
+{
+    const int64_t nb = K / 32;
+    const int64_t RCHUNK = 32; /* weight rows kept in cache while every activation tile passes */
+    for (int64_t rc = r0; rc < r1; rc += RCHUNK) {
+        const int64_t re = rc + RCHUNK < r1 ? rc + RCHUNK : r1;
+        int64_t i0 = i_begin;
+#ifdef __AVX2__
+        for (; i0 + 4 <= n; i0 += 4) { /* 4 activation rows x 2 weight rows */
+            const int16_t *x0 = x + i0 * K, *x1 = x0 + K, *x2 = x1 + K, *x3 = x2 + K;
+            int64_t r = rc;
+            for (; r + 2 <= re; r += 2) {
+                const int8_t *qa = q + r * K, *qb = qa + K;
+                const float *ma = m + r * nb, *mb = ma + nb;
+                __m256d acca = _mm256_setzero_pd(), accb = _mm256_setzero_pd();
+                const int8_t *pa = qa + RCHUNK * K, *pb = pa + K; /* the next chunk's rows */
+                for (int64_t b = 0; b < nb; b++) {
+                    const int64_t o = 32 * b;
+                    if (i0 == i_begin && !(b & 1)) { /* fetch the next chunk from memory while this one computes */
+                        _mm_prefetch((const char *)(pa + o), _MM_HINT_T1);
+                        _mm_prefetch((const char *)(pb + o), _MM_HINT_T1);
+                    }
+                    __m256i xa0 = _mm256_loadu_si256((const __m256i *)(x0 + o));
+                    __m256i xb0 = _mm256_loadu_si256((const __m256i *)(x0 + o + 16));
+                    __m256i xa1 = _mm256_loadu_si256((const __m256i *)(x1 + o));
+                    __m256i xb1 = _mm256_loadu_si256((const __m256i *)(x1 + o + 16));
+                    __m256i xa2 = _mm256_loadu_si256((const __m256i *)(x2 + o));
+                    __m256i xb2 = _mm256_loadu_si256((const __m256i *)(x2 + o + 16));
+                    __m256i xa3 = _mm256_loadu_si256((const __m256i *)(x3 + o));
+                    __m256i xb3 = _mm256_loadu_si256((const __m256i *)(x3 + o + 16));
+                    __m256d s = hsum4(block8(qa + o, xa0, xb0), block8(qa + o, xa1, xb1),
+                                      block8(qa + o, xa2, xb2), block8(qa + o, xa3, xb3));
+                    acca = _mm256_fmadd_pd(s, _mm256_set1_pd((double)ma[b]), acca);
+                    s = hsum4(block8(qb + o, xa0, xb0), block8(qb + o, xa1, xb1),
+                              block8(qb + o, xa2, xb2), block8(qb + o, xa3, xb3));
+                    accb = _mm256_fmadd_pd(s, _mm256_set1_pd((double)mb[b]), accb);
+                }
+                double va[4], vb[4];
+                _mm256_storeu_pd(va, acca);
+                _mm256_storeu_pd(vb, accb);
+                for (int t = 0; t < 4; t++) {
+                    put(out, out32, ldo, i0 + t, r, va[t], rs, sx);
+                    put(out, out32, ldo, i0 + t, r + 1, vb[t], rs, sx);
+                }
+            }
+            for (; r < re; r++) { /* the odd last weight row */
+                const int8_t *qa = q + r * K;
+                __m256d acc = _mm256_setzero_pd();
+                for (int64_t b = 0; b < nb; b++) {
+                    const int64_t o = 32 * b;
+                    __m256d s = hsum4(
+                        block8(qa + o, _mm256_loadu_si256((const __m256i *)(x0 + o)), _mm256_loadu_si256((const __m256i *)(x0 + o + 16))),
+                        block8(qa + o, _mm256_loadu_si256((const __m256i *)(x1 + o)), _mm256_loadu_si256((const __m256i *)(x1 + o + 16))),
+                        block8(qa + o, _mm256_loadu_si256((const __m256i *)(x2 + o)), _mm256_loadu_si256((const __m256i *)(x2 + o + 16))),
+                        block8(qa + o, _mm256_loadu_si256((const __m256i *)(x3 + o)), _mm256_loadu_si256((const __m256i *)(x3 + o + 16))));
+                    acc = _mm256_fmadd_pd(s, _mm256_set1_pd((double)m[r * nb + b]), acc);
+                }
+                double v[4];
+                _mm256_storeu_pd(v, acc);
+                for (int t = 0; t < 4; t++) put(out, out32, ldo, i0 + t, r, v[t], rs, sx);
+            }
+        }
+        for (; i0 < n; i0++) { /* the last n % 4 activation rows: 1 activation row x 4 weight rows */
+            const int16_t *x0 = x + i0 * K;
+            int64_t r = rc;
+            for (; r + 4 <= re; r += 4) {
+                const int8_t *qa = q + r * K;
+                const float *ma = m + r * nb;
+                __m256d acc = _mm256_setzero_pd();
+                const int8_t *pa = qa + RCHUNK * K;
+                for (int64_t b = 0; b < nb; b++) {
+                    const int64_t o = 32 * b;
+                    if (i0 == n - (n - i_begin) % 4 && !(b & 1)) /* the first 1-row pass fetches the next chunk */
+                        for (int t = 0; t < 4; t++) _mm_prefetch((const char *)(pa + t * K + o), _MM_HINT_T1);
+                    __m256i xa = _mm256_loadu_si256((const __m256i *)(x0 + o));
+                    __m256i xb = _mm256_loadu_si256((const __m256i *)(x0 + o + 16));
+                    __m256d s = hsum4(block8(qa + o, xa, xb), block8(qa + K + o, xa, xb),
+                                      block8(qa + 2 * K + o, xa, xb), block8(qa + 3 * K + o, xa, xb));
+                    __m256d mv = _mm256_cvtps_pd(_mm_set_ps(ma[3 * nb + b], ma[2 * nb + b], ma[nb + b], ma[b]));
+                    acc = _mm256_fmadd_pd(s, mv, acc);
+                }
+                double v[4];
+                _mm256_storeu_pd(v, acc);
+                for (int t = 0; t < 4; t++) put(out, out32, ldo, i0, r + t, v[t], rs, sx);
+            }
+            for (; r < re; r++) {
+                const int8_t *qa = q + r * K;
+                double acc = 0.0;
+                for (int64_t b = 0; b < nb; b++) {
+                    int32_t s = 0;
+                    for (int j = 0; j < 32; j++) s += (int32_t)qa[32 * b + j] * (int32_t)x0[32 * b + j];
+                    acc += (double)s * (double)m[r * nb + b];
+                }
+                put(out, out32, ldo, i0, r, acc, rs, sx);
+            }
+        }
+#endif
+        for (; i0 < n; i0++) { /* portable path (no AVX2) */
+            for (int64_t r = rc; r < re; r++) {
+                const int8_t *qa = q + r * K;
+                double acc = 0.0;
+                for (int64_t b = 0; b < nb; b++) {
+                    int32_t s = 0;
+                    for (int j = 0; j < 32; j++) s += (int32_t)qa[32 * b + j] * (int32_t)x[i0 * K + 32 * b + j];
+                    acc += (double)s * (double)m[r * nb + b];
+                }
+                put(out, out32, ldo, i0, r, acc, rs, sx);
+            }
+        }
+    }
+}
+
+#ifdef RADIXCHECK_AVX512
+/* The AVX-512 form (AVX-512BW + VNNI): activation rows in the 16 lanes of a register, so a block sum
+   needs no horizontal reduction. A tile is 16 activation rows x 8 weight rows; per block and per
+   pair k of its 32 columns, one vpdpwssd per weight row multiplies the 16 rows' int16 pairs (x[2k],
+   x[2k + 1]) by the weight row's pair, broadcast, and adds both products to that row's int32 lanes:
+   after 16 pairs, lane l holds the exact block sum of activation row l (|.| < 2^28, as in the AVX2
+   form). Each block sum is then converted to float64 and accumulated times the block's multiplier
+   (an FMA on exact integers whose partial sums stay below 2^53: exact, in any order). So the
+   integers are those of the other forms, and the output's two roundings are put()'s.
+
+   Layout: the activations of a 16-row tile are packed pair-major (xt[p * 16 + l] = pair p of row
+   l, zero past n). A chunk of VNNI_CHUNK weight rows is widened to int16 once, in groups of 8 rows
+   interleaved block by block (wg[(8 b + j) * 16 + k] = pair k of block b of the group's row j, rows
+   past r1 zero), with its multipliers as float64 (mg[b * 8 + j]); so every broadcast of a block is
+   at a fixed offset from one pointer. The next chunk is prefetched from memory meanwhile. */
+enum { VNNI_LANES = 16, VNNI_ROWS = 8, VNNI_CHUNK = 32 };
+
+static void pack_tile(const int16_t *x, int64_t K, int64_t i0, int64_t lanes, int64_t n, int32_t *xt)
+{
+    const int64_t P = K / 2;
+    for (int64_t l = 0; l < lanes; l++) {
+        if (i0 + l >= n) {
+            for (int64_t p = 0; p < P; p++) xt[p * lanes + l] = 0;
+            continue;
+        }
+        const int16_t *xr = x + (i0 + l) * K;
+        for (int64_t p = 0; p < P; p++) /* the pair as one int32 lane: x[2p] in the low half, as vpdpwssd reads it */
+            xt[p * lanes + l] = (int32_t)((uint32_t)(uint16_t)xr[2 * p] | (uint32_t)(uint16_t)xr[2 * p + 1] << 16);
+    }
+}
+
+/* weight rows r0 .. r0 + 7 (those below r1; zero beyond) as one group wg, mg: block by block */
+static void widen_group(const int8_t *q, const float *m, int64_t K, int64_t r0, int64_t r1, int32_t *wg, double *mg)
+{
+    const int64_t nb = K / 32;
+    for (int64_t j = 0; j < VNNI_ROWS; j++) /* in memory order: the group's rows are contiguous */
+        for (int64_t b = 0; b < nb; b++) {
+            const int live = r0 + j < r1;
+            const __m512i w = live ? _mm512_cvtepi8_epi16(_mm256_loadu_si256((const __m256i *)(q + (r0 + j) * K + 32 * b)))
+                                   : _mm512_setzero_si512();
+            _mm512_storeu_si512(wg + (b * VNNI_ROWS + j) * 16, w);
+            mg[b * VNNI_ROWS + j] = live ? (double)m[(r0 + j) * nb + b] : 0.0;
+        }
+}
+
+/* the 8 weight rows' int32 lanes of one block, converted and accumulated times the multipliers */
+#define VNNI_FOLD(j)                                                                                                    \
+    do {                                                                                                                \
+        const __m512d mj = _mm512_set1_pd(mb[j]);                                                                      \
+        a##j##0 = _mm512_fmadd_pd(_mm512_cvtepi32_pd(_mm512_castsi512_si256(s##j)), mj, a##j##0);                      \
+        a##j##1 = _mm512_fmadd_pd(_mm512_cvtepi32_pd(_mm512_extracti64x4_epi64(s##j, 1)), mj, a##j##1);                \
+    } while (0)
+/* s += pairs of xv times the pair at w, broadcast (vpdpwssd with an embedded broadcast). Written as
+   one instruction because GCC 12 copies the accumulator around _mm512_dpwssd_epi32 (two register
+   moves per product in this loop, measured 1.3x slower). */
+static inline __m512i dpwssd_bcst(__m512i s, __m512i xv, const int32_t *w)
+{
+    __asm__("vpdpwssd %2%{1to16%}, %1, %0" : "+v"(s) : "v"(xv), "m"(*w));
+    return s;
+}
+#define VNNI_STEP(j) s##j = dpwssd_bcst(s##j, xv, wk + 16 * (j))
+
+/* acc[2j + h] lane l = sum over blocks of block sum (activation row 8h + l, weight row j) x multiplier */
+static void vnni_tile(const int32_t *xt, const int32_t *wg, const double *mg, int64_t nb, const int8_t *pf, int64_t K,
+                      __m512d acc[2 * VNNI_ROWS])
+{
+    __m512d a00 = _mm512_setzero_pd(), a01 = a00, a10 = a00, a11 = a00, a20 = a00, a21 = a00, a30 = a00, a31 = a00;
+    __m512d a40 = a00, a41 = a00, a50 = a00, a51 = a00, a60 = a00, a61 = a00, a70 = a00, a71 = a00;
+    for (int64_t b = 0; b < nb; b++) {
+        if (pf && !(b & 1)) /* the next chunk's weights, from memory, while this one computes */
+            for (int j = 0; j < VNNI_ROWS; j++) _mm_prefetch((const char *)(pf + j * K + 32 * b), _MM_HINT_T1);
+        __m512i s0 = _mm512_setzero_si512(), s1 = s0, s2 = s0, s3 = s0, s4 = s0, s5 = s0, s6 = s0, s7 = s0;
+        const int32_t *xb = xt + 16 * b * VNNI_LANES, *wb = wg + 16 * b * VNNI_ROWS;
+        for (int k = 0; k < 16; k++) {
+            const __m512i xv = _mm512_loadu_si512(xb + k * VNNI_LANES);
+            const int32_t *wk = wb + k;
+            VNNI_STEP(0); VNNI_STEP(1); VNNI_STEP(2); VNNI_STEP(3);
+            VNNI_STEP(4); VNNI_STEP(5); VNNI_STEP(6); VNNI_STEP(7);
+        }
+        const double *mb = mg + b * VNNI_ROWS;
+        VNNI_FOLD(0); VNNI_FOLD(1); VNNI_FOLD(2); VNNI_FOLD(3);
+        VNNI_FOLD(4); VNNI_FOLD(5); VNNI_FOLD(6); VNNI_FOLD(7);
+    }
+    acc[0] = a00, acc[1] = a01, acc[2] = a10, acc[3] = a11, acc[4] = a20, acc[5] = a21, acc[6] = a30, acc[7] = a31;
+    acc[8] = a40, acc[9] = a41, acc[10] = a50, acc[11] = a51, acc[12] = a60, acc[13] = a61, acc[14] = a70, acc[15] = a71;
+}
+#undef VNNI_FOLD
+#undef VNNI_STEP
+
+/* vnni_tile on 8 activation rows (the lanes of a ymm register; a remainder of at most 8 rows):
+   acc[j] lane l = the sum for activation row l and weight row j. */
+static inline __m256i dpwssd8_bcst(__m256i s, __m256i xv, const int32_t *w)
+{
+    __asm__("vpdpwssd %2%{1to8%}, %1, %0" : "+v"(s) : "v"(xv), "m"(*w));
+    return s;
+}
+#define VNNI_FOLD8(j) a##j = _mm512_fmadd_pd(_mm512_cvtepi32_pd(s##j), _mm512_set1_pd(mb[j]), a##j)
+#define VNNI_STEP8(j) s##j = dpwssd8_bcst(s##j, xv, wk + 16 * (j))
+
+static void vnni_tile8(const int32_t *xt, const int32_t *wg, const double *mg, int64_t nb, const int8_t *pf, int64_t K,
+                       __m512d acc[VNNI_ROWS])
+{
+    __m512d a0 = _mm512_setzero_pd(), a1 = a0, a2 = a0, a3 = a0, a4 = a0, a5 = a0, a6 = a0, a7 = a0;
+    for (int64_t b = 0; b < nb; b++) {
+        if (pf && !(b & 1))
+            for (int j = 0; j < VNNI_ROWS; j++) _mm_prefetch((const char *)(pf + j * K + 32 * b), _MM_HINT_T1);
+        __m256i s0 = _mm256_setzero_si256(), s1 = s0, s2 = s0, s3 = s0, s4 = s0, s5 = s0, s6 = s0, s7 = s0;
+        const int32_t *xb = xt + 16 * b * 8, *wb = wg + 16 * b * VNNI_ROWS;
+        for (int k = 0; k < 16; k++) {
+            const __m256i xv = _mm256_loadu_si256((const __m256i *)(xb + k * 8));
+            const int32_t *wk = wb + k;
+            VNNI_STEP8(0); VNNI_STEP8(1); VNNI_STEP8(2); VNNI_STEP8(3);
+            VNNI_STEP8(4); VNNI_STEP8(5); VNNI_STEP8(6); VNNI_STEP8(7);
+        }
+        const double *mb = mg + b * VNNI_ROWS;
+        VNNI_FOLD8(0); VNNI_FOLD8(1); VNNI_FOLD8(2); VNNI_FOLD8(3);
+        VNNI_FOLD8(4); VNNI_FOLD8(5); VNNI_FOLD8(6); VNNI_FOLD8(7);
+    }
+    acc[0] = a0, acc[1] = a1, acc[2] = a2, acc[3] = a3, acc[4] = a4, acc[5] = a5, acc[6] = a6, acc[7] = a7;
+}
+#undef VNNI_FOLD8
+#undef VNNI_STEP8
+
+/* out[i, r] for the tile's valid rows (i0 <= i < i1) and weight rows r0 <= r < r1: put()'s two
+   products, in its order, on 8 lanes at a time; acc[(lanes / 8) j + h] holds lanes 8h .. 8h + 7
+   of weight row j (lanes: 16 or 8). A whole 8 x 8 block is transposed in registers and stored as
+   8 contiguous outputs per activation row; the rest one by one. */
+static void vnni_store(const __m512d *acc, int64_t lanes, int64_t i0, int64_t i1, int64_t r0, int64_t r1, const double *rs,
+                       const double *sx, void *out, int64_t ldo, int64_t out32)
+{
+    const int halves = (int)(lanes / 8);
+    double sxt[VNNI_LANES] = {0};
+    for (int64_t i = i0; i < i1; i++) sxt[i - i0] = sx[i];
+    for (int h = 0; h < halves; h++) {
+        const int64_t ih = i0 + 8 * h, live = i1 - ih < 8 ? i1 - ih : 8;
+        if (live <= 0)
+            break;
+        __m512d v[VNNI_ROWS];
+        for (int64_t j = 0; j < VNNI_ROWS; j++) {
+            const __m512d w = _mm512_mul_pd(acc[halves * j + h], _mm512_set1_pd(j < r1 - r0 ? rs[r0 + j] : 0.0));
+            v[j] = _mm512_mul_pd(w, _mm512_loadu_pd(sxt + 8 * h));
+        }
+        transpose8_pd(v); /* v[l] lane j: activation row ih + l, weight row r0 + j */
+        const __mmask8 cols = r1 - r0 >= 8 ? (__mmask8)0xff : (__mmask8)((1u << (r1 - r0)) - 1);
+        for (int64_t l = 0; l < live; l++) {
+            if (out32)
+                _mm256_mask_storeu_ps((float *)out + (ih + l) * ldo + r0, cols, _mm512_cvtpd_ps(v[l]));
+            else
+                _mm512_mask_storeu_pd((double *)out + (ih + l) * ldo + r0, cols, v[l]);
+        }
+    }
+}
+
+/* Activation rows 0 <= i < 16 * tiles16 + 8 * tile8: tiles16 tiles of 16 rows, then (tile8) one of
+   8; rows past n are zero lanes, never stored. Weight rows r0 <= r < r1. Returns 0, or -1 if out of
+   memory (the caller falls back). */
+static int64_t matmul_vnni(int64_t n, int64_t tiles16, int64_t tile8, int64_t K, const int16_t *x, const int8_t *q, const float *m,
+                           int64_t r0, int64_t r1, const double *rs, const double *sx, void *out, int64_t ldo, int64_t out32)
+{
+    const int64_t nb = K / 32, P = K / 2, rows = VNNI_LANES * tiles16 + 8 * tile8, tiles = tiles16 + tile8;
+    int32_t *xt = aligned_alloc(64, sizeof(int32_t) * (size_t)(rows * P + VNNI_CHUNK * P));
+    double *mg = malloc(sizeof(double) * (size_t)(VNNI_CHUNK * nb));
+    if (!xt || !mg) {
+        free(xt);
+        free(mg);
+        return -1;
+    }
+    int32_t *wg = xt + rows * P;
+    for (int64_t t = 0; t < tiles; t++) {
+        const int64_t i0 = t * VNNI_LANES, lanes = t < tiles16 ? VNNI_LANES : 8;
+        pack_tile(x, K, i0, lanes, n, xt + i0 * P);
+    }
+    __m512d acc[2 * VNNI_ROWS];
+    for (int64_t rc = r0; rc < r1; rc += VNNI_CHUNK) {
+        const int64_t re = rc + VNNI_CHUNK < r1 ? rc + VNNI_CHUNK : r1;
+        for (int64_t g = rc; g < re; g += VNNI_ROWS)
+            widen_group(q, m, K, g, re, wg + (g - rc) * P, mg + (g - rc) * nb);
+        for (int64_t t = 0; t < tiles; t++) {
+            const int64_t i0 = t * VNNI_LANES, lanes = t < tiles16 ? VNNI_LANES : 8;
+            const int64_t i1 = i0 + lanes < n ? i0 + lanes : n;
+            for (int64_t g = rc; g < re; g += VNNI_ROWS) {
+                const int8_t *pf = t == 0 ? q + (g + VNNI_CHUNK) * K : NULL;
+                if (lanes == VNNI_LANES)
+                    vnni_tile(xt + i0 * P, wg + (g - rc) * P, mg + (g - rc) * nb, nb, pf, K, acc);
+                else
+                    vnni_tile8(xt + i0 * P, wg + (g - rc) * P, mg + (g - rc) * nb, nb, pf, K, acc);
+                vnni_store(acc, lanes, i0, i1, g, g + VNNI_ROWS < re ? g + VNNI_ROWS : re, rs, sx, out, ldo, out32);
+            }
+        }
+    }
+    free(xt);
+    free(mg);
+    return 0;
+}
+
+/* The AVX-512 form for a short request (tiles of at most BYTES_MAX_ROWS activation rows in all:
+   16, 8 or 16 + 8) without widening the weights: vpdpbusd multiplies unsigned bytes by the weights' own int8 values, four
+   at a time, broadcast straight from the Q8_0 rows. Each activation x (|x| < 2^15) is offset to
+   u = x + 32768 (0 < u < 2^16) and split into bytes, u = 256 uh + ul; per block, lane l of a row's
+   accumulator gets sum uh * w (8 vpdpbusd), times 256 (a shift), plus sum ul * w (8 more): the
+   exact block sum of u * w (|.| < 2^28, int32). Accumulated times the block multipliers as in
+   matmul_vnni, a row's sum is sum_b mult_b * (sum u * w) = (the exact product) + 32768 ws[r], ws
+   being the row's integer weight sum sum_b mult_b * sum w (exact.IntMatrix.wsum); every partial
+   sum is an integer below 65535 * max_r sum |w| * mult < 2^53 (the caller passes ws only for
+   matrices where that holds), so subtracting 32768 ws[r] gives the exact product, the integer of
+   the other forms, and put()'s two roundings follow. Widening costs a single tile about a quarter
+   of its time (measured: 16 rows over all of SmolLM2's matrices 35.7 -> 32.5 ms CPU time with this
+   form, side by side; at 32 rows and more, where the widening is shared, it is no faster). */
+enum { BYTES_MAX_ROWS = 24 };
+
+static void pack_tile_bytes(const int16_t *x, int64_t K, int64_t i0, int64_t lanes, int64_t n, uint32_t *lo, uint32_t *hi)
+{
+    for (int64_t l = 0; l < lanes; l++) {
+        const int16_t *xr = x + (i0 + l) * K;
+        for (int64_t p = 0; p < K / 4; p++) {
+            uint32_t vl = 0, vh = 0;
+            if (i0 + l < n)
+                for (int e = 0; e < 4; e++) {
+                    const uint32_t u = (uint32_t)((int32_t)xr[4 * p + e] + 32768);
+                    vl |= (u & 255u) << (8 * e), vh |= (u >> 8) << (8 * e);
+                }
+            lo[p * lanes + l] = vl, hi[p * lanes + l] = vh;
+        }
+    }
+}
+
+typedef struct { int8_t b[4]; } quad; /* four weights, as the broadcast operand reads them */
+
+static inline __m512i dpbusd_bcst(__m512i s, __m512i a, const int8_t *w)
+{
+    __asm__("vpdpbusd %2%{1to16%}, %1, %0" : "+v"(s) : "v"(a), "m"(*(const quad *)w));
+    return s;
+}
+
+static inline __m256i dpbusd8_bcst(__m256i s, __m256i a, const int8_t *w)
+{
+    __asm__("vpdpbusd %2%{1to8%}, %1, %0" : "+v"(s) : "v"(a), "m"(*(const quad *)w));
+    return s;
+}
+
+#define BYTES_STEP(j) s##j = dpbusd_bcst(s##j, xv, w##j + o)
+#define BYTES_STEP8(j) s##j = dpbusd8_bcst(s##j, xv, w##j + o)
+#define BYTES_FOLD(j)                                                                                                   \
+    do {                                                                                                                \
+        const __m512d mj = _mm512_set1_pd((double)m##j[b]);                                                            \
+        a##j##0 = _mm512_fmadd_pd(_mm512_cvtepi32_pd(_mm512_castsi512_si256(s##j)), mj, a##j##0);                      \
+        a##j##1 = _mm512_fmadd_pd(_mm512_cvtepi32_pd(_mm512_extracti64x4_epi64(s##j, 1)), mj, a##j##1);                \
+    } while (0)
+#define BYTES_FOLD8(j) a##j##0 = _mm512_fmadd_pd(_mm512_cvtepi32_pd(s##j), _mm512_set1_pd((double)m##j[b]), a##j##0)
+#define BYTES_ROWS                                                                                                      \
+    const int8_t *w0 = q, *w1 = q + K * (rows > 1), *w2 = q + 2 * K * (rows > 2), *w3 = q + 3 * K * (rows > 3);       \
+    const int8_t *w4 = q + 4 * K * (rows > 4), *w5 = q + 5 * K * (rows > 5), *w6 = q + 6 * K * (rows > 6);            \
+    const int8_t *w7 = q + 7 * K * (rows > 7);                                                                          \
+    const float *m0 = m, *m1 = m + nb * (rows > 1), *m2 = m + 2 * nb * (rows > 2), *m3 = m + 3 * nb * (rows > 3);     \
+    const float *m4 = m + 4 * nb * (rows > 4), *m5 = m + 5 * nb * (rows > 5), *m6 = m + 6 * nb * (rows > 6);          \
+    const float *m7 = m + 7 * nb * (rows > 7)
+
+/* One 16-row tile against weight rows q + j * K, j < rows (<= 8; missing rows read row 0 and are
+   never stored): acc as vnni_tile's. */
+static void bytes_tile(const uint32_t *lo, const uint32_t *hi, const int8_t *q, const float *m, int64_t rows, int64_t K,
+                       const int8_t *pf, __m512d acc[2 * VNNI_ROWS])
+{
+    const int64_t nb = K / 32;
+    BYTES_ROWS;
+    __m512d a00 = _mm512_setzero_pd(), a01 = a00, a10 = a00, a11 = a00, a20 = a00, a21 = a00, a30 = a00, a31 = a00;
+    __m512d a40 = a00, a41 = a00, a50 = a00, a51 = a00, a60 = a00, a61 = a00, a70 = a00, a71 = a00;
+    for (int64_t b = 0; b < nb; b++) {
+        if (pf && !(b & 1))
+            for (int j = 0; j < VNNI_ROWS; j++) _mm_prefetch((const char *)(pf + j * K + 32 * b), _MM_HINT_T1);
+        __m512i s0 = _mm512_setzero_si512(), s1 = s0, s2 = s0, s3 = s0, s4 = s0, s5 = s0, s6 = s0, s7 = s0;
+        for (int g = 0; g < 8; g++) { /* the high bytes */
+            const __m512i xv = _mm512_loadu_si512(hi + (8 * b + g) * VNNI_LANES);
+            const int64_t o = 32 * b + 4 * g;
+            BYTES_STEP(0); BYTES_STEP(1); BYTES_STEP(2); BYTES_STEP(3);
+            BYTES_STEP(4); BYTES_STEP(5); BYTES_STEP(6); BYTES_STEP(7);
+        }
+        s0 = _mm512_slli_epi32(s0, 8), s1 = _mm512_slli_epi32(s1, 8), s2 = _mm512_slli_epi32(s2, 8), s3 = _mm512_slli_epi32(s3, 8);
+        s4 = _mm512_slli_epi32(s4, 8), s5 = _mm512_slli_epi32(s5, 8), s6 = _mm512_slli_epi32(s6, 8), s7 = _mm512_slli_epi32(s7, 8);
+        for (int g = 0; g < 8; g++) { /* the low bytes */
+            const __m512i xv = _mm512_loadu_si512(lo + (8 * b + g) * VNNI_LANES);
+            const int64_t o = 32 * b + 4 * g;
+            BYTES_STEP(0); BYTES_STEP(1); BYTES_STEP(2); BYTES_STEP(3);
+            BYTES_STEP(4); BYTES_STEP(5); BYTES_STEP(6); BYTES_STEP(7);
+        }
+        BYTES_FOLD(0); BYTES_FOLD(1); BYTES_FOLD(2); BYTES_FOLD(3);
+        BYTES_FOLD(4); BYTES_FOLD(5); BYTES_FOLD(6); BYTES_FOLD(7);
+    }
+    acc[0] = a00, acc[1] = a01, acc[2] = a10, acc[3] = a11, acc[4] = a20, acc[5] = a21, acc[6] = a30, acc[7] = a31;
+    acc[8] = a40, acc[9] = a41, acc[10] = a50, acc[11] = a51, acc[12] = a60, acc[13] = a61, acc[14] = a70, acc[15] = a71;
+}
+
+/* bytes_tile on 8 activation rows (ymm lanes): acc[j] as vnni_tile8's */
+static void bytes_tile8(const uint32_t *lo, const uint32_t *hi, const int8_t *q, const float *m, int64_t rows, int64_t K,
+                        const int8_t *pf, __m512d acc[VNNI_ROWS])
+{
+    const int64_t nb = K / 32;
+    BYTES_ROWS;
+    __m512d a00 = _mm512_setzero_pd(), a10 = a00, a20 = a00, a30 = a00, a40 = a00, a50 = a00, a60 = a00, a70 = a00;
+    for (int64_t b = 0; b < nb; b++) {
+        if (pf && !(b & 1))
+            for (int j = 0; j < VNNI_ROWS; j++) _mm_prefetch((const char *)(pf + j * K + 32 * b), _MM_HINT_T1);
+        __m256i s0 = _mm256_setzero_si256(), s1 = s0, s2 = s0, s3 = s0, s4 = s0, s5 = s0, s6 = s0, s7 = s0;
+        for (int g = 0; g < 8; g++) {
+            const __m256i xv = _mm256_loadu_si256((const __m256i *)(hi + (8 * b + g) * 8));
+            const int64_t o = 32 * b + 4 * g;
+            BYTES_STEP8(0); BYTES_STEP8(1); BYTES_STEP8(2); BYTES_STEP8(3);
+            BYTES_STEP8(4); BYTES_STEP8(5); BYTES_STEP8(6); BYTES_STEP8(7);
+        }
+        s0 = _mm256_slli_epi32(s0, 8), s1 = _mm256_slli_epi32(s1, 8), s2 = _mm256_slli_epi32(s2, 8), s3 = _mm256_slli_epi32(s3, 8);
+        s4 = _mm256_slli_epi32(s4, 8), s5 = _mm256_slli_epi32(s5, 8), s6 = _mm256_slli_epi32(s6, 8), s7 = _mm256_slli_epi32(s7, 8);
+        for (int g = 0; g < 8; g++) {
+            const __m256i xv = _mm256_loadu_si256((const __m256i *)(lo + (8 * b + g) * 8));
+            const int64_t o = 32 * b + 4 * g;
+            BYTES_STEP8(0); BYTES_STEP8(1); BYTES_STEP8(2); BYTES_STEP8(3);
+            BYTES_STEP8(4); BYTES_STEP8(5); BYTES_STEP8(6); BYTES_STEP8(7);
+        }
+        BYTES_FOLD8(0); BYTES_FOLD8(1); BYTES_FOLD8(2); BYTES_FOLD8(3);
+        BYTES_FOLD8(4); BYTES_FOLD8(5); BYTES_FOLD8(6); BYTES_FOLD8(7);
+    }
+    acc[0] = a00, acc[1] = a10, acc[2] = a20, acc[3] = a30, acc[4] = a40, acc[5] = a50, acc[6] = a60, acc[7] = a70;
+}
+#undef BYTES_STEP
+#undef BYTES_STEP8
+#undef BYTES_FOLD
+#undef BYTES_FOLD8
+#undef BYTES_ROWS
+
+/* matmul_vnni's tiles (tiles16 of 16 rows, then tile8 of 8) in the bytes form; ws: the rows'
+   integer weight sums. Returns 0, or -1 if out of memory. */
+static int64_t matmul_bytes(int64_t n, int64_t tiles16, int64_t tile8, int64_t K, const int16_t *x, const int8_t *q, const float *m,
+                            int64_t r0, int64_t r1, const double *rs, const double *ws, const double *sx, void *out, int64_t ldo,
+                            int64_t out32)
+{
+    const int64_t nb = K / 32, rows = VNNI_LANES * tiles16 + 8 * tile8, tiles = tiles16 + tile8;
+    uint32_t *lo = aligned_alloc(64, sizeof(uint32_t) * (size_t)(2 * rows * (K / 4)));
+    if (!lo)
+        return -1;
+    uint32_t *hi = lo + rows * (K / 4);
+    for (int64_t t = 0; t < tiles; t++) {
+        const int64_t i0 = t * VNNI_LANES, lanes = t < tiles16 ? VNNI_LANES : 8;
+        pack_tile_bytes(x, K, i0, lanes, n, lo + i0 * (K / 4), hi + i0 * (K / 4));
+    }
+    __m512d acc[2 * VNNI_ROWS];
+    double wsum[VNNI_ROWS];
+    for (int64_t g = r0; g < r1; g += VNNI_ROWS) {
+        const int64_t ge = g + VNNI_ROWS < r1 ? g + VNNI_ROWS : r1;
+        for (int64_t j = 0; j < ge - g; j++) wsum[j] = 32768.0 * ws[g + j]; /* exact: a power of two times an integer < 2^38 */
+        for (int64_t t = 0; t < tiles; t++) {
+            const int64_t i0 = t * VNNI_LANES, lanes = t < tiles16 ? VNNI_LANES : 8;
+            const int64_t i1 = i0 + lanes < n ? i0 + lanes : n;
+            const int8_t *pf = t == 0 ? q + (g + VNNI_CHUNK) * K : NULL;
+            if (lanes == VNNI_LANES)
+                bytes_tile(lo + i0 * (K / 4), hi + i0 * (K / 4), q + g * K, m + g * nb, ge - g, K, pf, acc);
+            else
+                bytes_tile8(lo + i0 * (K / 4), hi + i0 * (K / 4), q + g * K, m + g * nb, ge - g, K, pf, acc);
+            const int halves = (int)(lanes / 8);
+            for (int64_t j = 0; j < ge - g; j++) /* the offset out: exact integers, one exact subtraction */
+                for (int h = 0; h < halves; h++) acc[halves * j + h] = _mm512_sub_pd(acc[halves * j + h], _mm512_set1_pd(wsum[j]));
+            vnni_store(acc, lanes, i0, i1, g, ge, rs, sx, out, ldo, out32);
+        }
+    }
+    free(lo);
+    return 0;
+}
+#endif
+
+/* acc = sum_b m[r*nb + b] * (sum_{j<32} q[r*K + 32b + j] * x[i*K + 32b + j]) for i < n and
+   r0 <= r < r1, out[i*ldo + r] = (acc * rs[r]) * sx[i] (put). With AVX-512: 16-row tiles, and the
+   last 9-15 rows as one more (zero lanes), 1-8 rows as an 8-row tile; only fewer than 5 rows in all
+   (a 1-token request, the last-logit head: they stream the weights once, memory-bound) take
+   matmul_rows, the other forms' path. */
+void q8_matmul(int64_t n, int64_t K, const int16_t *x, const int8_t *q, const float *m,
+               int64_t r0, int64_t r1, const double *rs, const double *ws, const double *sx, void *out, int64_t ldo, int64_t out32)
+{
+    int64_t i_begin = 0;
+#ifdef RADIXCHECK_AVX512
+    const int64_t whole = n / VNNI_LANES, rest = n % VNNI_LANES;
+    const int64_t tiles16 = whole + (rest > 8), tile8 = rest > 0 && rest <= 8 && n >= 5;
+    if (tiles16 + tile8) {
+        const int bytes = ws != NULL && VNNI_LANES * tiles16 + 8 * tile8 <= BYTES_MAX_ROWS; /* a short request: matmul_bytes */
+        if ((bytes ? matmul_bytes(n, tiles16, tile8, K, x, q, m, r0, r1, rs, ws, sx, out, ldo, out32)
+                   : matmul_vnni(n, tiles16, tile8, K, x, q, m, r0, r1, rs, sx, out, ldo, out32)) == 0)
+            i_begin = tiles16 * VNNI_LANES + tile8 * 8 < n ? tiles16 * VNNI_LANES + tile8 * 8 : n;
+    }
+#else
+    (void)ws;
+#endif
+    matmul_rows(i_begin, n, K, x, q, m, r0, r1, rs, sx, out, ldo, out32);
+}
+
+/* q8_quantize then q8_matmul over all rows: one call per product on one thread */
+int64_t q8_linear(int64_t n, int64_t K, const double *x, int64_t bits, int16_t *xi, double *sx, const int8_t *q,
+                  const float *m, int64_t rows, const double *rs, const double *ws, void *out, int64_t out32)
+{
+    if (q8_quantize(n, K, x, bits, xi, sx))
+        return 1;
+    q8_matmul(n, K, xi, q, m, 0, rows, rs, ws, sx, out, rows, out32);
+    return 0;
+}
