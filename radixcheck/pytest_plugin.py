@@ -14,6 +14,11 @@ size (ids ``ref-page_size=4``), so pytest-xdist spreads the target x test items 
 local or remote (``-n 2``, ``--tx ssh=host//python=...``). That is how the conformance matrix runs.
 A target that cannot be loaded then fails its own items (with the reason), not the whole run.
 
+A target is a radix cache or a KV-event index (a router's view, ``radixcheck.properties.index_contract``),
+told apart by the type of its ``capabilities`` (``--radix-index``: a factory that declares none is
+an index). The cache tests run on cache targets and the index tests (marked ``radix_index``) on
+index targets; a test of the other kind is deselected, so one run can hold both kinds.
+
 The target comes from ``--radix-target``, else ``RADIXCHECK_TARGET``, else the ini option
 ``radix_target``, else the reference; the page sizes from ``--radix-page-sizes``, else the ini
 option ``radix_page_sizes``. A good citizen in every other pytest run of the environment: it loads
@@ -51,6 +56,17 @@ HEADER_SHOWN = pytest.StashKey[bool]()
 WAIVERS = pytest.StashKey[list[Waiver]]()
 WAIVER_LOG = pytest.StashKey[WaiverLog]()
 WAIVED_PREFIX = "radixcheck waiver"  # report.wasxfail of a test whose only failures were waived
+INDEX_MARK = "radix_index"  # the conformance tests of KV-event indexes (the rest are the caches')
+
+
+class _OtherKind:
+    """The parameter of a conformance test that no target of its kind takes: deselected."""
+
+    def __repr__(self) -> str:
+        return "no-target-of-this-kind"
+
+
+OTHER_KIND = _OtherKind()
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -74,6 +90,12 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         metavar="FILE",
         help="known findings to report as waived and look past (one '<target glob> <test glob> <oracle or exception>  # reason' "
         "a line); repeatable",
+    )
+    group.addoption(
+        "--radix-index",
+        action="store_true",
+        default=False,
+        help="a target factory that declares no `capabilities` is a KV-event index (default: a radix cache)",
     )
     parser.addini("radix_target", help=f"cache factory the conformance tests run against (--radix-target and {TARGET_ENV} win)")
     parser.addini("radix_page_sizes", help="comma-separated page sizes the conformance tests run (--radix-page-sizes wins)")
@@ -120,6 +142,7 @@ def named_specs(config: pytest.Config) -> dict[str, str]:
 def pytest_configure(config: pytest.Config) -> None:
     # radixcheck's tests and machines take this profile's settings (radixcheck.profiles.current());
     # nothing is loaded into Hypothesis, so the project's own profile and settings stay as they are.
+    config.addinivalue_line("markers", f"{INDEX_MARK}: a conformance test of KV-event indexes (radixcheck)")
     config.stash[PROFILE] = profiles.select(config.getoption("hypothesis_profile", None), config.getoption("hypothesis_verbosity", None))
     try:
         config.stash[WAIVERS] = [w for path in config.getoption("--radix-waive") or [] for w in read_waivers(path)]
@@ -138,7 +161,7 @@ def target_of(config: pytest.Config) -> Target:
     touches a cache, in a venv where radixcheck happens to be installed, never loads one)."""
     if TARGET not in config.stash:
         try:
-            target = load_target(target_spec(config))
+            target = load_target(target_spec(config), index=config.getoption("--radix-index"))
             check_target(target)
             config.stash[TARGET] = restrict_page_sizes(target, page_sizes_option(config))
         except TargetError as exc:
@@ -153,7 +176,7 @@ def targets_of(config: pytest.Config) -> dict[str, Target | TargetError]:
         loaded: dict[str, Target | TargetError] = {}
         for name, spec in named_specs(config).items():
             try:
-                target = load_target(spec)
+                target = load_target(spec, index=config.getoption("--radix-index"))
                 check_target(target)
                 loaded[name] = restrict_page_sizes(target, page_sizes_option(config), strict=False)
             except TargetError as exc:
@@ -163,8 +186,13 @@ def targets_of(config: pytest.Config) -> dict[str, Target | TargetError]:
 
 
 def restrict_page_sizes(target: Target, option: str | None, strict: bool = True) -> Target:
-    """The target with only the page sizes asked for (each must be one it declares)."""
+    """The target with only the page sizes asked for (each must be one it declares). An index has
+    no page sizes: asked for some in a single-target run, that is an error; else they are ignored."""
     if option is None:
+        return target
+    if target.kind == "index":
+        if strict:
+            raise TargetError(f"page sizes {option!r}: {target.spec} is a KV-event index, which has no page sizes")
         return target
     try:
         wanted = tuple(sorted({int(p) for p in option.split(",") if p.strip()}))
@@ -187,7 +215,8 @@ def report_header(target: Target, profile: str) -> list[str]:
     lines = [
         f"radixcheck target: {target.spec} ({origin})",
         f"radixcheck capabilities: {target.capabilities}",
-        f"radixcheck page sizes run: {list(target.capabilities.page_sizes_tested())}",
+        (f"radixcheck page sizes run: {list(target.capabilities.page_sizes_tested())}" if target.kind == "cache"
+         else "radixcheck kind: KV-event index (radixcheck.properties.index_contract)"),
         f"radixcheck per-operation time limit: {op_timeout():g} s ({TIMEOUT_ENV})",
         f"radixcheck hypothesis profile: {profile}",
         f"radixcheck environment: {env or '-'}",
@@ -206,8 +235,8 @@ def header_lines(config: pytest.Config) -> list[str]:
     if _several(config):
         lines = [f"radixcheck targets: {len(named_specs(config))}, hypothesis profile {config.stash[PROFILE]}"]
         for name, loaded in targets_of(config).items():
-            detail = (f"page sizes {list(loaded.capabilities.page_sizes_tested())}" if isinstance(loaded, Target)
-                      else f"CANNOT BE TESTED: {loaded}")
+            detail = (f"CANNOT BE TESTED: {loaded}" if not isinstance(loaded, Target) else "KV-event index" if loaded.kind == "index"
+                      else f"page sizes {list(loaded.capabilities.page_sizes_tested())}")
             if isinstance(loaded, Target) and loaded.defaults_warning():
                 detail += "; WARNING: no `capabilities`, the defaults apply"
             lines.append(f"radixcheck target {name}: {named_specs(config)[name]} ({detail})")
@@ -245,10 +274,41 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     if _several(metafunc.config):
         _parametrize_targets(metafunc)
         return
-    sizes = target_of(metafunc.config).capabilities.page_sizes_tested()
+    target = target_of(metafunc.config)
+    if target.kind != _kind_of(metafunc):  # deselected (pytest_collection_modifyitems)
+        metafunc.parametrize("target", [OTHER_KIND], ids=["other-kind"], indirect=True, scope="session")
+        for name in ("page_size", "extreme_page_size"):
+            if name in metafunc.fixturenames:
+                metafunc.parametrize(name, [0], ids=["-"], scope="module")
+        return
+    if target.kind == "index":
+        return  # an index's tests take no page size
+    sizes = target.capabilities.page_sizes_tested()
     for name, values in (("page_size", sizes), ("extreme_page_size", _extremes(sizes))):
         if name in metafunc.fixturenames:
             metafunc.parametrize(name, values, ids=[f"page_size={p}" for p in values], scope="module")
+
+
+def _kind_of(metafunc: pytest.Metafunc) -> str:
+    return "index" if metafunc.definition.get_closest_marker(INDEX_MARK) else "cache"
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Conformance tests of the other kind than every target (cache tests in an index's run, and
+    the other way round) are deselected, not skipped: they do not apply."""
+    other = [item for item in items if getattr(getattr(item, "callspec", None), "params", {}).get("target") is OTHER_KIND]
+    if _only_indexes(config):  # the cache tests that take no target (the scheduler's own order) do not apply either
+        other += [item for item in items if "properties/conformance/" in item.nodeid.replace("\\", "/")
+                  and not _is_conformance(item) and not item.get_closest_marker(INDEX_MARK)]
+    if other:
+        config.hook.pytest_deselected(items=other)
+        items[:] = [item for item in items if item not in other]
+
+
+def _only_indexes(config: pytest.Config) -> bool:
+    """Whether every target already loaded in this run is a KV-event index."""
+    loaded = [config.stash[TARGET]] if TARGET in config.stash else list(config.stash.get(TARGETS, {}).values())
+    return bool(loaded) and all(isinstance(t, Target) and t.kind == "index" for t in loaded)
 
 
 def _extremes(sizes: tuple[int, ...]) -> list[int]:
@@ -258,7 +318,15 @@ def _extremes(sizes: tuple[int, ...]) -> list[int]:
 def _parametrize_targets(metafunc: pytest.Metafunc) -> None:
     """target x page size for a several-target run (a target that cannot be tested gets one item,
     which fails at setup with the reason)."""
-    targets = targets_of(metafunc.config)
+    kind = _kind_of(metafunc)
+    targets = {name: loaded for name, loaded in targets_of(metafunc.config).items()
+               if not isinstance(loaded, Target) or loaded.kind == kind}  # an unloadable one fails in both kinds
+    if not targets:
+        metafunc.parametrize("target", [OTHER_KIND], ids=["other-kind"], indirect=True)
+        for name in ("page_size", "extreme_page_size"):
+            if name in metafunc.fixturenames:
+                metafunc.parametrize(name, [0], ids=["-"])
+        return
     for size_name in ("page_size", "extreme_page_size"):
         if size_name in metafunc.fixturenames:
             pairs, ids = [], []
@@ -325,8 +393,10 @@ def radix_waivers(request: pytest.FixtureRequest) -> WaiverLog:
 
 @pytest.fixture(scope="session")
 def target(request: pytest.FixtureRequest) -> Target:
-    """The cache factory under test, with its capabilities (in a several-target run, this item's)."""
+    """The cache (or index) factory under test, with its capabilities (in a several-target run, this item's)."""
     name = getattr(request, "param", None)
+    if name is OTHER_KIND:
+        pytest.skip("no target of this kind")
     if name is None:
         return target_of(request.config)
     loaded = targets_of(request.config)[name]
