@@ -109,9 +109,10 @@ class EngineRank:
 
     def candidates(self) -> list[Chain]:
         """What eviction may take next: any cached block, or (leaves first) one with nothing cached
-        under it, or a spare copy; oldest use first, ties by chain."""
+        under it, or a spare copy; oldest use first, and of blocks last used together the deepest
+        first (vLLM frees a request's blocks tail first)."""
         free = [c for c, n in self.copies.items() if n > 0 and (not self.leaves_first or self.children[c] == 0 or n > 1)]
-        return sorted(free, key=lambda c: (self.last_use[c], c))
+        return sorted(free, key=lambda c: (self.last_use[c], -len(c), c))
 
     def evict(self, count: int, pick: int | None = None) -> BlockRemoved | None:
         """Evict ``count`` copies, oldest use first; ``pick``: instead, the candidate at that index

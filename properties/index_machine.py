@@ -328,11 +328,12 @@ class KvIndexMachine(RuleBasedStateMachine):
             self._send(r, engine.evict_chain(parents[pick % len(parents)]))
 
     @precondition(lambda self: self.capabilities.accepts_any_removal_order)
-    @rule(rank=PICKS, pick=PICKS)
-    def evict_parent_then_child(self, rank: int, pick: int) -> None:
-        """A parent goes, then (in another event) one of the blocks under it: the second remove is
-        of a block the rank still held, which an index that pruned it with its parent refuses
-        (ai-dynamo/dynamo#10916); then the parent comes back."""
+    @rule(rank=PICKS, pick=PICKS, everywhere=st.booleans())
+    def evict_parent_then_child(self, rank: int, pick: int, everywhere: bool) -> None:
+        """A parent goes (``everywhere``: from every rank that caches it, a prefix gone cold), then
+        (in another event) one of the blocks under it: the second remove is of a block the rank
+        still held, which an index that pruned it with its parent refuses (ai-dynamo/dynamo#10916),
+        or cannot resolve when nothing holds the parent (#11785); then the parent comes back."""
         r = self._rank(rank)
         engine = self.engines[r]
         parents = sorted(c for c in engine.children if engine.cached(c))
@@ -340,7 +341,11 @@ class KvIndexMachine(RuleBasedStateMachine):
             return
         parent = parents[pick % len(parents)]
         children = sorted(c for c in engine.copies if len(c) == len(parent) + 1 and c[:-1] == parent)
-        self._send(r, engine.evict_chain(parent))
+        for other in [o for o in self.ranks if o != r] if everywhere else []:
+            while self.engines[other].cached(parent):
+                self._send(other, self.engines[other].evict_chain(parent))
+        while engine.cached(parent):
+            self._send(r, engine.evict_chain(parent))
         if children:
             self._send(r, engine.evict_chain(children[pick % len(children)]))
         self._serve(r, parent, aligned=False)

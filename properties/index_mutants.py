@@ -111,6 +111,8 @@ class PrunesSuffixWithAncestor(KvIndex):
     caught_by = IndexViolation
 
     def _drop_copy(self, rank: Rank, block_hash: int) -> None:
+        if rank not in self._holders.get(block_hash, ()):
+            return  # pruned earlier in the same event: skipped quietly (a later event naming it is refused)
         below = [h for (parent, _), h in self._child.items() if parent == block_hash]
         super()._drop_copy(rank, block_hash)
         if rank not in self._holders.get(block_hash, ()):
