@@ -30,7 +30,9 @@ prints its header, only when conformance tests are collected.
 from __future__ import annotations
 
 import dataclasses
+import importlib
 import os
+from pathlib import Path
 
 import pytest
 
@@ -56,6 +58,7 @@ HEADER_SHOWN = pytest.StashKey[bool]()
 WAIVERS = pytest.StashKey[list[Waiver]]()
 WAIVER_LOG = pytest.StashKey[WaiverLog]()
 WAIVED_PREFIX = "radixcheck waiver"  # report.wasxfail of a test whose only failures were waived
+CONFORMANCE_PACKAGE = "radixcheck.properties.conformance"
 INDEX_MARK = "radix_index"  # the conformance tests of KV-event indexes (the rest are the caches')
 
 
@@ -298,7 +301,8 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     the other way round) are deselected, not skipped: they do not apply."""
     other = [item for item in items if getattr(getattr(item, "callspec", None), "params", {}).get("target") is OTHER_KIND]
     if _only_indexes(config):  # the cache tests that take no target (the scheduler's own order) do not apply either
-        other += [item for item in items if "properties/conformance/" in item.nodeid.replace("\\", "/")
+        here = Path(importlib.import_module(CONFORMANCE_PACKAGE).__file__).resolve().parent
+        other += [item for item in items if Path(item.path).resolve().parent == here
                   and not _is_conformance(item) and not item.get_closest_marker(INDEX_MARK)]
     if other:
         config.hook.pytest_deselected(items=other)
