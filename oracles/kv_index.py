@@ -65,6 +65,8 @@ class IndexModel:
 
     def store(self, rank: Rank, parent_hash: int | None, blocks: Sequence[tuple[int, int]]) -> None:
         """``BlockStored``: ``blocks`` are ``(block_hash, tokens_hash)`` pairs, a chain under ``parent_hash``."""
+        if parent_hash is not None and not self.holds(rank, parent_hash):
+            raise EngineEventsViolation(f"BlockStored under parent {parent_hash}, which rank {rank} does not hold by its events")
         parent = ROOT if parent_hash is None else self.chain_of[parent_hash]
         mine = self.held.setdefault(rank, Counter())
         for block_hash, tokens_hash in blocks:
@@ -81,6 +83,11 @@ class IndexModel:
         """``BlockRemoved``: one copy of each block goes (the only one, without copy counting)."""
         mine = self.held.get(rank, Counter())
         for block_hash in block_hashes:
+            if not self.holds(rank, block_hash):
+                raise EngineEventsViolation(
+                    f"BlockRemoved of block {block_hash}, which rank {rank} does not hold by its events"
+                    + (" (its events already removed it: one remove per physical copy, more removes than the stores "
+                       "a set counts)" if block_hash in self.chain_of else " (no store named it)"))
             chain = self.chain_of[block_hash]
             mine[chain] -= 1
             if mine[chain] <= 0:

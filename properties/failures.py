@@ -13,7 +13,8 @@ from radixcheck.oracles.violations import ContractViolation
 from radixcheck.properties.target import caused_by_hang
 
 # The machines' @invariant methods (the cache machine's, then the index machine's): not steps of the program.
-INVARIANT_STEPS = ("state.sizes_add_up()", "state.slots_conserved()", "state.sizes_agree()", "state.memory_bounded()")
+INVARIANT_STEPS = ("state.sizes_add_up()", "state.slots_conserved()", "state.sizes_agree()", "state.memory_bounded()",
+                   "state.router_view()")
 
 
 def oracle_of(exc: BaseException) -> str:

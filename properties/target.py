@@ -32,6 +32,7 @@ from radixcheck.properties.contract import (
     required_methods,
 )
 from radixcheck.properties.index_contract import DEFAULT_INDEX_CAPABILITIES, IndexCapabilities, required_index_methods
+from radixcheck.properties.router_contract import RouterCapabilities, RouterPair
 
 DEFAULT_TARGET = "radixcheck.reference:RadixCache"
 TARGET_ENV = "RADIXCHECK_TARGET"
@@ -68,7 +69,7 @@ class TargetError(ValueError):
 class Target:
     spec: str
     factory: Callable[..., Any]
-    capabilities: Capabilities | IndexCapabilities
+    capabilities: Capabilities | IndexCapabilities | RouterCapabilities
     capabilities_declared: bool = True  # False: the factory has no `capabilities`, the defaults apply
 
     @property
@@ -77,8 +78,11 @@ class Target:
 
     @property
     def kind(self) -> str:
-        """"index" for a KV-event index (its capabilities are IndexCapabilities), else "cache"."""
-        return "index" if isinstance(self.capabilities, IndexCapabilities) else "cache"
+        """"index" for a KV-event index (IndexCapabilities), "router" for an engine and index pair
+        (RouterCapabilities), else "cache"."""
+        if isinstance(self.capabilities, IndexCapabilities):
+            return "index"
+        return "router" if isinstance(self.capabilities, RouterCapabilities) else "cache"
 
     def defaults_warning(self) -> str | None:
         """What a user must see when the factory declares nothing: the defaults it is held to."""
@@ -114,9 +118,9 @@ def load_target(spec: str, index: bool = False) -> Target:
     if not callable(factory):
         raise TargetError(f"target {spec!r}: {attr!r} is not callable")
     caps = getattr(factory, "capabilities", DEFAULT_INDEX_CAPABILITIES if index else DEFAULT_CAPABILITIES)
-    if not isinstance(caps, (Capabilities, IndexCapabilities)):
-        raise TargetError(f"target {spec!r}: 'capabilities' must be a radixcheck.Capabilities (a cache) or "
-                          f"radixcheck.IndexCapabilities (a KV-event index), got {caps!r}")
+    if not isinstance(caps, (Capabilities, IndexCapabilities, RouterCapabilities)):
+        raise TargetError(f"target {spec!r}: 'capabilities' must be a radixcheck.Capabilities (a cache), "
+                          f"radixcheck.IndexCapabilities (a KV-event index) or a RouterCapabilities (a pair), got {caps!r}")
     return Target(spec.strip(), factory, caps, capabilities_declared=hasattr(factory, "capabilities"))
 
 
@@ -126,6 +130,9 @@ def check_target(target: Target) -> None:
     first problem."""
     if target.kind == "index":
         _check_index(target)
+        return
+    if target.kind == "router":
+        _check_router(target)
         return
     if not target.capabilities.page_sizes_tested():
         raise TargetError(f"target {target.spec!r} declares page sizes {list(target.capabilities.page_sizes)}, none of "
@@ -149,6 +156,26 @@ def check_target(target: Target) -> None:
         if getattr(cache, "page_size", None) != page_size:
             raise TargetError(f"target {target.spec!r}: factory(page_size={page_size}) built a cache whose "
                               f"page_size is {getattr(cache, 'page_size', None)!r}")
+
+
+def _check_router(target: Target) -> None:
+    """A pair: its factory returns a RouterPair; its engine is a cache at each page size (that also
+    publishes its events) and its index an index."""
+    try:
+        with _alarm(max(op_timeout(), LOAD_TIMEOUT), "factory() while loading the target"):
+            pair = target.factory()
+    except Exception as exc:  # noqa: BLE001
+        raise TargetError(f"target {target.spec!r}: factory() raised {type(exc).__name__}: {exc}") from exc
+    if not isinstance(pair, RouterPair):
+        raise TargetError(f"target {target.spec!r}: a router pair's factory must return a RouterPair, got {type(pair).__name__}")
+    caps = target.capabilities
+    check_target(Target(f"{target.spec} (engine)", pair.engine, caps.engine))
+    check_target(Target(f"{target.spec} (index)", pair.index, caps.index))
+    with _alarm(max(op_timeout(), LOAD_TIMEOUT), "the engine's factory while loading the target"):
+        engine = pair.engine(SlotAllocator(64), caps.engine.page_sizes_tested()[0])
+    if not callable(getattr(engine, "take_published", None)) or not hasattr(engine, "tap_events"):
+        raise TargetError(f"target {target.spec!r}: its engine ({type(engine).__name__}) does not publish its events "
+                          "(take_published() and tap_events, see radixcheck.properties.router_contract)")
 
 
 def _check_index(target: Target) -> None:

@@ -16,8 +16,10 @@ A target that cannot be loaded then fails its own items (with the reason), not t
 
 A target is a radix cache or a KV-event index (a router's view, ``radixcheck.properties.index_contract``),
 told apart by the type of its ``capabilities`` (``--radix-index``: a factory that declares none is
-an index). The cache tests run on cache targets and the index tests (marked ``radix_index``) on
-index targets; a test of the other kind is deselected, so one run can hold both kinds.
+an index), or a router pair (an engine publishing KV events and an index reading them,
+``radixcheck.properties.router_contract``: ``RouterCapabilities``). The cache tests run on cache
+targets, the index tests (marked ``radix_index``) on index targets and the end-to-end test (marked
+``radix_router``) on pairs; a test of another kind is deselected, so one run can hold every kind.
 
 The target comes from ``--radix-target``, else ``RADIXCHECK_TARGET``, else the ini option
 ``radix_target``, else the reference; the page sizes from ``--radix-page-sizes``, else the ini
@@ -60,6 +62,7 @@ WAIVER_LOG = pytest.StashKey[WaiverLog]()
 WAIVED_PREFIX = "radixcheck waiver"  # report.wasxfail of a test whose only failures were waived
 CONFORMANCE_PACKAGE = "radixcheck.properties.conformance"
 INDEX_MARK = "radix_index"  # the conformance tests of KV-event indexes (the rest are the caches')
+ROUTER_MARK = "radix_router"  # the end-to-end test of an engine and a router index (a pair target)
 
 
 class _OtherKind:
@@ -146,6 +149,7 @@ def pytest_configure(config: pytest.Config) -> None:
     # radixcheck's tests and machines take this profile's settings (radixcheck.profiles.current());
     # nothing is loaded into Hypothesis, so the project's own profile and settings stay as they are.
     config.addinivalue_line("markers", f"{INDEX_MARK}: a conformance test of KV-event indexes (radixcheck)")
+    config.addinivalue_line("markers", f"{ROUTER_MARK}: the end-to-end test of an engine and a router index (radixcheck)")
     config.stash[PROFILE] = profiles.select(config.getoption("hypothesis_profile", None), config.getoption("hypothesis_verbosity", None))
     try:
         config.stash[WAIVERS] = [w for path in config.getoption("--radix-waive") or [] for w in read_waivers(path)]
@@ -208,7 +212,11 @@ def restrict_page_sizes(target: Target, option: str | None, strict: bool = True)
     if not wanted or undeclared:
         raise TargetError(f"page sizes {option!r}: {target.spec} declares (and the suite runs) only "
                           f"{list(target.capabilities.page_sizes_tested())}")
-    return dataclasses.replace(target, capabilities=dataclasses.replace(target.capabilities, page_sizes=wanted))
+    caps = target.capabilities
+    if target.kind == "router":  # a pair's page sizes are its engine's
+        engine = dataclasses.replace(caps.engine, page_sizes=wanted)
+        return dataclasses.replace(target, capabilities=dataclasses.replace(caps, engine=engine))
+    return dataclasses.replace(target, capabilities=dataclasses.replace(caps, page_sizes=wanted))
 
 
 def report_header(target: Target, profile: str) -> list[str]:
@@ -238,8 +246,9 @@ def header_lines(config: pytest.Config) -> list[str]:
     if _several(config):
         lines = [f"radixcheck targets: {len(named_specs(config))}, hypothesis profile {config.stash[PROFILE]}"]
         for name, loaded in targets_of(config).items():
+            pair = "router pair, " if isinstance(loaded, Target) and loaded.kind == "router" else ""
             detail = (f"CANNOT BE TESTED: {loaded}" if not isinstance(loaded, Target) else "KV-event index" if loaded.kind == "index"
-                      else f"page sizes {list(loaded.capabilities.page_sizes_tested())}")
+                      else f"{pair}page sizes {list(loaded.capabilities.page_sizes_tested())}")
             if isinstance(loaded, Target) and loaded.defaults_warning():
                 detail += "; WARNING: no `capabilities`, the defaults apply"
             lines.append(f"radixcheck target {name}: {named_specs(config)[name]} ({detail})")
@@ -293,26 +302,28 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
 
 
 def _kind_of(metafunc: pytest.Metafunc) -> str:
-    return "index" if metafunc.definition.get_closest_marker(INDEX_MARK) else "cache"
+    if metafunc.definition.get_closest_marker(INDEX_MARK):
+        return "index"
+    return "router" if metafunc.definition.get_closest_marker(ROUTER_MARK) else "cache"
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Conformance tests of the other kind than every target (cache tests in an index's run, and
     the other way round) are deselected, not skipped: they do not apply."""
     other = [item for item in items if getattr(getattr(item, "callspec", None), "params", {}).get("target") is OTHER_KIND]
-    if _only_indexes(config):  # the cache tests that take no target (the scheduler's own order) do not apply either
+    if _no_caches(config):  # the cache tests that take no target (the scheduler's own order) do not apply either
         here = Path(importlib.import_module(CONFORMANCE_PACKAGE).__file__).resolve().parent
         other += [item for item in items if Path(item.path).resolve().parent == here
-                  and not _is_conformance(item) and not item.get_closest_marker(INDEX_MARK)]
+                  and not _is_conformance(item) and not item.get_closest_marker(INDEX_MARK) and not item.get_closest_marker(ROUTER_MARK)]
     if other:
         config.hook.pytest_deselected(items=other)
         items[:] = [item for item in items if item not in other]
 
 
-def _only_indexes(config: pytest.Config) -> bool:
-    """Whether every target already loaded in this run is a KV-event index."""
+def _no_caches(config: pytest.Config) -> bool:
+    """Whether every target already loaded in this run is an index or a router pair, not a cache."""
     loaded = [config.stash[TARGET]] if TARGET in config.stash else list(config.stash.get(TARGETS, {}).values())
-    return bool(loaded) and all(isinstance(t, Target) and t.kind == "index" for t in loaded)
+    return bool(loaded) and all(isinstance(t, Target) and t.kind != "cache" for t in loaded)
 
 
 def _extremes(sizes: tuple[int, ...]) -> list[int]:
