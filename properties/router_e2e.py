@@ -127,6 +127,15 @@ class RouterFollowsEngineMachine(RadixCacheMachine):
     def router_view(self) -> None:
         self.router_follows_engine()
 
+    def _engine_hit(self, tokens: list[int]) -> int:
+        """Tokens the engine itself would reuse: ``cached_prefix_length`` where the engine offers it
+        (a match that counts as a use would disturb the cache machine's recency), else its match
+        (vLLM's lookup changes nothing)."""
+        peek = getattr(self.cache, "cached_prefix_length", None)
+        if callable(peek):
+            return int(guarded("cached_prefix_length", peek, tokens))
+        return len(guarded("match_prefix", self.cache.match_prefix, tokens)[0])
+
     def router_follows_engine(self) -> None:
         """Engine, events and router agree on every known sequence (see the module docstring)."""
         self._feed_router()
@@ -134,7 +143,7 @@ class RouterFollowsEngineMachine(RadixCacheMachine):
             aligned = list(tokens[: len(tokens) // self.page_size * self.page_size])
             if not aligned:
                 continue
-            engine = len(guarded("match_prefix", self.cache.match_prefix, aligned)[0]) // self.page_size
+            engine = self._engine_hit(aligned) // self.page_size
             hashes = type(self).pair.tokens_hashes(aligned, self.page_size)
             events = self.events_model.overlaps(hashes).get(WORKER, 0)
             router = guarded("find_matches", self.index.find_matches, hashes).get(WORKER, 0)
