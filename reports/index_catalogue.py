@@ -28,6 +28,7 @@ from radixcheck.properties.index_mutants import INDEX_MUTANTS, machine_for_index
 from radixcheck.properties.verdict import run_machine
 from radixcheck.reports import default_out
 from radixcheck.reports.kill_rates import false_alarms, measure
+from radixcheck.reports.machine import cpu_line
 
 # (obligation, rule of the index machine that exercises it, the oracle's exception, mutants that break it)
 INDEX_OBLIGATIONS: list[tuple[str, str, type[BaseException], list[str]]] = [
@@ -133,14 +134,13 @@ def main(argv: list[str] | None = None) -> None:
         refuse_weaker(parser, out / "INDEX_CATALOGUE.md",
                       [f"--streams {args.streams} where it has kill rates over {saved_streams(out)}"], args.force)
     import os
-    import platform
 
     started = time.perf_counter()
     rows = build(args.streams, args.jobs)
     variants = false_alarms(args.variant_streams, args.jobs, index=True) if args.variant_streams else []
     meta = {"command": f"python -m radixcheck.reports.index_catalogue --streams {args.streams} --variant-streams "
                        f"{args.variant_streams}", "seconds": time.perf_counter() - started,
-            "machine": f"{platform.processor() or platform.machine()}, {os.cpu_count()} cores, load average "
+            "machine": f"{cpu_line()}, {os.cpu_count()} cores, load average "
                        f"{', '.join(f'{x:.1f}' for x in os.getloadavg())} at the end"}
     (out / "artifacts").mkdir(parents=True, exist_ok=True)
     (out / "INDEX_CATALOGUE.md").write_text(render(rows, variants, meta) + "\n", encoding="utf-8")

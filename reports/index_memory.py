@@ -36,6 +36,7 @@ from tabulate import tabulate
 
 from radixcheck.argtypes import ArgumentParser, positive_int
 from radixcheck.reports import default_out
+from radixcheck.reports.machine import cpu_line
 
 INDEXES = {
     "dynamo_radix_tree": "radixcheck.properties.adapters.dynamo_index:dynamo_radix_tree",
@@ -160,7 +161,7 @@ def main(argv: list[str] | None = None) -> int:
     load = os.getloadavg()
     rows = measure(args.prompts, INDEXES)
     meta = {"command": f"python -m radixcheck.reports.index_memory --prompts {args.prompts}", "python": platform.python_version(),
-            "machine": f"{platform.processor() or platform.machine()}, {os.cpu_count()} cores, load average "
+            "machine": f"{cpu_line()}, {os.cpu_count()} cores, load average "
                        f"{load[0]:.1f} at the start, {os.getloadavg()[0]:.1f} at the end"}
     (out / "artifacts").mkdir(parents=True, exist_ok=True)
     (out / "INDEX_MEMORY.md").write_text(render(rows, meta), encoding="utf-8")
