@@ -33,7 +33,9 @@ def find_only() -> settings:
 
 @pytest.mark.parametrize("churn", [False, True], ids=["ordinary", "churn"])
 def test_the_reference_index_passes(churn: bool) -> None:
-    run_machine(index_machine_for(KvIndex, KvIndex.capabilities, "meta_reference_index", churn=churn), find_only())
+    """At the variants' budget (the gate's time; 50 full streams per machine pass in INDEX_CATALOGUE.md)."""
+    search = settings(find_only(), max_examples=VARIANT_EXAMPLES)
+    run_machine(index_machine_for(KvIndex, KvIndex.capabilities, "meta_reference_index", churn=churn), search)
 
 
 @pytest.mark.parametrize("variant", CORRECT_INDEX_VARIANTS, ids=lambda v: v.__name__)
@@ -56,7 +58,8 @@ def test_a_pruned_suffix_is_caught_only_where_removal_order_is_free() -> None:
     """Declared leaves first, the engines never remove a parent before its children, so the pruning
     index is right there (the capability is what the finding depends on)."""
     leaves_first = IndexCapabilities(accepts_any_removal_order=False)
-    run_machine(index_machine_for(PrunesSuffixWithAncestor, leaves_first, "meta_prunes_leaves_first"), find_only())
+    search = settings(find_only(), max_examples=VARIANT_EXAMPLES)
+    run_machine(index_machine_for(PrunesSuffixWithAncestor, leaves_first, "meta_prunes_leaves_first"), search)
 
 
 def test_every_index_mutant_is_in_the_catalogue() -> None:

@@ -17,7 +17,7 @@ from radixcheck.properties.target import check_target, load_target
 from radixcheck.properties.verdict import run_machine
 from radixcheck.reference.kv_index import KvIndex
 
-SEARCH = settings(profiles.SETTINGS["mutation"], max_examples=20)  # the test engine walks its tree after every call
+SEARCH = settings(profiles.SETTINGS["mutation"], max_examples=12)  # the test engine walks its tree after every call
 
 
 def _run(pair, page_size: int, name: str) -> None:
