@@ -59,6 +59,15 @@ lost it). Each ``BlockStored`` event of an insert is checked against the blocks
 ``allocate_slots`` returned. An event the adapter cannot attribute raises ``AssertionError``
 (an inconsistency between vLLM's events and its pool, reported, never hidden).
 
+For the end-to-end check (``radixcheck.properties.router_e2e``)
+------------------------------------------------------------
+``tap_events`` keeps vLLM's own KV events for ``take_published()`` (``index_events`` translates them
+for a router index, each block's tokens hash computed from its token ids); ``serve_aligned(tokens)``
+runs a request for exactly the block-aligned tokens, as the scheduler runs a repeated prompt: fully
+cached, its last block is recomputed into a second physical block under the same hash. The adapter
+keeps the slots per page: a copy shares them, and they go back to the caller with the last copy;
+sizes and ``evict`` count pages (a spare copy's eviction frees no page).
+
 Contract differences (declared through capabilities; the suite never sends what they exclude)
 ---------------------------------------------------------------------------------------------
 * ``eviction_policy="lru-by-release"``: vLLM's free queue is ordered by *release*, not by use.
