@@ -83,6 +83,26 @@ class ReturnValueViolation(ContractViolation):
     oracle = "return values"
 
 
+class IndexViolation(ContractViolation):
+    """A KV-event index (a router's view) disagrees with the blocks its events say each rank holds:
+    a match, a size or the dump, or it refused a legal event."""
+
+    oracle = "7 index model"
+
+
+class IndexMemoryViolation(ContractViolation):
+    """A KV-event index keeps entries for blocks nobody holds: not empty once every block is gone,
+    or growing beyond what is held under churn."""
+
+    oracle = "8 index memory"
+
+
+class EngineEventsViolation(ContractViolation):
+    """An engine's KV events do not describe its cache: a router that mirrors them exactly (the
+    index model) disagrees with the prefix the engine itself matches."""
+
+    oracle = "9 engine events"
+
 
 def shown(tokens: tuple[int, ...] | list[int]) -> str:
     """Tokens for a message: in full when short, else the ends and the length (prompts can be

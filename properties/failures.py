@@ -13,7 +13,9 @@ from typing import Any
 from radixcheck.oracles.violations import ContractViolation
 from radixcheck.properties.target import caused_by_hang
 
-INVARIANT_STEPS = ("state.sizes_add_up()", "state.slots_conserved()")  # the machine's @invariant methods
+# The machines' @invariant methods (the cache machine's, then the index machine's): not steps of the program.
+INVARIANT_STEPS = ("state.sizes_add_up()", "state.slots_conserved()", "state.sizes_agree()", "state.memory_bounded()",
+                   "state.router_view()")
 
 
 def oracle_of(exc: BaseException) -> str:

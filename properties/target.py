@@ -1,6 +1,8 @@
 """Choosing the cache under test, and calling it as the untrusted code it is.
 
-The target is named ``package.module:attribute`` (see ``radixcheck.properties.contract``).
+The target is named ``package.module:attribute`` (see ``radixcheck.properties.contract``): a
+radix cache's factory, or a KV-event index's (``radixcheck.properties.index_contract``), told apart
+by the type of its ``capabilities`` (or, for a factory that declares none, by ``index=True``).
 :func:`load_target` imports it (the working directory is importable, as with ``python -m``) and
 :func:`check_target` checks it once, up front, so a factory that raises or a cache without the
 contract's methods is one clear error rather than a failure in every test. Every call into it
@@ -29,6 +31,8 @@ from radixcheck.properties.contract import (
     SlotAllocator,
     required_methods,
 )
+from radixcheck.properties.index_contract import DEFAULT_INDEX_CAPABILITIES, IndexCapabilities, required_index_methods
+from radixcheck.properties.router_contract import RouterCapabilities, RouterPair
 
 DEFAULT_TARGET = "radixcheck.reference:RadixCache"
 TARGET_ENV = "RADIXCHECK_TARGET"
@@ -65,24 +69,36 @@ class TargetError(ValueError):
 class Target:
     spec: str
     factory: Callable[..., Any]
-    capabilities: Capabilities
+    capabilities: Capabilities | IndexCapabilities | RouterCapabilities
     capabilities_declared: bool = True  # False: the factory has no `capabilities`, the defaults apply
 
     @property
     def name(self) -> str:
         return self.spec.replace(":", ".")
 
+    @property
+    def kind(self) -> str:
+        """"index" for a KV-event index (IndexCapabilities), "router" for an engine and index pair
+        (RouterCapabilities), else "cache"."""
+        if isinstance(self.capabilities, IndexCapabilities):
+            return "index"
+        return "router" if isinstance(self.capabilities, RouterCapabilities) else "cache"
+
     def defaults_warning(self) -> str | None:
         """What a user must see when the factory declares nothing: the defaults it is held to."""
         if self.capabilities_declared:
             return None
+        if self.kind == "index":
+            return (f"{self.spec} has no `capabilities`, so the index defaults apply: {self.capabilities}; declare what "
+                    f"it offers with `{self.spec.partition(':')[2]}.capabilities = radixcheck.IndexCapabilities(...)`")
         return (f"{self.spec} has no `capabilities`, so the defaults apply: {self.capabilities} (every property, "
                 f"page sizes {list(self.capabilities.page_sizes)}); declare what it offers with "
                 f"`{self.spec.partition(':')[2]}.capabilities = radixcheck.Capabilities(...)`")
 
 
-def load_target(spec: str) -> Target:
-    """Import ``package.module:attribute`` and check it; raise :class:`TargetError` naming what is wrong."""
+def load_target(spec: str, index: bool = False) -> Target:
+    """Import ``package.module:attribute`` and check it; raise :class:`TargetError` naming what is
+    wrong. ``index``: a factory without ``capabilities`` is a KV-event index (else a cache)."""
     if not isinstance(spec, str) or not spec.strip():
         raise TargetError("the target is empty: name a cache factory as 'package.module:factory'")
     module_name, sep, attr = spec.strip().partition(":")
@@ -101,15 +117,23 @@ def load_target(spec: str) -> Target:
         factory = getattr(factory, part)
     if not callable(factory):
         raise TargetError(f"target {spec!r}: {attr!r} is not callable")
-    caps = getattr(factory, "capabilities", DEFAULT_CAPABILITIES)
-    if not isinstance(caps, Capabilities):
-        raise TargetError(f"target {spec!r}: 'capabilities' must be a radixcheck.Capabilities, got {caps!r}")
+    caps = getattr(factory, "capabilities", DEFAULT_INDEX_CAPABILITIES if index else DEFAULT_CAPABILITIES)
+    if not isinstance(caps, (Capabilities, IndexCapabilities, RouterCapabilities)):
+        raise TargetError(f"target {spec!r}: 'capabilities' must be a radixcheck.Capabilities (a cache), "
+                          f"radixcheck.IndexCapabilities (a KV-event index) or a RouterCapabilities (a pair), got {caps!r}")
     return Target(spec.strip(), factory, caps, capabilities_declared=hasattr(factory, "capabilities"))
 
 
 def check_target(target: Target) -> None:
-    """Build one cache at each declared page size and check it has the methods the suite will
-    call (those its capabilities do not exclude). Raises :class:`TargetError` on the first problem."""
+    """Build one cache at each declared page size (or one index) and check it has the methods the
+    suite will call (those its capabilities do not exclude). Raises :class:`TargetError` on the
+    first problem."""
+    if target.kind == "index":
+        _check_index(target)
+        return
+    if target.kind == "router":
+        _check_router(target)
+        return
     if not target.capabilities.page_sizes_tested():
         raise TargetError(f"target {target.spec!r} declares page sizes {list(target.capabilities.page_sizes)}, none of "
                           f"them <= {MAX_PAGE_SIZE_TESTED}, the largest the suite runs")
@@ -132,6 +156,41 @@ def check_target(target: Target) -> None:
         if getattr(cache, "page_size", None) != page_size:
             raise TargetError(f"target {target.spec!r}: factory(page_size={page_size}) built a cache whose "
                               f"page_size is {getattr(cache, 'page_size', None)!r}")
+
+
+def _check_router(target: Target) -> None:
+    """A pair: its factory returns a RouterPair; its engine is a cache at each page size (that also
+    publishes its events) and its index an index."""
+    try:
+        with _alarm(max(op_timeout(), LOAD_TIMEOUT), "factory() while loading the target"):
+            pair = target.factory()
+    except Exception as exc:  # noqa: BLE001
+        raise TargetError(f"target {target.spec!r}: factory() raised {type(exc).__name__}: {exc}") from exc
+    if not isinstance(pair, RouterPair):
+        raise TargetError(f"target {target.spec!r}: a router pair's factory must return a RouterPair, got {type(pair).__name__}")
+    caps = target.capabilities
+    check_target(Target(f"{target.spec} (engine)", pair.engine, caps.engine))
+    check_target(Target(f"{target.spec} (index)", pair.index, caps.index))
+    with _alarm(max(op_timeout(), LOAD_TIMEOUT), "the engine's factory while loading the target"):
+        engine = pair.engine(SlotAllocator(64), caps.engine.page_sizes_tested()[0])
+    if not callable(getattr(engine, "take_published", None)) or not hasattr(engine, "tap_events"):
+        raise TargetError(f"target {target.spec!r}: its engine ({type(engine).__name__}) does not publish its events "
+                          "(take_published() and tap_events, see radixcheck.properties.router_contract)")
+
+
+def _check_index(target: Target) -> None:
+    try:
+        with _alarm(max(op_timeout(), LOAD_TIMEOUT), "factory() while loading the target"):
+            index = target.factory()
+    except Exception as exc:  # noqa: BLE001 - whatever the factory raises, the target is unusable
+        raise TargetError(f"target {target.spec!r}: factory() raised {type(exc).__name__}: {exc}") from exc
+    missing = [m for m in required_index_methods(target.capabilities) if not callable(getattr(index, m, None))]
+    if missing:
+        optional = {"sizes": "reports_sizes=False", "dump": "offers_dump=False", "resident": "reports_resident=False"}
+        hint = [optional[m] for m in missing if m in optional]
+        raise TargetError(f"target {target.spec!r}: the index it builds ({type(index).__name__}) lacks {', '.join(missing)} "
+                          "(see radixcheck.properties.index_contract"
+                          + (f"; if it does not offer them, declare {', '.join(hint)} in its IndexCapabilities)" if hint else ")"))
 
 
 def op_timeout() -> float:

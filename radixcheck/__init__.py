@@ -31,6 +31,8 @@ __version__ = "0.2.0"
 _EXPORTS = {
     "Capabilities": "radixcheck.properties.contract",
     "DEFAULT_CAPABILITIES": "radixcheck.properties.contract",
+    "IndexCapabilities": "radixcheck.properties.index_contract",
+    "index_machine_for": "radixcheck.properties.index_machine",
     "RadixCacheLike": "radixcheck.properties.contract",
     "SlotAllocator": "radixcheck.properties.contract",
     "RadixCacheMachine": "radixcheck.properties.cache_machine",

@@ -1,5 +1,9 @@
 """``radixcheck audit module:factory``: the conformance tests against one cache, with a verdict.
 
+The target may also be a KV-event index (a router's view, ``radixcheck.properties.index_contract``):
+its ``capabilities`` is an ``IndexCapabilities`` (or ``--index``), and the index tests run instead
+of the cache tests, with the same verdicts, report card, JSON and findings.
+
 It checks the target first (one clear error if it cannot be tested at all), then runs the
 conformance tests (``radixcheck.properties.conformance``) through pytest and pytest-xdist,
 printing each verdict as it arrives, and writes a report card: the target and its capabilities,
@@ -65,10 +69,12 @@ class Verdict:
 # The order findings are listed in, most fundamental first: (rank, oracle names starting so).
 RANKS: list[tuple[str, tuple[str, ...]]] = [
     ("could not run", ("collection error", "error")),
-    ("slots and the prefix set", ("3 slot", "1 prefix-set", "5 evict-equals", "return values", "bad input", "contract")),
+    ("slots and the prefix set", ("3 slot", "1 prefix-set", "5 evict-equals", "return values", "bad input", "contract",
+                                  "9 engine events", "7 index")),
     ("refcounts", ("2 refcount",)),
     ("crash or hang in a legal call", ("crash", "hang", "assertion")),
     ("eviction amount and LRU order", ("4 ",)),
+    ("index memory", ("8 index memory",)),
     ("DFS bound", ("6 DFS",)),
 ]
 
@@ -234,6 +240,8 @@ def run_audit(target: Target, page_sizes: str | None, profile: str, workers: str
         args += ["--radix-waive", str(Path(waive).resolve())]
     if repro:
         args += ["--radix-repro", str(repro)]
+    if target.kind == "index" and not target.capabilities_declared:
+        args += ["--radix-index"]
     if workers not in ("0", "1"):
         args += ["-n", workers, "--dist", "worksteal"]  # an idle worker takes queued tests from one busy with a long one
     with hypothesis_storage_in_cache():  # Hypothesis's .hypothesis/ goes to the user's cache, not their project

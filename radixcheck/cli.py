@@ -4,6 +4,7 @@
     radixcheck audit mymodule:make --page-sizes 1,16 --report audit.md --json audit.json -n 2
     radixcheck audit mymodule:make --waive known.txt      # known findings: reported as waived, looked past
     radixcheck audit mymodule:make --repro repros/        # a standalone repro file per finding
+    radixcheck audit mymodule:make_index                 # a KV-event index (its capabilities: IndexCapabilities)
     radixcheck bench mymodule:make --report cost.md      # how each operation's cost grows (beside the reference)
     radixcheck reports --out my-reports                  # regenerate the ledger (python -m radixcheck.reports)
 """
@@ -26,7 +27,10 @@ def _parser() -> argparse.ArgumentParser:
     audit = sub.add_parser("audit", help="run the conformance tests against a cache factory",
                            description="Run the conformance tests against FACTORY ('package.module:factory'; the working "
                                        "directory is importable). Exit 0: conforms; 1: does not; 2: usage or load error.")
-    audit.add_argument("factory", help="the cache factory, 'package.module:factory'")
+    audit.add_argument("factory", help="the cache (or KV-event index) factory, 'package.module:factory'")
+    audit.add_argument("--index", action="store_true",
+                       help="a factory that declares no capabilities is a KV-event index (one whose capabilities are "
+                            "IndexCapabilities is one anyway)")
     audit.add_argument("--page-sizes", type=page_sizes,
                        help="comma-separated subset of the page sizes the factory declares (default: all up to 64)")
     audit.add_argument("--profile", default="ci", choices=PROFILES, help="Hypothesis profile (default: ci, derandomized)")
@@ -64,7 +68,7 @@ def _audit(args: argparse.Namespace) -> int:
         print(f"radixcheck: error: {exc}", file=sys.stderr)
         return EXIT_USAGE
     try:
-        target = load_target(args.factory)
+        target = load_target(args.factory, index=args.index)
         check_target(target)
         target = restrict_page_sizes(target, args.page_sizes)
     except TargetError as exc:

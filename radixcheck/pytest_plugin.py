@@ -14,6 +14,13 @@ size (ids ``ref-page_size=4``), so pytest-xdist spreads the target x test items 
 local or remote (``-n 2``, ``--tx ssh=host//python=...``). That is how the conformance matrix runs.
 A target that cannot be loaded then fails its own items (with the reason), not the whole run.
 
+A target is a radix cache or a KV-event index (a router's view, ``radixcheck.properties.index_contract``),
+told apart by the type of its ``capabilities`` (``--radix-index``: a factory that declares none is
+an index), or a router pair (an engine publishing KV events and an index reading them,
+``radixcheck.properties.router_contract``: ``RouterCapabilities``). The cache tests run on cache
+targets, the index tests (marked ``radix_index``) on index targets and the end-to-end test (marked
+``radix_router``) on pairs; a test of another kind is deselected, so one run can hold every kind.
+
 The target comes from ``--radix-target``, else ``RADIXCHECK_TARGET``, else the ini option
 ``radix_target``, else the reference; the page sizes from ``--radix-page-sizes``, else the ini
 option ``radix_page_sizes``. A good citizen in every other pytest run of the environment: it loads
@@ -25,6 +32,7 @@ prints its header, only when conformance tests are collected.
 from __future__ import annotations
 
 import dataclasses
+import importlib
 import os
 from pathlib import Path
 from typing import Any
@@ -57,6 +65,19 @@ WAIVED_PREFIX = "radixcheck waiver"  # report.wasxfail of a test whose only fail
 FAILED = pytest.StashKey[BaseException]()  # a failure whose repro file is written at the test's teardown
 _REDUCED: dict[str, tuple[str, int]] = {}  # in this process (a worker): repro file name -> the test it was written from, its calls
 SHORT_REPRO = 100  # a finding whose file has at most this many calls is not reduced again (a longer one may come out shorter)
+CONFORMANCE_PACKAGE = "radixcheck.properties.conformance"
+INDEX_MARK = "radix_index"  # the conformance tests of KV-event indexes (the rest are the caches')
+ROUTER_MARK = "radix_router"  # the end-to-end test of an engine and a router index (a pair target)
+
+
+class _OtherKind:
+    """The parameter of a conformance test that no target of its kind takes: deselected."""
+
+    def __repr__(self) -> str:
+        return "no-target-of-this-kind"
+
+
+OTHER_KIND = _OtherKind()
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -87,6 +108,12 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         metavar="DIR",
         help="write a standalone repro file (plain contract calls, then the oracle's check; exit 1 while the bug is "
         "there) for each distinct finding into DIR",
+    )
+    group.addoption(
+        "--radix-index",
+        action="store_true",
+        default=False,
+        help="a target factory that declares no `capabilities` is a KV-event index (default: a radix cache)",
     )
     parser.addini("radix_target", help=f"cache factory the conformance tests run against (--radix-target and {TARGET_ENV} win)")
     parser.addini("radix_page_sizes", help="comma-separated page sizes the conformance tests run (--radix-page-sizes wins)")
@@ -133,6 +160,8 @@ def named_specs(config: pytest.Config) -> dict[str, str]:
 def pytest_configure(config: pytest.Config) -> None:
     # radixcheck's tests and machines take this profile's settings (radixcheck.profiles.current());
     # nothing is loaded into Hypothesis, so the project's own profile and settings stay as they are.
+    config.addinivalue_line("markers", f"{INDEX_MARK}: a conformance test of KV-event indexes (radixcheck)")
+    config.addinivalue_line("markers", f"{ROUTER_MARK}: the end-to-end test of an engine and a router index (radixcheck)")
     config.stash[PROFILE] = profiles.select(config.getoption("hypothesis_profile", None), config.getoption("hypothesis_verbosity", None))
     try:
         config.stash[WAIVERS] = [w for path in config.getoption("--radix-waive") or [] for w in read_waivers(path)]
@@ -156,7 +185,7 @@ def target_of(config: pytest.Config) -> Target:
     touches a cache, in a venv where radixcheck happens to be installed, never loads one)."""
     if TARGET not in config.stash:
         try:
-            target = load_target(target_spec(config))
+            target = load_target(target_spec(config), index=config.getoption("--radix-index"))
             check_target(target)
             config.stash[TARGET] = restrict_page_sizes(target, page_sizes_option(config))
         except TargetError as exc:
@@ -171,7 +200,7 @@ def targets_of(config: pytest.Config) -> dict[str, Target | TargetError]:
         loaded: dict[str, Target | TargetError] = {}
         for name, spec in named_specs(config).items():
             try:
-                target = load_target(spec)
+                target = load_target(spec, index=config.getoption("--radix-index"))
                 check_target(target)
                 loaded[name] = restrict_page_sizes(target, page_sizes_option(config), strict=False)
             except TargetError as exc:
@@ -181,8 +210,13 @@ def targets_of(config: pytest.Config) -> dict[str, Target | TargetError]:
 
 
 def restrict_page_sizes(target: Target, option: str | None, strict: bool = True) -> Target:
-    """The target with only the page sizes asked for (each must be one it declares)."""
+    """The target with only the page sizes asked for (each must be one it declares). An index has
+    no page sizes: asked for some in a single-target run, that is an error; else they are ignored."""
     if option is None:
+        return target
+    if target.kind == "index":
+        if strict:
+            raise TargetError(f"page sizes {option!r}: {target.spec} is a KV-event index, which has no page sizes")
         return target
     try:
         wanted = tuple(sorted({int(p) for p in option.split(",") if p.strip()}))
@@ -195,7 +229,11 @@ def restrict_page_sizes(target: Target, option: str | None, strict: bool = True)
     if not wanted or undeclared:
         raise TargetError(f"page sizes {option!r}: {target.spec} declares (and the suite runs) only "
                           f"{list(target.capabilities.page_sizes_tested())}")
-    return dataclasses.replace(target, capabilities=dataclasses.replace(target.capabilities, page_sizes=wanted))
+    caps = target.capabilities
+    if target.kind == "router":  # a pair's page sizes are its engine's
+        engine = dataclasses.replace(caps.engine, page_sizes=wanted)
+        return dataclasses.replace(target, capabilities=dataclasses.replace(caps, engine=engine))
+    return dataclasses.replace(target, capabilities=dataclasses.replace(caps, page_sizes=wanted))
 
 
 def report_header(target: Target, profile: str) -> list[str]:
@@ -205,7 +243,8 @@ def report_header(target: Target, profile: str) -> list[str]:
     lines = [
         f"radixcheck target: {target.spec} ({origin})",
         f"radixcheck capabilities: {target.capabilities}",
-        f"radixcheck page sizes run: {list(target.capabilities.page_sizes_tested())}",
+        (f"radixcheck page sizes run: {list(target.capabilities.page_sizes_tested())}" if target.kind == "cache"
+         else "radixcheck kind: KV-event index (radixcheck.properties.index_contract)"),
         f"radixcheck per-operation time limit: {op_timeout():g} s ({TIMEOUT_ENV})",
         f"radixcheck hypothesis profile: {profile}",
         f"radixcheck environment: {env or '-'}",
@@ -224,8 +263,9 @@ def header_lines(config: pytest.Config) -> list[str]:
     if _several(config):
         lines = [f"radixcheck targets: {len(named_specs(config))}, hypothesis profile {config.stash[PROFILE]}"]
         for name, loaded in targets_of(config).items():
-            detail = (f"page sizes {list(loaded.capabilities.page_sizes_tested())}" if isinstance(loaded, Target)
-                      else f"CANNOT BE TESTED: {loaded}")
+            pair = "router pair, " if isinstance(loaded, Target) and loaded.kind == "router" else ""
+            detail = (f"CANNOT BE TESTED: {loaded}" if not isinstance(loaded, Target) else "KV-event index" if loaded.kind == "index"
+                      else f"{pair}page sizes {list(loaded.capabilities.page_sizes_tested())}")
             if isinstance(loaded, Target) and loaded.defaults_warning():
                 detail += "; WARNING: no `capabilities`, the defaults apply"
             lines.append(f"radixcheck target {name}: {named_specs(config)[name]} ({detail})")
@@ -263,10 +303,44 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     if _several(metafunc.config):
         _parametrize_targets(metafunc)
         return
-    sizes = target_of(metafunc.config).capabilities.page_sizes_tested()
+    target = target_of(metafunc.config)
+    if target.kind != _kind_of(metafunc):  # deselected (pytest_collection_modifyitems)
+        metafunc.parametrize("target", [OTHER_KIND], ids=["other-kind"], indirect=True, scope="session")
+        for name in ("page_size", "extreme_page_size"):
+            if name in metafunc.fixturenames:
+                metafunc.parametrize(name, [0], ids=["-"], scope="module")
+        return
+    if target.kind == "index":
+        return  # an index's tests take no page size
+    sizes = target.capabilities.page_sizes_tested()
     for name, values in (("page_size", sizes), ("extreme_page_size", _extremes(sizes))):
         if name in metafunc.fixturenames:
             metafunc.parametrize(name, values, ids=[f"page_size={p}" for p in values], scope="module")
+
+
+def _kind_of(metafunc: pytest.Metafunc) -> str:
+    if metafunc.definition.get_closest_marker(INDEX_MARK):
+        return "index"
+    return "router" if metafunc.definition.get_closest_marker(ROUTER_MARK) else "cache"
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Conformance tests of the other kind than every target (cache tests in an index's run, and
+    the other way round) are deselected, not skipped: they do not apply."""
+    other = [item for item in items if getattr(getattr(item, "callspec", None), "params", {}).get("target") is OTHER_KIND]
+    if _no_caches(config):  # the cache tests that take no target (the scheduler's own order) do not apply either
+        here = Path(importlib.import_module(CONFORMANCE_PACKAGE).__file__).resolve().parent
+        other += [item for item in items if Path(item.path).resolve().parent == here
+                  and not _is_conformance(item) and not item.get_closest_marker(INDEX_MARK) and not item.get_closest_marker(ROUTER_MARK)]
+    if other:
+        config.hook.pytest_deselected(items=other)
+        items[:] = [item for item in items if item not in other]
+
+
+def _no_caches(config: pytest.Config) -> bool:
+    """Whether every target already loaded in this run is an index or a router pair, not a cache."""
+    loaded = [config.stash[TARGET]] if TARGET in config.stash else list(config.stash.get(TARGETS, {}).values())
+    return bool(loaded) and all(isinstance(t, Target) and t.kind != "cache" for t in loaded)
 
 
 def _extremes(sizes: tuple[int, ...]) -> list[int]:
@@ -276,7 +350,15 @@ def _extremes(sizes: tuple[int, ...]) -> list[int]:
 def _parametrize_targets(metafunc: pytest.Metafunc) -> None:
     """target x page size for a several-target run (a target that cannot be tested gets one item,
     which fails at setup with the reason)."""
-    targets = targets_of(metafunc.config)
+    kind = _kind_of(metafunc)
+    targets = {name: loaded for name, loaded in targets_of(metafunc.config).items()
+               if not isinstance(loaded, Target) or loaded.kind == kind}  # an unloadable one fails in both kinds
+    if not targets:
+        metafunc.parametrize("target", [OTHER_KIND], ids=["other-kind"], indirect=True)
+        for name in ("page_size", "extreme_page_size"):
+            if name in metafunc.fixturenames:
+                metafunc.parametrize(name, [0], ids=["-"])
+        return
     for size_name in ("page_size", "extreme_page_size"):
         if size_name in metafunc.fixturenames:
             pairs, ids = [], []
@@ -404,8 +486,10 @@ def radix_waivers(request: pytest.FixtureRequest) -> WaiverLog:
 
 @pytest.fixture(scope="session")
 def target(request: pytest.FixtureRequest) -> Target:
-    """The cache factory under test, with its capabilities (in a several-target run, this item's)."""
+    """The cache (or index) factory under test, with its capabilities (in a several-target run, this item's)."""
     name = getattr(request, "param", None)
+    if name is OTHER_KIND:
+        pytest.skip("no target of this kind")
     if name is None:
         return target_of(request.config)
     loaded = targets_of(request.config)[name]

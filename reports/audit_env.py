@@ -19,7 +19,8 @@ must be able to collect every target). Each engine is one step, timed and sized 
 stamp's ``engines`` entry): SGLang (below), then each adapter's own ``PIP_REQUIREMENTS_NO_DEPS``
 and ``PIP_REQUIREMENTS`` (vLLM's CPU wheel, ``--no-deps`` plus nine small imports; mini-sglang's and
 LightLLM's cache modules, read from the user's checkouts, need only torch and sortedcontainers;
-LightLLM's registry release 0.0.1 is installed ``--no-deps`` beside them).
+LightLLM's registry release 0.0.1 is installed ``--no-deps`` beside them; Dynamo's KV router index,
+``ai-dynamo-runtime==1.6.1``, with its two dependencies, pydantic and uvloop, already there).
 
 The environment lives in ``.audit-venv/`` at the repository root (git-ignored). It holds the
 CPU wheel of torch, ``sglang`` installed with ``--no-deps`` (its full dependency set pulls CUDA
@@ -128,6 +129,7 @@ ENGINE_ADAPTERS = {
     "vllm": "radixcheck.properties.adapters.vllm_prefix",
     "mini_sglang": "radixcheck.properties.adapters.mini_sglang",
     "lightllm": "radixcheck.properties.adapters.lightllm_radix",
+    "dynamo": "radixcheck.properties.adapters.dynamo_index",  # ai-dynamo-runtime 1.6.1: 75 MB wheel, 217 MB unpacked
 }
 
 
@@ -200,7 +202,8 @@ def imports_ok() -> bool:
     probe = (
         "from radixcheck.properties.adapters import _sglang_stubs; _sglang_stubs.install();"
         "import sglang.srt.mem_cache.radix_cache, torch; print(torch.__version__);"
-        "import vllm.v1.core.kv_cache_manager, sortedcontainers, lightllm.server.router.dynamic_prompt.radix_cache"
+        "import vllm.v1.core.kv_cache_manager, sortedcontainers, lightllm.server.router.dynamic_prompt.radix_cache;"
+        "from dynamo._core import RadixTree"
     )
     r = subprocess.run([str(python_in_venv()), "-c", probe], capture_output=True, text=True)
     return r.returncode == 0

@@ -7,6 +7,11 @@ reproducible: stream ``k`` of a mutant is always the same run.
 
     python -m radixcheck.reports.kill_rates --streams 200            # every mutant
     python -m radixcheck.reports.kill_rates --streams 50 EvictsLockedLeaf LockRefreshes
+    python -m radixcheck.reports.kill_rates --streams 200 --index     # the KV-event index mutants
+
+The index mutants (``radixcheck.properties.index_mutants``) run on the index machine the same
+way; ``--false-alarms`` runs the reference index and its correct variants too (ordinary and churn
+machine).
 """
 
 from __future__ import annotations
@@ -19,10 +24,12 @@ from dataclasses import dataclass
 from radixcheck import profiles
 from radixcheck.argtypes import ArgumentParser, non_negative_int, positive_int
 from radixcheck.properties.cache_machine import machine_for
+from radixcheck.properties.index_mutants import CORRECT_INDEX_VARIANTS, INDEX_MUTANTS, machine_for_index_mutant
 from radixcheck.properties.mutants import CORRECT_VARIANTS, MUTANTS, machine_for_mutant
 from radixcheck.properties.scale_machine import scale_machine_for
 from radixcheck.properties.verdict import run_machine
 from radixcheck.reference import RadixCache
+from radixcheck.reference.kv_index import KvIndex
 
 
 @dataclass(frozen=True)
@@ -41,8 +48,9 @@ class KillRate:
 def _one_stream(job: tuple[str, int]) -> tuple[bool, bool]:
     """(caught, caught by the right oracle) for stream ``k`` of mutant ``name``."""
     name, k = job
-    mutant = next(m for m in MUTANTS if m.__name__ == name)
-    machine = machine_for_mutant(mutant, f"stream{k}_{name}")
+    mutant = next(m for m in [*MUTANTS, *INDEX_MUTANTS] if m.__name__ == name)
+    make = machine_for_index_mutant if mutant in INDEX_MUTANTS else machine_for_mutant
+    machine = make(mutant, f"stream{k}_{name}")
     try:
         run_machine(machine, profiles.SETTINGS["mutation"])
     except Exception as exc:  # noqa: BLE001 - a kill is any failure; the type says whether it is the right one
@@ -54,26 +62,32 @@ def _variant_stream(job: tuple[str, str, int]) -> str | None:
     """Stream ``k`` of correct variant ``name`` on machine ``kind`` ("ordinary" or "scale"): None
     if it passed, else the failure's type and first line (a false alarm)."""
     name, kind, k = job
-    variant = RadixCache if name == "RadixCache" else next(v for v in CORRECT_VARIANTS if v.__name__ == name)
-    make = scale_machine_for if kind == "scale" else machine_for
+    indexes = {v.__name__: v for v in [KvIndex, *CORRECT_INDEX_VARIANTS]}
     try:
-        run_machine(make(variant, variant.capabilities, getattr(variant, "page_size_for_test", 1), f"stream{k}_{kind}_{name}"),
-                    profiles.SETTINGS["mutation"])
+        if name in indexes:
+            machine = machine_for_index_mutant(indexes[name], f"stream{k}_{kind}_{name}", churn=kind == "churn")
+        else:
+            variant = RadixCache if name == "RadixCache" else next(v for v in CORRECT_VARIANTS if v.__name__ == name)
+            make = scale_machine_for if kind == "scale" else machine_for
+            machine = make(variant, variant.capabilities, getattr(variant, "page_size_for_test", 1), f"stream{k}_{kind}_{name}")
+        run_machine(machine, profiles.SETTINGS["mutation"])
     except Exception as exc:  # noqa: BLE001 - any failure of a correct cache is a false alarm
         return f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
     return None
 
 
-def false_alarms(streams: int, jobs: int = 2) -> list[dict[str, object]]:
+def false_alarms(streams: int, jobs: int = 2, index: bool = False) -> list[dict[str, object]]:
     """Each correct variant and the reference, on both machines, over ``streams`` streams each:
-    how many streams failed it (every one should pass)."""
-    return list(_false_alarm_rows(streams, jobs))
+    how many streams failed it (every one should pass). ``index``: the index reference and variants."""
+    return list(_false_alarm_rows(streams, jobs, index))
 
 
-def _false_alarm_rows(streams: int, jobs: int) -> Iterator[dict[str, object]]:
+def _false_alarm_rows(streams: int, jobs: int, index: bool = False) -> Iterator[dict[str, object]]:
+    names = [v.__name__ for v in [KvIndex, *CORRECT_INDEX_VARIANTS]] if index else ["RadixCache", *(v.__name__ for v in CORRECT_VARIANTS)]
+    kinds = ("ordinary", "churn") if index else ("ordinary", "scale")
     with ProcessPoolExecutor(jobs) as pool:
-        for name in ["RadixCache", *(v.__name__ for v in CORRECT_VARIANTS)]:
-            for kind in ("ordinary", "scale"):
+        for name in names:
+            for kind in kinds:
                 start = time.perf_counter()
                 failures = [f for f in pool.map(_variant_stream, [(name, kind, k) for k in range(streams)]) if f]
                 yield {"variant": name, "machine": kind, "streams": streams, "failed": len(failures),
@@ -92,21 +106,23 @@ def measure(names: list[str], streams: int, jobs: int = 2) -> Iterator[KillRate]
 
 def main(argv: list[str] | None = None) -> None:
     parser = ArgumentParser(prog="python -m radixcheck.reports.kill_rates", description=__doc__.splitlines()[0])
-    parser.add_argument("mutants", nargs="*", help="mutant class names (default: every catalogued mutant)")
+    parser.add_argument("mutants", nargs="*", help="mutant class names (default: every catalogued mutant; --index: every index mutant)")
+    parser.add_argument("--index", action="store_true", help="the KV-event index mutants (and, with --false-alarms, its variants)")
     parser.add_argument("--streams", type=positive_int, default=50, help="streams per mutant (default 50)")
     parser.add_argument("--jobs", type=positive_int, default=2, help="worker processes (default 2)")
     parser.add_argument("--false-alarms", type=non_negative_int, default=0, metavar="STREAMS",
                         help="then run the reference and every correct variant over STREAMS streams per machine")
     args = parser.parse_args(argv)
-    known = {m.__name__ for m in MUTANTS}
+    known = {m.__name__ for m in [*MUTANTS, *INDEX_MUTANTS]}
     unknown = sorted(set(args.mutants) - known)
     if unknown:
         parser.error(f"argument mutants: unknown {unknown}; known: {sorted(known)}")
-    for r in measure(args.mutants or [m.__name__ for m in MUTANTS], args.streams, args.jobs):
+    default = INDEX_MUTANTS if args.index else MUTANTS
+    for r in measure(args.mutants or [m.__name__ for m in default], args.streams, args.jobs):
         line = f"{r.mutant:32s} {r.kills:4d}/{r.streams} ({100 * r.rate:5.1f} %)  wrong reason {r.wrong_reason}  {r.seconds:6.1f} s"
         print(line, flush=True)
     if args.false_alarms:
-        for row in _false_alarm_rows(args.false_alarms, args.jobs):
+        for row in _false_alarm_rows(args.false_alarms, args.jobs, args.index):
             print(f"{row['variant']:24s} {row['machine']:9s} {row['failed']}/{row['streams']} streams failed  {row['first_failure']}"
                   f"  {row['seconds']:6.1f} s", flush=True)
 

@@ -20,6 +20,22 @@ def cpu_model() -> str:
     return platform.processor() or platform.machine()
 
 
+def cpu_line() -> str:
+    """The CPU as a timing must name it: model, family and model number, and whether it has AVX-512."""
+    fields: dict[str, str] = {}
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                key, _, value = line.partition(":")
+                fields.setdefault(key.strip(), value.strip())
+                if not line.strip():
+                    break
+    except OSError:
+        return cpu_model()
+    avx512 = "with AVX-512" if "avx512f" in fields.get("flags", "").split() else "no AVX-512"
+    return f"{cpu_model()} (family {fields.get('cpu family', '?')} model {fields.get('model', '?')}, {avx512})"
+
+
 def blas_info() -> str:
     """NumPy's BLAS as NumPy reports it (name, version, threading), or what threadpoolctl sees."""
     try:

@@ -48,6 +48,7 @@ import pytest
 from radixcheck.argtypes import ArgumentParser, refuse_weaker, workers
 from radixcheck.audit import CONFORMANCE, _Collector
 from radixcheck.profiles import PROFILES
+from radixcheck.properties.index_mutants import CORRECT_INDEX_VARIANTS, INDEX_MUTANTS
 from radixcheck.properties.mutants import CORRECT_VARIANTS, MUTANTS
 from radixcheck.reports import default_out
 
@@ -216,7 +217,49 @@ ENGINES = [
     ),
 ]
 
+ENGINES += [
+    Engine(
+        "dynamo", "Dynamo 1.6.1 (ai-dynamo-runtime, PyPI): the KV router's RadixTree (a KV-event index)",
+        "radixcheck.properties.adapters.dynamo_index", "findings/dynamo.md",
+        [
+            "A KV-event index, audited through the index contract (`properties/index_contract.py`): several workers' "
+            "vLLM-like engines (2-4 workers x 1-4 dp ranks) publish BlockStored/BlockRemoved/AllBlocksCleared; every "
+            "`find_matches` must equal what the events say each (worker, dp_rank) holds.",
+            "Deduplicated stream (`counts_copies=False`): Dynamo removes vLLM's duplicate copies on the worker side "
+            "(`EventDedupFilter`, ai-dynamo/dynamo#8012), so the suite sends what that filter delivers.",
+            "No per-rank sizes and no memory count in the Python binding (`reports_sizes=False`, `reports_resident=False`): "
+            "memory is measured as process RSS under churn (`reports/INDEX_MEMORY.md`), emptiness through "
+            "`dump_tree_as_events()`.",
+            "`dynamo_radix_tree` accepts any removal order (an engine may evict a block whose children stay cached); "
+            "`dynamo_radix_tree_leaves_first` declares the order vLLM's LRU and SGLang's leaf eviction deliver.",
+            "Finding 1 (a malformed chain naming a block twice is accepted) is waived (`reports/waivers/dynamo.txt`), so "
+            "the state machine goes on past it.",
+        ],
+        _phrases([("names a block twice", "#1 a chain naming a block twice is accepted"),
+                  ("repeated_block", "#1 a chain naming a block twice is accepted"),
+                  ("Failed to find block", "#2 blocks under a removed parent are dropped"),
+                  ("Failed to find parent block", "#2 blocks under a removed parent are dropped"),
+                  ("disagrees with what the events say", "#2 blocks under a removed parent are dropped"),
+                  ("dump() leaves out", "#2 blocks under a removed parent are dropped")]),
+    ),
+    Engine(
+        "router_e2e", "End to end: vLLM 0.32.0's own KV events into a router index (Dynamo 1.6.1, the reference)",
+        "radixcheck.properties.adapters.router_pairs", "findings/dynamo.md",
+        [
+            "The cache machine drives vLLM's KV cache manager (page size 4); after every step its published events go to "
+            "the index and to the index model, and for every known prompt engine, events and router must agree "
+            "(`properties/router_e2e.py`). Engine vs events: a finding in the engine's events; events vs router: in the index.",
+            "`repeat_aligned_prompt`: a cached block-aligned prompt served again, as vLLM's scheduler does, recomputes its "
+            "last block into a second copy under the same hash.",
+            "`*_raw_*` pairs forward vLLM's raw stream; the others deduplicate it first, as Dynamo's publisher does.",
+        ],
+        _phrases([("more removes than the stores", "vLLM #1: BlockRemoved per physical copy (vllm.md), in the engine's events"),
+                  ("the engine's events are wrong", "vLLM #1: BlockRemoved per physical copy (vllm.md), in the engine's events")]),
+    ),
+]
+
 NOT_RUN = "not run: needs a checkout"
+INDEX_KIT = "index_kit"  # the --only choice of the index kit's rows (named index.<...>)
 
 
 def kit_targets() -> dict[str, str]:
@@ -224,6 +267,14 @@ def kit_targets() -> dict[str, str]:
     targets = {"reference": "radixcheck.reference:RadixCache"}
     targets |= {v.__name__: f"radixcheck.properties.mutants:{v.__name__}" for v in CORRECT_VARIANTS}
     targets |= {m.bug_class: f"radixcheck.properties.mutants:{m.__name__}" for m in MUTANTS}
+    return targets
+
+
+def index_kit_targets() -> dict[str, str]:
+    """The reference index, its correct variants (must pass) and every index mutant (must fail)."""
+    targets = {"index.reference": "radixcheck.reference.kv_index:KvIndex"}
+    targets |= {f"index.{v.__name__}": f"radixcheck.properties.index_mutants:{v.__name__}" for v in CORRECT_INDEX_VARIANTS}
+    targets |= {f"index.{m.bug_class}": f"radixcheck.properties.index_mutants:{m.__name__}" for m in INDEX_MUTANTS}
     return targets
 
 
@@ -285,7 +336,7 @@ def merge_rows(previous: list[dict], rows: list[dict], partial: bool) -> tuple[l
 def _group(name: str) -> str:
     """The ``--only`` choice a row belongs to: its engine's key, or ``kit``."""
     engine = engine_of(name)
-    return engine.key if engine else "kit"
+    return engine.key if engine else INDEX_KIT if name.startswith("index.") else "kit"
 
 
 def engine_of(name: str) -> Engine | None:
@@ -423,9 +474,10 @@ def _source_lines(engine: Engine, rows: list[dict]) -> list[str]:
 
 
 def render(rows: list[dict], meta: dict) -> str:
-    kit = [r for r in rows if engine_of(r["name"]) is None]
-    mutant_names = {m.bug_class for m in MUTANTS}
-    mutants = [r for r in kit if r["name"] in mutant_names]
+    kit = [r for r in rows if engine_of(r["name"]) is None and not r["name"].startswith("index.")]
+    index_kit = [r for r in rows if engine_of(r["name"]) is None and r["name"].startswith("index.")]
+    mutant_names = {m.bug_class for m in MUTANTS} | {f"index.{m.bug_class}" for m in INDEX_MUTANTS}
+    mutants = [r for r in kit + index_kit if r["name"] in mutant_names]
     correct = [r for r in kit if r["name"] not in mutant_names]
     out = [
         "# Conformance matrix",
@@ -464,6 +516,14 @@ def render(rows: list[dict], meta: dict) -> str:
         columns = sorted({t for r in kit for t in r["tests"]}, key=_column_order)
         disputed = [t for t in columns if len({r["tests"].get(t, {}).get("outcome") for r in kit}) > 1]
         out += ["Only the properties on which they differ:", "", *_table(kit, disputed), ""]
+    if index_kit:
+        index_mutants = [r for r in index_kit if r["name"] in mutant_names]
+        clean = ", ".join(f"`{r['name']}`" for r in index_kit if r not in index_mutants and not _counts(r)["failed"]) or "none"
+        out += ["", "## The index kit: reference index, correct variants, mutants", "",
+                f"Correct indexes passing everything they run: {clean}; every index mutant fails at least one property: "
+                f"{'yes' if all(_counts(r)['failed'] for r in index_mutants) else '**NO**'} (kill rates over 200 streams: "
+                "`INDEX_CATALOGUE.md`).", "",
+                *_table(index_kit, sorted({t for r in index_kit for t in r["tests"]}, key=_column_order)), ""]
     for engine in ENGINES:
         mine = [r for r in rows if engine_of(r["name"]) is engine]
         if not mine:
@@ -501,7 +561,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("-n", dest="workers", default="2", type=workers, help="pytest-xdist local workers (default 2; 0: in process)")
     parser.add_argument("--tx", action="append", default=[], help="pytest-xdist execution specs (replace -n), repeatable")
     parser.add_argument("--profile", default="audit", choices=PROFILES, help="Hypothesis profile (default audit; mutation: no shrinking)")
-    parser.add_argument("--only", action="append", choices=[e.key for e in ENGINES] + ["kit"], help="rows to run, repeatable")
+    parser.add_argument("--only", action="append", choices=[e.key for e in ENGINES] + ["kit", INDEX_KIT], help="rows to run, repeatable")
     parser.add_argument("--kit-only", action="store_true", help="only the reference, correct variants and mutants")
     parser.add_argument("--report-only", action="store_true", help="re-render MATRIX.md from artifacts/matrix.json")
     parser.add_argument("--out", type=Path, default=None, help="directory for MATRIX.md and artifacts/ (default: reports/)")
@@ -518,8 +578,9 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     if args.out is None:  # --out DIR chooses the place: nothing there is protected
         refuse_weaker(parser, out_md, weaker_than_saved(out_json, args.profile), args.force)
-    only = {"kit"} if args.kit_only else set(args.only or ["kit", *(e.key for e in ENGINES)])
+    only = {"kit", INDEX_KIT} if args.kit_only else set(args.only or ["kit", INDEX_KIT, *(e.key for e in ENGINES)])
     targets = kit_targets() if "kit" in only else {}
+    targets |= index_kit_targets() if INDEX_KIT in only else {}
     sources: dict[str, str] = {}
     skipped: dict[str, tuple[str, Exception]] = {}  # target -> (spec, why its code is not here)
     for engine in ENGINES:

@@ -59,6 +59,15 @@ lost it). Each ``BlockStored`` event of an insert is checked against the blocks
 ``allocate_slots`` returned. An event the adapter cannot attribute raises ``AssertionError``
 (an inconsistency between vLLM's events and its pool, reported, never hidden).
 
+For the end-to-end check (``radixcheck.properties.router_e2e``)
+------------------------------------------------------------
+``tap_events`` keeps vLLM's own KV events for ``take_published()`` (``index_events`` translates them
+for a router index, each block's tokens hash computed from its token ids); ``serve_aligned(tokens)``
+runs a request for exactly the block-aligned tokens, as the scheduler runs a repeated prompt: fully
+cached, its last block is recomputed into a second physical block under the same hash. The adapter
+keeps the slots per page: a copy shares them, and they go back to the caller with the last copy;
+sizes and ``evict`` count pages (a spare copy's eviction frees no page).
+
 Contract differences (declared through capabilities; the suite never sends what they exclude)
 ---------------------------------------------------------------------------------------------
 * ``eviction_policy="lru-by-release"``: vLLM's free queue is ordered by *release*, not by use.
@@ -264,8 +273,11 @@ class VLLMPrefixCache:
         self._hasher = v.get_request_block_hasher(page_size, v.sha256)
         self._sampling = v.SamplingParams(max_tokens=1)
         self._ids = itertools.count()
-        self._slots: dict[int, np.ndarray] = {}  # block id -> the caller's slot ids for its tokens
-        self._by_hash: dict[Any, list[int]] = {}  # external block hash -> recorded block ids
+        self._slots: dict[int, np.ndarray] = {}  # block id -> the caller's slot ids for its tokens (copies share them)
+        self._by_hash: dict[Any, list[int]] = {}  # external block hash -> recorded block ids (physical copies)
+        self._pages_gone = 0  # block hashes whose last copy was evicted, counted by _drain_events
+        self.tap_events = False  # the end-to-end check sets it: keep vLLM's events for take_published()
+        self._published: list[Any] = []
 
     # -- helpers -----------------------------------------------------------------------------
     def _request(self, tokens: list[int]) -> Any:
@@ -291,6 +303,8 @@ class VLLMPrefixCache:
         Only an insert's allocation may store blocks (``stores``): a ``BlockStored`` anywhere else
         would be a block the adapter has no slots for, so it raises."""
         events = self.manager.take_events()
+        if self.tap_events:
+            self._published.extend(events)
         for event in events:
             if isinstance(event, self.v.BlockStored) and not stores:
                 raise AssertionError(f"vLLM stored blocks outside an insert's allocation: {event}")
@@ -311,10 +325,19 @@ class VLLMPrefixCache:
         self._release(h, gone[0])
 
     def _release(self, h: Any, block_id: int) -> None:
+        """A copy of the page lost its hash; its slots go back to the caller's pool with the last copy."""
         self._by_hash[h].remove(block_id)
+        slots = self._slots.pop(block_id)
         if not self._by_hash[h]:
             del self._by_hash[h]
-        self.allocator.free(self._slots.pop(block_id))
+            self.allocator.free(slots)
+            self._pages_gone += 1
+
+    def _pages(self) -> list[bool]:
+        """One entry per cached page (a block hash some recorded block carries): whether any copy is held."""
+        blocks = self.pool.blocks
+        return [any(blocks[b].ref_cnt > 0 for b in ids) for ids in self._by_hash.values()
+                if any(blocks[b].block_hash is not None for b in ids)]
 
     def _cached_blocks(self) -> list[Any]:
         """The blocks vLLM holds as cached, among those the adapter saw stored (every cached block:
@@ -403,24 +426,83 @@ class VLLMPrefixCache:
         return evicted * self.page_size
 
     def _count_removed(self) -> int:
-        return sum(len(e.block_hashes) for e in self._drain_events() if isinstance(e, self.v.BlockRemoved))
+        """Pages evicted by the events drained now: hashes whose last copy went (a spare copy frees none)."""
+        before = self._pages_gone
+        self._drain_events()
+        return self._pages_gone - before
 
     def evict_prefix(self, tokens: Sequence[int]) -> int:
         raise NotImplementedError("vLLM has no prefix-keyed eviction (supports_quarantine=False)")
 
     def total_size(self) -> int:
-        return len(self._cached_blocks()) * self.page_size
+        return len(self._pages()) * self.page_size
 
     def evictable_size(self) -> int:
-        return sum(b.ref_cnt == 0 for b in self._cached_blocks()) * self.page_size
+        return sum(not held for held in self._pages()) * self.page_size
 
     def protected_size(self) -> int:
-        return sum(b.ref_cnt > 0 for b in self._cached_blocks()) * self.page_size
+        return sum(self._pages()) * self.page_size
+
+    # -- for the end-to-end check (radixcheck.properties.router_e2e): what a router sees -------
+
+    def take_published(self) -> list[Any]:
+        """vLLM's own KV events since the last call (with ``tap_events`` set), as it published them."""
+        events, self._published = self._published, []
+        return events
+
+    def serve_aligned(self, tokens: Sequence[int]) -> int:
+        """A request for exactly the block-aligned ``tokens`` (no token generated yet), as the scheduler
+        runs a repeated prompt: fully cached, its last block is recomputed and cached again, a second
+        physical copy under the same hash (vLLM does not deduplicate). The copy shares the page's
+        slots; they go back to the caller with the last copy. Sent only for a prompt fully cached.
+        Returns the blocks cached."""
+        ids = self._aligned(tokens)
+        request = self.v.Request(f"radixcheck-{next(self._ids)}", ids, self._sampling, None, block_hasher=self._hasher)
+        computed, num_hit, _ = self.manager.get_computed_blocks(request)
+        new = self.manager.allocate_slots(request, len(ids) - num_hit, num_hit, computed)
+        if new is None:
+            raise RuntimeError(f"vLLM could not allocate {len(ids) - num_hit} tokens' worth of blocks")
+        events = self._drain_events(stores=True)
+        new_blocks = list(new.blocks[0])
+        stored = [h for e in events if isinstance(e, self.v.BlockStored) for h in e.block_hashes]
+        hashes = [self._external_hash(b) for b in new_blocks]
+        if stored != hashes:
+            raise AssertionError(f"BlockStored events {stored} do not match the new blocks' hashes {hashes}")
+        for block, h in zip(new_blocks, hashes, strict=True):
+            if not self._by_hash.get(h):
+                raise AssertionError(f"serve_aligned({len(ids)} tokens): block {h} was not cached before "
+                                     "(send it only for a prompt fully cached)")
+            self._slots[block.block_id] = self._slots[self._by_hash[h][0]]
+            self._by_hash[h].append(block.block_id)
+        self.manager.free(request)
+        self._drain_events()
+        return len(new_blocks)
 
     def reset(self) -> None:
         if not self.manager.reset_prefix_cache():
             raise RuntimeError("vLLM refused reset_prefix_cache(): some blocks are still held by requests")
         self._drain_events()
+
+
+def index_events(events: list[Any], tokens_hashes: Callable[[list[int], int], list[int]]) -> list[Any]:
+    """vLLM's KV events as the index contract's, as a publisher forwards them to a router: each
+    block's tokens hash computed from its token ids (``tokens_hashes(token_ids, block_size)``)."""
+    from radixcheck.properties.index_contract import AllBlocksCleared, BlockRemoved, BlockStored, StoredBlock
+
+    v, out = _load(), []
+    for event in events:
+        if isinstance(event, v.BlockStored):
+            local = tokens_hashes(list(event.token_ids), event.block_size)
+            if len(local) != len(event.block_hashes):
+                raise AssertionError(f"vLLM's BlockStored has {len(event.block_hashes)} block hashes for "
+                                     f"{len(event.token_ids)} tokens of blocks of {event.block_size}")
+            out.append(BlockStored(event.parent_block_hash, tuple(StoredBlock(h, t) for h, t in zip(event.block_hashes, local,
+                                                                                                     strict=True))))
+        elif isinstance(event, v.BlockRemoved):
+            out.append(BlockRemoved(tuple(event.block_hashes)))
+        elif isinstance(event, v.AllBlocksCleared):
+            out.append(AllBlocksCleared())
+    return out
 
 
 CAPABILITIES = Capabilities(

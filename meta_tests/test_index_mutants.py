@@ -1,0 +1,139 @@
+"""The index suite proves it can fail and does not cry wolf: every index mutant (one per bug class
+Dynamo's router met in production) is caught by the oracle its class predicts, the reference
+index and every correct variant pass (one trusts its publishers, one counts vLLM's duplicate
+copies, one needs leaves removed first and offers no sizes, dump or memory count, one has one
+rank per worker), and the oracle itself is checked against hand-made event streams."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import settings
+
+from radixcheck import profiles
+from radixcheck.oracles.kv_index import IndexModel
+from radixcheck.oracles.violations import EngineEventsViolation, IndexViolation
+from radixcheck.properties.index_contract import AllBlocksCleared, BlockRemoved, BlockStored, IndexCapabilities, StoredBlock
+from radixcheck.properties.index_machine import index_machine_for
+from radixcheck.properties.index_mutants import (
+    CORRECT_INDEX_VARIANTS,
+    INDEX_MUTANTS,
+    PrunesSuffixWithAncestor,
+    machine_for_index_mutant,
+)
+from radixcheck.properties.target import TargetError, check_target, load_target
+from radixcheck.properties.verdict import run_machine
+from radixcheck.reference.kv_index import KvIndex
+
+VARIANT_EXAMPLES = 30  # each variant also passes 50 full random streams per machine (reports/INDEX_CATALOGUE.md)
+
+
+def find_only() -> settings:
+    return profiles.SETTINGS["mutation"]
+
+
+@pytest.mark.parametrize("churn", [False, True], ids=["ordinary", "churn"])
+def test_the_reference_index_passes(churn: bool) -> None:
+    """At the variants' budget (the gate's time; 50 full streams per machine pass in INDEX_CATALOGUE.md)."""
+    search = settings(find_only(), max_examples=VARIANT_EXAMPLES)
+    run_machine(index_machine_for(KvIndex, KvIndex.capabilities, "meta_reference_index", churn=churn), search)
+
+
+@pytest.mark.parametrize("variant", CORRECT_INDEX_VARIANTS, ids=lambda v: v.__name__)
+def test_correct_index_variant_passes(variant) -> None:
+    """Each asserts what its capabilities leave to its callers (no malformed event, no dp rank but
+    0, leaves removed first, no sizes/dump/resident asked): passing shows none of it was sent."""
+    run_machine(machine_for_index_mutant(variant, f"variant_{variant.__name__}"), settings(find_only(), max_examples=VARIANT_EXAMPLES))
+
+
+@pytest.mark.parametrize("mutant", INDEX_MUTANTS, ids=lambda m: m.bug_class)
+def test_index_mutant_is_caught(mutant) -> None:
+    with pytest.raises(Exception) as caught:
+        run_machine(machine_for_index_mutant(mutant), find_only())
+    assert isinstance(caught.value, mutant.caught_by), (
+        f"{mutant.__name__} was caught, but by {type(caught.value).__name__}, not {mutant.caught_by}: {str(caught.value)[:1500]}"
+    )
+
+
+def test_a_pruned_suffix_is_caught_only_where_removal_order_is_free() -> None:
+    """Declared leaves first, the engines never remove a parent before its children, so the pruning
+    index is right there (the capability is what the finding depends on)."""
+    leaves_first = IndexCapabilities(accepts_any_removal_order=False)
+    search = settings(find_only(), max_examples=VARIANT_EXAMPLES)
+    run_machine(index_machine_for(PrunesSuffixWithAncestor, leaves_first, "meta_prunes_leaves_first"), search)
+
+
+def test_every_index_mutant_is_in_the_catalogue() -> None:
+    from radixcheck.reports.index_catalogue import INDEX_OBLIGATIONS
+
+    listed = {m for *_, mutants in INDEX_OBLIGATIONS for m in mutants}
+    assert listed == {m.__name__ for m in INDEX_MUTANTS}
+
+
+def _stored(parent, *blocks):
+    return BlockStored(parent, tuple(StoredBlock(h, t) for h, t in blocks))
+
+
+def test_the_oracle_on_a_hand_made_stream() -> None:
+    """Two ranks share a prefix; one loses its parent block and keeps the child (which matches again
+    when the parent comes back); copies count only when declared; clear is per rank."""
+    model = IndexModel()
+    a, b = (1, 0), (1, 1)
+    model.store(a, None, [(10, 1), (11, 2)])
+    model.store(b, None, [(10, 1)])
+    assert model.overlaps([1, 2, 3]) == {a: 2, b: 1}
+    model.remove(a, [10])
+    assert model.overlaps([1, 2]) == {b: 1} and model.holds(a, 11)
+    model.store(a, None, [(10, 1)])
+    assert model.overlaps([1, 2]) == {a: 2, b: 1}
+    model.clear(b)
+    assert model.overlaps([1]) == {a: 1} and model.sizes() == {a: 2}
+    counted = IndexModel(counts_copies=True)
+    counted.store(a, None, [(10, 1)])
+    counted.store(a, None, [(10, 1)])
+    counted.remove(a, [10])
+    assert counted.overlaps([1]) == {a: 1}
+    with pytest.raises(EngineEventsViolation):
+        model.store(a, None, [(12, 1)])  # the same chain under another block hash
+
+
+def test_the_reference_refuses_malformed_events_and_changes_nothing() -> None:
+    index = KvIndex()
+    index.apply_event(3, 0, _stored(None, (10, 1), (11, 2)))
+    before = (index.find_matches([1, 2, 5]), index.sizes(), index.resident())
+    for bad in (_stored(11, (11, 5)), _stored(None, (20, 1)), _stored(99, (21, 1)), BlockRemoved((99,)), _stored(None, (-1, 3)),
+                _stored(None, (2**64, 3)), BlockRemoved((10, 10))):
+        with pytest.raises(ValueError):
+            index.apply_event(3, 0, bad)
+        assert (index.find_matches([1, 2, 5]), index.sizes(), index.resident()) == before
+    index.apply_event(3, 0, AllBlocksCleared())
+    assert index.resident() == 0 and index.dump() == []
+
+
+def test_an_index_factory_is_loaded_and_checked() -> None:
+    target = load_target("radixcheck.reference.kv_index:KvIndex")
+    assert target.kind == "index"
+    check_target(target)
+    with pytest.raises(TargetError, match="lacks sizes"):
+        check_target(load_target("meta_tests.test_index_mutants:_index_without_sizes"))
+
+
+def _index_without_sizes() -> object:
+    class NoSizes:
+        def apply_event(self, *args): ...
+        def find_matches(self, hashes): return {}
+        def remove_worker(self, worker_id): ...
+        def dump(self): return []
+        def resident(self): return 0
+    return NoSizes()
+
+
+_index_without_sizes.capabilities = IndexCapabilities()  # type: ignore[attr-defined]
+
+
+def test_an_index_failure_names_the_events(monkeypatch) -> None:
+    """The program shows each event sent above its step, blocks by their chains."""
+    monkeypatch.setenv("RADIXCHECK_SHRINK_SECONDS", "1")
+    with pytest.raises(IndexViolation) as caught:
+        run_machine(machine_for_index_mutant(PrunesSuffixWithAncestor), profiles.SETTINGS["audit"])
+    program = "\n".join(caught.value.__notes__)
+    assert "#   call " in program and "apply_event(worker " in program and "BlockRemoved([" in program, program

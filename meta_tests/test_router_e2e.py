@@ -1,0 +1,69 @@
+"""The end-to-end check proves it can fail for the right reason and does not cry wolf: the
+reference cache publishing its own events into the reference index passes; a publisher that
+forgets its removes is caught as a finding in the engine's events (oracle 9), an index that
+ignores removes as one in the index (oracle 7); the deduplicating filter does what Dynamo's does."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import settings
+
+from radixcheck import profiles
+from radixcheck.oracles.violations import EngineEventsViolation, IndexViolation
+from radixcheck.properties.index_contract import AllBlocksCleared, BlockRemoved, BlockStored, StoredBlock
+from radixcheck.properties.publishing_reference import PublishingRadixCache, router_pair
+from radixcheck.properties.router_e2e import DedupFilter, router_machine_for
+from radixcheck.properties.target import check_target, load_target
+from radixcheck.properties.verdict import run_machine
+from radixcheck.reference.kv_index import KvIndex
+
+SEARCH = settings(profiles.SETTINGS["mutation"], max_examples=12)  # the test engine walks its tree after every call
+
+
+def _run(pair, page_size: int, name: str) -> None:
+    run_machine(router_machine_for(pair, pair.capabilities, page_size, name), SEARCH)
+
+
+def test_the_reference_pair_follows_its_engine() -> None:
+    _run(router_pair(), 4, "meta_reference_pair")
+
+
+class ForgetsRemoves(PublishingRadixCache):
+    """Publishes its stores, not its evictions: a router keeps routing to what it evicted."""
+
+    def _emit(self, event) -> None:  # noqa: ANN001
+        if not isinstance(event, BlockRemoved):
+            super()._emit(event)
+
+
+class IgnoresRemoves(KvIndex):
+    """Takes every BlockRemoved and changes nothing."""
+
+    def _remove(self, rank, event) -> None:  # noqa: ANN001
+        pass
+
+
+def test_a_publisher_that_forgets_its_removes_is_a_finding_in_the_engine_events() -> None:
+    with pytest.raises(EngineEventsViolation, match="the engine's events are wrong"):
+        _run(router_pair(engine=ForgetsRemoves), 1, "meta_forgets_removes")
+
+
+def test_an_index_that_ignores_removes_is_a_finding_in_the_index() -> None:
+    with pytest.raises(IndexViolation, match="the index does not follow its events"):
+        _run(router_pair(index=IgnoresRemoves), 1, "meta_ignores_removes")
+
+
+def test_a_pair_is_loaded_and_checked() -> None:
+    target = load_target("radixcheck.properties.publishing_reference:reference_pair")
+    assert target.kind == "router" and target.capabilities.page_sizes_tested() == (1, 4, 16)
+    check_target(target)
+
+
+def test_the_dedup_filter_passes_a_remove_with_the_last_copy() -> None:
+    dedup = DedupFilter()
+    store = BlockStored(None, (StoredBlock(10, 1),))
+    assert dedup(store) is store and dedup(store) is store  # stores always pass
+    assert dedup(BlockRemoved((10,))) is None  # a copy remains
+    assert dedup(BlockRemoved((10,))) == BlockRemoved((10,))  # the last one
+    dedup(store)
+    assert isinstance(dedup(AllBlocksCleared()), AllBlocksCleared) and not dedup.stores

@@ -1,0 +1,22 @@
+"""The conformance tests of KV-event indexes (a router's view of the workers' caches): the index
+machine (several workers' engines publishing vLLM's events) and the long churn, run against an
+index target (``radixcheck audit mymodule:make_index``; the target's ``capabilities`` is an
+``IndexCapabilities``). Findings waived by ``--radix-waive`` are recorded and looked past."""
+
+from __future__ import annotations
+
+import pytest
+
+from radixcheck.properties.index_machine import index_machine_for
+from radixcheck.properties.verdict import run_machine
+
+pytestmark = pytest.mark.radix_index
+
+
+def test_index_state_machine(target, radix_waivers) -> None:
+    run_machine(index_machine_for(target.factory, target.capabilities, target.name), waived=radix_waivers or None)
+
+
+def test_index_under_churn(target, radix_waivers) -> None:
+    """Thousands of distinct prompts stored and evicted: memory bounded throughout, nothing left."""
+    run_machine(index_machine_for(target.factory, target.capabilities, target.name, churn=True), waived=radix_waivers or None)

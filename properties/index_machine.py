@@ -1,0 +1,615 @@
+"""A Hypothesis state machine that plays several workers' engines and checks a KV-event index.
+
+It drives any index through the second contract (:mod:`radixcheck.properties.index_contract`):
+2-4 workers, each with up to ``max_dp_ranks`` data-parallel ranks, each rank a vLLM-like block
+cache (:mod:`radixcheck.properties.index_engines`) that serves requests, evicts under memory
+pressure and is reset, publishing the events vLLM publishes, duplicate copies of a block hash
+included (raw for an index that counts copies, deduplicated as Dynamo's publisher does for one
+that does not). Each event goes to the index under test and to the index model
+(:mod:`radixcheck.oracles.kv_index`, oracle 7), and queries compare the two:
+
+* every ``find_matches`` answer, for each rank, equals the model's overlap (a block held again
+  after its parent came back matches again, as it does in the engine);
+* a legal event is never refused; a malformed one (``validates_events``) is refused or ignored,
+  and the index is unchanged and still answers;
+* ``sizes()`` and ``dump()``, where offered, agree with the model;
+* memory (oracle 8): once nothing is held the index holds nothing (``resident() == 0``, an empty
+  dump), and through churn it never keeps more than :data:`RESIDENT_PER_BLOCK` entries per held
+  block (``resident``, where offered).
+
+What a failure shows: each event the step sent is a comment line above the step
+(``#   call 7: apply_event(worker 3, rank 1, BlockStored(parent=0.1, blocks=[0.1.2]))``): a block
+is shown by its chain of token-block ids from the sequence's start, so a program reads without
+the 64-bit hashes (the oracle's message gives those). Run it with
+:func:`radixcheck.properties.verdict.run_machine` (bounded shrinking) like the cache machine.
+"""
+
+from __future__ import annotations
+
+import random
+from collections import Counter, deque
+from collections.abc import Callable
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Any
+
+from hypothesis import currently_in_test_context, note, settings
+from hypothesis import strategies as st
+from hypothesis.stateful import Bundle, RuleBasedStateMachine, initialize, invariant, precondition, rule
+
+from radixcheck.oracles.kv_index import IndexModel
+from radixcheck.oracles.violations import BadInputViolation, ContractViolation, IndexMemoryViolation, IndexViolation
+from radixcheck.properties.index_contract import (
+    DEFAULT_INDEX_CAPABILITIES,
+    RESIDENT_PER_BLOCK,
+    RESIDENT_SLACK,
+    BlockRemoved,
+    BlockStored,
+    IndexCapabilities,
+    KvEvent,
+    Rank,
+    StoredBlock,
+)
+from radixcheck.properties.index_engines import Chain, EngineRank, Hashes, tokens_hash
+from radixcheck.properties.target import OperationTimeout, guarded
+
+ALPHABET = 4  # token-block ids 0..3: requests share prefixes often
+WORKER_IDS = (1, 7, 2**32 + 5, 2**63 + 11)  # ids past 32 and 63 bits, which a narrower type would confuse
+MAX_PROBES = 24  # known sequences re-matched by check_every_known and the bad-event snapshot
+CHURN_BASE = 1000  # token-block ids of churn requests start here: they share nothing with the rest
+SCRATCH: Rank = (2**62 + 3, 0)  # the rank malformed events come from: whatever they do stays out of every other check
+SCRATCH_CHAIN: Chain = (ALPHABET + 7, ALPHABET + 8)  # what it holds (legally stored), so a self-parent has a parent
+
+
+def _seen(ranks: dict[Rank, int]) -> dict[Rank, int]:
+    """Scores or sizes without the scratch rank's."""
+    return {r: n for r, n in ranks.items() if r[0] != SCRATCH[0]}
+
+
+@dataclass(frozen=True)
+class Blocks:
+    """``blocks`` token-block ids drawn from a stream seeded by ``seed`` (spans with the same seed
+    share a prefix, like prompts on one system prompt). Printed instead of the ids."""
+
+    blocks: int
+    seed: int
+
+    def ids(self) -> Chain:
+        stream = random.Random(self.seed)
+        return tuple(stream.randrange(ALPHABET) for _ in range(self.blocks))
+
+
+FRESH = st.builds(Blocks, blocks=st.integers(1, 6), seed=st.integers(0, 15))
+TAILS = st.builds(Blocks, blocks=st.integers(0, 3), seed=st.integers(0, 15))
+CUTS = st.integers(0, 7)
+PICKS = st.integers(0, 63)
+
+
+def shown_chain(chain: Chain) -> str:
+    return ".".join(map(str, chain)) if chain else "-"
+
+
+class _Sent:
+    """One call into the index, as a failing program shows it."""
+
+    __slots__ = ("number", "text", "result")
+
+    def __init__(self, number: int, text: str) -> None:
+        self.number, self.text, self.result = number, text, ""
+
+    def __repr__(self) -> str:
+        return f"#   call {self.number}: {self.text}{self.result}"
+
+    def _repr_pretty_(self, printer: Any, cycle: bool) -> None:
+        printer.text(repr(self))
+
+
+class _Summary:
+    def __init__(self, what: str, counts: Counter[str], last: list[_Sent]) -> None:
+        self.what, self.counts, self.last = what, counts, last
+
+    def __repr__(self) -> str:
+        kinds = ", ".join(f"{n} {name}" for name, n in self.counts.most_common())
+        return "\n".join([f"#   {self.what}: {kinds}; the last {len(self.last)}:"] + [repr(c) for c in self.last])
+
+    def _repr_pretty_(self, printer: Any, cycle: bool) -> None:
+        printer.text(repr(self))
+
+
+def _redeliverable(self: KvIndexMachine) -> bool:
+    return self.capabilities.tolerates_redelivery and not self.capabilities.counts_copies
+
+
+class KvIndexMachine(RuleBasedStateMachine):
+    """Override ``factory`` and ``capabilities`` (see :func:`index_machine_for`)."""
+
+    factory: Callable[[], Any]
+    capabilities: IndexCapabilities = DEFAULT_INDEX_CAPABILITIES
+
+    sequences = Bundle("sequences")
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.index = guarded("factory", type(self).factory)
+        self.model = IndexModel(counts_copies=self.capabilities.counts_copies)
+        self.hashes = Hashes()
+        self.engines: dict[Rank, EngineRank] = {}
+        self.ranks: list[Rank] = []
+        self.known: list[Chain] = []
+        self.calls_sent = 0
+        self.chain_of_hash: dict[int, Chain] = {}
+        self._quiet: deque[_Sent] | None = None
+        self._quiet_counts: Counter[str] = Counter()
+        self.peak_resident = 0
+        self.bad_sent = 0  # malformed events sent: their made-up hashes never repeat
+
+    # ---- engines and calls -----------------------------------------------------------------
+
+    def _engine(self) -> EngineRank:
+        caps = self.capabilities
+        return EngineRank(self.hashes, raw=caps.counts_copies, leaves_first=not caps.accepts_any_removal_order)
+
+    def _rank(self, pick: int) -> Rank:
+        return self.ranks[pick % len(self.ranks)]
+
+    def _shown_hash(self, h: int | None) -> str:
+        return "None" if h is None else shown_chain(self.chain_of_hash[h]) if h in self.chain_of_hash else str(h)
+
+    def _shown_event(self, event: Any) -> str:
+        if isinstance(event, BlockStored) and isinstance(event.blocks, tuple) and all(isinstance(b, StoredBlock) for b in event.blocks):
+            blocks = ", ".join(self._shown_hash(b.block_hash) if b.block_hash in self.chain_of_hash
+                               else f"({b.block_hash!r}, {b.tokens_hash!r})" for b in event.blocks)
+            return f"BlockStored(parent={self._shown_hash(event.parent_hash)}, blocks=[{blocks}])"
+        if isinstance(event, BlockRemoved) and isinstance(event.block_hashes, tuple):
+            return f"BlockRemoved([{', '.join(self._shown_hash(h) if isinstance(h, int) else repr(h) for h in event.block_hashes)}])"
+        return repr(event)
+
+    def _call(self, text: str, name: str, *args: Any) -> Any:
+        """One call into the index under the time limit, shown under the step that sent it."""
+        self.calls_sent += 1
+        sent = _Sent(self.calls_sent, text)
+        try:
+            result = guarded(name, getattr(self.index, name), *args)
+            sent.result = ("" if result is None or name == "apply_event" else f" -> {len(result)} entries" if name == "dump"
+                           else f" -> {result!r}")
+            return result
+        except BaseException as exc:
+            sent.result = f" -> raised {type(exc).__name__}"
+            raise
+        finally:
+            self._show(sent, name)
+
+    def _show(self, sent: _Sent, name: str) -> None:
+        if self._quiet is not None:
+            self._quiet.append(sent)
+            self._quiet_counts[name] += 1
+        elif currently_in_test_context():
+            note(sent)
+
+    @contextmanager
+    def quietly(self, what: str, shown_last: int = 8):
+        """Send many calls without showing each; one note then summarises them."""
+        self._quiet, self._quiet_counts = deque(maxlen=shown_last), Counter()
+        try:
+            yield
+        finally:
+            if currently_in_test_context():
+                note(_Summary(what, self._quiet_counts, list(self._quiet)))
+            self._quiet = None
+
+    def _send(self, rank: Rank, event: KvEvent | None) -> None:
+        """A legal event: the index must take it; then the model takes it too."""
+        if event is None:
+            return
+        text = f"apply_event(worker {rank[0]}, rank {rank[1]}, {self._shown_event(event)})"
+        try:
+            self._call(text, "apply_event", rank[0], rank[1], event)
+        except (OperationTimeout, ContractViolation):
+            raise
+        except Exception as exc:  # noqa: BLE001 - the index refused a legal event
+            why = self._why_legal(rank, event)
+            self._apply_to_model(rank, event)  # the engine did it: the model follows the engine (a waiver looks past the refusal)
+            raise IndexViolation(f"{text} raised {type(exc).__name__}: {exc}; the event was legal ({why})") from exc
+        self._apply_to_model(rank, event)
+
+    def _why_legal(self, rank: Rank, event: KvEvent) -> str:
+        if isinstance(event, BlockRemoved):
+            return f"rank {rank} holds every block it names, by its own events"
+        if isinstance(event, BlockStored):
+            return f"its parent is held by rank {rank}" if event.parent_hash is not None else "a sequence's first blocks"
+        return "a rank may always clear"
+
+    def _apply_to_model(self, rank: Rank, event: KvEvent) -> None:
+        if isinstance(event, BlockStored):
+            self.model.store(rank, event.parent_hash, [(b.block_hash, b.tokens_hash) for b in event.blocks])
+        elif isinstance(event, BlockRemoved):
+            self.model.remove(rank, event.block_hashes)
+        else:
+            self.model.clear(rank)
+
+    def _remember(self, chain: Chain) -> None:
+        for n in range(1, len(chain) + 1):
+            self.chain_of_hash[self.hashes.of(chain[:n])] = chain[:n]
+        if chain and chain not in self.known:
+            self.known = (self.known + [chain])[-MAX_PROBES:]
+
+    def _serve(self, rank: Rank, request: Chain, aligned: bool) -> None:
+        self._remember(request)
+        self._send(rank, self.engines[rank].serve(request, aligned))
+
+    # ---- checks ----------------------------------------------------------------------------
+
+    def _scores(self, query: Chain) -> dict[Rank, int]:
+        hashes = [tokens_hash(b) for b in query]
+        raw = self._call(f"find_matches({shown_chain(query)})", "find_matches", hashes)
+        if not isinstance(raw, dict):
+            raise IndexViolation(f"find_matches returned {type(raw).__name__}, not a dict of (worker, rank) -> overlap")
+        scores = {}
+        for key, value in raw.items():
+            if not (isinstance(key, tuple) and len(key) == 2 and all(isinstance(k, int) for k in key)) or not isinstance(value, int):
+                raise IndexViolation(f"find_matches returned {key!r}: {value!r}, not (worker_id, dp_rank): overlap")
+            if value:
+                scores[key] = value
+        return scores
+
+    def _check_query(self, query: Chain) -> None:
+        got = _seen(self._scores(query))
+        want = _seen(self.model.overlaps([tokens_hash(b) for b in query]))
+        if got != want:
+            wrong = sorted(set(got) | set(want))
+            lines = "; ".join(f"rank {r}: index {got.get(r, 0)}, events {want.get(r, 0)}" for r in wrong if got.get(r, 0) != want.get(r, 0))
+            raise IndexViolation(f"find_matches({shown_chain(query)}) disagrees with what the events say each rank holds: {lines} "
+                                 f"(block hashes of the query: {self.model.chain_hashes([tokens_hash(b) for b in query])})")
+
+    def _snapshot(self, probes: list[Chain]) -> tuple:
+        """What the index answers (matches of ``probes``, sizes and dump where offered), asked
+        without showing each call (a bad-event step would show hundreds)."""
+        state: list[Any] = [tuple(sorted(guarded("find_matches", self.index.find_matches, [tokens_hash(b) for b in q]).items()))
+                            for q in probes]
+        if self.capabilities.reports_sizes:
+            state.append(tuple(sorted(guarded("sizes", self.index.sizes).items())))
+        if self.capabilities.offers_dump:
+            state.append(self._dumped(shown=False))
+        return tuple(state)
+
+    def _dumped(self, shown: bool = True) -> frozenset:
+        dump = self._call("dump()", "dump") if shown else guarded("dump", self.index.dump)
+        out = set()
+        try:
+            for worker_id, dp_rank, event in dump:
+                parent = event.parent_hash
+                for block in event.blocks:
+                    out.add(((worker_id, dp_rank), parent, block.block_hash, block.tokens_hash))
+                    parent = block.block_hash
+        except (TypeError, ValueError, AttributeError) as exc:
+            raise IndexViolation(f"dump() returned {dump!r:.200}, not a list of (worker_id, dp_rank, BlockStored): {exc}") from exc
+        return frozenset(out)
+
+    # ---- rules -----------------------------------------------------------------------------
+
+    @initialize(workers=st.integers(2, 4), ranks=st.lists(st.integers(1, 4), min_size=4, max_size=4))
+    def start_workers(self, workers: int, ranks: list[int]) -> None:
+        """2-4 workers, each with 1-4 data-parallel ranks (at most the index's ``max_dp_ranks``)."""
+        self._start_workers(workers, ranks)
+
+    def _start_workers(self, workers: int, ranks: list[int]) -> None:
+        if self.ranks:  # a machine whose own first step started them
+            return
+        for worker_id, n in zip(WORKER_IDS[:workers], ranks, strict=False):
+            for dp_rank in range(min(n, self.capabilities.max_dp_ranks)):
+                self.ranks.append((worker_id, dp_rank))
+                self.engines[(worker_id, dp_rank)] = self._engine()
+
+    @rule(target=sequences, blocks=FRESH)
+    def new_sequence(self, blocks: Blocks) -> Chain:
+        return blocks.ids()
+
+    @rule(target=sequences, rank=PICKS, base=sequences, cut=CUTS, tail=TAILS, aligned=st.booleans())
+    def serve(self, rank: int, base: Chain, cut: int, tail: Blocks, aligned: bool) -> Chain:
+        """A request on one rank: a known sequence cut, plus a new tail (``aligned``: a prompt of
+        whole blocks, so a fully cached one recomputes its last block, as vLLM does)."""
+        request = base[:cut] + tail.ids()
+        if request:
+            self._serve(self._rank(rank), request, aligned)
+        return request
+
+    @rule(base=sequences)
+    def serve_everywhere(self, base: Chain) -> None:
+        """The same prompt on every rank (a system prompt): every rank holds the same blocks."""
+        for r in self.ranks:
+            self._serve(r, base, aligned=False)
+
+    @rule(rank=PICKS, count=st.integers(1, 6))
+    def evict(self, rank: int, count: int) -> None:
+        """Memory pressure on one rank: its oldest free blocks go."""
+        r = self._rank(rank)
+        self._send(r, self.engines[r].evict(count))
+
+    @precondition(lambda self: self.capabilities.accepts_any_removal_order)
+    @rule(rank=PICKS, pick=PICKS)
+    def evict_parent(self, rank: int, pick: int) -> None:
+        """One block whose children stay cached is evicted (an engine that evicts any free block):
+        its cached children stay held, and match again once it is stored again."""
+        r = self._rank(rank)
+        engine = self.engines[r]
+        parents = sorted(c for c in engine.children if engine.cached(c))
+        if parents:
+            self._send(r, engine.evict_chain(parents[pick % len(parents)]))
+
+    @precondition(lambda self: self.capabilities.accepts_any_removal_order)
+    @rule(rank=PICKS, pick=PICKS, everywhere=st.booleans())
+    def evict_parent_then_child(self, rank: int, pick: int, everywhere: bool) -> None:
+        """A parent goes (``everywhere``: from every rank that caches it, a prefix gone cold), then
+        (in another event) one of the blocks under it: the second remove is of a block the rank
+        still held, which an index that pruned it with its parent refuses (ai-dynamo/dynamo#10916),
+        or cannot resolve when nothing holds the parent (#11785); then the parent comes back."""
+        r = self._rank(rank)
+        engine = self.engines[r]
+        parents = sorted(c for c in engine.children if engine.cached(c))
+        if not parents:
+            return
+        parent = parents[pick % len(parents)]
+        children = sorted(c for c in engine.copies if len(c) == len(parent) + 1 and c[:-1] == parent)
+        for other in [o for o in self.ranks if o != r] if everywhere else []:
+            while self.engines[other].cached(parent):
+                self._send(other, self.engines[other].evict_chain(parent))
+        while engine.cached(parent):
+            self._send(r, engine.evict_chain(parent))
+        if children:
+            self._send(r, engine.evict_chain(children[pick % len(children)]))
+        self._serve(r, parent, aligned=False)
+
+    @rule(rank=PICKS, base=sequences)
+    def evict_and_restore(self, rank: int, base: Chain) -> None:
+        """A prompt is cached on one rank and by every other rank, its tail block is evicted from
+        the first (a partial remove), and the prompt is served there again (a restore)."""
+        if not base:
+            return
+        r = self._rank(rank)
+        for other in self.ranks:
+            self._serve(other, base, aligned=False)
+        engine = self.engines[r]
+        if engine.leaves_first and engine.children[base]:
+            return  # longer sequences are cached under it there: it is not a leaf
+        while engine.cached(base):
+            self._send(r, engine.evict_chain(base))
+        self._serve(r, base, aligned=False)
+
+    @rule(rank=PICKS)
+    def clear(self, rank: int) -> None:
+        """One rank resets its prefix cache (``AllBlocksCleared``); its worker's other ranks keep theirs."""
+        r = self._rank(rank)
+        self._send(r, self.engines[r].clear())
+
+    @rule(worker=PICKS, comes_back=st.booleans())
+    def remove_worker(self, worker: int, comes_back: bool) -> None:
+        """A worker leaves (every rank); ``comes_back``: it restarts under the same id, empty."""
+        worker_id = self._rank(worker)[0]
+        self._call(f"remove_worker({worker_id})", "remove_worker", worker_id)
+        self.model.remove_worker(worker_id)
+        gone = [r for r in self.ranks if r[0] == worker_id]
+        for r in gone:
+            self.engines[r] = self._engine()
+        if not comes_back and len({r[0] for r in self.ranks}) > 1:
+            self.ranks = [r for r in self.ranks if r[0] != worker_id]
+            for r in gone:
+                del self.engines[r]
+
+    @precondition(_redeliverable)
+    @rule(rank=PICKS)
+    def redeliver(self, rank: int) -> None:
+        """The transport delivers a rank's last event again (at least once): nothing changes. The
+        index may refuse the second copy (an exception) or take it; it must end as if once."""
+        r = self._rank(rank)
+        event = self.engines[r].last_event
+        if event is None:
+            return
+        probes = self._probes(event)
+        before = self._snapshot(probes)
+        try:
+            self._call(f"apply_event(worker {r[0]}, rank {r[1]}, {self._shown_event(event)}) again", "apply_event", r[0], r[1], event)
+        except (OperationTimeout, ContractViolation):
+            raise
+        except Exception:  # noqa: BLE001 - refusing the repeat is allowed
+            pass
+        after = self._snapshot(probes)
+        if after != before:
+            raise IndexViolation(f"{self._shown_event(event)} delivered a second time changed the index "
+                                 f"({self._difference(before, after, probes)})")
+
+    @rule(base=sequences, cut=CUTS, tail=TAILS)
+    def query(self, base: Chain, cut: int, tail: Blocks) -> None:
+        """A router's query: a known sequence cut, plus a new tail."""
+        self._check_query(base[:cut] + tail.ids())
+
+    @rule()
+    def check_every_known(self) -> None:
+        for chain in self.known:
+            self._check_query(chain)
+
+    @precondition(lambda self: self.capabilities.reports_sizes)
+    @invariant()
+    def sizes_agree(self) -> None:
+        got = _seen({r: n for r, n in guarded("sizes", self.index.sizes).items() if n})  # asked after every step: not shown
+        want = _seen(self.model.sizes())
+        if got != want:
+            lines = "; ".join(f"rank {r}: index {got.get(r, 0)}, events {want.get(r, 0)}"
+                              for r in sorted(set(got) | set(want)) if got.get(r, 0) != want.get(r, 0))
+            raise IndexViolation(f"sizes() disagrees with the blocks each rank holds by its events: {lines}")
+
+    @invariant()
+    def memory_bounded(self) -> None:
+        """Nothing held: nothing kept (resident 0, empty dump); else at most
+        RESIDENT_PER_BLOCK entries per held block (plus a little)."""
+        self._check_memory()
+
+    def _check_memory(self) -> None:
+        held = self.model.total_held
+        seen_held = held - len(self.model.held.get(SCRATCH, ()))
+        if self.capabilities.reports_resident:
+            resident = guarded("resident", self.index.resident)
+            self.peak_resident = max(self.peak_resident, resident)
+            limit = 0 if held == 0 else RESIDENT_PER_BLOCK * held + RESIDENT_SLACK
+            if resident > limit:
+                raise IndexMemoryViolation(f"resident() is {resident} while the ranks hold {held} block(s) by their events "
+                                           f"(at most {limit}): the index keeps entries for blocks nobody holds")
+        if seen_held == 0 and self.capabilities.offers_dump:
+            dumped = sorted((d for d in self._dumped(shown=False) if d[0][0] != SCRATCH[0]), key=lambda d: (d[0], d[2]))
+            if dumped:
+                raise IndexMemoryViolation(f"no rank holds anything, but dump() lists {len(dumped)} block(s), e.g. "
+                                           f"{self._shown_hash(dumped[0][2])} of rank {dumped[0][0]}")
+
+    @precondition(lambda self: self.capabilities.offers_dump)
+    @rule()
+    def check_dump(self) -> None:
+        """The dump lists every block each rank holds with all its ancestors, under its real
+        parent, and nothing a rank does not hold (a router rebuilt from it routes the same)."""
+        dumped = {d for d in self._dumped() if d[0][0] != SCRATCH[0]}
+        listed = {(rank, h) for rank, _, h, _ in dumped}
+        for rank, parent, h, t in sorted(dumped, key=lambda d: (d[0], d[2])):
+            if not self.model.holds(rank, h):
+                raise IndexViolation(f"dump() lists block {self._shown_hash(h)} for rank {rank}, which does not hold it "
+                                     f"by its events (removed, cleared, or never stored there)")
+            if (parent, t) != (self.model.parent_hash(h), self.model.tokens_hash(h)):
+                raise IndexViolation(f"dump() lists block {self._shown_hash(h)} under parent {self._shown_hash(parent)}; "
+                                     f"it was stored under {self._shown_hash(self.model.parent_hash(h))}")
+        missing = sorted(r for r in self.model.reachable() - listed if r[0][0] != SCRATCH[0])
+        if missing:
+            rank, h = missing[0]
+            raise IndexViolation(f"dump() leaves out block {self._shown_hash(h)} of rank {rank} (held, with every "
+                                 f"ancestor), and {len(missing) - 1} more")
+
+    # ---- bad events (validates_events) -------------------------------------------------------
+
+    BAD_EVENTS = ("self_parent", "repeated_block", "unknown_parent", "remove_unheld", "remove_other_ranks",
+                  "negative_hash", "huge_hash", "float_hash", "none_blocks")
+
+    def _bad_event(self, kind: str, rank: Rank, pick: int) -> KvEvent:
+        engine = self.engines[rank]
+        held = sorted(engine.copies)
+        some = held[pick % len(held)] if held else None
+        self.bad_sent += 1
+        fresh = 2**63 + 4 * self.bad_sent + pick % 4  # a block hash no sequence (and no earlier bad event) has
+        t = tokens_hash(ALPHABET + pick % 3)  # tokens no request has
+        if kind == "self_parent":  # parent == one of the event's blocks (dynamo#4394); a held parent when there is one
+            parent = self.hashes.of(some) if some is not None else fresh
+            return BlockStored(parent, (StoredBlock(parent, t),))
+        if kind == "repeated_block":  # one block twice in a chain: a cycle
+            return BlockStored(None, (StoredBlock(fresh, t), StoredBlock(fresh + 1, t), StoredBlock(fresh, t)))
+        if kind == "unknown_parent":
+            return BlockStored(fresh, (StoredBlock(fresh + 1, t),))
+        if kind == "remove_unheld":
+            return BlockRemoved((fresh,))
+        if kind == "remove_other_ranks":  # a block another rank holds, this one not
+            others = sorted(self.model.chain_of[h] for h in self.chain_of_hash if any(
+                self.model.holds(o, h) for o in self.ranks if o != rank) and not self.model.holds(rank, h))
+            h = self.model.hash_of[others[pick % len(others)]] if others else fresh
+            return BlockRemoved((h,))
+        if kind == "negative_hash":
+            return BlockStored(None, (StoredBlock(-2, t),))
+        if kind == "huge_hash":
+            return BlockStored(None, (StoredBlock(2**64 + pick, t),))
+        if kind == "float_hash":
+            return BlockStored(None, (StoredBlock(float(fresh), t),))  # type: ignore[arg-type]
+        return BlockStored(None, None)  # type: ignore[arg-type]
+
+    def _probes(self, event: Any) -> list[Chain]:
+        """Known sequences, and what an event would make matchable (its parent's chain plus it)."""
+        probes = list(self.known)
+        if isinstance(event, BlockStored) and isinstance(event.blocks, tuple):
+            base = self.chain_of_hash.get(event.parent_hash, ()) if event.parent_hash is not None else ()
+            extra = [ALPHABET + pick for pick in range(3)]
+            probes += [base + (b,) * n for b in extra for n in (1, 2, 3)]
+            probes.append(base)
+        return [p for p in dict.fromkeys(probes) if p]
+
+    def _difference(self, before: tuple, after: tuple, probes: list[Chain]) -> str:
+        for i, (b, a) in enumerate(zip(before, after, strict=True)):
+            if b != a:
+                what = f"find_matches({shown_chain(probes[i])})" if i < len(probes) else ("sizes()" if i == len(probes)
+                                                                                          and self.capabilities.reports_sizes else "dump()")
+                return f"{what} was {dict(b) if i < len(probes) else len(b)}, now {dict(a) if i < len(probes) else len(a)}"
+        return "?"
+
+    @precondition(lambda self: self.capabilities.validates_events)
+    @rule(kinds=st.lists(st.sampled_from(BAD_EVENTS), min_size=1, max_size=4, unique=True), pick=PICKS)
+    def bad_events(self, kinds: list[str], pick: int) -> None:
+        """Malformed events are refused (or ignored), the index is unchanged and still answers.
+        They come from a rank of their own (:data:`SCRATCH`), which first stores a chain legally,
+        so that whatever an index does with them is compared here and nowhere else (a waived
+        finding leaves the other checks meaningful)."""
+        r = SCRATCH
+        if r not in self.engines:
+            self.engines[r] = self._engine()
+        if not self.engines[r].cached(SCRATCH_CHAIN):
+            self._serve(r, SCRATCH_CHAIN, aligned=False)
+        for kind in kinds:
+            event = self._bad_event(kind, r, pick)
+            probes = self._probes(event)
+            before = self._snapshot(probes)
+            text = f"apply_event(worker {r[0]}, rank {r[1]}, {self._shown_event(event)})"
+            try:
+                self._call(text, "apply_event", r[0], r[1], event)
+            except OperationTimeout:
+                raise
+            except Exception:  # noqa: BLE001 - a refusal is right; what matters is that nothing changed
+                pass
+            try:
+                after = self._snapshot(probes)
+            except OperationTimeout:
+                raise
+            except Exception as exc:  # noqa: BLE001
+                raise BadInputViolation(f"after the malformed event ({kind}) {text}, the index no longer answers: "
+                                        f"{type(exc).__name__}: {exc}") from exc
+            if after != before:
+                raise BadInputViolation(f"the malformed event ({kind}) {text} changed the index: "
+                                        f"{self._difference(before, after, probes)}")
+
+    # ---- churn -------------------------------------------------------------------------------
+
+    def _churn(self, rank: Rank, prompts: int, seed: int, blocks: int = 3) -> None:
+        """``prompts`` requests of new content on one rank, each evicted right after (distinct
+        prompts under a shared first block, as chat turns on one system prompt): what is held stays
+        small, so what the index keeps must too."""
+        stream = random.Random(seed)
+        engine = self.engines[rank]
+        head = CHURN_BASE + seed % 7
+        for n in range(prompts):
+            request = (head,) + tuple(CHURN_BASE + 10 + stream.randrange(10**6) for _ in range(blocks - 1))
+            for m in range(1, len(request) + 1):
+                self.chain_of_hash.setdefault(self.hashes.of(request[:m]), request[:m])
+            self._send(rank, engine.serve(request, aligned=False))
+            self._send(rank, engine.evict(len(request) - 1 if n % 2 else len(request)))
+            if n % 50 == 49:
+                self._check_memory()
+
+    @rule(rank=PICKS, prompts=st.integers(5, 40), seed=st.integers(0, 2**16))
+    def churn(self, rank: int, prompts: int, seed: int) -> None:
+        with self.quietly(f"churn of {prompts} prompts"):
+            self._churn(self._rank(rank), prompts, seed)
+
+
+class IndexChurnMachine(KvIndexMachine):
+    """The same rules after a long store/remove churn on every rank (a router's hours of traffic,
+    compressed): memory must stay bounded throughout, and nothing may be left once it is over."""
+
+    @staticmethod
+    def settings_for(search: settings) -> settings:
+        return settings(search, max_examples=max(1, search.max_examples // 50), stateful_step_count=10)
+
+    @initialize(prompts=st.integers(1500, 1600), seed=st.integers(0, 2**16))
+    def churn_world(self, prompts: int, seed: int) -> None:
+        """``prompts`` requests on each of two ranks (distinct prompts, each evicted after it)."""
+        self._start_workers(2, [2, 1, 1, 1])
+        with self.quietly(f"churn_world: {prompts} prompts on each of ranks {self.ranks[:2]}"):
+            for n, rank in enumerate(self.ranks[:2]):
+                self._churn(rank, prompts, seed + n, blocks=4)
+        self._check_memory()
+
+
+def index_machine_for(factory: Callable[[], Any], capabilities: IndexCapabilities, name: str,
+                      churn: bool = False) -> type[KvIndexMachine]:
+    """A machine class for one index target (``churn``: the long-churn machine)."""
+    base = IndexChurnMachine if churn else KvIndexMachine
+    cls_name = f"{name}_{'churn' if churn else 'index'}".replace(".", "_").replace(":", "_").replace("-", "_")
+    return type(cls_name, (base,), {"factory": staticmethod(factory), "capabilities": capabilities})

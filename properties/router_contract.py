@@ -1,0 +1,53 @@
+"""The end-to-end pairing: an engine that publishes KV events, and a router index that reads them.
+
+A *router pair* target is a factory, called with no arguments, returning a :class:`RouterPair`:
+how to build the engine (a radix cache factory, as in ``radixcheck.properties.contract``, whose
+cache also offers ``take_published()`` and ``tap_events``), how to build the index (as in
+``radixcheck.properties.index_contract``), and how the engine's events become the index's (the
+publisher's translation, with the tokens hash a router computes from a request). Its
+``capabilities`` is a :class:`RouterCapabilities` (that type is how ``radixcheck audit`` tells a
+pair from a cache or an index). :mod:`radixcheck.properties.router_e2e` runs the cache machine on
+the engine and, after every step, checks that the router's view equals the engine's own cache.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from radixcheck.properties.contract import Capabilities
+from radixcheck.properties.index_contract import IndexCapabilities
+
+
+@dataclass(frozen=True)
+class RouterCapabilities:
+    """The engine's capabilities (what the cache machine sends it), the index's, and whether the
+    engine's events pass through a deduplicating filter first (Dynamo's worker-side
+    ``EventDedupFilter``: a remove only with a hash's last copy)."""
+
+    engine: Capabilities
+    index: IndexCapabilities
+    deduplicated: bool = False
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.engine, Capabilities) or not isinstance(self.index, IndexCapabilities):
+            raise TypeError("RouterCapabilities needs the engine's Capabilities and the index's IndexCapabilities")
+        if not isinstance(self.deduplicated, bool):
+            raise TypeError(f"RouterCapabilities.deduplicated must be a bool, got {self.deduplicated!r}")
+
+    def page_sizes_tested(self) -> tuple[int, ...]:
+        return self.engine.page_sizes_tested()
+
+    def not_exercised(self) -> list[str]:
+        return ([f"engine: {gap}" for gap in self.engine.not_exercised()]
+                + [f"index: {gap}" for gap in self.index.not_exercised() if "raw duplicate" not in gap and "malformed" not in gap]
+                + ["index: malformed events (the engine publishes them, or nothing does)"])
+
+
+@dataclass(frozen=True)
+class RouterPair:
+    engine: Callable[[Any, int], Any]  # (allocator, page_size) -> a cache that publishes events
+    index: Callable[[], Any]
+    events: Callable[[list[Any], int], list[Any]] = field(repr=False)  # (engine's events, page size) -> index events
+    tokens_hashes: Callable[[list[int], int], list[int]] = field(repr=False)  # (tokens, block size) -> one hash per block
