@@ -63,7 +63,7 @@ def test_mutant_is_caught(mutant) -> None:
     """Caught, for the right reason; and its standalone repro file (issue 20 item 1) exits 1 on the
     mutant, printing the finding, and 0 on the reference (a fixed cache), run as a file runs."""
     with pytest.raises(Exception) as caught:
-        run_machine(machine_for_mutant(mutant), find_only())
+        run_machine(machine_for_mutant(mutant), find_only(), transcript=True)
     assert isinstance(caught.value, mutant.caught_by), (
         f"{mutant.__name__} was caught, but by {type(caught.value).__name__}, not {mutant.caught_by}: {str(caught.value)[:1500]}"
     )

@@ -28,7 +28,7 @@ from .test_mutants import HangsOnEvict
 
 def _failure(machine, profile: str = "mutation") -> BaseException:  # noqa: ANN001 - a machine class
     with pytest.raises(Exception) as caught:  # noqa: PT011 - any failure is a verdict
-        run_machine(machine, profiles.SETTINGS[profile])
+        run_machine(machine, profiles.SETTINGS[profile], transcript=True)
     return caught.value
 
 

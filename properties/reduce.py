@@ -69,8 +69,7 @@ def replay(machine_class: type[RadixCacheMachine], acts: list[Act], options: Mac
     first failure that ``waived`` does not cover. An act whose handle record is not there (its
     match was left out), or that would not be legal now, is skipped; ``trim_queries`` cuts each
     top-level match query to the part the model says is cached."""
-    if options is not None:
-        machine_class = type(machine_class.__name__, (machine_class,), {"options": options})
+    machine_class = type(machine_class.__name__, (machine_class,), {"options": options or machine_class.options, "records": True})
     forget_hangs()
     with alarm_handler(), standalone_stack():
         machine = machine_class()

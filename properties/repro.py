@@ -81,7 +81,8 @@ def repro_for(failure: BaseException, spec: str, test: str = "", waived: Any = N
     if (not isinstance(machine, RadixCacheMachine) or not machine.transcript) and plain_test is not None:
         return _checked(Repro(_plain_test_script(failure, *plain_test, spec, test), size="radixcheck's test, as it is"), failure)
     if not isinstance(machine, RadixCacheMachine) or not machine.transcript:
-        return Repro(None, "no transcript: the failure did not come from radixcheck's cache machine or serving protocol")
+        return Repro(None, "no transcript: the failure did not come from radixcheck's cache machine or serving protocol, or "
+                           "its run kept none (run_machine(..., transcript=True); --radix-repro and radixcheck audit --repro keep one)")
     reduced = reduce(machine, failure, waived, seconds)
     notes = []
     if reduced is None:

@@ -38,11 +38,12 @@ class Act:
 
 def act(method: Callable[..., Any]) -> Callable[..., Any]:
     """Record each top-level call of a machine helper as an :class:`Act` in ``self.transcript``
-    (a nested call is part of the act that made it)."""
+    (a nested call is part of the act that made it), when the machine ``records`` (a transcript
+    keeps every call of a run alive: only a run that may need a repro file pays for it)."""
 
     @functools.wraps(method)
     def recorded(self: Any, *args: Any, **nested: Any) -> Any:
-        if self.acting is not None:  # inside another act (only nested calls pass keywords)
+        if self.acting is not None or not self.records:  # inside another act (only nested calls pass keywords)
             return method(self, *args, **nested)
         assert not nested, f"{method.__name__}: an act is replayed from its positional arguments"
         entry = Act(method.__name__, tuple(kept(a) for a in args), self.step, self.story, step_number=self.step_number)

@@ -75,7 +75,7 @@ class _Examples(ExampleDatabase):
 
 
 def run_machine(machine: type[RuleBasedStateMachine], search: settings | None = None,
-                waived: Callable[..., bool] | None = None) -> None:
+                waived: Callable[..., bool] | None = None, transcript: bool = False) -> None:
     """Run ``machine`` as a test under ``search`` (default: radixcheck's profile,
     :func:`radixcheck.profiles.current`, not the loaded Hypothesis profile), with a fast,
     bounded-shrink verdict. Raises the (shrunk) failure; returns when the target passes.
@@ -87,14 +87,17 @@ def run_machine(machine: type[RuleBasedStateMachine], search: settings | None = 
     (its ``settings_for``).
 
     ``waived(exc, step)``, if given, names the findings to look past: a step or invariant that
-    raises one is recorded by the predicate and counts as passed (:func:`waiving`)."""
+    raises one is recorded by the predicate and counts as passed (:func:`waiving`).
+    ``transcript``: the machine keeps every act and call of its runs, so that the failing one can
+    be written as a repro file (:mod:`radixcheck.properties.repro`); it costs memory, and time in
+    the garbage collector (~20 % at production scale), so it is off unless asked for."""
     search = search or current()
     forget_hangs()
     scaled = getattr(machine, "settings_for", None)
     if waived is not None:
         machine = waiving(machine, waived)
     machine = naming_steps(machine)
-    machine.recording = True
+    machine.recording, machine.records = True, transcript
     with alarm_handler():
         try:
             _run_machine(machine, scaled(search) if scaled else search)

@@ -478,6 +478,12 @@ class ReproFiles:
 
 
 @pytest.fixture
+def radix_repro(request: pytest.FixtureRequest) -> bool:
+    """Whether this run writes repro files (``--radix-repro``): the machines then keep a transcript."""
+    return bool(request.config.getoption("--radix-repro"))
+
+
+@pytest.fixture
 def radix_waivers(request: pytest.FixtureRequest) -> WaiverLog:
     """A predicate ``waived(exc, step) -> bool`` for :func:`~radixcheck.properties.verdict.run_machine`:
     the findings ``--radix-waive`` waives for this test of its target, recorded as they are met."""

@@ -10,9 +10,11 @@ from radixcheck.properties.verdict import run_machine
 
 
 # The scale test first: dispatched first, so a scale bug's verdict comes early.
-def test_cache_at_production_scale(target, page_size: int, radix_waivers) -> None:
-    run_machine(scale_machine_for(target.factory, target.capabilities, page_size, target.name), waived=radix_waivers or None)
+def test_cache_at_production_scale(target, page_size: int, radix_waivers, radix_repro: bool) -> None:
+    run_machine(scale_machine_for(target.factory, target.capabilities, page_size, target.name), waived=radix_waivers or None,
+                transcript=radix_repro)
 
 
-def test_cache_state_machine(target, page_size: int, radix_waivers) -> None:
-    run_machine(machine_for(target.factory, target.capabilities, page_size, target.name), waived=radix_waivers or None)
+def test_cache_state_machine(target, page_size: int, radix_waivers, radix_repro: bool) -> None:
+    run_machine(machine_for(target.factory, target.capabilities, page_size, target.name), waived=radix_waivers or None,
+                transcript=radix_repro)
