@@ -36,8 +36,20 @@ def _one_blas_thread():
 
 
 @pytest.fixture(scope="session")  # session: xdist may interleave other modules' tests on this worker
-def real():
-    return smollm2.load_smollm2(download=False)
+def real_weights():
+    """The GGUF read once (gguf-py's reader parses the whole vocabulary: ~2 s a read)."""
+    from radixcheck.model.gguf_io import read_gguf
+
+    config, weights, reader = read_gguf(smollm2.q8_path())
+    del reader  # its parsed metadata holds ~150 MB
+    return config, weights
+
+
+@pytest.fixture(scope="session")
+def real(real_weights):
+    from radixcheck.model.llama import Model
+
+    return Model(*real_weights, keep_q8=False)  # as smollm2.load_smollm2 builds it (a model copies what it keeps of the weights)
 
 
 @pytest.fixture(scope="session")
@@ -102,20 +114,17 @@ def test_c_kernel_equals_float64_blas_on_the_real_weights(real) -> None:
                 assert_bit_identical(ExactOps(path).linear(x, w, np.float32), want, f"real weights: {path} kernel vs BLAS, {n} rows")
 
 
-def test_exact_model_stays_close_to_the_float64_reference(real, tokenizer) -> None:
+def test_exact_model_stays_close_to_the_float64_reference(real, real_weights, tokenizer) -> None:
     """Fidelity: on the same Q8_0 weights, an unquantised float64 forward pass and the exact model
     agree on every argmax and within 0.1 logits (measured: max 0.054 on the fixture prompts)."""
     import gc
 
-    from radixcheck.model.gguf_io import read_gguf
     from radixcheck.model.llama import Model
 
     texts = [CHAT]
     got = [real.prefill(KVPool(real.config, 64), ids, np.arange(len(ids))) for ids in (tokenizer.encode(t).ids for t in texts)]
-    config, weights, reader = read_gguf(smollm2.q8_path())
-    del reader
+    config, weights = real_weights
     ref = Model(config, weights, arithmetic="float64", keep_q8=False)
-    del weights
     for text, g in zip(texts, got, strict=True):
         ids = tokenizer.encode(text).ids
         want = ref.prefill(KVPool(config, 64), ids, np.arange(len(ids)))
