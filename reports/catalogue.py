@@ -106,16 +106,20 @@ OBLIGATIONS: list[tuple[str, str, type[BaseException], list[str]]] = [
 
 
 def _first_kill(name: str) -> dict[str, Any]:
-    """Stream 0 (the derandomized `mutation` run, the one the meta-test sees) and a bounded shrink."""
-    mutant = next(m for m in MUTANTS if m.__name__ == name)
+    return first_kill(machine_for_mutant(next(m for m in MUTANTS if m.__name__ == name)))
+
+
+def first_kill(machine: Any) -> dict[str, Any]:
+    """Stream 0 of a mutant's machine (the derandomized `mutation` run, the one the meta-test sees)
+    and a bounded shrink (the cache catalogue's and the index catalogue's)."""
     start = time.perf_counter()
     try:
-        run_machine(machine_for_mutant(mutant), profiles.SETTINGS["mutation"])
+        run_machine(machine, profiles.SETTINGS["mutation"])
         return {"caught": False, "seconds_to_kill": round(time.perf_counter() - start, 2)}
     except Exception:  # noqa: BLE001 - a kill; its oracle comes from the shrunk failure below
         seconds = round(time.perf_counter() - start, 2)
     try:
-        run_machine(machine_for_mutant(mutant), profiles.SETTINGS["audit"])
+        run_machine(machine, profiles.SETTINGS["audit"])
     except Exception as shrunk:  # noqa: BLE001
         described = describe_failure(shrunk)
         described.pop("exceptions")  # one machine failure: its type, message and program are already there

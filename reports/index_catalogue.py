@@ -20,13 +20,11 @@ from typing import Any
 
 from tabulate import tabulate
 
-from radixcheck import profiles
 from radixcheck.argtypes import ArgumentParser, non_negative_int, positive_int, refuse_weaker
 from radixcheck.oracles import violations as v
-from radixcheck.properties.failures import describe_failure
 from radixcheck.properties.index_mutants import INDEX_MUTANTS, machine_for_index_mutant
-from radixcheck.properties.verdict import run_machine
 from radixcheck.reports import default_out
+from radixcheck.reports.catalogue import first_kill
 from radixcheck.reports.kill_rates import false_alarms, measure
 from radixcheck.reports.machine import cpu_line
 
@@ -50,20 +48,7 @@ INDEX_OBLIGATIONS: list[tuple[str, str, type[BaseException], list[str]]] = [
 
 
 def _first_kill(name: str) -> dict[str, Any]:
-    mutant = next(m for m in INDEX_MUTANTS if m.__name__ == name)
-    start = time.perf_counter()
-    try:
-        run_machine(machine_for_index_mutant(mutant), profiles.SETTINGS["mutation"])
-        return {"caught": False, "seconds_to_kill": round(time.perf_counter() - start, 2)}
-    except Exception:  # noqa: BLE001 - a kill; its oracle comes from the shrunk failure below
-        seconds = round(time.perf_counter() - start, 2)
-    try:
-        run_machine(machine_for_index_mutant(mutant), profiles.SETTINGS["audit"])
-    except Exception as shrunk:  # noqa: BLE001
-        described = describe_failure(shrunk)
-        described.pop("exceptions")
-        return {"caught": True, "seconds_to_kill": seconds, **described}
-    return {"caught": True, "seconds_to_kill": seconds, "oracle": "(did not fail again when shrunk)"}
+    return first_kill(machine_for_index_mutant(next(m for m in INDEX_MUTANTS if m.__name__ == name)))
 
 
 def build(streams: int, jobs: int) -> list[dict[str, Any]]:
