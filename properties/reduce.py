@@ -145,10 +145,11 @@ class Reduced:
 
 
 def reduce(machine: RadixCacheMachine, failure: BaseException, waived: Callable[[BaseException], bool] | None = None,
-           seconds: float | None = None) -> Reduced | None:
+           seconds: float | None = None, replays: int | None = None) -> Reduced | None:
     """The failing ``machine``'s transcript, reduced (module docstring) for at most ``seconds``
-    (default ``RADIXCHECK_REDUCE_SECONDS``). ``None`` if its replay does not fail the same way
-    (a target that does not repeat itself)."""
+    (default ``RADIXCHECK_REDUCE_SECONDS``) and, if given, at most ``replays`` replays (a budget
+    that does not depend on the machine's speed, for tests). ``None`` if its replay does not fail
+    the same way (a target that does not repeat itself)."""
     started = time.monotonic()
     budget = reduce_seconds() if seconds is None else seconds
     machine_class, wanted = type(machine), finding_of(failure)
@@ -158,6 +159,7 @@ def reduce(machine: RadixCacheMachine, failure: BaseException, waived: Callable[
     if caused_by_hang(failure) or budget <= 0:
         as_run.notes.append("not reduced" + (" (a hang)" if budget > 0 else ""))
         return as_run
+    limit = replays
     replays, spent = 0, False
 
     def fails(acts: list[Act], options: MachineOptions, trim: bool) -> Replay | None:
@@ -173,7 +175,7 @@ def reduce(machine: RadixCacheMachine, failure: BaseException, waived: Callable[
         return again if again.failure is not None and finding_of(again.failure) == wanted else None
 
     def time_left() -> bool:
-        return not spent and time.monotonic() - started < budget
+        return not spent and time.monotonic() - started < budget and (limit is None or replays < limit)
 
     lean = [a for a in acts if a.name not in INVARIANTS or a is acts[-1]]  # usually enough, and a replay saved
     # Whole stories first, before any replay of the whole world: a smaller world is cheaper to replay.
@@ -192,7 +194,8 @@ def reduce(machine: RadixCacheMachine, failure: BaseException, waived: Callable[
             if simpler is not None:
                 best, options = simpler, dataclasses.replace(options, **change)
     best = _leave_out_runs(best, options, fails, time_left)
-    notes = [] if time_left() else [f"reduction stopped at its budget ({budget:g} s, {REDUCE_ENV})"]
+    notes = [] if time_left() else [f"reduction stopped after {replays} replays" if limit is not None and replays >= limit
+                                    else f"reduction stopped at its budget ({budget:g} s, {REDUCE_ENV})"]
     return Reduced(best, options, len(acts), acts, replays, round(time.monotonic() - started, 2), notes)
 
 

@@ -65,12 +65,12 @@ class Repro:
 
 
 def repro_for(failure: BaseException, spec: str, test: str = "", waived: Any = None, seconds: float | None = None,
-              plain_test: tuple[Callable[..., Any], dict[str, Any], Any] | None = None) -> Repro:
+              plain_test: tuple[Callable[..., Any], dict[str, Any], Any] | None = None, replays: int | None = None) -> Repro:
     """The repro file for ``failure`` of the target ``spec`` ('module:factory'), from what it carries:
     the failing machine (:func:`~radixcheck.properties.verdict.run_machine` attaches it; reduced
     for at most ``seconds``, ``waived(exc)`` naming findings to look past), or the serving run
     (the DFS-bound tests); else, for a plain test, ``plain_test`` = (its function, its parameters,
-    the target's capabilities)."""
+    the target's capabilities). ``replays`` also bounds the reduction by a count (tests)."""
     if isinstance(failure, BaseExceptionGroup):
         return Repro(None, "several failures in one test (an ExceptionGroup): each needs its own run")
     run = getattr(failure, "radixcheck_serving", None)
@@ -83,7 +83,7 @@ def repro_for(failure: BaseException, spec: str, test: str = "", waived: Any = N
     if not isinstance(machine, RadixCacheMachine) or not machine.transcript:
         return Repro(None, "no transcript: the failure did not come from radixcheck's cache machine or serving protocol, or "
                            "its run kept none (run_machine(..., transcript=True); --radix-repro and radixcheck audit --repro keep one)")
-    reduced = reduce(machine, failure, waived, seconds)
+    reduced = reduce(machine, failure, waived, seconds, replays)
     notes = []
     if reduced is None:
         reduced = Reduced(Replay(machine, list(machine.transcript), failure), machine.options, len(machine.transcript),
