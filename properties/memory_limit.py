@@ -34,32 +34,58 @@ def resident_bytes() -> int:
         return 0
 
 
+class MemoryWatch:
+    """One excursion above the limit is reported once: by the watchdog's signal, or by
+    :meth:`check` between two calls, whichever sees it first. Re-armed once back below."""
+
+    def __init__(self, limit_bytes: int) -> None:
+        self.limit_bytes = limit_bytes
+        self._armed = True
+        self._lock = threading.Lock()
+
+    def exceeded(self) -> MemoryLimitExceeded:
+        return MemoryLimitExceeded(f"resident memory passed {self.limit_bytes / 2**20:.0f} MiB")
+
+    def should_report(self) -> bool:
+        """Whether memory is above the limit now in an excursion not reported yet (and mark it reported)."""
+        above = resident_bytes() > self.limit_bytes
+        with self._lock:
+            report = above and self._armed
+            self._armed = not above
+        return report
+
+    def check(self) -> None:
+        """Raise :class:`MemoryLimitExceeded` now if the limit is passed: the watchdog polls, and a
+        loaded machine may not schedule it before a short run ends."""
+        if self.should_report():
+            raise self.exceeded()
+
+
 @contextmanager
-def memory_limit(limit_bytes: int) -> Iterator[None]:
+def memory_limit(limit_bytes: int) -> Iterator[MemoryWatch]:
     """Within this block, resident memory above ``limit_bytes`` raises :class:`MemoryLimitExceeded`
-    in the main thread. A no-op off the main thread or where resident memory cannot be read."""
+    in the main thread. Only :meth:`MemoryWatch.check` works off the main thread or where
+    resident memory cannot be read (there it never raises)."""
+    watch = MemoryWatch(limit_bytes)
     if threading.current_thread() is not threading.main_thread() or resident_bytes() == 0:
-        yield
+        yield watch
         return
     stop = threading.Event()
     main_id = threading.main_thread().ident
 
     def on_signal(signum: int, frame: Any) -> None:
-        raise MemoryLimitExceeded(f"resident memory passed {limit_bytes / 2**20:.0f} MiB")
+        raise watch.exceeded()
 
-    def watch() -> None:
-        armed = True  # one interruption per excursion above the limit: re-armed once back below it
+    def poll() -> None:
         while not stop.wait(_POLL_SECONDS):
-            above = resident_bytes() > limit_bytes
-            if above and armed:
+            if watch.should_report():
                 signal.pthread_kill(main_id, _SIGNAL)
-            armed = not above
 
     previous = signal.signal(_SIGNAL, on_signal)
-    watcher = threading.Thread(target=watch, name="radixcheck-memory-limit", daemon=True)
+    watcher = threading.Thread(target=poll, name="radixcheck-memory-limit", daemon=True)
     watcher.start()
     try:
-        yield
+        yield watch
     finally:
         stop.set()
         watcher.join()

@@ -41,9 +41,9 @@ from __future__ import annotations
 import gc
 import itertools
 import math
+import sys
 import time
 from collections.abc import Callable, Iterator, Sequence
-from contextlib import nullcontext
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -51,7 +51,7 @@ import numpy as np
 
 from radixcheck.properties.contract import SlotAllocator
 from radixcheck.properties.growth import FLAG_EXPONENT, grows_too_fast, growth_exponent
-from radixcheck.properties.memory_limit import MemoryLimitExceeded, memory_limit, resident_bytes
+from radixcheck.properties.memory_limit import MemoryLimitExceeded, MemoryWatch, memory_limit, resident_bytes
 from radixcheck.properties.target import BudgetSpent, OperationTimeout, Target, guarded, op_timeout, time_budget
 
 DEFAULT_WIDE_LEAVES = (16, 128, 1024, 4096, 12500)
@@ -457,6 +457,7 @@ class _Runner:
         self.rng = np.random.default_rng(seed)
         self.tokens = _Tokens()
         self.results = [self._empty(t, p) for t, p in targets]
+        self._memory = MemoryWatch(sys.maxsize)  # no limit until run() sets its watch
         self._builds: dict[tuple[int, str], tuple[int, float]] = {}  # (target index, shape) -> last (n, build seconds)
 
     @staticmethod
@@ -471,10 +472,9 @@ class _Runner:
 
     def run(self) -> list[TargetCost]:
         started = time.monotonic()
-        limit = resident_bytes() + self.plan.memory_mib * 2**20
-        guard = memory_limit(limit) if resident_bytes() else nullcontext()
         try:
-            with guard, time_budget(self.plan.max_seconds):
+            with memory_limit(resident_bytes() + self.plan.memory_mib * 2**20) as self._memory, \
+                    time_budget(self.plan.max_seconds):
                 for shape, sizes, steps in self._families():
                     for index in range(len(sizes)):
                         for i, (result, (target, page_size)) in enumerate(zip(self.results, self.targets, strict=True)):
@@ -529,6 +529,7 @@ class _Runner:
         t0 = time.monotonic()
         try:
             tree = _Tree(target, page_size, shape, n, self.tokens, self.clock)
+            self._memory.check()
         except (BudgetSpent, KeyboardInterrupt):
             raise
         except BaseException as exc:  # noqa: BLE001 - the target's failure is the verdict
@@ -547,6 +548,7 @@ class _Runner:
                 for _ in range(self.plan.repeats):
                     for name, (seconds, units) in fn(tree, self.rng).items():
                         result.ops[name].points.append((tree.size, seconds / units))
+                self._memory.check()
             except (BudgetSpent, KeyboardInterrupt):
                 raise
             except BaseException as exc:  # noqa: BLE001 - a hang, a memory runaway or an error: its verdict
