@@ -35,7 +35,7 @@ _P, _I = ctypes.c_void_p, ctypes.c_int64
 
 
 class Q8Weight(ctypes.Structure):
-    _fields_ = [("q", _P), ("m", _P), ("rs", _P), ("ws", _P), ("rows", _I), ("bits", _I)]
+    _fields_ = [("q", _P), ("m", _P), ("rs", _P), ("ws", _P), ("mg", _P), ("rows", _I), ("bits", _I)]
 
 
 class LayerWeights(ctypes.Structure):
@@ -69,8 +69,8 @@ def declare(lib: ctypes.CDLL) -> None:
 
 
 def _q8(w: Any) -> Q8Weight:
-    q, m, rs, ws = w.addresses
-    return Q8Weight(q, m, rs, ws, w.shape[0], w.act_bits)
+    q, m, rs, ws, mg = w.addresses
+    return Q8Weight(q, m, rs, ws, mg, w.shape[0], w.act_bits)
 
 
 def layer_weights(layer: dict[str, Any]) -> LayerWeights:

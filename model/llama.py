@@ -22,7 +22,7 @@ from typing import Any
 import numpy as np
 
 from radixcheck.model import fused, q8kernel
-from radixcheck.model.exact import DENOM_BITS, P_BITS, QK_BITS, V_BITS, get_ops
+from radixcheck.model.exact import DENOM_BITS, P_BITS, QK_BITS, V_BITS, WeightArena, get_ops
 from radixcheck.model.kv_pool import KVPool, KVPoolError
 from radixcheck.model.q8 import Q8Matrix
 
@@ -77,6 +77,11 @@ class Weights:
 
 def _concat(*ms: Q8Matrix) -> Q8Matrix:
     return Q8Matrix(np.concatenate([m.qs for m in ms]), np.concatenate([m.scales for m in ms]))
+
+
+def _layer_matrices(lw: LayerWeights) -> tuple[tuple[Q8Matrix, ...], ...]:
+    """A layer's products in the order a forward pass computes them, each as the matrices it stacks."""
+    return (lw.wq, lw.wk, lw.wv), (lw.wo,), (lw.w_gate, lw.w_up), (lw.w_down,)
 
 
 THREADS_ENV = "RADIXCHECK_THREADS"
@@ -162,16 +167,25 @@ class Model:
         # (``memo_kv=False`` turns it off: the tests compare the two)
         self._memo_kv = memo_kv and hasattr(self.ops, "attention_quantised")
         prep = self.ops.prepare
+        # exact: every layer's integer matrices in one arena (huge pages), in the order a forward pass reads them
+        shapes = [(sum(m.shape[0] for m in ms), ms[0].shape[1]) for lw in weights.layers for ms in _layer_matrices(lw)]
+        arena = WeightArena(shapes) if arithmetic == "exact" else None
+
+        def prep_layer(ms: tuple[Q8Matrix, ...]) -> Any:
+            w = prep(ms[0] if len(ms) == 1 else _concat(*ms))
+            return w if arena is None else arena.take(w)  # the prepared matrix's own arrays are freed at once
+
         self._layers = []
         for lw in weights.layers:
+            qkv, wo, gate_up, down = (prep_layer(ms) for ms in _layer_matrices(lw))
             self._layers.append(
                 {
                     "attn_norm": lw.attn_norm.astype(np.float64),
-                    "wqkv": prep(_concat(lw.wq, lw.wk, lw.wv)),
-                    "wo": prep(lw.wo),
+                    "wqkv": qkv,
+                    "wo": wo,
                     "ffn_norm": lw.ffn_norm.astype(np.float64),
-                    "w_gate_up": prep(_concat(lw.w_gate, lw.w_up)),
-                    "w_down": prep(lw.w_down),
+                    "w_gate_up": gate_up,
+                    "w_down": down,
                 }
             )
         self._out_norm = weights.out_norm.astype(np.float64)

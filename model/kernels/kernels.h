@@ -111,9 +111,9 @@ static inline void transpose8_pd(__m512d r[8])
 /* q8_matmul.c: the exact Q8_0 x int16 product and the activation quantisation */
 int64_t q8_quantize(int64_t n, int64_t K, const double *x, int64_t bits, int16_t *xi, double *sx);
 void q8_matmul(int64_t n, int64_t K, const int16_t *x, const int8_t *q, const float *m, int64_t r0, int64_t r1,
-               const double *rs, const double *ws, const double *sx, void *out, int64_t ldo, int64_t out32);
+               const double *rs, const double *ws, const int32_t *mg, const double *sx, void *out, int64_t ldo, int64_t out32);
 int64_t q8_linear(int64_t n, int64_t K, const double *x, int64_t bits, int16_t *xi, double *sx, const int8_t *q,
-                  const float *m, int64_t rows, const double *rs, const double *ws, void *out, int64_t out32);
+                  const float *m, int64_t rows, const double *rs, const double *ws, const int32_t *mg, void *out, int64_t out32);
 
 /* rows.c: RMSNorm, float64 quantisation, RoPE */
 void rms_norm(int64_t n, int64_t d, const double *x, const double *w, double eps, double *out, double *buf);

@@ -2,7 +2,7 @@
    in its order, so the same bits. */
 #include "kernels.h"
 
-typedef struct { const int8_t *q; const float *m; const double *rs, *ws; int64_t rows, bits; } q8_weight;
+typedef struct { const int8_t *q; const float *m; const double *rs, *ws; const int32_t *mg; int64_t rows, bits; } q8_weight;
 
 typedef struct {
     const double *attn_norm, *ffn_norm;
@@ -20,7 +20,7 @@ typedef struct {
 
 static int64_t linear_w(const q8_weight *w, const layer_work *s, int64_t K, const double *x, double *out)
 {
-    return q8_linear(s->T, K, x, w->bits, s->xi, s->sx, w->q, w->m, w->rows, w->rs, w->ws, out, 0);
+    return q8_linear(s->T, K, x, w->bits, s->xi, s->sx, w->q, w->m, w->rows, w->rs, w->ws, w->mg, out, 0);
 }
 
 static void add_rows(const layer_work *s) /* x = x + tmp */
