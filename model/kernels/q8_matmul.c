@@ -234,14 +234,6 @@ static void widen_group(const int8_t *q, const float *m, int64_t K, int64_t r0, 
         a##j##0 = _mm512_fmadd_pd(_mm512_cvtepi32_pd(_mm512_castsi512_si256(s##j)), mj, a##j##0);                      \
         a##j##1 = _mm512_fmadd_pd(_mm512_cvtepi32_pd(_mm512_extracti64x4_epi64(s##j, 1)), mj, a##j##1);                \
     } while (0)
-/* s += pairs of xv times the pair at w, broadcast (vpdpwssd with an embedded broadcast). Written as
-   one instruction because GCC 12 copies the accumulator around _mm512_dpwssd_epi32 (two register
-   moves per product in this loop, measured 1.3x slower). */
-static inline __m512i dpwssd_bcst(__m512i s, __m512i xv, const int32_t *w)
-{
-    __asm__("vpdpwssd %2%{1to16%}, %1, %0" : "+v"(s) : "v"(xv), "m"(*w));
-    return s;
-}
 #define VNNI_STEP(j) s##j = dpwssd_bcst(s##j, xv, wk + 16 * (j))
 
 /* acc[2j + h] lane l = sum over blocks of block sum (activation row 8h + l, weight row j) x multiplier */
