@@ -196,6 +196,7 @@ class Model:
         self._no_kv = (kv0, s0, kv0, s0)
         # with the C kernel, one thread and the memo, a layer is two C calls (model.fused; same bits)
         self._fused_layers = [fused.layer_weights(lw) for lw in self._layers] if self._lib is not None and self._memo_kv else None
+        self._fused_table = fused.weights_table(self._fused_layers) if self._fused_layers is not None else None
         self.weights: Weights | None = weights if keep_q8 else None
 
     @property
@@ -394,22 +395,22 @@ class Model:
         return self.ops.linear(x, self._head, out_dtype=np.float32)
 
     def _layers_fused(self, pool: KVPool, toks: np.ndarray, sl: np.ndarray, n: int) -> np.ndarray:
-        """The layers of ``_forward_body`` in two C calls each (``model.fused``; same bits): the
-        residual stream after the last layer."""
+        """The layers of ``_forward_body`` in one C call (a float32 ``KVPool``) or two C calls each
+        and the pool's own write (``model.fused``; same bits): the residual stream after the last layer."""
         lib, memo = self._lib, pool.memo(self)
         ws = fused.Workspace(self.config, sl, n, self._cos, self._sin, (QK_BITS, P_BITS, DENOM_BITS))
         ws.x[:] = self.embed(toks[n:])
-        # the pool write and the memo in C too, when they are KVPool's own (float32: a plain rounding)
-        in_c = pool.dtype == np.float32 and type(pool).write is KVPool.write and type(pool).read is KVPool.read
+        # the pool write and the memo in C too, when they are KVPool's own (float32: a plain rounding):
+        # then all layers in one call
+        if pool.dtype == np.float32 and type(pool).write is KVPool.write and type(pool).read is KVPool.read:
+            fused.layer_qkv(lib, self._fused_layers[0], ws)
+            pool.mark_written(sl[n:])  # write's bookkeeping for every layer, where the step-by-step path first writes
+            fused.layers_forward(lib, self._fused_table, ws, pool, memo, (QK_BITS, V_BITS))
+            return ws.x
         for li, w in enumerate(self._fused_layers):
             fused.layer_qkv(lib, w, ws)
-            if in_c:
-                if li == 0:  # write's bookkeeping for every layer, where the step-by-step path first writes
-                    pool.mark_written(sl[n:])
-                fused.store_kv(lib, ws, pool.layer_rows(li), memo.addresses(li), (QK_BITS, V_BITS))
-            else:
-                pool.write(li, sl[n:], ws.k_new, ws.v_new)  # K is stored before RoPE
-                self._context_kv(pool, li, sl)
+            pool.write(li, sl[n:], ws.k_new, ws.v_new)  # K is stored before RoPE
+            self._context_kv(pool, li, sl)
             fused.layer_rest(lib, w, ws, memo.addresses(li))
         return ws.x
 

@@ -270,9 +270,9 @@ def test_c_rope_and_rotated_kv_equal_the_numpy_ones() -> None:
     last_only=st.booleans(),
 )
 def test_fused_layers_equal_the_unfused_and_numpy_paths(tokens: list[int], cut: float, storage: str, last_only: bool) -> None:
-    """A layer in two C calls (``model.fused``, one thread) gives the bits of the call-per-step path
-    (two threads) and of the NumPy path, on a full prefill and on a suffix over a reused prefix,
-    on every compiled path."""
+    """All layers in one C call (``model.fused``, one thread, a float32 pool) and a layer in two
+    (other storage) give the bits of the call-per-step path (two threads) and of the NumPy path, on
+    a full prefill and on a suffix over a reused prefix, on every compiled path."""
     base = load_default()
     models = {"NumPy": Model(base.config, base.weights, kernel="numpy")}
     for path in PATHS:
@@ -282,7 +282,8 @@ def test_fused_layers_equal_the_unfused_and_numpy_paths(tokens: list[int], cut: 
     n = int(cut * (len(tokens) - 1))
     outs = {}
     with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(fused, "layer_rest", lambda *a, f=fused.layer_rest: calls.append(1) or f(*a))
+        mp.setattr(fused, "layer_rest", lambda *a, f=fused.layer_rest: calls.append(1) or f(*a))  # a layer, bfloat16 pools
+        mp.setattr(fused, "layers_forward", lambda *a, f=fused.layers_forward: calls.extend([1] * len(a[1])) or f(*a))  # all, float32
         for what, m in models.items():
             pool = KVPool(m.config, 128, dtype=storage)
             m.prefill(pool, tokens[:n], np.arange(n), 0)
