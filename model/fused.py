@@ -14,7 +14,8 @@ Here a layer is two calls into the kernel library (``model/kernels/layer.c``):
 and between them the pool write and the K/V memo: ``store_kv`` in C for a float32 pool (a plain
 rounding to float32, as ``KVPool.write``; then ``Model._context_kv``'s read-back, rotation and
 quantisation of every row the memo lacks), ``KVPool.write`` and ``Model._context_kv`` in Python
-for the other storage dtypes.
+for the other storage dtypes. With a float32 pool the three run for every layer in one call,
+``layers_forward`` (after layer 0's ``layer_qkv``, which comes before the pool's bookkeeping).
 
 Each step is the C function the step-by-step path calls (``rms_norm``, ``q8_linear``, ``rope``,
 ``exact_attention``, ``silu_mul``, ``quantize_f64``), in the same order, and each residual add is
