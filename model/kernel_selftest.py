@@ -9,12 +9,12 @@ What it compares, with ``np.array_equal`` (so NaN-free outputs; a difference of 
 
 * the Q8_0 product (``ExactOps.linear``, float64 and float32 outputs) for 1 to 37 activation rows —
   every tile shape of every form: the AVX-512 path's 16- and 8-row tiles, whole and partial, in
-  its widening and its short-request (byte) forms, the AVX2 form's 4-row and 1-row tiles, weight
-  chunks cut short, a weight-row range as a thread takes it — on random blocks (block scales
-  spread over 12 binary orders), on blocks whose scales are 2**18 apart (``integerise`` lowers the
-  activation bits; the byte form steps aside) and at the extremes: every weight -128 or 127 and
-  every activation the largest integer the quantiser produces (2**15 - 1 in magnitude), the
-  largest block sums;
+  its byte and its widening forms (the latter on a matrix without integer multipliers too), the
+  AVX2 form's 4-row and 1-row tiles, weight chunks cut short, a weight-row range as a thread takes
+  it (starting inside a group of 8) — on random blocks (block scales spread over 12 binary
+  orders), on blocks whose scales are 2**18 apart (``integerise`` lowers the activation bits; the
+  byte form steps aside) and at the extremes: every weight -128 or 127 and every activation the
+  largest integer the quantiser produces (2**15 - 1 in magnitude), the largest block sums;
 * the activation quantisation (int16 and float64 forms) on zero rows, subnormals, huge values and
   exact halves;
 * exact attention (the query / key tiles, softmax, probability / value tiles) over memo-like
@@ -28,6 +28,7 @@ It takes about a tenth of a second.
 from __future__ import annotations
 
 import ctypes
+from dataclasses import replace
 
 import numpy as np
 
@@ -61,14 +62,17 @@ def _products(lib: ctypes.CDLL, rng: np.random.Generator) -> str | None:
     wide = np.full((21, nb), 2.0**-4, np.float16)
     wide[:, 1] = 2.0**-22
     spread_w = integerise(Q8Matrix(qs[:21], wide))
-    if spread_w.act_bits == 15 or spread_w.wsum is not None or random_w.wsum is None:
+    if spread_w.act_bits == 15 or spread_w.wsum is not None or random_w.wsum is None or random_w.mult_groups is None:
         return (f"self-test matrices: activation bits {spread_w.act_bits}, "
                 f"weight sums {spread_w.wsum is not None} / {random_w.wsum is not None}")
+    # the same blocks without the integer multipliers: the widening form, where the byte form would run
+    ungrouped_w = replace(random_w, mult_groups=None)
     for n in (1, 2, 3, 5, 8, 13, 16, 24, 37):
         x = rng.standard_normal((n, nb * 32)) * 10.0 ** rng.integers(-3, 4, (n, 1))
         x[rng.random(x.shape) < 0.05] = 0
         xe = np.where(rng.random((n, 64)) < 0.5, -1.0, 1.0) * 3.0  # every element quantises to +-(2**bits - 1)
-        for w, xs, what in ((random_w, x, "random"), (extreme_w, xe, "extreme"), (spread_w, x, "widely spread")):
+        for w, xs, what in ((random_w, x, "random"), (extreme_w, xe, "extreme"), (spread_w, x, "widely spread"),
+                            (ungrouped_w, x, "random, without integer multipliers")):
             for dtype in (np.float64, np.float32):
                 failure = _first_difference(f"Q8_0 product, {what} blocks, {n} rows, {dtype.__name__}", c.linear(xs, w, dtype),
                                             ref.linear(xs, w, dtype))
@@ -76,11 +80,14 @@ def _products(lib: ctypes.CDLL, rng: np.random.Generator) -> str | None:
                     return failure
     x = rng.standard_normal((21, nb * 32))
     xi, sx = q8kernel.quantize(lib, x, random_w.act_bits)
-    got = np.zeros((21, rows))
-    q8kernel.matmul(lib, xi, random_w, sx, got, 10, 40)  # a thread's row range
     want = ref.linear(x, random_w)
     want[:, :10] = want[:, 40:] = 0
-    return _first_difference("Q8_0 product over rows 10:40", got, want)
+    for w in (random_w, ungrouped_w):
+        got = np.zeros((21, rows))
+        q8kernel.matmul(lib, xi, w, sx, got, 10, 40)  # a thread's row range (not a multiple of 8: the byte form's groups)
+        if failure := _first_difference(f"Q8_0 product over rows 10:40, integer multipliers {w.mult_groups is not None}", got, want):
+            return failure
+    return None
 
 
 def _quantisation(lib: ctypes.CDLL, rng: np.random.Generator) -> str | None:

@@ -22,7 +22,7 @@ from typing import Any
 import numpy as np
 
 from radixcheck.model import fused, q8kernel
-from radixcheck.model.exact import DENOM_BITS, P_BITS, QK_BITS, V_BITS, get_ops
+from radixcheck.model.exact import DENOM_BITS, P_BITS, QK_BITS, V_BITS, WeightArena, get_ops
 from radixcheck.model.kv_pool import KVPool, KVPoolError
 from radixcheck.model.q8 import Q8Matrix
 
@@ -77,6 +77,11 @@ class Weights:
 
 def _concat(*ms: Q8Matrix) -> Q8Matrix:
     return Q8Matrix(np.concatenate([m.qs for m in ms]), np.concatenate([m.scales for m in ms]))
+
+
+def _layer_matrices(lw: LayerWeights) -> tuple[tuple[Q8Matrix, ...], ...]:
+    """A layer's products in the order a forward pass computes them, each as the matrices it stacks."""
+    return (lw.wq, lw.wk, lw.wv), (lw.wo,), (lw.w_gate, lw.w_up), (lw.w_down,)
 
 
 THREADS_ENV = "RADIXCHECK_THREADS"
@@ -162,16 +167,25 @@ class Model:
         # (``memo_kv=False`` turns it off: the tests compare the two)
         self._memo_kv = memo_kv and hasattr(self.ops, "attention_quantised")
         prep = self.ops.prepare
+        # exact: every layer's integer matrices in one arena (huge pages), in the order a forward pass reads them
+        shapes = [(sum(m.shape[0] for m in ms), ms[0].shape[1]) for lw in weights.layers for ms in _layer_matrices(lw)]
+        arena = WeightArena(shapes) if arithmetic == "exact" else None
+
+        def prep_layer(ms: tuple[Q8Matrix, ...]) -> Any:
+            w = prep(ms[0] if len(ms) == 1 else _concat(*ms))
+            return w if arena is None else arena.take(w)  # the prepared matrix's own arrays are freed at once
+
         self._layers = []
         for lw in weights.layers:
+            qkv, wo, gate_up, down = (prep_layer(ms) for ms in _layer_matrices(lw))
             self._layers.append(
                 {
                     "attn_norm": lw.attn_norm.astype(np.float64),
-                    "wqkv": prep(_concat(lw.wq, lw.wk, lw.wv)),
-                    "wo": prep(lw.wo),
+                    "wqkv": qkv,
+                    "wo": wo,
                     "ffn_norm": lw.ffn_norm.astype(np.float64),
-                    "w_gate_up": prep(_concat(lw.w_gate, lw.w_up)),
-                    "w_down": prep(lw.w_down),
+                    "w_gate_up": gate_up,
+                    "w_down": down,
                 }
             )
         self._out_norm = weights.out_norm.astype(np.float64)
@@ -182,6 +196,7 @@ class Model:
         self._no_kv = (kv0, s0, kv0, s0)
         # with the C kernel, one thread and the memo, a layer is two C calls (model.fused; same bits)
         self._fused_layers = [fused.layer_weights(lw) for lw in self._layers] if self._lib is not None and self._memo_kv else None
+        self._fused_table = fused.weights_table(self._fused_layers) if self._fused_layers is not None else None
         self.weights: Weights | None = weights if keep_q8 else None
 
     @property
@@ -380,22 +395,22 @@ class Model:
         return self.ops.linear(x, self._head, out_dtype=np.float32)
 
     def _layers_fused(self, pool: KVPool, toks: np.ndarray, sl: np.ndarray, n: int) -> np.ndarray:
-        """The layers of ``_forward_body`` in two C calls each (``model.fused``; same bits): the
-        residual stream after the last layer."""
+        """The layers of ``_forward_body`` in one C call (a float32 ``KVPool``) or two C calls each
+        and the pool's own write (``model.fused``; same bits): the residual stream after the last layer."""
         lib, memo = self._lib, pool.memo(self)
         ws = fused.Workspace(self.config, sl, n, self._cos, self._sin, (QK_BITS, P_BITS, DENOM_BITS))
         ws.x[:] = self.embed(toks[n:])
-        # the pool write and the memo in C too, when they are KVPool's own (float32: a plain rounding)
-        in_c = pool.dtype == np.float32 and type(pool).write is KVPool.write and type(pool).read is KVPool.read
+        # the pool write and the memo in C too, when they are KVPool's own (float32: a plain rounding):
+        # then all layers in one call
+        if pool.dtype == np.float32 and type(pool).write is KVPool.write and type(pool).read is KVPool.read:
+            fused.layer_qkv(lib, self._fused_layers[0], ws)
+            pool.mark_written(sl[n:])  # write's bookkeeping for every layer, where the step-by-step path first writes
+            fused.layers_forward(lib, self._fused_table, ws, pool, memo, (QK_BITS, V_BITS))
+            return ws.x
         for li, w in enumerate(self._fused_layers):
             fused.layer_qkv(lib, w, ws)
-            if in_c:
-                if li == 0:  # write's bookkeeping for every layer, where the step-by-step path first writes
-                    pool.mark_written(sl[n:])
-                fused.store_kv(lib, ws, pool.layer_rows(li), memo.addresses(li), (QK_BITS, V_BITS))
-            else:
-                pool.write(li, sl[n:], ws.k_new, ws.v_new)  # K is stored before RoPE
-                self._context_kv(pool, li, sl)
+            pool.write(li, sl[n:], ws.k_new, ws.v_new)  # K is stored before RoPE
+            self._context_kv(pool, li, sl)
             fused.layer_rest(lib, w, ws, memo.addresses(li))
         return ws.x
 

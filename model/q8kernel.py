@@ -63,7 +63,7 @@ def chosen() -> str:
 def _declare(lib: ctypes.CDLL) -> ctypes.CDLL:
     """Argument and result types of every entry point."""
     i64, ptr = ctypes.c_int64, ctypes.c_void_p
-    lib.q8_matmul.argtypes = [i64, i64, ptr, ptr, ptr, i64, i64, ptr, ptr, ptr, ptr, i64, i64]
+    lib.q8_matmul.argtypes = [i64, i64, ptr, ptr, ptr, i64, i64, ptr, ptr, ptr, ptr, ptr, i64, i64]
     lib.q8_matmul.restype = None
     lib.q8_quantize.argtypes = [i64, i64, ptr, i64, ptr, ptr]
     lib.q8_quantize.restype = i64
@@ -71,7 +71,7 @@ def _declare(lib: ctypes.CDLL) -> ctypes.CDLL:
     lib.quantize_f64.restype = i64
     lib.rms_norm.argtypes = [i64, i64, ptr, ptr, ctypes.c_double, ptr, ptr]
     lib.rms_norm.restype = None
-    lib.q8_linear.argtypes = [i64, i64, ptr, i64, ptr, ptr, ptr, ptr, i64, ptr, ptr, ptr, i64]
+    lib.q8_linear.argtypes = [i64, i64, ptr, i64, ptr, ptr, ptr, ptr, i64, ptr, ptr, ptr, ptr, i64]
     lib.q8_linear.restype = i64
     lib.rope.argtypes = [i64, i64, i64, *[ptr] * 5]
     lib.rope.restype = None
@@ -228,15 +228,15 @@ def silu_mul(lib: ctypes.CDLL, gu: np.ndarray) -> np.ndarray:
     return out
 
 
-def linear(lib: ctypes.CDLL, x: np.ndarray, bits: int, w: tuple[int, int, int, int | None], rows: int, out: np.ndarray) -> None:
+def linear(lib: ctypes.CDLL, x: np.ndarray, bits: int, w: tuple[int, int, int, int | None, int | None], rows: int, out: np.ndarray) -> None:
     """``quantize`` then ``matmul`` over all ``rows`` in one call (one thread). ``w``: the
-    addresses of the weight's ``q``, ``mult``, ``row_scale`` and ``wsum`` arrays
+    addresses of the weight's ``q``, ``mult``, ``row_scale``, ``wsum`` and ``mult_groups`` arrays
     (``IntMatrix.addresses``; kept alive by the caller)."""
     x = np.ascontiguousarray(x, dtype=np.float64)
     n, K = x.shape
     xi = np.empty((n, K), dtype=np.int16)
     sx = np.empty(n)
-    if lib.q8_linear(n, K, x.ctypes.data, bits, xi.ctypes.data, sx.ctypes.data, w[0], w[1], rows, w[2], w[3], out.ctypes.data,
+    if lib.q8_linear(n, K, x.ctypes.data, bits, xi.ctypes.data, sx.ctypes.data, w[0], w[1], rows, w[2], w[3], w[4], out.ctypes.data,
                      int(out.dtype == np.float32)):
         _nonfinite()
 
@@ -262,8 +262,8 @@ def matmul(lib: ctypes.CDLL, xi: np.ndarray, w: Any, sx: np.ndarray, out: np.nda
     """
     n, K = xi.shape
     out32 = int(out.dtype == np.float32)
-    q, m, rs, ws = w.addresses
-    lib.q8_matmul(n, K, xi.ctypes.data, q, m, r0, r1, rs, ws, sx.ctypes.data, out.ctypes.data, out.shape[1], out32)
+    q, m, rs, ws, mg = w.addresses
+    lib.q8_matmul(n, K, xi.ctypes.data, q, m, r0, r1, rs, ws, mg, sx.ctypes.data, out.ctypes.data, out.shape[1], out32)
 
 
 def attention(

@@ -74,7 +74,8 @@ def fit(times: dict[int, float]) -> tuple[float, float]:
 
 FUNCTION_LABELS = {  # the C calls of the fused path (model.fused), one line each
     "linear": "linear: exact Q8_0 product (C; the output head)",
-    "layer_qkv": "layer_qkv (C): norm, QKV product, RoPE",
+    "layers_forward": "layers_forward (C): every layer (layer 0's QKV part aside)",
+    "layer_qkv": "layer_qkv (C): norm, QKV product, RoPE (layer 0)",
     "store_kv": "store_kv (C): pool write, memo of new rows",
     "layer_rest": "layer_rest (C): attention, 3 products, norm, SwiGLU",
 }
@@ -171,9 +172,11 @@ def markdown(d: dict[str, Any], measured: dict[str, float]) -> str:
             disable_numparse=True,
         ),
         "",
-        "**2. One prefill split by function** (cProfile tottime, seconds). A layer is two C calls (`model/fused.py`: "
-        "`layer_qkv`, `layer_rest`) plus `store_kv` for the pool and the memo; the exact Q8_0 products (int8 weights times "
-        "int16 activations) run inside them, `linear` is the output head's. Everything in Python is the rest.",
+        "**2. One prefill split by function** (cProfile tottime, seconds). With a float32 pool all layers are one C call "
+        "(`model/fused.py`: `layers_forward`, each layer's norm, QKV product, RoPE, pool write and memo, attention, three "
+        "products, norm and SwiGLU; layer 0's first part, `layer_qkv`, comes before the pool's bookkeeping); the exact Q8_0 "
+        "products (int8 weights times int16 activations) run inside it, `linear` is the output head's. Everything in Python "
+        "is the rest.",
         "",
         tabulate(
             [

@@ -11,6 +11,8 @@ skipped ``test_kernel_path_passes_its_self_test[...]`` ("not tested"), never as 
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 import pytest
 from hypothesis import given, settings
@@ -85,23 +87,44 @@ def test_c_kernel_on_full_magnitude_activations_and_weights() -> None:
             assert_bit_identical(ExactOps(path).linear(x, w), want, f"{path} kernel vs BLAS at full magnitude, {n} rows")
 
 
-@pytest.mark.parametrize("n", [5, 8, 16, 21, 24, 25, 33])
-def test_both_forms_of_a_short_product_equal_float64_blas(n: int) -> None:
-    """A short request's product (at most 24 rows: the AVX-512 path's byte form, which needs the
-    matrix's weight sums) and the same rows of a matrix without them (activation bits lowered:
-    the widening form) both give BLAS's bits on every path; 25 and 33 rows: the widening form."""
+@pytest.mark.parametrize("n", [5, 8, 16, 21, 24, 25, 33, 70])
+def test_both_forms_of_a_product_equal_float64_blas(n: int) -> None:
+    """The AVX-512 path's byte form (which needs the matrix's weight sums and integer multipliers)
+    and its widening form (a matrix without weight sums, its activation bits lowered; and the same
+    blocks as the byte form's without the integer multipliers) all give BLAS's bits on every path."""
     rng = np.random.default_rng(n)
     qs = rng.integers(-128, 128, size=(70, 96), dtype=np.int8)
     narrow = integerise(Q8Matrix(qs, np.full((70, 3), 2.0**-5, np.float16)))
     wide_scales = np.full((70, 3), 2.0**-4, np.float16)
     wide_scales[:, 1] = 2.0**-22
     wide = integerise(Q8Matrix(qs, wide_scales))
-    assert narrow.wsum is not None and narrow.act_bits == 15 and wide.wsum is None and wide.act_bits < 15
+    assert narrow.wsum is not None and narrow.mult_groups is not None and narrow.act_bits == 15
+    assert wide.wsum is None and wide.mult_groups is None and wide.act_bits < 15
     x = rng.standard_normal((n, 96)) * 5
-    for w in (narrow, wide):
+    for w in (narrow, wide, replace(narrow, mult_groups=None)):
         want = NUMPY.linear(x, w)
         for path in PATHS:
-            assert_bit_identical(ExactOps(path).linear(x, w), want, f"{path}, {n} rows, weight sums {w.wsum is not None}")
+            what = f"{path}, {n} rows, weight sums {w.wsum is not None}, integer multipliers {w.mult_groups is not None}"
+            assert_bit_identical(ExactOps(path).linear(x, w), want, what)
+
+
+def test_mult_groups_lay_out_every_multiplier() -> None:
+    """``IntMatrix.mult_groups[(r // 8) * 8 * nb + 8 * b + r % 8] == mult[r, b]``, zero padding elsewhere;
+    none where a multiplier does not fit an int32 (block scales 2**31 apart in a row)."""
+    rng = np.random.default_rng(4)
+    w = integerise(_matrix(rng, 21, 5, 10, False))
+    g, nb = w.mult_groups, 5
+    assert g is not None and g.dtype == np.int32 and g.size == 24 * nb + 2
+    for r in range(21):
+        for b in range(nb):
+            assert g[(r // 8) * 8 * nb + 8 * b + r % 8] == w.mult[r, b]
+    assert not g[[(21 // 8) * 8 * nb + 8 * b + j for b in range(nb) for j in range(5, 8)]].any() and not g[-2:].any()
+    spread = np.full((3, 2), 2.0**-24, np.float16)
+    spread[:, 1] = 2.0**8  # mantissa 2**10 shifted by 32 binary orders: above 2**31
+    qs = np.zeros((3, 64), np.int8)
+    qs[:, 0] = 1  # tiny weight sums: the byte form's bound holds, the int32 multipliers do not
+    sparse = integerise(Q8Matrix(qs, spread))
+    assert sparse.mult.max() >= 2.0**31 and sparse.mult_groups is None
 
 
 def test_model_logits_do_not_depend_on_the_kernel_or_threads() -> None:
@@ -247,9 +270,9 @@ def test_c_rope_and_rotated_kv_equal_the_numpy_ones() -> None:
     last_only=st.booleans(),
 )
 def test_fused_layers_equal_the_unfused_and_numpy_paths(tokens: list[int], cut: float, storage: str, last_only: bool) -> None:
-    """A layer in two C calls (``model.fused``, one thread) gives the bits of the call-per-step path
-    (two threads) and of the NumPy path, on a full prefill and on a suffix over a reused prefix,
-    on every compiled path."""
+    """All layers in one C call (``model.fused``, one thread, a float32 pool) and a layer in two
+    (other storage) give the bits of the call-per-step path (two threads) and of the NumPy path, on
+    a full prefill and on a suffix over a reused prefix, on every compiled path."""
     base = load_default()
     models = {"NumPy": Model(base.config, base.weights, kernel="numpy")}
     for path in PATHS:
@@ -259,7 +282,8 @@ def test_fused_layers_equal_the_unfused_and_numpy_paths(tokens: list[int], cut: 
     n = int(cut * (len(tokens) - 1))
     outs = {}
     with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(fused, "layer_rest", lambda *a, f=fused.layer_rest: calls.append(1) or f(*a))
+        mp.setattr(fused, "layer_rest", lambda *a, f=fused.layer_rest: calls.append(1) or f(*a))  # a layer, bfloat16 pools
+        mp.setattr(fused, "layers_forward", lambda *a, f=fused.layers_forward: calls.extend([1] * len(a[1])) or f(*a))  # all, float32
         for what, m in models.items():
             pool = KVPool(m.config, 128, dtype=storage)
             m.prefill(pool, tokens[:n], np.arange(n), 0)

@@ -75,71 +75,7 @@ static void tile_1x8(const double *A, const double *B, int64_t ldb, int64_t kd, 
 #endif
 #endif
 
-#ifdef RADIXCHECK_AVX512
-enum { WIDE_ROWS = 8, WIDE_COLS = 16 };
-
-/* The AVX-512 tiles: C[0:8, 0:16] = A[0:8, 0:kd] . B[0:kd, 0:16] (plus C if acc), 16 accumulators;
-   columns c with mask bit c clear are neither read nor written (the last, partial tile of a row
-   of keys or of value dimensions). Same products as tile_6x8, exact in any order. */
-static void tile_8x16(const double *A, int64_t lda, const double *B, int64_t ldb, int64_t kd, double *C, int64_t ldc, int acc,
-                      __mmask16 cols)
-{
-    const __mmask8 m0 = (__mmask8)cols, m1 = (__mmask8)(cols >> 8);
-    const __m512d z = _mm512_setzero_pd();
-#define WIDE_LOAD(r) c##r##0 = acc ? _mm512_maskz_loadu_pd(m0, C + (r) * ldc) : z, c##r##1 = acc ? _mm512_maskz_loadu_pd(m1, C + (r) * ldc + 8) : z
-#define WIDE_FMA(r)                                                                                                     \
-    a = _mm512_set1_pd(A[(r) * lda + p]), c##r##0 = _mm512_fmadd_pd(a, b0, c##r##0), c##r##1 = _mm512_fmadd_pd(a, b1, c##r##1)
-#define WIDE_STORE(r) _mm512_mask_storeu_pd(C + (r) * ldc, m0, c##r##0), _mm512_mask_storeu_pd(C + (r) * ldc + 8, m1, c##r##1)
-    __m512d c00, c01, c10, c11, c20, c21, c30, c31, c40, c41, c50, c51, c60, c61, c70, c71;
-    WIDE_LOAD(0); WIDE_LOAD(1); WIDE_LOAD(2); WIDE_LOAD(3); WIDE_LOAD(4); WIDE_LOAD(5); WIDE_LOAD(6); WIDE_LOAD(7);
-    for (int64_t p = 0; p < kd; p++) {
-        const __m512d b0 = _mm512_maskz_loadu_pd(m0, B + p * ldb), b1 = _mm512_maskz_loadu_pd(m1, B + p * ldb + 8);
-        __m512d a;
-        WIDE_FMA(0); WIDE_FMA(1); WIDE_FMA(2); WIDE_FMA(3); WIDE_FMA(4); WIDE_FMA(5); WIDE_FMA(6); WIDE_FMA(7);
-    }
-    WIDE_STORE(0); WIDE_STORE(1); WIDE_STORE(2); WIDE_STORE(3); WIDE_STORE(4); WIDE_STORE(5); WIDE_STORE(6); WIDE_STORE(7);
-#undef WIDE_LOAD
-#undef WIDE_FMA
-#undef WIDE_STORE
-}
-
-/* tile_8x16 for one row */
-static void tile_1x16(const double *A, const double *B, int64_t ldb, int64_t kd, double *C, int acc, __mmask16 cols)
-{
-    const __mmask8 m0 = (__mmask8)cols, m1 = (__mmask8)(cols >> 8);
-    __m512d c0 = acc ? _mm512_maskz_loadu_pd(m0, C) : _mm512_setzero_pd(), c1 = acc ? _mm512_maskz_loadu_pd(m1, C + 8) : _mm512_setzero_pd();
-    for (int64_t p = 0; p < kd; p++) {
-        const __m512d a = _mm512_set1_pd(A[p]);
-        c0 = _mm512_fmadd_pd(a, _mm512_maskz_loadu_pd(m0, B + p * ldb), c0);
-        c1 = _mm512_fmadd_pd(a, _mm512_maskz_loadu_pd(m1, B + p * ldb + 8), c1);
-    }
-    _mm512_mask_storeu_pd(C, m0, c0), _mm512_mask_storeu_pd(C + 8, m1, c1);
-}
-
-/* out[i * ld + c] = (double)rows[c][d + i] for i, c < 8: eight keys' values d .. d + 7, transposed
-   (float32 to float64 is exact) */
-static inline void transpose_8x8(const float *const rows[8], int64_t d, double *out, int64_t ld)
-{
-    __m512d r[8];
-    for (int c = 0; c < 8; c++) r[c] = _mm512_cvtps_pd(_mm256_loadu_ps(rows[c] + d));
-    transpose8_pd(r);
-    for (int i = 0; i < 8; i++) _mm512_storeu_pd(out + i * ld, r[i]);
-}
-
-/* C[0:rows, 0:ncols] (+)= A . B in 16-column tiles, the last one masked: rows of 8, then one by one */
-static void wide_product(const double *A, int64_t lda, int64_t rows, const double *B, int64_t ldb, int64_t kd, double *C,
-                         int64_t ldc, int64_t ncols, int acc)
-{
-    for (int64_t c0 = 0; c0 < ncols; c0 += WIDE_COLS) {
-        const __mmask16 cols = ncols - c0 >= WIDE_COLS ? (__mmask16)0xffff : (__mmask16)((1u << (ncols - c0)) - 1);
-        int64_t r = 0;
-        for (; r + WIDE_ROWS <= rows; r += WIDE_ROWS)
-            tile_8x16(A + r * lda, lda, B + c0, ldb, kd, C + r * ldc + c0, ldc, acc, cols);
-        for (; r < rows; r++) tile_1x16(A + r * lda, B + c0, ldb, kd, C + r * ldc + c0, acc, cols);
-    }
-}
-#endif
-
+#ifndef RADIXCHECK_AVX512
 /* One query row's softmax: s[j] (the exact integer q.k of key j < le) becomes the row's quantised
    probability times the value scale; returns the factor its p.v sums are multiplied by. sk, sv:
    the KV head's scales, contiguous. Each element goes through exp.ExactOps' IEEE operations in
@@ -198,6 +134,7 @@ static double softmax_row(double *s, int64_t le, double a, const double *sk, con
     for (; j < le; j++) s[j] = round_even(s[j] / sp);
     return sp / (denom * dunscale);
 }
+#endif
 
 enum { ATT_QUERIES = 16, ATT_KEYS = 32 }; /* rows per pass; keys per p.v block (32 x D doubles stay in L1) */
 
@@ -210,6 +147,7 @@ static inline int64_t tile_keys(const int64_t *q_pos, int64_t tb, int64_t G, int
     return le;
 }
 
+#ifndef RADIXCHECK_AVX512 /* the AVX2 and portable forms (the AVX-512 form is below) */
 /* Queries t0 <= t < t1 of exact attention (exact.ExactOps.attention_quantised: the same IEEE
    operations in the same order). q (T, H, D) rotated, unquantised; query t sees keys 0..q_pos[t].
    Keys j < n_cached are rows slots[j] of the memo arrays mk, mv ((rows, Hkv, D) float32 integers)
@@ -238,22 +176,6 @@ int64_t exact_attention(int64_t H, int64_t Hkv, int64_t D, const double *q, cons
     int64_t bad = 0;
     for (int64_t kh = 0; kh < Hkv; kh++) {
         int64_t j0 = 0;
-#ifdef RADIXCHECK_AVX512
-        if (D % 8 == 0) /* 8 keys at a time: rows converted 8 values per instruction, the keys transposed in registers */
-            for (; j0 + 8 <= le_max; j0 += 8) {
-                const float *kr[8];
-                for (int i = 0; i < 8; i++) {
-                    const int64_t j = j0 + i, row = j < n_cached ? slots[j] : j - n_cached;
-                    const float *vr = (j < n_cached ? mv : fv) + (row * Hkv + kh) * D;
-                    kr[i] = (j < n_cached ? mk : fk) + (row * Hkv + kh) * D;
-                    for (int64_t d = 0; d < D; d += 8) _mm512_storeu_pd(v + j * D + d, _mm512_cvtps_pd(_mm256_loadu_ps(vr + d)));
-                    skh[j] = (j < n_cached ? msk : fsk)[row * Hkv + kh];
-                    svh[j] = (j < n_cached ? msv : fsv)[row * Hkv + kh];
-                }
-                for (int64_t d = 0; d < D; d += 8)
-                    transpose_8x8(kr, d, kt + d * le_max + j0, le_max);
-            }
-#endif
         for (int64_t j = j0; j < le_max; j++) { /* this head's keys and values as float64 */
             const int64_t row = j < n_cached ? slots[j] : j - n_cached;
             const float *kr = (j < n_cached ? mk : fk) + (row * Hkv + kh) * D, *vr = (j < n_cached ? mv : fv) + (row * Hkv + kh) * D;
@@ -273,12 +195,6 @@ int64_t exact_attention(int64_t H, int64_t Hkv, int64_t D, const double *q, cons
                 round_quotients(qr, D, sq, qi + r * D);
                 f[r] = sq * inv_sqrt_d;
             }
-#ifdef RADIXCHECK_AVX512
-            for (int64_t r = 0; r < nr; r += WIDE_ROWS) { /* q.k: keys up to the rows' longest, in 16-key tiles */
-                const int64_t rows = nr - r < WIDE_ROWS ? nr - r : WIDE_ROWS, le = tile_keys(q_pos, tb, G, r, rows);
-                wide_product(qi + r * D, D, rows, kt, le_max, D, s + r * le_max, le_max, le, 0);
-            }
-#else
             for (int64_t r = 0; r < nr; r += TILE_ROWS) { /* q.k */
                 const int64_t rows = nr - r < TILE_ROWS ? nr - r : TILE_ROWS, le = tile_keys(q_pos, tb, G, r, rows);
                 int64_t j = 0;
@@ -293,22 +209,12 @@ int64_t exact_attention(int64_t H, int64_t Hkv, int64_t D, const double *q, cons
 #endif
                 for (int64_t i = r; i < r + rows; i++) qk_cols(qi + i * D, kt, le_max, D, j, le, s + i * le_max);
             }
-#endif
             for (int64_t r = 0; r < nr; r++) {
                 const int64_t le = q_pos[tb + r / G] + 1;
                 f[r] = softmax_row(s + r * le_max, le, f[r], skh, svh, ptop, dscale, dunscale);
                 for (int64_t j = le; j < le_max; j++) s[r * le_max + j] = 0.0; /* masked keys: p = 0 */
                 for (int64_t d = 0; d < D; d++) num[r * D + d] = 0.0;
             }
-#ifdef RADIXCHECK_AVX512
-            for (int64_t jb = 0; jb < le_max; jb += ATT_KEYS) /* p.v: 16 value dimensions per tile */
-                for (int64_t r = 0; r < nr; r += WIDE_ROWS) {
-                    const int64_t rows = nr - r < WIDE_ROWS ? nr - r : WIDE_ROWS, le = tile_keys(q_pos, tb, G, r, rows);
-                    const int64_t n = le - jb < ATT_KEYS ? le - jb : ATT_KEYS;
-                    if (n > 0)
-                        wide_product(s + r * le_max + jb, le_max, rows, v + jb * D, D, n, num + r * D, D, D, 1);
-                }
-#else
             for (int64_t jb = 0; jb < le_max; jb += ATT_KEYS) /* p.v */
                 for (int64_t r = 0; r < nr; r += TILE_ROWS) {
                     const int64_t rows = nr - r < TILE_ROWS ? nr - r : TILE_ROWS, le = tile_keys(q_pos, tb, G, r, rows);
@@ -330,7 +236,6 @@ int64_t exact_attention(int64_t H, int64_t Hkv, int64_t D, const double *q, cons
 #endif
                     for (int64_t i = r; i < r + rows; i++) pv_exact(s + i * le_max + jb, v + jb * D, n, D, num + i * D);
                 }
-#endif
             for (int64_t r = 0; r < nr; r++) {
                 double *o = out + ((tb + r / G) * H + kh * G + r % G) * D;
                 for (int64_t d = 0; d < D; d++) o[d] = num[r * D + d] * f[r];
@@ -340,3 +245,253 @@ int64_t exact_attention(int64_t H, int64_t Hkv, int64_t D, const double *q, cons
     free(buf);
     return bad;
 }
+#endif
+
+#ifdef RADIXCHECK_AVX512
+/* The AVX-512 form: one block of ATT_QUERIES queries of one KV head at a time, its R = G x (queries)
+   rows IN THE LANES of the registers (8 rows a vector, NV vectors, rows past R zero). q.k and p.v
+   read each key's K and V row straight from where it is kept (the KV memo's float32 integers),
+   converting as they load (float32 to float64 is exact): no per-call copy or transpose of the
+   context, which a short request, whose few queries see the whole context, paid for every key and
+   head (about a tenth of its attention, measured). The softmax works on 8 rows at a time, key by
+   key, each element through the same IEEE operations as softmax_row. */
+enum { ATT_VECS = 6 }; /* row vectors per q.k tile (x 4 keys: 24 accumulators) */
+
+/* k's value at p as float64, in all 8 lanes (one vcvtps2pd with a broadcast) */
+static inline __m512d cvt_bcast(const float *p)
+{
+    __m512d r;
+    __asm__("vcvtps2pd %1%{1to8%}, %0" : "=v"(r) : "m"(*p));
+    return r;
+}
+
+/* S[c * RP + 8 v + l] = sum_d qt[d * RP + 8 v + l] * kr[c][d] for keys c < 4 and row vectors v < NV:
+   integers (|q|, |k| < 2^20, D < 2^13), every partial sum below 2^53: exact in any order */
+static inline __attribute__((always_inline)) void qk_tile(const int NV, const double *qt, int64_t RP, const float *const *kr,
+                                                          int64_t D, double *S)
+{
+    __m512d a[ATT_VECS][4];
+    _Pragma("GCC unroll 6") for (int v = 0; v < NV; v++) a[v][0] = a[v][1] = a[v][2] = a[v][3] = _mm512_setzero_pd();
+    const float *k0 = kr[0], *k1 = kr[1], *k2 = kr[2], *k3 = kr[3];
+    for (int64_t d = 0; d < D; d++) {
+        const __m512d b0 = cvt_bcast(k0 + d), b1 = cvt_bcast(k1 + d), b2 = cvt_bcast(k2 + d), b3 = cvt_bcast(k3 + d);
+        _Pragma("GCC unroll 6") for (int v = 0; v < NV; v++) {
+            const __m512d x = _mm512_load_pd(qt + d * RP + 8 * v);
+            a[v][0] = _mm512_fmadd_pd(x, b0, a[v][0]), a[v][1] = _mm512_fmadd_pd(x, b1, a[v][1]);
+            a[v][2] = _mm512_fmadd_pd(x, b2, a[v][2]), a[v][3] = _mm512_fmadd_pd(x, b3, a[v][3]);
+        }
+    }
+    _Pragma("GCC unroll 6") for (int v = 0; v < NV; v++) {
+        _mm512_store_pd(S + 8 * v, a[v][0]), _mm512_store_pd(S + RP + 8 * v, a[v][1]);
+        _mm512_store_pd(S + 2 * RP + 8 * v, a[v][2]), _mm512_store_pd(S + 3 * RP + 8 * v, a[v][3]);
+    }
+}
+
+/* q.k of row vectors v0 .. v0 + nv - 1 against keys 0 .. le - 1 (kr padded to a multiple of 4 with a zero row) */
+static void qk_rows(int64_t nv, const double *qt, int64_t RP, const float *const *kr, int64_t le, int64_t D, double *S)
+{
+    for (int64_t j = 0; j < le; j += 4) {
+        switch (nv) {
+        case 1: qk_tile(1, qt, RP, kr + j, D, S + j * RP); break;
+        case 2: qk_tile(2, qt, RP, kr + j, D, S + j * RP); break;
+        case 3: qk_tile(3, qt, RP, kr + j, D, S + j * RP); break;
+        case 4: qk_tile(4, qt, RP, kr + j, D, S + j * RP); break;
+        case 5: qk_tile(5, qt, RP, kr + j, D, S + j * RP); break;
+        default: qk_tile(6, qt, RP, kr + j, D, S + j * RP); break;
+        }
+    }
+}
+
+/* fixed_exp(x) on 4 x 8 lanes at once (four Horner chains in flight), exp_row's operations */
+static inline void exp8x4(__m512d x[4])
+{
+    __mmask8 ok[4], big[4];
+    __m512d k[4], r[4], p[4];
+    for (int i = 0; i < 4; i++) r[i] = exp_reduce8(x[i], &ok[i], &big[i], &k[i]), p[i] = _mm512_set1_pd(EXP_POLY[EXP_DEGREE]);
+    for (int d = EXP_DEGREE - 1; d >= 0; d--) {
+        const __m512d c = _mm512_set1_pd(EXP_POLY[d]);
+        for (int i = 0; i < 4; i++) p[i] = _mm512_add_pd(_mm512_mul_pd(p[i], r[i]), c);
+    }
+    for (int i = 0; i < 4; i++) x[i] = exp_scale8(p[i], k[i], ok[i], big[i]);
+}
+
+/* softmax_row on 8 rows at once (the lanes; column S[j * RP], keys j < le, row l sees keys j <= pos
+   lane l): each element through softmax_row's IEEE operations in its order (max and the exact
+   integer sums in another order). The quantised probabilities times the value scales (0 for keys a
+   row does not see; integers p < 2^21) go to ph, pl split as p = 2^11 ph + pl, keys paired as p.v
+   reads them: ph[(j / 2) RP + l] = ph_j | ph_(j+1) << 16 (int16 halves), pl alike. Returns each
+   row's factor for its p.v sums. */
+static __m512d softmax_rows(double *S, int64_t RP, int64_t le, __m512i pos, __m512d a, const double *sk, const double *sv,
+                            double ptop, double dscale, double dunscale, int32_t *ph, int32_t *pl)
+{
+    const int round = _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC;
+    __m512d m = _mm512_set1_pd(-INFINITY);
+    for (int64_t j = 0; j < le; j++) {
+        const __mmask8 seen = _mm512_cmp_epi64_mask(_mm512_set1_epi64(j), pos, _MM_CMPINT_LE);
+        const __m512d x = _mm512_mul_pd(_mm512_mul_pd(_mm512_load_pd(S + j * RP), a), _mm512_set1_pd(sk[j]));
+        _mm512_store_pd(S + j * RP, x);
+        m = _mm512_mask_max_pd(m, seen, m, x);
+    }
+    __m512d denom = _mm512_setzero_pd(), amax = _mm512_setzero_pd();
+    const __m512d ds = _mm512_set1_pd(dscale);
+    for (int64_t j0 = 0; j0 < le; j0 += 4) {
+        __m512d x[4];
+        for (int i = 0; i < 4; i++) x[i] = _mm512_sub_pd(_mm512_load_pd(S + (j0 + i) * RP), m); /* S is padded to 4 keys */
+        exp8x4(x);
+        for (int i = 0; i < 4 && j0 + i < le; i++) {
+            const int64_t j = j0 + i;
+            const __mmask8 seen = _mm512_cmp_epi64_mask(_mm512_set1_epi64(j), pos, _MM_CMPINT_LE);
+            const __m512d e = _mm512_maskz_mov_pd(seen, x[i]);
+            denom = _mm512_add_pd(denom, _mm512_roundscale_pd(_mm512_mul_pd(e, ds), round)); /* integers < 2^53: exact */
+            const __m512d ev = _mm512_mul_pd(e, _mm512_set1_pd(sv[j]));
+            _mm512_store_pd(S + j * RP, ev);
+            amax = _mm512_max_pd(amax, ev); /* ev >= 0 */
+        }
+    }
+    __m512d sp = _mm512_div_pd(amax, _mm512_set1_pd(ptop));
+    sp = _mm512_mask_mov_pd(_mm512_set1_pd(1.0), _mm512_cmp_pd_mask(sp, _mm512_setzero_pd(), _CMP_GT_OQ), sp);
+    for (int64_t j = 0; j < le; j += 2) { /* p = rint(e / sp) for keys j, j + 1 (0 past le), as p.v's int16 halves */
+        const __m512d p0 = _mm512_roundscale_pd(_mm512_div_pd(_mm512_load_pd(S + j * RP), sp), round);
+        const __m512d p1 = j + 1 < le ? _mm512_roundscale_pd(_mm512_div_pd(_mm512_load_pd(S + (j + 1) * RP), sp), round) : _mm512_setzero_pd();
+        const __m256i i0 = _mm512_cvtpd_epi32(p0), i1 = _mm512_cvtpd_epi32(p1); /* exact: integers below 2^21 */
+        const __m256i lo11 = _mm256_set1_epi32(2047);
+        _mm256_storeu_si256((__m256i *)(ph + (j / 2) * RP), _mm256_or_si256(_mm256_srli_epi32(i0, 11), _mm256_slli_epi32(_mm256_srli_epi32(i1, 11), 16)));
+        _mm256_storeu_si256((__m256i *)(pl + (j / 2) * RP), _mm256_or_si256(_mm256_and_si256(i0, lo11), _mm256_slli_epi32(_mm256_and_si256(i1, lo11), 16)));
+    }
+    return _mm512_div_pd(sp, _mm512_mul_pd(denom, _mm512_set1_pd(dunscale)));
+}
+
+enum { PV_PAIRS = 16 }; /* key pairs per int32 accumulation: |sum pl v| <= 32 x 2047 x 32767 < 2^31 */
+
+/* out rows: o[i][d] = (sum_j p_ij v_jd) * f[i] for the 8 rows i of one vector (the live ones: `rows`,
+   each at its own place in out), keys j < 2 npairs, value dimensions in 16 lanes. p = 2^11 ph + pl
+   (ph, pl: softmax_rows' int16 pairs of keys, each < 2^11) and v (|v| < 2^15) as int16, v2[k * DP + d]
+   = v_(2k),d | v_(2k+1),d << 16: vpdpwssd multiplies two keys' pairs at once into int32 lanes, exact
+   for PV_PAIRS pairs (|.| < 2^31), then folded into float64 as 2^11 H + L (exact integers below 2^53,
+   as p.v's partial sums are: exact in any order). */
+static void pv_rows(const int32_t *ph, const int32_t *pl, int64_t RP, const int32_t *v2, int64_t DP, int64_t npairs, int64_t D,
+                    const double *f, int64_t rows, double *const *o)
+{
+    for (int64_t c0 = 0; c0 < D; c0 += 16) {
+        __m512d n[8][2];
+        for (int i = 0; i < 8; i++) n[i][0] = n[i][1] = _mm512_setzero_pd();
+        for (int64_t k0 = 0; k0 < npairs; k0 += PV_PAIRS) {
+            const int64_t k1 = k0 + PV_PAIRS < npairs ? k0 + PV_PAIRS : npairs;
+            __m512i h0 = _mm512_setzero_si512(), h1 = h0, h2 = h0, h3 = h0, h4 = h0, h5 = h0, h6 = h0, h7 = h0;
+            __m512i l0 = h0, l1 = h0, l2 = h0, l3 = h0, l4 = h0, l5 = h0, l6 = h0, l7 = h0;
+            for (int64_t k = k0; k < k1; k++) {
+                const __m512i x = _mm512_load_si512(v2 + k * DP + c0);
+                const int32_t *hk = ph + k * RP, *lk = pl + k * RP;
+#define PV_STEP(i) h##i = dpwssd_bcst(h##i, x, hk + (i)), l##i = dpwssd_bcst(l##i, x, lk + (i))
+                PV_STEP(0); PV_STEP(1); PV_STEP(2); PV_STEP(3); PV_STEP(4); PV_STEP(5); PV_STEP(6); PV_STEP(7);
+#undef PV_STEP
+            }
+            const __m512i hs[8] = {h0, h1, h2, h3, h4, h5, h6, h7}, ls[8] = {l0, l1, l2, l3, l4, l5, l6, l7};
+            const __m512d scale = _mm512_set1_pd(2048.0);
+            for (int i = 0; i < 8; i++) { /* n += 2^11 H + L: exact integers */
+                const __m512d hlo = _mm512_cvtepi32_pd(_mm512_castsi512_si256(hs[i])), hhi = _mm512_cvtepi32_pd(_mm512_extracti64x4_epi64(hs[i], 1));
+                const __m512d llo = _mm512_cvtepi32_pd(_mm512_castsi512_si256(ls[i])), lhi = _mm512_cvtepi32_pd(_mm512_extracti64x4_epi64(ls[i], 1));
+                n[i][0] = _mm512_add_pd(n[i][0], _mm512_fmadd_pd(hlo, scale, llo));
+                n[i][1] = _mm512_add_pd(n[i][1], _mm512_fmadd_pd(hhi, scale, lhi));
+            }
+        }
+        const __mmask16 cols = D - c0 >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << (D - c0)) - 1);
+        const __mmask8 m0 = (__mmask8)cols, m1 = (__mmask8)(cols >> 8);
+        for (int64_t i = 0; i < rows; i++) {
+            const __m512d fi = _mm512_set1_pd(f[i]);
+            _mm512_mask_storeu_pd(o[i] + c0, m0, _mm512_mul_pd(n[i][0], fi));
+            _mm512_mask_storeu_pd(o[i] + c0 + 8, m1, _mm512_mul_pd(n[i][1], fi));
+        }
+    }
+}
+
+/* Queries t0 <= t < t1 of exact attention (exact.ExactOps.attention_quantised: the same IEEE
+   operations in the same order). q (T, H, D) rotated, unquantised; query t sees keys 0..q_pos[t].
+   Keys j < n_cached are rows slots[j] of the memo arrays mk, mv ((rows, Hkv, D) float32 integers)
+   and msk, msv ((rows, Hkv) scales); keys j >= n_cached are rows j - n_cached of fk, fsk, fv, fsv
+   (same layout): read in place. out (T, H, D). Returns 1 if q holds a NaN or an infinity, -1 if out
+   of memory, else 0. */
+int64_t exact_attention(int64_t H, int64_t Hkv, int64_t D, const double *q, const int64_t *q_pos, int64_t n_cached,
+                        const int64_t *slots, const float *mk, const double *msk, const float *mv, const double *msv,
+                        const float *fk, const double *fsk, const float *fv, const double *fsv, double inv_sqrt_d,
+                        int64_t qk_bits, int64_t p_bits, int64_t denom_bits, int64_t t0, int64_t t1, double *out)
+{
+    const int64_t G = H / Hkv, RP = 8 * ((G * ATT_QUERIES + 7) / 8); /* rows of a block, padded to whole vectors */
+    const double qtop = (double)((1LL << qk_bits) - 1), ptop = (double)((1LL << p_bits) - 1);
+    const double dscale = ldexp(1.0, (int)denom_bits), dunscale = ldexp(1.0, -(int)denom_bits);
+    int64_t le_max = 0;
+    for (int64_t t = t0; t < t1; t++) le_max = q_pos[t] + 1 > le_max ? q_pos[t] + 1 : le_max;
+    const int64_t LP = (le_max + 3) / 4 * 4; /* keys padded to whole q.k tiles */
+    const int64_t DP = (D + 15) / 16 * 16, NP = (le_max + 1) / 2; /* value dimensions padded to 16 lanes; key pairs */
+    const size_t bytes = sizeof(double) * (size_t)(RP * (D + LP) + RP + D + 2 * le_max + 8) + sizeof(void *) * (size_t)LP +
+                         sizeof(int32_t) * (size_t)(2 * RP * NP + NP * DP + 16) + sizeof(float) * (size_t)(D + 16);
+    double *buf = aligned_alloc(64, (bytes + 63) / 64 * 64);
+    if (!buf)
+        return -1;
+    double *qt = buf, *S = qt + RP * D, *f = S + RP * LP; /* each at a 64-byte boundary (RP, DP: multiples of 8 and 16) */
+    int32_t *v2 = (int32_t *)(f + RP), *ph = v2 + NP * DP, *pl = ph + RP * NP;
+    double *qrow = (double *)(pl + RP * NP + 16), *skh = qrow + D, *svh = skh + le_max;
+    const float **kr = (const float **)(svh + le_max + 8);
+    float *zero = (float *)(kr + LP);
+    for (int64_t d = 0; d < D; d++) zero[d] = 0.0f;
+    int64_t bad = 0;
+    for (int64_t kh = 0; kh < Hkv; kh++) {
+        const float *vr[2] = {zero, zero};
+        for (int64_t j = 0; j < LP; j++) { /* this head's K rows where they are kept, its V rows as key pairs of int16 */
+            if (j >= le_max) {
+                kr[j] = zero;
+            } else {
+                const int64_t row = j < n_cached ? slots[j] : j - n_cached;
+                kr[j] = (j < n_cached ? mk : fk) + (row * Hkv + kh) * D, vr[j % 2] = (j < n_cached ? mv : fv) + (row * Hkv + kh) * D;
+                skh[j] = (j < n_cached ? msk : fsk)[row * Hkv + kh];
+                svh[j] = (j < n_cached ? msv : fsv)[row * Hkv + kh];
+            }
+            if (j % 2 == 1 && j / 2 < NP) {
+                if (j >= le_max)
+                    vr[1] = zero;
+                for (int64_t d = 0; d < DP; d += 16) { /* |v| < 2^15: exact as int16 */
+                    const __mmask16 m = D - d >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << (D - d)) - 1);
+                    const __m512i a = _mm512_cvttps_epi32(_mm512_maskz_loadu_ps(m, vr[0] + d));
+                    const __m512i b = _mm512_cvttps_epi32(_mm512_maskz_loadu_ps(m, vr[1] + d));
+                    _mm512_store_si512(v2 + (j / 2) * DP + d, _mm512_or_si512(_mm512_and_si512(a, _mm512_set1_epi32(0xffff)), _mm512_slli_epi32(b, 16)));
+                }
+            }
+        }
+        for (int64_t tb = t0; tb < t1; tb += ATT_QUERIES) {
+            /* row r: query tb + r / G, head kh * G + r % G */
+            const int64_t nr = G * ((tb + ATT_QUERIES < t1 ? tb + ATT_QUERIES : t1) - tb), nv = (nr + 7) / 8;
+            for (int64_t r = 0; r < 8 * nv; r++) { /* the rows' quantised queries, transposed (rows past nr: 0) */
+                if (r >= nr) {
+                    for (int64_t d = 0; d < D; d++) qt[d * RP + r] = 0.0;
+                    f[r] = 0.0;
+                    continue;
+                }
+                const double *qr = q + ((tb + r / G) * H + kh * G + r % G) * D;
+                const double sq = row_scale(qr, D, qtop, &bad);
+                round_quotients(qr, D, sq, qrow);
+                for (int64_t d = 0; d < D; d++) qt[d * RP + r] = qrow[d];
+                f[r] = sq * inv_sqrt_d;
+            }
+            const int64_t le = tile_keys(q_pos, tb, G, 0, nr); /* keys up to the block's longest row */
+            for (int64_t v0 = 0; v0 < nv; v0 += ATT_VECS) /* q.k */
+                qk_rows(nv - v0 < ATT_VECS ? nv - v0 : ATT_VECS, qt + 8 * v0, RP, kr, le, D, S + 8 * v0);
+            for (int64_t v = 0; v < nv; v++) {
+                int64_t pos[8];
+                double *o[8];
+                const int64_t rows = nr - 8 * v < 8 ? nr - 8 * v : 8;
+                for (int64_t l = 0; l < 8; l++) { /* lanes past the rows: row 0's position, never stored */
+                    const int64_t r = 8 * v + (l < rows ? l : 0);
+                    pos[l] = q_pos[tb + r / G];
+                    o[l] = out + ((tb + r / G) * H + kh * G + r % G) * D;
+                }
+                const __m512d fv8 = softmax_rows(S + 8 * v, RP, le, _mm512_loadu_si512(pos), _mm512_load_pd(f + 8 * v), skh, svh, ptop,
+                                                 dscale, dunscale, ph + 8 * v, pl + 8 * v);
+                _mm512_store_pd(f + 8 * v, fv8);
+                pv_rows(ph + 8 * v, pl + 8 * v, RP, v2, DP, (tile_keys(q_pos, tb, G, 8 * v, rows) + 1) / 2, D, f + 8 * v, rows, o); /* p.v */
+            }
+        }
+    }
+    free(buf);
+    return bad;
+}
+#endif

@@ -1,5 +1,4 @@
 /* The model's exponential (model/fixed_exp.py) and SiLU(gate) * up. */
-#include "fixed_exp.h"
 #include "kernels.h"
 
 /* fixed_exp(x) = e^x as model.fixed_exp defines it: 0 below EXP_MIN (and for -inf or NaN), +inf
@@ -38,24 +37,6 @@ static inline __m256d exp_scale(__m256d p, __m256d k, __m256d ok, __m256d big) /
 }
 #endif
 
-#ifdef RADIXCHECK_AVX512
-/* exp_reduce on eight lanes, the lane masks in mask registers */
-static inline __m512d exp_reduce8(__m512d x, __mmask8 *ok, __mmask8 *big, __m512d *k)
-{
-    *big = _mm512_cmp_pd_mask(x, _mm512_set1_pd(EXP_MAX), _CMP_GT_OQ);
-    *ok = _mm512_cmp_pd_mask(x, _mm512_set1_pd(EXP_MIN), _CMP_GE_OQ) & _mm512_cmp_pd_mask(x, _mm512_set1_pd(EXP_MAX), _CMP_LE_OQ);
-    x = _mm512_maskz_mov_pd(*ok, x); /* out-of-range lanes computed on 0, replaced in exp_scale8 */
-    *k = _mm512_roundscale_pd(_mm512_mul_pd(x, _mm512_set1_pd(EXP_LOG2E)), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-    return _mm512_sub_pd(_mm512_sub_pd(x, _mm512_mul_pd(*k, _mm512_set1_pd(EXP_LN2_HI))), _mm512_mul_pd(*k, _mm512_set1_pd(EXP_LN2_LO)));
-}
-
-static inline __m512d exp_scale8(__m512d p, __m512d k, __mmask8 ok, __mmask8 big) /* p * 2^k, 2^k from its bits: exact */
-{
-    const __m512i e = _mm512_slli_epi64(_mm512_add_epi64(_mm512_cvtepi32_epi64(_mm512_cvtpd_epi32(k)), _mm512_set1_epi64(1023)), 52);
-    const __m512d in = _mm512_maskz_mov_pd(ok, _mm512_mul_pd(p, _mm512_castsi512_pd(e)));
-    return _mm512_mask_mov_pd(in, big, _mm512_set1_pd(INFINITY));
-}
-#endif
 
 /* s[j] = fixed_exp_1(s[j] - m) for j < n, each lane the same IEEE operations as fixed_exp_1, with
    several Horner chains in flight (one chain is latency-bound): AVX-512 four chains of 8 lanes,

@@ -12,6 +12,8 @@
 #include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
+
+#include "fixed_exp.h"
 #ifdef __AVX2__
 #include <immintrin.h>
 #endif
@@ -108,12 +110,42 @@ static inline void transpose8_pd(__m512d r[8])
 }
 #endif
 
+#ifdef RADIXCHECK_AVX512
+/* s += each int32 lane's int16 pair of xv times the int16 pair at w (vpdpwssd with an embedded
+   broadcast; int32 lanes, wrapping: exact where the sum fits). Written as one instruction because
+   GCC 12 copies the accumulator around _mm512_dpwssd_epi32 (two register moves per product in the
+   product's loop, measured 1.3x slower). */
+static inline __m512i dpwssd_bcst(__m512i s, __m512i xv, const int32_t *w)
+{
+    __asm__("vpdpwssd %2%{1to16%}, %1, %0" : "+v"(s) : "v"(xv), "m"(*w));
+    return s;
+}
+
+/* fixed_exp's range reduction on eight lanes (exp.c: fixed_exp_1, exp_reduce), the lane masks in
+   mask registers: ok, lanes in range; big, lanes above EXP_MAX */
+static inline __m512d exp_reduce8(__m512d x, __mmask8 *ok, __mmask8 *big, __m512d *k)
+{
+    *big = _mm512_cmp_pd_mask(x, _mm512_set1_pd(EXP_MAX), _CMP_GT_OQ);
+    *ok = _mm512_cmp_pd_mask(x, _mm512_set1_pd(EXP_MIN), _CMP_GE_OQ) & _mm512_cmp_pd_mask(x, _mm512_set1_pd(EXP_MAX), _CMP_LE_OQ);
+    x = _mm512_maskz_mov_pd(*ok, x); /* out-of-range lanes computed on 0, replaced in exp_scale8 */
+    *k = _mm512_roundscale_pd(_mm512_mul_pd(x, _mm512_set1_pd(EXP_LOG2E)), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    return _mm512_sub_pd(_mm512_sub_pd(x, _mm512_mul_pd(*k, _mm512_set1_pd(EXP_LN2_HI))), _mm512_mul_pd(*k, _mm512_set1_pd(EXP_LN2_LO)));
+}
+
+static inline __m512d exp_scale8(__m512d p, __m512d k, __mmask8 ok, __mmask8 big) /* p * 2^k, 2^k from its bits: exact */
+{
+    const __m512i e = _mm512_slli_epi64(_mm512_add_epi64(_mm512_cvtepi32_epi64(_mm512_cvtpd_epi32(k)), _mm512_set1_epi64(1023)), 52);
+    const __m512d in = _mm512_maskz_mov_pd(ok, _mm512_mul_pd(p, _mm512_castsi512_pd(e)));
+    return _mm512_mask_mov_pd(in, big, _mm512_set1_pd(INFINITY));
+}
+#endif
+
 /* q8_matmul.c: the exact Q8_0 x int16 product and the activation quantisation */
 int64_t q8_quantize(int64_t n, int64_t K, const double *x, int64_t bits, int16_t *xi, double *sx);
 void q8_matmul(int64_t n, int64_t K, const int16_t *x, const int8_t *q, const float *m, int64_t r0, int64_t r1,
-               const double *rs, const double *ws, const double *sx, void *out, int64_t ldo, int64_t out32);
+               const double *rs, const double *ws, const int32_t *mg, const double *sx, void *out, int64_t ldo, int64_t out32);
 int64_t q8_linear(int64_t n, int64_t K, const double *x, int64_t bits, int16_t *xi, double *sx, const int8_t *q,
-                  const float *m, int64_t rows, const double *rs, const double *ws, void *out, int64_t out32);
+                  const float *m, int64_t rows, const double *rs, const double *ws, const int32_t *mg, void *out, int64_t out32);
 
 /* rows.c: RMSNorm, float64 quantisation, RoPE */
 void rms_norm(int64_t n, int64_t d, const double *x, const double *w, double eps, double *out, double *buf);

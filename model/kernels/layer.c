@@ -1,8 +1,8 @@
-/* One transformer layer in two calls (model/fused.py): the C functions of the step-by-step path,
-   in its order, so the same bits. */
+/* A transformer layer in two calls, and all layers in one (model/fused.py): the C functions of the
+   step-by-step path, in its order, so the same bits. */
 #include "kernels.h"
 
-typedef struct { const int8_t *q; const float *m; const double *rs, *ws; int64_t rows, bits; } q8_weight;
+typedef struct { const int8_t *q; const float *m; const double *rs, *ws; const int32_t *mg; int64_t rows, bits; } q8_weight;
 
 typedef struct {
     const double *attn_norm, *ffn_norm;
@@ -20,7 +20,7 @@ typedef struct {
 
 static int64_t linear_w(const q8_weight *w, const layer_work *s, int64_t K, const double *x, double *out)
 {
-    return q8_linear(s->T, K, x, w->bits, s->xi, s->sx, w->q, w->m, w->rows, w->rs, w->ws, out, 0);
+    return q8_linear(s->T, K, x, w->bits, s->xi, s->sx, w->q, w->m, w->rows, w->rs, w->ws, w->mg, out, 0);
 }
 
 static void add_rows(const layer_work *s) /* x = x + tmp */
@@ -88,5 +88,26 @@ int64_t layer_rest(const layer_weights *w, const layer_work *s, int64_t n_keys, 
     if (linear_w(&w->down, s, s->ffn, s->act, s->tmp))
         return 1;
     add_rows(s);
+    return 0;
+}
+
+/* One layer's K/V memo arrays (exact_attention's cached keys, model.kv_pool.KVMemo.addresses) */
+typedef struct { float *k; double *sk; float *v; double *sv; int64_t *pos; } memo_layer;
+
+/* All n_layers layers of a prefill into a float32 pool, each as layer_qkv, store_kv and layer_rest
+   (layer 0's layer_qkv done by the caller, which marks the pool's rows written only after it, as the
+   step-by-step path does): layer li's pool rows at pk + li * pool_stride, pv likewise, its memo at
+   memo[li]. Returns the first error (store_kv's, layer_rest's or layer_qkv's) and computes no later layer. */
+int64_t layers_forward(const layer_weights *w, int64_t n_layers, const layer_work *s, int64_t n_keys, const int64_t *slots,
+                       float *pk, float *pv, int64_t pool_stride, const memo_layer *memo, int64_t k_bits, int64_t v_bits)
+{
+    for (int64_t li = 0; li < n_layers; li++) {
+        const memo_layer *m = memo + li;
+        int64_t bad = li ? layer_qkv(w + li, s) : 0;
+        bad = bad ? bad : store_kv(s, n_keys, slots, pk + li * pool_stride, pv + li * pool_stride, m->k, m->sk, m->v, m->sv, m->pos, k_bits, v_bits);
+        bad = bad ? bad : layer_rest(w + li, s, n_keys, slots, m->k, m->sk, m->v, m->sv);
+        if (bad)
+            return bad;
+    }
     return 0;
 }

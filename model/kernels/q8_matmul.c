@@ -234,14 +234,6 @@ static void widen_group(const int8_t *q, const float *m, int64_t K, int64_t r0, 
         a##j##0 = _mm512_fmadd_pd(_mm512_cvtepi32_pd(_mm512_castsi512_si256(s##j)), mj, a##j##0);                      \
         a##j##1 = _mm512_fmadd_pd(_mm512_cvtepi32_pd(_mm512_extracti64x4_epi64(s##j, 1)), mj, a##j##1);                \
     } while (0)
-/* s += pairs of xv times the pair at w, broadcast (vpdpwssd with an embedded broadcast). Written as
-   one instruction because GCC 12 copies the accumulator around _mm512_dpwssd_epi32 (two register
-   moves per product in this loop, measured 1.3x slower). */
-static inline __m512i dpwssd_bcst(__m512i s, __m512i xv, const int32_t *w)
-{
-    __asm__("vpdpwssd %2%{1to16%}, %1, %0" : "+v"(s) : "v"(xv), "m"(*w));
-    return s;
-}
 #define VNNI_STEP(j) s##j = dpwssd_bcst(s##j, xv, wk + 16 * (j))
 
 /* acc[2j + h] lane l = sum over blocks of block sum (activation row 8h + l, weight row j) x multiplier */
@@ -305,12 +297,13 @@ static void vnni_tile8(const int32_t *xt, const int32_t *wg, const double *mg, i
 #undef VNNI_FOLD8
 #undef VNNI_STEP8
 
-/* out[i, r] for the tile's valid rows (i0 <= i < i1) and weight rows r0 <= r < r1: put()'s two
-   products, in its order, on 8 lanes at a time; acc[(lanes / 8) j + h] holds lanes 8h .. 8h + 7
-   of weight row j (lanes: 16 or 8). A whole 8 x 8 block is transposed in registers and stored as
-   8 contiguous outputs per activation row; the rest one by one. */
-static void vnni_store(const __m512d *acc, int64_t lanes, int64_t i0, int64_t i1, int64_t r0, int64_t r1, const double *rs,
-                       const double *sx, void *out, int64_t ldo, int64_t out32)
+/* out[i, r] for the tile's valid rows (i0 <= i < i1) and weight rows r0 + j0 <= r < r1 (r1 - r0 <= 8):
+   put()'s two products, in its order, on 8 lanes at a time; acc[(lanes / 8) j + h] holds lanes
+   8h .. 8h + 7 of weight row r0 + j (lanes: 16 or 8). A whole 8 x 8 block is transposed in registers
+   and stored as up to 8 contiguous outputs per activation row (masked stores: rows outside the
+   range are not written). */
+static void vnni_store(const __m512d *acc, int64_t lanes, int64_t i0, int64_t i1, int64_t r0, int64_t j0, int64_t r1,
+                       const double *rs, const double *sx, void *out, int64_t ldo, int64_t out32)
 {
     const int halves = (int)(lanes / 8);
     double sxt[VNNI_LANES] = {0};
@@ -321,11 +314,11 @@ static void vnni_store(const __m512d *acc, int64_t lanes, int64_t i0, int64_t i1
             break;
         __m512d v[VNNI_ROWS];
         for (int64_t j = 0; j < VNNI_ROWS; j++) {
-            const __m512d w = _mm512_mul_pd(acc[halves * j + h], _mm512_set1_pd(j < r1 - r0 ? rs[r0 + j] : 0.0));
+            const __m512d w = _mm512_mul_pd(acc[halves * j + h], _mm512_set1_pd(j >= j0 && j < r1 - r0 ? rs[r0 + j] : 0.0));
             v[j] = _mm512_mul_pd(w, _mm512_loadu_pd(sxt + 8 * h));
         }
         transpose8_pd(v); /* v[l] lane j: activation row ih + l, weight row r0 + j */
-        const __mmask8 cols = r1 - r0 >= 8 ? (__mmask8)0xff : (__mmask8)((1u << (r1 - r0)) - 1);
+        const __mmask8 cols = (__mmask8)(((1u << (r1 - r0)) - 1) & ~((1u << j0) - 1));
         for (int64_t l = 0; l < live; l++) {
             if (out32)
                 _mm256_mask_storeu_ps((float *)out + (ih + l) * ldo + r0, cols, _mm512_cvtpd_ps(v[l]));
@@ -368,7 +361,7 @@ static int64_t matmul_vnni(int64_t n, int64_t tiles16, int64_t tile8, int64_t K,
                     vnni_tile(xt + i0 * P, wg + (g - rc) * P, mg + (g - rc) * nb, nb, pf, K, acc);
                 else
                     vnni_tile8(xt + i0 * P, wg + (g - rc) * P, mg + (g - rc) * nb, nb, pf, K, acc);
-                vnni_store(acc, lanes, i0, i1, g, g + VNNI_ROWS < re ? g + VNNI_ROWS : re, rs, sx, out, ldo, out32);
+                vnni_store(acc, lanes, i0, i1, g, 0, g + VNNI_ROWS < re ? g + VNNI_ROWS : re, rs, sx, out, ldo, out32);
             }
         }
     }
@@ -377,38 +370,51 @@ static int64_t matmul_vnni(int64_t n, int64_t tiles16, int64_t tile8, int64_t K,
     return 0;
 }
 
-/* The AVX-512 form for a short request (tiles of at most BYTES_MAX_ROWS activation rows in all:
-   16, 8 or 16 + 8) without widening the weights: vpdpbusd multiplies unsigned bytes by the weights' own int8 values, four
-   at a time, broadcast straight from the Q8_0 rows. Each activation x (|x| < 2^15) is offset to
-   u = x + 32768 (0 < u < 2^16) and split into bytes, u = 256 uh + ul; per block, lane l of a row's
-   accumulator gets sum uh * w (8 vpdpbusd), times 256 (a shift), plus sum ul * w (8 more): the
-   exact block sum of u * w (|.| < 2^28, int32). Accumulated times the block multipliers as in
-   matmul_vnni, a row's sum is sum_b mult_b * (sum u * w) = (the exact product) + 32768 ws[r], ws
-   being the row's integer weight sum sum_b mult_b * sum w (exact.IntMatrix.wsum); every partial
+/* The AVX-512 byte form (a product of at least 5 activation rows with a matrix that has its weight
+   sums and integer multipliers, exact.IntMatrix.wsum and .mult_groups), which never widens the
+   weights: vpdpbusd multiplies unsigned bytes by the weights' own int8 values, four at a time,
+   broadcast straight from the Q8_0 rows. Each activation x (|x| < 2^15) is offset to u = x + 32768
+   (0 <= u < 2^16) and split into bytes, u = 256 uh + ul; per block, lane l of a weight row's
+   accumulator gets sum uh * w (8 vpdpbusd), times 256 (a shift), plus sum ul * w (8 more): the exact
+   block sum of u * w (|.| < 2^29, int32). The block sums are folded in int64: vpmuldq multiplies each
+   lane's block sum by the block's multiplier, an integer below 2^31 (mg, the caller passes it only
+   where every multiplier is), exactly, on the even int32 lanes and on the odd ones shifted down, and
+   int64 adds accumulate the products. A row's sum is then sum_b mult_b * (sum u * w) = (the exact
+   product) + 32768 ws[r], ws being the row's integer weight sum sum_b mult_b * sum w; every partial
    sum is an integer below 65535 * max_r sum |w| * mult < 2^53 (the caller passes ws only for
-   matrices where that holds), so subtracting 32768 ws[r] gives the exact product, the integer of
-   the other forms, and put()'s two roundings follow. Widening costs a single tile about a quarter
-   of its time (measured: 16 rows over all of SmolLM2's matrices 35.7 -> 32.5 ms CPU time with this
-   form, side by side; at 32 rows and more, where the widening is shared, it is no faster). */
-enum { BYTES_MAX_ROWS = 24 };
+   matrices where that holds), so the int64 sums never overflow, their conversion to float64 is
+   exact, and subtracting 32768 ws[r] gives the exact product, the integer of the other forms;
+   put()'s two roundings follow. mg holds the multipliers of each group of 8 weight rows block-major,
+   mg[(r / 8) 8 nb + 8 b + r % 8] (a partial last group padded), so a block's 8 multipliers are
+   broadcast from one pointer, and groups start at multiples of 8 (a thread's range r0 .. r1 that does
+   not is computed from the group's first row and stored from r0).
 
+   Why this form: widening the weights to int16 cost a single tile about a quarter of its time, and
+   converting each block sum to float64 and folding it by FMA (two conversions, a lane extraction and
+   two FMAs per weight row and block, against 16 vpdpbusd) competes with vpdpbusd for the same two
+   256-bit units on Zen 4, where the int64 fold's multiplies and adds largely do not (measured in a
+   C harness on SmolLM2's shapes, side by side: 16 rows 23.4 -> 19.7 ms over all 30 layers' products,
+   24 rows 34.2 -> 30.1, 272 rows 358 -> 338). */
 static void pack_tile_bytes(const int16_t *x, int64_t K, int64_t i0, int64_t lanes, int64_t n, uint32_t *lo, uint32_t *hi)
 {
     for (int64_t l = 0; l < lanes; l++) {
+        if (i0 + l >= n) { /* a lane past the last row: zero, never stored */
+            for (int64_t p = 0; p < K / 4; p++) lo[p * lanes + l] = hi[p * lanes + l] = 0;
+            continue;
+        }
         const int16_t *xr = x + (i0 + l) * K;
-        for (int64_t p = 0; p < K / 4; p++) {
-            uint32_t vl = 0, vh = 0;
-            if (i0 + l < n)
-                for (int e = 0; e < 4; e++) {
-                    const uint32_t u = (uint32_t)((int32_t)xr[4 * p + e] + 32768);
-                    vl |= (u & 255u) << (8 * e), vh |= (u >> 8) << (8 * e);
-                }
-            lo[p * lanes + l] = vl, hi[p * lanes + l] = vh;
+        for (int64_t c = 0; c < K; c += 32) { /* 32 activations: u = x + 2^15 as uint16 (the sign bit flipped), in bytes */
+            const __m512i u = _mm512_xor_si512(_mm512_loadu_si512(xr + c), _mm512_set1_epi16((short)0x8000));
+            uint32_t ql[8], qh[8];
+            _mm256_storeu_si256((__m256i *)ql, _mm512_cvtepi16_epi8(u));
+            _mm256_storeu_si256((__m256i *)qh, _mm512_cvtepi16_epi8(_mm512_srli_epi16(u, 8)));
+            for (int k = 0; k < 8; k++) lo[(c / 4 + k) * lanes + l] = ql[k], hi[(c / 4 + k) * lanes + l] = qh[k];
         }
     }
 }
 
-typedef struct { int8_t b[4]; } quad; /* four weights, as the broadcast operand reads them */
+typedef struct { int8_t b[4]; } quad;     /* four weights, as vpdpbusd's broadcast operand reads them */
+typedef struct { int32_t v[2]; } pair32; /* vpmuldq's broadcast operand: 8 bytes, of which it uses the low 4 */
 
 static inline __m512i dpbusd_bcst(__m512i s, __m512i a, const int8_t *w)
 {
@@ -422,99 +428,110 @@ static inline __m256i dpbusd8_bcst(__m256i s, __m256i a, const int8_t *w)
     return s;
 }
 
+/* each int64 lane's low int32 (signed) times the int32 at m (one vpmuldq with a broadcast) */
+static inline __m512i muldq_bcst(__m512i x, const int32_t *m)
+{
+    __m512i r;
+    __asm__("vpmuldq %2%{1to8%}, %1, %0" : "=v"(r) : "v"(x), "m"(*(const pair32 *)m));
+    return r;
+}
+
 #define BYTES_STEP(j) s##j = dpbusd_bcst(s##j, xv, w##j + o)
 #define BYTES_STEP8(j) s##j = dpbusd8_bcst(s##j, xv, w##j + o)
-#define BYTES_FOLD(j)                                                                                                   \
-    do {                                                                                                                \
-        const __m512d mj = _mm512_set1_pd((double)m##j[b]);                                                            \
-        a##j##0 = _mm512_fmadd_pd(_mm512_cvtepi32_pd(_mm512_castsi512_si256(s##j)), mj, a##j##0);                      \
-        a##j##1 = _mm512_fmadd_pd(_mm512_cvtepi32_pd(_mm512_extracti64x4_epi64(s##j, 1)), mj, a##j##1);                \
-    } while (0)
-#define BYTES_FOLD8(j) a##j##0 = _mm512_fmadd_pd(_mm512_cvtepi32_pd(s##j), _mm512_set1_pd((double)m##j[b]), a##j##0)
 #define BYTES_ROWS                                                                                                      \
     const int8_t *w0 = q, *w1 = q + K * (rows > 1), *w2 = q + 2 * K * (rows > 2), *w3 = q + 3 * K * (rows > 3);       \
     const int8_t *w4 = q + 4 * K * (rows > 4), *w5 = q + 5 * K * (rows > 5), *w6 = q + 6 * K * (rows > 6);            \
-    const int8_t *w7 = q + 7 * K * (rows > 7);                                                                          \
-    const float *m0 = m, *m1 = m + nb * (rows > 1), *m2 = m + 2 * nb * (rows > 2), *m3 = m + 3 * nb * (rows > 3);     \
-    const float *m4 = m + 4 * nb * (rows > 4), *m5 = m + 5 * nb * (rows > 5), *m6 = m + 6 * nb * (rows > 6);          \
-    const float *m7 = m + 7 * nb * (rows > 7)
+    const int8_t *w7 = q + 7 * K * (rows > 7)
+/* one block's high-byte pass, the shift, its low-byte pass (xs: the tile's packed activations, L lanes) */
+#define BYTES_BLOCK(STEP, LOAD, SHIFT, L)                                                                               \
+    do {                                                                                                                \
+        for (int g = 0; g < 8; g++) {                                                                                   \
+            const TILE_VEC xv = LOAD(hi + (8 * b + g) * (L));                                                           \
+            const int64_t o = 32 * b + 4 * g;                                                                           \
+            STEP(0); STEP(1); STEP(2); STEP(3); STEP(4); STEP(5); STEP(6); STEP(7);                                     \
+        }                                                                                                               \
+        s0 = SHIFT(s0, 8), s1 = SHIFT(s1, 8), s2 = SHIFT(s2, 8), s3 = SHIFT(s3, 8);                                     \
+        s4 = SHIFT(s4, 8), s5 = SHIFT(s5, 8), s6 = SHIFT(s6, 8), s7 = SHIFT(s7, 8);                                     \
+        for (int g = 0; g < 8; g++) {                                                                                   \
+            const TILE_VEC xv = LOAD(lo + (8 * b + g) * (L));                                                           \
+            const int64_t o = 32 * b + 4 * g;                                                                           \
+            STEP(0); STEP(1); STEP(2); STEP(3); STEP(4); STEP(5); STEP(6); STEP(7);                                     \
+        }                                                                                                               \
+    } while (0)
+#define LOAD16(p) _mm512_loadu_si512(p)
+#define LOAD8(p) _mm256_loadu_si256((const __m256i *)(p))
 
-/* One 16-row tile against weight rows q + j * K, j < rows (<= 8; missing rows read row 0 and are
-   never stored): acc as vnni_tile's. */
-static void bytes_tile(const uint32_t *lo, const uint32_t *hi, const int8_t *q, const float *m, int64_t rows, int64_t K,
+/* One 16-row tile against weight rows q + j K, j < rows (<= 8; missing rows read row 0 and are
+   never stored), mb: the group's multipliers (mg's layout). acc[2 j + h] lane l = the sum of
+   activation row 8 h + l and weight row j, as float64. */
+static void bytes_tile(const uint32_t *lo, const uint32_t *hi, const int8_t *q, const int32_t *mg, int64_t rows, int64_t K,
                        const int8_t *pf, __m512d acc[2 * VNNI_ROWS])
 {
     const int64_t nb = K / 32;
     BYTES_ROWS;
-    __m512d a00 = _mm512_setzero_pd(), a01 = a00, a10 = a00, a11 = a00, a20 = a00, a21 = a00, a30 = a00, a31 = a00;
-    __m512d a40 = a00, a41 = a00, a50 = a00, a51 = a00, a60 = a00, a61 = a00, a70 = a00, a71 = a00;
+    __m512i e0 = _mm512_setzero_si512(), e1 = e0, e2 = e0, e3 = e0, e4 = e0, e5 = e0, e6 = e0, e7 = e0; /* even lanes */
+    __m512i o0 = e0, o1 = e0, o2 = e0, o3 = e0, o4 = e0, o5 = e0, o6 = e0, o7 = e0;                    /* odd lanes */
     for (int64_t b = 0; b < nb; b++) {
-        if (pf && !(b & 1))
+        if (pf && !(b & 1)) /* the next weights, from memory, while this group computes */
             for (int j = 0; j < VNNI_ROWS; j++) _mm_prefetch((const char *)(pf + j * K + 32 * b), _MM_HINT_T1);
         __m512i s0 = _mm512_setzero_si512(), s1 = s0, s2 = s0, s3 = s0, s4 = s0, s5 = s0, s6 = s0, s7 = s0;
-        for (int g = 0; g < 8; g++) { /* the high bytes */
-            const __m512i xv = _mm512_loadu_si512(hi + (8 * b + g) * VNNI_LANES);
-            const int64_t o = 32 * b + 4 * g;
-            BYTES_STEP(0); BYTES_STEP(1); BYTES_STEP(2); BYTES_STEP(3);
-            BYTES_STEP(4); BYTES_STEP(5); BYTES_STEP(6); BYTES_STEP(7);
-        }
-        s0 = _mm512_slli_epi32(s0, 8), s1 = _mm512_slli_epi32(s1, 8), s2 = _mm512_slli_epi32(s2, 8), s3 = _mm512_slli_epi32(s3, 8);
-        s4 = _mm512_slli_epi32(s4, 8), s5 = _mm512_slli_epi32(s5, 8), s6 = _mm512_slli_epi32(s6, 8), s7 = _mm512_slli_epi32(s7, 8);
-        for (int g = 0; g < 8; g++) { /* the low bytes */
-            const __m512i xv = _mm512_loadu_si512(lo + (8 * b + g) * VNNI_LANES);
-            const int64_t o = 32 * b + 4 * g;
-            BYTES_STEP(0); BYTES_STEP(1); BYTES_STEP(2); BYTES_STEP(3);
-            BYTES_STEP(4); BYTES_STEP(5); BYTES_STEP(6); BYTES_STEP(7);
-        }
-        BYTES_FOLD(0); BYTES_FOLD(1); BYTES_FOLD(2); BYTES_FOLD(3);
-        BYTES_FOLD(4); BYTES_FOLD(5); BYTES_FOLD(6); BYTES_FOLD(7);
+#define TILE_VEC __m512i
+        BYTES_BLOCK(BYTES_STEP, LOAD16, _mm512_slli_epi32, VNNI_LANES);
+#undef TILE_VEC
+        const int32_t *mb = mg + 8 * b;
+#define BYTES_FOLD(j)                                                                                                   \
+    e##j = _mm512_add_epi64(e##j, muldq_bcst(s##j, mb + (j))),                                                          \
+    o##j = _mm512_add_epi64(o##j, muldq_bcst(_mm512_srli_epi64(s##j, 32), mb + (j)))
+        BYTES_FOLD(0); BYTES_FOLD(1); BYTES_FOLD(2); BYTES_FOLD(3); BYTES_FOLD(4); BYTES_FOLD(5); BYTES_FOLD(6); BYTES_FOLD(7);
+#undef BYTES_FOLD
     }
-    acc[0] = a00, acc[1] = a01, acc[2] = a10, acc[3] = a11, acc[4] = a20, acc[5] = a21, acc[6] = a30, acc[7] = a31;
-    acc[8] = a40, acc[9] = a41, acc[10] = a50, acc[11] = a51, acc[12] = a60, acc[13] = a61, acc[14] = a70, acc[15] = a71;
+    /* the lanes back in row order: rows 0..7 from the even and odd sums' low halves, 8..15 from the high */
+    const __m512i first = _mm512_set_epi64(11, 3, 10, 2, 9, 1, 8, 0), second = _mm512_set_epi64(15, 7, 14, 6, 13, 5, 12, 4);
+#define BYTES_OUT(j)                                                                                                    \
+    acc[2 * (j)] = _mm512_cvtepi64_pd(_mm512_permutex2var_epi64(e##j, first, o##j)),                                    \
+    acc[2 * (j) + 1] = _mm512_cvtepi64_pd(_mm512_permutex2var_epi64(e##j, second, o##j))
+    BYTES_OUT(0); BYTES_OUT(1); BYTES_OUT(2); BYTES_OUT(3); BYTES_OUT(4); BYTES_OUT(5); BYTES_OUT(6); BYTES_OUT(7);
+#undef BYTES_OUT
 }
 
-/* bytes_tile on 8 activation rows (ymm lanes): acc[j] as vnni_tile8's */
-static void bytes_tile8(const uint32_t *lo, const uint32_t *hi, const int8_t *q, const float *m, int64_t rows, int64_t K,
+/* bytes_tile on 8 activation rows (ymm lanes; each block sum widened to int64 for the fold):
+   acc[j] lane l = the sum of activation row l and weight row j */
+static void bytes_tile8(const uint32_t *lo, const uint32_t *hi, const int8_t *q, const int32_t *mg, int64_t rows, int64_t K,
                         const int8_t *pf, __m512d acc[VNNI_ROWS])
 {
     const int64_t nb = K / 32;
     BYTES_ROWS;
-    __m512d a00 = _mm512_setzero_pd(), a10 = a00, a20 = a00, a30 = a00, a40 = a00, a50 = a00, a60 = a00, a70 = a00;
+    __m512i a0 = _mm512_setzero_si512(), a1 = a0, a2 = a0, a3 = a0, a4 = a0, a5 = a0, a6 = a0, a7 = a0;
     for (int64_t b = 0; b < nb; b++) {
         if (pf && !(b & 1))
             for (int j = 0; j < VNNI_ROWS; j++) _mm_prefetch((const char *)(pf + j * K + 32 * b), _MM_HINT_T1);
         __m256i s0 = _mm256_setzero_si256(), s1 = s0, s2 = s0, s3 = s0, s4 = s0, s5 = s0, s6 = s0, s7 = s0;
-        for (int g = 0; g < 8; g++) {
-            const __m256i xv = _mm256_loadu_si256((const __m256i *)(hi + (8 * b + g) * 8));
-            const int64_t o = 32 * b + 4 * g;
-            BYTES_STEP8(0); BYTES_STEP8(1); BYTES_STEP8(2); BYTES_STEP8(3);
-            BYTES_STEP8(4); BYTES_STEP8(5); BYTES_STEP8(6); BYTES_STEP8(7);
-        }
-        s0 = _mm256_slli_epi32(s0, 8), s1 = _mm256_slli_epi32(s1, 8), s2 = _mm256_slli_epi32(s2, 8), s3 = _mm256_slli_epi32(s3, 8);
-        s4 = _mm256_slli_epi32(s4, 8), s5 = _mm256_slli_epi32(s5, 8), s6 = _mm256_slli_epi32(s6, 8), s7 = _mm256_slli_epi32(s7, 8);
-        for (int g = 0; g < 8; g++) {
-            const __m256i xv = _mm256_loadu_si256((const __m256i *)(lo + (8 * b + g) * 8));
-            const int64_t o = 32 * b + 4 * g;
-            BYTES_STEP8(0); BYTES_STEP8(1); BYTES_STEP8(2); BYTES_STEP8(3);
-            BYTES_STEP8(4); BYTES_STEP8(5); BYTES_STEP8(6); BYTES_STEP8(7);
-        }
-        BYTES_FOLD8(0); BYTES_FOLD8(1); BYTES_FOLD8(2); BYTES_FOLD8(3);
-        BYTES_FOLD8(4); BYTES_FOLD8(5); BYTES_FOLD8(6); BYTES_FOLD8(7);
+#define TILE_VEC __m256i
+        BYTES_BLOCK(BYTES_STEP8, LOAD8, _mm256_slli_epi32, 8);
+#undef TILE_VEC
+        const int32_t *mb = mg + 8 * b;
+#define BYTES_FOLD8(j) a##j = _mm512_add_epi64(a##j, muldq_bcst(_mm512_cvtepi32_epi64(s##j), mb + (j)))
+        BYTES_FOLD8(0); BYTES_FOLD8(1); BYTES_FOLD8(2); BYTES_FOLD8(3); BYTES_FOLD8(4); BYTES_FOLD8(5); BYTES_FOLD8(6); BYTES_FOLD8(7);
+#undef BYTES_FOLD8
     }
-    acc[0] = a00, acc[1] = a10, acc[2] = a20, acc[3] = a30, acc[4] = a40, acc[5] = a50, acc[6] = a60, acc[7] = a70;
+    acc[0] = _mm512_cvtepi64_pd(a0), acc[1] = _mm512_cvtepi64_pd(a1), acc[2] = _mm512_cvtepi64_pd(a2), acc[3] = _mm512_cvtepi64_pd(a3);
+    acc[4] = _mm512_cvtepi64_pd(a4), acc[5] = _mm512_cvtepi64_pd(a5), acc[6] = _mm512_cvtepi64_pd(a6), acc[7] = _mm512_cvtepi64_pd(a7);
 }
 #undef BYTES_STEP
 #undef BYTES_STEP8
-#undef BYTES_FOLD
-#undef BYTES_FOLD8
 #undef BYTES_ROWS
+#undef BYTES_BLOCK
+#undef LOAD16
+#undef LOAD8
 
-/* matmul_vnni's tiles (tiles16 of 16 rows, then tile8 of 8) in the bytes form; ws: the rows'
-   integer weight sums. Returns 0, or -1 if out of memory. */
+/* matmul_vnni's tiles (tiles16 of 16 rows, then tile8 of 8) in the byte form, weight rows r0 <= r < r1
+   in groups of 8 from the multiple of 8 at or below r0; ws: the rows' integer weight sums, mg: their
+   multipliers (see above). Returns 0, or -1 if out of memory. */
 static int64_t matmul_bytes(int64_t n, int64_t tiles16, int64_t tile8, int64_t K, const int16_t *x, const int8_t *q, const float *m,
-                            int64_t r0, int64_t r1, const double *rs, const double *ws, const double *sx, void *out, int64_t ldo,
-                            int64_t out32)
+                            int64_t r0, int64_t r1, const double *rs, const double *ws, const int32_t *mg, const double *sx,
+                            void *out, int64_t ldo, int64_t out32)
 {
+    (void)m;
     const int64_t nb = K / 32, rows = VNNI_LANES * tiles16 + 8 * tile8, tiles = tiles16 + tile8;
     uint32_t *lo = aligned_alloc(64, sizeof(uint32_t) * (size_t)(2 * rows * (K / 4)));
     if (!lo)
@@ -525,22 +542,23 @@ static int64_t matmul_bytes(int64_t n, int64_t tiles16, int64_t tile8, int64_t K
         pack_tile_bytes(x, K, i0, lanes, n, lo + i0 * (K / 4), hi + i0 * (K / 4));
     }
     __m512d acc[2 * VNNI_ROWS];
-    double wsum[VNNI_ROWS];
-    for (int64_t g = r0; g < r1; g += VNNI_ROWS) {
-        const int64_t ge = g + VNNI_ROWS < r1 ? g + VNNI_ROWS : r1;
-        for (int64_t j = 0; j < ge - g; j++) wsum[j] = 32768.0 * ws[g + j]; /* exact: a power of two times an integer < 2^38 */
+    for (int64_t g = r0 / VNNI_ROWS * VNNI_ROWS; g < r1; g += VNNI_ROWS) {
+        const int64_t ge = g + VNNI_ROWS < r1 ? g + VNNI_ROWS : r1, j0 = g < r0 ? r0 - g : 0; /* stored: rows g + j0 .. ge - 1 */
+        double wsum[VNNI_ROWS];
+        for (int64_t j = 0; j < VNNI_ROWS; j++) /* exact: a power of two times an integer < 2^38 */
+            wsum[j] = j >= j0 && g + j < ge ? 32768.0 * ws[g + j] : 0.0;
         for (int64_t t = 0; t < tiles; t++) {
             const int64_t i0 = t * VNNI_LANES, lanes = t < tiles16 ? VNNI_LANES : 8;
             const int64_t i1 = i0 + lanes < n ? i0 + lanes : n;
             const int8_t *pf = t == 0 ? q + (g + VNNI_CHUNK) * K : NULL;
             if (lanes == VNNI_LANES)
-                bytes_tile(lo + i0 * (K / 4), hi + i0 * (K / 4), q + g * K, m + g * nb, ge - g, K, pf, acc);
+                bytes_tile(lo + i0 * (K / 4), hi + i0 * (K / 4), q + g * K, mg + g * nb, ge - g, K, pf, acc);
             else
-                bytes_tile8(lo + i0 * (K / 4), hi + i0 * (K / 4), q + g * K, m + g * nb, ge - g, K, pf, acc);
+                bytes_tile8(lo + i0 * (K / 4), hi + i0 * (K / 4), q + g * K, mg + g * nb, ge - g, K, pf, acc);
             const int halves = (int)(lanes / 8);
-            for (int64_t j = 0; j < ge - g; j++) /* the offset out: exact integers, one exact subtraction */
+            for (int64_t j = 0; j < VNNI_ROWS; j++) /* the offset out: exact integers, one exact subtraction */
                 for (int h = 0; h < halves; h++) acc[halves * j + h] = _mm512_sub_pd(acc[halves * j + h], _mm512_set1_pd(wsum[j]));
-            vnni_store(acc, lanes, i0, i1, g, ge, rs, sx, out, ldo, out32);
+            vnni_store(acc, lanes, i0, i1, g, j0, ge, rs, sx, out, ldo, out32);
         }
     }
     free(lo);
@@ -550,34 +568,35 @@ static int64_t matmul_bytes(int64_t n, int64_t tiles16, int64_t tile8, int64_t K
 
 /* acc = sum_b m[r*nb + b] * (sum_{j<32} q[r*K + 32b + j] * x[i*K + 32b + j]) for i < n and
    r0 <= r < r1, out[i*ldo + r] = (acc * rs[r]) * sx[i] (put). With AVX-512: 16-row tiles, and the
-   last 9-15 rows as one more (zero lanes), 1-8 rows as an 8-row tile; only fewer than 5 rows in all
-   (a 1-token request, the last-logit head: they stream the weights once, memory-bound) take
+   last 9-15 rows as one more (zero lanes), 1-8 rows as an 8-row tile, in the byte form where the
+   matrix has its weight sums and integer multipliers (ws, mg: exact.IntMatrix.wsum, .mult_groups;
+   NULL where the byte form would not be exact), else the widening form; only fewer than 5 rows in
+   all (a 1-token request, the last-logit head: they stream the weights once, memory-bound) take
    matmul_rows, the other forms' path. */
-void q8_matmul(int64_t n, int64_t K, const int16_t *x, const int8_t *q, const float *m,
-               int64_t r0, int64_t r1, const double *rs, const double *ws, const double *sx, void *out, int64_t ldo, int64_t out32)
+void q8_matmul(int64_t n, int64_t K, const int16_t *x, const int8_t *q, const float *m, int64_t r0, int64_t r1,
+               const double *rs, const double *ws, const int32_t *mg, const double *sx, void *out, int64_t ldo, int64_t out32)
 {
     int64_t i_begin = 0;
 #ifdef RADIXCHECK_AVX512
     const int64_t whole = n / VNNI_LANES, rest = n % VNNI_LANES;
     const int64_t tiles16 = whole + (rest > 8), tile8 = rest > 0 && rest <= 8 && n >= 5;
     if (tiles16 + tile8) {
-        const int bytes = ws != NULL && VNNI_LANES * tiles16 + 8 * tile8 <= BYTES_MAX_ROWS; /* a short request: matmul_bytes */
-        if ((bytes ? matmul_bytes(n, tiles16, tile8, K, x, q, m, r0, r1, rs, ws, sx, out, ldo, out32)
-                   : matmul_vnni(n, tiles16, tile8, K, x, q, m, r0, r1, rs, sx, out, ldo, out32)) == 0)
+        if ((ws != NULL && mg != NULL ? matmul_bytes(n, tiles16, tile8, K, x, q, m, r0, r1, rs, ws, mg, sx, out, ldo, out32)
+                                      : matmul_vnni(n, tiles16, tile8, K, x, q, m, r0, r1, rs, sx, out, ldo, out32)) == 0)
             i_begin = tiles16 * VNNI_LANES + tile8 * 8 < n ? tiles16 * VNNI_LANES + tile8 * 8 : n;
     }
 #else
-    (void)ws;
+    (void)ws, (void)mg;
 #endif
     matmul_rows(i_begin, n, K, x, q, m, r0, r1, rs, sx, out, ldo, out32);
 }
 
 /* q8_quantize then q8_matmul over all rows: one call per product on one thread */
 int64_t q8_linear(int64_t n, int64_t K, const double *x, int64_t bits, int16_t *xi, double *sx, const int8_t *q,
-                  const float *m, int64_t rows, const double *rs, const double *ws, void *out, int64_t out32)
+                  const float *m, int64_t rows, const double *rs, const double *ws, const int32_t *mg, void *out, int64_t out32)
 {
     if (q8_quantize(n, K, x, bits, xi, sx))
         return 1;
-    q8_matmul(n, K, xi, q, m, 0, rows, rs, ws, sx, out, rows, out32);
+    q8_matmul(n, K, xi, q, m, 0, rows, rs, ws, mg, sx, out, rows, out32);
     return 0;
 }
