@@ -20,6 +20,7 @@ from radixcheck.properties.index_mutants import (
     PrunesSuffixWithAncestor,
     machine_for_index_mutant,
 )
+from radixcheck.properties.repro import repro_for, run_repro
 from radixcheck.properties.target import TargetError, check_target, load_target
 from radixcheck.properties.verdict import run_machine
 from radixcheck.reference.kv_index import KvIndex
@@ -47,11 +48,22 @@ def test_correct_index_variant_passes(variant) -> None:
 
 @pytest.mark.parametrize("mutant", INDEX_MUTANTS, ids=lambda m: m.bug_class)
 def test_index_mutant_is_caught(mutant) -> None:
+    """Caught, for the right reason; and its standalone repro file (plain calls, then the check)
+    exits 1 with the finding on the mutant, and 0 on the reference index."""
     with pytest.raises(Exception) as caught:
-        run_machine(machine_for_index_mutant(mutant), find_only())
+        run_machine(machine_for_index_mutant(mutant), find_only(), transcript=True)
     assert isinstance(caught.value, mutant.caught_by), (
         f"{mutant.__name__} was caught, but by {type(caught.value).__name__}, not {mutant.caught_by}: {str(caught.value)[:1500]}"
     )
+    repro = repro_for(caught.value, f"radixcheck.properties.index_mutants:{mutant.__name__}")
+    assert repro.text is not None, repro.why_not
+    assert repro.exit_code == 1 and "BUG (radixcheck" in repro.output, repro.output[-2000:]
+    assert "hypothesis" not in repro.text.lower() and "index_machine" not in repro.text
+    fixed = repro.text.replace(f"from radixcheck.properties.index_mutants import {mutant.__name__} as make",
+                               "from radixcheck.reference.kv_index import KvIndex as make")
+    assert fixed != repro.text
+    code, printed = run_repro(fixed)
+    assert code == 0 and "no bug" in printed, printed[-2000:]
 
 
 def test_a_pruned_suffix_is_caught_only_where_removal_order_is_free() -> None:

@@ -19,7 +19,7 @@ from radixcheck.properties.cache_machine import machine_for
 from radixcheck.properties.contract import DEFAULT_CAPABILITIES, SlotAllocator
 from radixcheck.properties.mutants import EvictsLockedLeaf, machine_for_mutant
 from radixcheck.properties.reduce import finding_of, reduce
-from radixcheck.properties.repro import _loops, file_name, repro_for, run_repro
+from radixcheck.properties.repro import Repro, _checked, _loops, file_name, repro_for, run_repro
 from radixcheck.properties.target import TIMEOUT_ENV, Target
 from radixcheck.properties.verdict import run_machine
 
@@ -78,6 +78,15 @@ def test_a_hang_is_written_with_the_time_limit_and_not_run(monkeypatch) -> None:
     failure = _failure(machine_for(HangsOnEvict, DEFAULT_CAPABILITIES, 1, "meta_repro_hangs"), "ci")
     repro = repro_for(failure, "meta_tests.test_mutants:HangsOnEvict")
     assert repro.exit_code is None and "signal.setitimer(" in repro.text and "did not return within" in repro.text
+
+
+def test_a_file_that_fails_without_the_finding_is_not_counted_as_the_finding() -> None:
+    # exit 1 from a traceback (a NameError in a written file) once passed for "reproduced"
+    failure = AssertionError("the finding")
+    broken = _checked(Repro("import sys\nundefined_name\n"), failure)
+    assert broken.exit_code == 1 and broken.notes, broken
+    right = _checked(Repro("import sys\nprint('BUG (radixcheck oracle x): the finding')\nsys.exit(1)\n"), failure)
+    assert right.exit_code == 1 and not right.notes, right
 
 
 def test_take_refuses_a_slot_in_use_and_changes_nothing() -> None:

@@ -38,7 +38,7 @@ from hypothesis import strategies as st
 from hypothesis.stateful import Bundle, RuleBasedStateMachine, initialize, invariant, precondition, rule
 
 from radixcheck.oracles.kv_index import IndexModel
-from radixcheck.oracles.violations import BadInputViolation, ContractViolation, IndexMemoryViolation, IndexViolation
+from radixcheck.oracles.violations import BadInputViolation, Check, ContractViolation, IndexMemoryViolation, IndexViolation
 from radixcheck.properties.index_contract import (
     DEFAULT_INDEX_CAPABILITIES,
     RESIDENT_PER_BLOCK,
@@ -104,6 +104,19 @@ class _Sent:
         printer.text(repr(self))
 
 
+@dataclass
+class IndexCall:
+    """One call into the index, as a repro file replays it: ``shown`` if the program sent it (an
+    event, a router's query), else a check's question; ``text`` as the program printed it."""
+
+    name: str
+    args: tuple[Any, ...]
+    shown: bool
+    text: str = ""
+    raised: BaseException | None = None
+    may_refuse: bool = False  # a malformed or repeated event: refusing it (an exception) is right
+
+
 class _Summary:
     def __init__(self, what: str, counts: Counter[str], last: list[_Sent]) -> None:
         self.what, self.counts, self.last = what, counts, last
@@ -114,6 +127,12 @@ class _Summary:
 
     def _repr_pretty_(self, printer: Any, cycle: bool) -> None:
         printer.text(repr(self))
+
+
+def _unchanged(probes: list[Chain]) -> Check:
+    """The check of an event that must change nothing: what the index answers (``answers``: the
+    probes' matches, sizes and dump where offered) is the same after it as before."""
+    return Check("after == before", "changes(before, after)", {"probes": [[tokens_hash(b) for b in q] for q in probes]})
 
 
 def _redeliverable(self: KvIndexMachine) -> bool:
@@ -142,6 +161,8 @@ class KvIndexMachine(RuleBasedStateMachine):
         self._quiet_counts: Counter[str] = Counter()
         self.peak_resident = 0
         self.bad_sent = 0  # malformed events sent: their made-up hashes never repeat
+        # every call into the index, in order, when the run keeps a transcript (a repro file replays them)
+        self.sent_calls: list[IndexCall] | None = [] if getattr(type(self), "records", False) else None
 
     # ---- engines and calls -----------------------------------------------------------------
 
@@ -164,12 +185,24 @@ class KvIndexMachine(RuleBasedStateMachine):
             return f"BlockRemoved([{', '.join(self._shown_hash(h) if isinstance(h, int) else repr(h) for h in event.block_hashes)}])"
         return repr(event)
 
-    def _call(self, text: str, name: str, *args: Any) -> Any:
+    def _ask(self, name: str, *args: Any, shown: bool = False, text: str = "", may_refuse: bool = False) -> Any:
+        """One call into the index under the time limit, kept in the transcript when there is one
+        (``shown``: a call of the program; else a check's question, which changes nothing)."""
+        call = IndexCall(name, args, shown, text, may_refuse=may_refuse)
+        if self.sent_calls is not None:
+            self.sent_calls.append(call)
+        try:
+            return guarded(name, getattr(self.index, name), *args)
+        except BaseException as exc:
+            call.raised = exc
+            raise
+
+    def _call(self, text: str, name: str, *args: Any, may_refuse: bool = False) -> Any:
         """One call into the index under the time limit, shown under the step that sent it."""
         self.calls_sent += 1
         sent = _Sent(self.calls_sent, text)
         try:
-            result = guarded(name, getattr(self.index, name), *args)
+            result = self._ask(name, *args, shown=True, text=text, may_refuse=may_refuse)
             sent.result = ("" if result is None or name == "apply_event" else f" -> {len(result)} entries" if name == "dump"
                            else f" -> {result!r}")
             return result
@@ -243,11 +276,13 @@ class KvIndexMachine(RuleBasedStateMachine):
         hashes = [tokens_hash(b) for b in query]
         raw = self._call(f"find_matches({shown_chain(query)})", "find_matches", hashes)
         if not isinstance(raw, dict):
-            raise IndexViolation(f"find_matches returned {type(raw).__name__}, not a dict of (worker, rank) -> overlap")
+            raise IndexViolation(f"find_matches returned {type(raw).__name__}, not a dict of (worker, rank) -> overlap",
+                                 Check("isinstance(result, dict)", "result"))
         scores = {}
         for key, value in raw.items():
             if not (isinstance(key, tuple) and len(key) == 2 and all(isinstance(k, int) for k in key)) or not isinstance(value, int):
-                raise IndexViolation(f"find_matches returned {key!r}: {value!r}, not (worker_id, dp_rank): overlap")
+                raise IndexViolation(f"find_matches returned {key!r}: {value!r}, not (worker_id, dp_rank): overlap",
+                                     Check("all(well_formed(key, value) for key, value in result.items())", "result"))
             if value:
                 scores[key] = value
         return scores
@@ -259,21 +294,21 @@ class KvIndexMachine(RuleBasedStateMachine):
             wrong = sorted(set(got) | set(want))
             lines = "; ".join(f"rank {r}: index {got.get(r, 0)}, events {want.get(r, 0)}" for r in wrong if got.get(r, 0) != want.get(r, 0))
             raise IndexViolation(f"find_matches({shown_chain(query)}) disagrees with what the events say each rank holds: {lines} "
-                                 f"(block hashes of the query: {self.model.chain_hashes([tokens_hash(b) for b in query])})")
+                                 f"(block hashes of the query: {self.model.chain_hashes([tokens_hash(b) for b in query])})",
+                                 Check("per_rank(result) == held", "per_rank(result)", {"held": want}))
 
     def _snapshot(self, probes: list[Chain]) -> tuple:
         """What the index answers (matches of ``probes``, sizes and dump where offered), asked
         without showing each call (a bad-event step would show hundreds)."""
-        state: list[Any] = [tuple(sorted(guarded("find_matches", self.index.find_matches, [tokens_hash(b) for b in q]).items()))
-                            for q in probes]
+        state: list[Any] = [tuple(sorted(self._ask("find_matches", [tokens_hash(b) for b in q]).items())) for q in probes]
         if self.capabilities.reports_sizes:
-            state.append(tuple(sorted(guarded("sizes", self.index.sizes).items())))
+            state.append(tuple(sorted(self._ask("sizes").items())))
         if self.capabilities.offers_dump:
             state.append(self._dumped(shown=False))
         return tuple(state)
 
     def _dumped(self, shown: bool = True) -> frozenset:
-        dump = self._call("dump()", "dump") if shown else guarded("dump", self.index.dump)
+        dump = self._call("dump()", "dump") if shown else self._ask("dump")
         out = set()
         try:
             for worker_id, dp_rank, event in dump:
@@ -407,7 +442,8 @@ class KvIndexMachine(RuleBasedStateMachine):
         probes = self._probes(event)
         before = self._snapshot(probes)
         try:
-            self._call(f"apply_event(worker {r[0]}, rank {r[1]}, {self._shown_event(event)}) again", "apply_event", r[0], r[1], event)
+            self._call(f"apply_event(worker {r[0]}, rank {r[1]}, {self._shown_event(event)}) again", "apply_event", r[0], r[1], event,
+                       may_refuse=True)
         except (OperationTimeout, ContractViolation):
             raise
         except Exception:  # noqa: BLE001 - refusing the repeat is allowed
@@ -415,7 +451,7 @@ class KvIndexMachine(RuleBasedStateMachine):
         after = self._snapshot(probes)
         if after != before:
             raise IndexViolation(f"{self._shown_event(event)} delivered a second time changed the index "
-                                 f"({self._difference(before, after, probes)})")
+                                 f"({self._difference(before, after, probes)})", _unchanged(probes))
 
     @rule(base=sequences, cut=CUTS, tail=TAILS)
     def query(self, base: Chain, cut: int, tail: Blocks) -> None:
@@ -430,12 +466,13 @@ class KvIndexMachine(RuleBasedStateMachine):
     @precondition(lambda self: self.capabilities.reports_sizes)
     @invariant()
     def sizes_agree(self) -> None:
-        got = _seen({r: n for r, n in guarded("sizes", self.index.sizes).items() if n})  # asked after every step: not shown
+        got = _seen({r: n for r, n in self._ask("sizes").items() if n})  # asked after every step: not shown
         want = _seen(self.model.sizes())
         if got != want:
             lines = "; ".join(f"rank {r}: index {got.get(r, 0)}, events {want.get(r, 0)}"
                               for r in sorted(set(got) | set(want)) if got.get(r, 0) != want.get(r, 0))
-            raise IndexViolation(f"sizes() disagrees with the blocks each rank holds by its events: {lines}")
+            raise IndexViolation(f"sizes() disagrees with the blocks each rank holds by its events: {lines}",
+                                 Check("per_rank(result) == held", "per_rank(result)", {"held": want}))
 
     @invariant()
     def memory_bounded(self) -> None:
@@ -447,17 +484,19 @@ class KvIndexMachine(RuleBasedStateMachine):
         held = self.model.total_held
         seen_held = held - len(self.model.held.get(SCRATCH, ()))
         if self.capabilities.reports_resident:
-            resident = guarded("resident", self.index.resident)
+            resident = self._ask("resident")
             self.peak_resident = max(self.peak_resident, resident)
             limit = 0 if held == 0 else RESIDENT_PER_BLOCK * held + RESIDENT_SLACK
             if resident > limit:
                 raise IndexMemoryViolation(f"resident() is {resident} while the ranks hold {held} block(s) by their events "
-                                           f"(at most {limit}): the index keeps entries for blocks nobody holds")
+                                           f"(at most {limit}): the index keeps entries for blocks nobody holds",
+                                           Check("result <= limit", "result", {"limit": limit}))
         if seen_held == 0 and self.capabilities.offers_dump:
             dumped = sorted((d for d in self._dumped(shown=False) if d[0][0] != SCRATCH[0]), key=lambda d: (d[0], d[2]))
             if dumped:
                 raise IndexMemoryViolation(f"no rank holds anything, but dump() lists {len(dumped)} block(s), e.g. "
-                                           f"{self._shown_hash(dumped[0][2])} of rank {dumped[0][0]}")
+                                           f"{self._shown_hash(dumped[0][2])} of rank {dumped[0][0]}",
+                                           Check("not listed(result)", "listed(result)"))
 
     @precondition(lambda self: self.capabilities.offers_dump)
     @rule()
@@ -469,15 +508,19 @@ class KvIndexMachine(RuleBasedStateMachine):
         for rank, parent, h, t in sorted(dumped, key=lambda d: (d[0], d[2])):
             if not self.model.holds(rank, h):
                 raise IndexViolation(f"dump() lists block {self._shown_hash(h)} for rank {rank}, which does not hold it "
-                                     f"by its events (removed, cleared, or never stored there)")
+                                     f"by its events (removed, cleared, or never stored there)",
+                                     Check("block not in listed(result)", "sorted(listed(result))", {"block": (rank, h)}))
             if (parent, t) != (self.model.parent_hash(h), self.model.tokens_hash(h)):
                 raise IndexViolation(f"dump() lists block {self._shown_hash(h)} under parent {self._shown_hash(parent)}; "
-                                     f"it was stored under {self._shown_hash(self.model.parent_hash(h))}")
+                                     f"it was stored under {self._shown_hash(self.model.parent_hash(h))}",
+                                     Check("stored_under(result, block) == parent", "stored_under(result, block)",
+                                           {"block": (rank, h), "parent": (self.model.parent_hash(h), self.model.tokens_hash(h))}))
         missing = sorted(r for r in self.model.reachable() - listed if r[0][0] != SCRATCH[0])
         if missing:
             rank, h = missing[0]
             raise IndexViolation(f"dump() leaves out block {self._shown_hash(h)} of rank {rank} (held, with every "
-                                 f"ancestor), and {len(missing) - 1} more")
+                                 f"ancestor), and {len(missing) - 1} more", Check("block in listed(result)", "sorted(listed(result))",
+                                                                                {"block": (rank, h)}))
 
     # ---- bad events (validates_events) -------------------------------------------------------
 
@@ -549,7 +592,7 @@ class KvIndexMachine(RuleBasedStateMachine):
             before = self._snapshot(probes)
             text = f"apply_event(worker {r[0]}, rank {r[1]}, {self._shown_event(event)})"
             try:
-                self._call(text, "apply_event", r[0], r[1], event)
+                self._call(text, "apply_event", r[0], r[1], event, may_refuse=True)
             except OperationTimeout:
                 raise
             except Exception:  # noqa: BLE001 - a refusal is right; what matters is that nothing changed
@@ -560,10 +603,10 @@ class KvIndexMachine(RuleBasedStateMachine):
                 raise
             except Exception as exc:  # noqa: BLE001
                 raise BadInputViolation(f"after the malformed event ({kind}) {text}, the index no longer answers: "
-                                        f"{type(exc).__name__}: {exc}") from exc
+                                        f"{type(exc).__name__}: {exc}", _unchanged(probes)) from exc
             if after != before:
                 raise BadInputViolation(f"the malformed event ({kind}) {text} changed the index: "
-                                        f"{self._difference(before, after, probes)}")
+                                        f"{self._difference(before, after, probes)}", _unchanged(probes))
 
     # ---- churn -------------------------------------------------------------------------------
 

@@ -35,6 +35,8 @@ from radixcheck.properties import serving
 from radixcheck.properties.batches import ServingRun
 from radixcheck.properties.cache_machine import NO_ANSWER, POOL_SIZE, SCRIBBLE_TOKEN, SIZE_CALLS, RadixCacheMachine, SentCall
 from radixcheck.properties.failures import message_of, oracle_of, shape_of
+from radixcheck.properties.index_machine import KvIndexMachine
+from radixcheck.properties.index_repro import CannotWrite, index_script
 from radixcheck.properties.reduce import Reduced, Replay, reduce, standalone_stack
 from radixcheck.properties.target import caused_by_hang, guarded, op_timeout
 from radixcheck.properties.transcript import Act
@@ -78,6 +80,8 @@ def repro_for(failure: BaseException, spec: str, test: str = "", waived: Any = N
         return _checked(Repro(_serving_script(failure, run, spec, test), calls=len(run.requests),
                               size=f"{len(run.requests)} request(s) served"), failure)
     machine = getattr(failure, "radixcheck_machine", None)
+    if isinstance(machine, KvIndexMachine):
+        return _index_repro(machine, failure, spec, test)
     if (not isinstance(machine, RadixCacheMachine) or not machine.transcript) and plain_test is not None:
         return _checked(Repro(_plain_test_script(failure, *plain_test, spec, test), size="radixcheck's test, as it is"), failure)
     if not isinstance(machine, RadixCacheMachine) or not machine.transcript:
@@ -99,11 +103,29 @@ def repro_for(failure: BaseException, spec: str, test: str = "", waived: Any = N
     return _checked(Repro(text, calls=writer.calls_written, notes=notes, size=f"{writer.calls_written} contract calls"), failure)
 
 
+def _index_repro(machine: KvIndexMachine, failure: BaseException, spec: str, test: str) -> Repro:
+    if machine.sent_calls is None:
+        return Repro(None, "no transcript: its run kept none (run_machine(..., transcript=True); --radix-repro and "
+                           "radixcheck audit --repro keep one)")
+    written = None
+    for queries in (False, True):  # without the program's queries first: shorter, if it still fails
+        try:
+            text, calls = index_script(machine, failure, spec, test, _factory_import(spec), _bug_lines(oracle_of(failure), "the index"),
+                                       queries=queries)
+        except CannotWrite as exc:
+            return Repro(None, str(exc))
+        written = _checked(Repro(text, calls=calls, size=f"{calls} index calls"), failure)
+        if not written.notes:
+            break
+    return written
+
+
 def _checked(repro: Repro, failure: BaseException) -> Repro:
-    """Run the file once (not a hang's: it would take the whole time limit): it must exit 1."""
+    """Run the file once (not a hang's: it would take the whole time limit): it must exit 1 with
+    radixcheck's sentence (exit 1 from a traceback is a broken file, not the finding)."""
     if repro.text is not None and not caused_by_hang(failure):
         repro.exit_code, repro.output = run_repro(repro.text)
-        if repro.exit_code != 1:
+        if repro.exit_code != 1 or "BUG (radixcheck" not in repro.output:
             repro.notes.append(f"radixcheck ran this file and it exited {repro.exit_code}, not 1: {repro.output.strip()[-300:]}")
     return repro
 
@@ -567,12 +589,13 @@ _RAISED_AT = ["def raised_at(exc):", '    """Where the cache raised ``exc``: the
               "    frame = traceback.extract_tb(exc.__traceback__)[-1]", "    return f'{frame.filename}:{frame.lineno} in {frame.name}'"]
 
 
-def _bug_lines(oracle: str) -> list[str]:
+def _bug_lines(oracle: str, target: str = "the cache") -> list[str]:
     label = f"radixcheck: {oracle}" if oracle.startswith(("crash", "hang")) else f"radixcheck oracle {oracle}"
-    return ["def bug(finding, got):", '    """The check failed: say what radixcheck found, and what the cache did this time."""',
+    return ["def bug(finding, got):", f'    """The check failed: say what radixcheck found, and what {target} did this time."""',
             f"    print({'BUG (' + label + '): '!r} + finding)",
             "    shown = repr(got)",
-            "    print('  the cache did:', shown if len(shown) < 2000 else f'{shown[:1500]} … {shown[-200:]} ({len(shown)} characters)')",
+            f"    print('  {target} did:', "
+            "shown if len(shown) < 2000 else f'{shown[:1500]} … {shown[-200:]} ({len(shown)} characters)')",
             "    sys.exit(1)"]
 
 
@@ -692,7 +715,11 @@ def _plain_test_script(failure: BaseException, function: Callable[..., Any], par
         source.rstrip(),
         "",
         "",
-        f"{function.__name__}(target, {arguments})",
+        "try:",
+        f"    {function.__name__}(target, {arguments})",
+        "except Exception as exc:  # noqa: BLE001 - the test failed: radixcheck's finding (its violations are AssertionErrors)",
+        f"    print({('BUG (radixcheck oracle ' + oracle + '): ')!r} + f'{{type(exc).__name__}}: {{exc}}')",
+        "    sys.exit(1)",
         "print('no bug: the test passed')",
     ]) + "\n"
 

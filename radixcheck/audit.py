@@ -220,8 +220,9 @@ class _Collector:
         if path and path not in self.repros_shown:
             self.repros_shown.add(path)
             ran = repro.get("exit_code")
-            print(f"[{time.monotonic() - self.started:6.1f} s] repro {path} ({repro.get('size', '')}"
-                  + ("" if ran in (1, None) else f"; WARNING: radixcheck ran it and it exited {ran}, not 1") + ")", flush=True)
+            warning = ("" if ran is None else f"; WARNING: radixcheck ran it and it exited {ran}, not 1" if ran != 1
+                       else "" if repro.get("printed_finding", True) else "; WARNING: radixcheck ran it and it failed without the finding")
+            print(f"[{time.monotonic() - self.started:6.1f} s] repro {path} ({repro.get('size', '')}{warning})", flush=True)
 
 
 def run_audit(target: Target, page_sizes: str | None, profile: str, workers: str, waive: Path | None = None,

@@ -447,7 +447,8 @@ def _repro_of(item: pytest.Item, exc: BaseException, log: WaiverLog) -> dict:
     if repro.text is not None:
         _REDUCED[name] = (item.name, repro.calls)
     return {"text": repro.text, "why_not": repro.why_not, "calls": repro.calls, "notes": repro.notes, "size": repro.size,
-            "exit_code": repro.exit_code, "oracle": described["oracle"], "message": described["reason"]}
+            "exit_code": repro.exit_code, "oracle": described["oracle"], "message": described["reason"],
+            "printed_finding": "BUG (radixcheck" in repro.output}
 
 
 class ReproFiles:

@@ -13,10 +13,12 @@ from radixcheck.properties.verdict import run_machine
 pytestmark = pytest.mark.radix_index
 
 
-def test_index_state_machine(target, radix_waivers) -> None:
-    run_machine(index_machine_for(target.factory, target.capabilities, target.name), waived=radix_waivers or None)
+def test_index_state_machine(target, radix_waivers, radix_repro: bool) -> None:
+    run_machine(index_machine_for(target.factory, target.capabilities, target.name), waived=radix_waivers or None,
+                transcript=radix_repro)
 
 
-def test_index_under_churn(target, radix_waivers) -> None:
+def test_index_under_churn(target, radix_waivers, radix_repro: bool) -> None:
     """Thousands of distinct prompts stored and evicted: memory bounded throughout, nothing left."""
-    run_machine(index_machine_for(target.factory, target.capabilities, target.name, churn=True), waived=radix_waivers or None)
+    run_machine(index_machine_for(target.factory, target.capabilities, target.name, churn=True), waived=radix_waivers or None,
+                transcript=radix_repro)
