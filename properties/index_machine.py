@@ -132,7 +132,8 @@ class _Summary:
 def _unchanged(probes: list[Chain]) -> Check:
     """The check of an event that must change nothing: what the index answers (``answers``: the
     probes' matches, sizes and dump where offered) is the same after it as before."""
-    return Check("after == before", "changes(before, after)", {"probes": [[tokens_hash(b) for b in q] for q in probes]})
+    return Check("after == before", "changes(before, after)", {"probes": [[tokens_hash(b) for b in q] for q in probes],
+                                                               "probe_chains": [shown_chain(q) for q in probes]})
 
 
 def _redeliverable(self: KvIndexMachine) -> bool:
@@ -525,7 +526,8 @@ class KvIndexMachine(RuleBasedStateMachine):
     # ---- bad events (validates_events) -------------------------------------------------------
 
     BAD_EVENTS = ("self_parent", "repeated_block", "unknown_parent", "remove_unheld", "remove_other_ranks",
-                  "negative_hash", "huge_hash", "float_hash", "none_blocks")
+                  "negative_hash", "huge_hash", "float_hash", "good_block_then_bad_hash",
+                  "none_blocks")
 
     def _bad_event(self, kind: str, rank: Rank, pick: int) -> KvEvent:
         engine = self.engines[rank]
@@ -554,6 +556,8 @@ class KvIndexMachine(RuleBasedStateMachine):
             return BlockStored(None, (StoredBlock(2**64 + pick, t),))
         if kind == "float_hash":
             return BlockStored(None, (StoredBlock(float(fresh), t),))  # type: ignore[arg-type]
+        if kind == "good_block_then_bad_hash":  # refused only at its second block: the first must not be stored
+            return BlockStored(None, (StoredBlock(fresh, t), StoredBlock(-1, t)))
         return BlockStored(None, None)  # type: ignore[arg-type]
 
     def _probes(self, event: Any) -> list[Chain]:

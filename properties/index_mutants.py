@@ -182,9 +182,28 @@ class ClearedClearsEveryRank(KvIndex):
             super()._clear(other)
 
 
+class BadStoreHalfApplied(KvIndex):
+    """Checks a store block by block while applying it: a ``BlockStored`` whose second block has a
+    hash no u64 can hold is refused only after its first block was stored, so a refused event
+    changed the index (a planted bug of a new user's trial; radixcheck's standard for bad input:
+    refused with a clear exception, the state unchanged)."""
+
+    bug_class = "bad-store-half-applied"
+    sources = ()
+    caught_by = BadInputViolation
+
+    def _store(self, rank: Rank, event: BlockStored) -> None:
+        if not isinstance(event.blocks, tuple):
+            raise ValueError(f"BlockStored.blocks must be a tuple of StoredBlock, got {event.blocks!r}")
+        for n, block in enumerate(event.blocks):
+            parent = event.parent_hash if n == 0 else event.blocks[n - 1].block_hash
+            self._check_store(rank, BlockStored(parent, (block,)))
+            super()._store(rank, BlockStored(parent, (block,)))
+
+
 INDEX_MUTANTS: list[type[KvIndex]] = [
     SelfParentPanics, RemoveLeavesPhantomEntry, RestoreRevivesRemovedEntries, PrunesSuffixWithAncestor,
-    LeaksRemovedNodes, SizeCountsNewBlocksOnly, ClearedClearsEveryRank,
+    LeaksRemovedNodes, SizeCountsNewBlocksOnly, ClearedClearsEveryRank, BadStoreHalfApplied,
 ]
 
 

@@ -6,17 +6,30 @@ factory, in order, as plain Python (the events as radixcheck's event dataclasses
 questions the machine's checks asked along the way (``find_matches`` probes, ``sizes``,
 ``resident``, ``dump``: they change nothing), and ends with the check that failed, written out with
 its expected values (the :class:`~radixcheck.oracles.violations.Check` the oracle attached). A
-legal call that raised is itself the check. The program is Hypothesis's shrunk one: index
-programs are a few steps, so no further reduction is made.
+legal call that raised is itself the check. The program (Hypothesis's shrunk one) is then
+reduced call by call (:func:`shortest_program`): a smaller one is kept while its events are a
+stream an engine could publish (the oracle takes them) and its file, with the expected values the
+oracle gives for it, still fails.
 """
 
 from __future__ import annotations
 
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
-from radixcheck.oracles.violations import ContractViolation
+from radixcheck.oracles.kv_index import IndexModel
+from radixcheck.oracles.violations import Check, ContractViolation
 from radixcheck.properties.failures import message_of, oracle_of
-from radixcheck.properties.index_contract import AllBlocksCleared, BlockRemoved, BlockStored, StoredBlock
+from radixcheck.properties.index_contract import (
+    RESIDENT_PER_BLOCK,
+    RESIDENT_SLACK,
+    AllBlocksCleared,
+    BlockRemoved,
+    BlockStored,
+    StoredBlock,
+)
 from radixcheck.properties.index_machine import SCRATCH, IndexCall, KvIndexMachine
 from radixcheck.properties.target import caused_by_hang
 
@@ -45,7 +58,8 @@ def event_text(event: Any) -> str:
 def call_text(call: IndexCall) -> str:
     if call.name == "apply_event":
         worker, rank, event = call.args
-        return f"{'may_refuse' if call.may_refuse else 'index.apply_event'}({worker!r}, {rank!r}, {event_text(event)})"
+        worker_text = "SCRATCH_WORKER" if worker == SCRATCH[0] else repr(worker)
+        return f"{'may_refuse' if call.may_refuse else 'index.apply_event'}({worker_text}, {rank!r}, {event_text(event)})"
     return f"index.{call.name}({', '.join(repr(a) for a in call.args)})"
 
 
@@ -59,10 +73,10 @@ _MAY_REFUSE = ["def may_refuse(worker_id, dp_rank, event):",
 _HELPERS = {
     "per_rank": ["def per_rank(counts):",
                  '    """Each rank\'s count (an overlap, a size), the ranks at 0 and radixcheck\'s scratch rank left out."""',
-                 f"    return {{rank: n for rank, n in counts.items() if n and rank[0] != {SCRATCH[0]}}}"],
+                 "    return {rank: n for rank, n in counts.items() if n and rank[0] != SCRATCH_WORKER}"],
     "listed": ["def listed(dump):",
                '    """The (rank, block hash) pairs a dump lists, radixcheck\'s scratch rank left out."""',
-               f"    return {{((w, r), b.block_hash) for w, r, event in dump for b in event.blocks if w != {SCRATCH[0]}}}"],
+               "    return {((w, r), b.block_hash) for w, r, event in dump for b in event.blocks if w != SCRATCH_WORKER}"],
     "stored_under": ["def stored_under(dump, block):",
                      '    """(parent hash, tokens hash) the dump lists ``block`` (a (rank, block hash) pair) under."""',
                      "    for w, r, event in dump:",
@@ -87,9 +101,14 @@ def _answers(machine: KvIndexMachine) -> list[str]:
         lines.append("    out.append(sorted(index.sizes().items()))")
     if caps.offers_dump:
         lines.append("    out.append(sorted((w, r, repr(event)) for w, r, event in index.dump()))")
+    names = "[f'find_matches(probes[{i}])' for i in range(len(probes))]"
+    names += " + ['sizes()']" if caps.reports_sizes else ""
+    names += " + ['dump()']" if caps.offers_dump else ""
     lines += ["    return out", "", "",
               "def changes(before, after):",
-              "    return [(i, b, a) for i, (b, a) in enumerate(zip(before, after)) if b != a][:3]"]
+              '    """The answers that changed: (which, before, after), the first three."""',
+              f"    names = {names}",
+              "    return [(name, b, a) for name, b, a in zip(names, before, after) if b != a][:3]"]
     return lines
 
 
@@ -104,36 +123,110 @@ def _failed_at(calls: list[IndexCall], failure: BaseException) -> int:
     return len(calls) - 1
 
 
-def index_script(machine: KvIndexMachine, failure: BaseException, spec: str, test: str,
-                 factory_import: str, bug_lines: list[str], queries: bool = True) -> tuple[str, int]:
-    """The file's text and how many calls it makes (``queries``: with the program's own queries
-    before the failing call, which change nothing in an index that is right; the caller keeps the
-    file without them if it still fails)."""
+@dataclass
+class IndexProgram:
+    """A finding's calls: ``program`` (the events and queries before it), ``last`` (the call the
+    check is about) and the check's expected values (``names``, recomputed when the program shrinks)."""
+
+    program: list[IndexCall]
+    last: IndexCall
+    check: Check | None
+    names: dict[str, Any]
+
+
+def failing_program(machine: KvIndexMachine, failure: BaseException) -> IndexProgram:
     if caused_by_hang(failure):
         raise CannotWrite("a hang: the file would wait for the time limit (the program is in the test's output)")
     calls = machine.sent_calls or []
     check = failure.check if isinstance(failure, ContractViolation) else None
     failed = _failed_at(calls, failure)
-    unchanged = check is not None and "after" in check.holds
-    if unchanged:  # the event that must change nothing: the last one the program sent
+    if check is not None and "after" in check.holds:  # the event that must change nothing: the last one sent
         failed = max(i for i, c in enumerate(calls[:failed + 1]) if c.shown and c.name == "apply_event")
-    changes_state = ("apply_event", "remove_worker")
-    program = [c for c in calls[:failed] if c.name in changes_state or (queries and c.shown)]
-    last = calls[failed]
+        calls[failed].may_refuse = True
+    program = [c for c in calls[:failed] if c.name in ("apply_event", "remove_worker") or c.shown]
+    return IndexProgram(program, calls[failed], check, dict(check.names) if check else {})
+
+
+def expected_after(found: IndexProgram, counts_copies: bool) -> dict[str, Any] | None:
+    """The check's expected values after ``found.program``'s events, by the oracle (``None``: the
+    program is not a legal event stream, or its check's values cannot be recomputed here)."""
+    model = IndexModel(counts_copies)
+    try:
+        for call in [*found.program, found.last]:
+            if call.name == "apply_event" and not call.may_refuse and (call is not found.last or found.check is None):
+                worker, rank, event = call.args
+                if isinstance(event, BlockStored):
+                    model.store((worker, rank), event.parent_hash, [(b.block_hash, b.tokens_hash) for b in event.blocks])
+                elif isinstance(event, BlockRemoved):
+                    model.remove((worker, rank), event.block_hashes)
+                else:
+                    model.clear((worker, rank))
+            elif call.name == "remove_worker" and call is not found.last:
+                model.remove_worker(call.args[0])
+    except ContractViolation:  # EngineEventsViolation: this stream is not one an engine would publish
+        return None
+    names = dict(found.names)
+    if "held" in names and found.last.name == "sizes":
+        names["held"] = {r: n for r, n in model.sizes().items() if r[0] != SCRATCH[0]}
+    elif "held" in names and found.last.name == "find_matches":
+        names["held"] = {r: n for r, n in model.overlaps(found.last.args[0]).items() if r[0] != SCRATCH[0]}
+    elif "limit" in names:
+        names["limit"] = 0 if model.total_held == 0 else RESIDENT_PER_BLOCK * model.total_held + RESIDENT_SLACK
+    elif names.keys() - {"probes", "probe_chains"}:  # the dump's checks name one block: not recomputed
+        return None
+    elif found.check is not None and found.check.holds == "not listed(result)":  # only while nothing is held
+        return names if not any(chains for r, chains in model.held.items() if r[0] != SCRATCH[0]) else None
+    return names
+
+
+def shortest_program(found: IndexProgram, counts_copies: bool, fails: Callable[[IndexProgram], bool],
+                     seconds: float) -> IndexProgram:
+    """Delta debugging over the program's calls: a smaller program is kept if its stream is legal
+    and its file (expected values recomputed by the oracle) still fails. At most ``seconds``."""
+    deadline = time.monotonic() + seconds
+    best, chunk = found, max(1, len(found.program) // 2)
+    while chunk >= 1 and time.monotonic() < deadline:
+        start, shrunk = 0, False
+        while start < len(best.program) and time.monotonic() < deadline:
+            kept = best.program[:start] + best.program[start + chunk:]
+            candidate = IndexProgram(kept, best.last, best.check, best.names)
+            names = expected_after(candidate, counts_copies)
+            if names is not None:
+                candidate.names = names
+                if fails(candidate):
+                    best, shrunk = candidate, True
+                    continue
+            start += chunk
+        if not shrunk:
+            chunk //= 2
+    return best
+
+
+def index_script(machine: KvIndexMachine, failure: BaseException, spec: str, test: str, found: IndexProgram,
+                 factory_import: str, bug_lines: list[str]) -> tuple[str, int]:
+    """The file's text for ``found`` and how many calls it makes."""
+    program, last, check, names = found.program, found.last, found.check, found.names
     sentence = message_of(failure)
+    if check is not None and names != check.names:  # a shorter program: the run's own numbers no longer apply
+        if "held" in names:
+            sentence = f"{sentence.split(':')[0]}; by their events the ranks hold {names['held']!r}"
+        elif "limit" in names:
+            sentence = (f"resident() is over {names['limit']}, the most the blocks the ranks hold by their events allow: "
+                        f"the index keeps entries for blocks nobody holds")
     body = [call_text(c) + (f"  # {c.text}" if c.text and c.name == "apply_event" else "") for c in program]
     helpers: list[list[str]] = []  # functions the file uses, each a block of lines
-    if unchanged:
-        last.may_refuse = True  # the event that must change nothing may be refused
     if any(c.may_refuse for c in [*program, last]):
         helpers.append(_MAY_REFUSE)
     if check is None:  # a legal call raised: that call is the check
         what = f"{last.name}(...) raised {type(last.raised).__name__}: {last.raised} (a legal call)"
         body += ["try:", f"    {call_text(last)}", "except Exception as exc:  # noqa: BLE001",
                  f"    bug({what!r}, got=f'{{type(exc).__name__}}: {{exc}}')", "print('no bug: the call returned')"]
-    elif unchanged:
+    elif "after" in check.holds:
         helpers.append(_answers(machine))
-        body += [f"probes = {check.names['probes']!r}", "before = answers(probes)",
+        probes, chains = names["probes"], names.get("probe_chains") or [""] * len(names["probes"])
+        body += ["probes = [  # the queries whose answers must not change (tokens hashes; as chains of token-block ids)"]
+        body += [f"    {q!r},  # {c}" if c else f"    {q!r}," for q, c in zip(probes, chains, strict=True)]
+        body += ["]", "before = answers(probes)",
                  f"{call_text(last)}  # must change nothing", "try:",
                  "    after = answers(probes)", "except Exception as exc:  # noqa: BLE001",
                  f"    bug({sentence!r}, got=f'{{type(exc).__name__}}: {{exc}}')",
@@ -141,16 +234,16 @@ def index_script(machine: KvIndexMachine, failure: BaseException, spec: str, tes
     else:
         helpers += [lines for name, lines in _HELPERS.items() if name + "(" in check.holds + check.got]
         body.append(f"result = {call_text(last)}")
-        body += [f"{name} = {value!r}" for name, value in check.names.items()]
+        body += [f"{name} = {value!r}" for name, value in names.items()]
         body += [f"if not ({check.holds}):", f"    bug({sentence!r}, got={check.got})", f"print({('no bug: ' + check.holds)!r})"]
     written = len(program) + 1
-    caps = machine.capabilities
     head = [
         f'"""radixcheck finding ({oracle_of(failure)}): {sentence}',
         "",
-        f"Target {spec}" + (f", in {test}" if test else "") + f": the {written} calls radixcheck sent to one index, in order,",
-        "then the check that failed (the questions its checks asked on the way change nothing and are left out).",
-        f"Capabilities: {caps}.",
+        f"Target {spec}" + (f", in {test}" if test else "") + f": {written} calls into one index, in order (the events",
+        "and queries of radixcheck's failing program that the finding needs), then the check that failed, its",
+        "expected values from radixcheck's oracle for these calls.",
+        f"Capabilities: {machine.capabilities}.",
         "Exits 1 while the bug is there, 0 once it is fixed, 2 if the factory cannot be imported.",
         "Needs radixcheck (its event classes). Written by `radixcheck audit --repro`.",
         '"""',
@@ -160,6 +253,9 @@ def index_script(machine: KvIndexMachine, failure: BaseException, spec: str, tes
         "from radixcheck.properties.index_contract import AllBlocksCleared, BlockRemoved, BlockStored, StoredBlock  # noqa: F401",
         factory_import,
     ]
+    if any("SCRATCH_WORKER" in line for line in [*body, *(x for h in helpers for x in h)]):
+        head += ["", f"SCRATCH_WORKER = {SCRATCH[0]}  # radixcheck's scratch worker: malformed events come from it, and its "
+                     "rank is left out of every other check"]
     for block in [bug_lines, *helpers]:
         head += ["", "", *block]
     return "\n".join([*head, "", "", "index = make()", *body]) + "\n", written

@@ -36,8 +36,8 @@ from radixcheck.properties.batches import ServingRun
 from radixcheck.properties.cache_machine import NO_ANSWER, POOL_SIZE, SCRIBBLE_TOKEN, SIZE_CALLS, RadixCacheMachine, SentCall
 from radixcheck.properties.failures import message_of, oracle_of, shape_of
 from radixcheck.properties.index_machine import KvIndexMachine
-from radixcheck.properties.index_repro import CannotWrite, index_script
-from radixcheck.properties.reduce import Reduced, Replay, reduce, standalone_stack
+from radixcheck.properties.index_repro import CannotWrite, IndexProgram, failing_program, index_script, shortest_program
+from radixcheck.properties.reduce import Reduced, Replay, reduce, reduce_seconds, standalone_stack
 from radixcheck.properties.target import caused_by_hang, guarded, op_timeout
 from radixcheck.properties.transcript import Act
 
@@ -81,7 +81,7 @@ def repro_for(failure: BaseException, spec: str, test: str = "", waived: Any = N
                               size=f"{len(run.requests)} request(s) served"), failure)
     machine = getattr(failure, "radixcheck_machine", None)
     if isinstance(machine, KvIndexMachine):
-        return _index_repro(machine, failure, spec, test)
+        return _index_repro(machine, failure, spec, test, seconds)
     if (not isinstance(machine, RadixCacheMachine) or not machine.transcript) and plain_test is not None:
         return _checked(Repro(_plain_test_script(failure, *plain_test, spec, test), size="radixcheck's test, as it is"), failure)
     if not isinstance(machine, RadixCacheMachine) or not machine.transcript:
@@ -103,21 +103,28 @@ def repro_for(failure: BaseException, spec: str, test: str = "", waived: Any = N
     return _checked(Repro(text, calls=writer.calls_written, notes=notes, size=f"{writer.calls_written} contract calls"), failure)
 
 
-def _index_repro(machine: KvIndexMachine, failure: BaseException, spec: str, test: str) -> Repro:
+def _index_repro(machine: KvIndexMachine, failure: BaseException, spec: str, test: str, seconds: float | None) -> Repro:
     if machine.sent_calls is None:
         return Repro(None, "no transcript: its run kept none (run_machine(..., transcript=True); --radix-repro and "
                            "radixcheck audit --repro keep one)")
-    written = None
-    for queries in (False, True):  # without the program's queries first: shorter, if it still fails
-        try:
-            text, calls = index_script(machine, failure, spec, test, _factory_import(spec), _bug_lines(oracle_of(failure), "the index"),
-                                       queries=queries)
-        except CannotWrite as exc:
-            return Repro(None, str(exc))
-        written = _checked(Repro(text, calls=calls, size=f"{calls} index calls"), failure)
-        if not written.notes:
-            break
-    return written
+    bug = _bug_lines(oracle_of(failure), "the index")
+
+    def script(found: IndexProgram) -> tuple[str, int]:
+        return index_script(machine, failure, spec, test, found, _factory_import(spec), bug)
+
+    def fails(found: IndexProgram) -> bool:
+        code, printed = run_repro(script(found)[0])
+        return code == 1 and "BUG (radixcheck" in printed
+
+    try:
+        found = failing_program(machine, failure)
+        if not caused_by_hang(failure) and fails(found):
+            found = shortest_program(found, machine.capabilities.counts_copies, fails,
+                                     reduce_seconds() if seconds is None else seconds)
+        text, calls = script(found)
+    except CannotWrite as exc:
+        return Repro(None, str(exc))
+    return _checked(Repro(text, calls=calls, size=f"{calls} index calls"), failure)
 
 
 def _checked(repro: Repro, failure: BaseException) -> Repro:

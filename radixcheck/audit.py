@@ -16,7 +16,8 @@ page size 4 are one finding). Each exception of an ``ExceptionGroup`` counts on 
 names every test (and page size) it failed, and shows the shortest program among them (the
 ordinary machine's before the production-scale one's, whose single step builds 10^4 nodes). Findings
 are listed most fundamental first (:data:`RANKS`): a test that could not run at all; slots and
-the prefix set (what a match returns, what evict frees, return values, bad input); refcounts; a
+the prefix set (what a match returns, what evict frees, return values); bad input; what an index
+answers (matches, sizes, dump; the engine's events); refcounts; a
 crash or a hang in a legal call (after those, because a corrupted tree or a lost lock often
 surfaces later as a crash: EvictsLockedLeaf's evicted locked node makes the serving protocol's
 unlock raise "stale handle" in the DFS tests; before LRU order and DFS, which a crash keeps from
@@ -69,8 +70,9 @@ class Verdict:
 # The order findings are listed in, most fundamental first: (rank, oracle names starting so).
 RANKS: list[tuple[str, tuple[str, ...]]] = [
     ("could not run", ("collection error", "error")),
-    ("slots and the prefix set", ("3 slot", "1 prefix-set", "5 evict-equals", "return values", "bad input", "contract",
-                                  "9 engine events", "7 index")),
+    ("slots and the prefix set", ("3 slot", "1 prefix-set", "5 evict-equals", "return values", "contract")),
+    ("bad input", ("bad input",)),
+    ("what the index answers", ("7 index", "9 engine events")),
     ("refcounts", ("2 refcount",)),
     ("crash or hang in a legal call", ("crash", "hang", "assertion")),
     ("eviction amount and LRU order", ("4 ",)),

@@ -44,6 +44,8 @@ INDEX_OBLIGATIONS: list[tuple[str, str, type[BaseException], list[str]]] = [
      "evict_and_restore, serve_everywhere, invariant sizes_agree", v.IndexViolation, ["SizeCountsNewBlocksOnly"]),
     ("AllBlocksCleared clears the rank that published it, not its worker's other ranks", "clear, redeliver", v.IndexViolation,
      ["ClearedClearsEveryRank"]),
+    ("a malformed store refused at its second block changes nothing: its first block is not stored",
+     "bad_events (good_block_then_bad_hash, repeated_block)", v.BadInputViolation, ["BadStoreHalfApplied"]),
 ]
 
 
