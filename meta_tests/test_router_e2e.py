@@ -67,3 +67,22 @@ def test_the_dedup_filter_passes_a_remove_with_the_last_copy() -> None:
     assert dedup(BlockRemoved((10,))) == BlockRemoved((10,))  # the last one
     dedup(store)
     assert isinstance(dedup(AllBlocksCleared()), AllBlocksCleared) and not dedup.stores
+
+
+ignores_removes_pair = router_pair(index=IgnoresRemoves)
+
+
+def test_an_end_to_end_finding_has_a_repro_file_that_shows_the_finding(monkeypatch) -> None:
+    """No plain-call writer for this machine: the file is radixcheck's test as it is, run on the
+    target as the audit loads it (it once failed with a NameError, and that exit 1 counted). Its
+    run once fixed is a whole passing search (~10 s): checked by hand, not in the gate."""
+    from radixcheck.properties.conformance.test_router import test_router_follows_engine
+    from radixcheck.properties.repro import repro_for
+
+    monkeypatch.setattr(profiles, "_selected", "mutation")  # the file's own search: find, no shrinking
+    with pytest.raises(IndexViolation) as caught:
+        _run(ignores_removes_pair, 1, "meta_ignores_removes_repro")
+    spec = "meta_tests.test_router_e2e:ignores_removes_pair"
+    repro = repro_for(caught.value, spec, plain_test=(test_router_follows_engine, {"page_size": 1}, ignores_removes_pair.capabilities))
+    assert repro.exit_code == 1 and "BUG (radixcheck oracle 7 index model)" in repro.output and not repro.notes, repro.output
+    assert "load_target('meta_tests.test_router_e2e:ignores_removes_pair')" in repro.text

@@ -687,43 +687,50 @@ def _serving_script(failure: BaseException, run: ServingRun, spec: str, test: st
 
 def _plain_test_script(failure: BaseException, function: Callable[..., Any], parameters: dict[str, Any], capabilities: Any,
                        spec: str, test: str) -> str:
-    """A plain conformance test (no machine, no Hypothesis: the construction tests) is its own
-    repro: its source, run on the user's factory with the parameters it failed with."""
+    """A conformance test with no transcript writer (the construction tests, which make plain
+    calls; a router pair's end-to-end machine) is its own repro: its source, run with its own
+    module's names on the target as ``radixcheck audit`` loads it, with the parameters it failed with."""
     source = textwrap.dedent(inspect.getsource(function))
     source = source[source.index("def "):]  # without its decorators (pytest's parametrization)
-    module = inspect.getmodule(function)
-    names = sorted({n for n in re.findall(r"\b([A-Z][A-Za-z]+Violation)\b", source)})
-    arguments = ", ".join(f"{k}={literal(v)}" for k, v in parameters.items())
+    module = inspect.getmodule(function).__name__  # type: ignore[union-attr]
+    module = module if module.startswith("radixcheck.") else f"radixcheck.{module}"  # as installed
+    fixtures = {"radix_waivers": "None", "radix_repro": "False"}  # no waivers, no transcript
+    accepted = inspect.signature(function).parameters
+    arguments = ", ".join(["target", *(f"{k}={literal(v)}" for k, v in parameters.items()),
+                           *(f"{k}={v}" for k, v in fixtures.items() if k in accepted)])
+    runs_a_machine = "machine" in source
+    index = type(capabilities).__name__ == "IndexCapabilities"
     oracle, sentence = oracle_of(failure), message_of(failure)
     return "\n".join([
         f'"""radixcheck finding ({oracle}): {sentence}',
         "",
-        f"Target {spec}" + (f", in {test}" if test else "") + f": radixcheck's test `{function.__name__}` "
-        f"({module.__name__ if module else '?'}), as it is, on your factory.",
+        f"Target {spec}" + (f", in {test}" if test else "") + f": radixcheck's test `{function.__name__}` ({module}), as it is,",
+        "on your factory.",
+        *(["It runs radixcheck's state machine (Hypothesis): plain calls are written for the cache and index machines'",
+           "findings, not this one's; the test's output shows its program."] if runs_a_machine else []),
         "",
         "Exits 1 while the bug is there (the test's assertion, with radixcheck's finding), 0 once it is fixed, 2 if it",
-        "cannot run.",
-        "Needs numpy and radixcheck (its SlotAllocator, and its oracles' exception classes). Written by `radixcheck audit --repro`.",
+        "cannot run. Needs radixcheck. Written by `radixcheck audit --repro`.",
         '"""',
         "import os",
         "import sys",
-        "from types import SimpleNamespace",
         "",
-        "import numpy as np",
-        "import pytest  # for the test's own skip (radixcheck's test runner; the test ran, so it does not skip)",
+        f"from {module} import *  # noqa: F403 - the names the test uses",
+        "from radixcheck.properties.target import load_target",
         "",
-        "from radixcheck import Capabilities, SlotAllocator",
-        *([f"from radixcheck.oracles.violations import {', '.join(names)}"] if names else []),
-        _factory_import(spec),
-        "",
-        f"target = SimpleNamespace(spec={spec!r}, factory=make, capabilities={capabilities!r})",
+        "sys.path.append(os.getcwd())  # your factory's module, from where you run this file (as radixcheck audit does)",
+        "try:",
+        f"    target = load_target({spec!r}{', index=True' if index else ''})",
+        "except Exception as exc:  # noqa: BLE001 - not run, so neither 1 (the bug) nor 0 (fixed)",
+        f"    print(f'cannot load the target {spec}: {{exc}} (run this file from where you ran radixcheck audit)', file=sys.stderr)",
+        "    sys.exit(2)",
         "",
         "",
         source.rstrip(),
         "",
         "",
         "try:",
-        f"    {function.__name__}(target, {arguments})",
+        f"    {function.__name__}({arguments})",
         "except Exception as exc:  # noqa: BLE001 - the test failed: radixcheck's finding (its violations are AssertionErrors)",
         f"    print({('BUG (radixcheck oracle ' + oracle + '): ')!r} + f'{{type(exc).__name__}}: {{exc}}')",
         "    sys.exit(1)",
