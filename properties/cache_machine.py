@@ -373,21 +373,22 @@ class RadixCacheMachine(RuleBasedStateMachine):
     @act
     def _match(self, tokens: tuple[int, ...], after_quarantine: tuple[tuple[int, ...], int] | None = None) -> HandleRecord:
         """Match ``tokens`` and check the answer against the model (oracle 1). After a quarantine,
-        ``after_quarantine`` = (quarantined prefix, expected length) checks oracle 5 first, on the raw answer."""
+        ``after_quarantine`` = (quarantined prefix, expected length) checks oracle 5 on the raw answer,
+        after its shape (an answer longer than the query is wrong whatever came before it)."""
         values, handle = self._call("match_prefix", self._as_list_or_array(tokens))
         values = _as_slot_array(values, "match_prefix")
         path = self.model.match(tokens)
         self.clock_calls[self.model.clock] = f"call {self.calls_sent}: match_prefix({shown(tokens)})"
         expected = self.model.values_of(path)
+        if len(values) % self.page_size or len(values) > len(tokens):  # wrong whatever came before: said first
+            raise _wrong_match(f"match_prefix({shown(tokens)}) returned {len(values)} values: more than the query "
+                               f"or not page-aligned", expected)
         if after_quarantine is not None:
             quarantined, want = after_quarantine
             if len(values) != want:
                 raise NeverSawViolation(f"after evict_prefix({shown(quarantined)}), {shown(tokens)} matches {len(values)} tokens; "
                                         f"a cache that never saw the prefix matches {want}",
                                         Check("len(values) == expected_length", "len(values)", {"expected_length": want}))
-        if len(values) % self.page_size or len(values) > len(tokens):
-            raise _wrong_match(f"match_prefix({shown(tokens)}) returned {len(values)} values: more than the query "
-                               f"or not page-aligned", expected)
         if len(values) != len(expected):
             raise _wrong_match(
                 f"match_prefix({shown(tokens)}) matched {len(values)} tokens; the longest cached prefix has {len(expected)}", expected)
