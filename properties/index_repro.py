@@ -218,7 +218,7 @@ def index_script(machine: KvIndexMachine, failure: BaseException, spec: str, tes
     if any(c.may_refuse for c in [*program, last]):
         helpers.append(_MAY_REFUSE)
     if check is None:  # a legal call raised: that call is the check
-        what = f"{last.name}(...) raised {type(last.raised).__name__}: {last.raised} (a legal call)"
+        what = f"{last.name}({'...' if last.args else ''}) raised {type(last.raised).__name__}: {last.raised} (a legal call)"
         body += ["try:", f"    {call_text(last)}", "except Exception as exc:  # noqa: BLE001",
                  f"    bug({what!r}, got=f'{{type(exc).__name__}}: {{exc}}')", "print('no bug: the call returned')"]
     elif "after" in check.holds:

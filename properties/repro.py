@@ -424,9 +424,9 @@ class _Writer:
             self.helpers.add("alarm")
             limit = op_timeout()
             lines += [f"signal.setitimer(signal.ITIMER_REAL, {limit:g})  # radixcheck's per-operation limit"]
-            what = f"{call.name}(...) did not return within {limit:g} s"
+            what = f"{call.name}({'...' if call.args else ''}) did not return within {limit:g} s"
         else:
-            what = f"{call.name}(...) raised {type(failure).__name__}: {message_of(failure)} (a legal call)"
+            what = f"{call.name}({'...' if call.args else ''}) raised {type(failure).__name__}: {message_of(failure)} (a legal call)"
         self.helpers.add("raised_at")
         return lines + ["try:", f"    {expression}", "except Exception as exc:  # noqa: BLE001",
                         f"    bug({what!r}, got=f'{{type(exc).__name__}}: {{exc}} (raised at {{raised_at(exc)}})')",
@@ -592,8 +592,13 @@ def _progression(start: int, step: int) -> str:
     return f"{start} - {term[1:]}" if term.startswith("-") else f"{start} + {term}"
 
 
-_RAISED_AT = ["def raised_at(exc):", '    """Where the cache raised ``exc``: the innermost frame of its traceback."""',
-              "    frame = traceback.extract_tb(exc.__traceback__)[-1]", "    return f'{frame.filename}:{frame.lineno} in {frame.name}'"]
+_RAISED_AT = ["def raised_at(exc):",
+              '    """Where the cache raised ``exc``: the innermost frame of its traceback outside the SlotAllocator',
+              '    (which refuses a double free: the cache\'s call into it is the place)."""',
+              "    allocator = sys.modules['radixcheck.properties.contract'].__file__",
+              "    frames = traceback.extract_tb(exc.__traceback__)",
+              "    frame = next((f for f in reversed(frames) if f.filename != allocator), frames[-1])",
+              "    return f'{frame.filename}:{frame.lineno} in {frame.name}'"]
 
 
 def _bug_lines(oracle: str, target: str = "the cache") -> list[str]:
