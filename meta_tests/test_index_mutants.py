@@ -149,3 +149,24 @@ def test_an_index_failure_names_the_events(monkeypatch) -> None:
         run_machine(machine_for_index_mutant(PrunesSuffixWithAncestor), profiles.SETTINGS["audit"])
     program = "\n".join(caught.value.__notes__)
     assert "#   call " in program and "apply_event(worker " in program and "BlockRemoved([" in program, program
+
+
+def test_an_index_repro_lets_a_waived_refusal_refuse_again() -> None:
+    """A legal event the index refused while the run went on (a waived finding) is sent through
+    ``may_refuse`` in the file, so the file reaches the finding it is about."""
+    from types import SimpleNamespace
+
+    from radixcheck.oracles.violations import Check
+    from radixcheck.properties.index_machine import IndexCall
+    from radixcheck.properties.index_repro import IndexProgram, index_script
+
+    refused = IndexCall("apply_event", (1, 0, AllBlocksCleared()), True, raised=RuntimeError("known"))
+    stored = IndexCall("apply_event", (1, 0, _stored(None, (10, 1))), True)
+    last = IndexCall("sizes", (), False)
+    found = IndexProgram([stored, refused], last, Check("per_rank(result) == held", "per_rank(result)", {"held": {}}), {"held": {}})
+    text, calls = index_script(SimpleNamespace(capabilities=KvIndex.capabilities), IndexViolation("sizes() disagrees: x"), "m:make",
+                               "t", found, "from m import make", ["def bug(finding, got):", "    raise SystemExit(1)"])
+    assert calls == 3
+    assert "may_refuse(1, 0, AllBlocksCleared())  # refused in the run (a waived finding)" in text
+    assert "\nindex.apply_event(1, 0, BlockStored(None, (StoredBlock(10, 1),)))" in text
+    assert "def may_refuse(" in text

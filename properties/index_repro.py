@@ -55,12 +55,21 @@ def event_text(event: Any) -> str:
     return repr(event)
 
 
-def call_text(call: IndexCall) -> str:
+def call_text(call: IndexCall, refused: bool = False) -> str:
+    """The call as Python; ``refused``: the index refused it in the run and the run went on (a
+    waived finding), so the file lets it refuse again."""
     if call.name == "apply_event":
         worker, rank, event = call.args
         worker_text = "SCRATCH_WORKER" if worker == SCRATCH[0] else repr(worker)
-        return f"{'may_refuse' if call.may_refuse else 'index.apply_event'}({worker_text}, {rank!r}, {event_text(event)})"
+        sent = "may_refuse" if call.may_refuse or refused else "index.apply_event"
+        return f"{sent}({worker_text}, {rank!r}, {event_text(event)})"
     return f"index.{call.name}({', '.join(repr(a) for a in call.args)})"
+
+
+def _comment_of(call: IndexCall) -> str:
+    if call.raised is not None and not call.may_refuse:
+        return "  # refused in the run (a waived finding): the file lets it refuse again"
+    return f"  # {call.text}" if call.text and call.name == "apply_event" else ""
 
 
 _MAY_REFUSE = ["def may_refuse(worker_id, dp_rank, event):",
@@ -132,6 +141,7 @@ class IndexProgram:
     last: IndexCall
     check: Check | None
     names: dict[str, Any]
+    reduced: bool = False  # calls were left out: the run's own numbers (in its sentence) no longer apply
 
 
 def failing_program(machine: KvIndexMachine, failure: BaseException) -> IndexProgram:
@@ -189,7 +199,7 @@ def shortest_program(found: IndexProgram, counts_copies: bool, fails: Callable[[
         start, shrunk = 0, False
         while start < len(best.program) and time.monotonic() < deadline:
             kept = best.program[:start] + best.program[start + chunk:]
-            candidate = IndexProgram(kept, best.last, best.check, best.names)
+            candidate = IndexProgram(kept, best.last, best.check, best.names, reduced=True)
             names = expected_after(candidate, counts_copies)
             if names is not None:
                 candidate.names = names
@@ -207,15 +217,15 @@ def index_script(machine: KvIndexMachine, failure: BaseException, spec: str, tes
     """The file's text for ``found`` and how many calls it makes."""
     program, last, check, names = found.program, found.last, found.check, found.names
     sentence = message_of(failure)
-    if check is not None and names != check.names:  # a shorter program: the run's own numbers no longer apply
+    if check is not None and found.reduced:  # a shorter program: the run's own numbers no longer apply
         if "held" in names:
             sentence = f"{sentence.split(':')[0]}; by their events the ranks hold {names['held']!r}"
         elif "limit" in names:
             sentence = (f"resident() is over {names['limit']}, the most the blocks the ranks hold by their events allow: "
                         f"the index keeps entries for blocks nobody holds")
-    body = [call_text(c) + (f"  # {c.text}" if c.text and c.name == "apply_event" else "") for c in program]
+    body = [call_text(c, refused=c.raised is not None) + _comment_of(c) for c in program]
     helpers: list[list[str]] = []  # functions the file uses, each a block of lines
-    if any(c.may_refuse for c in [*program, last]):
+    if any(c.may_refuse or c.raised is not None for c in program) or last.may_refuse:
         helpers.append(_MAY_REFUSE)
     if check is None:  # a legal call raised: that call is the check
         what = f"{last.name}({'...' if last.args else ''}) raised {type(last.raised).__name__}: {last.raised} (a legal call)"
