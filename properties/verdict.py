@@ -47,8 +47,11 @@ SHRINK_ENV = "RADIXCHECK_SHRINK_SECONDS"
 DEFAULT_SHRINK_SECONDS = 15.0
 
 
-def shrink_seconds() -> float:
-    return float(os.environ.get(SHRINK_ENV, DEFAULT_SHRINK_SECONDS))
+def shrink_seconds(machine: type | None = None) -> float:
+    """The shrink budget: ``RADIXCHECK_SHRINK_SECONDS`` if set, else the machine's own
+    ``default_shrink_seconds`` if it has one, else 15 s."""
+    default = getattr(machine, "default_shrink_seconds", DEFAULT_SHRINK_SECONDS)
+    return float(os.environ.get(SHRINK_ENV, default))
 
 
 class _Examples(ExampleDatabase):
@@ -129,7 +132,7 @@ def _run_machine(machine: type[RuleBasedStateMachine], search: settings) -> None
     own = settings(find, database=examples)
     started = time.monotonic()
     try:
-        with time_budget(shrink_seconds()):
+        with time_budget(shrink_seconds(machine)):
             run_state_machine_as_test(machine, settings=settings(own, phases=[Phase.reuse, Phase.shrink]))
     except (BudgetSpent, Exception):  # noqa: BLE001 - the smallest failure is replayed below, cleanly
         pass
@@ -141,7 +144,7 @@ def _run_machine(machine: type[RuleBasedStateMachine], search: settings) -> None
         machine.failing = first_machine
         raise first from None
     except Exception as shrunk:  # noqa: BLE001
-        shrunk.add_note(f"radixcheck: shrunk for {spent:.1f} s (budget {shrink_seconds():g} s, {SHRINK_ENV})")
+        shrunk.add_note(f"radixcheck: shrunk for {spent:.1f} s (budget {shrink_seconds(machine):g} s, {SHRINK_ENV})")
         machine.failing = machine.latest
         raise shrunk from None
     first.add_note("radixcheck: the shrunk program did not fail again (a flaky target?); this is the first failure")

@@ -81,6 +81,12 @@ RANKS: list[tuple[str, tuple[str, ...]]] = [
 ]
 
 
+def _shrink_budget(result: AuditResult) -> float:
+    from radixcheck.properties.index_machine import KvIndexMachine  # an index's machine has its own default
+
+    return shrink_seconds(KvIndexMachine if result.capabilities.startswith("IndexCapabilities") else None)
+
+
 def rank_of(oracle: str) -> int:
     return next((i for i, (_, prefixes) in enumerate(RANKS) if oracle.startswith(prefixes)), len(RANKS))
 
@@ -265,7 +271,7 @@ def report_card(result: AuditResult) -> str:
         f"# radixcheck audit: `{result.target}`",
         "",
         f"Verdict: {verdict}, in {result.seconds:.0f} s (Hypothesis profile `{result.profile}`; "
-        f"per-operation limit {op_timeout():g} s, shrink budget {shrink_seconds():g} s).",
+        f"per-operation limit {op_timeout():g} s, shrink budget {_shrink_budget(result):g} s).",
         "",
         f"Capabilities: `{result.capabilities}`",
         "",
