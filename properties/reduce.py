@@ -10,7 +10,8 @@ the same finding (the same oracle, and a message of the same shape):
 2. whole steps (or stories of a production world) left out, largest first;
 3. simpler callers (:class:`~radixcheck.properties.cache_machine.MachineOptions`): buffers left
    alone, tokens as lists only, ascending slot ids; and match queries cut to what they match;
-4. runs of acts left out, halving the run length each round (delta debugging).
+4. runs of acts left out, halving the run length each round (delta debugging);
+5. each inserted prompt cut to half its pages, again and again (a 161-token prompt where 2 do).
 
 An act that needs one left out (a lock of a match that is gone) goes with it, and one that
 would no longer be legal (an unlock whose lock is gone) is not sent.
@@ -194,6 +195,7 @@ def reduce(machine: RadixCacheMachine, failure: BaseException, waived: Callable[
             if simpler is not None:
                 best, options = simpler, dataclasses.replace(options, **change)
     best = _leave_out_runs(best, options, fails, time_left)
+    best = _shorten_prompts(best, options, fails, time_left)
     notes = [] if time_left() else [f"reduction stopped after {replays} replays" if limit is not None and replays >= limit
                                     else f"reduction stopped at its budget ({budget:g} s, {REDUCE_ENV})"]
     return Reduced(best, options, len(acts), acts, replays, round(time.monotonic() - started, 2), notes)
@@ -236,4 +238,23 @@ def _leave_out_runs(best: Replay, options: MachineOptions, fails: Callable[..., 
         if size == 1:
             break
         size //= 2
+    return best
+
+
+def _shorten_prompts(best: Replay, options: MachineOptions, fails: Callable[..., Replay | None],
+                     time_left: Callable[[], bool]) -> Replay:
+    """Each inserted prompt (``_insert_request``) cut to half its pages while the replay still fails
+    the same way; the queries that follow are cut to what they match."""
+    page = best.machine.page_size
+    for act in list(best.acts):
+        if act.name != "_insert_request":
+            continue
+        current = act
+        while len(current.args[0]) > page and time_left() and any(a is current for a in best.acts):
+            tokens = current.args[0]
+            shorter = dataclasses.replace(current, args=(tokens[: max(page, len(tokens) // 2 // page * page)], *current.args[1:]))
+            again = fails([shorter if a is current else a for a in best.acts], options, True)
+            if again is None or not any(a is shorter for a in again.acts):
+                break
+            best, current = again, shorter
     return best
