@@ -61,9 +61,24 @@ SCRATCH: Rank = (2**62 + 3, 0)  # the rank malformed events come from: whatever 
 SCRATCH_CHAIN: Chain = (ALPHABET + 7, ALPHABET + 8)  # what it holds (legally stored), so a self-parent has a parent
 
 
-def _seen(ranks: dict[Rank, int]) -> dict[Rank, int]:
+def without_scratch(ranks: dict[Rank, int]) -> dict[Rank, int]:
     """Scores or sizes without the scratch rank's."""
     return {r: n for r, n in ranks.items() if r[0] != SCRATCH[0]}
+
+
+def apply_to_model(model: IndexModel, rank: Rank, event: KvEvent) -> None:
+    """A legal event, as the oracle takes it (it raises ``EngineEventsViolation`` if it is not legal)."""
+    if isinstance(event, BlockStored):
+        model.store(rank, event.parent_hash, [(b.block_hash, b.tokens_hash) for b in event.blocks])
+    elif isinstance(event, BlockRemoved):
+        model.remove(rank, event.block_hashes)
+    else:
+        model.clear(rank)
+
+
+def resident_limit(held: int) -> int:
+    """The most entries an index may keep while ``held`` (rank, block) pairs are held."""
+    return 0 if held == 0 else RESIDENT_PER_BLOCK * held + RESIDENT_SLACK
 
 
 @dataclass(frozen=True)
@@ -258,12 +273,7 @@ class KvIndexMachine(RuleBasedStateMachine):
         return "a rank may always clear"
 
     def _apply_to_model(self, rank: Rank, event: KvEvent) -> None:
-        if isinstance(event, BlockStored):
-            self.model.store(rank, event.parent_hash, [(b.block_hash, b.tokens_hash) for b in event.blocks])
-        elif isinstance(event, BlockRemoved):
-            self.model.remove(rank, event.block_hashes)
-        else:
-            self.model.clear(rank)
+        apply_to_model(self.model, rank, event)
 
     def _remember(self, chain: Chain) -> None:
         for n in range(1, len(chain) + 1):
@@ -293,8 +303,8 @@ class KvIndexMachine(RuleBasedStateMachine):
         return scores
 
     def _check_query(self, query: Chain) -> None:
-        got = _seen(self._scores(query))
-        want = _seen(self.model.overlaps([tokens_hash(b) for b in query]))
+        got = without_scratch(self._scores(query))
+        want = without_scratch(self.model.overlaps([tokens_hash(b) for b in query]))
         if got != want:
             wrong = sorted(set(got) | set(want))
             lines = "; ".join(f"rank {r}: index {got.get(r, 0)}, events {want.get(r, 0)}" for r in wrong if got.get(r, 0) != want.get(r, 0))
@@ -471,8 +481,8 @@ class KvIndexMachine(RuleBasedStateMachine):
     @precondition(lambda self: self.capabilities.reports_sizes)
     @invariant()
     def sizes_agree(self) -> None:
-        got = _seen({r: n for r, n in self._ask("sizes").items() if n})  # asked after every step: not shown
-        want = _seen(self.model.sizes())
+        got = without_scratch({r: n for r, n in self._ask("sizes").items() if n})  # asked after every step: not shown
+        want = without_scratch(self.model.sizes())
         if got != want:
             lines = "; ".join(f"rank {r}: index {got.get(r, 0)}, events {want.get(r, 0)}"
                               for r in sorted(set(got) | set(want)) if got.get(r, 0) != want.get(r, 0))
@@ -491,7 +501,7 @@ class KvIndexMachine(RuleBasedStateMachine):
         if self.capabilities.reports_resident:
             resident = self._ask("resident")
             self.peak_resident = max(self.peak_resident, resident)
-            limit = 0 if held == 0 else RESIDENT_PER_BLOCK * held + RESIDENT_SLACK
+            limit = resident_limit(held)
             if resident > limit:
                 raise IndexMemoryViolation(f"resident() is {resident} while the ranks hold {held} block(s) by their events "
                                            f"(at most {limit}): the index keeps entries for blocks nobody holds",

@@ -22,15 +22,8 @@ from typing import Any
 from radixcheck.oracles.kv_index import IndexModel
 from radixcheck.oracles.violations import Check, ContractViolation
 from radixcheck.properties.failures import message_of, oracle_of
-from radixcheck.properties.index_contract import (
-    RESIDENT_PER_BLOCK,
-    RESIDENT_SLACK,
-    AllBlocksCleared,
-    BlockRemoved,
-    BlockStored,
-    StoredBlock,
-)
-from radixcheck.properties.index_machine import SCRATCH, IndexCall, KvIndexMachine
+from radixcheck.properties.index_contract import AllBlocksCleared, BlockRemoved, BlockStored, StoredBlock
+from radixcheck.properties.index_machine import SCRATCH, IndexCall, KvIndexMachine, apply_to_model, resident_limit, without_scratch
 from radixcheck.properties.target import caused_by_hang
 
 
@@ -165,23 +158,18 @@ def expected_after(found: IndexProgram, counts_copies: bool) -> dict[str, Any] |
         for call in [*found.program, found.last]:
             if call.name == "apply_event" and not call.may_refuse and (call is not found.last or found.check is None):
                 worker, rank, event = call.args
-                if isinstance(event, BlockStored):
-                    model.store((worker, rank), event.parent_hash, [(b.block_hash, b.tokens_hash) for b in event.blocks])
-                elif isinstance(event, BlockRemoved):
-                    model.remove((worker, rank), event.block_hashes)
-                else:
-                    model.clear((worker, rank))
+                apply_to_model(model, (worker, rank), event)
             elif call.name == "remove_worker" and call is not found.last:
                 model.remove_worker(call.args[0])
     except ContractViolation:  # EngineEventsViolation: this stream is not one an engine would publish
         return None
     names = dict(found.names)
     if "held" in names and found.last.name == "sizes":
-        names["held"] = {r: n for r, n in model.sizes().items() if r[0] != SCRATCH[0]}
+        names["held"] = without_scratch(model.sizes())
     elif "held" in names and found.last.name == "find_matches":
-        names["held"] = {r: n for r, n in model.overlaps(found.last.args[0]).items() if r[0] != SCRATCH[0]}
+        names["held"] = without_scratch(model.overlaps(found.last.args[0]))
     elif "limit" in names:
-        names["limit"] = 0 if model.total_held == 0 else RESIDENT_PER_BLOCK * model.total_held + RESIDENT_SLACK
+        names["limit"] = resident_limit(model.total_held)
     elif names.keys() - {"probes", "probe_chains"}:  # the dump's checks name one block: not recomputed
         return None
     elif found.check is not None and found.check.holds == "not listed(result)":  # only while nothing is held
