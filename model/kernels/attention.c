@@ -93,9 +93,7 @@ static double softmax_row(double *s, int64_t le, double a, const double *sk, con
         _mm256_storeu_pd(s + j, x);
         vm = _mm256_max_pd(vm, x);
     }
-    double t4[4];
-    _mm256_storeu_pd(t4, vm);
-    for (int i = 0; i < 4; i++) m = t4[i] > m ? t4[i] : m;
+    m = max_lanes4(vm, m);
 #endif
     for (; j < le; j++) {
         double x = (s[j] * a) * sk[j];
@@ -113,10 +111,10 @@ static double softmax_row(double *s, int64_t le, double a, const double *sk, con
         _mm256_storeu_pd(s + j, e);
         vmax = _mm256_max_pd(vmax, e); /* e >= 0: |e| = e */
     }
+    double t4[4];
     _mm256_storeu_pd(t4, vden);
     denom = (t4[0] + t4[1]) + (t4[2] + t4[3]);
-    _mm256_storeu_pd(t4, vmax);
-    for (int i = 0; i < 4; i++) amax = t4[i] > amax ? t4[i] : amax;
+    amax = max_lanes4(vmax, amax);
 #endif
     for (; j < le; j++) {
         denom += round_even(s[j] * dscale);

@@ -32,6 +32,17 @@ static inline double round_even(double x)
 #endif
 }
 
+#ifdef __AVX2__
+/* max(m, the four lanes of v), scalar comparisons in lane order (a maximum: exact in any order) */
+static inline double max_lanes4(__m256d v, double m)
+{
+    double t[4];
+    _mm256_storeu_pd(t, v);
+    for (int i = 0; i < 4; i++) m = t[i] > m ? t[i] : m;
+    return m;
+}
+#endif
+
 /* One row's quantisation scale, as exact.quantize_rows: amax / top (1 if not > 0), amax = max |x|
    (a maximum: the same whatever the order); flags a NaN or an infinity in *bad (the caller raises,
    so amax need not be right then). */
@@ -58,9 +69,7 @@ static inline double row_scale(const double *xr, int64_t K, double top, int64_t 
         vmax = _mm256_max_pd(vmax, a);
     }
     *bad |= _mm256_movemask_pd(finite) != 0xf;
-    double t[4];
-    _mm256_storeu_pd(t, vmax);
-    for (int i = 0; i < 4; i++) amax = t[i] > amax ? t[i] : amax;
+    amax = max_lanes4(vmax, amax);
 #endif
     for (; j < K; j++) {
         double a = fabs(xr[j]);
