@@ -18,9 +18,9 @@ import pytest
 
 from radixcheck.bench import BenchPlan, OpCost, bench
 from radixcheck.cli import main
+from radixcheck.properties.cache.mutants import CORRECT_VARIANTS
 from radixcheck.properties.growth import FLAG_EXPONENT, grows_too_fast, growth_exponent
 from radixcheck.properties.memory_limit import MemoryLimitExceeded, memory_limit, resident_bytes
-from radixcheck.properties.mutants import CORRECT_VARIANTS
 from radixcheck.properties.target import load_target
 
 SIZES = (16, 64, 256)  # three sizes: the fewest a flag needs (counted lines make them deterministic)
@@ -94,11 +94,11 @@ class LineClock:
 
 
 REFERENCE = "radixcheck.reference:RadixCache"
-RESCANS = "radixcheck.properties.slow_variants:EvictRescansPerLeaf"
-SCANS = "radixcheck.properties.slow_variants:ChildLookupScans"
+RESCANS = "radixcheck.properties.cache.slow_variants:EvictRescansPerLeaf"
+SCANS = "radixcheck.properties.cache.slow_variants:ChildLookupScans"
 
 
-CORRECT = [f"radixcheck.properties.mutants:{v.__name__}" for v in CORRECT_VARIANTS]
+CORRECT = [f"radixcheck.properties.cache.mutants:{v.__name__}" for v in CORRECT_VARIANTS]
 
 
 @pytest.fixture(scope="module")
@@ -134,7 +134,7 @@ def test_scanning_child_lookup_is_flagged_on_match_and_insert(measured) -> None:
 
 
 def test_an_operation_the_target_does_not_offer_is_never_sent() -> None:
-    target = load_target("radixcheck.properties.mutants:MatchAndLockReference")
+    target = load_target("radixcheck.properties.cache.mutants:MatchAndLockReference")
     no_quarantine = load_target("radixcheck.properties.adapters.lightllm_radix:radix_cache")
     assert not no_quarantine.capabilities.supports_quarantine
     # MatchAndLockReference asserts if a lock does not follow its match: the bench must lock straight after.

@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 from hypothesis import Phase, find, settings
 
-from radixcheck.properties.batches import batches, misses_the_bound
-from radixcheck.properties.contract import DEFAULT_CAPABILITIES
-from radixcheck.properties.mutants import SplitOffByOne
+from radixcheck.properties.cache.batches import batches, misses_the_bound
+from radixcheck.properties.cache.contract import DEFAULT_CAPABILITIES
+from radixcheck.properties.cache.mutants import SplitOffByOne
 from radixcheck.properties.target import Target
 from radixcheck.reference import RadixCache
 

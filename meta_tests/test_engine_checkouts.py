@@ -24,7 +24,7 @@ import pytest
 
 from radixcheck.properties.adapters import checkout as co
 from radixcheck.properties.adapters import lightllm_radix, mini_sglang
-from radixcheck.properties.contract import SlotAllocator
+from radixcheck.properties.cache.contract import SlotAllocator
 
 pytestmark = pytest.mark.skipif(shutil.which("git") is None, reason="needs git")
 

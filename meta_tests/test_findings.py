@@ -16,12 +16,12 @@ from hypothesis import strategies as st
 
 from radixcheck import profiles
 from radixcheck.audit import AuditResult, Verdict, findings_of, report_card, write_outputs
-from radixcheck.properties.cache_machine import machine_for
-from radixcheck.properties.contract import DEFAULT_CAPABILITIES
-from radixcheck.properties.failures import describe_failure, shape_of
-from radixcheck.properties.mutants import EvictsLockedLeaf, MostRecentFirst
-from radixcheck.properties.scale_machine import scale_machine_for
-from radixcheck.properties.verdict import run_machine
+from radixcheck.properties.cache.contract import DEFAULT_CAPABILITIES
+from radixcheck.properties.cache.machine import machine_for
+from radixcheck.properties.cache.mutants import EvictsLockedLeaf, MostRecentFirst
+from radixcheck.properties.cache.scale_machine import scale_machine_for
+from radixcheck.properties.findings.failures import describe_failure, shape_of
+from radixcheck.properties.findings.verdict import run_machine
 from radixcheck.reference import RadixCache
 
 MACHINES = {"test_cache_state_machine": machine_for, "test_cache_at_production_scale": scale_machine_for}

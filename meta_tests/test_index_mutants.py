@@ -12,17 +12,17 @@ from hypothesis import settings
 from radixcheck import profiles
 from radixcheck.oracles.kv_index import IndexModel
 from radixcheck.oracles.violations import EngineEventsViolation, IndexViolation
-from radixcheck.properties.index_contract import AllBlocksCleared, BlockRemoved, BlockStored, IndexCapabilities, StoredBlock
-from radixcheck.properties.index_machine import index_machine_for
-from radixcheck.properties.index_mutants import (
+from radixcheck.properties.findings.repro import repro_for, run_repro
+from radixcheck.properties.findings.verdict import run_machine
+from radixcheck.properties.index.contract import AllBlocksCleared, BlockRemoved, BlockStored, IndexCapabilities, StoredBlock
+from radixcheck.properties.index.machine import index_machine_for
+from radixcheck.properties.index.mutants import (
     CORRECT_INDEX_VARIANTS,
     INDEX_MUTANTS,
     PrunesSuffixWithAncestor,
     machine_for_index_mutant,
 )
-from radixcheck.properties.repro import repro_for, run_repro
 from radixcheck.properties.target import TargetError, check_target, load_target
-from radixcheck.properties.verdict import run_machine
 from radixcheck.reference.kv_index import KvIndex
 
 VARIANT_EXAMPLES = 30  # each variant also passes 50 full random streams per machine (reports/INDEX_CATALOGUE.md)
@@ -55,11 +55,11 @@ def test_index_mutant_is_caught(mutant) -> None:
     assert isinstance(caught.value, mutant.caught_by), (
         f"{mutant.__name__} was caught, but by {type(caught.value).__name__}, not {mutant.caught_by}: {str(caught.value)[:1500]}"
     )
-    repro = repro_for(caught.value, f"radixcheck.properties.index_mutants:{mutant.__name__}")
+    repro = repro_for(caught.value, f"radixcheck.properties.index.mutants:{mutant.__name__}")
     assert repro.text is not None, repro.why_not
     assert repro.exit_code == 1 and "BUG (radixcheck" in repro.output, repro.output[-2000:]
     assert "hypothesis" not in repro.text.lower() and "index_machine" not in repro.text
-    fixed = repro.text.replace(f"from radixcheck.properties.index_mutants import {mutant.__name__} as make",
+    fixed = repro.text.replace(f"from radixcheck.properties.index.mutants import {mutant.__name__} as make",
                                "from radixcheck.reference.kv_index import KvIndex as make")
     assert fixed != repro.text
     code, printed = run_repro(fixed)
@@ -157,8 +157,8 @@ def test_an_index_repro_lets_a_waived_refusal_refuse_again() -> None:
     from types import SimpleNamespace
 
     from radixcheck.oracles.violations import Check
-    from radixcheck.properties.index_machine import IndexCall
-    from radixcheck.properties.index_repro import IndexProgram, index_script
+    from radixcheck.properties.index.machine import IndexCall
+    from radixcheck.properties.index.repro import IndexProgram, index_script
 
     refused = IndexCall("apply_event", (1, 0, AllBlocksCleared()), True, raised=RuntimeError("known"))
     stored = IndexCall("apply_event", (1, 0, _stored(None, (10, 1))), True)

@@ -10,20 +10,20 @@ from hypothesis import settings
 
 from radixcheck import profiles
 from radixcheck.oracles.violations import LRUOrderViolation
-from radixcheck.properties.cache_machine import machine_for
-from radixcheck.properties.contract import DEFAULT_CAPABILITIES, Capabilities
-from radixcheck.properties.failures import oracle_of
-from radixcheck.properties.mutants import (
+from radixcheck.properties.cache.contract import DEFAULT_CAPABILITIES, Capabilities
+from radixcheck.properties.cache.machine import machine_for
+from radixcheck.properties.cache.mutants import (
     CORRECT_VARIANTS,
     MUTANTS,
     SplitRefreshesSuffix,
     TrustingReference,
     machine_for_mutant,
 )
-from radixcheck.properties.repro import repro_for, run_repro
-from radixcheck.properties.scale_machine import scale_machine_for
+from radixcheck.properties.cache.scale_machine import scale_machine_for
+from radixcheck.properties.findings.failures import oracle_of
+from radixcheck.properties.findings.repro import repro_for, run_repro
+from radixcheck.properties.findings.verdict import SHRINK_ENV, run_machine
 from radixcheck.properties.target import TIMEOUT_ENV
-from radixcheck.properties.verdict import SHRINK_ENV, run_machine
 from radixcheck.reference import RadixCache
 
 
@@ -68,14 +68,14 @@ def test_mutant_is_caught(mutant) -> None:
     assert isinstance(caught.value, mutant.caught_by), (
         f"{mutant.__name__} was caught, but by {type(caught.value).__name__}, not {mutant.caught_by}: {str(caught.value)[:1500]}"
     )
-    spec = f"radixcheck.properties.mutants:{mutant.__name__}"
+    spec = f"radixcheck.properties.cache.mutants:{mutant.__name__}"
     repro = repro_for(caught.value, spec, seconds=float("inf"), replays=REPRO_REPLAYS)
     assert repro.text is not None, repro.why_not
     assert repro.exit_code == 1 and "BUG (radixcheck" in repro.output, repro.output[-2000:]
     assert "hypothesis" not in repro.text.lower() and "cache_machine" not in repro.text
     if getattr(mutant, "scale", False):  # a production world sends ~10^4 calls: the file keeps what matters, in loops
         assert len(repro.text.splitlines()) < 400, repro.text[-3000:]
-    fixed = repro.text.replace(f"from radixcheck.properties.mutants import {mutant.__name__} as make",
+    fixed = repro.text.replace(f"from radixcheck.properties.cache.mutants import {mutant.__name__} as make",
                                "from radixcheck.reference import RadixCache as make")
     assert fixed != repro.text
     code, printed = run_repro(fixed)

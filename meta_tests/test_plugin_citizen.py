@@ -74,12 +74,12 @@ def test_an_unrelated_project_runs_as_without_radixcheck(tmp_path: Path, own_pro
 def test_ini_options_name_the_target_and_page_sizes(tmp_path: Path) -> None:
     """``radix_target`` / ``radix_page_sizes`` in the project's ini file, instead of ``addopts``;
     the header appears because conformance tests are collected."""
-    (tmp_path / "pytest.ini").write_text("[pytest]\nradix_target = radixcheck.properties.mutants:TrustingReference\n"
+    (tmp_path / "pytest.ini").write_text("[pytest]\nradix_target = radixcheck.properties.cache.mutants:TrustingReference\n"
                                          "radix_page_sizes = 1\n")
     env = {"PATH": os.environ["PATH"], "HOME": os.environ.get("HOME", str(tmp_path))}
     result = subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-n", "0", "--pyargs",
                              "radixcheck.properties.conformance.test_construction"], cwd=tmp_path, env=env,
                             capture_output=True, text=True, timeout=120)
     assert result.returncode == 0, result.stdout[-2000:]
-    assert "radixcheck target: radixcheck.properties.mutants:TrustingReference" in result.stdout
+    assert "radixcheck target: radixcheck.properties.cache.mutants:TrustingReference" in result.stdout
     assert "radixcheck page sizes run: [1]" in result.stdout

@@ -14,14 +14,14 @@ import numpy as np
 import pytest
 
 from radixcheck import profiles
-from radixcheck.properties.batches import tokens_computed
-from radixcheck.properties.cache_machine import machine_for
-from radixcheck.properties.contract import DEFAULT_CAPABILITIES, SlotAllocator
-from radixcheck.properties.mutants import EvictsLockedLeaf, machine_for_mutant
-from radixcheck.properties.reduce import finding_of, reduce
-from radixcheck.properties.repro import Repro, _checked, _loops, file_name, repro_for, run_repro
+from radixcheck.properties.cache.batches import tokens_computed
+from radixcheck.properties.cache.contract import DEFAULT_CAPABILITIES, SlotAllocator
+from radixcheck.properties.cache.machine import machine_for
+from radixcheck.properties.cache.mutants import EvictsLockedLeaf, machine_for_mutant
+from radixcheck.properties.findings.reduce import finding_of, reduce
+from radixcheck.properties.findings.repro import Repro, _checked, _loops, file_name, repro_for, run_repro
+from radixcheck.properties.findings.verdict import run_machine
 from radixcheck.properties.target import TIMEOUT_ENV, Target
-from radixcheck.properties.verdict import run_machine
 
 from .test_mutants import HangsOnEvict
 
@@ -63,12 +63,12 @@ def test_one_finding_at_two_page_sizes_has_one_file_name() -> None:
 def test_a_serving_protocol_failure_is_its_requests_served_in_order() -> None:
     """The DFS-bound tests drive the serving protocol: a cache that evicts a running request's
     leaf makes its own unlock raise there; the file serves the same requests with the same budget."""
-    broken = Target("radixcheck.properties.mutants:EvictsLockedLeaf", EvictsLockedLeaf, DEFAULT_CAPABILITIES)
+    broken = Target("radixcheck.properties.cache.mutants:EvictsLockedLeaf", EvictsLockedLeaf, DEFAULT_CAPABILITIES)
     with pytest.raises(ValueError, match="stale handle") as caught:
         tokens_computed(broken, [(0, 0)], 1, 1)
     repro = repro_for(caught.value, broken.spec)
     assert repro.exit_code == 1 and "REQUESTS = [[0, 0]]" in repro.text, repro.output
-    fixed = repro.text.replace("from radixcheck.properties.mutants import EvictsLockedLeaf as make",
+    fixed = repro.text.replace("from radixcheck.properties.cache.mutants import EvictsLockedLeaf as make",
                                "from radixcheck.reference import RadixCache as make")
     assert run_repro(fixed)[0] == 0
 

@@ -10,11 +10,11 @@ from hypothesis import settings
 
 from radixcheck import profiles
 from radixcheck.oracles.violations import EngineEventsViolation, IndexViolation
-from radixcheck.properties.index_contract import AllBlocksCleared, BlockRemoved, BlockStored, StoredBlock
-from radixcheck.properties.publishing_reference import PublishingRadixCache, router_pair
-from radixcheck.properties.router_e2e import DedupFilter, router_machine_for
+from radixcheck.properties.findings.verdict import run_machine
+from radixcheck.properties.index.contract import AllBlocksCleared, BlockRemoved, BlockStored, StoredBlock
+from radixcheck.properties.index.publishing_reference import PublishingRadixCache, router_pair
+from radixcheck.properties.index.router_e2e import DedupFilter, router_machine_for
 from radixcheck.properties.target import check_target, load_target
-from radixcheck.properties.verdict import run_machine
 from radixcheck.reference.kv_index import KvIndex
 
 SEARCH = settings(profiles.SETTINGS["mutation"], max_examples=12)  # the test engine walks its tree after every call
@@ -54,7 +54,7 @@ def test_an_index_that_ignores_removes_is_a_finding_in_the_index() -> None:
 
 
 def test_a_pair_is_loaded_and_checked() -> None:
-    target = load_target("radixcheck.properties.publishing_reference:reference_pair")
+    target = load_target("radixcheck.properties.index.publishing_reference:reference_pair")
     assert target.kind == "router" and target.capabilities.page_sizes_tested() == (1, 4, 16)
     check_target(target)
 
@@ -77,7 +77,7 @@ def test_an_end_to_end_finding_has_a_repro_file_that_shows_the_finding(monkeypat
     target as the audit loads it (it once failed with a NameError, and that exit 1 counted). Its
     run once fixed is a whole passing search (~10 s): checked by hand, not in the gate."""
     from radixcheck.properties.conformance.test_router import test_router_follows_engine
-    from radixcheck.properties.repro import repro_for
+    from radixcheck.properties.findings.repro import repro_for
 
     monkeypatch.setattr(profiles, "_selected", "mutation")  # the file's own search: find, no shrinking
     with pytest.raises(IndexViolation) as caught:

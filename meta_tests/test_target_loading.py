@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from radixcheck.properties.contract import Capabilities
+from radixcheck.properties.cache.contract import Capabilities
 from radixcheck.properties.target import OperationTimeout, TargetError, guarded, load_target
 from radixcheck.pytest_plugin import named_specs, report_header
 
@@ -47,8 +47,8 @@ def test_a_hanging_operation_is_cut_off(monkeypatch) -> None:
 
 
 def test_the_header_names_the_target() -> None:
-    header = "\n".join(report_header(load_target("radixcheck.properties.mutants:EvictsLockedLeaf"), "ci"))
-    assert "radixcheck target: radixcheck.properties.mutants:EvictsLockedLeaf" in header
+    header = "\n".join(report_header(load_target("radixcheck.properties.cache.mutants:EvictsLockedLeaf"), "ci"))
+    assert "radixcheck target: radixcheck.properties.cache.mutants:EvictsLockedLeaf" in header
     assert "capabilities" in header and "time limit" in header
 
 
@@ -69,7 +69,7 @@ def test_several_targets_run_as_one_matrix() -> None:
     """Repeated --radix-target: every test is parametrized by target x page size (what xdist
     distributes); a target that cannot be loaded fails its own items with the reason, not the run."""
     targets = ["--radix-target", "ref=radixcheck.reference:RadixCache",
-               "--radix-target", "trusting=radixcheck.properties.mutants:TrustingReference",
+               "--radix-target", "trusting=radixcheck.properties.cache.mutants:TrustingReference",
                "--radix-target", "broken=no_such_module_xyz:make"]
     test = "properties/conformance/test_construction.py::test_handle_from_another_cache_is_refused"
     result = _pytest("-rA", test, *targets)
@@ -84,7 +84,7 @@ def test_a_repeated_target_name_is_a_usage_error() -> None:
     class Config:  # what named_specs reads of pytest's config
         @staticmethod
         def getoption(name: str) -> list[str]:
-            return ["a=radixcheck.reference:RadixCache", "a=radixcheck.properties.mutants:LockSkipsSelf"]
+            return ["a=radixcheck.reference:RadixCache", "a=radixcheck.properties.cache.mutants:LockSkipsSelf"]
 
     with pytest.raises(pytest.UsageError, match="repeated"):
         named_specs(Config())
@@ -96,7 +96,7 @@ def test_a_forced_seed_still_fails_a_broken_cache(tmp_path: Path) -> None:
     result = subprocess.run(
         [sys.executable, "-m", "pytest", "-n", "0", "-p", "no:randomly", "-o", "addopts=", "--hypothesis-profile=ci",
          "--hypothesis-seed=1", "--pyargs", "radixcheck.properties.conformance.test_cache_machine", "-k", "test_cache_state_machine",
-         "--radix-target", "radixcheck.properties.mutants:EvictsLockedLeaf", "--radix-page-sizes", "1"],
+         "--radix-target", "radixcheck.properties.cache.mutants:EvictsLockedLeaf", "--radix-page-sizes", "1"],
         cwd=tmp_path, capture_output=True, text=True, timeout=120)
     assert "1 failed" in result.stdout, result.stdout[-2000:]
     assert "not shrunk (with a forced seed" in result.stdout

@@ -18,9 +18,9 @@ from hypothesis.stateful import Bundle, RuleBasedStateMachine, invariant, rule
 from radixcheck import profiles
 from radixcheck.cli import main
 from radixcheck.oracles.violations import LRUOrderViolation, RefcountViolation, SlotViolation
-from radixcheck.properties.mutants import MostRecentFirst, machine_for_mutant
-from radixcheck.properties.verdict import run_machine
-from radixcheck.properties.waivers import WaiverError, WaiverLog, parse_waivers
+from radixcheck.properties.cache.mutants import MostRecentFirst, machine_for_mutant
+from radixcheck.properties.findings.verdict import run_machine
+from radixcheck.properties.findings.waivers import WaiverError, WaiverLog, parse_waivers
 
 from .test_findings import ACCEPTS_BAD_PAGE_SIZES, audit_construction
 

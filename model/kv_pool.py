@@ -112,7 +112,7 @@ class KVPool:
 
     The pool also offers a small free list (``alloc`` / ``free``) for callers that do not bring
     their own allocator (``model.Sequence`` uses it). Do not mix it with an external allocator
-    such as ``properties.contract.SlotAllocator`` on the same pool.
+    such as ``properties.cache.contract.SlotAllocator`` on the same pool.
     """
 
     def __init__(self, config: Any, num_slots: int = 4096, dtype: str = "float32") -> None:

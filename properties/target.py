@@ -1,7 +1,7 @@
 """Choosing the cache under test, and calling it as the untrusted code it is.
 
-The target is named ``package.module:attribute`` (see ``radixcheck.properties.contract``): a
-radix cache's factory, or a KV-event index's (``radixcheck.properties.index_contract``), told apart
+The target is named ``package.module:attribute`` (see ``radixcheck.properties.cache.contract``): a
+radix cache's factory, or a KV-event index's (``radixcheck.properties.index.contract``), told apart
 by the type of its ``capabilities`` (or, for a factory that declares none, by ``index=True``).
 :func:`load_target` imports it (the working directory is importable, as with ``python -m``) and
 :func:`check_target` checks it once, up front, so a factory that raises or a cache without the
@@ -24,15 +24,15 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
-from radixcheck.properties.contract import (
+from radixcheck.properties.cache.contract import (
     DEFAULT_CAPABILITIES,
     MAX_PAGE_SIZE_TESTED,
     Capabilities,
     SlotAllocator,
     required_methods,
 )
-from radixcheck.properties.index_contract import DEFAULT_INDEX_CAPABILITIES, IndexCapabilities, required_index_methods
-from radixcheck.properties.router_contract import RouterCapabilities, RouterPair
+from radixcheck.properties.index.contract import DEFAULT_INDEX_CAPABILITIES, IndexCapabilities, required_index_methods
+from radixcheck.properties.index.router_contract import RouterCapabilities, RouterPair
 
 DEFAULT_TARGET = "radixcheck.reference:RadixCache"
 TARGET_ENV = "RADIXCHECK_TARGET"
@@ -151,7 +151,7 @@ def check_target(target: Target) -> None:
             optional = {"evict_prefix": "supports_quarantine=False", "reset": "supports_reset=False"}
             hint = [optional[m] for m in missing if m in optional]
             raise TargetError(f"target {target.spec!r}: the cache it builds ({type(cache).__name__}) lacks "
-                              f"{', '.join(missing)} (see radixcheck.properties.contract"
+                              f"{', '.join(missing)} (see radixcheck.properties.cache.contract"
                               + (f"; if it does not offer them, declare {', '.join(hint)} in its Capabilities)" if hint else ")"))
         if getattr(cache, "page_size", None) != page_size:
             raise TargetError(f"target {target.spec!r}: factory(page_size={page_size}) built a cache whose "
@@ -175,7 +175,7 @@ def _check_router(target: Target) -> None:
         engine = pair.engine(SlotAllocator(64), caps.engine.page_sizes_tested()[0])
     if not callable(getattr(engine, "take_published", None)) or not hasattr(engine, "tap_events"):
         raise TargetError(f"target {target.spec!r}: its engine ({type(engine).__name__}) does not publish its events "
-                          "(take_published() and tap_events, see radixcheck.properties.router_contract)")
+                          "(take_published() and tap_events, see radixcheck.properties.index.router_contract)")
 
 
 def _check_index(target: Target) -> None:
@@ -189,7 +189,7 @@ def _check_index(target: Target) -> None:
         optional = {"sizes": "reports_sizes=False", "dump": "offers_dump=False", "resident": "reports_resident=False"}
         hint = [optional[m] for m in missing if m in optional]
         raise TargetError(f"target {target.spec!r}: the index it builds ({type(index).__name__}) lacks {', '.join(missing)} "
-                          "(see radixcheck.properties.index_contract"
+                          "(see radixcheck.properties.index.contract"
                           + (f"; if it does not offer them, declare {', '.join(hint)} in its IndexCapabilities)" if hint else ")"))
 
 

@@ -3,8 +3,7 @@
 The public API, for auditing a cache from your own code (as ``zarr.testing`` ships its store
 state machine)::
 
-    from radixcheck import Capabilities, machine_for
-    from radixcheck.properties.verdict import run_machine
+    from radixcheck import Capabilities, machine_for, run_machine
 
     run_machine(machine_for(make, make.capabilities, page_size=16, name="mycache"))
 
@@ -16,7 +15,8 @@ From the command line: ``radixcheck audit mymodule:make``. As a pytest plugin:
 ``pytest --pyargs radixcheck.properties.conformance --radix-target mymodule:make``.
 
 The subpackages: ``reference`` (the reference cache), ``oracles`` (naive models of what a cache
-must do), ``properties`` (the contract, the state machine and the conformance tests), ``model``
+must do), ``properties`` (one subpackage per contract: ``cache``, ``index``; the failure machinery
+``findings``; the engines' ``adapters``; the ``conformance`` tests), ``model``
 (the exact NumPy Llama) and ``reports`` (the ledger benchmark and the audits).
 """
 
@@ -29,17 +29,19 @@ __version__ = "0.2.0"
 
 # Lazy re-exports (PEP 562): `import radixcheck.model` should not pay for Hypothesis.
 _EXPORTS = {
-    "Capabilities": "radixcheck.properties.contract",
-    "DEFAULT_CAPABILITIES": "radixcheck.properties.contract",
-    "IndexCapabilities": "radixcheck.properties.index_contract",
-    "index_machine_for": "radixcheck.properties.index_machine",
-    "RadixCacheLike": "radixcheck.properties.contract",
-    "SlotAllocator": "radixcheck.properties.contract",
-    "RadixCacheMachine": "radixcheck.properties.cache_machine",
-    "machine_for": "radixcheck.properties.cache_machine",
+    "Capabilities": "radixcheck.properties.cache.contract",
+    "DEFAULT_CAPABILITIES": "radixcheck.properties.cache.contract",
+    "IndexCapabilities": "radixcheck.properties.index.contract",
+    "index_machine_for": "radixcheck.properties.index.machine",
+    "RadixCacheLike": "radixcheck.properties.cache.contract",
+    "SlotAllocator": "radixcheck.properties.cache.contract",
+    "RadixCacheMachine": "radixcheck.properties.cache.machine",
+    "machine_for": "radixcheck.properties.cache.machine",
     "Target": "radixcheck.properties.target",
     "TargetError": "radixcheck.properties.target",
     "load_target": "radixcheck.properties.target",
+    "run_machine": "radixcheck.properties.findings.verdict",
+    "repro_for": "radixcheck.properties.findings.repro",
 }
 
 __all__ = sorted(_EXPORTS)

@@ -1,6 +1,6 @@
 """``radixcheck audit module:factory``: the conformance tests against one cache, with a verdict.
 
-The target may also be a KV-event index (a router's view, ``radixcheck.properties.index_contract``):
+The target may also be a KV-event index (a router's view, ``radixcheck.properties.index.contract``):
 its ``capabilities`` is an ``IndexCapabilities`` (or ``--index``), and the index tests run instead
 of the cache tests, with the same verdicts, report card, JSON and findings.
 
@@ -23,7 +23,7 @@ surfaces later as a crash: EvictsLockedLeaf's evicted locked node makes the serv
 unlock raise "stale handle" in the DFS tests; before LRU order and DFS, which a crash keeps from
 being judged); eviction amount and LRU order; the DFS bound.
 
-**Known findings** (``--waive FILE``, :mod:`radixcheck.properties.waivers`) are reported as
+**Known findings** (``--waive FILE``, :mod:`radixcheck.properties.findings.waivers`) are reported as
 waived, with their waiver's reason, and do not make the cache non-conforming.
 
 Exit codes: 0 the cache conforms (perhaps with waived findings), 1 it does not, 2 usage or load error.
@@ -42,10 +42,10 @@ import pytest
 from tabulate import tabulate
 
 from radixcheck.cache_dir import hypothesis_storage_in_cache
-from radixcheck.properties.failures import shape_of
-from radixcheck.properties.repro import file_name
+from radixcheck.properties.findings.failures import shape_of
+from radixcheck.properties.findings.repro import file_name
+from radixcheck.properties.findings.verdict import shrink_seconds
 from radixcheck.properties.target import Target, op_timeout
-from radixcheck.properties.verdict import shrink_seconds
 from radixcheck.pytest_plugin import WAIVED_PREFIX
 
 CONFORMANCE = "radixcheck.properties.conformance"
@@ -82,7 +82,7 @@ RANKS: list[tuple[str, tuple[str, ...]]] = [
 
 
 def _shrink_budget(result: AuditResult) -> float:
-    from radixcheck.properties.index_machine import KvIndexMachine  # an index's machine has its own default
+    from radixcheck.properties.index.machine import KvIndexMachine  # an index's machine has its own default
 
     return shrink_seconds(KvIndexMachine if result.capabilities.startswith("IndexCapabilities") else None)
 

@@ -2,7 +2,7 @@
 
 A cache can pass every conformance property and still be unusable at production size: an
 eviction that re-collects every leaf on each call, a child lookup that scans. The bench drives a
-target through the contract alone (``radixcheck.properties.contract``; the suite's
+target through the contract alone (``radixcheck.properties.cache.contract``; the suite's
 :class:`SlotAllocator` owns the slots, and what the target's capabilities exclude is never sent),
 at several cache sizes spanning two to three decades, and measures each operation's CPU time per
 unit of work:
@@ -49,7 +49,7 @@ from typing import Any
 
 import numpy as np
 
-from radixcheck.properties.contract import SlotAllocator
+from radixcheck.properties.cache.contract import SlotAllocator
 from radixcheck.properties.growth import FLAG_EXPONENT, grows_too_fast, growth_exponent
 from radixcheck.properties.memory_limit import MemoryLimitExceeded, MemoryWatch, memory_limit, resident_bytes
 from radixcheck.properties.target import BudgetSpent, OperationTimeout, Target, guarded, op_timeout, time_budget

@@ -53,9 +53,9 @@ def _parser() -> argparse.ArgumentParser:
 
 def _audit(args: argparse.Namespace) -> int:
     from radixcheck.audit import EXIT_CONFORMS, EXIT_NONCONFORMING, EXIT_USAGE, print_summary, run_audit, write_outputs
+    from radixcheck.properties.findings.verdict import SHRINK_ENV
+    from radixcheck.properties.findings.waivers import WaiverError, read_waivers
     from radixcheck.properties.target import TIMEOUT_ENV, TargetError, check_target, load_target
-    from radixcheck.properties.verdict import SHRINK_ENV
-    from radixcheck.properties.waivers import WaiverError, read_waivers
     from radixcheck.pytest_plugin import restrict_page_sizes
 
     if args.op_timeout:

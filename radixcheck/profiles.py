@@ -12,7 +12,7 @@ Saved failures (the example database of `dev` and `thorough`) live in the user's
 (:func:`radixcheck.cache_dir.cache_dir`), never in the project that runs radixcheck's tests;
 Hypothesis's own per-run ``.hypothesis/constants`` stays where Hypothesis puts it (moving it
 would take a process-wide setting). These settings apply to radixcheck's own tests and state machines only: they are passed to
-:func:`radixcheck.properties.verdict.run_machine` and put on the conformance tests with
+:func:`radixcheck.properties.findings.verdict.run_machine` and put on the conformance tests with
 ``@settings(current())``. Nothing here loads a profile into Hypothesis, so a project that has
 radixcheck installed keeps its own default settings and its own ``settings.load_profile``. The
 profile is chosen by :func:`select` (the pytest plugin calls it with ``--hypothesis-profile``),
@@ -22,7 +22,7 @@ The names are also registered with Hypothesis, so that ``--hypothesis-profile=th
 ``HYPOTHESIS_PROFILE`` accept them, but never over a name already registered: Hypothesis's own
 `ci` profile (which it loads by itself on CI machines) stays Hypothesis's for every other test.
 
-Every state-machine test also bounds its own shrinking (``radixcheck.properties.verdict``), so a
+Every state-machine test also bounds its own shrinking (``radixcheck.properties.findings.verdict``), so a
 broken cache's first failure is printed in seconds whatever the profile.
 """
 
@@ -82,6 +82,6 @@ def selected() -> str:
 
 
 def current() -> settings:
-    """The settings radixcheck's tests and :func:`~radixcheck.properties.verdict.run_machine` use."""
+    """The settings radixcheck's tests and :func:`~radixcheck.properties.findings.verdict.run_machine` use."""
     chosen = SETTINGS[selected()]
     return chosen if _verbosity is None else settings(chosen, verbosity=_verbosity)

@@ -14,10 +14,10 @@ size (ids ``ref-page_size=4``), so pytest-xdist spreads the target x test items 
 local or remote (``-n 2``, ``--tx ssh=host//python=...``). That is how the conformance matrix runs.
 A target that cannot be loaded then fails its own items (with the reason), not the whole run.
 
-A target is a radix cache or a KV-event index (a router's view, ``radixcheck.properties.index_contract``),
+A target is a radix cache or a KV-event index (a router's view, ``radixcheck.properties.index.contract``),
 told apart by the type of its ``capabilities`` (``--radix-index``: a factory that declares none is
 an index), or a router pair (an engine publishing KV events and an index reading them,
-``radixcheck.properties.router_contract``: ``RouterCapabilities``). The cache tests run on cache
+``radixcheck.properties.index.router_contract``: ``RouterCapabilities``). The cache tests run on cache
 targets, the index tests (marked ``radix_index``) on index targets and the end-to-end test (marked
 ``radix_router``) on pairs; a test of another kind is deselected, so one run can hold every kind.
 
@@ -41,7 +41,8 @@ import pytest
 
 from radixcheck import profiles
 from radixcheck.argtypes import writable_dir_problem
-from radixcheck.properties.failures import describe_failure
+from radixcheck.properties.findings.failures import describe_failure
+from radixcheck.properties.findings.waivers import Waiver, WaiverError, WaiverLog, read_waivers
 from radixcheck.properties.target import (
     DEFAULT_TARGET,
     TARGET_ENV,
@@ -53,7 +54,6 @@ from radixcheck.properties.target import (
     load_target,
     op_timeout,
 )
-from radixcheck.properties.waivers import Waiver, WaiverError, WaiverLog, read_waivers
 
 TARGET = pytest.StashKey[Target]()
 TARGETS = pytest.StashKey[dict[str, "Target | TargetError"]]()
@@ -244,7 +244,7 @@ def report_header(target: Target, profile: str) -> list[str]:
         f"radixcheck target: {target.spec} ({origin})",
         f"radixcheck capabilities: {target.capabilities}",
         (f"radixcheck page sizes run: {list(target.capabilities.page_sizes_tested())}" if target.kind == "cache"
-         else "radixcheck kind: KV-event index (radixcheck.properties.index_contract)"),
+         else "radixcheck kind: KV-event index (radixcheck.properties.index.contract)"),
         f"radixcheck per-operation time limit: {op_timeout():g} s ({TIMEOUT_ENV})",
         f"radixcheck hypothesis profile: {profile}",
         f"radixcheck environment: {env or '-'}",
@@ -431,7 +431,7 @@ def _spec_of(item: pytest.Item) -> str:
 def _repro_of(item: pytest.Item, exc: BaseException, log: WaiverLog) -> dict:
     """The repro file of a failing conformance test (built here, in the worker that has the failing
     machine), as a report property: its text, or why there is none."""
-    from radixcheck.properties.repro import file_name, repro_for  # only when asked for: it imports the reducer
+    from radixcheck.properties.findings.repro import file_name, repro_for  # only when asked for: it imports the reducer
 
     described = describe_failure(exc)
     name = file_name(described["oracle"], described["reason"])
@@ -464,7 +464,7 @@ class ReproFiles:
         repro = dict(report.user_properties).get("radixcheck_repro")
         if not repro or not repro.get("text"):
             return
-        from radixcheck.properties.repro import file_name
+        from radixcheck.properties.findings.repro import file_name
 
         name = file_name(repro["oracle"], repro["message"])
         if name in self.written and self.written[name]["calls"] <= repro["calls"]:
@@ -486,7 +486,7 @@ def radix_repro(request: pytest.FixtureRequest) -> bool:
 
 @pytest.fixture
 def radix_waivers(request: pytest.FixtureRequest) -> WaiverLog:
-    """A predicate ``waived(exc, step) -> bool`` for :func:`~radixcheck.properties.verdict.run_machine`:
+    """A predicate ``waived(exc, step) -> bool`` for :func:`~radixcheck.properties.findings.verdict.run_machine`:
     the findings ``--radix-waive`` waives for this test of its target, recorded as they are met."""
     return _waiver_log(request.node)
 

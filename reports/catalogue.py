@@ -8,7 +8,7 @@ many streams, the oracle that caught it and its shrunk program.
 *Kill rate*: the gate's budget (the `mutation` profile: ci's 100 x 50 search, no shrinking) run
 once per stream, each stream derandomized under its own name (``radixcheck.reports.kill_rates``).
 *Time to kill* and the *oracle* come from stream 0; the *minimal program* from a bounded shrink
-(``radixcheck.properties.verdict``). Times are noisy (a shared machine); verdicts are not.
+(``radixcheck.properties.findings.verdict``). Times are noisy (a shared machine); verdicts are not.
 """
 
 from __future__ import annotations
@@ -25,9 +25,9 @@ from tabulate import tabulate
 from radixcheck import profiles
 from radixcheck.argtypes import ArgumentParser, non_negative_int, positive_int, refuse_weaker
 from radixcheck.oracles import violations as v
-from radixcheck.properties.failures import describe_failure
-from radixcheck.properties.mutants import MUTANTS, machine_for_mutant
-from radixcheck.properties.verdict import run_machine
+from radixcheck.properties.cache.mutants import MUTANTS, machine_for_mutant
+from radixcheck.properties.findings.failures import describe_failure
+from radixcheck.properties.findings.verdict import run_machine
 from radixcheck.reports import default_out
 from radixcheck.reports.kill_rates import false_alarms, measure
 
@@ -138,7 +138,7 @@ def build(streams: int, jobs: int, only: list[str] | None = None) -> list[dict[s
         rows.append({
             "bug_class": mutant.bug_class,
             "sources": list(mutant.sources),
-            "mutant": f"radixcheck.properties.mutants:{mutant.__name__}",
+            "mutant": f"radixcheck.properties.cache.mutants:{mutant.__name__}",
             "what": " ".join((mutant.__doc__ or "").split()),
             "kills": rate.kills if rate else None,
             "wrong_reason": rate.wrong_reason if rate else None,
@@ -178,7 +178,7 @@ def render(rows: list[dict[str, Any]], variants: list[dict[str, Any]] | None = N
         "",
         "Regenerate with `python -m radixcheck.reports.catalogue` (about 30 min on 2 cores at 200 streams). "
         "Each row is a class of bug seen in real radix caches, reproduced as a one-idea mutant of the reference "
-        "(`properties/mutants.py`) and run through the conformance state machine at the gate's budget "
+        "(`properties/cache/mutants.py`) and run through the conformance state machine at the gate's budget "
         "(100 examples x 50 steps, no shrinking). The *kill rate* counts the streams, each derandomized under its "
         "own name and so reproducible, in which the mutant was caught by one of the oracles its bug class predicts: "
         "it says how little a catch depends on one lucky stream. *Time to kill* is stream 0's wall time to the first "
@@ -190,7 +190,7 @@ def render(rows: list[dict[str, Any]], variants: list[dict[str, Any]] | None = N
         "",
         "## Obligations",
         "",
-        "Every obligation of the contract (`properties/contract.py`), the rule or scenario that exercises it within "
+        "Every obligation of the contract (`properties/cache/contract.py`), the rule or scenario that exercises it within "
         "a few steps, the oracle that judges it, and the catalogued mutant that breaks it.",
         "",
         obligations_table(),
@@ -223,7 +223,7 @@ def merged(rows: list[dict[str, Any]], out: Path) -> list[dict[str, Any]]:
     except (OSError, ValueError):
         saved = []
     by_name = {r["mutant"]: r for r in saved} | {r["mutant"]: r for r in rows}
-    order = [f"radixcheck.properties.mutants:{m.__name__}" for m in MUTANTS]
+    order = [f"radixcheck.properties.cache.mutants:{m.__name__}" for m in MUTANTS]
     return [{"seconds_to_kill": float("nan"), **by_name[name]} for name in order if name in by_name]
 
 

@@ -3,7 +3,7 @@
 Definitions (the seed's, cmd/radixbench): a request's *cached* tokens are those of its prompt that
 the cache matches *before* the request is inserted; hit rate = cached ÷ prompt tokens; token
 speedup = prompt tokens ÷ computed tokens, i.e. the prefill work of a cache-less server divided by
-the radix cache's. Every count comes from running ``properties.serving.serve`` on
+the radix cache's. Every count comes from running ``properties.cache.serving.serve`` on
 ``reference.RadixCache``; nothing here is a formula for the answer.
 """
 
@@ -14,8 +14,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from radixcheck.properties.contract import SlotAllocator
-from radixcheck.properties.serving import serve
+from radixcheck.properties.cache.contract import SlotAllocator
+from radixcheck.properties.cache.serving import serve
 from radixcheck.reference import RadixCache
 from radixcheck.reports.workloads import Workload
 

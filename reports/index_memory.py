@@ -41,7 +41,7 @@ from radixcheck.reports.machine import cpu_line
 INDEXES = {
     "dynamo_radix_tree": "radixcheck.properties.adapters.dynamo_index:dynamo_radix_tree",
     "reference": "radixcheck.reference.kv_index:KvIndex",
-    "leaks_removed_nodes": "radixcheck.properties.index_mutants:LeaksRemovedNodes",  # the measurement can fail: it must grow
+    "leaks_removed_nodes": "radixcheck.properties.index.mutants:LeaksRemovedNodes",  # the measurement can fail: it must grow
 }
 WORKLOADS = ("shared_head", "nothing_shared", "split_points")
 SAMPLES = 20
@@ -54,8 +54,8 @@ def rss_bytes() -> int:
 
 def run_one(spec: str, workload: str, prompts: int, seed: int = 0) -> dict[str, Any]:
     """One churn in this process (called in a fresh subprocess by :func:`measure`)."""
-    from radixcheck.properties.index_contract import BlockRemoved, BlockStored, StoredBlock
-    from radixcheck.properties.index_engines import chain_hash, tokens_hash
+    from radixcheck.properties.index.contract import BlockRemoved, BlockStored, StoredBlock
+    from radixcheck.properties.index.engines import chain_hash, tokens_hash
     from radixcheck.properties.target import load_target
 
     index = load_target(spec).factory()

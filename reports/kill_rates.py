@@ -9,7 +9,7 @@ reproducible: stream ``k`` of a mutant is always the same run.
     python -m radixcheck.reports.kill_rates --streams 50 EvictsLockedLeaf LockRefreshes
     python -m radixcheck.reports.kill_rates --streams 200 --index     # the KV-event index mutants
 
-The index mutants (``radixcheck.properties.index_mutants``) run on the index machine the same
+The index mutants (``radixcheck.properties.index.mutants``) run on the index machine the same
 way; ``--false-alarms`` runs the reference index and its correct variants too (ordinary and churn
 machine).
 """
@@ -23,11 +23,11 @@ from dataclasses import dataclass
 
 from radixcheck import profiles
 from radixcheck.argtypes import ArgumentParser, non_negative_int, positive_int
-from radixcheck.properties.cache_machine import machine_for
-from radixcheck.properties.index_mutants import CORRECT_INDEX_VARIANTS, INDEX_MUTANTS, machine_for_index_mutant
-from radixcheck.properties.mutants import CORRECT_VARIANTS, MUTANTS, machine_for_mutant
-from radixcheck.properties.scale_machine import scale_machine_for
-from radixcheck.properties.verdict import run_machine
+from radixcheck.properties.cache.machine import machine_for
+from radixcheck.properties.cache.mutants import CORRECT_VARIANTS, MUTANTS, machine_for_mutant
+from radixcheck.properties.cache.scale_machine import scale_machine_for
+from radixcheck.properties.findings.verdict import run_machine
+from radixcheck.properties.index.mutants import CORRECT_INDEX_VARIANTS, INDEX_MUTANTS, machine_for_index_mutant
 from radixcheck.reference import RadixCache
 from radixcheck.reference.kv_index import KvIndex
 

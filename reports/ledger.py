@@ -66,7 +66,7 @@ def command(scale: int, seed: int) -> str:
 def caption(n: int, title: str, ledger: Ledger, how: str) -> str:
     return (
         f"**Table {n}. {title}** Produced by {command(ledger.scale, ledger.seed)} (scale {ledger.scale}, seed {ledger.seed}) "
-        f"serving the requests through `reference.RadixCache` (page size 1) with `properties.serving.serve`. {how} "
+        f"serving the requests through `reference.RadixCache` (page size 1) with `properties.cache.serving.serve`. {how} "
         "Exact token counts: the same on any model and any machine."
     )
 
@@ -244,7 +244,7 @@ def to_json(ledger: Ledger) -> dict[str, Any]:
         "command": command(ledger.scale, ledger.seed).strip("`"),
         "scale": ledger.scale,
         "seed": ledger.seed,
-        "cache": "reference.RadixCache(page_size=1) via properties.serving.serve",
+        "cache": "reference.RadixCache(page_size=1) via properties.cache.serving.serve",
         "workloads": [
             {
                 "name": w.name,

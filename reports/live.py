@@ -3,7 +3,7 @@
 For each workload and each request, two arms run back to back on the same model:
 
 * **baseline** — prefill the whole prompt into scratch slots (what a server without a cache does);
-* **radix** — the request protocol of ``properties.serving.serve`` (unbounded cache): match the
+* **radix** — the request protocol of ``properties.cache.serving.serve`` (unbounded cache): match the
   prompt in ``reference.RadixCache``, lock it, allocate slots for the suffix only, prefill the
   suffix on top of the matched slots, insert, free the duplicates, unlock.
 
@@ -25,8 +25,8 @@ import numpy as np
 
 from radixcheck.model import KVPool
 from radixcheck.model.llama import Model
-from radixcheck.properties.contract import SlotAllocator
-from radixcheck.properties.serving import serve
+from radixcheck.properties.cache.contract import SlotAllocator
+from radixcheck.properties.cache.serving import serve
 from radixcheck.reference import RadixCache
 from radixcheck.reports.workloads import Workload
 
@@ -103,7 +103,7 @@ class RadixArm:
         self.cache = RadixCache(self.allocator, page_size=1)
 
     def serve(self, tokens: np.ndarray, last_only: bool = False) -> tuple[int, np.ndarray]:
-        """``properties.serving.serve`` (no budget) with the model's suffix prefill as its compute step."""
+        """``properties.cache.serving.serve`` (no budget) with the model's suffix prefill as its compute step."""
         out: dict[str, np.ndarray] = {}
 
         def prefill(tokens, slots: np.ndarray, cached: int) -> None:

@@ -19,8 +19,8 @@ import time
 from collections.abc import Callable
 
 from radixcheck.argtypes import ArgumentParser, positive_int
-from radixcheck.properties import cache_machine
-from radixcheck.properties.cache_machine import machine_for
+from radixcheck.properties.cache import machine as cache_machine
+from radixcheck.properties.cache.machine import machine_for
 from radixcheck.reference import RadixCache
 from radixcheck.reports.machine import cpu_model
 

@@ -48,8 +48,8 @@ import pytest
 from radixcheck.argtypes import ArgumentParser, refuse_weaker, workers
 from radixcheck.audit import CONFORMANCE, _Collector
 from radixcheck.profiles import PROFILES
-from radixcheck.properties.index_mutants import CORRECT_INDEX_VARIANTS, INDEX_MUTANTS
-from radixcheck.properties.mutants import CORRECT_VARIANTS, MUTANTS
+from radixcheck.properties.cache.mutants import CORRECT_VARIANTS, MUTANTS
+from radixcheck.properties.index.mutants import CORRECT_INDEX_VARIANTS, INDEX_MUTANTS
 from radixcheck.reports import default_out
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -222,7 +222,7 @@ ENGINES += [
         "dynamo", "Dynamo 1.6.1 (ai-dynamo-runtime, PyPI): the KV router's RadixTree (a KV-event index)",
         "radixcheck.properties.adapters.dynamo_index", "findings/dynamo.md",
         [
-            "A KV-event index, audited through the index contract (`properties/index_contract.py`): several workers' "
+            "A KV-event index, audited through the index contract (`properties/index/contract.py`): several workers' "
             "vLLM-like engines (2-4 workers x 1-4 dp ranks) publish BlockStored/BlockRemoved/AllBlocksCleared; every "
             "`find_matches` must equal what the events say each (worker, dp_rank) holds.",
             "Deduplicated stream (`counts_copies=False`): Dynamo removes vLLM's duplicate copies on the worker side "
@@ -248,7 +248,7 @@ ENGINES += [
         [
             "The cache machine drives vLLM's KV cache manager (page size 4); after every step its published events go to "
             "the index and to the index model, and for every known prompt engine, events and router must agree "
-            "(`properties/router_e2e.py`). Engine vs events: a finding in the engine's events; events vs router: in the index.",
+            "(`properties/index/router_e2e.py`). Engine vs events: a finding in the engine's events; events vs router: in the index.",
             "`repeat_aligned_prompt`: a cached block-aligned prompt served again, as vLLM's scheduler does, recomputes its "
             "last block into a second copy under the same hash.",
             "`*_raw_*` pairs forward vLLM's raw stream; the others deduplicate it first, as Dynamo's publisher does.",
@@ -265,16 +265,16 @@ INDEX_KIT = "index_kit"  # the --only choice of the index kit's rows (named inde
 def kit_targets() -> dict[str, str]:
     """The reference, the correct variants (must pass) and every catalogue mutant (must fail)."""
     targets = {"reference": "radixcheck.reference:RadixCache"}
-    targets |= {v.__name__: f"radixcheck.properties.mutants:{v.__name__}" for v in CORRECT_VARIANTS}
-    targets |= {m.bug_class: f"radixcheck.properties.mutants:{m.__name__}" for m in MUTANTS}
+    targets |= {v.__name__: f"radixcheck.properties.cache.mutants:{v.__name__}" for v in CORRECT_VARIANTS}
+    targets |= {m.bug_class: f"radixcheck.properties.cache.mutants:{m.__name__}" for m in MUTANTS}
     return targets
 
 
 def index_kit_targets() -> dict[str, str]:
     """The reference index, its correct variants (must pass) and every index mutant (must fail)."""
     targets = {"index.reference": "radixcheck.reference.kv_index:KvIndex"}
-    targets |= {f"index.{v.__name__}": f"radixcheck.properties.index_mutants:{v.__name__}" for v in CORRECT_INDEX_VARIANTS}
-    targets |= {f"index.{m.bug_class}": f"radixcheck.properties.index_mutants:{m.__name__}" for m in INDEX_MUTANTS}
+    targets |= {f"index.{v.__name__}": f"radixcheck.properties.index.mutants:{v.__name__}" for v in CORRECT_INDEX_VARIANTS}
+    targets |= {f"index.{m.bug_class}": f"radixcheck.properties.index.mutants:{m.__name__}" for m in INDEX_MUTANTS}
     return targets
 
 

@@ -1,7 +1,7 @@
 """Scheduling under a bounded cache: FCFS, offline cache-aware order, and SGLang's online LPM.
 
 The cache holds at most ``budget`` tokens (counted in cached tokens; LRU-leaf eviction, the
-request being served stays locked; ``properties.serving.serve``). Three orders:
+request being served stays locked; ``properties.cache.serving.serve``). Three orders:
 
 * **FCFS** — arrival order.
 * **cache-aware (offline)** — the whole batch sorted lexicographically (``reference.cache_aware_order``),
@@ -25,7 +25,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from fractions import Fraction
 
-from radixcheck.properties.serving import serve
+from radixcheck.properties.cache.serving import serve
 from radixcheck.reference import cache_aware_order
 from radixcheck.reports.hit_rates import HitRate, as_arrays, cached_per_request, fresh_cache
 from radixcheck.reports.workloads import Workload

@@ -23,7 +23,7 @@ import numpy as np  # noqa: E402
 
 from radixcheck.argtypes import ArgumentParser  # noqa: E402
 from radixcheck.properties.adapters import sglang_radix  # noqa: E402
-from radixcheck.properties.contract import SlotAllocator  # noqa: E402
+from radixcheck.properties.cache.contract import SlotAllocator  # noqa: E402
 
 
 def smoke(factory, page_size: int) -> str:

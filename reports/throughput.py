@@ -21,7 +21,7 @@ from typing import Any
 
 import numpy as np
 
-from radixcheck.properties.contract import SlotAllocator
+from radixcheck.properties.cache.contract import SlotAllocator
 from radixcheck.properties.target import Target, guarded
 from radixcheck.reports.workloads import SEED_WORKLOADS, VOCAB, Workload
 

@@ -18,7 +18,7 @@ from threadpoolctl import threadpool_limits
 
 from radixcheck.model import KVPool, Model, load_default
 from radixcheck.model.checks import assert_bit_identical, full_prefill
-from radixcheck.properties.contract import SlotAllocator
+from radixcheck.properties.cache.contract import SlotAllocator
 from radixcheck.reference import RadixCache
 
 MODEL = load_default()

@@ -54,7 +54,7 @@ import sys
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from radixcheck.properties.index_contract import (
+from radixcheck.properties.index.contract import (
     AllBlocksCleared,
     BlockRemoved,
     BlockStored,

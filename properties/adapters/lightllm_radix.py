@@ -51,7 +51,7 @@ Capabilities (``radix_cache``) and why
   documented "only called in tests" and frees no KV slots (the caller's pool keeps them).
 * ``locks_only_after_match=True``: LightLLM locks only while matching
   (``match_prefix(key, update_refs=True)``), see "Adapting a match-and-lock API" in
-  :mod:`properties.contract`.
+  :mod:`properties.cache.contract`.
 * ``validates_input=False``: the tree trusts its callers with arguments (it takes int64 CPU
   tensors that the inference process builds); the adapter converts and does not validate.
 
@@ -115,7 +115,7 @@ from radixcheck.properties.adapters.checkout import (
     stand_ins_while_importing,
     working_tree,
 )
-from radixcheck.properties.contract import Capabilities, SlotAllocator
+from radixcheck.properties.cache.contract import Capabilities, SlotAllocator
 
 REPO = LIGHTLLM  # where to clone it, its setting, the validated commit
 LIGHTLLM_REPO = "ModelTC/lightllm"

@@ -110,7 +110,7 @@ from radixcheck.properties.adapters.checkout import (
     install_stand_ins,
     working_tree,
 )
-from radixcheck.properties.contract import Capabilities, SlotAllocator
+from radixcheck.properties.cache.contract import Capabilities, SlotAllocator
 
 PIP_REQUIREMENTS: list[str] = []
 """Extra pip specs for the audit environment: none (the cache files need only torch, which the

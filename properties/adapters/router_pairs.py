@@ -1,5 +1,5 @@
 """Router pairs for the end-to-end check: vLLM's KV cache manager publishing its KV events, and a
-router index reading them (``radixcheck.properties.router_e2e``).
+router index reading them (``radixcheck.properties.index.router_e2e``).
 
 Select one with ``radixcheck audit radixcheck.properties.adapters.router_pairs:<pair>`` in the audit
 environment (vLLM and Dynamo installed). Each pair is vLLM's adapter
@@ -24,7 +24,7 @@ import sys
 from collections.abc import Callable
 from typing import Any
 
-from radixcheck.properties.router_contract import RouterCapabilities, RouterPair
+from radixcheck.properties.index.router_contract import RouterCapabilities, RouterPair
 
 PAGE_SIZES = (4,)
 
@@ -50,7 +50,7 @@ def _pair(name: str, index: str, deduplicated: bool, tokens_hashes: Callable[[li
 
         make_index = dynamo_index.FACTORIES[index]
     else:
-        from radixcheck.properties import index_mutants
+        from radixcheck.properties.index import mutants as index_mutants
         from radixcheck.reference.kv_index import KvIndex
 
         make_index = KvIndex if index == "reference" else index_mutants.CopyCountingKvIndex

@@ -72,7 +72,7 @@ from typing import Any
 
 import numpy as np
 
-from radixcheck.properties.contract import Capabilities, SlotAllocator
+from radixcheck.properties.cache.contract import Capabilities, SlotAllocator
 
 RADIX_POLICIES = ("lru", "lfu", "fifo", "mru", "filo", "priority", "slru", "tlru")
 UNIFIED_POLICIES = RADIX_POLICIES

@@ -132,7 +132,7 @@ from typing import Any
 
 from radixcheck.properties.adapters import sglang_radix as _sr
 from radixcheck.properties.adapters.sglang_radix import _factory
-from radixcheck.properties.contract import Capabilities, SlotAllocator
+from radixcheck.properties.cache.contract import Capabilities, SlotAllocator
 
 PIP_REQUIREMENTS: list[str] = []
 """No packages beyond the audit environment's: every tree built here needs only sglang/torch."""

@@ -59,7 +59,7 @@ lost it). Each ``BlockStored`` event of an insert is checked against the blocks
 ``allocate_slots`` returned. An event the adapter cannot attribute raises ``AssertionError``
 (an inconsistency between vLLM's events and its pool, reported, never hidden).
 
-For the end-to-end check (``radixcheck.properties.router_e2e``)
+For the end-to-end check (``radixcheck.properties.index.router_e2e``)
 ------------------------------------------------------------
 ``tap_events`` keeps vLLM's own KV events for ``take_published()`` (``index_events`` translates them
 for a router index, each block's tokens hash computed from its token ids); ``serve_aligned(tokens)``
@@ -146,7 +146,7 @@ from typing import Any
 
 import numpy as np
 
-from radixcheck.properties.contract import Capabilities, SlotAllocator
+from radixcheck.properties.cache.contract import Capabilities, SlotAllocator
 
 PIP_REQUIREMENTS: list[str] = [
     # What importing vllm.v1.core.kv_cache_manager needs on top of the sglang audit environment
@@ -443,7 +443,7 @@ class VLLMPrefixCache:
     def protected_size(self) -> int:
         return sum(self._pages()) * self.page_size
 
-    # -- for the end-to-end check (radixcheck.properties.router_e2e): what a router sees -------
+    # -- for the end-to-end check (radixcheck.properties.index.router_e2e): what a router sees -------
 
     def take_published(self) -> list[Any]:
         """vLLM's own KV events since the last call (with ``tap_events`` set), as it published them."""
@@ -487,7 +487,7 @@ class VLLMPrefixCache:
 def index_events(events: list[Any], tokens_hashes: Callable[[list[int], int], list[int]]) -> list[Any]:
     """vLLM's KV events as the index contract's, as a publisher forwards them to a router: each
     block's tokens hash computed from its token ids (``tokens_hashes(token_ids, block_size)``)."""
-    from radixcheck.properties.index_contract import AllBlocksCleared, BlockRemoved, BlockStored, StoredBlock
+    from radixcheck.properties.index.contract import AllBlocksCleared, BlockRemoved, BlockStored, StoredBlock
 
     v, out = _load(), []
     for event in events:

@@ -4,9 +4,9 @@ Findings waived by ``--radix-waive`` are recorded and looked past (``radix_waive
 
 from __future__ import annotations
 
-from radixcheck.properties.cache_machine import machine_for
-from radixcheck.properties.scale_machine import scale_machine_for
-from radixcheck.properties.verdict import run_machine
+from radixcheck.properties.cache.machine import machine_for
+from radixcheck.properties.cache.scale_machine import scale_machine_for
+from radixcheck.properties.findings.verdict import run_machine
 
 
 # The scale test first: dispatched first, so a scale bug's verdict comes early.

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from radixcheck.oracles.violations import BadInputViolation, RefcountViolation, SlotViolation
-from radixcheck.properties.contract import SlotAllocator
+from radixcheck.properties.cache.contract import SlotAllocator
 
 
 @pytest.mark.parametrize("bad_page_size", [0, -1, 1.5, True, None], ids=repr)

@@ -7,8 +7,8 @@ from __future__ import annotations
 
 import pytest
 
-from radixcheck.properties.index_machine import index_machine_for
-from radixcheck.properties.verdict import run_machine
+from radixcheck.properties.findings.verdict import run_machine
+from radixcheck.properties.index.machine import index_machine_for
 
 pytestmark = pytest.mark.radix_index
 

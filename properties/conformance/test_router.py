@@ -1,13 +1,13 @@
 """The end-to-end check of an engine and a router index (a router pair target,
-``radixcheck.properties.router_contract``): the cache machine drives the engine, and after every
+``radixcheck.properties.index.router_contract``): the cache machine drives the engine, and after every
 step the router's view of every known prompt must equal the engine's own (``router_e2e``)."""
 
 from __future__ import annotations
 
 import pytest
 
-from radixcheck.properties.router_e2e import router_machine_for
-from radixcheck.properties.verdict import run_machine
+from radixcheck.properties.findings.verdict import run_machine
+from radixcheck.properties.index.router_e2e import router_machine_for
 
 pytestmark = pytest.mark.radix_router
 

@@ -3,7 +3,7 @@
 Theorem 3.1 of arXiv 2312.07104. The tokens computed can never be fewer than the batch's
 distinct non-empty prefixes; in lexicographic order (≡ DFS pre-order) with enough budget the
 target cache must meet that bound exactly, and for small batches no order does better. With
-pages the bound counts whole pages (``radixcheck.properties.batches``), so each test runs at the
+pages the bound counts whole pages (``radixcheck.properties.cache.batches``), so each test runs at the
 smallest and the largest page size the target declares.
 
 The serving protocol keeps the running request's path locked while it evicts back to budget, so
@@ -20,7 +20,7 @@ from hypothesis import strategies as st
 
 from radixcheck.oracles.violations import Check, DFSBoundViolation
 from radixcheck.profiles import current
-from radixcheck.properties.batches import ServingRun, batches, bound, served_run, tokens_computed
+from radixcheck.properties.cache.batches import ServingRun, batches, bound, served_run, tokens_computed
 from radixcheck.reference import cache_aware_order
 
 RADIXCHECK = current()  # radixcheck's profile (chosen by the plugin), never the project's loaded one

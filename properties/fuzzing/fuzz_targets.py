@@ -1,6 +1,6 @@
 """The conformance properties as plain Hypothesis tests, for HypoFuzz (``hypothesis fuzz``).
 
-The gate runs the state machine through :func:`radixcheck.properties.verdict.run_machine`, a
+The gate runs the state machine through :func:`radixcheck.properties.findings.verdict.run_machine`, a
 find / bounded-shrink / replay wrapper around ``run_state_machine_as_test``. HypoFuzz cannot
 fuzz that: it collects tests with pytest and drives the ``@given`` test underneath each one
 with its own coverage-guided provider, and a test that *calls* a state machine hides that
@@ -38,7 +38,7 @@ import os
 import pytest
 
 from radixcheck.profiles import current
-from radixcheck.properties.cache_machine import machine_for
+from radixcheck.properties.cache.machine import machine_for
 from radixcheck.properties.target import DEFAULT_TARGET, TARGET_ENV, Target, TargetError, check_target, load_target
 
 # Only the state machines. The scheduling properties (oracle 6) take the plugin's `target`

@@ -4,9 +4,9 @@ An *act* is one call of one of the machine's caller helpers (``_insert_request``
 ``_lock``, ``_evict`` ...): one thing a serving engine does (cache a request, match a prompt,
 take a lock, evict), with every contract call it sent and what each returned. Only top-level
 helper calls are acts (a helper called by another belongs to the outer act), so a list of acts
-can be replayed on a fresh machine, with any of them left out (:mod:`radixcheck.properties.reduce`),
+can be replayed on a fresh machine, with any of them left out (:mod:`radixcheck.properties.findings.reduce`),
 and each act re-makes its own decisions from the model (a replayed unlock that would no longer
-be paired is not sent). :mod:`radixcheck.properties.repro` writes the calls out as plain Python.
+be paired is not sent). :mod:`radixcheck.properties.findings.repro` writes the calls out as plain Python.
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ class Act:
     step: str | None = None
     story: str | None = None
     step_number: int = 0  # which step of the run (1, 2, ...): the acts of one step share it
-    calls: list = field(default_factory=list)  # SentCall records (radixcheck.properties.cache_machine)
+    calls: list = field(default_factory=list)  # SentCall records (radixcheck.properties.cache.machine)
     result: Any = None
 
     def __repr__(self) -> str:

@@ -1,7 +1,7 @@
 """End to end: an engine's own KV events, fed to a router's index, must describe the engine's cache.
 
 :class:`RouterFollowsEngineMachine` is the cache machine
-(:class:`~radixcheck.properties.cache_machine.RadixCacheMachine`, every rule and oracle) driving a
+(:class:`~radixcheck.properties.cache.machine.RadixCacheMachine`, every rule and oracle) driving a
 real engine that publishes KV events (vLLM's ``KVCacheManager``: its ``BlockStored`` /
 ``BlockRemoved`` / ``AllBlocksCleared``), plus one rule vLLM's scheduler takes on its own: a
 repeated block-aligned prompt, whose last block vLLM recomputes and caches as a second copy
@@ -31,9 +31,9 @@ from hypothesis.stateful import invariant, precondition, rule
 
 from radixcheck.oracles.kv_index import IndexModel
 from radixcheck.oracles.violations import ContractViolation, EngineEventsViolation, IndexViolation, shown
-from radixcheck.properties.cache_machine import CUTS, RadixCacheMachine
-from radixcheck.properties.index_contract import AllBlocksCleared, BlockRemoved, BlockStored, KvEvent
-from radixcheck.properties.router_contract import RouterCapabilities, RouterPair
+from radixcheck.properties.cache.machine import CUTS, RadixCacheMachine
+from radixcheck.properties.index.contract import AllBlocksCleared, BlockRemoved, BlockStored, KvEvent
+from radixcheck.properties.index.router_contract import RouterCapabilities, RouterPair
 from radixcheck.properties.target import OperationTimeout, guarded
 
 WORKER = (1, 0)

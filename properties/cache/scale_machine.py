@@ -5,7 +5,7 @@ tokens in 10^4 nodes, grows chat and chunked-prefill histories thousands of node
 memory pressure frees hundreds of leaves in one eviction. Bugs that live only there (a lock
 counter of 8 bits, a recursive walk, an eviction capped at a batch) pass every small world.
 :class:`ProductionScaleMachine` builds that world in its first step, ``production_world``, then
-runs the ordinary rules of :class:`~radixcheck.properties.cache_machine.RadixCacheMachine` in it.
+runs the ordinary rules of :class:`~radixcheck.properties.cache.machine.RadixCacheMachine` in it.
 
 ``production_world`` is four stories, in this order, each a loop of ordinary contract calls
 checked by the same oracles as every other call (a failure names the story it happened in):
@@ -42,8 +42,8 @@ from hypothesis.stateful import initialize, multiple
 
 from radixcheck.oracles.prefix_set import Entry
 from radixcheck.oracles.violations import Check, PrefixSetViolation, shown
-from radixcheck.properties.cache_machine import HandleRecord, RadixCacheMachine, _as_slot_array, _scribble
-from radixcheck.properties.transcript import act
+from radixcheck.properties.cache.machine import HandleRecord, RadixCacheMachine, _as_slot_array, _scribble
+from radixcheck.properties.findings.transcript import act
 
 CROWD_CHECKPOINTS = (1024, 512, 256)  # requests still running when memory pressure hits: where narrow counters read 0
 MASS_EVICTION_LEAVES = 500  # one eviction must need at least this many leaves
@@ -59,7 +59,7 @@ class ProductionScaleMachine(RadixCacheMachine):
     @staticmethod
     def settings_for(search: settings) -> settings:
         """``search`` (the profile's) cut to few examples of few steps: each example is a whole
-        production world (``radixcheck.properties.verdict.run_machine`` asks for this)."""
+        production world (``radixcheck.properties.findings.verdict.run_machine`` asks for this)."""
         return settings(search, max_examples=max(1, search.max_examples // SCALE_EXAMPLES_PER), stateful_step_count=SCALE_STEPS)
 
     @initialize(
@@ -171,7 +171,7 @@ class ProductionScaleMachine(RadixCacheMachine):
     def _match_along(self, tokens: np.ndarray, path: list[Entry] | None = None, expected: np.ndarray | None = None) -> None:
         """A match of a prefix of a sequence cached whole: its answer must be exactly the slots
         inserted for that prefix (``expected``, along ``path``), as the prefix-set model says,
-        without walking the model a page at a time. A replay (``radixcheck.properties.reduce``)
+        without walking the model a page at a time. A replay (``radixcheck.properties.findings.reduce``)
         gives only the tokens: the path is found once and reused while it stays cached."""
         if path is None:
             found = self._path_along(tokens)

@@ -18,9 +18,9 @@ import hashlib
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from radixcheck.properties.index_contract import AllBlocksCleared, BlockRemoved, BlockStored, IndexCapabilities, StoredBlock
-from radixcheck.properties.index_engines import chain_hash
-from radixcheck.properties.router_contract import RouterCapabilities, RouterPair
+from radixcheck.properties.index.contract import AllBlocksCleared, BlockRemoved, BlockStored, IndexCapabilities, StoredBlock
+from radixcheck.properties.index.engines import chain_hash
+from radixcheck.properties.index.router_contract import RouterCapabilities, RouterPair
 from radixcheck.reference import RadixCache
 from radixcheck.reference.kv_index import KvIndex
 
@@ -124,4 +124,4 @@ def router_pair(engine: type[PublishingRadixCache] = PublishingRadixCache,
 
 
 reference_pair = router_pair()
-"""``radixcheck audit radixcheck.properties.publishing_reference:reference_pair``: the reference cache into the reference index."""
+"""``radixcheck audit radixcheck.properties.index.publishing_reference:reference_pair``: the reference cache into the reference index."""

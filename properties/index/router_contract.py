@@ -1,12 +1,12 @@
 """The end-to-end pairing: an engine that publishes KV events, and a router index that reads them.
 
 A *router pair* target is a factory, called with no arguments, returning a :class:`RouterPair`:
-how to build the engine (a radix cache factory, as in ``radixcheck.properties.contract``, whose
+how to build the engine (a radix cache factory, as in ``radixcheck.properties.cache.contract``, whose
 cache also offers ``take_published()`` and ``tap_events``), how to build the index (as in
-``radixcheck.properties.index_contract``), and how the engine's events become the index's (the
+``radixcheck.properties.index.contract``), and how the engine's events become the index's (the
 publisher's translation, with the tokens hash a router computes from a request). Its
 ``capabilities`` is a :class:`RouterCapabilities` (that type is how ``radixcheck audit`` tells a
-pair from a cache or an index). :mod:`radixcheck.properties.router_e2e` runs the cache machine on
+pair from a cache or an index). :mod:`radixcheck.properties.index.router_e2e` runs the cache machine on
 the engine and, after every step, checks that the router's view equals the engine's own cache.
 """
 
@@ -16,8 +16,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from radixcheck.properties.contract import Capabilities
-from radixcheck.properties.index_contract import IndexCapabilities
+from radixcheck.properties.cache.contract import Capabilities
+from radixcheck.properties.index.contract import IndexCapabilities
 
 
 @dataclass(frozen=True)

@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 
-from radixcheck.properties.contract import SlotAllocator
+from radixcheck.properties.cache.contract import SlotAllocator
 
 Compute = Callable[[Sequence[int], np.ndarray, int], Any]
 """``compute(tokens, slots, cached)``: fill the KV of ``tokens[cached:]`` into ``slots[cached:]``

@@ -9,7 +9,7 @@ the expected values written out (:class:`radixcheck.oracles.violations.Check`). 
 the bug is there, printing the oracle's sentence and what the cache did, and 0 once it is fixed.
 
 The calls come from a replay of the failing machine's transcript, reduced first
-(:mod:`radixcheck.properties.reduce`). Long token lists get a name (``T1 = [...]``) and later
+(:mod:`radixcheck.properties.findings.reduce`). Long token lists get a name (``T1 = [...]``) and later
 calls refer to their prefixes (``T1[:2999]``); a run of calls that differ only by numbers in
 arithmetic progression is written as a ``for`` loop, so a production-scale finding stays short.
 """
@@ -31,15 +31,15 @@ from typing import Any
 import numpy as np
 
 from radixcheck.oracles.violations import ContractViolation, shown
-from radixcheck.properties import serving
-from radixcheck.properties.batches import ServingRun
-from radixcheck.properties.cache_machine import NO_ANSWER, POOL_SIZE, SCRIBBLE_TOKEN, SIZE_CALLS, RadixCacheMachine, SentCall
-from radixcheck.properties.failures import message_of, oracle_of, shape_of
-from radixcheck.properties.index_machine import KvIndexMachine
-from radixcheck.properties.index_repro import CannotWrite, IndexProgram, failing_program, index_script, shortest_program
-from radixcheck.properties.reduce import Reduced, Replay, reduce, reduce_seconds, standalone_stack
+from radixcheck.properties.cache import serving
+from radixcheck.properties.cache.batches import ServingRun
+from radixcheck.properties.cache.machine import NO_ANSWER, POOL_SIZE, SCRIBBLE_TOKEN, SIZE_CALLS, RadixCacheMachine, SentCall
+from radixcheck.properties.findings.failures import message_of, oracle_of, shape_of
+from radixcheck.properties.findings.reduce import Reduced, Replay, reduce, reduce_seconds, standalone_stack
+from radixcheck.properties.findings.transcript import Act
+from radixcheck.properties.index.machine import KvIndexMachine
+from radixcheck.properties.index.repro import CannotWrite, IndexProgram, failing_program, index_script, shortest_program
 from radixcheck.properties.target import caused_by_hang, guarded, op_timeout
-from radixcheck.properties.transcript import Act
 
 SHORT = 24  # token lists longer than this are named once and referred to
 KEY = 8  # a list that starts as a named one does (this many tokens) is written as its prefix, if it is one
@@ -69,7 +69,7 @@ class Repro:
 def repro_for(failure: BaseException, spec: str, test: str = "", waived: Any = None, seconds: float | None = None,
               plain_test: tuple[Callable[..., Any], dict[str, Any], Any] | None = None, replays: int | None = None) -> Repro:
     """The repro file for ``failure`` of the target ``spec`` ('module:factory'), from what it carries:
-    the failing machine (:func:`~radixcheck.properties.verdict.run_machine` attaches it; reduced
+    the failing machine (:func:`~radixcheck.properties.findings.verdict.run_machine` attaches it; reduced
     for at most ``seconds``, ``waived(exc)`` naming findings to look past), or the serving run
     (the DFS-bound tests); else, for a plain test, ``plain_test`` = (its function, its parameters,
     the target's capabilities). ``replays`` also bounds the reduction by a count (tests)."""
@@ -595,7 +595,7 @@ def _progression(start: int, step: int) -> str:
 _RAISED_AT = ["def raised_at(exc):",
               '    """Where the cache raised ``exc``: the innermost frame of its traceback outside the SlotAllocator',
               '    (which refuses a double free: the cache\'s call into it is the place)."""',
-              "    allocator = sys.modules['radixcheck.properties.contract'].__file__",
+              "    allocator = sys.modules['radixcheck.properties.cache.contract'].__file__",
               "    frames = traceback.extract_tb(exc.__traceback__)",
               "    frame = next((f for f in reversed(frames) if f.filename != allocator), frames[-1])",
               "    return f'{frame.filename}:{frame.lineno} in {frame.name}'"]
@@ -645,7 +645,7 @@ def _serving_script(failure: BaseException, run: ServingRun, spec: str, test: st
         "",
         f"Target {spec}, page size {run.page_size}" + (f", in {test}" if test else "") + ".",
         f"{len(run.requests)} requests served in order by a scheduler that keeps at most BUDGET tokens cached between",
-        "requests, each as a serving engine serves it (`serve`, radixcheck.properties.serving, copied below).",
+        "requests, each as a serving engine serves it (`serve`, radixcheck.properties.cache.serving, copied below).",
         "",
         "Exits 1 while the bug is there (printing radixcheck's finding and what the cache did), 0 once it is fixed,",
         "2 if it cannot run. Needs numpy and radixcheck (its SlotAllocator is the caller's KV slot pool). Written by",

@@ -2,13 +2,13 @@
 
 Hypothesis shrinks the *program* (the rules and their arguments); a step of it can still send
 dozens of calls, and a production-scale world sends 10^4. :func:`reduce` works on the failing
-machine's transcript (:mod:`radixcheck.properties.transcript`) instead: it replays the acts on a
+machine's transcript (:mod:`radixcheck.properties.findings.transcript`) instead: it replays the acts on a
 fresh machine, with every oracle, and keeps any change after which the replay still fails with
 the same finding (the same oracle, and a message of the same shape):
 
 1. every invariant check but the failing one left out at once;
 2. whole steps (or stories of a production world) left out, largest first;
-3. simpler callers (:class:`~radixcheck.properties.cache_machine.MachineOptions`): buffers left
+3. simpler callers (:class:`~radixcheck.properties.cache.machine.MachineOptions`): buffers left
    alone, tokens as lists only, ascending slot ids; and match queries cut to what they match;
 4. runs of acts left out, halving the run length each round (delta debugging);
 5. each inserted prompt cut to half its pages, again and again (a 161-token prompt where 2 do).
@@ -33,10 +33,10 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 from radixcheck.oracles.violations import ContractViolation
-from radixcheck.properties.cache_machine import HandleRecord, MachineOptions, RadixCacheMachine
-from radixcheck.properties.failures import message_of, oracle_of, raised_at, shape_of
+from radixcheck.properties.cache.machine import HandleRecord, MachineOptions, RadixCacheMachine
+from radixcheck.properties.findings.failures import message_of, oracle_of, raised_at, shape_of
+from radixcheck.properties.findings.transcript import Act, kept
 from radixcheck.properties.target import BudgetSpent, alarm_handler, caused_by_hang, forget_hangs, time_budget
-from radixcheck.properties.transcript import Act, kept
 
 REDUCE_ENV = "RADIXCHECK_REDUCE_SECONDS"
 DEFAULT_REDUCE_SECONDS = 5.0

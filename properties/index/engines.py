@@ -29,7 +29,7 @@ from __future__ import annotations
 import hashlib
 from collections import Counter
 
-from radixcheck.properties.index_contract import AllBlocksCleared, BlockRemoved, BlockStored, KvEvent, StoredBlock
+from radixcheck.properties.index.contract import AllBlocksCleared, BlockRemoved, BlockStored, KvEvent, StoredBlock
 
 Chain = tuple[int, ...]
 

@@ -1,8 +1,8 @@
 """A Hypothesis state machine that plays several workers' engines and checks a KV-event index.
 
-It drives any index through the second contract (:mod:`radixcheck.properties.index_contract`):
+It drives any index through the second contract (:mod:`radixcheck.properties.index.contract`):
 2-4 workers, each with up to ``max_dp_ranks`` data-parallel ranks, each rank a vLLM-like block
-cache (:mod:`radixcheck.properties.index_engines`) that serves requests, evicts under memory
+cache (:mod:`radixcheck.properties.index.engines`) that serves requests, evicts under memory
 pressure and is reset, publishing the events vLLM publishes, duplicate copies of a block hash
 included (raw for an index that counts copies, deduplicated as Dynamo's publisher does for one
 that does not). Each event goes to the index under test and to the index model
@@ -21,7 +21,7 @@ What a failure shows: each event the step sent is a comment line above the step
 (``#   call 7: apply_event(worker 3, rank 1, BlockStored(parent=0.1, blocks=[0.1.2]))``): a block
 is shown by its chain of token-block ids from the sequence's start, so a program reads without
 the 64-bit hashes (the oracle's message gives those). Run it with
-:func:`radixcheck.properties.verdict.run_machine` (bounded shrinking) like the cache machine.
+:func:`radixcheck.properties.findings.verdict.run_machine` (bounded shrinking) like the cache machine.
 """
 
 from __future__ import annotations
@@ -39,7 +39,7 @@ from hypothesis.stateful import Bundle, RuleBasedStateMachine, initialize, invar
 
 from radixcheck.oracles.kv_index import IndexModel
 from radixcheck.oracles.violations import BadInputViolation, Check, ContractViolation, IndexMemoryViolation, IndexViolation
-from radixcheck.properties.index_contract import (
+from radixcheck.properties.index.contract import (
     DEFAULT_INDEX_CAPABILITIES,
     RESIDENT_PER_BLOCK,
     RESIDENT_SLACK,
@@ -50,7 +50,7 @@ from radixcheck.properties.index_contract import (
     Rank,
     StoredBlock,
 )
-from radixcheck.properties.index_engines import Chain, EngineRank, Hashes, tokens_hash
+from radixcheck.properties.index.engines import Chain, EngineRank, Hashes, tokens_hash
 from radixcheck.properties.target import OperationTimeout, guarded
 
 ALPHABET = 4  # token-block ids 0..3: requests share prefixes often

@@ -1,9 +1,9 @@
 """A Hypothesis state machine that drives any cache through the contract and checks the oracles.
 
 Shipped for third-party caches, like zarr's store state machine: build a machine class for your
-factory with :func:`machine_for` and run it with :func:`radixcheck.properties.verdict.run_machine`
+factory with :func:`machine_for` and run it with :func:`radixcheck.properties.findings.verdict.run_machine`
 (radixcheck's settings, a bounded shrink; ``run_state_machine_as_test`` works too, but shrinks
-without a time bound). :mod:`radixcheck.properties.scale_machine` runs the same rules in a
+without a time bound). :mod:`radixcheck.properties.cache.scale_machine` runs the same rules in a
 production-sized world. After every rule
 the invariants check sizes (oracle 2) and slot conservation (oracle 3); the rules themselves
 check matches against the prefix-set model (oracle 1), evictions for lock safety and LRU order
@@ -23,7 +23,7 @@ once) and locks of live handles; the refusal rules are for ``checks_locks=True``
 a target does not offer (quarantine, reset, locking after a match) is never sent. Like an engine,
 the machine reuses its buffers: every list or array it sent is overwritten once the call
 returns, and so is every array a match returned, once checked. Its slots come from a churned
-pool (recycled, scattered, out of order: :class:`~radixcheck.properties.contract.SlotAllocator`).
+pool (recycled, scattered, out of order: :class:`~radixcheck.properties.cache.contract.SlotAllocator`).
 
 **What a failure shows.** Each contract call a step sent is a comment line above the step in the
 printed program (``#   call 7: match_prefix([1, 1]) -> (array([…]), <Node>)``), and recency is
@@ -68,9 +68,9 @@ from radixcheck.oracles.violations import (
     ReturnValueViolation,
     shown,
 )
-from radixcheck.properties.contract import DEFAULT_CAPABILITIES, Capabilities, SlotAllocator
+from radixcheck.properties.cache.contract import DEFAULT_CAPABILITIES, Capabilities, SlotAllocator
+from radixcheck.properties.findings.transcript import Act, act
 from radixcheck.properties.target import OperationTimeout, guarded
-from radixcheck.properties.transcript import Act, act
 
 POOL_SIZE = 1 << 24  # more slots than any run allocates
 NEVER_A_SLOT = POOL_SIZE + 7  # slot ids in bad input: never handed out, in case a cache accepts them
@@ -161,7 +161,7 @@ def _wrong_match(message: str, expected: list[int]) -> PrefixSetViolation:
 @dataclass(frozen=True)
 class MachineOptions:
     """How the machine plays its callers. The defaults are the hardest on a cache; a repro is
-    simplified (:mod:`radixcheck.properties.reduce`) by turning each off where the finding stays."""
+    simplified (:mod:`radixcheck.properties.findings.reduce`) by turning each off where the finding stays."""
 
     churned_slots: bool = True  # slots come back recycled and scattered (SlotAllocator(churned=True))
     reuses_buffers: bool = True  # every buffer lent to a call, and every array a match returned, is overwritten after it
@@ -273,7 +273,7 @@ class RadixCacheMachine(RuleBasedStateMachine):
     capabilities: Capabilities = DEFAULT_CAPABILITIES
     page_size: int = 1
     options: MachineOptions = MachineOptions()
-    records = False  # keep a transcript of acts and calls (radixcheck.properties.transcript), for a repro file
+    records = False  # keep a transcript of acts and calls (radixcheck.properties.findings.transcript), for a repro file
 
     sequences = Bundle("sequences")
     handles = Bundle("handles")
@@ -283,9 +283,9 @@ class RadixCacheMachine(RuleBasedStateMachine):
         super().__init__()
         self.allocator = SlotAllocator(POOL_SIZE, churned=self.options.churned_slots)  # slots come back recycled, out of order
         self.cache = guarded("factory", type(self).factory, self.allocator, self.page_size)
-        self.transcript: list[Act] = []  # every act, with its calls (radixcheck.properties.transcript)
+        self.transcript: list[Act] = []  # every act, with its calls (radixcheck.properties.findings.transcript)
         self.acting: Act | None = None
-        self.step: str | None = None  # the rule running now (set by radixcheck.properties.verdict.naming_steps)
+        self.step: str | None = None  # the rule running now (set by radixcheck.properties.findings.verdict.naming_steps)
         self.step_number = 0  # how many steps have begun
         self.story: str | None = None  # the production-world story running now (scale_machine)
         self.model = PrefixSetModel(self.page_size)

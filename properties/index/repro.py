@@ -1,6 +1,6 @@
 """The standalone repro file of an index finding: the calls the index machine sent, then its check.
 
-The index machine (:mod:`radixcheck.properties.index_machine`) keeps every call it makes into the
+The index machine (:mod:`radixcheck.properties.index.machine`) keeps every call it makes into the
 index when its run keeps a transcript. A finding's file makes the same calls on the user's
 factory, in order, as plain Python (the events as radixcheck's event dataclasses), leaves out the
 questions the machine's checks asked along the way (``find_matches`` probes, ``sizes``,
@@ -21,9 +21,9 @@ from typing import Any
 
 from radixcheck.oracles.kv_index import IndexModel
 from radixcheck.oracles.violations import Check, ContractViolation
-from radixcheck.properties.failures import message_of, oracle_of
-from radixcheck.properties.index_contract import AllBlocksCleared, BlockRemoved, BlockStored, StoredBlock
-from radixcheck.properties.index_machine import SCRATCH, IndexCall, KvIndexMachine, apply_to_model, resident_limit, without_scratch
+from radixcheck.properties.findings.failures import message_of, oracle_of
+from radixcheck.properties.index.contract import AllBlocksCleared, BlockRemoved, BlockStored, StoredBlock
+from radixcheck.properties.index.machine import SCRATCH, IndexCall, KvIndexMachine, apply_to_model, resident_limit, without_scratch
 from radixcheck.properties.target import caused_by_hang
 
 
@@ -248,7 +248,7 @@ def index_script(machine: KvIndexMachine, failure: BaseException, spec: str, tes
         "import os",
         "import sys",
         "",
-        "from radixcheck.properties.index_contract import AllBlocksCleared, BlockRemoved, BlockStored, StoredBlock  # noqa: F401",
+        "from radixcheck.properties.index.contract import AllBlocksCleared, BlockRemoved, BlockStored, StoredBlock  # noqa: F401",
         factory_import,
     ]
     if any("SCRATCH_WORKER" in line for line in [*body, *(x for h in helpers for x in h)]):

@@ -14,8 +14,8 @@ from dataclasses import dataclass
 from hypothesis import strategies as st
 
 from radixcheck.oracles.dfs_bound import distinct_prefixes
-from radixcheck.properties.contract import SlotAllocator
-from radixcheck.properties.serving import serve_all
+from radixcheck.properties.cache.contract import SlotAllocator
+from radixcheck.properties.cache.serving import serve_all
 from radixcheck.properties.target import GuardedCache, Target, guarded
 from radixcheck.reference import cache_aware_order
 
@@ -43,7 +43,7 @@ def as_pages(request: tuple[int, ...], page_size: int) -> tuple[int, ...]:
 class ServingRun:
     """Requests served in this order on a fresh cache, with this budget (tokens, or ``None``):
     what a failure of the serving protocol carries (``exc.radixcheck_serving``), so that
-    :mod:`radixcheck.properties.repro` can write it out as a standalone file."""
+    :mod:`radixcheck.properties.findings.repro` can write it out as a standalone file."""
 
     requests: tuple[tuple[int, ...], ...]
     budget: int | None

@@ -16,7 +16,7 @@ One waiver a line::
 
 Blank lines and lines that start with ``#`` are comments. A waived finding is reported as
 waived, and inside a state machine the search goes on past it to the next bug in the same test
-(:func:`radixcheck.properties.verdict.run_machine`). Waive an oracle that judges a choice (LRU
+(:func:`radixcheck.properties.findings.verdict.run_machine`). Waive an oracle that judges a choice (LRU
 order, eviction amount) to look past it; after a waived prefix-set or slot finding the model no
 longer describes the cache, and what follows is likely its echo.
 
@@ -33,7 +33,7 @@ from fnmatch import fnmatchcase
 from pathlib import Path
 from typing import Any
 
-from radixcheck.properties.failures import leaves, message_of, oracle_of
+from radixcheck.properties.findings.failures import leaves, message_of, oracle_of
 
 
 class WaiverError(ValueError):
@@ -94,7 +94,7 @@ def read_waivers(path: str | Path) -> list[Waiver]:
 @dataclass
 class WaiverLog:
     """The waivers that apply to one test of one target, and what they waived: a predicate for
-    :func:`~radixcheck.properties.verdict.run_machine` (``waived(exc) -> bool``) that records
+    :func:`~radixcheck.properties.findings.verdict.run_machine` (``waived(exc) -> bool``) that records
     each finding it waives."""
 
     applicable: list[Waiver]

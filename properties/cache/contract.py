@@ -1,0 +1,371 @@
+"""The cache contract: what radixcheck expects of a radix-tree KV cache.
+
+Read this module to write an adapter for your cache. It is modelled on SGLang's
+``RadixCache`` so that SGLang, mini-sglang and most home-grown caches adapt in a few lines.
+
+Vocabulary
+----------
+* A *token sequence* is a 1-D sequence of non-negative Python/NumPy integers (list, tuple or
+  integer ndarray), ids anywhere in the int32 range (vocabularies of 128k-152k are normal, and
+  the suite sends ids at and above 2**16, 2**17 and 2**24). It may be empty, and it may be
+  thousands of tokens long. Floats, bools, ``None``, negative ids, nested sequences and arrays of
+  other than one dimension are bad input.
+* *Values* are KV slot ids: a 1-D ``np.int64`` array, one slot per token. The suite owns the slot
+  pool (a :class:`SlotAllocator`); the cache stores slot ids and hands them back to the allocator
+  when it evicts. Reuse shares slot ids; the cache never copies or invents them. Slots come from
+  a pool that has been serving for hours: recycled, scattered and out of order, never assume
+  ``values[i] == values[0] + i``.
+* *Buffers are the caller's.* A caller reuses the token and value arrays it passes as soon as
+  the call returns (an engine rewrites its request-to-token row), so a cache copies whatever it
+  keeps. The array ``match_prefix`` returns is the caller's too: callers may write into it, so
+  it must not be the cache's own storage (a read-only array, ``writeable=False``, is fine and is
+  never written into). The suite overwrites every list and array it lent after each call, and
+  every array a match returned once it has checked it.
+* A *handle* (SGLang's ``TreeNode``) is an opaque object returned by ``match_prefix``. It denotes
+  the matched prefix: locking it locks every node on the path root..handle.
+
+The methods (``RadixCacheLike``)
+-------------------------------
+``match_prefix(tokens) -> (values, handle)``
+    The slot ids of the longest cached prefix of ``tokens`` (length a multiple of ``page_size``)
+    and a handle to the node that ends exactly there. If the query diverges in the middle of an
+    edge the cache splits that edge, so that a lock on the handle covers exactly the matched
+    prefix, no more. An empty match (an empty query, one shorter than a page, or one whose first
+    page is not cached) returns an empty int64 array and the *root handle*.
+    Counts as a use of every matched node (recency for LRU).
+``insert(tokens, values) -> prefix_len``
+    Caches ``tokens`` (only the first ``len(tokens) // page_size * page_size`` of them when
+    ``page_size > 1``) with ``values`` (same length as ``tokens``; any integer dtype, the suite
+    sends ``np.int64``, and a cache may store them in a narrower type that holds every slot id of
+    its pool). An insert that ends inside an edge uses only what it covered: an LRU cache splits the
+    edge there (or otherwise keeps the uncovered remainder as old as it was), as a match does. ``prefix_len`` is how many
+    leading tokens were already cached: for those the cache keeps its own values, and the caller
+    still owns (and must free) ``values[:prefix_len]`` that it brought, as well as the unaligned
+    tail. Counts as a use of every node on the inserted path. An empty insert (or one shorter
+    than a page) caches nothing and returns 0.
+``inc_lock_ref(handle)`` / ``dec_lock_ref(handle)``
+    Add / remove one lock on every node of the path root..handle. A locked node is never evicted.
+    Correct callers pair every unlock with an earlier lock through the same handle.
+    ``dec_lock_ref`` raises (and changes nothing) if any counter on the path is already 0 (an
+    unmatched unlock) or the handle is stale (its node was evicted, reset away, or belongs to
+    another cache). An unlock through a handle that took no lock of its own while other requests
+    hold the path is the cache's choice: one that counts locks per node may take it, one that
+    counts them per handle may refuse it; the suite never sends it.
+    ``inc_lock_ref`` on a stale or quarantined handle raises likewise.
+    *The root handle* stands for the empty prefix: locking or unlocking it is a no-op that always
+    succeeds (there is nothing to protect). It stays valid across ``reset()``. Another cache's
+    root handle is a foreign handle like any other (the suite sends none: a root lock protects
+    nothing, so refusing it proves nothing).
+    **A lock is not a use**: only ``match_prefix`` and ``insert`` refresh recency.
+    A cache that trusts its callers (``checks_locks=False``, as SGLang's does) is only ever sent
+    what a correct engine sends: every unlock pairs with an earlier lock through the same handle,
+    at most once, and no stale, foreign or quarantined handle is locked.
+``evict(num_tokens) -> evicted``
+    Evicts unlocked leaves in the order of the cache's policy (the reference: least recently used
+    leaf first; a parent left childless becomes a leaf and is considered in turn) until at least
+    ``num_tokens`` tokens have been freed or nothing is evictable. Returns the number of tokens
+    evicted; their slot ids go back to the allocator. ``num_tokens`` must be >= 0.
+``evict_prefix(tokens) -> removed``
+    Policy eviction ("quarantine"). Afterwards no match returns a prefix that starts with
+    ``tokens``, and the match of any query that does not start with ``tokens`` is unchanged.
+    The cut falls at position ``(len(tokens) - 1) // page_size * page_size``: everything cached
+    below it on the branch of ``tokens`` goes. Unlocked nodes are freed at once; locked ones are
+    unlinked at once (no new request can match them) and freed when their last lock is released.
+    Returns the number of tokens unlinked from the tree. ``tokens`` must be non-empty.
+``total_size()``, ``evictable_size()``, ``protected_size()``
+    Tokens in the tree; those on no locked path; those on a locked path. Unlinked (quarantined but
+    still locked) nodes count in none of them. ``evictable + protected == total`` always.
+``reset()``
+    Empties the tree, frees every slot it holds (including quarantined ones still locked) and
+    makes every handle stale. Slots that callers hold stay theirs. A cache without a usable
+    reset declares ``supports_reset=False`` and is never sent one.
+``page_size``
+    Attribute, the page size the cache was built with.
+
+Bad input
+---------
+A cache that declares ``validates_input=True`` (the default) must refuse malformed arguments
+with an exception *and leave itself unchanged*: token sequences that are not 1-D sequences of
+non-negative integers (floats, bools, strings, ``None``, nested lists, 0-d or 2-D arrays),
+values of the wrong length, dimension or dtype, ``None`` or negative or non-integer eviction
+counts, an empty ``evict_prefix``, and, from the factory, a ``page_size`` that is not a positive
+int. The suite checks "unchanged" by comparing the sizes and the slot pool before and after.
+A cache that trusts its callers with arguments declares ``validates_input=False``.
+
+Target selection
+----------------
+The suite builds caches with a *factory*, named as ``package.module:attribute`` by the pytest
+option ``--radix-target`` or the environment variable ``RADIXCHECK_TARGET`` (the option wins).
+The default is ``radixcheck.reference:RadixCache``. The factory is called as::
+
+    factory(allocator: SlotAllocator, page_size: int) -> RadixCacheLike
+
+and may carry a ``capabilities`` attribute (a :class:`Capabilities`) telling the suite which
+properties apply; without one the suite assumes :data:`DEFAULT_CAPABILITIES`. A property that
+needs something the target does not offer is skipped with that reason, never failed: the
+state machine then never sends the calls in question (Hypothesis preconditions), and the run's
+header and report say what was left out.
+
+Adapting a match-and-lock API
+-----------------------------
+Some caches lock only while matching (LightLLM's ``match_prefix(key, update_refs=True)``). Give
+the handle the matched tokens, implement ``inc_lock_ref(handle)`` by matching them again with
+locking on, and declare ``locks_only_after_match=True``: the suite then locks a handle only
+straight after the match that returned it, so the second match touches exactly the nodes the
+first one just touched and the recency order is what the contract expects. ``dec_lock_ref``
+maps to the cache's own release.
+"""
+
+from __future__ import annotations
+
+import bisect
+import math
+import random
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol, runtime_checkable
+
+import numpy as np
+
+from radixcheck.oracles.violations import SlotViolation
+
+MAX_PAGE_SIZE_TESTED = 64
+"""Declared page sizes above this are not run (the oracles' cost grows with the page)."""
+
+
+@dataclass(frozen=True)
+class Capabilities:
+    """What a target offers. The suite skips (with a reason) properties that need more, and never
+    sends a call the target does not offer or leaves to its callers."""
+
+    eviction_policy: str = "lru"
+    """Name of the eviction order. The LRU oracle applies only to ``"lru"``."""
+    supports_quarantine: bool = True
+    """Whether ``evict_prefix`` exists and follows the contract."""
+    page_sizes: tuple[int, ...] = (1, 2, 4)
+    """Page sizes the factory accepts; the suite runs each one up to 64."""
+    checks_locks: bool = True
+    """Whether an unmatched ``dec_lock_ref``, or a lock/unlock of a stale or foreign handle,
+    raises. SGLang's does not (it trusts its callers); a target that says ``False`` is only sent
+    paired unlocks and live handles, and the refusal properties are skipped, not failed."""
+    supports_reset: bool = True
+    """Whether ``reset()`` exists and follows the contract. ``False``: reset is never sent."""
+    locks_only_after_match: bool = False
+    """Whether the cache can lock only through a fresh match (see "Adapting a match-and-lock
+    API" above). ``True``: a handle is locked only straight after the match that returned it."""
+    validates_input: bool = True
+    """Whether malformed arguments (see "Bad input" above) raise and change nothing. Engines'
+    caches usually trust their callers here too; ``False``: bad input is never sent."""
+    max_cached_pages: int | None = None
+    """The most pages the cache can hold at once (a fixed KV pool, e.g. vLLM's ``num_gpu_blocks``),
+    or ``None``. With a limit, the suite evicts before an insert that could overflow it, as a
+    scheduler frees memory before it allocates, so the world stays within the pool (the
+    production-scale world is then capped at it). A request longer than the pool is not sent (an
+    engine refuses it); the scale test's history alone is 3,100 pages."""
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.eviction_policy, str) or not self.eviction_policy:
+            raise ValueError(f"Capabilities.eviction_policy must be a non-empty str, got {self.eviction_policy!r}")
+        for flag in ("supports_quarantine", "checks_locks", "supports_reset", "locks_only_after_match", "validates_input"):
+            if not isinstance(getattr(self, flag), bool):
+                raise TypeError(f"Capabilities.{flag} must be a bool, got {getattr(self, flag)!r}")
+        sizes = self.page_sizes
+        if not isinstance(sizes, (tuple, list)) or not sizes:
+            raise TypeError(f"Capabilities.page_sizes must be a non-empty tuple of ints, got {sizes!r}")
+        if any(isinstance(p, bool) or not isinstance(p, int) or p < 1 for p in sizes):
+            raise ValueError(f"Capabilities.page_sizes must hold positive ints, got {sizes!r}")
+        object.__setattr__(self, "page_sizes", tuple(sizes))
+        pages = self.max_cached_pages
+        if pages is not None and (isinstance(pages, bool) or not isinstance(pages, int) or pages < 1):
+            raise ValueError(f"Capabilities.max_cached_pages must be a positive int or None, got {pages!r}")
+
+    def page_sizes_tested(self) -> tuple[int, ...]:
+        """The declared page sizes the suite runs: each one up to :data:`MAX_PAGE_SIZE_TESTED`."""
+        return tuple(sorted(p for p in set(self.page_sizes) if p <= MAX_PAGE_SIZE_TESTED))
+
+    def not_exercised(self) -> list[str]:
+        """What the suite leaves out for this target, and why: for headers and report cards."""
+        gaps = []
+        if self.eviction_policy != "lru":
+            gaps.append(f"LRU eviction order (eviction_policy={self.eviction_policy!r}: amount and lock safety still checked)")
+        if not self.supports_quarantine:
+            gaps.append("evict_prefix and the evict-equals-never-saw oracle (supports_quarantine=False)")
+        if not self.checks_locks:
+            gaps.append("refusal of unmatched unlocks and stale/foreign handles (checks_locks=False: only paired calls sent)")
+        if not self.supports_reset:
+            gaps.append("reset() (supports_reset=False: never sent)")
+        if self.locks_only_after_match:
+            gaps.append("locking a handle some steps after its match (locks_only_after_match=True)")
+        if not self.validates_input:
+            gaps.append("refusal of malformed arguments and page sizes (validates_input=False: never sent)")
+        if self.max_cached_pages is not None:
+            gaps.append(f"worlds beyond {self.max_cached_pages} cached pages (max_cached_pages: the suite evicts first)")
+        above = sorted(set(self.page_sizes) - set(self.page_sizes_tested()))
+        if above:
+            gaps.append(f"page sizes {above} (above {MAX_PAGE_SIZE_TESTED})")
+        return gaps
+
+
+DEFAULT_CAPABILITIES = Capabilities()
+
+
+@runtime_checkable
+class RadixCacheLike(Protocol):
+    """The methods the suite calls. See the module docstring for their meaning."""
+
+    page_size: int
+
+    def match_prefix(self, tokens: Sequence[int]) -> tuple[np.ndarray, Any]: ...
+
+    def insert(self, tokens: Sequence[int], values: np.ndarray) -> int: ...
+
+    def inc_lock_ref(self, handle: Any) -> None: ...
+
+    def dec_lock_ref(self, handle: Any) -> None: ...
+
+    def evict(self, num_tokens: int) -> int: ...
+
+    def evict_prefix(self, tokens: Sequence[int]) -> int: ...
+
+    def total_size(self) -> int: ...
+
+    def evictable_size(self) -> int: ...
+
+    def protected_size(self) -> int: ...
+
+    def reset(self) -> None: ...
+
+
+CORE_METHODS = ("match_prefix", "insert", "inc_lock_ref", "dec_lock_ref", "evict", "total_size", "evictable_size", "protected_size")
+
+
+def required_methods(capabilities: Capabilities) -> list[str]:
+    """The methods the suite will call on a cache with these capabilities."""
+    return list(CORE_METHODS) + ["evict_prefix"] * capabilities.supports_quarantine + ["reset"] * capabilities.supports_reset
+
+
+class SlotAllocator:
+    """The suite's KV slot pool. The cache under test receives it and calls ``free`` on eviction.
+
+    It refuses (raises :class:`~radixcheck.oracles.violations.SlotViolation`) a double free or a free of an id it never handed out, and
+    remembers every refusal in ``violations`` so a cache that swallows the exception is still
+    caught.
+
+    By default it hands slots out as a serving engine's pool does after hours of work
+    (``churned=True``): freed slots come back first, in no particular order, and new ones are
+    scattered over the pool, so no ``alloc`` looks like ``arange`` (a cache that assumes
+    contiguous slots, or keys anything by a slot id it freed, shows itself). Which slots come out
+    is fixed by ``seed``. ``churned=False`` gives ascending ids, freed ones last (benchmarks).
+    """
+
+    def __init__(self, pool_size: int, seed: int = 0, churned: bool = True) -> None:
+        if isinstance(pool_size, bool) or not isinstance(pool_size, int) or pool_size < 1:
+            raise ValueError(f"pool_size must be a positive int, got {pool_size!r}")
+        self.pool_size = pool_size
+        self.churned = churned
+        self._random = random.Random(seed)
+        self._order = np.random.default_rng(seed)
+        self._never_used = 0  # how many ids were ever handed out; unchurned, ids >= this are new
+        self._stride = next(a for a in iter(lambda: self._random.randrange(1, max(2, pool_size)), None) if math.gcd(a, pool_size) == 1)
+        self._offset = self._random.randrange(pool_size)
+        self._recycled: list[int] = []
+        self._taken_by_name = False  # take() was called: fresh ids may already be in use
+        self.in_use: set[int] = set()
+        self.freed_log: list[int] = []
+        self.free_calls: list[int] = []  # len(freed_log) after each accepted free(): which call freed what
+        self.violations: list[str] = []
+
+    def reseed(self, seed: int) -> None:
+        """Draw recycled slots, and the order of each allocation, from ``seed`` from now on (the
+        never-used slots keep their order, so nothing handed out can come out twice)."""
+        self._random = random.Random(seed)
+        self._order = np.random.default_rng(seed)
+
+    def available(self) -> int:
+        return self.pool_size - len(self.in_use)
+
+    def alloc(self, n: int) -> np.ndarray:
+        """Hand out ``n`` slot ids (int64). Raises ``MemoryError`` if fewer are available."""
+        if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 0:
+            raise ValueError(f"alloc needs a non-negative int, got {n!r}")
+        if n > self.available():
+            raise MemoryError(f"slot pool exhausted: asked {n}, {self.available()} free")
+        ids = self._churned(int(n)) if self.churned else self._ascending(int(n))
+        self.in_use.update(ids)
+        return np.asarray(ids, dtype=np.int64)
+
+    def take(self, ids: Any) -> np.ndarray:
+        """Hand out exactly these slot ids (int64), each of which must be free: a caller that names
+        its slots, as a repro file does. Raises ``ValueError`` (and changes nothing) otherwise."""
+        wanted = [int(i) for i in np.asarray(ids, dtype=np.int64).reshape(-1)]
+        busy = sorted(set(wanted) & self.in_use)
+        if busy or len(set(wanted)) != len(wanted) or any(not 0 <= i < self.pool_size for i in wanted):
+            raise ValueError(f"take() needs distinct free ids in [0, {self.pool_size}); in use: {busy[:8]}")
+        self.in_use.update(wanted)
+        self._taken_by_name = True
+        if self._recycled:
+            taken = set(wanted)
+            self._recycled = [i for i in self._recycled if i not in taken]
+        return np.asarray(wanted, dtype=np.int64)
+
+    def _fresh(self, n: int, stride: int = 1, offset: int = 0) -> list[int]:
+        """Up to ``n`` never-used ids, the ``k``-th being ``(stride * k + offset) % pool_size``
+        (ids a caller took by name are skipped)."""
+        ids: list[int] = []
+        while len(ids) < n and self._never_used < self.pool_size:
+            ks = np.arange(self._never_used, min(self.pool_size, self._never_used + n - len(ids)), dtype=np.int64)
+            self._never_used += len(ks)
+            batch = ((ks * stride + offset) % self.pool_size).tolist()
+            ids += [i for i in batch if i not in self.in_use] if self._taken_by_name else batch
+        return ids
+
+    def _ascending(self, n: int) -> list[int]:
+        ids = self._fresh(n)
+        fresh = len(ids)
+        ids += self._recycled[: n - fresh]
+        del self._recycled[: n - fresh]
+        return ids
+
+    def _churned(self, n: int) -> list[int]:
+        take = min(n, len(self._recycled))  # the free list's end first (freed slots are spliced in anywhere)
+        ids = self._recycled[len(self._recycled) - take :]
+        del self._recycled[len(self._recycled) - take :]
+        ids += self._fresh(n - take, self._stride, self._offset)  # a permutation of the pool (the stride is coprime to it)
+        ids = [ids[i] for i in self._order.permutation(len(ids)).tolist()]  # numpy's shuffle: 4x Python's at 100 ids
+        if n > 1 and all(b == a + 1 for a, b in zip(ids, ids[1:], strict=False)):
+            ids.reverse()  # never an arange by chance
+        return ids
+
+    def call_of(self, position: int) -> int:
+        """Which accepted ``free`` call put ``freed_log[position]`` there (0-based)."""
+        return bisect.bisect_right(self.free_calls, position)
+
+    def frees_since(self, mark: int) -> list[list[int]]:
+        """The slots each accepted ``free()`` call returned since ``freed_log`` was ``mark`` long, call by call."""
+        if mark == len(self.freed_log):
+            return []
+        first = self.call_of(mark)
+        starts = [mark] + self.free_calls[first:-1]
+        return [self.freed_log[a:b] for a, b in zip(starts, self.free_calls[first:], strict=True)]
+
+    def free(self, ids: Any) -> None:
+        """Return slot ids to the pool. Accepts any 1-D integer array-like (NumPy, torch, list)."""
+        arr = np.asarray(ids).reshape(-1)
+        if arr.size and not np.issubdtype(arr.dtype, np.integer):
+            self.violations.append(f"free() got non-integer ids of dtype {arr.dtype}")
+            raise SlotViolation(self.violations[-1])
+        ids_list = arr.tolist()
+        ids_set = set(ids_list)
+        bad = ids_set - self.in_use
+        if bad or len(ids_set) != len(ids_list):
+            what = sorted(bad)[:8] if bad else "duplicates within one call"
+            self.violations.append(f"free() of ids not in use (double free or never allocated): {what}")
+            raise SlotViolation(self.violations[-1])
+        self.in_use.difference_update(ids_list)
+        if self.churned:  # back into the free list at a random place
+            at = self._random.randrange(len(self._recycled) + 1)
+            self._recycled[at:at] = ids_list
+        else:
+            self._recycled.extend(ids_list)
+        self.freed_log.extend(ids_list)
+        self.free_calls.append(len(self.freed_log))

@@ -1,0 +1,897 @@
+"""Deliberately broken variants of the reference cache: the suite must catch every one.
+
+Each mutant reproduces one class of bug seen in real radix caches (the catalogue in
+``reports/BUG_CATALOGUE.md`` links each to its public thread) with the smallest change to the
+reference, and names in ``obligation`` the clause of the contract it breaks. Each also names,
+in ``caught_by``, the oracle exception(s) that must report it, so a mutant killed for the wrong
+reason (say, a crash in the harness) does not count as caught. Mutants whose bug needs pages say
+so in ``page_size_for_test``.
+
+The correct variants at the end (``CORRECT_VARIANTS``) are the other half: caches that are right
+but unusual (one that trusts its callers, one without ``reset``) and must pass.
+
+Point the suite at one to see a failure as a user would:
+``radixcheck audit radixcheck.properties.cache.mutants:EvictsLockedLeaf``
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from radixcheck.oracles.violations import (
+    BadInputViolation,
+    EvictionAmountViolation,
+    LRUOrderViolation,
+    NeverSawViolation,
+    PrefixSetViolation,
+    RefcountViolation,
+    ReturnValueViolation,
+    SlotViolation,
+)
+from radixcheck.properties.cache.contract import DEFAULT_CAPABILITIES, Capabilities
+from radixcheck.properties.cache.machine import RadixCacheMachine, machine_for
+from radixcheck.properties.cache.scale_machine import scale_machine_for
+from radixcheck.reference.radix_cache import Node, RadixCache
+from radixcheck.reference.validation import as_count, as_tokens
+
+
+class SplitOffByOne(RadixCache):
+    """Match splits one token past the divergence (unaligned/boundary split, sglang #28692)."""
+
+    bug_class = "split-off-by-one"
+    sources = ('sgl-project/sglang#28692', 'sgl-project/sglang#36696')
+    caught_by = (PrefixSetViolation, NeverSawViolation, LRUOrderViolation)  # oracle 5 after a quarantine; LRU: it stamps a token too many
+
+    def _split(self, child: Node, at: int) -> Node:
+        return super()._split(child, min(at + 1, len(child.key) - 1)) if len(child.key) > 1 else child
+
+
+class LockSkipsAncestors(RadixCache):
+    """inc/dec_lock_ref touch only the handle's own node, not its ancestors."""
+
+    bug_class = "lock-skips-ancestors"
+    sources = ('sgl-project/sglang#26218 (review: release walks past the lock boundary)',)
+    caught_by = (RefcountViolation, SlotViolation)  # or a quarantine frees the unprotected ancestors
+
+    def _path(self, handle: Any) -> list[Node]:
+        return super()._path(handle)[:1]
+
+
+class LockSkipsSelf(RadixCache):
+    """The lock walk starts at the parent, so the matched node itself stays evictable
+    (mini-sglang #52)."""
+
+    bug_class = "lock-skips-self"
+    sources = ('sgl-project/mini-sglang#52',)
+    caught_by = (RefcountViolation, SlotViolation)  # a quarantine frees the unprotected node
+
+    def _path(self, handle: Any) -> list[Node]:
+        return super()._path(handle)[1:]
+
+
+class EvictsLockedLeaf(RadixCache):
+    """Eviction ignores lock_ref."""
+
+    bug_class = "evicts-locked-leaf"
+    sources = ('sgl-project/mini-sglang#52 (its consequence: a locked node evicted)',)
+    caught_by = RefcountViolation
+
+    def _evictable_leaf(self, node: Node) -> bool:
+        return node is not self.root and not node.children
+
+
+class MostRecentFirst(RadixCache):
+    """The eviction heap is keyed the wrong way round: most recently used leaf goes first."""
+
+    bug_class = "mru-instead-of-lru"
+    sources = ('RadixAttention paper §3.2 (LRU leaf eviction); SGLang eviction_policy',)
+    caught_by = LRUOrderViolation
+
+    def _eviction_key(self, node: Node) -> tuple[int, int]:
+        return -node.last_access, node.serial
+
+
+class UnmatchedUnlockAccepted(RadixCache):
+    """dec_lock_ref trusts its caller and drives lock_ref below zero (SGLang 0.5.23)."""
+
+    bug_class = "unmatched-unlock-accepted"
+    sources = ('SGLang 0.5.23 RadixCache.dec_lock_ref (lock_ref driven to -1; reports/sglang_findings.md)',)
+    caught_by = RefcountViolation
+
+    def dec_lock_ref(self, handle: Any) -> None:
+        for node in self._path(handle):  # the reference's walk, minus its lock_ref > 0 check
+            node.lock_ref -= 1
+            if node.lock_ref == 0 and node.state == "detached":
+                self._free(node)
+                self._detached.remove(node)
+
+
+class SplitKeepsStaleValues(RadixCache):
+    """A split shortens the lower node's key but not its slot ids: KV lost/duplicated in a split
+    (sglang #16946)."""
+
+    bug_class = "split-loses-values"
+    sources = ('sgl-project/sglang#16946', 'sgl-project/sglang#35270 (two nodes hold the same slots)')
+    caught_by = (PrefixSetViolation, NeverSawViolation, SlotViolation, ReturnValueViolation)  # any wrong match; evict frees too many
+
+    def _split(self, child: Node, at: int) -> Node:
+        value = child.value
+        upper = super()._split(child, at)
+        child.value = value[: len(value)]  # the lower half keeps every slot id
+        return upper
+
+
+class QuarantineTakesSiblings(RadixCache):
+    """evict_prefix removes every branch at the cut, not only the one it was given."""
+
+    bug_class = "quarantine-removes-sibling"
+    sources = ('seed: fak radixkv.EvictPrefix (a colliding first token may evict a benign sibling)',)
+    caught_by = (NeverSawViolation, SlotViolation)
+
+    def _branches(self, node: Node, head: tuple[int, ...]) -> list[Node]:
+        return list(node.children.values())
+
+
+class ProtectedCountsNodes(RadixCache):
+    """protected_size counts locked nodes instead of locked tokens (size counter drift,
+    sglang #35270 / mllm #656)."""
+
+    bug_class = "size-counter-drift"
+    sources = ('sgl-project/sglang#35270', 'UbiquitousLearning/mllm#656')
+    caught_by = RefcountViolation
+
+    def protected_size(self) -> int:
+        return sum(1 for n in self._linked_nodes() if n.lock_ref > 0 and n is not self.root)
+
+    def evictable_size(self) -> int:
+        return self.total_size() - self.protected_size()
+
+
+class NoSplitOnMatch(RadixCache):
+    """Match returns the whole edge it stopped in as the handle: a lock covers more than was
+    matched (a port that did not split on match)."""
+
+    bug_class = "match-no-split-overlock"
+    sources = ('bytedance-iaas/sglang#508',)
+    caught_by = (RefcountViolation, LRUOrderViolation, SlotViolation)  # over-locks (so over-protects), over-touches
+
+    def match_prefix(self, tokens: Any) -> tuple[np.ndarray, Node]:
+        key = as_tokens(tokens, "tokens")
+        key = key[: len(key) // self.page_size * self.page_size]
+        self._clock += 1
+        node, pos, pieces = self.root, 0, []
+        while pos < len(key):
+            child = node.children.get(key[pos : pos + self.page_size])
+            if child is None:
+                break
+            shared = self._shared_length(child.key, key[pos:])
+            child.last_access = self._clock
+            pieces.append(child.value[:shared])
+            node, pos = child, pos + shared
+            if shared < len(child.key):
+                break
+        return (np.concatenate(pieces) if pieces else np.zeros(0, np.int64)), node
+
+
+class QuarantineLeavesBranchLinked(RadixCache):
+    """evict_prefix frees the branch's slots but leaves its nodes in the tree: later matches
+    return freed KV slots (a policy eviction that only half happened)."""
+
+    bug_class = "quarantine-leaves-branch-linked"
+    sources = ('seed: fak radixkv.EvictPrefix (evicted prefix must be unreachable, "as if never seen")',)
+    caught_by = NeverSawViolation
+
+    def evict_prefix(self, tokens: Any) -> int:
+        self._unlink = lambda node: None  # the bug: nothing is cut out of the tree
+        try:
+            return super().evict_prefix(tokens)
+        finally:
+            del self._unlink
+
+
+class QuarantineFreesLocked(RadixCache):
+    """evict_prefix frees a locked node's slots at once, while a request still reads them."""
+
+    bug_class = "quarantine-frees-locked"
+    sources = ('seed: policy eviction of a prefix a running request still reads',)
+    caught_by = SlotViolation
+
+    def _retire(self, node: Node) -> None:
+        self._free(node)
+
+
+class StaleHandleAccepted(RadixCache):
+    """inc_lock_ref on an evicted node walks its old parent chain (sglang #29291)."""
+
+    bug_class = "stale-handle-accepted"
+    sources = ('sgl-project/sglang#29291',)
+    caught_by = RefcountViolation
+
+    def inc_lock_ref(self, handle: Any) -> None:
+        node = handle
+        while node is not self.root and node is not None:
+            node.lock_ref += 1
+            node = node.parent
+
+
+class EvictOvershoots(RadixCache):
+    """evict() ignores num_tokens and empties everything evictable."""
+
+    bug_class = "evict-overshoots"
+    sources = ('RadixAttention paper §3.2 (evict only what the budget needs)',)
+    caught_by = (EvictionAmountViolation, LRUOrderViolation)  # its free() calls show it kept going; LRU tells it by recency
+
+    def evict(self, num_tokens: int) -> int:
+        return super().evict(self.total_size() if as_count(num_tokens, "num_tokens", 0) else 0)
+
+
+class UnalignedPages(RadixCache):
+    """Shared lengths are not rounded down to whole pages: edges split mid-page (sglang #28692)."""
+
+    bug_class = "paged-split-unaligned"
+    sources = ('sgl-project/sglang#28692', 'sgl-project/sglang#10637')
+    caught_by = PrefixSetViolation
+    page_size_for_test = 2
+
+    def _shared_length(self, edge: tuple[int, ...], query: tuple[int, ...]) -> int:
+        n = 0
+        for a, b in zip(edge, query, strict=False):
+            if a != b:
+                break
+            n += 1
+        return n
+
+
+class ResetLeaksDetached(RadixCache):
+    """reset() forgets quarantined nodes that were still locked: their slots leak."""
+
+    bug_class = "reset-leaks-detached"
+    sources = ('sgl-project/sglang#6888', 'sgl-project/sglang#11970 (leak class: available + evictable != total)')
+    caught_by = SlotViolation
+
+    def reset(self) -> None:
+        self._detached.clear()
+        super().reset()
+
+
+class AcceptsFloatTokens(RadixCache):
+    """Token ids are not validated: 1.5 is silently accepted as a key."""
+
+    bug_class = "bad-input-accepted"
+    sources = ('radixcheck contract: bad input raises and changes nothing',)
+    caught_by = BadInputViolation
+
+    def match_prefix(self, tokens: Any) -> tuple[np.ndarray, Node]:
+        return super().match_prefix([int(t) if not isinstance(t, list) else 0 for t in tokens])
+
+
+class SplitLockNotInherited(RadixCache):
+    """A split gives the new upper node lock count 0 instead of the child's: a lock taken before
+    the split is released on a different set of nodes (sglang #24153, #38480)."""
+
+    bug_class = "split-lock-not-inherited"
+    sources = ('sgl-project/sglang#24153', 'sgl-project/sglang#38480', 'sgl-project/sglang#38138')
+    caught_by = (RefcountViolation, SlotViolation)  # or a quarantine frees what is still locked
+
+    def _split(self, child: Node, at: int) -> Node:
+        upper = super()._split(child, at)
+        upper.lock_ref = 0
+        return upper
+
+
+class InsertKeepsUnalignedTail(RadixCache):
+    """With page_size > 1 the key is cut to whole pages but the value is not: the node holds the
+    caller's unaligned tail too (sglang #10637, evictable accounting by key vs value length)."""
+
+    bug_class = "key-vs-value-length"
+    sources = ('sgl-project/sglang#10637',)
+    caught_by = (PrefixSetViolation, SlotViolation)
+    page_size_for_test = 2
+
+    def insert(self, tokens: Any, values: np.ndarray) -> int:
+        aligned = len(tokens) // self.page_size * self.page_size
+        prefix_len = super().insert(tokens, values)
+        if aligned > prefix_len:
+            _, leaf = self.match_prefix(list(tokens)[:aligned])
+            leaf.value = np.asarray(values[aligned - len(leaf.key) :], dtype=np.int64)
+        return prefix_len
+
+
+class InsertReturnsTokenPrefix(RadixCache):
+    """insert returns the token-wise common prefix, not the page-aligned one, so the caller frees
+    the wrong range (the paged pool-conservation class, sglang #6888 / #7130)."""
+
+    bug_class = "paged-prefix-len-unaligned"
+    sources = ('sgl-project/sglang#6888', 'sgl-project/sglang#7130')
+    caught_by = PrefixSetViolation
+    page_size_for_test = 2
+
+    def insert(self, tokens: Any, values: np.ndarray) -> int:
+        key = as_tokens(tokens, "tokens")
+        prefix_len = super().insert(tokens, values)
+        node, pos = self.root, 0
+        while pos < len(key) and (child := node.children.get(key[pos : pos + self.page_size])) is not None:
+            n = 0
+            while n < len(child.key) and pos + n < len(key) and child.key[n] == key[pos + n]:
+                n += 1
+            pos += n
+            if n < len(child.key):
+                break
+            node = child
+        return max(prefix_len, min(pos, len(key)))
+
+
+class SplitRefreshesSuffix(RadixCache):
+    """A match or insert that ends inside an edge stamps the edge's recency before splitting it,
+    so the unmatched suffix looks freshly used and outlives older-but-newer leaves under LRU
+    (SGLang 0.5.23 RadixCache and UnifiedRadixCache, reports/sglang_findings.md #3)."""
+
+    bug_class = "split-refreshes-suffix"
+    sources = ('SGLang 0.5.23 _match_prefix_helper / _insert_helper (reports/sglang_findings.md #3)',)
+    caught_by = LRUOrderViolation
+
+    def _split(self, child: Node, at: int) -> Node:
+        child.last_access = self._clock  # the bug: the whole edge is touched, then cut
+        return super()._split(child, at)
+
+
+class InsertShortStampsEdge(RadixCache):
+    """An insert that ends inside an edge does not cut it: the whole edge is stamped as used,
+    so its unused remainder outlives older leaves under LRU (LightLLM fc72ffa
+    ``_insert_helper``, reports/findings/lightllm.md #1; its match path cuts correctly)."""
+
+    bug_class = "insert-short-stamps-edge"
+    sources = ("LightLLM fc72ffa radix_cache.py _insert_helper (reports/findings/lightllm.md #1)",)
+    caught_by = LRUOrderViolation
+    _insert_end: int | None = None
+
+    def insert(self, tokens: Any, values: np.ndarray) -> int:
+        self._insert_end = len(tokens) // self.page_size * self.page_size
+        try:
+            return super().insert(tokens, values)
+        finally:
+            self._insert_end = None
+
+    def _split(self, child: Node, at: int) -> Node:
+        depth, node = at, child.parent
+        while node is not None:
+            depth, node = depth + len(node.key), node.parent
+        if depth == self._insert_end:
+            return child  # the bug: the insert ends here, so the edge is left whole (and stamped whole)
+        return super()._split(child, at)
+
+
+class _StoresTokensAs(RadixCache):
+    """A cache that keeps its keys in a narrower type: every key passes through ``_stored``."""
+
+    @staticmethod
+    def _stored(tokens: tuple[int, ...]) -> list[int]:
+        raise NotImplementedError
+
+    def match_prefix(self, tokens: Any) -> tuple[np.ndarray, Node]:
+        return super().match_prefix(self._stored(as_tokens(tokens, "tokens")))
+
+    def insert(self, tokens: Any, values: np.ndarray) -> int:
+        return super().insert(self._stored(as_tokens(tokens, "tokens")), values)
+
+    def evict_prefix(self, tokens: Any) -> int:
+        return super().evict_prefix(self._stored(as_tokens(tokens, "tokens")))
+
+
+class TokensNarrowedTo16Bits(_StoresTokensAs):
+    """Token ids are stored as uint16: with a 128k-152k vocabulary, id 65536 is taken for id 0
+    and a prompt matches KV computed for a different one."""
+
+    bug_class = "token-ids-narrowed-16-bit"
+    sources = ("Llama 3 (128,256 ids) and Qwen (151,936 ids) vocabularies exceed 2**16: a uint16 token buffer aliases ids",)
+    caught_by = (PrefixSetViolation, NeverSawViolation)
+
+    @staticmethod
+    def _stored(tokens: tuple[int, ...]) -> list[int]:
+        return [t & 0xFFFF for t in tokens]
+
+
+class TokensThroughFloat32(_StoresTokensAs):
+    """Token ids pass through float32 (a key built with a float tensor): above 2**24 neighbouring
+    ids become one, so a prompt matches KV computed for a different one."""
+
+    bug_class = "token-ids-through-float32"
+    sources = ("float32 holds integers exactly only up to 2**24; ids above it collide (keys built from float tensors)",)
+    caught_by = (PrefixSetViolation, NeverSawViolation)
+
+    @staticmethod
+    def _stored(tokens: tuple[int, ...]) -> list[int]:
+        return np.asarray(tokens, dtype=np.int64).astype(np.float32).astype(np.int64).tolist()
+
+
+class ComparesBoundedWindow(RadixCache):
+    """Edge comparison looks at the first 128 tokens only and assumes the rest agree: a long
+    prompt that diverges deep inside a long edge matches tokens it does not share."""
+
+    bug_class = "long-edge-compared-partly"
+    sources = ("bounded-window key comparison (fast paths that compare or hash a fixed-length key prefix)",)
+    caught_by = (PrefixSetViolation, NeverSawViolation)
+    WINDOW = 128
+
+    def _shared_length(self, edge: tuple[int, ...], query: tuple[int, ...]) -> int:
+        if len(edge) > self.WINDOW and edge[: self.WINDOW] == query[: self.WINDOW]:
+            return min(len(edge), len(query)) // self.page_size * self.page_size
+        return super()._shared_length(edge, query)
+
+
+def _restore_recency(cache: RadixCache, before: dict[Node, int]) -> None:
+    """Undo the recency stamps of a call: old nodes get their times back, nodes a split made
+    take their lower half's (the newest of their children)."""
+    for node in cache._linked_nodes():
+        if node in before:
+            node.last_access = before[node]
+    for node in cache._linked_nodes():
+        if node not in before and node.children:
+            node.last_access = max(c.last_access for c in node.children.values())
+
+
+class MatchDoesNotRefresh(RadixCache):
+    """A match does not count as a use: a prompt every request shares is evicted as if idle."""
+
+    bug_class = "match-not-a-use"
+    sources = ("RadixAttention paper §3.2 (LRU: a hit refreshes the matched nodes); SGLang _match_prefix_helper",)
+    caught_by = LRUOrderViolation
+
+    def match_prefix(self, tokens: Any) -> tuple[np.ndarray, Node]:
+        before = {n: n.last_access for n in self._linked_nodes()}
+        result = super().match_prefix(tokens)
+        _restore_recency(self, before)
+        return result
+
+
+class InsertDoesNotRefresh(RadixCache):
+    """Inserting an already cached prefix does not count as a use of it (only new leaves are
+    stamped): the prefix a request just extended is evicted before older ones."""
+
+    bug_class = "insert-not-a-use"
+    sources = ("SGLang _insert_helper (insert refreshes every node on the path)",)
+    caught_by = LRUOrderViolation
+
+    def insert(self, tokens: Any, values: np.ndarray) -> int:
+        before = {n: n.last_access for n in self._linked_nodes()}
+        prefix_len = super().insert(tokens, values)
+        _restore_recency(self, before)
+        return prefix_len
+
+
+class LockRefreshes(RadixCache):
+    """inc_lock_ref counts as a use (stamps the path): a request admitted long after its match
+    makes its prefix look fresh, and the LRU order differs from the contract's."""
+
+    bug_class = "lock-counts-as-use"
+    sources = ("radixcheck contract: a lock is not a use (SGLang inc_lock_ref leaves last_access_time alone)",)
+    caught_by = LRUOrderViolation
+
+    def inc_lock_ref(self, handle: Any) -> None:
+        super().inc_lock_ref(handle)
+        self._clock += 1
+        for node in self._path(handle):
+            node.last_access = self._clock
+
+
+class EvictStopsShort(RadixCache):
+    """evict() frees one leaf per call, whatever ``num_tokens`` asks: the scheduler then runs out
+    of KV slots although evictable cache was left."""
+
+    bug_class = "evict-stops-short"
+    sources = ("RadixAttention paper §3.2 (evict leaves until enough memory is free)",)
+    caught_by = EvictionAmountViolation
+
+    def evict(self, num_tokens: int) -> int:
+        wanted = as_count(num_tokens, "num_tokens", minimum=0)
+        return super().evict(min(wanted, 1))
+
+
+class EvictMiscounts(RadixCache):
+    """evict() returns the number of tokens asked for, not the number it freed."""
+
+    bug_class = "evict-miscounts"
+    sources = ("radixcheck contract: evict returns the tokens it evicted (the scheduler budgets by it)",)
+    caught_by = ReturnValueViolation
+
+    def evict(self, num_tokens: int) -> int:
+        super().evict(num_tokens)
+        return as_count(num_tokens, "num_tokens", minimum=0)
+
+
+class TotalCountsDetached(RadixCache):
+    """total_size() keeps counting quarantined nodes that are still locked (unlinked, not freed)."""
+
+    bug_class = "total-counts-detached"
+    sources = ("sgl-project/sglang#11970 (size accounting drifts from the tree: available + evictable != total)",)
+    caught_by = RefcountViolation
+
+    def total_size(self) -> int:
+        return super().total_size() + sum(len(n.key) for n in self._detached)
+
+    def protected_size(self) -> int:
+        return super().protected_size() + sum(len(n.key) for n in self._detached)
+
+
+class LockOfQuarantinedAccepted(RadixCache):
+    """inc_lock_ref on a quarantined (unlinked, still locked) node is accepted: its lock count
+    grows on nodes no longer in the tree."""
+
+    bug_class = "lock-of-quarantined-accepted"
+    sources = ("radixcheck contract: inc_lock_ref on a quarantined handle raises",)
+    caught_by = RefcountViolation
+
+    def inc_lock_ref(self, handle: Any) -> None:
+        for node in self._path(handle):
+            node.lock_ref += 1
+
+
+class ForeignHandleAccepted(RadixCache):
+    """Handles are not checked to belong to this cache: another cache's node is locked (in the
+    other cache) without complaint (sglang Rust core node ids, reports/sglang_findings.md #6)."""
+
+    bug_class = "foreign-handle-accepted"
+    sources = ("SGLang 0.5.23 UnifiedRadixCache Rust core (node ids accepted across caches; reports/sglang_findings.md #6)",)
+    caught_by = RefcountViolation
+
+    def _path(self, handle: Any) -> list[Node]:
+        if not isinstance(handle, Node):
+            raise ValueError(f"unknown handle {handle!r}")
+        if handle.state == "dead":
+            raise ValueError(f"stale handle {handle!r}")
+        path, node = [], handle
+        while node.parent is not None:  # the bug: walks to whichever root it reaches
+            path.append(node)
+            node = node.parent
+        return path
+
+
+class ResetKeepsHandlesLive(RadixCache):
+    """reset() empties the tree but leaves the old nodes live: a handle from before the reset is
+    still locked and unlocked as if its prefix were cached."""
+
+    bug_class = "reset-keeps-handles-live"
+    sources = ("sgl-project/sglang#29291 (a stale handle walks a dead parent chain)",)
+    caught_by = (RefcountViolation, SlotViolation)  # or an unlock through a pre-reset handle frees again
+
+    def reset(self) -> None:
+        for node in list(self._linked_nodes()) + self._detached:
+            if node is not self.root and len(node.value):
+                self.allocator.free(node.value)  # the bug: the node is not marked dead
+        self.root.children.clear()
+        self._detached.clear()
+
+
+class BadInputHalfApplied(RadixCache):
+    """insert() checks the values' length only after caching the tokens it has values for: it
+    raises, but the cache has changed."""
+
+    bug_class = "bad-input-half-applied"
+    sources = ("radixcheck contract: bad input raises and changes nothing (validate before mutating)",)
+    caught_by = BadInputViolation
+
+    def insert(self, tokens: Any, values: np.ndarray) -> int:
+        key = as_tokens(tokens, "tokens")
+        if isinstance(values, np.ndarray) and values.ndim == 1 and 0 < len(values) < len(key):
+            super().insert(key[: len(values)], values)
+            raise ValueError(f"values must have length {len(key)}, got {len(values)}")
+        return super().insert(tokens, values)
+
+
+class QuarantineCountsOnlyFreed(RadixCache):
+    """evict_prefix returns only the tokens it freed, not those it unlinked but must keep for a
+    running request: the caller's accounting of what left the tree is short."""
+
+    bug_class = "quarantine-miscounts-locked"
+    sources = ("radixcheck contract: evict_prefix returns the tokens unlinked from the tree, locked ones included",)
+    caught_by = NeverSawViolation
+
+    def evict_prefix(self, tokens: Any) -> int:
+        detached_before = len(self._detached)
+        removed = super().evict_prefix(tokens)
+        return removed - sum(len(n.key) for n in self._detached[detached_before:])
+
+
+# ---- production scale and callers that reuse their buffers ------------------------------------
+# Each is correct in a small world. The first four show only in the production world
+# (``scale = True``: ``radixcheck.properties.cache.scale_machine``); the buffer and slot ones need a
+# caller that reuses its buffers and a churned slot pool, which every machine now is.
+
+
+def _leaf_inserted(cache: RadixCache, tokens: Any, prefix_len: int) -> Node | None:
+    """The node an insert of ``tokens`` just created at its end (no recency stamped), if any."""
+    key = as_tokens(tokens, "tokens")
+    aligned = len(key) // cache.page_size * cache.page_size
+    node, pos = cache.root, 0
+    while pos < aligned and (child := node.children.get(key[pos : pos + cache.page_size])) is not None:
+        node, pos = child, pos + len(child.key)
+    return node if aligned > prefix_len and node is not cache.root and pos == aligned else None
+
+
+class _NarrowLockCount(RadixCache):
+    """Lock counts kept in a field of ``_BITS`` bits: the count wraps to 0 when that many
+    requests hold one prefix at once, and the prefix is evictable while they still run."""
+
+    _BITS: int
+    caught_by = RefcountViolation  # protected_size() no longer counts the prompt, or a legal unlock is refused
+    scale = True
+
+    def inc_lock_ref(self, handle: Any) -> None:
+        super().inc_lock_ref(handle)
+        for node in self._path(handle):
+            node.lock_ref %= 1 << self._BITS  # the bug: the field wraps
+
+
+class LockCountWraps8Bit(_NarrowLockCount):
+    """Lock counts in 8 bits (a uint8 in packed node metadata): the 256th request admitted on one
+    system prompt wraps its count to 0."""
+
+    bug_class = "lock-count-8-bit"
+    sources = ("production load: 256-1,024 requests admitted at once on one system prompt (SGLang --max-running-requests)",)
+    _BITS = 8
+
+
+class LockCountWraps10Bit(_NarrowLockCount):
+    """Lock counts in a 10-bit field: the 1,024th concurrent request on one prompt wraps it to 0."""
+
+    bug_class = "lock-count-10-bit"
+    sources = ("production load: 1,024 concurrent requests on one prompt (a bit field sized for a smaller batch)",)
+    _BITS = 10
+
+
+class CollectsNodesRecursively(RadixCache):
+    """Walks the tree recursively to collect its nodes (for eviction and the sizes): a path deeper
+    than Python's recursion limit (multi-turn chats, chunked prefill) raises RecursionError."""
+
+    bug_class = "recursive-tree-walk"
+    sources = ("sgl-project/sglang#154", "sgl-project/sglang#813", "sgl-project/sglang#1501 (fixed by #1499)",
+               "sgl-project/sglang#3029", "sgl-project/sglang#38204")
+    caught_by = RecursionError
+    scale = True
+
+    def _linked_nodes(self) -> list[Node]:
+        found: list[Node] = []
+        self._collect(self.root, found)
+        return found
+
+    def _collect(self, node: Node, found: list[Node]) -> None:
+        found.append(node)
+        for child in node.children.values():
+            self._collect(child, found)  # the bug: one Python frame per level of the tree
+
+
+class EvictCapsLeaves(RadixCache):
+    """evict() frees at most 256 leaves per call, whatever ``num_tokens`` asks (a fixed batch):
+    under memory pressure the scheduler gets back less than it needs."""
+
+    bug_class = "evict-capped-batch"
+    sources = ("production load: one eviction under memory pressure frees hundreds of leaves",)
+    caught_by = EvictionAmountViolation
+    scale = True
+
+    def _wants_more(self, evicted: int, wanted: int, leaves: int) -> bool:
+        return evicted < wanted and leaves < 256
+
+
+class KeepsCallersValues(RadixCache):
+    """insert() keeps a view of the caller's values array for the leaf it creates, not a copy: the
+    engine reuses that buffer for its next request, and the cached slot ids change under it."""
+
+    bug_class = "stores-callers-buffer"
+    sources = ("radixcheck contract: a cache copies what it keeps (an engine rewrites its req_to_token row after the call)",)
+    caught_by = (PrefixSetViolation, SlotViolation)
+
+    def insert(self, tokens: Any, values: np.ndarray) -> int:
+        prefix_len = super().insert(tokens, values)
+        leaf = _leaf_inserted(self, tokens, prefix_len)
+        if leaf is not None:
+            end = len(as_tokens(tokens, "tokens")) // self.page_size * self.page_size
+            leaf.value = values[end - len(leaf.key) : end]  # the bug: the caller's buffer itself
+        return prefix_len
+
+
+class MatchReturnsItsStorage(RadixCache):
+    """match_prefix() returns a node's own value array when the match is that one node, not a
+    copy: a caller that writes into its match (its request row) writes into the cache."""
+
+    bug_class = "match-returns-storage"
+    sources = ("radixcheck contract: the caller owns what match_prefix returns",)
+    caught_by = (PrefixSetViolation, SlotViolation)
+
+    def match_prefix(self, tokens: Any) -> tuple[np.ndarray, Node]:
+        values, node = super().match_prefix(tokens)
+        if node is not self.root and node.parent is self.root:
+            return node.value, node  # the bug: the node's own array
+        return values, node
+
+
+class AssumesContiguousSlots(RadixCache):
+    """A node keeps only its first slot id and its length, and rebuilds the rest as first + i:
+    right for a fresh pool that hands out ascending ids, wrong once slots come back recycled."""
+
+    bug_class = "assumes-contiguous-slots"
+    sources = ("production load: a churned KV pool hands out recycled, non-contiguous slots",)
+    caught_by = (PrefixSetViolation, SlotViolation)
+
+    def insert(self, tokens: Any, values: np.ndarray) -> int:
+        prefix_len = super().insert(tokens, values)
+        leaf = _leaf_inserted(self, tokens, prefix_len)
+        if leaf is not None and len(leaf.value):
+            leaf.value = leaf.value[0] + np.arange(len(leaf.value), dtype=np.int64)  # the bug
+        return prefix_len
+
+
+class QuarantineMissReturnsNone(RadixCache):
+    """evict_prefix() returns ``None`` instead of 0 when nothing is cached on the branch."""
+
+    bug_class = "quarantine-miss-returns-none"
+    sources = ("radixcheck contract: evict_prefix returns the tokens unlinked, 0 when none",)
+    caught_by = ReturnValueViolation
+
+    def evict_prefix(self, tokens: Any) -> int | None:
+        return super().evict_prefix(tokens) or None  # the bug
+
+
+class FifoReference(RadixCache):
+    """Correct, with another policy: evicts the oldest-created unlocked leaf first (FIFO)."""
+
+    capabilities = Capabilities(eviction_policy="fifo")
+    page_size_for_test = 1
+
+    def _eviction_key(self, node: Node) -> tuple[int, ...]:
+        return (node.serial,)
+
+
+class EvictOneTooMany(FifoReference):
+    """Under a policy other than LRU, evict() goes on while it has freed ``<=`` the amount
+    (an off-by-one in its loop): one leaf too many on every eviction that lands exactly."""
+
+    bug_class = "evict-one-too-many-any-policy"
+    sources = ("a real engine's LFU cache with `<=` planted in its evict loop: 784 extra leaves in 3,986 evictions, "
+               "'conforms' before this check",)
+    caught_by = EvictionAmountViolation
+
+    def _wants_more(self, evicted: int, wanted: int, leaves: int) -> bool:
+        return evicted <= wanted  # the bug
+
+
+MUTANTS: list[type[RadixCache]] = [
+    AcceptsFloatTokens, BadInputHalfApplied, ComparesBoundedWindow, EvictMiscounts, EvictOvershoots, EvictStopsShort,
+    EvictsLockedLeaf, ForeignHandleAccepted, InsertDoesNotRefresh, InsertKeepsUnalignedTail, InsertReturnsTokenPrefix,
+    InsertShortStampsEdge,
+    LockOfQuarantinedAccepted, LockRefreshes, LockSkipsAncestors, LockSkipsSelf, MatchDoesNotRefresh, MostRecentFirst,
+    NoSplitOnMatch, ProtectedCountsNodes, QuarantineCountsOnlyFreed, QuarantineFreesLocked,
+    QuarantineLeavesBranchLinked, QuarantineTakesSiblings, ResetKeepsHandlesLive, ResetLeaksDetached,
+    SplitKeepsStaleValues, SplitLockNotInherited, SplitOffByOne, SplitRefreshesSuffix, StaleHandleAccepted,
+    TokensNarrowedTo16Bits, TokensThroughFloat32, TotalCountsDetached, UnalignedPages, UnmatchedUnlockAccepted,
+    LockCountWraps8Bit, LockCountWraps10Bit, CollectsNodesRecursively, EvictCapsLeaves, KeepsCallersValues,
+    MatchReturnsItsStorage, AssumesContiguousSlots, QuarantineMissReturnsNone, EvictOneTooMany,
+]
+
+
+def machine_for_mutant(mutant: type[RadixCache], name: str | None = None) -> type[RadixCacheMachine]:
+    """The conformance machine for one mutant (or correct variant), with its own capabilities, at
+    the page size its bug needs: the production-scale machine for a bug that only shows at scale
+    (``scale = True``). The name keys Hypothesis's derandomized seed, so the gate and the
+    catalogue replay the same runs (the kill rates give each stream its own name)."""
+    make = scale_machine_for if getattr(mutant, "scale", False) else machine_for
+    capabilities = mutant.capabilities if mutant.capabilities is not RadixCache.capabilities else DEFAULT_CAPABILITIES
+    return make(mutant, capabilities, getattr(mutant, "page_size_for_test", 1), name or f"mutant_{mutant.__name__}")
+
+
+# ---- correct variants: unusual but right, so they must pass ---------------------------------
+
+
+class TrustingReference(RadixCache):
+    """Trusts its callers, as SGLang's, mini-sglang's and LightLLM's caches do: lock and unlock
+    check nothing. It checks its own tree instead, before every eviction: no counter below zero
+    and no node locked less than its children (an unlocked node above a locked one). Any unpaired
+    or stale call the suite sent would break that, so passing shows the suite sends none."""
+
+    capabilities = Capabilities(checks_locks=False)
+    page_size_for_test = 1  # where the false alarms on real trusting caches were found
+
+    def inc_lock_ref(self, handle: Any) -> None:
+        node = handle
+        while node is not self.root:
+            node.lock_ref += 1
+            node = node.parent
+
+    def dec_lock_ref(self, handle: Any) -> None:
+        node = handle
+        while node is not self.root:
+            node.lock_ref -= 1
+            if node.lock_ref == 0 and node.state == "detached":
+                self._free(node)
+                self._detached.remove(node)
+            node = node.parent
+
+    def evict(self, num_tokens: int) -> int:
+        for node in self._linked_nodes():
+            if node is not self.root:
+                below = sum(c.lock_ref for c in node.children.values())
+                assert node.lock_ref >= max(0, below), f"tree corrupted by its callers: {node!r} has children locked {below} times"
+        return super().evict(num_tokens)
+
+
+class NoResetReference(RadixCache):
+    """Has no usable reset (as mini-sglang's and LightLLM's caches) and says so."""
+
+    capabilities = Capabilities(supports_reset=False)
+    page_size_for_test = 16
+
+    def reset(self) -> None:
+        raise AssertionError("reset() was sent to a target that declares supports_reset=False")
+
+
+class _MatchedTokens:
+    """A match-and-lock cache's handle: the tokens matched, and the node they ended at."""
+
+    def __init__(self, tokens: tuple[int, ...], node: Node) -> None:
+        self.tokens, self.node = tokens, node
+
+
+class MatchAndLockReference(RadixCache):
+    """Locks only through a fresh match, as LightLLM's cache does (``match_prefix(key,
+    update_refs=True)``), adapted as the contract says: a handle is the matched tokens and
+    ``inc_lock_ref`` matches them again, locking what that match reaches. It raises if that match
+    ends anywhere but the handle's node, so passing shows the suite locks a handle only straight
+    after the match that returned it (``locks_only_after_match=True``)."""
+
+    capabilities = Capabilities(locks_only_after_match=True)
+    page_size_for_test = 4
+
+    def match_prefix(self, tokens: Any) -> tuple[np.ndarray, Any]:
+        values, node = super().match_prefix(tokens)
+        return values, _MatchedTokens(tuple(as_tokens(tokens, "tokens")[: len(values)]), node)
+
+    def inc_lock_ref(self, handle: Any) -> None:
+        _, node = super().match_prefix(handle.tokens)
+        assert node is handle.node, f"locked {handle.tokens!r} some steps after its match (the tree changed since)"
+        super().inc_lock_ref(node)
+
+    def dec_lock_ref(self, handle: Any) -> None:
+        super().dec_lock_ref(getattr(handle, "node", handle))
+
+
+class _OwnLocks:
+    """A per-handle cache's handle: the node a match ended at, and the locks taken through it."""
+
+    def __init__(self, node: Node) -> None:
+        self.node, self.held = node, 0
+
+
+class PerHandleLockReference(RadixCache):
+    """Counts locks per handle as well as per node: every match returns a handle of its own, and
+    an unlock through a handle that took no lock of its own is refused, even while other requests
+    hold the path (the contract leaves that unlock to the cache). Passing shows the suite sends
+    it only where it is unmatched under any rule."""
+
+    capabilities = Capabilities()
+    page_size_for_test = 1
+
+    def match_prefix(self, tokens: Any) -> tuple[np.ndarray, Any]:
+        values, node = super().match_prefix(tokens)
+        return values, _OwnLocks(node)
+
+    def _node(self, handle: Any) -> Node:
+        if not isinstance(handle, _OwnLocks):
+            raise ValueError(f"unknown handle {handle!r}: not one this cache returned")
+        return handle.node
+
+    def inc_lock_ref(self, handle: Any) -> None:
+        super().inc_lock_ref(self._node(handle))
+        handle.held += 1
+
+    def dec_lock_ref(self, handle: Any) -> None:
+        node = self._node(handle)
+        if node is not self.root and handle.held == 0:
+            raise ValueError("unlock through a handle that holds no lock of its own")
+        super().dec_lock_ref(node)
+        handle.held = max(0, handle.held - 1)
+
+
+CORRECT_VARIANTS: list[type[RadixCache]] = [TrustingReference, NoResetReference, MatchAndLockReference, FifoReference,
+                                            PerHandleLockReference]

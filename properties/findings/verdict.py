@@ -1,0 +1,223 @@
+"""Running a state machine so that a broken cache gets its verdict in seconds.
+
+Hypothesis normally shrinks a failure for as long as shrinking makes progress: minutes on a
+slow target, and every replay of a hanging call costs the whole per-operation limit. Here a
+run has three phases, all through Hypothesis's public settings:
+
+1. **find**: the profile's search without shrinking, stopping at the first failure;
+2. **shrink** that failure, for at most ``RADIXCHECK_SHRINK_SECONDS``: it is handed over as a
+   *secondary* database entry (Hypothesis would take a primary one for already shrunk) and a
+   call into the target after the budget raises
+   :class:`~radixcheck.properties.target.BudgetSpent`, which ends the shrink; Hypothesis has by
+   then saved the smallest failing program it found;
+3. **replay** the smallest saved program, which is the failure reported.
+
+With ``waived`` (a predicate on exceptions, e.g. a
+:class:`~radixcheck.properties.findings.waivers.WaiverLog`), every phase runs a subclass of the machine whose
+steps and invariants swallow the waived findings (:func:`waiving`): the search goes on past a
+known bug to the next one in the same test.
+
+The failure raised carries the machine instance that failed (``exc.radixcheck_machine``), with
+its transcript of every act and call, each named by the step that sent it (:func:`naming_steps`):
+what :mod:`radixcheck.properties.findings.repro` writes a standalone repro file from.
+
+A hang is reported at once, unshrunk: shrinking it would cost the time limit per replay. If the
+replay does not fail (a flaky target), the failure from the find phase is reported.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import inspect
+import os
+import time
+import unittest
+from collections.abc import Callable, Iterable
+from typing import Any
+
+from hypothesis import Phase, settings, stateful
+from hypothesis.database import ExampleDatabase, MultiplexedDatabase
+from hypothesis.stateful import RuleBasedStateMachine, multiple, run_state_machine_as_test
+
+from radixcheck.profiles import current
+from radixcheck.properties.target import BudgetSpent, alarm_handler, caused_by_hang, forget_hangs, time_budget
+
+SHRINK_ENV = "RADIXCHECK_SHRINK_SECONDS"
+DEFAULT_SHRINK_SECONDS = 15.0
+
+
+def shrink_seconds(machine: type | None = None) -> float:
+    """The shrink budget: ``RADIXCHECK_SHRINK_SECONDS`` if set, else the machine's own
+    ``default_shrink_seconds`` if it has one, else 15 s."""
+    default = getattr(machine, "default_shrink_seconds", DEFAULT_SHRINK_SECONDS)
+    return float(os.environ.get(SHRINK_ENV, default))
+
+
+class _Examples(ExampleDatabase):
+    """An in-memory example database for one run (Hypothesis's public database interface)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.entries: dict[bytes, set[bytes]] = {}
+
+    def save(self, key: bytes, value: bytes) -> None:
+        self.entries.setdefault(key, set()).add(value)
+
+    def fetch(self, key: bytes) -> Iterable[bytes]:
+        yield from list(self.entries.get(key, ()))
+
+    def delete(self, key: bytes, value: bytes) -> None:
+        self.entries.get(key, set()).discard(value)
+
+    def demote_failures(self) -> None:
+        """Move every saved failure to its key's secondary corpus, so it is shrunk when reused."""
+        for key in [k for k in self.entries if not k.endswith((b".secondary", b".pareto"))]:
+            for value in list(self.entries[key]):
+                self.move(key, key + b".secondary", value)
+
+
+def run_machine(machine: type[RuleBasedStateMachine], search: settings | None = None,
+                waived: Callable[..., bool] | None = None, transcript: bool = False) -> None:
+    """Run ``machine`` as a test under ``search`` (default: radixcheck's profile,
+    :func:`radixcheck.profiles.current`, not the loaded Hypothesis profile), with a fast,
+    bounded-shrink verdict. Raises the (shrunk) failure; returns when the target passes.
+
+    Unlike ``hypothesis.stateful.run_state_machine_as_test``, which shrinks a failure for as long
+    as shrinking makes progress (a minute or more on a slow target), this finds, then shrinks for
+    at most ``RADIXCHECK_SHRINK_SECONDS``, then replays the smallest program (module docstring).
+    A machine whose examples are costly (the production-scale one) cuts the search down itself
+    (its ``settings_for``).
+
+    ``waived(exc, step)``, if given, names the findings to look past: a step or invariant that
+    raises one is recorded by the predicate and counts as passed (:func:`waiving`).
+    ``transcript``: the machine keeps every act and call of its runs, so that the failing one can
+    be written as a repro file (:mod:`radixcheck.properties.findings.repro`); it costs memory, and time in
+    the garbage collector (~20 % at production scale), so it is off unless asked for."""
+    search = search or current()
+    forget_hangs()
+    scaled = getattr(machine, "settings_for", None)
+    if waived is not None:
+        machine = waiving(machine, waived)
+    machine = naming_steps(machine)
+    machine.recording, machine.records = True, transcript
+    with alarm_handler():
+        try:
+            _run_machine(machine, scaled(search) if scaled else search)
+        except Exception as exc:
+            exc.radixcheck_machine = machine.failing or machine.latest  # the instance that raised it, with its transcript
+            raise
+        finally:  # Hypothesis keeps the class (its rules, by class): it must not keep a world alive too
+            machine.recording, machine.latest, machine.failing = False, None, None
+
+
+def _run_machine(machine: type[RuleBasedStateMachine], search: settings) -> None:
+    if Phase.shrink not in search.phases:
+        run_state_machine_as_test(machine, settings=search)
+        return
+    examples = _Examples()
+    saved = examples if search.database is None else MultiplexedDatabase(examples, search.database)
+    find = settings(search, database=saved, report_multiple_bugs=False,
+                    phases=[p for p in search.phases if p not in (Phase.shrink, Phase.explain)])
+    try:
+        run_state_machine_as_test(machine, settings=find)
+        return
+    except Exception as exc:  # noqa: BLE001 - any failure is the verdict; what follows only shrinks it
+        first = exc
+    first_machine = machine.failing = machine.latest
+    if caused_by_hang(first):
+        first.add_note("radixcheck: not shrunk (a hang: every replay would cost the time limit)")
+        raise first
+    examples.demote_failures()
+    own = settings(find, database=examples)
+    started = time.monotonic()
+    try:
+        with time_budget(shrink_seconds(machine)):
+            run_state_machine_as_test(machine, settings=settings(own, phases=[Phase.reuse, Phase.shrink]))
+    except (BudgetSpent, Exception):  # noqa: BLE001 - the smallest failure is replayed below, cleanly
+        pass
+    spent = time.monotonic() - started
+    try:
+        run_state_machine_as_test(machine, settings=settings(own, phases=[Phase.reuse]))
+    except unittest.SkipTest:  # nothing to replay: a forced seed (--hypothesis-seed) uses no example database
+        first.add_note("radixcheck: not shrunk (with a forced seed Hypothesis keeps no examples to shrink from)")
+        machine.failing = first_machine
+        raise first from None
+    except Exception as shrunk:  # noqa: BLE001
+        shrunk.add_note(f"radixcheck: shrunk for {spent:.1f} s (budget {shrink_seconds(machine):g} s, {SHRINK_ENV})")
+        machine.failing = machine.latest
+        raise shrunk from None
+    first.add_note("radixcheck: the shrunk program did not fail again (a flaky target?); this is the first failure")
+    machine.failing = first_machine
+    raise first
+
+
+# Hypothesis's stateful module keeps each rule, initialize rule and invariant as a record on the
+# decorated function (its ``function`` is what a step calls); ``waiving`` copies those records
+# with the function wrapped. A meta-test (meta_tests/test_waivers.py) fails if that ever changes.
+_MARKERS = ("RULE_MARKER", "INITIALIZE_RULE_MARKER", "INVARIANT_MARKER")
+
+
+def _wrapping_steps(machine: type[RuleBasedStateMachine], wrap: Callable[[Callable[..., Any], bool], Callable[..., Any]],
+                    namespace: dict[str, Any] | None = None) -> type[RuleBasedStateMachine]:
+    """A subclass of ``machine`` (same name, so the same printed programs and database keys)
+    whose every rule and invariant function is ``wrap(function, has_targets)``."""
+    namespace = dict(namespace or {})
+    for name, member in inspect.getmembers(machine):
+        for marker in (getattr(stateful, m) for m in _MARKERS):
+            record = getattr(member, marker, None)
+            if record is not None:
+                wrapped = wrap(record.function, bool(getattr(record, "targets", ())))
+                stand_in = functools.wraps(member)(lambda self, *args, _wrapped=wrapped, **kwargs: _wrapped(self, *args, **kwargs))
+                setattr(stand_in, marker, dataclasses.replace(record, function=wrapped))
+                namespace[name] = stand_in  # Hypothesis calls the record's function; a direct call (a replay) the same
+    return type(machine.__name__, (machine,), namespace)
+
+
+def waiving(machine: type[RuleBasedStateMachine], waived: Callable[..., bool]) -> type[RuleBasedStateMachine]:
+    """A subclass of ``machine`` whose every rule and invariant, when it raises an exception
+    ``waived(exc, step)`` accepts, returns as if it had passed: the finding is recorded by
+    ``waived``, the step adds nothing to its bundles, and the run goes on. The rest of that step
+    is not run; the machine's model is updated call by call, before each check, so the state
+    stays one the machine understands."""
+    return _wrapping_steps(machine, lambda function, has_targets: _swallowing(function, waived, has_targets))
+
+
+def naming_steps(machine: type[RuleBasedStateMachine]) -> type[RuleBasedStateMachine]:
+    """A subclass of ``machine`` whose instances know the step (rule or invariant) they are in
+    (``self.step``, so each act of the transcript is named by its step), and whose class keeps
+    the latest instance made while ``recording`` (``latest``: after a failed run, the one that
+    failed; :func:`run_machine` records only while it runs, so a later replay keeps nothing here)."""
+    def __init__(self: Any) -> None:
+        super(made, self).__init__()
+        if made.recording:
+            made.latest = self
+
+    made = _wrapping_steps(machine, lambda function, has_targets: _named(function),
+                           {"__init__": __init__, "latest": None, "failing": None, "recording": False})
+    return made
+
+
+def _named(function: Callable[..., Any]) -> Callable[..., Any]:
+    @functools.wraps(function)
+    def step(self: RuleBasedStateMachine, *args: Any, **arguments: Any) -> Any:
+        outer, self.step = getattr(self, "step", None), function.__name__
+        if outer is None:  # a step of the run (not an invariant a step called itself)
+            self.step_number = getattr(self, "step_number", 0) + 1
+        try:
+            return function(self, *args, **arguments)
+        finally:  # an invariant the step called itself (production_world) hands the step back
+            self.step = outer
+    return step
+
+
+def _swallowing(function: Callable[..., Any], waived: Callable[..., bool], has_targets: bool) -> Callable[..., Any]:
+    @functools.wraps(function)
+    def step(self: RuleBasedStateMachine, **arguments: Any) -> Any:
+        try:
+            return function(self, **arguments)
+        except Exception as exc:
+            if not waived(exc, function.__name__):
+                raise
+            return multiple() if has_targets else None
+    return step
