@@ -30,7 +30,7 @@ class Check:
 
 
 class ContractViolation(AssertionError):
-    """The cache broke the contract (``radixcheck.properties.contract``)."""
+    """The cache broke the contract (``radixcheck.properties.cache.contract``)."""
 
     oracle = "contract"
 

@@ -15,7 +15,7 @@ import time
 import numpy as np
 
 from radixcheck.argtypes import ArgumentParser, non_negative_int, positive_int
-from radixcheck.properties.contract import SlotAllocator
+from radixcheck.properties.cache.contract import SlotAllocator
 from radixcheck.reference import RadixCache
 
 

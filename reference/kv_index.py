@@ -13,7 +13,7 @@ through ``_child`` and matches again as soon as the parent is stored again, whic
 engine itself does (the child was never evicted). A block nobody holds leaves every dictionary
 at once, so what the index keeps is bounded by what is held (``resident``). Every event is
 checked completely before anything changes, so a refused event changes nothing. The contract is
-``properties/index_contract.py``.
+``properties/index/contract.py``.
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from collections import Counter
 from collections.abc import Sequence
 from typing import Any
 
-from radixcheck.properties.index_contract import (
+from radixcheck.properties.index.contract import (
     HASH_LIMIT,
     AllBlocksCleared,
     BlockRemoved,

@@ -7,7 +7,7 @@ every edge length is a multiple of ``page_size``.
 
 Sizes are recomputed by walking the tree rather than kept as running counters: slower, but there
 is no counter that can drift, which is what a reference is for. The contract this implements is
-documented in ``properties/contract.py``.
+documented in ``properties/cache/contract.py``.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from typing import Any
 
 import numpy as np
 
-from radixcheck.properties.contract import Capabilities
+from radixcheck.properties.cache.contract import Capabilities
 from radixcheck.reference.validation import as_count, as_tokens, as_values
 
 _EMPTY = np.zeros(0, dtype=np.int64)
