@@ -39,6 +39,7 @@ import numpy as np
 from radixcheck.argtypes import ArgumentParser, positive_int, python_with, refuse_weaker
 from radixcheck.model import kernel_build, q8kernel
 from radixcheck.model.exact import KERNELS
+from radixcheck.provenance import generated_by
 
 
 def peak_rss_mb() -> float:
@@ -106,6 +107,7 @@ def markdown(rows: list[dict], meta: dict, command: str) -> str:
     llama = "; ".join(f"{t} thread(s): {llama_instructions(i)}" for t, i in meta.get("llama_system_info", {}).items())
     head = (
         f"## Prefill: exact model vs llama.cpp, OpenBLAS kernels {kernels} (`{command}`)\n\n"
+        f"{generated_by()} "
         f"Measured on **{meta['cpu']}**, CPU SIMD flags: {meta['cpu_flags']}. "
         f"Our Q8_0 kernel path: **{meta['kernel']}** (`--kernel {meta['kernel_asked']}`; `auto` takes the best path the CPU "
         f"runs that passed its self-test)" + (f"; llama.cpp's build uses {llama}" if llama else "") + ". "

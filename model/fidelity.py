@@ -27,6 +27,7 @@ from typing import Any
 import numpy as np
 
 from radixcheck.argtypes import ArgumentParser, python_with, refuse_weaker
+from radixcheck.provenance import generated_by
 
 CHAT = "<|im_start|>user\nWhat is the capital of France?<|im_end|>\n<|im_start|>assistant\nThe capital of"  # 19 tokens
 SECTION = "fidelity"
@@ -90,6 +91,7 @@ def markdown(r: dict[str, Any], command: str) -> str:
     lines = [
         f"## Fidelity: distance from the model's float64 arithmetic (`{command}`)",
         "",
+        f"{generated_by()} "
         f"SmolLM2-135M-Instruct, same Q8_0 weights, {n}-token chat prompt {json.dumps(r['text'])}, all {n} positions x the full "
         f"vocabulary ({r['vocab']}). Reference: the float64 forward pass (no activation / q / k / v / probability quantisation).",
         "",

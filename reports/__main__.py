@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from radixcheck.argtypes import ArgumentParser, non_negative_int, positive_int, refuse_weaker
+from radixcheck.provenance import generated_by
 from radixcheck.reports import default_out as reports_dir
 from radixcheck.reports import ledger as ledger_mod
 from radixcheck.reports.workloads import DEFAULT_SEED
@@ -149,6 +150,7 @@ def run_live(args: argparse.Namespace, out: Path, which: str) -> None:
     cmd += " --real" if which != "synthetic" else ""
     cmd += " --quick" if args.quick else (f" --reps {reps}" if reps != (3 if which == "synthetic" else 2) else "")
     meta = {
+        "generated_by": generated_by(),
         "model": desc,
         "command": cmd,
         "scale": args.scale,

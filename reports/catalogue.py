@@ -28,8 +28,10 @@ from radixcheck.oracles import violations as v
 from radixcheck.properties.cache.mutants import MUTANTS, machine_for_mutant
 from radixcheck.properties.findings.failures import describe_failure
 from radixcheck.properties.findings.verdict import run_machine
+from radixcheck.provenance import generated_by
 from radixcheck.reports import default_out
-from radixcheck.reports.kill_rates import false_alarms, measure
+from radixcheck.reports.kill_rates import false_alarms, measure, variant_names
+from radixcheck.reports.report_rows import ExpectedRows
 
 # (obligation, rule or scenario of the state machine that exercises it, the oracle's exception, mutants that break it)
 OBLIGATIONS: list[tuple[str, str, type[BaseException], list[str]]] = [
@@ -105,6 +107,15 @@ OBLIGATIONS: list[tuple[str, str, type[BaseException], list[str]]] = [
 ]
 
 
+REGENERATE = "python -m radixcheck.reports.catalogue"
+
+
+def report_rows() -> list[ExpectedRows]:
+    """The rows BUG_CATALOGUE.md must have: one per catalogued mutant and per correct cache."""
+    return [ExpectedRows("mutant", tuple(m.__name__ for m in MUTANTS), "Mutants"),
+            ExpectedRows("correct cache", tuple(variant_names()), "Correct caches: no false alarms")]
+
+
 def _first_kill(name: str) -> dict[str, Any]:
     return first_kill(machine_for_mutant(next(m for m in MUTANTS if m.__name__ == name)))
 
@@ -176,7 +187,7 @@ def render(rows: list[dict[str, Any]], variants: list[dict[str, Any]] | None = N
     parts = [
         "# Bug catalogue",
         "",
-        "Regenerate with `python -m radixcheck.reports.catalogue` (about 30 min on 2 cores at 200 streams). "
+        generated_by() + " Regenerate with `python -m radixcheck.reports.catalogue` (about 30 min on 2 cores at 200 streams). "
         "Each row is a class of bug seen in real radix caches, reproduced as a one-idea mutant of the reference "
         "(`properties/cache/mutants.py`) and run through the conformance state machine at the gate's budget "
         "(100 examples x 50 steps, no shrinking). The *kill rate* counts the streams, each derandomized under its "

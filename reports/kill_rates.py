@@ -82,8 +82,14 @@ def false_alarms(streams: int, jobs: int = 2, index: bool = False) -> list[dict[
     return list(_false_alarm_rows(streams, jobs, index))
 
 
+def variant_names(index: bool = False) -> list[str]:
+    """The reference and its correct variants (``index``: the index reference and its variants): the
+    false-alarm table's rows."""
+    return [v.__name__ for v in [KvIndex, *CORRECT_INDEX_VARIANTS]] if index else ["RadixCache", *(v.__name__ for v in CORRECT_VARIANTS)]
+
+
 def _false_alarm_rows(streams: int, jobs: int, index: bool = False) -> Iterator[dict[str, object]]:
-    names = [v.__name__ for v in [KvIndex, *CORRECT_INDEX_VARIANTS]] if index else ["RadixCache", *(v.__name__ for v in CORRECT_VARIANTS)]
+    names = variant_names(index)
     kinds = ("ordinary", "churn") if index else ("ordinary", "scale")
     with ProcessPoolExecutor(jobs) as pool:
         for name in names:

@@ -13,8 +13,10 @@ from typing import Any
 
 from tabulate import tabulate
 
+from radixcheck.provenance import generated_by
 from radixcheck.reports.declare_one import DeclareOne, declare_one
 from radixcheck.reports.hit_rates import HitRate, hit_rate
+from radixcheck.reports.report_rows import ExpectedRows
 from radixcheck.reports.scheduling import LEDGER_FACTOR, QUEUE_SIZES, SWEEP_FACTORS, Bounded, bounded, policies, sweep
 from radixcheck.reports.workloads import DEFAULT_SEED, OURS_ORIGIN, SEED_ORIGIN, Workload, paper_workloads, seed_workloads
 
@@ -32,9 +34,22 @@ class Ledger:
     sweeps: dict[str, list[Bounded]]
 
 
+def workloads(scale: int = 1, seed: int = DEFAULT_SEED) -> list[Workload]:
+    """The ledger's workloads: the seed's four, then ours."""
+    return seed_workloads(scale, seed) + paper_workloads(scale, seed)
+
+
+REGENERATE = "python -m radixcheck.reports --no-live"
+
+
+def report_rows() -> list[ExpectedRows]:
+    """The rows LEDGER.md must have: one per workload in each table with a workload column."""
+    return [ExpectedRows("workload", tuple(w.name for w in workloads()))]
+
+
 def build(scale: int = 1, seed: int = DEFAULT_SEED) -> Ledger:
     """Serve every workload (the seed's four, then ours) through the reference cache."""
-    ws = seed_workloads(scale, seed) + paper_workloads(scale, seed)
+    ws = workloads(scale, seed)
     hrs = [hit_rate(w) for w in ws]
     sched = [bounded(w, h, LEDGER_FACTOR) for w, h in zip(ws, hrs, strict=True)]
     dec = [declare_one(w, h) for w, h in zip(ws, hrs, strict=True)]
@@ -136,6 +151,7 @@ def markdown(ledger: Ledger) -> str:
     out = [
         "# radixcheck ledger — token tables",
         "",
+        f"{generated_by(with_commit=False)} "
         f"Regenerate with {command(ledger.scale, ledger.seed)}. Every number below comes from serving the workloads through the "
         "reference radix cache; none is a constant. The first four workloads are the seed benchmark's exact shapes "
         f"(origin *{SEED_ORIGIN}*) with our own seeded token ids; those marked *{OURS_ORIGIN}* are our renderings of shapes from the "
