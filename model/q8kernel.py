@@ -85,10 +85,16 @@ def _declare(lib: ctypes.CDLL) -> ctypes.CDLL:
     return lib
 
 
+def _library(so) -> ctypes.CDLL:  # noqa: ANN001 - a pathlib.Path
+    """The built library ``so``, loaded and declared (the one place a library is loaded: the
+    kernel-selection tests stand in for it on the CPUs they simulate)."""
+    return _declare(ctypes.CDLL(str(so)))
+
+
 def _selftest(so) -> str | None:  # noqa: ANN001 - a pathlib.Path
     from radixcheck.model import kernel_selftest
 
-    return kernel_selftest.run(_declare(ctypes.CDLL(str(so))))
+    return kernel_selftest.run(_library(so))
 
 
 @cache
@@ -105,7 +111,7 @@ def _open(path: str) -> tuple[ctypes.CDLL | None, PathStatus]:
         so, failure = kernel_build.ensure(kp, cc, _selftest)
         if failure is not None:
             return None, PathStatus(path, "failed", f"self-test against the NumPy path: {failure}")
-        lib = _declare(ctypes.CDLL(str(so)))
+        lib = _library(so)
     except subprocess.CalledProcessError as e:
         return None, PathStatus(path, "not built", (e.stderr or str(e)).strip()[-2000:])
     except OSError as e:
