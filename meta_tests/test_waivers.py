@@ -5,6 +5,7 @@ only findings are waived conforms (exit 0)."""
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 import textwrap
@@ -17,10 +18,13 @@ from hypothesis.stateful import Bundle, RuleBasedStateMachine, invariant, rule
 
 from radixcheck import profiles
 from radixcheck.cli import main
+from radixcheck.oracles import violations
 from radixcheck.oracles.violations import LRUOrderViolation, RefcountViolation, SlotViolation
 from radixcheck.properties.cache.mutants import MostRecentFirst, machine_for_mutant
+from radixcheck.properties.findings.failures import oracle_of
+from radixcheck.properties.findings.names import oracle_names
 from radixcheck.properties.findings.verdict import run_machine
-from radixcheck.properties.findings.waivers import WaiverError, WaiverLog, parse_waivers
+from radixcheck.properties.findings.waivers import WaiverError, WaiverLog, parse_waivers, read_waivers
 
 from .test_findings import ACCEPTS_BAD_PAGE_SIZES, audit_construction
 
@@ -54,6 +58,11 @@ def test_the_file_format() -> None:
     ("* * 4 LRU order #   ", "needs a reason"),
     ("* test_x  # reason", "expected '<target glob> <test glob>"),
     ("* 'test_x 4 LRU  # reason", "No closing quotation"),
+    ("mine:make  4 eviction amount  # the test column left out", "test glob '4' .*is the test column missing"),
+    ("* test_cache_state_machine 4 evicton amount  # reason", "unknown oracle .*did you mean '4 eviction amount'\\?"),
+    ("* test_cache_state_machin 4 LRU order  # reason", "test glob .*did you mean 'test_cache_state_machine'\\?"),
+    ("* test_* mycache.StaleHandle  # reason", "by its class name alone \\('StaleHandle'\\)"),
+    ("* * slot conservation  # reason", "unknown oracle .*did you mean '3 slot conservation'"),
 ])
 def test_a_malformed_line_names_the_file_and_line(text: str, phrase: str) -> None:
     with pytest.raises(WaiverError, match=phrase) as refused:
@@ -61,14 +70,76 @@ def test_a_malformed_line_names_the_file_and_line(text: str, phrase: str) -> Non
     assert str(refused.value).startswith("known.txt:2: ")
 
 
-@pytest.mark.parametrize("content", [None, "* * 4 LRU order\n"], ids=["missing", "no reason"])
+@pytest.mark.parametrize("finding", ["4 LRU order", "4 *", "crash *", "crash (KeyError raised during a legal call)", "assertion",
+                                     "RuntimeError", "StaleHandleError", "*Error", "error"])
+def test_an_oracle_name_a_class_name_or_a_glob_of_either_loads(finding: str) -> None:
+    """A finding with a space or a leading digit must be an oracle's name (or glob one); a bare
+    identifier is a class name, the cache's own included (struct's is ``error``)."""
+    [waiver] = parse_waivers(f"* test_cache_state_machine[page_size=16] {finding}  # reason")
+    assert waiver.finding == finding
+
+
+def test_every_name_oracle_of_gives_is_a_known_oracle() -> None:
+    """The known names come from the oracle classes and oracle_of: a finding of each loads as a waiver."""
+    classes = [c for c in vars(violations).values() if isinstance(c, type) and issubclass(c, violations.ContractViolation)]
+    names = [oracle_of(cls("x")) for cls in classes] + [oracle_of(AssertionError()), oracle_of(KeyError("k"))]
+    assert "4 eviction amount" in names and "crash (KeyError raised during a legal call)" in names
+    for name in names:
+        assert parse_waivers(f"* * {name}  # reason")[0].finding == name
+    assert len(oracle_names()) == len(set(oracle_names())) >= len(classes)
+
+
+def test_the_shipped_waiver_files_load() -> None:
+    files = sorted((Path(__file__).resolve().parents[1] / "reports" / "waivers").glob("*.txt"))
+    assert files
+    for path in files:
+        assert read_waivers(path), path
+
+
+BAD_LINES = {"no reason": "* * 4 LRU order", "no test column": "radixcheck.reference:RadixCache  4 eviction amount  # reason",
+             "misspelled oracle": "* * 4 evicton amount  # reason", "unknown test": "* test_lru_order 4 LRU order  # reason"}
+
+
+@pytest.mark.parametrize("content", [None, *BAD_LINES.values()], ids=["missing", *BAD_LINES])
 def test_a_bad_waiver_file_is_exit_2_with_one_line(tmp_path: Path, capsys, content: str | None) -> None:
     path = tmp_path / "known.txt"
     if content is not None:
-        path.write_text(content)
+        path.write_text(f"# known findings\n{content}\n")
     assert main(["audit", "radixcheck.reference:RadixCache", "--waive", str(path)]) == 2
-    err = capsys.readouterr().err
+    out, err = capsys.readouterr()
     assert err.startswith("radixcheck: error: ") and err.count("\n") == 1 and "known.txt" in err
+    assert content is None or "known.txt:2: " in err
+    assert out == ""  # refused before the audit started
+
+
+def _pytest_construction(project: Path, *args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-rA", "--pyargs",
+                           "radixcheck.properties.conformance.test_construction", "--radix-target", "lenient:make", *args],
+                          cwd=project, capture_output=True, text=True, timeout=120)
+
+
+@pytest.mark.parametrize("line", BAD_LINES.values(), ids=list(BAD_LINES))
+def test_the_plugin_refuses_a_bad_waiver_file_before_any_test(tmp_path: Path, line: str) -> None:
+    (tmp_path / "lenient.py").write_text(textwrap.dedent(ACCEPTS_BAD_PAGE_SIZES))
+    (tmp_path / "known.txt").write_text(f"# known findings\n{line}\n")
+    run = _pytest_construction(tmp_path, "-n", "0", "--radix-waive", "known.txt")
+    assert run.returncode == pytest.ExitCode.USAGE_ERROR, run.stdout + run.stderr
+    assert re.search(r"^ERROR: radixcheck: known\.txt:2: ", run.stderr, re.M), run.stderr
+    assert not re.search(r"passed|failed|xfailed", run.stdout)  # nothing ran
+
+
+@pytest.mark.parametrize("workers", ["0", "2"])
+def test_a_waiver_that_matched_nothing_is_a_warning_in_the_summary(tmp_path: Path, workers: str) -> None:
+    """Line 2 waives the construction tests' finding, line 3 names a test that passes: only line 3
+    is warned about, also when the waivers match in pytest-xdist's workers."""
+    (tmp_path / "lenient.py").write_text(textwrap.dedent(ACCEPTS_BAD_PAGE_SIZES))
+    (tmp_path / "known.txt").write_text("# known findings\nlenient:* test_bad_page_size_is_refused bad input*  # clamped\n"
+                                        "* test_reset_empties_the_cache RuntimeError  # fixed long ago\n")
+    run = _pytest_construction(tmp_path, "-n", workers, "--radix-waive", "known.txt")
+    assert run.returncode == 0 and "5 xfailed" in run.stdout, run.stdout[-2000:]
+    warnings = [ln for ln in run.stdout.splitlines() if ln.startswith("radixcheck: waiver ")]
+    expected = "radixcheck: waiver known.txt:3 matched no finding: *  test_reset_empties_the_cache  RuntimeError  # fixed long ago"
+    assert warnings == [expected]
 
 
 def _log(text: str) -> WaiverLog:
@@ -149,6 +220,20 @@ def test_an_audit_with_only_waived_findings_conforms(tmp_path: Path) -> None:
     assert waived["oracle"] == "bad input refused, state unchanged" and len(waived["tests"]) == 5
     card = (tmp_path / "audit.md").read_text()
     assert "conforms, with 1 waived finding(s)" in card and "## Waived findings" in card
+
+
+def test_the_audit_warns_of_a_waiver_that_matched_nothing(tmp_path: Path) -> None:
+    """In the audit's stderr, report card and JSON; the waiver that matched is not named there."""
+    (tmp_path / "lenient.py").write_text(textwrap.dedent(ACCEPTS_BAD_PAGE_SIZES))
+    (tmp_path / "known.txt").write_text("lenient:* test_bad_page_size_is_refused BadInputViolation  # clamped\n"
+                                        "* test_reset_empties_the_cache 4 LRU order  # fixed long ago\n")
+    run = audit_construction(tmp_path, "--waive", "known.txt", "--json", "audit.json", "--report", "audit.md")
+    assert run.returncode == 0, run.stdout + run.stderr
+    warning = f"waiver {tmp_path / 'known.txt'}:2 matched no finding: *  test_reset_empties_the_cache  4 LRU order  # fixed long ago"
+    assert f"radixcheck: warning: {warning}\n" in run.stderr and "known.txt:1 matched" not in run.stderr
+    assert json.loads((tmp_path / "audit.json").read_text())["unmatched_waivers"] == [warning]
+    card = (tmp_path / "audit.md").read_text()
+    assert f"**Warning:** {warning}" in card and "known.txt:1 matched" not in card
 
 
 def test_in_a_several_target_run_a_waiver_names_targets_by_name(tmp_path: Path) -> None:

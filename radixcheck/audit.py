@@ -45,8 +45,9 @@ from radixcheck.cache_dir import hypothesis_storage_in_cache
 from radixcheck.properties.findings.failures import shape_of
 from radixcheck.properties.findings.repro import file_name
 from radixcheck.properties.findings.verdict import shrink_seconds
+from radixcheck.properties.findings.waivers import read_waivers, unmatched, unmatched_warning
 from radixcheck.properties.target import Target, op_timeout
-from radixcheck.pytest_plugin import WAIVED_PREFIX
+from radixcheck.pytest_plugin import WAIVED_PREFIX, WAIVERS_MET
 
 CONFORMANCE = "radixcheck.properties.conformance"
 EXIT_CONFORMS, EXIT_NONCONFORMING, EXIT_USAGE = 0, 1, 2
@@ -160,6 +161,7 @@ class AuditResult:
     seconds: float = 0.0
     pytest_exit: int = 0
     warnings: list[str] = field(default_factory=list)  # e.g. no `capabilities` declared: the defaults applied
+    unmatched_waivers: list[str] = field(default_factory=list)  # a warning for each waiver that waived nothing
 
     @property
     def failures(self) -> list[Verdict]:
@@ -186,6 +188,7 @@ class _Collector:
         self.started = started
         self.repro_dir = repro_dir
         self.repros_shown: set[str] = set()
+        self.waivers_met: set[str] | None = None  # None: no conformance test reported (the plugin's WaiverUse, for the card)
 
     def pytest_collectreport(self, report: pytest.CollectReport) -> None:
         if report.failed:
@@ -197,6 +200,8 @@ class _Collector:
             self._add_repro(report.nodeid.rpartition("::")[2], dict(repro))
         if report.when == "call" or (report.when == "setup" and report.outcome != "passed"):
             props = {k.removeprefix("radixcheck_"): v for k, v in report.user_properties if k.startswith("radixcheck_")}
+            if WAIVERS_MET in dict(report.user_properties):
+                self.waivers_met = (self.waivers_met or set()) | set(dict(report.user_properties)[WAIVERS_MET])
             outcome, reason = report.outcome, props.get("reason", "")
             if str(getattr(report, "wasxfail", "")).startswith(WAIVED_PREFIX):  # failed, but only for waived findings
                 outcome = "waived"
@@ -255,9 +260,12 @@ def run_audit(target: Target, page_sizes: str | None, profile: str, workers: str
         args += ["-n", workers, "--dist", "worksteal"]  # an idle worker takes queued tests from one busy with a long one
     with hypothesis_storage_in_cache():  # Hypothesis's .hypothesis/ goes to the user's cache, not their project
         exit_code = pytest.main(args, plugins=[collector])
+    # read from the path the plugin was given, so each names the same file:line as "waived by"
+    unmatched_waivers = ([unmatched_warning(w) for w in unmatched(read_waivers(Path(waive).resolve()), collector.waivers_met)]
+                         if waive and collector.waivers_met is not None else [])
     return AuditResult(target.spec, repr(target.capabilities), target.capabilities.not_exercised(), profile,
                        sorted(collector.verdicts, key=lambda v: v.test), round(time.monotonic() - started, 1), int(exit_code),
-                       [w for w in [target.defaults_warning()] if w])
+                       [w for w in [target.defaults_warning()] if w], unmatched_waivers)
 
 
 def report_card(result: AuditResult) -> str:
@@ -275,7 +283,7 @@ def report_card(result: AuditResult) -> str:
         "",
         f"Capabilities: `{result.capabilities}`",
         "",
-        *[f"**Warning:** {w}\n" for w in result.warnings],
+        *[f"**Warning:** {w}\n" for w in result.warnings + result.unmatched_waivers],
         "Not exercised, by capability (never sent, so never failed):",
         "",
         *([f"- {gap}" for gap in result.not_exercised] or ["- nothing"]),
@@ -323,6 +331,8 @@ def print_summary(result: AuditResult) -> None:
     for w in waived:
         print(f"--- waived: {w['oracle']} ({w['type']}): {w['message']}\n"
               f"waived by {w['waiver']}; met in {', '.join(w['tests'])}\n", file=sys.stdout)
+    for warning in result.unmatched_waivers:
+        print(f"radixcheck: warning: {warning}", file=sys.stderr, flush=True)
     if result.conforms:
         print(f"radixcheck: {result.target} conforms{with_waived(waived)} ({len(result.verdicts)} checks, {result.seconds:.0f} s)")
     else:

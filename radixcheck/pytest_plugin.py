@@ -42,7 +42,7 @@ import pytest
 from radixcheck import profiles
 from radixcheck.argtypes import writable_dir_problem
 from radixcheck.properties.findings.failures import describe_failure
-from radixcheck.properties.findings.waivers import Waiver, WaiverError, WaiverLog, read_waivers
+from radixcheck.properties.findings.waivers import Waiver, WaiverError, WaiverLog, read_waivers, unmatched, unmatched_warning
 from radixcheck.properties.target import (
     DEFAULT_TARGET,
     TARGET_ENV,
@@ -62,6 +62,7 @@ HEADER_SHOWN = pytest.StashKey[bool]()
 WAIVERS = pytest.StashKey[list[Waiver]]()
 WAIVER_LOG = pytest.StashKey[WaiverLog]()
 WAIVED_PREFIX = "radixcheck waiver"  # report.wasxfail of a test whose only failures were waived
+WAIVERS_MET = "radixcheck_waivers_met"  # report property: the waivers (file:line) that waived a finding in the test
 FAILED = pytest.StashKey[BaseException]()  # a failure whose repro file is written at the test's teardown
 _REDUCED: dict[str, tuple[str, int]] = {}  # in this process (a worker): repro file name -> the test it was written from, its calls
 SHORT_REPRO = 100  # a finding whose file has at most this many calls is not reduced again (a longer one may come out shorter)
@@ -167,6 +168,8 @@ def pytest_configure(config: pytest.Config) -> None:
         config.stash[WAIVERS] = [w for path in config.getoption("--radix-waive") or [] for w in read_waivers(path)]
     except WaiverError as exc:
         raise pytest.UsageError(f"radixcheck: {exc}") from exc
+    if config.stash[WAIVERS] and not hasattr(config, "workerinput"):  # the controller hears from every test
+        config.pluginmanager.register(WaiverUse(config.stash[WAIVERS]), "radixcheck-waiver-use")
     repro_dir = config.getoption("--radix-repro")
     if repro_dir is not None and (problem := writable_dir_problem(repro_dir)):
         raise pytest.UsageError(f"radixcheck: --radix-repro {problem}")
@@ -419,6 +422,8 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
             report.wasxfail = f"{WAIVED_PREFIX} {waiver.where}: {waiver.reason}"
     if log.findings():
         report.user_properties.append(("radixcheck_waived", log.findings()))
+    if _is_conformance(item) and item.config.stash.get(WAIVERS, []):  # carried to the controller (WaiverUse), also from workers
+        report.user_properties.append((WAIVERS_MET, log.met()))
     return report
 
 
@@ -476,6 +481,25 @@ class ReproFiles:
     def pytest_terminal_summary(self, terminalreporter: Any) -> None:
         for repro in self.written.values():
             terminalreporter.write_line(f"radixcheck repro: {repro['path']} ({repro['oracle']}: {repro['message'][:100]})")
+
+
+class WaiverUse:
+    """Which waivers of ``--radix-waive`` waived a finding, read from each conformance test's report
+    (in the controller: under pytest-xdist the waivers match in the workers); one that waived
+    nothing is a warning in the terminal summary, once a conformance test has run."""
+
+    def __init__(self, waivers: list[Waiver]) -> None:
+        self.waivers = waivers
+        self.met: set[str] | None = None  # None: no conformance test reported
+
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        for key, value in report.user_properties:
+            if key == WAIVERS_MET:
+                self.met = (self.met or set()) | set(value)
+
+    def pytest_terminal_summary(self, terminalreporter: Any) -> None:
+        for waiver in unmatched(self.waivers, self.met) if self.met is not None else []:
+            terminalreporter.write_line(f"radixcheck: {unmatched_warning(waiver)}", yellow=True)
 
 
 @pytest.fixture

@@ -18,6 +18,12 @@ INVARIANT_STEPS = ("state.sizes_add_up()", "state.slots_conserved()", "state.siz
                    "state.router_view()")
 
 
+# The names oracle_of gives a failure no oracle class judged (a waiver may name them too).
+HANG = "hang (per-operation time limit)"
+ASSERTION = "assertion"
+CRASH = "crash ({} raised during a legal call)"  # formatted with the exception's class name
+
+
 def oracle_of(exc: BaseException) -> str:
     """The oracle that judged ``exc``; a hang or an exception of the cache's own is named as such."""
     if isinstance(exc, BaseExceptionGroup):
@@ -25,10 +31,10 @@ def oracle_of(exc: BaseException) -> str:
     if isinstance(exc, ContractViolation):
         return exc.oracle
     if caused_by_hang(exc):
-        return "hang (per-operation time limit)"
+        return HANG
     if isinstance(exc, AssertionError):
-        return "assertion"
-    return f"crash ({type(exc).__name__} raised during a legal call)"
+        return ASSERTION
+    return CRASH.format(type(exc).__name__)
 
 
 def leaves(exc: BaseException) -> list[BaseException]:

@@ -14,6 +14,14 @@ One waiver a line::
   derives from counts), a glob either way (``4 *``).
 - **reason**, after ``#``: required; it is printed beside every finding it waives.
 
+A line is checked when the file is read (:class:`WaiverError` names the line): the test glob
+(its part before any ``[``) must match the name of a conformance test radixcheck ships, and a
+finding that looks like an oracle's name (it has a space, starts with a digit, or has a character
+no class name has) must be one, or a glob matching one. A bare identifier (or a glob of
+identifier characters) is taken as an exception class name, the cache's own included, so a typo
+there is caught only at the end of the run: a waiver that waived nothing is reported then
+(:func:`unmatched`).
+
 Blank lines and lines that start with ``#`` are comments. A waived finding is reported as
 waived, and inside a state machine the search goes on past it to the next bug in the same test
 (:func:`radixcheck.properties.findings.verdict.run_machine`). Waive an oracle that judges a choice (LRU
@@ -27,13 +35,17 @@ a smaller world for the steps that follow.
 
 from __future__ import annotations
 
+import re
 import shlex
+from collections.abc import Iterable
 from dataclasses import dataclass, field
+from difflib import get_close_matches
 from fnmatch import fnmatchcase
 from pathlib import Path
 from typing import Any
 
 from radixcheck.properties.findings.failures import leaves, message_of, oracle_of
+from radixcheck.properties.findings.names import conformance_test_names, oracle_names
 
 
 class WaiverError(ValueError):
@@ -57,6 +69,9 @@ class Waiver:
         names = [oracle_of(exc)] + [cls.__name__ for cls in type(exc).__mro__]
         return any(_glob(name, self.finding) for name in names)
 
+    def __str__(self) -> str:  # the rule as written (quotes aside), for a warning about it
+        return f"{self.target}  {self.test}  {self.finding}  # {self.reason}"
+
 
 def _glob(name: str, pattern: str) -> bool:
     return name == pattern or fnmatchcase(name, pattern)
@@ -78,8 +93,48 @@ def parse_waivers(text: str, source: str = "<waivers>") -> list[Waiver]:
             raise WaiverError(f"{where}: expected '<target glob> <test glob> <oracle or exception>  # reason', got {line!r}")
         if not hash_ or not reason.strip():
             raise WaiverError(f"{where}: a waiver needs a reason after '#': {line!r}")
-        waivers.append(Waiver(fields[0], fields[1], " ".join(fields[2:]), reason.strip(), where))
+        test, finding = fields[1], " ".join(fields[2:])
+        problem = _test_problem(test, finding) or _finding_problem(finding)
+        if problem:
+            raise WaiverError(f"{where}: {problem}: {line!r}")
+        waivers.append(Waiver(fields[0], test, finding, reason.strip(), where))
     return waivers
+
+
+def _test_problem(test: str, finding: str) -> str | None:
+    """Why ``test`` can match no conformance test, or ``None``. Only the name is checked: the
+    parameters after ``[`` depend on the target (a wrong one shows as an unmatched waiver)."""
+    names = conformance_test_names()
+    if any(_glob(name, test) or _glob(name, test.partition("[")[0]) for name in names):
+        return None
+    problem = f"test glob {test!r} matches no conformance test"
+    shifted = f"{test} {finding}"  # "<target> 4 eviction amount": the test column left out
+    if _oracle_match(shifted) or (test[:1].isdigit() and get_close_matches(shifted, oracle_names(), n=1, cutoff=0.8)):
+        return f"{problem}; is the test column missing? {shifted!r} reads as an oracle name"
+    return problem + _suggestion(test.partition("[")[0], names, "the tests: " + ", ".join(names))
+
+
+def _finding_problem(finding: str) -> str | None:
+    """Why ``finding`` names neither an oracle nor an exception class, or ``None``."""
+    if _oracle_match(finding) or _CLASS_GLOB.fullmatch(re.sub(r"\[[^\]]*\]", "x", finding)):
+        return None
+    if _CLASS_GLOB.fullmatch(finding.rpartition(".")[2]):  # mymodule.MyError: the class is matched by its name alone
+        return f"finding {finding!r}: name the exception by its class name alone ({finding.rpartition('.')[2]!r})"
+    return f"unknown oracle {finding!r}" + _suggestion(finding, oracle_names(), "the oracles: " + ", ".join(map(repr, oracle_names())))
+
+
+# An exception class name, or a glob of one ("*Error"): identifier characters, not starting with a digit.
+_CLASS_GLOB = re.compile(r"[A-Za-z_*?][A-Za-z0-9_*?]*")
+
+
+def _oracle_match(finding: str) -> bool:
+    """``finding`` is an oracle name (a crash's with its class in it) or a glob matching one."""
+    return any(_glob(finding, name) or _glob(name, finding) for name in oracle_names())
+
+
+def _suggestion(word: str, known: Iterable[str], otherwise: str) -> str:
+    close = get_close_matches(word, list(known), n=1)
+    return f" (did you mean {close[0]!r}?)" if close else f" ({otherwise})"
 
 
 def read_waivers(path: str | Path) -> list[Waiver]:
@@ -125,3 +180,18 @@ class WaiverLog:
 
     def findings(self) -> list[dict[str, Any]]:
         return list(self.found.values())
+
+    def met(self) -> list[str]:
+        """The waivers (by ``file:line``) that waived a finding here."""
+        return sorted({where for _, _, where in self.found})
+
+
+def unmatched(waivers: Iterable[Waiver], met: Iterable[str]) -> list[Waiver]:
+    """The waivers that waived nothing in a run, given those that did (by ``file:line``): each a
+    likely typo (a class name, the parameters of a test id) or a finding since fixed."""
+    met = set(met)
+    return [w for w in waivers if w.where not in met]
+
+
+def unmatched_warning(waiver: Waiver) -> str:
+    return f"waiver {waiver.where} matched no finding: {waiver}"
