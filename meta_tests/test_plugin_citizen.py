@@ -83,3 +83,20 @@ def test_ini_options_name_the_target_and_page_sizes(tmp_path: Path) -> None:
     assert result.returncode == 0, result.stdout[-2000:]
     assert "radixcheck target: radixcheck.properties.cache.mutants:TrustingReference" in result.stdout
     assert "radixcheck page sizes run: [1]" in result.stdout
+
+
+def _conformance_run(project: Path, *args: str) -> subprocess.CompletedProcess:
+    env = {"PATH": os.environ["PATH"], "HOME": os.environ.get("HOME", str(project))}
+    return subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", *args], cwd=project, env=env,
+                          capture_output=True, text=True, timeout=300)
+
+
+def test_the_small_machine_is_dispatched_first(tmp_path: Path) -> None:
+    """pytest-xdist hands out items in collection order: the small state machine (the cause, in a few
+    calls) comes first, the production-scale test next, the scheduling tests after both."""
+    result = _conformance_run(tmp_path, "--collect-only", "-q", "--pyargs", "radixcheck.properties.conformance",
+                              "--radix-target", "radixcheck.reference:RadixCache", "--radix-page-sizes", "1,4")
+    assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-2000:]
+    tests = [line.partition("::")[2].partition("[")[0] for line in result.stdout.splitlines() if "::" in line]
+    assert tests[:4] == ["test_cache_state_machine"] * 2 + ["test_cache_at_production_scale"] * 2
+    assert "test_dfs_order_meets_the_bound" in tests[4:]

@@ -329,12 +329,38 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     the other way round) are deselected, not skipped: they do not apply."""
     other = [item for item in items if getattr(getattr(item, "callspec", None), "params", {}).get("target") is OTHER_KIND]
     if _no_caches(config):  # the cache tests that take no target (the scheduler's own order) do not apply either
-        here = Path(importlib.import_module(CONFORMANCE_PACKAGE).__file__).resolve().parent
+        here = _conformance_dir()
         other += [item for item in items if Path(item.path).resolve().parent == here
                   and not _is_conformance(item) and not item.get_closest_marker(INDEX_MARK) and not item.get_closest_marker(ROUTER_MARK)]
     if other:
         config.hook.pytest_deselected(items=other)
         items[:] = [item for item in items if item not in other]
+    cause_first(items)
+
+
+# The small machines find most bugs in a few calls and name the cause (an oracle's verdict); the
+# other tests meet the same bug later or only as its echo (a crash in the serving protocol). Every
+# pytest-xdist scheduler (load, loadgroup, worksteal) hands items out from the front of the
+# collection, so the small machines go first; the production-scale test next (long: it starts early).
+DISPATCH_ORDER = ("test_cache_state_machine", "test_index_state_machine", "test_cache_at_production_scale")
+
+
+def _dispatch_rank(item: pytest.Item) -> int:
+    name = getattr(item, "originalname", item.name)
+    return DISPATCH_ORDER.index(name) if name in DISPATCH_ORDER else len(DISPATCH_ORDER)
+
+
+def cause_first(items: list[pytest.Item]) -> None:
+    """Reorder the conformance tests among themselves, in place, by :data:`DISPATCH_ORDER` (a stable
+    sort: the rest keep pytest's order); every other test keeps its place."""
+    here = _conformance_dir()
+    slots = [i for i, item in enumerate(items) if Path(item.path).resolve().parent == here]
+    for i, item in zip(slots, sorted((items[i] for i in slots), key=_dispatch_rank), strict=True):
+        items[i] = item
+
+
+def _conformance_dir() -> Path:
+    return Path(importlib.import_module(CONFORMANCE_PACKAGE).__file__).resolve().parent
 
 
 def _no_caches(config: pytest.Config) -> bool:
