@@ -160,6 +160,7 @@ class AuditResult:
     seconds: float = 0.0
     pytest_exit: int = 0
     warnings: list[str] = field(default_factory=list)  # e.g. no `capabilities` declared: the defaults applied
+    page_sizes: str = ""  # declared and run, e.g. "declared (4, 16), run (4,) (--page-sizes)"
 
     @property
     def failures(self) -> list[Verdict]:
@@ -257,7 +258,7 @@ def run_audit(target: Target, page_sizes: str | None, profile: str, workers: str
         exit_code = pytest.main(args, plugins=[collector])
     return AuditResult(target.spec, repr(target.capabilities), target.capabilities.not_exercised(), profile,
                        sorted(collector.verdicts, key=lambda v: v.test), round(time.monotonic() - started, 1), int(exit_code),
-                       [w for w in [target.defaults_warning()] if w])
+                       [w for w in [target.defaults_warning()] if w], target.page_sizes_shown())
 
 
 def report_card(result: AuditResult) -> str:
@@ -275,6 +276,7 @@ def report_card(result: AuditResult) -> str:
         "",
         f"Capabilities: `{result.capabilities}`",
         "",
+        *([f"Page sizes: {result.page_sizes}", ""] if result.page_sizes else []),
         *[f"**Warning:** {w}\n" for w in result.warnings],
         "Not exercised, by capability (never sent, so never failed):",
         "",
