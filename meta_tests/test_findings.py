@@ -17,10 +17,10 @@ from hypothesis import strategies as st
 
 from radixcheck import profiles
 from radixcheck.audit import AuditResult, Verdict, _Collector, findings_of, print_summary, report_card, write_outputs
-from radixcheck.properties.cache.contract import DEFAULT_CAPABILITIES
+from radixcheck.properties.cache.contract import DEFAULT_CAPABILITIES, Capabilities
 from radixcheck.properties.cache.machine import machine_for
-from radixcheck.properties.cache.mutants import EvictsLockedLeaf, MostRecentFirst
-from radixcheck.properties.cache.scale_machine import scale_machine_for
+from radixcheck.properties.cache.mutants import EvictsLockedLeaf, LockCountWraps10Bit, MostRecentFirst
+from radixcheck.properties.cache.scale_machine import CROWD, CROWD_CHECKPOINTS, LOCK_COUNTER_BITS_CHECKED, scale_machine_for
 from radixcheck.properties.findings.failures import describe_failure, shape_of
 from radixcheck.properties.findings.verdict import run_machine
 from radixcheck.reference import RadixCache
@@ -110,6 +110,24 @@ def test_a_crash_after_an_oracle_fail_line_says_it_may_be_its_echo(capsys) -> No
     first, second = capsys.readouterr().out.splitlines()
     assert "possibly an echo" not in first
     assert second.endswith("(possibly an echo of 2 refcount safety, FAIL above)")
+
+
+def test_the_crowd_is_the_measure_of_lock_counters_not_exercised() -> None:
+    """Every crowd passes every checkpoint, so a counter of LOCK_COUNTER_BITS_CHECKED bits or fewer
+    wraps at one; none reaches the next power of two, so a wider one never wraps."""
+    assert CROWD[0] > max(CROWD_CHECKPOINTS) == 2**LOCK_COUNTER_BITS_CHECKED
+    assert CROWD[1] < 2 ** (LOCK_COUNTER_BITS_CHECKED + 1)
+    assert LOCK_COUNTER_BITS_CHECKED == LockCountWraps10Bit._BITS  # the widest counter mutant the suite kills
+    assert f"lock counters wider than {LOCK_COUNTER_BITS_CHECKED} bits" in DEFAULT_CAPABILITIES.not_exercised()[-1]
+
+
+def test_a_conforming_verdict_says_what_it_did_not_check(capsys) -> None:  # noqa: ANN001
+    caps = Capabilities(eviction_policy="fifo")
+    result = AuditResult("mine:make", repr(caps), caps.not_exercised(), "ci", [Verdict("t", "passed", 0.0)], 1.0, 0)
+    print_summary(result)
+    last = capsys.readouterr().out.splitlines()[-1]
+    assert last.startswith("radixcheck: mine:make conforms; not checked: LRU eviction order, lock counters wider than 10 bits (")
+    assert "Verdict: conforms; not checked: LRU eviction order, lock counters wider than 10 bits," in report_card(result)
 
 
 @pytest.mark.parametrize(("one", "other"), [

@@ -99,6 +99,7 @@ def test_under_xdist_the_controller_prints_the_header_once_with_both_page_size_l
     assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-2000:]
     assert result.stdout.count("radixcheck target: radixcheck.properties.cache.mutants:TrustingReference") == 1
     assert "radixcheck page sizes: declared (1, 2, 4), run (1,) (--radix-page-sizes)" in result.stdout
+    assert "radixcheck not exercised: lock counters wider than 10 bits" in result.stdout
     assert "radixcheck not exercised: refusal of unmatched unlocks" in result.stdout  # TrustingReference: checks_locks=False
 
 

@@ -203,6 +203,11 @@ class AuditResult:
         return waived_of(self.verdicts)
 
     @property
+    def not_checked(self) -> str:
+        """What was left out, in short (each gap up to its reason), for the verdict line: "" if nothing."""
+        return ", ".join(gap.partition(" (")[0] for gap in self.not_exercised)
+
+    @property
     def conforms(self) -> bool:
         return self.pytest_exit in (pytest.ExitCode.OK, pytest.ExitCode.NO_TESTS_COLLECTED) and not self.failures
 
@@ -297,7 +302,7 @@ def run_audit(target: Target, page_sizes: str | None, profile: str, workers: str
 def report_card(result: AuditResult) -> str:
     """The audit as markdown."""
     findings, waived = result.findings, result.waived
-    verdict = (f"conforms{with_waived(waived)}" if result.conforms else
+    verdict = (f"conforms{with_waived(waived)}{not_checked(result)}" if result.conforms else
                f"**does not conform**: {len(findings)} finding(s) in {len(result.failures)} failing test(s){with_waived(waived)}")
     rows = [[f"`{v.test}`", {"passed": "pass", "failed": "**FAIL**", "skipped": "skip", "waived": "waived"}[v.outcome],
              v.oracle or v.reason, f"{v.seconds:.1f}"] for v in result.verdicts]
@@ -336,6 +341,11 @@ def with_waived(waived: list[dict[str, Any]]) -> str:
     return f", with {len(waived)} waived finding(s)" if waived else ""
 
 
+def not_checked(result: AuditResult) -> str:
+    """A passing verdict repeats what it did not cover: it is a verdict on the rest only."""
+    return f"; not checked: {result.not_checked}" if result.not_checked else ""
+
+
 def write_outputs(result: AuditResult, report: Path | None, json_path: Path | None) -> None:
     if report:
         report.parent.mkdir(parents=True, exist_ok=True)
@@ -359,7 +369,8 @@ def print_summary(result: AuditResult) -> None:
         print(f"--- waived: {w['oracle']} ({w['type']}): {w['message']}\n"
               f"waived by {w['waiver']}; met in {', '.join(w['tests'])}\n", file=sys.stdout)
     if result.conforms:
-        print(f"radixcheck: {result.target} conforms{with_waived(waived)} ({len(result.verdicts)} checks, {result.seconds:.0f} s)")
+        print(f"radixcheck: {result.target} conforms{with_waived(waived)}{not_checked(result)} "
+              f"({len(result.verdicts)} checks, {result.seconds:.0f} s)")
     else:
         print(f"radixcheck: {result.target} does NOT conform: {len(findings)} finding(s) in {len(result.failures)} failing "
               f"test(s) ({', '.join(dict.fromkeys(f.oracle for f in findings))}){with_waived(waived)}; {result.seconds:.0f} s")
