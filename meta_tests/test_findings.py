@@ -9,17 +9,18 @@ import subprocess
 import sys
 import textwrap
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from radixcheck import profiles
-from radixcheck.audit import AuditResult, Verdict, findings_of, report_card, write_outputs
-from radixcheck.properties.cache.contract import DEFAULT_CAPABILITIES
+from radixcheck.audit import AuditResult, Verdict, _Collector, findings_of, print_summary, report_card, write_outputs
+from radixcheck.properties.cache.contract import DEFAULT_CAPABILITIES, Capabilities
 from radixcheck.properties.cache.machine import machine_for
-from radixcheck.properties.cache.mutants import EvictsLockedLeaf, MostRecentFirst
-from radixcheck.properties.cache.scale_machine import scale_machine_for
+from radixcheck.properties.cache.mutants import EvictsLockedLeaf, LockCountWraps10Bit, MostRecentFirst
+from radixcheck.properties.cache.scale_machine import CROWD, CROWD_CHECKPOINTS, LOCK_COUNTER_BITS_CHECKED, scale_machine_for
 from radixcheck.properties.findings.failures import describe_failure, shape_of
 from radixcheck.properties.findings.verdict import run_machine
 from radixcheck.reference import RadixCache
@@ -54,12 +55,79 @@ def test_one_root_cause_in_several_tests_and_page_sizes_is_one_finding() -> None
 
 
 def test_findings_are_listed_most_fundamental_first() -> None:
-    oracles = ["6 DFS bound", "4 LRU order", "2 refcount safety", "crash (KeyError raised during a legal call)",
+    oracles = ["6 DFS bound", "4 LRU order", "2 refcount safety", "hang (per-operation time limit)",
                "1 prefix-set model", "3 slot conservation", "error"]
     verdicts = [Verdict(f"t{i}", "failed", 0.0, oracle, f"reason {i}") for i, oracle in enumerate(oracles)]
     assert [f.oracle for f in findings_of(verdicts)] == [
         "error", "1 prefix-set model", "3 slot conservation", "2 refcount safety",
-        "crash (KeyError raised during a legal call)", "4 LRU order", "6 DFS bound"]
+        "hang (per-operation time limit)", "4 LRU order", "6 DFS bound"]
+
+
+class EvictsLockedLeafThenRefusesItsHandle(RadixCache):
+    """The cause: eviction ignores locks. Its echo: the cache's own handle check (the reference's
+    ``_path``) later refuses the evicted node's unlock with ``ValueError: stale handle``."""
+
+    def _evictable_leaf(self, node) -> bool:  # noqa: ANN001
+        return node is not self.root and not node.children
+
+
+def _echoing_run() -> list[Verdict]:
+    """The state machine's finding (the refcount oracle sees the eviction) and the serving protocol's
+    (the DFS test, where no oracle watches evictions: the unlock raises), as one audit meets them."""
+    from radixcheck.properties.conformance.test_scheduling import test_bound_holds_under_any_budget
+
+    target = SimpleNamespace(factory=EvictsLockedLeafThenRefusesItsHandle)
+    crash = _verdict("test_bound_holds_under_any_budget[page_size=1]",
+                     lambda: test_bound_holds_under_any_budget(target=target, extreme_page_size=1))
+    cause = _machine_verdict(EvictsLockedLeafThenRefusesItsHandle, "test_cache_state_machine", 1)
+    return [crash, cause]
+
+
+def test_a_crash_of_the_targets_own_check_is_listed_after_the_oracle_finding_as_its_possible_echo(capsys) -> None:  # noqa: ANN001
+    crash, cause = _echoing_run()
+    assert crash.oracle == "crash (ValueError raised during a legal call)" and "stale handle" in crash.reason
+    assert cause.oracle == "2 refcount safety"
+    alone = findings_of([crash])  # with no oracle finding, nothing to be the echo of
+    assert [(f.oracle, f.echo_of) for f in alone] == [(crash.oracle, "")]
+    result = AuditResult("mine:make", "Capabilities(...)", [], "ci", [crash, cause], 1.0, 1)
+    assert [(f.oracle, f.echo_of) for f in result.findings] == [
+        (cause.oracle, ""), (crash.oracle, "finding 1 (2 refcount safety)")]
+    card = report_card(result)
+    assert card.index("### 1. 2 refcount safety") < card.index("### 2. crash (ValueError")
+    assert "possibly an echo of finding 1 (2 refcount safety)" in card
+    print_summary(result)
+    out = capsys.readouterr().out
+    assert "--- finding 2 of 2 (crash or hang in a legal call; possibly an echo of finding 1 (2 refcount safety))" in out
+    assert "(2 refcount safety, crash (ValueError raised during a legal call))" in out.splitlines()[-1]
+
+
+def test_a_crash_after_an_oracle_fail_line_says_it_may_be_its_echo(capsys) -> None:  # noqa: ANN001
+    """Live, the audit cannot know what comes later; but a crash after an oracle's FAIL line says so."""
+    crash, cause = _echoing_run()
+    collector = _Collector(0.0)
+    collector._add(cause)
+    collector._add(crash)
+    first, second = capsys.readouterr().out.splitlines()
+    assert "possibly an echo" not in first
+    assert second.endswith("(possibly an echo of 2 refcount safety, FAIL above)")
+
+
+def test_the_crowd_is_the_measure_of_lock_counters_not_exercised() -> None:
+    """Every crowd passes every checkpoint, so a counter of LOCK_COUNTER_BITS_CHECKED bits or fewer
+    wraps at one; none reaches the next power of two, so a wider one never wraps."""
+    assert CROWD[0] > max(CROWD_CHECKPOINTS) == 2**LOCK_COUNTER_BITS_CHECKED
+    assert CROWD[1] < 2 ** (LOCK_COUNTER_BITS_CHECKED + 1)
+    assert LOCK_COUNTER_BITS_CHECKED == LockCountWraps10Bit._BITS  # the widest counter mutant the suite kills
+    assert f"lock counters wider than {LOCK_COUNTER_BITS_CHECKED} bits" in DEFAULT_CAPABILITIES.not_exercised()[-1]
+
+
+def test_a_conforming_verdict_says_what_it_did_not_check(capsys) -> None:  # noqa: ANN001
+    caps = Capabilities(eviction_policy="fifo")
+    result = AuditResult("mine:make", repr(caps), caps.not_exercised(), "ci", [Verdict("t", "passed", 0.0)], 1.0, 0)
+    print_summary(result)
+    last = capsys.readouterr().out.splitlines()[-1]
+    assert last.startswith("radixcheck: mine:make conforms; not checked: LRU eviction order, lock counters wider than 10 bits (")
+    assert "Verdict: conforms; not checked: LRU eviction order, lock counters wider than 10 bits," in report_card(result)
 
 
 @pytest.mark.parametrize(("one", "other"), [

@@ -82,4 +82,33 @@ def test_ini_options_name_the_target_and_page_sizes(tmp_path: Path) -> None:
                             capture_output=True, text=True, timeout=120)
     assert result.returncode == 0, result.stdout[-2000:]
     assert "radixcheck target: radixcheck.properties.cache.mutants:TrustingReference" in result.stdout
-    assert "radixcheck page sizes run: [1]" in result.stdout
+    assert "radixcheck page sizes: declared (1, 2, 4), run (1,) (ini radix_page_sizes)" in result.stdout
+
+
+def _conformance_run(project: Path, *args: str) -> subprocess.CompletedProcess:
+    env = {"PATH": os.environ["PATH"], "HOME": os.environ.get("HOME", str(project))}
+    return subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", *args], cwd=project, env=env,
+                          capture_output=True, text=True, timeout=300)
+
+
+def test_under_xdist_the_controller_prints_the_header_once_with_both_page_size_lists(tmp_path: Path) -> None:
+    """With ``-n 2`` the workers collect, and what they report goes nowhere: the controller prints
+    the header, once, with the declared page sizes beside those the run tests."""
+    result = _conformance_run(tmp_path, "-n", "2", "--pyargs", "radixcheck.properties.conformance.test_construction",
+                              "--radix-target", "radixcheck.properties.cache.mutants:TrustingReference", "--radix-page-sizes", "1")
+    assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-2000:]
+    assert result.stdout.count("radixcheck target: radixcheck.properties.cache.mutants:TrustingReference") == 1
+    assert "radixcheck page sizes: declared (1, 2, 4), run (1,) (--radix-page-sizes)" in result.stdout
+    assert "radixcheck not exercised: lock counters wider than 10 bits" in result.stdout
+    assert "radixcheck not exercised: refusal of unmatched unlocks" in result.stdout  # TrustingReference: checks_locks=False
+
+
+def test_the_small_machine_is_dispatched_first(tmp_path: Path) -> None:
+    """pytest-xdist hands out items in collection order: the small state machine (the cause, in a few
+    calls) comes first, the production-scale test next, the scheduling tests after both."""
+    result = _conformance_run(tmp_path, "--collect-only", "-q", "--pyargs", "radixcheck.properties.conformance",
+                              "--radix-target", "radixcheck.reference:RadixCache", "--radix-page-sizes", "1,4")
+    assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-2000:]
+    tests = [line.partition("::")[2].partition("[")[0] for line in result.stdout.splitlines() if "::" in line]
+    assert tests[:4] == ["test_cache_state_machine"] * 2 + ["test_cache_at_production_scale"] * 2
+    assert "test_dfs_order_meets_the_bound" in tests[4:]

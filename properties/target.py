@@ -71,6 +71,8 @@ class Target:
     factory: Callable[..., Any]
     capabilities: Capabilities | IndexCapabilities | RouterCapabilities
     capabilities_declared: bool = True  # False: the factory has no `capabilities`, the defaults apply
+    declared_page_sizes: tuple[int, ...] | None = None  # set when a run tests fewer than declared (capabilities holds the run's)
+    page_sizes_from: str = ""  # the option that chose the run's page sizes, e.g. "--radix-page-sizes"
 
     @property
     def name(self) -> str:
@@ -83,6 +85,16 @@ class Target:
         if isinstance(self.capabilities, IndexCapabilities):
             return "index"
         return "router" if isinstance(self.capabilities, RouterCapabilities) else "cache"
+
+    def page_sizes_shown(self) -> str:
+        """The declared page sizes and those this run tests, e.g. ``declared (4, 16), run (4,)
+        (--radix-page-sizes)``: a run of fewer than declared must not read as the declaration."""
+        caps = self.capabilities.engine if self.kind == "router" else self.capabilities
+        if self.kind == "index":
+            return "none (a KV-event index)"
+        declared = caps.page_sizes if self.declared_page_sizes is None else self.declared_page_sizes
+        chosen = f" ({self.page_sizes_from})" if self.declared_page_sizes is not None and self.page_sizes_from else ""
+        return f"declared {tuple(declared)}, run {caps.page_sizes_tested()}{chosen}"
 
     def defaults_warning(self) -> str | None:
         """What a user must see when the factory declares nothing: the defaults it is held to."""
@@ -122,6 +134,17 @@ def load_target(spec: str, index: bool = False) -> Target:
         raise TargetError(f"target {spec!r}: 'capabilities' must be a radixcheck.Capabilities (a cache), "
                           f"radixcheck.IndexCapabilities (a KV-event index) or a RouterCapabilities (a pair), got {caps!r}")
     return Target(spec.strip(), factory, caps, capabilities_declared=hasattr(factory, "capabilities"))
+
+
+def declared_page_sizes(spec: str) -> tuple[int, ...] | None:
+    """The page sizes the factory ``spec`` declares, for a repro file (whose machine holds only the
+    run's); ``None`` for an index, or a target that cannot be loaded."""
+    try:
+        caps = load_target(spec).capabilities
+    except TargetError:
+        return None
+    caps = caps.engine if isinstance(caps, RouterCapabilities) else caps
+    return tuple(caps.page_sizes) if isinstance(caps, Capabilities) else None
 
 
 def check_target(target: Target) -> None:

@@ -21,7 +21,10 @@ answers (matches, sizes, dump; the engine's events); refcounts; a
 crash or a hang in a legal call (after those, because a corrupted tree or a lost lock often
 surfaces later as a crash: EvictsLockedLeaf's evicted locked node makes the serving protocol's
 unlock raise "stale handle" in the DFS tests; before LRU order and DFS, which a crash keeps from
-being judged); eviction amount and LRU order; the DFS bound.
+being judged); eviction amount and LRU order; the DFS bound. **The cause before its echo**: in a run
+where an oracle found something, a crash of the target's own (its handle check's ``ValueError``)
+goes after every oracle's finding and is said to be possibly an echo of the first of them; its
+live FAIL line says so too when that oracle's FAIL came first.
 
 **Known findings** (``--waive FILE``, :mod:`radixcheck.properties.findings.waivers`) are reported as
 waived, with their waiver's reason, and do not make the cache non-conforming.
@@ -31,6 +34,7 @@ Exit codes: 0 the cache conforms (perhaps with waived findings), 1 it does not, 
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import sys
 import time
@@ -104,6 +108,16 @@ class Finding:
     exception: str = ""  # the exception's type
     raised_at: str = ""  # a crash: where, e.g. mycache.py:42 in evict
     repro: str = ""  # --repro: its standalone repro file (or why there is none)
+    echo_of: str = ""  # a crash in a run that also has an oracle's finding: that finding (the likely cause)
+
+    @property
+    def heading(self) -> str:
+        """Its rank, and for a possible echo, of what (for the finding list and the report card)."""
+        return f"{self.rank}; possibly an echo of {self.echo_of}" if self.echo_of else self.rank
+
+
+# Findings that no oracle judged: the test could not run, or the target itself raised or hung.
+NOT_AN_ORACLE = ("collection error", "error", "crash", "hang", "assertion")
 
 
 def findings_of(verdicts: list[Verdict]) -> list[Finding]:
@@ -122,7 +136,21 @@ def findings_of(verdicts: list[Verdict]) -> list[Finding]:
         found.append(Finding(RANKS[rank_of(oracle)][0] if rank_of(oracle) < len(RANKS) else "other", oracle,
                              shortest["message"], tests, shortest["program"], shortest.get("type", ""), shortest.get("raised_at", ""),
                              _repro_of(oracle, shape, [v for v in verdicts if v.test in tests])))
-    return sorted(found, key=lambda f: (rank_of(f.oracle), -len(f.tests), f.oracle, f.reason))
+    found.sort(key=lambda f: (rank_of(f.oracle), -len(f.tests), f.oracle, f.reason))
+    return with_echoes_last(found)
+
+
+def with_echoes_last(findings: list[Finding]) -> list[Finding]:
+    """A crash the target's own check raised in a legal call (a ``ValueError: stale handle`` from
+    its unlock) is most often the echo of a bug an oracle found in the same run (a locked node
+    evicted earlier): with such a finding, the crash goes after every oracle's finding and names
+    the first of them as its likely cause."""
+    judged = [f for f in findings if not f.oracle.startswith(NOT_AN_ORACLE)]
+    if not judged:
+        return findings
+    first = [f for f in findings if not f.oracle.startswith("crash")]
+    cause = f"finding {first.index(judged[0]) + 1} ({judged[0].oracle})"
+    return first + [dataclasses.replace(f, echo_of=cause) for f in findings if f.oracle.startswith("crash")]
 
 
 def _repro_of(oracle: str, shape: str, verdicts: list[Verdict]) -> str:
@@ -162,6 +190,7 @@ class AuditResult:
     pytest_exit: int = 0
     warnings: list[str] = field(default_factory=list)  # e.g. no `capabilities` declared: the defaults applied
     unmatched_waivers: list[str] = field(default_factory=list)  # a warning for each waiver that waived nothing
+    page_sizes: str = ""  # declared and run, e.g. "declared (4, 16), run (4,) (--page-sizes)"
 
     @property
     def failures(self) -> list[Verdict]:
@@ -174,6 +203,11 @@ class AuditResult:
     @property
     def waived(self) -> list[dict[str, Any]]:
         return waived_of(self.verdicts)
+
+    @property
+    def not_checked(self) -> str:
+        """What was left out, in short (each gap up to its reason), for the verdict line: "" if nothing."""
+        return ", ".join(gap.partition(" (")[0] for gap in self.not_exercised)
 
     @property
     def conforms(self) -> bool:
@@ -189,6 +223,7 @@ class _Collector:
         self.repro_dir = repro_dir
         self.repros_shown: set[str] = set()
         self.waivers_met: set[str] | None = None  # None: no conformance test reported (the plugin's WaiverUse, for the card)
+        self.judged: list[str] = []  # the oracles that failed a test so far, in the order their FAIL lines came
 
     def pytest_collectreport(self, report: pytest.CollectReport) -> None:
         if report.failed:
@@ -218,6 +253,10 @@ class _Collector:
         mark = {"passed": "ok  ", "failed": "FAIL", "skipped": "skip", "waived": "waiv"}[verdict.outcome]
         detail = f"  {verdict.oracle}: {verdict.reason}" if verdict.outcome == "failed" else (
             f"  {verdict.reason}" if verdict.outcome == "skipped" else "")
+        if verdict.outcome == "failed" and verdict.oracle.startswith("crash") and self.judged:
+            detail += f"  (possibly an echo of {self.judged[0]}, FAIL above)"  # the final summary ranks it so
+        elif verdict.outcome == "failed" and verdict.oracle and not verdict.oracle.startswith(NOT_AN_ORACLE):
+            self.judged.append(verdict.oracle)
         if verdict.waived:
             detail += "  (waived: " + ", ".join(f"{w['oracle']} ({w['waiver']})" for w in verdict.waived) + ")"
         print(f"[{time.monotonic() - self.started:6.1f} s] {mark} {verdict.test} ({verdict.seconds:.1f} s){detail}", flush=True)
@@ -265,13 +304,13 @@ def run_audit(target: Target, page_sizes: str | None, profile: str, workers: str
                          if waive and collector.waivers_met is not None else [])
     return AuditResult(target.spec, repr(target.capabilities), target.capabilities.not_exercised(), profile,
                        sorted(collector.verdicts, key=lambda v: v.test), round(time.monotonic() - started, 1), int(exit_code),
-                       [w for w in [target.defaults_warning()] if w], unmatched_waivers)
+                       [w for w in [target.defaults_warning()] if w], unmatched_waivers, target.page_sizes_shown())
 
 
 def report_card(result: AuditResult) -> str:
     """The audit as markdown."""
     findings, waived = result.findings, result.waived
-    verdict = (f"conforms{with_waived(waived)}" if result.conforms else
+    verdict = (f"conforms{with_waived(waived)}{not_checked(result)}" if result.conforms else
                f"**does not conform**: {len(findings)} finding(s) in {len(result.failures)} failing test(s){with_waived(waived)}")
     rows = [[f"`{v.test}`", {"passed": "pass", "failed": "**FAIL**", "skipped": "skip", "waived": "waived"}[v.outcome],
              v.oracle or v.reason, f"{v.seconds:.1f}"] for v in result.verdicts]
@@ -283,6 +322,7 @@ def report_card(result: AuditResult) -> str:
         "",
         f"Capabilities: `{result.capabilities}`",
         "",
+        *([f"Page sizes: {result.page_sizes}", ""] if result.page_sizes else []),
         *[f"**Warning:** {w}\n" for w in result.warnings + result.unmatched_waivers],
         "Not exercised, by capability (never sent, so never failed):",
         "",
@@ -293,7 +333,7 @@ def report_card(result: AuditResult) -> str:
     if findings:
         parts += ["", "## Findings, most fundamental first (one per root cause)"]
     for i, f in enumerate(findings, 1):
-        parts += ["", f"### {i}. {f.oracle} ({f.rank})", "", f"{f.exception + ': ' if f.exception else ''}{f.reason}"
+        parts += ["", f"### {i}. {f.oracle} ({f.heading})", "", f"{f.exception + ': ' if f.exception else ''}{f.reason}"
                   + (f" (raised at `{f.raised_at}`)" if f.raised_at else ""), "",
                   f"Failed {len(f.tests)} test(s): " + ", ".join(f"`{t}`" for t in f.tests), "",
                   *([f"Repro: `{f.repro}`" if not f.repro.startswith("(") else f"Repro: {f.repro}", ""] if f.repro else []),
@@ -307,6 +347,11 @@ def report_card(result: AuditResult) -> str:
 
 def with_waived(waived: list[dict[str, Any]]) -> str:
     return f", with {len(waived)} waived finding(s)" if waived else ""
+
+
+def not_checked(result: AuditResult) -> str:
+    """A passing verdict repeats what it did not cover: it is a verdict on the rest only."""
+    return f"; not checked: {result.not_checked}" if result.not_checked else ""
 
 
 def write_outputs(result: AuditResult, report: Path | None, json_path: Path | None) -> None:
@@ -324,7 +369,7 @@ def print_summary(result: AuditResult) -> None:
     print()
     findings, waived = result.findings, result.waived
     for i, f in enumerate(findings, 1):
-        print(f"--- finding {i} of {len(findings)} ({f.rank}): {f.oracle}\n"
+        print(f"--- finding {i} of {len(findings)} ({f.heading}): {f.oracle}\n"
               f"{f.exception + ': ' if f.exception else ''}{f.reason}{f' (raised at {f.raised_at})' if f.raised_at else ''}\n"
               f"failed {len(f.tests)} test(s): {', '.join(f.tests)}\n" + (f"repro: {f.repro}\n" if f.repro else "")
               + f"{f.program}\n", file=sys.stdout)
@@ -334,7 +379,8 @@ def print_summary(result: AuditResult) -> None:
     for warning in result.unmatched_waivers:
         print(f"radixcheck: warning: {warning}", file=sys.stderr, flush=True)
     if result.conforms:
-        print(f"radixcheck: {result.target} conforms{with_waived(waived)} ({len(result.verdicts)} checks, {result.seconds:.0f} s)")
+        print(f"radixcheck: {result.target} conforms{with_waived(waived)}{not_checked(result)} "
+              f"({len(result.verdicts)} checks, {result.seconds:.0f} s)")
     else:
         print(f"radixcheck: {result.target} does NOT conform: {len(findings)} finding(s) in {len(result.failures)} failing "
               f"test(s) ({', '.join(dict.fromkeys(f.oracle for f in findings))}){with_waived(waived)}; {result.seconds:.0f} s")

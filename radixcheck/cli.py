@@ -70,13 +70,15 @@ def _audit(args: argparse.Namespace) -> int:
     try:
         target = load_target(args.factory, index=args.index)
         check_target(target)
-        target = restrict_page_sizes(target, args.page_sizes)
+        target = restrict_page_sizes(target, args.page_sizes, origin="--page-sizes")
     except TargetError as exc:
         print(f"radixcheck: error: {exc}", file=sys.stderr)
         return EXIT_USAGE
     if target.defaults_warning():
         print(f"radixcheck: warning: {target.defaults_warning()}", file=sys.stderr, flush=True)
     print(f"radixcheck: auditing {target.spec}: {target.capabilities}", flush=True)
+    if target.kind != "index":
+        print(f"radixcheck: page sizes: {target.page_sizes_shown()}")
     for gap in target.capabilities.not_exercised():
         print(f"radixcheck: not exercised: {gap}")
     if waivers:

@@ -31,7 +31,9 @@ prints its header, only when conformance tests are collected.
 
 from __future__ import annotations
 
+import ast
 import dataclasses
+import functools
 import importlib
 import os
 from pathlib import Path
@@ -135,6 +137,11 @@ def page_sizes_option(config: pytest.Config) -> str | None:
     return config.getoption("--radix-page-sizes") or config.getini("radix_page_sizes") or None
 
 
+def page_sizes_origin(config: pytest.Config) -> str:
+    """Where the run's page sizes came from (shown beside them)."""
+    return "--radix-page-sizes" if config.getoption("--radix-page-sizes") else "ini radix_page_sizes"
+
+
 def target_spec(config: pytest.Config) -> str:
     """The one target of a single-target run (a ``name=`` in front is dropped)."""
     entry = target_specs(config)[0]
@@ -190,7 +197,7 @@ def target_of(config: pytest.Config) -> Target:
         try:
             target = load_target(target_spec(config), index=config.getoption("--radix-index"))
             check_target(target)
-            config.stash[TARGET] = restrict_page_sizes(target, page_sizes_option(config))
+            config.stash[TARGET] = restrict_page_sizes(target, page_sizes_option(config), origin=page_sizes_origin(config))
         except TargetError as exc:
             raise pytest.UsageError(f"radixcheck: {exc}") from exc
     return config.stash[TARGET]
@@ -205,16 +212,17 @@ def targets_of(config: pytest.Config) -> dict[str, Target | TargetError]:
             try:
                 target = load_target(spec, index=config.getoption("--radix-index"))
                 check_target(target)
-                loaded[name] = restrict_page_sizes(target, page_sizes_option(config), strict=False)
+                loaded[name] = restrict_page_sizes(target, page_sizes_option(config), strict=False, origin=page_sizes_origin(config))
             except TargetError as exc:
                 loaded[name] = exc
         config.stash[TARGETS] = loaded
     return config.stash[TARGETS]
 
 
-def restrict_page_sizes(target: Target, option: str | None, strict: bool = True) -> Target:
-    """The target with only the page sizes asked for (each must be one it declares). An index has
-    no page sizes: asked for some in a single-target run, that is an error; else they are ignored."""
+def restrict_page_sizes(target: Target, option: str | None, strict: bool = True, origin: str = "--radix-page-sizes") -> Target:
+    """The target with only the page sizes asked for (each must be one it declares; ``origin``: the
+    option that asked, shown with them). An index has no page sizes: asked for some in a
+    single-target run, that is an error; else they are ignored."""
     if option is None:
         return target
     if target.kind == "index":
@@ -233,10 +241,11 @@ def restrict_page_sizes(target: Target, option: str | None, strict: bool = True)
         raise TargetError(f"page sizes {option!r}: {target.spec} declares (and the suite runs) only "
                           f"{list(target.capabilities.page_sizes_tested())}")
     caps = target.capabilities
+    declared = dict(declared_page_sizes=(caps.engine if target.kind == "router" else caps).page_sizes, page_sizes_from=origin)
     if target.kind == "router":  # a pair's page sizes are its engine's
         engine = dataclasses.replace(caps.engine, page_sizes=wanted)
-        return dataclasses.replace(target, capabilities=dataclasses.replace(caps, engine=engine))
-    return dataclasses.replace(target, capabilities=dataclasses.replace(caps, page_sizes=wanted))
+        return dataclasses.replace(target, capabilities=dataclasses.replace(caps, engine=engine), **declared)
+    return dataclasses.replace(target, capabilities=dataclasses.replace(caps, page_sizes=wanted), **declared)
 
 
 def report_header(target: Target, profile: str) -> list[str]:
@@ -246,7 +255,7 @@ def report_header(target: Target, profile: str) -> list[str]:
     lines = [
         f"radixcheck target: {target.spec} ({origin})",
         f"radixcheck capabilities: {target.capabilities}",
-        (f"radixcheck page sizes run: {list(target.capabilities.page_sizes_tested())}" if target.kind == "cache"
+        (f"radixcheck page sizes: {target.page_sizes_shown()}" if target.kind != "index"
          else "radixcheck kind: KV-event index (radixcheck.properties.index.contract)"),
         f"radixcheck per-operation time limit: {op_timeout():g} s ({TIMEOUT_ENV})",
         f"radixcheck hypothesis profile: {profile}",
@@ -268,7 +277,7 @@ def header_lines(config: pytest.Config) -> list[str]:
         for name, loaded in targets_of(config).items():
             pair = "router pair, " if isinstance(loaded, Target) and loaded.kind == "router" else ""
             detail = (f"CANNOT BE TESTED: {loaded}" if not isinstance(loaded, Target) else "KV-event index" if loaded.kind == "index"
-                      else f"{pair}page sizes {list(loaded.capabilities.page_sizes_tested())}")
+                      else f"{pair}page sizes {loaded.page_sizes_shown()}")
             if isinstance(loaded, Target) and loaded.defaults_warning():
                 detail += "; WARNING: no `capabilities`, the defaults apply"
             lines.append(f"radixcheck target {name}: {named_specs(config)[name]} ({detail})")
@@ -290,12 +299,36 @@ def pytest_report_collectionfinish(config: pytest.Config, items: list[pytest.Ite
 
 @pytest.hookimpl(optionalhook=True)
 def pytest_xdist_node_collection_finished(node, ids: list[str]) -> None:  # noqa: ANN001 - xdist's WorkerController
-    """Under pytest-xdist the workers collect: the controller prints the header from their ids."""
+    """Under pytest-xdist the workers collect (their header goes nowhere): the controller prints it
+    once, from the first worker's ids, if they hold a conformance test."""
     config = node.config
     reporter = config.pluginmanager.get_plugin("terminalreporter")
-    if reporter is not None and any("properties/conformance/" in nodeid for nodeid in ids):
+    if reporter is not None and HEADER_SHOWN not in config.stash and any(map(is_conformance_id, ids)):
+        reporter.write_line("")
         for line in header_lines(config):
             reporter.write_line(line)
+
+
+def is_conformance_id(nodeid: str) -> bool:
+    """Whether a node id names a conformance test that takes a target. Only its last parts can be
+    trusted (``--pyargs`` ids are relative to the package, or have no file at all when one module
+    is named; others are relative to the rootdir), so it is matched by module file and test name,
+    both read from the conformance package's source."""
+    path, _, name = nodeid.partition("::")
+    module, test = Path(path).name, name.partition("[")[0]
+    return any(test == known_test and module in ("", known_module) for known_module, known_test in _conformance_tests())
+
+
+@functools.cache
+def _conformance_tests() -> frozenset[tuple[str, str]]:
+    """(module file, test name) of each conformance test that takes ``target``: parsed, not imported
+    (importing a test module picks radixcheck's profile, and the controller must not)."""
+    tests = set()
+    for path in _conformance_dir().glob("test_*.py"):
+        for node in ast.parse(path.read_text(encoding="utf-8")).body:
+            if isinstance(node, ast.FunctionDef) and node.name.startswith("test_") and any(a.arg == "target" for a in node.args.args):
+                tests.add((path.name, node.name))
+    return frozenset(tests)
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
@@ -332,12 +365,38 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     the other way round) are deselected, not skipped: they do not apply."""
     other = [item for item in items if getattr(getattr(item, "callspec", None), "params", {}).get("target") is OTHER_KIND]
     if _no_caches(config):  # the cache tests that take no target (the scheduler's own order) do not apply either
-        here = Path(importlib.import_module(CONFORMANCE_PACKAGE).__file__).resolve().parent
+        here = _conformance_dir()
         other += [item for item in items if Path(item.path).resolve().parent == here
                   and not _is_conformance(item) and not item.get_closest_marker(INDEX_MARK) and not item.get_closest_marker(ROUTER_MARK)]
     if other:
         config.hook.pytest_deselected(items=other)
         items[:] = [item for item in items if item not in other]
+    cause_first(items)
+
+
+# The small machines find most bugs in a few calls and name the cause (an oracle's verdict); the
+# other tests meet the same bug later or only as its echo (a crash in the serving protocol). Every
+# pytest-xdist scheduler (load, loadgroup, worksteal) hands items out from the front of the
+# collection, so the small machines go first; the production-scale test next (long: it starts early).
+DISPATCH_ORDER = ("test_cache_state_machine", "test_index_state_machine", "test_cache_at_production_scale")
+
+
+def _dispatch_rank(item: pytest.Item) -> int:
+    name = getattr(item, "originalname", item.name)
+    return DISPATCH_ORDER.index(name) if name in DISPATCH_ORDER else len(DISPATCH_ORDER)
+
+
+def cause_first(items: list[pytest.Item]) -> None:
+    """Reorder the conformance tests among themselves, in place, by :data:`DISPATCH_ORDER` (a stable
+    sort: the rest keep pytest's order); every other test keeps its place."""
+    here = _conformance_dir()
+    slots = [i for i, item in enumerate(items) if Path(item.path).resolve().parent == here]
+    for i, item in zip(slots, sorted((items[i] for i in slots), key=_dispatch_rank), strict=True):
+        items[i] = item
+
+
+def _conformance_dir() -> Path:
+    return Path(importlib.import_module(CONFORMANCE_PACKAGE).__file__).resolve().parent
 
 
 def _no_caches(config: pytest.Config) -> bool:

@@ -203,6 +203,11 @@ class Capabilities:
         above = sorted(set(self.page_sizes) - set(self.page_sizes_tested()))
         if above:
             gaps.append(f"page sizes {above} (above {MAX_PAGE_SIZE_TESTED})")
+        # Imported here: the scale machine imports this module. Its crowd is the most locks any node gets.
+        from radixcheck.properties.cache.scale_machine import CROWD, LOCK_COUNTER_BITS_CHECKED
+
+        gaps.append(f"lock counters wider than {LOCK_COUNTER_BITS_CHECKED} bits (at most {CROWD[1]:,} requests hold one "
+                    "prompt at once, in the production-scale test: a wider counter never wraps)")
         return gaps
 
 

@@ -46,6 +46,12 @@ from radixcheck.properties.cache.machine import HandleRecord, RadixCacheMachine,
 from radixcheck.properties.findings.transcript import act
 
 CROWD_CHECKPOINTS = (1024, 512, 256)  # requests still running when memory pressure hits: where narrow counters read 0
+CROWD = (1025, 1100)  # requests admitted at once on one prompt (the least, the most): no machine locks a node more often
+LOCK_COUNTER_BITS_CHECKED = max(CROWD_CHECKPOINTS).bit_length() - 1
+"""A lock counter of at most this many bits wraps to 0 at a checkpoint (2**bits locks, then memory
+pressure) in every run, and is caught; a wider one never wraps: every crowd passes the checkpoints
+and stays below 2**(bits + 1) (meta_tests/test_findings.py checks both), and the ordinary machine
+holds at most 3 locks at once."""
 MASS_EVICTION_LEAVES = 500  # one eviction must need at least this many leaves
 MAX_LEAF_TOKENS = 2 + 16  # a question's node holds at most its template (2 tokens) and its text (16), each in whole pages
 VOCABULARY_SIZE = 151_936  # Qwen's: ids above 2**16 and 2**17 are ordinary
@@ -64,7 +70,7 @@ class ProductionScaleMachine(RadixCacheMachine):
 
     @initialize(
         target=RadixCacheMachine.sequences,
-        crowd=st.integers(1025, 1100),
+        crowd=st.integers(*CROWD),
         requests=st.integers(11_000, 11_100),  # >= 10^4 nodes at every page size
         system_prompts=st.integers(2, 8),
         history_turns=st.integers(3000, 3100),

@@ -1,6 +1,7 @@
 """The conformance state machines, run against the target at each page size it declares (up to 64):
 the ordinary one (many small worlds) and the production-scale one (a few worlds of 10^4 nodes).
-Findings waived by ``--radix-waive`` are recorded and looked past (``radix_waivers``)."""
+Findings waived by ``--radix-waive`` are recorded and looked past (``radix_waivers``). The plugin
+dispatches the ordinary machine first, then the scale one (``radixcheck.pytest_plugin.DISPATCH_ORDER``)."""
 
 from __future__ import annotations
 
@@ -9,7 +10,6 @@ from radixcheck.properties.cache.scale_machine import scale_machine_for
 from radixcheck.properties.findings.verdict import run_machine
 
 
-# The scale test first: dispatched first, so a scale bug's verdict comes early.
 def test_cache_at_production_scale(target, page_size: int, radix_waivers, radix_repro: bool) -> None:
     run_machine(scale_machine_for(target.factory, target.capabilities, page_size, target.name), waived=radix_waivers or None,
                 transcript=radix_repro)

@@ -39,7 +39,7 @@ from radixcheck.properties.findings.reduce import Reduced, Replay, reduce, reduc
 from radixcheck.properties.findings.transcript import Act
 from radixcheck.properties.index.machine import KvIndexMachine
 from radixcheck.properties.index.repro import CannotWrite, IndexProgram, failing_program, index_script, shortest_program
-from radixcheck.properties.target import caused_by_hang, guarded, op_timeout
+from radixcheck.properties.target import caused_by_hang, declared_page_sizes, guarded, op_timeout
 
 SHORT = 24  # token lists longer than this are named once and referred to
 KEY = 8  # a list that starts as a named one does (this many tokens) is written as its prefix, if it is one
@@ -476,6 +476,9 @@ class _Writer:
             f"Target {self.spec}, page size {self.page}" + (f", in {self.test}" if self.test else "") + ".",
             f"{self.calls_written} contract calls, as a serving engine makes them. {made}".rstrip(),
             f"Capabilities: {caps}." if caps is not None else "",
+            # the machine holds the run's page sizes only (--page-sizes): the declaration is the factory's
+            f"Page sizes: declared {declared_page_sizes(self.spec)}, run {caps.page_sizes_tested()}."
+            if hasattr(caps, "page_sizes") else None,
             "",
             "Exits 1 while the bug is there (printing radixcheck's finding and what the cache did), 0 once it is",
             "fixed, 2 if it cannot run (the factory does not import). Needs numpy and radixcheck (its SlotAllocator",
