@@ -18,8 +18,18 @@ from radixcheck.properties.cache.batches import tokens_computed
 from radixcheck.properties.cache.contract import DEFAULT_CAPABILITIES, SlotAllocator
 from radixcheck.properties.cache.machine import machine_for
 from radixcheck.properties.cache.mutants import EvictsLockedLeaf, machine_for_mutant
-from radixcheck.properties.findings.reduce import finding_of, reduce
-from radixcheck.properties.findings.repro import Repro, _checked, _loops, file_name, repro_for, run_repro
+from radixcheck.properties.findings.reduce import Reduced, finding_of, reduce, renamed
+from radixcheck.properties.findings.repro import (
+    Repro,
+    _checked,
+    _ints,
+    _loops,
+    budget_advice,
+    file_name,
+    repro_for,
+    run_repro,
+)
+from radixcheck.properties.findings.transcript import Act
 from radixcheck.properties.findings.verdict import run_machine
 from radixcheck.properties.target import TIMEOUT_ENV, Target
 
@@ -52,6 +62,31 @@ def test_runs_of_calls_in_arithmetic_progression_become_loops() -> None:
     assert history == ["for i in range(4):", "    cache.match_prefix(T1[:99 - i])"]
     scattered = [[f"insert([0], allocator.take([{slot}]))"] for slot in (7, 3, 12, 5)]
     assert _loops(scattered) == scattered  # no progression: each call stays as it is
+
+
+def test_slot_and_token_lists_are_written_as_ranges() -> None:
+    assert _ints(list(range(5, 12005))) == "list(range(5, 12005))"
+    assert _ints([*range(0, 16), 9, *range(20, 24)]) == "list(range(0, 16)) + [9] + list(range(20, 24))"
+    assert _ints([7, 3, 12, 5]) == "[7, 3, 12, 5]"  # no run: as it is
+
+
+def test_tokens_are_renamed_by_prefix_in_the_order_they_are_sent() -> None:
+    """A renaming keeps which prefixes two sequences share, so a 3,000-token prompt of random ids
+    is written as list(range(0, 3000)) and a prompt that extends it goes on from there."""
+    history = tuple(range(150_000, 147_000, -1))
+    acts = [Act("_insert_request", (history,)), Act("_match_along", (np.asarray(history[:2000]), [], None)),
+            Act("_insert_request", (history[:10] + (99, 98),)), Act("_evict", (100,))]
+    first, chain, branch, evict = renamed(acts)
+    assert first.args == (tuple(range(3000)),)
+    assert chain.args[0].tolist() == list(range(2000)) and chain.args[1:] == ([], None)
+    assert branch.args == ((*range(10), 3000, 3001),) and evict.args == (100,)
+
+
+def test_the_header_advises_a_longer_budget_only_when_a_shorter_one_ran_out() -> None:
+    ran_out = ["reduction stopped at its budget (5 s, RADIXCHECK_REDUCE_SECONDS)"]
+    assert "RADIXCHECK_REDUCE_SECONDS=60" in budget_advice(Reduced(None, None, 0, notes=ran_out, budget=5.0))
+    assert budget_advice(Reduced(None, None, 0, notes=ran_out, budget=60.0)) == ""  # the trial's: 60 s was what it had
+    assert budget_advice(Reduced(None, None, 0, notes=["reduction stopped after 8 replays"], budget=5.0)) == ""
 
 
 def test_one_finding_at_two_page_sizes_has_one_file_name() -> None:
