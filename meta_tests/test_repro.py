@@ -26,6 +26,7 @@ from radixcheck.properties.findings.repro import (
     _loops,
     budget_advice,
     file_name,
+    finding_site,
     repro_for,
     run_repro,
 )
@@ -93,6 +94,28 @@ def test_one_finding_at_two_page_sizes_has_one_file_name() -> None:
     assert file_name("2 refcount safety", "evict() removed locked page(s) ending prefix [0], [0, 0]") == file_name(
         "2 refcount safety", "evict() removed locked page(s) ending prefix [0, 0, 0, 0], [0, 0, 0, 0, 0, 0, 0, 0]")
     assert file_name("2 refcount safety", "x") != file_name("4 LRU order", "x")
+
+
+def test_two_findings_never_share_a_file_name() -> None:
+    """A new user's trial: two caches' refcount findings of one message shape went into one
+    --repro directory under one name, the second replacing the first. The target and a crash's
+    site are part of the name's hash (not a line number: an edit elsewhere keeps the name)."""
+    evicted = "evict() removed locked page(s) ending prefix [0], [0, 0]"
+    assert file_name("2 refcount safety", evicted, "a:make") != file_name("2 refcount safety", evicted, "b:make")
+    assert file_name("2 refcount safety", evicted, "a:make") == file_name(
+        "2 refcount safety", "evict() removed locked page(s) ending prefix [0, 0, 0, 0], [0, 0, 0, 0, 0, 0, 0, 0]", "a:make")
+
+    def crash(depth: int) -> BaseException:
+        try:
+            return crash(depth + 1) if depth < 3 else [][0]
+        except IndexError as exc:
+            return exc
+
+    site = finding_site(crash(0))
+    assert site == "test_repro.py in crash", site
+    crashed = "crash (IndexError raised during a legal call)"
+    assert file_name(crashed, "list index out of range", "a:make", site) != file_name(
+        crashed, "list index out of range", "a:make", "mycache.py in evict")
 
 
 def test_a_serving_protocol_failure_is_its_requests_served_in_order() -> None:

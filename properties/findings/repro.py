@@ -20,6 +20,7 @@ import contextlib
 import hashlib
 import inspect
 import io
+import os
 import re
 import textwrap
 import traceback
@@ -34,7 +35,7 @@ from radixcheck.oracles.violations import ContractViolation, shown
 from radixcheck.properties.cache import serving
 from radixcheck.properties.cache.batches import ServingRun
 from radixcheck.properties.cache.machine import NO_ANSWER, POOL_SIZE, SCRIBBLE_TOKEN, SIZE_CALLS, RadixCacheMachine, SentCall
-from radixcheck.properties.findings.failures import message_of, oracle_of, shape_of
+from radixcheck.properties.findings.failures import message_of, oracle_of, raised_at, shape_of
 from radixcheck.properties.findings.reduce import REDUCE_ENV, Reduced, Replay, reduce, reduce_seconds, standalone_stack
 from radixcheck.properties.findings.transcript import Act
 from radixcheck.properties.index.machine import KvIndexMachine
@@ -787,10 +788,23 @@ def _plain_test_script(failure: BaseException, function: Callable[..., Any], par
     ]) + "\n"
 
 
-def file_name(oracle: str, message: str) -> str:
+def file_name(oracle: str, message: str, spec: str = "", site: str = "") -> str:
     """The repro file of a finding: named by its oracle and the shape of its message (the audit's
-    grouping), so every test that meets the same finding writes the same file."""
+    grouping), so every test that meets the same finding writes the same file; the hash also
+    covers the target ``spec`` and, for a crash, its ``site`` (:func:`finding_site`), so two
+    findings (two caches' into one directory, two crashes of one message) never share a file."""
     shape = shape_of(message)
     words = f"{oracle.lstrip('0123456789 ')} {shape}".lower().replace("…", " ")
     slug = "-".join(re.findall(r"[a-z0-9]+", words))[:72].strip("-")
-    return f"repro-{slug}-{hashlib.sha1(f'{oracle}|{shape}'.encode()).hexdigest()[:6]}.py"
+    identity = "|".join([oracle, shape, *([spec, site] if spec or site else [])])
+    return f"repro-{slug}-{hashlib.sha1(identity.encode()).hexdigest()[:8]}.py"
+
+
+def finding_site(exc: BaseException) -> str:
+    """Where a crash was raised, as its file name and function (no line number: an edit elsewhere
+    in the file keeps its name); "" for an oracle's verdict."""
+    at = raised_at(exc)
+    if not at:
+        return ""
+    place, _, function = at.rpartition(" in ")
+    return f"{os.path.basename(place.rsplit(':', 1)[0])} in {function}"
