@@ -18,8 +18,19 @@ from radixcheck.properties.cache.batches import tokens_computed
 from radixcheck.properties.cache.contract import DEFAULT_CAPABILITIES, SlotAllocator
 from radixcheck.properties.cache.machine import machine_for
 from radixcheck.properties.cache.mutants import EvictsLockedLeaf, machine_for_mutant
-from radixcheck.properties.findings.reduce import finding_of, reduce
-from radixcheck.properties.findings.repro import Repro, _checked, _loops, file_name, repro_for, run_repro
+from radixcheck.properties.findings.reduce import Reduced, finding_of, reduce, renamed
+from radixcheck.properties.findings.repro import (
+    Repro,
+    _checked,
+    _ints,
+    _loops,
+    budget_advice,
+    file_name,
+    finding_site,
+    repro_for,
+    run_repro,
+)
+from radixcheck.properties.findings.transcript import Act
 from radixcheck.properties.findings.verdict import run_machine
 from radixcheck.properties.target import TIMEOUT_ENV, Target
 
@@ -54,10 +65,57 @@ def test_runs_of_calls_in_arithmetic_progression_become_loops() -> None:
     assert _loops(scattered) == scattered  # no progression: each call stays as it is
 
 
+def test_slot_and_token_lists_are_written_as_ranges() -> None:
+    assert _ints(list(range(5, 12005))) == "list(range(5, 12005))"
+    assert _ints([*range(0, 16), 9, *range(20, 24)]) == "list(range(0, 16)) + [9] + list(range(20, 24))"
+    assert _ints([7, 3, 12, 5]) == "[7, 3, 12, 5]"  # no run: as it is
+
+
+def test_tokens_are_renamed_by_prefix_in_the_order_they_are_sent() -> None:
+    """A renaming keeps which prefixes two sequences share, so a 3,000-token prompt of random ids
+    is written as list(range(0, 3000)) and a prompt that extends it goes on from there."""
+    history = tuple(range(150_000, 147_000, -1))
+    acts = [Act("_insert_request", (history,)), Act("_match_along", (np.asarray(history[:2000]), [], None)),
+            Act("_insert_request", (history[:10] + (99, 98),)), Act("_evict", (100,))]
+    first, chain, branch, evict = renamed(acts)
+    assert first.args == (tuple(range(3000)),)
+    assert chain.args[0].tolist() == list(range(2000)) and chain.args[1:] == ([], None)
+    assert branch.args == ((*range(10), 3000, 3001),) and evict.args == (100,)
+
+
+def test_the_header_advises_a_longer_budget_only_when_a_shorter_one_ran_out() -> None:
+    ran_out = ["reduction stopped at its budget (5 s, RADIXCHECK_REDUCE_SECONDS)"]
+    assert "RADIXCHECK_REDUCE_SECONDS=60" in budget_advice(Reduced(None, None, 0, notes=ran_out, budget=5.0))
+    assert budget_advice(Reduced(None, None, 0, notes=ran_out, budget=60.0)) == ""  # the trial's: 60 s was what it had
+    assert budget_advice(Reduced(None, None, 0, notes=["reduction stopped after 8 replays"], budget=5.0)) == ""
+
+
 def test_one_finding_at_two_page_sizes_has_one_file_name() -> None:
     assert file_name("2 refcount safety", "evict() removed locked page(s) ending prefix [0], [0, 0]") == file_name(
         "2 refcount safety", "evict() removed locked page(s) ending prefix [0, 0, 0, 0], [0, 0, 0, 0, 0, 0, 0, 0]")
     assert file_name("2 refcount safety", "x") != file_name("4 LRU order", "x")
+
+
+def test_two_findings_never_share_a_file_name() -> None:
+    """A new user's trial: two caches' refcount findings of one message shape went into one
+    --repro directory under one name, the second replacing the first. The target and a crash's
+    site are part of the name's hash (not a line number: an edit elsewhere keeps the name)."""
+    evicted = "evict() removed locked page(s) ending prefix [0], [0, 0]"
+    assert file_name("2 refcount safety", evicted, "a:make") != file_name("2 refcount safety", evicted, "b:make")
+    assert file_name("2 refcount safety", evicted, "a:make") == file_name(
+        "2 refcount safety", "evict() removed locked page(s) ending prefix [0, 0, 0, 0], [0, 0, 0, 0, 0, 0, 0, 0]", "a:make")
+
+    def crash(depth: int) -> BaseException:
+        try:
+            return crash(depth + 1) if depth < 3 else [][0]
+        except IndexError as exc:
+            return exc
+
+    site = finding_site(crash(0))
+    assert site == "test_repro.py in crash", site
+    crashed = "crash (IndexError raised during a legal call)"
+    assert file_name(crashed, "list index out of range", "a:make", site) != file_name(
+        crashed, "list index out of range", "a:make", "mycache.py in evict")
 
 
 def test_a_serving_protocol_failure_is_its_requests_served_in_order() -> None:

@@ -264,7 +264,7 @@ class _Collector:
     def _add_repro(self, test: str, repro: dict[str, Any]) -> None:
         """A failing test's repro (the plugin wrote the file, one per finding): kept with its verdict, shown once."""
         if repro.pop("text", None) and self.repro_dir is not None:  # the file has it; the card and the JSON name the file
-            repro["path"] = str(self.repro_dir / file_name(repro["oracle"], repro["message"]))
+            repro["path"] = str(self.repro_dir / (repro.get("name") or file_name(repro["oracle"], repro["message"])))
         for verdict in self.verdicts:
             if verdict.test == test:
                 verdict.repro = repro

@@ -495,12 +495,13 @@ def _spec_of(item: pytest.Item) -> str:
 def _repro_of(item: pytest.Item, exc: BaseException, log: WaiverLog) -> dict:
     """The repro file of a failing conformance test (built here, in the worker that has the failing
     machine), as a report property: its text, or why there is none."""
-    from radixcheck.properties.findings.repro import file_name, repro_for  # only when asked for: it imports the reducer
+    from radixcheck.properties.findings.repro import file_name, finding_site, repro_for  # only when asked for: it imports the reducer
 
     described = describe_failure(exc)
-    name = file_name(described["oracle"], described["reason"])
+    name = file_name(described["oracle"], described["reason"], _spec_of(item), finding_site(exc))
     if _REDUCED.get(name, (None, SHORT_REPRO + 1))[1] <= SHORT_REPRO:  # a short file for it already: reducing again costs time
-        return {"text": None, "why_not": f"written from {_REDUCED[name][0]}", "oracle": described["oracle"], "message": described["reason"]}
+        return {"text": None, "why_not": f"written from {_REDUCED[name][0]}", "oracle": described["oracle"], "message": described["reason"],
+                "name": name}
     callspec = getattr(item, "callspec", None)
     parameters = {k: v for k, v in (callspec.params.items() if callspec else ()) if k != "target"}
     try:
@@ -512,13 +513,14 @@ def _repro_of(item: pytest.Item, exc: BaseException, log: WaiverLog) -> dict:
         _REDUCED[name] = (item.name, repro.calls)
     return {"text": repro.text, "why_not": repro.why_not, "calls": repro.calls, "notes": repro.notes, "size": repro.size,
             "exit_code": repro.exit_code, "oracle": described["oracle"], "message": described["reason"],
-            "printed_finding": "BUG (radixcheck" in repro.output}
+            "printed_finding": "BUG (radixcheck" in repro.output, "name": name}
 
 
 class ReproFiles:
     """Writes each failing test's repro file into ``--radix-repro DIR`` as its report arrives (in
-    the controller, also under pytest-xdist): one file per distinct finding (its oracle and the
-    shape of its message), the one with the fewest calls kept."""
+    the controller, also under pytest-xdist): one file per distinct finding (its oracle, the
+    shape of its message, the target and a crash's site: :func:`~radixcheck.properties.findings.repro.file_name`),
+    the one with the fewest calls kept."""
 
     def __init__(self, directory: Path) -> None:
         self.directory = directory
@@ -530,7 +532,7 @@ class ReproFiles:
             return
         from radixcheck.properties.findings.repro import file_name
 
-        name = file_name(repro["oracle"], repro["message"])
+        name = repro.get("name") or file_name(repro["oracle"], repro["message"])
         if name in self.written and self.written[name]["calls"] <= repro["calls"]:
             return
         self.directory.mkdir(parents=True, exist_ok=True)

@@ -8,10 +8,15 @@ the same finding (the same oracle, and a message of the same shape):
 
 1. every invariant check but the failing one left out at once;
 2. whole steps (or stories of a production world) left out, largest first;
-3. simpler callers (:class:`~radixcheck.properties.cache.machine.MachineOptions`): buffers left
-   alone, tokens as lists only, ascending slot ids; and match queries cut to what they match;
-4. runs of acts left out, halving the run length each round (delta debugging);
-5. each inserted prompt cut to half its pages, again and again (a 161-token prompt where 2 do).
+3. simpler tokens and callers, all at once first (one replay), else one by one: token ids renamed
+   in the order they are first sent (:func:`renamed`: the first prompt becomes ``0, 1, 2, ...``,
+   every prefix shared as before, so a file writes ``list(range(0, 3000))``, not 3,000 random ids);
+   buffers left alone, tokens as lists only, ascending slot ids (:class:`~radixcheck.properties.cache.machine.MachineOptions`);
+   and match queries cut to what they match;
+4. long runs of one kind of act (a production world's 3,000 matches that deepen one path, its
+   crowd of 1,025 locks) halved, again and again: a shallower chain, a smaller crowd;
+5. runs of acts left out, halving the run length each round (delta debugging);
+6. each inserted prompt cut to half its pages, again and again (a 161-token prompt where 2 do).
 
 An act that needs one left out (a lock of a match that is gone) goes with it, and one that
 would no longer be legal (an unlock whose lock is gone) is not sent.
@@ -31,6 +36,8 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+
+import numpy as np
 
 from radixcheck.oracles.violations import ContractViolation
 from radixcheck.properties.cache.machine import HandleRecord, MachineOptions, RadixCacheMachine
@@ -143,6 +150,7 @@ class Reduced:
     replays: int = 0
     seconds: float = 0.0
     notes: list[str] = field(default_factory=list)
+    budget: float = DEFAULT_REDUCE_SECONDS  # the seconds it was allowed
 
 
 def reduce(machine: RadixCacheMachine, failure: BaseException, waived: Callable[[BaseException], bool] | None = None,
@@ -156,7 +164,7 @@ def reduce(machine: RadixCacheMachine, failure: BaseException, waived: Callable[
     machine_class, wanted = type(machine), finding_of(failure)
     options = machine.options
     acts = list(machine.transcript)
-    as_run = Reduced(Replay(machine, acts, failure), options, len(acts), acts)
+    as_run = Reduced(Replay(machine, acts, failure), options, len(acts), acts, budget=budget)
     if caused_by_hang(failure) or budget <= 0:
         as_run.notes.append("not reduced" + (" (a hang)" if budget > 0 else ""))
         return as_run
@@ -179,8 +187,15 @@ def reduce(machine: RadixCacheMachine, failure: BaseException, waived: Callable[
         return not spent and time.monotonic() - started < budget and (limit is None or replays < limit)
 
     lean = [a for a in acts if a.name not in INVARIANTS or a is acts[-1]]  # usually enough, and a replay saved
-    # Whole stories first, before any replay of the whole world: a smaller world is cheaper to replay.
-    best = _leave_out_stories(lean, options, fails, time_left)
+    # Whole stories first, before any replay of the whole world: a smaller world is cheaper to replay. The first
+    # goes with every simpler caller and token (3. below) at once: a scale world may allow few replays in the budget.
+    simplest = dataclasses.replace(options, **{k: v for change in SIMPLER for k, v in change.items() if k in OPTIONS})
+    best = _leave_out_stories(renamed(lean), simplest, fails, time_left, trim=True, first_only=True)
+    simplified = best is not None
+    if simplified:
+        options = simplest
+    else:
+        best = _leave_out_stories(lean, options, fails, time_left)
     if best is None and time_left():
         best = (fails(lean, options, False) if len(lean) < len(acts) else None) or (fails(acts, options, False) if time_left() else None)
     if best is None and spent:
@@ -188,23 +203,134 @@ def reduce(machine: RadixCacheMachine, failure: BaseException, waived: Callable[
         return as_run
     if best is None:
         return None
-    for change in ({"reuses_buffers": False}, {"tokens_as_lists": True}, {"churned_slots": False}, {"trim": True}):
-        if time_left():
-            trim = change.pop("trim", best.trim_queries)
-            simpler = fails(best.acts, dataclasses.replace(options, **change), trim)
-            if simpler is not None:
-                best, options = simpler, dataclasses.replace(options, **change)
+    if not simplified:
+        best, options = _simpler(best, options, fails, time_left)
+    best = _halve_long_runs(best, options, fails, time_left)
     best = _leave_out_runs(best, options, fails, time_left)
     best = _shorten_prompts(best, options, fails, time_left)
     notes = [] if time_left() else [f"reduction stopped after {replays} replays" if limit is not None and replays >= limit
                                     else f"reduction stopped at its budget ({budget:g} s, {REDUCE_ENV})"]
-    return Reduced(best, options, len(acts), acts, replays, round(time.monotonic() - started, 2), notes)
+    return Reduced(best, options, len(acts), acts, replays, round(time.monotonic() - started, 2), notes, budget)
+
+
+SIMPLER = ({"renamed": True}, {"churned_slots": False}, {"reuses_buffers": False}, {"tokens_as_lists": True}, {"trim": True})
+OPTIONS = {f.name for f in dataclasses.fields(MachineOptions)}
+
+
+def _simpler(best: Replay, options: MachineOptions, fails: Callable[..., Replay | None],
+             time_left: Callable[[], bool]) -> tuple[Replay, MachineOptions]:
+    """Simpler tokens and callers (module docstring, 3): every change at once (usually the finding
+    stays: one replay), else each on its own, keeping those after which it still fails the same way."""
+
+    def attempt(changes: tuple[dict, ...]) -> bool:
+        nonlocal best, options
+        merged = {k: v for change in changes for k, v in change.items()}
+        acts = renamed(best.acts) if merged.pop("renamed", False) else best.acts
+        trim = merged.pop("trim", best.trim_queries)
+        if acts is best.acts and not merged and trim == best.trim_queries:
+            return False  # nothing would change
+        simpler = fails(acts, dataclasses.replace(options, **merged), trim) if time_left() else None
+        if simpler is not None:
+            best, options = simpler, dataclasses.replace(options, **merged)
+        return simpler is not None
+
+    if not attempt(SIMPLER):
+        for change in SIMPLER:
+            attempt((change,))
+    return best, options
+
+
+TOKEN_ARGUMENTS = {"_match": (0, 1), "_insert_request": (0,), "_serve_insert": (0,), "_quarantine": (0,),
+                   "_match_along": (0,), "_refuse_foreign": (1,)}  # which arguments of an act are tokens (or (tokens, n))
+
+
+def renamed(acts: list[Act]) -> list[Act]:
+    """``acts`` with every token id renamed in the order the ids are first sent, by prefix: the
+    token at position j of a sequence becomes the number of the prefix ``sequence[:j + 1]`` (0 for
+    the first prefix ever sent, then 1, 2, ...). Two sequences share exactly the prefixes they
+    shared before, so a cache that compares tokens (as a radix tree does) does the same; the
+    first prompt becomes ``0, 1, 2, ...`` and a prompt that extends it goes on where it left off.
+    A cache whose bug needs the ids themselves (a 16-bit narrowing) does not fail the same way
+    after it, and the reducer keeps the ids."""
+    children: dict[tuple[int, int], int] = {}  # (number of a prefix, next id) -> number of the longer prefix
+    last = (np.empty(0, dtype=np.int64), np.empty(0, dtype=np.int64))  # the last sequence renamed, and its new ids
+
+    def rename(tokens: np.ndarray) -> np.ndarray:
+        nonlocal last
+        seen, names = last
+        if len(tokens) <= len(seen) and np.array_equal(seen[: len(tokens)], tokens):  # a prefix of the last one (a deep chain)
+            return names[: len(tokens)]
+        out, node = [], -1
+        for token in tokens.tolist():
+            node = children.setdefault((node, token), len(children))
+            out.append(node)
+        last = (tokens, np.asarray(out, dtype=np.int64))
+        return last[1]
+
+    def value(arg: object) -> object:
+        if isinstance(arg, np.ndarray) and arg.ndim == 1 and arg.dtype.kind in "iu":
+            return rename(arg).astype(arg.dtype)
+        if isinstance(arg, (tuple, list)) and arg and all(type(v) is int for v in arg):
+            new = rename(np.asarray(arg, dtype=np.int64)).tolist()
+            return tuple(new) if isinstance(arg, tuple) else new
+        if isinstance(arg, tuple) and len(arg) == 2 and isinstance(arg[0], tuple):  # (tokens, n): a query after a quarantine
+            return (value(arg[0]), arg[1])
+        return arg
+
+    out = []
+    for a in acts:
+        at = TOKEN_ARGUMENTS.get(a.name, ())
+        out.append(dataclasses.replace(a, args=tuple(value(arg) if i in at else arg for i, arg in enumerate(a.args))))
+    return out
+
+
+LONG_RUN = 16  # a run of at least this many repetitions is halved before acts are left out one run at a time
+
+
+def _run_at(acts: list[Act], start: int) -> tuple[int, int]:
+    """The run of acts at ``start`` that repeat one pattern of names (one act, or two: a match and
+    its lock): its period and how many times the pattern repeats."""
+    best = (1, 1)
+    for period in (1, 2):
+        pattern = [a.name for a in acts[start : start + period]]
+        reps = 0
+        while [a.name for a in acts[start + reps * period : start + (reps + 1) * period]] == pattern:
+            reps += 1
+        if reps * period > best[0] * best[1]:
+            best = (period, reps)
+    return best
+
+
+def _halve_long_runs(best: Replay, options: MachineOptions, fails: Callable[..., Replay | None],
+                     time_left: Callable[[], bool]) -> Replay:
+    """Each run of ``LONG_RUN`` or more repetitions of one pattern of acts (a deep chain's matches,
+    a crowd's match-and-lock) cut to half, its first half left out or else its second, again and
+    again while the replay fails the same way: a chain 1,500 deep where 3,000 were built, if
+    1,500 do."""
+    start = 0
+    while start < len(best.acts) and time_left():
+        acts = best.acts
+        period, reps = _run_at(acts, start)
+        end = start + period * reps
+        if reps < LONG_RUN or end >= len(acts):  # short, or the failing act's own run
+            start += 1 if reps < LONG_RUN else period * reps
+            continue
+        half = reps // 2 * period
+        for kept_acts in (acts[:start] + acts[start + half :], acts[: end - half] + acts[end:]):
+            smaller = fails(kept_acts, options, best.trim_queries) if time_left() else None
+            if smaller is not None and len(smaller.acts) < len(acts):
+                best = smaller
+                break
+        else:
+            start = end  # neither half can go: the next run
+    return best
 
 
 def _leave_out_stories(acts: list[Act], options: MachineOptions, fails: Callable[..., Replay | None],
-                       time_left: Callable[[], bool]) -> Replay | None:
+                       time_left: Callable[[], bool], trim: bool = False, first_only: bool = False) -> Replay | None:
     """Leave out whole steps (or stories of a production world), largest first, one replay each:
-    the smallest replay that still failed the same way, or ``None`` if none did."""
+    the smallest replay that still failed the same way, or ``None`` if none did (``first_only``:
+    if the first did not)."""
     groups: list[list[Act]] = []
     for a in acts:
         if groups and (groups[-1][-1].step, groups[-1][-1].story) == (a.step, a.story):
@@ -216,9 +342,11 @@ def _leave_out_stories(acts: list[Act], options: MachineOptions, fails: Callable
         if len(group) < 2 or not time_left():
             break
         left_out = {id(a) for a in group}
-        smaller = fails([a for a in (best.acts if best else acts) if id(a) not in left_out], options, False)
+        smaller = fails([a for a in (best.acts if best else acts) if id(a) not in left_out], options, trim)
         if smaller is not None:
             best = smaller
+        elif first_only and best is None:
+            break
     return best
 
 

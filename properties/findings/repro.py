@@ -20,6 +20,7 @@ import contextlib
 import hashlib
 import inspect
 import io
+import os
 import re
 import textwrap
 import traceback
@@ -34,8 +35,8 @@ from radixcheck.oracles.violations import ContractViolation, shown
 from radixcheck.properties.cache import serving
 from radixcheck.properties.cache.batches import ServingRun
 from radixcheck.properties.cache.machine import NO_ANSWER, POOL_SIZE, SCRIBBLE_TOKEN, SIZE_CALLS, RadixCacheMachine, SentCall
-from radixcheck.properties.findings.failures import message_of, oracle_of, shape_of
-from radixcheck.properties.findings.reduce import Reduced, Replay, reduce, reduce_seconds, standalone_stack
+from radixcheck.properties.findings.failures import message_of, oracle_of, raised_at, shape_of
+from radixcheck.properties.findings.reduce import REDUCE_ENV, Reduced, Replay, reduce, reduce_seconds, standalone_stack
 from radixcheck.properties.findings.transcript import Act
 from radixcheck.properties.index.machine import KvIndexMachine
 from radixcheck.properties.index.repro import CannotWrite, IndexProgram, failing_program, index_script, shortest_program
@@ -47,6 +48,7 @@ NAMED_IF_RECURRING = 12  # a shorter list that recurs is named too, if longer th
 RECENT = 64  # a list is written as a prefix (or an extension) of one of the last this many named with its first tokens
 LOOP_AT = 3  # a run of this many repetitions (or more) becomes a for loop
 WRAP = 110
+LONGER_BUDGET = 60.0  # seconds of reduction the header advises when the budget ran out, unless it had that much
 SCRIBBLED = ("\n\nThe caller overwrites every buffer it lent once a call returns, as an engine reuses its rows "
              f"(overwrite(): tokens\nand slots become {2**31 - 2}): that number in the cache's answer is an overwritten "
              "buffer the cache kept.")
@@ -197,17 +199,46 @@ def _token_key(value: Any) -> tuple[int, ...] | None:
 
 
 def _ints(values: list[int]) -> str:
-    """A list of ints, as ``list(range(a, b))`` when it counts up by one."""
-    if len(values) > 3 and values == list(range(values[0], values[0] + len(values))):
-        return f"list(range({values[0]}, {values[-1] + 1}))"
-    return repr(values)
+    """A list of ints as the shortest of: the list itself, ``list(range(a, b))``, or a sum of
+    such ranges and short lists (``list(range(0, 16)) + list(range(20, 24))``: the slots of a
+    request whose prefix was cached, a prompt that extends another)."""
+    values = list(values)
+    pieces: list[str] = []
+    loose: list[int] = []
+    i = 0
+    while i < len(values):
+        j = i + 1
+        while j < len(values) and values[j] == values[j - 1] + 1:
+            j += 1
+        if j - i > 3:
+            pieces += [repr(loose)] if loose else []
+            pieces.append(f"list(range({values[i]}, {values[j - 1] + 1}))")
+            loose = []
+        else:
+            loose += values[i:j]
+        i = j
+    pieces += [repr(loose)] if loose else []
+    summed = " + ".join(pieces) or "[]"
+    return summed if len(summed) < len(repr(values)) else repr(values)
+
+
+def _common_length(a: tuple[int, ...], b: tuple[int, ...]) -> int:
+    """How many leading tokens ``a`` and ``b`` share."""
+    n = min(len(a), len(b))
+    if a[:n] == b[:n]:
+        return n
+    return next(i for i in range(n) if a[i] != b[i])
 
 
 def _assignment(name: str, value: Any, comment: str = "") -> list[str]:
     """``name = value`` as lines of Python: a long list wrapped, one indented block of items."""
     text = _ints(list(value)) if isinstance(value, (list, set)) and all(type(v) is int for v in value) else repr(value)
     head = [f"# {comment}"] if comment else []
-    if len(text) + len(name) + 3 <= WRAP or not text.startswith("["):
+    if len(text) + len(name) + 3 <= WRAP:
+        return head + [f"{name} = {text}"]
+    if isinstance(value, (list, set)) and not (text.startswith("[") and text.endswith("]") and "+" not in text):
+        text = repr(list(value))  # a long sum of ranges and lists: wrapped as the plain list
+    if not text.startswith("["):
         return head + [f"{name} = {text}"]
     items = textwrap.wrap(text[1:-1], WRAP - 4, break_on_hyphens=False)
     return head + [f"{name} = ["] + ["    " + line for line in items] + ["]"]
@@ -245,13 +276,21 @@ class _Writer:
         seq = tuple(value)
         if seq in self.exact:  # lent as a copy where the caller overwrites what it lends
             return f"list({self.exact[seq]})" if self.options.reuses_buffers else self.exact[seq]
+        shared, prefix = 0, ""
         for name, known in reversed(self.named.get(seq[:KEY], [])[-RECENT:]):  # shared prompts: only the recent ones
             if len(seq) < len(known) and known[: len(seq)] == seq:
                 return f"{name}[:{len(seq)}]"
             if len(seq) - len(known) <= SHORT and seq[: len(known)] == known:
-                return f"{name} + {list(seq[len(known):])!r}"
-        if len(seq) <= SHORT and (seq not in self.recurring or len(seq) <= NAMED_IF_RECURRING):
-            return literal(value)
+                return f"{name} + {_ints(list(seq[len(known):]))}"
+            common = _common_length(known, seq)
+            if common > shared:
+                shared, prefix = common, name if common == len(known) else f"{name}[:{common}]"
+        if shared and len(rest := _ints(list(seq[shared:]))) <= WRAP // 2:  # a named prompt, then a run: T1[:2999] + list(range(...))
+            return f"{prefix} + {rest}"
+        compact = _ints(list(seq))
+        if len(seq) <= SHORT and (seq not in self.recurring or len(seq) <= NAMED_IF_RECURRING) or (
+                len(compact) <= WRAP // 2 and seq not in self.recurring):
+            return compact
         self.sequences += 1
         name = f"T{self.sequences}"
         self.named.setdefault(seq[:KEY], []).append((name, seq))
@@ -306,7 +345,7 @@ class _Writer:
             owned = len(act.args[1].tokens) if act.name == "_serve_insert" else 0
             fresh = f"allocator.take({_ints(slots[owned:])})"
             if owned:
-                return (f"insert({self.tokens(args[0], definitions)}, np.concatenate([np.array({slots[:owned]!r}), {fresh}]), "
+                return (f"insert({self.tokens(args[0], definitions)}, np.concatenate([np.array({_ints(slots[:owned])}), {fresh}]), "
                         f"owned_from={owned})" + self.answer(call))
             return f"insert({self.tokens(args[0], definitions)}, {fresh})" + self.answer(call)
         rendered = []
@@ -410,7 +449,7 @@ class _Writer:
             slots = np.asarray(call.args[1]).tolist()
             owned = len(act.args[1].tokens) if act.name == "_serve_insert" else 0
             fresh = f"allocator.take({_ints(slots[owned:])})"
-            values = f"np.concatenate([np.array({slots[:owned]!r}), {fresh}])" if owned else fresh
+            values = f"np.concatenate([np.array({_ints(slots[:owned])}), {fresh}])" if owned else fresh
             return f"cache.insert({self.tokens(call.args[0], definitions)}, {values})"
         text = self.call_text(call, act, definitions, bind=False).split("  # ->")[0].split("; overwrite")[0]
         return text.split(" = ", 1)[-1] if call.name == "match_prefix" else text
@@ -467,8 +506,7 @@ class _Writer:
         before, after = self.reduced.acts_before, len(self.reduced.replay.acts)
         made = (f"Reduced from {before} acts to {after} ({self.reduced.replays} replays, {self.reduced.seconds:g} s"
                 + "".join(f"; {note}" for note in self.reduced.notes) + ")." if before != after else "")
-        if any("budget" in note for note in self.reduced.notes):
-            made += " A longer budget (RADIXCHECK_REDUCE_SECONDS=60) gives a shorter file."
+        made += budget_advice(self.reduced)
         caps = getattr(type(self.machine), "capabilities", None)
         header = [
             f'"""radixcheck finding ({oracle}): {message_of(self.failure)}',
@@ -535,6 +573,13 @@ class _Writer:
         if "bug" in self.helpers:
             out += ["", ""] + _bug_lines(oracle_of(self.failure))
         return out
+
+
+def budget_advice(reduced: Reduced) -> str:
+    """The header's advice when the reduction ran out of time: a longer budget, unless it had one."""
+    if any("budget" in note for note in reduced.notes) and reduced.budget < LONGER_BUDGET:
+        return f" A longer budget ({REDUCE_ENV}={LONGER_BUDGET:g}) may give a shorter file."
+    return ""
 
 
 def _template(lines: list[str]) -> tuple[str, list[int]]:
@@ -746,10 +791,23 @@ def _plain_test_script(failure: BaseException, function: Callable[..., Any], par
     ]) + "\n"
 
 
-def file_name(oracle: str, message: str) -> str:
+def file_name(oracle: str, message: str, spec: str = "", site: str = "") -> str:
     """The repro file of a finding: named by its oracle and the shape of its message (the audit's
-    grouping), so every test that meets the same finding writes the same file."""
+    grouping), so every test that meets the same finding writes the same file; the hash also
+    covers the target ``spec`` and, for a crash, its ``site`` (:func:`finding_site`), so two
+    findings (two caches' into one directory, two crashes of one message) never share a file."""
     shape = shape_of(message)
     words = f"{oracle.lstrip('0123456789 ')} {shape}".lower().replace("…", " ")
     slug = "-".join(re.findall(r"[a-z0-9]+", words))[:72].strip("-")
-    return f"repro-{slug}-{hashlib.sha1(f'{oracle}|{shape}'.encode()).hexdigest()[:6]}.py"
+    identity = "|".join([oracle, shape, *([spec, site] if spec or site else [])])
+    return f"repro-{slug}-{hashlib.sha1(identity.encode()).hexdigest()[:8]}.py"
+
+
+def finding_site(exc: BaseException) -> str:
+    """Where a crash was raised, as its file name and function (no line number: an edit elsewhere
+    in the file keeps its name); "" for an oracle's verdict."""
+    at = raised_at(exc)
+    if not at:
+        return ""
+    place, _, function = at.rpartition(" in ")
+    return f"{os.path.basename(place.rsplit(':', 1)[0])} in {function}"
