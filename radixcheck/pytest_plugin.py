@@ -44,6 +44,7 @@ import pytest
 from radixcheck import profiles
 from radixcheck.argtypes import writable_dir_problem
 from radixcheck.properties.findings.failures import describe_failure
+from radixcheck.properties.findings.names import CONFORMANCE_PACKAGE
 from radixcheck.properties.findings.waivers import Waiver, WaiverError, WaiverLog, read_waivers, unmatched, unmatched_warning
 from radixcheck.properties.target import (
     DEFAULT_TARGET,
@@ -68,7 +69,6 @@ WAIVERS_MET = "radixcheck_waivers_met"  # report property: the waivers (file:lin
 FAILED = pytest.StashKey[BaseException]()  # a failure whose repro file is written at the test's teardown
 _REDUCED: dict[str, tuple[str, int]] = {}  # in this process (a worker): repro file name -> the test it was written from, its calls
 SHORT_REPRO = 100  # a finding whose file has at most this many calls is not reduced again (a longer one may come out shorter)
-CONFORMANCE_PACKAGE = "radixcheck.properties.conformance"
 INDEX_MARK = "radix_index"  # the conformance tests of KV-event indexes (the rest are the caches')
 ROUTER_MARK = "radix_router"  # the end-to-end test of an engine and a router index (a pair target)
 
