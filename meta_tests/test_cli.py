@@ -46,6 +46,23 @@ def test_a_repro_directory_that_cannot_be_made_is_exit_2_even_as_root(capsys) ->
     assert "cannot be written" in err and err.count("\n") == 1
 
 
+@pytest.mark.parametrize(("option", "where", "phrase"), [
+    ("--report", "a_dir", "is a directory"), ("--json", "a_file/audit.json", "is a file"), ("--report", "", "is empty"),
+])
+def test_an_output_file_that_cannot_be_written_is_exit_2_before_the_audit(tmp_path: Path, capsys, option: str, where: str,
+                                                                           phrase: str) -> None:
+    """Checked with the arguments: a conforming cache's audit once ran for 20 s and then died in a
+    traceback, exit 1, on a --json under a file or a --report naming a directory."""
+    (tmp_path / "a_dir").mkdir()
+    (tmp_path / "a_file").write_text("")
+    value = str(tmp_path / where) if where else ""
+    with pytest.raises(SystemExit) as stopped:
+        main(["audit", "radixcheck.reference:RadixCache", option, value])
+    assert stopped.value.code == 2
+    out, err = capsys.readouterr()
+    assert phrase in err and err.count("\n") == 1 and out == ""
+
+
 def test_the_report_card_names_the_oracle_the_program_and_what_was_skipped() -> None:
     result = AuditResult(
         target="mine:make", capabilities="Capabilities(...)", not_exercised=["reset() (supports_reset=False: never sent)"],

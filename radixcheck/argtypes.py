@@ -97,6 +97,21 @@ def writable_dir_problem(text: str) -> str | None:
     return None
 
 
+def output_file(text: str) -> Path:
+    """A file to write when the run ends: checked now, so a long run never ends in a traceback
+    (not a directory; the nearest directory above it that exists is writable; missing ones
+    between are made when it is written)."""
+    if not text.strip():
+        raise argparse.ArgumentTypeError("is empty: name a file")
+    path = Path(text)
+    if path.is_dir():
+        raise argparse.ArgumentTypeError(f"{text!r} is a directory: name a file")
+    problem = writable_dir_problem(str(path.absolute().parent))
+    if problem:
+        raise argparse.ArgumentTypeError(f"{text!r} cannot be written: {problem.split(': ', 1)[-1]}")
+    return path
+
+
 def python_with(module: str) -> Callable[[str], str]:
     """The path of a Python interpreter that can import ``module`` (checked once, without importing it)."""
 

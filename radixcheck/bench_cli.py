@@ -12,9 +12,8 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-from pathlib import Path
 
-from radixcheck.argtypes import positive_int, positive_seconds
+from radixcheck.argtypes import output_file, positive_int, positive_seconds
 from radixcheck.bench import DEFAULT_MAX_SECONDS, DEFAULT_MEMORY_MIB, DEFAULT_REPEATS, BenchPlan, bench, default_page_size
 from radixcheck.properties.target import DEFAULT_TARGET, TARGET_ENV, TIMEOUT_ENV, TargetError, check_target, load_target
 
@@ -40,9 +39,9 @@ def add_bench_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser
     bench_parser.add_argument("factory", nargs="?",
                               help=f"the cache factory, 'package.module:factory' (default: ${TARGET_ENV}, else {DEFAULT_TARGET}, "
                                    "as the pytest plugin chooses)")
-    bench_parser.add_argument("--json", type=Path, help="write every point, fit and verdict (JSON) here")
-    bench_parser.add_argument("--report", type=Path, help="write a markdown report here (it shows the --plot, if one is written)")
-    bench_parser.add_argument("--plot", type=Path, help="write the log-log plot here (needs matplotlib: radixcheck[plots])")
+    bench_parser.add_argument("--json", type=output_file, help="write every point, fit and verdict (JSON) here")
+    bench_parser.add_argument("--report", type=output_file, help="write a markdown report here (it shows the --plot, if one is written)")
+    bench_parser.add_argument("--plot", type=output_file, help="write the log-log plot here (needs matplotlib: radixcheck[plots])")
     bench_parser.add_argument("--max-seconds", type=positive_seconds, default=str(DEFAULT_MAX_SECONDS),
                               help=f"bound on the whole run (default {DEFAULT_MAX_SECONDS:g})")
     bench_parser.add_argument("--op-timeout", type=positive_seconds, help="time limit of each call into the target, seconds (default 5)")

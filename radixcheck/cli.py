@@ -16,7 +16,7 @@ import os
 import sys
 from pathlib import Path
 
-from radixcheck.argtypes import ArgumentParser, page_sizes, positive_seconds, repro_dir, workers
+from radixcheck.argtypes import ArgumentParser, output_file, page_sizes, positive_seconds, repro_dir, workers
 from radixcheck.bench_cli import add_bench_parser
 from radixcheck.profiles import PROFILES
 
@@ -34,8 +34,8 @@ def _parser() -> argparse.ArgumentParser:
     audit.add_argument("--page-sizes", type=page_sizes,
                        help="comma-separated subset of the page sizes the factory declares (default: all up to 64)")
     audit.add_argument("--profile", default="ci", choices=PROFILES, help="Hypothesis profile (default: ci, derandomized)")
-    audit.add_argument("--report", type=Path, help="write the report card (markdown) here")
-    audit.add_argument("--json", type=Path, help="write the results (JSON) here")
+    audit.add_argument("--report", type=output_file, help="write the report card (markdown) here")
+    audit.add_argument("--json", type=output_file, help="write the results (JSON) here")
     audit.add_argument("--repro", type=repro_dir, metavar="DIR",
                        help="write a standalone repro file per finding into DIR (plain calls on your factory, then the "
                             "oracle's check; exits 1 while the bug is there, 0 once it is fixed)")
