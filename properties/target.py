@@ -172,10 +172,10 @@ def check_target(target: Target) -> None:
         missing = [m for m in required_methods(target.capabilities) if not callable(getattr(cache, m, None))]
         if missing:
             optional = {"evict_prefix": "supports_quarantine=False", "reset": "supports_reset=False"}
-            hint = [optional[m] for m in missing if m in optional]
+            hint = [f"{optional[m]} if it does not offer {m}" for m in missing if m in optional]
             raise TargetError(f"target {target.spec!r}: the cache it builds ({type(cache).__name__}) lacks "
                               f"{', '.join(missing)} (see radixcheck.properties.cache.contract"
-                              + (f"; if it does not offer them, declare {', '.join(hint)} in its Capabilities)" if hint else ")"))
+                              + (f"; declare {'; '.join(hint)}, in its Capabilities)" if hint else ")"))
         if getattr(cache, "page_size", None) != page_size:
             raise TargetError(f"target {target.spec!r}: factory(page_size={page_size}) built a cache whose "
                               f"page_size is {getattr(cache, 'page_size', None)!r}")
