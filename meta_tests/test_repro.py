@@ -27,6 +27,7 @@ from radixcheck.properties.findings.repro import (
     budget_advice,
     file_name,
     finding_site,
+    reduction_note,
     repro_for,
     run_repro,
 )
@@ -88,6 +89,15 @@ def test_the_header_advises_a_longer_budget_only_when_a_shorter_one_ran_out() ->
     assert "RADIXCHECK_REDUCE_SECONDS=60" in budget_advice(Reduced(None, None, 0, notes=ran_out, budget=5.0))
     assert budget_advice(Reduced(None, None, 0, notes=ran_out, budget=60.0)) == ""  # the trial's: 60 s was what it had
     assert budget_advice(Reduced(None, None, 0, notes=["reduction stopped after 8 replays"], budget=5.0)) == ""
+
+
+def test_the_header_says_what_the_reduction_did_before_any_advice() -> None:
+    """A new user's file read '2053 contract calls, as a serving engine makes them.  A longer budget
+    ... may give a shorter file': the advice without the sentence it belongs to."""
+    ran_out = ["the 5 s budget ran out"]
+    note = reduction_note(Reduced(None, None, 12, replays=3, seconds=5.0, notes=ran_out, budget=5.0))
+    assert note.startswith("No act left out (3 replays, 5 s; the 5 s budget ran out).") and "RADIXCHECK_REDUCE_SECONDS=60" in note
+    assert reduction_note(Reduced(None, None, 12)) == ""  # nothing tried, nothing to say
 
 
 def test_one_finding_at_two_page_sizes_has_one_file_name() -> None:

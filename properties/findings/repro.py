@@ -503,10 +503,7 @@ class _Writer:
         module, _, attr = self.spec.partition(":")
         factory = _factory_import(self.spec)
         oracle = oracle_of(self.failure)
-        before, after = self.reduced.acts_before, len(self.reduced.replay.acts)
-        made = (f"Reduced from {before} acts to {after} ({self.reduced.replays} replays, {self.reduced.seconds:g} s"
-                + "".join(f"; {note}" for note in self.reduced.notes) + ")." if before != after else "")
-        made += budget_advice(self.reduced)
+        made = reduction_note(self.reduced)
         caps = getattr(type(self.machine), "capabilities", None)
         header = [
             f'"""radixcheck finding ({oracle}): {message_of(self.failure)}',
@@ -573,6 +570,17 @@ class _Writer:
         if "bug" in self.helpers:
             out += ["", ""] + _bug_lines(oracle_of(self.failure))
         return out
+
+
+def reduction_note(reduced: Reduced) -> str:
+    """The header's sentence on the reduction: how many acts it left out, with what, and the budget
+    advice (said also when no act could go, so an advice never stands alone)."""
+    before = reduced.acts_before
+    after = len(reduced.replay.acts) if reduced.replay is not None else before
+    how = f"{reduced.replays} replays, {reduced.seconds:g} s" + "".join(f"; {note}" for note in reduced.notes)
+    made = (f"Reduced from {before} acts to {after} ({how})." if before != after
+            else f"No act left out ({how})." if reduced.replays or reduced.notes else "")
+    return made + budget_advice(reduced)
 
 
 def budget_advice(reduced: Reduced) -> str:
