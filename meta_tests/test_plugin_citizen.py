@@ -93,14 +93,19 @@ def _conformance_run(project: Path, *args: str) -> subprocess.CompletedProcess:
 
 def test_under_xdist_the_controller_prints_the_header_once_with_both_page_size_lists(tmp_path: Path) -> None:
     """With ``-n 2`` the workers collect, and what they report goes nowhere: the controller prints
-    the header, once, with the declared page sizes beside those the run tests."""
+    the header, once, with the declared page sizes beside those the run tests; and the verdict with
+    what was not checked, last."""
     result = _conformance_run(tmp_path, "-n", "2", "--pyargs", "radixcheck.properties.conformance.test_construction",
                               "--radix-target", "radixcheck.properties.cache.mutants:TrustingReference", "--radix-page-sizes", "1")
     assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-2000:]
     assert result.stdout.count("radixcheck target: radixcheck.properties.cache.mutants:TrustingReference") == 1
     assert "radixcheck page sizes: declared (1, 2, 4), run (1,) (--radix-page-sizes)" in result.stdout
+    assert "page_sizes=(1, 2, 4)" in result.stdout and "page_sizes=(1,)" not in result.stdout  # the declaration, as declared
     assert "radixcheck not exercised: lock counters wider than 10 bits" in result.stdout
     assert "radixcheck not exercised: refusal of unmatched unlocks" in result.stdout  # TrustingReference: checks_locks=False
+    last = [line for line in result.stdout.splitlines() if line.startswith("radixcheck: ")]
+    assert len(last) == 1 and last[0].startswith("radixcheck: radixcheck.properties.cache.mutants:TrustingReference conforms; "
+                                                 "not checked: refusal of unmatched unlocks"), last  # the run's verdict, last
 
 
 def test_the_small_machine_is_dispatched_first(tmp_path: Path) -> None:

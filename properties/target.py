@@ -13,6 +13,7 @@ with the operation sequence that led to it.
 
 from __future__ import annotations
 
+import dataclasses
 import importlib
 import os
 import signal
@@ -95,6 +96,15 @@ class Target:
         declared = caps.page_sizes if self.declared_page_sizes is None else self.declared_page_sizes
         chosen = f" ({self.page_sizes_from})" if self.declared_page_sizes is not None and self.page_sizes_from else ""
         return f"declared {tuple(declared)}, run {caps.page_sizes_tested()}{chosen}"
+
+    def declared_capabilities(self) -> Any:
+        """The capabilities as the factory declares them (``capabilities`` holds the run's page sizes)."""
+        if self.declared_page_sizes is None:
+            return self.capabilities
+        if self.kind == "router":
+            engine = dataclasses.replace(self.capabilities.engine, page_sizes=self.declared_page_sizes)
+            return dataclasses.replace(self.capabilities, engine=engine)
+        return dataclasses.replace(self.capabilities, page_sizes=self.declared_page_sizes)
 
     def defaults_warning(self) -> str | None:
         """What a user must see when the factory declares nothing: the defaults it is held to."""

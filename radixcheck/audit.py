@@ -302,7 +302,7 @@ def run_audit(target: Target, page_sizes: str | None, profile: str, workers: str
     # read from the path the plugin was given, so each names the same file:line as "waived by"
     unmatched_waivers = ([unmatched_warning(w) for w in unmatched(read_waivers(Path(waive).resolve()), collector.waivers_met)]
                          if waive and collector.waivers_met is not None else [])
-    return AuditResult(target.spec, repr(target.capabilities), target.capabilities.not_exercised(), profile,
+    return AuditResult(target.spec, repr(target.declared_capabilities()), target.capabilities.not_exercised(), profile,
                        sorted(collector.verdicts, key=lambda v: v.test), round(time.monotonic() - started, 1), int(exit_code),
                        [w for w in [target.defaults_warning()] if w], unmatched_waivers, target.page_sizes_shown())
 

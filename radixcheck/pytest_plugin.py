@@ -252,7 +252,7 @@ def report_header(target: Target, profile: str) -> list[str]:
     env = {k: v for k, v in os.environ.items() if k.startswith(("RADIXCHECK_", "OPENBLAS_", "HYPOTHESIS_"))}
     lines = [
         f"radixcheck target: {target.spec} ({origin})",
-        f"radixcheck capabilities: {target.capabilities}",
+        f"radixcheck capabilities: {target.declared_capabilities()}",
         (f"radixcheck page sizes: {target.page_sizes_shown()}" if target.kind != "index"
          else "radixcheck kind: KV-event index (radixcheck.properties.index.contract)"),
         f"radixcheck per-operation time limit: {op_timeout():g} s ({TIMEOUT_ENV})",
@@ -293,6 +293,24 @@ def _is_conformance(item: pytest.Item) -> bool:
 def pytest_report_collectionfinish(config: pytest.Config, items: list[pytest.Item]) -> list[str]:
     """The header, under "collected N items", if any conformance test was collected."""
     return header_lines(config) if any(map(_is_conformance, items)) else []
+
+
+def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:
+    """The run's last radixcheck line, once conformance tests ran on one target: its verdict and
+    what it did not check (a passing verdict is a verdict on the rest only). Nothing otherwise."""
+    reports = [r for outcome in ("passed", "failed", "xfailed", "error") for r in terminalreporter.stats.get(outcome, [])
+               if getattr(r, "when", "call") == "call" and is_conformance_id(r.nodeid)]
+    if not reports or _several(config):
+        return
+    try:
+        target = target_of(config)
+    except pytest.UsageError:
+        return
+    failed = sum(1 for r in reports if r.outcome == "failed")
+    gaps = ", ".join(gap.partition(" (")[0] for gap in target.capabilities.not_exercised())
+    verdict = f"does not conform ({failed} conformance test(s) failed)" if failed else "conforms"
+    terminalreporter.write_line(f"radixcheck: {target.spec} {verdict}" + (f"; not checked: {gaps}" if gaps else ""),
+                                red=bool(failed), green=not failed)
 
 
 @pytest.hookimpl(optionalhook=True)
