@@ -112,6 +112,23 @@ def test_a_crash_after_an_oracle_fail_line_says_it_may_be_its_echo(capsys) -> No
     assert second.endswith("(possibly an echo of 2 refcount safety, FAIL above)")
 
 
+def test_a_crash_waits_for_the_small_machines_verdict_and_then_says_it_may_be_its_echo(capsys) -> None:  # noqa: ANN001
+    """A new user's first FAIL line was the crash: the DFS test's unshrunk crash landed while the
+    state machine was still shrinking its cause. The crash's line waits for the small machines of
+    the run, so the cause is said first; a crash with no small machine still to come is said at once."""
+    crash, cause = _echoing_run()
+    collector = _Collector(0.0)
+    collector._expect(["test_cache_machine.py::test_cache_state_machine[page_size=1]", "x.py::" + crash.test])
+    collector._add(crash)  # arrives first
+    assert capsys.readouterr().out == ""
+    collector._add(cause)
+    first, second = capsys.readouterr().out.splitlines()
+    assert cause.test in first and "possibly an echo" not in first
+    assert crash.test in second and second.endswith("(possibly an echo of 2 refcount safety, FAIL above)")
+    collector._add(crash)  # no small machine left: at once
+    assert crash.test in capsys.readouterr().out
+
+
 def test_the_crowd_is_the_measure_of_lock_counters_not_exercised() -> None:
     """Every crowd passes every checkpoint, so a counter of LOCK_COUNTER_BITS_CHECKED bits or fewer
     wraps at one; none reaches the next power of two, so a wider one never wraps."""

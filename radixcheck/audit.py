@@ -51,7 +51,7 @@ from radixcheck.properties.findings.repro import file_name
 from radixcheck.properties.findings.verdict import shrink_seconds
 from radixcheck.properties.findings.waivers import read_waivers, unmatched, unmatched_warning
 from radixcheck.properties.target import Target, op_timeout
-from radixcheck.pytest_plugin import WAIVED_PREFIX, WAIVERS_MET
+from radixcheck.pytest_plugin import SMALL_MACHINES, WAIVED_PREFIX, WAIVERS_MET
 
 CONFORMANCE = "radixcheck.properties.conformance"
 EXIT_CONFORMS, EXIT_NONCONFORMING, EXIT_USAGE = 0, 1, 2
@@ -224,6 +224,25 @@ class _Collector:
         self.repros_shown: set[str] = set()
         self.waivers_met: set[str] | None = None  # None: no conformance test reported (the plugin's WaiverUse, for the card)
         self.judged: list[str] = []  # the oracles that failed a test so far, in the order their FAIL lines came
+        # A crash's FAIL line waits for the small machines' verdicts: they name a cause in a few calls,
+        # but print it after shrinking, and a crash elsewhere is often that cause's echo (seen first).
+        self.machines_pending: set[str] | None = None  # the small-machine tests not yet reported; None: not known yet
+        self.held: list[Verdict] = []
+        self.held_repros: dict[str, list[str]] = {}  # a held test's repro lines
+
+    def pytest_collection_modifyitems(self, items: list[pytest.Item]) -> None:  # in process (-n 0)
+        self._expect([item.nodeid for item in items])
+
+    @pytest.hookimpl(optionalhook=True)
+    def pytest_xdist_node_collection_finished(self, node: Any, ids: list[str]) -> None:  # under pytest-xdist
+        self._expect(ids)
+
+    def _expect(self, nodeids: list[str]) -> None:
+        if self.machines_pending is None:
+            self.machines_pending = {i.rpartition("::")[2] for i in nodeids if i.rpartition("::")[2].startswith(SMALL_MACHINES)}
+
+    def pytest_sessionfinish(self) -> None:
+        self._release_held()
 
     def pytest_collectreport(self, report: pytest.CollectReport) -> None:
         if report.failed:
@@ -250,6 +269,23 @@ class _Collector:
 
     def _add(self, verdict: Verdict) -> None:
         self.verdicts.append(verdict)
+        if verdict.outcome == "failed" and verdict.oracle.startswith("crash") and self.machines_pending:
+            self.held.append(verdict)
+            return
+        self._print(verdict)
+        if self.machines_pending and verdict.test in self.machines_pending:
+            self.machines_pending.discard(verdict.test)
+            if not self.machines_pending:
+                self._release_held()
+
+    def _release_held(self) -> None:
+        held, self.held = self.held, []
+        for verdict in held:
+            self._print(verdict)
+            for line in self.held_repros.pop(verdict.test, []):
+                print(f"[{time.monotonic() - self.started:6.1f} s] {line}", flush=True)
+
+    def _print(self, verdict: Verdict) -> None:
         mark = {"passed": "ok  ", "failed": "FAIL", "skipped": "skip", "waived": "waiv"}[verdict.outcome]
         detail = f"  {verdict.oracle}: {verdict.reason}" if verdict.outcome == "failed" else (
             f"  {verdict.reason}" if verdict.outcome == "skipped" else "")
@@ -274,7 +310,11 @@ class _Collector:
             ran = repro.get("exit_code")
             warning = ("" if ran is None else f"; WARNING: radixcheck ran it and it exited {ran}, not 1" if ran != 1
                        else "" if repro.get("printed_finding", True) else "; WARNING: radixcheck ran it and it failed without the finding")
-            print(f"[{time.monotonic() - self.started:6.1f} s] repro {path} ({repro.get('size', '')}{warning})", flush=True)
+            line = f"repro {path} ({repro.get('size', '')}{warning})"
+            if any(v.test == test for v in self.held):  # after its FAIL line, when that is released
+                self.held_repros.setdefault(test, []).append(line)
+            else:
+                print(f"[{time.monotonic() - self.started:6.1f} s] {line}", flush=True)
 
 
 def run_audit(target: Target, page_sizes: str | None, profile: str, workers: str, waive: Path | None = None,
@@ -296,7 +336,7 @@ def run_audit(target: Target, page_sizes: str | None, profile: str, workers: str
     if target.kind == "index" and not target.capabilities_declared:
         args += ["--radix-index"]
     if workers not in ("0", "1"):
-        args += ["-n", workers, "--dist", "worksteal"]  # an idle worker takes queued tests from one busy with a long one
+        args += ["-n", workers, "--dist", "load"]  # every worker starts on a machine (2 items each), the rest go to whoever is free
     with hypothesis_storage_in_cache():  # Hypothesis's .hypothesis/ goes to the user's cache, not their project
         exit_code = pytest.main(args, plugins=[collector])
     # read from the path the plugin was given, so each names the same file:line as "waived by"

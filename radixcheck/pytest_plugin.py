@@ -383,7 +383,8 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 # other tests meet the same bug later or only as its echo (a crash in the serving protocol). Every
 # pytest-xdist scheduler (load, loadgroup, worksteal) hands items out from the front of the
 # collection, so the small machines go first; the production-scale test next (long: it starts early).
-DISPATCH_ORDER = ("test_cache_state_machine", "test_index_state_machine", "test_cache_at_production_scale")
+SMALL_MACHINES = ("test_cache_state_machine", "test_index_state_machine")
+DISPATCH_ORDER = (*SMALL_MACHINES, "test_cache_at_production_scale")
 
 
 def _dispatch_rank(item: pytest.Item) -> int:
