@@ -137,7 +137,16 @@ def findings_of(verdicts: list[Verdict]) -> list[Finding]:
                              shortest["message"], tests, shortest["program"], shortest.get("type", ""), shortest.get("raised_at", ""),
                              _repro_of(oracle, shape, [v for v in verdicts if v.test in tests])))
     found.sort(key=lambda f: (rank_of(f.oracle), -len(f.tests), f.oracle, f.reason))
-    return with_echoes_last(found)
+    return after_waived(with_echoes_last(found), verdicts)
+
+
+def after_waived(findings: list[Finding], verdicts: list[Verdict]) -> list[Finding]:
+    """A finding met only in tests that looked past a waived finding is said as its possible echo:
+    once a waived step has failed, the model and the cache may disagree from there on (a new user
+    waived ``return values`` and got a sizes finding the waived eviction had caused)."""
+    waived = {v.test: v.waived[0] for v in verdicts if v.waived}
+    return [dataclasses.replace(f, echo_of=f"the waived {waived[f.tests[0]]['oracle']} finding ({waived[f.tests[0]]['waiver']})")
+            if not f.echo_of and f.tests and all(t in waived for t in f.tests) else f for f in findings]
 
 
 def with_echoes_last(findings: list[Finding]) -> list[Finding]:
