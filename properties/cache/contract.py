@@ -87,7 +87,8 @@ Bad input
 A cache that declares ``validates_input=True`` (the default) must refuse malformed arguments
 with an exception *and leave itself unchanged*: token sequences that are not 1-D sequences of
 non-negative integers (floats, bools, strings, ``None``, nested lists, 0-d or 2-D arrays),
-values of the wrong length, dimension or dtype, ``None`` or negative or non-integer eviction
+values of the wrong length or dimension, or not of an integer dtype (the suite sends float64
+values; any integer dtype is right), ``None`` or negative or non-integer eviction
 counts, an empty ``evict_prefix``, and, from the factory, a ``page_size`` that is not a positive
 int. The suite checks "unchanged" by comparing the sizes and the slot pool before and after.
 A cache that trusts its callers with arguments declares ``validates_input=False``.
