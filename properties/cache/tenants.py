@@ -70,9 +70,9 @@ def _ordered(pair: tuple[Any, Any], swap: bool) -> tuple[Any, Any]:
 class TenantMachine(RadixCacheMachine):
     """The conformance machine plus tenants (module docstring)."""
 
-    @act
     def _serve_in(self, tokens: tuple[int, ...], namespace: Any) -> None:
-        """A request under ``namespace`` end to end: match, lock, compute the rest, insert, unlock."""
+        """A request under ``namespace`` end to end: match, lock, compute the rest, insert, unlock
+        (each an act of its own, as the plain machine's ``serve``: a repro file writes the caller's frees)."""
         record = self._match(tokens, None, namespace)
         self._lock(record)
         self._serve_insert(tokens, record)
@@ -93,9 +93,11 @@ class TenantMachine(RadixCacheMachine):
 
     @rule(base=RadixCacheMachine.sequences, pair=st.sampled_from(PAIRS), swap=st.booleans(), cut=CUTS, tail=TAILS)
     def tenant_probes(self, base: tuple[int, ...], pair: tuple[Any, Any], swap: bool, cut: Length, tail: Span) -> None:
-        """One tenant caches a prompt; the other of its pair, and the base model, then match it."""
+        """The base model caches a system prompt and one tenant the prompt and its own tail; the other
+        tenant of the pair, the base model and the first tenant then match a cut of it."""
         first, second = _ordered(pair, swap)
-        self._insert_request(base, first)
+        self._insert_request(base, UNSAID)  # the base model's request came first: the commonest prompt is everyone's
+        self._insert_request(base + tail.tokens(self.block), first)
         query = self._query(base, cut, tail, min_shared=1)
         self._match(query, None, second)
         self._match(query, None, UNSAID)
@@ -105,11 +107,13 @@ class TenantMachine(RadixCacheMachine):
     @rule(target=RadixCacheMachine.locks, base=RadixCacheMachine.sequences, namespace=st.sampled_from(NAMESPACES), cut=CUTS,
           tail=TAILS)
     def tenant_admit(self, base: tuple[int, ...], namespace: Any, cut: Length, tail: Span) -> HandleRecord:
-        """A tenant's request is admitted on its own cached prompt and keeps running: its lock must
-        protect its own pages, and no other namespace's."""
+        """The base model caches a system prompt, a tenant caches it with its own tail, and that
+        tenant's request is admitted on it and keeps running: its lock must protect its own pages,
+        and no other namespace's (the base model's shorter copy stays evictable)."""
         tokens = self._query(base, cut, tail, min_shared=1)
-        self._insert_request(tokens, namespace)
-        return self._admit(tokens, namespace)
+        self._insert_request(base, UNSAID)
+        self._insert_request(tokens + tail.tokens(self.block), namespace)
+        return self._admit(tokens + tail.tokens(self.block), namespace)
 
     @precondition(_can_quarantine)
     @rule(base=RadixCacheMachine.sequences, pair=st.sampled_from(PAIRS), swap=st.booleans(), keep=CUTS)
