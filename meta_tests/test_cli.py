@@ -4,6 +4,8 @@ report card says what a user needs. (The full installed flow, exit 0 and 1 on re
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from radixcheck.audit import AuditResult, Verdict, report_card
@@ -31,6 +33,17 @@ def test_bad_arguments_are_exit_2(argv, capsys) -> None:
     with pytest.raises(SystemExit) as stopped:
         main(argv)
     assert stopped.value.code == 2
+
+
+@pytest.mark.skipif(not Path("/proc/self").is_dir(), reason="no /proc on this system")
+def test_a_repro_directory_that_cannot_be_made_is_exit_2_even_as_root(capsys) -> None:
+    """/proc passes os.access(W_OK) for root, and mkdir there then fails (an INTERNALERROR in the
+    plugin once): the directory is probed by making one, so the audit refuses it before any test."""
+    with pytest.raises(SystemExit) as stopped:
+        main(["audit", "radixcheck.reference:RadixCache", "--repro", "/proc/radixcheck-repros"])
+    assert stopped.value.code == 2
+    err = capsys.readouterr().err
+    assert "cannot be written" in err and err.count("\n") == 1
 
 
 def test_the_report_card_names_the_oracle_the_program_and_what_was_skipped() -> None:

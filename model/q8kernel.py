@@ -13,8 +13,9 @@ BLAS path (``exact.ExactOps(kernel="numpy")``), on any CPU, compiler, thread cou
 shape; ``tests/test_model_q8kernel.py`` checks this.
 
 The C source is ``model/kernels/*.c`` (package data); ``model.kernel_build`` builds it once per
-machine (``cc -O2 -march=native -shared`` into ``$RADIXCHECK_CACHE/kernels``, keyed by the files,
-the compiler, the flags and the CPU's flags; about a second). Without a working C compiler, or
+machine and instruction-set path (``cc -O3`` with that path's explicit flags, e.g. ``-mavx2 -mfma``,
+into ``$RADIXCHECK_CACHE/kernels``, keyed by the files, the compiler, the flags and the CPU's flags;
+about a second). Without a working C compiler, or
 with ``RADIXCHECK_Q8_KERNEL=numpy``, ``load()`` returns ``None`` and the model uses the NumPy path
 (same bits, slower). This module holds the ctypes side: argument types and thin wrappers.
 """

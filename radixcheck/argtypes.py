@@ -13,6 +13,7 @@ import argparse
 import os
 import shutil
 import subprocess
+import tempfile
 from collections.abc import Callable
 from pathlib import Path
 from typing import NoReturn
@@ -89,8 +90,10 @@ def writable_dir_problem(text: str) -> str | None:
     existing = next(p for p in [path, *path.parents] if p.exists())
     if not existing.is_dir():
         return f"{text!r} is not a directory: {existing} is a file"
-    if not os.access(existing, os.W_OK | os.X_OK):
-        return f"{text!r} cannot be written: {existing} is not writable"
+    try:  # a real probe, not os.access: root passes os.access on /proc and /sys, where mkdir then fails
+        tempfile.TemporaryDirectory(dir=existing).cleanup()
+    except OSError as e:
+        return f"{text!r} cannot be written: {existing} is not writable ({e.strerror or e})"
     return None
 
 

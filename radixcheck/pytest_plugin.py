@@ -31,9 +31,7 @@ prints its header, only when conformance tests are collected.
 
 from __future__ import annotations
 
-import ast
 import dataclasses
-import functools
 import importlib
 import os
 from pathlib import Path
@@ -44,6 +42,7 @@ import pytest
 from radixcheck import profiles
 from radixcheck.argtypes import writable_dir_problem
 from radixcheck.properties.findings.failures import describe_failure
+from radixcheck.properties.findings.names import CONFORMANCE_PACKAGE, conformance_tests
 from radixcheck.properties.findings.waivers import Waiver, WaiverError, WaiverLog, read_waivers, unmatched, unmatched_warning
 from radixcheck.properties.target import (
     DEFAULT_TARGET,
@@ -68,7 +67,6 @@ WAIVERS_MET = "radixcheck_waivers_met"  # report property: the waivers (file:lin
 FAILED = pytest.StashKey[BaseException]()  # a failure whose repro file is written at the test's teardown
 _REDUCED: dict[str, tuple[str, int]] = {}  # in this process (a worker): repro file name -> the test it was written from, its calls
 SHORT_REPRO = 100  # a finding whose file has at most this many calls is not reduced again (a longer one may come out shorter)
-CONFORMANCE_PACKAGE = "radixcheck.properties.conformance"
 INDEX_MARK = "radix_index"  # the conformance tests of KV-event indexes (the rest are the caches')
 ROUTER_MARK = "radix_router"  # the end-to-end test of an engine and a router index (a pair target)
 
@@ -316,19 +314,8 @@ def is_conformance_id(nodeid: str) -> bool:
     both read from the conformance package's source."""
     path, _, name = nodeid.partition("::")
     module, test = Path(path).name, name.partition("[")[0]
-    return any(test == known_test and module in ("", known_module) for known_module, known_test in _conformance_tests())
-
-
-@functools.cache
-def _conformance_tests() -> frozenset[tuple[str, str]]:
-    """(module file, test name) of each conformance test that takes ``target``: parsed, not imported
-    (importing a test module picks radixcheck's profile, and the controller must not)."""
-    tests = set()
-    for path in _conformance_dir().glob("test_*.py"):
-        for node in ast.parse(path.read_text(encoding="utf-8")).body:
-            if isinstance(node, ast.FunctionDef) and node.name.startswith("test_") and any(a.arg == "target" for a in node.args.args):
-                tests.add((path.name, node.name))
-    return frozenset(tests)
+    return any(test == known_test and module in ("", known_module) and takes_target
+               for known_module, known_test, takes_target in conformance_tests())
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:

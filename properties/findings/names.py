@@ -8,9 +8,10 @@ oracle or test is known here without a list to keep up to date.
 
 from __future__ import annotations
 
+import ast
 import importlib
-import pkgutil
 from functools import cache
+from pathlib import Path
 
 from radixcheck.oracles import violations
 from radixcheck.properties.findings.failures import ASSERTION, CRASH, HANG
@@ -28,12 +29,19 @@ def oracle_names() -> tuple[str, ...]:
 
 
 @cache
+def conformance_tests() -> frozenset[tuple[str, str, bool]]:
+    """(module file, test name, whether it takes ``target``) of each test function in the
+    conformance package: parsed, not imported (importing them first would keep pytest from
+    rewriting their asserts, and the plugin's controller needs them before any collection)."""
+    here = Path(importlib.import_module(CONFORMANCE_PACKAGE).__file__).resolve().parent
+    tests = set()
+    for path in here.glob("test_*.py"):
+        for node in ast.parse(path.read_text(encoding="utf-8")).body:
+            if isinstance(node, ast.FunctionDef) and node.name.startswith("test_"):
+                tests.add((path.name, node.name, any(a.arg == "target" for a in node.args.args)))
+    return frozenset(tests)
+
+
 def conformance_test_names() -> tuple[str, ...]:
     """The names (without parameters) of the test functions pytest collects from the conformance package."""
-    package = importlib.import_module(CONFORMANCE_PACKAGE)
-    names: set[str] = set()
-    for module in pkgutil.iter_modules(package.__path__):
-        if module.name.startswith("test_"):
-            loaded = importlib.import_module(f"{CONFORMANCE_PACKAGE}.{module.name}")
-            names.update(name for name, value in vars(loaded).items() if name.startswith("test_") and callable(value))
-    return tuple(sorted(names))
+    return tuple(sorted({name for _, name, _ in conformance_tests()}))
