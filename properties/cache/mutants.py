@@ -805,7 +805,11 @@ class NamespaceHash16(RadixCache):
 
 
 class NamespaceIgnoredOnMatch(RadixCache):
-    """``match_prefix`` drops the namespace: every tenant matches the default namespace's tree."""
+    """``match_prefix`` drops the namespace: every tenant matches the default namespace's tree.
+
+    It still refuses an unhashable namespace, as the cited bug did (the namespace was checked where
+    the request was built, and dropped on one path into the tree): the bug is the leak. Without the
+    check, the unhashable-namespace rule (bad input) killed it before any tenant rule in 4 of 50 streams."""
 
     capabilities = NAMESPACED
     bug_class = "namespace-ignored-on-match"
@@ -813,12 +817,15 @@ class NamespaceIgnoredOnMatch(RadixCache):
     caught_by = TenantIsolationViolation
 
     def match_prefix(self, tokens: Any, namespace: Any = None) -> tuple[np.ndarray, Node]:
-        return super().match_prefix(tokens)
+        as_namespace(namespace)
+        return super().match_prefix(tokens)  # the bug: the namespace goes no further
 
 
 class NamespaceIgnoredOnInsert(RadixCache):
     """``insert`` drops the namespace: every tenant's KV lands in the default namespace's tree
-    (and its ``prefix_len`` counts what the default namespace had)."""
+    (and its ``prefix_len`` counts what the default namespace had). It still refuses an unhashable
+    namespace (see :class:`NamespaceIgnoredOnMatch`; without the check, bad input killed it first in
+    7 of 50 streams)."""
 
     capabilities = NAMESPACED
     bug_class = "namespace-ignored-on-insert"
@@ -826,7 +833,8 @@ class NamespaceIgnoredOnInsert(RadixCache):
     caught_by = TenantIsolationViolation
 
     def insert(self, tokens: Any, values: np.ndarray, namespace: Any = None) -> int:
-        return super().insert(tokens, values)
+        as_namespace(namespace)
+        return super().insert(tokens, values)  # the bug: the namespace goes no further
 
 
 class QuarantineCrossesNamespaces(RadixCache):
