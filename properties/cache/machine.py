@@ -431,8 +431,8 @@ class RadixCacheMachine(RuleBasedStateMachine):
                                         f"a cache that never saw the prefix matches {want}",
                                         Check("len(values) == expected_length", "len(values)", {"expected_length": want}))
         if len(values) != len(expected):
-            raise _wrong_match(
-                f"match_prefix({shown(tokens)}) matched {len(values)} tokens; the longest cached prefix has {len(expected)}", expected)
+            raise _wrong_match(f"match_prefix({shown(tokens)}{where}) matched {len(values)} tokens; "
+                               f"the longest cached prefix has {len(expected)}", expected)
         if values.tolist() != expected:
             raise _wrong_match(f"match_prefix({shown(tokens)}{where}) returned slots {shown(values.tolist())}, "
                                f"but {shown(expected)} were inserted there", expected)
@@ -460,7 +460,8 @@ class RadixCacheMachine(RuleBasedStateMachine):
         if prefix_len != expected and self.capabilities.namespaces:
             check_insert_isolated(self.model, namespace_key(namespace), tokens, prefix_len, expected, self._inserted_by)
         if prefix_len != expected:
-            raise PrefixSetViolation(f"insert({shown(tokens)}) returned prefix_len {prefix_len}; {expected} tokens were already cached",
+            raise PrefixSetViolation(f"insert({shown(tokens)}{where}) returned prefix_len {prefix_len}; "
+                                     f"{expected} tokens were already cached",
                                      Check("result == expected", "result", {"expected": expected}))
         return prefix_len
 
