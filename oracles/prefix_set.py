@@ -12,6 +12,12 @@ while locked) or gone (its slots must have been freed). The other oracles read t
 use of a path is stamped on its last page only; a page's last use is the newest stamp at or
 below it, which is what a leaf's own stamp is (see ``_use``).
 
+**Namespaces.** Each namespace (any hashable value, told apart by its equality) has its own trie
+of pages: ``roots`` maps it to its root entry, the default namespace ``None`` to ``root``. Every
+entry remembers its namespace and the clock of the insert that cached it (``born``), so an
+isolation check can name both. The slots, the sizes, the locks and the recency order stay global:
+the namespaces share one pool and one eviction order.
+
 **Scale.** A production cache holds 10^5 tokens and paths thousands of pages deep, so nothing
 here walks the whole tree on a step: every method costs what it reads or changes. The sizes are
 two counters, ``slot_owner`` maps each slot to its page, and the unlocked leaves are kept in
@@ -22,7 +28,7 @@ belongs. Only :meth:`PrefixSetModel.reset` and :meth:`PrefixSetModel.entries` to
 from __future__ import annotations
 
 import itertools
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Hashable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 
 from sortedcontainers import SortedList
@@ -46,6 +52,8 @@ class Entry:
     state: str = "cached"  # "cached" | "detached" | "gone" ("root" for the trie's root)
     serial: int = field(default_factory=lambda: next(_serials))
     filed_as: tuple | None = None  # its key in PrefixSetModel.unlocked_leaves, if it is there
+    namespace: Hashable = None  # the namespace whose trie it is in
+    born: int = 0  # the model's clock at the insert that cached it
 
     @property
     def prefix(self) -> tuple[int, ...]:
@@ -70,6 +78,16 @@ class PrefixSetModel:
     slot_owner: dict[int, Entry] = field(default_factory=dict)  # cached and detached pages' slots
     detached: dict[Entry, None] = field(default_factory=dict)  # insertion-ordered set
     unlocked_leaves: SortedList = field(default_factory=SortedList)  # (last_use, serial, entry), oldest first
+    roots: dict[Hashable, Entry] = field(default_factory=dict)  # namespace -> its trie's root (None -> root)
+
+    def __post_init__(self) -> None:
+        self.roots[None] = self.root
+
+    def root_of(self, namespace: Hashable) -> Entry:
+        """The root entry of ``namespace``'s trie (an empty one, made on its first insert)."""
+        if namespace not in self.roots:
+            self.roots[namespace] = Entry((), (), None, state="root", namespace=namespace)
+        return self.roots[namespace]
 
     # ---- the set itself -------------------------------------------------------------------
 
@@ -77,9 +95,11 @@ class PrefixSetModel:
         p = self.page_size
         return tuple(tokens[depth * p : (depth + 1) * p])
 
-    def longest_cached(self, tokens: Sequence[int]) -> list[Entry]:
-        """The entries of the longest cached prefix of ``tokens`` (no side effects)."""
-        path, node = [], self.root
+    def longest_cached(self, tokens: Sequence[int], namespace: Hashable = None) -> list[Entry]:
+        """The entries of the longest prefix of ``tokens`` cached under ``namespace`` (no side effects)."""
+        path, node = [], self.roots.get(namespace)
+        if node is None:
+            return path
         for depth in range(len(tokens) // self.page_size):
             node = node.children.get(self._page_at(tokens, depth))
             if node is None:
@@ -100,22 +120,23 @@ class PrefixSetModel:
         self.clock += 1
         self._use(path)
 
-    def match(self, tokens: Sequence[int]) -> list[Entry]:
-        """A match: the longest cached prefix, marked as used now."""
+    def match(self, tokens: Sequence[int], namespace: Hashable = None) -> list[Entry]:
+        """A match: the longest prefix cached under ``namespace``, marked as used now."""
         self.clock += 1
-        path = self.longest_cached(tokens)
+        path = self.longest_cached(tokens, namespace)
         self._use(path)
         return path
 
-    def insert(self, tokens: Sequence[int], values: Sequence[int]) -> int:
-        """Cache ``tokens``; already-cached pages keep their first values. Returns prefix_len."""
+    def insert(self, tokens: Sequence[int], values: Sequence[int], namespace: Hashable = None) -> int:
+        """Cache ``tokens`` under ``namespace``; already-cached pages keep their first values. Returns prefix_len."""
         self.clock += 1
         p = self.page_size
-        path = self.longest_cached(tokens)
+        path = self.longest_cached(tokens, namespace)
         prefix_len = len(path) * p
-        node = path[-1] if path else self.root
+        node = path[-1] if path else self.root_of(namespace)
         for depth in range(len(path), len(tokens) // p):
-            page = Entry(self._page_at(tokens, depth), tuple(values[depth * p : (depth + 1) * p]), node, depth + 1)
+            page = Entry(self._page_at(tokens, depth), tuple(values[depth * p : (depth + 1) * p]), node, depth + 1,
+                         namespace=namespace, born=self.clock)
             node.children[page.page] = page
             self._refile(node)  # no longer a leaf
             self.pages += 1
@@ -213,8 +234,8 @@ class PrefixSetModel:
             self._forget(entry)
         return removed
 
-    def quarantine(self, tokens: Sequence[int]) -> tuple[int, set[int]]:
-        """evict_prefix: drop every cached page whose prefix starts with ``tokens``.
+    def quarantine(self, tokens: Sequence[int], namespace: Hashable = None) -> tuple[int, set[int]]:
+        """evict_prefix: drop every page cached under ``namespace`` whose prefix starts with ``tokens``.
 
         With page_size p the cut is at (len(tokens) - 1) // p * p: the doomed pages are the
         subtrees hanging below the cut whose first page starts with the tokens after it.
@@ -222,10 +243,10 @@ class PrefixSetModel:
         """
         p = self.page_size
         cut_pages = (len(tokens) - 1) // p
-        path = self.longest_cached(tokens[: cut_pages * p])
-        if len(path) < cut_pages:
+        path = self.longest_cached(tokens[: cut_pages * p], namespace)
+        if len(path) < cut_pages or namespace not in self.roots:
             return 0, set()
-        above = path[-1] if path else self.root
+        above = path[-1] if path else self.roots[namespace]
         head = tuple(tokens[cut_pages * p :])
         doomed = [c for c in above.children.values() if c.page[: len(head)] == head]
         removed, freed = 0, set()
@@ -245,7 +266,8 @@ class PrefixSetModel:
         freed = set(self.slot_owner)
         for entry in list(self.entries()) + list(self.detached):
             entry.state = "gone"
-        self.root.children.clear()
+        for root in self.roots.values():
+            root.children.clear()
         self.detached.clear()
         self.slot_owner.clear()
         self.unlocked_leaves.clear()
@@ -291,6 +313,7 @@ class PrefixSetModel:
             stack.extend(entry.children.values())
 
     def entries(self) -> Iterator[Entry]:
-        """Every cached page (O(tree): for whole-model checks, not for steps)."""
-        for child in list(self.root.children.values()):
-            yield from self._subtree(child)
+        """Every cached page of every namespace (O(tree): for whole-model checks, not for steps)."""
+        for root in list(self.roots.values()):
+            for child in list(root.children.values()):
+                yield from self._subtree(child)

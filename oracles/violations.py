@@ -104,6 +104,13 @@ class EngineEventsViolation(ContractViolation):
     oracle = "9 engine events"
 
 
+class TenantIsolationViolation(ContractViolation):
+    """A namespace saw another's cache: a match or an insert under N found what was inserted under
+    M, or an eviction under N changed M (the contract's "Namespaces")."""
+
+    oracle = "10 tenant isolation"
+
+
 def shown(tokens: tuple[int, ...] | list[int]) -> str:
     """Tokens for a message: in full when short, else the ends and the length (prompts can be
     thousands of tokens long)."""

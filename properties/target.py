@@ -303,8 +303,8 @@ def _code_of(fn: Callable[..., Any]) -> Any:
     return (type(fn.__self__), fn.__name__) if hasattr(fn, "__self__") else fn
 
 
-def guarded(what: str, fn: Callable[..., T], *args: Any) -> T:
-    """Call ``fn(*args)`` under the per-operation time limit (and the shrink budget, if any).
+def guarded(what: str, fn: Callable[..., T], *args: Any, **keywords: Any) -> T:
+    """Call ``fn(*args, **keywords)`` (the keyword: ``namespace=``) under the per-operation time limit (and the shrink budget, if any).
 
     Once a method of a target has hung, later calls to it fail at once with the same error:
     every replay of a hang would otherwise cost the whole limit, and the verdict would take
@@ -316,7 +316,7 @@ def guarded(what: str, fn: Callable[..., T], *args: Any) -> T:
         raise OperationTimeout(f"{what} not called: it already hung ({_hung[owner]})")
     try:
         with _alarm(op_timeout(), what):
-            return fn(*args)
+            return fn(*args, **keywords)
     except OperationTimeout as exc:
         _hung.setdefault(owner, str(exc))
         raise

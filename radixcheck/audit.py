@@ -75,7 +75,7 @@ class Verdict:
 # The order findings are listed in, most fundamental first: (rank, oracle names starting so).
 RANKS: list[tuple[str, tuple[str, ...]]] = [
     ("could not run", ("collection error", "error")),
-    ("slots and the prefix set", ("3 slot", "1 prefix-set", "5 evict-equals", "return values", "contract")),
+    ("slots and the prefix set", ("3 slot", "1 prefix-set", "10 tenant isolation", "5 evict-equals", "return values", "contract")),
     ("bad input", ("bad input",)),
     ("what the index answers", ("7 index", "9 engine events")),
     ("refcounts", ("2 refcount",)),

@@ -5,6 +5,10 @@ tokens (``value``). A match walks down from the root; reuse shares the slot ids,
 copied. The tree is paged: children are keyed by their first page of ``page_size`` tokens, and
 every edge length is a multiple of ``page_size``.
 
+Namespaces (the contract's tenant isolation) are one tree each: ``roots`` maps each namespace,
+by its own equality, to the root of its tree (the default namespace ``None`` is ``root``). Every
+tree shares the slot pool, the clock and the eviction order.
+
 Sizes are recomputed by walking the tree rather than kept as running counters: slower, but there
 is no counter that can drift, which is what a reference is for. The contract this implements is
 documented in ``properties/cache/contract.py``.
@@ -14,13 +18,13 @@ from __future__ import annotations
 
 import heapq
 import itertools
-from collections.abc import Iterator, Sequence
+from collections.abc import Hashable, Iterator, Sequence
 from typing import Any
 
 import numpy as np
 
 from radixcheck.properties.cache.contract import Capabilities
-from radixcheck.reference.validation import as_count, as_tokens, as_values
+from radixcheck.reference.validation import as_count, as_namespace, as_tokens, as_values
 
 _EMPTY = np.zeros(0, dtype=np.int64)
 
@@ -54,24 +58,41 @@ class RadixCache:
     unlocking it are no-ops.
     """
 
-    capabilities = Capabilities(page_sizes=(1, 4, 16))  # 16: a production page size (vLLM's default block)
+    capabilities = Capabilities(page_sizes=(1, 4, 16), namespaces=True)  # 16: a production page size (vLLM's default block)
 
     def __init__(self, allocator: Any, page_size: int = 1) -> None:
         self.page_size = as_count(page_size, "page_size", minimum=1)
         self.allocator = allocator
         self._clock = 0  # logical time: one tick per match/insert, shared by all nodes it touches
-        self.root = Node(self, None, (), _EMPTY)
-        self.root.lock_ref = 1  # the root is never evictable
+        self.root = self._new_root()  # the default namespace's
+        self.roots: dict[Hashable, Node] = {self._key(None): self.root}
         self._detached: list[Node] = []
+
+    def _new_root(self) -> Node:
+        root = Node(self, None, (), _EMPTY)
+        root.lock_ref = 1  # a root is never evictable
+        return root
+
+    def _key(self, namespace: Hashable) -> Hashable:
+        """What tells namespaces apart: the namespace itself (its equality, nothing rendered)."""
+        return namespace
+
+    def _root_for(self, namespace: Hashable) -> Node:
+        """The root of ``namespace``'s tree, made on its first use."""
+        key = self._key(namespace)
+        if key not in self.roots:
+            self.roots[key] = self._new_root()
+        return self.roots[key]
 
     # ---- lookup and insertion -------------------------------------------------------------
 
-    def match_prefix(self, tokens: Sequence[int]) -> tuple[np.ndarray, Node]:
-        """Slot ids of the longest cached prefix of ``tokens`` and the node ending there."""
+    def match_prefix(self, tokens: Sequence[int], namespace: Hashable = None) -> tuple[np.ndarray, Node]:
+        """Slot ids of the longest prefix of ``tokens`` cached under ``namespace``, and the node ending there."""
         key = as_tokens(tokens, "tokens")
+        as_namespace(namespace)
         key = key[: len(key) // self.page_size * self.page_size]
         self._clock += 1
-        node, pos, pieces = self.root, 0, []
+        node, pos, pieces = self._root_for(namespace), 0, []
         while pos < len(key):
             child = self._child(node, key[pos : pos + self.page_size])
             if child is None:
@@ -85,13 +106,14 @@ class RadixCache:
         values = np.concatenate(pieces) if pieces else _EMPTY.copy()
         return values, node
 
-    def insert(self, tokens: Sequence[int], values: np.ndarray) -> int:
-        """Cache ``tokens`` -> ``values``; returns how many leading tokens were already cached."""
+    def insert(self, tokens: Sequence[int], values: np.ndarray, namespace: Hashable = None) -> int:
+        """Cache ``tokens`` -> ``values`` under ``namespace``; returns how many leading tokens were already cached there."""
         key = as_tokens(tokens, "tokens")
         vals = as_values(values, len(key))
+        as_namespace(namespace)
         aligned = len(key) // self.page_size * self.page_size
         self._clock += 1
-        node, pos = self.root, 0
+        node, pos = self._root_for(namespace), 0
         while pos < aligned:
             child = self._child(node, key[pos : pos + self.page_size])
             if child is None:
@@ -136,7 +158,7 @@ class RadixCache:
         if handle.state == "dead":
             raise ValueError(f"stale handle {handle!r}: its node was evicted or reset")
         path, node = [], handle
-        while node is not self.root:
+        while node.parent is not None:  # up to its namespace's root
             path.append(node)
             node = node.parent
         return path
@@ -196,16 +218,17 @@ class RadixCache:
         return node.last_access, node.serial
 
     def _evictable_leaf(self, node: Node) -> bool:
-        return node is not self.root and not node.children and node.lock_ref == 0
+        return node.parent is not None and not node.children and node.lock_ref == 0
 
-    def evict_prefix(self, tokens: Sequence[int]) -> int:
-        """Quarantine: remove everything cached on the branch of ``tokens`` (see the contract)."""
+    def evict_prefix(self, tokens: Sequence[int], namespace: Hashable = None) -> int:
+        """Quarantine: remove everything cached under ``namespace`` on the branch of ``tokens`` (see the contract)."""
         key = as_tokens(tokens, "tokens")
         if not key:
             raise ValueError("evict_prefix needs a non-empty token sequence")
+        as_namespace(namespace)
         cut = (len(key) - 1) // self.page_size * self.page_size
         head = key[cut:]  # the doomed subtrees' edges start with these tokens
-        node, pos = self.root, 0
+        node, pos = self._root_for(namespace), 0
         while pos < cut:
             child = self._child(node, key[pos : pos + self.page_size])
             if child is None:
@@ -241,9 +264,10 @@ class RadixCache:
     def reset(self) -> None:
         """Free every slot the cache holds, quarantined ones included; every handle goes stale."""
         for node in list(self._linked_nodes()) + self._detached:
-            if node is not self.root:
+            if node.parent is not None:
                 self._free(node)
-        self.root.children.clear()  # the root object stays: the root handle is always valid
+        for root in self.roots.values():
+            root.children.clear()  # the root objects stay: a root handle is always valid
         self._detached.clear()
 
     # ---- sizes (recomputed by walking: no counter to drift) ----------------------------------
@@ -256,13 +280,14 @@ class RadixCache:
             stack.extend(node.children.values())
 
     def _linked_nodes(self) -> Iterator[Node]:
-        return self._subtree(self.root)
+        for root in list(self.roots.values()):
+            yield from self._subtree(root)
 
     def total_size(self) -> int:
         return sum(len(n.key) for n in self._linked_nodes())
 
     def protected_size(self) -> int:
-        return sum(len(n.key) for n in self._linked_nodes() if n.lock_ref > 0 and n is not self.root)
+        return sum(len(n.key) for n in self._linked_nodes() if n.lock_ref > 0 and n.parent is not None)
 
     def evictable_size(self) -> int:
         return sum(len(n.key) for n in self._linked_nodes() if n.lock_ref == 0)

@@ -52,3 +52,14 @@ def as_values(values: Any, length: int) -> np.ndarray:
     if length and values.min() < 0:
         raise ValueError(f"values holds negative slot id {int(values.min())}")
     return values.astype(np.int64)
+
+
+def as_namespace(namespace: Any) -> Any:
+    """A namespace (the contract's "Namespaces"): any hashable value, used as it is. An unhashable
+    one (a list, a dict, a tuple holding one) is refused before anything changes."""
+    try:
+        hash(namespace)
+    except TypeError as exc:
+        raise TypeError(f"namespace must be hashable (a str, an int, None or a tuple of those), "
+                        f"got {type(namespace).__name__} {namespace!r}: {exc}") from None
+    return namespace

@@ -82,6 +82,46 @@ The methods (``RadixCacheLike``)
 ``page_size``
     Attribute, the page size the cache was built with.
 
+Namespaces (tenant isolation)
+-----------------------------
+Production caches key their trees by more than token ids: SGLang's ``RadixKey(token_ids,
+extra_key)`` (the LoRA id and the cache salt; each extra_key has its own root), vLLM's block
+hashes (the LoRA name, ``cache_salt``, multimodal feature hashes). A cache that declares
+``Capabilities(namespaces=True)`` takes a *namespace* per request, as the keyword argument
+``namespace=`` of ``match_prefix``, ``insert`` and ``evict_prefix``:
+
+* A namespace is any hashable Python value, compared by equality (``==`` and ``hash``), never by
+  a rendering of it: a str, an int, ``None``, or a tuple of parts, e.g. ``(lora_id, cache_salt,
+  (mm_hash, ...))``. ``("ab", "c")`` and ``("a", "bc")``, ``None`` and ``""`` and ``0``, ``5`` and
+  ``5 + 2**16``, ``("X", None)`` and ``(None, "X")`` are all different namespaces (the suite sends
+  each of these pairs). Values Python calls equal (``1`` and ``1.0``) are one namespace.
+* A call without the keyword is in the default namespace, ``None``: ``match_prefix(tokens)`` and
+  ``match_prefix(tokens, namespace=None)`` are the same call (the suite sends both).
+* An unhashable namespace (a list, a dict) is bad input: refused with an exception that says so,
+  changing nothing (when ``validates_input=True``).
+* A target that does not declare namespaces is never sent the keyword, so its methods keep the
+  signatures above. An adapter whose cache takes the namespace differently (SGLang's
+  ``RadixKey(tokens, extra_key)``, vLLM's per-request ``lora_request``/``cache_salt``) maps the
+  keyword onto it; that mapping is part of what the audit checks.
+
+**The isolation obligation.** A match under namespace N returns only what was inserted under N:
+its answer is the longest prefix of the query cached *under N*, with N's slot ids, exactly as if
+the other namespaces did not exist. ``insert`` under N reports as ``prefix_len`` only what N had
+cached. ``evict_prefix(tokens, namespace=N)`` quarantines N's branch only: no other namespace's
+match changes. A handle returned by a match under N denotes N's path: locking it protects N's
+nodes and no other namespace's. A cross-namespace match is a correctness bug (one adapter's KV
+served under another adapter's weights) and a security bug (one tenant's prompt revealed to
+another by the timing of its hit).
+
+**What is left to the cache.** The namespaces share one slot pool and one set of sizes
+(``total_size`` and the others count every namespace), and ``evict(n)`` evicts from the whole
+cache: an engine evicts from one pool. For ``eviction_policy="lru"`` the order is judged across
+namespaces: the least recently used unlocked leaf of *any* namespace goes first (one clock for
+every namespace). A cache whose eviction is per namespace (a quota per tenant) declares another
+policy name, and keeps the amount and lock-safety checks. How the namespaces are stored (one
+tree each, one tree with a root per namespace, the namespace folded into the first page's key)
+is the cache's choice, as long as equality of namespaces is what separates them.
+
 Bad input
 ---------
 A cache that declares ``validates_input=True`` (the default) must refuse malformed arguments
@@ -163,11 +203,16 @@ class Capabilities:
     scheduler frees memory before it allocates, so the world stays within the pool (the
     production-scale world is then capped at it). A request longer than the pool is not sent (an
     engine refuses it); the scale test's history alone is 3,100 pages."""
+    namespaces: bool = False
+    """Whether ``match_prefix``, ``insert`` and ``evict_prefix`` take ``namespace=`` (see
+    "Namespaces" above). ``True``: the suite sends requests under many adversarial namespaces and
+    checks tenant isolation (oracle 10); ``False``: the keyword is never sent."""
 
     def __post_init__(self) -> None:
         if not isinstance(self.eviction_policy, str) or not self.eviction_policy:
             raise ValueError(f"Capabilities.eviction_policy must be a non-empty str, got {self.eviction_policy!r}")
-        for flag in ("supports_quarantine", "checks_locks", "supports_reset", "locks_only_after_match", "validates_input"):
+        for flag in ("supports_quarantine", "checks_locks", "supports_reset", "locks_only_after_match", "validates_input",
+                     "namespaces"):
             if not isinstance(getattr(self, flag), bool):
                 raise TypeError(f"Capabilities.{flag} must be a bool, got {getattr(self, flag)!r}")
         sizes = self.page_sizes
@@ -199,6 +244,8 @@ class Capabilities:
             gaps.append("locking a handle some steps after its match (locks_only_after_match=True)")
         if not self.validates_input:
             gaps.append("refusal of malformed arguments and page sizes (validates_input=False: never sent)")
+        if not self.namespaces:
+            gaps.append("tenant isolation (no namespaces declared: namespaces=False, the keyword is never sent)")
         if self.max_cached_pages is not None:
             gaps.append(f"worlds beyond {self.max_cached_pages} cached pages (max_cached_pages: the suite evicts first)")
         above = sorted(set(self.page_sizes) - set(self.page_sizes_tested()))
@@ -222,6 +269,8 @@ class RadixCacheLike(Protocol):
     page_size: int
 
     def match_prefix(self, tokens: Sequence[int]) -> tuple[np.ndarray, Any]: ...
+    # With namespaces=True: match_prefix(tokens, namespace=None), insert(tokens, values, namespace=None)
+    # and evict_prefix(tokens, namespace=None) (see "Namespaces" above).
 
     def insert(self, tokens: Sequence[int], values: np.ndarray) -> int: ...
 

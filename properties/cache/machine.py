@@ -53,6 +53,12 @@ from hypothesis import strategies as st
 from hypothesis.stateful import Bundle, RuleBasedStateMachine, consumes, initialize, invariant, multiple, precondition, rule
 
 from radixcheck.oracles.amount import check_amount
+from radixcheck.oracles.isolation import (
+    check_insert_isolated,
+    check_match_isolated,
+    check_quarantine_isolated,
+    check_quarantine_left_others,
+)
 from radixcheck.oracles.lru import check_lru
 from radixcheck.oracles.never_saw import expected_match_length
 from radixcheck.oracles.prefix_set import Entry, PrefixSetModel
@@ -86,6 +92,22 @@ WIDE_IDS = (2**16, 2**17 + 1, 2**24 + 1, 2**31 - 1)  # int32-range ids that narr
 VOCABULARY = SMALL_IDS * 6 + WIDE_IDS  # about one token in seven is wide
 NEIGHBOURS = ("bit16", "bit17", "float32")  # ids that a uint16 or a float32 cannot tell apart
 FLOAT32_TWINS = (2**24 + 1, 2**24)  # float32(2**24 + 1) == 2**24
+
+
+class _Unsaid:
+    """The namespace of a call sent without the ``namespace=`` keyword (the default namespace, ``None``)."""
+
+    def __repr__(self) -> str:
+        return "UNSAID"
+
+
+UNSAID: Any = _Unsaid()
+"""A call in the default namespace, sent without the keyword (every call to a target without namespaces)."""
+
+
+def namespace_key(namespace: Any) -> Any:
+    """The namespace the model files a call under: the keyword's value, ``None`` when it was not sent."""
+    return None if namespace is UNSAID else namespace
 
 
 @dataclass(frozen=True)
@@ -130,9 +152,11 @@ class HandleRecord:
     path: list[Entry]
     tokens: tuple[int, ...]
     held: int = 0
+    namespace: Any = UNSAID  # the namespace of the match that returned it
 
     def __repr__(self) -> str:  # shown in Hypothesis's failure program
-        return f"handle<{shown(self.tokens)}>"
+        where = "" if self.namespace is UNSAID else f", namespace={self.namespace!r}"
+        return f"handle<{shown(self.tokens)}{where}>"
 
 
 def _as_int(x: Any, what: str) -> int:
@@ -202,14 +226,16 @@ class SentCall:
     it). ``raised`` is the exception it raised, if any; ``target`` is "cache", or "other" for a
     second cache built to hand the first a foreign handle."""
 
-    __slots__ = ("number", "name", "args", "result", "raised", "target")
+    __slots__ = ("number", "name", "args", "result", "raised", "target", "kwargs")
 
-    def __init__(self, number: int, name: str, args: tuple, target: str = "cache") -> None:
+    def __init__(self, number: int, name: str, args: tuple, target: str = "cache", kwargs: dict | None = None) -> None:
         self.number, self.name, self.args, self.result, self.raised, self.target = number, name, args, NO_ANSWER, None, target
+        self.kwargs = kwargs or {}  # the namespace= keyword, when one was sent
 
     def __repr__(self) -> str:
         on = "" if self.target == "cache" else f"{self.target}."
-        return f"#   call {self.number}: {on}{self.name}({', '.join(_shown_value(a) for a in self.args)}) -> {_shown_value(self.result)}"
+        shown_args = [_shown_value(a) for a in self.args] + [f"{k}={v!r}" for k, v in self.kwargs.items()]
+        return f"#   call {self.number}: {on}{self.name}({', '.join(shown_args)}) -> {_shown_value(self.result)}"
 
     def _repr_pretty_(self, printer: Any, cycle: bool) -> None:  # how hypothesis.note formats it
         printer.text(repr(self))
@@ -290,7 +316,8 @@ class RadixCacheMachine(RuleBasedStateMachine):
         self.story: str | None = None  # the production-world story running now (scale_machine)
         self.model = PrefixSetModel(self.page_size)
         self.block = max(self.page_size, MIN_BLOCK)
-        self.known: list[tuple[int, ...]] = []
+        self.known: list[tuple[int, ...]] = []  # sequences sent without a namespace
+        self.known_elsewhere: list[tuple[Any, tuple[int, ...]]] = []  # (namespace, sequence) sent with one
         self.running = 0  # locks in the locks bundle, not yet released by unlock
         self.calls_sent = 0
         self.clock_calls: dict[int, str] = {}  # the model's clock -> the call that set it
@@ -304,17 +331,18 @@ class RadixCacheMachine(RuleBasedStateMachine):
         keep = max(min_shared, cut.tokens(self.block))
         return base[:keep] + tail.tokens(self.block)
 
-    def _call(self, name: str, *args: Any) -> Any:
+    def _call(self, name: str, *args: Any, namespace: Any = UNSAID) -> Any:
         """Send one call, and show it under the step that sent it in a failing program (sizes
         are asked after every step and not shown). Afterwards the caller reuses its buffers, as
         an engine reuses its request-to-token rows: every list or array it passed is overwritten
         (the contract says a cache must copy what it keeps)."""
         self.calls_sent += 1
-        sent = SentCall(self.calls_sent, name, tuple(_snapshot(a) for a in args))
+        keywords = {} if namespace is UNSAID else {"namespace": namespace}  # a target without namespaces never gets one
+        sent = SentCall(self.calls_sent, name, tuple(_snapshot(a) for a in args), kwargs=keywords)
         if self.acting is not None:
             self.acting.calls.append(sent)
         try:
-            sent.result = _snapshot(result := guarded(name, getattr(self.cache, name), *args))
+            sent.result = _snapshot(result := guarded(name, getattr(self.cache, name), *args, **keywords))
             return result
         except BaseException as exc:
             sent.result, sent.raised = f"raised {type(exc).__name__}", exc
@@ -366,38 +394,51 @@ class RadixCacheMachine(RuleBasedStateMachine):
     def _freed_since(self, mark: int) -> list[int]:
         return self.allocator.freed_log[mark:]
 
-    def _remember(self, tokens: tuple[int, ...]) -> None:
-        if tokens and tokens not in self.known:
+    def _remember(self, tokens: tuple[int, ...], namespace: Any = UNSAID) -> None:
+        if namespace is not UNSAID:
+            if tokens and (namespace, tokens) not in self.known_elsewhere:
+                self.known_elsewhere = (self.known_elsewhere + [(namespace, tokens)])[-MAX_PROBES:]
+        elif tokens and tokens not in self.known:
             self.known = (self.known + [tokens])[-MAX_PROBES:]
 
+    def _inserted_by(self, clock: int) -> str:
+        return self.clock_calls.get(clock, f"the insert at time {clock}")
+
     @act
-    def _match(self, tokens: tuple[int, ...], after_quarantine: tuple[tuple[int, ...], int] | None = None) -> HandleRecord:
-        """Match ``tokens`` and check the answer against the model (oracle 1). After a quarantine,
-        ``after_quarantine`` = (quarantined prefix, expected length) checks oracle 5 on the raw answer,
-        after its shape (an answer longer than the query is wrong whatever came before it)."""
-        values, handle = self._call("match_prefix", self._as_list_or_array(tokens))
+    def _match(self, tokens: tuple[int, ...], after_quarantine: tuple | None = None, namespace: Any = UNSAID) -> HandleRecord:
+        """Match ``tokens`` (under ``namespace``) and check the answer against the model (oracle 1),
+        and, for a target with namespaces, that no slot of it is another namespace's (oracle 10).
+        After a quarantine, ``after_quarantine`` = (quarantined prefix, expected length, its
+        namespace) checks oracle 5 on the raw answer (oracle 10 if the probe is in another
+        namespace), after its shape (an answer longer than the query is wrong whatever came before it)."""
+        key = namespace_key(namespace)
+        values, handle = self._call("match_prefix", self._as_list_or_array(tokens), namespace=namespace)
         values = _as_slot_array(values, "match_prefix")
-        path = self.model.match(tokens)
-        self.clock_calls[self.model.clock] = f"call {self.calls_sent}: match_prefix({shown(tokens)})"
+        path = self.model.match(tokens, key)
+        where = "" if namespace is UNSAID else f", namespace={namespace!r}"
+        self.clock_calls[self.model.clock] = f"call {self.calls_sent}: match_prefix({shown(tokens)}{where})"
         expected = self.model.values_of(path)
         if len(values) % self.page_size or len(values) > len(tokens):  # wrong whatever came before: said first
-            raise _wrong_match(f"match_prefix({shown(tokens)}) returned {len(values)} values: more than the query "
+            raise _wrong_match(f"match_prefix({shown(tokens)}{where}) returned {len(values)} values: more than the query "
                                f"or not page-aligned", expected)
+        if self.capabilities.namespaces:
+            check_match_isolated(self.model, key, tokens, values.tolist(), self._inserted_by)
         if after_quarantine is not None:
-            quarantined, want = after_quarantine
+            quarantined, want, quarantined_in = after_quarantine
+            check_quarantine_left_others(quarantined_in, quarantined, key, tokens, len(values), want)
             if len(values) != want:
                 raise NeverSawViolation(f"after evict_prefix({shown(quarantined)}), {shown(tokens)} matches {len(values)} tokens; "
                                         f"a cache that never saw the prefix matches {want}",
                                         Check("len(values) == expected_length", "len(values)", {"expected_length": want}))
         if len(values) != len(expected):
-            raise _wrong_match(
-                f"match_prefix({shown(tokens)}) matched {len(values)} tokens; the longest cached prefix has {len(expected)}", expected)
+            raise _wrong_match(f"match_prefix({shown(tokens)}{where}) matched {len(values)} tokens; "
+                               f"the longest cached prefix has {len(expected)}", expected)
         if values.tolist() != expected:
-            raise _wrong_match(f"match_prefix({shown(tokens)}) returned slots {shown(values.tolist())}, "
+            raise _wrong_match(f"match_prefix({shown(tokens)}{where}) returned slots {shown(values.tolist())}, "
                                f"but {shown(expected)} were inserted there", expected)
         if self.options.reuses_buffers:
             _scribble(values)  # the caller owns what a match returns (the contract): a cache must not hand out its own storage
-        return HandleRecord(handle, path, tokens[: len(expected)])
+        return HandleRecord(handle, path, tokens[: len(expected)], namespace=namespace)
 
     def _make_room(self, tokens: tuple[int, ...]) -> None:
         """A target with a fixed pool (``max_cached_pages``) is never asked to hold more: before an
@@ -409,14 +450,18 @@ class RadixCacheMachine(RuleBasedStateMachine):
             if over > 0:
                 self._evict(over * self.page_size)
 
-    def _insert(self, tokens: tuple[int, ...], values: np.ndarray) -> int:
+    def _insert(self, tokens: tuple[int, ...], values: np.ndarray, namespace: Any = UNSAID) -> int:
         """Insert with a copy of ``values``: the copy is the caller's buffer, overwritten after the call."""
         self._make_room(tokens)
-        prefix_len = _as_int(self._call("insert", self._as_list_or_array(tokens), values.copy()), "insert")
-        expected = self.model.insert(tokens, values.tolist())
-        self.clock_calls[self.model.clock] = f"call {self.calls_sent}: insert({shown(tokens)})"
+        prefix_len = _as_int(self._call("insert", self._as_list_or_array(tokens), values.copy(), namespace=namespace), "insert")
+        expected = self.model.insert(tokens, values.tolist(), namespace_key(namespace))
+        where = "" if namespace is UNSAID else f", namespace={namespace!r}"
+        self.clock_calls[self.model.clock] = f"call {self.calls_sent}: insert({shown(tokens)}{where})"
+        if prefix_len != expected and self.capabilities.namespaces:
+            check_insert_isolated(self.model, namespace_key(namespace), tokens, prefix_len, expected, self._inserted_by)
         if prefix_len != expected:
-            raise PrefixSetViolation(f"insert({shown(tokens)}) returned prefix_len {prefix_len}; {expected} tokens were already cached",
+            raise PrefixSetViolation(f"insert({shown(tokens)}{where}) returned prefix_len {prefix_len}; "
+                                     f"{expected} tokens were already cached",
                                      Check("result == expected", "result", {"expected": expected}))
         return prefix_len
 
@@ -427,12 +472,12 @@ class RadixCacheMachine(RuleBasedStateMachine):
         self.allocator.free(np.concatenate([values[owned_from:prefix_len], values[max(aligned, owned_from) :]]))
 
     @act
-    def _insert_request(self, tokens: tuple[int, ...]) -> int:
+    def _insert_request(self, tokens: tuple[int, ...], namespace: Any = UNSAID) -> int:
         """A caller inserts a sequence it computed in fresh slots, then frees its duplicates."""
         values = self.allocator.alloc(len(tokens))
-        prefix_len = self._insert(tokens, values)
+        prefix_len = self._insert(tokens, values, namespace)
         self._free_callers_copies(values, 0, prefix_len, len(tokens))
-        self._remember(tokens)
+        self._remember(tokens, namespace)
         return prefix_len
 
     @act
@@ -442,9 +487,9 @@ class RadixCacheMachine(RuleBasedStateMachine):
         frees the fresh slots the cache did not take."""
         cached = len(record.tokens)
         values = np.concatenate([np.asarray(self.model.values_of(record.path), dtype=np.int64), self.allocator.alloc(len(tokens) - cached)])
-        prefix_len = self._insert(tokens, values)
+        prefix_len = self._insert(tokens, values, record.namespace)
         self._free_callers_copies(values, cached, prefix_len, len(tokens))
-        self._remember(tokens)
+        self._remember(tokens, record.namespace)
         return prefix_len
 
     def _legal(self, name: str, record: HandleRecord) -> None:
@@ -511,18 +556,31 @@ class RadixCacheMachine(RuleBasedStateMachine):
             check_lru([(call_of[e.values[0]], e) for e in removed], oldest, num_tokens, self.page_size, at=self._used_by)
 
     @act
-    def _quarantine(self, tokens: tuple[int, ...]) -> None:
-        probes = self.known + [tokens]
-        matched_before = [len(self.model.longest_cached(q)) * self.page_size for q in probes]
+    def _quarantine(self, tokens: tuple[int, ...], namespace: Any = UNSAID) -> None:
+        """``evict_prefix`` (under ``namespace``), then every known query matched again: those of its
+        namespace as a cache that never saw the prefix would (oracle 5), the others' as before
+        (oracle 10, checked first, with the slots it freed)."""
+        key = namespace_key(namespace)
+        probes = [(UNSAID, q) for q in self.known] + self.known_elsewhere + [(namespace, tokens)]
+        matched_before = [len(self.model.longest_cached(q, namespace_key(n))) * self.page_size for n, q in probes]
         mark = self._mark()
-        removed = _as_int(self._call("evict_prefix", self._as_list_or_array(tokens)), "evict_prefix")
-        expected_removed, expected_freed = self.model.quarantine(tokens)
+        removed = _as_int(self._call("evict_prefix", self._as_list_or_array(tokens), namespace=namespace), "evict_prefix")
+        freed = self._freed_since(mark)
+        if self.capabilities.namespaces:
+            check_quarantine_isolated([self.model.slot_owner.get(s) for s in freed], key, tokens, self._inserted_by)
+        expected_removed, expected_freed = self.model.quarantine(tokens, key)
+        if self.capabilities.namespaces:  # the other namespaces first: a cache that crossed over shows there
+            for (probe_in, query), before in zip(probes, matched_before, strict=True):
+                if namespace_key(probe_in) != key:
+                    self._match(query, (tokens, before, key), probe_in)
+        where = "" if namespace is UNSAID else f", namespace={namespace!r}"
         if removed != expected_removed:
-            raise NeverSawViolation(f"evict_prefix({shown(tokens)}) removed {removed} tokens, expected {expected_removed}",
+            raise NeverSawViolation(f"evict_prefix({shown(tokens)}{where}) removed {removed} tokens, expected {expected_removed}",
                                     Check("result == expected", "result", {"expected": expected_removed}))
-        check_freed(self._freed_since(mark), expected_freed, f"evict_prefix({shown(tokens)})")
-        for query, before in zip(probes, matched_before, strict=True):
-            self._match(query, after_quarantine=(tokens, expected_match_length(before, query, tokens, self.page_size)))
+        check_freed(freed, expected_freed, f"evict_prefix({shown(tokens)}{where})")
+        for (probe_in, query), before in zip(probes, matched_before, strict=True):
+            if namespace_key(probe_in) == key:
+                self._match(query, (tokens, expected_match_length(before, query, tokens, self.page_size), key), probe_in)
 
     def _snapshot(self) -> tuple:
         """What a refused call must leave as it was: the sizes, and the slots (only the cache
@@ -530,14 +588,14 @@ class RadixCacheMachine(RuleBasedStateMachine):
         sizes = tuple(self._call(f) for f in ("total_size", "evictable_size", "protected_size"))
         return sizes, len(self.allocator.freed_log), len(self.allocator.violations)
 
-    def _expect_refusal(self, what: str, name: str, *args: Any, before: tuple | None = None) -> None:
+    def _expect_refusal(self, what: str, name: str, *args: Any, before: tuple | None = None, namespace: Any = UNSAID) -> None:
         """``name(*args)`` must raise and leave the cache exactly as it was (``before``, if the caller
         took it already). A lock or unlock the contract forbids is a refcount violation; malformed
         arguments (``what`` starts "bad input") are bad input."""
         violation = BadInputViolation if what.startswith("bad input") else RefcountViolation
         before = before or self._snapshot()
         try:
-            self._call(name, *args)
+            self._call(name, *args, namespace=namespace)
         except OperationTimeout:
             raise
         except Exception:  # noqa: BLE001 - any clear exception will do; the state must not move
@@ -631,8 +689,8 @@ class RadixCacheMachine(RuleBasedStateMachine):
         """A request starts running: match its prompt and lock the matched prefix at once."""
         return self._admit(self._query(base, cut, tail, min_shared=1))
 
-    def _admit(self, tokens: tuple[int, ...]) -> HandleRecord:
-        record = self._match(tokens)
+    def _admit(self, tokens: tuple[int, ...], namespace: Any = UNSAID) -> HandleRecord:
+        record = self._match(tokens, None, namespace)
         self._lock(record)
         self.running += 1
         return record
@@ -854,6 +912,8 @@ class RadixCacheMachine(RuleBasedStateMachine):
         """Oracle 1 over every sequence seen lately: longest prefix, first-inserted values."""
         for query in self.known:
             self._match(query)
+        for namespace, query in self.known_elsewhere:  # a target with namespaces: each under its own
+            self._match(query, None, namespace)
 
     @precondition(_can_reset)
     @rule()
@@ -970,7 +1030,12 @@ def machine_for(factory: Callable[..., Any], capabilities: Capabilities, page_si
     """A machine class for one target and page size. Its name keys Hypothesis's example
     database and derandomized seed, so saved failures stay attributed to the right target."""
     cls_name = f"{name}_page{page_size}".replace(".", "_").replace(":", "_")
-    return type(cls_name, (RadixCacheMachine,), {
+    base: type[RadixCacheMachine] = RadixCacheMachine
+    if capabilities.namespaces:  # imported here: the tenants' rules extend this module's machine
+        from radixcheck.properties.cache.tenants import TenantMachine
+
+        base = TenantMachine
+    return type(cls_name, (base,), {
         "factory": staticmethod(factory),
         "capabilities": capabilities,
         "page_size": page_size,

@@ -16,6 +16,7 @@ Point the suite at one to see a failure as a user would:
 
 from __future__ import annotations
 
+import heapq
 from typing import Any
 
 import numpy as np
@@ -29,12 +30,13 @@ from radixcheck.oracles.violations import (
     RefcountViolation,
     ReturnValueViolation,
     SlotViolation,
+    TenantIsolationViolation,
 )
 from radixcheck.properties.cache.contract import DEFAULT_CAPABILITIES, Capabilities
 from radixcheck.properties.cache.machine import RadixCacheMachine, machine_for
 from radixcheck.properties.cache.scale_machine import scale_machine_for
 from radixcheck.reference.radix_cache import Node, RadixCache
-from radixcheck.reference.validation import as_count, as_tokens
+from radixcheck.reference.validation import as_count, as_namespace, as_tokens
 
 
 class SplitOffByOne(RadixCache):
@@ -757,6 +759,141 @@ class EvictOneTooMany(FifoReference):
         return evicted <= wanted  # the bug
 
 
+# ---- tenant isolation (contract: "Namespaces"): caught by oracle 10 unless said otherwise -------------------------
+
+
+NAMESPACED = Capabilities(namespaces=True)
+
+
+class NamespacePartsUntagged(RadixCache):
+    """The namespace's parts are composed untagged, the absent ones dropped: a LoRA named X,
+    ``("X", None)``, and a base request salted "X", ``(None, "X")``, get one key and share KV."""
+
+    capabilities = NAMESPACED
+    bug_class = "namespace-parts-untagged"
+    sources = ("vllm-project/vllm#44701 (LoRA X and cache_salt='X' hash the same first block)",
+               "sgl-project/sglang#24638 (a base request whose extra_key equals a LoRA id reuses its KV)")
+    caught_by = TenantIsolationViolation
+
+    def _key(self, namespace: Any) -> Any:
+        return tuple(part for part in namespace if part is not None) if isinstance(namespace, tuple) else namespace
+
+
+class NamespaceConcatenated(RadixCache):
+    """The namespace's parts are concatenated as strings: ``("ab", "c")`` and ``("a", "bc")`` collide."""
+
+    capabilities = NAMESPACED
+    bug_class = "namespace-concatenated"
+    sources = ("sgl-project/sglang#30827 (salted keys keyed by the pair (extra_key, cache_salt): concatenation collides)",)
+    caught_by = TenantIsolationViolation
+
+    def _key(self, namespace: Any) -> Any:
+        return "".join(map(str, namespace)) if isinstance(namespace, tuple) else namespace
+
+
+class NamespaceHash16(RadixCache):
+    """The namespace is keyed by its hash truncated to 16 bits: ids 5 and 5 + 2**16 collide (and
+    ``""`` and ``0``, whose hashes are both 0)."""
+
+    capabilities = NAMESPACED
+    bug_class = "namespace-hash-16-bit"
+    sources = ("LMCache (a 16-bit multimodal hash in its cache key; 'Ignore extra keys for now')",)
+    caught_by = TenantIsolationViolation
+
+    def _key(self, namespace: Any) -> Any:
+        return hash(namespace) & 0xFFFF
+
+
+class NamespaceIgnoredOnMatch(RadixCache):
+    """``match_prefix`` drops the namespace: every tenant matches the default namespace's tree.
+
+    It still refuses an unhashable namespace, as the cited bug did (the namespace was checked where
+    the request was built, and dropped on one path into the tree): the bug is the leak. Without the
+    check, the unhashable-namespace rule (bad input) killed it before any tenant rule in 4 of 50 streams."""
+
+    capabilities = NAMESPACED
+    bug_class = "namespace-ignored-on-match"
+    sources = ("sgl-project/sglang#24638 (the base model's KV served under a LoRA: the key's extra part not used)",)
+    caught_by = TenantIsolationViolation
+
+    def match_prefix(self, tokens: Any, namespace: Any = None) -> tuple[np.ndarray, Node]:
+        as_namespace(namespace)
+        return super().match_prefix(tokens)  # the bug: the namespace goes no further
+
+
+class NamespaceIgnoredOnInsert(RadixCache):
+    """``insert`` drops the namespace: every tenant's KV lands in the default namespace's tree
+    (and its ``prefix_len`` counts what the default namespace had). It still refuses an unhashable
+    namespace (see :class:`NamespaceIgnoredOnMatch`; without the check, bad input killed it first in
+    7 of 50 streams)."""
+
+    capabilities = NAMESPACED
+    bug_class = "namespace-ignored-on-insert"
+    sources = ("sgl-project/sglang#24638 (the same key built two ways on two paths)",)
+    caught_by = TenantIsolationViolation
+
+    def insert(self, tokens: Any, values: np.ndarray, namespace: Any = None) -> int:
+        as_namespace(namespace)
+        return super().insert(tokens, values)  # the bug: the namespace goes no further
+
+
+class QuarantineCrossesNamespaces(RadixCache):
+    """``evict_prefix`` under one namespace quarantines the prefix in every namespace."""
+
+    capabilities = NAMESPACED
+    bug_class = "quarantine-crosses-namespaces"
+    sources = ("radixcheck #29 (evict_prefix keyed by tokens alone, as a router's block index is)",)
+    caught_by = TenantIsolationViolation
+
+    def evict_prefix(self, tokens: Any, namespace: Any = None) -> int:
+        removed = super().evict_prefix(tokens, namespace)
+        for other in [key for key in self.roots if key != self._key(namespace)]:
+            removed += super().evict_prefix(tokens, other)
+        return removed
+
+
+class LockResolvedInDefaultNamespace(RadixCache):
+    """A lock is taken on the path with the handle's tokens in the *default* namespace's tree (a
+    cache that re-finds a handle's nodes by its tokens, as the contract's match-and-lock adapter
+    does, but without its namespace): the tenant's own pages stay unprotected and the default
+    namespace's are protected instead. Caught by oracle 2 (refcount safety): ``protected_size``
+    disagrees with the locks taken, or an eviction frees the tenant's locked pages; or by oracle 3
+    (slot conservation) when a quarantine of the tenant's "locked" prefix frees it at once."""
+
+    capabilities = NAMESPACED
+    bug_class = "lock-crosses-namespaces"
+    sources = ("radixcheck #29 (a lock under N must not protect M's nodes: the contract's match-and-lock adaptation without "
+               "the namespace)",)
+    caught_by = (RefcountViolation, SlotViolation)  # or a quarantine frees the unprotected pages at once
+
+    def _twin(self, handle: Any) -> Any:
+        """The node the handle's tokens reach in the default tree, along whole edges (no split)."""
+        if not isinstance(handle, Node) or handle.owner is not self or handle.parent is None or handle.state == "dead":
+            return handle
+        tokens = tuple(t for node in reversed(super()._path(handle)) for t in node.key)
+        node, pos = self.root, 0
+        while pos < len(tokens):
+            child = self._child(node, tokens[pos : pos + self.page_size])
+            if child is None or tokens[pos : pos + len(child.key)] != child.key:
+                break
+            node, pos = child, pos + len(child.key)
+        return node
+
+    def inc_lock_ref(self, handle: Any) -> None:
+        if isinstance(handle, Node) and handle.state == "detached":
+            return super().inc_lock_ref(handle)  # refused, as the reference does
+        super().inc_lock_ref(self._twin(handle))
+
+    def dec_lock_ref(self, handle: Any) -> None:
+        super().dec_lock_ref(self._twin(handle))
+
+
+NAMESPACE_MUTANTS: list[type[RadixCache]] = [
+    NamespacePartsUntagged, NamespaceConcatenated, NamespaceHash16, NamespaceIgnoredOnMatch, NamespaceIgnoredOnInsert,
+    QuarantineCrossesNamespaces, LockResolvedInDefaultNamespace,
+]
+
+
 MUTANTS: list[type[RadixCache]] = [
     AcceptsFloatTokens, BadInputHalfApplied, ComparesBoundedWindow, EvictMiscounts, EvictOvershoots, EvictStopsShort,
     EvictsLockedLeaf, ForeignHandleAccepted, InsertDoesNotRefresh, InsertKeepsUnalignedTail, InsertReturnsTokenPrefix,
@@ -767,7 +904,7 @@ MUTANTS: list[type[RadixCache]] = [
     SplitKeepsStaleValues, SplitLockNotInherited, SplitOffByOne, SplitRefreshesSuffix, StaleHandleAccepted,
     TokensNarrowedTo16Bits, TokensThroughFloat32, TotalCountsDetached, UnalignedPages, UnmatchedUnlockAccepted,
     LockCountWraps8Bit, LockCountWraps10Bit, CollectsNodesRecursively, EvictCapsLeaves, KeepsCallersValues,
-    MatchReturnsItsStorage, AssumesContiguousSlots, QuarantineMissReturnsNone, EvictOneTooMany,
+    MatchReturnsItsStorage, AssumesContiguousSlots, QuarantineMissReturnsNone, EvictOneTooMany, *NAMESPACE_MUTANTS,
 ]
 
 
@@ -893,5 +1030,121 @@ class PerHandleLockReference(RadixCache):
         handle.held = max(0, handle.held - 1)
 
 
+class TreePerNamespace:
+    """Correct, with namespaces as separate caches: one plain reference cache (used without the
+    keyword) per namespace, in a dict keyed by the namespace, sharing the slot pool and one clock;
+    ``evict`` takes the least recently used unlocked leaf of all of them (the contract's global LRU)."""
+
+    capabilities = NAMESPACED
+    page_size_for_test = 4
+
+    def __init__(self, allocator: Any, page_size: int = 1) -> None:
+        self.page_size = as_count(page_size, "page_size", minimum=1)
+        self.allocator = allocator
+        self.trees: dict[Any, RadixCache] = {}
+        self.clock = 0
+
+    def _tree(self, namespace: Any) -> RadixCache:
+        as_namespace(namespace)
+        if namespace not in self.trees:
+            self.trees[namespace] = RadixCache(self.allocator, self.page_size)
+        tree = self.trees[namespace]
+        tree._clock = self.clock  # one clock for every tree: recency compares across namespaces
+        return tree
+
+    def _used(self, tree: RadixCache) -> None:
+        self.clock = tree._clock
+
+    def match_prefix(self, tokens: Any, namespace: Any = None) -> tuple[np.ndarray, Node]:
+        as_tokens(tokens, "tokens")
+        tree = self._tree(namespace)
+        found = tree.match_prefix(tokens)
+        self._used(tree)
+        return found
+
+    def insert(self, tokens: Any, values: np.ndarray, namespace: Any = None) -> int:
+        as_tokens(tokens, "tokens")
+        tree = self._tree(namespace)
+        prefix_len = tree.insert(tokens, values)
+        self._used(tree)
+        return prefix_len
+
+    def evict_prefix(self, tokens: Any, namespace: Any = None) -> int:
+        as_tokens(tokens, "tokens")
+        return self._tree(namespace).evict_prefix(tokens)
+
+    def _owner(self, handle: Any) -> RadixCache:
+        owner = getattr(handle, "owner", None) if isinstance(handle, Node) else None
+        if not any(owner is tree for tree in self.trees.values()):
+            raise ValueError(f"unknown handle {handle!r}: not a node of this cache")
+        return owner
+
+    def inc_lock_ref(self, handle: Any) -> None:
+        self._owner(handle).inc_lock_ref(handle)
+
+    def dec_lock_ref(self, handle: Any) -> None:
+        self._owner(handle).dec_lock_ref(handle)
+
+    def evict(self, num_tokens: int) -> int:
+        wanted = as_count(num_tokens, "num_tokens", minimum=0)
+        heap = [((n.last_access, n.serial), n) for t in self.trees.values() for n in t._linked_nodes() if t._evictable_leaf(n)]
+        heapq.heapify(heap)
+        evicted = 0
+        while evicted < wanted and heap:
+            _, leaf = heapq.heappop(heap)
+            leaf.owner._unlink(leaf)
+            leaf.owner._free(leaf)
+            evicted += len(leaf.key)
+            if leaf.owner._evictable_leaf(leaf.parent):
+                heapq.heappush(heap, ((leaf.parent.last_access, leaf.parent.serial), leaf.parent))
+        return evicted
+
+    def reset(self) -> None:
+        for tree in self.trees.values():
+            tree.reset()
+
+    def total_size(self) -> int:
+        return sum(t.total_size() for t in self.trees.values())
+
+    def evictable_size(self) -> int:
+        return sum(t.evictable_size() for t in self.trees.values())
+
+    def protected_size(self) -> int:
+        return sum(t.protected_size() for t in self.trees.values())
+
+
+class KeyedRootsTree(RadixCache):
+    """Correct, with one shared tree (SGLang's layout): each namespace's root is a child of the one
+    root, keyed by ``("namespace", namespace)`` (a tag no page of token ids can equal), so every
+    walk, the sizes and eviction run over one tree."""
+
+    capabilities = NAMESPACED
+    page_size_for_test = 1
+
+    def __init__(self, allocator: Any, page_size: int = 1) -> None:
+        super().__init__(allocator, page_size)
+        self.top = self.roots.pop(self._key(None))  # the one root; the namespaces' roots hang below it
+        self.roots = {"the tree": self.top}  # what the reference walks (sizes, eviction)
+        self.root = self._root_for(None)
+
+    def _root_for(self, namespace: Any) -> Node:
+        tag = ("namespace", namespace)
+        if tag not in self.top.children:
+            root = Node(self, self.top, (), np.zeros(0, dtype=np.int64))
+            root.lock_ref = 1  # never evictable; a lock through it changes nothing that counts
+            self.top.children[tag] = root
+        return self.top.children[tag]
+
+    def reset(self) -> None:
+        for root in self.top.children.values():  # the namespaces' roots stay: a root handle is always valid
+            for node in list(self._subtree(root)):
+                if node is not root:
+                    self._free(node)
+            root.children.clear()
+        for node in self._detached:
+            self._free(node)
+        self._detached.clear()
+
+
 CORRECT_VARIANTS: list[type[RadixCache]] = [TrustingReference, NoResetReference, MatchAndLockReference, FifoReference,
-                                            PerHandleLockReference]
+                                            PerHandleLockReference, TreePerNamespace, KeyedRootsTree]

@@ -40,7 +40,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from radixcheck.oracles.violations import ContractViolation
-from radixcheck.properties.cache.machine import HandleRecord, MachineOptions, RadixCacheMachine
+from radixcheck.properties.cache.machine import HandleRecord, MachineOptions, RadixCacheMachine, namespace_key
 from radixcheck.properties.findings.failures import message_of, oracle_of, raised_at, shape_of
 from radixcheck.properties.findings.transcript import Act, kept
 from radixcheck.properties.target import BudgetSpent, alarm_handler, caused_by_hang, forget_hangs, time_budget
@@ -130,7 +130,7 @@ def _arguments(machine: RadixCacheMachine, act: Act, records: dict[int, HandleRe
     if act.name == "_match_along":
         args = args[:1]  # the path and slots are found again on the replaying machine's model
     elif act.name == "_match" and trim_queries:
-        cached = len(model.longest_cached(args[0])) * machine.page_size
+        cached = len(model.longest_cached(args[0], namespace_key(args[2]) if len(args) > 2 else None)) * machine.page_size
         args[0] = args[0][:cached] or args[0]
     elif act.name in ("_lock", "_serve_insert") and not model.can_lock(args[-1].path):
         return None  # its prefix is no longer cached

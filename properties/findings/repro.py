@@ -177,6 +177,11 @@ def literal(value: Any) -> str:
 TOKEN_CALLS = ("match_prefix", "insert", "evict_prefix")  # the calls whose first argument is tokens
 
 
+def _keywords(call: SentCall) -> str:
+    """The keyword arguments a call was sent with (``namespace=``, to a target with namespaces), as source."""
+    return "".join(f", {name}={literal(value)}" for name, value in getattr(call, "kwargs", {}).items())
+
+
 def _negated(condition: str) -> str:
     """``not (condition)``, without a double negation."""
     inner = condition[5:-1] if condition.startswith("not (") and condition.endswith(")") else None
@@ -334,7 +339,7 @@ class _Writer:
                 target = f"values, h[{call.number}] = " if reuse else f"_, h[{call.number}] = "
             elif reuse:
                 target = "values, _ = "
-            text = f"{target}cache.match_prefix({'q := ' if reuse else ''}{query})"
+            text = f"{target}cache.match_prefix({'q := ' if reuse else ''}{query}{_keywords(call)})"
             if reuse:
                 self.helpers.add("overwrite")
                 text += "; overwrite(q, values)"
@@ -346,8 +351,8 @@ class _Writer:
             fresh = f"allocator.take({_ints(slots[owned:])})"
             if owned:
                 return (f"insert({self.tokens(args[0], definitions)}, np.concatenate([np.array({_ints(slots[:owned])}), {fresh}]), "
-                        f"owned_from={owned})" + self.answer(call))
-            return f"insert({self.tokens(args[0], definitions)}, {fresh})" + self.answer(call)
+                        f"owned_from={owned}{_keywords(call)})" + self.answer(call))
+            return f"insert({self.tokens(args[0], definitions)}, {fresh}{_keywords(call)})" + self.answer(call)
         rendered = []
         for arg in args:
             if name in ("inc_lock_ref", "dec_lock_ref"):
@@ -356,10 +361,10 @@ class _Writer:
                 rendered.append(self.tokens(arg, definitions))
             else:
                 rendered.append(literal(arg))
-        text = f"cache.{name}({', '.join(rendered)})"
+        text = f"cache.{name}({', '.join(rendered)}{_keywords(call)})"
         if reuse and name == "evict_prefix" and isinstance(args[0], (list, np.ndarray)):
             self.helpers.add("overwrite")
-            text = f"cache.{name}(q := {rendered[0]}); overwrite(q)"
+            text = f"cache.{name}(q := {rendered[0]}{_keywords(call)}); overwrite(q)"
         return text + self.answer(call)
 
     @staticmethod
@@ -450,7 +455,7 @@ class _Writer:
             owned = len(act.args[1].tokens) if act.name == "_serve_insert" else 0
             fresh = f"allocator.take({_ints(slots[owned:])})"
             values = f"np.concatenate([np.array({_ints(slots[:owned])}), {fresh}])" if owned else fresh
-            return f"cache.insert({self.tokens(call.args[0], definitions)}, {values})"
+            return f"cache.insert({self.tokens(call.args[0], definitions)}, {values}{_keywords(call)})"
         text = self.call_text(call, act, definitions, bind=False).split("  # ->")[0].split("; overwrite")[0]
         return text.split(" = ", 1)[-1] if call.name == "match_prefix" else text
 
@@ -544,10 +549,10 @@ class _Writer:
                     f"            buffer[...] = {SCRIBBLE_TOKEN} if buffer.dtype.itemsize >= 4 else -1"]
         if "insert" in self.helpers:
             lent = "lent := slots.copy()" if reuse else "slots"
-            out += ["", "", "def insert(tokens, slots, owned_from=0):",
+            out += ["", "", "def insert(tokens, slots, owned_from=0, **namespace):",
                     '    """Cache a request\'s KV (computed in `slots`); the caller frees its copies of what was cached already',
                     '    and of the unaligned tail (the contract: the cache keeps only what it did not have)."""',
-                    f"    prefix_len = cache.insert(tokens, {lent})"]
+                    f"    prefix_len = cache.insert(tokens, {lent}, **namespace)"]
             out += ["    overwrite(tokens, lent)"] if reuse else []
             out += ["    aligned = len(tokens) // PAGE * PAGE",
                     "    allocator.free(np.concatenate([slots[owned_from:prefix_len], slots[max(aligned, owned_from):]]))",

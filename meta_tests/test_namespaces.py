@@ -1,0 +1,95 @@
+"""Namespaces (#29): bad namespaces are refused without a trace, the isolation oracle judges for
+the right reason, and a target without namespaces is never sent the keyword."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import settings
+
+from radixcheck import profiles
+from radixcheck.oracles.isolation import check_match_isolated
+from radixcheck.oracles.prefix_set import PrefixSetModel
+from radixcheck.oracles.violations import TenantIsolationViolation
+from radixcheck.properties.cache.contract import Capabilities, SlotAllocator
+from radixcheck.properties.cache.machine import machine_for
+from radixcheck.properties.cache.mutants import KeyedRootsTree, TreePerNamespace
+from radixcheck.properties.findings.verdict import run_machine
+from radixcheck.reference import RadixCache
+
+NAMESPACED = [RadixCache, TreePerNamespace, KeyedRootsTree]
+
+
+def _state(cache, allocator: SlotAllocator, tokens: list[int]) -> tuple:
+    return (cache.total_size(), cache.evictable_size(), cache.protected_size(), len(allocator.freed_log),
+            sorted(allocator.in_use), cache.match_prefix(tokens, namespace="a")[0].tolist())
+
+
+@pytest.mark.parametrize("make", NAMESPACED, ids=lambda m: m.__name__)
+@pytest.mark.parametrize("bad", [["lora"], ("lora", ["salt"]), {"lora": 1}], ids=["list", "tuple-with-list", "dict"])
+def test_an_unhashable_namespace_is_refused_and_changes_nothing(make, bad) -> None:
+    allocator = SlotAllocator(1 << 16)
+    cache = make(allocator, 1)
+    tokens = [1, 2, 3]
+    cache.insert(tokens, allocator.alloc(3), namespace="a")
+    slots = allocator.alloc(4)  # the caller's, for the refused insert
+    before = _state(cache, allocator, tokens)
+    for call in (lambda: cache.match_prefix([1, 2, 3, 4], namespace=bad), lambda: cache.insert([1, 2, 3, 4], slots.copy(), namespace=bad),
+                 lambda: cache.evict_prefix([1], namespace=bad)):
+        with pytest.raises(TypeError, match="namespace must be hashable"):
+            call()
+    assert _state(cache, allocator, tokens) == before
+
+
+def test_the_isolation_oracle_names_the_namespace_and_the_insert() -> None:
+    """A match under "b" that returns slots "a" cached fails, naming "a" and the call that put them there;
+    the same slots under "a" pass."""
+    model = PrefixSetModel(1)
+    model.insert((1, 2), [10, 11], "a")
+    born = model.clock
+    check_match_isolated(model, "a", (1, 2), [10, 11], lambda clock: f"call {clock}")
+    with pytest.raises(TenantIsolationViolation, match=rf"namespace 'a' by call {born}"):
+        check_match_isolated(model, "b", (1, 2), [10, 11], lambda clock: f"call {clock}")
+
+
+class RefusesNamespaces(RadixCache):
+    """A correct cache without namespaces: any namespace sent to it fails the run."""
+
+    def match_prefix(self, tokens, **kwargs):  # noqa: ANN001, ANN003
+        assert not kwargs, f"sent {kwargs} to a target without namespaces"
+        return super().match_prefix(tokens)
+
+    def insert(self, tokens, values, **kwargs):  # noqa: ANN001, ANN003
+        assert not kwargs, f"sent {kwargs} to a target without namespaces"
+        return super().insert(tokens, values)
+
+    def evict_prefix(self, tokens, **kwargs):  # noqa: ANN001, ANN003
+        assert not kwargs, f"sent {kwargs} to a target without namespaces"
+        return super().evict_prefix(tokens)
+
+
+def test_a_target_without_namespaces_is_never_sent_one() -> None:
+    """Undeclared, no namespace is sent (the run passes); declared, the same cache is sent them
+    (the run fails), so the check itself can fail."""
+    search = settings(profiles.SETTINGS["mutation"], max_examples=10)
+    run_machine(machine_for(RefusesNamespaces, Capabilities(), 1, "meta_RefusesNamespaces"), search)
+    with pytest.raises(AssertionError, match="to a target without namespaces"):
+        run_machine(machine_for(RefusesNamespaces, Capabilities(namespaces=True), 1, "meta_RefusesNamespaces_declared"), search)
+
+
+def test_the_header_says_when_isolation_is_not_exercised() -> None:
+    assert any(gap.startswith("tenant isolation") for gap in Capabilities().not_exercised())
+    assert not any(gap.startswith("tenant isolation") for gap in Capabilities(namespaces=True).not_exercised())
+
+
+def test_a_namespace_is_its_value_not_its_rendering() -> None:
+    """The reference separates every adversarial pair, and "no keyword" is the namespace None."""
+    from radixcheck.properties.cache.tenants import PAIRS, UNSAID
+
+    for a, b in PAIRS:
+        allocator = SlotAllocator(1 << 16)
+        cache = RadixCache(allocator, 1)
+        keyword = {} if a is UNSAID else {"namespace": a}
+        cache.insert([1, 2], allocator.alloc(2), **keyword)
+        same = (a is UNSAID and b is None)
+        assert len(cache.match_prefix(np.array([1, 2]), namespace=b)[0]) == (2 if same else 0), (a, b)

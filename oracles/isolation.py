@@ -1,0 +1,84 @@
+"""Oracle 10 — tenant isolation.
+
+A cache that takes namespaces (LoRA ids, cache salts, multimodal hashes) keeps them apart: a match
+under N returns only what was inserted under N, an insert under N counts only N's prefix as
+cached, and an eviction under N changes no other namespace. The prefix-set model keeps one trie
+per namespace and remembers, for every cached slot, the namespace and the insert that put it
+there (``Entry.namespace``, ``Entry.born``); these checks read that and nothing else.
+
+Each check names the namespace that leaked, the namespace that saw it, and the request (the
+insert call) that put the prefix there, so a report reads as "tenant B was served tenant A's KV
+of [...] (cached by call 7)".
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Hashable, Iterable, Sequence
+
+from radixcheck.oracles.prefix_set import Entry, PrefixSetModel
+from radixcheck.oracles.violations import Check, TenantIsolationViolation, shown
+
+InsertedBy = Callable[[int], str]
+"""The model's clock at an insert -> the call that made it (for messages)."""
+
+
+def _owners_elsewhere(model: PrefixSetModel, slots: Iterable[int], namespace: Hashable) -> list[Entry]:
+    """The pages holding any of ``slots`` that belong to a namespace other than ``namespace``."""
+    owners = {model.slot_owner.get(int(s)) for s in slots}
+    return sorted((e for e in owners if e is not None and e.namespace != namespace), key=lambda e: e.serial)
+
+
+def _leak(entry: Entry, inserted_by: InsertedBy) -> str:
+    return f"{shown(entry.prefix)} cached under namespace {entry.namespace!r} by {inserted_by(entry.born)}"
+
+
+def check_match_isolated(model: PrefixSetModel, namespace: Hashable, tokens: Sequence[int], values: Sequence[int],
+                         inserted_by: InsertedBy) -> None:
+    """A match under ``namespace`` returned ``values``: none may be a slot another namespace cached."""
+    leaked = _owners_elsewhere(model, values, namespace)
+    if leaked:
+        foreign = sorted(s for e in leaked for s in e.values)
+        raise TenantIsolationViolation(
+            f"match_prefix({shown(tokens)}, namespace={namespace!r}) returned the KV of {_leak(leaked[0], inserted_by)}",
+            Check("set(values.tolist()).isdisjoint(other_namespace)", "sorted(set(values.tolist()) & set(other_namespace))",
+                  {"other_namespace": foreign}))
+
+
+def check_insert_isolated(model: PrefixSetModel, namespace: Hashable, tokens: Sequence[int], prefix_len: int, own: int,
+                          inserted_by: InsertedBy) -> None:
+    """An insert under ``namespace`` said ``prefix_len`` tokens were cached, where the namespace had
+    ``own``: if another namespace has that much of ``tokens`` cached, the cache found it there (and
+    keeps that namespace's KV for these tokens)."""
+    if prefix_len <= own:
+        return
+    for other in list(model.roots):
+        if other != namespace:
+            path = model.longest_cached(tokens, other)
+            if len(path) * model.page_size >= prefix_len:
+                raise TenantIsolationViolation(
+                    f"insert({shown(tokens)}, namespace={namespace!r}) returned prefix_len {prefix_len}, but the namespace "
+                    f"had {own} cached: it found {_leak(path[-1], inserted_by)}",
+                    Check("result == expected", "result", {"expected": own}))
+
+
+def check_quarantine_isolated(freed_owners: Iterable[Entry | None], namespace: Hashable, tokens: Sequence[int],
+                              inserted_by: InsertedBy) -> None:
+    """``evict_prefix(tokens, namespace=N)`` freed slots whose pages were (before the call) those of
+    ``freed_owners``: none may be another namespace's."""
+    leaked = sorted((e for e in freed_owners if e is not None and e.namespace != namespace), key=lambda e: e.serial)
+    if leaked:
+        raise TenantIsolationViolation(
+            f"evict_prefix({shown(tokens)}, namespace={namespace!r}) freed the KV of {_leak(leaked[0], inserted_by)}",
+            Check("set(freed).isdisjoint(other_namespace)", "sorted(set(freed) & set(other_namespace))",
+                  {"other_namespace": sorted(s for e in leaked for s in e.values)}))
+
+
+def check_quarantine_left_others(namespace: Hashable, tokens: Sequence[int], probe_namespace: Hashable,
+                                 probe: Sequence[int], matched: int, before: int) -> None:
+    """After ``evict_prefix(tokens, namespace=N)``, a query of another namespace must match what it
+    matched before."""
+    if probe_namespace != namespace and matched != before:
+        raise TenantIsolationViolation(
+            f"after evict_prefix({shown(tokens)}, namespace={namespace!r}), namespace {probe_namespace!r}'s query "
+            f"{shown(probe)} matches {matched} tokens; it matched {before} before",
+            Check("len(values) == expected_length", "len(values)", {"expected_length": before}))
