@@ -273,8 +273,8 @@ def test_a_finding_met_only_after_a_waived_one_is_said_as_its_possible_echo() ->
     from radixcheck.audit import Verdict, findings_of
 
     waived = [{"oracle": "return values", "type": "ReturnValueViolation", "message": "evict(2) returned 1", "waiver": "known.txt:1"}]
-    after = Verdict("test_cache_state_machine[page_size=1]", "failed", 1.0, "2 refcount safety", "total_size() is 1, but 4 tokens are cached",
-                    waived=waived)
+    after = Verdict("test_cache_state_machine[page_size=1]", "failed", 1.0, "2 refcount safety",
+                    "total_size() is 1, but 4 tokens are cached", waived=waived)
     alone = Verdict("test_cache_state_machine[page_size=4]", "failed", 1.0, "4 LRU order", "evicted [1] before [0]")
     found = {f.oracle: f.echo_of for f in findings_of([after, alone])}
     assert found == {"2 refcount safety": "the waived return values finding (known.txt:1)", "4 LRU order": ""}
