@@ -127,6 +127,11 @@ def test_a_crash_waits_for_the_small_machines_verdict_and_then_says_it_may_be_it
     assert crash.test in second and second.endswith("(possibly an echo of 2 refcount safety, FAIL above)")
     collector._add(crash)  # no small machine left: at once
     assert crash.test in capsys.readouterr().out
+    several = _Collector(0.0, one_target=False)  # the matrix: another target's oracle is no cause of this crash
+    several._expect(["test_cache_machine.py::test_cache_state_machine[other-page_size=1]"])
+    several._add(cause)
+    several._add(crash)
+    assert "possibly an echo" not in capsys.readouterr().out
 
 
 def test_the_crowd_is_the_measure_of_lock_counters_not_exercised() -> None:

@@ -226,7 +226,8 @@ class AuditResult:
 class _Collector:
     """A pytest plugin object: gathers one :class:`Verdict` per test and prints it as it lands."""
 
-    def __init__(self, started: float, repro_dir: Path | None = None) -> None:
+    def __init__(self, started: float, repro_dir: Path | None = None, one_target: bool = True) -> None:
+        self.one_target = one_target  # False (the matrix): no line is held or said an echo, across targets it means nothing
         self.verdicts: list[Verdict] = []
         self.started = started
         self.repro_dir = repro_dir
@@ -278,7 +279,7 @@ class _Collector:
 
     def _add(self, verdict: Verdict) -> None:
         self.verdicts.append(verdict)
-        if verdict.outcome == "failed" and verdict.oracle.startswith("crash") and self.machines_pending:
+        if verdict.outcome == "failed" and verdict.oracle.startswith("crash") and self.machines_pending and self.one_target:
             self.held.append(verdict)
             return
         self._print(verdict)
@@ -298,7 +299,7 @@ class _Collector:
         mark = {"passed": "ok  ", "failed": "FAIL", "skipped": "skip", "waived": "waiv"}[verdict.outcome]
         detail = f"  {verdict.oracle}: {verdict.reason}" if verdict.outcome == "failed" else (
             f"  {verdict.reason}" if verdict.outcome == "skipped" else "")
-        if verdict.outcome == "failed" and verdict.oracle.startswith("crash") and self.judged:
+        if verdict.outcome == "failed" and verdict.oracle.startswith("crash") and self.judged and self.one_target:
             detail += f"  (possibly an echo of {self.judged[0]}, FAIL above)"  # the final summary ranks it so
         elif verdict.outcome == "failed" and verdict.oracle and not verdict.oracle.startswith(NOT_AN_ORACLE):
             self.judged.append(verdict.oracle)

@@ -359,7 +359,7 @@ def engine_of(name: str) -> Engine | None:
 def run_matrix(targets: dict[str, str], profile: str, xdist: list[str]) -> tuple[list[dict], float]:
     """One pytest run over every target; returns one row per target and the wall time."""
     started = time.monotonic()
-    collector = _Collector(started)
+    collector = _Collector(started, one_target=False)
     args = ["--pyargs", CONFORMANCE, f"--hypothesis-profile={profile}", "-p", "no:cacheprovider", "-p", "no:terminal",
             "-p", "no:randomly", "-o", "addopts=", *xdist]
     for path in waiver_files():
