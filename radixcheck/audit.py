@@ -346,7 +346,7 @@ def run_audit(target: Target, page_sizes: str | None, profile: str, workers: str
     if target.kind == "index" and not target.capabilities_declared:
         args += ["--radix-index"]
     if workers not in ("0", "1"):
-        args += ["-n", workers, "--dist", "load"]  # every worker starts on a machine (2 items each), the rest go to whoever is free
+        args += ["-n", workers, "--dist", "worksteal"]  # an idle worker takes queued tests from one busy with a long one
     with hypothesis_storage_in_cache():  # Hypothesis's .hypothesis/ goes to the user's cache, not their project
         exit_code = pytest.main(args, plugins=[collector])
     # read from the path the plugin was given, so each names the same file:line as "waived by"
