@@ -16,7 +16,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from radixcheck import profiles
-from radixcheck.audit import AuditResult, Verdict, _Collector, findings_of, print_summary, report_card, write_outputs
+from radixcheck.audit import HOLD_SECONDS, AuditResult, Verdict, _Collector, findings_of, print_summary, report_card, write_outputs
 from radixcheck.properties.cache.contract import DEFAULT_CAPABILITIES, Capabilities
 from radixcheck.properties.cache.machine import machine_for
 from radixcheck.properties.cache.mutants import EvictsLockedLeaf, LockCountWraps10Bit, MostRecentFirst
@@ -112,7 +112,7 @@ def test_a_crash_after_an_oracle_fail_line_says_it_may_be_its_echo(capsys) -> No
     assert second.endswith("(possibly an echo of 2 refcount safety, FAIL above)")
 
 
-def test_a_crash_waits_for_the_small_machines_verdict_and_then_says_it_may_be_its_echo(capsys) -> None:  # noqa: ANN001
+def test_a_crash_waits_for_the_small_machines_verdict_and_then_says_it_may_be_its_echo(capsys, monkeypatch) -> None:  # noqa: ANN001
     """A new user's first FAIL line was the crash: the DFS test's unshrunk crash landed while the
     state machine was still shrinking its cause. The crash's line waits for the small machines of
     the run, so the cause is said first; a crash with no small machine still to come is said at once."""
@@ -126,6 +126,16 @@ def test_a_crash_waits_for_the_small_machines_verdict_and_then_says_it_may_be_it
     assert cause.test in first and "possibly an echo" not in first
     assert crash.test in second and second.endswith("(possibly an echo of 2 refcount safety, FAIL above)")
     collector._add(crash)  # no small machine left: at once
+    assert crash.test in capsys.readouterr().out
+    clock = [100.0]  # a crash that is the bug itself is not held back long: at most HOLD_SECONDS
+    monkeypatch.setattr("radixcheck.audit.time.monotonic", lambda: clock[0])
+    waiting = _Collector(0.0)
+    waiting._expect(["test_cache_machine.py::test_cache_state_machine[page_size=1]"])
+    waiting._add(crash)
+    waiting._release_held(older_than=HOLD_SECONDS)  # what every report that comes in does first
+    assert capsys.readouterr().out == ""
+    clock[0] += HOLD_SECONDS
+    waiting._release_held(older_than=HOLD_SECONDS)
     assert crash.test in capsys.readouterr().out
     several = _Collector(0.0, one_target=False)  # the matrix: another target's oracle is no cause of this crash
     several._expect(["test_cache_machine.py::test_cache_state_machine[other-page_size=1]"])

@@ -111,6 +111,23 @@ def test_a_hang_is_reported_unshrunk(monkeypatch) -> None:
     assert any("not shrunk" in note for note in caught.value.__notes__)
 
 
+def test_a_machine_with_no_shrink_budget_reports_its_first_failure(monkeypatch) -> None:
+    """The production-scale machine's default budget is 0 s (each shrink attempt rebuilds a world of
+    10^4 calls): its first failure is the verdict, said unshrunk; a budget set by the user wins."""
+    from radixcheck.properties.cache.scale_machine import ProductionScaleMachine
+    from radixcheck.properties.findings.verdict import shrink_seconds
+
+    monkeypatch.delenv(SHRINK_ENV, raising=False)
+    assert shrink_seconds(ProductionScaleMachine) == 0
+    machine = machine_for(SplitRefreshesSuffix, DEFAULT_CAPABILITIES, 1, "meta_no_shrink")
+    machine.default_shrink_seconds = 0.0  # the small machine, for speed: what is tested is the budget
+    with pytest.raises(LRUOrderViolation) as caught:
+        run_machine(machine, profiles.SETTINGS["ci"])
+    assert any(note.startswith("radixcheck: not shrunk (a shrink budget of 0 s") for note in caught.value.__notes__)
+    monkeypatch.setenv(SHRINK_ENV, "15")
+    assert shrink_seconds(ProductionScaleMachine) == 15
+
+
 def test_a_failing_program_shows_every_call_it_sent(monkeypatch) -> None:
     """Issue 20's 'every call shown': each step's calls are comment lines above it, with their
     arguments and answers, and a recency message names the call that last used a page."""

@@ -86,10 +86,14 @@ RANKS: list[tuple[str, tuple[str, ...]]] = [
 ]
 
 
-def _shrink_budget(result: AuditResult) -> float:
-    from radixcheck.properties.index.machine import KvIndexMachine  # an index's machine has its own default
+def _shrink_budget(result: AuditResult) -> str:
+    """The shrink budgets the target's machines used (each machine class may have its own default)."""
+    from radixcheck.properties.cache.scale_machine import ProductionScaleMachine
+    from radixcheck.properties.index.machine import KvIndexMachine
 
-    return shrink_seconds(KvIndexMachine if result.capabilities.startswith("IndexCapabilities") else None)
+    if result.capabilities.startswith("IndexCapabilities"):
+        return f"{shrink_seconds(KvIndexMachine):g} s"
+    return f"{shrink_seconds(None):g} s, production-scale {shrink_seconds(ProductionScaleMachine):g} s"
 
 
 def rank_of(oracle: str) -> int:
@@ -223,6 +227,9 @@ class AuditResult:
         return self.pytest_exit in (pytest.ExitCode.OK, pytest.ExitCode.NO_TESTS_COLLECTED) and not self.failures
 
 
+HOLD_SECONDS = 5.0  # the longest a crash's FAIL line waits for the small machines' verdicts
+
+
 class _Collector:
     """A pytest plugin object: gathers one :class:`Verdict` per test and prints it as it lands."""
 
@@ -234,10 +241,11 @@ class _Collector:
         self.repros_shown: set[str] = set()
         self.waivers_met: set[str] | None = None  # None: no conformance test reported (the plugin's WaiverUse, for the card)
         self.judged: list[str] = []  # the oracles that failed a test so far, in the order their FAIL lines came
-        # A crash's FAIL line waits for the small machines' verdicts: they name a cause in a few calls,
-        # but print it after shrinking, and a crash elsewhere is often that cause's echo (seen first).
+        # A crash's FAIL line waits for the small machines' verdicts, at most HOLD_SECONDS: they name a
+        # cause in a few calls but print it after shrinking, and a crash elsewhere is often that
+        # cause's echo; a crash that is the bug itself (a RecursionError) is not held back for long.
         self.machines_pending: set[str] | None = None  # the small-machine tests not yet reported; None: not known yet
-        self.held: list[Verdict] = []
+        self.held: list[tuple[float, Verdict]] = []  # (when it came, the verdict)
         self.held_repros: dict[str, list[str]] = {}  # a held test's repro lines
 
     def pytest_collection_modifyitems(self, items: list[pytest.Item]) -> None:  # in process (-n 0)
@@ -259,6 +267,7 @@ class _Collector:
             self._add(Verdict(report.nodeid or "collection", "failed", 0.0, "collection error", str(report.longrepr)[-2000:]))
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        self._release_held(older_than=HOLD_SECONDS)
         repro = dict(report.user_properties).get("radixcheck_repro")
         if report.when == "teardown" and repro:  # a failing test's repro file, written after its verdict
             self._add_repro(report.nodeid.rpartition("::")[2], dict(repro))
@@ -280,7 +289,7 @@ class _Collector:
     def _add(self, verdict: Verdict) -> None:
         self.verdicts.append(verdict)
         if verdict.outcome == "failed" and verdict.oracle.startswith("crash") and self.machines_pending and self.one_target:
-            self.held.append(verdict)
+            self.held.append((time.monotonic(), verdict))
             return
         self._print(verdict)
         if self.machines_pending and verdict.test in self.machines_pending:
@@ -288,9 +297,11 @@ class _Collector:
             if not self.machines_pending:
                 self._release_held()
 
-    def _release_held(self) -> None:
-        held, self.held = self.held, []
-        for verdict in held:
+    def _release_held(self, older_than: float = 0.0) -> None:
+        now = time.monotonic()
+        released = [v for since, v in self.held if now - since >= older_than]
+        self.held = [(since, v) for since, v in self.held if now - since < older_than]
+        for verdict in released:
             self._print(verdict)
             for line in self.held_repros.pop(verdict.test, []):
                 print(f"[{time.monotonic() - self.started:6.1f} s] {line}", flush=True)
@@ -321,7 +332,7 @@ class _Collector:
             warning = ("" if ran is None else f"; WARNING: radixcheck ran it and it exited {ran}, not 1" if ran != 1
                        else "" if repro.get("printed_finding", True) else "; WARNING: radixcheck ran it and it failed without the finding")
             line = f"repro {path} ({repro.get('size', '')}{warning})"
-            if any(v.test == test for v in self.held):  # after its FAIL line, when that is released
+            if any(v.test == test for _, v in self.held):  # after its FAIL line, when that is released
                 self.held_repros.setdefault(test, []).append(line)
             else:
                 print(f"[{time.monotonic() - self.started:6.1f} s] {line}", flush=True)
@@ -368,7 +379,7 @@ def report_card(result: AuditResult) -> str:
         f"# radixcheck audit: `{result.target}`",
         "",
         f"Verdict: {verdict}, in {result.seconds:.0f} s (Hypothesis profile `{result.profile}`; "
-        f"per-operation limit {op_timeout():g} s, shrink budget {_shrink_budget(result):g} s).",
+        f"per-operation limit {op_timeout():g} s, shrink budget {_shrink_budget(result)}).",
         "",
         f"Capabilities: `{result.capabilities}`",
         "",

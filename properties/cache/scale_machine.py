@@ -62,6 +62,12 @@ SCALE_STEPS = 8  # ordinary rules run in each world after it is built
 class ProductionScaleMachine(RadixCacheMachine):
     """Override ``factory``, ``capabilities`` and ``page_size`` (see :func:`scale_machine_for`)."""
 
+    # Not shrunk by default: each attempt, and the replay after, rebuilds a world of ~10^4 calls
+    # (about 2 s on a Zen 5), so 15 s bought a few attempts and cost 10-16 s per page size of an
+    # audit (EvictOvershoots); the repro file's reducer shortens the world after, call by call.
+    # RADIXCHECK_SHRINK_SECONDS still wins.
+    default_shrink_seconds = 0.0
+
     @staticmethod
     def settings_for(search: settings) -> settings:
         """``search`` (the profile's) cut to few examples of few steps: each example is a whole

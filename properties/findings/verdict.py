@@ -128,6 +128,9 @@ def _run_machine(machine: type[RuleBasedStateMachine], search: settings) -> None
     if caused_by_hang(first):
         first.add_note("radixcheck: not shrunk (a hang: every replay would cost the time limit)")
         raise first
+    if shrink_seconds(machine) <= 0:
+        first.add_note(f"radixcheck: not shrunk (a shrink budget of 0 s, {SHRINK_ENV} or the machine's default)")
+        raise first
     examples.demote_failures()
     own = settings(find, database=examples)
     started = time.monotonic()
