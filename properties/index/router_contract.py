@@ -40,7 +40,8 @@ class RouterCapabilities:
         return self.engine.page_sizes_tested()
 
     def not_exercised(self) -> list[str]:
-        return ([f"engine: {gap}" for gap in self.engine.not_exercised()]
+        return ([f"engine: {gap}" for gap in self.engine.not_exercised() if not gap.startswith("lock counters wider")]
+                + ["engine: lock counters (the end-to-end test runs the small machine only: no production-scale crowd)"]
                 + [f"index: {gap}" for gap in self.index.not_exercised() if "raw duplicate" not in gap and "malformed" not in gap]
                 + ["index: malformed events (the engine publishes them, or nothing does)"])
 
