@@ -297,10 +297,13 @@ def pytest_report_collectionfinish(config: pytest.Config, items: list[pytest.Ite
 
 def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:
     """The run's last radixcheck line, once conformance tests ran on one target: its verdict and
-    what it did not check (a passing verdict is a verdict on the rest only). Nothing otherwise."""
+    what it did not check (a passing verdict is a verdict on the rest only). Nothing otherwise: a
+    run that printed no header collected no conformance test, and pays nothing here."""
+    if HEADER_SHOWN not in config.stash or _several(config):
+        return
     reports = [r for outcome in ("passed", "failed", "xfailed", "error") for r in terminalreporter.stats.get(outcome, [])
                if getattr(r, "when", "call") == "call" and is_conformance_id(r.nodeid)]
-    if not reports or _several(config):
+    if not reports:
         return
     try:
         target = target_of(config)
