@@ -51,7 +51,7 @@ from radixcheck.properties.findings.repro import file_name
 from radixcheck.properties.findings.verdict import shrink_seconds
 from radixcheck.properties.findings.waivers import read_waivers, unmatched, unmatched_warning
 from radixcheck.properties.target import Target, op_timeout
-from radixcheck.pytest_plugin import SMALL_MACHINES, WAIVED_PREFIX, WAIVERS_MET
+from radixcheck.pytest_plugin import SMALL_MACHINES, WAIVED_PREFIX, WAIVERS_MET, in_short
 
 CONFORMANCE = "radixcheck.properties.conformance"
 EXIT_CONFORMS, EXIT_NONCONFORMING, EXIT_USAGE = 0, 1, 2
@@ -220,7 +220,7 @@ class AuditResult:
     @property
     def not_checked(self) -> str:
         """What was left out, in short (each gap up to its reason), for the verdict line: "" if nothing."""
-        return ", ".join(gap.partition(" (")[0] for gap in self.not_exercised)
+        return in_short(self.not_exercised)
 
     @property
     def conforms(self) -> bool:

@@ -295,6 +295,11 @@ def pytest_report_collectionfinish(config: pytest.Config, items: list[pytest.Ite
     return header_lines(config) if any(map(_is_conformance, items)) else []
 
 
+def in_short(not_exercised: list[str]) -> str:
+    """What a run left out, each gap up to its reason, for a verdict line ("" if nothing)."""
+    return ", ".join(gap.partition(" (")[0] for gap in not_exercised)
+
+
 def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:
     """The run's last radixcheck line, once conformance tests ran on one target: its verdict and
     what it did not check (a passing verdict is a verdict on the rest only). Nothing otherwise: a
@@ -310,7 +315,7 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pyte
     except pytest.UsageError:
         return
     failed = sum(1 for r in reports if r.outcome == "failed")
-    gaps = ", ".join(gap.partition(" (")[0] for gap in target.capabilities.not_exercised())
+    gaps = in_short(target.capabilities.not_exercised())
     verdict = f"does not conform ({failed} conformance test(s) failed)" if failed else "conforms"
     terminalreporter.write_line(f"radixcheck: {target.spec} {verdict}" + (f"; not checked: {gaps}" if gaps else ""),
                                 red=bool(failed), green=not failed)
