@@ -38,11 +38,3 @@ def test_a_run_of_named_rows_replaces_those_rows_only() -> None:
     assert [r["name"] for r in rows] == ["reference", "A", "B", "C"] and kept == []
     assert rows[1] is fresh_a and rows[0] is saved[0] and rows[2] is saved[2]
 
-
-def test_an_unknown_target_row_is_refused(capsys) -> None:
-    import pytest
-
-    with pytest.raises(SystemExit) as exit_:
-        matrix.main(["--target", "NoSuchMutant", "--out", "/nonexistent-radixcheck-dir"])
-    assert exit_.value.code == 2
-    assert "--target NoSuchMutant: no such row" in capsys.readouterr().err
