@@ -391,6 +391,12 @@ def check_conservation(model: TierModel, device_in_use: set[int], caller_slots: 
         raise HostSlotViolation(f"host slots leaked {sorted(host_in_use - host)[:8]} / freed while held "
                                 f"{sorted(host - host_in_use)[:8]}")
     want_device, want_host = model.sizes()
+    if device_size < want_device:
+        raise SlotViolation(f"device slots leaked: device_size() is {device_size}, but its pages still hold {want_device} "
+                            "allocated device slots (a page left the cache without freeing them)")
+    if host_size < want_host:
+        raise HostSlotViolation(f"host slots leaked: host_size() is {host_size}, but its pages still hold {want_host} "
+                                "allocated host slots (a page left the cache without freeing them)")
     if (device_size, host_size) != (want_device, want_host):
         raise TierResidencyViolation(f"device_size() {device_size}, host_size() {host_size}: the pages on device hold "
                                      f"{want_device} tokens, on host {want_host}")
