@@ -112,7 +112,7 @@ class LoadBackPastHostGap(TierMutant):
     """Page-by-page load-back goes on after a page it could not load."""
 
     bug_class = "load-back-past-host-gap"
-    sources = ("sglang#27631",)
+    sources = ()  # issue 31's list names the class without an SGLang issue
     caught_by = v.HostGapViolation
 
     def _skips_unloaded_page(self) -> bool:
