@@ -115,7 +115,8 @@ class WireConnection:
             raise WireProtocolError(f"{self._who()}: {self.dead}") from None
 
     def _who(self) -> str:
-        return f"wire server {shlex.join(self.command)}"
+        shown = shlex.join(self.command)
+        return f"wire server {shown if len(shown) <= 160 else shown[:150] + ' ...'}"
 
     def stderr_tail(self, limit: int = 600) -> str:
         self._stderr.seek(0, os.SEEK_END)
@@ -124,10 +125,14 @@ class WireConnection:
         text = self._stderr.read().decode(errors="replace").strip()
         return f"; its stderr ends: {text!r}" if text else ""
 
-    def close(self, why: str = "closed") -> None:
-        """Stop the server (its stdin closes, then it is killed if it lingers)."""
+    def close(self, why: str = "closed", kill: bool = False) -> None:
+        """Stop the server: close its stdin and wait a second for it to exit, then kill it (at
+        once with ``kill``: a server that hung will not read its stdin)."""
         if self.dead is None:
             self.dead = why
+        if kill and self.process.poll() is None:
+            self.process.kill()
+            self.process.wait()
         if self.process.poll() is None:
             try:
                 self.process.stdin.close()
@@ -137,7 +142,10 @@ class WireConnection:
                 self.process.wait()
 
     def _died(self) -> WireServerDied:
-        code = self.process.poll()
+        try:
+            code = self.process.wait(timeout=1)  # its output closed: it is exiting
+        except subprocess.TimeoutExpired:
+            code = None
         self.close(f"it exited with code {code}" if code is not None else "its output closed")
         return WireServerDied(f"{self._who()} stopped: {self.dead}{self.stderr_tail()}")
 
@@ -146,7 +154,7 @@ class WireConnection:
         while b"\n" not in self._buffer:
             left = deadline - time.monotonic()
             if left <= 0:
-                self.close(f"it did not answer {op} in time and was killed")
+                self.close(f"it did not answer {op} in time and was killed", kill=True)
                 raise OperationTimeout(f"{self._who()} did not answer {op} within the limit; it was killed")
             ready, _, _ = select.select([fd], [], [], left)
             if ready:
@@ -201,7 +209,7 @@ class WireConnection:
             return rid, self._read_line(deadline, op)
         except BaseException as exc:  # the per-operation alarm, or ^C: the reply would come late
             if not isinstance(exc, WireServerDied):
-                self.close(f"it was stopped while answering {op} ({type(exc).__name__})")
+                self.close(f"it was stopped while answering {op} ({type(exc).__name__})", kill=True)
             raise
 
     def _parse(self, raw: bytes, rid: int, op: str) -> dict[str, Any]:
