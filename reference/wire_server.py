@@ -89,8 +89,9 @@ def decode_values(value: Any) -> Any:
 class Server:
     """Many caches of one factory, each with an id; handles numbered across all of them."""
 
-    def __init__(self, factory: Callable[..., Any]) -> None:
+    def __init__(self, factory: Callable[..., Any], overrides: dict[str, Any] | None = None) -> None:
         self.factory = factory
+        self.overrides = overrides or {}
         self.caches: dict[int, tuple[Any, FreeRecorder]] = {}
         self.handles: dict[int, tuple[int, Any]] = {}  # handle id -> (cache id, handle object)
         self.handle_ids: dict[int, int] = {}  # id(handle object) -> handle id
@@ -100,7 +101,7 @@ class Server:
 
     def capabilities(self) -> dict[str, Any]:
         caps = getattr(self.factory, "capabilities", DEFAULT_CAPABILITIES)
-        return {k: list(v) if isinstance(v, tuple) else v for k, v in asdict(caps).items()}
+        return {k: list(v) if isinstance(v, tuple) else v for k, v in {**asdict(caps), **self.overrides}.items()}
 
     def handle_id(self, cache_id: int, handle: Any) -> int:
         hid = self.handle_ids.get(id(handle))
@@ -202,9 +203,9 @@ class Server:
         return reply
 
 
-def serve(factory: Callable[..., Any], requests: BinaryIO, replies: BinaryIO) -> None:
+def serve(factory: Callable[..., Any], requests: BinaryIO, replies: BinaryIO, overrides: dict[str, Any] | None = None) -> None:
     """Answer each request line with one reply line until the input ends."""
-    server = Server(factory)
+    server = Server(factory, overrides)
     for line in requests:
         if not line.strip():
             continue
@@ -222,11 +223,15 @@ def load_factory(spec: str) -> Callable[..., Any]:
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--cache", default="radixcheck.reference:RadixCache", help="module:factory of the cache to serve")
+    parser.add_argument("--capabilities", default="{}", type=json.loads,
+                        help='JSON object of Capabilities fields declared instead of the factory\'s, e.g. \'{"namespaces": false}\'')
     options = parser.parse_args(argv)
+    if not isinstance(options.capabilities, dict):
+        parser.error("--capabilities must be a JSON object")
     factory = load_factory(options.cache)
     replies = os.fdopen(os.dup(sys.stdout.fileno()), "wb")
     sys.stdout = sys.stderr  # whatever the cache prints must not corrupt the protocol
-    serve(factory, sys.stdin.buffer, replies)
+    serve(factory, sys.stdin.buffer, replies, options.capabilities)
 
 
 if __name__ == "__main__":

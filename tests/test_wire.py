@@ -52,8 +52,8 @@ for line in sys.stdin:
         out = {"id": req["id"], "ok": 0, "error": 1000}
     elif mode == "bad_freed":
         out = {"id": req["id"], "ok": 0, "freed": [3, 4]}
-    elif mode == "bad_count":
-        out = {"id": req["id"], "ok": "seven"}
+    elif mode == "bad_match":
+        out = {"id": req["id"], "ok": {"values": "seven", "handle": 1}}
     print(json.dumps(out), flush=True)
 """
 
@@ -125,8 +125,8 @@ def test_a_hanging_server_is_a_timeout_and_is_killed(monkeypatch) -> None:
 
 @pytest.mark.parametrize(("mode", "named"), [("not_json", "is not JSON"), ("wrong_id", "has id"),
                                              ("both", "exactly one of 'ok' and 'error'"), ("bad_freed", "'freed'"),
-                                             ("bad_count", "not an integer")])
+                                             ("bad_match", "'values': \\[ints\\]")])
 def test_bad_replies_are_named(mode: str, named: str) -> None:
     cache = faulty(mode)(SlotAllocator(8), 1)
     with pytest.raises(WireProtocolError, match=named):
-        cache.total_size()
+        cache.match_prefix([1, 2])
