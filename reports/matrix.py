@@ -262,6 +262,39 @@ ENGINES += [
     ),
 ]
 
+ENGINES += [
+    Engine(
+        "lmdeploy", "lmdeploy 0.18.0 (PyPI, own venv): the PyTorch engine's paging/block_trie/ BlockTrie",
+        "radixcheck.properties.adapters.lmdeploy_trie", "findings/lmdeploy.md",
+        [
+            "lmdeploy's own `BlockTrie`, `DefaultBlockManager`/`LogicalAllocator` and `SchedulerSequence`, driven as its "
+            "scheduler drives them (tentative `match`, `allocate`, the request's end); the text path, one root per adapter "
+            "name (namespaces), no SSM checkpoints. Its venv is its own (lmdeploy pins torch<=2.12.1; the trie runs on the "
+            "audit's torch 2.13.0 CPU wheel), see `findings/lmdeploy.md`.",
+            "A lookup is a request for `tokens[:L] + [0]` (lmdeploy reuses a block only if it ends before the last token); "
+            "locks are admitted requests (`locks_only_after_match=True`, `checks_locks=False`); no quarantine, no reset.",
+            "`newest` declares `lru-match-or-release` (a request's end touches its blocks); `newest_lru` declares `lru`.",
+        ],
+        _phrases([("LRU", "#1 access times kept in whole seconds"), ("survived", "#1 access times kept in whole seconds"),
+                  ("Inconsistent data generation", "#1 access times kept in whole seconds (ties make replays differ)")]),
+    ),
+    Engine(
+        "tokenspeed", "TokenSpeed (checkout, 418ec9d from its history): runtime/cache/prefix_cache.py PrefixCache",
+        "radixcheck.properties.adapters.tokenspeed_prefix", "findings/tokenspeed.md",
+        [
+            "`PrefixCache` at 418ec9d, the last commit with the file (upstream removed it in f3e4d1e, #864), from the user's "
+            "clone's history (`RADIXCHECK_TOKENSPEED_SRC`). The tree works in pages; the adapter maps page ids to the "
+            "suite's slots and counts sizes in tokens. Insert is `cache_finished_req`'s insert-then-match.",
+            "One factory per policy it offers (lru, lfu, fifo, mru, filo, priority); only `lru` has an order oracle, the "
+            "others are declared by name (amount and lock safety checked). `with_events` turns on its KV events.",
+            "No quarantine; `dec_lock_ref` checks nothing (`checks_locks=False`); input trusted (`validates_input=False`).",
+        ],
+        _phrases([("lora_id", "#1 KV events on: every new node raises TypeError (BlockStored has no lora_id)"),
+                  ("maximum recursion depth", "#2 recursive total_size/match/insert on deep paths")]),
+        checkout_setting="RADIXCHECK_TOKENSPEED_SRC",
+    ),
+]
+
 NOT_RUN = "not run: needs a checkout"
 INDEX_KIT = "index_kit"  # the --only choice of the index kit's rows (named index.<...>)
 

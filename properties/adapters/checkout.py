@@ -145,6 +145,15 @@ LIGHTLLM = EngineRepo(
     validated={"fc72ffab9a3455cfb571f22d45ab777cc29de0de": "optimize radix cache (#968), 2025-07-11"},
 )
 
+TOKENSPEED = EngineRepo(
+    name="TokenSpeed",
+    setting="RADIXCHECK_TOKENSPEED_SRC",
+    url="https://github.com/lightseekorg/tokenspeed",
+    folder="python/tokenspeed/runtime",
+    validated={"418ec9d26dc324cbdb14d44b34f5216d4dfb9b8e": "last commit with runtime/cache/prefix_cache.py (the parent of "
+                                                           "f3e4d1e, #864 'Remove Radix cache path'), 2026-08-03"},
+)
+
 
 def _git(checkout: Path, *args: str, binary: bool = False) -> subprocess.CompletedProcess:
     return subprocess.run(["git", "-C", str(checkout), *args], capture_output=True, text=not binary, check=False)
@@ -288,6 +297,6 @@ def import_unchanged(source: Source, module: str, siblings: dict[str, ModuleType
     return loaded
 
 
-__all__ = ["CACHE_ENV", "LIGHTLLM", "MINI_SGLANG", "CheckoutMissing", "EngineRepo", "EngineUnavailable", "Installed",
+__all__ = ["CACHE_ENV", "LIGHTLLM", "MINI_SGLANG", "TOKENSPEED", "CheckoutMissing", "EngineRepo", "EngineUnavailable", "Installed",
            "NotInstalled", "Source", "UnvalidatedCommit", "at_commit", "cache_dir", "checkout", "import_unchanged",
            "install_stand_ins", "stand_ins_while_importing", "working_tree"]

@@ -1,0 +1,387 @@
+"""The wire adapter: a cache in another process (any language), spoken to in JSON lines.
+
+Select it with ``radixcheck audit radixcheck.properties.adapters.wire:server``. It runs the
+command in ``RADIXCHECK_WIRE_CMD`` (split as a shell would, run without a shell; the default is
+this Python's ``-m radixcheck.reference.wire_server``, the reference cache) and speaks the
+protocol of ``WIRE.md`` (beside this file) to it over its stdin and stdout: one request per line,
+one reply per line. :func:`wire_factory` makes a factory for any command, e.g. in a conftest or
+a module of your own: ``mine = wire_factory(["./target/release/my-cache-server"])``.
+
+One server process serves every cache the suite builds (``new`` gives each an id), started on
+the first factory call and again after it died. The server declares its capabilities in its
+``init`` reply; the factory's ``capabilities`` attribute asks for them, starting the server.
+
+The suite owns the slot pool: the server reports what its cache freed (``"freed"`` in a reply)
+and this adapter hands those ids to the suite's :class:`SlotAllocator`, call by call, so a double
+free or a free of a slot never handed out is caught as in-process. Handles are the server's
+integers wrapped in :class:`WireHandle`; a handle this connection did not issue (another
+server's, ``None``, any other object) is sent as ``null``, which the server must refuse as a
+handle it does not know.
+
+Failures are named, never a hang: a server that exits is :class:`WireServerDied` (with its exit
+code and the end of its stderr); one that does not answer within the per-operation limit is an
+:class:`~radixcheck.properties.target.OperationTimeout` (the server is then killed; the next
+factory call starts another); a reply that breaks the protocol (not JSON, wrong id, missing
+fields, wrong types) is :class:`WireProtocolError` naming what was wrong. A refusal (error code
+1000) is :class:`WireRefused`, the cache's exception with its type and message: what the suite
+expects for bad input and forbidden locks, and a failure anywhere else.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import select
+import shlex
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import weakref
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from radixcheck.properties.cache.contract import Capabilities, SlotAllocator
+from radixcheck.properties.target import OperationTimeout, op_timeout
+
+CMD_ENV = "RADIXCHECK_WIRE_CMD"
+PROTOCOL = 1
+NOT_SUPPORTED, MALFORMED_REQUEST, CRASH, REFUSED = 10, 12, 13, 1000
+STARTUP_TIMEOUT = 60.0  # seconds for a server to answer ``init`` (an interpreter importing NumPy on a loaded machine)
+
+
+class WireError(Exception):
+    """Something went wrong on the wire (base class)."""
+
+
+class WireServerDied(WireError):
+    """The server process exited (or was killed after it hung)."""
+
+
+class WireProtocolError(WireError):
+    """A reply that breaks the protocol, or an error code saying the request was not understood."""
+
+
+class WireCrash(WireError):
+    """The server answered error 13 (crash): its cache's state is unknown."""
+
+
+class WireRefused(ValueError):
+    """The cache refused the call (error 1000): bad input, or a lock the contract forbids (a
+    ``ValueError``, as the contract asks of a factory refusing a page size)."""
+
+
+def reference_command() -> list[str]:
+    """The Python reference server, run by this interpreter."""
+    return [sys.executable, "-m", "radixcheck.reference.wire_server"]
+
+
+def command_from_env() -> list[str]:
+    """``RADIXCHECK_WIRE_CMD`` split as a shell would, or the reference server's command."""
+    text = os.environ.get(CMD_ENV, "").strip()
+    return shlex.split(text) if text else reference_command()
+
+
+class WireConnection:
+    """One server process and the request/reply loop with it (thread-safe: one request at a time)."""
+
+    def __init__(self, command: Sequence[str]) -> None:
+        self.command = list(command)
+        self._stderr = tempfile.TemporaryFile()
+        try:
+            self.process = subprocess.Popen(self.command, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                            stderr=self._stderr, bufsize=0)
+        except OSError as exc:
+            raise WireServerDied(f"cannot start the wire server {shlex.join(self.command)}: {exc}") from None
+        self._lock = threading.Lock()
+        self._buffer = b""
+        self._next_id = 1
+        self.dead: str | None = None  # why the connection is unusable
+        self.handles: dict[int, WireHandle] = {}
+        self.pending_drops: list[int] = []  # ids of caches the suite no longer holds
+        hello = self.request("init", {"protocol": PROTOCOL}, timeout=STARTUP_TIMEOUT)
+        if not isinstance(hello, dict) or hello.get("protocol") != PROTOCOL or not isinstance(hello.get("capabilities"), dict):
+            self.close(f"its init reply is not protocol {PROTOCOL} with capabilities: {hello!r}")
+            raise WireProtocolError(f"{self._who()}: {self.dead}")
+        self.server_name = str(hello.get("server", "?"))
+        caps = dict(hello["capabilities"])
+        try:
+            self.capabilities = Capabilities(**{k: tuple(v) if isinstance(v, list) else v for k, v in caps.items()})
+        except (TypeError, ValueError) as exc:
+            self.close(f"its capabilities are not radixcheck's: {exc}")
+            raise WireProtocolError(f"{self._who()}: {self.dead}") from None
+
+    def _who(self) -> str:
+        shown = shlex.join(self.command)
+        return f"wire server {shown if len(shown) <= 160 else shown[:150] + ' ...'}"
+
+    def stderr_tail(self, limit: int = 600) -> str:
+        self._stderr.seek(0, os.SEEK_END)
+        size = self._stderr.tell()
+        self._stderr.seek(max(0, size - limit))
+        text = self._stderr.read().decode(errors="replace").strip()
+        return f"; its stderr ends: {text!r}" if text else ""
+
+    def close(self, why: str = "closed", kill: bool = False) -> None:
+        """Stop the server: close its stdin and wait a second for it to exit, then kill it (at
+        once with ``kill``: a server that hung will not read its stdin)."""
+        if self.dead is None:
+            self.dead = why
+        if kill and self.process.poll() is None:
+            self.process.kill()
+            self.process.wait()
+        if self.process.poll() is None:
+            try:
+                self.process.stdin.close()
+                self.process.wait(timeout=1)
+            except (OSError, subprocess.TimeoutExpired):
+                self.process.kill()
+                self.process.wait()
+
+    def _died(self) -> WireServerDied:
+        try:
+            code = self.process.wait(timeout=1)  # its output closed: it is exiting
+        except subprocess.TimeoutExpired:
+            code = None
+        self.close(f"it exited with code {code}" if code is not None else "its output closed")
+        return WireServerDied(f"{self._who()} stopped: {self.dead}{self.stderr_tail()}")
+
+    def _read_line(self, deadline: float, op: str) -> bytes:
+        fd = self.process.stdout.fileno()
+        while b"\n" not in self._buffer:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                self.close(f"it did not answer {op} in time and was killed", kill=True)
+                raise OperationTimeout(f"{self._who()} did not answer {op} within the limit; it was killed")
+            ready, _, _ = select.select([fd], [], [], left)
+            if ready:
+                chunk = os.read(fd, 1 << 16)
+                if not chunk:
+                    raise self._died()
+                self._buffer += chunk
+        line, _, self._buffer = self._buffer.partition(b"\n")
+        return line
+
+    def request(self, op: str, args: dict[str, Any], timeout: float | None = None) -> Any:
+        """Send one request and return its ``ok`` value (after handing its frees to ``allocator``)."""
+        return self.call(op, args, None, timeout)
+
+    def call(self, op: str, args: dict[str, Any], allocator: SlotAllocator | None, timeout: float | None = None) -> Any:
+        with self._lock:
+            if self.dead is not None:
+                raise WireServerDied(f"{self._who()} is not running ({self.dead}); {op} not sent")
+            while self.pending_drops:  # caches collected since the last call (never sent from a finalizer)
+                self._exchange("drop", {"cache": self.pending_drops.pop()}, timeout)
+            rid, raw = self._exchange(op, args, timeout)
+        reply = self._parse(raw, rid, op)
+        freed = reply.get("freed", [])
+        if allocator is not None:
+            for ids in freed:
+                allocator.free(np.asarray(ids, dtype=np.int64))
+        if "error" in reply:
+            code, text = reply["error"], reply.get("text", "")
+            if code == REFUSED:
+                raise WireRefused(text)
+            if code == NOT_SUPPORTED:
+                raise NotImplementedError(f"{op}: the wire server does not support it ({text})")
+            if code == CRASH:
+                raise WireCrash(f"{op}: the wire server crashed: {text}")
+            raise WireProtocolError(f"{op}: the wire server answered error {code}: {text}")
+        return reply["ok"]
+
+    def _exchange(self, op: str, args: dict[str, Any], timeout: float | None) -> tuple[int, bytes]:
+        """Write one request and read one line back (the caller holds the lock)."""
+        rid = self._next_id
+        try:
+            line = json.dumps({"id": rid, "op": op, "args": args}, separators=(",", ":"), allow_nan=False)
+        except (TypeError, ValueError) as exc:
+            raise WireRefused(f"{op}: an argument has no JSON form, so it cannot be sent ({exc})") from None
+        self._next_id += 1
+        try:
+            self.process.stdin.write(line.encode() + b"\n")
+        except (BrokenPipeError, OSError):
+            raise self._died() from None
+        deadline = time.monotonic() + (timeout if timeout is not None else op_timeout() + 1.0)
+        try:
+            return rid, self._read_line(deadline, op)
+        except BaseException as exc:  # the per-operation alarm, or ^C: the reply would come late
+            if not isinstance(exc, WireServerDied):
+                self.close(f"it was stopped while answering {op} ({type(exc).__name__})", kill=True)
+            raise
+
+    def _parse(self, raw: bytes, rid: int, op: str) -> dict[str, Any]:
+        def broken(what: str) -> WireProtocolError:
+            self.close(f"its reply to {op} broke the protocol")
+            return WireProtocolError(f"{self._who()}: the reply to {op} (id {rid}) {what}: {raw[:300]!r}")
+
+        try:
+            reply = json.loads(raw)
+        except ValueError:
+            raise broken("is not JSON") from None
+        if not isinstance(reply, dict):
+            raise broken("is not a JSON object")
+        if reply.get("id") != rid:
+            raise broken(f"has id {reply.get('id')!r}, not {rid}")
+        if ("ok" in reply) == ("error" in reply):
+            raise broken("must have exactly one of 'ok' and 'error'")
+        if "error" in reply and type(reply["error"]) is not int:
+            raise broken("has an error code that is not an integer")
+        freed = reply.get("freed", [])
+        if not isinstance(freed, list) or not all(isinstance(f, list) and all(type(i) is int for i in f) for f in freed):
+            raise broken("has 'freed' that is not a list of lists of slot ids")
+        return reply
+
+
+def _jsonable(value: Any) -> Any:
+    """Tokens, values and counts as JSON: arrays by their contents (a 0-d array a scalar, 2-D
+    nested), NumPy scalars as Python ones; anything else as it is (for JSON to take or refuse)."""
+    if isinstance(value, np.ndarray):
+        return value.tolist()
+    if isinstance(value, np.generic):
+        return value.item()
+    if isinstance(value, (list, tuple)):
+        return [_jsonable(v) for v in value]
+    return value
+
+
+def encode_namespace(value: Any) -> Any:
+    """A namespace on the wire: tuples are arrays, a list ``{"list": [...]}``, a dict ``{"dict": [[k, v], ...]}``."""
+    if isinstance(value, tuple):
+        return [encode_namespace(v) for v in value]
+    if isinstance(value, list):
+        return {"list": [encode_namespace(v) for v in value]}
+    if isinstance(value, dict):
+        return {"dict": [[encode_namespace(k), encode_namespace(v)] for k, v in value.items()]}
+    return _jsonable(value)
+
+
+class WireHandle:
+    """A handle the server issued (its integer), on one connection."""
+
+    __slots__ = ("connection", "number", "__weakref__")
+
+    def __init__(self, connection: WireConnection, number: int) -> None:
+        self.connection = connection
+        self.number = number
+
+    def __repr__(self) -> str:
+        return f"WireHandle({self.number})"
+
+
+class WireCache:
+    """One cache on the server, with the contract's methods."""
+
+    def __init__(self, connection: WireConnection, allocator: SlotAllocator, page_size: int) -> None:
+        self.connection = connection
+        self.allocator = allocator
+        self.cache_id = connection.call("new", {"page_size": _jsonable(page_size)}, allocator)
+        if type(self.cache_id) is not int:
+            raise WireProtocolError(f"new: the cache id must be an integer, got {self.cache_id!r}")
+        self.page_size = page_size
+        weakref.finalize(self, _drop, connection, self.cache_id)
+
+    def _call(self, op: str, namespace: Any = None, said: bool = False, **args: Any) -> Any:
+        args = {"cache": self.cache_id, **{k: _jsonable(v) for k, v in args.items()}}
+        if said:
+            args["namespace"] = encode_namespace(namespace)
+        return self.connection.call(op, args, self.allocator)
+
+    def _handle(self, handle: Any) -> int | None:
+        return handle.number if isinstance(handle, WireHandle) and handle.connection is self.connection else None
+
+    def _count(self, op: str, result: Any) -> Any:
+        """A count as the server sent it: the suite judges return values (a ``null`` is Python's
+        ``None``, as an in-process cache's would be), the wire only carries them."""
+        return result
+
+    def match_prefix(self, tokens: Sequence[int], **namespace: Any) -> tuple[np.ndarray, WireHandle]:
+        result = self._call("match_prefix", namespace.get("namespace"), "namespace" in namespace, tokens=tokens)
+        if not isinstance(result, dict) or type(result.get("handle")) is not int or not isinstance(result.get("values"), list) \
+                or not all(type(v) is int for v in result["values"]):
+            raise WireProtocolError(f"match_prefix: the reply must be {{'values': [ints], 'handle': int}}, got {result!r}")
+        number = result["handle"]
+        handle = self.connection.handles.get(number)
+        if handle is None:
+            handle = self.connection.handles[number] = WireHandle(self.connection, number)
+        return np.asarray(result["values"], dtype=np.int64), handle
+
+    def insert(self, tokens: Sequence[int], values: np.ndarray, **namespace: Any) -> int:
+        result = self._call("insert", namespace.get("namespace"), "namespace" in namespace, tokens=tokens, values=values)
+        return self._count("insert", result)
+
+    def inc_lock_ref(self, handle: Any) -> None:
+        self._call("inc_lock_ref", handle=self._handle(handle))
+
+    def dec_lock_ref(self, handle: Any) -> None:
+        self._call("dec_lock_ref", handle=self._handle(handle))
+
+    def evict(self, num_tokens: int) -> int:
+        return self._count("evict", self._call("evict", num_tokens=num_tokens))
+
+    def evict_prefix(self, tokens: Sequence[int], **namespace: Any) -> int:
+        return self._count("evict_prefix", self._call("evict_prefix", namespace.get("namespace"), "namespace" in namespace,
+                                                      tokens=tokens))
+
+    def total_size(self) -> int:
+        return self._count("total_size", self._call("total_size"))
+
+    def evictable_size(self) -> int:
+        return self._count("evictable_size", self._call("evictable_size"))
+
+    def protected_size(self) -> int:
+        return self._count("protected_size", self._call("protected_size"))
+
+    def reset(self) -> None:
+        self._call("reset")
+
+
+def _drop(connection: WireConnection, cache_id: int) -> None:
+    """A cache is gone: the next request tells the server first (a finalizer sends nothing itself:
+    it may run in the middle of another request)."""
+    connection.pending_drops.append(cache_id)
+
+
+class WireFactory:
+    """``factory(allocator, page_size) -> WireCache`` for one server command; ``capabilities`` are
+    the server's own (asking for them starts the server)."""
+
+    def __init__(self, command: Sequence[str] | None = None) -> None:
+        self._command = list(command) if command is not None else None
+        self._connection: WireConnection | None = None
+
+    @property
+    def command(self) -> list[str]:
+        return self._command if self._command is not None else command_from_env()
+
+    def connection(self) -> WireConnection:
+        if self._connection is None or self._connection.dead is not None or self._connection.command != self.command:
+            if self._connection is not None:
+                self._connection.close()
+            self._connection = WireConnection(self.command)
+        return self._connection
+
+    @property
+    def capabilities(self) -> Capabilities:
+        return self.connection().capabilities
+
+    def __call__(self, allocator: SlotAllocator, page_size: int = 1) -> WireCache:
+        return WireCache(self.connection(), allocator, page_size)
+
+    def close(self) -> None:
+        if self._connection is not None:
+            self._connection.close()
+
+
+def wire_factory(command: Sequence[str] | str) -> WireFactory:
+    """A factory for the server that ``command`` starts (a list, or a string split as a shell would)."""
+    return WireFactory(shlex.split(command) if isinstance(command, str) else command)
+
+
+server = WireFactory()
+"""The server named by ``RADIXCHECK_WIRE_CMD`` (default: the Python reference server)."""
+
+reference = WireFactory(reference_command())
+"""The Python reference server, whatever the setting says."""

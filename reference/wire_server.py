@@ -1,0 +1,238 @@
+"""A wire-protocol server: any in-process radix cache, served over JSON lines on stdin/stdout.
+
+``python -m radixcheck.reference.wire_server`` serves the reference cache; ``--cache
+module:factory`` serves another (a mutant of the catalogue, say, to see the suite catch it
+through the wire). The protocol is ``properties/adapters/WIRE.md``; the client that speaks it to
+the suite is :mod:`radixcheck.properties.adapters.wire`. This file is also the model for a server
+in another language: read a line, do one operation on one cache, write one line.
+
+The server owns no slot pool: the suite does. What the cache frees during a request (its calls
+of ``allocator.free``) is sent back with the response, in ``"freed"``, one list per call, and
+the suite's allocator checks it. Handles are small integers, one per distinct handle object,
+valid for the life of the server. Anything the cache raises is a refusal (code 1000), reported
+with its type and message; the server itself goes on.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import json
+import os
+import sys
+from collections.abc import Callable
+from dataclasses import asdict
+from typing import Any, BinaryIO
+
+import numpy as np
+
+from radixcheck.properties.cache.contract import DEFAULT_CAPABILITIES
+
+PROTOCOL = 1
+NOT_SUPPORTED = 10  # Maelstrom's codes: the operation is not offered by this cache
+MALFORMED_REQUEST = 12  # the request could not be understood (not JSON, unknown op, missing arguments)
+CRASH = 13  # the server failed in a way that leaves the cache's state unknown
+REFUSED = 1000  # the cache refused the call (bad input, a lock the contract forbids); state unchanged
+
+CACHE_OPS = ("match_prefix", "insert", "inc_lock_ref", "dec_lock_ref", "evict", "evict_prefix", "total_size",
+             "evictable_size", "protected_size", "reset")
+
+
+class Refused(Exception):
+    """A request the server refuses with an error code (and, for malformed requests, no cache call)."""
+
+    def __init__(self, code: int, text: str) -> None:
+        super().__init__(text)
+        self.code = code
+
+
+class FreeRecorder:
+    """The allocator the served cache sees: it records each ``free`` call for the response."""
+
+    def __init__(self) -> None:
+        self.calls: list[list[int]] = []
+
+    def free(self, ids: Any) -> None:
+        self.calls.append([int(i) for i in np.asarray(ids).reshape(-1).tolist()])
+
+    def alloc(self, n: int) -> Any:
+        raise NotImplementedError("the suite owns the slot pool: a served cache frees slots, it never allocates them")
+
+
+def decode_namespace(value: Any) -> Any:
+    """The wire's namespace back into a Python value: arrays are tuples, ``{"list": [...]}`` a list,
+    ``{"dict": [[k, v], ...]}`` a dict (the last two are unhashable, so the cache refuses them)."""
+    if isinstance(value, list):
+        return tuple(decode_namespace(v) for v in value)
+    if isinstance(value, dict):
+        if set(value) == {"list"} and isinstance(value["list"], list):
+            return [decode_namespace(v) for v in value["list"]]
+        if set(value) == {"dict"} and isinstance(value["dict"], list):
+            return {decode_namespace(k): decode_namespace(v) for k, v in value["dict"]}
+        raise Refused(MALFORMED_REQUEST, f"namespace object must be {{'list': [...]}} or {{'dict': [...]}}, got {value!r}")
+    return value
+
+
+def decode_values(value: Any) -> Any:
+    """Slot ids as the cache expects them: an int64 array for a list of ints; anything else as NumPy
+    reads it (floats stay floats, nested lists 2-D), or as it is (``null``), for the cache to refuse."""
+    if isinstance(value, list):
+        if all(type(v) is int for v in value):
+            return np.array(value, dtype=np.int64)
+        try:
+            return np.asarray(value)
+        except ValueError:  # a ragged list: keep it, the cache refuses it
+            return value
+    return value
+
+
+class Server:
+    """Many caches of one factory, each with an id; handles numbered across all of them."""
+
+    def __init__(self, factory: Callable[..., Any], overrides: dict[str, Any] | None = None) -> None:
+        self.factory = factory
+        self.overrides = overrides or {}
+        self.caches: dict[int, tuple[Any, FreeRecorder]] = {}
+        self.handles: dict[int, tuple[int, Any]] = {}  # handle id -> (cache id, handle object)
+        self.handle_ids: dict[int, int] = {}  # id(handle object) -> handle id
+        self.next_cache = 1
+        self.next_handle = 1
+        self.freed: list[list[int]] = []  # the frees of the request being answered
+
+    def capabilities(self) -> dict[str, Any]:
+        caps = getattr(self.factory, "capabilities", DEFAULT_CAPABILITIES)
+        return {k: list(v) if isinstance(v, tuple) else v for k, v in {**asdict(caps), **self.overrides}.items()}
+
+    def handle_id(self, cache_id: int, handle: Any) -> int:
+        hid = self.handle_ids.get(id(handle))
+        if hid is None:
+            hid = self.handle_ids[id(handle)] = self.next_handle
+            self.next_handle += 1
+            self.handles[hid] = (cache_id, handle)  # kept alive, so id(handle) is never reused
+        return hid
+
+    def handle_of(self, value: Any) -> Any:
+        """The handle object a wire handle names; an unknown id (or ``null``) becomes a fresh
+        object the cache has never seen, for it to refuse as the contract says."""
+        if type(value) is int and value in self.handles:
+            return self.handles[value][1]
+        return object()
+
+    def dispatch(self, op: str, args: dict[str, Any]) -> tuple[Any, list[list[int]]]:
+        if op == "init":
+            return {"protocol": PROTOCOL, "capabilities": self.capabilities(), "server": "radixcheck wire_server"}, []
+        if op == "new":
+            recorder = FreeRecorder()
+            try:
+                cache = self.factory(recorder, args.get("page_size"))
+            except Exception as exc:  # noqa: BLE001 - the factory's refusal (a bad page size)
+                raise Refused(REFUSED, f"{type(exc).__name__}: {exc}") from exc
+            cache_id, self.next_cache = self.next_cache, self.next_cache + 1
+            self.caches[cache_id] = (cache, recorder)
+            return cache_id, []
+        if op not in CACHE_OPS and op != "drop":
+            raise Refused(MALFORMED_REQUEST, f"unknown op {op!r}")
+        cache_id = args.get("cache")
+        if cache_id not in self.caches:
+            raise Refused(MALFORMED_REQUEST, f"no cache {cache_id!r} on this server")
+        if op == "drop":
+            del self.caches[cache_id]
+            for hid in [h for h, (c, _) in self.handles.items() if c == cache_id]:
+                self.handle_ids.pop(id(self.handles.pop(hid)[1]), None)
+            return None, []
+        cache, recorder = self.caches[cache_id]
+        method = getattr(cache, op, None)
+        if method is None:
+            raise Refused(NOT_SUPPORTED, f"this cache has no {op}")
+        call = self._arguments(op, args)
+        recorder.calls = self.freed = []
+        try:
+            result = method(*call, **({"namespace": decode_namespace(args["namespace"])} if "namespace" in args else {}))
+        except Refused:
+            raise
+        except Exception as exc:  # noqa: BLE001 - the cache's refusal, reported with its type
+            raise Refused(REFUSED, f"{type(exc).__name__}: {exc}") from exc
+        freed = recorder.calls
+        if op == "match_prefix":
+            values, handle = result
+            result = {"values": np.asarray(values).reshape(-1).tolist(), "handle": self.handle_id(cache_id, handle)}
+        elif result is not None:
+            result = int(result)
+        return result, freed
+
+    def _arguments(self, op: str, args: dict[str, Any]) -> tuple[Any, ...]:
+        def need(name: str) -> Any:
+            if name not in args:
+                raise Refused(MALFORMED_REQUEST, f"{op} needs the argument {name!r}")
+            return args[name]
+
+        if op in ("match_prefix", "evict_prefix"):
+            return (need("tokens"),)
+        if op == "insert":
+            return need("tokens"), decode_values(need("values"))
+        if op in ("inc_lock_ref", "dec_lock_ref"):
+            return (self.handle_of(need("handle")),)
+        if op == "evict":
+            return (need("num_tokens"),)
+        return ()
+
+    def respond(self, line: bytes) -> dict[str, Any]:
+        try:
+            request = json.loads(line)
+        except ValueError as exc:
+            return {"id": None, "error": MALFORMED_REQUEST, "text": f"not JSON: {exc}"}
+        if not isinstance(request, dict) or not isinstance(request.get("op"), str):
+            return {"id": request.get("id") if isinstance(request, dict) else None, "error": MALFORMED_REQUEST,
+                    "text": "a request is an object with an 'op' string"}
+        rid, args = request.get("id"), request.get("args", {})
+        if not isinstance(args, dict):
+            return {"id": rid, "error": MALFORMED_REQUEST, "text": "'args' must be an object"}
+        self.freed = []
+        try:
+            result, freed = self.dispatch(request["op"], args)
+        except Exception as exc:  # noqa: BLE001 - a refusal, or the server's own failure (a crash)
+            code, text = (exc.code, str(exc)) if isinstance(exc, Refused) else (CRASH, f"{type(exc).__name__}: {exc}")
+            reply: dict[str, Any] = {"id": rid, "error": code, "text": text}
+            freed = self.freed
+            if freed:  # a refusal that freed something is the cache's bug: the suite must see it
+                reply["freed"] = freed
+            return reply
+        reply = {"id": rid, "ok": result}
+        if freed:
+            reply["freed"] = freed
+        return reply
+
+
+def serve(factory: Callable[..., Any], requests: BinaryIO, replies: BinaryIO, overrides: dict[str, Any] | None = None) -> None:
+    """Answer each request line with one reply line until the input ends."""
+    server = Server(factory, overrides)
+    for line in requests:
+        if not line.strip():
+            continue
+        replies.write(json.dumps(server.respond(line), separators=(",", ":")).encode() + b"\n")
+        replies.flush()
+
+
+def load_factory(spec: str) -> Callable[..., Any]:
+    module, _, attribute = spec.partition(":")
+    if not module or not attribute:
+        raise SystemExit(f"--cache must be module:factory, got {spec!r}")
+    return getattr(importlib.import_module(module), attribute)
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--cache", default="radixcheck.reference:RadixCache", help="module:factory of the cache to serve")
+    parser.add_argument("--capabilities", default="{}", type=json.loads,
+                        help='JSON object of Capabilities fields declared instead of the factory\'s, e.g. \'{"namespaces": false}\'')
+    options = parser.parse_args(argv)
+    if not isinstance(options.capabilities, dict):
+        parser.error("--capabilities must be a JSON object")
+    factory = load_factory(options.cache)
+    replies = os.fdopen(os.dup(sys.stdout.fileno()), "wb")
+    sys.stdout = sys.stderr  # whatever the cache prints must not corrupt the protocol
+    serve(factory, sys.stdin.buffer, replies, options.capabilities)
+
+
+if __name__ == "__main__":
+    main()

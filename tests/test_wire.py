@@ -1,0 +1,132 @@
+"""The wire adapter (properties/adapters/wire.py) and the Python wire server (reference/wire_server.py).
+
+The reference over the wire passes the state machine, a catalogued mutant over the wire fails
+for its own reason, and a server that dies, hangs or breaks the protocol is a named error within
+the per-operation limit, never a hang of the suite."""
+
+from __future__ import annotations
+
+import sys
+import time
+
+import numpy as np
+import pytest
+from hypothesis import settings
+
+from radixcheck import profiles
+from radixcheck.properties.adapters.wire import (
+    WireFactory,
+    WireProtocolError,
+    WireRefused,
+    WireServerDied,
+    reference_command,
+    wire_factory,
+)
+from radixcheck.properties.cache.contract import SlotAllocator
+from radixcheck.properties.cache.machine import machine_for
+from radixcheck.properties.cache.mutants import MostRecentFirst, UnmatchedUnlockAccepted
+from radixcheck.properties.findings.verdict import run_machine
+from radixcheck.properties.target import TIMEOUT_ENV, OperationTimeout
+
+# A server that answers init and new as a real one does, then misbehaves on the next request as
+# its argument says: "die" exits 3 after a line on stderr, "hang" never answers, the rest answer wrongly.
+FAULTY = r"""
+import json, sys, time
+mode = sys.argv[1]
+for line in sys.stdin:
+    req = json.loads(line)
+    if req["op"] == "init":
+        out = {"id": req["id"], "ok": {"protocol": 1, "capabilities": {}, "server": "faulty"}}
+    elif req["op"] == "new":
+        out = {"id": req["id"], "ok": 1}
+    elif mode == "die":
+        print("boom: segfault in the tree", file=sys.stderr, flush=True)
+        sys.exit(3)
+    elif mode == "hang":
+        time.sleep(600)
+    elif mode == "not_json":
+        sys.stdout.write("Traceback (most recent call last):\n"); sys.stdout.flush(); continue
+    elif mode == "wrong_id":
+        out = {"id": req["id"] + 5, "ok": 0}
+    elif mode == "both":
+        out = {"id": req["id"], "ok": 0, "error": 1000}
+    elif mode == "bad_freed":
+        out = {"id": req["id"], "ok": 0, "freed": [3, 4]}
+    elif mode == "bad_match":
+        out = {"id": req["id"], "ok": {"values": "seven", "handle": 1}}
+    print(json.dumps(out), flush=True)
+"""
+
+
+def faulty(mode: str) -> WireFactory:
+    return wire_factory([sys.executable, "-c", FAULTY, mode])
+
+
+@pytest.fixture(scope="module")
+def served():
+    factory = wire_factory(reference_command())
+    yield factory
+    factory.close()
+
+
+def test_reference_over_the_wire_passes_the_state_machine(served) -> None:
+    search = settings(profiles.SETTINGS["mutation"], max_examples=8)
+    run_machine(machine_for(served, served.capabilities, 4, "wire_reference"), search)
+
+
+@pytest.mark.parametrize("mutant", [MostRecentFirst, UnmatchedUnlockAccepted], ids=lambda m: m.bug_class)
+def test_mutant_over_the_wire_fails_for_its_own_reason(mutant) -> None:
+    factory = wire_factory([*reference_command(), "--cache", f"radixcheck.properties.cache.mutants:{mutant.__name__}"])
+    try:
+        with pytest.raises(mutant.caught_by):
+            run_machine(machine_for(factory, factory.capabilities, 1, f"wire_{mutant.__name__}"), profiles.SETTINGS["mutation"])
+    finally:
+        factory.close()
+
+
+def test_frees_reach_the_suites_pool_and_refusals_change_nothing(served) -> None:
+    pool = SlotAllocator(64)
+    cache = served(pool, 1)
+    slots = pool.alloc(4)
+    assert cache.insert([1, 2, 3, 4], slots) == 0
+    values, handle = cache.match_prefix(np.asarray([1, 2, 3, 9]))
+    assert np.array_equal(values, slots[:3])
+    state = lambda: (cache.total_size(), cache.evictable_size(), cache.protected_size(), set(pool.in_use))  # noqa: E731
+    before = state()
+    for bad in (lambda: cache.match_prefix([1.0, 2.0]), lambda: cache.evict(1.5), lambda: cache.dec_lock_ref(object()),
+                lambda: cache.dec_lock_ref(handle), lambda: cache.insert([5, 6], slots[:1]),
+                lambda: cache.insert([5], slots[:1], namespace=["x"])):
+        with pytest.raises(WireRefused):
+            bad()
+    assert state() == before and pool.freed_log == []
+    assert cache.evict(10) == 4 and sorted(pool.freed_log) == sorted(slots.tolist())
+    with pytest.raises(ValueError):  # a refused page size is a ValueError, as the contract asks
+        served(SlotAllocator(8), 0)
+
+
+def test_a_server_that_dies_is_named_with_its_stderr() -> None:
+    cache = faulty("die")(SlotAllocator(8), 1)
+    with pytest.raises(WireServerDied, match=r"exited with code 3.*boom: segfault"):
+        cache.total_size()
+    with pytest.raises(WireServerDied, match="not running"):
+        cache.evict(1)
+
+
+def test_a_hanging_server_is_a_timeout_and_is_killed(monkeypatch) -> None:
+    monkeypatch.setenv(TIMEOUT_ENV, "0.3")
+    factory = faulty("hang")
+    cache = factory(SlotAllocator(8), 1)
+    started = time.monotonic()
+    with pytest.raises(OperationTimeout):
+        cache.total_size()
+    assert time.monotonic() - started < 5
+    assert factory._connection.process.poll() is not None  # killed, not left running
+
+
+@pytest.mark.parametrize(("mode", "named"), [("not_json", "is not JSON"), ("wrong_id", "has id"),
+                                             ("both", "exactly one of 'ok' and 'error'"), ("bad_freed", "'freed'"),
+                                             ("bad_match", "'values': \\[ints\\]")])
+def test_bad_replies_are_named(mode: str, named: str) -> None:
+    cache = faulty(mode)(SlotAllocator(8), 1)
+    with pytest.raises(WireProtocolError, match=named):
+        cache.match_prefix([1, 2])
