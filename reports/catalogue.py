@@ -4,6 +4,8 @@ many streams, the oracle that caught it and its shrunk program.
 
     python -m radixcheck.reports.catalogue                 # BUG_CATALOGUE.md, artifacts/catalogue.json
     python -m radixcheck.reports.catalogue --streams 200   # kill rates over 200 streams per mutant (default)
+    python -m radixcheck.reports.catalogue NAME --variant-streams 0               # only that mutant's row
+    python -m radixcheck.reports.catalogue --streams 0 --variant VARIANT          # only that correct cache's false alarms
 
 *Kill rate*: the gate's budget (the `mutation` profile: ci's 100 x 50 search, no shrinking) run
 once per stream, each stream derandomized under its own name (``radixcheck.reports.kill_rates``).
@@ -111,6 +113,19 @@ OBLIGATIONS: list[tuple[str, str, type[BaseException], list[str]]] = [
      v.RefcountViolation, ["LockResolvedInDefaultNamespace"]),
     ("namespaces: an unhashable namespace is refused, changing nothing (namespaces=True)", "unhashable_namespace",
      v.BadInputViolation, ["(meta_tests/test_namespaces.py: the reference and the variants refuse it, state unchanged)"]),
+    ("lifecycle: a publish moves the request's protected length to its whole pages, so its end frees only its own "
+     "(lifecycle='requests')", "racing_prefill, chunked_request", v.SlotViolation, ["RetractFreesPublished"]),
+    ("lifecycle: an end without the insert (retract, abort, skipped insert) frees every slot behind the cached prefix, "
+     "and only those", "chunked_request, racing_prefill, end_request", v.SlotViolation,
+     ["SkipInsertLeaks", "SkipInsertForgetsPrefix"]),
+    ("lifecycle: after a publish the request reads the tree's slots, never a duplicate it freed", "racing_prefill",
+     v.SlotViolation, ["PublishKeepsDuplicateRow"]),
+    ("lifecycle: a publish moves the request's one lock to the new node, even when nothing was new", "publish_twice, racing_prefill",
+     v.RefcountViolation, ["RepublishLocksTwice"]),
+    ("lifecycle: an admission that fails after its match leaves no lock", "chunked_request, admission_fails",
+     v.RefcountViolation, ["FailedAdmissionKeepsLock"]),
+    ("lifecycle: the suite's own engine steps (lifecycle='tree') free what an engine frees; a correct tree passes",
+     "every lifecycle rule", v.SlotViolation, ["(meta_tests/test_lifecycle.py: the reference and a trusting variant in both modes)"]),
     ("DFS order meets the bound of Theorem 3.1 (oracle 6)", "conformance/test_scheduling.py", v.DFSBoundViolation,
      ["(meta_tests/test_dfs_meta.py: non-DFS orders, SplitOffByOne)"]),
     ("every call returns within the per-operation limit", "every rule (guarded)", v.ContractViolation,
@@ -256,6 +271,14 @@ def saved_variants(out: Path) -> list[dict[str, Any]]:
         return []
 
 
+def merged_variants(rows: list[dict[str, Any]], out: Path) -> list[dict[str, Any]]:
+    """The saved false-alarm rows with ``rows`` in place of theirs (or added), in the variants' order."""
+    fresh = {(r["variant"], r["machine"]): r for r in rows}
+    kept = [fresh.pop((r["variant"], r["machine"]), r) for r in saved_variants(out)]
+    order = {name: i for i, name in enumerate(variant_names())}
+    return sorted(kept + list(fresh.values()), key=lambda r: order.get(str(r["variant"]), len(order)))
+
+
 def saved_streams(out: Path) -> int:
     """The streams behind the kill rates of the catalogue saved in ``out`` (0 if none)."""
     try:
@@ -274,19 +297,31 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--streams", type=non_negative_int, default=200, help="streams per mutant for the kill rate (0: skip)")
     parser.add_argument("--variant-streams", type=non_negative_int, default=50,
                         help="streams per correct variant and machine for the false-alarm table (default 50; 0: skip)")
+    parser.add_argument("--variant", action="append", default=[], metavar="VARIANT", dest="variants",
+                        help="only this correct cache's false-alarm rows (repeatable): they replace the saved ones, the others are kept")
     parser.add_argument("--jobs", type=positive_int, default=2, help="worker processes (default 2)")
     parser.add_argument("--force", action="store_true", help="replace the saved catalogue even with fewer streams")
     args = parser.parse_args(argv)
     unknown = sorted(set(args.mutants) - {m.__name__ for m in MUTANTS})
     if unknown:
         parser.error(f"argument MUTANT: unknown mutant(s) {', '.join(unknown)}")
+    unknown = sorted(set(args.variants) - set(variant_names()))
+    if unknown:
+        parser.error(f"argument --variant: unknown correct cache(s) {', '.join(unknown)}")
     out = args.out or default_out()
-    if args.out is None and args.streams < saved_streams(out):  # --out DIR chooses the place: nothing there is protected
+    only_variants = bool(args.variants) and not args.mutants  # the mutants' rows are kept as saved
+    if args.out is None and args.streams < saved_streams(out) and not only_variants:  # --out DIR: nothing there is protected
         refuse_weaker(parser, out / "BUG_CATALOGUE.md",
                       [f"--streams {args.streams}: " + (f"kill rates over {args.streams} streams" if args.streams else "no kill rates")
                        + f" where it has them over {saved_streams(out)}"], args.force)
-    rows = merged(build(args.streams, args.jobs, args.mutants), out) if args.mutants else build(args.streams, args.jobs)
-    variants = false_alarms(args.variant_streams, args.jobs) if args.variant_streams else saved_variants(out)
+    if only_variants:
+        rows = merged([], out)
+    else:
+        rows = merged(build(args.streams, args.jobs, args.mutants), out) if args.mutants else build(args.streams, args.jobs)
+    if args.variants and args.variant_streams:
+        variants = merged_variants(false_alarms(args.variant_streams, args.jobs, only=args.variants), out)
+    else:
+        variants = false_alarms(args.variant_streams, args.jobs) if args.variant_streams else saved_variants(out)
     (out / "artifacts").mkdir(parents=True, exist_ok=True)
     (out / "BUG_CATALOGUE.md").write_text(render(rows, variants) + "\n", encoding="utf-8")
     stable = [{k: val for k, val in r.items() if k != "seconds_to_kill"} for r in rows]

@@ -296,8 +296,8 @@ class Capabilities:
         if not self.namespaces:
             gaps.append("tenant isolation (no namespaces declared: namespaces=False, the keyword is never sent)")
         if self.lifecycle == "off":
-            gaps.append("the request lifecycle: chunked prefill, retract, abort, a skipped insert, a failed admission "
-                        "(lifecycle='off')")
+            gaps.append("the request lifecycle (lifecycle='off': chunked prefill, retract, abort, a skipped insert and a failed "
+                        "admission are never sent)")
         if self.max_cached_pages is not None:
             gaps.append(f"worlds beyond {self.max_cached_pages} cached pages (max_cached_pages: the suite evicts first)")
         above = sorted(set(self.page_sizes) - set(self.page_sizes_tested()))
@@ -333,10 +333,11 @@ class Request:
     def compute(self, slots: Any, more_tokens: Sequence[int] = ()) -> None:
         """The engine computed the next ``len(slots)`` tokens into ``slots`` (decode first appends the
         tokens it generated, ``more_tokens``)."""
-        self.tokens += tuple(int(t) for t in more_tokens)
+        more = tuple(int(t) for t in more_tokens)
         fresh = np.asarray(slots, dtype=np.int64).reshape(-1)
-        if self.filled + len(fresh) > len(self.tokens):
-            raise ValueError(f"compute: {self.filled} + {len(fresh)} slots for {len(self.tokens)} tokens")
+        if self.filled + len(fresh) > len(self.tokens) + len(more):
+            raise ValueError(f"compute: {len(fresh)} slots after {self.filled} filled, for {len(self.tokens) + len(more)} tokens")
+        self.tokens += more
         self.slots = np.concatenate([self.slots[: self.filled], fresh])
         self.filled += len(fresh)
 

@@ -1077,6 +1077,20 @@ class TrustingReference(RadixCache):
         return super().evict(num_tokens)
 
 
+class TrustingTreeLifecycle(TrustingReference):
+    """A tree that offers no request methods, trusts its callers and validates nothing (SGLang's
+    ``RadixCache`` seen through its tree calls): the suite plays the engine's lifecycle steps
+    itself (``lifecycle="tree"``). It asserts its own tree before each eviction (as its parent)."""
+
+    capabilities = Capabilities(checks_locks=False, validates_input=False, lifecycle="tree")
+    page_size_for_test = 4
+
+    def _not_offered(self, *args: Any) -> None:
+        raise AssertionError("a request method was sent to a cache that declares lifecycle='tree'")
+
+    match_req = lock_req = cache_unfinished_req = cache_finished_req = _not_offered
+
+
 class NoResetReference(RadixCache):
     """Has no usable reset (as mini-sglang's and LightLLM's caches) and says so."""
 
@@ -1271,4 +1285,4 @@ class KeyedRootsTree(RadixCache):
 
 
 CORRECT_VARIANTS: list[type[RadixCache]] = [TrustingReference, NoResetReference, MatchAndLockReference, FifoReference,
-                                            PerHandleLockReference, TreePerNamespace, KeyedRootsTree]
+                                            PerHandleLockReference, TreePerNamespace, KeyedRootsTree, TrustingTreeLifecycle]
