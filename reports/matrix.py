@@ -4,6 +4,7 @@
     .audit-venv/bin/python -m radixcheck.reports.matrix --only vllm --only lightllm
     .audit-venv/bin/python -m radixcheck.reports.matrix --tx 4*ssh=gpu1//python=/srv/rc/.audit-venv/bin/python//chdir=/srv/rc
     python -m radixcheck.reports.matrix --kit-only               # reference, correct variants, mutants (main venv)
+    python -m radixcheck.reports.matrix --only kit --target reference --target evicts-locked-leaf   # just those rows
     python -m radixcheck.reports.matrix --report-only            # re-render from artifacts/matrix.json
 
 The whole matrix is **one pytest run**: every target is passed to the plugin (``--radix-target
@@ -577,6 +578,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--profile", default="audit", choices=PROFILES, help="Hypothesis profile (default audit; mutation: no shrinking)")
     parser.add_argument("--only", action="append", choices=[e.key for e in ENGINES] + ["kit", INDEX_KIT], help="rows to run, repeatable")
     parser.add_argument("--kit-only", action="store_true", help="only the reference, correct variants and mutants")
+    parser.add_argument("--target", action="append", default=[], metavar="NAME", dest="targets",
+                        help="only this row of the chosen kits (its 'implementation' name; repeatable): it replaces the saved row")
     parser.add_argument("--report-only", action="store_true", help="re-render MATRIX.md from artifacts/matrix.json")
     parser.add_argument("--out", type=Path, default=None, help="directory for MATRIX.md and artifacts/ (default: reports/)")
     parser.add_argument("--force", action="store_true", help="replace the saved matrix even when made with another profile")
@@ -595,6 +598,12 @@ def main(argv: list[str] | None = None) -> int:
     only = {"kit", INDEX_KIT} if args.kit_only else set(args.only or ["kit", INDEX_KIT, *(e.key for e in ENGINES)])
     targets = kit_targets() if "kit" in only else {}
     targets |= index_kit_targets() if INDEX_KIT in only else {}
+    unknown = sorted(set(args.targets) - set(targets))
+    if unknown:
+        parser.error(f"argument --target: not a row of the kits chosen: {', '.join(unknown)}")
+    if args.targets:
+        targets = {name: spec for name, spec in targets.items() if name in args.targets}
+        only -= {e.key for e in ENGINES}
     sources: dict[str, str] = {}
     skipped: dict[str, tuple[str, Exception]] = {}  # target -> (spec, why its code is not here)
     for engine in ENGINES:
@@ -626,7 +635,7 @@ def main(argv: list[str] | None = None) -> int:
             "command": f"python -m radixcheck.reports.matrix {argv_shown}".strip(), "xdist": xdist, "profile": args.profile,
             "wall_seconds": wall, "machine": f"{os.cpu_count()} cores",
             "environment": {e.key: _env_line(e) for e in ENGINES if e.key in only}}
-    partial = args.kit_only or bool(args.only)
+    partial = args.kit_only or bool(args.only) or bool(args.targets)
     previous = json.loads(out_json.read_text()) if out_json.exists() else {"meta": meta, "rows": []}
     rows, kept = merge_rows(previous["rows"], rows, partial)
     for name in kept:
