@@ -958,7 +958,7 @@ class RepublishLocksTwice(RadixCache):
     capabilities = LIFECYCLE
     bug_class = "republish-locks-twice"
     sources = ("sgl-project/sglang#25091",)
-    caught_by = (RefcountViolation,)
+    caught_by = (RefcountViolation, SlotViolation)  # or a quarantine of the path holds (does not free) what the stray lock pins
 
     def cache_unfinished_req(self, req: Any) -> None:
         aligned = req.filled // self.page_size * self.page_size
@@ -1002,7 +1002,7 @@ class FailedAdmissionKeepsLock(RadixCache):
     capabilities = LIFECYCLE
     bug_class = "failed-admission-keeps-lock"
     sources = ("sgl-project/sglang#16067", "sgl-project/sglang#21404", "sgl-project/sglang#29349")
-    caught_by = (RefcountViolation,)
+    caught_by = (RefcountViolation, SlotViolation)  # or a quarantine of the path holds (does not free) what the stray lock pins
 
     def match_req(self, req: Any) -> None:
         super().match_req(req)
