@@ -45,6 +45,8 @@ CASES: list[tuple[str, list[str], str]] = [
     ("radixcheck.reports.kill_rates", ["--false-alarms", "-1"], "--false-alarms"),
     ("radixcheck.reports.catalogue", ["NoSuchMutant"], "MUTANT"),
     ("radixcheck.reports.catalogue", ["--variant-streams", "-1"], "--variant-streams"),
+    ("radixcheck.reports.catalogue", ["--variant", "NoSuchCache"], "--variant"),
+    ("radixcheck.reports.catalogue", ["--variant", "RadixCache", "--variant-streams", "0"], "--variant"),
     ("radixcheck.reports.machine_speed", ["--tokens", "0"], "--tokens"),
     ("radixcheck.reports.machine_speed", ["--steps", "x"], "--steps"),
     ("radixcheck.reports.kill_rates", ["--jobs", "0"], "--jobs"),
@@ -55,6 +57,8 @@ CASES: list[tuple[str, list[str], str]] = [
     ("radixcheck.reports.matrix", ["-n", "x"], "-n"),
     ("radixcheck.reports.matrix", ["--profile", "nope"], "--profile"),
     ("radixcheck.reports.matrix", ["--only", "nope"], "--only"),
+    ("radixcheck.reports.matrix", ["--target", "NoSuchMutant", "--out", "/nonexistent-radixcheck"], "--target"),
+    ("radixcheck.reports.matrix", ["--target", "reference", "--only", "kit", "--out", "/nonexistent-radixcheck"], "--target"),
     ("radixcheck.reports.matrix", ["--profile", "mutation"], "--profile"),  # another profile than the committed MATRIX.md
     ("radixcheck.reports.matrix", ["--report-only", "--out", "/nonexistent-radixcheck"], "--report-only"),
     ("radixcheck.reports.audit_env", ["--bogus"], "--bogus"),

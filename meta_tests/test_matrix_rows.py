@@ -28,3 +28,13 @@ def test_a_row_without_verdicts_never_replaces_one_with_verdicts() -> None:
     empty = {"name": "vllm.vllm_prefix", "spec": "x:y", "seconds": 0.0, "tests": {}}
     rows, kept = matrix.merge_rows([earlier], [empty], partial=True)
     assert rows == [earlier] and kept == ["vllm.vllm_prefix"]
+
+
+def test_a_run_of_named_rows_replaces_those_rows_only() -> None:
+    saved = [{"name": n, "spec": "s", "seconds": 1.0, "tests": {"t": {"outcome": "passed"}}} for n in ("reference", "A", "B")]
+    fresh_a = {"name": "A", "spec": "s", "seconds": 2.0, "tests": {"t": {"outcome": "failed"}}}
+    new_c = {"name": "C", "spec": "s", "seconds": 3.0, "tests": {"t": {"outcome": "failed"}}}
+    rows, kept = matrix.merge_rows(saved, [fresh_a, new_c], partial="rows")
+    assert [r["name"] for r in rows] == ["reference", "A", "B", "C"] and kept == []
+    assert rows[1] is fresh_a and rows[0] is saved[0] and rows[2] is saved[2]
+

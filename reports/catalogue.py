@@ -4,8 +4,6 @@ many streams, the oracle that caught it and its shrunk program.
 
     python -m radixcheck.reports.catalogue                 # BUG_CATALOGUE.md, artifacts/catalogue.json
     python -m radixcheck.reports.catalogue --streams 200   # kill rates over 200 streams per mutant (default)
-    python -m radixcheck.reports.catalogue NAME --variant-streams 0               # only that mutant's row
-    python -m radixcheck.reports.catalogue --streams 0 --variant VARIANT          # only that correct cache's false alarms
 
 *Kill rate*: the gate's budget (the `mutation` profile: ci's 100 x 50 search, no shrinking) run
 once per stream, each stream derandomized under its own name (``radixcheck.reports.kill_rates``).
@@ -200,13 +198,24 @@ def variants_table(variants: list[dict[str, Any]]) -> str:
                     headers=["correct cache", "machine", "streams failed", "first failure"], tablefmt="github")
 
 
+def _seconds(value: float) -> str:
+    return f"{value:.2f}" if value == value else "(not kept)"  # NaN: a row saved before times were kept
+
+
+def _times(killed: list[float], rows: int) -> str:
+    if not killed:
+        return "time to kill not kept"
+    timed = f" ({len(killed)} of {rows} timed)" if len(killed) < rows else ""
+    return f"median time to kill {statistics.median(killed):.2f} s, max {max(killed):.2f} s{timed}"
+
+
 def render(rows: list[dict[str, Any]], variants: list[dict[str, Any]] | None = None) -> str:
     killed = [r["seconds_to_kill"] for r in rows if r["caught"] and r["seconds_to_kill"] == r["seconds_to_kill"]]  # not NaN: kept rows
     measured = [r for r in rows if r["kills"] is not None]
     lowest = min(measured, key=lambda r: r["kills"] / r["streams"]) if measured else None
     table = tabulate(
         [[r["bug_class"], "<br>".join(r["sources"]), f"`{r['mutant'].split(':')[1]}`", r.get("oracle", ""),
-          "yes" if r["caught"] else "**NO**", f"{r['seconds_to_kill']:.2f}", _rate(r)] for r in rows],
+          "yes" if r["caught"] else "**NO**", _seconds(r["seconds_to_kill"]), _rate(r)] for r in rows],
         headers=["bug class", "source", "mutant", "caught by oracle", "caught (stream 0)", "time to kill (s)", "kill rate"],
         tablefmt="github",
     )
@@ -221,8 +230,7 @@ def render(rows: list[dict[str, Any]], variants: list[dict[str, Any]] | None = N
         "it says how little a catch depends on one lucky stream. *Time to kill* is stream 0's wall time to the first "
         "failure, a noisy figure on a shared 2-core machine.",
         "",
-        f"**{sum(r['caught'] for r in rows)} of {len(rows)} caught in stream 0; median time to kill "
-        f"{statistics.median(killed) if killed else float('nan'):.2f} s, max {max(killed) if killed else float('nan'):.2f} s"
+        f"**{sum(r['caught'] for r in rows)} of {len(rows)} caught in stream 0; {_times(killed, len(rows))}"
         + (f"; lowest kill rate {_rate(lowest)} ({lowest['bug_class']})" if lowest else "") + ".**",
         "",
         "## Obligations",
@@ -273,10 +281,9 @@ def saved_variants(out: Path) -> list[dict[str, Any]]:
 
 def merged_variants(rows: list[dict[str, Any]], out: Path) -> list[dict[str, Any]]:
     """The saved false-alarm rows with ``rows`` in place of theirs (or added), in the variants' order."""
-    fresh = {(r["variant"], r["machine"]): r for r in rows}
-    kept = [fresh.pop((r["variant"], r["machine"]), r) for r in saved_variants(out)]
+    by_key = {(r["variant"], r["machine"]): r for r in saved_variants(out)} | {(r["variant"], r["machine"]): r for r in rows}
     order = {name: i for i, name in enumerate(variant_names())}
-    return sorted(kept + list(fresh.values()), key=lambda r: order.get(str(r["variant"]), len(order)))
+    return sorted((r for r in by_key.values() if r["variant"] in order), key=lambda r: order[r["variant"]])
 
 
 def saved_streams(out: Path) -> int:
@@ -297,35 +304,36 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--streams", type=non_negative_int, default=200, help="streams per mutant for the kill rate (0: skip)")
     parser.add_argument("--variant-streams", type=non_negative_int, default=50,
                         help="streams per correct variant and machine for the false-alarm table (default 50; 0: skip)")
-    parser.add_argument("--variant", action="append", default=[], metavar="VARIANT", dest="variants",
-                        help="only this correct cache's false-alarm rows (repeatable): they replace the saved ones, the others are kept")
+    parser.add_argument("--variant", action="append", default=[], metavar="NAME",
+                        help="only this correct cache's false-alarm rows (repeatable); the others are kept")
     parser.add_argument("--jobs", type=positive_int, default=2, help="worker processes (default 2)")
     parser.add_argument("--force", action="store_true", help="replace the saved catalogue even with fewer streams")
     args = parser.parse_args(argv)
     unknown = sorted(set(args.mutants) - {m.__name__ for m in MUTANTS})
     if unknown:
         parser.error(f"argument MUTANT: unknown mutant(s) {', '.join(unknown)}")
-    unknown = sorted(set(args.variants) - set(variant_names()))
+    unknown = sorted(set(args.variant) - set(variant_names()))
     if unknown:
-        parser.error(f"argument --variant: unknown correct cache(s) {', '.join(unknown)}")
+        parser.error(f"--variant {unknown[0]}: no such correct cache (one of {', '.join(variant_names())})")
+    if args.variant and not args.variant_streams:
+        parser.error("--variant needs --variant-streams above 0")
     out = args.out or default_out()
-    only_variants = bool(args.variants) and not args.mutants  # the mutants' rows are kept as saved
-    if args.out is None and args.streams < saved_streams(out) and not only_variants:  # --out DIR: nothing there is protected
+    if args.out is None and args.streams < saved_streams(out):  # --out DIR chooses the place: nothing there is protected
         refuse_weaker(parser, out / "BUG_CATALOGUE.md",
                       [f"--streams {args.streams}: " + (f"kill rates over {args.streams} streams" if args.streams else "no kill rates")
                        + f" where it has them over {saved_streams(out)}"], args.force)
-    if only_variants:
-        rows = merged([], out)
+    if args.mutants or args.variant:  # named rows replace theirs; every other saved row is kept
+        rows = merged(build(args.streams, args.jobs, args.mutants) if args.mutants else [], out)
     else:
-        rows = merged(build(args.streams, args.jobs, args.mutants), out) if args.mutants else build(args.streams, args.jobs)
-    if args.variants and args.variant_streams:
-        variants = merged_variants(false_alarms(args.variant_streams, args.jobs, only=args.variants), out)
+        rows = build(args.streams, args.jobs)
+    if args.variant:  # these variants' rows replace theirs; the other saved rows are kept
+        variants = merged_variants(false_alarms(args.variant_streams, args.jobs, only=args.variant), out)
     else:
         variants = false_alarms(args.variant_streams, args.jobs) if args.variant_streams else saved_variants(out)
     (out / "artifacts").mkdir(parents=True, exist_ok=True)
     (out / "BUG_CATALOGUE.md").write_text(render(rows, variants) + "\n", encoding="utf-8")
-    stable = [{k: val for k, val in r.items() if k != "seconds_to_kill"} for r in rows]
-    (out / "artifacts" / "catalogue.json").write_text(json.dumps(stable, indent=2) + "\n", encoding="utf-8")
+    # each row with its time to kill, so that a run of a few mutants keeps the others' times
+    (out / "artifacts" / "catalogue.json").write_text(json.dumps(rows, indent=2) + "\n", encoding="utf-8")
     (out / "artifacts" / "false_alarms.json").write_text(
         json.dumps([{k: val for k, val in r.items() if k != "seconds"} for r in variants], indent=2) + "\n", encoding="utf-8")
     print(render(rows, variants).split("## Minimal")[0])

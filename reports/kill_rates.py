@@ -77,8 +77,9 @@ def _variant_stream(job: tuple[str, str, int]) -> str | None:
 
 
 def false_alarms(streams: int, jobs: int = 2, index: bool = False, only: list[str] | None = None) -> list[dict[str, object]]:
-    """Each correct variant and the reference (``only``: those named), on both machines, over ``streams``
-    streams each: how many streams failed it (every one should pass). ``index``: the index reference and variants."""
+    """Each correct variant and the reference, on both machines, over ``streams`` streams each:
+    how many streams failed it (every one should pass). ``index``: the index reference and variants;
+    ``only``: just these of them."""
     return list(_false_alarm_rows(streams, jobs, index, only))
 
 
@@ -89,7 +90,7 @@ def variant_names(index: bool = False) -> list[str]:
 
 
 def _false_alarm_rows(streams: int, jobs: int, index: bool = False, only: list[str] | None = None) -> Iterator[dict[str, object]]:
-    names = [name for name in variant_names(index) if not only or name in only]
+    names = [n for n in variant_names(index) if only is None or n in only]
     kinds = ("ordinary", "churn") if index else ("ordinary", "scale")
     with ProcessPoolExecutor(jobs) as pool:
         for name in names:

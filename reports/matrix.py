@@ -4,7 +4,7 @@
     .audit-venv/bin/python -m radixcheck.reports.matrix --only vllm --only lightllm
     .audit-venv/bin/python -m radixcheck.reports.matrix --tx 4*ssh=gpu1//python=/srv/rc/.audit-venv/bin/python//chdir=/srv/rc
     python -m radixcheck.reports.matrix --kit-only               # reference, correct variants, mutants (main venv)
-    python -m radixcheck.reports.matrix --only kit --target reference --target evicts-locked-leaf   # just those rows
+    python -m radixcheck.reports.matrix --target LfuNotBumpedOnMatch   # only these rows (a new mutant, say)
     python -m radixcheck.reports.matrix --report-only            # re-render from artifacts/matrix.json
 
 The whole matrix is **one pytest run**: every target is passed to the plugin (``--radix-target
@@ -20,8 +20,9 @@ rows are "not run: needs a checkout", and nothing else changes. Each engine row 
 commit it ran.
 
 A run writes its rows over the same rows of ``artifacts/matrix.json``: with ``--only`` the other
-rows are kept as they were, and a row this run could not run (no checkout) never replaces
-verdicts already there, so no run leaves a weaker report than the one it found.
+rows are kept as they were (with ``--target NAME`` every row but the named ones), and a row this
+run could not run (no checkout) never replaces verdicts already there, so no run leaves a weaker
+report than the one it found.
 
 Known findings are waived, not declared away: every ``reports/waivers/*.txt`` (the ``radixcheck audit
 --waive`` format, target globs naming the matrix's targets, e.g. ``mini_sglang.*``) is passed to the
@@ -327,9 +328,10 @@ def not_run_row(name: str, spec: str, exc: Exception) -> dict:
     return {"name": name, "spec": spec, "seconds": 0.0, "tests": {}, "not_run": label, "why": exc.problem}
 
 
-def merge_rows(previous: list[dict], rows: list[dict], partial: bool) -> tuple[list[dict], list[str]]:
+def merge_rows(previous: list[dict], rows: list[dict], partial: bool | str) -> tuple[list[dict], list[str]]:
     """This run's rows over ``previous`` (the artifact found): a not-run row never replaces a row
-    that has verdicts, and a partial run (``--only``) keeps every row it did not run. Returns the
+    that has verdicts, and a partial run (``--only``, or ``partial="rows"`` for ``--target``) keeps
+    every row it did not run. Returns the
     rows and the names whose earlier verdicts were kept instead of this run's "not run"."""
     old = {r["name"]: r for r in previous}
     # a row this run could not run, or ran without a single verdict, never replaces verdicts
@@ -337,6 +339,10 @@ def merge_rows(previous: list[dict], rows: list[dict], partial: bool) -> tuple[l
     mine = [old[r["name"]] if r["name"] in kept else r for r in rows]
     if not partial:
         return mine, kept
+    if partial == "rows":  # --target: each named row in its saved place, new ones at the end
+        by_name = {r["name"]: r for r in mine}
+        merged = [by_name.pop(r["name"], r) for r in previous]
+        return merged + list(by_name.values()), kept
     groups = {_group(r["name"]) for r in rows}
     merged: list[dict] = []
     for r in previous:  # the artifact's order; this run's rows take the place of their groups' rows
@@ -518,8 +524,10 @@ def render(rows: list[dict], meta: dict) -> str:
         out.append(f"| `{r['name']}` | {c['passed']} | {c['failed'] or ''} | {c['skipped'] or ''} | {c['waived'] or ''} | "
                    f"{r['seconds']} |")
     for rerun in meta.get("reruns", []):
-        out += ["", f"Rows of {', '.join(f'`{k}`' for k in rerun['engines'])} re-run by `{rerun['command']}` "
-                    f"({rerun['targets']} targets, {rerun['wall_seconds']:.0f} s wall, {rerun['machine']}); "
+        which = rerun.get("rows") or rerun["engines"]  # --target names rows; --only, groups
+        targets = f"{rerun['targets']} target{'s' if rerun['targets'] != 1 else ''}"
+        out += ["", f"Rows {'' if 'rows' in rerun else 'of '}{', '.join(f'`{k}`' for k in which)} re-run by `{rerun['command']}` "
+                    f"({targets}, {rerun['wall_seconds']:.0f} s wall, {rerun['machine']}); "
                     "the other rows are from the run above." + (f" {rerun['generated_by']}" if "generated_by" in rerun else "")]
     if correct:
         every_mutant_fails = all(_counts(r)["failed"] for r in mutants)
@@ -578,8 +586,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--profile", default="audit", choices=PROFILES, help="Hypothesis profile (default audit; mutation: no shrinking)")
     parser.add_argument("--only", action="append", choices=[e.key for e in ENGINES] + ["kit", INDEX_KIT], help="rows to run, repeatable")
     parser.add_argument("--kit-only", action="store_true", help="only the reference, correct variants and mutants")
-    parser.add_argument("--target", action="append", default=[], metavar="NAME", dest="targets",
-                        help="only this row of the chosen kits (its 'implementation' name; repeatable): it replaces the saved row")
+    parser.add_argument("--target", action="append", default=[], metavar="NAME",
+                        help="only this row (a name in MATRIX.md's summary, e.g. a new mutant's), repeatable; the others are kept")
     parser.add_argument("--report-only", action="store_true", help="re-render MATRIX.md from artifacts/matrix.json")
     parser.add_argument("--out", type=Path, default=None, help="directory for MATRIX.md and artifacts/ (default: reports/)")
     parser.add_argument("--force", action="store_true", help="replace the saved matrix even when made with another profile")
@@ -595,15 +603,13 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     if args.out is None:  # --out DIR chooses the place: nothing there is protected
         refuse_weaker(parser, out_md, weaker_than_saved(out_json, args.profile), args.force)
+    if args.target and (args.only or args.kit_only):
+        parser.error("--target names rows itself: drop --only/--kit-only")
     only = {"kit", INDEX_KIT} if args.kit_only else set(args.only or ["kit", INDEX_KIT, *(e.key for e in ENGINES)])
+    if args.target:
+        only = {_group(name) for name in args.target}
     targets = kit_targets() if "kit" in only else {}
     targets |= index_kit_targets() if INDEX_KIT in only else {}
-    unknown = sorted(set(args.targets) - set(targets))
-    if unknown:
-        parser.error(f"argument --target: not a row of the kits chosen: {', '.join(unknown)}")
-    if args.targets:
-        targets = {name: spec for name, spec in targets.items() if name in args.targets}
-        only -= {e.key for e in ENGINES}
     sources: dict[str, str] = {}
     skipped: dict[str, tuple[str, Exception]] = {}  # target -> (spec, why its code is not here)
     for engine in ENGINES:
@@ -621,6 +627,12 @@ def main(argv: list[str] | None = None) -> int:
                     print(f"[matrix] {name}: {found[name]}", flush=True)
                 targets[name] = spec
             sources |= found
+    if args.target:
+        unknown = [name for name in args.target if name not in targets and name not in skipped]
+        if unknown:
+            parser.error(f"--target {unknown[0]}: no such row (rows are named as in MATRIX.md's summary)")
+        targets = {name: spec for name, spec in targets.items() if name in args.target}
+        skipped = {name: why for name, why in skipped.items() if name in args.target}
     xdist = [f"--tx={spec}" for spec in args.tx] + (["--dist", "load"] if args.tx else [])
     if not args.tx and args.workers not in ("0", "1"):
         xdist = ["-n", args.workers, "--dist", "load"]
@@ -635,7 +647,7 @@ def main(argv: list[str] | None = None) -> int:
             "command": f"python -m radixcheck.reports.matrix {argv_shown}".strip(), "xdist": xdist, "profile": args.profile,
             "wall_seconds": wall, "machine": f"{os.cpu_count()} cores",
             "environment": {e.key: _env_line(e) for e in ENGINES if e.key in only}}
-    partial = args.kit_only or bool(args.only) or bool(args.targets)
+    partial = "rows" if args.target else args.kit_only or bool(args.only)
     previous = json.loads(out_json.read_text()) if out_json.exists() else {"meta": meta, "rows": []}
     rows, kept = merge_rows(previous["rows"], rows, partial)
     for name in kept:
@@ -643,7 +655,10 @@ def main(argv: list[str] | None = None) -> int:
     if partial and previous["rows"]:
         environment = previous["meta"].get("environment", {}) | meta.pop("environment")
         rerun = {**meta, "targets": len(targets), "engines": sorted(only)}  # with its own generated_by
-        earlier = [r for r in previous["meta"].get("reruns", []) if not set(r["engines"]) <= only]  # superseded
+        if args.target:  # a few rows supersede no earlier run
+            rerun["rows"] = sorted(targets)
+        earlier = [r for r in previous["meta"].get("reruns", [])
+                   if args.target or "rows" in r or not set(r["engines"]) <= only]  # superseded
         meta = previous["meta"] | {"reruns": [*earlier, rerun], "environment": environment}
     out_json.parent.mkdir(parents=True, exist_ok=True)
     out_json.write_text(json.dumps({"meta": meta, "rows": rows}, indent=1) + "\n")

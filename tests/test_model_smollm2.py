@@ -161,3 +161,12 @@ def test_argmax_agrees_with_llama_cpp_on_the_fixture(real, tokenizer) -> None:
         f"max |logit diff| on llama.cpp's top-{doc['top_k']}: {max_diff:.3f}"
     )
     assert not decisive_misses, f"argmax differs where llama.cpp is decisive: {decisive_misses}"
+
+
+def test_real_model_prefix_back_from_host_is_bit_identical(real) -> None:
+    """Cross-tier bit identity on SmolLM2: a prefix written back to host, its device slots reused,
+    loaded back for a request that extends it (``tests/test_model_tiers.py`` on the synthetic model)."""
+    from tests.test_model_tiers import round_trip
+
+    first = [1, 4093, 314, 253, 2114, 30, 198, 504, 3365, 282]
+    assert round_trip(real, first, first[:8] + [1001, 77], "write_back") == 8

@@ -1,0 +1,406 @@
+"""Oracles 11-17 — the tier model: where every cached page is, and what each pool's slots hold.
+
+A tiered cache, seen from outside, is a set of cached pages (a trie of pages, as in the
+prefix-set model), each on device, on host, or both. This model learns *where* from the suite's
+own pools and controller, never from the cache: an insert puts a page on device, a write's
+completion puts a copy on host, a load's start puts it back on device, and a free takes it off a
+tier. Each of those events is checked as it happens, and a page that has left both tiers is gone
+(kept, flagged, so a later answer that still counts it is classified by why it went).
+
+Every method costs what it reads or changes (the pages of one request, the slots of one call);
+only :meth:`TierModel.held` reads every slot, for the conservation check of a small world.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from radixcheck.oracles.violations import (
+    BackupChainViolation,
+    FailedBackupViolation,
+    HostGapViolation,
+    HostOrphanViolation,
+    HostSlotViolation,
+    NeverSawViolation,
+    PersistViolation,
+    RefcountViolation,
+    SlotViolation,
+    TierResidencyViolation,
+    TransferInFlightViolation,
+    shown,
+)
+
+MASK = (1 << 62) - 1
+
+
+def kv_after(previous: int, token: int, position: int) -> int:
+    """The KV the suite writes for ``token`` at ``position`` after a prefix whose last KV was
+    ``previous``: it depends on the whole prefix, as a transformer's does."""
+    return ((previous * 1_000_003) ^ (token + 1) ^ (position << 40)) & MASK
+
+
+@dataclass(eq=False)
+class Page:
+    page: tuple[int, ...]
+    parent: Page | None
+    depth: int = 0
+    content: tuple[int, ...] = ()  # the KV of each of its tokens
+    children: dict[tuple[int, ...], Page] = field(default_factory=dict)
+    device: tuple[int, ...] | None = None
+    host: tuple[int, ...] | None = None  # a completed copy
+    writing: tuple[int, ...] | None = None  # host slots of a pending write
+    loading: bool = False
+    failed_backup: bool = False  # its last backup failed to allocate, and it has no host copy
+    failed_ever: bool = False
+    locks: int = 0
+    gone: str = ""  # "" while cached; else how it went: "device", "host", "quarantine"
+    failed_when_gone: bool = False  # a backup on its chain had failed when it left
+
+    @property
+    def prefix(self) -> tuple[int, ...]:
+        pages, node = [], self
+        while node is not None:
+            pages.append(node.page)
+            node = node.parent
+        return tuple(t for page in reversed(pages) for t in page)
+
+    def __repr__(self) -> str:
+        where = "+".join(t for t, v in (("device", self.device), ("host", self.host)) if v is not None) or "nowhere"
+        return f"Page({shown(self.prefix)}, {where}{', gone by ' + self.gone if self.gone else ''})"
+
+
+class TierModel:
+    def __init__(self, page_size: int, write_policy: str) -> None:
+        self.page_size = page_size
+        self.write_policy = write_policy
+        self.root = Page((), None, gone="")
+        self.device_owner: dict[int, Page] = {}  # device slot -> the page it holds (cached, or in flight)
+        self.host_owner: dict[int, Page] = {}  # host slot -> the page it holds (a copy, or a pending write)
+        self.in_flight_device: set[int] = set()
+        self.in_flight_host: set[int] = set()
+        self.left_now: list[tuple[Page, str]] = []  # pages that lost a tier during the current call
+        self.host_freed_now: set[int] = set()  # host slots freed during the current call
+
+    # ---- reading ---------------------------------------------------------------------------
+
+    def pages_of(self, tokens: Sequence[int]) -> list[Page]:
+        """The cached pages along ``tokens``, then the first gone one if the path stops at one."""
+        p, node, path = self.page_size, self.root, []
+        for pos in range(0, len(tokens) // p * p, p):
+            node = node.children.get(tuple(tokens[pos : pos + p]))
+            if node is None:
+                break
+            path.append(node)
+            if node.gone:
+                break
+        return path
+
+    def expected_match(self, tokens: Sequence[int]) -> tuple[list[int], int, list[Page]]:
+        path = [pg for pg in self.pages_of(tokens) if not pg.gone]
+        device: list[int] = []
+        i = 0
+        while i < len(path) and path[i].device is not None:
+            device.extend(path[i].device)
+            i += 1
+        host = 0
+        while i < len(path) and path[i].device is None and path[i].host is not None:
+            host += self.page_size
+            i += 1
+        return device, host, self.pages_of(tokens)
+
+    def content_of(self, tokens: Sequence[int]) -> list[int]:
+        out, previous = [], 0
+        for position, token in enumerate(tokens):
+            previous = kv_after(previous, int(token), position)
+            out.append(previous)
+        return out
+
+    # ---- the answers ------------------------------------------------------------------------
+
+    def check_match(self, tokens: Sequence[int], values: Sequence[int], host_length: int) -> None:
+        device, host, path = self.expected_match(tokens)
+        if list(values) != device:
+            raise TierResidencyViolation(f"match({shown(tokens)}) returned device slots {list(values)[:8]} ({len(values)}), "
+                                         f"but the pages on device hold {device[:8]} ({len(device)})")
+        if host_length == host:
+            return
+        if host_length < host:
+            raise TierResidencyViolation(f"match({shown(tokens)}) counted {host_length} tokens on host, but {host} are")
+        beyond = path[(len(device) + host) // self.page_size] if len(path) * self.page_size > len(device) + host else None
+        self._counted_wrongly(f"match({shown(tokens)}) counted {host_length} tokens on host, {host} are", beyond)
+
+    def check_load_back(self, tokens: Sequence[int], values: Sequence[int]) -> None:
+        device, _, path = self.expected_match(tokens)
+        if list(values) == device:
+            return
+        if len(values) > len(device):
+            beyond = path[len(device) // self.page_size] if len(path) * self.page_size > len(device) else None
+            self._counted_wrongly(f"load_back returned {len(values)} slots, but only {len(device)} tokens of the path are "
+                                  "on device", beyond)
+        raise TierResidencyViolation(f"load_back returned slots {list(values)[:8]}, the path's device pages hold "
+                                     f"{device[:8]}")
+
+    def _counted_wrongly(self, what: str, beyond: Page | None) -> None:
+        if beyond is not None and beyond.gone == "quarantine":
+            raise NeverSawViolation(f"{what}: {beyond} was quarantined (evict_prefix), a cache that never saw it has nothing there")
+        if beyond is not None and (beyond.failed_when_gone or self._failed_on_chain(beyond)):
+            raise FailedBackupViolation(f"{what}: {beyond} left the device when its backup had failed to allocate; it is "
+                                        "on no tier")
+        if beyond is not None and (beyond.gone or beyond.host is None):
+            raise HostGapViolation(f"{what}: it went past {beyond}, which is not on host (a gap)")
+        raise TierResidencyViolation(what)
+
+    # ---- the suite's events -----------------------------------------------------------------
+
+    def on_insert(self, tokens: Sequence[int], values: Sequence[int]) -> int:
+        """Before ``insert(tokens, values)`` is sent (its backups start inside it): the pages it
+        caches take ``values`` unless on device already. Returns the ``prefix_len`` it must return."""
+        p = self.page_size
+        aligned = len(tokens) // p * p
+        device, _, _ = self.expected_match(tokens[:aligned])
+        content = self.content_of(tokens[:aligned])
+        node = self.root
+        for pos in range(0, aligned, p):
+            page = tuple(tokens[pos : pos + p])
+            child = node.children.get(page)
+            if child is None or child.gone:
+                child = Page(page, node, node.depth + 1, tuple(content[pos : pos + p]))
+                node.children[page] = child
+            if child.device is None:
+                child.device = tuple(int(v) for v in values[pos : pos + p])
+                for s in child.device:
+                    self.device_owner[s] = child
+            node = child
+        return len(device)
+
+    def check_prefix_len(self, tokens: Sequence[int], prefix_len: int, expected: int) -> None:
+        if prefix_len != expected:
+            raise TierResidencyViolation(f"insert({shown(tokens)}) returned prefix_len {prefix_len}, but {expected} "
+                                         "tokens of it were on device")
+
+    def _pages_of_slots(self, slots: Sequence[int], owner: dict[int, Page], what: str) -> list[Page]:
+        p = self.page_size
+        if len(slots) == 0 or len(slots) % p:
+            raise TierResidencyViolation(f"{what} of {len(slots)} slots: not whole pages")
+        pages = []
+        for at in range(0, len(slots), p):
+            page = owner.get(int(slots[at]))
+            if page is None:
+                raise TierResidencyViolation(f"{what} of slots {list(slots)[:8]}: slot {int(slots[at])} holds no cached page")
+            pages.append(page)
+            if at and page.parent is not pages[-2]:
+                raise TierResidencyViolation(f"{what}: its pages {pages[-2]} and {page} are not one path, in order")
+        return pages
+
+    def on_write(self, device_slots: Sequence[int], host_slots: Sequence[int] | None) -> None:
+        pages = self._pages_of_slots(device_slots, self.device_owner, "a write")
+        p = self.page_size
+        for i, page in enumerate(pages):
+            if page.device != tuple(int(s) for s in device_slots[i * p : (i + 1) * p]):
+                raise TierResidencyViolation(f"a write copies {list(device_slots)[:8]}, not {page}'s device slots in order "
+                                             f"{list(page.device or ())}: the host copy would not be its KV")
+            if page.host is not None or page.writing is not None:
+                raise TierResidencyViolation(f"a second backup of {page}, already on host or being written")
+        top = pages[0].parent
+        if top is not self.root and top.host is None and top.writing is None:
+            raise BackupChainViolation(f"{pages[0]} was backed up while its parent {top} is neither on host nor being "
+                                       "written: a gap in the backup chain")
+        if host_slots is None:
+            for page in pages:
+                page.failed_backup = page.failed_ever = True
+            return
+        for i, page in enumerate(pages):
+            page.writing = tuple(int(s) for s in host_slots[i * p : (i + 1) * p])
+            for s in page.writing:
+                self.host_owner[s] = page
+        self.in_flight_device.update(int(s) for s in device_slots)
+        self.in_flight_host.update(int(s) for s in host_slots)
+
+    def on_load(self, host_slots: Sequence[int], host_in_use: set[int]) -> None:
+        """A load asked for: checked before its device slots are allocated."""
+        freed = [int(s) for s in host_slots if int(s) not in host_in_use or int(s) in self.host_freed_now]
+        if freed:
+            raise TransferInFlightViolation(f"a load reads host slots {freed[:8]} that were freed during this call (a "
+                                            "nested eviction freed what the load-back uses)")
+        pages = self._pages_of_slots(host_slots, self.host_owner, "a load")
+        p = self.page_size
+        for i, page in enumerate(pages):
+            if page.host != tuple(int(s) for s in host_slots[i * p : (i + 1) * p]):
+                raise TierResidencyViolation(f"a load reads {list(host_slots)[:8]}, not {page}'s completed host copy")
+            if page.device is not None:
+                raise TierResidencyViolation(f"a load of {page}, which is on device already")
+        top = pages[0].parent
+        if top is not self.root and top.device is None:
+            raise HostGapViolation(f"a load of {pages[0]} while its parent {top} is not on device: load-back went past "
+                                   "the first page it did not load")
+
+    def on_load_started(self, host_slots: Sequence[int], device_slots: Sequence[int]) -> None:
+        p = self.page_size
+        for at in range(0, len(host_slots), p):
+            page = self.host_owner[int(host_slots[at])]
+            page.device = tuple(int(s) for s in device_slots[at : at + p])
+            page.loading = True
+            for s in page.device:
+                self.device_owner[s] = page
+        self.in_flight_device.update(int(s) for s in device_slots)
+        self.in_flight_host.update(int(s) for s in host_slots)
+
+    def on_ack(self, kind: str, device_slots: Sequence[int], host_slots: Sequence[int], device_kv: dict[int, int],
+               host_kv: dict[int, int]) -> None:
+        """A completion, after the controller copied the KV."""
+        self.in_flight_device.difference_update(int(s) for s in device_slots)
+        self.in_flight_host.difference_update(int(s) for s in host_slots)
+        p = self.page_size
+        owner = self.host_owner if kind == "write" else self.device_owner
+        slots = host_slots if kind == "write" else device_slots
+        kv = host_kv if kind == "write" else device_kv
+        for at in range(0, len(slots), p):
+            page = owner[int(slots[at])]
+            got = [kv.get(int(s)) for s in slots[at : at + p]]
+            if got != list(page.content):
+                raise TierResidencyViolation(f"after the {kind} of {page}, its {'host' if kind == 'write' else 'device'} "
+                                             f"slots hold KV {got}, not its own {list(page.content)}")
+            if kind == "write":
+                page.host, page.writing, page.failed_backup = page.writing, None, False
+            else:
+                page.loading = False
+
+    def on_device_free(self, slots: Sequence[int]) -> None:
+        busy = [int(s) for s in slots if int(s) in self.in_flight_device]
+        if busy:
+            raise TransferInFlightViolation(f"device slots {busy[:8]} freed while a transfer still reads or fills them")
+        for s in slots:
+            page = self.device_owner.pop(int(s), None)
+            if page is None:
+                raise SlotViolation(f"the cache freed device slot {int(s)}, which no cached page holds (a caller's?)")
+            if page.locks and not page.gone:
+                raise RefcountViolation(f"{page} left the device while a request holds a lock on it")
+            if page.device is not None:
+                self.left_now.append((page, "device"))
+                page.device = None
+
+    def on_host_free(self, slots: Sequence[int]) -> None:
+        busy = [int(s) for s in slots if int(s) in self.in_flight_host]
+        if busy:
+            raise TransferInFlightViolation(f"host slots {busy[:8]} freed while a write to them is pending or a load reads "
+                                            "them")
+        self.host_freed_now.update(int(s) for s in slots)
+        for s in slots:
+            page = self.host_owner.pop(int(s), None)
+            if page is None:
+                raise HostSlotViolation(f"the cache freed host slot {int(s)}, which holds no page")
+            if page.host is not None:
+                self.left_now.append((page, "host"))
+                page.host = None
+
+    def settle(self) -> None:
+        """At the end of each cache call: pages that left their last tier are gone, and must have
+        taken everything below them along."""
+        left, self.left_now = self.left_now, []
+        self.host_freed_now = set()
+        for page, tier in left:
+            if page.gone or page.device is not None or page.host is not None or page.writing is not None:
+                continue
+            page.gone = tier
+            page.failed_when_gone = self._failed_on_chain(page)
+            if tier == "device" and self.write_policy == "write_through" and not self._chain_failed(page):
+                raise PersistViolation(f"write-through: {page} left the device without a host copy, and no backup on its "
+                                       "chain had failed")
+        for page, tier in left:
+            if page.gone != tier:
+                continue
+            below = [c for c in page.children.values() if not c.gone]
+            if below and tier == "host":
+                raise HostOrphanViolation(f"host eviction freed {page} while {below[0]} below it stays cached: its subtree "
+                                          "is orphaned")
+            if below:
+                raise HostGapViolation(f"{page} left the device with no host copy while {below[0]} below it stays cached "
+                                       "(a gap in the path)")
+
+    def _failed_on_chain(self, page: Page) -> bool:
+        """Its backup, or one its backup waited for, failed, and it has no host copy."""
+        node = page
+        while node is not None and node is not self.root:
+            if node.failed_backup:
+                return True
+            node = node.parent
+        return False
+
+    def _chain_failed(self, page: Page) -> bool:
+        node = page
+        while node is not None and node is not self.root:
+            if node.failed_ever:
+                return True
+            node = node.parent
+        return False
+
+    def quarantine(self, tokens: Sequence[int]) -> tuple[list[Page], list[Page]]:
+        """``evict_prefix(tokens)``: every cached page at or below the cut is gone. Returns those,
+        and the pages below the cut that left the device when a backup had failed (a cache that
+        kept them would count them as removed)."""
+        p = self.page_size
+        cut = (len(tokens) - 1) // p * p
+        head = tuple(tokens[cut:])
+        path = [pg for pg in self.pages_of(tokens[:cut]) if not pg.gone]
+        if len(path) * p < cut:
+            return [], []
+        node = path[-1] if path else self.root
+        doomed, ghosts, stack = [], [], [c for c in node.children.values() if c.page[: len(head)] == head]
+        while stack:
+            page = stack.pop()
+            if page.gone:
+                ghosts += [page] if page.failed_when_gone else []
+            else:
+                page.gone = "quarantine"
+                doomed.append(page)
+            stack.extend(page.children.values())
+        return doomed, ghosts
+
+    def lock(self, tokens: Sequence[int], delta: int) -> None:
+        for page in self.pages_of(tokens):
+            if not page.gone:
+                page.locks += delta
+
+    # ---- conservation ----------------------------------------------------------------------
+
+    def held(self) -> tuple[set[int], set[int]]:
+        """The device and host slots the cache must hold now: those of cached pages, and those a
+        pending transfer uses."""
+        device = {s for s, pg in self.device_owner.items() if not pg.gone or s in self.in_flight_device}
+        host = {s for s, pg in self.host_owner.items() if not pg.gone or s in self.in_flight_host}
+        return device, host
+
+    def sizes(self) -> tuple[int, int]:
+        device = {pg for pg in self.device_owner.values() if not pg.gone}
+        host = {pg for pg in self.host_owner.values() if not pg.gone and pg.host is not None}
+        return len(device) * self.page_size, len(host) * self.page_size
+
+
+def check_conservation(model: TierModel, device_in_use: set[int], caller_slots: set[int], host_in_use: set[int],
+                       device_size: int, host_size: int) -> None:
+    """Oracle 3 on each tier separately, and the sizes each tier reports."""
+    device, host = model.held()
+    expected = device | caller_slots
+    if device_in_use != expected:
+        raise SlotViolation(f"device slots leaked {sorted(device_in_use - expected)[:8]} / freed while held "
+                            f"{sorted(expected - device_in_use)[:8]}")
+    if host_in_use != host:
+        raise HostSlotViolation(f"host slots leaked {sorted(host_in_use - host)[:8]} / freed while held "
+                                f"{sorted(host - host_in_use)[:8]}")
+    want_device, want_host = model.sizes()
+    if device_size < want_device:
+        raise SlotViolation(f"device slots leaked: device_size() is {device_size}, but its pages still hold {want_device} "
+                            "allocated device slots (a page left the cache without freeing them)")
+    if host_size < want_host:
+        raise HostSlotViolation(f"host slots leaked: host_size() is {host_size}, but its pages still hold {want_host} "
+                                "allocated host slots (a page left the cache without freeing them)")
+    if (device_size, host_size) != (want_device, want_host):
+        raise TierResidencyViolation(f"device_size() {device_size}, host_size() {host_size}: the pages on device hold "
+                                     f"{want_device} tokens, on host {want_host}")
+
+
+def as_ints(values: np.ndarray | Sequence[int]) -> list[int]:
+    return [int(v) for v in np.asarray(values).reshape(-1)]

@@ -1,0 +1,193 @@
+"""The tier contract: what radixcheck expects of a radix cache with a host tier (SGLang's HiCache).
+
+An extension of :mod:`radixcheck.properties.cache.contract` that a cache declares with a
+``tier_capabilities`` attribute on its factory (a :class:`TierCapabilities`). The vocabulary is
+the base contract's (token sequences, pages, slot ids, handles); what is new:
+
+* Two pools, both the suite's. The *device pool* is the base contract's
+  :class:`~radixcheck.properties.cache.contract.SlotAllocator`; the *host pool* is a
+  :class:`HostPool`. The suite counts every slot of each, refuses a double free, and refuses to
+  free a slot a transfer still reads or writes.
+* A *transfer controller* (the suite's; SGLang's ``HiCacheController``) that moves one page or a
+  run of pages between the pools. ``controller.write(device_slots)`` allocates host slots and
+  starts a copy device -> host; ``controller.load(host_slots)`` allocates device slots and starts
+  a copy host -> device. Each returns a :class:`Transfer`, or ``None`` when the allocation failed
+  (the pool is full, or the suite says so). A transfer is *pending* until the suite delivers its
+  completion, ``cache.transfer_done(transfer)``, exactly once, in whatever order the suite
+  chooses. The copy happens at the completion: until then the source slots must stay as they
+  are (not freed) and the destination slots hold nothing yet.
+
+The factory is called as::
+
+    factory(allocator, host_pool, controller, page_size, write_policy) -> TieredCacheLike
+
+Obligations (what the tier machine's oracles check)
+---------------------------------------------------
+* Every page of a cached prefix is on device, on host, or both; on both, the host copy is the
+  same KV. The pages on device are a prefix-closed set (a page is on device only if its parent
+  is), so a match is a device part followed by a host part.
+* Backups go top-down: a page is backed up (``controller.write``) only when its parent is on host
+  or its write is pending (the *backup chain* has no gap), so the host tier alone can always be
+  loaded back.
+* A page counts as on host only once its write completed; a failed allocation never counts.
+* ``write_through``: every inserted page is backed up at once (top-down, as far as allocations
+  succeed); a page leaves the device without a host copy only when a backup on its chain failed.
+  ``write_back``: a page is backed up when it is evicted from the device.
+* A host slot is never freed while a write to it is pending or a load reads it; a device slot is
+  never freed while a write reads it or a load fills it.
+* A page that leaves both tiers takes everything cached below it along (its subtree's slots are
+  freed in the same call): neither device nor host eviction orphans a subtree.
+* A match counts as host only the pages after the device part up to the first page that is not
+  on host; a load-back loads them in order and stops at the first it cannot load.
+* Device and host slots are conserved separately: each pool's slots in use are exactly what the
+  pages and the pending transfers hold (plus, on device, what callers hold).
+* ``evict_prefix(tokens)`` removes the branch from both tiers: afterwards no match, device or
+  host, reaches past the cut, exactly as if the cache had never seen the prefix.
+
+The methods (``TieredCacheLike``)
+---------------------------------
+``match_prefix(tokens) -> TierMatch``
+    ``device_values`` (slot ids of the longest prefix on device), ``device_handle`` (its last
+    node), ``host_length`` (tokens after it on host, whole pages) and ``host_handle`` (the last of
+    those nodes; the device handle when ``host_length == 0``). Moves nothing between tiers.
+``load_back(host_handle) -> (values, handle)``
+    Loads the host part of the path root..host_handle onto the device and returns the slot ids of
+    the path's device prefix afterwards and its last node. Pages whose load is pending count: a
+    caller reads them only after their load completed. It may evict (device, and host when a
+    write-back needs room) to make room, even while it loads: that nested eviction must leave
+    the pages it is loading alone.
+``insert(tokens, values) -> prefix_len``
+    As the base contract; ``prefix_len`` counts the pages already on device. A page on host only
+    takes the caller's new device slots (it is on both tiers again).
+``inc_lock_ref(handle)`` / ``dec_lock_ref(handle)``
+    As the base contract (a lock protects the device pages of the path).
+``evict(num_tokens) -> freed``
+    Frees device pages, least recently used unlocked device leaf first: to host when backed up,
+    written back first under ``write_back`` (its device slots are then freed at the write's
+    completion), dropped otherwise. Returns the device tokens freed during the call.
+``evict_host(num_tokens) -> freed``
+    Frees host copies of pages on host only, leaves first. Returns the host tokens freed.
+``evict_prefix(tokens) -> removed``
+    Quarantine on both tiers (the suite sends it only when no request holds a lock).
+``transfer_done(transfer)``
+    A completion, delivered by the suite.
+``device_size()``, ``host_size()``
+    Tokens on device, and tokens on host (completed copies), of cached pages.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol, runtime_checkable
+
+import numpy as np
+
+from radixcheck.oracles.violations import HostSlotViolation
+
+WRITE_POLICIES = ("write_through", "write_back")
+
+
+@dataclass(frozen=True)
+class TierCapabilities:
+    """What a tiered target offers."""
+
+    write_policies: tuple[str, ...] = WRITE_POLICIES
+    """The write policies the factory accepts; the suite runs each."""
+    page_sizes: tuple[int, ...] = (1, 2)
+
+    def __post_init__(self) -> None:
+        unknown = [p for p in self.write_policies if p not in WRITE_POLICIES]
+        if unknown or not self.write_policies:
+            raise ValueError(f"TierCapabilities.write_policies must be a non-empty subset of {WRITE_POLICIES}, got "
+                             f"{self.write_policies!r}")
+        if not self.page_sizes or any(isinstance(p, bool) or not isinstance(p, int) or p < 1 for p in self.page_sizes):
+            raise ValueError(f"TierCapabilities.page_sizes must be positive ints, got {self.page_sizes!r}")
+
+
+@dataclass(frozen=True)
+class TierMatch:
+    device_values: np.ndarray
+    device_handle: Any
+    host_length: int
+    host_handle: Any
+
+
+@dataclass(eq=False)
+class Transfer:
+    """One copy between the pools, pending until the suite delivers ``cache.transfer_done``."""
+
+    kind: str  # "write" (device -> host) or "load" (host -> device)
+    device_slots: np.ndarray
+    host_slots: np.ndarray
+    number: int  # the controller's count: 1 for its first transfer
+
+    def __repr__(self) -> str:
+        return f"Transfer({self.kind} #{self.number}, {len(self.device_slots)} slots)"
+
+
+@runtime_checkable
+class TieredCacheLike(Protocol):
+    page_size: int
+
+    def match_prefix(self, tokens: Sequence[int]) -> TierMatch: ...
+
+    def load_back(self, host_handle: Any) -> tuple[np.ndarray, Any]: ...
+
+    def insert(self, tokens: Sequence[int], values: np.ndarray) -> int: ...
+
+    def inc_lock_ref(self, handle: Any) -> None: ...
+
+    def dec_lock_ref(self, handle: Any) -> None: ...
+
+    def evict(self, num_tokens: int) -> int: ...
+
+    def evict_host(self, num_tokens: int) -> int: ...
+
+    def evict_prefix(self, tokens: Sequence[int]) -> int: ...
+
+    def transfer_done(self, transfer: Transfer) -> None: ...
+
+    def device_size(self) -> int: ...
+
+    def host_size(self) -> int: ...
+
+
+class HostPool:
+    """The suite's host KV pool: ``pool_size`` slots, handed out by the controller's writes and
+    freed by the cache. Refuses (raises :class:`HostSlotViolation`, remembered in ``violations``)
+    a double free or a free of a slot it never handed out. ``on_free`` (set by the suite) sees
+    every accepted free first, and may refuse it too."""
+
+    def __init__(self, pool_size: int) -> None:
+        if isinstance(pool_size, bool) or not isinstance(pool_size, int) or pool_size < 1:
+            raise ValueError(f"pool_size must be a positive int, got {pool_size!r}")
+        self.pool_size = pool_size
+        self.in_use: set[int] = set()
+        self._free = list(range(pool_size - 1, -1, -1))
+        self.violations: list[str] = []
+        self.on_free: Any = None
+        self.freed_log: list[int] = []
+
+    def available(self) -> int:
+        return self.pool_size - len(self.in_use)
+
+    def alloc(self, n: int) -> np.ndarray | None:
+        """``n`` host slot ids, or ``None`` when fewer are free."""
+        if n > len(self._free):
+            return None
+        ids = [self._free.pop() for _ in range(n)]
+        self.in_use.update(ids)
+        return np.asarray(ids, dtype=np.int64)
+
+    def free(self, ids: Any) -> None:
+        ids_list = [int(i) for i in np.asarray(ids).reshape(-1)]
+        bad = set(ids_list) - self.in_use
+        if bad or len(set(ids_list)) != len(ids_list):
+            self.violations.append(f"host free() of ids not in use (double free or never allocated): {sorted(bad)[:8]}")
+            raise HostSlotViolation(self.violations[-1])
+        if self.on_free is not None:
+            self.on_free(ids_list)
+        self.in_use.difference_update(ids_list)
+        self._free.extend(reversed(ids_list))
+        self.freed_log.extend(ids_list)

@@ -1,0 +1,193 @@
+"""A tiered cache in the suite's world: its two pools, the controller, the tier model, and the
+operations a serving engine performs, each a plain call that a repro file can write out.
+
+``TierWorld`` is what both the state machine and a repro file drive: ``serve`` (a request
+arrives: match, maybe load back, lock), ``finish`` (it waits for its loads, reads its prefix's
+KV, inserts, unlocks), ``complete`` (the suite delivers one pending transfer's completion),
+``fail_next`` (the next allocations fail), ``evict``, ``evict_host``, ``quarantine``. Every
+operation checks the oracles as it goes (the model's hooks raise on the event that breaks a
+rule) and :meth:`TierWorld.check` checks conservation between operations.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from radixcheck.oracles.tier_model import TierModel, as_ints, check_conservation
+from radixcheck.oracles.violations import FailedBackupViolation, ReturnValueViolation, TierResidencyViolation, shown
+from radixcheck.properties.cache.contract import SlotAllocator
+from radixcheck.properties.tiers.contract import HostPool, TierMatch
+from radixcheck.properties.tiers.controller import DevicePool, SuiteController
+
+DEVICE_SLOTS = 40
+HOST_SLOTS = 24
+
+
+@dataclass
+class Request:
+    tokens: tuple[int, ...]
+    values: list[int]  # the cache's slots for its cached prefix
+    handle: Any
+
+    def __repr__(self) -> str:
+        return f"Request({shown(self.tokens)}, {len(self.values)} cached)"
+
+
+class TierWorld:
+    def __init__(self, factory: Callable[..., Any], page_size: int = 1, write_policy: str = "write_through",
+                 device_slots: int = DEVICE_SLOTS, host_slots: int = HOST_SLOTS, seed: int = 0) -> None:
+        self.page_size, self.write_policy = page_size, write_policy
+        self.model = TierModel(page_size, write_policy)
+        self.device = DevicePool(device_slots, self.model, seed=seed)
+        self.host = HostPool(host_slots)
+        self.host.on_free = self.model.on_host_free
+        self.controller = SuiteController(self.device, self.host, self.model)
+        self.cache = factory(self.device, self.host, self.controller, page_size, write_policy)
+        self.running: list[Request] = []
+        self.log: list[str] = []
+
+    # ---- plumbing ----------------------------------------------------------------------------
+
+    def _say(self, line: str) -> None:
+        self.log.append(line)
+
+    def _call(self, name: str, *args: Any) -> Any:
+        self.controller.log = self.log  # the controller's calls appear under the call that made them
+        result = getattr(self.cache, name)(*args)
+        self.model.settle()
+        return result
+
+    def pending(self) -> list[int]:
+        return [t.number for t in self.controller.pending]
+
+    # ---- the engine's operations -------------------------------------------------------------
+
+    def fail_next(self, plan: Sequence[bool]) -> None:
+        self._say(f"w.fail_next({list(plan)})")
+        self.controller.fail_plan = list(plan)
+
+    def serve(self, tokens: Sequence[int], load: bool = True) -> Request:
+        """A request arrives: match, load back its host part (``load``), lock what it uses."""
+        tokens = tuple(int(t) for t in tokens)
+        self._say(f"w.serve({list(tokens)}, load={load})")
+        match: TierMatch = self._call("match_prefix", list(tokens))
+        values = as_ints(match.device_values)
+        self.model.check_match(tokens, values, int(match.host_length))
+        handle = match.device_handle
+        if match.host_length and load:
+            loaded, handle = self._call("load_back", match.host_handle)
+            values = as_ints(loaded)
+            self.model.check_load_back(tokens[: (len(as_ints(match.device_values)) + int(match.host_length))], values)
+        self._call("inc_lock_ref", handle)
+        self.model.lock(tokens[: len(values)], +1)
+        request = Request(tokens, values, handle)
+        self.running.append(request)
+        return request
+
+    def match(self, tokens: Sequence[int]) -> None:
+        """A lookup alone (a scheduler's cache-aware ordering): a use of the pages, nothing moved."""
+        tokens = tuple(int(t) for t in tokens)
+        self._say(f"w.match({list(tokens)})")
+        match: TierMatch = self._call("match_prefix", list(tokens))
+        self.model.check_match(tokens, as_ints(match.device_values), int(match.host_length))
+
+    def finish(self, index: int = -1) -> None:
+        """The request's forward (after its loads completed: it reads its prefix's KV), then its insert and unlock."""
+        self._say(f"w.finish({index})")
+        request = self.running.pop(index)
+        waiting = set(request.values)
+        for transfer in list(self.controller.pending):
+            if transfer.kind == "load" and waiting & set(as_ints(transfer.device_slots)):
+                self.complete(transfer.number, said=False)
+        want = self.model.content_of(request.tokens)
+        got = [self.controller.device_kv.get(s) for s in request.values]
+        if got != want[: len(got)]:
+            raise TierResidencyViolation(f"{request} reads KV {got[:6]} for its cached prefix, not its own {want[:6]}")
+        self._insert(request)
+        self._call("dec_lock_ref", request.handle)
+        self.model.lock(request.tokens[: len(request.values)], -1)
+
+    def _insert(self, request: Request) -> None:
+        tokens, cached = request.tokens, len(request.values)
+        need = len(tokens) - cached
+        if need > self.device.available():
+            self.evict(need - self.device.available(), said=False)
+        if need > self.device.available() or need <= 0:
+            return
+        new = self.device.alloc(need)
+        content = self.model.content_of(tokens)
+        for i, slot in enumerate(as_ints(new)):
+            self.controller.device_kv[slot] = content[cached + i]
+        values = np.concatenate([np.asarray(request.values, dtype=np.int64), new])
+        expected = self.model.on_insert(tokens, as_ints(values))
+        prefix_len = self._call("insert", list(tokens), values)
+        if not isinstance(prefix_len, (int, np.integer)) or prefix_len < cached:
+            raise ReturnValueViolation(f"insert returned {prefix_len!r}; {cached} tokens were cached and locked")
+        self.model.check_prefix_len(tokens, int(prefix_len), expected)
+        aligned = len(tokens) // self.page_size * self.page_size
+        duplicates = as_ints(values[cached : int(prefix_len)])
+        tail = as_ints(values[aligned:])
+        for slots in (duplicates, tail):
+            if slots:
+                SlotAllocator.free(self.device, slots)  # the caller's own copies: not the cache's
+
+    def complete(self, number: int, said: bool = True) -> None:
+        """The suite delivers transfer ``number``'s completion (its copy happens now)."""
+        if said:
+            self._say(f"w.complete({number})")
+        transfer = next((t for t in self.controller.pending if t.number == number), None)
+        if transfer is None:
+            raise ValueError(f"no pending transfer #{number}")
+        self.controller.pending.remove(transfer)
+        self.controller.copy(transfer)
+        self._call("transfer_done", transfer)
+
+    def complete_all(self) -> None:
+        for number in self.pending():
+            self.complete(number)
+
+    def evict(self, num_tokens: int, said: bool = True) -> int:
+        if said:
+            self._say(f"w.evict({num_tokens})")
+        before = len(self.device.freed_log)
+        freed = self._call("evict", num_tokens)
+        if freed != len(self.device.freed_log) - before:
+            raise ReturnValueViolation(f"evict({num_tokens}) returned {freed}, but freed "
+                                       f"{len(self.device.freed_log) - before} device slots")
+        return int(freed)
+
+    def evict_host(self, num_tokens: int) -> int:
+        self._say(f"w.evict_host({num_tokens})")
+        before = len(self.host.freed_log)
+        freed = self._call("evict_host", num_tokens)
+        if freed != len(self.host.freed_log) - before:
+            raise ReturnValueViolation(f"evict_host({num_tokens}) returned {freed}, but freed "
+                                       f"{len(self.host.freed_log) - before} host slots")
+        return int(freed)
+
+    def quarantine(self, tokens: Sequence[int]) -> None:
+        """A lookup, ``evict_prefix`` (no request running), then the never-saw check on both tiers."""
+        tokens = tuple(int(t) for t in tokens)
+        self._say(f"w.quarantine({list(tokens)})")
+        before: TierMatch = self._call("match_prefix", list(tokens))  # what the operator sees first
+        self.model.check_match(tokens, as_ints(before.device_values), int(before.host_length))
+        doomed, ghosts = self.model.quarantine(tokens)
+        removed = self._call("evict_prefix", list(tokens))
+        if removed > len(doomed) * self.page_size and ghosts:
+            raise FailedBackupViolation(f"evict_prefix({shown(tokens)}) removed {removed} tokens, {len(doomed) * self.page_size} "
+                                        f"were cached: it still held {ghosts[0]}, which left the device when its backup "
+                                        "had failed")
+        if removed != len(doomed) * self.page_size:
+            raise ReturnValueViolation(f"evict_prefix({shown(tokens)}) returned {removed}, but {len(doomed) * self.page_size} "
+                                       "cached tokens were below the cut")
+        match = self._call("match_prefix", list(tokens))
+        self.model.check_match(tokens, as_ints(match.device_values), int(match.host_length))
+
+    def check(self) -> None:
+        """Conservation on each tier, and the sizes (between operations)."""
+        check_conservation(self.model, set(self.device.in_use), set(), set(self.host.in_use),
+                           int(self.cache.device_size()), int(self.cache.host_size()))

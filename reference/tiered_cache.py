@@ -1,0 +1,380 @@
+"""A deliberately simple tiered radix cache (SGLang's HiCache layout): device pages backed by a
+host pool, moved by the suite's transfer controller, whose completions arrive in any order.
+
+One node per page (no multi-page edges, no splitting): a node holds its page's device slot ids
+(``device``), its host slot ids once its backup completed (``host``), and the transfers pending
+on it. The rules it keeps, which make every interleaving of completions safe:
+
+* A node's device copy stays while a write reads it or a load fills it (it is *pinned*), and a
+  node whose load is pending is on device (its slots are allocated; the KV arrives at the ack).
+* Backups go top-down (``_back_up_path``): a node is written only when its parent is on host or
+  being written, so a node without a host copy has no host-only children, and dropping it drops
+  nothing else.
+* ``load_back`` pins the whole path before it may evict: the nested device eviction (and the
+  host eviction a write-back may need) leaves the path alone.
+* Host eviction takes host-only leaves only; a quarantined node's slots are freed once its
+  transfers completed.
+
+The contract is ``radixcheck.properties.tiers.contract``.
+"""
+
+from __future__ import annotations
+
+import heapq
+import itertools
+from collections.abc import Iterator, Sequence
+from typing import Any
+
+import numpy as np
+
+from radixcheck.properties.tiers.contract import TierCapabilities, TierMatch, Transfer
+from radixcheck.reference.validation import as_count, as_tokens, as_values
+
+_EMPTY = np.zeros(0, dtype=np.int64)
+
+
+class TierNode:
+    __slots__ = ("owner", "parent", "key", "children", "device", "host", "writing", "loading", "lock_ref", "pin",
+                 "last_access", "serial", "linked", "evict_when_written")
+    _serials = itertools.count()
+
+    def __init__(self, owner: TieredRadixCache, parent: TierNode | None, key: tuple[int, ...]) -> None:
+        self.owner = owner
+        self.parent = parent
+        self.key = key
+        self.children: dict[tuple[int, ...], TierNode] = {}
+        self.device: np.ndarray | None = None
+        self.host: np.ndarray | None = None  # set when its write completed
+        self.writing: Transfer | None = None
+        self.loading: Transfer | None = None
+        self.lock_ref = 0
+        self.pin = 0  # load_back in progress on its path
+        self.last_access = 0
+        self.serial = next(TierNode._serials)
+        self.linked = True
+        self.evict_when_written = False
+
+    def __repr__(self) -> str:
+        where = "+".join(t for t, v in (("device", self.device), ("host", self.host)) if v is not None) or "nowhere"
+        return f"TierNode({list(self.key)}, {where}{', linked' if self.linked else ', removed'})"
+
+
+class TieredRadixCache:
+    """Reference tiered cache: ``allocator`` (device pool), ``host_pool``, ``controller``."""
+
+    tier_capabilities = TierCapabilities(page_sizes=(1, 2))
+
+    def __init__(self, allocator: Any, host_pool: Any, controller: Any, page_size: int = 1,
+                 write_policy: str = "write_through") -> None:
+        self.page_size = as_count(page_size, "page_size", minimum=1)
+        if write_policy not in self.tier_capabilities.write_policies:
+            raise ValueError(f"write_policy must be one of {self.tier_capabilities.write_policies}, got {write_policy!r}")
+        self.allocator, self.host_pool, self.controller = allocator, host_pool, controller
+        self.write_policy = write_policy
+        self.root = TierNode(self, None, ())
+        self.root.lock_ref = 1
+        self._clock = 0
+        self._pending: dict[int, list[TierNode]] = {}  # transfer number -> the nodes it moves
+
+    # ---- lookup ------------------------------------------------------------------------------
+
+    def _walk(self, key: tuple[int, ...]) -> list[TierNode]:
+        p, node, path = self.page_size, self.root, []
+        for pos in range(0, len(key) // p * p, p):
+            node = node.children.get(key[pos : pos + p])
+            if node is None:
+                break
+            path.append(node)
+        return path
+
+    def match_prefix(self, tokens: Sequence[int]) -> TierMatch:
+        key = as_tokens(tokens, "tokens")
+        self._clock += 1
+        device, device_node, host_length, host_node = [], self.root, 0, None
+        for node in self._walk(key):
+            node.last_access = self._clock
+            if node.device is not None and not host_length:
+                device.append(node.device)
+                device_node = node
+            elif self._counts_as_host(node):
+                host_length += len(node.key)
+                host_node = node
+            else:
+                break
+        values = np.concatenate(device) if device else _EMPTY.copy()
+        return TierMatch(values, device_node, host_length, host_node if host_length else device_node)
+
+    def _counts_as_host(self, node: TierNode) -> bool:
+        return node.device is None and node.host is not None
+
+    def _path(self, handle: Any) -> list[TierNode]:
+        if not isinstance(handle, TierNode) or handle.owner is not self:
+            raise ValueError(f"unknown handle {handle!r}: not a node of this cache")
+        if not handle.linked:
+            raise ValueError(f"stale handle {handle!r}: its node was removed")
+        path, node = [], handle
+        while node.parent is not None:
+            path.append(node)
+            node = node.parent
+        return path[::-1]
+
+    # ---- load-back ---------------------------------------------------------------------------
+
+    def load_back(self, host_handle: Any) -> tuple[np.ndarray, TierNode]:
+        path = self._path(host_handle)
+        to_load = [n for n in path if n.device is None]
+        hosts = [n.host for n in to_load]  # read before any nested eviction: the pins keep them
+        pinned = self._pinned_for_load(path, to_load)
+        for node in pinned:
+            node.pin += 1
+        try:
+            if to_load:
+                self._load(to_load, hosts)
+        finally:
+            for node in pinned:
+                node.pin -= 1
+        return self._device_prefix(path)
+
+    def _pinned_for_load(self, path: list[TierNode], to_load: list[TierNode]) -> list[TierNode]:
+        """The nodes a nested eviction must leave alone while ``load_back`` runs: the whole path."""
+        return path
+
+    def _load(self, to_load: list[TierNode], hosts: list[np.ndarray]) -> None:
+        transfer = self.controller.load(np.concatenate(hosts))
+        if transfer is not None:
+            self._pending[transfer.number] = list(to_load)
+            at = 0
+            for node in to_load:
+                node.device, node.loading = transfer.device_slots[at : at + len(node.key)].copy(), transfer
+                at += len(node.key)
+            return
+        self.evict(sum(len(h) for h in hosts))  # may re-enter host eviction (a write-back needs room)
+        for node, host in zip(to_load, hosts, strict=True):
+            transfer = self.controller.load(host)
+            if transfer is None:
+                if self._skips_unloaded_page():
+                    continue
+                break  # the rest stays on host: a device path has no gap
+            self._pending[transfer.number] = [node]
+            node.device, node.loading = transfer.device_slots.copy(), transfer
+
+    def _skips_unloaded_page(self) -> bool:
+        return False
+
+    def _device_prefix(self, path: list[TierNode]) -> tuple[np.ndarray, TierNode]:
+        values, last = [], self.root
+        for node in path:
+            if node.device is None:
+                break
+            values.append(node.device)
+            last = node
+        return (np.concatenate(values) if values else _EMPTY.copy()), last
+
+    # ---- insertion and backup ----------------------------------------------------------------
+
+    def insert(self, tokens: Sequence[int], values: np.ndarray) -> int:
+        key = as_tokens(tokens, "tokens")
+        vals = as_values(values, len(key))
+        p = self.page_size
+        self._clock += 1
+        node, prefix, on_device = self.root, 0, True
+        for pos in range(0, len(key) // p * p, p):
+            page = key[pos : pos + p]
+            child = node.children.get(page)
+            if child is None:
+                child = TierNode(self, node, page)
+                node.children[page] = child
+            if child.device is None:  # new, or on host only: takes the caller's slots
+                child.device = vals[pos : pos + p].copy()
+                on_device = False
+            elif on_device:
+                prefix = pos + p
+            child.last_access = self._clock
+            node = child
+        if self.write_policy == "write_through" and node is not self.root:
+            self._back_up_path(node)
+        return prefix
+
+    def _chain_ok(self, node: TierNode) -> bool:
+        parent = node.parent
+        return parent is self.root or parent.host is not None or parent.writing is not None
+
+    def _back_up_path(self, last: TierNode) -> None:
+        """Write every node of root..last without a host copy, top-down, stopping at the first
+        that cannot be written (its parent is not backed up, or allocation failed)."""
+        for node in self._path(last):
+            if node.host is not None or node.writing is not None:
+                continue
+            if not self._chain_ok(node) or not self._write(node):
+                return
+
+    def _write(self, node: TierNode) -> bool:
+        transfer = self.controller.write(self._write_source(node))
+        if transfer is None:
+            self.evict_host(len(node.key))
+            transfer = self.controller.write(self._write_source(node))
+        if transfer is None:
+            return False
+        node.writing = transfer
+        self._pending[transfer.number] = [node]
+        return True
+
+    def _write_source(self, node: TierNode) -> np.ndarray:
+        return node.device
+
+    # ---- locks -------------------------------------------------------------------------------
+
+    def inc_lock_ref(self, handle: Any) -> None:
+        for node in self._path(handle):
+            node.lock_ref += 1
+
+    def dec_lock_ref(self, handle: Any) -> None:
+        path = self._path(handle)
+        if any(n.lock_ref <= 0 for n in path):
+            raise ValueError(f"unmatched unlock through {handle!r}")
+        for node in path:
+            node.lock_ref -= 1
+
+    # ---- device eviction ---------------------------------------------------------------------
+
+    def _device_leaf(self, node: TierNode) -> bool:
+        return (node.linked and node.device is not None and node.lock_ref == 0 and node.pin == 0 and node.writing is None
+                and node.loading is None and not node.evict_when_written
+                and all(c.device is None for c in node.children.values()))
+
+    def _nodes(self) -> Iterator[TierNode]:
+        stack = list(self.root.children.values())
+        while stack:
+            node = stack.pop()
+            yield node
+            stack.extend(node.children.values())
+
+    def evict(self, num_tokens: int) -> int:
+        wanted = as_count(num_tokens, "num_tokens", minimum=0)
+        heap = [(n.last_access, n.serial, n) for n in self._nodes() if self._device_leaf(n)]
+        heapq.heapify(heap)
+        freed = 0
+        while freed < wanted and heap:
+            _, _, node = heapq.heappop(heap)
+            if not self._device_leaf(node):
+                continue  # pinned by a write this eviction started
+            if node.host is not None:
+                freed += self._free_device(node)
+            elif self.write_policy == "write_back":
+                self._write_back(node)
+                if node.writing is None:
+                    freed += self._after_failed_write_back(node)
+            else:
+                freed += self._drop(node)
+            parent = node.parent
+            if parent is not self.root and self._device_leaf(parent):
+                heapq.heappush(heap, (parent.last_access, parent.serial, parent))
+        return freed
+
+    def _write_back(self, node: TierNode) -> None:
+        """Back up ``node`` (and first every ancestor without a host copy); its device copy goes
+        when the write completes."""
+        self._back_up_path(node)
+        if node.writing is not None:
+            node.evict_when_written = True
+
+    def _after_failed_write_back(self, node: TierNode) -> int:
+        """Its backup could not be allocated: it is not on host, so it leaves the cache."""
+        return self._drop(node)
+
+    def _free_device(self, node: TierNode) -> int:
+        self.allocator.free(node.device)
+        freed, node.device = len(node.device), None
+        return freed
+
+    def _drop(self, node: TierNode) -> int:
+        """Remove a node without a host copy (it has no children: see the module's rules)."""
+        del node.parent.children[node.key]
+        node.linked = False
+        return self._free_device(node)
+
+    # ---- host eviction -----------------------------------------------------------------------
+
+    def _host_evictable(self, node: TierNode) -> bool:
+        return node.linked and node.device is None and node.host is not None and node.pin == 0 and not node.children
+
+    def evict_host(self, num_tokens: int) -> int:
+        wanted = as_count(num_tokens, "num_tokens", minimum=0)
+        heap = [(n.last_access, n.serial, n) for n in self._nodes() if self._host_evictable(n)]
+        heapq.heapify(heap)
+        freed = 0
+        while freed < wanted and heap:
+            _, _, node = heapq.heappop(heap)
+            if not self._host_evictable(node):
+                continue  # queued twice
+            self.host_pool.free(node.host)
+            freed += len(node.host)
+            node.host = None
+            del node.parent.children[node.key]
+            node.linked = False
+            parent = node.parent
+            if parent is not self.root and self._host_evictable(parent):
+                heapq.heappush(heap, (parent.last_access, parent.serial, parent))
+        return freed
+
+    # ---- quarantine --------------------------------------------------------------------------
+
+    def evict_prefix(self, tokens: Sequence[int]) -> int:
+        key = as_tokens(tokens, "tokens")
+        if not key:
+            raise ValueError("evict_prefix needs a non-empty token sequence")
+        p = self.page_size
+        cut = (len(key) - 1) // p * p
+        path = self._walk(key[:cut])
+        if len(path) * p < cut:
+            return 0
+        node = path[-1] if path else self.root
+        head = key[cut:]
+        removed = 0
+        for top in [c for c in node.children.values() if c.key[: len(head)] == head]:
+            del node.children[top.key]
+            stack = [top]
+            while stack:
+                victim = stack.pop()
+                stack.extend(victim.children.values())
+                removed += len(victim.key)
+                victim.linked = False
+                self._release_removed(victim)
+        return removed
+
+    def _release_removed(self, node: TierNode) -> None:
+        """Free what a removed node holds, except what a pending transfer still uses (freed at its ack)."""
+        if node.device is not None and node.writing is None and node.loading is None:
+            self._free_device(node)
+        if node.host is not None and node.loading is None:
+            self.host_pool.free(node.host)
+            node.host = None
+
+    # ---- completions -------------------------------------------------------------------------
+
+    def transfer_done(self, transfer: Transfer) -> None:
+        nodes = self._pending.pop(transfer.number, None)
+        if nodes is None:
+            raise ValueError(f"unknown or already completed transfer {transfer!r}")
+        for node in nodes:
+            if transfer.kind == "write":
+                node.writing, node.host = None, transfer.host_slots.copy()
+                if node.evict_when_written:
+                    node.evict_when_written = False
+                    if node.linked and self._device_leaf(node):
+                        self._free_device(node)
+            else:
+                node.loading = None
+            if not node.linked:
+                self._release_removed(node)
+
+    # ---- sizes -------------------------------------------------------------------------------
+
+    def device_size(self) -> int:
+        return sum(len(n.key) for n in self._nodes() if n.device is not None)
+
+    def host_size(self) -> int:
+        return sum(len(n.key) for n in self._nodes() if n.host is not None)
+
+    def __repr__(self) -> str:
+        return f"TieredRadixCache({self.write_policy}, page_size={self.page_size})"

@@ -1,0 +1,204 @@
+"""The tier bug catalogue: every obligation of the tier contract, the rule of the tier machine that
+exercises it, the oracle that judges it and the mutant that breaks it; each tier mutant's kill
+rate over many streams and its smallest interleaving as a repro file; and the false-alarm streams
+of the reference tiered cache in every write policy and page size.
+
+    python -m radixcheck.reports.tier_catalogue                  # TIER_CATALOGUE.md, artifacts/tier_catalogue.json
+    python -m radixcheck.reports.tier_catalogue --streams 200 --variant-streams 50
+
+Kill rates as in ``radixcheck.reports.kill_rates``: the gate's budget (the `mutation` profile, 100
+examples x 50 steps, no shrinking) once per stream, each stream derandomized under its own name;
+a mutant with two write policies runs both in a stream, and is caught if either run catches it.
+The repro file comes from a bounded shrink under the `audit` profile.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from concurrent.futures import ProcessPoolExecutor
+from pathlib import Path
+from typing import Any
+
+from tabulate import tabulate
+
+from radixcheck import profiles
+from radixcheck.argtypes import ArgumentParser, non_negative_int, positive_int, refuse_weaker
+from radixcheck.oracles import violations as v
+from radixcheck.properties.findings.verdict import run_machine
+from radixcheck.properties.tiers.machine import tier_machine_for
+from radixcheck.properties.tiers.mutants import CORRECT_TIER_VARIANTS, TIER_MUTANTS, machines_for_mutant
+from radixcheck.properties.tiers.repro import tier_repro
+from radixcheck.provenance import generated_by
+from radixcheck.reports import default_out
+from radixcheck.reports.machine import cpu_line
+from radixcheck.reports.report_rows import ExpectedRows
+
+# (obligation, rule or scenario of the tier machine that exercises it, the oracle's exception, mutants that break it)
+TIER_OBLIGATIONS: list[tuple[str, str, type[BaseException], list[str]]] = [
+    ("a failed backup never counts as backed up", "backup_fails, fail_next, serve", v.FailedBackupViolation,
+     ["EvictsToHostAfterFailedBackup"]),
+    ("backups go top-down: no page on host below one that is not (the backup chain)", "backup_fails, evict, serve",
+     v.BackupChainViolation, ["WriteBackSkipsAncestors", "BackupChainGap"]),
+    ("a host slot is never freed while a write to it is pending or a load reads it, even by an eviction load-back "
+     "re-enters", "reload_under_pressure, complete", v.TransferInFlightViolation, ["NestedHostEvictionFreesLoading"]),
+    ("host eviction never orphans a reachable subtree", "to_host, evict_host", v.HostOrphanViolation,
+     ["HostEvictionOrphansSubtree"]),
+    ("write-through persists every page it caches before it can leave the device", "serve, evict", v.PersistViolation,
+     ["PartialPersist"]),
+    ("a match or load-back never counts host pages past the first host gap", "to_host, serve (load)", v.HostGapViolation,
+     ["LoadBackPastHostGap"]),
+    ("evict-equals-never-saw on both tiers", "quarantine", v.NeverSawViolation, ["QuarantineKeepsHostCopies"]),
+    ("every page on device, host or both; where both, the host copy is the same KV", "complete, finish",
+     v.TierResidencyViolation, ["WritesPageReversed"]),
+    ("device and host slot conservation, separately", "invariant conserved", v.HostSlotViolation, []),
+]
+
+REGENERATE = "python -m radixcheck.reports.tier_catalogue"
+VARIANT_WORLDS = [(policy, page) for policy in ("write_through", "write_back") for page in (1, 2)]
+
+
+def report_rows() -> list[ExpectedRows]:
+    """The rows TIER_CATALOGUE.md must have: one per tier mutant and per correct tiered cache."""
+    return [ExpectedRows("mutant", tuple(m.__name__ for m in TIER_MUTANTS), "Mutants"),
+            ExpectedRows("correct cache", tuple(CORRECT_TIER_VARIANTS), "Correct tiered caches: no false alarms")]
+
+
+def _mutant(name: str) -> type:
+    return next(m for m in TIER_MUTANTS if m.__name__ == name)
+
+
+def _stream(job: tuple[str, int]) -> tuple[bool, bool]:
+    """(caught, caught by the right oracle) for stream ``k`` of mutant ``name``."""
+    name, k = job
+    mutant = _mutant(name)
+    for machine in machines_for_mutant(mutant, f"stream{k}_{name}"):
+        try:
+            run_machine(machine, profiles.SETTINGS["mutation"])
+        except Exception as exc:  # noqa: BLE001 - a kill is any failure; the type says whether it is the right one
+            return True, isinstance(exc, mutant.caught_by)
+    return False, False
+
+
+def _first_kill(name: str) -> dict[str, Any]:
+    mutant = _mutant(name)
+    start = time.perf_counter()
+    for machine in machines_for_mutant(mutant):
+        try:
+            run_machine(machine, profiles.SETTINGS["audit"])
+        except Exception as exc:  # noqa: BLE001
+            seconds = time.perf_counter() - start
+            repro = tier_repro(exc.radixcheck_machine.world, exc, f"{mutant.__module__}:{name}")
+            return {"caught": True, "seconds": round(seconds, 2), "oracle": getattr(exc, "oracle", type(exc).__name__),
+                    "reason": " ".join(str(exc).split())[:300], "program": repro.text, "repro_exit": repro.exit_code,
+                    "operations": repro.calls}
+    return {"caught": False, "seconds": round(time.perf_counter() - start, 2)}
+
+
+def _variant_stream(job: tuple[str, str, int, int]) -> str | None:
+    name, policy, page, k = job
+    machine = tier_machine_for(CORRECT_TIER_VARIANTS[name], page, policy, f"stream{k}_{name}_{policy}_p{page}")
+    try:
+        run_machine(machine, profiles.SETTINGS["mutation"])
+    except Exception as exc:  # noqa: BLE001 - any failure of a correct cache is a false alarm
+        return f"{type(exc).__name__}: {' '.join(str(exc).split())[:200]}"
+    return None
+
+
+def build(streams: int, variant_streams: int, jobs: int) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    names = [m.__name__ for m in TIER_MUTANTS]
+    with ProcessPoolExecutor(jobs) as pool:
+        first = dict(zip(names, pool.map(_first_kill, names), strict=True))
+        rows = []
+        for name in names:
+            results = list(pool.map(_stream, [(name, k) for k in range(streams)]))
+            mutant = _mutant(name)
+            rows.append({"mutant": name, "bug_class": mutant.bug_class, "sources": list(mutant.sources),
+                         "policies": list(mutant.policies), "oracle_expected": mutant.caught_by.oracle,
+                         "what": " ".join((mutant.__doc__ or "").split()), "streams": streams,
+                         "kills": sum(right for _, right in results) if streams else None,
+                         "wrong_reason": sum(caught and not right for caught, right in results), **first[name]})
+        variants = []
+        for name in CORRECT_TIER_VARIANTS:
+            for policy, page in VARIANT_WORLDS:
+                failures = [f for f in pool.map(_variant_stream, [(name, policy, page, k) for k in range(variant_streams)]) if f]
+                variants.append({"variant": name, "world": f"{policy}, page size {page}", "streams": variant_streams,
+                                 "failed": len(failures), "first_failure": failures[0] if failures else ""})
+    return rows, variants
+
+
+def _rate(row: dict[str, Any]) -> str:
+    return "" if row["kills"] is None else f"{row['kills']}/{row['streams']} ({100 * row['kills'] / row['streams']:.1f} %)"
+
+
+def render(rows: list[dict[str, Any]], variants: list[dict[str, Any]], meta: dict[str, Any]) -> str:
+    obligations = tabulate([[o, f"`{r}`", c.oracle, ", ".join(f"`{m}`" for m in ms) or "(meta-tests only)"]
+                            for o, r, c, ms in TIER_OBLIGATIONS],
+                           headers=["obligation", "exercised by", "oracle", "mutant(s) that break it"], tablefmt="github")
+    mutants = tabulate([[r["bug_class"], "<br>".join(r["sources"]) or "(radixcheck's own)", f"`{r['mutant']}`",
+                         ", ".join(r["policies"]), r.get("oracle", "**not caught**"), f"{r['seconds']:.2f}", _rate(r),
+                         r["wrong_reason"]] for r in rows],
+                       headers=["bug class", "source", "mutant", "write policies", "caught by oracle (stream 0, shrunk)",
+                                "time to kill and shrink (s)", "kill rate", "wrong reason"], tablefmt="github")
+    false = tabulate([[f"`{x['variant']}`", x["world"], f"{x['failed']}/{x['streams']}", x["first_failure"]] for x in variants],
+                     headers=["correct cache", "world", "streams failed", "first failure"], tablefmt="github")
+    parts = ["# Tier bug catalogue", "",
+             f"{generated_by()} Command: `{meta['command']}`, in {meta['seconds']:.0f} s ({meta['machine']}). Each row is "
+             "a class of bug SGLang's hierarchical cache (HiCache) met in 2026, reproduced as a one-idea mutant of the "
+             "reference tiered cache (`reference/tiered_cache.py`, mutants in `properties/tiers/mutants.py`) and run through "
+             "the tier machine (`properties/tiers/machine.py`: the suite completes, fails or holds back every transfer) at "
+             "the gate's budget (100 examples x 50 steps, no shrinking). The kill rate counts the streams, each "
+             "derandomized under its own name, in which the mutant was caught by the oracle its bug class predicts.", "",
+             "## Obligations", "", obligations, "", "## Mutants", "", mutants, "",
+             "## Correct tiered caches: no false alarms", "",
+             "The reference tiered cache in each write policy and page size, each stream derandomized under its own name; "
+             "every stream must pass.", "", false or "(not measured)", "",
+             "## Minimal reproductions", "",
+             "Each is the repro file of stream 0's shrunk failure (`radixcheck.properties.tiers.repro`): the operations in "
+             "order, every completion the suite delivered as `w.complete(n)` where it happened, the controller's calls as "
+             "comments. Each exits 1 on its mutant.", ""]
+    for r in rows:
+        parts += [f"### {r['bug_class']} — `{r['mutant']}`", "", r["what"], "", f"Reason: {r.get('reason', '')}", "",
+                  f"Repro: {r.get('operations', 0)} operations, exit code {r.get('repro_exit')}.", "",
+                  "```python", (r.get("program") or "(not caught)").rstrip(), "```", ""]
+    return "\n".join(parts)
+
+
+def saved_streams(out: Path) -> int:
+    try:
+        saved = json.loads((out / "artifacts" / "tier_catalogue.json").read_text(encoding="utf-8"))
+        return max((r["streams"] for r in saved["mutants"] if r.get("kills") is not None), default=0)
+    except (OSError, ValueError, KeyError, TypeError):
+        return 0
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = ArgumentParser(prog="python -m radixcheck.reports.tier_catalogue", description=__doc__.splitlines()[0])
+    parser.add_argument("--out", type=Path, default=None, help="output directory (default: reports/ in a checkout)")
+    parser.add_argument("--streams", type=non_negative_int, default=200, help="streams per mutant for the kill rate (0: skip)")
+    parser.add_argument("--variant-streams", type=non_negative_int, default=50,
+                        help="streams per correct cache, write policy and page size")
+    parser.add_argument("--jobs", type=positive_int, default=2, help="worker processes (default 2)")
+    parser.add_argument("--force", action="store_true", help="replace the saved catalogue even with fewer streams")
+    args = parser.parse_args(argv)
+    out = args.out or default_out()
+    if args.out is None and args.streams < saved_streams(out):
+        refuse_weaker(parser, out / "TIER_CATALOGUE.md",
+                      [f"--streams {args.streams} where it has kill rates over {saved_streams(out)}"], args.force)
+    started = time.perf_counter()
+    rows, variants = build(args.streams, args.variant_streams, args.jobs)
+    meta = {"command": f"{REGENERATE} --streams {args.streams} --variant-streams {args.variant_streams}",
+            "seconds": time.perf_counter() - started,
+            "machine": f"{cpu_line()}, {os.cpu_count()} cores, load average "
+                       f"{', '.join(f'{x:.1f}' for x in os.getloadavg())} at the end"}
+    (out / "artifacts").mkdir(parents=True, exist_ok=True)
+    (out / "TIER_CATALOGUE.md").write_text(render(rows, variants, meta) + "\n", encoding="utf-8")
+    stable = [{k: val for k, val in r.items() if k != "seconds"} for r in rows]
+    (out / "artifacts" / "tier_catalogue.json").write_text(json.dumps({"mutants": stable, "variants": variants}, indent=2) + "\n",
+                                                           encoding="utf-8")
+    print(render(rows, variants, meta).split("## Minimal")[0])
+
+
+if __name__ == "__main__":
+    main()
