@@ -156,7 +156,7 @@ through these steps (``Capabilities.lifecycle``):
 Slot conservation judges every step (a page both in the tree and freed, or held by nobody, is
 caught at the step that did it), the prefix-set model judges every match and insert, and the sizes
 judge the locks (a lock a failed admission forgot, or a re-published chunk that locked twice).
-The suite sends lifecycle requests in the default namespace, keeps at most two in flight, and ends
+The suite sends lifecycle requests in the default namespace, keeps at most three in flight, and ends
 them (as aborts) before a ``reset`` or an ``evict_prefix``, as a server aborts what runs before it
 flushes. ``"off"`` (the default) runs none of these steps.
 
