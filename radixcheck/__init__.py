@@ -35,6 +35,7 @@ _EXPORTS = {
     "index_machine_for": "radixcheck.properties.index.machine",
     "RadixCacheLike": "radixcheck.properties.cache.contract",
     "SlotAllocator": "radixcheck.properties.cache.contract",
+    "Request": "radixcheck.properties.cache.contract",
     "RadixCacheMachine": "radixcheck.properties.cache.machine",
     "machine_for": "radixcheck.properties.cache.machine",
     "Target": "radixcheck.properties.target",

@@ -9,6 +9,9 @@ Namespaces (the contract's tenant isolation) are one tree each: ``roots`` maps e
 by its own equality, to the root of its tree (the default namespace ``None`` is ``root``). Every
 tree shares the slot pool, the clock and the eviction order.
 
+The request lifecycle (``match_req`` ... ``cache_finished_req``) is
+:class:`~radixcheck.reference.requests.RequestSteps`: sequences of the calls below.
+
 Sizes are recomputed by walking the tree rather than kept as running counters: slower, but there
 is no counter that can drift, which is what a reference is for. The contract this implements is
 documented in ``properties/cache/contract.py``.
@@ -24,6 +27,7 @@ from typing import Any
 import numpy as np
 
 from radixcheck.properties.cache.contract import Capabilities
+from radixcheck.reference.requests import RequestSteps
 from radixcheck.reference.validation import as_count, as_namespace, as_tokens, as_values
 
 _EMPTY = np.zeros(0, dtype=np.int64)
@@ -51,14 +55,15 @@ class Node:
         return f"Node(key={self.key!r}, lock_ref={self.lock_ref}, {self.state})"
 
 
-class RadixCache:
+class RadixCache(RequestSteps):
     """Reference radix cache. ``allocator`` receives ``free(slot_ids)`` for every evicted slot.
 
     The root handle (returned by an empty match) stands for the empty prefix; locking and
-    unlocking it are no-ops.
+    unlocking it are no-ops. It runs the request lifecycle itself (:class:`RequestSteps`).
     """
 
-    capabilities = Capabilities(page_sizes=(1, 4, 16), namespaces=True)  # 16: a production page size (vLLM's default block)
+    # 16: a production page size (vLLM's default block)
+    capabilities = Capabilities(page_sizes=(1, 4, 16), namespaces=True, lifecycle="requests")
 
     def __init__(self, allocator: Any, page_size: int = 1) -> None:
         self.page_size = as_count(page_size, "page_size", minimum=1)

@@ -122,6 +122,44 @@ policy name, and keeps the amount and lock-safety checks. How the namespaces are
 tree each, one tree with a root per namespace, the namespace folded into the first page's key)
 is the cache's choice, as long as equality of namespaces is what separates them.
 
+The request lifecycle
+---------------------
+An engine does not only insert finished requests. A running request is admitted (matched, then
+locked), publishes each chunk of its prefill as it is computed (SGLang's ``cache_unfinished_req``,
+now ``checkpoint``; mini-sglang's ``cache_req``), and then ends in exactly one of four ways:
+*finish* (the final insert), *retract* (decode ran out of memory: back to the queue, its own
+pages freed), *abort* (mid-prefill), or *finish with the insert skipped*
+(``skip_radix_cache_insert``). An admission may also fail after its match (the batch is full):
+then no lock is taken and nothing is inserted. A target declares which of two ways it is driven
+through these steps (``Capabilities.lifecycle``):
+
+* ``"tree"``: the suite plays the engine with the calls above, as SGLang's scheduler does:
+  admission = ``match_prefix`` + ``inc_lock_ref``; a chunk = ``insert`` of every token computed so
+  far (the request's own slots behind its cached prefix), the caller frees its duplicates
+  (``values[protected:prefix_len]``), matches the inserted pages again, locks the new handle and
+  unlocks the old one, and from then on reads the tree's slots for those pages; finish = the
+  same insert, the caller frees its duplicates and the unaligned tail, then unlocks; retract,
+  abort and a skipped insert = the caller frees every slot behind the cached prefix, then unlocks.
+* ``"requests"``: the cache runs the steps itself, as an engine's cache does, on a
+  :class:`Request` the suite owns and passes in (SGLang's ``Req``, reduced to what a cache reads):
+  ``match_req(req)`` (match ``req.tokens``; set ``req.slots`` to the matched slots,
+  ``req.filled = req.protected = len(slots)`` and ``req.handle``; no lock), ``lock_req(req)``
+  (lock ``req.handle``: the admission succeeded), ``cache_unfinished_req(req)`` (publish
+  ``req.tokens[:req.filled]``) and ``cache_finished_req(req, insert)`` (end the request, with or
+  without the final insert). Between them the suite computes chunks with
+  :meth:`Request.compute`. Each must free exactly what the ``"tree"`` steps above free, into
+  the suite's allocator, and leave the request as they say: after ``cache_unfinished_req``,
+  ``req.protected`` is the page-aligned ``req.filled``, ``req.slots[:req.protected]`` are the
+  tree's slots for those tokens (never a duplicate it freed) and ``req.handle`` is locked by the
+  request in place of the old one; after ``cache_finished_req`` the request holds no lock.
+
+Slot conservation judges every step (a page both in the tree and freed, or held by nobody, is
+caught at the step that did it), the prefix-set model judges every match and insert, and the sizes
+judge the locks (a lock a failed admission forgot, or a re-published chunk that locked twice).
+The suite sends lifecycle requests in the default namespace, keeps at most three in flight, and ends
+them (as aborts) before a ``reset`` or an ``evict_prefix``, as a server aborts what runs before it
+flushes. ``"off"`` (the default) runs none of these steps.
+
 Bad input
 ---------
 A cache that declares ``validates_input=True`` (the default) must refuse malformed arguments
@@ -174,6 +212,10 @@ MAX_PAGE_SIZE_TESTED = 64
 """Declared page sizes above this are not run (the oracles' cost grows with the page)."""
 
 
+LIFECYCLES = ("off", "tree", "requests")
+"""The values of ``Capabilities.lifecycle`` (see "The request lifecycle" above)."""
+
+
 @dataclass(frozen=True)
 class Capabilities:
     """What a target offers. The suite skips (with a reason) properties that need more, and never
@@ -208,6 +250,11 @@ class Capabilities:
     "Namespaces" above). ``True``: the suite sends requests under many adversarial namespaces and
     checks tenant isolation (oracle 10); ``False``: the keyword is never sent."""
 
+    lifecycle: str = "off"
+    """How the suite drives a request's lifecycle (see "The request lifecycle" above): ``"off"``
+    (not driven), ``"tree"`` (the suite plays the engine with the tree calls) or ``"requests"``
+    (the cache's own ``match_req``, ``lock_req``, ``cache_unfinished_req`` and ``cache_finished_req``)."""
+
     def __post_init__(self) -> None:
         if not isinstance(self.eviction_policy, str) or not self.eviction_policy:
             raise ValueError(f"Capabilities.eviction_policy must be a non-empty str, got {self.eviction_policy!r}")
@@ -215,6 +262,8 @@ class Capabilities:
                      "namespaces"):
             if not isinstance(getattr(self, flag), bool):
                 raise TypeError(f"Capabilities.{flag} must be a bool, got {getattr(self, flag)!r}")
+        if self.lifecycle not in LIFECYCLES:
+            raise ValueError(f"Capabilities.lifecycle must be one of {', '.join(map(repr, LIFECYCLES))}, got {self.lifecycle!r}")
         sizes = self.page_sizes
         if not isinstance(sizes, (tuple, list)) or not sizes:
             raise TypeError(f"Capabilities.page_sizes must be a non-empty tuple of ints, got {sizes!r}")
@@ -246,6 +295,9 @@ class Capabilities:
             gaps.append("refusal of malformed arguments and page sizes (validates_input=False: never sent)")
         if not self.namespaces:
             gaps.append("tenant isolation (no namespaces declared: namespaces=False, the keyword is never sent)")
+        if self.lifecycle == "off":
+            gaps.append("the request lifecycle (lifecycle='off': chunked prefill, retract, abort, a skipped insert and a failed "
+                        "admission are never sent)")
         if self.max_cached_pages is not None:
             gaps.append(f"worlds beyond {self.max_cached_pages} cached pages (max_cached_pages: the suite evicts first)")
         above = sorted(set(self.page_sizes) - set(self.page_sizes_tested()))
@@ -260,6 +312,37 @@ class Capabilities:
 
 
 DEFAULT_CAPABILITIES = Capabilities()
+REQUEST_METHODS = ("match_req", "lock_req", "cache_unfinished_req", "cache_finished_req")
+
+
+class Request:
+    """A running request, as the suite (the engine) owns it and a ``lifecycle="requests"`` cache reads
+    and updates it (see "The request lifecycle" above): SGLang's ``Req`` reduced to what its cache
+    reads. ``slots[:filled]`` is the request's row (SGLang's ``req_to_token`` row): the KV slots of
+    ``tokens[:filled]``; ``slots[:protected]`` are the tree's (under the request's lock, through
+    ``handle``), the rest are the request's own."""
+
+    def __init__(self, tokens: Sequence[int], namespace: Any = None) -> None:
+        self.tokens: tuple[int, ...] = tuple(int(t) for t in tokens)
+        self.namespace = namespace
+        self.slots = np.zeros(0, dtype=np.int64)
+        self.filled = 0
+        self.protected = 0
+        self.handle: Any = None
+
+    def compute(self, slots: Any, more_tokens: Sequence[int] = ()) -> None:
+        """The engine computed the next ``len(slots)`` tokens into ``slots`` (decode first appends the
+        tokens it generated, ``more_tokens``)."""
+        more = tuple(int(t) for t in more_tokens)
+        fresh = np.asarray(slots, dtype=np.int64).reshape(-1)
+        if self.filled + len(fresh) > len(self.tokens) + len(more):
+            raise ValueError(f"compute: {len(fresh)} slots after {self.filled} filled, for {len(self.tokens) + len(more)} tokens")
+        self.tokens += more
+        self.slots = np.concatenate([self.slots[: self.filled], fresh])
+        self.filled += len(fresh)
+
+    def __repr__(self) -> str:
+        return f"Request({len(self.tokens)} tokens, filled={self.filled}, protected={self.protected})"
 
 
 @runtime_checkable
@@ -296,7 +379,8 @@ CORE_METHODS = ("match_prefix", "insert", "inc_lock_ref", "dec_lock_ref", "evict
 
 def required_methods(capabilities: Capabilities) -> list[str]:
     """The methods the suite will call on a cache with these capabilities."""
-    return list(CORE_METHODS) + ["evict_prefix"] * capabilities.supports_quarantine + ["reset"] * capabilities.supports_reset
+    return (list(CORE_METHODS) + ["evict_prefix"] * capabilities.supports_quarantine + ["reset"] * capabilities.supports_reset
+            + list(REQUEST_METHODS) * (capabilities.lifecycle == "requests"))
 
 
 class SlotAllocator:

@@ -1030,12 +1030,16 @@ def machine_for(factory: Callable[..., Any], capabilities: Capabilities, page_si
     """A machine class for one target and page size. Its name keys Hypothesis's example
     database and derandomized seed, so saved failures stay attributed to the right target."""
     cls_name = f"{name}_page{page_size}".replace(".", "_").replace(":", "_")
-    base: type[RadixCacheMachine] = RadixCacheMachine
-    if capabilities.namespaces:  # imported here: the tenants' rules extend this module's machine
+    bases: list[type[RadixCacheMachine]] = []
+    if capabilities.lifecycle != "off":  # imported here: the running requests' rules extend this module's machine
+        from radixcheck.properties.cache.lifecycle import LifecycleMachine
+
+        bases.append(LifecycleMachine)
+    if capabilities.namespaces:  # so do the tenants'
         from radixcheck.properties.cache.tenants import TenantMachine
 
-        base = TenantMachine
-    return type(cls_name, (base,), {
+        bases.append(TenantMachine)
+    return type(cls_name, tuple(bases) or (RadixCacheMachine,), {
         "factory": staticmethod(factory),
         "capabilities": capabilities,
         "page_size": page_size,

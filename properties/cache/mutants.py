@@ -894,6 +894,130 @@ NAMESPACE_MUTANTS: list[type[RadixCache]] = [
 ]
 
 
+# ---- the request lifecycle (contract: "The request lifecycle"): the reference's RequestSteps, one idea wrong ----
+
+LIFECYCLE = Capabilities(lifecycle="requests")
+
+
+class RetractFreesPublished(RadixCache):
+    """A publish (``cache_unfinished_req``) does not advance the request's protected length, so its
+    end frees, as the request's own, the pages it published: on a retract or an abort mid-prefill
+    they are freed while the tree still holds them, and every later request on that prefix reads
+    freed KV (sglang #38319)."""
+
+    capabilities = LIFECYCLE
+    bug_class = "retract-frees-published"
+    sources = ("sgl-project/sglang#38319 (fixed by #38355)",)
+    caught_by = (SlotViolation,)
+
+    def cache_unfinished_req(self, req: Any) -> None:
+        protected = req.protected
+        super().cache_unfinished_req(req)
+        req.protected = protected
+
+
+class SkipInsertLeaks(RadixCache):
+    """An end without the insert (a skipped insert, a retract, an abort) frees only what an end
+    with it frees, the unaligned tail: the request's pages behind its cached prefix are owned by
+    nobody, and each such request eats slots until the pool runs out (sglang #36855, #37024)."""
+
+    capabilities = LIFECYCLE
+    bug_class = "skip-insert-leaks"
+    sources = ("sgl-project/sglang#36855", "sgl-project/sglang#37024")
+    caught_by = (SlotViolation,)
+
+    def cache_finished_req(self, req: Any, insert: bool = True) -> None:
+        if insert:
+            return super().cache_finished_req(req, insert)
+        self._free_slots(req.slots[req.filled // self.page_size * self.page_size : req.filled])
+        self.dec_lock_ref(req.handle)
+        req.handle = None
+        return None
+
+
+class SkipInsertForgetsPrefix(RadixCache):
+    """An end without the insert loses the request's prefix bookkeeping (its protected length is
+    taken as 0) and frees its whole row, the cached prefix it matched included (sglang #33996)."""
+
+    capabilities = LIFECYCLE
+    bug_class = "skip-insert-forgets-prefix"
+    sources = ("sgl-project/sglang#33996",)
+    caught_by = (SlotViolation,)
+
+    def cache_finished_req(self, req: Any, insert: bool = True) -> None:
+        if not insert:
+            req.protected = 0
+        super().cache_finished_req(req, insert)
+
+
+class RepublishLocksTwice(RadixCache):
+    """A publish that finds nothing new (the same chunk published twice, or a chunk another request
+    cached first) re-locks the request on the matched node without releasing its old lock: that
+    path is never evictable again (sglang #25091's redundant second ``cache_unfinished_req``)."""
+
+    capabilities = LIFECYCLE
+    bug_class = "republish-locks-twice"
+    sources = ("sgl-project/sglang#25091",)
+    caught_by = (RefcountViolation, SlotViolation)  # or a quarantine of the path holds (does not free) what the stray lock pins
+
+    def cache_unfinished_req(self, req: Any) -> None:
+        aligned = req.filled // self.page_size * self.page_size
+        prefix_len = self.insert(req.tokens[:aligned], req.slots[:aligned], namespace=req.namespace)
+        if prefix_len < aligned:
+            self._free_slots(req.slots[req.protected : prefix_len])
+            values, handle = self.match_prefix(req.tokens[:aligned], namespace=req.namespace)
+            req.slots[: len(values)] = values
+            self.inc_lock_ref(handle)
+            self.dec_lock_ref(req.handle)
+            req.handle, req.protected = handle, len(values)
+            return
+        self._free_slots(req.slots[req.protected : prefix_len])
+        values, handle = self.match_prefix(req.tokens[:aligned], namespace=req.namespace)
+        req.slots[: len(values)] = values
+        self.inc_lock_ref(handle)  # the old lock is kept as well
+        req.handle, req.protected = handle, len(values)
+
+
+class PublishKeepsDuplicateRow(RadixCache):
+    """A publish frees the request's duplicate pages (another request cached the same tokens
+    first) but leaves the request's row pointing at them: its later steps read KV that was freed
+    and may be reused (mini-sglang #142)."""
+
+    capabilities = LIFECYCLE
+    bug_class = "publish-keeps-duplicate-row"
+    sources = ("sgl-project/mini-sglang#142",)
+    caught_by = (SlotViolation,)
+
+    def cache_unfinished_req(self, req: Any) -> None:
+        row = req.slots.copy()
+        super().cache_unfinished_req(req)
+        req.slots = row
+
+
+class FailedAdmissionKeepsLock(RadixCache):
+    """The admission's match locks the matched prefix at once (``lock_req`` then takes no lock of its
+    own), and an admission that fails after the match never releases it: the prefix stays
+    protected with no request on it (sglang #16067, #21404, #29349)."""
+
+    capabilities = LIFECYCLE
+    bug_class = "failed-admission-keeps-lock"
+    sources = ("sgl-project/sglang#16067", "sgl-project/sglang#21404", "sgl-project/sglang#29349")
+    caught_by = (RefcountViolation, SlotViolation)  # or a quarantine of the path holds (does not free) what the stray lock pins
+
+    def match_req(self, req: Any) -> None:
+        super().match_req(req)
+        self.inc_lock_ref(req.handle)
+
+    def lock_req(self, req: Any) -> None:
+        pass  # the match took it
+
+
+LIFECYCLE_MUTANTS: list[type[RadixCache]] = [
+    RetractFreesPublished, SkipInsertLeaks, SkipInsertForgetsPrefix, RepublishLocksTwice, PublishKeepsDuplicateRow,
+    FailedAdmissionKeepsLock,
+]
+
+
 MUTANTS: list[type[RadixCache]] = [
     AcceptsFloatTokens, BadInputHalfApplied, ComparesBoundedWindow, EvictMiscounts, EvictOvershoots, EvictStopsShort,
     EvictsLockedLeaf, ForeignHandleAccepted, InsertDoesNotRefresh, InsertKeepsUnalignedTail, InsertReturnsTokenPrefix,
@@ -904,7 +1028,7 @@ MUTANTS: list[type[RadixCache]] = [
     SplitKeepsStaleValues, SplitLockNotInherited, SplitOffByOne, SplitRefreshesSuffix, StaleHandleAccepted,
     TokensNarrowedTo16Bits, TokensThroughFloat32, TotalCountsDetached, UnalignedPages, UnmatchedUnlockAccepted,
     LockCountWraps8Bit, LockCountWraps10Bit, CollectsNodesRecursively, EvictCapsLeaves, KeepsCallersValues,
-    MatchReturnsItsStorage, AssumesContiguousSlots, QuarantineMissReturnsNone, EvictOneTooMany, *NAMESPACE_MUTANTS,
+    MatchReturnsItsStorage, AssumesContiguousSlots, QuarantineMissReturnsNone, EvictOneTooMany, *NAMESPACE_MUTANTS, *LIFECYCLE_MUTANTS,
 ]
 
 
@@ -951,6 +1075,20 @@ class TrustingReference(RadixCache):
                 below = sum(c.lock_ref for c in node.children.values())
                 assert node.lock_ref >= max(0, below), f"tree corrupted by its callers: {node!r} has children locked {below} times"
         return super().evict(num_tokens)
+
+
+class TrustingTreeLifecycle(TrustingReference):
+    """A tree that offers no request methods, trusts its callers and validates nothing (SGLang's
+    ``RadixCache`` seen through its tree calls): the suite plays the engine's lifecycle steps
+    itself (``lifecycle="tree"``). It asserts its own tree before each eviction (as its parent)."""
+
+    capabilities = Capabilities(checks_locks=False, validates_input=False, lifecycle="tree")
+    page_size_for_test = 4
+
+    def _not_offered(self, *args: Any) -> None:
+        raise AssertionError("a request method was sent to a cache that declares lifecycle='tree'")
+
+    match_req = lock_req = cache_unfinished_req = cache_finished_req = _not_offered
 
 
 class NoResetReference(RadixCache):
@@ -1147,4 +1285,4 @@ class KeyedRootsTree(RadixCache):
 
 
 CORRECT_VARIANTS: list[type[RadixCache]] = [TrustingReference, NoResetReference, MatchAndLockReference, FifoReference,
-                                            PerHandleLockReference, TreePerNamespace, KeyedRootsTree]
+                                            PerHandleLockReference, TreePerNamespace, KeyedRootsTree, TrustingTreeLifecycle]

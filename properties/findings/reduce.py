@@ -240,8 +240,9 @@ def _simpler(best: Replay, options: MachineOptions, fails: Callable[..., Replay 
     return best, options
 
 
+# which arguments of an act are tokens (or (tokens, n))
 TOKEN_ARGUMENTS = {"_match": (0, 1), "_insert_request": (0,), "_serve_insert": (0,), "_quarantine": (0,),
-                   "_match_along": (0,), "_refuse_foreign": (1,)}  # which arguments of an act are tokens (or (tokens, n))
+                   "_match_along": (0,), "_refuse_foreign": (1,), "_admit_request": (0,)}
 
 
 def renamed(acts: list[Act]) -> list[Act]:

@@ -34,6 +34,7 @@ import numpy as np
 from radixcheck.oracles.violations import ContractViolation, shown
 from radixcheck.properties.cache import serving
 from radixcheck.properties.cache.batches import ServingRun
+from radixcheck.properties.cache.contract import Request
 from radixcheck.properties.cache.machine import NO_ANSWER, POOL_SIZE, SCRIBBLE_TOKEN, SIZE_CALLS, RadixCacheMachine, SentCall
 from radixcheck.properties.findings.failures import message_of, oracle_of, raised_at, shape_of
 from radixcheck.properties.findings.reduce import REDUCE_ENV, Reduced, Replay, reduce, reduce_seconds, standalone_stack
@@ -317,8 +318,10 @@ class _Writer:
     def call_lines(self, call: SentCall, act: Act) -> list[str]:
         if call.name in SIZE_CALLS:
             return []
-        self.calls_written += 1
         definitions: list[str] = []
+        if call.target == "caller":
+            return definitions + [self.caller_text(call, definitions)]
+        self.calls_written += 1
         line = self.call_text(call, act, definitions)
         lines = definitions + [line]
         if call.raised is not None:
@@ -353,9 +356,13 @@ class _Writer:
                 return (f"insert({self.tokens(args[0], definitions)}, np.concatenate([np.array({_ints(slots[:owned])}), {fresh}]), "
                         f"owned_from={owned}{_keywords(call)})" + self.answer(call))
             return f"insert({self.tokens(args[0], definitions)}, {fresh}{_keywords(call)})" + self.answer(call)
+        if call.target == "caller":
+            return self.caller_text(call, definitions)
         rendered = []
         for arg in args:
-            if name in ("inc_lock_ref", "dec_lock_ref"):
+            if isinstance(arg, Request):
+                rendered.append(f"req := {self.bound[id(arg)]}")  # `req` names the request the check reads
+            elif name in ("inc_lock_ref", "dec_lock_ref"):
                 rendered.append(self.handle(arg))
             elif name in TOKEN_CALLS and not rendered:
                 rendered.append(self.tokens(arg, definitions))
@@ -366,6 +373,22 @@ class _Writer:
             self.helpers.add("overwrite")
             text = f"cache.{name}(q := {rendered[0]}{_keywords(call)}); overwrite(q)"
         return text + self.answer(call)
+
+    def caller_text(self, call: SentCall, definitions: list[str]) -> str:
+        """What the caller did itself in a running request's lifecycle (radixcheck.properties.cache.lifecycle):
+        made the request, computed a chunk into slots it took, or freed slots of its own."""
+        self.helpers.add("request")
+        if call.name == "Request":
+            name = f"r{sum(1 for key in self.bound.values() if key.startswith('r')) + 1}"
+            self.bound[id(call.result)] = name
+            return f"{name} = Request({self.tokens(call.args[0], definitions)})"
+        if call.name == "compute":
+            request, slots, more = call.args
+            generated = f", {_ints(list(more))}" if more else ""
+            return f"{self.bound[id(request)]}.compute(allocator.take({_ints(slots)}){generated})"
+        if call.name == "free":
+            return f"allocator.free(np.array({_ints(call.args[0])}))  # the caller frees slots of its own"
+        raise _CannotWrite(f"no Python for the caller's {call.name!r}")
 
     @staticmethod
     def answer(call: SentCall) -> str:
@@ -529,7 +552,8 @@ class _Writer:
         imports = ["import os", "import sys"] + (["import signal"] if "alarm" in self.helpers else [])
         imports += ["import traceback"] if "raised_at" in self.helpers else []
         imports += ["from contextlib import suppress"] if "suppress" in self.helpers else []
-        imports += ["", "import numpy as np", "", "from radixcheck import SlotAllocator", factory]
+        names = "Request, SlotAllocator" if "request" in self.helpers else "SlotAllocator"  # a running request's lifecycle
+        imports += ["", "import numpy as np", "", f"from radixcheck import {names}", factory]
         setup = ["", f"PAGE = {self.page}", f"POOL = 1 << {POOL_SIZE.bit_length() - 1}",
                  f"allocator = SlotAllocator(POOL, churned={self.options.churned_slots})",
                  "cache = make(allocator, PAGE)",
