@@ -66,6 +66,20 @@ OBLIGATIONS: list[tuple[str, str, type[BaseException], list[str]]] = [
     ("evict: never a locked node", "evict, queued_admission", v.RefcountViolation, ["EvictsLockedLeaf"]),
     ("evict: least recently used leaf first (LRU targets)", "evict, hit_short_of_lru_leaf", v.LRUOrderViolation,
      ["MostRecentFirst"]),
+    ("evict under a declared Policy: LFU counts a hit for each match that covers a node (hits_on_match=True)",
+     "frequency_against_recency", v.EvictionOrderViolation, ["LfuNotBumpedOnMatch"]),
+    ("evict under a declared Policy: LFU counts a hit for each insert that re-covers a node", "frequency_against_recency",
+     v.EvictionOrderViolation, ["LfuNotBumpedOnReinsert"]),
+    ("evict under a declared Policy: a split gives the new parent the child's hit count", "split_a_frequent_leaf",
+     v.EvictionOrderViolation, ["LfuSplitLosesCount"]),
+    ("evict under a declared Policy: FIFO orders by creation, MRU by most recent use", "use_the_coldest, evict",
+     v.EvictionOrderViolation, ["FifoByLastAccess", "MruEvictsLeastRecent"]),
+    ("evict under a declared Policy: SLRU protects a node at exactly `threshold` hits", "frequency_against_recency",
+     v.EvictionOrderViolation, ["SlruThresholdOffByOne"]),
+    ("evict under a declared Policy: the lowest request priority goes first", "low_priority_newcomer",
+     v.EvictionOrderViolation, ["PriorityIgnored"]),
+    ("evict under a declared Policy: TLRU's history does not shrink as the tail goes", "trim_a_conversation",
+     v.EvictionOrderViolation, ["TlruHistoryFromResident"]),
     ("evict: frees num_tokens unless nothing evictable is left", "evict", v.EvictionAmountViolation, ["EvictStopsShort"]),
     ("evict: stops once num_tokens are freed, under any policy (evict(0) frees nothing)", "evict, insert_then_evict",
      v.EvictionAmountViolation, ["EvictOvershoots", "EvictOneTooMany"]),
@@ -256,6 +270,13 @@ def saved_variants(out: Path) -> list[dict[str, Any]]:
         return []
 
 
+def merged_variants(rows: list[dict[str, Any]], out: Path) -> list[dict[str, Any]]:
+    """The saved false-alarm rows with ``rows`` in place of theirs (or added), in the variants' order."""
+    by_key = {(r["variant"], r["machine"]): r for r in saved_variants(out)} | {(r["variant"], r["machine"]): r for r in rows}
+    order = {name: i for i, name in enumerate(variant_names())}
+    return sorted(by_key.values(), key=lambda r: (order.get(r["variant"], len(order)), r["machine"] != "ordinary"))
+
+
 def saved_streams(out: Path) -> int:
     """The streams behind the kill rates of the catalogue saved in ``out`` (0 if none)."""
     try:
@@ -274,19 +295,27 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--streams", type=non_negative_int, default=200, help="streams per mutant for the kill rate (0: skip)")
     parser.add_argument("--variant-streams", type=non_negative_int, default=50,
                         help="streams per correct variant and machine for the false-alarm table (default 50; 0: skip)")
+    parser.add_argument("--variants", nargs="+", metavar="VARIANT", default=None,
+                        help="only these correct caches' false-alarm rows (with --variant-streams): they replace the saved ones")
     parser.add_argument("--jobs", type=positive_int, default=2, help="worker processes (default 2)")
     parser.add_argument("--force", action="store_true", help="replace the saved catalogue even with fewer streams")
     args = parser.parse_args(argv)
     unknown = sorted(set(args.mutants) - {m.__name__ for m in MUTANTS})
     if unknown:
         parser.error(f"argument MUTANT: unknown mutant(s) {', '.join(unknown)}")
+    unknown = sorted(set(args.variants or []) - set(variant_names()))
+    if unknown:
+        parser.error(f"argument --variants: unknown correct cache(s) {', '.join(unknown)}")
     out = args.out or default_out()
     if args.out is None and args.streams < saved_streams(out):  # --out DIR chooses the place: nothing there is protected
         refuse_weaker(parser, out / "BUG_CATALOGUE.md",
                       [f"--streams {args.streams}: " + (f"kill rates over {args.streams} streams" if args.streams else "no kill rates")
                        + f" where it has them over {saved_streams(out)}"], args.force)
     rows = merged(build(args.streams, args.jobs, args.mutants), out) if args.mutants else build(args.streams, args.jobs)
-    variants = false_alarms(args.variant_streams, args.jobs) if args.variant_streams else saved_variants(out)
+    if args.variant_streams and args.variants:
+        variants = merged_variants(false_alarms(args.variant_streams, args.jobs, only=args.variants), out)
+    else:
+        variants = false_alarms(args.variant_streams, args.jobs) if args.variant_streams else saved_variants(out)
     (out / "artifacts").mkdir(parents=True, exist_ok=True)
     (out / "BUG_CATALOGUE.md").write_text(render(rows, variants) + "\n", encoding="utf-8")
     stable = [{k: val for k, val in r.items() if k != "seconds_to_kill"} for r in rows]

@@ -60,8 +60,8 @@ from radixcheck.oracles.isolation import (
     check_quarantine_left_others,
 )
 from radixcheck.oracles.lru import check_lru
-from radixcheck.oracles.policy import check_order
 from radixcheck.oracles.never_saw import expected_match_length
+from radixcheck.oracles.policy import check_order
 from radixcheck.oracles.prefix_set import Entry, PrefixSetModel
 from radixcheck.oracles.refcount import check_none_locked, check_sizes
 from radixcheck.oracles.slots import check_freed, check_slot_count
