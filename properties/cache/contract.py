@@ -145,7 +145,8 @@ left childless and unlocked is a candidate at once; ties go in any order). The s
 * ``priority``: the highest ``priority=`` of the inserts that covered it (new nodes take the
   request's; a split copies it; 0 without one). Sent only to a policy with ``takes_priority=True``,
   to ``insert`` and to ``match_prefix`` (as SGLang's requests carry ``req.priority`` to both; a
-  match does not change a node's priority).
+  match does not change a node's priority). A call without it has priority 0 (the scheduling and
+  construction tests send none).
 * ``depth``, ``start``: tokens from the root to the leaf's end, and to the start of the cache node
   that ends there. A node ends where a match or an insert ended or the tree forked (SGLang's layout:
   it splits only there, and never merges); only ``tlru`` reads ``start``.

@@ -6,7 +6,7 @@ factory with :func:`machine_for` and run it with :func:`radixcheck.properties.fi
 without a time bound). :mod:`radixcheck.properties.cache.scale_machine` runs the same rules in a
 production-sized world. After every rule
 the invariants check sizes (oracle 2) and slot conservation (oracle 3); the rules themselves
-check matches against the prefix-set model (oracle 1), evictions for lock safety and LRU order
+check matches against the prefix-set model (oracle 1), evictions for lock safety and order (LRU, or a declared policy)
 (oracles 2 and 4), and quarantine against a cache that never saw the prefix (oracle 5).
 
 **Inputs.** Token sequences are drawn as :class:`Span` s (a length and a seed) and queries are
@@ -343,8 +343,7 @@ class RadixCacheMachine(RuleBasedStateMachine):
         (the contract says a cache must copy what it keeps)."""
         self.calls_sent += 1
         keywords = {} if namespace is UNSAID else {"namespace": namespace}  # a target without namespaces never gets one
-        if self.policy is not None and self.policy.takes_priority and name in ("match_prefix", "insert"):
-            keywords["priority"] = self.request_priority  # as a request carries it; never to a policy without one
+        keywords.update(self._priority_keyword(name))
         sent = SentCall(self.calls_sent, name, tuple(_snapshot(a) for a in args), kwargs=keywords)
         if self.acting is not None:
             self.acting.calls.append(sent)
@@ -360,6 +359,12 @@ class RadixCacheMachine(RuleBasedStateMachine):
                     _scribble(arg)
             if name not in SIZE_CALLS:
                 self._show(sent)
+
+    def _priority_keyword(self, name: str) -> dict[str, int]:
+        """``priority=`` for a request's ``match_prefix`` or ``insert``, to a policy that takes one only."""
+        if self.policy is not None and self.policy.takes_priority and name in ("match_prefix", "insert"):
+            return {"priority": self.request_priority}
+        return {}
 
     def _show(self, sent: SentCall) -> None:
         """Show a call under its step (Hypothesis formats it only for the example it prints); a
@@ -1046,10 +1051,11 @@ class RadixCacheMachine(RuleBasedStateMachine):
     def _other_call(self, other: Any, name: str, *args: Any) -> Any:
         """A call into the second cache of ``_refuse_foreign``, recorded with this act's calls."""
         self.calls_sent += 1
-        sent = SentCall(self.calls_sent, name, tuple(_snapshot(a) for a in args), target="other")
+        keywords = self._priority_keyword(name)
+        sent = SentCall(self.calls_sent, name, tuple(_snapshot(a) for a in args), target="other", kwargs=keywords)
         if self.acting is not None:
             self.acting.calls.append(sent)
-        sent.result = _snapshot(result := guarded(name, getattr(other, name), *args))
+        sent.result = _snapshot(result := guarded(name, getattr(other, name), *args, **keywords))
         return result
 
     # ---- invariants (after every step) -------------------------------------------------------

@@ -32,7 +32,7 @@ from radixcheck.oracles.policy import LeafStats
 __all__ = ["LeafStats", "Policy", "filo", "fifo", "lfu", "lru", "mru", "priority", "slru", "tlru", "NAMED"]
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, repr=False)
 class Policy:
     """An eviction order the suite can judge: ``key(stats)`` smallest goes first."""
 
@@ -59,6 +59,10 @@ class Policy:
 
     def __str__(self) -> str:
         return self.name
+
+    def __repr__(self) -> str:  # reports and repro files name it; the key function's address says nothing
+        flags = "".join(f", {f}=True" for f in ("hits_on_match", "takes_priority") if getattr(self, f))
+        return f"Policy({self.name!r}{flags})"
 
 
 def _lru(s: LeafStats) -> Any:
