@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 from hypothesis import settings
 
+from meta_tests import user_lfu_recency
 from radixcheck import Capabilities, Policy, profiles
 from radixcheck.oracles.policy import check_order
 from radixcheck.oracles.prefix_set import PrefixSetModel
@@ -23,8 +24,6 @@ from radixcheck.properties.cache.mutants import LfuReference, MostRecentFirst, P
 from radixcheck.properties.findings.repro import repro_for, run_repro
 from radixcheck.properties.findings.verdict import run_machine
 from radixcheck.reference import RadixCache
-
-from meta_tests import user_lfu_recency
 
 FEW = 4  # examples: each test shows one thing; the catalogue's 200 streams are the evidence
 
