@@ -296,7 +296,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--variant-streams", type=non_negative_int, default=50,
                         help="streams per correct variant and machine for the false-alarm table (default 50; 0: skip)")
     parser.add_argument("--variants", nargs="+", metavar="VARIANT", default=None,
-                        help="only these correct caches' false-alarm rows (with --variant-streams): they replace the saved ones")
+                        help="only these correct caches' false-alarm rows (with --variant-streams): they replace the saved "
+                             "ones; without MUTANT names the saved mutants' rows are kept")
     parser.add_argument("--jobs", type=positive_int, default=2, help="worker processes (default 2)")
     parser.add_argument("--force", action="store_true", help="replace the saved catalogue even with fewer streams")
     args = parser.parse_args(argv)
@@ -311,7 +312,10 @@ def main(argv: list[str] | None = None) -> None:
         refuse_weaker(parser, out / "BUG_CATALOGUE.md",
                       [f"--streams {args.streams}: " + (f"kill rates over {args.streams} streams" if args.streams else "no kill rates")
                        + f" where it has them over {saved_streams(out)}"], args.force)
-    rows = merged(build(args.streams, args.jobs, args.mutants), out) if args.mutants else build(args.streams, args.jobs)
+    if args.mutants:
+        rows = merged(build(args.streams, args.jobs, args.mutants), out)
+    else:  # --variants alone: the saved mutants' rows are kept as they are
+        rows = merged([], out) if args.variants else build(args.streams, args.jobs)
     if args.variant_streams and args.variants:
         variants = merged_variants(false_alarms(args.variant_streams, args.jobs, only=args.variants), out)
     else:
