@@ -328,16 +328,24 @@ def not_run_row(name: str, spec: str, exc: Exception) -> dict:
     return {"name": name, "spec": spec, "seconds": 0.0, "tests": {}, "not_run": label, "why": exc.problem}
 
 
-def merge_rows(previous: list[dict], rows: list[dict], partial: bool) -> tuple[list[dict], list[str]]:
+def merge_rows(previous: list[dict], rows: list[dict], partial: bool, by_name: bool = False) -> tuple[list[dict], list[str]]:
     """This run's rows over ``previous`` (the artifact found): a not-run row never replaces a row
-    that has verdicts, and a partial run (``--only``) keeps every row it did not run. Returns the
-    rows and the names whose earlier verdicts were kept instead of this run's "not run"."""
+    that has verdicts, and a partial run (``--only``) keeps every row it did not run. ``by_name``
+    (``--row``): only the rows run are replaced, a new one goes after its group's last row. Returns
+    the rows and the names whose earlier verdicts were kept instead of this run's "not run"."""
     old = {r["name"]: r for r in previous}
     # a row this run could not run, or ran without a single verdict, never replaces verdicts
     kept = [r["name"] for r in rows if (r.get("not_run") or not r["tests"]) and old.get(r["name"], {}).get("tests")]
     mine = [old[r["name"]] if r["name"] in kept else r for r in rows]
     if not partial:
         return mine, kept
+    if by_name:
+        new = {r["name"]: r for r in mine}
+        merged = [new.pop(r["name"], r) for r in previous]
+        for r in new.values():
+            last = max((i for i, m in enumerate(merged) if _group(m["name"]) == _group(r["name"])), default=len(merged) - 1)
+            merged.insert(last + 1, r)
+        return merged, kept
     groups = {_group(r["name"]) for r in rows}
     merged: list[dict] = []
     for r in previous:  # the artifact's order; this run's rows take the place of their groups' rows
@@ -578,6 +586,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--tx", action="append", default=[], help="pytest-xdist execution specs (replace -n), repeatable")
     parser.add_argument("--profile", default="audit", choices=PROFILES, help="Hypothesis profile (default audit; mutation: no shrinking)")
     parser.add_argument("--only", action="append", choices=[e.key for e in ENGINES] + ["kit", INDEX_KIT], help="rows to run, repeatable")
+    parser.add_argument("--row", action="append", default=[], metavar="NAME",
+                        help="only this row of the chosen --only groups (repeatable); the saved matrix keeps every other row")
     parser.add_argument("--kit-only", action="store_true", help="only the reference, correct variants and mutants")
     parser.add_argument("--report-only", action="store_true", help="re-render MATRIX.md from artifacts/matrix.json")
     parser.add_argument("--out", type=Path, default=None, help="directory for MATRIX.md and artifacts/ (default: reports/)")
@@ -614,6 +624,12 @@ def main(argv: list[str] | None = None) -> int:
                     print(f"[matrix] {name}: {found[name]}", flush=True)
                 targets[name] = spec
             sources |= found
+    if args.row:
+        unknown = sorted(set(args.row) - set(targets) - set(skipped))
+        if unknown:
+            parser.error(f"--row: no such row in the chosen groups: {', '.join(unknown)}")
+        targets = {n: s for n, s in targets.items() if n in args.row}
+        skipped = {n: s for n, s in skipped.items() if n in args.row}
     xdist = [f"--tx={spec}" for spec in args.tx] + (["--dist", "load"] if args.tx else [])
     if not args.tx and args.workers not in ("0", "1"):
         xdist = ["-n", args.workers, "--dist", "load"]
@@ -628,15 +644,16 @@ def main(argv: list[str] | None = None) -> int:
             "command": f"python -m radixcheck.reports.matrix {argv_shown}".strip(), "xdist": xdist, "profile": args.profile,
             "wall_seconds": wall, "machine": f"{os.cpu_count()} cores",
             "environment": {e.key: _env_line(e) for e in ENGINES if e.key in only}}
-    partial = args.kit_only or bool(args.only)
+    partial = args.kit_only or bool(args.only) or bool(args.row)
     previous = json.loads(out_json.read_text()) if out_json.exists() else {"meta": meta, "rows": []}
-    rows, kept = merge_rows(previous["rows"], rows, partial)
+    rows, kept = merge_rows(previous["rows"], rows, partial, by_name=bool(args.row))
     for name in kept:
         print(f"[matrix] {name}: kept the verdicts already in {out_json.name} ({NOT_RUN} in this run)", flush=True)
     if partial and previous["rows"]:
         environment = previous["meta"].get("environment", {}) | meta.pop("environment")
-        rerun = {**meta, "targets": len(targets), "engines": sorted(only)}  # with its own generated_by
-        earlier = [r for r in previous["meta"].get("reruns", []) if not set(r["engines"]) <= only]  # superseded
+        rerun = {**meta, "targets": len(targets), "engines": sorted(only)} | ({"rows": args.row} if args.row else {})
+        earlier = [r for r in previous["meta"].get("reruns", [])
+                   if args.row or not set(r["engines"]) <= only]  # superseded (a --row run supersedes nothing)
         meta = previous["meta"] | {"reruns": [*earlier, rerun], "environment": environment}
     out_json.parent.mkdir(parents=True, exist_ok=True)
     out_json.write_text(json.dumps({"meta": meta, "rows": rows}, indent=1) + "\n")
