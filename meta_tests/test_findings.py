@@ -158,9 +158,9 @@ def test_a_conforming_verdict_says_what_it_did_not_check(capsys) -> None:  # noq
     result = AuditResult("mine:make", repr(caps), caps.not_exercised(), "ci", [Verdict("t", "passed", 0.0)], 1.0, 0)
     print_summary(result)
     last = capsys.readouterr().out.splitlines()[-1]
-    assert last.startswith("radixcheck: mine:make conforms; not checked: LRU eviction order, tenant isolation, "
+    assert last.startswith("radixcheck: mine:make conforms; not checked: eviction order, tenant isolation, "
                            "the request lifecycle, lock counters wider than 10 bits (")
-    assert ("Verdict: conforms; not checked: LRU eviction order, tenant isolation, the request lifecycle, lock counters wider than 10 "
+    assert ("Verdict: conforms; not checked: eviction order, tenant isolation, the request lifecycle, lock counters wider than 10 "
             "bits,") in report_card(result)
     card = report_card(result)
     assert "tenant isolation (no namespaces declared" in card, card  # the report card says why it was not exercised

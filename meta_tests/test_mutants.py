@@ -15,6 +15,7 @@ from radixcheck.properties.cache.machine import machine_for
 from radixcheck.properties.cache.mutants import (
     CORRECT_VARIANTS,
     MUTANTS,
+    POLICY_VARIANTS,
     SplitRefreshesSuffix,
     TrustingReference,
     machine_for_mutant,
@@ -37,7 +38,18 @@ VARIANT_EXAMPLES = 15  # the gate shows each variant passes; the evidence is BUG
 # (50 full-size random streams per variant and machine). At 30 the six variants cost the gate 3.4 s of CPU (Zen 5)
 
 
-@pytest.mark.parametrize("variant", CORRECT_VARIANTS, ids=lambda v: v.__name__)
+POLICY_EXAMPLES = 4  # the reference under each named policy: a glance in the gate (eight of them at 15 examples cost
+# ~30 s of CPU on a loaded Zen 5); the evidence is the false-alarm table, 50 streams per policy and machine
+
+
+@pytest.mark.parametrize("variant", POLICY_VARIANTS, ids=lambda v: v.__name__)
+def test_policy_variant_passes(variant) -> None:
+    """The reference evicting by each named policy passes its own order oracle (no false alarm)."""
+    search = settings(find_only(), max_examples=POLICY_EXAMPLES)
+    run_machine(machine_for(variant, variant.capabilities, variant.page_size_for_test, f"variant_{variant.__name__}"), search)
+
+
+@pytest.mark.parametrize("variant", [v for v in CORRECT_VARIANTS if v not in POLICY_VARIANTS], ids=lambda v: v.__name__)
 def test_correct_variant_passes(variant) -> None:
     """A cache that trusts its callers, or has no reset, is right: the suite must not fail it.
     The trusting one asserts its own tree before each eviction, so any unpaired or stale call
@@ -78,8 +90,10 @@ def test_mutant_is_caught(mutant) -> None:
     if getattr(mutant, "scale", False):  # a production world sends ~10^4 calls: the file keeps what matters, in loops
         lines, size = len(repro.text.splitlines()), len(repro.text.encode())
         assert lines <= PASTEABLE_LINES and size <= PASTEABLE_BYTES, f"{lines} lines, {size} bytes:\n{repro.text[-3000:]}"
+    policy_reference = next((v.__name__ for v in POLICY_VARIANTS if issubclass(mutant, v)), None)  # the same policy, correct
     fixed = repro.text.replace(f"from radixcheck.properties.cache.mutants import {mutant.__name__} as make",
-                               "from radixcheck.reference import RadixCache as make")
+                               f"from radixcheck.properties.cache.mutants import {policy_reference} as make" if policy_reference
+                               else "from radixcheck.reference import RadixCache as make")
     assert fixed != repro.text
     code, printed = run_repro(fixed)
     assert code == 0 and "no bug" in printed, printed[-2000:]

@@ -18,6 +18,13 @@ entry remembers its namespace and the clock of the insert that cached it (``born
 isolation check can name both. The slots, the sizes, the locks and the recency order stay global:
 the namespaces share one pool and one eviction order.
 
+**Policies.** For a target with a declared eviction policy the model also keeps, per page, what
+the policy's key reads (:class:`~radixcheck.oracles.policy.LeafStats`): its hits (every insert that
+covered it, and every match if ``hits_on_match``), the highest priority of the inserts that
+covered it, its branch's high-water depth, and whether a cache node ends after it (a match or an
+insert ended there, or the tree forked: where SGLang's tree has a node boundary). With
+``order_key`` set, the unlocked leaves are also kept in that key's order (``by_policy``).
+
 **Scale.** A production cache holds 10^5 tokens and paths thousands of pages deep, so nothing
 here walks the whole tree on a step: every method costs what it reads or changes. The sizes are
 two counters, ``slot_owner`` maps each slot to its page, and the unlocked leaves are kept in
@@ -28,11 +35,13 @@ belongs. Only :meth:`PrefixSetModel.reset` and :meth:`PrefixSetModel.entries` to
 from __future__ import annotations
 
 import itertools
-from collections.abc import Hashable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Hashable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 from sortedcontainers import SortedList
 
+from radixcheck.oracles.policy import LeafStats
 from radixcheck.oracles.violations import Check, PrefixSetViolation, SlotViolation, shown
 
 _serials = itertools.count()
@@ -54,6 +63,11 @@ class Entry:
     filed_as: tuple | None = None  # its key in PrefixSetModel.unlocked_leaves, if it is there
     namespace: Hashable = None  # the namespace whose trie it is in
     born: int = 0  # the model's clock at the insert that cached it
+    hits: int = 0  # hits that covered it (LeafStats.hits)
+    priority: int = 0  # the highest priority of the inserts that covered it
+    history: int = 0  # the deepest its branch reached, in pages (TLRU's L)
+    ends_node: bool = False  # a match or insert ended here, or the tree forked here: a cache node ends after it
+    policy_filed_as: tuple | None = None  # its key in PrefixSetModel.by_policy, if it is there
 
     @property
     def prefix(self) -> tuple[int, ...]:
@@ -79,6 +93,9 @@ class PrefixSetModel:
     detached: dict[Entry, None] = field(default_factory=dict)  # insertion-ordered set
     unlocked_leaves: SortedList = field(default_factory=SortedList)  # (last_use, serial, entry), oldest first
     roots: dict[Hashable, Entry] = field(default_factory=dict)  # namespace -> its trie's root (None -> root)
+    order_key: Callable[[LeafStats], Any] | None = None  # a declared policy's key: keeps by_policy
+    hits_on_match: bool = True  # a match counts as a hit (LeafStats.hits)
+    by_policy: SortedList = field(default_factory=SortedList)  # (order_key(stats), serial, entry), coldest first
 
     def __post_init__(self) -> None:
         self.roots[None] = self.root
@@ -118,25 +135,38 @@ class PrefixSetModel:
     def touch(self, path: list[Entry]) -> None:
         """A match whose path the caller already knows (it extends nothing): as :meth:`match`."""
         self.clock += 1
-        self._use(path)
+        self._matched(path)
 
     def match(self, tokens: Sequence[int], namespace: Hashable = None) -> list[Entry]:
         """A match: the longest prefix cached under ``namespace``, marked as used now."""
         self.clock += 1
         path = self.longest_cached(tokens, namespace)
-        self._use(path)
+        self._matched(path)
         return path
 
-    def insert(self, tokens: Sequence[int], values: Sequence[int], namespace: Hashable = None) -> int:
-        """Cache ``tokens`` under ``namespace``; already-cached pages keep their first values. Returns prefix_len."""
+    def _matched(self, path: list[Entry]) -> None:
+        if self.hits_on_match:
+            for entry in path:
+                entry.hits += 1
+        self._use(path)
+        self._node_ends(path)
+
+    def insert(self, tokens: Sequence[int], values: Sequence[int], namespace: Hashable = None, priority: int = 0) -> int:
+        """Cache ``tokens`` under ``namespace``; already-cached pages keep their first values. Returns
+        prefix_len. Every page it covers counts a hit and takes ``priority`` if higher."""
         self.clock += 1
         p = self.page_size
         path = self.longest_cached(tokens, namespace)
         prefix_len = len(path) * p
+        for entry in path:
+            entry.hits += 1
+            entry.priority = max(entry.priority, priority)
         node = path[-1] if path else self.root_of(namespace)
+        if len(path) < len(tokens) // p:
+            self._node_ends(path)  # the new pages hang here: a fork, or the end of a leaf
         for depth in range(len(path), len(tokens) // p):
             page = Entry(self._page_at(tokens, depth), tuple(values[depth * p : (depth + 1) * p]), node, depth + 1,
-                         namespace=namespace, born=self.clock)
+                         namespace=namespace, born=self.clock, hits=1, priority=priority)
             node.children[page.page] = page
             self._refile(node)  # no longer a leaf
             self.pages += 1
@@ -144,8 +174,37 @@ class PrefixSetModel:
                 self.slot_owner[slot] = page
             path.append(page)
             node = page
+        deepest = len(path)
+        for entry in reversed(path):  # the branch's high-water mark rises (and never falls)
+            if entry.history >= deepest:
+                break
+            entry.history = deepest
         self._use(path)
+        self._node_ends(path)
         return prefix_len
+
+    def _node_ends(self, path: list[Entry]) -> None:
+        """A cache node ends after ``path[-1]`` (a split there, if it was inside an edge): the leaf
+        below it, if one hangs on a single chain, now has a shorter node (LeafStats.start)."""
+        if not path or path[-1].ends_node:
+            return
+        entry = path[-1]
+        entry.ends_node = True
+        while len(entry.children) == 1:
+            entry = next(iter(entry.children.values()))
+            if entry.ends_node:
+                break
+        if not entry.children:
+            self._refile(entry)
+
+    def leaf_stats(self, entry: Entry) -> LeafStats:
+        """What a policy's key reads of ``entry`` as a leaf (O(pages of its node), for ``start``)."""
+        top = entry.parent
+        while top.state != "root" and not top.ends_node and len(top.children) <= 1:
+            top = top.parent
+        p = self.page_size
+        return LeafStats(last_use=entry.last_use, created=entry.born, hits=entry.hits, priority=entry.priority,
+                         depth=entry.depth * p, start=top.depth * p, history=entry.history * p)
 
     @staticmethod
     def values_of(path: Iterable[Entry]) -> list[int]:
@@ -271,13 +330,15 @@ class PrefixSetModel:
         self.detached.clear()
         self.slot_owner.clear()
         self.unlocked_leaves.clear()
+        self.by_policy.clear()
         self.pages = self.locked_pages = 0
         return freed
 
     # ---- what the other oracles read --------------------------------------------------------
 
     def _refile(self, entry: Entry) -> None:
-        """Put ``entry`` among the unlocked leaves (keyed by recency) if it is one, else take it out."""
+        """Put ``entry`` among the unlocked leaves (keyed by recency, and by the policy's key if one
+        is set) if it is one, else take it out."""
         is_unlocked_leaf = entry.state == "cached" and not entry.children and entry.locks == 0
         key = (entry.last_use, entry.serial, entry) if is_unlocked_leaf else None
         if entry.filed_as != key:
@@ -286,6 +347,18 @@ class PrefixSetModel:
             if key is not None:
                 self.unlocked_leaves.add(key)
             entry.filed_as = key
+        if self.order_key is not None:
+            policy_key = (self.order_key(self.leaf_stats(entry)), entry.serial, entry) if is_unlocked_leaf else None
+            if entry.policy_filed_as != policy_key:
+                if entry.policy_filed_as is not None:
+                    self.by_policy.remove(entry.policy_filed_as)
+                if policy_key is not None:
+                    self.by_policy.add(policy_key)
+                entry.policy_filed_as = policy_key
+
+    def coldest_unlocked_leaf(self, besides: set[Entry]) -> Entry | None:
+        """The unlocked leaf with the smallest policy key, leaving out ``besides`` (``order_key`` must be set)."""
+        return next((e for _, _, e in self.by_policy if e not in besides), None)
 
     def oldest_unlocked_leaf(self) -> Entry | None:
         return self.unlocked_leaves[0][2] if self.unlocked_leaves else None

@@ -57,6 +57,13 @@ class LRUOrderViolation(ContractViolation):
     oracle = "4 LRU order"
 
 
+class EvictionOrderViolation(ContractViolation):
+    """A cache with a declared :class:`~radixcheck.properties.cache.policies.Policy` evicted a leaf
+    while one its policy says goes first survived, or went later."""
+
+    oracle = "4 eviction order"
+
+
 class EvictionAmountViolation(ContractViolation):
     """``evict(n)`` stopped before freeing ``n`` tokens although something was still evictable."""
 

@@ -30,6 +30,8 @@ __version__ = "0.2.0"
 # Lazy re-exports (PEP 562): `import radixcheck.model` should not pay for Hypothesis.
 _EXPORTS = {
     "Capabilities": "radixcheck.properties.cache.contract",
+    "Policy": "radixcheck.properties.cache.policies",
+    "LeafStats": "radixcheck.properties.cache.policies",
     "DEFAULT_CAPABILITIES": "radixcheck.properties.cache.contract",
     "IndexCapabilities": "radixcheck.properties.index.contract",
     "index_machine_for": "radixcheck.properties.index.machine",

@@ -26,9 +26,9 @@ from typing import Any
 
 import numpy as np
 
-from radixcheck.properties.cache.contract import Capabilities
+from radixcheck.properties.cache.contract import Capabilities, LeafStats, Policy
 from radixcheck.reference.requests import RequestSteps
-from radixcheck.reference.validation import as_count, as_namespace, as_tokens, as_values
+from radixcheck.reference.validation import as_count, as_namespace, as_priority, as_tokens, as_values
 
 _EMPTY = np.zeros(0, dtype=np.int64)
 
@@ -37,7 +37,8 @@ class Node:
     """One edge of the tree. ``state`` is "linked" (in the tree), "detached" (quarantined while
     still locked: unreachable, slots not yet freed) or "dead" (slots freed; handle is stale)."""
 
-    __slots__ = ("owner", "parent", "key", "value", "children", "lock_ref", "last_access", "state", "serial")
+    __slots__ = ("owner", "parent", "key", "value", "children", "lock_ref", "last_access", "state", "serial",
+                 "created", "hits", "priority", "depth_end", "history")
     _serials = itertools.count()
 
     def __init__(self, owner: RadixCache, parent: Node | None, key: tuple[int, ...], value: np.ndarray) -> None:
@@ -50,6 +51,12 @@ class Node:
         self.last_access = 0
         self.state = "linked"
         self.serial = next(Node._serials)  # tie-breaker that makes eviction order deterministic
+        # what an eviction policy reads (the contract's "Eviction policies"; LeafStats)
+        self.created = 0  # the clock of the insert that cached it (a split copies it)
+        self.hits = 0  # inserts that covered it (and matches, if the policy counts them); a split copies it
+        self.priority = 0  # the highest priority of the inserts that covered it; a split copies it
+        self.depth_end = (parent.depth_end if parent is not None else 0) + len(key)  # tokens from the root to its end
+        self.history = self.depth_end  # the deepest its branch reached (TLRU's L); never lowered
 
     def __repr__(self) -> str:
         return f"Node(key={self.key!r}, lock_ref={self.lock_ref}, {self.state})"
@@ -64,6 +71,14 @@ class RadixCache(RequestSteps):
 
     # 16: a production page size (vLLM's default block)
     capabilities = Capabilities(page_sizes=(1, 4, 16), namespaces=True, lifecycle="requests")
+    policy: Policy | None = None  # None: least recently used first; else the key of this Policy (see with_policy)
+
+    @classmethod
+    def with_policy(cls, policy: Policy, name: str | None = None) -> type[RadixCache]:
+        """This cache evicting by ``policy``'s key (ties by age of the node), declaring it."""
+        capabilities = Capabilities(eviction_policy=policy, page_sizes=(1, 4, 16))
+        return type(name or f"{cls.__name__}_{policy.name}", (cls,), {"policy": policy, "capabilities": capabilities,
+                                                                   "__module__": cls.__module__})
 
     def __init__(self, allocator: Any, page_size: int = 1) -> None:
         self.page_size = as_count(page_size, "page_size", minimum=1)
@@ -91,10 +106,13 @@ class RadixCache(RequestSteps):
 
     # ---- lookup and insertion -------------------------------------------------------------
 
-    def match_prefix(self, tokens: Sequence[int], namespace: Hashable = None) -> tuple[np.ndarray, Node]:
-        """Slot ids of the longest prefix of ``tokens`` cached under ``namespace``, and the node ending there."""
+    def match_prefix(self, tokens: Sequence[int], namespace: Hashable = None, priority: int = 0) -> tuple[np.ndarray, Node]:
+        """Slot ids of the longest prefix of ``tokens`` cached under ``namespace``, and the node ending
+        there. ``priority`` is the request's (a match leaves the nodes' own as they are)."""
         key = as_tokens(tokens, "tokens")
         as_namespace(namespace)
+        as_priority(priority)
+        hits = self.policy is not None and self.policy.hits_on_match
         key = key[: len(key) // self.page_size * self.page_size]
         self._clock += 1
         node, pos, pieces = self._root_for(namespace), 0, []
@@ -106,16 +124,20 @@ class RadixCache(RequestSteps):
             if shared < len(child.key):
                 child = self._split(child, shared)  # so a lock covers exactly what matched
             child.last_access = self._clock
+            if hits:
+                self._hit(child, "match")
             pieces.append(child.value)
             node, pos = child, pos + shared
         values = np.concatenate(pieces) if pieces else _EMPTY.copy()
         return values, node
 
-    def insert(self, tokens: Sequence[int], values: np.ndarray, namespace: Hashable = None) -> int:
-        """Cache ``tokens`` -> ``values`` under ``namespace``; returns how many leading tokens were already cached there."""
+    def insert(self, tokens: Sequence[int], values: np.ndarray, namespace: Hashable = None, priority: int = 0) -> int:
+        """Cache ``tokens`` -> ``values`` under ``namespace``; returns how many leading tokens were already
+        cached there. Each node it covers counts a hit and takes ``priority`` if higher."""
         key = as_tokens(tokens, "tokens")
         vals = as_values(values, len(key))
         as_namespace(namespace)
+        as_priority(priority)
         aligned = len(key) // self.page_size * self.page_size
         self._clock += 1
         node, pos = self._root_for(namespace), 0
@@ -123,13 +145,17 @@ class RadixCache(RequestSteps):
             child = self._child(node, key[pos : pos + self.page_size])
             if child is None:
                 leaf = Node(self, node, key[pos:aligned], vals[pos:aligned].copy())
-                leaf.last_access = self._clock
+                leaf.last_access = leaf.created = self._clock
+                leaf.hits, leaf.priority = 1, priority
                 node.children[leaf.key[: self.page_size]] = leaf
+                self._raise_history(leaf)
                 return pos
             shared = self._shared_length(child.key, key[pos : min(aligned, pos + len(child.key))])
             if shared < len(child.key):
                 child = self._split(child, shared)
             child.last_access = self._clock
+            self._hit(child, "insert")
+            child.priority = max(child.priority, priority)
             node, pos = child, pos + shared
         return pos
 
@@ -149,6 +175,7 @@ class RadixCache(RequestSteps):
         upper = Node(self, child.parent, child.key[:at], child.value[:at])
         upper.lock_ref = child.lock_ref
         upper.last_access = child.last_access
+        upper.created, upper.hits, upper.priority, upper.history = child.created, child.hits, child.priority, child.history
         child.parent.children[upper.key[: self.page_size]] = upper
         child.key, child.value, child.parent = child.key[at:], child.value[at:], upper
         upper.children[child.key[: self.page_size]] = child
@@ -214,12 +241,30 @@ class RadixCache(RequestSteps):
                 heapq.heappush(heap, (self._eviction_key(parent), parent))
         return evicted
 
+    def _hit(self, node: Node, by: str) -> None:
+        """``node`` was covered by a hit: a match (``by="match"``, if the policy counts those) or an insert."""
+        node.hits += 1
+
+    @staticmethod
+    def _raise_history(leaf: Node) -> None:
+        """A new leaf: every node above it has reached its depth (TLRU's history never falls)."""
+        node = leaf.parent
+        while node is not None and node.history < leaf.depth_end:
+            node.history = leaf.depth_end
+            node = node.parent
+
+    def _stats(self, node: Node) -> LeafStats:
+        return LeafStats(last_use=node.last_access, created=node.created, hits=node.hits, priority=node.priority,
+                         depth=node.depth_end, start=node.depth_end - len(node.key), history=node.history)
+
     def _wants_more(self, evicted: int, wanted: int, leaves: int) -> bool:
         """Whether eviction goes on after ``leaves`` leaves freed ``evicted`` of ``wanted`` tokens."""
         return evicted < wanted
 
-    def _eviction_key(self, node: Node) -> tuple[int, ...]:
-        """The policy: least recently used first (serial breaks ties deterministically)."""
+    def _eviction_key(self, node: Node) -> tuple:
+        """The policy: least recently used first, or ``policy``'s key (serial breaks ties deterministically)."""
+        if self.policy is not None:
+            return self.policy.key(self._stats(node)), node.serial
         return node.last_access, node.serial
 
     def _evictable_leaf(self, node: Node) -> bool:

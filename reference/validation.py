@@ -63,3 +63,10 @@ def as_namespace(namespace: Any) -> Any:
         raise TypeError(f"namespace must be hashable (a str, an int, None or a tuple of those), "
                         f"got {type(namespace).__name__} {namespace!r}: {exc}") from None
     return namespace
+
+
+def as_priority(priority: Any) -> int:
+    """A request's priority (``priority=`` of ``match_prefix`` and ``insert``): an int, any sign."""
+    if isinstance(priority, bool) or not isinstance(priority, (int, np.integer)):
+        raise TypeError(f"priority must be an int, got {type(priority).__name__} {priority!r}")
+    return int(priority)

@@ -121,8 +121,10 @@ ENGINES = [
             "cache declaring `checks_locks=True`, to show what those checks find (findings 1 and 4: silent corruption, "
             "not an error). UnifiedRadixCache refuses unmatched unlocks itself, so `unified_*` declare "
             "`checks_locks=True` (`*_lru_lenient`: False).",
-            "Only LRU has a precise order oracle (oracle 4); the other policies are held to everything else "
-            "(refcount safety, sizes, slot conservation, prefix-set matches, the DFS bound).",
+            "Every policy's order is judged (oracle 4): `lru` by the LRU oracle, the others by the eviction-order "
+            "oracle under the named `Policy` of SGLang's meaning (tlru with threshold 8 and next-prompt estimate 2 "
+            "tokens, `eviction_policy_config`); `priority=` goes to `InsertParams.priority`. "
+            "`findings/sglang_trees.md` (\"Eviction policies\") classifies each row's failure.",
         ],
         sglang_finding,
     ),

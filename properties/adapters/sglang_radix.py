@@ -72,9 +72,25 @@ from typing import Any
 
 import numpy as np
 
-from radixcheck.properties.cache.contract import Capabilities, SlotAllocator
+from radixcheck.properties.cache import policies
+from radixcheck.properties.cache.contract import Capabilities, Policy, SlotAllocator
 
 RADIX_POLICIES = ("lru", "lfu", "fifo", "mru", "filo", "priority", "slru", "tlru")
+TLRU_CONFIG = {"threshold": 8, "next_prompt_estimate": 2}
+"""``--radix-eviction-policy-config`` for tlru, in tokens. SGLang's defaults (0, 0) make no node
+TEL-safe (a leaf starts above the depth its branch reached), so tlru would be plain LRU."""
+
+
+def declared_policy(policy: str) -> str | Policy:
+    """What a factory of SGLang policy ``policy`` declares: ``"lru"`` (the LRU oracle), or the named
+    :class:`Policy` with SGLang's meaning (the eviction-order oracle; its configuration for tlru)."""
+    if policy == "lru":
+        return "lru"
+    return policies.tlru(**TLRU_CONFIG) if policy == "tlru" else policies.NAMED[policy]()
+
+
+def _policy_config(policy: str) -> dict[str, int] | None:
+    return dict(TLRU_CONFIG) if policy == "tlru" else None
 UNIFIED_POLICIES = RADIX_POLICIES
 PAGE_SIZES = (1, 2, 4)
 
@@ -213,19 +229,21 @@ class _Adapter:
         return self.sg.torch.from_numpy(arr.astype(np.int64, copy=True))
 
     # -- the contract ------------------------------------------------------------------
-    def _insert_params(self, key, value):
-        return self.sg.InsertParams(key=key, value=value)
+    def _insert_params(self, key, value, priority: int):
+        return self.sg.InsertParams(key=key, value=value, priority=priority)
 
-    def insert(self, tokens: Sequence[int], values) -> int:
+    def insert(self, tokens: Sequence[int], values, priority: int = 0) -> int:
+        """``priority``: the request's (``req.priority``), sent only to the priority policy."""
         key = self._key(tokens)
         value = self._value(values, len(key))
-        result = self.cache.insert(self._insert_params(key, value))
+        result = self.cache.insert(self._insert_params(key, value, int(priority)))
         return int(result.prefix_len)
 
     def _is_root(self, node: Any) -> bool:
         raise NotImplementedError
 
-    def match_prefix(self, tokens: Sequence[int]) -> tuple[np.ndarray, Any]:
+    def match_prefix(self, tokens: Sequence[int], priority: int = 0) -> tuple[np.ndarray, Any]:
+        """``priority`` is the request's; SGLang's match reads none (``MatchPrefixParams`` has no field)."""
         result = self.cache.match_prefix(self.sg.MatchPrefixParams(key=self._key(tokens)))
         node = result.last_device_node
         values = _np(self.cache.path_device_indices(node))
@@ -293,6 +311,7 @@ class SGLangRadixCache(_Adapter):
             token_to_kv_pool_allocator=self.kv_allocator,
             page_size=page_size,
             eviction_policy=eviction_policy,
+            eviction_policy_config=_policy_config(eviction_policy),
         )
         self.cache = self.sg.RadixCache(params)
 
@@ -335,6 +354,7 @@ class SGLangUnifiedRadixCache(_Adapter):
             token_to_kv_pool_allocator=self.kv_allocator,
             page_size=page_size,
             eviction_policy=eviction_policy,
+            eviction_policy_config=_policy_config(eviction_policy),
             tree_components=(self.sg.ComponentType.FULL,),
             tree_core_backend=backend,
         )
@@ -346,10 +366,10 @@ class SGLangUnifiedRadixCache(_Adapter):
         self.backend = backend
         self._receipts: dict[Any, list[Any]] = {}
 
-    def _insert_params(self, key, value):
+    def _insert_params(self, key, value, priority: int):
         # prev_prefix_len = len(key): "the caller keeps every slot it brought". Without it the
         # unified insert frees the caller's duplicate slots itself (the scheduler's protocol).
-        return self.sg.InsertParams(key=key, value=value, prev_prefix_len=len(key))
+        return self.sg.InsertParams(key=key, value=value, prev_prefix_len=len(key), priority=priority)
 
     def _is_root(self, node: Any) -> bool:
         return node == self.cache.root_node_handle()
@@ -402,7 +422,7 @@ def _factory(name: str, build: Callable[[SlotAllocator, int], Any], caps: Capabi
 
 def _radix(policy: str, strict: bool = False):
     caps = Capabilities(
-        eviction_policy=policy,
+        eviction_policy=declared_policy(policy),
         supports_quarantine=False,
         page_sizes=PAGE_SIZES,
         checks_locks=strict,
@@ -416,7 +436,7 @@ def _radix(policy: str, strict: bool = False):
 
 def _unified(backend: str, policy: str, checks_locks: bool = True):
     caps = Capabilities(
-        eviction_policy=policy,
+        eviction_policy=declared_policy(policy),
         supports_quarantine=False,
         page_sizes=PAGE_SIZES,
         checks_locks=checks_locks,

@@ -313,7 +313,7 @@ class SGLangUnifiedSWA(_UnifiedWith):
                 if peers is None:
                     raise MemoryError("radixcheck adapter: SWA peer pool exhausted")
                 self.swa.set_full_to_swa_mapping(unpaired, peers)
-        result = self.cache.insert(self._insert_params(key, value))
+        result = self.cache.insert(self._insert_params(key, value, 0))
         if callers:
             held = self._held()
             left = [i for i in callers if i not in held]

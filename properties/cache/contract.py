@@ -32,7 +32,7 @@ The methods (``RadixCacheLike``)
     edge the cache splits that edge, so that a lock on the handle covers exactly the matched
     prefix, no more. An empty match (an empty query, one shorter than a page, or one whose first
     page is not cached) returns an empty int64 array and the *root handle*.
-    Counts as a use of every matched node (recency for LRU).
+    Counts as a use of every matched node (recency for LRU; see "Eviction policies" for hits).
 ``insert(tokens, values) -> prefix_len``
     Caches ``tokens`` (only the first ``len(tokens) // page_size * page_size`` of them when
     ``page_size > 1``) with ``values`` (same length as ``tokens``; any integer dtype, the suite
@@ -115,10 +115,10 @@ another by the timing of its hit).
 
 **What is left to the cache.** The namespaces share one slot pool and one set of sizes
 (``total_size`` and the others count every namespace), and ``evict(n)`` evicts from the whole
-cache: an engine evicts from one pool. For ``eviction_policy="lru"`` the order is judged across
-namespaces: the least recently used unlocked leaf of *any* namespace goes first (one clock for
-every namespace). A cache whose eviction is per namespace (a quota per tenant) declares another
-policy name, and keeps the amount and lock-safety checks. How the namespaces are stored (one
+cache: an engine evicts from one pool. For ``eviction_policy="lru"`` (or any declared
+:class:`Policy`) the order is judged across namespaces: the coldest unlocked leaf of *any*
+namespace goes first (one clock for every namespace). A cache whose eviction is per namespace (a
+quota per tenant) declares another policy name, and keeps the amount and lock-safety checks. How the namespaces are stored (one
 tree each, one tree with a root per namespace, the namespace folded into the first page's key)
 is the cache's choice, as long as equality of namespaces is what separates them.
 
@@ -159,6 +159,40 @@ judge the locks (a lock a failed admission forgot, or a re-published chunk that 
 The suite sends lifecycle requests in the default namespace, keeps at most three in flight, and ends
 them (as aborts) before a ``reset`` or an ``evict_prefix``, as a server aborts what runs before it
 flushes. ``"off"`` (the default) runs none of these steps.
+Eviction policies
+-----------------
+``eviction_policy`` says how ``evict`` orders its victims. ``"lru"`` (the default) is judged by the
+LRU oracle. A :class:`Policy` (``radixcheck.properties.cache.policies``: ``lru()``, ``lfu()``,
+``fifo()``, ``mru()``, ``filo()``, ``priority()``, ``slru(threshold)``, ``tlru(threshold,
+next_prompt_estimate)``, SGLang 0.5.23's eight with its meaning, or the user's own
+``Policy(key=...)``) is judged by the eviction-order oracle: each ``free()`` of an ``evict`` frees
+an unlocked leaf whose ``key(stats)`` is no larger than any unlocked leaf's still there (a parent
+left childless and unlocked is a candidate at once; ties go in any order). The statistics
+(:class:`LeafStats`), exactly:
+
+* ``last_use``: the clock (one tick per ``match_prefix`` or ``insert``) of the last match or insert
+  that covered the leaf; an insert or match ending inside an edge covers only up to where it ended.
+* ``created``: the clock of the insert that first cached it. **A split gives the new parent the
+  child's creation time and hit count** (SGLang's ``_split_node`` copies ``hit_count``; its unified
+  tree copies ``creation_time`` too), and the covering call's time as its last use.
+* ``hits``: **what counts as a hit**: every insert that covers the node, re-inserts of an already
+  cached prefix included (SGLang's ``_insert_helper``; a new node starts at 1). A match that covers
+  it counts too only when the policy says ``hits_on_match=True`` (SGLang's matches count none: its
+  requests insert what they matched, and that insert is their hit).
+* ``priority``: the highest ``priority=`` of the inserts that covered it (new nodes take the
+  request's; a split copies it; 0 without one). Sent only to a policy with ``takes_priority=True``,
+  to ``insert`` and to ``match_prefix`` (as SGLang's requests carry ``req.priority`` to both; a
+  match does not change a node's priority). A call without it has priority 0 (the scheduling and
+  construction tests send none).
+* ``depth``, ``start``: tokens from the root to the leaf's end, and to the start of the cache node
+  that ends there. A node ends where a match or an insert ended or the tree forked (SGLang's layout:
+  it splits only there, and never merges); only ``tlru`` reads ``start``.
+* ``history``: the deepest (tokens) the leaf's branch reached since it was cached, which does not
+  shrink when the tail is evicted (TLRU's L, SGLang's ``_tlru_history_len``).
+
+An engine that counts differently where the difference is by design says so in the policy it
+declares (``hits_on_match``); one whose order is no key over these declares a name instead, and its
+order is then not exercised.
 
 Bad input
 ---------
@@ -207,6 +241,9 @@ from typing import Any, Protocol, runtime_checkable
 import numpy as np
 
 from radixcheck.oracles.violations import SlotViolation
+from radixcheck.properties.cache.policies import LeafStats, Policy
+
+__all__ = ["Capabilities", "DEFAULT_CAPABILITIES", "LeafStats", "Policy", "RadixCacheLike", "SlotAllocator", "required_methods"]
 
 MAX_PAGE_SIZE_TESTED = 64
 """Declared page sizes above this are not run (the oracles' cost grows with the page)."""
@@ -221,8 +258,11 @@ class Capabilities:
     """What a target offers. The suite skips (with a reason) properties that need more, and never
     sends a call the target does not offer or leaves to its callers."""
 
-    eviction_policy: str = "lru"
-    """Name of the eviction order. The LRU oracle applies only to ``"lru"``."""
+    eviction_policy: str | Policy = "lru"
+    """The eviction order: a :class:`Policy` (a key over :class:`LeafStats`, e.g. ``policies.lfu()``)
+    is judged by the eviction-order oracle; the name ``"lru"`` by the LRU oracle; any other name is
+    a policy the suite cannot judge (its order is not exercised; amount and lock safety still are).
+    See "Eviction policies" above."""
     supports_quarantine: bool = True
     """Whether ``evict_prefix`` exists and follows the contract."""
     page_sizes: tuple[int, ...] = (1, 2, 4)
@@ -256,8 +296,9 @@ class Capabilities:
     (the cache's own ``match_req``, ``lock_req``, ``cache_unfinished_req`` and ``cache_finished_req``)."""
 
     def __post_init__(self) -> None:
-        if not isinstance(self.eviction_policy, str) or not self.eviction_policy:
-            raise ValueError(f"Capabilities.eviction_policy must be a non-empty str, got {self.eviction_policy!r}")
+        policy = self.eviction_policy
+        if not isinstance(policy, Policy) and (not isinstance(policy, str) or not policy):
+            raise ValueError(f"Capabilities.eviction_policy must be a Policy or a non-empty str, got {policy!r}")
         for flag in ("supports_quarantine", "checks_locks", "supports_reset", "locks_only_after_match", "validates_input",
                      "namespaces"):
             if not isinstance(getattr(self, flag), bool):
@@ -274,6 +315,11 @@ class Capabilities:
         if pages is not None and (isinstance(pages, bool) or not isinstance(pages, int) or pages < 1):
             raise ValueError(f"Capabilities.max_cached_pages must be a positive int or None, got {pages!r}")
 
+    @property
+    def policy(self) -> Policy | None:
+        """The declared :class:`Policy` whose order the eviction-order oracle judges, if any."""
+        return self.eviction_policy if isinstance(self.eviction_policy, Policy) else None
+
     def page_sizes_tested(self) -> tuple[int, ...]:
         """The declared page sizes the suite runs: each one up to :data:`MAX_PAGE_SIZE_TESTED`."""
         return tuple(sorted(p for p in set(self.page_sizes) if p <= MAX_PAGE_SIZE_TESTED))
@@ -281,8 +327,9 @@ class Capabilities:
     def not_exercised(self) -> list[str]:
         """What the suite leaves out for this target, and why: for headers and report cards."""
         gaps = []
-        if self.eviction_policy != "lru":
-            gaps.append(f"LRU eviction order (eviction_policy={self.eviction_policy!r}: amount and lock safety still checked)")
+        if isinstance(self.eviction_policy, str) and self.eviction_policy != "lru":
+            gaps.append(f"eviction order (eviction_policy={self.eviction_policy!r} is a name, not a Policy key: "
+                        "order not exercised; amount and lock safety still checked)")
         if not self.supports_quarantine:
             gaps.append("evict_prefix and the evict-equals-never-saw oracle (supports_quarantine=False)")
         if not self.checks_locks:

@@ -6,7 +6,7 @@ factory with :func:`machine_for` and run it with :func:`radixcheck.properties.fi
 without a time bound). :mod:`radixcheck.properties.cache.scale_machine` runs the same rules in a
 production-sized world. After every rule
 the invariants check sizes (oracle 2) and slot conservation (oracle 3); the rules themselves
-check matches against the prefix-set model (oracle 1), evictions for lock safety and LRU order
+check matches against the prefix-set model (oracle 1), evictions for lock safety and order (LRU, or a declared policy)
 (oracles 2 and 4), and quarantine against a cache that never saw the prefix (oracle 5).
 
 **Inputs.** Token sequences are drawn as :class:`Span` s (a length and a seed) and queries are
@@ -61,6 +61,7 @@ from radixcheck.oracles.isolation import (
 )
 from radixcheck.oracles.lru import check_lru
 from radixcheck.oracles.never_saw import expected_match_length
+from radixcheck.oracles.policy import check_order
 from radixcheck.oracles.prefix_set import Entry, PrefixSetModel
 from radixcheck.oracles.refcount import check_none_locked, check_sizes
 from radixcheck.oracles.slots import check_freed, check_slot_count
@@ -315,6 +316,10 @@ class RadixCacheMachine(RuleBasedStateMachine):
         self.step_number = 0  # how many steps have begun
         self.story: str | None = None  # the production-world story running now (scale_machine)
         self.model = PrefixSetModel(self.page_size)
+        self.policy = self.capabilities.policy  # a declared Policy: its order is judged (oracle 4, eviction order)
+        if self.policy is not None:
+            self.model.order_key, self.model.hits_on_match = self.policy.key, self.policy.hits_on_match
+        self.request_priority = 0  # the priority= the next requests carry (a policy that takes one)
         self.block = max(self.page_size, MIN_BLOCK)
         self.known: list[tuple[int, ...]] = []  # sequences sent without a namespace
         self.known_elsewhere: list[tuple[Any, tuple[int, ...]]] = []  # (namespace, sequence) sent with one
@@ -338,6 +343,7 @@ class RadixCacheMachine(RuleBasedStateMachine):
         (the contract says a cache must copy what it keeps)."""
         self.calls_sent += 1
         keywords = {} if namespace is UNSAID else {"namespace": namespace}  # a target without namespaces never gets one
+        keywords.update(self._priority_keyword(name))
         sent = SentCall(self.calls_sent, name, tuple(_snapshot(a) for a in args), kwargs=keywords)
         if self.acting is not None:
             self.acting.calls.append(sent)
@@ -353,6 +359,12 @@ class RadixCacheMachine(RuleBasedStateMachine):
                     _scribble(arg)
             if name not in SIZE_CALLS:
                 self._show(sent)
+
+    def _priority_keyword(self, name: str) -> dict[str, int]:
+        """``priority=`` for a request's ``match_prefix`` or ``insert``, to a policy that takes one only."""
+        if self.policy is not None and self.policy.takes_priority and name in ("match_prefix", "insert"):
+            return {"priority": self.request_priority}
+        return {}
 
     def _show(self, sent: SentCall) -> None:
         """Show a call under its step (Hypothesis formats it only for the example it prints); a
@@ -454,7 +466,7 @@ class RadixCacheMachine(RuleBasedStateMachine):
         """Insert with a copy of ``values``: the copy is the caller's buffer, overwritten after the call."""
         self._make_room(tokens)
         prefix_len = _as_int(self._call("insert", self._as_list_or_array(tokens), values.copy(), namespace=namespace), "insert")
-        expected = self.model.insert(tokens, values.tolist(), namespace_key(namespace))
+        expected = self.model.insert(tokens, values.tolist(), namespace_key(namespace), self.request_priority)
         where = "" if namespace is UNSAID else f", namespace={namespace!r}"
         self.clock_calls[self.model.clock] = f"call {self.calls_sent}: insert({shown(tokens)}{where})"
         if prefix_len != expected and self.capabilities.namespaces:
@@ -547,6 +559,9 @@ class RadixCacheMachine(RuleBasedStateMachine):
         if evicted != len(freed):
             raise ReturnValueViolation(f"evict({num_tokens}) returned {evicted} but freed {len(freed)} slots",
                                        Check("result == len(freed)", "(result, len(freed))"))
+        if self.policy is not None:
+            self._judge_order(num_tokens, calls)
+            return
         removed = self.model.remove_freed(freed)
         check_none_locked(removed)
         oldest = self.model.oldest_unlocked_leaf()
@@ -554,6 +569,36 @@ class RadixCacheMachine(RuleBasedStateMachine):
         if self.capabilities.eviction_policy == "lru":
             call_of = {slot: i for i, call in enumerate(calls) for slot in call}
             check_lru([(call_of[e.values[0]], e) for e in removed], oldest, num_tokens, self.page_size, at=self._used_by)
+
+    def _judge_order(self, num_tokens: int, calls: list[list[int]]) -> None:
+        """A declared policy's eviction, ``free()`` call by call: lock safety first, then each call's
+        leaves against the coldest unlocked leaf still there (a parent left childless by an earlier
+        call included), then the amount."""
+        owners = [self.model.slot_owner.get(slot) for call in calls for slot in call]
+        check_none_locked([e for e in dict.fromkeys(owners) if e is not None and e.state == "cached"])
+        freed_in = {slot: i for i, call in enumerate(calls) for slot in call}
+        for i, call in enumerate(calls):
+            group = {self.model.slot_owner.get(slot) for slot in call} - {None}
+            victims = [e for e in group if e.state == "cached" and not e.children and e.locks == 0]
+            colder = self.model.coldest_unlocked_leaf(group)
+            later = colder is not None and freed_in.get(colder.values[0], -1) > i
+            check_order(victims, colder, later, num_tokens, self._policy_key, self._described, self.policy.name)
+            self.model.remove_freed(call)
+        coldest = self.model.coldest_unlocked_leaf(set())
+        check_amount(num_tokens, [len(call) for call in calls], coldest.prefix if coldest else None)
+
+    def _policy_key(self, entry: Entry) -> Any:
+        return self.policy.key(self.model.leaf_stats(entry))
+
+    def _described(self, entry: Entry) -> str:
+        """A leaf's statistics, with the calls that set its times (for an order message)."""
+        s = self.model.leaf_stats(entry)
+        said = f"last used by {self._used_by(s.last_use)}, cached by {self._inserted_by(s.created)}, {s.hits} hit(s)"
+        if self.policy.takes_priority:
+            said += f", priority {s.priority}"
+        if s.start or s.history != s.depth:
+            said += f", node at tokens {s.start}-{s.depth} of a branch that reached {s.history}"
+        return said
 
     @act
     def _quarantine(self, tokens: tuple[int, ...], namespace: Any = UNSAID) -> None:
@@ -1006,10 +1051,11 @@ class RadixCacheMachine(RuleBasedStateMachine):
     def _other_call(self, other: Any, name: str, *args: Any) -> Any:
         """A call into the second cache of ``_refuse_foreign``, recorded with this act's calls."""
         self.calls_sent += 1
-        sent = SentCall(self.calls_sent, name, tuple(_snapshot(a) for a in args), target="other")
+        keywords = self._priority_keyword(name)
+        sent = SentCall(self.calls_sent, name, tuple(_snapshot(a) for a in args), target="other", kwargs=keywords)
         if self.acting is not None:
             self.acting.calls.append(sent)
-        sent.result = _snapshot(result := guarded(name, getattr(other, name), *args))
+        sent.result = _snapshot(result := guarded(name, getattr(other, name), *args, **keywords))
         return result
 
     # ---- invariants (after every step) -------------------------------------------------------
@@ -1039,6 +1085,10 @@ def machine_for(factory: Callable[..., Any], capabilities: Capabilities, page_si
         from radixcheck.properties.cache.tenants import TenantMachine
 
         bases.append(TenantMachine)
+    if capabilities.policy is not None:  # the policies' scenarios likewise
+        from radixcheck.properties.cache.policy_rules import PolicyMachine
+
+        bases.append(PolicyMachine)
     return type(cls_name, tuple(bases) or (RadixCacheMachine,), {
         "factory": staticmethod(factory),
         "capabilities": capabilities,

@@ -16,6 +16,7 @@ Point the suite at one to see a failure as a user would:
 
 from __future__ import annotations
 
+import dataclasses
 import heapq
 from typing import Any
 
@@ -24,6 +25,7 @@ import numpy as np
 from radixcheck.oracles.violations import (
     BadInputViolation,
     EvictionAmountViolation,
+    EvictionOrderViolation,
     LRUOrderViolation,
     NeverSawViolation,
     PrefixSetViolation,
@@ -32,7 +34,8 @@ from radixcheck.oracles.violations import (
     SlotViolation,
     TenantIsolationViolation,
 )
-from radixcheck.properties.cache.contract import DEFAULT_CAPABILITIES, Capabilities
+from radixcheck.properties.cache import policies
+from radixcheck.properties.cache.contract import DEFAULT_CAPABILITIES, Capabilities, LeafStats
 from radixcheck.properties.cache.machine import RadixCacheMachine, machine_for
 from radixcheck.properties.cache.scale_machine import scale_machine_for
 from radixcheck.reference.radix_cache import Node, RadixCache
@@ -759,6 +762,189 @@ class EvictOneTooMany(FifoReference):
         return evicted <= wanted  # the bug
 
 
+# ---- eviction policies (contract: "Eviction policies"): caught by oracle 4's eviction order ------------------------
+
+
+class LfuReference(RadixCache):
+    """Correct, evicting by SGLang's LFU: fewest hits first (a hit: an insert that covers the node),
+    then least recently used."""
+
+    policy = policies.lfu()
+    capabilities = Capabilities(eviction_policy=policy)
+    page_size_for_test = 1
+
+
+class LfuMatchHitsReference(RadixCache):
+    """Correct, evicting by LFU where a match counts as a hit too (``lfu(hits_on_match=True)``)."""
+
+    policy = policies.lfu(hits_on_match=True)
+    capabilities = Capabilities(eviction_policy=policy)
+    page_size_for_test = 4
+
+
+class FifoPolicyReference(RadixCache):
+    """Correct, evicting by SGLang's FIFO: first cached first (a split keeps the creation time)."""
+
+    policy = policies.fifo()
+    capabilities = Capabilities(eviction_policy=policy)
+    page_size_for_test = 1
+
+
+class MruReference(RadixCache):
+    """Correct, evicting by SGLang's MRU: most recently used first."""
+
+    policy = policies.mru()
+    capabilities = Capabilities(eviction_policy=policy)
+    page_size_for_test = 1
+
+
+class FiloReference(RadixCache):
+    """Correct, evicting by SGLang's FILO: last cached first."""
+
+    policy = policies.filo()
+    capabilities = Capabilities(eviction_policy=policy)
+    page_size_for_test = 4
+
+
+class PriorityReference(RadixCache):
+    """Correct, evicting by SGLang's priority policy: lowest request priority first, then least
+    recently used (a node takes the highest priority of the inserts that covered it)."""
+
+    policy = policies.priority()
+    capabilities = Capabilities(eviction_policy=policy)
+    page_size_for_test = 1
+
+
+class SlruReference(RadixCache):
+    """Correct, evicting by SGLang's SLRU with threshold 2: the probationary segment (fewer than two
+    hits) first, least recently used first within a segment."""
+
+    policy = policies.slru(threshold=2)
+    capabilities = Capabilities(eviction_policy=policy)
+    page_size_for_test = 1
+
+
+class TlruReference(RadixCache):
+    """Correct, evicting by SGLang's TLRU with threshold 8 and next-prompt estimate 2 (tokens): the
+    TEL-safe nodes first, then least recently used."""
+
+    policy = policies.tlru(threshold=8, next_prompt_estimate=2)
+    capabilities = Capabilities(eviction_policy=policy)
+    page_size_for_test = 1
+
+
+POLICY_VARIANTS: list[type[RadixCache]] = [LfuReference, LfuMatchHitsReference, FifoPolicyReference, MruReference,
+                                           FiloReference, PriorityReference, SlruReference, TlruReference]
+"""The reference under each named policy: correct, so they must pass."""
+
+
+class LfuNotBumpedOnMatch(LfuMatchHitsReference):
+    """An LFU cache that says a match is a hit (``hits_on_match=True``) counts only its inserts: a
+    prefix every request matches looks cold, and is evicted before a once-inserted one."""
+
+    bug_class = "lfu-match-not-counted"
+    sources = ("SGLang LFUStrategy (hit_count); a user's LFU cache whose lookups forget to count",)
+    caught_by = EvictionOrderViolation
+
+    def _hit(self, node: Node, by: str) -> None:
+        if by != "match":  # the bug
+            super()._hit(node, by)
+
+
+class LfuNotBumpedOnReinsert(LfuReference):
+    """An LFU cache counts a hit only when a node is created: re-inserting a cached prefix (a
+    request that reused it caching its KV) does not bump its counter."""
+
+    bug_class = "lfu-reinsert-not-counted"
+    sources = ("SGLang _insert_helper (_inc_hit_count on every node of the path); a new user's LFU-with-recency cache",)
+    caught_by = EvictionOrderViolation
+
+    def _hit(self, node: Node, by: str) -> None:
+        if by != "insert":  # the bug
+            super()._hit(node, by)
+
+
+class LfuSplitLosesCount(LfuReference):
+    """A split gives the new parent a fresh hit count (0) instead of the child's: once its lower
+    half is gone, a frequently hit prefix looks never used."""
+
+    bug_class = "lfu-split-loses-count"
+    sources = ("SGLang _split_node (new_node.hit_count = child.hit_count)",)
+    caught_by = EvictionOrderViolation
+    page_size_for_test = 4
+
+    def _split(self, child: Node, at: int) -> Node:
+        upper = super()._split(child, at)
+        upper.hits = 0  # the bug
+        return upper
+
+
+class FifoByLastAccess(FifoPolicyReference):
+    """A FIFO cache orders its leaves by last access (the field next to creation time): it is LRU."""
+
+    bug_class = "fifo-by-last-access"
+    sources = ("SGLang FIFOStrategy (creation_time, not last_access_time)",)
+    caught_by = EvictionOrderViolation
+
+    def _eviction_key(self, node: Node) -> tuple:
+        return node.last_access, node.serial  # the bug
+
+
+class MruEvictsLeastRecent(MruReference):
+    """An MRU cache forgets to negate the time: it evicts the least recently used leaf first."""
+
+    bug_class = "mru-evicts-least-recent"
+    sources = ("SGLang MRUStrategy (-last_access_time)",)
+    caught_by = EvictionOrderViolation
+
+    def _eviction_key(self, node: Node) -> tuple:
+        return node.last_access, node.serial  # the bug
+
+
+class SlruThresholdOffByOne(SlruReference):
+    """An SLRU cache protects a node only above the threshold (``>``, not ``>=``): a node hit exactly
+    twice stays in probation and is evicted before probationary ones hit once."""
+
+    bug_class = "slru-threshold-off-by-one"
+    sources = ("SGLang SLRUStrategy (hit_count >= protected_threshold)",)
+    caught_by = EvictionOrderViolation
+
+    def _eviction_key(self, node: Node) -> tuple:
+        return (1 if node.hits > 2 else 0, node.last_access), node.serial  # the bug: > for >=
+
+
+class PriorityIgnored(PriorityReference):
+    """A priority cache takes the requests' priorities but orders by recency alone."""
+
+    bug_class = "priority-ignored"
+    sources = ("SGLang PriorityStrategy ((priority, last_access_time))",)
+    caught_by = EvictionOrderViolation
+
+    def _eviction_key(self, node: Node) -> tuple:
+        return (0, node.last_access), node.serial  # the bug
+
+
+class TlruHistoryFromResident(TlruReference):
+    """A TLRU cache derives a branch's history length from what is still cached below it: each pass
+    finds the trimmed conversation over budget again and walks it down to nothing (the mistake
+    SGLang's TLRUStrategy docstring warns against)."""
+
+    bug_class = "tlru-history-from-resident"
+    sources = ("SGLang TLRUStrategy docstring (_tlru_history_len deliberately does not shrink)",)
+    caught_by = EvictionOrderViolation
+
+    def _stats(self, node: Node) -> LeafStats:
+        stats = super()._stats(node)
+        resident = max(n.depth_end for n in self._subtree(node))  # the bug: what is left, not the high-water mark
+        return dataclasses.replace(stats, history=resident)
+
+
+POLICY_MUTANTS: list[type[RadixCache]] = [
+    LfuNotBumpedOnMatch, LfuNotBumpedOnReinsert, LfuSplitLosesCount, FifoByLastAccess, MruEvictsLeastRecent,
+    SlruThresholdOffByOne, PriorityIgnored, TlruHistoryFromResident,
+]
+
+
 # ---- tenant isolation (contract: "Namespaces"): caught by oracle 10 unless said otherwise -------------------------
 
 
@@ -1029,6 +1215,7 @@ MUTANTS: list[type[RadixCache]] = [
     TokensNarrowedTo16Bits, TokensThroughFloat32, TotalCountsDetached, UnalignedPages, UnmatchedUnlockAccepted,
     LockCountWraps8Bit, LockCountWraps10Bit, CollectsNodesRecursively, EvictCapsLeaves, KeepsCallersValues,
     MatchReturnsItsStorage, AssumesContiguousSlots, QuarantineMissReturnsNone, EvictOneTooMany, *NAMESPACE_MUTANTS, *LIFECYCLE_MUTANTS,
+    *POLICY_MUTANTS,
 ]
 
 
@@ -1285,4 +1472,5 @@ class KeyedRootsTree(RadixCache):
 
 
 CORRECT_VARIANTS: list[type[RadixCache]] = [TrustingReference, NoResetReference, MatchAndLockReference, FifoReference,
-                                            PerHandleLockReference, TreePerNamespace, KeyedRootsTree, TrustingTreeLifecycle]
+                                            PerHandleLockReference, TreePerNamespace, KeyedRootsTree, TrustingTreeLifecycle,
+                                            *POLICY_VARIANTS]
