@@ -21,7 +21,7 @@ import json
 import os
 import sys
 from collections.abc import Callable
-from dataclasses import asdict
+from dataclasses import asdict, replace
 from typing import Any, BinaryIO
 
 import numpy as np
@@ -101,6 +101,12 @@ class Server:
 
     def capabilities(self) -> dict[str, Any]:
         caps = getattr(self.factory, "capabilities", DEFAULT_CAPABILITIES)
+        # The protocol carries the tree's calls only: a cache that runs requests itself is driven
+        # through those (the suite plays the engine), and a Policy's key is code, which no line
+        # carries: it travels as its name, and its order is then not exercised.
+        lifecycle = "tree" if caps.lifecycle == "requests" else caps.lifecycle
+        policy = caps.eviction_policy if isinstance(caps.eviction_policy, str) else caps.eviction_policy.name
+        caps = replace(caps, lifecycle=lifecycle, eviction_policy=policy)
         return {k: list(v) if isinstance(v, tuple) else v for k, v in {**asdict(caps), **self.overrides}.items()}
 
     def handle_id(self, cache_id: int, handle: Any) -> int:
