@@ -336,14 +336,15 @@ def main(argv: list[str] | None = None) -> None:
         refuse_weaker(parser, out / "BUG_CATALOGUE.md",
                       [f"--streams {args.streams}: " + (f"kill rates over {args.streams} streams" if args.streams else "no kill rates")
                        + f" where it has them over {saved_streams(out)}"], args.force)
-    if args.mutants or args.variant:  # named rows replace theirs; every other saved row is kept
-        rows = merged(build(args.streams, args.jobs, args.mutants) if args.mutants else [], out)
+    # Measure first, then read the saved rows to merge into: two runs of different rows may overlap.
+    fresh_rows = build(args.streams, args.jobs, args.mutants or None) if args.mutants or not args.variant else []
+    if args.variant:
+        fresh_variants = false_alarms(args.variant_streams, args.jobs, only=args.variant)
     else:
-        rows = build(args.streams, args.jobs)
-    if args.variant:  # these variants' rows replace theirs; the other saved rows are kept
-        variants = merged_variants(false_alarms(args.variant_streams, args.jobs, only=args.variant), out)
-    else:
-        variants = false_alarms(args.variant_streams, args.jobs) if args.variant_streams else saved_variants(out)
+        fresh_variants = false_alarms(args.variant_streams, args.jobs) if args.variant_streams else []
+    # named rows replace theirs; every other saved row is kept
+    rows = merged(fresh_rows, out) if args.mutants or args.variant else fresh_rows
+    variants = merged_variants(fresh_variants, out) if args.variant else fresh_variants or saved_variants(out)
     (out / "artifacts").mkdir(parents=True, exist_ok=True)
     (out / "BUG_CATALOGUE.md").write_text(render(rows, variants) + "\n", encoding="utf-8")
     # each row with its time to kill, so that a run of a few mutants keeps the others' times
