@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import time
 from collections.abc import Iterable
 
 from radixcheck.oracles.violations import TenantTreeEvictionViolation, TenantTreeMemoryViolation, TenantTreeViolation
@@ -117,6 +118,39 @@ class RemovedTenantLeftInNodes(TenantTree):
 
 TENANT_TREE_MUTANTS: list[type[TenantTree]] = [MatchNamesUnavailableTenant, MatchLongerThanQuery, SplitLosesOtherTenantsTimes,
                                                EvictionCrossesTenants, RemovedTenantLeftInNodes]
+
+
+class SplitRacesWithoutLock(TenantTree):
+    """Claims thread safety, but takes no lock, and a split gives up the interpreter between
+    building the new upper node and linking it (any real work there would): a concurrent insert or
+    eviction of another tenant lands on the node being replaced and is lost. Only the threaded
+    stress test can see it; the single-threaded machine passes it."""
+
+    bug_class = "split-races-without-lock"
+    # an oracle's verdict, or the tree's own crash on its corrupted links (a legal call raising
+    # IndexError or KeyError): under threads both are the race
+    caught_by = (TenantTreeViolation, TenantTreeEvictionViolation, TenantTreeMemoryViolation, LookupError)
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.lock = contextlib.nullcontext()
+
+    def _split(self, child: Node, at: int, tenant: str, time_s: float) -> Node:
+        upper = Node(child.segment[:at], child.parent)
+        upper.times = dict(child.times)
+        time.sleep(0)  # the window: another thread runs here
+        for holder in upper.times:
+            self.nodes_of[holder].add(upper)
+        child.parent.children[upper.segment[0]] = upper
+        child.segment = child.segment[at:]
+        child.parent = upper
+        upper.children[child.segment[0]] = child
+        self.nodes += 1
+        return upper
+
+
+THREAD_MUTANTS: list[type[TenantTree]] = [SplitRacesWithoutLock]
+"""Mutants only the threaded stress test (``stress_with_threads``) can catch."""
 
 
 # ---- correct variants ----------------------------------------------------------------------------
