@@ -236,12 +236,16 @@ class TenantTreeMachine(RuleBasedStateMachine):
         """After an eviction of ``evicted``: each tenant's known keys, matched against it alone,
         are what the model says it holds (the evicted tenants' by LRU; the others' untouched)."""
         g = self.capabilities.match_granularity
+        gone_set = set(gone)
         others = [] if self.capabilities.reports_sizes else sorted(set(self.present) - set(evicted))  # sizes show another's loss
         for t in evicted + others:
             for key in self.known:
                 length, tenants = self._match_quiet(key, frozenset([t]))
                 self._judge(f"match({key!r}, [{t!r}])", key, frozenset([t]), length, tenants, exact=False)  # the rules first
                 truth = self.model.truth(key, [t])
+                if length > truth and key[:length] not in gone_set:  # more than the tenant held before, too: the match's
+                    raise TenantTreeViolation(f"match({key!r}, [{t!r}]) matched {length}, but {t!r} holds only {truth} "
+                                              f"(after {text})")
                 if not truth - truth % g <= length <= truth:
                     what = ("removed other prefixes than the least recently used" if t in evicted
                             else f"removed prefixes of another tenant, {t!r}")
