@@ -44,6 +44,9 @@ The calls (``TenantTreeLike``)
     node never straddles two groups). Other tenants lose nothing. ``amount == 0`` removes nothing.
 ``sizes() -> dict[str, int]`` (``reports_sizes``)
     Each present tenant's size (tenants of size 0 may be left out).
+``close() -> None`` (optional)
+    Called once when the suite is done with a tree (an adapter's background thread or event loop
+    stops here).
 ``node_count() -> int`` (``reports_nodes``)
     How many nodes the tree keeps, root included: memory. It must stay at most
     :data:`NODE_SLACK` + the total size of the present tenants (a node holds at least one prefix of
@@ -62,8 +65,12 @@ declares:
 3. it **never names a tenant that does not hold** the matched prefix (at length > 0);
 4. it **never names a tenant that is not available**.
 
-And a match never exceeds the truth: a tree that matches more than any available tenant holds
-routes by prefixes that are not cached anywhere. Beyond that, "approximate" may mean only what a
+A match names *every* available tenant holding the matched prefix, with one allowance for lossy
+splitting: a match whose length is not a multiple of ``match_granularity`` ended inside a chunk (a
+chunk trie sees a prefix there only as the whole tail of some keys, not inside the chunks of
+others), so it may name only some of the holders (at least one). And a match never exceeds the
+truth: a tree that matches more than any available tenant holds routes by prefixes that are not
+cached anywhere. Beyond that, "approximate" may mean only what a
 capability declares: character- vs token-level keys (``key_kind``), a match that refreshes recency by
 a clock of the tree's own (``match_refreshes_recency``: the LRU order is then not judged), the
 chunking above, and whether the tree may be called from several threads (``thread_safe``).

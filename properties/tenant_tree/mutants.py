@@ -4,8 +4,9 @@ Each mutant is one idea, the smallest change to the reference (``radixcheck.refe
 that plants a class of bug a router's tree can have, and names in ``caught_by`` the oracle
 exception(s) that must report it. The correct variants (``CORRECT_TENANT_TREE_VARIANTS``) must pass:
 one with token-id keys, one that matches in chunks (declared lossy), one without a lock (declares
-no thread safety, so no thread is ever sent) and one that offers no eviction, removal, sizes or
-node count (a hash trie's shape: every such call is left out).
+no thread safety, so no thread is ever sent), one that offers no eviction, removal, sizes or
+node count (every such call is left out), and a trie of whole chunks (a router's chunk-hash trie,
+declared lossy, whose matches may end inside a chunk).
 
 ``radixcheck audit radixcheck.properties.tenant_tree.mutants:MatchNamesUnavailableTenant``
 """
@@ -186,7 +187,45 @@ class InsertOnlyTenantTree(TenantTree):
                                           reports_sizes=False, reports_nodes=False)
 
 
-CORRECT_TENANT_TREE_VARIANTS: list[type[TenantTree]] = [TokenTenantTree, ChunkedTenantTree, UnlockedTenantTree, InsertOnlyTenantTree]
+class ChunkTrie:
+    """Correct, declared lossy: a trie of whole chunks of 4 elements (a key's last chunk may be
+    shorter), each node the set of tenants that inserted through it, as a router's chunk-hash
+    trie keeps it (without the hashes). A match walks whole chunks, counts the last one by its own
+    length, and names the tenants of the node it ends at: at a length inside a chunk that is only
+    the tenants whose key ended there (the contract's allowance). No eviction, removal, sizes or
+    node count (declared)."""
+
+    capabilities = TenantTreeCapabilities(key_kind="text", match_granularity=4, supports_removal=False, supports_eviction=False,
+                                          reports_sizes=False, reports_nodes=False)
+
+    def __init__(self) -> None:
+        self.root: dict = {"tenants": set(), "children": {}}
+
+    @staticmethod
+    def _chunks(key: Key) -> list[Key]:
+        return [key[i:i + 4] for i in range(0, len(key), 4)]
+
+    def add_tenants(self, tenants: list[str], time_s: float) -> None:
+        pass
+
+    def insert(self, key: Key, tenant: str, time_s: float) -> None:
+        node = self.root
+        for chunk in self._chunks(key):
+            node = node["children"].setdefault(chunk, {"tenants": set(), "children": {}})
+            node["tenants"].add(tenant)
+
+    def match(self, key: Key, available: Iterable[str]) -> tuple[int, frozenset[str]]:
+        node, length, tenants = self.root, 0, frozenset()
+        for chunk in self._chunks(key):
+            node = node["children"].get(chunk)
+            here = frozenset(node["tenants"]) & set(available) if node else frozenset()
+            if not here:
+                break
+            length, tenants = length + len(chunk), here
+        return length, tenants
+
+
+CORRECT_TENANT_TREE_VARIANTS: list[type] = [TokenTenantTree, ChunkedTenantTree, UnlockedTenantTree, InsertOnlyTenantTree, ChunkTrie]
 
 
 def machine_for_tenant_tree_mutant(tree: type[TenantTree], name: str | None = None) -> type[TenantTreeMachine]:
