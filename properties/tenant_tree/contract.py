@@ -17,8 +17,9 @@ Vocabulary
   the number of distinct non-empty prefixes it holds (for text: characters of its trie; Ray's
   ``tenant_to_char_count``).
 * Times are floats (seconds) the caller passes with each insert; the suite's never go backwards
-  for one tenant. A held prefix's *last use* is the time of the latest insert that passed through
-  it.
+  and never repeat for one tenant (two inserts in one clock tick are not sent: which of two equally
+  old branches an eviction takes first would be the tree's choice, which the model does not judge).
+  A held prefix's *last use* is the time of the latest insert that passed through it.
 
 The calls (``TenantTreeLike``)
 ------------------------------
@@ -49,9 +50,9 @@ The calls (``TenantTreeLike``)
     stops here).
 ``node_count() -> int`` (``reports_nodes``)
     How many nodes the tree keeps, root included: memory. It must stay at most
-    :data:`NODE_SLACK` + the total size of the present tenants (a node holds at least one prefix of
-    some tenant), through any churn of tenants joining, inserting and leaving (smg #2132: a removed
-    worker's tenant never purged).
+    :data:`NODE_SLACK` + the number of distinct prefixes the present tenants hold (a node holds at
+    least one prefix some present tenant holds), through any churn of tenants joining, inserting and
+    leaving (smg #2132: a removed worker's tenant never purged).
 
 What "approximate" may mean, and may not
 ----------------------------------------
