@@ -128,3 +128,10 @@ def test_a_race_is_caught_by_the_threaded_stress_and_only_there(mutant) -> None:
             caught.append(exc)
     assert caught and all(isinstance(exc, mutant.caught_by) for exc in caught), caught
     stress_with_threads(TenantTree, TenantTree.capabilities, rounds=3)  # the locked reference passes the same rounds
+
+
+def test_every_tenant_tree_mutant_is_in_the_catalogue() -> None:
+    from radixcheck.reports.tenant_tree_catalogue import OBLIGATIONS
+
+    listed = {m for *_, mutants in OBLIGATIONS for m in mutants}
+    assert listed == {m.__name__ for m in [*TENANT_TREE_MUTANTS, *THREAD_MUTANTS]}
