@@ -512,4 +512,4 @@ def tenant_tree_machine_for(factory: Callable[[], Any], capabilities: TenantTree
     return type(cls_name, (TenantTreeMachine,), {"factory": staticmethod(factory), "capabilities": capabilities})
 
 
-__all__ = ["ContractViolation", "TenantTreeMachine", "tenant_tree_machine_for"]
+__all__ = ["STRESS_ROUNDS", "THREADS", "TenantTreeMachine", "stress_with_threads", "tenant_tree_machine_for"]
