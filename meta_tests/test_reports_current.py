@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from radixcheck.reports import catalogue, index_catalogue, ledger, matrix
+from radixcheck.reports import catalogue, index_catalogue, ledger, matrix, tenant_tree_catalogue
 from radixcheck.reports.report_rows import ExpectedRows, missing_rows
 
 REPORTS = Path(catalogue.__file__).resolve().parent
@@ -19,6 +19,7 @@ REPORTS = Path(catalogue.__file__).resolve().parent
 GENERATORS: dict[str, tuple[Callable[[], list[ExpectedRows]], str]] = {
     "BUG_CATALOGUE.md": (catalogue.report_rows, catalogue.REGENERATE),
     "INDEX_CATALOGUE.md": (index_catalogue.report_rows, index_catalogue.REGENERATE),
+    "TENANT_TREE_CATALOGUE.md": (tenant_tree_catalogue.report_rows, tenant_tree_catalogue.REGENERATE),
     "MATRIX.md": (matrix.report_rows, matrix.REGENERATE),
     "LEDGER.md": (ledger.report_rows, ledger.REGENERATE),
 }

@@ -118,6 +118,27 @@ class TenantIsolationViolation(ContractViolation):
     oracle = "10 tenant isolation"
 
 
+class TenantTreeViolation(ContractViolation):
+    """A router's tenant prefix tree answered other than what was inserted for each tenant says: a
+    match longer than the query or than any available tenant holds, shorter than its declared
+    granularity allows, naming a tenant that is unavailable or does not hold the prefix; or a size."""
+
+    oracle = "11 tenant-tree model"
+
+
+class TenantTreeEvictionViolation(ContractViolation):
+    """A tenant's LRU eviction took less than asked, more than the group it reached the amount in,
+    other prefixes than the least recently used, or anything of another tenant."""
+
+    oracle = "11 tenant-tree eviction"
+
+
+class TenantTreeMemoryViolation(ContractViolation):
+    """A tenant tree keeps nodes no present tenant holds (a removed tenant never purged)."""
+
+    oracle = "12 tenant-tree memory"
+
+
 def shown(tokens: tuple[int, ...] | list[int]) -> str:
     """Tokens for a message: in full when short, else the ends and the length (prompts can be
     thousands of tokens long)."""

@@ -1,8 +1,9 @@
 """Choosing the cache under test, and calling it as the untrusted code it is.
 
 The target is named ``package.module:attribute`` (see ``radixcheck.properties.cache.contract``): a
-radix cache's factory, or a KV-event index's (``radixcheck.properties.index.contract``), told apart
-by the type of its ``capabilities`` (or, for a factory that declares none, by ``index=True``).
+radix cache's factory, a KV-event index's (``radixcheck.properties.index.contract``) or a router's
+tenant prefix tree's (``radixcheck.properties.tenant_tree.contract``), told apart by the type of its
+``capabilities`` (or, for a factory that declares none, by ``index=True``: a tenant tree must declare).
 :func:`load_target` imports it (the working directory is importable, as with ``python -m``) and
 :func:`check_target` checks it once, up front, so a factory that raises or a cache without the
 contract's methods is one clear error rather than a failure in every test. Every call into it
@@ -34,6 +35,7 @@ from radixcheck.properties.cache.contract import (
 )
 from radixcheck.properties.index.contract import DEFAULT_INDEX_CAPABILITIES, IndexCapabilities, required_index_methods
 from radixcheck.properties.index.router_contract import RouterCapabilities, RouterPair
+from radixcheck.properties.tenant_tree.contract import TenantTreeCapabilities, required_tenant_tree_methods
 
 DEFAULT_TARGET = "radixcheck.reference:RadixCache"
 TARGET_ENV = "RADIXCHECK_TARGET"
@@ -70,7 +72,7 @@ class TargetError(ValueError):
 class Target:
     spec: str
     factory: Callable[..., Any]
-    capabilities: Capabilities | IndexCapabilities | RouterCapabilities
+    capabilities: Capabilities | IndexCapabilities | RouterCapabilities | TenantTreeCapabilities
     capabilities_declared: bool = True  # False: the factory has no `capabilities`, the defaults apply
     declared_page_sizes: tuple[int, ...] | None = None  # set when a run tests fewer than declared (capabilities holds the run's)
     page_sizes_from: str = ""  # the option that chose the run's page sizes, e.g. "--radix-page-sizes"
@@ -82,9 +84,12 @@ class Target:
     @property
     def kind(self) -> str:
         """"index" for a KV-event index (IndexCapabilities), "router" for an engine and index pair
-        (RouterCapabilities), else "cache"."""
+        (RouterCapabilities), "tenant_tree" for a router's tenant prefix tree (TenantTreeCapabilities),
+        else "cache"."""
         if isinstance(self.capabilities, IndexCapabilities):
             return "index"
+        if isinstance(self.capabilities, TenantTreeCapabilities):
+            return "tenant_tree"
         return "router" if isinstance(self.capabilities, RouterCapabilities) else "cache"
 
     def page_sizes_shown(self) -> str:
@@ -93,6 +98,8 @@ class Target:
         caps = self.capabilities.engine if self.kind == "router" else self.capabilities
         if self.kind == "index":
             return "none (a KV-event index)"
+        if self.kind == "tenant_tree":
+            return "none (a tenant prefix tree)"
         declared = caps.page_sizes if self.declared_page_sizes is None else self.declared_page_sizes
         chosen = f" ({self.page_sizes_from})" if self.declared_page_sizes is not None and self.page_sizes_from else ""
         return f"declared {tuple(declared)}, run {caps.page_sizes_tested()}{chosen}"
@@ -140,9 +147,10 @@ def load_target(spec: str, index: bool = False) -> Target:
     if not callable(factory):
         raise TargetError(f"target {spec!r}: {attr!r} is not callable")
     caps = getattr(factory, "capabilities", DEFAULT_INDEX_CAPABILITIES if index else DEFAULT_CAPABILITIES)
-    if not isinstance(caps, (Capabilities, IndexCapabilities, RouterCapabilities)):
+    if not isinstance(caps, (Capabilities, IndexCapabilities, RouterCapabilities, TenantTreeCapabilities)):
         raise TargetError(f"target {spec!r}: 'capabilities' must be a radixcheck.Capabilities (a cache), "
-                          f"radixcheck.IndexCapabilities (a KV-event index) or a RouterCapabilities (a pair), got {caps!r}")
+                          f"radixcheck.IndexCapabilities (a KV-event index), a RouterCapabilities (a pair) or a "
+                          f"radixcheck.TenantTreeCapabilities (a router's tenant prefix tree), got {caps!r}")
     return Target(spec.strip(), factory, caps, capabilities_declared=hasattr(factory, "capabilities"))
 
 
@@ -166,6 +174,9 @@ def check_target(target: Target) -> None:
         return
     if target.kind == "router":
         _check_router(target)
+        return
+    if target.kind == "tenant_tree":
+        _check_tenant_tree(target)
         return
     if not target.capabilities.page_sizes_tested():
         raise TargetError(f"target {target.spec!r} declares page sizes {list(target.capabilities.page_sizes)}, none of "
@@ -224,6 +235,22 @@ def _check_index(target: Target) -> None:
         raise TargetError(f"target {target.spec!r}: the index it builds ({type(index).__name__}) lacks {', '.join(missing)} "
                           "(see radixcheck.properties.index.contract"
                           + (f"; if it does not offer them, declare {', '.join(hint)} in its IndexCapabilities)" if hint else ")"))
+
+
+def _check_tenant_tree(target: Target) -> None:
+    try:
+        with _alarm(max(op_timeout(), LOAD_TIMEOUT), "factory() while loading the target"):
+            tree = target.factory()
+    except Exception as exc:  # noqa: BLE001 - whatever the factory raises, the target is unusable
+        raise TargetError(f"target {target.spec!r}: factory() raised {type(exc).__name__}: {exc}") from exc
+    missing = [m for m in required_tenant_tree_methods(target.capabilities) if not callable(getattr(tree, m, None))]
+    if missing:
+        optional = {"remove_tenants": "supports_removal=False", "evict": "supports_eviction=False", "sizes": "reports_sizes=False",
+                    "node_count": "reports_nodes=False"}
+        hint = [optional[m] for m in missing if m in optional]
+        raise TargetError(f"target {target.spec!r}: the tree it builds ({type(tree).__name__}) lacks {', '.join(missing)} "
+                          "(see radixcheck.properties.tenant_tree.contract"
+                          + (f"; if it does not offer them, declare {', '.join(hint)} in its TenantTreeCapabilities)" if hint else ")"))
 
 
 def op_timeout() -> float:

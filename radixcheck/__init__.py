@@ -15,7 +15,7 @@ From the command line: ``radixcheck audit mymodule:make``. As a pytest plugin:
 ``pytest --pyargs radixcheck.properties.conformance --radix-target mymodule:make``.
 
 The subpackages: ``reference`` (the reference cache), ``oracles`` (naive models of what a cache
-must do), ``properties`` (one subpackage per contract: ``cache``, ``index``; the failure machinery
+must do), ``properties`` (one subpackage per contract: ``cache``, ``index``, ``tenant_tree``; the failure machinery
 ``findings``; the engines' ``adapters``; the ``conformance`` tests), ``model``
 (the exact NumPy Llama) and ``reports`` (the ledger benchmark and the audits).
 """
@@ -35,6 +35,8 @@ _EXPORTS = {
     "DEFAULT_CAPABILITIES": "radixcheck.properties.cache.contract",
     "IndexCapabilities": "radixcheck.properties.index.contract",
     "index_machine_for": "radixcheck.properties.index.machine",
+    "TenantTreeCapabilities": "radixcheck.properties.tenant_tree.contract",
+    "tenant_tree_machine_for": "radixcheck.properties.tenant_tree.machine",
     "RadixCacheLike": "radixcheck.properties.cache.contract",
     "SlotAllocator": "radixcheck.properties.cache.contract",
     "Request": "radixcheck.properties.cache.contract",

@@ -2,7 +2,9 @@
 
 The target may also be a KV-event index (a router's view, ``radixcheck.properties.index.contract``):
 its ``capabilities`` is an ``IndexCapabilities`` (or ``--index``), and the index tests run instead
-of the cache tests, with the same verdicts, report card, JSON and findings.
+of the cache tests, with the same verdicts, report card, JSON and findings; or a router's tenant
+prefix tree (``radixcheck.properties.tenant_tree.contract``, a ``TenantTreeCapabilities``), and the
+tenant-tree tests run.
 
 It checks the target first (one clear error if it cannot be tested at all), then runs the
 conformance tests (``radixcheck.properties.conformance``) through pytest and pytest-xdist,
@@ -78,10 +80,11 @@ RANKS: list[tuple[str, tuple[str, ...]]] = [
     ("slots and the prefix set", ("3 slot", "1 prefix-set", "10 tenant isolation", "5 evict-equals", "return values", "contract")),
     ("bad input", ("bad input",)),
     ("what the index answers", ("7 index", "9 engine events")),
+    ("what the tenant tree answers", ("11 tenant-tree model",)),
     ("refcounts", ("2 refcount",)),
     ("crash or hang in a legal call", ("crash", "hang", "assertion")),
-    ("eviction amount and order", ("4 ",)),
-    ("index memory", ("8 index memory",)),
+    ("eviction amount and order", ("4 ", "11 tenant-tree eviction")),
+    ("index memory", ("8 index memory", "12 tenant-tree memory")),
     ("DFS bound", ("6 DFS",)),
 ]
 
@@ -90,9 +93,12 @@ def _shrink_budget(result: AuditResult) -> str:
     """The shrink budgets the target's machines used (each machine class may have its own default)."""
     from radixcheck.properties.cache.scale_machine import ProductionScaleMachine
     from radixcheck.properties.index.machine import KvIndexMachine
+    from radixcheck.properties.tenant_tree.machine import TenantTreeMachine
 
     if result.capabilities.startswith("IndexCapabilities"):
         return f"{shrink_seconds(KvIndexMachine):g} s"
+    if result.capabilities.startswith("TenantTreeCapabilities"):
+        return f"{shrink_seconds(TenantTreeMachine):g} s"
     return f"{shrink_seconds(None):g} s, production-scale {shrink_seconds(ProductionScaleMachine):g} s"
 
 

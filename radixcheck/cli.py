@@ -77,7 +77,7 @@ def _audit(args: argparse.Namespace) -> int:
     if target.defaults_warning():
         print(f"radixcheck: warning: {target.defaults_warning()}", file=sys.stderr, flush=True)
     print(f"radixcheck: auditing {target.spec}: {target.capabilities}", flush=True)
-    if target.kind != "index":
+    if target.kind not in ("index", "tenant_tree"):
         print(f"radixcheck: page sizes: {target.page_sizes_shown()}")
     for gap in target.capabilities.not_exercised():
         print(f"radixcheck: not exercised: {gap}")

@@ -17,9 +17,11 @@ A target that cannot be loaded then fails its own items (with the reason), not t
 A target is a radix cache or a KV-event index (a router's view, ``radixcheck.properties.index.contract``),
 told apart by the type of its ``capabilities`` (``--radix-index``: a factory that declares none is
 an index), or a router pair (an engine publishing KV events and an index reading them,
-``radixcheck.properties.index.router_contract``: ``RouterCapabilities``). The cache tests run on cache
-targets, the index tests (marked ``radix_index``) on index targets and the end-to-end test (marked
-``radix_router``) on pairs; a test of another kind is deselected, so one run can hold every kind.
+``radixcheck.properties.index.router_contract``: ``RouterCapabilities``), or a router's tenant prefix
+tree (``radixcheck.properties.tenant_tree.contract``: ``TenantTreeCapabilities``). The cache tests run
+on cache targets, the index tests (marked ``radix_index``) on index targets, the end-to-end test
+(marked ``radix_router``) on pairs and the tenant-tree tests (marked ``radix_tenant_tree``) on tenant
+trees; a test of another kind is deselected, so one run can hold every kind.
 
 The target comes from ``--radix-target``, else ``RADIXCHECK_TARGET``, else the ini option
 ``radix_target``, else the reference; the page sizes from ``--radix-page-sizes``, else the ini
@@ -69,6 +71,11 @@ _REDUCED: dict[str, tuple[str, int]] = {}  # in this process (a worker): repro f
 SHORT_REPRO = 100  # a finding whose file has at most this many calls is not reduced again (a longer one may come out shorter)
 INDEX_MARK = "radix_index"  # the conformance tests of KV-event indexes (the rest are the caches')
 ROUTER_MARK = "radix_router"  # the end-to-end test of an engine and a router index (a pair target)
+TENANT_TREE_MARK = "radix_tenant_tree"  # the conformance tests of routers' tenant prefix trees
+OTHER_KIND_MARKS = (INDEX_MARK, ROUTER_MARK, TENANT_TREE_MARK)  # the tests of targets other than caches
+NO_PAGE_SIZES = ("index", "tenant_tree")  # target kinds whose tests take no page size
+KIND_SHOWN = {"index": "KV-event index (radixcheck.properties.index.contract)",
+              "tenant_tree": "tenant prefix tree (radixcheck.properties.tenant_tree.contract)"}
 
 
 class _OtherKind:
@@ -168,6 +175,7 @@ def pytest_configure(config: pytest.Config) -> None:
     # nothing is loaded into Hypothesis, so the project's own profile and settings stay as they are.
     config.addinivalue_line("markers", f"{INDEX_MARK}: a conformance test of KV-event indexes (radixcheck)")
     config.addinivalue_line("markers", f"{ROUTER_MARK}: the end-to-end test of an engine and a router index (radixcheck)")
+    config.addinivalue_line("markers", f"{TENANT_TREE_MARK}: a conformance test of routers' tenant prefix trees (radixcheck)")
     config.stash[PROFILE] = profiles.select(config.getoption("hypothesis_profile", None), config.getoption("hypothesis_verbosity", None))
     try:
         config.stash[WAIVERS] = [w for path in config.getoption("--radix-waive") or [] for w in read_waivers(path)]
@@ -223,9 +231,10 @@ def restrict_page_sizes(target: Target, option: str | None, strict: bool = True,
     single-target run, that is an error; else they are ignored."""
     if option is None:
         return target
-    if target.kind == "index":
+    if target.kind in NO_PAGE_SIZES:
         if strict:
-            raise TargetError(f"page sizes {option!r}: {target.spec} is a KV-event index, which has no page sizes")
+            raise TargetError(f"page sizes {option!r}: {target.spec} is a {KIND_SHOWN[target.kind].partition(' (')[0]}, "
+                              "which has no page sizes")
         return target
     try:
         wanted = tuple(sorted({int(p) for p in option.split(",") if p.strip()}))
@@ -253,8 +262,8 @@ def report_header(target: Target, profile: str) -> list[str]:
     lines = [
         f"radixcheck target: {target.spec} ({origin})",
         f"radixcheck capabilities: {target.declared_capabilities()}",
-        (f"radixcheck page sizes: {target.page_sizes_shown()}" if target.kind != "index"
-         else "radixcheck kind: KV-event index (radixcheck.properties.index.contract)"),
+        (f"radixcheck page sizes: {target.page_sizes_shown()}" if target.kind not in NO_PAGE_SIZES
+         else f"radixcheck kind: {KIND_SHOWN[target.kind]}"),
         f"radixcheck per-operation time limit: {op_timeout():g} s ({TIMEOUT_ENV})",
         f"radixcheck hypothesis profile: {profile}",
         f"radixcheck environment: {env or '-'}",
@@ -274,7 +283,8 @@ def header_lines(config: pytest.Config) -> list[str]:
         lines = [f"radixcheck targets: {len(named_specs(config))}, hypothesis profile {config.stash[PROFILE]}"]
         for name, loaded in targets_of(config).items():
             pair = "router pair, " if isinstance(loaded, Target) and loaded.kind == "router" else ""
-            detail = (f"CANNOT BE TESTED: {loaded}" if not isinstance(loaded, Target) else "KV-event index" if loaded.kind == "index"
+            detail = (f"CANNOT BE TESTED: {loaded}" if not isinstance(loaded, Target)
+                      else KIND_SHOWN[loaded.kind].partition(" (")[0] if loaded.kind in NO_PAGE_SIZES
                       else f"{pair}page sizes {loaded.page_sizes_shown()}")
             if isinstance(loaded, Target) and loaded.defaults_warning():
                 detail += "; WARNING: no `capabilities`, the defaults apply"
@@ -359,8 +369,8 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
             if name in metafunc.fixturenames:
                 metafunc.parametrize(name, [0], ids=["-"], scope="module")
         return
-    if target.kind == "index":
-        return  # an index's tests take no page size
+    if target.kind in NO_PAGE_SIZES:
+        return  # an index's or a tenant tree's tests take no page size
     sizes = target.capabilities.page_sizes_tested()
     for name, values in (("page_size", sizes), ("extreme_page_size", _extremes(sizes))):
         if name in metafunc.fixturenames:
@@ -370,6 +380,8 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
 def _kind_of(metafunc: pytest.Metafunc) -> str:
     if metafunc.definition.get_closest_marker(INDEX_MARK):
         return "index"
+    if metafunc.definition.get_closest_marker(TENANT_TREE_MARK):
+        return "tenant_tree"
     return "router" if metafunc.definition.get_closest_marker(ROUTER_MARK) else "cache"
 
 
@@ -380,7 +392,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     if _no_caches(config):  # the cache tests that take no target (the scheduler's own order) do not apply either
         here = _conformance_dir()
         other += [item for item in items if Path(item.path).resolve().parent == here
-                  and not _is_conformance(item) and not item.get_closest_marker(INDEX_MARK) and not item.get_closest_marker(ROUTER_MARK)]
+                  and not _is_conformance(item) and not any(item.get_closest_marker(m) for m in OTHER_KIND_MARKS)]
     if other:
         config.hook.pytest_deselected(items=other)
         items[:] = [item for item in items if item not in other]
@@ -391,7 +403,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 # other tests meet the same bug later or only as its echo (a crash in the serving protocol). Every
 # pytest-xdist scheduler (load, loadgroup, worksteal) hands items out from the front of the
 # collection, so the small machines go first; the production-scale test next (long: it starts early).
-SMALL_MACHINES = ("test_cache_state_machine", "test_index_state_machine")
+SMALL_MACHINES = ("test_cache_state_machine", "test_index_state_machine", "test_tenant_tree_state_machine")
 DISPATCH_ORDER = (*SMALL_MACHINES, "test_cache_at_production_scale")
 
 
@@ -414,7 +426,7 @@ def _conformance_dir() -> Path:
 
 
 def _no_caches(config: pytest.Config) -> bool:
-    """Whether every target already loaded in this run is an index or a router pair, not a cache."""
+    """Whether every target already loaded in this run is an index, a router pair or a tenant tree, not a cache."""
     loaded = [config.stash[TARGET]] if TARGET in config.stash else list(config.stash.get(TARGETS, {}).values())
     return bool(loaded) and all(isinstance(t, Target) and t.kind != "cache" for t in loaded)
 

@@ -52,6 +52,7 @@ from radixcheck.audit import CONFORMANCE, _Collector
 from radixcheck.profiles import PROFILES
 from radixcheck.properties.cache.mutants import CORRECT_VARIANTS, MUTANTS
 from radixcheck.properties.index.mutants import CORRECT_INDEX_VARIANTS, INDEX_MUTANTS
+from radixcheck.properties.tenant_tree.mutants import CORRECT_TENANT_TREE_VARIANTS, TENANT_TREE_MUTANTS, THREAD_MUTANTS
 from radixcheck.provenance import generated_by
 from radixcheck.reports import default_out
 from radixcheck.reports.report_rows import ExpectedRows
@@ -295,10 +296,40 @@ ENGINES += [
                   ("maximum recursion depth", "#2 recursive total_size/match/insert on deep paths")]),
         checkout_setting="RADIXCHECK_TOKENSPEED_SRC",
     ),
+    Engine(
+        "ray_serve", "Ray Serve LLM 2.60.0 (ray[serve], PyPI): the prefix-aware router's PrefixTree (a tenant prefix tree)",
+        "radixcheck.properties.adapters.ray_prefix_tree", "findings/ray_serve.md",
+        [
+            "A router's multi-tenant prefix tree, audited through the tenant-tree contract (`properties/tenant_tree/contract.py`): "
+            "replicas join, receive routed prompts, are trimmed by LRU and leave; every match, eviction, size and node count "
+            "is judged against the per-tenant prefix model (oracle 11, memory 12).",
+            "Character-level keys, thread-safe (one RLock): the threaded stress test runs. A match does not refresh recency.",
+            "`evict_tenant_by_lru` removes every node of the oldest timestamp together (documented): the contract lets an "
+            "eviction finish the group of prefixes last used at the time it reached the amount in.",
+            "`prefix_tree_eviction_thread` runs Ray's background eviction thread (every 1 ms) at a threshold no tenant reaches: "
+            "it takes the lock concurrently with every call but never evicts (what it would evict is not predictable).",
+            "Runs in an environment of its own: `ray[serve]==2.60.0` (not in `.audit-venv/`).",
+        ],
+    ),
+    Engine(
+        "production_stack", "vLLM production stack (your checkout): the router's HashTrie (a tenant prefix tree)",
+        "radixcheck.properties.adapters.production_stack", "findings/production_stack.md",
+        [
+            "`src/vllm_router/prefix/hashtrie.py`, imported unchanged from `RADIXCHECK_PRODUCTION_STACK_SRC` (not on the "
+            "package registry as Python); `vllm_router.log` is stood in for during the import (it needs starlette; the trie "
+            "only logs). Needs `xxhash`.",
+            "A chunk-hash trie of endpoints: declared lossy (`match_granularity=chunk_size`), no eviction, removal, sizes or "
+            "node count (never sent); coroutines, run on one event loop (`thread_safe=False`).",
+            "`hashtrie_chunk4` cuts prompts into 4-character chunks; `hashtrie_default` uses the router's 128.",
+        ],
+        _phrases([("longer than the query", "#1 a final partial chunk counts as a whole chunk: a match longer than the request")]),
+        checkout_setting="RADIXCHECK_PRODUCTION_STACK_SRC",
+    ),
 ]
 
 NOT_RUN = "not run: needs a checkout"
 INDEX_KIT = "index_kit"  # the --only choice of the index kit's rows (named index.<...>)
+TENANT_TREE_KIT = "tenant_tree_kit"  # the --only choice of the tenant-tree kit's rows (named tenant_tree.<...>)
 
 
 def kit_targets() -> dict[str, str]:
@@ -317,6 +348,15 @@ def index_kit_targets() -> dict[str, str]:
     return targets
 
 
+def tenant_tree_kit_targets() -> dict[str, str]:
+    """The reference tenant tree, its correct variants (must pass) and every tenant-tree mutant (must fail)."""
+    module = "radixcheck.properties.tenant_tree.mutants"
+    targets = {"tenant_tree.reference": "radixcheck.reference.tenant_tree:TenantTree"}
+    targets |= {f"tenant_tree.{v.__name__}": f"{module}:{v.__name__}" for v in CORRECT_TENANT_TREE_VARIANTS}
+    targets |= {f"tenant_tree.{m.bug_class}": f"{module}:{m.__name__}" for m in [*TENANT_TREE_MUTANTS, *THREAD_MUTANTS]}
+    return targets
+
+
 def engine_targets(engine: Engine) -> dict[str, str]:
     """``<engine>.<factory> -> spec`` for every factory the engine's adapter lists."""
     os.environ.setdefault("RADIXCHECK_SGLANG_LAZY", "1")  # listing factories must not import the engine
@@ -325,14 +365,15 @@ def engine_targets(engine: Engine) -> dict[str, str]:
             if not any(part in name for part in engine.left_out)}
 
 
-REGENERATE = ("python -m radixcheck.reports.matrix --only kit --only index_kit (the kits' rows; an engine's: "
-              ".audit-venv/bin/python -m radixcheck.reports.matrix --only ENGINE)")
+REGENERATE = ("python -m radixcheck.reports.matrix --only kit --only index_kit --only tenant_tree_kit (the kits' rows; an "
+              "engine's: .audit-venv/bin/python -m radixcheck.reports.matrix --only ENGINE)")
 
 
 def report_rows() -> list[ExpectedRows]:
     """The rows MATRIX.md's summary must have: the kit, the index kit and every engine factory it
     runs (listed from the adapters' ``FACTORIES``, without importing an engine)."""
-    names = [*kit_targets(), *index_kit_targets(), *(name for engine in ENGINES for name in engine_targets(engine))]
+    names = [*kit_targets(), *index_kit_targets(), *tenant_tree_kit_targets(),
+             *(name for engine in ENGINES for name in engine_targets(engine))]
     return [ExpectedRows("implementation", tuple(names), "Summary")]
 
 
@@ -391,7 +432,9 @@ def merge_rows(previous: list[dict], rows: list[dict], partial: bool | str) -> t
 def _group(name: str) -> str:
     """The ``--only`` choice a row belongs to: its engine's key, or ``kit``."""
     engine = engine_of(name)
-    return engine.key if engine else INDEX_KIT if name.startswith("index.") else "kit"
+    if engine:
+        return engine.key
+    return INDEX_KIT if name.startswith("index.") else TENANT_TREE_KIT if name.startswith("tenant_tree.") else "kit"
 
 
 def engine_of(name: str) -> Engine | None:
@@ -529,10 +572,12 @@ def _source_lines(engine: Engine, rows: list[dict]) -> list[str]:
 
 
 def render(rows: list[dict], meta: dict) -> str:
-    kit = [r for r in rows if engine_of(r["name"]) is None and not r["name"].startswith("index.")]
+    kit = [r for r in rows if engine_of(r["name"]) is None and not r["name"].startswith(("index.", "tenant_tree."))]
     index_kit = [r for r in rows if engine_of(r["name"]) is None and r["name"].startswith("index.")]
-    mutant_names = {m.bug_class for m in MUTANTS} | {f"index.{m.bug_class}" for m in INDEX_MUTANTS}
-    mutants = [r for r in kit + index_kit if r["name"] in mutant_names]
+    tree_kit = [r for r in rows if engine_of(r["name"]) is None and r["name"].startswith("tenant_tree.")]
+    mutant_names = ({m.bug_class for m in MUTANTS} | {f"index.{m.bug_class}" for m in INDEX_MUTANTS}
+                    | {f"tenant_tree.{m.bug_class}" for m in [*TENANT_TREE_MUTANTS, *THREAD_MUTANTS]})
+    mutants = [r for r in kit + index_kit + tree_kit if r["name"] in mutant_names]
     correct = [r for r in kit if r["name"] not in mutant_names]
     out = [
         "# Conformance matrix",
@@ -582,6 +627,14 @@ def render(rows: list[dict], meta: dict) -> str:
                 f"{'yes' if all(_counts(r)['failed'] for r in index_mutants) else '**NO**'} (kill rates over 200 streams: "
                 "`INDEX_CATALOGUE.md`).", "",
                 *_table(index_kit, sorted({t for r in index_kit for t in r["tests"]}, key=_column_order)), ""]
+    if tree_kit:
+        tree_mutants = [r for r in tree_kit if r["name"] in mutant_names]
+        clean = ", ".join(f"`{r['name']}`" for r in tree_kit if r not in tree_mutants and not _counts(r)["failed"]) or "none"
+        out += ["", "## The tenant-tree kit: reference tenant tree, correct variants, mutants", "",
+                f"Correct tenant trees passing everything they run: {clean}; every tenant-tree mutant fails at least one property: "
+                f"{'yes' if all(_counts(r)['failed'] for r in tree_mutants) else '**NO**'} (kill rates over 200 streams: "
+                "`TENANT_TREE_CATALOGUE.md`).", "",
+                *_table(tree_kit, sorted({t for r in tree_kit for t in r["tests"]}, key=_column_order)), ""]
     for engine in ENGINES:
         mine = [r for r in rows if engine_of(r["name"]) is engine]
         if not mine:
@@ -619,7 +672,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("-n", dest="workers", default="2", type=workers, help="pytest-xdist local workers (default 2; 0: in process)")
     parser.add_argument("--tx", action="append", default=[], help="pytest-xdist execution specs (replace -n), repeatable")
     parser.add_argument("--profile", default="audit", choices=PROFILES, help="Hypothesis profile (default audit; mutation: no shrinking)")
-    parser.add_argument("--only", action="append", choices=[e.key for e in ENGINES] + ["kit", INDEX_KIT], help="rows to run, repeatable")
+    parser.add_argument("--only", action="append", choices=[e.key for e in ENGINES] + ["kit", INDEX_KIT, TENANT_TREE_KIT],
+                        help="rows to run, repeatable")
     parser.add_argument("--kit-only", action="store_true", help="only the reference, correct variants and mutants")
     parser.add_argument("--target", action="append", default=[], metavar="NAME",
                         help="only this row (a name in MATRIX.md's summary, e.g. a new mutant's), repeatable; the others are kept")
@@ -640,11 +694,13 @@ def main(argv: list[str] | None = None) -> int:
         refuse_weaker(parser, out_md, weaker_than_saved(out_json, args.profile), args.force)
     if args.target and (args.only or args.kit_only):
         parser.error("--target names rows itself: drop --only/--kit-only")
-    only = {"kit", INDEX_KIT} if args.kit_only else set(args.only or ["kit", INDEX_KIT, *(e.key for e in ENGINES)])
+    only = ({"kit", INDEX_KIT, TENANT_TREE_KIT} if args.kit_only
+            else set(args.only or ["kit", INDEX_KIT, TENANT_TREE_KIT, *(e.key for e in ENGINES)]))
     if args.target:
         only = {_group(name) for name in args.target}
     targets = kit_targets() if "kit" in only else {}
     targets |= index_kit_targets() if INDEX_KIT in only else {}
+    targets |= tenant_tree_kit_targets() if TENANT_TREE_KIT in only else {}
     sources: dict[str, str] = {}
     skipped: dict[str, tuple[str, Exception]] = {}  # target -> (spec, why its code is not here)
     for engine in ENGINES:

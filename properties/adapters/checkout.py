@@ -4,7 +4,7 @@ radixcheck ships no engine's code. An engine on the package registry is installe
 vLLM). One that is not (mini-sglang; LightLLM at the audited commit, far ahead of its only
 release there) is imported from a checkout the user made, named by one setting per engine, all
 of the same form ``RADIXCHECK_<ENGINE>_SRC=/path/to/checkout`` (:data:`MINI_SGLANG`,
-:data:`LIGHTLLM`). The same setting serves the adapters, the matrix, ``reports/audit_env.py`` and
+:data:`LIGHTLLM`, :data:`PRODUCTION_STACK`). The same setting serves the adapters, the matrix, ``reports/audit_env.py`` and
 the repros in ``reports/repro/``.
 
 * :func:`working_tree` takes the checkout as it is. It reads its commit (``git rev-parse HEAD``)
@@ -155,6 +155,15 @@ TOKENSPEED = EngineRepo(
 )
 
 
+PRODUCTION_STACK = EngineRepo(
+    name="vLLM production stack",
+    setting="RADIXCHECK_PRODUCTION_STACK_SRC",
+    url="https://github.com/vllm-project/production-stack",
+    folder="src/vllm_router/prefix",
+    validated={"a6c01db05f65f556235413ba8dbcfb0c01132fff": "main, 2026-08-05 (hashtrie.py unchanged since it was added)"},
+)
+
+
 def _git(checkout: Path, *args: str, binary: bool = False) -> subprocess.CompletedProcess:
     return subprocess.run(["git", "-C", str(checkout), *args], capture_output=True, text=not binary, check=False)
 
@@ -297,6 +306,6 @@ def import_unchanged(source: Source, module: str, siblings: dict[str, ModuleType
     return loaded
 
 
-__all__ = ["CACHE_ENV", "LIGHTLLM", "MINI_SGLANG", "TOKENSPEED", "CheckoutMissing", "EngineRepo", "EngineUnavailable", "Installed",
+__all__ = ["CACHE_ENV", "LIGHTLLM", "MINI_SGLANG", "PRODUCTION_STACK", "TOKENSPEED", "CheckoutMissing", "EngineRepo", "EngineUnavailable", "Installed",
            "NotInstalled", "Source", "UnvalidatedCommit", "at_commit", "cache_dir", "checkout", "import_unchanged",
            "install_stand_ins", "stand_ins_while_importing", "working_tree"]
