@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from radixcheck.reports import catalogue, index_catalogue, ledger, matrix
+from radixcheck.reports import catalogue, index_catalogue, ledger, matrix, tier_catalogue
 from radixcheck.reports.report_rows import ExpectedRows, missing_rows
 
 REPORTS = Path(catalogue.__file__).resolve().parent
@@ -21,6 +21,7 @@ GENERATORS: dict[str, tuple[Callable[[], list[ExpectedRows]], str]] = {
     "INDEX_CATALOGUE.md": (index_catalogue.report_rows, index_catalogue.REGENERATE),
     "MATRIX.md": (matrix.report_rows, matrix.REGENERATE),
     "LEDGER.md": (ledger.report_rows, ledger.REGENERATE),
+    "TIER_CATALOGUE.md": (tier_catalogue.report_rows, tier_catalogue.REGENERATE),
 }
 
 
