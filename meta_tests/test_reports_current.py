@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from radixcheck.reports import catalogue, index_catalogue, ledger, matrix, tenant_tree_catalogue
+from radixcheck.reports import catalogue, index_catalogue, ledger, matrix, tenant_tree_catalogue, tier_catalogue
 from radixcheck.reports.report_rows import ExpectedRows, missing_rows
 
 REPORTS = Path(catalogue.__file__).resolve().parent
@@ -22,6 +22,7 @@ GENERATORS: dict[str, tuple[Callable[[], list[ExpectedRows]], str]] = {
     "TENANT_TREE_CATALOGUE.md": (tenant_tree_catalogue.report_rows, tenant_tree_catalogue.REGENERATE),
     "MATRIX.md": (matrix.report_rows, matrix.REGENERATE),
     "LEDGER.md": (ledger.report_rows, ledger.REGENERATE),
+    "TIER_CATALOGUE.md": (tier_catalogue.report_rows, tier_catalogue.REGENERATE),
 }
 
 

@@ -306,6 +306,7 @@ def import_unchanged(source: Source, module: str, siblings: dict[str, ModuleType
     return loaded
 
 
-__all__ = ["CACHE_ENV", "LIGHTLLM", "MINI_SGLANG", "PRODUCTION_STACK", "TOKENSPEED", "CheckoutMissing", "EngineRepo", "EngineUnavailable", "Installed",
+__all__ = ["CACHE_ENV", "LIGHTLLM", "MINI_SGLANG", "PRODUCTION_STACK", "TOKENSPEED", "CheckoutMissing", "EngineRepo", "EngineUnavailable",
+           "Installed",
            "NotInstalled", "Source", "UnvalidatedCommit", "at_commit", "cache_dir", "checkout", "import_unchanged",
            "install_stand_ins", "stand_ins_while_importing", "working_tree"]
