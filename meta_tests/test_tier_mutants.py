@@ -111,4 +111,4 @@ def test_repro_file_replays_the_shrunk_interleaving_and_exits_1(monkeypatch) -> 
     repro = tier_repro(caught.value.radixcheck_machine.world, caught.value, f"{mutant.__module__}:{mutant.__name__}")
     assert repro.exit_code == 1, repro.notes
     assert "w.complete(" in repro.text and "controller.load" in repro.text
-    assert "BUG (radixcheck oracle 12 transfers in flight)" in repro.output
+    assert "BUG (radixcheck oracle 14 transfers in flight)" in repro.output

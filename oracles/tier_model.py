@@ -1,4 +1,4 @@
-"""Oracles 11-17 — the tier model: where every cached page is, and what each pool's slots hold.
+"""Oracles 13-19 — the tier model: where every cached page is, and what each pool's slots hold.
 
 A tiered cache, seen from outside, is a set of cached pages (a trie of pages, as in the
 prefix-set model), each on device, on host, or both. This model learns *where* from the suite's

@@ -152,46 +152,46 @@ class TierResidencyViolation(ContractViolation):
     """A tiered cache's answer disagrees with where its pages are: a match's device slot ids or
     host length, a load-back's slot ids, the sizes, or the KV a copy between tiers carried."""
 
-    oracle = "11 tier residency and KV"
+    oracle = "13 tier residency and KV"
 
 
 class TransferInFlightViolation(ContractViolation):
     """A slot was freed while a transfer still read or wrote it, or a transfer read a freed slot."""
 
-    oracle = "12 transfers in flight"
+    oracle = "14 transfers in flight"
 
 
 class FailedBackupViolation(ContractViolation):
     """A page whose backup failed to allocate was counted as on host."""
 
-    oracle = "13 failed backup never backed up"
+    oracle = "15 failed backup never backed up"
 
 
 class HostOrphanViolation(ContractViolation):
     """Host eviction freed a page while pages below it stay cached: their subtree is orphaned."""
 
-    oracle = "14 host eviction orphans nothing"
+    oracle = "16 host eviction orphans nothing"
 
 
 class HostGapViolation(ContractViolation):
     """A match or load-back went past the first page that is not on host, or a page left both
     tiers on device eviction while pages below it stay cached (a gap in the path)."""
 
-    oracle = "15 no host gap"
+    oracle = "17 no host gap"
 
 
 class BackupChainViolation(ContractViolation):
     """A page was backed up while its parent was neither on host nor being written: a gap in
     the backup chain (SGLang's write-through #22062, write-back #24585)."""
 
-    oracle = "16 backup chain"
+    oracle = "18 backup chain"
 
 
 class PersistViolation(ContractViolation):
     """Write-through: a page left the device without a host copy although no backup on its chain
     failed (it was never fully persisted)."""
 
-    oracle = "17 write-through persists"
+    oracle = "19 write-through persists"
 
 
 class HostSlotViolation(ContractViolation):
