@@ -274,19 +274,47 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--streams", type=non_negative_int, default=200, help="streams per mutant for the kill rate (0: skip)")
     parser.add_argument("--variant-streams", type=non_negative_int, default=50,
                         help="streams per correct variant and machine for the false-alarm table (default 50; 0: skip)")
+    parser.add_argument("--variant", action="append", default=[], metavar="VARIANT",
+                        help="only this correct cache's false-alarm rows (repeatable): measured and put in place of the saved "
+                             "ones; the mutants' rows are kept as saved unless MUTANTs are named too")
     parser.add_argument("--jobs", type=positive_int, default=2, help="worker processes (default 2)")
     parser.add_argument("--force", action="store_true", help="replace the saved catalogue even with fewer streams")
     args = parser.parse_args(argv)
     unknown = sorted(set(args.mutants) - {m.__name__ for m in MUTANTS})
     if unknown:
         parser.error(f"argument MUTANT: unknown mutant(s) {', '.join(unknown)}")
+    unknown = sorted(set(args.variant) - set(variant_names()))
+    if unknown:
+        parser.error(f"argument --variant: unknown correct cache(s) {', '.join(unknown)}")
+    if args.variant and not args.variant_streams:
+        parser.error("argument --variant: needs --variant-streams above 0")
     out = args.out or default_out()
+    if args.variant and not args.mutants:  # only the named variants' rows are measured
+        rows = merged([], out)
+        variants = merged_variants(false_alarms(args.variant_streams, args.jobs, only=args.variant), out)
+        write(out, rows, variants)
+        return
     if args.out is None and args.streams < saved_streams(out):  # --out DIR chooses the place: nothing there is protected
         refuse_weaker(parser, out / "BUG_CATALOGUE.md",
                       [f"--streams {args.streams}: " + (f"kill rates over {args.streams} streams" if args.streams else "no kill rates")
                        + f" where it has them over {saved_streams(out)}"], args.force)
     rows = merged(build(args.streams, args.jobs, args.mutants), out) if args.mutants else build(args.streams, args.jobs)
-    variants = false_alarms(args.variant_streams, args.jobs) if args.variant_streams else saved_variants(out)
+    if args.variant:
+        variants = merged_variants(false_alarms(args.variant_streams, args.jobs, only=args.variant), out)
+    else:
+        variants = false_alarms(args.variant_streams, args.jobs) if args.variant_streams else saved_variants(out)
+    write(out, rows, variants)
+
+
+def merged_variants(measured: list[dict[str, Any]], out: Path) -> list[dict[str, Any]]:
+    """The saved false-alarm rows with ``measured`` in place of theirs (or added), in ``variant_names()``' order."""
+    by_row = {(v["variant"], v["machine"]): v for v in saved_variants(out)} | {(v["variant"], v["machine"]): v for v in measured}
+    order = {name: i for i, name in enumerate(variant_names())}
+    return sorted(by_row.values(), key=lambda v: (order.get(v["variant"], len(order)), v["machine"] != "ordinary"))
+
+
+def write(out: Path, rows: list[dict[str, Any]], variants: list[dict[str, Any]]) -> None:
+    """BUG_CATALOGUE.md and its artifacts."""
     (out / "artifacts").mkdir(parents=True, exist_ok=True)
     (out / "BUG_CATALOGUE.md").write_text(render(rows, variants) + "\n", encoding="utf-8")
     stable = [{k: val for k, val in r.items() if k != "seconds_to_kill"} for r in rows]

@@ -76,10 +76,11 @@ def _variant_stream(job: tuple[str, str, int]) -> str | None:
     return None
 
 
-def false_alarms(streams: int, jobs: int = 2, index: bool = False) -> list[dict[str, object]]:
+def false_alarms(streams: int, jobs: int = 2, index: bool = False, only: list[str] | None = None) -> list[dict[str, object]]:
     """Each correct variant and the reference, on both machines, over ``streams`` streams each:
-    how many streams failed it (every one should pass). ``index``: the index reference and variants."""
-    return list(_false_alarm_rows(streams, jobs, index))
+    how many streams failed it (every one should pass). ``index``: the index reference and variants.
+    ``only``: just these variants (by class name)."""
+    return list(_false_alarm_rows(streams, jobs, index, only))
 
 
 def variant_names(index: bool = False) -> list[str]:
@@ -88,8 +89,8 @@ def variant_names(index: bool = False) -> list[str]:
     return [v.__name__ for v in [KvIndex, *CORRECT_INDEX_VARIANTS]] if index else ["RadixCache", *(v.__name__ for v in CORRECT_VARIANTS)]
 
 
-def _false_alarm_rows(streams: int, jobs: int, index: bool = False) -> Iterator[dict[str, object]]:
-    names = variant_names(index)
+def _false_alarm_rows(streams: int, jobs: int, index: bool = False, only: list[str] | None = None) -> Iterator[dict[str, object]]:
+    names = [n for n in variant_names(index) if not only or n in only]
     kinds = ("ordinary", "churn") if index else ("ordinary", "scale")
     with ProcessPoolExecutor(jobs) as pool:
         for name in names:

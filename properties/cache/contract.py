@@ -99,6 +99,10 @@ hashes (the LoRA name, ``cache_salt``, multimodal feature hashes). A cache that 
   ``match_prefix(tokens, namespace=None)`` are the same call (the suite sends both).
 * An unhashable namespace (a list, a dict) is bad input: refused with an exception that says so,
   changing nothing (when ``validates_input=True``).
+* A namespace kind the engine's requests cannot carry is declared in ``unsent_namespaces`` and
+  never sent: ``"empty"`` (the empty string, which vLLM refuses as a ``cache_salt`` and SGLang
+  reads as no key) and ``"multimodal"`` (feature hashes, which SGLang keys by the pad tokens it puts
+  in the token ids, not by a namespace).
 * A target that does not declare namespaces is never sent the keyword, so its methods keep the
   signatures above. An adapter whose cache takes the namespace differently (SGLang's
   ``RadixKey(tokens, extra_key)``, vLLM's per-request ``lora_request``/``cache_salt``) maps the
@@ -170,6 +174,9 @@ import numpy as np
 
 from radixcheck.oracles.violations import SlotViolation
 
+NAMESPACE_KINDS = {"empty": "the empty-string namespace", "multimodal": "namespaces with multimodal feature hashes"}
+"""What ``Capabilities.unsent_namespaces`` may name, and how a report card says it."""
+
 MAX_PAGE_SIZE_TESTED = 64
 """Declared page sizes above this are not run (the oracles' cost grows with the page)."""
 
@@ -207,6 +214,13 @@ class Capabilities:
     """Whether ``match_prefix``, ``insert`` and ``evict_prefix`` take ``namespace=`` (see
     "Namespaces" above). ``True``: the suite sends requests under many adversarial namespaces and
     checks tenant isolation (oracle 10); ``False``: the keyword is never sent."""
+    unsent_namespaces: tuple[str, ...] = ()
+    """Kinds of namespace the engine's requests cannot carry, never sent (see "Namespaces" above):
+    ``"empty"``, the empty string (vLLM's API refuses an empty ``cache_salt``; SGLang's API and ``Req``
+    read an empty ``extra_key``/``cache_salt`` as none); ``"multimodal"``, a namespace with feature
+    hashes (an engine that keys an image by the pad tokens it puts in the token ids, as SGLang does,
+    has no namespace part for it). Where the suite would send one, it sends the next pair or
+    namespace of its list that the target can take."""
 
     def __post_init__(self) -> None:
         if not isinstance(self.eviction_policy, str) or not self.eviction_policy:
@@ -215,6 +229,12 @@ class Capabilities:
                      "namespaces"):
             if not isinstance(getattr(self, flag), bool):
                 raise TypeError(f"Capabilities.{flag} must be a bool, got {getattr(self, flag)!r}")
+        unsent = self.unsent_namespaces
+        if not isinstance(unsent, (tuple, list)) or any(kind not in NAMESPACE_KINDS for kind in unsent):
+            raise ValueError(f"Capabilities.unsent_namespaces must be a tuple of {sorted(NAMESPACE_KINDS)}, got {unsent!r}")
+        if unsent and not self.namespaces:
+            raise ValueError("Capabilities.unsent_namespaces needs namespaces=True")
+        object.__setattr__(self, "unsent_namespaces", tuple(unsent))
         sizes = self.page_sizes
         if not isinstance(sizes, (tuple, list)) or not sizes:
             raise TypeError(f"Capabilities.page_sizes must be a non-empty tuple of ints, got {sizes!r}")
@@ -246,6 +266,8 @@ class Capabilities:
             gaps.append("refusal of malformed arguments and page sizes (validates_input=False: never sent)")
         if not self.namespaces:
             gaps.append("tenant isolation (no namespaces declared: namespaces=False, the keyword is never sent)")
+        for kind in self.unsent_namespaces:
+            gaps.append(f"tenant isolation of {NAMESPACE_KINDS[kind]} (unsent_namespaces: never sent)")
         if self.max_cached_pages is not None:
             gaps.append(f"worlds beyond {self.max_cached_pages} cached pages (max_cached_pages: the suite evicts first)")
         above = sorted(set(self.page_sizes) - set(self.page_sizes_tested()))
