@@ -249,6 +249,15 @@ class Capabilities:
         """The declared page sizes the suite runs: each one up to :data:`MAX_PAGE_SIZE_TESTED`."""
         return tuple(sorted(p for p in set(self.page_sizes) if p <= MAX_PAGE_SIZE_TESTED))
 
+    def tenant_isolation(self) -> str:
+        """The report card's "Tenant isolation" line: checked, or not exercised and why."""
+        if not self.namespaces:
+            return "not exercised: no namespaces declared (namespaces=False: the keyword is never sent)"
+        sent = "LoRA against salt, concatenations, falsy keys, ids sharing their low bits, long and unicode keys"
+        sent += "" if "multimodal" in self.unsent_namespaces else ", multimodal feature hashes"
+        unsent = "; not sent: " + ", ".join(NAMESPACE_KINDS[k] for k in self.unsent_namespaces) if self.unsent_namespaces else ""
+        return f"checked (oracle 10): tenants under adversarial namespaces ({sent}){unsent}"
+
     def not_exercised(self) -> list[str]:
         """What the suite leaves out for this target, and why: for headers and report cards."""
         gaps = []

@@ -112,8 +112,8 @@ class TenantMachine(RadixCacheMachine):
         """Tenants on one system prompt: a base-model request (no namespace), then two tenants whose
         namespaces a naive key confuses, each with its own tail, are served in turn; then each
         prompt is matched again under its own namespace. Each tenant must see only its own KV."""
-        requests = [(namespace, base + tail.tokens(self.block)) for namespace, tail in zip((UNSAID, *_ordered(self._pair(pair), swap)), tails,
-                                                                                          strict=True)]
+        namespaces = (UNSAID, *_ordered(self._pair(pair), swap))
+        requests = [(namespace, base + tail.tokens(self.block)) for namespace, tail in zip(namespaces, tails, strict=True)]
         for namespace, tokens in requests:
             self._serve_in(tokens, namespace)
         for namespace, tokens in requests:
