@@ -28,3 +28,14 @@ def test_a_row_without_verdicts_never_replaces_one_with_verdicts() -> None:
     empty = {"name": "vllm.vllm_prefix", "spec": "x:y", "seconds": 0.0, "tests": {}}
     rows, kept = matrix.merge_rows([earlier], [empty], partial=True)
     assert rows == [earlier] and kept == ["vllm.vllm_prefix"]
+
+
+def test_a_row_run_by_name_replaces_only_its_own_row() -> None:
+    """``--row NAME``: the row of that name is replaced in place, a new one follows its group's last
+    row, and every other row (of its group too) is kept."""
+    saved = [{"name": n, "tests": {"t": {"outcome": "passed"}}} for n in ("reference", "TrustingReference", "sglang.radix_lru")]
+    again = {"name": "TrustingReference", "tests": {"t": {"outcome": "failed"}}}
+    new = {"name": "TrustingTenants", "tests": {"t": {"outcome": "passed"}}}
+    rows, kept = matrix.merge_rows(saved, [again, new], partial=True, by_name=True)
+    assert [r["name"] for r in rows] == ["reference", "TrustingReference", "TrustingTenants", "sglang.radix_lru"] and not kept
+    assert rows[1] is again and rows[0] is saved[0] and rows[3] is saved[2]

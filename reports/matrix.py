@@ -356,16 +356,24 @@ def not_run_row(name: str, spec: str, exc: Exception) -> dict:
     return {"name": name, "spec": spec, "seconds": 0.0, "tests": {}, "not_run": label, "why": exc.problem}
 
 
-def merge_rows(previous: list[dict], rows: list[dict], partial: bool) -> tuple[list[dict], list[str]]:
+def merge_rows(previous: list[dict], rows: list[dict], partial: bool, by_name: bool = False) -> tuple[list[dict], list[str]]:
     """This run's rows over ``previous`` (the artifact found): a not-run row never replaces a row
-    that has verdicts, and a partial run (``--only``) keeps every row it did not run. Returns the
-    rows and the names whose earlier verdicts were kept instead of this run's "not run"."""
+    that has verdicts, and a partial run (``--only``) keeps every row it did not run; ``by_name``
+    (``--row``): each row replaces the saved row of its name (a new one follows its group's last row).
+    Returns the rows and the names whose earlier verdicts were kept instead of this run's "not run"."""
     old = {r["name"]: r for r in previous}
     # a row this run could not run, or ran without a single verdict, never replaces verdicts
     kept = [r["name"] for r in rows if (r.get("not_run") or not r["tests"]) and old.get(r["name"], {}).get("tests")]
     mine = [old[r["name"]] if r["name"] in kept else r for r in rows]
     if not partial:
         return mine, kept
+    if by_name:
+        new = {r["name"]: r for r in mine}
+        merged = [new.pop(r["name"], r) for r in previous]
+        for r in new.values():
+            last = max((i for i, o in enumerate(merged) if _group(o["name"]) == _group(r["name"])), default=len(merged) - 1)
+            merged.insert(last + 1, r)
+        return merged, kept
     groups = {_group(r["name"]) for r in rows}
     merged: list[dict] = []
     for r in previous:  # the artifact's order; this run's rows take the place of their groups' rows
@@ -606,6 +614,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--tx", action="append", default=[], help="pytest-xdist execution specs (replace -n), repeatable")
     parser.add_argument("--profile", default="audit", choices=PROFILES, help="Hypothesis profile (default audit; mutation: no shrinking)")
     parser.add_argument("--only", action="append", choices=[e.key for e in ENGINES] + ["kit", INDEX_KIT], help="rows to run, repeatable")
+    parser.add_argument("--row", action="append", default=[], metavar="NAME",
+                        help="only this row (repeatable, e.g. TrustingTenants, sglang_tenants.radix_lru_salted): its verdicts "
+                             "replace its saved row; every other row is kept")
     parser.add_argument("--kit-only", action="store_true", help="only the reference, correct variants and mutants")
     parser.add_argument("--report-only", action="store_true", help="re-render MATRIX.md from artifacts/matrix.json")
     parser.add_argument("--out", type=Path, default=None, help="directory for MATRIX.md and artifacts/ (default: reports/)")
@@ -622,7 +633,15 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     if args.out is None:  # --out DIR chooses the place: nothing there is protected
         refuse_weaker(parser, out_md, weaker_than_saved(out_json, args.profile), args.force)
+    if args.row and (args.only or args.kit_only):
+        parser.error("argument --row: not with --only or --kit-only (a row names its own group)")
     only = {"kit", INDEX_KIT} if args.kit_only else set(args.only or ["kit", INDEX_KIT, *(e.key for e in ENGINES)])
+    if args.row:
+        every = kit_targets() | index_kit_targets() | {n: spec for e in ENGINES for n, spec in engine_targets(e).items()}
+        unknown = sorted(set(args.row) - set(every))
+        if unknown:
+            parser.error(f"argument --row: unknown row(s) {', '.join(unknown)}")
+        only = {_group(name) for name in args.row}
     targets = kit_targets() if "kit" in only else {}
     targets |= index_kit_targets() if INDEX_KIT in only else {}
     sources: dict[str, str] = {}
@@ -635,6 +654,8 @@ def main(argv: list[str] | None = None) -> int:
                 names = ", ".join(n for n, exc in missing.items() if str(exc) == message)
                 print(f"[matrix] not run: {names}. {message}", flush=True)
             for name, spec in mine.items():
+                if args.row and name not in args.row:
+                    continue
                 if name in missing:
                     skipped[name] = (spec, missing[name])
                     continue
@@ -642,6 +663,8 @@ def main(argv: list[str] | None = None) -> int:
                     print(f"[matrix] {name}: {found[name]}", flush=True)
                 targets[name] = spec
             sources |= found
+    if args.row:
+        targets = {name: spec for name, spec in targets.items() if name in args.row}
     xdist = [f"--tx={spec}" for spec in args.tx] + (["--dist", "load"] if args.tx else [])
     if not args.tx and args.workers not in ("0", "1"):
         xdist = ["-n", args.workers, "--dist", "load"]
@@ -656,15 +679,15 @@ def main(argv: list[str] | None = None) -> int:
             "command": f"python -m radixcheck.reports.matrix {argv_shown}".strip(), "xdist": xdist, "profile": args.profile,
             "wall_seconds": wall, "machine": f"{os.cpu_count()} cores",
             "environment": {e.key: _env_line(e) for e in ENGINES if e.key in only}}
-    partial = args.kit_only or bool(args.only)
+    partial = args.kit_only or bool(args.only) or bool(args.row)
     previous = json.loads(out_json.read_text()) if out_json.exists() else {"meta": meta, "rows": []}
-    rows, kept = merge_rows(previous["rows"], rows, partial)
+    rows, kept = merge_rows(previous["rows"], rows, partial, by_name=bool(args.row))
     for name in kept:
         print(f"[matrix] {name}: kept the verdicts already in {out_json.name} ({NOT_RUN} in this run)", flush=True)
     if partial and previous["rows"]:
         environment = previous["meta"].get("environment", {}) | meta.pop("environment")
-        rerun = {**meta, "targets": len(targets), "engines": sorted(only)}  # with its own generated_by
-        earlier = [r for r in previous["meta"].get("reruns", []) if not set(r["engines"]) <= only]  # superseded
+        rerun = {**meta, "targets": len(targets), "engines": sorted(args.row or only)}  # with its own generated_by
+        earlier = [r for r in previous["meta"].get("reruns", []) if args.row or not set(r["engines"]) <= only]  # superseded
         meta = previous["meta"] | {"reruns": [*earlier, rerun], "environment": environment}
     out_json.parent.mkdir(parents=True, exist_ok=True)
     out_json.write_text(json.dumps({"meta": meta, "rows": rows}, indent=1) + "\n")
