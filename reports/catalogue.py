@@ -289,10 +289,9 @@ def main(argv: list[str] | None = None) -> None:
     if args.variant and not args.variant_streams:
         parser.error("argument --variant: needs --variant-streams above 0")
     out = args.out or default_out()
-    if args.variant and not args.mutants:  # only the named variants' rows are measured
-        rows = merged([], out)
+    if args.variant and not args.mutants:  # only the named variants' rows are measured: the rest of the report stays as it is
         variants = merged_variants(false_alarms(args.variant_streams, args.jobs, only=args.variant), out)
-        write(out, rows, variants)
+        write_variants(out, variants)
         return
     if args.out is None and args.streams < saved_streams(out):  # --out DIR chooses the place: nothing there is protected
         refuse_weaker(parser, out / "BUG_CATALOGUE.md",
@@ -311,6 +310,24 @@ def merged_variants(measured: list[dict[str, Any]], out: Path) -> list[dict[str,
     by_row = {(v["variant"], v["machine"]): v for v in saved_variants(out)} | {(v["variant"], v["machine"]): v for v in measured}
     order = {name: i for i, name in enumerate(variant_names())}
     return sorted(by_row.values(), key=lambda v: (order.get(v["variant"], len(order)), v["machine"] != "ordinary"))
+
+
+VARIANTS_HEAD = "| correct cache"
+MINIMAL = "\n## Minimal reproductions"
+
+
+def write_variants(out: Path, variants: list[dict[str, Any]]) -> None:
+    """The saved BUG_CATALOGUE.md with only its false-alarm table replaced (the mutants' rows keep their
+    time to kill, which the artifacts do not hold), and false_alarms.json."""
+    path = out / "BUG_CATALOGUE.md"
+    text = path.read_text(encoding="utf-8")
+    start, end = text.find(VARIANTS_HEAD), text.find(MINIMAL)
+    if start < 0 or end < start:
+        raise SystemExit(f"{path}: no false-alarm table to replace; regenerate the whole catalogue")
+    path.write_text(text[:start] + variants_table(variants) + "\n" + text[end:], encoding="utf-8")
+    (out / "artifacts" / "false_alarms.json").write_text(
+        json.dumps([{k: val for k, val in r.items() if k != "seconds"} for r in variants], indent=2) + "\n", encoding="utf-8")
+    print(variants_table(variants))
 
 
 def write(out: Path, rows: list[dict[str, Any]], variants: list[dict[str, Any]]) -> None:
