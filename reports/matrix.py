@@ -271,7 +271,8 @@ ENGINES += [
             "`*_extra_key` in `extra_key` (both are SGLang's per-request isolation fields).",
             "`unsent_namespaces=(\"empty\", \"multimodal\")`: SGLang reads an empty `extra_key`/`cache_salt` as none, and "
             "keys an image by the pad tokens it writes into the token ids, not by a namespace part.",
-            "As the trees above: no `evict_prefix`; `radix_*` trust their callers with locks, `unified_*` check them. "
+            "As the trees above: no `evict_prefix`; `radix_*` trust their callers with locks, `unified_python_*` check them, "
+            "`unified_rust_*` are declared lenient (the Rust core's findings #5 and #6 would stop the machine first). "
             "Known finding #3 (LRU order) is waived (`reports/waivers/sglang_tenants.txt`) so the machine reaches "
             "tenant isolation; its cells read `waived`/`pass (waived)`.",
         ],
