@@ -30,11 +30,12 @@ def test_a_row_without_verdicts_never_replaces_one_with_verdicts() -> None:
     assert rows == [earlier] and kept == ["vllm.vllm_prefix"]
 
 
-def test_a_run_of_named_rows_replaces_those_rows_only() -> None:
-    saved = [{"name": n, "spec": "s", "seconds": 1.0, "tests": {"t": {"outcome": "passed"}}} for n in ("reference", "A", "B")]
-    fresh_a = {"name": "A", "spec": "s", "seconds": 2.0, "tests": {"t": {"outcome": "failed"}}}
-    new_c = {"name": "C", "spec": "s", "seconds": 3.0, "tests": {"t": {"outcome": "failed"}}}
-    rows, kept = matrix.merge_rows(saved, [fresh_a, new_c], partial="rows")
-    assert [r["name"] for r in rows] == ["reference", "A", "B", "C"] and kept == []
-    assert rows[1] is fresh_a and rows[0] is saved[0] and rows[2] is saved[2]
-
+def test_a_row_run_by_name_replaces_only_its_own_row() -> None:
+    """``--target NAME``: the row of that name is replaced in place, a new one follows its group's last
+    row, and every other row (of its group too) is kept."""
+    saved = [{"name": n, "tests": {"t": {"outcome": "passed"}}} for n in ("reference", "TrustingReference", "sglang.radix_lru")]
+    again = {"name": "TrustingReference", "tests": {"t": {"outcome": "failed"}}}
+    new = {"name": "TrustingTenants", "tests": {"t": {"outcome": "passed"}}}
+    rows, kept = matrix.merge_rows(saved, [again, new], partial="rows")
+    assert [r["name"] for r in rows] == ["reference", "TrustingReference", "TrustingTenants", "sglang.radix_lru"] and not kept
+    assert rows[1] is again and rows[0] is saved[0] and rows[3] is saved[2]

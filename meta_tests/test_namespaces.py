@@ -93,3 +93,60 @@ def test_a_namespace_is_its_value_not_its_rendering() -> None:
         cache.insert([1, 2], allocator.alloc(2), **keyword)
         same = (a is UNSAID and b is None)
         assert len(cache.match_prefix(np.array([1, 2]), namespace=b)[0]) == (2 if same else 0), (a, b)
+
+
+def test_the_trusting_tenants_variant_would_show_bad_input_sent_to_it() -> None:
+    """TrustingTenants passes (test_mutants' correct-variant test) because the suite sends it no bad
+    input: sent some, it fails instead of refusing."""
+    from radixcheck.properties.cache.mutants import TrustingTenants
+
+    cache = TrustingTenants(SlotAllocator(1 << 10), 1)
+    with pytest.raises(AssertionError, match="trusts its callers was sent bad input"):
+        cache.match_prefix([1, 2], namespace=["unhashable"])
+    with pytest.raises(AssertionError, match="trusts its callers was sent bad input"):
+        cache.insert([1.5], np.array([3]))
+
+
+class RefusesEmptyAndImages(RadixCache):
+    """A correct cache whose requests cannot carry an empty namespace or feature hashes: sent one, it fails the run."""
+
+    def _root_for(self, namespace):  # noqa: ANN001, ANN202
+        assert namespace != "" and not (isinstance(namespace, tuple) and len(namespace) > 2), f"sent {namespace!r}"
+        return super()._root_for(namespace)
+
+
+def test_unsent_namespace_kinds_are_never_sent() -> None:
+    """Declared unsent, the empty and multimodal namespaces are replaced by others (the run passes);
+    undeclared, the same cache is sent them (the run fails), so the declaration is what kept them out."""
+    search = settings(profiles.SETTINGS["mutation"], max_examples=6)
+    unsent = Capabilities(namespaces=True, unsent_namespaces=("empty", "multimodal"))
+    run_machine(machine_for(RefusesEmptyAndImages, unsent, 1, "meta_RefusesEmptyAndImages"), search)
+    with pytest.raises(AssertionError, match="sent "):
+        run_machine(machine_for(RefusesEmptyAndImages, Capabilities(namespaces=True), 1, "meta_RefusesEmptyAndImages_all"), search)
+    assert any("empty-string namespace" in gap for gap in unsent.not_exercised())
+    with pytest.raises(ValueError, match="unsent_namespaces"):
+        Capabilities(namespaces=True, unsent_namespaces=("lora",))
+
+
+def test_the_report_card_says_whether_tenant_isolation_was_checked() -> None:
+    """Every engine row of the matrix has a "Tenant isolation" line: checked for the namespaced
+    adapters (naming what is not sent), not exercised (and why) for the others."""
+    import os
+
+    from radixcheck.audit import AuditResult, report_card
+    from radixcheck.reports.matrix import ENGINES
+
+    os.environ.setdefault("RADIXCHECK_SGLANG_LAZY", "1")
+    lines = {}
+    for engine in ENGINES:
+        for name, factory in __import__(engine.module, fromlist=["FACTORIES"]).FACTORIES.items():
+            lines[f"{engine.key}.{name}"] = factory.capabilities.tenant_isolation()
+    assert lines["sglang_tenants.radix_lru_extra_key"].startswith("checked (oracle 10)")
+    assert "not sent: the empty-string namespace" in lines["vllm_tenants.vllm_prefix_tenants"]
+    assert "multimodal feature hashes" in lines["vllm_tenants.vllm_prefix_tenants"].split("; not sent")[0]
+    assert lines["sglang.radix_lru"].startswith("not exercised: no namespaces declared")
+    assert lines["router_e2e.vllm_into_dynamo"] == "not exercised: the engine declares no namespaces"
+    assert lines["dynamo.dynamo_radix_tree"].startswith("not exercised on the index alone")
+    caps = Capabilities(namespaces=True)
+    card = report_card(AuditResult("mine:make", repr(caps), [], "ci", tenant_isolation=caps.tenant_isolation()))
+    assert "Tenant isolation: checked (oracle 10)" in card

@@ -103,6 +103,7 @@ def test_under_xdist_the_controller_prints_the_header_once_with_both_page_size_l
     assert "page_sizes=(1, 2, 4)" in result.stdout and "page_sizes=(1,)" not in result.stdout  # the declaration, as declared
     assert "radixcheck not exercised: lock counters wider than 10 bits" in result.stdout
     assert "radixcheck not exercised: refusal of unmatched unlocks" in result.stdout  # TrustingReference: checks_locks=False
+    assert "radixcheck tenant isolation: not exercised: no namespaces declared" in result.stdout
     last = [line for line in result.stdout.splitlines() if line.startswith("radixcheck: ")]
     assert len(last) == 1 and last[0].startswith("radixcheck: radixcheck.properties.cache.mutants:TrustingReference conforms; "
                                                  "not checked: refusal of unmatched unlocks"), last  # the run's verdict, last

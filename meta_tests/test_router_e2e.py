@@ -5,11 +5,13 @@ ignores removes as one in the index (oracle 7); the deduplicating filter does wh
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 from hypothesis import settings
 
 from radixcheck import profiles
-from radixcheck.oracles.violations import EngineEventsViolation, IndexViolation
+from radixcheck.oracles.violations import EngineEventsViolation, IndexViolation, TenantIsolationViolation
 from radixcheck.properties.findings.verdict import run_machine
 from radixcheck.properties.index.contract import AllBlocksCleared, BlockRemoved, BlockStored, StoredBlock
 from radixcheck.properties.index.publishing_reference import PublishingRadixCache, router_pair
@@ -95,3 +97,35 @@ def test_an_end_to_end_finding_has_a_repro_file_that_shows_the_finding(monkeypat
     repro = repro_for(caught.value, spec, plain_test=(test_router_follows_engine, {"page_size": 1}, ignores_removes_pair.capabilities))
     assert repro.exit_code == 1 and "BUG (radixcheck oracle 7 index model)" in repro.output and not repro.notes, repro.output
     assert "load_target('meta_tests.test_router_e2e:ignores_removes_pair')" in repro.text
+
+
+class DropsNamespaces(PublishingRadixCache):
+    """Publishes every block's tokens hash without its namespace (a publisher that never learns the
+    request's LoRA or salt), and its router hashes requests the same way: one tenant's blocks then
+    answer another tenant's query."""
+
+    def _tokens_hash(self, namespace, page):  # noqa: ANN001, ANN202
+        return super()._tokens_hash(None, page)
+
+
+def _blind_pair():
+    from radixcheck.properties.index.publishing_reference import page_tokens_hashes
+
+    pair = router_pair(engine=DropsNamespaces)
+
+    def factory():  # noqa: ANN202
+        return dataclasses.replace(pair(), tokens_hashes=lambda tokens, page_size, namespace=None: page_tokens_hashes(tokens, page_size))
+
+    # deduplicated, as Dynamo's worker-side filter delivers it: two tenants' stores of one hash are two copies,
+    # so one tenant's eviction does not hide the other's block; what remains is the over-count
+    factory.capabilities = dataclasses.replace(pair.capabilities, deduplicated=True)
+    return factory
+
+
+def test_a_router_that_drops_the_namespace_counts_another_tenants_blocks() -> None:
+    """The reference pair carries each namespace into its tokens hashes and passes (the first test
+    here, with the tenants' rules); dropping it on both sides is a tenant-isolation finding on the
+    router's view, naming the namespace whose blocks were counted."""
+    assert router_pair().capabilities.engine.namespaces
+    with pytest.raises(TenantIsolationViolation, match="they are the blocks namespace"):
+        _run(_blind_pair(), 1, "meta_drops_namespaces")

@@ -210,6 +210,7 @@ class AuditResult:
     warnings: list[str] = field(default_factory=list)  # e.g. no `capabilities` declared: the defaults applied
     unmatched_waivers: list[str] = field(default_factory=list)  # a warning for each waiver that waived nothing
     page_sizes: str = ""  # declared and run, e.g. "declared (4, 16), run (4,) (--page-sizes)"
+    tenant_isolation: str = ""  # checked, or not exercised and why (the capabilities' tenant_isolation())
 
     @property
     def failures(self) -> list[Verdict]:
@@ -371,7 +372,8 @@ def run_audit(target: Target, page_sizes: str | None, profile: str, workers: str
                          if waive and collector.waivers_met is not None else [])
     return AuditResult(target.spec, repr(target.declared_capabilities()), target.capabilities.not_exercised(), profile,
                        sorted(collector.verdicts, key=lambda v: v.test), round(time.monotonic() - started, 1), int(exit_code),
-                       [w for w in [target.defaults_warning()] if w], unmatched_waivers, target.page_sizes_shown())
+                       [w for w in [target.defaults_warning()] if w], unmatched_waivers, target.page_sizes_shown(),
+                       target.capabilities.tenant_isolation())
 
 
 def report_card(result: AuditResult) -> str:
@@ -390,6 +392,7 @@ def report_card(result: AuditResult) -> str:
         f"Capabilities: `{result.capabilities}`",
         "",
         *([f"Page sizes: {result.page_sizes}", ""] if result.page_sizes else []),
+        *([f"Tenant isolation: {result.tenant_isolation}", ""] if result.tenant_isolation else []),
         *[f"**Warning:** {w}\n" for w in result.warnings + result.unmatched_waivers],
         "Not exercised, by capability (never sent, so never failed):",
         "",

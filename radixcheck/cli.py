@@ -81,6 +81,7 @@ def _audit(args: argparse.Namespace) -> int:
         print(f"radixcheck: page sizes: {target.page_sizes_shown()}")
     for gap in target.capabilities.not_exercised():
         print(f"radixcheck: not exercised: {gap}")
+    print(f"radixcheck: tenant isolation: {target.capabilities.tenant_isolation()}")
     if waivers:
         print(f"radixcheck: {len(waivers)} waiver(s) from {args.waive}")
     earlier = sorted(args.repro.glob("repro-*.py")) if args.repro and args.repro.is_dir() else []

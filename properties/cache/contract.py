@@ -99,6 +99,10 @@ hashes (the LoRA name, ``cache_salt``, multimodal feature hashes). A cache that 
   ``match_prefix(tokens, namespace=None)`` are the same call (the suite sends both).
 * An unhashable namespace (a list, a dict) is bad input: refused with an exception that says so,
   changing nothing (when ``validates_input=True``).
+* A namespace kind the engine's requests cannot carry is declared in ``unsent_namespaces`` and
+  never sent: ``"empty"`` (the empty string, which vLLM refuses as a ``cache_salt`` and SGLang
+  reads as no key) and ``"multimodal"`` (feature hashes, which SGLang keys by the pad tokens it puts
+  in the token ids, not by a namespace).
 * A target that does not declare namespaces is never sent the keyword, so its methods keep the
   signatures above. An adapter whose cache takes the namespace differently (SGLang's
   ``RadixKey(tokens, extra_key)``, vLLM's per-request ``lora_request``/``cache_salt``) maps the
@@ -245,6 +249,9 @@ from radixcheck.properties.cache.policies import LeafStats, Policy
 
 __all__ = ["Capabilities", "DEFAULT_CAPABILITIES", "LeafStats", "Policy", "RadixCacheLike", "SlotAllocator", "required_methods"]
 
+NAMESPACE_KINDS = {"empty": "the empty-string namespace", "multimodal": "namespaces with multimodal feature hashes"}
+"""What ``Capabilities.unsent_namespaces`` may name, and how a report card says it."""
+
 MAX_PAGE_SIZE_TESTED = 64
 """Declared page sizes above this are not run (the oracles' cost grows with the page)."""
 
@@ -289,6 +296,13 @@ class Capabilities:
     """Whether ``match_prefix``, ``insert`` and ``evict_prefix`` take ``namespace=`` (see
     "Namespaces" above). ``True``: the suite sends requests under many adversarial namespaces and
     checks tenant isolation (oracle 10); ``False``: the keyword is never sent."""
+    unsent_namespaces: tuple[str, ...] = ()
+    """Kinds of namespace the engine's requests cannot carry, never sent (see "Namespaces" above):
+    ``"empty"``, the empty string (vLLM's API refuses an empty ``cache_salt``; SGLang's API and ``Req``
+    read an empty ``extra_key``/``cache_salt`` as none); ``"multimodal"``, a namespace with feature
+    hashes (an engine that keys an image by the pad tokens it puts in the token ids, as SGLang does,
+    has no namespace part for it). Where the suite would send one, it sends the next pair or
+    namespace of its list that the target can take."""
 
     lifecycle: str = "off"
     """How the suite drives a request's lifecycle (see "The request lifecycle" above): ``"off"``
@@ -305,6 +319,12 @@ class Capabilities:
                 raise TypeError(f"Capabilities.{flag} must be a bool, got {getattr(self, flag)!r}")
         if self.lifecycle not in LIFECYCLES:
             raise ValueError(f"Capabilities.lifecycle must be one of {', '.join(map(repr, LIFECYCLES))}, got {self.lifecycle!r}")
+        unsent = self.unsent_namespaces
+        if not isinstance(unsent, (tuple, list)) or any(kind not in NAMESPACE_KINDS for kind in unsent):
+            raise ValueError(f"Capabilities.unsent_namespaces must be a tuple of {sorted(NAMESPACE_KINDS)}, got {unsent!r}")
+        if unsent and not self.namespaces:
+            raise ValueError("Capabilities.unsent_namespaces needs namespaces=True")
+        object.__setattr__(self, "unsent_namespaces", tuple(unsent))
         sizes = self.page_sizes
         if not isinstance(sizes, (tuple, list)) or not sizes:
             raise TypeError(f"Capabilities.page_sizes must be a non-empty tuple of ints, got {sizes!r}")
@@ -323,6 +343,15 @@ class Capabilities:
     def page_sizes_tested(self) -> tuple[int, ...]:
         """The declared page sizes the suite runs: each one up to :data:`MAX_PAGE_SIZE_TESTED`."""
         return tuple(sorted(p for p in set(self.page_sizes) if p <= MAX_PAGE_SIZE_TESTED))
+
+    def tenant_isolation(self) -> str:
+        """The report card's "Tenant isolation" line: checked, or not exercised and why."""
+        if not self.namespaces:
+            return "not exercised: no namespaces declared (namespaces=False: the keyword is never sent)"
+        sent = "LoRA against salt, concatenations, falsy keys, ids sharing their low bits, long and unicode keys"
+        sent += "" if "multimodal" in self.unsent_namespaces else ", multimodal feature hashes"
+        unsent = "; not sent: " + ", ".join(NAMESPACE_KINDS[k] for k in self.unsent_namespaces) if self.unsent_namespaces else ""
+        return f"checked (oracle 10): tenants under adversarial namespaces ({sent}){unsent}"
 
     def not_exercised(self) -> list[str]:
         """What the suite leaves out for this target, and why: for headers and report cards."""
@@ -345,6 +374,8 @@ class Capabilities:
         if self.lifecycle == "off":
             gaps.append("the request lifecycle (lifecycle='off': chunked prefill, retract, abort, a skipped insert and a failed "
                         "admission are never sent)")
+        for kind in self.unsent_namespaces:
+            gaps.append(f"tenant isolation of {NAMESPACE_KINDS[kind]} (unsent_namespaces: never sent)")
         if self.max_cached_pages is not None:
             gaps.append(f"worlds beyond {self.max_cached_pages} cached pages (max_cached_pages: the suite evicts first)")
         above = sorted(set(self.page_sizes) - set(self.page_sizes_tested()))

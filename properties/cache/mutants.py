@@ -39,7 +39,7 @@ from radixcheck.properties.cache.contract import DEFAULT_CAPABILITIES, Capabilit
 from radixcheck.properties.cache.machine import RadixCacheMachine, machine_for
 from radixcheck.properties.cache.scale_machine import scale_machine_for
 from radixcheck.reference.radix_cache import Node, RadixCache
-from radixcheck.reference.validation import as_count, as_namespace, as_tokens
+from radixcheck.reference.validation import as_count, as_namespace, as_tokens, as_values
 
 
 class SplitOffByOne(RadixCache):
@@ -1471,6 +1471,62 @@ class KeyedRootsTree(RadixCache):
         self._detached.clear()
 
 
+class TrustingTenants(RadixCache):
+    """Correct, with namespaces, and trusting its callers as SGLang's and vLLM's caches do: locks
+    as :class:`TrustingReference` (no refusals, its tree checked before every eviction), and no
+    refusal of bad input either (``validates_input=False``): it asserts that every argument is well
+    formed (a namespace that hashes, tokens that are a 1-D run of non-negative ints, values of the
+    tokens' length), so bad input the suite sent it would fail the run, not be refused."""
+
+    capabilities = Capabilities(checks_locks=False, validates_input=False, namespaces=True)
+    page_size_for_test = 1
+
+    def inc_lock_ref(self, handle: Any) -> None:
+        node = handle
+        while node.parent is not None:  # up to its namespace's root (each namespace has its own)
+            node.lock_ref += 1
+            node = node.parent
+
+    def dec_lock_ref(self, handle: Any) -> None:
+        node = handle
+        while node.parent is not None:
+            node.lock_ref -= 1
+            if node.lock_ref == 0 and node.state == "detached":
+                self._free(node)
+                self._detached.remove(node)
+            node = node.parent
+
+    def evict(self, num_tokens: int) -> int:
+        for node in self._linked_nodes():
+            if node.parent is not None:
+                below = sum(c.lock_ref for c in node.children.values())
+                assert node.lock_ref >= max(0, below), f"tree corrupted by its callers: {node!r} has children locked {below} times"
+        return RadixCache.evict(self, num_tokens)
+
+    @staticmethod
+    def _trusted(tokens: Any, namespace: Any, values: Any = None) -> None:
+        try:
+            as_namespace(namespace)
+            as_tokens(tokens, "tokens")
+            if values is not None:
+                as_values(values, len(tokens))
+        except (TypeError, ValueError) as exc:
+            raise AssertionError(f"a cache that trusts its callers was sent bad input: {exc}") from None
+
+    def match_prefix(self, tokens: Any, namespace: Any = None) -> tuple[np.ndarray, Node]:
+        self._trusted(tokens, namespace)
+        return super().match_prefix(tokens, namespace)
+
+    def insert(self, tokens: Any, values: np.ndarray, namespace: Any = None) -> int:
+        self._trusted(tokens, namespace, values)
+        return super().insert(tokens, values, namespace)
+
+    def evict_prefix(self, tokens: Any, namespace: Any = None) -> int:
+        self._trusted(tokens, namespace)
+        assert len(tokens), "a cache that trusts its callers was sent an empty evict_prefix"
+        return super().evict_prefix(tokens, namespace)
+
+
 CORRECT_VARIANTS: list[type[RadixCache]] = [TrustingReference, NoResetReference, MatchAndLockReference, FifoReference,
                                             PerHandleLockReference, TreePerNamespace, KeyedRootsTree, TrustingTreeLifecycle,
-                                            *POLICY_VARIANTS]
+                                            *POLICY_VARIANTS, TrustingTenants]

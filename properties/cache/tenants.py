@@ -67,8 +67,36 @@ def _ordered(pair: tuple[Any, Any], swap: bool) -> tuple[Any, Any]:
     return (pair[1], pair[0]) if swap else pair
 
 
+def kinds_of(namespace: Any) -> set[str]:
+    """The kinds of ``Capabilities.unsent_namespaces`` that ``namespace`` is."""
+    kinds = set()
+    if namespace == "" and isinstance(namespace, str):
+        kinds.add("empty")
+    if isinstance(namespace, tuple) and len(namespace) > 2:
+        kinds.add("multimodal")
+    return kinds
+
+
+def sendable(choices: tuple[Any, ...], drawn: Any, unsent: tuple[str, ...], kinds: Any = kinds_of) -> Any:
+    """``drawn`` if the target can take it, else the next of ``choices`` (cyclically) it can: the
+    draw is the same whatever the target declares, so streams stay comparable across targets."""
+    if not unsent:
+        return drawn
+    start = choices.index(drawn)
+    for choice in choices[start:] + choices[:start]:
+        if not kinds(choice) & set(unsent):
+            return choice
+    raise ValueError(f"unsent_namespaces={unsent!r} leaves no namespace to send")
+
+
 class TenantMachine(RadixCacheMachine):
     """The conformance machine plus tenants (module docstring)."""
+
+    def _pair(self, pair: tuple[Any, Any]) -> tuple[Any, Any]:
+        return sendable(PAIRS, pair, self.capabilities.unsent_namespaces, lambda p: kinds_of(p[0]) | kinds_of(p[1]))
+
+    def _namespace(self, namespace: Any) -> Any:
+        return sendable(NAMESPACES, namespace, self.capabilities.unsent_namespaces)
 
     def _serve_in(self, tokens: tuple[int, ...], namespace: Any) -> None:
         """A request under ``namespace`` end to end: match, lock, compute the rest, insert, unlock
@@ -84,8 +112,8 @@ class TenantMachine(RadixCacheMachine):
         """Tenants on one system prompt: a base-model request (no namespace), then two tenants whose
         namespaces a naive key confuses, each with its own tail, are served in turn; then each
         prompt is matched again under its own namespace. Each tenant must see only its own KV."""
-        requests = [(namespace, base + tail.tokens(self.block)) for namespace, tail in zip((UNSAID, *_ordered(pair, swap)), tails,
-                                                                                          strict=True)]
+        namespaces = (UNSAID, *_ordered(self._pair(pair), swap))
+        requests = [(namespace, base + tail.tokens(self.block)) for namespace, tail in zip(namespaces, tails, strict=True)]
         for namespace, tokens in requests:
             self._serve_in(tokens, namespace)
         for namespace, tokens in requests:
@@ -95,7 +123,7 @@ class TenantMachine(RadixCacheMachine):
     def tenant_probes(self, base: tuple[int, ...], pair: tuple[Any, Any], swap: bool, cut: Length, tail: Span) -> None:
         """The base model caches a system prompt and one tenant the prompt and its own tail; the other
         tenant of the pair, the base model and the first tenant then match a cut of it."""
-        first, second = _ordered(pair, swap)
+        first, second = _ordered(self._pair(pair), swap)
         self._insert_request(base, UNSAID)  # the base model's request came first: the commonest prompt is everyone's
         self._insert_request(base + tail.tokens(self.block), first)
         query = self._query(base, cut, tail, min_shared=1)
@@ -111,6 +139,7 @@ class TenantMachine(RadixCacheMachine):
         tenant's request is admitted on it and keeps running: its lock must protect its own pages,
         and no other namespace's (the base model's shorter copy stays evictable)."""
         tokens = self._query(base, cut, tail, min_shared=1)
+        namespace = self._namespace(namespace)
         self._insert_request(base, UNSAID)
         self._insert_request(tokens + tail.tokens(self.block), namespace)
         return self._admit(tokens + tail.tokens(self.block), namespace)
@@ -120,7 +149,7 @@ class TenantMachine(RadixCacheMachine):
     def tenant_quarantine(self, base: tuple[int, ...], pair: tuple[Any, Any], swap: bool, keep: Length) -> None:
         """The base model and both tenants of a pair cache one prompt; then one tenant's branch is
         quarantined (its adapter unloaded, its salt revoked): only its own may go."""
-        doomed, other = _ordered(pair, swap)
+        doomed, other = _ordered(self._pair(pair), swap)
         for namespace in (UNSAID, other, doomed):
             self._insert_request(base, namespace)
         prefix = base[: max(1, keep.tokens(self.block))]

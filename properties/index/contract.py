@@ -178,6 +178,12 @@ class IndexCapabilities:
         if isinstance(ranks, bool) or not isinstance(ranks, int) or ranks < 1:
             raise ValueError(f"IndexCapabilities.max_dp_ranks must be a positive int, got {ranks!r}")
 
+    def tenant_isolation(self) -> str:
+        """The report card's "Tenant isolation" line."""
+        return ("not exercised on the index alone: its contract carries no namespace (a router folds a request's "
+                "namespace into the tokens hashes it computes, as Dynamo's compute_block_hash_for_seq does); checked end "
+                "to end, per namespace, by a router pair whose engine has namespaces")
+
     def not_exercised(self) -> list[str]:
         """What the suite leaves out for this index, and why: for headers and report cards."""
         gaps = []

@@ -25,9 +25,12 @@ from radixcheck.reference import RadixCache
 from radixcheck.reference.kv_index import KvIndex
 
 
-def page_tokens_hashes(tokens: Sequence[int], page_size: int) -> list[int]:
-    """One 64-bit hash per whole page of ``tokens``."""
-    return [int.from_bytes(hashlib.blake2b(repr(list(tokens[i:i + page_size])).encode(), digest_size=8).digest(), "big")
+def page_tokens_hashes(tokens: Sequence[int], page_size: int, namespace: Any = None) -> list[int]:
+    """One 64-bit hash per whole page of ``tokens`` under ``namespace`` (folded into every page's hash,
+    as Dynamo's ``compute_block_hash_for_seq(..., lora_name=..., cache_namespace=...)`` folds its
+    namespace in; ``repr`` of the pair tells the suite's namespaces apart)."""
+    seed = b"" if namespace is None else repr(namespace).encode() + b"\0"
+    return [int.from_bytes(hashlib.blake2b(seed + repr(list(tokens[i:i + page_size])).encode(), digest_size=8).digest(), "big")
             for i in range(0, len(tokens) // page_size * page_size, page_size)]
 
 
@@ -38,29 +41,35 @@ class PublishingRadixCache(RadixCache):
         super().__init__(allocator, page_size)
         self.tap_events = False
         self._published: list[Any] = []
-        self._pages: dict[tuple[int, ...], int] = {}  # cached page prefix -> its block hash
+        self._pages: dict[tuple[Any, tuple[int, ...]], int] = {}  # (namespace, cached page prefix) -> its block hash
 
-    def _cached_prefixes(self) -> list[tuple[int, ...]]:
-        out, stack = [], [(self.root, ())]
-        while stack:
-            node, prefix = stack.pop()
-            for child in node.children.values():
-                key = prefix + tuple(int(t) for t in child.key)
-                out += [key[: len(prefix) + n] for n in range(self.page_size, len(child.key) + 1, self.page_size)]
-                stack.append((child, key))
+    def _cached_prefixes(self) -> list[tuple[Any, tuple[int, ...]]]:
+        out = []
+        for namespace, root in self.roots.items():
+            stack = [(root, ())]
+            while stack:
+                node, prefix = stack.pop()
+                for child in node.children.values():
+                    key = prefix + tuple(int(t) for t in child.key)
+                    out += [(namespace, key[: len(prefix) + n]) for n in range(self.page_size, len(child.key) + 1, self.page_size)]
+                    stack.append((child, key))
         return out
+
+    def _tokens_hash(self, namespace: Any, page: tuple[int, ...]) -> int:
+        """The tokens hash a published block carries (a publisher that drops the namespace overrides it)."""
+        return page_tokens_hashes(page, self.page_size, namespace)[0]
 
     def _publish_changes(self) -> None:
         now = set(self._cached_prefixes())
-        gone = sorted(set(self._pages) - now, key=len, reverse=True)  # deepest first, as a leaf eviction goes
+        gone = sorted(set(self._pages) - now, key=lambda p: len(p[1]), reverse=True)  # deepest first, as a leaf eviction goes
         if gone:
             self._emit(BlockRemoved(tuple(self._pages.pop(p) for p in gone)))
-        for prefix in sorted(now - set(self._pages), key=len):  # parents first
-            parent = prefix[: -self.page_size]
-            tokens = page_tokens_hashes(prefix[-self.page_size:], self.page_size)[0]
-            h = chain_hash(self._pages.get(parent) if parent else None, tokens)
-            self._emit(BlockStored(self._pages.get(parent) if parent else None, (StoredBlock(h, tokens),)))
-            self._pages[prefix] = h
+        for namespace, prefix in sorted(now - set(self._pages), key=lambda p: len(p[1])):  # parents first
+            parent = self._pages.get((namespace, prefix[: -self.page_size])) if len(prefix) > self.page_size else None
+            tokens = self._tokens_hash(namespace, prefix[-self.page_size:])
+            h = chain_hash(parent, tokens)
+            self._emit(BlockStored(parent, (StoredBlock(h, tokens),)))
+            self._pages[(namespace, prefix)] = h
 
     def _emit(self, event: Any) -> None:
         if self.tap_events:
@@ -70,12 +79,14 @@ class PublishingRadixCache(RadixCache):
         events, self._published = self._published, []
         return events
 
-    def cached_prefix_length(self, tokens: Sequence[int]) -> int:
-        """Tokens of the longest cached prefix, read from the tree without counting as a use (no
-        clock tick, no split)."""
+    def cached_prefix_length(self, tokens: Sequence[int], namespace: Any = None) -> int:
+        """Tokens of the longest prefix cached under ``namespace``, read from the tree without counting
+        as a use (no clock tick, no split, no root made)."""
         key = tuple(int(t) for t in tokens)
         key = key[: len(key) // self.page_size * self.page_size]
-        node, pos = self.root, 0
+        node, pos = self.roots.get(self._key(namespace)), 0
+        if node is None:
+            return 0
         while pos < len(key):
             child = self._child(node, key[pos : pos + self.page_size])
             if child is None:
@@ -87,8 +98,8 @@ class PublishingRadixCache(RadixCache):
             node = child
         return pos
 
-    def insert(self, tokens: Sequence[int], values: Any) -> int:
-        prefix_len = super().insert(tokens, values)
+    def insert(self, tokens: Sequence[int], values: Any, namespace: Any = None) -> int:
+        prefix_len = super().insert(tokens, values, namespace)
         self._publish_changes()
         return prefix_len
 
@@ -97,8 +108,8 @@ class PublishingRadixCache(RadixCache):
         self._publish_changes()
         return evicted
 
-    def evict_prefix(self, tokens: Sequence[int]) -> int:
-        removed = super().evict_prefix(tokens)
+    def evict_prefix(self, tokens: Sequence[int], namespace: Any = None) -> int:
+        removed = super().evict_prefix(tokens, namespace)
         self._publish_changes()
         return removed
 

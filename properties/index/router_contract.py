@@ -39,6 +39,13 @@ class RouterCapabilities:
     def page_sizes_tested(self) -> tuple[int, ...]:
         return self.engine.page_sizes_tested()
 
+    def tenant_isolation(self) -> str:
+        """The report card's "Tenant isolation" line: the router's view per namespace, where the engine has them."""
+        if not self.engine.namespaces:
+            return "not exercised: the engine declares no namespaces"
+        return ("checked on the router's view (oracle 10): each request's tokens hashes computed with its namespace, "
+                f"and the router's answer for it compared with the engine's own under it; the engine: {self.engine.tenant_isolation()}")
+
     def not_exercised(self) -> list[str]:
         return ([f"engine: {gap}" for gap in self.engine.not_exercised() if not gap.startswith("lock counters wider")]
                 + ["engine: lock counters (the end-to-end test runs the small machine only: no production-scale crowd)"]

@@ -30,8 +30,15 @@ from hypothesis import currently_in_test_context, note
 from hypothesis.stateful import invariant, precondition, rule
 
 from radixcheck.oracles.kv_index import IndexModel
-from radixcheck.oracles.violations import ContractViolation, EngineEventsViolation, IndexViolation, shown
-from radixcheck.properties.cache.machine import CUTS, RadixCacheMachine
+from radixcheck.oracles.violations import (
+    ContractViolation,
+    EngineEventsViolation,
+    IndexViolation,
+    TenantIsolationViolation,
+    shown,
+)
+from radixcheck.properties.cache.machine import CUTS, UNSAID, RadixCacheMachine
+from radixcheck.properties.cache.tenants import TenantMachine
 from radixcheck.properties.index.contract import AllBlocksCleared, BlockRemoved, BlockStored, KvEvent
 from radixcheck.properties.index.router_contract import RouterCapabilities, RouterPair
 from radixcheck.properties.target import OperationTimeout, guarded
@@ -127,26 +134,37 @@ class RouterFollowsEngineMachine(RadixCacheMachine):
     def router_view(self) -> None:
         self.router_follows_engine()
 
-    def _engine_hit(self, tokens: list[int]) -> int:
-        """Tokens the engine itself would reuse: ``cached_prefix_length`` where the engine offers it
-        (a match that counts as a use would disturb the cache machine's recency), else its match
-        (vLLM's lookup changes nothing)."""
+    def _engine_hit(self, tokens: list[int], namespace: Any = UNSAID) -> int:
+        """Tokens the engine itself would reuse under ``namespace``: ``cached_prefix_length`` where the
+        engine offers it (a match that counts as a use would disturb the cache machine's recency), else
+        its match (vLLM's lookup changes nothing)."""
+        keywords = {} if namespace is UNSAID else {"namespace": namespace}
         peek = getattr(self.cache, "cached_prefix_length", None)
         if callable(peek):
-            return int(guarded("cached_prefix_length", peek, tokens))
-        return len(guarded("match_prefix", self.cache.match_prefix, tokens)[0])
+            return int(guarded("cached_prefix_length", peek, tokens, **keywords))
+        return len(guarded("match_prefix", self.cache.match_prefix, tokens, **keywords)[0])
+
+    def _hashes(self, tokens: list[int], namespace: Any) -> list[int]:
+        """The tokens hashes a router computes for a request (with its namespace, for an engine with namespaces)."""
+        if not self.capabilities.namespaces:
+            return type(self).pair.tokens_hashes(tokens, self.page_size)
+        return type(self).pair.tokens_hashes(tokens, self.page_size, None if namespace is UNSAID else namespace)
 
     def router_follows_engine(self) -> None:
-        """Engine, events and router agree on every known sequence (see the module docstring)."""
+        """Engine, events and router agree on every known sequence, each under its own namespace (see
+        the module docstring)."""
         self._feed_router()
-        for tokens in self.known:
+        probes = [(UNSAID, tokens) for tokens in self.known] + list(self.known_elsewhere)
+        for namespace, tokens in probes:
             aligned = list(tokens[: len(tokens) // self.page_size * self.page_size])
             if not aligned:
                 continue
-            engine = self._engine_hit(aligned) // self.page_size
-            hashes = type(self).pair.tokens_hashes(aligned, self.page_size)
+            engine = self._engine_hit(aligned, namespace) // self.page_size
+            hashes = self._hashes(aligned, namespace)
             events = self.events_model.overlaps(hashes).get(WORKER, 0)
             router = guarded("find_matches", self.index.find_matches, hashes).get(WORKER, 0)
+            if self.capabilities.namespaces and max(events, router) > engine:
+                self._check_isolation(aligned, namespace, engine, events, router, probes)
             if events != engine:
                 raise EngineEventsViolation(
                     f"for {shown(aligned)}, the engine matches {engine} block(s) but its events say it holds {events} "
@@ -155,6 +173,28 @@ class RouterFollowsEngineMachine(RadixCacheMachine):
                 raise IndexViolation(f"for {shown(aligned)}, the router's index matches {router} block(s) where the engine's "
                                      f"events (and the engine) say {events}: the index does not follow its events")
 
+    def _check_isolation(self, tokens: list[int], namespace: Any, engine: int, events: int, router: int,
+                         probes: list[tuple[Any, tuple[int, ...]]]) -> None:
+        """The router (or the events it reads) counts more of ``tokens`` under ``namespace`` than the
+        engine holds there: if another namespace holds that much of them, the router's answer for
+        this tenant counts that tenant's blocks (oracle 10, on the router's view)."""
+        said = max(events, router)
+        for other in dict.fromkeys(n for n, _ in probes):
+            if other == namespace or (other is UNSAID and namespace is None) or (namespace is UNSAID and other is None):
+                continue
+            held = self._engine_hit(tokens, other) // self.page_size
+            if held >= said:
+                where = "the engine's events (and so any router mirroring them)" if events > engine else "the router's index"
+                shown_ns = None if namespace is UNSAID else namespace
+                raise TenantIsolationViolation(
+                    f"for {shown(tokens)} under namespace {shown_ns!r}, {where} count(s) {said} block(s) where the engine "
+                    f"holds {engine} under it: they are the blocks namespace {None if other is UNSAID else other!r} holds "
+                    f"({held}); a request of one tenant is routed by another's KV")
+
+
+class TenantRouterMachine(RouterFollowsEngineMachine, TenantMachine):
+    """The end-to-end machine with the tenants' rules, for an engine with namespaces: every request
+    under its namespace, and the router asked for each namespace's requests with that namespace."""
 
 
 def router_machine_for(pair_factory: Callable[[], RouterPair], capabilities: RouterCapabilities, page_size: int,
@@ -162,7 +202,8 @@ def router_machine_for(pair_factory: Callable[[], RouterPair], capabilities: Rou
     """A machine class for one pair at one page size (its name keys Hypothesis's database)."""
     pair = pair_factory()
     cls_name = f"{name}_router_page{page_size}".replace(".", "_").replace(":", "_").replace("-", "_")
-    return type(cls_name, (RouterFollowsEngineMachine,), {
+    base = TenantRouterMachine if capabilities.engine.namespaces else RouterFollowsEngineMachine
+    return type(cls_name, (base,), {
         "factory": staticmethod(pair.engine),
         "capabilities": capabilities.engine,
         "page_size": page_size,
