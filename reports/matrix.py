@@ -288,11 +288,14 @@ ENGINES += [
             "`PrefixCache` at 418ec9d, the last commit with the file (upstream removed it in f3e4d1e, #864), from the user's "
             "clone's history (`RADIXCHECK_TOKENSPEED_SRC`). The tree works in pages; the adapter maps page ids to the "
             "suite's slots and counts sizes in tokens. Insert is `cache_finished_req`'s insert-then-match.",
-            "One factory per policy it offers (lru, lfu, fifo, mru, filo, priority); only `lru` has an order oracle, the "
-            "others are declared by name (amount and lock safety checked). `with_events` turns on its KV events.",
+            "One factory per policy it offers: `lru` (LRU oracle), `lfu`, `fifo`, `mru`, `filo` (the named `Policy` of "
+            "SGLang's meaning: their order judged), `priority` by name (its insert takes no priority). `with_events` turns "
+            "on its KV events.",
             "No quarantine; `dec_lock_ref` checks nothing (`checks_locks=False`); input trusted (`validates_input=False`).",
         ],
         _phrases([("lora_id", "#1 KV events on: every new node raises TypeError (BlockStored has no lora_id)"),
+                  ("under lfu", "#3 lfu never counts a hit (evicts as lru)"),
+                  ("under fifo", "#4 a split makes the older part of an edge the youngest node"),
                   ("maximum recursion depth", "#2 recursive total_size/match/insert on deep paths")]),
         checkout_setting="RADIXCHECK_TOKENSPEED_SRC",
     ),

@@ -52,9 +52,11 @@ id per page, its sizes and ``evict`` amounts count pages)
 Capabilities
 ------------
 * ``eviction_policy``: the policy the factory builds (``lru``, ``lfu``, ``fifo``, ``mru``,
-  ``filo``, ``priority``; ``CacheInitParams.eviction_policy``). The contract's oracle checks the
-  order for ``"lru"`` only; the others are declared by name (another branch adds named policies to
-  ``Capabilities``), so amount and lock safety are checked for them.
+  ``filo``, ``priority``; ``CacheInitParams.eviction_policy``), declared as the named
+  :class:`Policy` of SGLang's meaning for ``lfu``, ``fifo``, ``mru`` and ``filo`` (TokenSpeed's
+  strategies are SGLang's: ``hit_count``, ``creation_time``, ``last_access_time``), so their order
+  is judged. ``priority`` stays a name: TokenSpeed's ``insert`` takes no priority, so every node
+  has 0 and the order could only be judged as LRU's by another name.
 * ``supports_quarantine=False``: no prefix-keyed removal.
 * ``checks_locks=False``: ``dec_lock_ref`` decrements whatever it is given; the scheduler pairs locks.
 * ``validates_input=False``: token ids come from the engine's tokenizer.
@@ -72,6 +74,7 @@ from typing import Any
 import numpy as np
 
 from radixcheck.properties.adapters.checkout import TOKENSPEED, Source, at_commit, install_stand_ins
+from radixcheck.properties.cache import policies
 from radixcheck.properties.cache.contract import Capabilities, SlotAllocator
 
 REPO = TOKENSPEED
@@ -233,13 +236,17 @@ class TokenSpeedCache:
         return events
 
 
+NAMED = ("lfu", "fifo", "mru", "filo")  # judged by their named Policy (lru: the LRU oracle; priority: a name)
+
+
 def _factory(policy: str, events: bool = False) -> Any:
     def make(allocator: SlotAllocator, page_size: int = 1) -> TokenSpeedCache:
         return TokenSpeedCache(allocator, page_size, policy, events)
 
     make.__name__ = make.__qualname__ = policy + ("_with_events" if events else "")
     make.__doc__ = f"TokenSpeed's PrefixCache at {COMMIT[:7]}, eviction_policy={policy!r}" + (", KV events on" if events else "")
-    make.capabilities = Capabilities(eviction_policy=policy, supports_quarantine=False, checks_locks=False,  # type: ignore[attr-defined]
+    declared = getattr(policies, policy)() if policy in NAMED else policy
+    make.capabilities = Capabilities(eviction_policy=declared, supports_quarantine=False, checks_locks=False,  # type: ignore[attr-defined]
                                      validates_input=False, page_sizes=(1, 2, 4, 16))
     return make
 
