@@ -100,3 +100,11 @@ def test_a_forced_seed_still_fails_a_broken_cache(tmp_path: Path) -> None:
         cwd=tmp_path, capture_output=True, text=True, timeout=120)
     assert "1 failed" in result.stdout, result.stdout[-2000:]
     assert "not shrunk (with a forced seed" in result.stdout
+
+
+@pytest.mark.parametrize("spec", ["radixcheck.reference:RadixCache", "radixcheck.reference.kv_index:KvIndex",
+                                  "radixcheck.reference.tenant_tree:TenantTree"])
+def test_every_kind_of_target_gets_a_header_with_its_tenant_isolation_line(spec: str) -> None:
+    # The CLI, the plugin and the report card ask every target's capabilities the same questions.
+    header = report_header(load_target(spec), "ci")
+    assert sum(line.startswith("radixcheck tenant isolation: ") for line in header) == 1

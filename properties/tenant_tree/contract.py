@@ -134,6 +134,11 @@ class TenantTreeCapabilities:
             if not isinstance(getattr(self, flag), bool):
                 raise TypeError(f"TenantTreeCapabilities.{flag} must be a bool, got {getattr(self, flag)!r}")
 
+    def tenant_isolation(self) -> str:
+        """The report card's "Tenant isolation" line: a tenant tree's tenants are its whole subject."""
+        return ("checked (oracle 11): a match names only available tenants that hold the prefix; "
+                "a removed tenant leaves nothing behind (oracle 12)")
+
     def not_exercised(self) -> list[str]:
         """What the suite leaves out for this tree, and why: for headers and report cards."""
         gaps = []
