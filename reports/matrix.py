@@ -106,6 +106,9 @@ SGLANG_FINDING = [
 def sglang_finding(name: str, test_id: str, reason: str) -> str:
     if "handle_from_another_cache" in test_id:
         return "#6 Rust node ids name nodes of other caches" if "rust" in name else "#4 foreign handle corrupts sizes"
+    if name.startswith("sglang.radix_f") and ("under fifo" in reason or "under filo" in reason or "out of fifo" in reason
+                                               or "out of filo" in reason):  # FIFO/FILO order reads creation times only
+        return "#9 a split stamps the new parent's creation_time afresh (findings/sglang_trees.md)"
     return _phrases(SGLANG_FINDING)(name, test_id, reason)
 
 
