@@ -54,6 +54,7 @@ import sys
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from radixcheck.properties.adapters import factory_lookup
 from radixcheck.properties.index.contract import (
     AllBlocksCleared,
     BlockRemoved,
@@ -158,12 +159,7 @@ def installed() -> bool:
     return importlib.util.find_spec("dynamo") is not None
 
 
-def __getattr__(name: str) -> Callable:
-    """``dynamo_index:<factory>`` names a factory in :data:`FACTORIES` (PEP 562)."""
-    try:
-        return FACTORIES[name]
-    except KeyError:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}") from None
+__getattr__ = factory_lookup(__name__, FACTORIES)  # `module:<factory>` names a factory (PEP 562)
 
 
 __all__ = ["FACTORIES", "PIP_REQUIREMENTS", "DynamoIndex", "event_json", "parse_dump", *FACTORIES]

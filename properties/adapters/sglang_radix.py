@@ -72,6 +72,7 @@ from typing import Any
 
 import numpy as np
 
+from radixcheck.properties.adapters import factory_lookup
 from radixcheck.properties.cache import policies
 from radixcheck.properties.cache.contract import Capabilities, Policy, SlotAllocator
 
@@ -459,12 +460,7 @@ for _b in ("python", "rust"):
 del _p, _b
 
 
-def __getattr__(name: str) -> Callable:
-    """``sglang_radix:<factory>`` names a factory in :data:`FACTORIES` (PEP 562)."""
-    try:
-        return FACTORIES[name]
-    except KeyError:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}") from None
+__getattr__ = factory_lookup(__name__, FACTORIES)  # `module:<factory>` names a factory (PEP 562)
 
 
 if os.environ.get("RADIXCHECK_SGLANG_LAZY") != "1" and importlib.util.find_spec("sglang") is not None:

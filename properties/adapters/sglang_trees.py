@@ -130,6 +130,7 @@ import sys
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from radixcheck.properties.adapters import factory_lookup
 from radixcheck.properties.adapters import sglang_radix as _sr
 from radixcheck.properties.adapters.sglang_radix import _factory
 from radixcheck.properties.cache.contract import Capabilities, SlotAllocator
@@ -432,12 +433,7 @@ for _b in ("python", "rust"):
 del _b, _kind, _cls, _pool
 
 
-def __getattr__(name: str) -> Callable:
-    """``sglang_trees:<factory>`` names a factory in :data:`FACTORIES` (PEP 562)."""
-    try:
-        return FACTORIES[name]
-    except KeyError:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}") from None
+__getattr__ = factory_lookup(__name__, FACTORIES)  # `module:<factory>` names a factory (PEP 562)
 
 
 if os.environ.get("RADIXCHECK_SGLANG_LAZY") != "1" and importlib.util.find_spec("sglang") is not None:

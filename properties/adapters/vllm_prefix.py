@@ -146,6 +146,7 @@ from typing import Any
 
 import numpy as np
 
+from radixcheck.properties.adapters import factory_lookup
 from radixcheck.properties.cache.contract import Capabilities, SlotAllocator
 
 PIP_REQUIREMENTS: list[str] = [
@@ -534,12 +535,7 @@ FACTORIES: dict[str, Callable] = {
 }
 
 
-def __getattr__(name: str) -> Callable:
-    """``vllm_prefix:<factory>`` names a factory in :data:`FACTORIES` (PEP 562)."""
-    try:
-        return FACTORIES[name]
-    except KeyError:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}") from None
+__getattr__ = factory_lookup(__name__, FACTORIES)  # `module:<factory>` names a factory (PEP 562)
 
 
 if os.environ.get("RADIXCHECK_VLLM_LAZY") != "1" and importlib.util.find_spec("vllm") is not None:

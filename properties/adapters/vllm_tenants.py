@@ -41,6 +41,7 @@ from typing import Any
 
 import numpy as np
 
+from radixcheck.properties.adapters import factory_lookup
 from radixcheck.properties.adapters import vllm_prefix as _vp
 from radixcheck.properties.adapters.tenant_fields import request_fields
 from radixcheck.properties.cache.contract import Capabilities, SlotAllocator
@@ -140,12 +141,7 @@ def _factory(name: str, capabilities: Capabilities) -> Callable[[SlotAllocator, 
 FACTORIES: dict[str, Callable] = {"vllm_prefix_tenants": _factory("vllm_prefix_tenants", CAPABILITIES)}
 
 
-def __getattr__(name: str) -> Callable:
-    """``vllm_tenants:<factory>`` names a factory in :data:`FACTORIES` (PEP 562)."""
-    try:
-        return FACTORIES[name]
-    except KeyError:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}") from None
+__getattr__ = factory_lookup(__name__, FACTORIES)  # `module:<factory>` names a factory (PEP 562)
 
 
 if os.environ.get("RADIXCHECK_VLLM_LAZY") != "1" and importlib.util.find_spec("vllm") is not None:
