@@ -213,9 +213,12 @@ class LifecycleMachine(RadixCacheMachine):
         got = np.asarray(request.slots).tolist()[: len(cached)]
         if request.protected != len(cached) or got != cached:
             freed = sorted(set(got) - set(cached) - self.allocator.in_use)
+            what = (f"the request's protected length is {request.protected} where the tree caches {len(cached)} of its tokens "
+                    f"(slots {shown(cached)})" if got == cached else
+                    f"the request's row reads {shown(got)} (protected {request.protected}) where the tree holds {shown(cached)}")
             raise SlotViolation(
-                f"after cache_unfinished_req({record}) the request's row reads {shown(got)} (protected {request.protected}) where "
-                f"the tree holds {shown(cached)}" + (f": slots {freed[:8]} were freed and it still reads them" if freed else ""),
+                f"after cache_unfinished_req({record}) {what}"
+                + (f": slots {freed[:8]} were freed and it still reads them" if freed else ""),
                 Check("req.protected == protected and req.slots[:protected].tolist() == expected",
                       "(req.protected, req.slots[:protected].tolist())", {"protected": len(cached), "expected": cached}))
 
