@@ -4,6 +4,8 @@ report card says what a user needs. (The full installed flow, exit 0 and 1 on re
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -75,3 +77,15 @@ def test_the_report_card_names_the_oracle_the_program_and_what_was_skipped() -> 
     assert not result.conforms
     for phrase in ("does not conform", "2 refcount safety", "state.evict", "supports_reset=False", "has no reset"):
         assert phrase in card
+
+
+def test_a_reader_that_leaves_early_does_not_change_the_verdict() -> None:
+    # `radixcheck audit ... | head -1`: the exit code is still the verdict's, with no traceback.
+    cmd = [sys.executable, "-m", "radixcheck", "audit", "radixcheck.properties.cache.mutants:EvictsLockedLeaf",
+           "--page-sizes", "1", "-n", "0"]
+    with subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) as run:
+        assert run.stdout.readline().startswith("radixcheck: auditing")
+        run.stdout.close()  # the reader leaves
+        stderr = run.stderr.read()
+        assert run.wait(timeout=300) == 1, stderr
+    assert "BrokenPipeError" not in stderr and "Traceback" not in stderr

@@ -15,6 +15,7 @@ import argparse
 import os
 import sys
 from pathlib import Path
+from typing import Any
 
 from radixcheck.argtypes import ArgumentParser, output_file, page_sizes, positive_seconds, repro_dir, workers
 from radixcheck.bench_cli import add_bench_parser
@@ -96,7 +97,45 @@ def _audit(args: argparse.Namespace) -> int:
     return EXIT_CONFORMS if result.conforms else EXIT_NONCONFORMING
 
 
+class _OutputUntilTheReaderLeaves:
+    """Standard output that, once its reader has gone (``radixcheck audit ... | head``), sends the
+    rest to the null device, so the run still ends with its verdict's exit code, not a traceback."""
+
+    def __init__(self, stream: Any) -> None:
+        self._stream = stream
+
+    def _reader_left(self) -> None:
+        null = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(null, self._stream.fileno())  # what is still buffered, and the flush at exit, go there too
+        os.close(null)
+
+    def write(self, text: str) -> int:
+        try:
+            return self._stream.write(text)
+        except BrokenPipeError:
+            self._reader_left()
+            return len(text)
+
+    def flush(self) -> None:
+        try:
+            self._stream.flush()
+        except BrokenPipeError:
+            self._reader_left()
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._stream, name)
+
+
 def main(argv: list[str] | None = None) -> int:
+    stdout = sys.stdout
+    sys.stdout = _OutputUntilTheReaderLeaves(stdout)
+    try:
+        return _run(argv)
+    finally:
+        sys.stdout = stdout
+
+
+def _run(argv: list[str] | None) -> int:
     args = _parser().parse_args(argv)
     if args.command == "audit":
         return _audit(args)
