@@ -28,8 +28,8 @@ from radixcheck.reference import RadixCache
 FEW = 4  # examples: each test shows one thing; the catalogue's 200 streams are the evidence
 
 
-def _leaf(tokens: tuple[int, ...], key: int) -> Any:
-    return SimpleNamespace(prefix=tokens, values=tokens, key=key)
+def _leaf(tokens: tuple[int, ...], key: int, namespace: Any = None) -> Any:
+    return SimpleNamespace(prefix=tokens, values=tokens, key=key, namespace=namespace)
 
 
 def test_the_comparison_itself() -> None:
@@ -44,6 +44,9 @@ def test_the_comparison_itself() -> None:
     check_order([cold], hot, False, 2, key, said, "mine")
     check_order([hot], _leaf((5,), 7), False, 2, key, said, "mine")
     check_order([hot], None, False, 2, key, said, "mine")
+    # the same tokens cached by two tenants are two leaves: the finding names their namespaces
+    with pytest.raises(EvictionOrderViolation, match=r"leaf \[1, 2\] under namespace 'a' .* while leaf \[1, 2\] under namespace 'b'"):
+        check_order([_leaf((1, 2), 7, "a")], _leaf((1, 2), 5, "b"), False, 2, key, said, "mine")
 
 
 def test_the_model_counts_what_the_contract_says() -> None:

@@ -57,17 +57,22 @@ def check_order(victims: list[Any], colder: Any | None, colder_freed_later: bool
     hotter = max(victims, key=key)
     if not key(colder) < key(hotter):
         return
+    apart = hotter.namespace != colder.namespace  # then the same tokens may be two leaves: name their tenants
+
+    def leaf(e: Any) -> str:
+        return f"{shown(e.prefix)}" + (f" under namespace {e.namespace!r}" if apart else "")
+
     if colder_freed_later:
         raise EvictionOrderViolation(
-            f"evict({num_tokens}) evicted out of {policy} order: leaf {shown(hotter.prefix)} ({describe(hotter)}, key "
-            f"{key(hotter)!r}) went before leaf {shown(colder.prefix)} ({describe(colder)}, key {key(colder)!r})",
+            f"evict({num_tokens}) evicted out of {policy} order: leaf {leaf(hotter)} ({describe(hotter)}, key "
+            f"{key(hotter)!r}) went before leaf {leaf(colder)} ({describe(colder)}, key {key(colder)!r})",
             Check("call_freeing(colder[0], free_calls) <= call_freeing(hotter[0], free_calls)",
                   "(call_freeing(hotter[0], free_calls), call_freeing(colder[0], free_calls))",
                   {"hotter": list(hotter.values), "colder": list(colder.values)}),
         )
     raise EvictionOrderViolation(
-        f"evict({num_tokens}) evicted leaf {shown(hotter.prefix)} ({describe(hotter)}, key {key(hotter)!r}) while leaf "
-        f"{shown(colder.prefix)} ({describe(colder)}, key {key(colder)!r}) survived: under {policy} it goes first",
+        f"evict({num_tokens}) evicted leaf {leaf(hotter)} ({describe(hotter)}, key {key(hotter)!r}) while leaf "
+        f"{leaf(colder)} ({describe(colder)}, key {key(colder)!r}) survived: under {policy} it goes first",
         Check("not (set(hotter) <= set(freed) and set(colder_leaf).isdisjoint(freed))",
               "{'the hotter leaf freed': set(hotter) <= set(freed), 'the colder leaf freed': not set(colder_leaf).isdisjoint(freed)}",
               {"hotter": list(hotter.values), "colder_leaf": list(colder.values)}),
