@@ -77,7 +77,7 @@ def _audit(args: argparse.Namespace) -> int:
         return EXIT_USAGE
     if target.defaults_warning():
         print(f"radixcheck: warning: {target.defaults_warning()}", file=sys.stderr, flush=True)
-    print(f"radixcheck: auditing {target.spec}: {target.capabilities}", flush=True)
+    print(f"radixcheck: auditing {target.spec}: {target.declared_capabilities()}", flush=True)  # the run's page sizes: next line
     if target.kind not in ("index", "tenant_tree"):
         print(f"radixcheck: page sizes: {target.page_sizes_shown()}")
     for gap in target.capabilities.not_exercised():
