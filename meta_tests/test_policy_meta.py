@@ -15,9 +15,10 @@ from hypothesis import settings
 
 from meta_tests import user_lfu_recency
 from radixcheck import Capabilities, Policy, profiles
+from radixcheck.oracles.lru import check_lru
 from radixcheck.oracles.policy import check_order
-from radixcheck.oracles.prefix_set import PrefixSetModel
-from radixcheck.oracles.violations import EvictionOrderViolation
+from radixcheck.oracles.prefix_set import Entry, PrefixSetModel
+from radixcheck.oracles.violations import EvictionOrderViolation, LRUOrderViolation
 from radixcheck.properties.cache import policies
 from radixcheck.properties.cache.machine import machine_for
 from radixcheck.properties.cache.mutants import LfuReference, MostRecentFirst, PriorityReference
@@ -47,6 +48,13 @@ def test_the_comparison_itself() -> None:
     # the same tokens cached by two tenants are two leaves: the finding names their namespaces
     with pytest.raises(EvictionOrderViolation, match=r"leaf \[1, 2\] under namespace 'a' .* while leaf \[1, 2\] under namespace 'b'"):
         check_order([_leaf((1, 2), 7, "a")], _leaf((1, 2), 5, "b"), False, 2, key, said, "mine")
+
+
+def test_the_lru_oracle_names_two_tenants_pages_of_the_same_tokens() -> None:
+    newer = Entry((1, 2), (10, 11), None, 1, last_use=9, namespace="a")
+    older = Entry((1, 2), (20, 21), None, 1, last_use=3, namespace="b")
+    with pytest.raises(LRUOrderViolation, match=r"page \[1, 2\] under namespace 'a' .* before page \[1, 2\] under namespace 'b'"):
+        check_lru([(0, newer), (1, older)], None, 2, 2)
 
 
 def test_the_model_counts_what_the_contract_says() -> None:

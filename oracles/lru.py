@@ -45,9 +45,11 @@ def check_lru(evicted: list[tuple[int, Entry]], oldest_survivor: Entry | None, n
         pages = [page for _, page in group]
         older = min(pages, key=lambda e: e.last_use)
         if newer is not None and newer.last_use > older.last_use:
+            apart = newer.namespace != older.namespace  # the same tokens may then be two pages: name their tenants
+            tenant = {e.serial: f" under namespace {e.namespace!r}" if apart else "" for e in (newer, older)}
             raise LRUOrderViolation(
-                f"evict({num_tokens}) evicted out of LRU order: page {shown(newer.prefix)} (last used by {at(newer.last_use)}) "
-                f"went before page {shown(older.prefix)} (last used by {at(older.last_use)}); "
+                f"evict({num_tokens}) evicted out of LRU order: page {shown(newer.prefix)}{tenant[newer.serial]} (last used by "
+                f"{at(newer.last_use)}) went before page {shown(older.prefix)}{tenant[older.serial]} (last used by {at(older.last_use)}); "
                 f"the older pages alone freed {before_last} tokens",
                 Check("call_freeing(older[0], free_calls) <= call_freeing(newer[0], free_calls)",
                       "(call_freeing(newer[0], free_calls), call_freeing(older[0], free_calls))",
