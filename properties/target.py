@@ -222,12 +222,17 @@ def _check_router(target: Target) -> None:
                           "(take_published() and tap_events, see radixcheck.properties.index.router_contract)")
 
 
-def _check_index(target: Target) -> None:
+def _built(target: Target) -> Any:
+    """What ``target.factory()`` (no arguments: an index or a tenant tree) builds, within the load limit."""
     try:
         with _alarm(max(op_timeout(), LOAD_TIMEOUT), "factory() while loading the target"):
-            index = target.factory()
+            return target.factory()
     except Exception as exc:  # noqa: BLE001 - whatever the factory raises, the target is unusable
         raise TargetError(f"target {target.spec!r}: factory() raised {type(exc).__name__}: {exc}") from exc
+
+
+def _check_index(target: Target) -> None:
+    index = _built(target)
     missing = [m for m in required_index_methods(target.capabilities) if not callable(getattr(index, m, None))]
     if missing:
         optional = {"sizes": "reports_sizes=False", "dump": "offers_dump=False", "resident": "reports_resident=False"}
@@ -238,11 +243,7 @@ def _check_index(target: Target) -> None:
 
 
 def _check_tenant_tree(target: Target) -> None:
-    try:
-        with _alarm(max(op_timeout(), LOAD_TIMEOUT), "factory() while loading the target"):
-            tree = target.factory()
-    except Exception as exc:  # noqa: BLE001 - whatever the factory raises, the target is unusable
-        raise TargetError(f"target {target.spec!r}: factory() raised {type(exc).__name__}: {exc}") from exc
+    tree = _built(target)
     missing = [m for m in required_tenant_tree_methods(target.capabilities) if not callable(getattr(tree, m, None))]
     if missing:
         optional = {"remove_tenants": "supports_removal=False", "evict": "supports_eviction=False", "sizes": "reports_sizes=False",
