@@ -85,6 +85,19 @@ def command_from_env() -> list[str]:
     return shlex.split(text) if text else reference_command()
 
 
+def _stop_server(process: subprocess.Popen, stderr: Any) -> None:
+    """Kill a server still running, reap it, and close its pipes and stderr file."""
+    if process.poll() is None:
+        process.kill()
+        process.wait()
+    for pipe in (process.stdin, process.stdout, stderr):
+        if pipe is not None and not pipe.closed:
+            try:
+                pipe.close()
+            except OSError:  # a write buffered for a closed pipe: nothing more to send
+                pass
+
+
 class WireConnection:
     """One server process and the request/reply loop with it (thread-safe: one request at a time)."""
 
@@ -96,6 +109,9 @@ class WireConnection:
                                             stderr=self._stderr, bufsize=0)
         except OSError as exc:
             raise WireServerDied(f"cannot start the wire server {shlex.join(self.command)}: {exc}") from None
+        # A connection dropped without close() (a factory never closed) still stops its server and
+        # releases its pipes and stderr file when it is collected, or at exit.
+        weakref.finalize(self, _stop_server, self.process, self._stderr)
         self._lock = threading.Lock()
         self._buffer = b""
         self._next_id = 1
@@ -140,6 +156,12 @@ class WireConnection:
             except (OSError, subprocess.TimeoutExpired):
                 self.process.kill()
                 self.process.wait()
+        for pipe in (self.process.stdin, self.process.stdout):  # a server that exited first leaves them open
+            if pipe is not None and not pipe.closed:
+                try:
+                    pipe.close()
+                except OSError:  # its stdin's last write may fail on a closed pipe: nothing more to send
+                    pass
 
     def _died(self) -> WireServerDied:
         try:
