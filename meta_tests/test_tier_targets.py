@@ -77,3 +77,53 @@ def test_the_audit_fails_a_tier_mutant_with_a_repro_that_exits_1(tmp_path: Path)
     assert "TierWorld(factory, page_size=1, write_policy='write_through')" in text and "import hypothesis" not in text
     ran = subprocess.run([sys.executable, str(repro)], cwd=tmp_path, capture_output=True, text=True, timeout=120)
     assert ran.returncode == 1 and "BUG (radixcheck oracle 19 write-through persists)" in ran.stdout, ran.stdout + ran.stderr
+
+
+def _leaf_first(write_back_order: str) -> type:
+    """The reference tiered cache, but under write-back it writes the evicted leaf alone (SGLang's
+    order), and a page whose write-back fails leaves with its host-only subtree."""
+    from radixcheck.reference.tiered_cache import TieredRadixCache
+
+    class LeafFirst(TieredRadixCache):
+        tier_capabilities = TierCapabilities(page_sizes=(1,), write_back_order=write_back_order)
+
+        def _write_back(self, node) -> None:
+            if node.host is None and node.writing is None and self._write(node):
+                node.evict_when_written = True
+
+        def _drop(self, node) -> int:
+            below = list(node.children.values())
+            while below:  # host-only pages (the node is a device leaf): they leave with it
+                child = below.pop()
+                below.extend(child.children.values())
+                child.linked = False
+                if child.host is not None:
+                    self.host_pool.free(child.host)
+                    child.host = None
+            node.children.clear()
+            return super()._drop(node)
+
+    return LeafFirst
+
+
+def test_a_leaf_first_write_back_passes_when_declared_and_fails_the_chain_when_not(monkeypatch) -> None:
+    from radixcheck.oracles.violations import BackupChainViolation
+    from radixcheck.properties.findings.verdict import run_machine
+    from radixcheck.properties.tiers.machine import tier_machine_for
+
+    budget = settings(max_examples=40, stateful_step_count=40, derandomize=True, database=None, deadline=None)
+    run_machine(tier_machine_for(_leaf_first("leaf_first"), 1, "write_back", name="LeafFirstDeclared"), budget)
+    with pytest.raises(BackupChainViolation):
+        run_machine(tier_machine_for(_leaf_first("top_down"), 1, "write_back", name="LeafFirstUndeclared"), budget)
+
+
+def test_a_backup_given_up_with_host_room_left_is_refused() -> None:
+    from radixcheck.oracles.violations import HostSlotViolation
+    from radixcheck.properties.tiers.world import TierWorld
+    from radixcheck.reference.tiered_cache import TieredRadixCache
+
+    world = TierWorld(TieredRadixCache, 1, "write_through", host_slots=4)
+    world.serve([1, 2])
+    world.finish()  # the reference backs [1, 2] up: 2 of 4 host slots taken
+    with pytest.raises(HostSlotViolation, match="2 host slots are free"):
+        world.controller.refused(world.model.pages_of([1, 2])[0].device)
