@@ -127,3 +127,13 @@ def test_a_backup_given_up_with_host_room_left_is_refused() -> None:
     world.finish()  # the reference backs [1, 2] up: 2 of 4 host slots taken
     with pytest.raises(HostSlotViolation, match="2 host slots are free"):
         world.controller.refused(world.model.pages_of([1, 2])[0].device)
+
+
+def test_the_production_scale_tier_world_passes_the_reference_and_catches_a_partial_persist() -> None:
+    from radixcheck.oracles.violations import PersistViolation
+    from radixcheck.reports import tier_scale
+
+    row = tier_scale.run(tier_scale.REFERENCE, "write_through", 40, 1, 512, 1024, 10)
+    assert row["transfers"] > 0 and row["peak_host_tokens"] > 0
+    with pytest.raises(PersistViolation):
+        tier_scale.run("radixcheck.properties.tiers.mutants:PartialPersist", "write_through", 40, 1, 512, 1024, 10)
