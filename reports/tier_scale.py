@@ -41,7 +41,7 @@ def run(spec: str, policy: str, requests: int, seed: int, device: int, host: int
     world.log = _Tail()  # the world's log is a repro's; at scale keep only the last lines
     prefixes = [[rng.randrange(50_000) for _ in range(rng.choice((64, 128, 256)) * page_size)] for _ in range(24)]
     ops, peak_device, peak_host, start = 0, 0, 0, time.perf_counter()
-    for n in range(requests):
+    for _ in range(requests):
         tokens = rng.choice(prefixes)[: rng.randrange(1, 9) * 32 * page_size] + [rng.randrange(50_000)
                                                                                  for _ in range(rng.randrange(8, 96))]
         if rng.random() < 0.05:
