@@ -86,8 +86,6 @@ PIP_REQUIREMENTS: list[str] = []
 """No packages beyond the audit environment's."""
 
 POLICIES = ("write_through", "write_through_selective", "write_back")
-_DEVICE_BUFFER = 1 << 12  # SGLang's device KV buffer rows (the suite's slot ids must fit)
-_HOST_BUFFER = 1 << 12
 
 _hx: Any = None
 
@@ -158,9 +156,10 @@ class SGLangHiCache:
 
         args = hx.ServerArgs(model_path="dummy", enable_hierarchical_cache=True, hicache_io_backend="direct",
                              hicache_mem_layout="layer_first", hicache_write_policy=write_policy, device="cpu",
-                             page_size=1, hicache_size=0, hicache_ratio=2.0)
+                             page_size=1, hicache_size=0,
+                             hicache_ratio=max(2.0, host_pool.pool_size / allocator.pool_size))  # its buffers hold the ids
         hx.publish(args)
-        kv = hx.MHATokenToKVPool(size=_DEVICE_BUFFER, page_size=1, dtype=sg.torch.float16, head_num=1, head_dim=1,
+        kv = hx.MHATokenToKVPool(size=allocator.pool_size, page_size=1, dtype=sg.torch.float16, head_num=1, head_dim=1,
                                  layer_num=1, device="cpu", enable_memory_saver=False, enable_alt_stream=False)
         adapter = self
 
