@@ -9,13 +9,19 @@
   FULL+MAMBA tree; the probe builds one and reports where SGLang stops on CPU.
 
     .audit-venv/bin/python -m radixcheck.reports.sglang_hicache_probes
+    .audit-venv/bin/python -m radixcheck.reports.sglang_hicache_probes --streams 20   # and the tier machine's streams
 
 Prints one line per check; exits 0 when each check says what ``findings/sglang_trees.md`` says.
+``--streams N`` also runs N derandomized streams of the tier machine per factory and write policy
+(the tier catalogue's false-alarm budget: the ``mutation`` profile, one run per stream, each
+under its own name), two at a time, and prints the failures per factory and policy.
 """
 
 from __future__ import annotations
 
 import sys
+import time
+from concurrent.futures import ProcessPoolExecutor
 
 
 def chunked_write_through(backend: str) -> tuple[int, int]:
@@ -68,7 +74,44 @@ def mamba_hicache() -> str:
     return "constructed"
 
 
-def main() -> int:
+def stream(job: tuple[str, str, int]) -> str | None:
+    """Stream ``k`` of the tier machine on factory ``name`` under ``policy``: its failure, or None."""
+    from radixcheck import profiles
+    from radixcheck.properties.adapters import sglang_hicache
+    from radixcheck.properties.findings.verdict import run_machine
+    from radixcheck.properties.tiers.machine import tier_machine_for
+
+    name, policy, k = job
+    try:
+        run_machine(tier_machine_for(sglang_hicache.FACTORIES[name], 1, policy, f"stream{k}_{name}_{policy}"),
+                    profiles.SETTINGS["mutation"])
+    except Exception as exc:  # noqa: BLE001 - any failure is reported
+        return f"stream{k}: {type(exc).__name__}: {' '.join(str(exc).split())[:200]}"
+    return None
+
+
+def streams(count: int) -> bool:
+    from radixcheck.properties.adapters import sglang_hicache
+
+    start, ok = time.perf_counter(), True
+    jobs = [(name, policy, k) for name in sglang_hicache.FACTORIES for policy in sglang_hicache.POLICIES for k in range(count)]
+    with ProcessPoolExecutor(2) as pool:
+        results = list(pool.map(stream, jobs))
+    for name in sglang_hicache.FACTORIES:
+        for policy in sglang_hicache.POLICIES:
+            failed = [r for (n, p, _), r in zip(jobs, results, strict=True) if n == name and p == policy and r]
+            print(f"streams {name} {policy}: {len(failed)}/{count} failed{': ' + failed[0] if failed else ''}")
+            ok &= not failed
+    print(f"streams: {time.perf_counter() - start:.0f} s wall")
+    return ok
+
+
+def main(argv: list[str] | None = None) -> int:
+    from radixcheck.argtypes import ArgumentParser, non_negative_int
+
+    parser = ArgumentParser(prog="python -m radixcheck.reports.sglang_hicache_probes", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--streams", type=non_negative_int, default=0, help="tier machine streams per factory and policy")
+    args = parser.parse_args(argv)
     ok = True
     for backend in ("python", "rust"):
         on_host, inserted = chunked_write_through(backend)
@@ -78,6 +121,8 @@ def main() -> int:
     stop = mamba_hicache()
     print(f"#33713: HiCache over FULL+MAMBA on CPU stops at: {stop}")
     ok &= "No matching HiCache strategy" in stop
+    if args.streams:
+        ok &= streams(args.streams)
     return 0 if ok else 1
 
 
