@@ -342,7 +342,7 @@ ENGINES += [
             "eviction from load-back; oracles 13-19 and per-tier slot conservation judge each step, KV contents included.",
             "SGLang runs on CPU with the suite's transfer engine (its `L2TransferEngine.submit_*` replaced; nothing copied) and "
             "the suite's host slots (its host pool's alloc/free forwarded): `hicache_io_backend=direct`, `layer_first`.",
-            "Each row runs `write_through`, `write_through_selective` and `write_back` at page size 1. Declared: no "
+            "Each row runs `write_through`, `write_through_selective` and `write_back` at page sizes 1, 2 and 4. Declared: no "
             "`evict_prefix` (`supports_quarantine=False`); `write_back_order=leaf_first` (SGLang writes the evicted leaf "
             "alone, by design: oracle 18 waived under write-back only). SGLang's 10-token load-back threshold is set to 1.",
         ],

@@ -16,7 +16,7 @@ The factories (``factory(allocator, host_pool, controller, page_size, write_poli
     ``UnifiedRadixCache`` (Python or Rust tree core) + ``init_hicache`` with
     ``hicache_write_policy`` = the suite's ``write_policy``: ``write_through``,
     ``write_through_selective`` (SGLang backs a node up on its second hit:
-    ``write_through_threshold = 2``) and ``write_back``. Page size 1 only (below).
+    ``write_through_threshold = 2``) and ``write_back``. Page sizes 1, 2 and 4.
 
 How SGLang is run on CPU (stand-ins and targeted patches; nothing of SGLang's is copied)
 ----------------------------------------------------------------------------------------
@@ -66,8 +66,9 @@ How SGLang is run on CPU (stand-ins and targeted patches; nothing of SGLang's is
   stays on device and is written back when it is evicted in turn, or, when that write-back
   fails, dropped with its host-only subtree (``_drop_subtree_no_host``). By design, not a gap.
 * No ``evict_prefix`` in SGLang: ``supports_quarantine=False``.
-* Page size 1 only: SGLang's host pool frees and transfers in aligned pages of host ids; the
-  suite's host slot ids are arbitrary singles.
+* Page sizes 1, 2, 4: SGLang's host pool would hand out page-aligned runs of host ids; the
+  suite's are arbitrary (as its device slot ids are). Nothing in SGLang's tree or controller
+  reads them as runs once the copies are the suite's (no run at these sizes met a problem).
 """
 
 from __future__ import annotations
@@ -138,8 +139,8 @@ class SGLangHiCache:
 
     def __init__(self, allocator: Any, host_pool: Any, controller: Any, page_size: int, write_policy: str,
                  backend: str = "python") -> None:
-        if page_size != 1:
-            raise ValueError(f"page_size must be 1 for SGLang's HiCache adapter, got {page_size!r}")
+        if isinstance(page_size, bool) or not isinstance(page_size, int) or page_size < 1:
+            raise ValueError(f"page_size must be a positive int, got {page_size!r}")
         if write_policy not in POLICIES:
             raise ValueError(f"write_policy must be one of {POLICIES}, got {write_policy!r}")
         hx = _load()
@@ -156,10 +157,10 @@ class SGLangHiCache:
 
         args = hx.ServerArgs(model_path="dummy", enable_hierarchical_cache=True, hicache_io_backend="direct",
                              hicache_mem_layout="layer_first", hicache_write_policy=write_policy, device="cpu",
-                             page_size=1, hicache_size=0,
+                             page_size=page_size, hicache_size=0,
                              hicache_ratio=max(2.0, host_pool.pool_size / allocator.pool_size))  # its buffers hold the ids
         hx.publish(args)
-        kv = hx.MHATokenToKVPool(size=allocator.pool_size, page_size=1, dtype=sg.torch.float16, head_num=1, head_dim=1,
+        kv = hx.MHATokenToKVPool(size=allocator.pool_size, page_size=page_size, dtype=sg.torch.float16, head_num=1, head_dim=1,
                                  layer_num=1, device="cpu", enable_memory_saver=False, enable_alt_stream=False)
         adapter = self
 
@@ -172,7 +173,7 @@ class SGLangHiCache:
         self.kv_allocator = _Allocator(allocator, page_size)
         self.kv_allocator._kvcache = kv
         params = sg.CacheInitParams(disable=False, req_to_token_pool=None, token_to_kv_pool_allocator=self.kv_allocator,
-                                    page_size=1, eviction_policy="lru", tree_components=(sg.ComponentType.FULL,),
+                                    page_size=page_size, eviction_policy="lru", tree_components=(sg.ComponentType.FULL,),
                                     tree_core_backend=backend)
         self.cache = sg.UnifiedRadixCache(params)
         core = type(self.cache.tree_core).__name__
@@ -412,7 +413,7 @@ def _factory(name: str, backend: str, policies: tuple[str, ...]):
         return SGLangHiCache(allocator, host_pool, controller, page_size, write_policy, backend=backend)
 
     factory.__name__ = factory.__qualname__ = name
-    factory.tier_capabilities = TierCapabilities(write_policies=policies, page_sizes=(1,),  # type: ignore[attr-defined]
+    factory.tier_capabilities = TierCapabilities(write_policies=policies, page_sizes=(1, 2, 4),  # type: ignore[attr-defined]
                                                  supports_quarantine=False, write_back_order="leaf_first")
     factory.__doc__ = f"radixcheck tier target {name}: UnifiedRadixCache ({backend} core) + init_hicache"
     return factory

@@ -15,7 +15,10 @@ the base contract's (token sequences, pages, slot ids, handles); what is new:
   (the pool is full, or the suite says so). A transfer is *pending* until the suite delivers its
   completion, ``cache.transfer_done(transfer)``, exactly once, in whatever order the suite
   chooses. The copy happens at the completion: until then the source slots must stay as they
-  are (not freed) and the destination slots hold nothing yet.
+  are (not freed) and the destination slots hold nothing yet. A cache that looks at the host
+  pool's room itself (``host_pool.available()``) and gives a backup up without asking reports it
+  with ``controller.refused(device_slots)``: a failed allocation, accepted only when the pool
+  is indeed too full.
 
 The factory is called as::
 
@@ -28,7 +31,9 @@ Obligations (what the tier machine's oracles check)
   is), so a match is a device part followed by a host part.
 * Backups go top-down: a page is backed up (``controller.write``) only when its parent is on host
   or its write is pending (the *backup chain* has no gap), so the host tier alone can always be
-  loaded back.
+  loaded back. (Under ``write_back`` a cache may declare ``write_back_order="leaf_first"``: it
+  writes the evicted leaf alone, and a parent that then leaves the device without a host copy
+  takes its host-only subtree along.)
 * A page counts as on host only once its write completed; a failed allocation never counts.
 * ``write_through``: every inserted page is backed up at once (top-down, as far as allocations
   succeed); a page leaves the device without a host copy only when a backup on its chain failed.
