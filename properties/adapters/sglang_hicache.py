@@ -191,6 +191,7 @@ class SGLangHiCache:
         adapter, torch = self, self.sg.torch
         engine = cc.l2_transfer_engine
         host = cc.mem_pool_host.anchor_entry.host_pool
+        self._full_host_pool = host
         original_write, original_load = cc.write, cc.load
 
         def write(device_indices, *args, **kwargs):
@@ -260,6 +261,8 @@ class SGLangHiCache:
         """A TransferCompletion standing for the suite transfers whose slots this submission moves."""
         covered: dict[int, Transfer] = {}
         for l2 in transfers:
+            if l2.host_pool is not self._full_host_pool:
+                continue  # another component's pool (none in a FULL tree): not the suite's slots
             for slot in _sr._np(l2.host_indices):
                 t = self._by_host.get(int(slot))
                 if t is not None:
