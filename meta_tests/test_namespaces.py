@@ -140,13 +140,15 @@ def test_the_report_card_says_whether_tenant_isolation_was_checked() -> None:
     lines = {}
     for engine in ENGINES:
         for name, factory in __import__(engine.module, fromlist=["FACTORIES"]).FACTORIES.items():
-            lines[f"{engine.key}.{name}"] = factory.capabilities.tenant_isolation()
+            caps = getattr(factory, "capabilities", None) or factory.tier_capabilities  # a tier target declares the latter
+            lines[f"{engine.key}.{name}"] = caps.tenant_isolation()
     assert lines["sglang_tenants.radix_lru_extra_key"].startswith("checked (oracle 10)")
     assert "not sent: the empty-string namespace" in lines["vllm_tenants.vllm_prefix_tenants"]
     assert "multimodal feature hashes" in lines["vllm_tenants.vllm_prefix_tenants"].split("; not sent")[0]
     assert lines["sglang.radix_lru"].startswith("not exercised: no namespaces declared")
     assert lines["router_e2e.vllm_into_dynamo"] == "not exercised: the engine declares no namespaces"
     assert lines["dynamo.dynamo_radix_tree"].startswith("not exercised on the index alone")
+    assert lines["sglang_hicache.hicache_python"] == "not applicable (a tiered cache)"
     caps = Capabilities(namespaces=True)
     card = report_card(AuditResult("mine:make", repr(caps), [], "ci", tenant_isolation=caps.tenant_isolation()))
     assert "Tenant isolation: checked (oracle 10)" in card

@@ -103,7 +103,8 @@ def test_a_forced_seed_still_fails_a_broken_cache(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize("spec", ["radixcheck.reference:RadixCache", "radixcheck.reference.kv_index:KvIndex",
-                                  "radixcheck.reference.tenant_tree:TenantTree"])
+                                  "radixcheck.reference.tenant_tree:TenantTree",
+                                  "radixcheck.reference.tiered_cache:TieredRadixCache"])
 def test_every_kind_of_target_gets_a_header_with_its_tenant_isolation_line(spec: str) -> None:
     # The CLI, the plugin and the report card ask every target's capabilities the same questions.
     header = report_header(load_target(spec), "ci")

@@ -73,9 +73,10 @@ class Page:
 
 
 class TierModel:
-    def __init__(self, page_size: int, write_policy: str) -> None:
+    def __init__(self, page_size: int, write_policy: str, chain_checked: bool = True) -> None:
         self.page_size = page_size
         self.write_policy = write_policy
+        self.chain_checked = chain_checked  # False: a write-back cache that writes the evicted leaf alone
         self.root = Page((), None, gone="")
         self.device_owner: dict[int, Page] = {}  # device slot -> the page it holds (cached, or in flight)
         self.host_owner: dict[int, Page] = {}  # host slot -> the page it holds (a copy, or a pending write)
@@ -205,7 +206,7 @@ class TierModel:
             if page.host is not None or page.writing is not None:
                 raise TierResidencyViolation(f"a second backup of {page}, already on host or being written")
         top = pages[0].parent
-        if top is not self.root and top.host is None and top.writing is None:
+        if self.chain_checked and top is not self.root and top.host is None and top.writing is None:
             raise BackupChainViolation(f"{pages[0]} was backed up while its parent {top} is neither on host nor being "
                                        "written: a gap in the backup chain")
         if host_slots is None:

@@ -36,6 +36,7 @@ from radixcheck.properties.cache.contract import (
 from radixcheck.properties.index.contract import DEFAULT_INDEX_CAPABILITIES, IndexCapabilities, required_index_methods
 from radixcheck.properties.index.router_contract import RouterCapabilities, RouterPair
 from radixcheck.properties.tenant_tree.contract import TenantTreeCapabilities, required_tenant_tree_methods
+from radixcheck.properties.tiers.contract import TierCapabilities
 
 DEFAULT_TARGET = "radixcheck.reference:RadixCache"
 TARGET_ENV = "RADIXCHECK_TARGET"
@@ -72,7 +73,7 @@ class TargetError(ValueError):
 class Target:
     spec: str
     factory: Callable[..., Any]
-    capabilities: Capabilities | IndexCapabilities | RouterCapabilities | TenantTreeCapabilities
+    capabilities: Capabilities | IndexCapabilities | RouterCapabilities | TenantTreeCapabilities | TierCapabilities
     capabilities_declared: bool = True  # False: the factory has no `capabilities`, the defaults apply
     declared_page_sizes: tuple[int, ...] | None = None  # set when a run tests fewer than declared (capabilities holds the run's)
     page_sizes_from: str = ""  # the option that chose the run's page sizes, e.g. "--radix-page-sizes"
@@ -85,11 +86,14 @@ class Target:
     def kind(self) -> str:
         """"index" for a KV-event index (IndexCapabilities), "router" for an engine and index pair
         (RouterCapabilities), "tenant_tree" for a router's tenant prefix tree (TenantTreeCapabilities),
+        "tier" for a cache with a host tier (its factory's ``tier_capabilities``, a TierCapabilities),
         else "cache"."""
         if isinstance(self.capabilities, IndexCapabilities):
             return "index"
         if isinstance(self.capabilities, TenantTreeCapabilities):
             return "tenant_tree"
+        if isinstance(self.capabilities, TierCapabilities):
+            return "tier"
         return "router" if isinstance(self.capabilities, RouterCapabilities) else "cache"
 
     def page_sizes_shown(self) -> str:
@@ -146,6 +150,12 @@ def load_target(spec: str, index: bool = False) -> Target:
         factory = getattr(factory, part)
     if not callable(factory):
         raise TargetError(f"target {spec!r}: {attr!r} is not callable")
+    tier = getattr(factory, "tier_capabilities", None)
+    if tier is not None and not hasattr(factory, "capabilities"):
+        if not isinstance(tier, TierCapabilities):
+            raise TargetError(f"target {spec!r}: 'tier_capabilities' must be a radixcheck TierCapabilities "
+                              f"(radixcheck.properties.tiers.contract), got {tier!r}")
+        return Target(spec.strip(), factory, tier)
     caps = getattr(factory, "capabilities", DEFAULT_INDEX_CAPABILITIES if index else DEFAULT_CAPABILITIES)
     if not isinstance(caps, (Capabilities, IndexCapabilities, RouterCapabilities, TenantTreeCapabilities)):
         raise TargetError(f"target {spec!r}: 'capabilities' must be a radixcheck.Capabilities (a cache), "
@@ -177,6 +187,9 @@ def check_target(target: Target) -> None:
         return
     if target.kind == "tenant_tree":
         _check_tenant_tree(target)
+        return
+    if target.kind == "tier":
+        _check_tier(target)
         return
     if not target.capabilities.page_sizes_tested():
         raise TargetError(f"target {target.spec!r} declares page sizes {list(target.capabilities.page_sizes)}, none of "
@@ -229,6 +242,31 @@ def _built(target: Target) -> Any:
             return target.factory()
     except Exception as exc:  # noqa: BLE001 - whatever the factory raises, the target is unusable
         raise TargetError(f"target {target.spec!r}: factory() raised {type(exc).__name__}: {exc}") from exc
+
+
+def _check_tier(target: Target) -> None:
+    """A tiered cache: built once per page size (its first write policy) in a tier world, with the
+    tier contract's methods (``evict_prefix`` only if it declares ``supports_quarantine``)."""
+    from radixcheck.properties.tiers.world import TierWorld
+
+    caps = target.capabilities
+    needed = ["match_prefix", "load_back", "insert", "inc_lock_ref", "dec_lock_ref", "evict", "evict_host",
+              "evict_prefix", "transfer_done", "device_size", "host_size"]
+    needed = [m for m in needed if caps.supports_quarantine or m != "evict_prefix"]
+    for page_size in caps.page_sizes_tested():
+        try:
+            with _alarm(max(op_timeout(), LOAD_TIMEOUT), f"factory(..., page_size={page_size}) while loading the target"):
+                cache = TierWorld(target.factory, page_size, caps.write_policies[0]).cache
+        except Exception as exc:  # noqa: BLE001 - whatever the factory raises, the target is unusable
+            raise TargetError(f"target {target.spec!r}: factory(allocator, host_pool, controller, page_size={page_size}, "
+                              f"write_policy={caps.write_policies[0]!r}) raised {type(exc).__name__}: {exc}") from exc
+        missing = [m for m in needed if not callable(getattr(cache, m, None))]
+        if missing:
+            raise TargetError(f"target {target.spec!r}: the tiered cache it builds ({type(cache).__name__}) lacks "
+                              f"{', '.join(missing)} (see radixcheck.properties.tiers.contract)")
+        if getattr(cache, "page_size", None) != page_size:
+            raise TargetError(f"target {target.spec!r}: factory(page_size={page_size}) built a cache whose "
+                              f"page_size is {getattr(cache, 'page_size', None)!r}")
 
 
 def _check_index(target: Target) -> None:

@@ -72,7 +72,8 @@ SHORT_REPRO = 100  # a finding whose file has at most this many calls is not red
 INDEX_MARK = "radix_index"  # the conformance tests of KV-event indexes (the rest are the caches')
 ROUTER_MARK = "radix_router"  # the end-to-end test of an engine and a router index (a pair target)
 TENANT_TREE_MARK = "radix_tenant_tree"  # the conformance tests of routers' tenant prefix trees
-OTHER_KIND_MARKS = (INDEX_MARK, ROUTER_MARK, TENANT_TREE_MARK)  # the tests of targets other than caches
+TIER_MARK = "radix_tier"  # the conformance test of tiered caches (a host tier: radixcheck.properties.tiers.contract)
+OTHER_KIND_MARKS = (INDEX_MARK, ROUTER_MARK, TENANT_TREE_MARK, TIER_MARK)  # the tests of targets other than caches
 NO_PAGE_SIZES = ("index", "tenant_tree")  # target kinds whose tests take no page size
 KIND_SHOWN = {"index": "KV-event index (radixcheck.properties.index.contract)",
               "tenant_tree": "tenant prefix tree (radixcheck.properties.tenant_tree.contract)"}
@@ -176,6 +177,7 @@ def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", f"{INDEX_MARK}: a conformance test of KV-event indexes (radixcheck)")
     config.addinivalue_line("markers", f"{ROUTER_MARK}: the end-to-end test of an engine and a router index (radixcheck)")
     config.addinivalue_line("markers", f"{TENANT_TREE_MARK}: a conformance test of routers' tenant prefix trees (radixcheck)")
+    config.addinivalue_line("markers", f"{TIER_MARK}: the conformance test of tiered caches (radixcheck)")
     config.stash[PROFILE] = profiles.select(config.getoption("hypothesis_profile", None), config.getoption("hypothesis_verbosity", None))
     try:
         config.stash[WAIVERS] = [w for path in config.getoption("--radix-waive") or [] for w in read_waivers(path)]
@@ -383,6 +385,8 @@ def _kind_of(metafunc: pytest.Metafunc) -> str:
         return "index"
     if metafunc.definition.get_closest_marker(TENANT_TREE_MARK):
         return "tenant_tree"
+    if metafunc.definition.get_closest_marker(TIER_MARK):
+        return "tier"
     return "router" if metafunc.definition.get_closest_marker(ROUTER_MARK) else "cache"
 
 

@@ -334,6 +334,20 @@ ENGINES += [
         checkout_setting="RADIXCHECK_PRODUCTION_STACK_SRC",
     ),
     Engine(
+        "sglang_hicache", "SGLang 0.5.23: HiCache (UnifiedRadixCache + init_hicache, --enable-hierarchical-cache), a tier target",
+        "radixcheck.properties.adapters.sglang_hicache", "findings/sglang_trees.md",
+        [
+            "Audited through the tier contract (`properties/tiers/contract.py`): the tier machine's scheduler delivers every "
+            "device->host write and host->device load when Hypothesis says, fails host and device allocations, re-enters "
+            "eviction from load-back; oracles 13-19 and per-tier slot conservation judge each step, KV contents included.",
+            "SGLang runs on CPU with the suite's transfer engine (its `L2TransferEngine.submit_*` replaced; nothing copied) and "
+            "the suite's host slots (its host pool's alloc/free forwarded): `hicache_io_backend=direct`, `layer_first`.",
+            "Each row runs `write_through`, `write_through_selective` and `write_back` at page sizes 1, 2 and 4. Declared: no "
+            "`evict_prefix` (`supports_quarantine=False`); `write_back_order=leaf_first` (SGLang writes the evicted leaf "
+            "alone, by design: oracle 18 waived under write-back only). SGLang's 10-token load-back threshold is set to 1.",
+        ],
+    ),
+    Engine(
         "sglang_tenants", "SGLang 0.5.23: namespaces (LoRA id, extra_key, cache_salt), keyed through its own Req",
         "radixcheck.properties.adapters.sglang_tenants", "findings/sglang_trees.md",
         [

@@ -24,7 +24,7 @@ tree                                  here
 ``UnifiedRadixCache`` FULL+SWA        ``unified_swa_{python,rust}_*`` (hybrid SWA models)
 ``UnifiedRadixCache`` FULL+MAMBA      ``unified_mamba_{python,rust}_*`` (hybrid SSM models)
 LoRA namespaces (``extra_key``)       ``*_lora`` (RadixCache and Unified FULL, both cores)
-``UnifiedRadixCache`` + HiCache       not built: ``init_hicache`` needs a CUDA/NPU device
+``UnifiedRadixCache`` + HiCache       ``sglang_hicache.py`` (a tier target: ``properties/tiers``)
 ``LMCacheUnifiedRadixCache``          not built: needs the ``lmcache`` package (GPU-only)
 ``FlexKVRadixCache``                  not built: needs the ``flexkv`` package (GPU-only)
 C128 / MLX aux components             not built: NPU-only / Apple-MLX-only components

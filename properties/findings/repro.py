@@ -83,6 +83,11 @@ def repro_for(failure: BaseException, spec: str, test: str = "", waived: Any = N
         return _checked(Repro(_serving_script(failure, run, spec, test), calls=len(run.requests),
                               size=f"{len(run.requests)} request(s) served"), failure)
     machine = getattr(failure, "radixcheck_machine", None)
+    from radixcheck.properties.tiers.repro import tier_repro  # it imports this module
+    from radixcheck.properties.tiers.world import TierWorld
+
+    if isinstance(getattr(machine, "world", None), TierWorld):  # the tier machine: its world's log is the file
+        return tier_repro(machine.world, failure, spec)
     if isinstance(machine, KvIndexMachine):
         return _index_repro(machine, failure, spec, test, seconds)
     if (not isinstance(machine, RadixCacheMachine) or not machine.transcript) and plain_test is not None:

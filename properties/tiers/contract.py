@@ -15,7 +15,10 @@ the base contract's (token sequences, pages, slot ids, handles); what is new:
   (the pool is full, or the suite says so). A transfer is *pending* until the suite delivers its
   completion, ``cache.transfer_done(transfer)``, exactly once, in whatever order the suite
   chooses. The copy happens at the completion: until then the source slots must stay as they
-  are (not freed) and the destination slots hold nothing yet.
+  are (not freed) and the destination slots hold nothing yet. A cache that looks at the host
+  pool's room itself (``host_pool.available()``) and gives a backup up without asking reports it
+  with ``controller.refused(device_slots)``: a failed allocation, accepted only when the pool
+  is indeed too full.
 
 The factory is called as::
 
@@ -28,7 +31,9 @@ Obligations (what the tier machine's oracles check)
   is), so a match is a device part followed by a host part.
 * Backups go top-down: a page is backed up (``controller.write``) only when its parent is on host
   or its write is pending (the *backup chain* has no gap), so the host tier alone can always be
-  loaded back.
+  loaded back. (Under ``write_back`` a cache may declare ``write_back_order="leaf_first"``: it
+  writes the evicted leaf alone, and a parent that then leaves the device without a host copy
+  takes its host-only subtree along.)
 * A page counts as on host only once its write completed; a failed allocation never counts.
 * ``write_through``: every inserted page is backed up at once (top-down, as far as allocations
   succeed); a page leaves the device without a host copy only when a backup on its chain failed.
@@ -85,22 +90,49 @@ import numpy as np
 
 from radixcheck.oracles.violations import HostSlotViolation
 
-WRITE_POLICIES = ("write_through", "write_back")
+WRITE_POLICIES = ("write_through", "write_back", "write_through_selective")
+"""``write_through_selective`` (SGLang's ``--hicache-write-policy``): a page is backed up once it
+was hit often enough (SGLang: its second hit), so an inserted page may leave the device without
+a host copy; every other obligation is write-through's."""
 
 
 @dataclass(frozen=True)
 class TierCapabilities:
     """What a tiered target offers."""
 
-    write_policies: tuple[str, ...] = WRITE_POLICIES
+    write_policies: tuple[str, ...] = ("write_through", "write_back")
     """The write policies the factory accepts; the suite runs each."""
     page_sizes: tuple[int, ...] = (1, 2)
+    supports_quarantine: bool = True
+    """``evict_prefix``: when False the suite never sends it (no never-saw check on the tiers)."""
+    write_back_order: str = "top_down"
+    """Under ``write_back``: ``top_down`` (a page is written only once its parent is on host or
+    being written: the backup chain, oracle 18) or ``leaf_first`` (the evicted leaf alone is
+    written, its parent stays on device and is written when it is evicted in turn; SGLang's
+    design). ``leaf_first`` waives oracle 18 under write-back only; a parent that then leaves the
+    device without a host copy must take its host-only subtree along (oracles 16 and 17)."""
+
+    def page_sizes_tested(self) -> tuple[int, ...]:
+        return tuple(self.page_sizes)
+
+    def not_exercised(self) -> list[str]:
+        gaps = [] if self.supports_quarantine else ["evict_prefix on both tiers (supports_quarantine=False)"]
+        if self.write_back_order == "leaf_first" and "write_back" in self.write_policies:
+            gaps.append("the backup chain under write_back (write_back_order='leaf_first')")
+        return gaps
+
+    def tenant_isolation(self) -> str:
+        return "not applicable (a tiered cache)"
 
     def __post_init__(self) -> None:
         unknown = [p for p in self.write_policies if p not in WRITE_POLICIES]
         if unknown or not self.write_policies:
             raise ValueError(f"TierCapabilities.write_policies must be a non-empty subset of {WRITE_POLICIES}, got "
                              f"{self.write_policies!r}")
+        if self.write_back_order not in ("top_down", "leaf_first"):
+            raise ValueError(f"TierCapabilities.write_back_order must be 'top_down' or 'leaf_first', got {self.write_back_order!r}")
+        if not isinstance(self.supports_quarantine, bool):
+            raise ValueError(f"TierCapabilities.supports_quarantine must be a bool, got {self.supports_quarantine!r}")
         if not self.page_sizes or any(isinstance(p, bool) or not isinstance(p, int) or p < 1 for p in self.page_sizes):
             raise ValueError(f"TierCapabilities.page_sizes must be positive ints, got {self.page_sizes!r}")
 

@@ -14,6 +14,7 @@ from typing import Any
 import numpy as np
 
 from radixcheck.oracles.tier_model import TierModel, as_ints
+from radixcheck.oracles.violations import HostSlotViolation
 from radixcheck.properties.cache.contract import SlotAllocator
 from radixcheck.properties.tiers.contract import HostPool, Transfer
 
@@ -65,6 +66,17 @@ class SuiteController:
         self.pending.append(transfer)
         self.log.append(f"#   controller.write({as_ints(slots)}) -> write #{transfer.number} to host {as_ints(host)}")
         return transfer
+
+    def refused(self, device_slots: Any) -> None:
+        """The cache looked at the host pool (``host_pool.available()``), found too little room for a
+        backup of ``device_slots`` and did not ask: a failed allocation, as ``write`` returning
+        ``None`` is (SGLang checks the host pool's room before it asks). Refused while there is room."""
+        slots = np.asarray(device_slots, dtype=np.int64).reshape(-1).copy()
+        if len(slots) <= self.host.available():
+            raise HostSlotViolation(f"the cache gave up a backup of {len(slots)} device slots for lack of host room, but "
+                                    f"{self.host.available()} host slots are free")
+        self.model.on_write(slots, None)
+        self.log.append(f"#   controller.refused({as_ints(slots)}) (no host room: {self.host.available()} free)")
 
     def load(self, host_slots: Any) -> Transfer | None:
         slots = np.asarray(host_slots, dtype=np.int64).reshape(-1).copy()

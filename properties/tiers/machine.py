@@ -33,6 +33,12 @@ def _running(self: TierMachine) -> bool:
     return bool(self.world.running)
 
 
+def _quarantines(self: TierMachine) -> bool:
+    """The target offers ``evict_prefix`` (``TierCapabilities.supports_quarantine``)."""
+    caps = getattr(type(self).factory, "tier_capabilities", None)
+    return caps is None or caps.supports_quarantine
+
+
 def _pending(self: TierMachine) -> bool:
     return bool(self.world.controller.pending)
 
@@ -93,7 +99,7 @@ class TierMachine(RuleBasedStateMachine):
     def evict_host(self, amount: int) -> None:
         self.world.evict_host(amount)
 
-    @precondition(lambda self: not _running(self))
+    @precondition(lambda self: not _running(self) and _quarantines(self))
     @rule(base=sequences, cut=st.integers(1, 8))
     def quarantine(self, base: tuple[int, ...], cut: int) -> None:
         if base:

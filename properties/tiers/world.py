@@ -41,7 +41,9 @@ class TierWorld:
     def __init__(self, factory: Callable[..., Any], page_size: int = 1, write_policy: str = "write_through",
                  device_slots: int = DEVICE_SLOTS, host_slots: int = HOST_SLOTS, seed: int = 0) -> None:
         self.page_size, self.write_policy = page_size, write_policy
-        self.model = TierModel(page_size, write_policy)
+        caps = getattr(factory, "tier_capabilities", None)
+        leaf_first = caps is not None and caps.write_back_order == "leaf_first" and write_policy == "write_back"
+        self.model = TierModel(page_size, write_policy, chain_checked=not leaf_first)
         self.device = DevicePool(device_slots, self.model, seed=seed)
         self.host = HostPool(host_slots)
         self.host.on_free = self.model.on_host_free

@@ -1,0 +1,429 @@
+"""radixcheck tier adapters for SGLang's HiCache (sglang 0.5.23, CPU).
+
+What ``--enable-hierarchical-cache`` builds in 0.5.23
+------------------------------------------------------
+``hiradix_cache.py`` (``HiRadixCache``) is gone. ``mem_cache/registry.py``
+(``create_unified_radix_cache``) builds a ``UnifiedRadixCache`` and, when the flag is set, calls
+``cache.init_hicache(server_args, params)``: ``attach_hybrid_pool_to_unified_cache`` builds the
+host pool (``HostPoolGroup`` over an ``MHATokenToKVPoolHost``) and a ``HybridCacheController``
+whose ``L2TransferEngine`` moves KV on device streams. So the HiRadixCache of 0.5.23 *is*
+``UnifiedRadixCache`` + ``init_hicache``; the factories here build exactly that, with the FULL
+component (plain attention models), over either tree core.
+
+The factories (``factory(allocator, host_pool, controller, page_size, write_policy)``)
+-------------------------------------------------------------------------------------
+``hicache_python``, ``hicache_rust``
+    ``UnifiedRadixCache`` (Python or Rust tree core) + ``init_hicache`` with
+    ``hicache_write_policy`` = the suite's ``write_policy``: ``write_through``,
+    ``write_through_selective`` (SGLang backs a node up on its second hit:
+    ``write_through_threshold = 2``) and ``write_back``. Page sizes 1, 2 and 4.
+
+How SGLang is run on CPU (stand-ins and targeted patches; nothing of SGLang's is copied)
+----------------------------------------------------------------------------------------
+* The adapters' usual ``triton``/``torchvision`` stand-ins (``_sglang_stubs``).
+* ``pool_host.common._cuda_host_register`` -> no-op: on CPU the host buffer is not pinned
+  (``torch.cuda.cudart()`` is absent from CPU torch). ``hicache_io_backend="direct"`` with
+  ``hicache_mem_layout="layer_first"`` (the default ``page_first`` is refused for ``direct``).
+* **The transfer engine is the suite's.** The cache's ``L2TransferEngine`` instance gets
+  ``submit_device_to_host`` / ``submit_host_to_device`` that copy nothing: they return a
+  ``TransferCompletion`` whose ``finish_event.query()`` is true once the suite delivered every
+  suite transfer the submission covers, and whose ``synchronize()`` (SGLang blocking on the copy,
+  as ``writing_check(write_back=True)`` does) delivers them now, as a DMA engine finishing would.
+  The suite's controller copies the KV at the delivery (its ``device_kv``/``host_kv``); SGLang's
+  own CPU buffers are never read.
+* **Host slots are the suite's.** The host pool's ``alloc``/``free``/``available_size`` are
+  forwarded to the suite: an allocation made inside ``HybridCacheController.write`` (whose
+  device indices the adapter notes as it passes, calling the original) is the suite
+  controller's ``write(device_slots)``, so the suite counts each host slot, plans failed
+  allocations, and checks the backup chain. A device allocation made inside
+  ``HybridCacheController.load`` is the suite controller's ``load(host_slots)``. Every other
+  device allocation and free goes to the suite's device pool (``ForwardingAllocator``).
+* SGLang checks the host pool's room before a backup (``_execute_kv_backup``: too little, even
+  after ``evict_host``, and it gives up without asking for slots). The adapter reports that to the
+  suite as the failed allocation it is (``controller.refused``, which the suite accepts only when
+  the host pool is indeed too full), wrapping the instance's ``_execute_kv_backup`` to see it.
+* The scheduler's polling is called as the scheduler calls it: after every insert,
+  ``flush_pending_backups()`` (the merged D2H submission ``process_batch_result`` makes); after
+  ``load_back``, ``ready_to_load_host_cache()`` (``start_loading``); after every completion the
+  suite delivers, ``check_hicache_events()`` (the per-step poll: ``writing_check`` and
+  ``loading_check``). SGLang consumes acks in FIFO order (``_count_ready_acks`` stops at the
+  first not ready): a completion delivered out of order is acted on once the earlier ones are.
+  By design; it never breaks an oracle, only delays SGLang's bookkeeping.
+* ``load_back_threshold`` is 1 (SGLang: 10 tokens; a shorter host hit is recomputed). The
+  suite's worlds are 40 device slots; at 10 almost no load would ever run. A skipped load is
+  legal under the contract (the match's host part stays on host), so this only makes the
+  load path reachable.
+* ``insert`` sends ``prev_prefix_len=len(key)`` (the caller keeps and frees its duplicates, as in
+  ``sglang_radix``) and ``track_adopted_ranges=True``: SGLang's ``prefix_len`` counts host-only
+  nodes the insert restored from the caller's slots (``_unevict_node_on_insert``); the contract's
+  counts pages already on device, so the adapter returns the start of the adopted run.
+* ``host_size()``: tokens of the tree's nodes whose host copy completed (their host slots are
+  held by no pending suite transfer). SGLang commits ``host_value`` when a write *starts*. The
+  Rust core has no node walk: there it is the host slots SGLang holds less those of pending
+  writes, so on the Rust core ``host_size`` adds nothing to the host slot conservation check.
+* Declared ``write_back_order="leaf_first"``: under write-back SGLang writes the evicted leaf
+  alone (``_build_backup_kv_action(node, write_back=True)`` chains no ancestors); its parent
+  stays on device and is written back when it is evicted in turn, or, when that write-back
+  fails, dropped with its host-only subtree (``_drop_subtree_no_host``). By design, not a gap.
+* No ``evict_prefix`` in SGLang: ``supports_quarantine=False``.
+* Page sizes 1, 2, 4: SGLang's host pool would hand out page-aligned runs of host ids; the
+  suite's are arbitrary (as its device slot ids are). Nothing in SGLang's tree or controller
+  reads them as runs once the copies are the suite's (no run at these sizes met a problem).
+"""
+
+from __future__ import annotations
+
+import logging
+import warnings
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from radixcheck.properties.adapters import sglang_radix as _sr
+from radixcheck.properties.tiers.contract import TierCapabilities, TierMatch, Transfer
+
+PIP_REQUIREMENTS: list[str] = []
+"""No packages beyond the audit environment's."""
+
+POLICIES = ("write_through", "write_through_selective", "write_back")
+
+_hx: Any = None
+
+
+def _load() -> Any:
+    """sglang_radix's namespace plus what the host tier needs; patches ``_cuda_host_register``."""
+    global _hx
+    if _hx is not None:
+        return _hx
+    import types
+
+    sg = _sr._load()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        import sglang.srt.mem_cache.pool_host.common as pool_host_common
+        from sglang.srt.mem_cache.l2_transfer import TransferCompletion
+        from sglang.srt.mem_cache.memory_pool import MHATokenToKVPool
+        from sglang.srt.server_args import ServerArgs, set_global_server_args_for_scheduler
+    pool_host_common._cuda_host_register = lambda *args, **kwargs: None  # no cudaHostRegister on CPU
+    logging.getLogger("sglang").setLevel(logging.ERROR)
+    _hx = types.SimpleNamespace(sg=sg, TransferCompletion=TransferCompletion, MHATokenToKVPool=MHATokenToKVPool,
+                                ServerArgs=ServerArgs, publish=set_global_server_args_for_scheduler)
+    return _hx
+
+
+class _SuiteEvent:
+    """A ``finish_event``: done when the suite delivered every transfer it stands for."""
+
+    def __init__(self, adapter: SGLangHiCache, transfers: list[Transfer]) -> None:
+        self.adapter, self.transfers = adapter, transfers
+
+    def query(self) -> bool:
+        return all(t.number in self.adapter.delivered for t in self.transfers)
+
+    def synchronize(self) -> None:
+        self.adapter._deliver_now(self.transfers)
+
+    def wait(self, stream: Any = None) -> None:
+        pass
+
+    def record(self, stream: Any = None) -> None:
+        pass
+
+    def elapsed_time(self, other: Any) -> float:
+        return 0.0
+
+
+class SGLangHiCache:
+    """``UnifiedRadixCache`` + ``init_hicache`` (FULL), its transfers and host slots the suite's."""
+
+    def __init__(self, allocator: Any, host_pool: Any, controller: Any, page_size: int, write_policy: str,
+                 backend: str = "python") -> None:
+        if isinstance(page_size, bool) or not isinstance(page_size, int) or page_size < 1:
+            raise ValueError(f"page_size must be a positive int, got {page_size!r}")
+        if write_policy not in POLICIES:
+            raise ValueError(f"write_policy must be one of {POLICIES}, got {write_policy!r}")
+        hx = _load()
+        sg = hx.sg
+        self.sg, self.hx = sg, hx
+        self.page_size, self.write_policy = page_size, write_policy
+        self.allocator, self.host_pool, self.controller = allocator, host_pool, controller
+        self.delivered: set[int] = set()
+        self._write_device: Any = None  # device indices of the HybridCacheController.write in progress
+        self._load_host: Any = None  # host indices of the HybridCacheController.load in progress
+        self._by_host: dict[int, Transfer] = {}  # host slot -> its pending suite write
+        self._by_device: dict[int, Transfer] = {}  # device slot -> its pending suite load
+        self._receipts: dict[Any, list[Any]] = {}
+
+        args = hx.ServerArgs(model_path="dummy", enable_hierarchical_cache=True, hicache_io_backend="direct",
+                             hicache_mem_layout="layer_first", hicache_write_policy=write_policy, device="cpu",
+                             page_size=page_size, hicache_size=0,
+                             hicache_ratio=max(2.0, host_pool.pool_size / allocator.pool_size))  # its buffers hold the ids
+        hx.publish(args)
+        kv = hx.MHATokenToKVPool(size=allocator.pool_size, page_size=page_size, dtype=sg.torch.float16, head_num=1, head_dim=1,
+                                 layer_num=1, device="cpu", enable_memory_saver=False, enable_alt_stream=False)
+        adapter = self
+
+        class _Allocator(sg.ForwardingAllocator):
+            def alloc(self, need_size: int):
+                if adapter._load_host is not None:  # inside HybridCacheController.load: the suite's load
+                    return adapter._suite_load(need_size)
+                return super().alloc(need_size)
+
+        self.kv_allocator = _Allocator(allocator, page_size)
+        self.kv_allocator._kvcache = kv
+        params = sg.CacheInitParams(disable=False, req_to_token_pool=None, token_to_kv_pool_allocator=self.kv_allocator,
+                                    page_size=page_size, eviction_policy="lru", tree_components=(sg.ComponentType.FULL,),
+                                    tree_core_backend=backend)
+        self.cache = sg.UnifiedRadixCache(params)
+        core = type(self.cache.tree_core).__name__
+        want = {"python": "UnifiedTreeCore", "rust": "RustUnifiedTreeCore"}[backend]
+        if core != want:
+            raise RuntimeError(f"asked for the {backend} tree core, SGLang built {core}")
+        self.backend = backend
+        self.cache.init_hicache(args, params)
+        self.cache.load_back_threshold = 1
+        self._take_over(self.cache.cache_controller)
+
+    # ---- the seams ---------------------------------------------------------------------------
+
+    def _take_over(self, cc: Any) -> None:
+        adapter, torch = self, self.sg.torch
+        engine = cc.l2_transfer_engine
+        host = cc.mem_pool_host.anchor_entry.host_pool
+        self._full_host_pool = host
+        original_write, original_load = cc.write, cc.load
+
+        def write(device_indices, *args, **kwargs):
+            adapter._write_device = device_indices
+            try:
+                return original_write(device_indices, *args, **kwargs)
+            finally:
+                adapter._write_device = None
+
+        def load(host_indices, *args, **kwargs):
+            adapter._load_host = host_indices
+            try:
+                return original_load(host_indices, *args, **kwargs)
+            finally:
+                adapter._load_host = None
+
+        def host_alloc(need_size: int, **kwargs):
+            if adapter._write_device is None:
+                raise AssertionError("SGLang allocated host slots outside HybridCacheController.write")
+            device = _sr._np(adapter._write_device)
+            if len(device) != need_size:
+                raise AssertionError(f"host alloc of {need_size} for a write of {len(device)} device slots")
+            transfer = adapter.controller.write(device)
+            if transfer is None:
+                return None
+            for slot in transfer.host_slots:
+                adapter._by_host[int(slot)] = transfer
+            return torch.from_numpy(transfer.host_slots.copy())
+
+        def host_free(indices) -> int:
+            ids = _sr._np(indices)
+            if len(ids):
+                adapter.host_pool.free(ids)
+            return len(ids)
+
+        def submit(transfers, *args, **kwargs):
+            return adapter._completion(transfers, kwargs.get("on_layer_done"), kwargs.get("transfer_layer_id_max", 0))
+
+        original_backup = self.cache._execute_kv_backup
+
+        def execute_kv_backup(node_id, device_value, *args, **kwargs):
+            before = len(adapter.controller.log)  # a controller call (write, even a failed one) logs a line
+            result = original_backup(node_id, device_value, *args, **kwargs)
+            if result is None and len(adapter.controller.log) == before:
+                adapter.controller.refused(_sr._np(device_value))  # SGLang's own room check said no
+            return result
+
+        self.cache._execute_kv_backup = execute_kv_backup
+        cc.write, cc.load = write, load
+        host.alloc, host.free = host_alloc, host_free
+        host.available_size = lambda: adapter.host_pool.available()
+        engine.submit_device_to_host = submit
+        engine.submit_host_to_device = submit
+
+    def _suite_load(self, need_size: int):
+        host = _sr._np(self._load_host)
+        if len(host) != need_size:
+            raise AssertionError(f"device alloc of {need_size} for a load of {len(host)} host slots")
+        transfer = self.controller.load(host)
+        if transfer is None:
+            return None
+        for slot in transfer.device_slots:
+            self._by_device[int(slot)] = transfer
+        return self.sg.torch.from_numpy(transfer.device_slots.copy())
+
+    def _completion(self, transfers: list[Any], on_layer_done: Any, layers: int) -> Any:
+        """A TransferCompletion standing for the suite transfers whose slots this submission moves."""
+        covered: dict[int, Transfer] = {}
+        for l2 in transfers:
+            if l2.host_pool is not self._full_host_pool:
+                continue  # another component's pool (none in a FULL tree): not the suite's slots
+            for slot in _sr._np(l2.host_indices):
+                t = self._by_host.get(int(slot))
+                if t is not None:
+                    covered[t.number] = t
+            for slot in _sr._np(l2.device_indices):
+                t = self._by_device.get(int(slot))
+                if t is not None:
+                    covered[t.number] = t
+        if on_layer_done is not None:  # the layer counter's events: the forward's wait is the suite's `finish`
+            for layer in range(layers):
+                on_layer_done(layer)
+        event = _SuiteEvent(self, list(covered.values()))
+        return self.hx.TransferCompletion(event, event, False)
+
+    def _deliver_now(self, transfers: list[Transfer]) -> None:
+        """SGLang blocks on a copy: the suite's DMA finishes it now (a world's ``complete``)."""
+        for transfer in transfers:
+            if transfer.number in self.delivered or transfer not in self.controller.pending:
+                continue
+            self.controller.pending.remove(transfer)
+            self.controller.log.append(f"#   SGLang waited for {transfer.kind} #{transfer.number}: completed now")
+            self.controller.copy(transfer)
+            self._mark(transfer)
+
+    def _mark(self, transfer: Transfer) -> None:
+        self.delivered.add(transfer.number)
+        table = self._by_host if transfer.kind == "write" else self._by_device
+        slots = transfer.host_slots if transfer.kind == "write" else transfer.device_slots
+        for slot in slots:
+            if table.get(int(slot)) is transfer:
+                del table[int(slot)]
+
+    # ---- the contract ------------------------------------------------------------------------
+
+    def _key(self, tokens: Sequence[int]):
+        return self.sg.RadixKey(_sr._token_array(tokens))
+
+    def _handle(self, node: Any) -> Any:
+        return _sr.ROOT if node == self.cache.root_node_handle() else node
+
+    def _node(self, handle: Any) -> Any:
+        return self.cache.root_node_handle() if handle is _sr.ROOT else handle
+
+    def match_prefix(self, tokens: Sequence[int]) -> TierMatch:
+        result = self.cache.match_prefix(self.sg.MatchPrefixParams(key=self._key(tokens)))
+        values = _sr._np(self.cache.path_device_indices(result.last_device_node))
+        host_length = int(result.host_hit_length)
+        device_handle = self._handle(result.last_device_node)
+        host_handle = self._handle(result.last_host_node) if host_length else device_handle
+        return TierMatch(values, device_handle, host_length, host_handle)
+
+    def load_back(self, host_handle: Any) -> tuple[np.ndarray, Any]:
+        node = self._node(host_handle)
+        self.cache.load_back(node, mem_quota=None)
+        self.cache.ready_to_load_host_cache()
+        last = self._device_ancestor(node)
+        return _sr._np(self.cache.path_device_indices(last)), self._handle(last)
+
+    def _device_ancestor(self, node_id: Any) -> Any:
+        """The deepest node on root..node_id whose FULL KV is on device (loaded, or loading)."""
+        last = self.cache.root_node_handle()
+        for info in self.cache.tree_core.collect_path_info([node_id])[0]:
+            if info.full_value_len is None:
+                break
+            last = info.node_id
+        return last
+
+    def insert(self, tokens: Sequence[int], values: Any) -> int:
+        key = self._key(tokens)
+        arr = np.asarray(values)
+        if arr.ndim != 1 or len(arr) != len(key):
+            raise ValueError(f"values has {len(arr)} slots for {len(key)} tokens")
+        value = self.sg.torch.from_numpy(arr.astype(np.int64, copy=True))
+        result = self.cache.insert(self.sg.InsertParams(key=key, value=value, prev_prefix_len=len(key),
+                                                        track_adopted_ranges=True))
+        self.cache.flush_pending_backups()
+        return self._on_device_before(int(result.prefix_len), (result.adopted_ranges or {}).get(self.sg.ComponentType.FULL))
+
+    @staticmethod
+    def _on_device_before(prefix_len: int, adopted: list[tuple[int, int]] | None) -> int:
+        """The contract's ``prefix_len`` (tokens on device before the insert). SGLang's counts the
+        host-only nodes the insert restored from the caller's slots too; ``adopted_ranges`` says
+        which of the caller's slots the tree took (restored nodes and the new tail). On a
+        prefix-closed device path that is one run, starting where the device part ended."""
+        if not adopted:
+            return prefix_len
+        start = adopted[0][0]
+        if len(adopted) != 1 or start > prefix_len:
+            raise AssertionError(f"insert adopted caller slots at {adopted} with prefix_len {prefix_len}: not one run "
+                                 "after the device part (the device path would have a gap)")
+        return start
+
+    def inc_lock_ref(self, handle: Any) -> None:
+        if handle is _sr.ROOT:
+            return
+        receipt = self.cache.inc_lock_ref(handle).to_dec_params()
+        self._receipts.setdefault(handle, []).append(receipt)
+
+    def dec_lock_ref(self, handle: Any) -> None:
+        if handle is _sr.ROOT:
+            return
+        stack = self._receipts.get(handle)
+        receipt = stack[-1] if stack else self.sg.DecLockRefParams(node_id=handle)
+        self.cache.dec_lock_ref(handle, receipt)
+        if stack:
+            stack.pop()
+
+    def evict(self, num_tokens: int) -> int:
+        result = self.cache.evict(self.sg.EvictParams(num_tokens=int(num_tokens)))
+        return int(result.num_tokens_evicted)
+
+    def evict_host(self, num_tokens: int) -> int:
+        return int(self.cache.evict_host(int(num_tokens)))
+
+    def evict_prefix(self, tokens: Sequence[int]) -> int:
+        raise NotImplementedError("SGLang's HiCache has no evict_prefix (quarantine)")
+
+    def transfer_done(self, transfer: Transfer) -> None:
+        self._mark(transfer)
+        self.cache.check_hicache_events()
+
+    def device_size(self) -> int:
+        return int(self.cache.total_size()[0])
+
+    def host_size(self) -> int:
+        if self.backend == "rust":  # no node walk in the Rust core: the host slots SGLang holds, less pending writes
+            return len(self.host_pool.in_use) - len(self._by_host)
+        held = 0
+        for host in self._host_values():
+            held += sum(1 for s in host if int(s) not in self._by_host)
+        return held
+
+    def _host_values(self) -> list[np.ndarray]:
+        full = self.sg.ComponentType.FULL
+        out, stack = [], list(self.cache.tree_core.root_node.children.values())
+        while stack:
+            node = stack.pop()
+            host = node.component_data[full].host_value
+            if host is not None and len(host):
+                out.append(_sr._np(host))
+            stack.extend(node.children.values())
+        return out
+
+    def __repr__(self) -> str:
+        return f"SGLangHiCache({self.backend}, {self.write_policy})"
+
+
+def _factory(name: str, backend: str, policies: tuple[str, ...]):
+    def factory(allocator: Any, host_pool: Any, controller: Any, page_size: int = 1,
+                write_policy: str = "write_through") -> SGLangHiCache:
+        return SGLangHiCache(allocator, host_pool, controller, page_size, write_policy, backend=backend)
+
+    factory.__name__ = factory.__qualname__ = name
+    factory.tier_capabilities = TierCapabilities(write_policies=policies, page_sizes=(1, 2, 4),  # type: ignore[attr-defined]
+                                                 supports_quarantine=False, write_back_order="leaf_first")
+    factory.__doc__ = f"radixcheck tier target {name}: UnifiedRadixCache ({backend} core) + init_hicache"
+    return factory
+
+
+hicache_python = _factory("hicache_python", "python", POLICIES)
+hicache_rust = _factory("hicache_rust", "rust", POLICIES)
+FACTORIES = {"hicache_python": hicache_python, "hicache_rust": hicache_rust}
+
+__all__ = ["FACTORIES", "SGLangHiCache", *FACTORIES]

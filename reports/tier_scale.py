@@ -1,0 +1,104 @@
+"""A production-scale tier world: many requests over shared prefixes through a tiered cache, with
+its transfers completed in random order, allocations failing now and then, and both tiers under
+pressure; every event judged by the tier model's incremental hooks, conservation on both tiers
+every ``--check-every`` operations and at the end.
+
+    python -m radixcheck.reports.tier_scale                                    # the reference
+    .audit-venv/bin/python -m radixcheck.reports.tier_scale --target radixcheck.properties.adapters.sglang_hicache:hicache_rust
+
+The tier model's hooks cost what each event touches (the pages of one request, the slots of one
+transfer); only the conservation check reads every slot, which is why it runs every
+``--check-every`` operations, not after each. Prints the requests served, the transfers, the
+largest tree (pages on device and host) and the time per request; exits 1 with the oracle's
+sentence if one fires (the seed reproduces it: the run is deterministic).
+"""
+
+from __future__ import annotations
+
+import importlib
+import random
+import sys
+import time
+from typing import Any
+
+from radixcheck.argtypes import ArgumentParser, positive_int
+from radixcheck.oracles.violations import ContractViolation
+from radixcheck.properties.tiers.world import TierWorld
+from radixcheck.reports.machine import cpu_line
+
+REFERENCE = "radixcheck.reference.tiered_cache:TieredRadixCache"
+
+
+def _factory(spec: str) -> Any:
+    module, _, name = spec.partition(":")
+    return getattr(importlib.import_module(module), name)
+
+
+def run(spec: str, policy: str, requests: int, seed: int, device: int, host: int, check_every: int,
+        page_size: int = 1) -> dict[str, Any]:
+    rng = random.Random(seed)
+    world = TierWorld(_factory(spec), page_size, policy, device_slots=device, host_slots=host, seed=seed)
+    world.log = _Tail()  # the world's log is a repro's; at scale keep only the last lines
+    prefixes = [[rng.randrange(50_000) for _ in range(rng.choice((64, 128, 256)) * page_size)] for _ in range(24)]
+    ops, peak_device, peak_host, start = 0, 0, 0, time.perf_counter()
+    for _ in range(requests):
+        tokens = rng.choice(prefixes)[: rng.randrange(1, 9) * 32 * page_size] + [rng.randrange(50_000)
+                                                                                 for _ in range(rng.randrange(8, 96))]
+        if rng.random() < 0.05:
+            world.fail_next([rng.random() < 0.5 for _ in range(3)])
+        world.serve(tokens, load=rng.random() < 0.9)
+        while len(world.running) > rng.randrange(1, 9):
+            world.finish(rng.randrange(len(world.running)))
+        pending = world.pending()  # a random part of them completes, in random order; the rest stays in flight
+        for number in rng.sample(pending, k=int(len(pending) * rng.random() ** 0.5)):
+            if any(t.number == number for t in world.controller.pending):  # a cache that waited on a copy had it already
+                world.complete(number)
+        if rng.random() < 0.1:
+            world.evict_host(rng.randrange(1, 512))
+        ops += 1
+        if ops % check_every == 0:
+            world.check()
+            peak_device, peak_host = max(peak_device, world.cache.device_size()), max(peak_host, world.cache.host_size())
+    while world.running:
+        world.finish(0)
+    world.complete_all()
+    world.check()
+    seconds = time.perf_counter() - start
+    return {"target": spec, "policy": policy, "requests": requests, "seconds": round(seconds, 1),
+            "ms_per_request": round(1000 * seconds / requests, 2), "transfers": world.controller.transfers,
+            "peak_device_tokens": peak_device, "peak_host_tokens": peak_host, "device_slots": device, "host_slots": host}
+
+
+class _Tail(list):
+    """A log that keeps its last 200 lines (a scale run's repro would be its seed, not its log)."""
+
+    def append(self, line: str) -> None:
+        super().append(line)
+        if len(self) > 400:
+            del self[:200]
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = ArgumentParser(prog="python -m radixcheck.reports.tier_scale", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--target", default=REFERENCE, help=f"a tier factory, module:name (default {REFERENCE})")
+    parser.add_argument("--policy", action="append", choices=("write_through", "write_back", "write_through_selective"))
+    parser.add_argument("--requests", type=positive_int, default=2000)
+    parser.add_argument("--device-slots", type=positive_int, default=8192)
+    parser.add_argument("--host-slots", type=positive_int, default=16384)
+    parser.add_argument("--check-every", type=positive_int, default=100)
+    parser.add_argument("--seed", type=int, default=0)
+    args = parser.parse_args(argv)
+    print(cpu_line())
+    failed = False
+    for policy in args.policy or ["write_through", "write_back"]:
+        try:
+            row = run(args.target, policy, args.requests, args.seed, args.device_slots, args.host_slots, args.check_every)
+            print(" ".join(f"{k}={v}" for k, v in row.items()))
+        except ContractViolation as bug:
+            print(f"{args.target} {policy} seed {args.seed}: BUG (radixcheck oracle {bug.oracle}): {bug}")
+            failed = True
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
