@@ -1058,8 +1058,9 @@ class RadixCacheMachine(RuleBasedStateMachine):
         there), then send ``op`` of that cache's handle to this one: it must be refused."""
         other_allocator = SlotAllocator(POOL_SIZE)
         other = guarded("factory", type(self).factory, other_allocator, self.page_size)
-        self._other_call(other, "insert", list(base), other_allocator.alloc(len(base)))
-        _, foreign = self._other_call(other, "match_prefix", list(base))
+        raw = [BIGRAM_START, *base] if self._bigram else list(base)  # a bigram cache's keys are those of the raw tokens
+        self._other_call(other, "insert", raw, other_allocator.alloc(len(raw)))
+        _, foreign = self._other_call(other, "match_prefix", list(raw))
         self._other_call(other, "inc_lock_ref", foreign)
         self._expect_refusal(f"{op} of a handle from another cache", op, foreign)
 

@@ -1200,26 +1200,32 @@ class FailedAdmissionKeepsLock(RadixCache):
         pass  # the match took it
 
 
-class BigramAlignsRawTokens(BigramRadixCache):
+class BigramReference(BigramRadixCache):
+    """Correct, keyed by EAGLE bigrams (``key_mode="bigram"``, SGLang's ``is_eagle=True``): ``n`` raw
+    tokens are ``n - 1`` keys, page-aligned in keys; the suite sends every sequence as raw tokens
+    (the contract's "Key modes") and plays the request lifecycle with the tree calls."""
+
+    page_size_for_test = 4
+
+
+class BigramAlignsRawTokens(BigramReference):
     """An EAGLE (bigram-keyed) cache that cuts the *raw tokens* to whole pages and then takes their
     bigrams, instead of cutting the bigrams to whole pages: ``n`` raw tokens give ``page_floor(n) - 1``
     bigrams, so a page is lost whenever ``n`` is not a page multiple (the raw-versus-bigram page
     arithmetic of sglang #24371, #28692 and #40681; SGLang's ``page_align_keys`` ordering, replaced by
     ``RadixKey.page_aligned`` over the bigram view in #23107)."""
 
+    capabilities = Capabilities(page_sizes=(1, 4, 16), key_mode="bigram", lifecycle="tree", supports_quarantine=False)
+    # as SGLang's EAGLE trees: no evict_prefix (its oracles would see the lost page first, after a quarantine)
     bug_class = "bigram-page-alignment"
     sources = ("sgl-project/sglang#24371", "sgl-project/sglang#28692", "sgl-project/sglang#40681")
-    caught_by = (PrefixSetViolation,)
+    caught_by = (PrefixSetViolation, RefcountViolation)  # a match a page short, or the sizes counting a page less
     page_size_for_test = 4
-
-    def _keys(self, tokens: Sequence[int]) -> tuple[int, ...]:
-        raw = as_tokens(tokens, "tokens")
-        return bigrams(raw[: len(raw) // self.page_size * self.page_size])
 
     def insert(self, tokens: Sequence[int], values: np.ndarray, namespace: Hashable = None, priority: int = 0) -> int:
         raw = as_tokens(tokens, "tokens")
         vals = as_values(values, len(raw))
-        keys = self._keys(raw)
+        keys = bigrams(raw[: len(raw) // self.page_size * self.page_size])  # the raw tokens cut to pages first
         return RadixCache.insert(self, keys, vals[: len(keys)], namespace, priority)
 
 
@@ -1550,14 +1556,6 @@ class TrustingTenants(RadixCache):
         self._trusted(tokens, namespace)
         assert len(tokens), "a cache that trusts its callers was sent an empty evict_prefix"
         return super().evict_prefix(tokens, namespace)
-
-
-class BigramReference(BigramRadixCache):
-    """Correct, keyed by EAGLE bigrams (``key_mode="bigram"``, SGLang's ``is_eagle=True``): ``n`` raw
-    tokens are ``n - 1`` keys, page-aligned in keys; the suite sends every sequence as raw tokens
-    (the contract's "Key modes") and plays the request lifecycle with the tree calls."""
-
-    page_size_for_test = 4
 
 
 CORRECT_VARIANTS: list[type[RadixCache]] = [TrustingReference, NoResetReference, MatchAndLockReference, FifoReference,
