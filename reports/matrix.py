@@ -183,6 +183,11 @@ ENGINES = [
             "The cache takes the tensors the engine builds and checks nothing (`validates_input=False`).",
             "f074873 has no paging (page size 1 only). `evict` returns slot ids instead of freeing them: the adapter hands "
             "them to the suite's allocator.",
+            "`newest_requests` (`lifecycle=\"requests\"`): the checkout's `CacheManager` (`scheduler/cache.py`, unchanged) "
+            "publishes each chunk with its own `cache_req(req, finished=False)` and ends with `cache_req(req, finished=True)`; "
+            "mini-sglang has no retract or skipped insert, and its abort caches what was computed, so an end without the "
+            "insert is the adapter's (frees the request's own pages, unlocks). #142's fix is an open pull request, in no "
+            "commit of the mirror: only the commit before it (20fcd7f) runs.",
             "Finding 2 (a split keeps the stale timestamp, shared by both commits) is waived "
             "(`reports/waivers/mini_sglang.txt`), not declared away: its cells read `waived`, and the state machine goes on "
             "past it to the lock properties, where f074873 fails for #52. (This replaced the `*_no_lru_oracle` "
@@ -197,7 +202,11 @@ ENGINES = [
                   # the engine's bare `assert ref_count >= 0` (its message is pytest's only where pytest rewrote the file)
                   ("AssertionError", "#3 unmatched unlock leaves ref_count -1"),
                   ("Cannot evict enough", "#3 unmatched unlock leaves ref_count -1 (then evict asserts)"),
-                  ("accepted it instead of raising", "#3 unmatched unlock leaves ref_count -1")]),
+                  ("accepted it instead of raising", "#3 unmatched unlock leaves ref_count -1"),
+                  ("were freed and it still reads them", "#5 cache_req(finished=False) leaves the row on freed duplicate "
+                                                         "pages (mini-sglang#142, open)"),
+                  ("the request's row reads", "#5 cache_req(finished=False) leaves the row on freed duplicate pages "
+                                              "(mini-sglang#142, open)")]),
         checkout_setting="RADIXCHECK_MINISGLANG_SRC",
     ),
     Engine(
