@@ -374,6 +374,10 @@ ENGINES += [
             "As the trees above: no `evict_prefix`; Unified Python checks locks, RadixCache and the Rust core are declared "
             "lenient (findings #1, #5, #6 are the plain rows'). Finding #3 (LRU order) is waived "
             "(`reports/waivers/sglang_lifecycle.txt`) so the machine reaches the lifecycle steps.",
+            "`tree_unified_swa_*`: the production-scale test stops at its first insert (hang at the per-operation limit, "
+            "5 s and again at 30 s, load ~9): the adapter grows SGLang's full-to-SWA index mapping to the suite's slot "
+            "ids (up to 2^24: a 128 MB tensor copied inside that insert). The adapter's cost, not SGLang's; the plain "
+            "`sglang_trees.unified_swa_*` rows hang the same way today (`findings/sglang_trees.md`).",
         ],
         sglang_finding,
         {"mamba": "Unified FULL+MAMBA: a match ends only at a saved recurrent state, and a request owns a mamba slot from "
