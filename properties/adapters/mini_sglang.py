@@ -96,6 +96,7 @@ from __future__ import annotations
 import importlib.util
 import os
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 from types import ModuleType
 from typing import Any
 
@@ -254,6 +255,123 @@ class MiniSGLangRadixManagerPre52(_MiniSGLangCache):
         return self.cache.insert_prefix(tokens, values)
 
 
+# -- the request lifecycle: CacheManager.cache_req ---------------------------------------------
+
+_ROWS, _ROW_LEN = 16, 1 << 13  # page-table rows (at most three lifecycle requests run at once) and tokens per row
+
+
+def load_cache_manager() -> ModuleType:
+    """``scheduler/cache.py`` (``CacheManager``) from the checkout's working tree, unchanged. Its
+    imports are stood in for as the cache's are (:mod:`_minisgl_stubs`): ``minisgl.core.Req`` (a
+    type it names only), ``minisgl.utils.div_ceil``, and ``minisgl.kvcache`` holding the checkout's
+    own ``BaseCacheHandle``/``MatchResult`` and a ``create_prefix_cache`` that builds the
+    checkout's ``RadixPrefixCache`` (the engine's default ``"radix"`` type)."""
+    import dataclasses
+
+    from radixcheck.properties.adapters import _minisgl_stubs
+    from radixcheck.properties.adapters.checkout import import_unchanged
+
+    module, source = load(None)
+    base = import_unchanged(source, "base")
+    stand_ins = _minisgl_stubs.stand_in_modules()
+    kvcache = stand_ins.get("minisgl.kvcache") or ModuleType("minisgl.kvcache", "radixcheck's stand-in")
+
+    def create_prefix_cache(device: Any, type: str) -> Any:
+        if type != "radix":
+            raise ValueError(f"radixcheck's stand-in builds the radix prefix cache only, not {type!r}")
+        return module.RadixPrefixCache(device=device)
+
+    kvcache.BaseCacheHandle, kvcache.MatchResult, kvcache.create_prefix_cache = base.BaseCacheHandle, base.MatchResult, create_prefix_cache
+    stand_ins["minisgl.core"].Req = type("Req", (), {"__doc__": "radixcheck's stand-in: CacheManager names the type only"})
+    stand_ins["minisgl.utils"].div_ceil = lambda a, b: (a + b - 1) // b
+    install_stand_ins({**stand_ins, "minisgl.kvcache": kvcache})
+    scheduler = dataclasses.replace(source, repo=dataclasses.replace(source.repo, folder="python/minisgl/scheduler"))
+    return import_unchanged(scheduler, "cache")
+
+
+class MiniSGLangRequests(MiniSGLangRadixCache):
+    """mini-sglang's ``CacheManager`` (``scheduler/cache.py``) over its radix cache, driven through the
+    contract's request steps (``Capabilities(lifecycle="requests")``):
+
+    * ``match_req``: ``prefix_cache.match_prefix(tokens)`` of the request's tokens (``CacheManager.match_req``
+      matches all but the last token, the scheduler's choice of query; the suite chooses its own);
+    * ``lock_req``: ``CacheManager.lock(handle)``, a page-table row, and the matched slots written into it
+      (``PrefillManager``);
+    * ``cache_unfinished_req``: the request's slots written into its row (``allocate_paged``), then
+      ``CacheManager.cache_req(req, finished=False)`` (what the scheduler runs after each chunk);
+    * ``cache_finished_req(req, True)``: ``cache_req(req, finished=True)`` (a finish, and mini-sglang's
+      abort: ``_free_req_resources``). mini-sglang has no retract and no skipped insert, and its abort
+      caches what the request computed, which the contract's abort does not: for ``insert=False`` the
+      adapter frees the request's own slots (``row[handle.cached_len:filled]``) through the manager's
+      ``_free`` and unlocks, as ``cache_req`` would without the insert.
+
+    The request is a stand-in with the four fields ``cache_req`` reads (``input_ids``, ``cached_len``,
+    ``table_idx``, ``cache_handle``). The manager's page table is a CPU int32 tensor; its ``_free``
+    (which puts pages back on its own free list) is replaced on the instance by one that hands the
+    same token indices to the suite's allocator (the suite owns the pool; mini-sglang's own
+    ``lazy_free_region`` swaps ``_free`` the same way), and its free list is never used."""
+
+    def __init__(self, allocator: SlotAllocator, page_size: int) -> None:
+        _MiniSGLangCache.__init__(self, allocator, page_size)
+        manager_module = load_cache_manager()
+        from radixcheck.properties.adapters._minisgl_stubs import global_ctx
+
+        table = _torch.zeros((_ROWS, _ROW_LEN), dtype=_torch.int32)
+        with global_ctx(page_size):
+            self.manager = manager_module.CacheManager(1, page_size, table, "radix")
+        self.manager._free = self._free_to_suite
+        self.cache = self.manager.prefix_cache
+        self.table = table
+        self._rows = list(range(_ROWS))
+        self._reqs: dict[int, Any] = {}
+
+    def _free_to_suite(self, indices: Any) -> None:
+        if len(indices) > 0:
+            self.allocator.free(_np(indices))
+
+    def match_req(self, request: Any) -> None:
+        values, handle = self._match(_int32_tensor(request.tokens))
+        request.slots, request.handle = _np(values), handle
+        request.filled = request.protected = len(request.slots)
+        from types import SimpleNamespace
+
+        self._reqs[id(request)] = SimpleNamespace(input_ids=None, cached_len=0, table_idx=None, cache_handle=handle, written=0)
+
+    def lock_req(self, request: Any) -> None:
+        req = self._reqs[id(request)]
+        self.manager.lock(req.cache_handle)
+        if not self._rows:
+            raise MemoryError("radixcheck adapter: no free page-table row")
+        req.table_idx = self._rows.pop()
+        self._write(req, request)
+
+    def _write(self, req: Any, request: Any) -> Any:
+        if request.filled > _ROW_LEN:
+            raise MemoryError(f"radixcheck adapter: a request of {request.filled} tokens exceeds the row ({_ROW_LEN})")
+        if request.filled > req.written:
+            self.table[req.table_idx, req.written : request.filled] = _int32_tensor(request.slots[req.written : request.filled])
+            req.written = request.filled
+        req.input_ids = _int32_tensor(request.tokens)
+        req.cached_len = request.filled
+        return req
+
+    def cache_unfinished_req(self, request: Any) -> None:
+        req = self._write(self._reqs[id(request)], request)
+        self.manager.cache_req(req, finished=False)
+        request.slots = _np(self.table[req.table_idx, : request.filled])
+        request.protected, request.handle = int(req.cache_handle.cached_len), req.cache_handle
+
+    def cache_finished_req(self, request: Any, insert: bool = True) -> None:
+        req = self._write(self._reqs.pop(id(request)), request)
+        if insert:
+            self.manager.cache_req(req, finished=True)
+        else:
+            self.manager._free(self.table[req.table_idx, req.cache_handle.cached_len : request.filled])
+            self.manager.unlock(req.cache_handle)
+        self._rows.append(req.table_idx)
+        request.handle = None
+
+
 # -- factories --------------------------------------------------------------------------
 
 
@@ -282,10 +400,17 @@ newest = _factory("newest", MiniSGLangRadixCache, _caps((1, 2, 4, 16)))
 newest_strict = _factory("newest_strict", MiniSGLangRadixCache, _caps((1, 2, 4, 16), checks_locks=True))
 pre_fix_52 = _factory("pre_fix_52", MiniSGLangRadixManagerPre52, _caps((1,)))
 
+def _lifecycle_caps() -> Capabilities:
+    return replace(_caps((1, 2, 4, 16)), lifecycle="requests")
+
+
+newest_requests = _factory("newest_requests", MiniSGLangRequests, _lifecycle_caps())
+
 FACTORIES: dict[str, Callable] = {
     "newest": newest,
     "newest_strict": newest_strict,
     "pre_fix_52": pre_fix_52,
+    "newest_requests": newest_requests,
 }
 
 if (os.environ.get("RADIXCHECK_MINISGL_LAZY") != "1" and os.environ.get(MINI_SGLANG.setting)
@@ -296,7 +421,8 @@ if (os.environ.get("RADIXCHECK_MINISGL_LAZY") != "1" and os.environ.get(MINI_SGL
     except CheckoutMissing:
         pass  # each factory raises it, with its message
 
-__all__ = ["FACTORIES", "PIP_REQUIREMENTS", "MiniSGLangRadixCache", "MiniSGLangRadixManagerPre52", "load", "source_of",
+__all__ = ["FACTORIES", "PIP_REQUIREMENTS", "MiniSGLangRadixCache", "MiniSGLangRequests", "MiniSGLangRadixManagerPre52", "load",
+           "source_of",
            *FACTORIES]
 
 if __name__ == "__main__":  # list the factories

@@ -163,6 +163,33 @@ judge the locks (a lock a failed admission forgot, or a re-published chunk that 
 The suite sends lifecycle requests in the default namespace, keeps at most three in flight, and ends
 them (as aborts) before a ``reset`` or an ``evict_prefix``, as a server aborts what runs before it
 flushes. ``"off"`` (the default) runs none of these steps.
+Key modes (EAGLE bigram keys)
+-----------------------------
+``Capabilities.key_mode`` says what a cache keys its tree by. ``"tokens"`` (the default): one key
+per token, as everything above says. ``"bigram"``: SGLang's ``is_eagle=True`` (EAGLE speculative
+decoding keys token *i* by the pair ``(t[i], t[i+1])``): a sequence of ``n`` raw tokens is ``n - 1``
+keys, and every length above is counted in keys, not raw tokens:
+
+* ``insert(tokens, values)`` (``len(values) == len(tokens) == n``) caches the ``n - 1`` bigrams,
+  page-aligned *in bigrams*: ``(n - 1) // page_size * page_size`` of them, with
+  ``values[:that]``; ``prefix_len`` counts bigrams. The caller frees ``values[prefix_len:]``'s
+  duplicates as above and the unaligned tail ``values[(n - 1) // page_size * page_size:]``, which
+  always holds the last raw token's slot (no bigram starts there).
+* ``match_prefix(tokens)`` returns the slots of the longest cached prefix of the query's bigrams,
+  a multiple of ``page_size`` bigrams: ``n - 1`` at most. A query of ``page_size`` raw tokens has
+  fewer than a page of bigrams and matches nothing (sglang #24371: a lookup that computed a page
+  key from raw tokens read past the query), and ``page_size * k`` raw tokens cache ``k - 1``
+  pages, not ``k`` (the page floor of ``n - 1``, never that of ``n``: sglang #40681).
+
+The suite judges a bigram cache in key units: it generates sequences of keys ``u`` (as for any
+cache) and sends the raw tokens ``(BIGRAM_START,) + u``, whose bigrams ``(start, u[0]), (u[0],
+u[1]), ...`` are in one-to-one correspondence with ``u`` (two raw sequences share ``k`` bigrams
+exactly when their ``u`` share ``k`` keys), with one more slot than keys (the last raw token's,
+which the caller frees after the insert). Every oracle then applies unchanged. Not sent to a
+bigram cache: the request lifecycle through the cache's own request methods (``"requests"``: the
+suite's :class:`Request` holds one slot per key; declare ``"tree"``), and the tests that send raw
+sequences of their own (the scheduling bound, the construction tests' foreign handle and reset).
+
 Eviction policies
 -----------------
 ``eviction_policy`` says how ``evict`` orders its victims. ``"lru"`` (the default) is judged by the
@@ -258,6 +285,10 @@ MAX_PAGE_SIZE_TESTED = 64
 
 LIFECYCLES = ("off", "tree", "requests")
 """The values of ``Capabilities.lifecycle`` (see "The request lifecycle" above)."""
+KEY_MODES = ("tokens", "bigram")
+"""The values of ``Capabilities.key_mode`` (see "Key modes" above)."""
+BIGRAM_START = 1
+"""The raw token the suite puts before a bigram cache's keys (see "Key modes" above)."""
 
 
 @dataclass(frozen=True)
@@ -308,6 +339,9 @@ class Capabilities:
     """How the suite drives a request's lifecycle (see "The request lifecycle" above): ``"off"``
     (not driven), ``"tree"`` (the suite plays the engine with the tree calls) or ``"requests"``
     (the cache's own ``match_req``, ``lock_req``, ``cache_unfinished_req`` and ``cache_finished_req``)."""
+    key_mode: str = "tokens"
+    """What the tree is keyed by (see "Key modes" above): ``"tokens"``, or ``"bigram"`` (SGLang's
+    ``is_eagle=True``: ``n`` raw tokens are ``n - 1`` keys, page-aligned in keys)."""
 
     def __post_init__(self) -> None:
         policy = self.eviction_policy
@@ -319,6 +353,11 @@ class Capabilities:
                 raise TypeError(f"Capabilities.{flag} must be a bool, got {getattr(self, flag)!r}")
         if self.lifecycle not in LIFECYCLES:
             raise ValueError(f"Capabilities.lifecycle must be one of {', '.join(map(repr, LIFECYCLES))}, got {self.lifecycle!r}")
+        if self.key_mode not in KEY_MODES:
+            raise ValueError(f"Capabilities.key_mode must be one of {', '.join(map(repr, KEY_MODES))}, got {self.key_mode!r}")
+        if self.key_mode == "bigram" and self.lifecycle == "requests":
+            raise ValueError("Capabilities.key_mode='bigram' needs lifecycle 'off' or 'tree': the suite's Request holds one slot "
+                             "per key, a bigram request one more (see \"Key modes\")")
         unsent = self.unsent_namespaces
         if not isinstance(unsent, (tuple, list)) or any(kind not in NAMESPACE_KINDS for kind in unsent):
             raise ValueError(f"Capabilities.unsent_namespaces must be a tuple of {sorted(NAMESPACE_KINDS)}, got {unsent!r}")
@@ -374,6 +413,9 @@ class Capabilities:
         if self.lifecycle == "off":
             gaps.append("the request lifecycle (lifecycle='off': chunked prefill, retract, abort, a skipped insert and a failed "
                         "admission are never sent)")
+        if self.key_mode == "bigram":
+            gaps.append("the scheduling bound and the construction tests' foreign handle and reset (key_mode='bigram': they "
+                        "send raw sequences of their own; the state machines send keys)")
         for kind in self.unsent_namespaces:
             gaps.append(f"tenant isolation of {NAMESPACE_KINDS[kind]} (unsent_namespaces: never sent)")
         if self.max_cached_pages is not None:

@@ -75,7 +75,7 @@ from radixcheck.oracles.violations import (
     ReturnValueViolation,
     shown,
 )
-from radixcheck.properties.cache.contract import DEFAULT_CAPABILITIES, Capabilities, SlotAllocator
+from radixcheck.properties.cache.contract import BIGRAM_START, DEFAULT_CAPABILITIES, Capabilities, SlotAllocator
 from radixcheck.properties.findings.transcript import Act, act
 from radixcheck.properties.target import OperationTimeout, guarded
 
@@ -400,6 +400,15 @@ class RadixCacheMachine(RuleBasedStateMachine):
         self._array_next = not getattr(self, "_array_next", False) and not self.options.tokens_as_lists
         return np.asarray(tokens, dtype=np.int64) if self._array_next else list(tokens)
 
+    @property
+    def _bigram(self) -> bool:
+        return self.capabilities.key_mode == "bigram"
+
+    def _send(self, keys: tuple[int, ...]) -> Any:
+        """The raw tokens whose keys are ``keys``: themselves, or for a bigram cache ``(BIGRAM_START,)
+        + keys`` (the contract's "Key modes"), alternately as a list and an array."""
+        return self._as_list_or_array(((BIGRAM_START,) + tuple(keys)) if self._bigram else keys)
+
     def _mark(self) -> int:
         return len(self.allocator.freed_log)
 
@@ -424,7 +433,7 @@ class RadixCacheMachine(RuleBasedStateMachine):
         namespace) checks oracle 5 on the raw answer (oracle 10 if the probe is in another
         namespace), after its shape (an answer longer than the query is wrong whatever came before it)."""
         key = namespace_key(namespace)
-        values, handle = self._call("match_prefix", self._as_list_or_array(tokens), namespace=namespace)
+        values, handle = self._call("match_prefix", self._send(tokens), namespace=namespace)
         values = _as_slot_array(values, "match_prefix")
         path = self.model.match(tokens, key)
         where = "" if namespace is UNSAID else f", namespace={namespace!r}"
@@ -465,7 +474,13 @@ class RadixCacheMachine(RuleBasedStateMachine):
     def _insert(self, tokens: tuple[int, ...], values: np.ndarray, namespace: Any = UNSAID) -> int:
         """Insert with a copy of ``values``: the copy is the caller's buffer, overwritten after the call."""
         self._make_room(tokens)
-        prefix_len = _as_int(self._call("insert", self._as_list_or_array(tokens), values.copy(), namespace=namespace), "insert")
+        if self._bigram:  # one more raw token than keys, with a slot of its own that no bigram keeps: the caller frees it
+            last = self.allocator.alloc(1)
+            sent = np.concatenate([values, last])
+            prefix_len = _as_int(self._call("insert", self._send(tokens), sent, namespace=namespace), "insert")
+            self.allocator.free(last)
+        else:
+            prefix_len = _as_int(self._call("insert", self._as_list_or_array(tokens), values.copy(), namespace=namespace), "insert")
         expected = self.model.insert(tokens, values.tolist(), namespace_key(namespace), self.request_priority)
         where = "" if namespace is UNSAID else f", namespace={namespace!r}"
         self.clock_calls[self.model.clock] = f"call {self.calls_sent}: insert({shown(tokens)}{where})"
@@ -609,7 +624,7 @@ class RadixCacheMachine(RuleBasedStateMachine):
         probes = [(UNSAID, q) for q in self.known] + self.known_elsewhere + [(namespace, tokens)]
         matched_before = [len(self.model.longest_cached(q, namespace_key(n))) * self.page_size for n, q in probes]
         mark = self._mark()
-        removed = _as_int(self._call("evict_prefix", self._as_list_or_array(tokens), namespace=namespace), "evict_prefix")
+        removed = _as_int(self._call("evict_prefix", self._send(tokens), namespace=namespace), "evict_prefix")
         freed = self._freed_since(mark)
         if self.capabilities.namespaces:
             check_quarantine_isolated([self.model.slot_owner.get(s) for s in freed], key, tokens, self._inserted_by)
@@ -1043,8 +1058,9 @@ class RadixCacheMachine(RuleBasedStateMachine):
         there), then send ``op`` of that cache's handle to this one: it must be refused."""
         other_allocator = SlotAllocator(POOL_SIZE)
         other = guarded("factory", type(self).factory, other_allocator, self.page_size)
-        self._other_call(other, "insert", list(base), other_allocator.alloc(len(base)))
-        _, foreign = self._other_call(other, "match_prefix", list(base))
+        raw = [BIGRAM_START, *base] if self._bigram else list(base)  # a bigram cache's keys are those of the raw tokens
+        self._other_call(other, "insert", raw, other_allocator.alloc(len(raw)))
+        _, foreign = self._other_call(other, "match_prefix", list(raw))
         self._other_call(other, "inc_lock_ref", foreign)
         self._expect_refusal(f"{op} of a handle from another cache", op, foreign)
 

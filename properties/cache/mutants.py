@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import dataclasses
 import heapq
+from collections.abc import Hashable, Sequence
 from typing import Any
 
 import numpy as np
@@ -38,6 +39,7 @@ from radixcheck.properties.cache import policies
 from radixcheck.properties.cache.contract import DEFAULT_CAPABILITIES, Capabilities, LeafStats
 from radixcheck.properties.cache.machine import RadixCacheMachine, machine_for
 from radixcheck.properties.cache.scale_machine import scale_machine_for
+from radixcheck.reference.bigram import BigramRadixCache, bigrams
 from radixcheck.reference.radix_cache import Node, RadixCache
 from radixcheck.reference.validation import as_count, as_namespace, as_tokens, as_values
 
@@ -1198,6 +1200,35 @@ class FailedAdmissionKeepsLock(RadixCache):
         pass  # the match took it
 
 
+class BigramReference(BigramRadixCache):
+    """Correct, keyed by EAGLE bigrams (``key_mode="bigram"``, SGLang's ``is_eagle=True``): ``n`` raw
+    tokens are ``n - 1`` keys, page-aligned in keys; the suite sends every sequence as raw tokens
+    (the contract's "Key modes") and plays the request lifecycle with the tree calls."""
+
+    page_size_for_test = 4
+
+
+class BigramAlignsRawTokens(BigramReference):
+    """An EAGLE (bigram-keyed) cache that cuts the *raw tokens* to whole pages and then takes their
+    bigrams, instead of cutting the bigrams to whole pages: ``n`` raw tokens give ``page_floor(n) - 1``
+    bigrams, so a page is lost whenever ``n`` is not a page multiple (the raw-versus-bigram page
+    arithmetic of sglang #24371, #28692 and #40681; SGLang's ``page_align_keys`` ordering, replaced by
+    ``RadixKey.page_aligned`` over the bigram view in #23107)."""
+
+    capabilities = Capabilities(page_sizes=(1, 4, 16), key_mode="bigram", lifecycle="tree", supports_quarantine=False)
+    # as SGLang's EAGLE trees: no evict_prefix (its oracles would see the lost page first, after a quarantine)
+    bug_class = "bigram-page-alignment"
+    sources = ("sgl-project/sglang#24371", "sgl-project/sglang#28692", "sgl-project/sglang#40681")
+    caught_by = (PrefixSetViolation, RefcountViolation)  # a match a page short, or the sizes counting a page less
+    page_size_for_test = 4
+
+    def insert(self, tokens: Sequence[int], values: np.ndarray, namespace: Hashable = None, priority: int = 0) -> int:
+        raw = as_tokens(tokens, "tokens")
+        vals = as_values(values, len(raw))
+        keys = bigrams(raw[: len(raw) // self.page_size * self.page_size])  # the raw tokens cut to pages first
+        return RadixCache.insert(self, keys, vals[: len(keys)], namespace, priority)
+
+
 LIFECYCLE_MUTANTS: list[type[RadixCache]] = [
     RetractFreesPublished, SkipInsertLeaks, SkipInsertForgetsPrefix, RepublishLocksTwice, PublishKeepsDuplicateRow,
     FailedAdmissionKeepsLock,
@@ -1215,7 +1246,7 @@ MUTANTS: list[type[RadixCache]] = [
     TokensNarrowedTo16Bits, TokensThroughFloat32, TotalCountsDetached, UnalignedPages, UnmatchedUnlockAccepted,
     LockCountWraps8Bit, LockCountWraps10Bit, CollectsNodesRecursively, EvictCapsLeaves, KeepsCallersValues,
     MatchReturnsItsStorage, AssumesContiguousSlots, QuarantineMissReturnsNone, EvictOneTooMany, *NAMESPACE_MUTANTS, *LIFECYCLE_MUTANTS,
-    *POLICY_MUTANTS,
+    *POLICY_MUTANTS, BigramAlignsRawTokens,
 ]
 
 
@@ -1529,4 +1560,4 @@ class TrustingTenants(RadixCache):
 
 CORRECT_VARIANTS: list[type[RadixCache]] = [TrustingReference, NoResetReference, MatchAndLockReference, FifoReference,
                                             PerHandleLockReference, TreePerNamespace, KeyedRootsTree, TrustingTreeLifecycle,
-                                            *POLICY_VARIANTS, TrustingTenants]
+                                            *POLICY_VARIANTS, TrustingTenants, BigramReference]

@@ -42,6 +42,7 @@ from hypothesis.stateful import initialize, multiple
 
 from radixcheck.oracles.prefix_set import Entry
 from radixcheck.oracles.violations import Check, PrefixSetViolation, shown
+from radixcheck.properties.cache.contract import BIGRAM_START
 from radixcheck.properties.cache.machine import HandleRecord, RadixCacheMachine, _as_slot_array, _scribble
 from radixcheck.properties.findings.transcript import act
 
@@ -192,7 +193,8 @@ class ProductionScaleMachine(RadixCacheMachine):
                 return
             path, expected = found
         assert path[-1].state == "cached", "the history was cached whole and nothing evicted it since"
-        got, _ = self._call("match_prefix", tokens.copy())
+        sent = np.concatenate([[BIGRAM_START], tokens]).astype(np.int64) if self._bigram else tokens.copy()
+        got, _ = self._call("match_prefix", sent)
         got = _as_slot_array(got, "match_prefix")
         if not np.array_equal(got, expected):
             raise PrefixSetViolation(

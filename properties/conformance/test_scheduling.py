@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import itertools
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -31,6 +32,17 @@ def _violation(message: str, run: ServingRun, holds: str, expected: int) -> DFSB
     violation = DFSBoundViolation(message, Check(holds, "computed", {"expected": expected}))
     violation.radixcheck_serving = run
     return violation
+
+
+@pytest.fixture(autouse=True)
+def _keyed_by_tokens(request: pytest.FixtureRequest) -> None:
+    """The serving protocol sends raw sequences of its own: a bigram cache (capabilities.key_mode) is
+    judged by the state machines, in keys."""
+    if "target" in request.fixturenames:
+        target = request.getfixturevalue("target")
+        if target.capabilities.key_mode != "tokens":
+            pytest.skip(f"{target.spec} keys by {target.capabilities.key_mode} (capabilities.key_mode): the serving "
+                        "protocol sends raw sequences of its own; the state machines judge it in keys")
 
 
 @settings(RADIXCHECK)
