@@ -163,6 +163,80 @@ judge the locks (a lock a failed admission forgot, or a re-published chunk that 
 The suite sends lifecycle requests in the default namespace, keeps at most three in flight, and ends
 them (as aborts) before a ``reset`` or an ``evict_prefix``, as a server aborts what runs before it
 flushes. ``"off"`` (the default) runs none of these steps.
+
+A second pool (hybrid models)
+-----------------------------
+Hybrid models keep a second pool beside the KV slots: a sliding window's KV (SGLang's SWA pool,
+``SWARadixCache`` / ``UnifiedRadixCache`` FULL+SWA) or a recurrent state (Mamba, SSM: one state per
+cached request end). A cache declares it as ``Capabilities(second_pool=SlidingWindow(window=W))``
+or ``Capabilities(second_pool=StatePool())``. The suite owns that pool as it owns the KV slots: a
+second :class:`SlotAllocator` (its own ids, counted apart, double frees refused), given to the
+factory as a keyword::
+
+    factory(allocator, page_size, second_allocator=second) -> RadixCacheLike
+
+(only when ``second_pool`` is declared; without it the factory is called as before). Every call
+below keeps the plain contract for the KV slots (values, ``prefix_len``, sizes, locks, LRU order
+of ``evict``); ``total_size()`` and the other sizes count KV tokens only. A value of the second pool
+is *live* (its slot is the cache's, in use) or *none* (``-1``: never had one, or *tombstoned*: the
+cache freed it and kept the KV). Locks on one pool never release the other's; a free of either pool
+goes to that pool's allocator only.
+
+**Sliding window** (``SlidingWindow(window=W)``): one window slot per token.
+
+``insert(tokens, values, window=w) -> prefix_len``
+    ``w`` is an int64 array as long as ``tokens``: each token's window slot, or ``-1`` where the
+    request already freed it (it slid out of the request's window: SGLang's ``swa_evicted_seqlen``;
+    the suite frees whole pages). The cache takes ``w[i]`` (if live) for every newly cached token
+    ``i`` (``prefix_len <= i < aligned``), as it takes ``values[i]``. For the already cached prefix
+    the cache keeps its own window values, live or tombstoned, and the caller keeps and frees its
+    ``w[:prefix_len]``, as it frees its KV duplicates, and the unaligned tail's; except that a cache
+    declaring ``SlidingWindow(window=W, refills_tombstones=True)`` takes ``w[i]`` where the cached
+    token ``i < prefix_len`` is tombstoned and ``w[i]`` is live (SGLang's ``_recover_from_incoming``).
+``match_prefix(tokens) -> (values, handle, window_values)``
+    ``values`` is the longest cached prefix of ``tokens`` (page-aligned) *that a request can resume
+    from*: the longest ``L`` whose last ``min(W, L)`` tokens all have live window values (``L = 0``
+    always qualifies). When the window has slid (a tombstone lies on the path) a match may end
+    beyond it once ``W`` live tokens follow it: **a tombstone never hides its descendants** from a
+    match that does not need the window there (sglang #35515). ``window_values`` (int64, length
+    ``L``) are the cache's window slots of those tokens, ``-1`` where tombstoned (only before the
+    last ``W``). The handle ends exactly at ``L`` (split there if need be); recency is as for any match
+    of ``tokens[:L]``.
+``inc_lock_ref(handle)`` / ``dec_lock_ref(handle)``
+    A lock pins the KV path root..handle and the window values of the pages that hold the last
+    ``min(W, L)`` tokens of it (``L`` the handle's length); the unlock releases exactly those.
+``evict(num_tokens)``
+    As before (KV leaves); an evicted leaf's live window slots are freed with it.
+``evict_window(num_tokens) -> freed``
+    Frees (tombstones) live window values that no lock pins, in the cache's order, until at least
+    ``num_tokens`` window slots were freed or none unpinned is left; their KV stays cached. A cache
+    may instead evict a whole unlocked leaf (KV and window, as SGLang's SWA eviction does with a
+    leaf). Returns the window slots freed. Which ones go first is the cache's choice (not judged).
+``evict_prefix`` / ``reset``
+    Free both pools' slots of what they remove.
+
+**State pool** (``StatePool()``): one state slot per cached request end (a Mamba checkpoint).
+
+``insert(tokens, values, state=s) -> prefix_len``
+    ``s`` is the slot of the state after the last of ``tokens``. The cache takes it when
+    ``tokens`` is non-empty and page-aligned and the prefix ``tokens`` has no live state yet;
+    otherwise the caller frees it.
+``match_prefix(tokens) -> (values, handle, state)``
+    The longest cached prefix of ``tokens`` that ends at a live state, its slot ids, the handle
+    ending there, and that state's slot (``-1`` for the empty match).
+``inc_lock_ref`` / ``dec_lock_ref``
+    Pin / release the KV path and the state at the handle.
+``evict(num_tokens)``
+    As before; an evicted leaf's state is freed with it.
+``evict_states(num_states) -> freed``
+    Frees (tombstones) unpinned states, their KV staying cached, until ``num_states`` are freed or
+    none is left (a cache may evict a whole unlocked leaf instead). Returns the states freed.
+
+With ``lifecycle`` declared, a request also holds its second-pool values (``Request.window``: the
+window slot per filled token, ``-1`` where freed; ``Request.state``) and each step frees them as it
+frees its own KV: a publish and a finish free the window slots the tree did not take, a retract, an
+abort or a skipped insert every window slot of its own; the suite frees the request's own window
+slots that slid out of its window (whole pages) between steps, as SGLang's scheduler does.
 Eviction policies
 -----------------
 ``eviction_policy`` says how ``evict`` orders its victims. ``"lru"`` (the default) is judged by the
@@ -247,13 +321,39 @@ import numpy as np
 from radixcheck.oracles.violations import SlotViolation
 from radixcheck.properties.cache.policies import LeafStats, Policy
 
-__all__ = ["Capabilities", "DEFAULT_CAPABILITIES", "LeafStats", "Policy", "RadixCacheLike", "SlotAllocator", "required_methods"]
+__all__ = ["Capabilities", "DEFAULT_CAPABILITIES", "LeafStats", "Policy", "RadixCacheLike", "SlidingWindow", "SlotAllocator", "StatePool",
+           "required_methods"]
 
 NAMESPACE_KINDS = {"empty": "the empty-string namespace", "multimodal": "namespaces with multimodal feature hashes"}
 """What ``Capabilities.unsent_namespaces`` may name, and how a report card says it."""
 
 MAX_PAGE_SIZE_TESTED = 64
 """Declared page sizes above this are not run (the oracles' cost grows with the page)."""
+
+
+@dataclass(frozen=True)
+class SlidingWindow:
+    """A sliding-window second pool (see "A second pool" above): ``window`` tokens of window KV
+    a match must find live at its end; ``refills_tombstones``: an insert takes the caller's live
+    window values where the cached ones were tombstoned."""
+
+    window: int
+    refills_tombstones: bool = False
+
+    def __post_init__(self) -> None:
+        if isinstance(self.window, bool) or not isinstance(self.window, int) or self.window < 1:
+            raise ValueError(f"SlidingWindow.window must be a positive int, got {self.window!r}")
+        if not isinstance(self.refills_tombstones, bool):
+            raise TypeError(f"SlidingWindow.refills_tombstones must be a bool, got {self.refills_tombstones!r}")
+
+
+@dataclass(frozen=True)
+class StatePool:
+    """A per-prefix state second pool (see "A second pool" above): one state slot per cached
+    request end (a Mamba checkpoint)."""
+
+
+SECOND_POOL_METHODS = {SlidingWindow: ("evict_window",), StatePool: ("evict_states",)}
 
 
 LIFECYCLES = ("off", "tree", "requests")
@@ -309,6 +409,10 @@ class Capabilities:
     (not driven), ``"tree"`` (the suite plays the engine with the tree calls) or ``"requests"``
     (the cache's own ``match_req``, ``lock_req``, ``cache_unfinished_req`` and ``cache_finished_req``)."""
 
+    second_pool: SlidingWindow | StatePool | None = None
+    """A second pool beside the KV slots (see "A second pool" above): ``None`` (none), a
+    :class:`SlidingWindow` or a :class:`StatePool`. The factory then gets ``second_allocator=``."""
+
     def __post_init__(self) -> None:
         policy = self.eviction_policy
         if not isinstance(policy, Policy) and (not isinstance(policy, str) or not policy):
@@ -319,6 +423,8 @@ class Capabilities:
                 raise TypeError(f"Capabilities.{flag} must be a bool, got {getattr(self, flag)!r}")
         if self.lifecycle not in LIFECYCLES:
             raise ValueError(f"Capabilities.lifecycle must be one of {', '.join(map(repr, LIFECYCLES))}, got {self.lifecycle!r}")
+        if self.second_pool is not None and not isinstance(self.second_pool, (SlidingWindow, StatePool)):
+            raise ValueError(f"Capabilities.second_pool must be None, a SlidingWindow or a StatePool, got {self.second_pool!r}")
         unsent = self.unsent_namespaces
         if not isinstance(unsent, (tuple, list)) or any(kind not in NAMESPACE_KINDS for kind in unsent):
             raise ValueError(f"Capabilities.unsent_namespaces must be a tuple of {sorted(NAMESPACE_KINDS)}, got {unsent!r}")
@@ -407,17 +513,26 @@ class Request:
         self.filled = 0
         self.protected = 0
         self.handle: Any = None
+        self.window = np.zeros(0, dtype=np.int64)  # SlidingWindow: the window slot of each filled token, -1 where freed
+        self.state = -1  # StatePool: the slot of the state after tokens[:filled] (-1: none)
 
-    def compute(self, slots: Any, more_tokens: Sequence[int] = ()) -> None:
+    def compute(self, slots: Any, more_tokens: Sequence[int] = (), window: Any = None, state: int = -1) -> None:
         """The engine computed the next ``len(slots)`` tokens into ``slots`` (decode first appends the
-        tokens it generated, ``more_tokens``)."""
+        tokens it generated, ``more_tokens``); with a second pool, their window slots (``window``, one
+        per slot) or the state after them (``state``)."""
         more = tuple(int(t) for t in more_tokens)
         fresh = np.asarray(slots, dtype=np.int64).reshape(-1)
         if self.filled + len(fresh) > len(self.tokens) + len(more):
             raise ValueError(f"compute: {len(fresh)} slots after {self.filled} filled, for {len(self.tokens) + len(more)} tokens")
+        fresh_window = np.full(len(fresh), -1, dtype=np.int64) if window is None else np.asarray(window, dtype=np.int64).reshape(-1)
+        if len(fresh_window) != len(fresh):
+            raise ValueError(f"compute: {len(fresh_window)} window slots for {len(fresh)} slots")
         self.tokens += more
         self.slots = np.concatenate([self.slots[: self.filled], fresh])
+        kept = np.concatenate([self.window[: self.filled], np.full(max(0, self.filled - len(self.window)), -1, dtype=np.int64)])
+        self.window = np.concatenate([kept, fresh_window])
         self.filled += len(fresh)
+        self.state = int(state)
 
     def __repr__(self) -> str:
         return f"Request({len(self.tokens)} tokens, filled={self.filled}, protected={self.protected})"
@@ -458,7 +573,8 @@ CORE_METHODS = ("match_prefix", "insert", "inc_lock_ref", "dec_lock_ref", "evict
 def required_methods(capabilities: Capabilities) -> list[str]:
     """The methods the suite will call on a cache with these capabilities."""
     return (list(CORE_METHODS) + ["evict_prefix"] * capabilities.supports_quarantine + ["reset"] * capabilities.supports_reset
-            + list(REQUEST_METHODS) * (capabilities.lifecycle == "requests"))
+            + list(REQUEST_METHODS) * (capabilities.lifecycle == "requests")
+            + list(SECOND_POOL_METHODS.get(type(capabilities.second_pool), ())))
 
 
 class SlotAllocator:
