@@ -52,6 +52,7 @@ class WindowRadixCache(RadixCache):
     """Reference hybrid cache: KV slots from ``allocator``, window slots from ``second_allocator``."""
 
     capabilities = Capabilities(page_sizes=(1, 4, 16), second_pool=SlidingWindow(WINDOW))
+    page_size_for_test = 16  # as a correct variant (the catalogue's false-alarm streams): a window shorter than a page
 
     def __init__(self, allocator: Any, page_size: int = 1, second_allocator: Any = None) -> None:
         super().__init__(allocator, page_size)

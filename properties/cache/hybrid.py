@@ -50,7 +50,7 @@ from radixcheck.oracles.violations import (
     WindowMatchViolation,
     shown,
 )
-from radixcheck.properties.cache.contract import SlotAllocator
+from radixcheck.properties.cache.contract import SecondPoolAllocator, SlotAllocator
 from radixcheck.properties.cache.machine import (
     AMOUNTS,
     CUTS,
@@ -75,7 +75,7 @@ class WindowMachine(RadixCacheMachine):
     """The conformance machine with a sliding-window second pool (module docstring)."""
 
     def __init__(self) -> None:
-        self.second_allocator = SlotAllocator(POOL_SIZE, seed=1, churned=self.options.churned_slots)
+        self.second_allocator = SecondPoolAllocator(POOL_SIZE, seed=1, churned=self.options.churned_slots)
         super().__init__()
         pool = self.capabilities.second_pool
         self.window = pool.window
@@ -84,7 +84,7 @@ class WindowMachine(RadixCacheMachine):
         self.held_window: set[int] = set()  # window slots callers hold between steps (running requests)
 
     def _build(self, allocator: SlotAllocator) -> Any:
-        second = self.second_allocator if allocator is self.allocator else SlotAllocator(POOL_SIZE)
+        second = self.second_allocator if allocator is self.allocator else SecondPoolAllocator(POOL_SIZE)
         return guarded("factory", type(self).factory, allocator, self.page_size, second_allocator=second)
 
     def _mark2(self) -> int:
@@ -297,7 +297,7 @@ class WindowMachine(RadixCacheMachine):
         """A request ran past its window: the window slots of its pages before the last window were
         freed as it went, and it is cached with those as ``-1`` (tombstones from birth)."""
         tokens = self._query(base, cut, tail) + tail.tokens(self.block) * more
-        self._insert_request(tokens, slid=True)
+        self._insert_request(tokens, UNSAID, True)
         return tokens
 
     @rule(amount=AMOUNTS)
@@ -337,7 +337,7 @@ class WindowMachine(RadixCacheMachine):
         """Window pressure tombstones, then memory pressure evicts KV leaves (and their window
         slots): only the live ones may be freed (a stale KV-to-window mapping frees a slot the
         window pool handed out again, sglang #27586)."""
-        self._insert_request(base, slid=True)
+        self._insert_request(base, UNSAID, True)
         self._evict_window(max(self.page_size, amount.tokens(self.block)))
         self._insert_request(base)
         self._evict(2 * self.page_size + amount.tokens(self.block))
