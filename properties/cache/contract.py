@@ -425,6 +425,9 @@ class Capabilities:
             raise ValueError(f"Capabilities.lifecycle must be one of {', '.join(map(repr, LIFECYCLES))}, got {self.lifecycle!r}")
         if self.second_pool is not None and not isinstance(self.second_pool, (SlidingWindow, StatePool)):
             raise ValueError(f"Capabilities.second_pool must be None, a SlidingWindow or a StatePool, got {self.second_pool!r}")
+        if self.second_pool is not None and self.lifecycle == "requests":
+            raise ValueError("Capabilities.second_pool with lifecycle='requests' is not driven yet: declare lifecycle='tree' "
+                             "(the suite plays the engine's steps with the tree calls)")
         unsent = self.unsent_namespaces
         if not isinstance(unsent, (tuple, list)) or any(kind not in NAMESPACE_KINDS for kind in unsent):
             raise ValueError(f"Capabilities.unsent_namespaces must be a tuple of {sorted(NAMESPACE_KINDS)}, got {unsent!r}")

@@ -191,7 +191,8 @@ class TrustingWindow(WindowRadixCache):
     node locked less than its children) and on every
     argument (bad input the suite sent would fail the run, not be refused)."""
 
-    capabilities = Capabilities(checks_locks=False, validates_input=False, page_sizes=(1, 4, 16), second_pool=SlidingWindow(WINDOW))
+    capabilities = Capabilities(checks_locks=False, validates_input=False, page_sizes=(1, 4, 16), second_pool=SlidingWindow(WINDOW),
+                                lifecycle="tree")
     page_size_for_test = 4
 
     def inc_lock_ref(self, handle: Any) -> None:
