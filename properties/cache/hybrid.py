@@ -35,7 +35,7 @@ from typing import Any
 
 import numpy as np
 from hypothesis import strategies as st
-from hypothesis.stateful import invariant, precondition, rule
+from hypothesis.stateful import invariant, rule
 
 from radixcheck.oracles.refcount import check_none_locked
 from radixcheck.oracles.second_pool import NONE, StateModel, WindowModel, check_second_count, check_second_frees
@@ -64,7 +64,6 @@ from radixcheck.properties.cache.machine import (
     Span,
     _as_int,
     _as_slot_array,
-    _can_admit,
     _scribble,
     namespace_key,
 )
@@ -317,23 +316,24 @@ class WindowMachine(RadixCacheMachine):
         for query in self.known:
             self._match(query)
 
-    @precondition(lambda self: _can_admit(self) and self.running + 2 <= 3)
-    @rule(base=RadixCacheMachine.sequences, keep=st.integers(1, 3))
-    def overlapping_locks(self, base: tuple[int, ...], keep: int) -> None:
-        """Two requests run on one prompt, one on all of it and one on its start; the deeper one
-        finishes, then window pressure evicts everything it may: the shorter request's window
-        values must stay (an unlock that releases its ancestors' pins takes them, sglang #27038)."""
-        self._insert_request(base)
-        deep = self._match(base)
+    @rule(base=RadixCacheMachine.sequences, keep=st.integers(1, 2), seed=st.integers(0, 15))
+    def overlapping_locks(self, base: tuple[int, ...], keep: int, seed: int) -> None:
+        """Two requests run on one prompt (a known one and three blocks more), one on all of it and
+        one on all but its last ``keep`` pages; the deeper one finishes, then window pressure evicts
+        everything it may: the shorter request's window values must stay (an unlock that releases
+        its ancestors' pins takes them, sglang #27038). Both locks are released within the step."""
+        prompt = base + Span(3, 0, seed).tokens(self.block)
+        self._insert_request(prompt)
+        deep = self._match(prompt)
         short_len = len(deep.tokens) - keep * self.page_size
         if short_len <= 0:
             return
-        short = self._match(base[:short_len])
+        short = self._match(prompt[:short_len])
         self._lock(short)
         self._lock(deep)
         self._release(deep)
-        self._evict_window(len(base) + self.window)
-        for query in self.known[-4:]:
+        self._evict_window(len(prompt) + self.window)
+        for query in [prompt, *self.known[-3:]]:
             self._match(query)
         self._release(short)
 
