@@ -487,6 +487,10 @@ class Capabilities:
                         "admission are never sent)")
         for kind in self.unsent_namespaces:
             gaps.append(f"tenant isolation of {NAMESPACE_KINDS[kind]} (unsent_namespaces: never sent)")
+        if self.second_pool is not None:
+            gaps.append("the production-scale machine and the DFS serving runs (a second pool: they drive one pool; the ordinary "
+                        "machine judges both pools)")
+            gaps.append("standalone repro files of second-pool findings (the failing program is the record)")
         if self.max_cached_pages is not None:
             gaps.append(f"worlds beyond {self.max_cached_pages} cached pages (max_cached_pages: the suite evicts first)")
         above = sorted(set(self.page_sizes) - set(self.page_sizes_tested()))
