@@ -170,3 +170,4 @@ class IgnoresStates(StateRadixCache):
 def test_a_cache_that_ignores_its_states_fails_the_match_rule() -> None:
     with pytest.raises(WindowMatchViolation, match="ends at a live state"):
         run_machine(machine_for(IgnoresStates, StateRadixCache.capabilities, 1, "meta_IgnoresStates"), SEARCH)
+
