@@ -198,3 +198,40 @@ class HostSlotViolation(ContractViolation):
     """Host slot conservation: a host slot leaked, was freed twice, or the host size is wrong."""
 
     oracle = "3h host slot conservation"
+
+
+class SecondSlotViolation(ContractViolation):
+    """The second pool (a sliding window's KV, a state pool) lost count: a slot leaked, was freed
+    twice or while the cache still held it live, or a free was refused."""
+
+    oracle = "3s second-pool conservation"
+
+
+class SecondValueViolation(ContractViolation):
+    """A second-pool value served or kept that is not live: a match returned a window slot or a
+    state the cache had freed (cached as live), or another than was inserted there."""
+
+    oracle = "20 second-pool value live or tombstoned"
+
+
+class TombstoneViolation(ContractViolation):
+    """A match stopped at a tombstone although the window (or state) it needs lies beyond it: a
+    tombstone hid its descendants (sglang #35515)."""
+
+    oracle = "21 tombstone hides nothing"
+
+
+class PinViolation(ContractViolation):
+    """A lock did not protect both pools: a second-pool value a lock pins was freed (another lock's
+    release took its pin, sglang #27038), or a KV eviction took a leaf whose second-pool value a
+    lock pins (lmdeploy #4700)."""
+
+    oracle = "22 locks hold both pools"
+
+
+class WindowMatchViolation(ContractViolation):
+    """A hybrid match is not the longest cached prefix a request can resume from (the last
+    ``min(W, L)`` tokens live, or a live state at its end), or its second-pool answer has the
+    wrong shape."""
+
+    oracle = "23 hybrid match length"

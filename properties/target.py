@@ -199,7 +199,8 @@ def check_target(target: Target) -> None:
             # The first build may import an engine (torch, vLLM: 5-30 s, longer on a loaded machine): allowed
             # LOAD_TIMEOUT once, here; every later call, factory included, has the per-operation limit.
             with _alarm(max(op_timeout(), LOAD_TIMEOUT), f"factory(allocator, page_size={page_size}) while loading the target"):
-                cache = target.factory(SlotAllocator(64), page_size)
+                second = {"second_allocator": SlotAllocator(64)} if target.capabilities.second_pool is not None else {}
+                cache = target.factory(SlotAllocator(64), page_size, **second)
         except Exception as exc:  # noqa: BLE001 - whatever the factory raises, the target is unusable
             raise TargetError(f"target {target.spec!r}: factory(allocator, page_size={page_size}) raised "
                               f"{type(exc).__name__}: {exc}") from exc

@@ -33,6 +33,8 @@ _EXPORTS = {
     "Policy": "radixcheck.properties.cache.policies",
     "LeafStats": "radixcheck.properties.cache.policies",
     "DEFAULT_CAPABILITIES": "radixcheck.properties.cache.contract",
+    "SlidingWindow": "radixcheck.properties.cache.contract",
+    "StatePool": "radixcheck.properties.cache.contract",
     "IndexCapabilities": "radixcheck.properties.index.contract",
     "index_machine_for": "radixcheck.properties.index.machine",
     "TenantTreeCapabilities": "radixcheck.properties.tenant_tree.contract",

@@ -136,6 +136,22 @@ OBLIGATIONS: list[tuple[str, str, type[BaseException], list[str]]] = [
      v.RefcountViolation, ["RepublishLocksTwice"]),
     ("lifecycle: an admission that fails after its match leaves no lock", "chunked_request, admission_fails",
      v.RefcountViolation, ["FailedAdmissionKeepsLock"]),
+    ("second pool: a node's window slots are freed with its KV or alone by evict_window, each once, never a slot it no "
+     "longer owns (second_pool=SlidingWindow)", "window_then_evict, slid_request, invariant second_pool_conserved",
+     v.SecondSlotViolation, ["WindowStaleMapping"]),
+    ("second pool: a match returns live window values only, never one the cache freed (cached as live)",
+     "tombstone_then_match, evict_window, check_every_match", v.SecondValueViolation, ["WindowFreedKeptLive"]),
+    ("second pool: a tombstone hides nothing: a match goes on past it once W live tokens follow", "tombstone_then_match, "
+     "slid_request", v.TombstoneViolation, ["TombstoneHidesBranch"]),
+    ("second pool: an unlock releases only its own window pins; a pinned value is never freed", "overlapping_locks",
+     v.PinViolation, ["UnlockReleasesAncestorPins"]),
+    ("second pool: a KV eviction never takes a page whose window or state a lock pins", "queued_admission, admit, evict",
+     v.PinViolation, ["LeafHeldOnlyByItsWindow", "LeafHeldOnlyByItsState"]),
+    ("second pool: a match is the longest cached prefix whose last min(W, L) tokens are live (a window), or that ends at a "
+     "live state (a state pool)", "every match", v.WindowMatchViolation,
+     ["(meta_tests/test_hybrid.py: a cache that ignores the window, one that ignores the states)"]),
+    ("second pool: evict_window frees what it is asked while an unpinned live value is left", "evict_window",
+     v.EvictionAmountViolation, ["(meta_tests/test_hybrid.py: a window eviction that stops short)"]),
     ("lifecycle: the suite's own engine steps (lifecycle='tree') free what an engine frees; a correct tree passes",
      "every lifecycle rule", v.SlotViolation, ["(meta_tests/test_lifecycle.py: the reference and a trusting variant in both modes)"]),
     ("keys (key_mode='bigram'): n raw tokens cache (n - 1) // page_size * page_size bigrams, never the page floor of n",

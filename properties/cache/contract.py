@@ -190,6 +190,85 @@ bigram cache: the request lifecycle through the cache's own request methods (``"
 suite's :class:`Request` holds one slot per key; declare ``"tree"``), and the tests that send raw
 sequences of their own (the scheduling bound, the construction tests' foreign handle and reset).
 
+
+A second pool (hybrid models)
+-----------------------------
+Hybrid models keep a second pool beside the KV slots: a sliding window's KV (SGLang's SWA pool,
+``SWARadixCache`` / ``UnifiedRadixCache`` FULL+SWA) or a recurrent state (Mamba, SSM: one state per
+cached request end). A cache declares it as ``Capabilities(second_pool=SlidingWindow(window=W))``
+or ``Capabilities(second_pool=StatePool())``. The suite owns that pool as it owns the KV slots: a
+second :class:`SlotAllocator` (its own ids, counted apart, double frees refused), given to the
+factory as a keyword::
+
+    factory(allocator, page_size, second_allocator=second) -> RadixCacheLike
+
+(only when ``second_pool`` is declared; without it the factory is called as before). Every call
+below keeps the plain contract for the KV slots (values, ``prefix_len``, sizes, locks, LRU order
+of ``evict``); ``total_size()`` and the other sizes count KV tokens only. A value of the second pool
+is *live* (its slot is the cache's, in use) or *none* (``-1``: never had one, or *tombstoned*: the
+cache freed it and kept the KV). Locks on one pool never release the other's; a free of either pool
+goes to that pool's allocator only.
+
+**Sliding window** (``SlidingWindow(window=W)``): one window slot per token.
+
+``insert(tokens, values, window=w) -> prefix_len``
+    ``w`` is an int64 array as long as ``tokens``: each token's window slot, or ``-1`` where the
+    request already freed it (it slid out of the request's window: SGLang's ``swa_evicted_seqlen``;
+    the suite frees whole pages). The cache takes ``w[i]`` (if live) for every newly cached token
+    ``i`` (``prefix_len <= i < aligned``), as it takes ``values[i]``. For the already cached prefix
+    the cache keeps its own window values, live or tombstoned, and the caller keeps and frees its
+    ``w[:prefix_len]``, as it frees its KV duplicates, and the unaligned tail's; except that a cache
+    declaring ``SlidingWindow(window=W, refills_tombstones=True)`` takes ``w[i]`` where the cached
+    token ``i < prefix_len`` is tombstoned and ``w[i]`` is live (SGLang's ``_recover_from_incoming``).
+``match_prefix(tokens) -> (values, handle, window_values)``
+    ``values`` is the longest cached prefix of ``tokens`` (page-aligned) *that a request can resume
+    from*: the longest ``L`` whose last ``min(W, L)`` tokens all have live window values (``L = 0``
+    always qualifies). When the window has slid (a tombstone lies on the path) a match may end
+    beyond it once ``W`` live tokens follow it: **a tombstone never hides its descendants** from a
+    match that does not need the window there (sglang #35515). ``window_values`` (int64, length
+    ``L``) are the cache's window slots of those tokens, ``-1`` where tombstoned (only before the
+    last ``W``). The handle ends exactly at ``L`` (split there if need be); recency is as for any match
+    of ``tokens[:L]``.
+``inc_lock_ref(handle)`` / ``dec_lock_ref(handle)``
+    A lock pins the KV path root..handle and the window values of the pages that hold the last
+    ``min(W, L)`` tokens of it (``L`` the handle's length); the unlock releases exactly those.
+``evict(num_tokens)``
+    As before (KV leaves); an evicted leaf's live window slots are freed with it.
+``evict_window(num_tokens) -> freed``
+    Frees (tombstones) live window values that no lock pins, in the cache's order, until at least
+    ``num_tokens`` window slots were freed or none unpinned is left; their KV stays cached. A cache
+    may instead evict a whole unlocked leaf (KV and window, as SGLang's SWA eviction does with a
+    leaf). Returns the window slots freed. Which ones go first is the cache's choice (not judged).
+``evict_prefix`` / ``reset``
+    Free both pools' slots of what they remove.
+
+**State pool** (``StatePool()``): one state slot per cached request end (a Mamba checkpoint).
+
+``insert(tokens, values, state=s) -> prefix_len``
+    ``s`` is the slot of the state after the last of ``tokens``. The cache takes it when
+    ``tokens`` is non-empty and page-aligned and the prefix ``tokens`` has no live state yet;
+    otherwise the caller frees it.
+``match_prefix(tokens) -> (values, handle, state)``
+    The longest cached prefix of ``tokens`` that ends at a live state, its slot ids, the handle
+    ending there, and that state's slot (``-1`` for the empty match).
+``inc_lock_ref`` / ``dec_lock_ref``
+    Pin / release the KV path and the state at the handle.
+``evict(num_tokens)``
+    As before; an evicted leaf's state is freed with it.
+``evict_states(num_states) -> freed``
+    Frees (tombstones) unpinned states, their KV staying cached, until ``num_states`` are freed or
+    none is left (a cache may evict a whole unlocked leaf instead). Returns the states freed.
+
+With ``lifecycle="tree"`` and a sliding window, a request also holds its window values
+(``Request.window``: the window slot per filled token, ``-1`` where freed) and each step frees them
+as it frees its own KV: after a publish or a finish it frees its window duplicates where the tree
+holds a live value (and reads the tree's), keeps its own where the tree's is tombstoned, and the
+tree takes the rest; a retract, an abort or a skipped insert frees every window slot of its own;
+after each chunk it frees its own window slots of the whole pages that slid out of its window, as
+SGLang's scheduler does. A publish whose re-match would stop short of it (its last ``W`` tokens not
+all live in the tree after the insert) is deferred: the engine keeps computing. Not driven yet
+(refused by :class:`Capabilities`): ``lifecycle="requests"`` with a second pool, and a state pool
+with any lifecycle (``Request.state`` is there for it).
 Eviction policies
 -----------------
 ``eviction_policy`` says how ``evict`` orders its victims. ``"lru"`` (the default) is judged by the
@@ -271,16 +350,44 @@ from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 
-from radixcheck.oracles.violations import SlotViolation
+from radixcheck.oracles.violations import SecondSlotViolation, SlotViolation
 from radixcheck.properties.cache.policies import LeafStats, Policy
 
-__all__ = ["Capabilities", "DEFAULT_CAPABILITIES", "LeafStats", "Policy", "RadixCacheLike", "SlotAllocator", "required_methods"]
+__all__ = ["Capabilities", "DEFAULT_CAPABILITIES", "LeafStats", "Policy", "RadixCacheLike", "SecondPoolAllocator", "SlidingWindow",
+           "SlotAllocator", "StatePool", "required_methods", "second_pool_keywords"]
 
 NAMESPACE_KINDS = {"empty": "the empty-string namespace", "multimodal": "namespaces with multimodal feature hashes"}
 """What ``Capabilities.unsent_namespaces`` may name, and how a report card says it."""
 
 MAX_PAGE_SIZE_TESTED = 64
 """Declared page sizes above this are not run (the oracles' cost grows with the page)."""
+
+
+@dataclass(frozen=True)
+class SlidingWindow:
+    """A sliding-window second pool (see "A second pool" above): ``window`` tokens of window KV
+    a match must find live at its end; ``refills_tombstones``: an insert takes the caller's live
+    window values where the cached ones were tombstoned. (``refills_tombstones=True`` is modelled
+    by the machine but not yet validated by a correct cache: a first refilling variant disagreed
+    with it at page size 4, cause not yet found; treat its findings with care.)"""
+
+    window: int
+    refills_tombstones: bool = False
+
+    def __post_init__(self) -> None:
+        if isinstance(self.window, bool) or not isinstance(self.window, int) or self.window < 1:
+            raise ValueError(f"SlidingWindow.window must be a positive int, got {self.window!r}")
+        if not isinstance(self.refills_tombstones, bool):
+            raise TypeError(f"SlidingWindow.refills_tombstones must be a bool, got {self.refills_tombstones!r}")
+
+
+@dataclass(frozen=True)
+class StatePool:
+    """A per-prefix state second pool (see "A second pool" above): one state slot per cached
+    request end (a Mamba checkpoint)."""
+
+
+SECOND_POOL_METHODS = {SlidingWindow: ("evict_window",), StatePool: ("evict_states",)}
 
 
 LIFECYCLES = ("off", "tree", "requests")
@@ -343,6 +450,10 @@ class Capabilities:
     """What the tree is keyed by (see "Key modes" above): ``"tokens"``, or ``"bigram"`` (SGLang's
     ``is_eagle=True``: ``n`` raw tokens are ``n - 1`` keys, page-aligned in keys)."""
 
+    second_pool: SlidingWindow | StatePool | None = None
+    """A second pool beside the KV slots (see "A second pool" above): ``None`` (none), a
+    :class:`SlidingWindow` or a :class:`StatePool`. The factory then gets ``second_allocator=``."""
+
     def __post_init__(self) -> None:
         policy = self.eviction_policy
         if not isinstance(policy, Policy) and (not isinstance(policy, str) or not policy):
@@ -358,6 +469,16 @@ class Capabilities:
         if self.key_mode == "bigram" and self.lifecycle == "requests":
             raise ValueError("Capabilities.key_mode='bigram' needs lifecycle 'off' or 'tree': the suite's Request holds one slot "
                              "per key, a bigram request one more (see \"Key modes\")")
+        if self.second_pool is not None and not isinstance(self.second_pool, (SlidingWindow, StatePool)):
+            raise ValueError(f"Capabilities.second_pool must be None, a SlidingWindow or a StatePool, got {self.second_pool!r}")
+        if isinstance(self.second_pool, StatePool) and self.lifecycle != "off":
+            raise ValueError("Capabilities.second_pool=StatePool() with a lifecycle is not driven yet: declare lifecycle='off'")
+        if self.second_pool is not None and self.lifecycle == "requests":
+            raise ValueError("Capabilities.second_pool with lifecycle='requests' is not driven yet: declare lifecycle='tree' "
+                             "(the suite plays the engine's steps with the tree calls)")
+        if self.second_pool is not None and self.key_mode == "bigram":
+            raise ValueError("Capabilities.second_pool with key_mode='bigram' is not driven yet (an EAGLE hybrid model's "
+                             "window would be counted in bigrams)")
         unsent = self.unsent_namespaces
         if not isinstance(unsent, (tuple, list)) or any(kind not in NAMESPACE_KINDS for kind in unsent):
             raise ValueError(f"Capabilities.unsent_namespaces must be a tuple of {sorted(NAMESPACE_KINDS)}, got {unsent!r}")
@@ -418,6 +539,10 @@ class Capabilities:
                         "send raw sequences of their own; the state machines send keys)")
         for kind in self.unsent_namespaces:
             gaps.append(f"tenant isolation of {NAMESPACE_KINDS[kind]} (unsent_namespaces: never sent)")
+        if self.second_pool is not None:
+            gaps.append("the production-scale machine and the DFS serving runs (a second pool: they drive one pool; the ordinary "
+                        "machine judges both pools)")
+            gaps.append("standalone repro files of second-pool findings (the failing program is the record)")
         if self.max_cached_pages is not None:
             gaps.append(f"worlds beyond {self.max_cached_pages} cached pages (max_cached_pages: the suite evicts first)")
         above = sorted(set(self.page_sizes) - set(self.page_sizes_tested()))
@@ -449,17 +574,26 @@ class Request:
         self.filled = 0
         self.protected = 0
         self.handle: Any = None
+        self.window = np.zeros(0, dtype=np.int64)  # SlidingWindow: the window slot of each filled token, -1 where freed
+        self.state = -1  # StatePool: the slot of the state after tokens[:filled] (-1: none)
 
-    def compute(self, slots: Any, more_tokens: Sequence[int] = ()) -> None:
+    def compute(self, slots: Any, more_tokens: Sequence[int] = (), window: Any = None, state: int = -1) -> None:
         """The engine computed the next ``len(slots)`` tokens into ``slots`` (decode first appends the
-        tokens it generated, ``more_tokens``)."""
+        tokens it generated, ``more_tokens``); with a second pool, their window slots (``window``, one
+        per slot) or the state after them (``state``)."""
         more = tuple(int(t) for t in more_tokens)
         fresh = np.asarray(slots, dtype=np.int64).reshape(-1)
         if self.filled + len(fresh) > len(self.tokens) + len(more):
             raise ValueError(f"compute: {len(fresh)} slots after {self.filled} filled, for {len(self.tokens) + len(more)} tokens")
+        fresh_window = np.full(len(fresh), -1, dtype=np.int64) if window is None else np.asarray(window, dtype=np.int64).reshape(-1)
+        if len(fresh_window) != len(fresh):
+            raise ValueError(f"compute: {len(fresh_window)} window slots for {len(fresh)} slots")
         self.tokens += more
         self.slots = np.concatenate([self.slots[: self.filled], fresh])
+        kept = np.concatenate([self.window[: self.filled], np.full(max(0, self.filled - len(self.window)), -1, dtype=np.int64)])
+        self.window = np.concatenate([kept, fresh_window])
         self.filled += len(fresh)
+        self.state = int(state)
 
     def __repr__(self) -> str:
         return f"Request({len(self.tokens)} tokens, filled={self.filled}, protected={self.protected})"
@@ -500,7 +634,8 @@ CORE_METHODS = ("match_prefix", "insert", "inc_lock_ref", "dec_lock_ref", "evict
 def required_methods(capabilities: Capabilities) -> list[str]:
     """The methods the suite will call on a cache with these capabilities."""
     return (list(CORE_METHODS) + ["evict_prefix"] * capabilities.supports_quarantine + ["reset"] * capabilities.supports_reset
-            + list(REQUEST_METHODS) * (capabilities.lifecycle == "requests"))
+            + list(REQUEST_METHODS) * (capabilities.lifecycle == "requests")
+            + list(SECOND_POOL_METHODS.get(type(capabilities.second_pool), ())))
 
 
 class SlotAllocator:
@@ -516,6 +651,8 @@ class SlotAllocator:
     contiguous slots, or keys anything by a slot id it freed, shows itself). Which slots come out
     is fixed by ``seed``. ``churned=False`` gives ascending ids, freed ones last (benchmarks).
     """
+
+    violation: type[Exception] = SlotViolation  # what a refused free raises
 
     def __init__(self, pool_size: int, seed: int = 0, churned: bool = True) -> None:
         if isinstance(pool_size, bool) or not isinstance(pool_size, int) or pool_size < 1:
@@ -612,14 +749,14 @@ class SlotAllocator:
         arr = np.asarray(ids).reshape(-1)
         if arr.size and not np.issubdtype(arr.dtype, np.integer):
             self.violations.append(f"free() got non-integer ids of dtype {arr.dtype}")
-            raise SlotViolation(self.violations[-1])
+            raise self.violation(self.violations[-1])
         ids_list = arr.tolist()
         ids_set = set(ids_list)
         bad = ids_set - self.in_use
         if bad or len(ids_set) != len(ids_list):
             what = sorted(bad)[:8] if bad else "duplicates within one call"
             self.violations.append(f"free() of ids not in use (double free or never allocated): {what}")
-            raise SlotViolation(self.violations[-1])
+            raise self.violation(self.violations[-1])
         self.in_use.difference_update(ids_list)
         if self.churned:  # back into the free list at a random place
             at = self._random.randrange(len(self._recycled) + 1)
@@ -628,3 +765,16 @@ class SlotAllocator:
             self._recycled.extend(ids_list)
         self.freed_log.extend(ids_list)
         self.free_calls.append(len(self.freed_log))
+
+
+class SecondPoolAllocator(SlotAllocator):
+    """The suite's second pool (a sliding window's KV slots, or state slots; see "A second pool"):
+    a :class:`SlotAllocator` whose refused frees are second-pool violations (oracle 3s)."""
+
+    violation = SecondSlotViolation
+
+
+def second_pool_keywords(capabilities: Capabilities, pool_size: int = 1 << 20) -> dict[str, Any]:
+    """The factory's keywords besides ``(allocator, page_size)``: ``second_allocator=`` a fresh pool
+    when ``capabilities`` declares a second pool, else none (see "A second pool")."""
+    return {} if capabilities.second_pool is None else {"second_allocator": SecondPoolAllocator(pool_size, seed=1)}

@@ -235,7 +235,8 @@ class SentCall:
 
     def __repr__(self) -> str:
         on = "" if self.target == "cache" else f"{self.target}."
-        shown_args = [_shown_value(a) for a in self.args] + [f"{k}={v!r}" for k, v in self.kwargs.items()]
+        shown_args = [_shown_value(a) for a in self.args]
+        shown_args += [f"{k}={_shown_value(v) if isinstance(v, np.ndarray) else repr(v)}" for k, v in self.kwargs.items()]
         return f"#   call {self.number}: {on}{self.name}({', '.join(shown_args)}) -> {_shown_value(self.result)}"
 
     def _repr_pretty_(self, printer: Any, cycle: bool) -> None:  # how hypothesis.note formats it
@@ -309,7 +310,7 @@ class RadixCacheMachine(RuleBasedStateMachine):
     def __init__(self) -> None:
         super().__init__()
         self.allocator = SlotAllocator(POOL_SIZE, churned=self.options.churned_slots)  # slots come back recycled, out of order
-        self.cache = guarded("factory", type(self).factory, self.allocator, self.page_size)
+        self.cache = self._build(self.allocator)
         self.transcript: list[Act] = []  # every act, with its calls (radixcheck.properties.findings.transcript)
         self.acting: Act | None = None
         self.step: str | None = None  # the rule running now (set by radixcheck.properties.findings.verdict.naming_steps)
@@ -331,12 +332,16 @@ class RadixCacheMachine(RuleBasedStateMachine):
 
     # ---- helpers ---------------------------------------------------------------------------
 
+    def _build(self, allocator: SlotAllocator) -> Any:
+        """A cache from the factory over ``allocator`` (a hybrid machine gives it its second pool too)."""
+        return guarded("factory", type(self).factory, allocator, self.page_size)
+
     def _query(self, base: tuple[int, ...], cut: Length, tail: Span, min_shared: int = 0) -> tuple[int, ...]:
         """A known sequence cut at ``cut`` (at least ``min_shared`` tokens), plus a new tail."""
         keep = max(min_shared, cut.tokens(self.block))
         return base[:keep] + tail.tokens(self.block)
 
-    def _call(self, name: str, *args: Any, namespace: Any = UNSAID) -> Any:
+    def _call(self, name: str, *args: Any, namespace: Any = UNSAID, **extra: Any) -> Any:
         """Send one call, and show it under the step that sent it in a failing program (sizes
         are asked after every step and not shown). Afterwards the caller reuses its buffers, as
         an engine reuses its request-to-token rows: every list or array it passed is overwritten
@@ -344,7 +349,8 @@ class RadixCacheMachine(RuleBasedStateMachine):
         self.calls_sent += 1
         keywords = {} if namespace is UNSAID else {"namespace": namespace}  # a target without namespaces never gets one
         keywords.update(self._priority_keyword(name))
-        sent = SentCall(self.calls_sent, name, tuple(_snapshot(a) for a in args), kwargs=keywords)
+        keywords.update(extra)  # a hybrid cache's second-pool keywords (window=, state=)
+        sent = SentCall(self.calls_sent, name, tuple(_snapshot(a) for a in args), kwargs={k: _snapshot(v) for k, v in keywords.items()})
         if self.acting is not None:
             self.acting.calls.append(sent)
         try:
@@ -355,7 +361,7 @@ class RadixCacheMachine(RuleBasedStateMachine):
             raise
         finally:
             if self.options.reuses_buffers:
-                for arg in args:
+                for arg in (*args, *extra.values()):
                     _scribble(arg)
             if name not in SIZE_CALLS:
                 self._show(sent)
@@ -471,16 +477,18 @@ class RadixCacheMachine(RuleBasedStateMachine):
             if over > 0:
                 self._evict(over * self.page_size)
 
-    def _insert(self, tokens: tuple[int, ...], values: np.ndarray, namespace: Any = UNSAID) -> int:
-        """Insert with a copy of ``values``: the copy is the caller's buffer, overwritten after the call."""
+    def _insert(self, tokens: tuple[int, ...], values: np.ndarray, namespace: Any = UNSAID, **extra: Any) -> int:
+        """Insert with a copy of ``values``: the copy is the caller's buffer, overwritten after the call
+        (``extra``: a hybrid cache's second-pool keyword)."""
         self._make_room(tokens)
         if self._bigram:  # one more raw token than keys, with a slot of its own that no bigram keeps: the caller frees it
             last = self.allocator.alloc(1)
             sent = np.concatenate([values, last])
-            prefix_len = _as_int(self._call("insert", self._send(tokens), sent, namespace=namespace), "insert")
+            prefix_len = _as_int(self._call("insert", self._send(tokens), sent, namespace=namespace, **extra), "insert")
             self.allocator.free(last)
         else:
-            prefix_len = _as_int(self._call("insert", self._as_list_or_array(tokens), values.copy(), namespace=namespace), "insert")
+            prefix_len = _as_int(self._call("insert", self._as_list_or_array(tokens), values.copy(), namespace=namespace, **extra),
+                                 "insert")
         expected = self.model.insert(tokens, values.tolist(), namespace_key(namespace), self.request_priority)
         where = "" if namespace is UNSAID else f", namespace={namespace!r}"
         self.clock_calls[self.model.clock] = f"call {self.calls_sent}: insert({shown(tokens)}{where})"
@@ -569,7 +577,10 @@ class RadixCacheMachine(RuleBasedStateMachine):
     def _evict(self, num_tokens: int) -> None:
         mark = self._mark()
         evicted = _as_int(self._call("evict", num_tokens), "evict")
-        calls = self.allocator.frees_since(mark)
+        self._judge_evict(num_tokens, evicted, self.allocator.frees_since(mark))
+
+    def _judge_evict(self, num_tokens: int, evicted: int, calls: list[list[int]]) -> None:
+        """``evict(num_tokens)`` returned ``evicted`` and freed ``calls`` (one list per ``free()``)."""
         freed = [slot for call in calls for slot in call]
         if evicted != len(freed):
             raise ReturnValueViolation(f"evict({num_tokens}) returned {evicted} but freed {len(freed)} slots",
@@ -1057,10 +1068,10 @@ class RadixCacheMachine(RuleBasedStateMachine):
         """Build another cache, cache ``base`` there and lock it (so an unlock would be legal
         there), then send ``op`` of that cache's handle to this one: it must be refused."""
         other_allocator = SlotAllocator(POOL_SIZE)
-        other = guarded("factory", type(self).factory, other_allocator, self.page_size)
+        other = self._build(other_allocator)
         raw = [BIGRAM_START, *base] if self._bigram else list(base)  # a bigram cache's keys are those of the raw tokens
         self._other_call(other, "insert", raw, other_allocator.alloc(len(raw)))
-        _, foreign = self._other_call(other, "match_prefix", list(raw))
+        foreign = self._other_call(other, "match_prefix", list(raw))[1]  # a hybrid match also answers its second pool
         self._other_call(other, "inc_lock_ref", foreign)
         self._expect_refusal(f"{op} of a handle from another cache", op, foreign)
 
@@ -1093,7 +1104,15 @@ def machine_for(factory: Callable[..., Any], capabilities: Capabilities, page_si
     database and derandomized seed, so saved failures stay attributed to the right target."""
     cls_name = f"{name}_page{page_size}".replace(".", "_").replace(":", "_")
     bases: list[type[RadixCacheMachine]] = []
-    if capabilities.lifecycle != "off":  # imported here: the running requests' rules extend this module's machine
+    if capabilities.second_pool is not None:  # imported here: the hybrid rules extend this module's machine
+        from radixcheck.properties.cache.contract import StatePool
+        from radixcheck.properties.cache.hybrid import StateMachine, WindowLifecycleMachine, WindowMachine
+
+        if isinstance(capabilities.second_pool, StatePool):
+            bases.append(StateMachine)
+        else:
+            bases.append(WindowMachine if capabilities.lifecycle == "off" else WindowLifecycleMachine)
+    elif capabilities.lifecycle != "off":  # imported here: the running requests' rules extend this module's machine
         from radixcheck.properties.cache.lifecycle import LifecycleMachine
 
         bases.append(LifecycleMachine)
