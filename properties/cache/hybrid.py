@@ -61,10 +61,12 @@ from radixcheck.properties.cache.machine import (
     Length,
     RadixCacheMachine,
     Span,
+    SentCall,
     _as_int,
     _as_slot_array,
     _can_admit,
     _scribble,
+    _snapshot,
     namespace_key,
 )
 from radixcheck.properties.findings.transcript import act
@@ -85,7 +87,22 @@ class WindowMachine(RadixCacheMachine):
 
     def _build(self, allocator: SlotAllocator) -> Any:
         second = self.second_allocator if allocator is self.allocator else SlotAllocator(POOL_SIZE)
+        if allocator is not self.allocator:
+            self._other_second = second
         return guarded("factory", type(self).factory, allocator, self.page_size, second_allocator=second)
+
+    def _other_call(self, other: Any, name: str, *args: Any) -> Any:
+        """The other cache of ``_refuse_foreign`` caches its sequence with a live window, so that its
+        match ends at a real node (without one it would match nothing and hand over the root)."""
+        if name != "insert":
+            return super()._other_call(other, name, *args)
+        self.calls_sent += 1
+        window = self._other_second.alloc(len(args[0]))
+        sent = SentCall(self.calls_sent, name, tuple(_snapshot(a) for a in args), target="other", kwargs={"window": window.copy()})
+        if self.acting is not None:
+            self.acting.calls.append(sent)
+        sent.result = _snapshot(result := guarded(name, other.insert, *args, window=window))
+        return result
 
     def _mark2(self) -> int:
         return len(self.second_allocator.freed_log)
@@ -224,17 +241,23 @@ class WindowMachine(RadixCacheMachine):
     def _release(self, record: HandleRecord) -> None:
         mark, mark2 = self._mark(), self._mark2()
         span = self._span(record)
-        super()._release(record)
-        self.windows.unpin(span)
-        check_second_frees(self._freed2_since(mark2), self.windows.drop_with_kv(self._freed_since(mark)), "dec_lock_ref")
+        try:
+            super()._release(record)
+        finally:  # a waived plain finding must not leave the window model behind the cache
+            self.windows.unpin(span)
+            dropped = self.windows.drop_with_kv(self._freed_since(mark))
+        check_second_frees(self._freed2_since(mark2), dropped, "dec_lock_ref")
 
     # ---- evictions ---------------------------------------------------------------------------------
 
     @act
     def _evict(self, num_tokens: int) -> None:
         mark, mark2 = self._mark(), self._mark2()
-        super()._evict(num_tokens)
-        check_second_frees(self._freed2_since(mark2), self.windows.drop_with_kv(self._freed_since(mark)), f"evict({num_tokens})")
+        try:
+            super()._evict(num_tokens)
+        finally:  # a waived plain finding (an LRU order) must not leave the window model behind the cache
+            dropped = self.windows.drop_with_kv(self._freed_since(mark))
+        check_second_frees(self._freed2_since(mark2), dropped, f"evict({num_tokens})")
 
     def _judge_evict(self, num_tokens: int, evicted: int, calls: list[list[int]]) -> None:
         self._no_pinned_page([slot for call in calls for slot in call], f"evict({num_tokens})")
