@@ -82,6 +82,8 @@ def test_mutant_is_caught(mutant) -> None:
     assert isinstance(caught.value, mutant.caught_by), (
         f"{mutant.__name__} was caught, but by {type(caught.value).__name__}, not {mutant.caught_by}: {str(caught.value)[:1500]}"
     )
+    if mutant.capabilities.second_pool is not None:
+        return  # the repro writer knows one pool: a hybrid finding has no standalone file yet (the program is its record)
     spec = f"radixcheck.properties.cache.mutants:{mutant.__name__}"
     repro = repro_for(caught.value, spec, seconds=float("inf"), replays=REPRO_REPLAYS)
     assert repro.text is not None, repro.why_not

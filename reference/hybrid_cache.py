@@ -51,7 +51,8 @@ def as_window(window: Any, length: int) -> np.ndarray:
 class WindowRadixCache(RadixCache):
     """Reference hybrid cache: KV slots from ``allocator``, window slots from ``second_allocator``."""
 
-    capabilities = Capabilities(page_sizes=(1, 4, 16), second_pool=SlidingWindow(WINDOW))
+    capabilities = Capabilities(page_sizes=(1, 4, 16), second_pool=SlidingWindow(WINDOW), lifecycle="tree")
+    page_size_for_test = 16  # as a correct variant (the catalogue's false-alarm streams): a window shorter than a page
 
     def __init__(self, allocator: Any, page_size: int = 1, second_allocator: Any = None) -> None:
         super().__init__(allocator, page_size)

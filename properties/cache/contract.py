@@ -318,11 +318,11 @@ from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 
-from radixcheck.oracles.violations import SlotViolation
+from radixcheck.oracles.violations import SecondSlotViolation, SlotViolation
 from radixcheck.properties.cache.policies import LeafStats, Policy
 
-__all__ = ["Capabilities", "DEFAULT_CAPABILITIES", "LeafStats", "Policy", "RadixCacheLike", "SlidingWindow", "SlotAllocator", "StatePool",
-           "required_methods"]
+__all__ = ["Capabilities", "DEFAULT_CAPABILITIES", "LeafStats", "Policy", "RadixCacheLike", "SecondPoolAllocator", "SlidingWindow",
+           "SlotAllocator", "StatePool", "required_methods", "second_pool_keywords"]
 
 NAMESPACE_KINDS = {"empty": "the empty-string namespace", "multimodal": "namespaces with multimodal feature hashes"}
 """What ``Capabilities.unsent_namespaces`` may name, and how a report card says it."""
@@ -425,6 +425,9 @@ class Capabilities:
             raise ValueError(f"Capabilities.lifecycle must be one of {', '.join(map(repr, LIFECYCLES))}, got {self.lifecycle!r}")
         if self.second_pool is not None and not isinstance(self.second_pool, (SlidingWindow, StatePool)):
             raise ValueError(f"Capabilities.second_pool must be None, a SlidingWindow or a StatePool, got {self.second_pool!r}")
+        if self.second_pool is not None and self.lifecycle == "requests":
+            raise ValueError("Capabilities.second_pool with lifecycle='requests' is not driven yet: declare lifecycle='tree' "
+                             "(the suite plays the engine's steps with the tree calls)")
         unsent = self.unsent_namespaces
         if not isinstance(unsent, (tuple, list)) or any(kind not in NAMESPACE_KINDS for kind in unsent):
             raise ValueError(f"Capabilities.unsent_namespaces must be a tuple of {sorted(NAMESPACE_KINDS)}, got {unsent!r}")
@@ -591,6 +594,8 @@ class SlotAllocator:
     is fixed by ``seed``. ``churned=False`` gives ascending ids, freed ones last (benchmarks).
     """
 
+    violation: type[Exception] = SlotViolation  # what a refused free raises
+
     def __init__(self, pool_size: int, seed: int = 0, churned: bool = True) -> None:
         if isinstance(pool_size, bool) or not isinstance(pool_size, int) or pool_size < 1:
             raise ValueError(f"pool_size must be a positive int, got {pool_size!r}")
@@ -686,14 +691,14 @@ class SlotAllocator:
         arr = np.asarray(ids).reshape(-1)
         if arr.size and not np.issubdtype(arr.dtype, np.integer):
             self.violations.append(f"free() got non-integer ids of dtype {arr.dtype}")
-            raise SlotViolation(self.violations[-1])
+            raise self.violation(self.violations[-1])
         ids_list = arr.tolist()
         ids_set = set(ids_list)
         bad = ids_set - self.in_use
         if bad or len(ids_set) != len(ids_list):
             what = sorted(bad)[:8] if bad else "duplicates within one call"
             self.violations.append(f"free() of ids not in use (double free or never allocated): {what}")
-            raise SlotViolation(self.violations[-1])
+            raise self.violation(self.violations[-1])
         self.in_use.difference_update(ids_list)
         if self.churned:  # back into the free list at a random place
             at = self._random.randrange(len(self._recycled) + 1)
@@ -702,3 +707,16 @@ class SlotAllocator:
             self._recycled.extend(ids_list)
         self.freed_log.extend(ids_list)
         self.free_calls.append(len(self.freed_log))
+
+
+class SecondPoolAllocator(SlotAllocator):
+    """The suite's second pool (a sliding window's KV slots, or state slots; see "A second pool"):
+    a :class:`SlotAllocator` whose refused frees are second-pool violations (oracle 3s)."""
+
+    violation = SecondSlotViolation
+
+
+def second_pool_keywords(capabilities: Capabilities, pool_size: int = 1 << 20) -> dict[str, Any]:
+    """The factory's keywords besides ``(allocator, page_size)``: ``second_allocator=`` a fresh pool
+    when ``capabilities`` declares a second pool, else none (see "A second pool")."""
+    return {} if capabilities.second_pool is None else {"second_allocator": SecondPoolAllocator(pool_size, seed=1)}

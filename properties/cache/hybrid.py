@@ -50,7 +50,8 @@ from radixcheck.oracles.violations import (
     WindowMatchViolation,
     shown,
 )
-from radixcheck.properties.cache.contract import SlotAllocator
+from radixcheck.properties.cache.contract import Request, SecondPoolAllocator, SlotAllocator
+from radixcheck.properties.cache.lifecycle import LifecycleMachine, RequestRecord
 from radixcheck.properties.cache.machine import (
     AMOUNTS,
     CUTS,
@@ -77,7 +78,7 @@ class WindowMachine(RadixCacheMachine):
     """The conformance machine with a sliding-window second pool (module docstring)."""
 
     def __init__(self) -> None:
-        self.second_allocator = SlotAllocator(POOL_SIZE, seed=1, churned=self.options.churned_slots)
+        self.second_allocator = SecondPoolAllocator(POOL_SIZE, seed=1, churned=self.options.churned_slots)
         super().__init__()
         pool = self.capabilities.second_pool
         self.window = pool.window
@@ -86,7 +87,7 @@ class WindowMachine(RadixCacheMachine):
         self.held_window: set[int] = set()  # window slots callers hold between steps (running requests)
 
     def _build(self, allocator: SlotAllocator) -> Any:
-        second = self.second_allocator if allocator is self.allocator else SlotAllocator(POOL_SIZE)
+        second = self.second_allocator if allocator is self.allocator else SecondPoolAllocator(POOL_SIZE)
         if allocator is not self.allocator:
             self._other_second = second
         return guarded("factory", type(self).factory, allocator, self.page_size, second_allocator=second)
@@ -320,7 +321,7 @@ class WindowMachine(RadixCacheMachine):
         """A request ran past its window: the window slots of its pages before the last window were
         freed as it went, and it is cached with those as ``-1`` (tombstones from birth)."""
         tokens = self._query(base, cut, tail) + tail.tokens(self.block) * more
-        self._insert_request(tokens, slid=True)
+        self._insert_request(tokens, UNSAID, True)
         return tokens
 
     @rule(amount=AMOUNTS)
@@ -360,7 +361,7 @@ class WindowMachine(RadixCacheMachine):
         """Window pressure tombstones, then memory pressure evicts KV leaves (and their window
         slots): only the live ones may be freed (a stale KV-to-window mapping frees a slot the
         window pool handed out again, sglang #27586)."""
-        self._insert_request(base, slid=True)
+        self._insert_request(base, UNSAID, True)
         self._evict_window(max(self.page_size, amount.tokens(self.block)))
         self._insert_request(base)
         self._evict(2 * self.page_size + amount.tokens(self.block))
@@ -372,3 +373,92 @@ class WindowMachine(RadixCacheMachine):
     def second_pool_conserved(self) -> None:
         """Oracle 3s: the window slots in use are the live ones the cache holds and the callers'."""
         check_second_count(self.second_allocator.in_use, self.windows.held(), self.held_window, self.second_allocator.violations)
+
+
+class WindowLifecycleMachine(WindowMachine, LifecycleMachine):
+    """Running requests with a sliding window (``lifecycle="tree"``): the suite plays the engine's
+    steps with the tree calls, and each request holds a window slot per token it computed
+    (``Request.window``) beside its KV.
+
+    * compute: a window slot per new token; then the request frees its own window slots of the
+      whole pages that slid out of its window (SGLang's ``free_swa_out_of_window_slots``);
+    * publish and finish: the insert carries the request's window (``-1`` where it slid); the
+      request frees its window duplicates where the tree holds a live value (and reads the
+      tree's), keeps its own where the tree's is tombstoned (it may still need it), and the tree
+      takes the rest; a publish is deferred while the re-match would stop short of it (the last
+      ``W`` tokens of it not all live in the tree after the insert: the engine keeps computing);
+    * an end (finish, retract, abort, skipped insert) frees every window slot the request still
+      holds of its own.
+
+    Oracle 3s counts the window slots the running requests hold (``held_window``) beside the tree's."""
+
+    def _own_window(self, record: RequestRecord) -> list[int]:
+        return [int(w) for w in record.request.window[: record.request.filled] if w != NONE and int(w) in self.held_window]
+
+    def _second_admitted(self, record: RequestRecord) -> None:
+        request = record.request
+        request.window = np.asarray(self.windows.windows(record.row[: request.filled]), dtype=np.int64)
+
+    def _second_computed(self, record: RequestRecord, tokens: int) -> None:
+        request = record.request
+        fresh = self.second_allocator.alloc(tokens)
+        request.window = np.concatenate([request.window[: request.filled - tokens], fresh])
+        self.held_window.update(fresh.tolist())
+        self._caller("compute_window", request, fresh.tolist())
+        slid = self._slid(request.filled)
+        gone = [i for i in range(slid) if request.window[i] != NONE and int(request.window[i]) in self.held_window]
+        self._free_window(request, gone)
+
+    def _free_window(self, request: Request, positions: list[int]) -> None:
+        """The request frees its own window slots at ``positions``."""
+        slots = [int(request.window[i]) for i in positions]
+        if slots:
+            self.second_allocator.free(np.asarray(slots, dtype=np.int64))
+            self._caller("free_window", slots)
+            self.held_window.difference_update(slots)
+            request.window[positions] = NONE
+
+    def _can_publish(self, record: RequestRecord) -> bool:
+        request = record.request
+        aligned = request.filled // self.page_size * self.page_size
+        cached = self.model.values_of(self.model.longest_cached(request.tokens[:aligned]))
+        for i in range(max(0, aligned - self.window), aligned):
+            own = request.window[i] != NONE
+            if not (own if i >= len(cached) else self.windows.live(cached[i]) or (self.refills and own)):
+                return False
+        return True
+
+    def _second_keywords(self, record: RequestRecord) -> dict[str, Any]:
+        request = record.request
+        return {"window": request.window[: request.filled].copy()}
+
+    def _second_inserted(self, record: RequestRecord, prefix_len: int, aligned: int) -> None:
+        """After the request's insert: the tree took its live window values of the new tokens (and
+        the adopted ones); of its duplicates it frees those the tree holds live and reads the tree's."""
+        request = record.request
+        taken = {int(w) for w in request.window[prefix_len:aligned] if w != NONE}
+        taken |= {int(request.window[i]) for i in self.adopted}
+        self.held_window.difference_update(taken)
+        cached = self.model.values_of(self.model.longest_cached(request.tokens[:aligned]))
+        duplicates = [i for i in range(record.protected, prefix_len)
+                      if request.window[i] != NONE and int(request.window[i]) in self.held_window and self.windows.live(cached[i])]
+        self._free_window(request, duplicates)
+        for i in range(aligned):
+            if self.windows.live(cached[i]):
+                request.window[i] = self.windows.of_kv[cached[i]]
+
+    def _second_ended(self, record: RequestRecord) -> None:
+        request = record.request
+        self._free_window(request, [i for i in range(request.filled)
+                                    if request.window[i] != NONE and int(request.window[i]) in self.held_window])
+
+    @act
+    def _reset(self) -> None:
+        """The running requests are aborted first (their window frees are theirs, not the reset's)."""
+        self._abort_in_flight()
+        super()._reset()
+
+    @act
+    def _quarantine(self, tokens: tuple[int, ...], namespace: Any = UNSAID) -> None:
+        self._abort_in_flight()
+        super()._quarantine(tokens, namespace)

@@ -154,6 +154,7 @@ class LifecycleMachine(RadixCacheMachine):
         else:
             self._lock(record)
         self.in_flight.append(record)
+        self._second_admitted(record)
         return record
 
     @act
@@ -170,11 +171,12 @@ class LifecycleMachine(RadixCacheMachine):
         request.compute(fresh, more)
         record.row += fresh.tolist()
         self.own_slots.update(fresh.tolist())
+        self._second_computed(record, tokens)
 
     @act
     def _publish(self, record: RequestRecord) -> None:
         """Publish every whole page the request computed (a request that skips its insert publishes nothing)."""
-        if record.done or record.skip_insert:
+        if record.done or record.skip_insert or not self._can_publish(record):
             return
         request = record.request
         tokens = request.tokens[: request.filled]
@@ -192,8 +194,9 @@ class LifecycleMachine(RadixCacheMachine):
             check_freed(freed, set(record.row[record.protected : prefix_len]) | unlocked, f"cache_unfinished_req({record})")
             handle = request.handle
         else:
-            prefix_len = self._insert(tokens, np.asarray(record.row, dtype=np.int64))
+            prefix_len = self._insert(tokens, np.asarray(record.row, dtype=np.int64), **self._second_keywords(record))
             self._caller_free(record.row[record.protected : prefix_len])
+            self._second_inserted(record, prefix_len, aligned)
             moved = self._match(tokens[:aligned])
             self._lock(moved)
             self._release(record)
@@ -244,10 +247,12 @@ class LifecycleMachine(RadixCacheMachine):
             check_freed(freed, expected | self.model.unlock(record.path), f"cache_finished_req({record}, {insert})")
         else:
             if insert:
-                prefix_len = self._insert(tokens, np.asarray(record.row, dtype=np.int64))
+                prefix_len = self._insert(tokens, np.asarray(record.row, dtype=np.int64), **self._second_keywords(record))
                 self._caller_free(record.row[record.protected : prefix_len] + record.row[aligned:])
+                self._second_inserted(record, prefix_len, aligned)
             else:
                 self._caller_free(record.own())
+            self._second_ended(record)
             self._release(record)
         record.done, record.held = True, 0
         self.own_slots.difference_update(record.own())
@@ -256,6 +261,28 @@ class LifecycleMachine(RadixCacheMachine):
             self._remember(tokens)
         if outcome == "retract" and tokens:
             self.requeued = (self.requeued + [tokens])[-8:]
+
+    # ---- a second pool's part of each step (a hybrid machine fills these in; see properties/cache/hybrid.py) ----
+
+    def _second_admitted(self, record: RequestRecord) -> None:
+        """The request was admitted on its matched prefix."""
+
+    def _second_computed(self, record: RequestRecord, tokens: int) -> None:
+        """The request computed its next ``tokens`` tokens."""
+
+    def _can_publish(self, record: RequestRecord) -> bool:
+        """Whether the engine publishes the request's chunk now (else it defers it)."""
+        return True
+
+    def _second_keywords(self, record: RequestRecord) -> dict[str, Any]:
+        """The second-pool keyword of the request's insert."""
+        return {}
+
+    def _second_inserted(self, record: RequestRecord, prefix_len: int, aligned: int) -> None:
+        """The request's insert cached ``aligned`` tokens, ``prefix_len`` of them already cached."""
+
+    def _second_ended(self, record: RequestRecord) -> None:
+        """The request ends: it frees what it still holds of the second pool."""
 
     def _abort_in_flight(self) -> None:
         for record in list(self.in_flight):

@@ -10,6 +10,10 @@ so in ``page_size_for_test``.
 The correct variants at the end (``CORRECT_VARIANTS``) are the other half: caches that are right
 but unusual (one that trusts its callers, one without ``reset``) and must pass.
 
+The hybrid (second-pool) mutants and correct caches live in ``hybrid_mutants`` and are
+re-exported here (``WindowStaleMapping``, ``TrustingWindow``, ...), so every catalogued cache is
+``radixcheck.properties.cache.mutants:<name>``.
+
 Point the suite at one to see a failure as a user would:
 ``radixcheck audit radixcheck.properties.cache.mutants:EvictsLockedLeaf``
 """
@@ -1204,6 +1208,21 @@ LIFECYCLE_MUTANTS: list[type[RadixCache]] = [
 ]
 
 
+from radixcheck.properties.cache.hybrid_mutants import (  # noqa: E402 - the hybrid (second-pool) mutants, catalogued here
+    HYBRID_MUTANTS,
+    HYBRID_VARIANTS,
+    LeafHeldOnlyByItsWindow,
+    TombstoneHidesBranch,
+    TrustingWindow,
+    UnlockReleasesAncestorPins,
+    WindowFreedKeptLive,
+    WindowRadixCache,
+    WindowStaleMapping,
+)
+
+REEXPORTED = (LeafHeldOnlyByItsWindow, TombstoneHidesBranch, TrustingWindow, UnlockReleasesAncestorPins, WindowFreedKeptLive,
+              WindowRadixCache, WindowStaleMapping)  # ``mutants:<name>`` names every catalogued cache
+
 MUTANTS: list[type[RadixCache]] = [
     AcceptsFloatTokens, BadInputHalfApplied, ComparesBoundedWindow, EvictMiscounts, EvictOvershoots, EvictStopsShort,
     EvictsLockedLeaf, ForeignHandleAccepted, InsertDoesNotRefresh, InsertKeepsUnalignedTail, InsertReturnsTokenPrefix,
@@ -1215,7 +1234,7 @@ MUTANTS: list[type[RadixCache]] = [
     TokensNarrowedTo16Bits, TokensThroughFloat32, TotalCountsDetached, UnalignedPages, UnmatchedUnlockAccepted,
     LockCountWraps8Bit, LockCountWraps10Bit, CollectsNodesRecursively, EvictCapsLeaves, KeepsCallersValues,
     MatchReturnsItsStorage, AssumesContiguousSlots, QuarantineMissReturnsNone, EvictOneTooMany, *NAMESPACE_MUTANTS, *LIFECYCLE_MUTANTS,
-    *POLICY_MUTANTS,
+    *POLICY_MUTANTS, *HYBRID_MUTANTS,
 ]
 
 
@@ -1529,4 +1548,4 @@ class TrustingTenants(RadixCache):
 
 CORRECT_VARIANTS: list[type[RadixCache]] = [TrustingReference, NoResetReference, MatchAndLockReference, FifoReference,
                                             PerHandleLockReference, TreePerNamespace, KeyedRootsTree, TrustingTreeLifecycle,
-                                            *POLICY_VARIANTS, TrustingTenants]
+                                            *POLICY_VARIANTS, TrustingTenants, *HYBRID_VARIANTS]

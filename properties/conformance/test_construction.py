@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from radixcheck.oracles.violations import BadInputViolation, RefcountViolation, SlotViolation
-from radixcheck.properties.cache.contract import SlotAllocator
+from radixcheck.properties.cache.contract import SlotAllocator, second_pool_keywords
 
 
 @pytest.mark.parametrize("bad_page_size", [0, -1, 1.5, True, None], ids=repr)
@@ -16,7 +16,7 @@ def test_bad_page_size_is_refused(target, bad_page_size) -> None:
     if not target.capabilities.validates_input:
         pytest.skip(f"{target.spec} trusts its callers with arguments (capabilities.validates_input=False)")
     try:
-        target.factory(SlotAllocator(64), bad_page_size)
+        target.factory(SlotAllocator(64), bad_page_size, **second_pool_keywords(target.capabilities))
     except (ValueError, TypeError):
         return
     raise BadInputViolation(f"the factory accepted page_size={bad_page_size!r} (it must raise ValueError or TypeError)")
@@ -26,10 +26,12 @@ def test_handle_from_another_cache_is_refused(target, page_size: int) -> None:
     if not target.capabilities.checks_locks:
         pytest.skip(f"{target.spec} trusts its callers (capabilities.checks_locks=False): a foreign handle is never sent")
     mine, theirs = SlotAllocator(1024), SlotAllocator(1024)
-    cache, other = target.factory(mine, page_size), target.factory(theirs, page_size)
+    second = second_pool_keywords(target.capabilities)  # a hybrid cache: each has its own second pool
+    cache = target.factory(mine, page_size, **second)
+    other = target.factory(theirs, page_size, **second_pool_keywords(target.capabilities))
     tokens = list(range(1, 2 * page_size + 1))
     other.insert(tokens, theirs.alloc(len(tokens)))
-    _, foreign = other.match_prefix(tokens)
+    foreign = other.match_prefix(tokens)[1]  # a hybrid match answers (values, handle, window or state)
     other.inc_lock_ref(foreign)  # so that unlocking it is legal in the cache it came from
     slots = mine.alloc(len(tokens))
     cache.insert(tokens, slots.copy())
@@ -56,11 +58,11 @@ def test_reset_empties_the_cache(target, page_size: int) -> None:
     if not target.capabilities.supports_reset:
         pytest.skip(f"{target.spec} has no reset (capabilities.supports_reset=False): reset is never sent")
     allocator = SlotAllocator(1024)
-    cache = target.factory(allocator, page_size)
+    cache = target.factory(allocator, page_size, **second_pool_keywords(target.capabilities))
     for first in (1, 2):
         tokens = [first] + list(range(3, 3 * page_size + 2))
         cache.insert(tokens, allocator.alloc(len(tokens)))
-    _, handle = cache.match_prefix([1] + list(range(3, 3 * page_size + 2)))
+    handle = cache.match_prefix([1] + list(range(3, 3 * page_size + 2)))[1]
     cache.inc_lock_ref(handle)
     cache.reset()
     sizes = (cache.total_size(), cache.evictable_size(), cache.protected_size())

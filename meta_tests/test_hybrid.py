@@ -1,0 +1,135 @@
+"""The second pool (a sliding window): the oracles judge what the contract says, by examples
+small enough to check by eye, and each fails a broken cache for the right reason. (The catalogued
+hybrid mutants, and the correct hybrid caches passing, are in test_mutants.py.)"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import settings
+
+from radixcheck import profiles
+from radixcheck.oracles.second_pool import WindowModel, check_second_count, check_second_frees
+from radixcheck.oracles.violations import (
+    EvictionAmountViolation,
+    PinViolation,
+    SecondSlotViolation,
+    WindowMatchViolation,
+)
+from radixcheck.properties.cache.contract import (
+    Capabilities,
+    Request,
+    SecondPoolAllocator,
+    SlidingWindow,
+    StatePool,
+    required_methods,
+    second_pool_keywords,
+)
+from radixcheck.properties.cache.hybrid import WindowMachine
+from radixcheck.properties.cache.machine import machine_for
+from radixcheck.properties.findings.verdict import run_machine
+from radixcheck.reference.hybrid_cache import WindowRadixCache
+from radixcheck.reference.validation import as_count
+
+SEARCH = settings(profiles.SETTINGS["mutation"], max_examples=40)
+
+
+def test_the_match_length_rule_by_hand() -> None:
+    """W = 2, page 1. Tokens are named by their KV slots 10, 11, ...; ``x`` marks a tombstone."""
+    model = WindowModel(window=2, page_size=1)
+    model.cache([10, 11, 12, 13, 14], [50, -1, 52, 53, -1])  # 10 11x 12 13 14x
+    assert model.resumable([10]) == 1  # shorter than the window: every token must be live
+    assert model.resumable([10, 11]) == 1  # 11 is dead
+    assert model.resumable([10, 11, 12]) == 1  # the last 2 (11, 12) are not all live
+    assert model.resumable([10, 11, 12, 13]) == 4  # 12, 13 live: the tombstone at 11 hides nothing
+    assert model.resumable([10, 11, 12, 13, 14]) == 4
+    paged = WindowModel(window=2, page_size=2)
+    paged.cache([10, 11, 12, 13], [50, 51, 52, 53])
+    assert paged.resumable([10, 11, 12]) == 2  # page-aligned
+    assert paged.span([10, 11, 12, 13]) == [12, 13]  # a lock pins the page holding the last 2 tokens
+
+
+def test_pins_and_frees_by_hand() -> None:
+    model = WindowModel(window=1, page_size=1)
+    model.cache([10, 11], [50, 51])
+    model.pin([11])
+    assert model.unpinned == 1
+    with pytest.raises(PinViolation, match="lock"):
+        model.tombstone([51], "evict_window(1)")
+    with pytest.raises(SecondSlotViolation, match="did not hold live"):
+        model.tombstone([99], "evict_window(1)")
+    model.tombstone([50], "evict_window(1)")
+    assert model.windows([10, 11]) == [-1, 51] and model.unpinned == 0
+    model.unpin([11])
+    assert model.drop_with_kv([10, 11]) == {51} and model.held() == 0
+    with pytest.raises(SecondSlotViolation, match="twice"):
+        check_second_frees([5, 5], {5}, "evict(1)")
+    with pytest.raises(SecondSlotViolation, match="not to be freed"):
+        check_second_frees([5, 6], {5}, "evict(1)")
+    with pytest.raises(SecondSlotViolation, match="refused"):
+        check_second_count({1}, 1, (), ["free() of ids not in use"])
+
+
+def test_the_second_pool_is_declared_and_validated() -> None:
+    assert "evict_window" in required_methods(Capabilities(second_pool=SlidingWindow(4)))
+    assert "evict_states" in required_methods(Capabilities(second_pool=StatePool()))
+    assert "evict_window" not in required_methods(Capabilities())
+    for bad in (0, -1, 1.5, True):
+        with pytest.raises(ValueError, match="window must be a positive int"):
+            SlidingWindow(bad)
+    with pytest.raises(ValueError, match="second_pool must be None"):
+        Capabilities(second_pool="swa")
+    assert second_pool_keywords(Capabilities()) == {}
+    assert isinstance(second_pool_keywords(Capabilities(second_pool=SlidingWindow(4)))["second_allocator"], SecondPoolAllocator)
+    assert issubclass(machine_for(WindowRadixCache, WindowRadixCache.capabilities, 1, "w"), WindowMachine)
+    assert not issubclass(machine_for(WindowRadixCache, Capabilities(), 1, "plain"), WindowMachine)
+
+
+def test_a_double_free_in_the_second_pool_is_its_own_violation() -> None:
+    pool = SecondPoolAllocator(16)
+    slots = pool.alloc(2)
+    pool.free(slots)
+    with pytest.raises(SecondSlotViolation):
+        pool.free(slots[:1])
+
+
+def test_a_request_keeps_a_window_slot_per_token() -> None:
+    request = Request([1, 2, 3, 4])
+    request.filled = 1  # a matched token, whose window is the tree's
+    request.slots = np.array([7], dtype=np.int64)
+    request.compute([8, 9], window=[20, 21])
+    assert request.window.tolist() == [-1, 20, 21] and request.slots.tolist() == [7, 8, 9]
+    with pytest.raises(ValueError, match="2 window slots for 1 slots"):
+        request.compute([10], window=[22, 23])
+
+
+def test_the_reference_refuses_a_bad_window_and_changes_nothing() -> None:
+    kv, window = SecondPoolAllocator(64), SecondPoolAllocator(64)
+    cache = WindowRadixCache(kv, 1, second_allocator=window)
+    for bad in (np.array([1.5, 2.0]), np.array([1]), np.array([-2, 3]), [1, 2]):
+        with pytest.raises((TypeError, ValueError)):
+            cache.insert([1, 2], kv.alloc(2), window=bad)
+    assert cache.total_size() == 0 and not window.freed_log
+
+
+class IgnoresWindow(WindowRadixCache):
+    """Matches the longest cached prefix, whatever its window: a request would resume without the
+    window KV it needs."""
+
+    def resumable_length(self, live: np.ndarray) -> int:
+        return len(live) // self.page_size * self.page_size
+
+
+class WindowEvictionStopsShort(WindowRadixCache):
+    """evict_window frees at most one window slot a call."""
+
+    def evict_window(self, num_tokens: int) -> int:
+        return super().evict_window(min(1, as_count(num_tokens, "num_tokens", minimum=0)))
+
+
+@pytest.mark.parametrize(("broken", "violation"), [(IgnoresWindow, WindowMatchViolation),
+                                                   (WindowEvictionStopsShort, EvictionAmountViolation)],
+                         ids=lambda x: getattr(x, "__name__", ""))
+def test_a_broken_hybrid_cache_fails_for_the_right_reason(broken, violation) -> None:
+    with pytest.raises(violation):
+        run_machine(machine_for(broken, WindowRadixCache.capabilities, 4, f"meta_{broken.__name__}"), SEARCH)

@@ -1,0 +1,255 @@
+"""Deliberately broken variants of the hybrid reference (a sliding-window second pool), one bug
+class of issue 32 each, and the correct hybrid caches that must pass. Catalogued with the others
+(``radixcheck.properties.cache.mutants`` re-exports them: ``MUTANTS``, ``CORRECT_VARIANTS``).
+
+Point the suite at one: ``radixcheck audit radixcheck.properties.cache.mutants:TombstoneHidesBranch``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Hashable, Sequence
+from typing import Any
+
+import numpy as np
+
+from radixcheck.oracles.violations import PinViolation, SecondSlotViolation, SecondValueViolation, TombstoneViolation
+from radixcheck.properties.cache.contract import Capabilities, SlidingWindow
+from radixcheck.reference.hybrid_cache import NONE, WINDOW, WindowRadixCache, as_window
+from radixcheck.reference.radix_cache import Node, RadixCache
+from radixcheck.reference.validation import as_count, as_tokens, as_values
+
+
+class WindowStaleMapping(WindowRadixCache):
+    """Frees a node's window slots through a KV-to-window mapping (SGLang's
+    ``full_to_swa_index_mapping``) that a window eviction does not clear: when the tombstoned
+    node's KV goes, its stale entries free window slots it no longer owns, which the pool may
+    have handed to another request (sglang #27586)."""
+
+    bug_class = "window-stale-mapping"
+    sources = ("sgl-project/sglang#27586",)
+    caught_by = (SecondSlotViolation,)
+    page_size_for_test = 4
+
+    def __init__(self, allocator: Any, page_size: int = 1, second_allocator: Any = None) -> None:
+        super().__init__(allocator, page_size, second_allocator)
+        self.mapping: dict[int, int] = {}  # KV slot -> window slot
+
+    def insert(self, tokens: Sequence[int], values: np.ndarray, namespace: Hashable = None, priority: int = 0,
+               window: Any = None) -> int:
+        prefix_len = super().insert(tokens, values, namespace, priority, window)
+        key = as_tokens(tokens, "tokens")
+        aligned = len(key) // self.page_size * self.page_size
+        slots = as_window(window, len(key))
+        for kv, slot in zip(np.asarray(values)[prefix_len:aligned].tolist(), slots[prefix_len:aligned].tolist(), strict=True):
+            if slot != NONE:
+                self.mapping[kv] = slot
+        return prefix_len
+
+    def _free(self, node: Node) -> None:
+        RadixCache._free(self, node)
+        stale = [self.mapping.pop(kv) for kv in node.value.tolist() if kv in self.mapping]
+        if stale:
+            self.second_allocator.free(np.asarray(stale, dtype=np.int64))
+        self.window.pop(node, None)
+        self.pins.pop(node, None)
+
+    def reset(self) -> None:
+        super().reset()
+        self.mapping.clear()
+
+
+class WindowFreedKeptLive(WindowRadixCache):
+    """A window eviction frees the window slots but leaves them in the node as if live: later
+    matches serve freed (and reused) window KV, and the node's eviction frees them again
+    (sglang #30845, #36909: freed SWA pages cached as live)."""
+
+    bug_class = "window-freed-kept-live"
+    sources = ("sgl-project/sglang#30845", "sgl-project/sglang#36909")
+    caught_by = (SecondValueViolation, SecondSlotViolation)  # served as live (20), or freed again at eviction (3s)
+    page_size_for_test = 1
+
+    def evict_window(self, num_tokens: int) -> int:
+        wanted = as_count(num_tokens, "num_tokens", minimum=0)
+        freed = 0
+        for node in sorted(self.window, key=lambda n: (n.last_access, n.serial)):
+            if freed >= wanted:
+                break
+            window = self.window[node]
+            doomed = (window != NONE) & (self._pins_of(node) == 0)
+            if node.state == "linked" and doomed.any():
+                self.second_allocator.free(window[doomed])  # ... and the node keeps them
+                freed += int(doomed.sum())
+        return freed
+
+
+class TombstoneHidesBranch(WindowRadixCache):
+    """A match stops at the first tombstone on its path, though ``W`` live tokens follow it: one
+    tombstone makes the whole branch below it unmatchable (sglang #35515)."""
+
+    bug_class = "tombstone-hides-branch"
+    sources = ("sgl-project/sglang#35515",)
+    caught_by = (TombstoneViolation,)
+    page_size_for_test = 1
+
+    def resumable_length(self, live: np.ndarray) -> int:
+        dead = np.flatnonzero(~live)
+        return super().resumable_length(live[: dead[0]] if len(dead) else live)
+
+
+class UnlockReleasesAncestorPins(WindowRadixCache):
+    """An unlock releases the window pins of its whole path, not of its own window: the pins a
+    shorter request holds on the ancestors are released under it, and a window eviction
+    tombstones values it still needs (sglang #27038: a copy-on-write over-releases its ancestors'
+    SWA locks)."""
+
+    bug_class = "unlock-releases-ancestor-pins"
+    sources = ("sgl-project/sglang#27038",)
+    caught_by = (PinViolation,)
+    page_size_for_test = 4
+
+    def dec_lock_ref(self, handle: Any) -> None:
+        self._path(handle)
+        whole = [(node, 0) for node in self._path(handle)] if handle.parent is not None else []
+        RadixCache.dec_lock_ref(self, handle)
+        for node, first in whole:
+            if node in self.pins:
+                self.pins[node][first:] = np.maximum(0, self.pins[node][first:] - 1)
+
+
+class LeafHeldOnlyByItsWindow(WindowRadixCache):
+    """A lock counts the handle's own node in the window pool only (its window pins protect it, the
+    cache reasons), while the KV eviction judges leaves by the KV counter: the handle's node is
+    evicted under a running request whose window it pins (lmdeploy #4700: a leaf evictable by its
+    KV refcount while its state is pinned)."""
+
+    bug_class = "leaf-held-only-by-its-window"
+    sources = ("InternLM/lmdeploy#4700",)
+    caught_by = (PinViolation,)
+    page_size_for_test = 1
+
+    def __init__(self, allocator: Any, page_size: int = 1, second_allocator: Any = None) -> None:
+        super().__init__(allocator, page_size, second_allocator)
+        self.window_locks: dict[Node, int] = {}  # node -> locks counted in the window pool instead of lock_ref
+
+    def _held(self, node: Node) -> bool:
+        return node.lock_ref > 0 or self.window_locks.get(node, 0) > 0
+
+    def _split(self, child: Node, at: int) -> Node:
+        upper = super()._split(child, at)
+        upper.lock_ref += self.window_locks.get(child, 0)  # an ancestor now: its KV counter holds those locks
+        return upper
+
+    def inc_lock_ref(self, handle: Any) -> None:
+        super().inc_lock_ref(handle)
+        if handle.parent is not None:
+            handle.lock_ref -= 1
+            self.window_locks[handle] = self.window_locks.get(handle, 0) + 1
+
+    def dec_lock_ref(self, handle: Any) -> None:
+        path = self._path(handle)
+        if handle.parent is None:
+            return
+        if self.window_locks.get(handle, 0) <= 0 or any(node.lock_ref <= 0 for node in path[1:]):
+            raise ValueError(f"unmatched unlock of {handle!r}")
+        span = self._window_span(handle)
+        self.window_locks[handle] -= 1
+        for node in path[1:]:
+            node.lock_ref -= 1
+        for node, first in span:
+            if node in self.pins:
+                self.pins[node][first:] -= 1
+        for node in path:
+            if node.state == "detached" and not self._held(node):
+                self._free(node)
+                self._detached.remove(node)
+
+    def _retire(self, node: Node) -> None:
+        if self._held(node):
+            node.state = "detached"
+            self._detached.append(node)
+        else:
+            self._free(node)
+
+    def protected_size(self) -> int:
+        return sum(len(n.key) for n in self._linked_nodes() if self._held(n) and n.parent is not None)
+
+    def evictable_size(self) -> int:
+        return sum(len(n.key) for n in self._linked_nodes() if not self._held(n))
+
+
+HYBRID_MUTANTS: list[type[RadixCache]] = [WindowStaleMapping, WindowFreedKeptLive, TombstoneHidesBranch, UnlockReleasesAncestorPins,
+                                          LeafHeldOnlyByItsWindow]
+
+
+# ---- correct hybrid caches ----------------------------------------------------------------------
+
+
+class TrustingWindow(WindowRadixCache):
+    """Correct, with a sliding window, and trusting its callers as SGLang's trees do
+    (``checks_locks=False``, ``validates_input=False``): lock and unlock check nothing, and it
+    asserts its own state instead, before every eviction (no lock or pin counter below zero, no
+    node locked less than its children) and on every
+    argument (bad input the suite sent would fail the run, not be refused)."""
+
+    capabilities = Capabilities(checks_locks=False, validates_input=False, page_sizes=(1, 4, 16), second_pool=SlidingWindow(WINDOW),
+                                lifecycle="tree")
+    page_size_for_test = 4
+
+    def inc_lock_ref(self, handle: Any) -> None:
+        node = handle
+        while node.parent is not None:
+            node.lock_ref += 1
+            node = node.parent
+        if handle.parent is not None:
+            for node, first in self._window_span(handle):
+                self._pins_of(node)[first:] += 1
+
+    def dec_lock_ref(self, handle: Any) -> None:
+        span = self._window_span(handle) if handle.parent is not None else []
+        node = handle
+        while node.parent is not None:
+            node.lock_ref -= 1
+            if node.lock_ref == 0 and node.state == "detached":
+                self._free(node)
+                self._detached.remove(node)
+            node = node.parent
+        for node, first in span:
+            if node in self.pins:
+                self.pins[node][first:] -= 1
+
+    def _assert_state(self) -> None:
+        for node in self._linked_nodes():
+            if node.parent is None:
+                continue
+            below = sum(c.lock_ref for c in node.children.values())
+            assert node.lock_ref >= max(0, below), f"tree corrupted by its callers: {node!r} has children locked {below} times"
+            assert (self._pins_of(node) >= 0).all(), f"a window pin below zero on {node!r}"
+
+    def evict(self, num_tokens: int) -> int:
+        self._assert_state()
+        return super().evict(num_tokens)
+
+    def evict_window(self, num_tokens: int) -> int:
+        self._assert_state()
+        return super().evict_window(num_tokens)
+
+    @staticmethod
+    def _trusted(tokens: Any, values: Any = None, window: Any = None) -> None:
+        try:
+            as_tokens(tokens, "tokens")
+            if values is not None:
+                as_values(values, len(tokens))
+            as_window(window, len(tokens))
+        except (TypeError, ValueError) as exc:
+            raise AssertionError(f"a cache that trusts its callers was sent bad input: {exc}") from None
+
+    def match_prefix(self, tokens: Any, namespace: Any = None, priority: int = 0) -> Any:
+        self._trusted(tokens)
+        return super().match_prefix(tokens, namespace, priority)
+
+    def insert(self, tokens: Any, values: np.ndarray, namespace: Any = None, priority: int = 0, window: Any = None) -> int:
+        self._trusted(tokens, values, window)
+        return super().insert(tokens, values, namespace, priority, window)
+
+
+HYBRID_VARIANTS: list[type[RadixCache]] = [WindowRadixCache, TrustingWindow]
