@@ -496,6 +496,8 @@ class _ForwardingStates:
     def available_size(self) -> int:
         return self.second.available()
 
+    schedulable_available_size = available_size  # MambaSlotAllocator's planner view: the same for a static pool
+
     def alloc(self, need_size: int):
         return _load().torch.from_numpy(self.second.alloc(need_size))
 
