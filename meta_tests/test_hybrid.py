@@ -9,7 +9,7 @@ import pytest
 from hypothesis import settings
 
 from radixcheck import profiles
-from radixcheck.oracles.second_pool import WindowModel, check_second_count, check_second_frees
+from radixcheck.oracles.second_pool import StateModel, WindowModel, check_second_count, check_second_frees
 from radixcheck.oracles.violations import (
     EvictionAmountViolation,
     PinViolation,
@@ -25,10 +25,11 @@ from radixcheck.properties.cache.contract import (
     required_methods,
     second_pool_keywords,
 )
-from radixcheck.properties.cache.hybrid import WindowMachine
+from radixcheck.properties.cache.hybrid import StateMachine, WindowMachine
 from radixcheck.properties.cache.machine import machine_for
 from radixcheck.properties.findings.verdict import run_machine
 from radixcheck.reference.hybrid_cache import WindowRadixCache
+from radixcheck.reference.state_cache import StateRadixCache
 from radixcheck.reference.validation import as_count
 
 SEARCH = settings(profiles.SETTINGS["mutation"], max_examples=40)
@@ -83,6 +84,11 @@ def test_the_second_pool_is_declared_and_validated() -> None:
     assert isinstance(second_pool_keywords(Capabilities(second_pool=SlidingWindow(4)))["second_allocator"], SecondPoolAllocator)
     assert issubclass(machine_for(WindowRadixCache, WindowRadixCache.capabilities, 1, "w"), WindowMachine)
     assert not issubclass(machine_for(WindowRadixCache, Capabilities(), 1, "plain"), WindowMachine)
+    assert issubclass(machine_for(StateRadixCache, StateRadixCache.capabilities, 1, "s"), StateMachine)
+    with pytest.raises(ValueError, match="not driven yet"):
+        Capabilities(second_pool=SlidingWindow(4), lifecycle="requests")
+    with pytest.raises(ValueError, match="not driven yet"):
+        Capabilities(second_pool=StatePool(), lifecycle="tree")
 
 
 def test_a_double_free_in_the_second_pool_is_its_own_violation() -> None:
@@ -133,3 +139,34 @@ class WindowEvictionStopsShort(WindowRadixCache):
 def test_a_broken_hybrid_cache_fails_for_the_right_reason(broken, violation) -> None:
     with pytest.raises(violation):
         run_machine(machine_for(broken, WindowRadixCache.capabilities, 4, f"meta_{broken.__name__}"), SEARCH)
+
+
+def test_the_state_rule_by_hand() -> None:
+    """A state pool: states after KV slots 11 and 13 (prefixes of 2 and 4 tokens)."""
+    model = StateModel(page_size=1)
+    model.cache([11, 13], [70, 71])
+    assert model.resumable([10, 11, 12, 13, 14]) == 4
+    assert model.resumable([10, 11, 12]) == 2
+    assert model.resumable([10]) == 0
+    assert model.span([10, 11]) == [11]  # a lock pins the state it ends at
+
+
+class IgnoresStates(StateRadixCache):
+    """Matches the longest cached prefix, whether a state ends it or not."""
+
+    def _deepest_state(self, key, namespace):  # noqa: ANN001, ANN202 - the reference's own signature
+        node, pos = self._root_for(namespace), 0
+        while pos < len(key):
+            child = self._child(node, key[pos : pos + self.page_size])
+            if child is None:
+                break
+            shared = self._shared_length(child.key, key[pos : pos + len(child.key)])
+            node, pos = child, pos + shared
+            if shared < len(child.key):
+                break
+        return pos
+
+
+def test_a_cache_that_ignores_its_states_fails_the_match_rule() -> None:
+    with pytest.raises(WindowMatchViolation, match="ends at a live state"):
+        run_machine(machine_for(IgnoresStates, StateRadixCache.capabilities, 1, "meta_IgnoresStates"), SEARCH)

@@ -120,6 +120,22 @@ class WindowModel:
         return len(self.kv_of)
 
 
+class StateModel(WindowModel):
+    """A state pool (a Mamba checkpoint per cached request end): the state after a prefix is
+    filed under the KV slot of the prefix's last token. A match ends at the deepest live state of
+    the cached path; a lock pins the state it ends at."""
+
+    def __init__(self, page_size: int) -> None:
+        super().__init__(1, page_size)
+
+    def resumable(self, kv_slots: Sequence[int]) -> int:
+        """The longest prefix of ``kv_slots`` that ends at a live state (0: none)."""
+        return next((i for i in range(len(kv_slots), 0, -1) if kv_slots[i - 1] in self.of_kv), 0)
+
+    def span(self, kv_slots: Sequence[int]) -> list[int]:
+        return list(kv_slots[-1:])
+
+
 def check_second_frees(freed_now: list[int], expected: set[int], what: str) -> None:
     """A call freed exactly ``expected`` of the second pool, each once."""
     check = Check("sorted(second_freed) == expected", "sorted(second_freed)", {"expected": sorted(expected)})

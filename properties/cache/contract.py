@@ -425,6 +425,8 @@ class Capabilities:
             raise ValueError(f"Capabilities.lifecycle must be one of {', '.join(map(repr, LIFECYCLES))}, got {self.lifecycle!r}")
         if self.second_pool is not None and not isinstance(self.second_pool, (SlidingWindow, StatePool)):
             raise ValueError(f"Capabilities.second_pool must be None, a SlidingWindow or a StatePool, got {self.second_pool!r}")
+        if isinstance(self.second_pool, StatePool) and self.lifecycle != "off":
+            raise ValueError("Capabilities.second_pool=StatePool() with a lifecycle is not driven yet: declare lifecycle='off'")
         if self.second_pool is not None and self.lifecycle == "requests":
             raise ValueError("Capabilities.second_pool with lifecycle='requests' is not driven yet: declare lifecycle='tree' "
                              "(the suite plays the engine's steps with the tree calls)")

@@ -35,10 +35,10 @@ from typing import Any
 
 import numpy as np
 from hypothesis import strategies as st
-from hypothesis.stateful import invariant, precondition, rule
+from hypothesis.stateful import invariant, rule
 
 from radixcheck.oracles.refcount import check_none_locked
-from radixcheck.oracles.second_pool import NONE, WindowModel, check_second_count, check_second_frees
+from radixcheck.oracles.second_pool import NONE, StateModel, WindowModel, check_second_count, check_second_frees
 from radixcheck.oracles.violations import (
     Check,
     EvictionAmountViolation,
@@ -65,7 +65,6 @@ from radixcheck.properties.cache.machine import (
     SentCall,
     _as_int,
     _as_slot_array,
-    _can_admit,
     _scribble,
     _snapshot,
     namespace_key,
@@ -80,11 +79,15 @@ class WindowMachine(RadixCacheMachine):
     def __init__(self) -> None:
         self.second_allocator = SecondPoolAllocator(POOL_SIZE, seed=1, churned=self.options.churned_slots)
         super().__init__()
-        pool = self.capabilities.second_pool
+        self._setup_pool(self.capabilities.second_pool)
+        self.held_window: set[int] = set()  # window slots callers hold between steps (running requests)
+
+    EVICT_SECOND = "evict_window"  # the second pool's own eviction
+
+    def _setup_pool(self, pool: Any) -> None:
         self.window = pool.window
         self.refills = pool.refills_tombstones
         self.windows = WindowModel(self.window, self.page_size)
-        self.held_window: set[int] = set()  # window slots callers hold between steps (running requests)
 
     def _build(self, allocator: SlotAllocator) -> Any:
         second = self.second_allocator if allocator is self.allocator else SecondPoolAllocator(POOL_SIZE)
@@ -277,15 +280,15 @@ class WindowMachine(RadixCacheMachine):
     def _evict_window(self, num_tokens: int) -> None:
         """``evict_window``: tombstones of unpinned live values, or whole unlocked leaves."""
         mark, mark2 = self._mark(), self._mark2()
-        freed = _as_int(self._call("evict_window", num_tokens), "evict_window")
+        freed = _as_int(self._call(self.EVICT_SECOND, num_tokens), self.EVICT_SECOND)
         kv = self._freed_since(mark)
         window = self._freed2_since(mark2)
         if freed != len(window):
-            raise ReturnValueViolation(f"evict_window({num_tokens}) returned {freed} but freed {len(window)} window slots",
+            raise ReturnValueViolation(f"{self.EVICT_SECOND}({num_tokens}) returned {freed} but freed {len(window)} second-pool slots",
                                        Check("result == len(second_freed)", "(result, len(second_freed))"))
         if len(window) != len(set(window)):
-            check_second_frees(window, set(window), f"evict_window({num_tokens})")
-        what = f"evict_window({num_tokens})"
+            check_second_frees(window, set(window), f"{self.EVICT_SECOND}({num_tokens})")
+        what = f"{self.EVICT_SECOND}({num_tokens})"
         if kv:  # whole leaves went too
             self._no_pinned_page(kv, what)
             check_none_locked(self.model.remove_freed(kv))
@@ -336,23 +339,24 @@ class WindowMachine(RadixCacheMachine):
         for query in self.known:
             self._match(query)
 
-    @precondition(lambda self: _can_admit(self) and self.running + 2 <= 3)
-    @rule(base=RadixCacheMachine.sequences, keep=st.integers(1, 3))
-    def overlapping_locks(self, base: tuple[int, ...], keep: int) -> None:
-        """Two requests run on one prompt, one on all of it and one on its start; the deeper one
-        finishes, then window pressure evicts everything it may: the shorter request's window
-        values must stay (an unlock that releases its ancestors' pins takes them, sglang #27038)."""
-        self._insert_request(base)
-        deep = self._match(base)
+    @rule(base=RadixCacheMachine.sequences, keep=st.integers(1, 2), seed=st.integers(0, 15))
+    def overlapping_locks(self, base: tuple[int, ...], keep: int, seed: int) -> None:
+        """Two requests run on one prompt (a known one and three blocks more), one on all of it and
+        one on all but its last ``keep`` pages; the deeper one finishes, then window pressure evicts
+        everything it may: the shorter request's window values must stay (an unlock that releases
+        its ancestors' pins takes them, sglang #27038). Both locks are released within the step."""
+        prompt = base + Span(3, 0, seed).tokens(self.block)
+        self._insert_request(prompt)
+        deep = self._match(prompt)
         short_len = len(deep.tokens) - keep * self.page_size
         if short_len <= 0:
             return
-        short = self._match(base[:short_len])
+        short = self._match(prompt[:short_len])
         self._lock(short)
         self._lock(deep)
         self._release(deep)
-        self._evict_window(len(base) + self.window)
-        for query in self.known[-4:]:
+        self._evict_window(len(prompt) + self.window)
+        for query in [prompt, *self.known[-3:]]:
             self._match(query)
         self._release(short)
 
@@ -373,6 +377,97 @@ class WindowMachine(RadixCacheMachine):
     def second_pool_conserved(self) -> None:
         """Oracle 3s: the window slots in use are the live ones the cache holds and the callers'."""
         check_second_count(self.second_allocator.in_use, self.windows.held(), self.held_window, self.second_allocator.violations)
+
+
+class StateMachine(WindowMachine):
+    """The conformance machine with a state pool (``second_pool=StatePool()``): every insert brings
+    the state after its tokens (a ``slid`` request brings none), which the cache takes where the
+    prefix has none and the caller frees otherwise; a match must end at the deepest live state of
+    the cached path and answer its slot; a lock pins it; ``evict_states`` frees unpinned ones. The
+    window machine's rules and oracles run on states (a state is a second-pool value filed under
+    the KV slot of its prefix's last token: :class:`~radixcheck.oracles.second_pool.StateModel`)."""
+
+    EVICT_SECOND = "evict_states"
+
+    def _setup_pool(self, pool: Any) -> None:
+        self.window, self.refills = 1, False
+        self.windows = StateModel(self.page_size)
+
+    def _insert(self, tokens: tuple[int, ...], values: np.ndarray, namespace: Any = UNSAID, state: int = NONE,
+                **extra: Any) -> int:
+        """Insert with ``state``; ``self.state_taken`` says whether the cache must have kept it."""
+        before = self.model.values_of(self.model.longest_cached(tokens, namespace_key(namespace)))
+        prefix_len = RadixCacheMachine._insert(self, tokens, values, namespace, state=int(state))
+        aligned = len(tokens) // self.page_size * self.page_size
+        last = (int(values[aligned - 1]) if prefix_len < aligned else before[aligned - 1]) if aligned else None
+        self.state_taken = state != NONE and aligned == len(tokens) and aligned > 0 and not self.windows.live(last)
+        if self.state_taken:
+            self.windows.cache([last], [state])
+        self.adopted = []
+        return prefix_len
+
+    def _brought_state(self, slid: bool) -> int:
+        return NONE if slid else int(self.second_allocator.alloc(1)[0])
+
+    def _free_state_unless_taken(self, state: int) -> None:
+        if state != NONE and not self.state_taken:
+            self.second_allocator.free(np.asarray([state], dtype=np.int64))
+
+    @act
+    def _insert_request(self, tokens: tuple[int, ...], namespace: Any = UNSAID, slid: bool = False) -> int:
+        """A request computed ``tokens`` in fresh slots and ends with a state (none if ``slid``)."""
+        values = self.allocator.alloc(len(tokens))
+        state = self._brought_state(slid)
+        prefix_len = self._insert(tokens, values, namespace, state)
+        self._free_callers_copies(values, 0, prefix_len, len(tokens))
+        self._free_state_unless_taken(state)
+        self._remember(tokens, namespace)
+        return prefix_len
+
+    @act
+    def _serve_insert(self, tokens: tuple[int, ...], record: HandleRecord) -> int:
+        cached = len(record.tokens)
+        values = np.concatenate([np.asarray(self.model.values_of(record.path), dtype=np.int64), self.allocator.alloc(len(tokens) - cached)])
+        state = self._brought_state(False)
+        prefix_len = self._insert(tokens, values, record.namespace, state)
+        self._free_callers_copies(values, cached, prefix_len, len(tokens))
+        self._free_state_unless_taken(state)
+        self._remember(tokens, record.namespace)
+        return prefix_len
+
+    @act
+    def _match(self, tokens: tuple[int, ...], after_quarantine: tuple | None = None, namespace: Any = UNSAID) -> HandleRecord:
+        key = namespace_key(namespace)
+        answer = self._call("match_prefix", self._as_list_or_array(tokens), namespace=namespace)
+        if not isinstance(answer, tuple) or len(answer) != 3 or isinstance(answer[2], bool) or not isinstance(answer[2], (int, np.integer)):
+            raise WindowMatchViolation(f"match_prefix({shown(tokens)}) returned {type(answer).__name__}, not (values, handle, state slot)",
+                                       Check("len(result) == 3 and isinstance(result[2], int)", "result"))
+        values, handle, state = _as_slot_array(answer[0], "match_prefix").tolist(), answer[1], int(answer[2])
+        cached = self.model.values_of(self.model.longest_cached(tokens, key))
+        length = self.windows.resumable(cached)
+        path = self.model.match(tokens[:length], key)
+        self.clock_calls[self.model.clock] = f"call {self.calls_sent}: match_prefix({shown(tokens)})"
+        expected = cached[:length]
+        expected_state = self.windows.of_kv[expected[-1]] if expected else NONE
+        what = f"match_prefix({shown(tokens)})"
+        check = Check("(values.tolist(), state) == (expected, expected_state)", "(values.tolist(), state)",
+                      {"expected": expected, "expected_state": expected_state})
+        if len(values) % self.page_size or len(values) > len(tokens):
+            raise WindowMatchViolation(f"{what} returned {len(values)} values: more than the query or not page-aligned", check)
+        if values != cached[: len(values)]:
+            raise PrefixSetViolation(f"{what} returned slots {shown(values)}, but {shown(cached[: len(values)])} were inserted there",
+                                     check)
+        if state != NONE and state != expected_state and (not values or state != self.windows.of_kv.get(values[-1])):
+            said = "a state the cache freed (a freed state cached as live)" if state not in self.windows.kv_of else "another prefix's state"
+            raise SecondValueViolation(f"{what} returned state {state}: {said}", check)
+        if len(values) != len(expected):
+            raise WindowMatchViolation(f"{what} matched {len(values)} tokens; the longest cached prefix that ends at a live state "
+                                       f"has {len(expected)} ({len(cached)} cached)", check)
+        if state != expected_state:
+            raise SecondValueViolation(f"{what} returned state {state}; the cache holds {expected_state} there", check)
+        if self.options.reuses_buffers:
+            _scribble(answer[0])
+        return HandleRecord(handle, path, tokens[:length], namespace=namespace)
 
 
 class WindowLifecycleMachine(WindowMachine, LifecycleMachine):

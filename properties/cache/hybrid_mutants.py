@@ -13,9 +13,10 @@ from typing import Any
 import numpy as np
 
 from radixcheck.oracles.violations import PinViolation, SecondSlotViolation, SecondValueViolation, TombstoneViolation
-from radixcheck.properties.cache.contract import Capabilities, SlidingWindow
+from radixcheck.properties.cache.contract import Capabilities, SlidingWindow, StatePool
 from radixcheck.reference.hybrid_cache import NONE, WINDOW, WindowRadixCache, as_window
 from radixcheck.reference.radix_cache import Node, RadixCache
+from radixcheck.reference.state_cache import StateRadixCache, as_state
 from radixcheck.reference.validation import as_count, as_tokens, as_values
 
 
@@ -177,8 +178,59 @@ class LeafHeldOnlyByItsWindow(WindowRadixCache):
         return sum(len(n.key) for n in self._linked_nodes() if not self._held(n))
 
 
+class LeafHeldOnlyByItsState(StateRadixCache):
+    """The state pool's version (lmdeploy #4700 as it was: an SSM checkpoint): a lock pins the
+    handle's state and counts the handle's node there only, so the KV eviction, judging leaves by
+    the KV counter, evicts the node (KV and state) under the request that pinned its state."""
+
+    bug_class = "leaf-held-only-by-its-state"
+    sources = ("InternLM/lmdeploy#4700",)
+    caught_by = (PinViolation,)
+    page_size_for_test = 1
+
+    def inc_lock_ref(self, handle: Any) -> None:
+        super().inc_lock_ref(handle)
+        if handle.parent is not None:
+            handle.lock_ref -= 1  # the state pin holds it, the cache reasons
+
+    def dec_lock_ref(self, handle: Any) -> None:
+        path = self._path(handle)
+        if handle.parent is None:
+            return
+        if self.pins.get(handle, 0) <= 0 or any(node.lock_ref <= 0 for node in path[1:]):
+            raise ValueError(f"unmatched unlock of {handle!r}")
+        self.pins[handle] -= 1
+        for node in path[1:]:
+            node.lock_ref -= 1
+        for node in path:
+            if node.state == "detached" and not self._held(node):
+                self._free(node)
+                self._detached.remove(node)
+
+    def _held(self, node: Node) -> bool:
+        return node.lock_ref > 0 or self.pins.get(node, 0) > 0
+
+    def _split(self, child: Node, at: int) -> Node:
+        upper = super()._split(child, at)
+        upper.lock_ref += self.pins.get(child, 0)  # an ancestor now: its KV counter holds those locks
+        return upper
+
+    def _retire(self, node: Node) -> None:
+        if self._held(node):
+            node.state = "detached"
+            self._detached.append(node)
+        else:
+            self._free(node)
+
+    def protected_size(self) -> int:
+        return sum(len(n.key) for n in self._linked_nodes() if self._held(n) and n.parent is not None)
+
+    def evictable_size(self) -> int:
+        return sum(len(n.key) for n in self._linked_nodes() if not self._held(n))
+
+
 HYBRID_MUTANTS: list[type[RadixCache]] = [WindowStaleMapping, WindowFreedKeptLive, TombstoneHidesBranch, UnlockReleasesAncestorPins,
-                                          LeafHeldOnlyByItsWindow]
+                                          LeafHeldOnlyByItsWindow, LeafHeldOnlyByItsState]
 
 
 # ---- correct hybrid caches ----------------------------------------------------------------------
@@ -252,4 +304,59 @@ class TrustingWindow(WindowRadixCache):
         return super().insert(tokens, values, namespace, priority, window)
 
 
-HYBRID_VARIANTS: list[type[RadixCache]] = [WindowRadixCache, TrustingWindow]
+class TrustingState(StateRadixCache):
+    """Correct, with a state pool, and trusting its callers (``checks_locks=False``,
+    ``validates_input=False``): no refusals; it asserts its own tree and pins before every eviction
+    and every argument (bad input the suite sent would fail the run)."""
+
+    capabilities = Capabilities(checks_locks=False, validates_input=False, page_sizes=(1, 4, 16), second_pool=StatePool())
+    page_size_for_test = 1
+
+    def inc_lock_ref(self, handle: Any) -> None:
+        node = handle
+        while node.parent is not None:
+            node.lock_ref += 1
+            node = node.parent
+        if handle.parent is not None:
+            self.pins[handle] = self.pins.get(handle, 0) + 1
+
+    def dec_lock_ref(self, handle: Any) -> None:
+        if handle.parent is not None:
+            self.pins[handle] -= 1
+        node = handle
+        while node.parent is not None:
+            node.lock_ref -= 1
+            if node.lock_ref == 0 and node.state == "detached":
+                self._free(node)
+                self._detached.remove(node)
+            node = node.parent
+
+    def _assert_state(self) -> None:
+        for node in self._linked_nodes():
+            if node.parent is not None:
+                below = sum(c.lock_ref for c in node.children.values())
+                assert node.lock_ref >= max(0, below), f"tree corrupted by its callers: {node!r} has children locked {below} times"
+        assert all(n >= 0 for n in self.pins.values()), "a state pin below zero"
+
+    def evict(self, num_tokens: int) -> int:
+        self._assert_state()
+        return super().evict(num_tokens)
+
+    def evict_states(self, num_states: int) -> int:
+        self._assert_state()
+        return super().evict_states(num_states)
+
+    def match_prefix(self, tokens: Any, namespace: Any = None, priority: int = 0) -> Any:
+        TrustingWindow._trusted(tokens)
+        return super().match_prefix(tokens, namespace, priority)
+
+    def insert(self, tokens: Any, values: np.ndarray, namespace: Any = None, priority: int = 0, state: Any = NONE) -> int:
+        TrustingWindow._trusted(tokens, values)
+        try:
+            as_state(state)
+        except (TypeError, ValueError) as exc:
+            raise AssertionError(f"a cache that trusts its callers was sent bad input: {exc}") from None
+        return super().insert(tokens, values, namespace, priority, state)
+
+
+HYBRID_VARIANTS: list[type[RadixCache]] = [WindowRadixCache, TrustingWindow, StateRadixCache, TrustingState]

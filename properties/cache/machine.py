@@ -1089,9 +1089,13 @@ def machine_for(factory: Callable[..., Any], capabilities: Capabilities, page_si
     cls_name = f"{name}_page{page_size}".replace(".", "_").replace(":", "_")
     bases: list[type[RadixCacheMachine]] = []
     if capabilities.second_pool is not None:  # imported here: the hybrid rules extend this module's machine
-        from radixcheck.properties.cache.hybrid import WindowLifecycleMachine, WindowMachine
+        from radixcheck.properties.cache.contract import StatePool
+        from radixcheck.properties.cache.hybrid import StateMachine, WindowLifecycleMachine, WindowMachine
 
-        bases.append(WindowMachine if capabilities.lifecycle == "off" else WindowLifecycleMachine)
+        if isinstance(capabilities.second_pool, StatePool):
+            bases.append(StateMachine)
+        else:
+            bases.append(WindowMachine if capabilities.lifecycle == "off" else WindowLifecycleMachine)
     elif capabilities.lifecycle != "off":  # imported here: the running requests' rules extend this module's machine
         from radixcheck.properties.cache.lifecycle import LifecycleMachine
 

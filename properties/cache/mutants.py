@@ -1211,8 +1211,11 @@ LIFECYCLE_MUTANTS: list[type[RadixCache]] = [
 from radixcheck.properties.cache.hybrid_mutants import (  # noqa: E402 - the hybrid (second-pool) mutants, catalogued here
     HYBRID_MUTANTS,
     HYBRID_VARIANTS,
+    LeafHeldOnlyByItsState,
     LeafHeldOnlyByItsWindow,
+    StateRadixCache,
     TombstoneHidesBranch,
+    TrustingState,
     TrustingWindow,
     UnlockReleasesAncestorPins,
     WindowFreedKeptLive,
@@ -1220,8 +1223,9 @@ from radixcheck.properties.cache.hybrid_mutants import (  # noqa: E402 - the hyb
     WindowStaleMapping,
 )
 
-REEXPORTED = (LeafHeldOnlyByItsWindow, TombstoneHidesBranch, TrustingWindow, UnlockReleasesAncestorPins, WindowFreedKeptLive,
-              WindowRadixCache, WindowStaleMapping)  # ``mutants:<name>`` names every catalogued cache
+# ``mutants:<name>`` names every catalogued cache
+REEXPORTED = (LeafHeldOnlyByItsState, LeafHeldOnlyByItsWindow, StateRadixCache, TombstoneHidesBranch, TrustingState, TrustingWindow,
+              UnlockReleasesAncestorPins, WindowFreedKeptLive, WindowRadixCache, WindowStaleMapping)
 
 MUTANTS: list[type[RadixCache]] = [
     AcceptsFloatTokens, BadInputHalfApplied, ComparesBoundedWindow, EvictMiscounts, EvictOvershoots, EvictStopsShort,
