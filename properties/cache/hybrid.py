@@ -101,11 +101,15 @@ class WindowMachine(RadixCacheMachine):
         if name != "insert":
             return super()._other_call(other, name, *args)
         self.calls_sent += 1
-        window = self._other_second.alloc(len(args[0]))
-        sent = SentCall(self.calls_sent, name, tuple(_snapshot(a) for a in args), target="other", kwargs={"window": window.copy()})
+        if isinstance(self.windows, StateModel):  # a state pool: the state after the sequence
+            second = {"state": int(self._other_second.alloc(1)[0])}
+        else:
+            second = {"window": self._other_second.alloc(len(args[0]))}
+        sent = SentCall(self.calls_sent, name, tuple(_snapshot(a) for a in args), target="other",
+                        kwargs={k: _snapshot(v) for k, v in second.items()})
         if self.acting is not None:
             self.acting.calls.append(sent)
-        sent.result = _snapshot(result := guarded(name, other.insert, *args, window=window))
+        sent.result = _snapshot(result := guarded(name, other.insert, *args, **second))
         return result
 
     def _mark2(self) -> int:
