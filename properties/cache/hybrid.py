@@ -301,7 +301,8 @@ class WindowMachine(RadixCacheMachine):
             check_second_frees(window, with_kv | set(window), what)
         self.windows.tombstone([w for w in window if w not in with_kv], what)
         self.windows.drop_with_kv(kv)
-        if freed < num_tokens and self.windows.unpinned and not self.model.detached:  # (a quarantined page's value may stay)
+        whole_nodes = getattr(self.capabilities.second_pool, "pins_whole_nodes", False)  # its stop is not judged
+        if freed < num_tokens and self.windows.unpinned and not self.model.detached and not whole_nodes:  # (a quarantined page's value may stay)
             raise EvictionAmountViolation(f"{what} freed {freed} window slots and stopped while {self.windows.unpinned} live window "
                                           "values no lock pins were left", Check("result >= num_tokens or nothing unpinned left", "result"))
 
@@ -411,7 +412,10 @@ class StateMachine(WindowMachine):
         return prefix_len
 
     def _brought_state(self, slid: bool) -> int:
-        return NONE if slid else int(self.second_allocator.alloc(1)[0])
+        """A slid request brings no state, unless the cache caches KV only with a state (``stateless_inserts=False``)."""
+        if slid and self.capabilities.second_pool.stateless_inserts:
+            return NONE
+        return int(self.second_allocator.alloc(1)[0])
 
     def _free_state_unless_taken(self, state: int) -> None:
         if state != NONE and not self.state_taken:
