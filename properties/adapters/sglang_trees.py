@@ -659,7 +659,8 @@ for _b in ("python", "rust"):
             _caps(checks_locks=_locks, second_pool=SlidingWindow(window=SLIDING_WINDOW, pins_whole_nodes=True)), backend=_b)
         # the suite's state pool: the hybrid contract (StatePool)
         FACTORIES[f"unified_mamba_{_b}_lru{_lenient}"] = _hybrid(
-            f"unified_mamba_{_b}_lru{_lenient}", SGLangUnifiedMamba, _caps(checks_locks=_locks, second_pool=StatePool(stateless_inserts=False)), backend=_b)
+            f"unified_mamba_{_b}_lru{_lenient}", SGLangUnifiedMamba,
+            _caps(checks_locks=_locks, second_pool=StatePool(stateless_inserts=False)), backend=_b)
     FACTORIES[f"unified_{_b}_lru_lora"] = _make(
         f"unified_{_b}_lru_lora", SGLangUnifiedRadixCacheLoRA, _caps(page_sizes=_sr.PAGE_SIZES), backend=_b
     )

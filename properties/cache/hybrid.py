@@ -61,8 +61,8 @@ from radixcheck.properties.cache.machine import (
     HandleRecord,
     Length,
     RadixCacheMachine,
-    Span,
     SentCall,
+    Span,
     _as_int,
     _as_slot_array,
     _scribble,
@@ -302,7 +302,8 @@ class WindowMachine(RadixCacheMachine):
         self.windows.tombstone([w for w in window if w not in with_kv], what)
         self.windows.drop_with_kv(kv)
         whole_nodes = getattr(self.capabilities.second_pool, "pins_whole_nodes", False)  # its stop is not judged
-        if freed < num_tokens and self.windows.unpinned and not self.model.detached and not whole_nodes:  # (a quarantined page's value may stay)
+        # (a quarantined page's value may stay)
+        if freed < num_tokens and self.windows.unpinned and not self.model.detached and not whole_nodes:
             raise EvictionAmountViolation(f"{what} freed {freed} window slots and stopped while {self.windows.unpinned} live window "
                                           "values no lock pins were left", Check("result >= num_tokens or nothing unpinned left", "result"))
 
