@@ -39,13 +39,21 @@ Factories (each ``factory(allocator, page_size) -> cache`` with a ``capabilities
     ``checks_locks`` False / True as for ``radix_lru`` / ``radix_lru_strict``: it inherits
     ``RadixCache``'s locking. ``page_sizes=(1,)``: the server pairs it only with
     ``PureSWATokenToKVPoolAllocator``, which asserts ``page_size == 1``.
-``unified_swa_{python,rust}_lru`` (+ ``_lenient``)
+``unified_swa_{python,rust}_lru_window`` (+ ``_lenient``)
     ``UnifiedRadixCache`` with components FULL and SWA (``sliding_window_size=4``), Python or
-    Rust tree core. ``checks_locks=True`` like ``unified_*_lru`` (the unified tree refuses an
-    unmatched unlock); ``_lenient`` declares False. ``page_sizes=(1,)`` (see below).
+    Rust tree core, with the suite's window pool: ``second_pool=SlidingWindow(window=4,
+    pins_whole_nodes=True)`` (the hybrid contract: ``insert(..., window=)``, a match answers the
+    window, ``evict_window``). ``checks_locks=True`` like ``unified_*_lru`` (the unified tree
+    refuses an unmatched unlock); ``_lenient`` declares False. ``page_sizes=(1,)`` (see below).
+``unified_swa_{python,rust}_lru`` (+ ``_lenient``)
+    The same tree with the window hidden: the adapter keeps a private window pool and gives
+    every newly cached token a live window slot (the window never slides), so it is a one-pool
+    target of the plain contract, production-scale test included.
 ``unified_mamba_{python,rust}_lru`` (+ ``_lenient``)
-    ``UnifiedRadixCache`` with components FULL and MAMBA. ``page_sizes=(1,)``: SGLang's
-    ``MambaComponent`` asserts ``page_size == 1`` unless the mamba extra buffer is on.
+    ``UnifiedRadixCache`` with components FULL and MAMBA, with the suite's state pool:
+    ``second_pool=StatePool(stateless_inserts=False)`` (``insert(..., state=)``, a match answers
+    the state it ends at, ``evict_states``). ``page_sizes=(1,)``: SGLang's ``MambaComponent``
+    asserts ``page_size == 1`` unless the mamba extra buffer is on.
 ``radix_lru_lora``, ``unified_{python,rust}_lru_lora``
     The same trees as ``sglang_radix.radix_lru`` / ``unified_*_lru`` with every key in one
     LoRA namespace (``RadixKey(..., extra_key=LORA_ID)``), as ``Req`` builds keys for a
@@ -61,64 +69,56 @@ What the extra components mean for the contract
 The contract's values are the FULL (plain attention) KV slots: the suite's
 :class:`SlotAllocator` is the FULL pool, sizes are the FULL component's (``total_size()``
 returns ``(full, aux)``; the adapters report ``full``; ``evictable_size`` and
-``protected_size`` are the FULL component's in SGLang already).
+``protected_size`` are the FULL component's in SGLang already). The second pool is the
+suite's too (``second_allocator=``, the contract's "A second pool"):
 
 * **SWA** keeps, besides the FULL slots, a sliding-window KV slot ("SWA peer") per token,
   found through the allocator's ``full_to_swa_index_mapping``. A match is valid only where the
-  last ``sliding_window_size`` tokens still have SWA KV; SWA KV is dropped ("tombstoned")
-  only by an SWA eviction (``EvictParams.swa_num_tokens``) or an insert that says the request
-  already freed its out-of-window SWA (``swa_evicted_seqlen``). The contract sends neither
-  (``evict(n)`` is ``EvictParams(num_tokens=n)``; inserts say nothing was freed), so no node is
-  ever tombstoned and the longest-cached-prefix contract applies unchanged: the SWA component
-  must be invisible to it. What it adds that the suite does see: its own node splits (a new
-  leaf longer than one window is split at the window; locks pin only the window), its own
-  LRU (refreshed only within the window), and eviction freeing both halves.
-  Declared: nothing extra. The SWA slots are not the suite's and its oracles do not count
-  them; SGLang's own ``expect`` invariants on them are off unless ``SGLANG_INVARIANT_CHECK``
-  is set (the findings document an out-of-suite check of SWA slot conservation).
+  last ``sliding_window_size`` tokens still have SWA KV (``SWAComponent.create_match_validator``);
+  SWA KV is dropped ("tombstoned") by an SWA eviction (``evict_window(n)`` =
+  ``EvictParams(swa_num_tokens=n)``) or never given, for tokens the request already freed
+  (``window[i] == -1``, sent as ``InsertParams`` ``component_evicted_seqlens[SWA]``, SGLang's
+  ``swa_evicted_seqlen``: the ``-1`` s must come first among the new tokens, as a request frees
+  its window from its start). A lock pins whole nodes up to the window
+  (``pins_whole_nodes=True``). Inserts pass ``prev_prefix_len=len(key)`` (the caller keeps its
+  duplicates), so a tombstone is never revived by an insert: ``refills_tombstones=False``.
 * **Mamba** keeps one recurrent-state slot per *node that ends a cached request*; a prefix
   can be resumed only where a state exists, so ``match_prefix`` returns the longest cached
-  prefix *that ends at a mamba state*, not the longest cached prefix
-  (``MatchResult.full_kv_hit_length`` has the FULL-only length; the adapter does not use it:
-  the engine cannot resume from there). No ``Capabilities`` field expresses "matches end only
-  at insert boundaries", so the suite reports this design difference as a match failure; see
-  the findings (it is classified there as a design difference the kit cannot declare).
+  prefix *that ends at a mamba state* (``StatePool``). SGLang caches KV only with the state
+  after it (``commit_insert_component_data`` asserts ``mamba_value``): ``stateless_inserts=False``,
+  and ``insert(..., state=-1)`` is refused.
 
 Stand-ins and differences (each keeps SGLang's behaviour on the tree's code path)
 ---------------------------------------------------------------------------------
 * Everything ``sglang_radix.py`` lists (triton/torchvision stand-ins, ``RadixKey`` from
   ``array('q')``, ``torch.int64`` values, the forwarding FULL allocator, root sentinel,
-  ``reset`` freeing the tree's FULL slots first, ``prev_prefix_len=len(key)`` on unified
+  ``reset`` freeing the tree's slots first, ``prev_prefix_len=len(key)`` on unified
   inserts, receipts for unified unlocks).
 * ``_SWAPoolStub``: a ``BaseSWAKVPool`` with no KV buffers (the tree never reads or writes KV
   data; every buffer accessor raises). It holds the ``full_to_swa_index_mapping`` the
   allocator registers and translates through it, which is all the SWA allocator and component
   use it for.
 * SWA allocator: SGLang's own ``SWATokenToKVPoolAllocator`` (CPU, ``need_sort=False``) whose
-  ``full_attn_allocator`` is replaced by the forwarding allocator, so FULL frees reach the
-  suite's pool and SWA frees SGLang's real ``TokenToKVPoolAllocator``. Its mapping starts at
-  2**17 entries and the adapter grows it (same layout: trailing -1) when the suite hands out a
-  larger slot id; the suite's pool is 2**24 slots and a fixed mapping that size would cost
-  128 MB per cache.
-* SWA peers: the server's allocator gives every FULL slot an SWA peer when it hands it out;
-  the suite allocates from its own pool, so before each insert the adapter gives an SWA peer
-  (``swa_attn_allocator.alloc`` + ``set_full_to_swa_mapping``) to each slot id in ``values``
-  that the tree does not hold, and after the insert releases (``free_swa``) the peers of
-  those ids the tree did not take: the caller's duplicates, whose SWA half the scheduler
-  frees together with the FULL half. ``reset`` releases every SWA slot and mapping (the
-  server's ``flush_cache`` clears the whole allocator).
+  two sides are forwarding allocators: ``full_attn_allocator`` frees to the suite's KV pool,
+  ``swa_attn_allocator`` to the suite's window pool, SGLang's SWA id ``k`` being window slot
+  ``k - 1`` (SGLang reads 0 as "no SWA peer"; a free of 0 reaches the suite as -1 and is
+  refused, which is how a stale mapping shows). SGLang's tree and mapping see dense local FULL
+  ids (:class:`_DenseIds`): the mapping is a tensor indexed by FULL id, and over the suite's
+  2**24 ids it would cost 128 MB per cache. The adapter writes the new tokens' mapping before
+  each insert (the server's allocator pairs a FULL slot with its SWA peer when it hands it out);
+  the tree's own code clears it on every SWA free. ``reset`` frees the tree's FULL slots and its
+  live SWA peers (the mapped ones) to the suite, then clears the mapping.
 * Why SWA runs at page size 1 only: SGLang's paged SWA frees work on whole pages of FULL ids
   (``free_index[::page_size]`` stands for its page), which presumes the paged allocator's
   aligned runs of slot ids; the suite's slot ids are arbitrary, so at page size > 1 the SWA
   side would free other slots' peers because of the adapter, not the engine.
 * Mamba: a real ``HybridReqToTokenPool`` on CPU with a one-layer Mamba2 state of a few
-  elements per slot (``_MAMBA_SHAPE``) and room for ``_MAMBA_SLOTS`` states; global
-  ``ServerArgs(model_path="dummy")`` set with ``_mamba_cache_chunk_size = 64`` if none are set
-  (``MambaComponent`` reads them at construction; 64 is FLA's chunk size, what SGLang's own
-  unit-test fixture presets). Each insert brings one mamba state slot (the finishing request's
-  state, ``InsertParams.mamba_value``); when the tree does not adopt it (the node already has a
-  state, or nothing was inserted) the adapter frees it, as the scheduler's
-  ``cleanup_after_caching_req`` does. ``reset`` also clears the mamba slot allocator.
+  elements per slot (``_MAMBA_SHAPE``); global ``ServerArgs(model_path="dummy")`` set with
+  ``_mamba_cache_chunk_size = 64`` if none are set (``MambaComponent`` reads them at
+  construction; 64 is FLA's chunk size, what SGLang's own unit-test fixture presets). Its
+  ``mamba_allocator`` is :class:`_ForwardingStates`, the suite's state pool. Each insert brings
+  the finishing request's state (``InsertParams.mamba_value``); a state the tree does not adopt
+  is the caller's to free (the contract's caller, as the scheduler's ``cleanup_after_caching_req``).
 * LoRA: keys carry ``extra_key=LORA_ID``; the root test uses ``root_node_handle(LORA_ID)``.
 """
 
