@@ -49,7 +49,7 @@ from typing import Any
 
 import numpy as np
 
-from radixcheck.properties.cache.contract import SlotAllocator
+from radixcheck.properties.cache.contract import SlotAllocator, second_pool_keywords
 from radixcheck.properties.growth import FLAG_EXPONENT, grows_too_fast, growth_exponent
 from radixcheck.properties.memory_limit import MemoryLimitExceeded, MemoryWatch, memory_limit, resident_bytes
 from radixcheck.properties.target import BudgetSpent, OperationTimeout, Target, guarded, op_timeout, time_budget
@@ -230,7 +230,8 @@ class _Tree:
         # own free pool (vLLM) then has no idle blocks to hand out first.
         headroom = 4 * BATCH_CALLS * self.leaf if shape == "wide" else (n + 1 + 4 * BATCH_CALLS) * page_size
         self.allocator = SlotAllocator(cached + headroom + 64 * page_size)
-        self.cache = guarded("factory(allocator, page_size)", target.factory, self.allocator, page_size)
+        second = second_pool_keywords(target.capabilities)  # a hybrid cache's second pool (its inserts here bring no values)
+        self.cache = guarded("factory(allocator, page_size)", target.factory, self.allocator, page_size, **second)
         self.leaves: list[list[int]] = []
         if shape == "wide":
             self.prefix = tokens(self.leaf)

@@ -232,11 +232,16 @@ goes to that pool's allocator only.
     Frees (tombstones) unpinned states, their KV staying cached, until ``num_states`` are freed or
     none is left (a cache may evict a whole unlocked leaf instead). Returns the states freed.
 
-With ``lifecycle`` declared, a request also holds its second-pool values (``Request.window``: the
-window slot per filled token, ``-1`` where freed; ``Request.state``) and each step frees them as it
-frees its own KV: a publish and a finish free the window slots the tree did not take, a retract, an
-abort or a skipped insert every window slot of its own; the suite frees the request's own window
-slots that slid out of its window (whole pages) between steps, as SGLang's scheduler does.
+With ``lifecycle="tree"`` and a sliding window, a request also holds its window values
+(``Request.window``: the window slot per filled token, ``-1`` where freed) and each step frees them
+as it frees its own KV: after a publish or a finish it frees its window duplicates where the tree
+holds a live value (and reads the tree's), keeps its own where the tree's is tombstoned, and the
+tree takes the rest; a retract, an abort or a skipped insert frees every window slot of its own;
+after each chunk it frees its own window slots of the whole pages that slid out of its window, as
+SGLang's scheduler does. A publish whose re-match would stop short of it (its last ``W`` tokens not
+all live in the tree after the insert) is deferred: the engine keeps computing. Not driven yet
+(refused by :class:`Capabilities`): ``lifecycle="requests"`` with a second pool, and a state pool
+with any lifecycle (``Request.state`` is there for it).
 Eviction policies
 -----------------
 ``eviction_policy`` says how ``evict`` orders its victims. ``"lru"`` (the default) is judged by the
@@ -501,6 +506,10 @@ class Capabilities:
                         "admission are never sent)")
         for kind in self.unsent_namespaces:
             gaps.append(f"tenant isolation of {NAMESPACE_KINDS[kind]} (unsent_namespaces: never sent)")
+        if self.second_pool is not None:
+            gaps.append("the production-scale machine and the DFS serving runs (a second pool: they drive one pool; the ordinary "
+                        "machine judges both pools)")
+            gaps.append("standalone repro files of second-pool findings (the failing program is the record)")
         if self.max_cached_pages is not None:
             gaps.append(f"worlds beyond {self.max_cached_pages} cached pages (max_cached_pages: the suite evicts first)")
         above = sorted(set(self.page_sizes) - set(self.page_sizes_tested()))

@@ -222,10 +222,11 @@ class WindowMachine(RadixCacheMachine):
                 said = "a slot the cache freed (a freed window value cached as live)" if whose is None else f"token {whose}'s"
                 raise SecondValueViolation(f"{what} returned window slot {slot} for token {i}: {said}; the cache holds "
                                            f"{self.windows.of_kv.get(got[i], NONE)} there", check)
-        if len(got) < len(expected) and any(not self.windows.live(kv) for kv in expected[: len(got) + self.page_size]):
-            dead = max(i for i, kv in enumerate(expected) if not self.windows.live(kv))
-            raise TombstoneViolation(f"{what} matched {len(got)} tokens; the tombstone at token {dead} hides nothing: the "
-                                     f"{len(expected) - dead - 1} tokens after it to {len(expected)} have live window values "
+        stop = expected[len(got) : len(got) + self.page_size]  # the page it stopped at
+        if len(got) < len(expected) and any(not self.windows.live(kv) for kv in stop):
+            dead = len(got) + next(i for i, kv in enumerate(stop) if not self.windows.live(kv))
+            raise TombstoneViolation(f"{what} matched {len(got)} tokens, stopping at the tombstone at token {dead}; it hides "
+                                     f"nothing: the last min(W, L) tokens of the {len(expected)} cached have live window values "
                                      f"(W = {self.window})", check)
         if len(got) != len(expected):
             raise WindowMatchViolation(f"{what} matched {len(got)} tokens; the longest cached prefix whose last min(W, L) tokens "

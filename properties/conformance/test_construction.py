@@ -7,8 +7,17 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from radixcheck.oracles.violations import BadInputViolation, RefcountViolation, SlotViolation
-from radixcheck.properties.cache.contract import SlotAllocator, second_pool_keywords
+from radixcheck.oracles.violations import BadInputViolation, RefcountViolation, SecondSlotViolation, SlotViolation
+from radixcheck.properties.cache.contract import SlidingWindow, SlotAllocator, StatePool, second_pool_keywords
+
+
+def _second_values(capabilities, second: dict, length: int) -> dict:  # noqa: ANN001 - a Capabilities
+    """An insert's second-pool keyword: a live window slot per token, or the state after them."""
+    if isinstance(capabilities.second_pool, SlidingWindow):
+        return {"window": second["second_allocator"].alloc(length)}
+    if isinstance(capabilities.second_pool, StatePool):
+        return {"state": int(second["second_allocator"].alloc(1)[0])}
+    return {}
 
 
 @pytest.mark.parametrize("bad_page_size", [0, -1, 1.5, True, None], ids=repr)
@@ -27,14 +36,15 @@ def test_handle_from_another_cache_is_refused(target, page_size: int) -> None:
         pytest.skip(f"{target.spec} trusts its callers (capabilities.checks_locks=False): a foreign handle is never sent")
     mine, theirs = SlotAllocator(1024), SlotAllocator(1024)
     second = second_pool_keywords(target.capabilities)  # a hybrid cache: each has its own second pool
+    other_second = second_pool_keywords(target.capabilities)
     cache = target.factory(mine, page_size, **second)
-    other = target.factory(theirs, page_size, **second_pool_keywords(target.capabilities))
+    other = target.factory(theirs, page_size, **other_second)
     tokens = list(range(1, 2 * page_size + 1))
-    other.insert(tokens, theirs.alloc(len(tokens)))
+    other.insert(tokens, theirs.alloc(len(tokens)), **_second_values(target.capabilities, other_second, len(tokens)))
     foreign = other.match_prefix(tokens)[1]  # a hybrid match answers (values, handle, window or state)
     other.inc_lock_ref(foreign)  # so that unlocking it is legal in the cache it came from
     slots = mine.alloc(len(tokens))
-    cache.insert(tokens, slots.copy())
+    cache.insert(tokens, slots.copy(), **_second_values(target.capabilities, second, len(tokens)))
     before = (cache.total_size(), cache.protected_size(), set(mine.in_use))
     # A cache that locks only through a fresh match locks by the handle's tokens, in itself: only
     # its unlock can mistake another cache's node for its own (contract, "Adapting a match-and-lock API").
@@ -58,10 +68,11 @@ def test_reset_empties_the_cache(target, page_size: int) -> None:
     if not target.capabilities.supports_reset:
         pytest.skip(f"{target.spec} has no reset (capabilities.supports_reset=False): reset is never sent")
     allocator = SlotAllocator(1024)
-    cache = target.factory(allocator, page_size, **second_pool_keywords(target.capabilities))
+    second = second_pool_keywords(target.capabilities)
+    cache = target.factory(allocator, page_size, **second)
     for first in (1, 2):
         tokens = [first] + list(range(3, 3 * page_size + 2))
-        cache.insert(tokens, allocator.alloc(len(tokens)))
+        cache.insert(tokens, allocator.alloc(len(tokens)), **_second_values(target.capabilities, second, len(tokens)))
     handle = cache.match_prefix([1] + list(range(3, 3 * page_size + 2)))[1]
     cache.inc_lock_ref(handle)
     cache.reset()
@@ -70,5 +81,7 @@ def test_reset_empties_the_cache(target, page_size: int) -> None:
         raise SlotViolation(f"after reset(), total/evictable/protected sizes are {sizes}, not 0")
     if allocator.in_use:
         raise SlotViolation(f"reset() kept slots {sorted(allocator.in_use)[:8]}")
+    if second and second["second_allocator"].in_use:
+        raise SecondSlotViolation(f"reset() kept second-pool slots {sorted(second['second_allocator'].in_use)[:8]}")
     if len(cache.match_prefix([1, 3, 4])[0]):
         raise SlotViolation("after reset(), a prefix cached before still matches")
