@@ -140,17 +140,22 @@ ENGINES = [
             "PureSWA and Unified FULL+SWA run at page size 1 only (the server pairs PureSWA with an allocator that "
             "asserts it; paged SWA frees assume aligned runs of slot ids); FULL+MAMBA too (`MambaComponent` asserts it "
             "without the mamba extra buffer). PureSWA has one pool (its SWA slots are its only KV): the plain contract.",
-            "`*_window` rows: Unified FULL+SWA with the suite's window pool (`second_pool=SlidingWindow(window=4)`), judged "
+            "`*_window` rows: Unified FULL+SWA with the suite's window pool (`second_pool=SlidingWindow(window=4, "
+            "pins_whole_nodes=True)`: an SWA lock pins whole nodes up to the window, so `evict_window` stopping while "
+            "values the contract leaves unpinned are left is not judged), judged "
             "by the hybrid oracles (3s, 20-23): SGLang's own SWA allocator and FULL-to-SWA mapping, both sides forwarded to "
             "the suite's pools; inserts carry the window (`-1` = freed: SGLang's `swa_evicted_seqlen`), `evict_window` is "
             "`EvictParams(swa_num_tokens=n)`. `unified_swa_*_lru` (no `_window`): the same tree with the window hidden "
             "(a private window pool, never slid): the plain contract at production scale.",
-            "`unified_mamba_*` rows: Unified FULL+MAMBA with the suite's state pool (`second_pool=StatePool()`): a real "
+            "`unified_mamba_*` rows: Unified FULL+MAMBA with the suite's state pool (`second_pool=StatePool("
+            "stateless_inserts=False)`: SGLang caches KV only with the state after it, so no insert is sent without one): a real "
             "`HybridReqToTokenPool` whose `mamba_allocator` is the suite's pool; inserts carry the request's final state, "
             "a match ends at a saved state, `evict_states` is `EvictParams(mamba_num=n)`.",
             "Hybrid rows look past SGLang's #3 (`reports/waivers/sglang_hybrid.txt`) so the machine reaches the second-pool "
             "oracles. The production-scale test and the DFS scheduling tests drive one pool: a `*_window`/`mamba` row "
-            "skips them (its `unified_swa_*_lru` twin runs them at scale).",
+            "skips them (its `unified_swa_*_lru` twin runs them at scale). The strict Rust hybrid rows stop at #5/#6 "
+            "(an unmatched or foreign unlock poisons the core) before the hybrid rules, as `unified_rust_lru` does; their "
+            "`_lenient` twins are the judged rows.",
             "HiCache (needs `torch.cuda.cudart()`), LMCache, FlexKV, the NPU C128 and the MLX components do not "
             "construct on CPU: `findings/sglang_trees.md` gives each call and error.",
         ],
