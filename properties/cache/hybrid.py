@@ -50,7 +50,7 @@ from radixcheck.oracles.violations import (
     WindowMatchViolation,
     shown,
 )
-from radixcheck.properties.cache.contract import Request, SecondPoolAllocator, SlotAllocator
+from radixcheck.properties.cache.contract import SecondPoolAllocator, SlotAllocator
 from radixcheck.properties.cache.lifecycle import LifecycleMachine, RequestRecord
 from radixcheck.properties.cache.machine import (
     AMOUNTS,
@@ -495,67 +495,72 @@ class WindowLifecycleMachine(WindowMachine, LifecycleMachine):
     * an end (finish, retract, abort, skipped insert) frees every window slot the request still
       holds of its own.
 
-    Oracle 3s counts the window slots the running requests hold (``held_window``) beside the tree's."""
+    Oracle 3s counts the window slots the running requests hold (``held_window``) beside the tree's.
+    What a request holds of its own is kept by position (``own``: position -> slot), never inferred
+    from its row: the row also shows the tree's values, which a window eviction may free and the
+    pool hand back to the same request at another position."""
 
-    def _own_window(self, record: RequestRecord) -> list[int]:
-        return [int(w) for w in record.request.window[: record.request.filled] if w != NONE and int(w) in self.held_window]
+    @staticmethod
+    def _own(record: RequestRecord) -> dict[int, int]:
+        if not hasattr(record, "own_window"):
+            record.own_window = {}
+        return record.own_window
 
     def _second_admitted(self, record: RequestRecord) -> None:
         request = record.request
         request.window = np.asarray(self.windows.windows(record.row[: request.filled]), dtype=np.int64)
+        self._own(record)
 
     def _second_computed(self, record: RequestRecord, tokens: int) -> None:
-        request = record.request
+        request, own = record.request, self._own(record)
         fresh = self.second_allocator.alloc(tokens)
-        request.window = np.concatenate([request.window[: request.filled - tokens], fresh])
+        first = request.filled - tokens
+        request.window = np.concatenate([request.window[:first], fresh])
+        own.update(zip(range(first, request.filled), fresh.tolist(), strict=True))
         self.held_window.update(fresh.tolist())
         self._caller("compute_window", request, fresh.tolist())
         slid = self._slid(request.filled)
-        gone = [i for i in range(slid) if request.window[i] != NONE and int(request.window[i]) in self.held_window]
-        self._free_window(request, gone)
+        self._free_window(record, [i for i in own if i < slid])
 
-    def _free_window(self, request: Request, positions: list[int]) -> None:
+    def _free_window(self, record: RequestRecord, positions: list[int]) -> None:
         """The request frees its own window slots at ``positions``."""
-        slots = [int(request.window[i]) for i in positions]
+        own = self._own(record)
+        slots = [own.pop(i) for i in sorted(positions)]
         if slots:
             self.second_allocator.free(np.asarray(slots, dtype=np.int64))
             self._caller("free_window", slots)
             self.held_window.difference_update(slots)
-            request.window[positions] = NONE
+            record.request.window[sorted(positions)] = NONE
 
     def _can_publish(self, record: RequestRecord) -> bool:
-        request = record.request
+        request, own = record.request, self._own(record)
         aligned = request.filled // self.page_size * self.page_size
         cached = self.model.values_of(self.model.longest_cached(request.tokens[:aligned]))
         for i in range(max(0, aligned - self.window), aligned):
-            own = request.window[i] != NONE
-            if not (own if i >= len(cached) else self.windows.live(cached[i]) or (self.refills and own)):
+            if not (i in own if i >= len(cached) else self.windows.live(cached[i]) or (self.refills and i in own)):
                 return False
         return True
 
     def _second_keywords(self, record: RequestRecord) -> dict[str, Any]:
-        request = record.request
-        return {"window": request.window[: request.filled].copy()}
+        """The request's own window slots; ``-1`` where it has none of its own (slid, or the tree's)."""
+        own = self._own(record)
+        return {"window": np.asarray([own.get(i, NONE) for i in range(record.request.filled)], dtype=np.int64)}
 
     def _second_inserted(self, record: RequestRecord, prefix_len: int, aligned: int) -> None:
-        """After the request's insert: the tree took its live window values of the new tokens (and
+        """After the request's insert: the tree took its own window values of the new tokens (and
         the adopted ones); of its duplicates it frees those the tree holds live and reads the tree's."""
-        request = record.request
-        taken = {int(w) for w in request.window[prefix_len:aligned] if w != NONE}
-        taken |= {int(request.window[i]) for i in self.adopted}
-        self.held_window.difference_update(taken)
+        request, own = record.request, self._own(record)
+        for i in [*range(prefix_len, aligned), *self.adopted]:
+            if i in own:
+                self.held_window.discard(own.pop(i))
         cached = self.model.values_of(self.model.longest_cached(request.tokens[:aligned]))
-        duplicates = [i for i in range(record.protected, prefix_len)
-                      if request.window[i] != NONE and int(request.window[i]) in self.held_window and self.windows.live(cached[i])]
-        self._free_window(request, duplicates)
+        self._free_window(record, [i for i in own if record.protected <= i < prefix_len and self.windows.live(cached[i])])
         for i in range(aligned):
-            if self.windows.live(cached[i]):
-                request.window[i] = self.windows.of_kv[cached[i]]
+            if i not in own:
+                request.window[i] = self.windows.of_kv.get(cached[i], NONE)
 
     def _second_ended(self, record: RequestRecord) -> None:
-        request = record.request
-        self._free_window(request, [i for i in range(request.filled)
-                                    if request.window[i] != NONE and int(request.window[i]) in self.held_window])
+        self._free_window(record, list(self._own(record)))
 
     @act
     def _reset(self) -> None:
