@@ -43,7 +43,9 @@ Factories (each ``factory(allocator, page_size) -> cache`` with a ``capabilities
     ``UnifiedRadixCache`` with components FULL and SWA (``sliding_window_size=4``), Python or
     Rust tree core, with the suite's window pool: ``second_pool=SlidingWindow(window=4,
     pins_whole_nodes=True)`` (the hybrid contract: ``insert(..., window=)``, a match answers the
-    window, ``evict_window``). ``checks_locks=True`` like ``unified_*_lru`` (the unified tree
+    window, ``evict_window``) and ``lifecycle="tree"`` (requests published chunk by chunk under
+    their lock, retracted, aborted, their window sliding as they run: the tree calls a scheduler
+    makes). ``checks_locks=True`` like ``unified_*_lru`` (the unified tree
     refuses an unmatched unlock); ``_lenient`` declares False. ``page_sizes=(1,)`` (see below).
 ``unified_swa_{python,rust}_lru`` (+ ``_lenient``)
     The same tree with the window hidden: the adapter keeps a private window pool and gives
@@ -621,9 +623,9 @@ class SGLangUnifiedRadixCacheLoRA(_LoRAKeys, _sr.SGLangUnifiedRadixCache):
 # -- factories --------------------------------------------------------------------------
 
 
-def _caps(policy: str = "lru", checks_locks: bool = True, page_sizes=(1,), second_pool=None) -> Capabilities:
+def _caps(policy: str = "lru", checks_locks: bool = True, page_sizes=(1,), second_pool=None, lifecycle: str = "off") -> Capabilities:
     return Capabilities(eviction_policy=policy, supports_quarantine=False, page_sizes=page_sizes, checks_locks=checks_locks,
-                        second_pool=second_pool)
+                        second_pool=second_pool, lifecycle=lifecycle)
 
 
 def _make(name: str, cls: type, caps: Capabilities, **kwargs):
@@ -656,7 +658,8 @@ for _b in ("python", "rust"):
         # the suite's window pool: the hybrid contract (SlidingWindow)
         FACTORIES[f"unified_swa_{_b}_lru_window{_lenient}"] = _hybrid(
             f"unified_swa_{_b}_lru_window{_lenient}", SGLangUnifiedSWA,
-            _caps(checks_locks=_locks, second_pool=SlidingWindow(window=SLIDING_WINDOW, pins_whole_nodes=True)), backend=_b)
+            _caps(checks_locks=_locks, second_pool=SlidingWindow(window=SLIDING_WINDOW, pins_whole_nodes=True), lifecycle="tree"),
+            backend=_b)
         # the suite's state pool: the hybrid contract (StatePool)
         FACTORIES[f"unified_mamba_{_b}_lru{_lenient}"] = _hybrid(
             f"unified_mamba_{_b}_lru{_lenient}", SGLangUnifiedMamba,
