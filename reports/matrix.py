@@ -142,7 +142,7 @@ ENGINES = [
             "without the mamba extra buffer). PureSWA has one pool (its SWA slots are its only KV): the plain contract.",
             "`*_window` rows: Unified FULL+SWA with the suite's window pool (`second_pool=SlidingWindow(window=4, "
             "pins_whole_nodes=True)`: an SWA lock pins whole nodes up to the window, so `evict_window` stopping while "
-            "values the contract leaves unpinned are left is not judged), judged "
+            "values the contract leaves unpinned are left is not judged; `lifecycle=\"tree\"`: the hybrid lifecycle), judged "
             "by the hybrid oracles (3s, 20-23): SGLang's own SWA allocator and FULL-to-SWA mapping, both sides forwarded to "
             "the suite's pools; inserts carry the window (`-1` = freed: SGLang's `swa_evicted_seqlen`), `evict_window` is "
             "`EvictParams(swa_num_tokens=n)`. `unified_swa_*_lru` (no `_window`): the same tree with the window hidden "
