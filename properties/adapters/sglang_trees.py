@@ -39,13 +39,23 @@ Factories (each ``factory(allocator, page_size) -> cache`` with a ``capabilities
     ``checks_locks`` False / True as for ``radix_lru`` / ``radix_lru_strict``: it inherits
     ``RadixCache``'s locking. ``page_sizes=(1,)``: the server pairs it only with
     ``PureSWATokenToKVPoolAllocator``, which asserts ``page_size == 1``.
-``unified_swa_{python,rust}_lru`` (+ ``_lenient``)
+``unified_swa_{python,rust}_lru_window`` (+ ``_lenient``)
     ``UnifiedRadixCache`` with components FULL and SWA (``sliding_window_size=4``), Python or
-    Rust tree core. ``checks_locks=True`` like ``unified_*_lru`` (the unified tree refuses an
-    unmatched unlock); ``_lenient`` declares False. ``page_sizes=(1,)`` (see below).
+    Rust tree core, with the suite's window pool: ``second_pool=SlidingWindow(window=4,
+    pins_whole_nodes=True)`` (the hybrid contract: ``insert(..., window=)``, a match answers the
+    window, ``evict_window``) and ``lifecycle="tree"`` (requests published chunk by chunk under
+    their lock, retracted, aborted, their window sliding as they run: the tree calls a scheduler
+    makes). ``checks_locks=True`` like ``unified_*_lru`` (the unified tree
+    refuses an unmatched unlock); ``_lenient`` declares False. ``page_sizes=(1,)`` (see below).
+``unified_swa_{python,rust}_lru`` (+ ``_lenient``)
+    The same tree with the window hidden: the adapter keeps a private window pool and gives
+    every newly cached token a live window slot (the window never slides), so it is a one-pool
+    target of the plain contract, production-scale test included.
 ``unified_mamba_{python,rust}_lru`` (+ ``_lenient``)
-    ``UnifiedRadixCache`` with components FULL and MAMBA. ``page_sizes=(1,)``: SGLang's
-    ``MambaComponent`` asserts ``page_size == 1`` unless the mamba extra buffer is on.
+    ``UnifiedRadixCache`` with components FULL and MAMBA, with the suite's state pool:
+    ``second_pool=StatePool(stateless_inserts=False)`` (``insert(..., state=)``, a match answers
+    the state it ends at, ``evict_states``). ``page_sizes=(1,)``: SGLang's ``MambaComponent``
+    asserts ``page_size == 1`` unless the mamba extra buffer is on.
 ``radix_lru_lora``, ``unified_{python,rust}_lru_lora``
     The same trees as ``sglang_radix.radix_lru`` / ``unified_*_lru`` with every key in one
     LoRA namespace (``RadixKey(..., extra_key=LORA_ID)``), as ``Req`` builds keys for a
@@ -61,64 +71,56 @@ What the extra components mean for the contract
 The contract's values are the FULL (plain attention) KV slots: the suite's
 :class:`SlotAllocator` is the FULL pool, sizes are the FULL component's (``total_size()``
 returns ``(full, aux)``; the adapters report ``full``; ``evictable_size`` and
-``protected_size`` are the FULL component's in SGLang already).
+``protected_size`` are the FULL component's in SGLang already). The second pool is the
+suite's too (``second_allocator=``, the contract's "A second pool"):
 
 * **SWA** keeps, besides the FULL slots, a sliding-window KV slot ("SWA peer") per token,
   found through the allocator's ``full_to_swa_index_mapping``. A match is valid only where the
-  last ``sliding_window_size`` tokens still have SWA KV; SWA KV is dropped ("tombstoned")
-  only by an SWA eviction (``EvictParams.swa_num_tokens``) or an insert that says the request
-  already freed its out-of-window SWA (``swa_evicted_seqlen``). The contract sends neither
-  (``evict(n)`` is ``EvictParams(num_tokens=n)``; inserts say nothing was freed), so no node is
-  ever tombstoned and the longest-cached-prefix contract applies unchanged: the SWA component
-  must be invisible to it. What it adds that the suite does see: its own node splits (a new
-  leaf longer than one window is split at the window; locks pin only the window), its own
-  LRU (refreshed only within the window), and eviction freeing both halves.
-  Declared: nothing extra. The SWA slots are not the suite's and its oracles do not count
-  them; SGLang's own ``expect`` invariants on them are off unless ``SGLANG_INVARIANT_CHECK``
-  is set (the findings document an out-of-suite check of SWA slot conservation).
+  last ``sliding_window_size`` tokens still have SWA KV (``SWAComponent.create_match_validator``);
+  SWA KV is dropped ("tombstoned") by an SWA eviction (``evict_window(n)`` =
+  ``EvictParams(swa_num_tokens=n)``) or never given, for tokens the request already freed
+  (``window[i] == -1``, sent as ``InsertParams`` ``component_evicted_seqlens[SWA]``, SGLang's
+  ``swa_evicted_seqlen``: the ``-1`` s must come first among the new tokens, as a request frees
+  its window from its start). A lock pins whole nodes up to the window
+  (``pins_whole_nodes=True``). Inserts pass ``prev_prefix_len=len(key)`` (the caller keeps its
+  duplicates), so a tombstone is never revived by an insert: ``refills_tombstones=False``.
 * **Mamba** keeps one recurrent-state slot per *node that ends a cached request*; a prefix
   can be resumed only where a state exists, so ``match_prefix`` returns the longest cached
-  prefix *that ends at a mamba state*, not the longest cached prefix
-  (``MatchResult.full_kv_hit_length`` has the FULL-only length; the adapter does not use it:
-  the engine cannot resume from there). No ``Capabilities`` field expresses "matches end only
-  at insert boundaries", so the suite reports this design difference as a match failure; see
-  the findings (it is classified there as a design difference the kit cannot declare).
+  prefix *that ends at a mamba state* (``StatePool``). SGLang caches KV only with the state
+  after it (``commit_insert_component_data`` asserts ``mamba_value``): ``stateless_inserts=False``,
+  and ``insert(..., state=-1)`` is refused.
 
 Stand-ins and differences (each keeps SGLang's behaviour on the tree's code path)
 ---------------------------------------------------------------------------------
 * Everything ``sglang_radix.py`` lists (triton/torchvision stand-ins, ``RadixKey`` from
   ``array('q')``, ``torch.int64`` values, the forwarding FULL allocator, root sentinel,
-  ``reset`` freeing the tree's FULL slots first, ``prev_prefix_len=len(key)`` on unified
+  ``reset`` freeing the tree's slots first, ``prev_prefix_len=len(key)`` on unified
   inserts, receipts for unified unlocks).
 * ``_SWAPoolStub``: a ``BaseSWAKVPool`` with no KV buffers (the tree never reads or writes KV
   data; every buffer accessor raises). It holds the ``full_to_swa_index_mapping`` the
   allocator registers and translates through it, which is all the SWA allocator and component
   use it for.
 * SWA allocator: SGLang's own ``SWATokenToKVPoolAllocator`` (CPU, ``need_sort=False``) whose
-  ``full_attn_allocator`` is replaced by the forwarding allocator, so FULL frees reach the
-  suite's pool and SWA frees SGLang's real ``TokenToKVPoolAllocator``. Its mapping starts at
-  2**17 entries and the adapter grows it (same layout: trailing -1) when the suite hands out a
-  larger slot id; the suite's pool is 2**24 slots and a fixed mapping that size would cost
-  128 MB per cache.
-* SWA peers: the server's allocator gives every FULL slot an SWA peer when it hands it out;
-  the suite allocates from its own pool, so before each insert the adapter gives an SWA peer
-  (``swa_attn_allocator.alloc`` + ``set_full_to_swa_mapping``) to each slot id in ``values``
-  that the tree does not hold, and after the insert releases (``free_swa``) the peers of
-  those ids the tree did not take: the caller's duplicates, whose SWA half the scheduler
-  frees together with the FULL half. ``reset`` releases every SWA slot and mapping (the
-  server's ``flush_cache`` clears the whole allocator).
+  two sides are forwarding allocators: ``full_attn_allocator`` frees to the suite's KV pool,
+  ``swa_attn_allocator`` to the suite's window pool, SGLang's SWA id ``k`` being window slot
+  ``k - 1`` (SGLang reads 0 as "no SWA peer"; a free of 0 reaches the suite as -1 and is
+  refused, which is how a stale mapping shows). SGLang's tree and mapping see dense local FULL
+  ids (:class:`_DenseIds`): the mapping is a tensor indexed by FULL id, and over the suite's
+  2**24 ids it would cost 128 MB per cache. The adapter writes the new tokens' mapping before
+  each insert (the server's allocator pairs a FULL slot with its SWA peer when it hands it out);
+  the tree's own code clears it on every SWA free. ``reset`` frees the tree's FULL slots and its
+  live SWA peers (the mapped ones) to the suite, then clears the mapping.
 * Why SWA runs at page size 1 only: SGLang's paged SWA frees work on whole pages of FULL ids
   (``free_index[::page_size]`` stands for its page), which presumes the paged allocator's
   aligned runs of slot ids; the suite's slot ids are arbitrary, so at page size > 1 the SWA
   side would free other slots' peers because of the adapter, not the engine.
 * Mamba: a real ``HybridReqToTokenPool`` on CPU with a one-layer Mamba2 state of a few
-  elements per slot (``_MAMBA_SHAPE``) and room for ``_MAMBA_SLOTS`` states; global
-  ``ServerArgs(model_path="dummy")`` set with ``_mamba_cache_chunk_size = 64`` if none are set
-  (``MambaComponent`` reads them at construction; 64 is FLA's chunk size, what SGLang's own
-  unit-test fixture presets). Each insert brings one mamba state slot (the finishing request's
-  state, ``InsertParams.mamba_value``); when the tree does not adopt it (the node already has a
-  state, or nothing was inserted) the adapter frees it, as the scheduler's
-  ``cleanup_after_caching_req`` does. ``reset`` also clears the mamba slot allocator.
+  elements per slot (``_MAMBA_SHAPE``); global ``ServerArgs(model_path="dummy")`` set with
+  ``_mamba_cache_chunk_size = 64`` if none are set (``MambaComponent`` reads them at
+  construction; 64 is FLA's chunk size, what SGLang's own unit-test fixture presets). Its
+  ``mamba_allocator`` is :class:`_ForwardingStates`, the suite's state pool. Each insert brings
+  the finishing request's state (``InsertParams.mamba_value``); a state the tree does not adopt
+  is the caller's to free (the contract's caller, as the scheduler's ``cleanup_after_caching_req``).
 * LoRA: keys carry ``extra_key=LORA_ID``; the root test uses ``root_node_handle(LORA_ID)``.
 """
 
@@ -130,10 +132,12 @@ import sys
 from collections.abc import Callable, Sequence
 from typing import Any
 
+import numpy as np
+
 from radixcheck.properties.adapters import factory_lookup
 from radixcheck.properties.adapters import sglang_radix as _sr
-from radixcheck.properties.adapters.sglang_radix import _factory
-from radixcheck.properties.cache.contract import Capabilities, SlotAllocator
+from radixcheck.properties.adapters.sglang_radix import ROOT, _factory, _np
+from radixcheck.properties.cache.contract import Capabilities, SlidingWindow, SlotAllocator, StatePool
 
 PIP_REQUIREMENTS: list[str] = []
 """No packages beyond the audit environment's: every tree built here needs only sglang/torch."""
@@ -266,21 +270,118 @@ class _UnifiedWith(_sr.SGLangUnifiedRadixCache):
         return self.kv_allocator
 
 
+class _DenseIds:
+    """A bijection between the suite's slot ids (anywhere in its 2**24-slot pool) and dense local
+    ids ``1, 2, ...`` that SGLang's tree and its FULL-to-SWA mapping see. SGLang's mapping is a
+    tensor indexed by FULL id; over the suite's ids it would be 128 MB per cache, over local ids it
+    is as long as the slots in play. Local id 0 is never handed out (SGLang's padding slot)."""
+
+    def __init__(self) -> None:
+        self.to_local: dict[int, int] = {}
+        self.to_suite: list[int] = [-1]  # local 0: the padding slot, never a suite slot
+        self.spare: list[int] = []
+
+    def local(self, suite_ids: Sequence[int]) -> tuple[list[int], list[int]]:
+        """The local ids of ``suite_ids`` (assigned where new), and the positions assigned now."""
+        out, fresh = [], []
+        for i, s in enumerate(suite_ids):
+            loc = self.to_local.get(s)
+            if loc is None:
+                loc = self.spare.pop() if self.spare else len(self.to_suite)
+                if loc == len(self.to_suite):
+                    self.to_suite.append(s)
+                else:
+                    self.to_suite[loc] = s
+                self.to_local[s] = loc
+                fresh.append(i)
+            out.append(loc)
+        return out, fresh
+
+    def suite(self, local_ids: Sequence[int]) -> list[int]:
+        return [self.to_suite[loc] for loc in local_ids]
+
+    def release(self, local_ids: Sequence[int]) -> list[int]:
+        """Forget ``local_ids`` (their slots go back to the suite); returns their suite ids. A local
+        id freed twice, or one never assigned, reads as suite id -1 (the suite's allocator refuses it)."""
+        out = []
+        for loc in local_ids:
+            s = self.to_suite[loc] if 0 < loc < len(self.to_suite) else -1
+            if s >= 0 and self.to_local.get(s) == loc:
+                del self.to_local[s]
+                self.to_suite[loc] = -1
+                self.spare.append(loc)
+            out.append(s)
+        return out
+
+    def clear(self) -> None:
+        self.__init__()
+
+
+def _flat(index) -> list[int]:
+    if hasattr(index, "numpy"):
+        index = index.detach().cpu().numpy()
+    return np.asarray(index, dtype=np.int64).reshape(-1).tolist()
+
+
 class SGLangUnifiedSWA(_UnifiedWith):
-    """``UnifiedRadixCache`` with FULL + SWA over SGLang's SWA allocator (FULL side forwarded)."""
+    """``UnifiedRadixCache`` with FULL + SWA over SGLang's own ``SWATokenToKVPoolAllocator``, both of
+    whose sides forward to the suite: FULL slots to ``allocator`` (through :class:`_DenseIds`), SWA
+    slots to ``second_allocator`` (SGLang's SWA id = the suite's window slot + 1, so that 0 stays
+    SGLang's "no SWA peer"). Given ``second_allocator``, it is a hybrid target
+    (``SlidingWindow``: ``insert(..., window=)``, a match answers the window, ``evict_window``);
+    without it (``hidden=True``) the adapter keeps a private window pool and gives every newly
+    cached token a live window slot (the window never slides: the plain contract)."""
 
     components = ("SWA",)
 
-    def __init__(self, allocator: SlotAllocator, page_size: int, eviction_policy: str = "lru", backend: str = "python"):
+    def __init__(self, allocator: SlotAllocator, page_size: int, eviction_policy: str = "lru", backend: str = "python",
+                 second_allocator: SlotAllocator | None = None):
         _page_one(page_size, "UnifiedRadixCache FULL+SWA")
+        self.hidden = second_allocator is None
+        self.second = SlotAllocator(1 << 24, seed=1, churned=False) if self.hidden else second_allocator
+        self.ids = _DenseIds()
         super().__init__(allocator, page_size, eviction_policy, backend)
 
     def _kv_allocator(self):
         tx = _load()
+        torch = tx.torch
+        ids, suite, second = self.ids, self.allocator, self.second
+
+        class _Full(self.sg.ForwardingAllocator):
+            """FULL side: local ids back to the suite's slots."""
+
+            def free(self, free_index) -> None:
+                if self.free_group is not None:
+                    self.free_group.append(free_index)
+                    return
+                gone = ids.release(_flat(free_index))
+                if gone:
+                    suite.free(np.asarray(gone, dtype=np.int64))
+
+        class _Window(self.sg.ForwardingAllocator):
+            """SWA side: SGLang's SWA id ``k`` is the suite's window slot ``k - 1``."""
+
+            def free(self, free_index) -> None:
+                if self.free_group is not None:
+                    self.free_group.append(free_index)
+                    return
+                gone = [k - 1 for k in _flat(free_index)]
+                if gone:
+                    second.free(np.asarray(gone, dtype=np.int64))
+
+            free_page_ids = free  # page size 1: a page id is a slot id
+
+            def alloc(self, need_size: int):
+                return torch.from_numpy(second.alloc(need_size) + 1)
+
+            def available_size(self) -> int:
+                return second.available()
+
         swa = tx.SWATokenToKVPoolAllocator(
-            _SWA_MAPPING0, _SWA_MAPPING0, self.page_size, tx.torch.int64, "cpu", tx.SWAPoolStub(), False
+            _SWA_MAPPING0, _SWA_MAPPING0, self.page_size, torch.int64, "cpu", tx.SWAPoolStub(), False
         )
-        swa.full_attn_allocator = self.kv_allocator  # FULL slots are the suite's
+        swa.full_attn_allocator = _Full(suite, self.page_size)
+        swa.swa_attn_allocator = _Window(second, self.page_size)
         self.swa = swa
         return swa
 
@@ -295,46 +396,135 @@ class SGLangUnifiedSWA(_UnifiedWith):
         self.swa.full_to_swa_index_mapping = grown
         self.swa.get_kvcache().register_mapping(grown)
 
-    def _held(self) -> set[int]:
-        # The tree walked with a stack: all_values_flatten recurses (sglang_findings.md #8). O(tree)
-        # per insert, which the production-scale test pays for (this tree only).
-        return set(self._tree_values().tolist()) if self.total_size() else set()
+    def _window(self, window, n: int) -> list[int]:
+        if window is None:
+            return [-1] * n
+        arr = np.asarray(window)
+        if arr.ndim != 1 or (arr.size and not np.issubdtype(arr.dtype, np.integer)):
+            raise TypeError(f"window must be a 1-D integer array, got {arr.dtype}{arr.shape}")
+        if len(arr) != n:
+            raise ValueError(f"window has {len(arr)} slots for {n} tokens")
+        if n and int(arr.min()) < -1:
+            raise ValueError(f"window holds slot id {int(arr.min())} (only ids >= 0, or -1 for none)")
+        return arr.astype(np.int64).tolist()
 
-    def insert(self, tokens: Sequence[int], values) -> int:
+    def insert(self, tokens: Sequence[int], values, window=None) -> int:
         key = self._key(tokens)
-        value = self._value(values, len(key))
+        n = len(key)
+        suite_ids = _np(self._value(values, n)).tolist()
+        if self.hidden:
+            if window is not None:
+                raise TypeError("this factory hides the window pool: insert takes no window=")
+        w = self._window(window, n)
+        cached = int(self.cache.tree_core.match_full_device_prefix(key)[0])  # read-only: no split, no recency
+        new = w[cached:]
+        if self.hidden:
+            new = (self.second.alloc(n - cached)).tolist()
+        dead = max((i + 1 for i, k in enumerate(new) if k < 0), default=0)  # SGLang's swa_evicted_seqlen, from `cached`
+        if any(k >= 0 for k in new[:dead]):
+            raise ValueError("window: a newly cached token without a window value after one with a value (the request "
+                             "frees its window from its start: -1s first)")
+        local, fresh = self.ids.local(suite_ids)
         torch = self.tx.torch
-        callers = [i for i in dict.fromkeys(value.tolist()) if i not in self._held()]
-        if callers:
-            self._grow_mapping(max(callers))
-            ids = torch.tensor(callers, dtype=torch.int64)
-            unpaired = ids[self.swa.full_to_swa_index_mapping[ids] == 0]
-            if len(unpaired):
-                peers = self.swa.swa_attn_allocator.alloc(len(unpaired))
-                if peers is None:
-                    raise MemoryError("radixcheck adapter: SWA peer pool exhausted")
-                self.swa.set_full_to_swa_mapping(unpaired, peers)
-        result = self.cache.insert(self._insert_params(key, value, 0))
-        if callers:
-            held = self._held()
-            left = [i for i in callers if i not in held]
-            if left:  # the caller's duplicates: the scheduler frees their SWA half with them
-                self.swa.free_swa(torch.tensor(left, dtype=torch.int64))
+        self._grow_mapping(max(local, default=0))
+        if len(new) > dead:  # the new tokens' SWA peers, as the server's allocator pairs them when it hands them out
+            self.swa.set_full_to_swa_mapping(torch.tensor(local[cached + dead:], dtype=torch.int64),
+                                             torch.tensor(new[dead:], dtype=torch.int64) + 1)
+        params = self.sg.InsertParams(key=key, value=torch.tensor(local, dtype=torch.int64), prev_prefix_len=n)
+        params.set_evicted_seqlen(self.sg.ComponentType.SWA, cached + dead if dead else 0)
+        try:
+            result = self.cache.insert(params)
+        finally:
+            mine = [local[i] for i in fresh if i < cached]  # the caller's duplicates: not the tree's, forget them
+            self.ids.release(mine)
         return int(result.prefix_len)
 
+    def match_prefix(self, tokens: Sequence[int]):
+        result = self.cache.match_prefix(self.sg.MatchPrefixParams(key=self._key(tokens)))
+        node = result.last_device_node
+        local = _flat(self.cache.path_device_indices(node))
+        if len(local) != result.device_prefix_len:
+            raise AssertionError(f"SGLang reported a {result.device_prefix_len}-token match but its path holds {len(local)} slots")
+        values = np.asarray(self.ids.suite(local), dtype=np.int64)
+        handle = ROOT if self._is_root(node) else node
+        if self.hidden:
+            return values, handle
+        window: list[int] = []
+        if handle is not ROOT:
+            for info in self.cache.tree_core.collect_path_info([node])[0]:
+                swa = self.cache.tree_core.get_component_device_value(info.node_id, self.sg.ComponentType.SWA)
+                span = info.path_end - info.path_start
+                window += [-1] * span if swa is None else [k - 1 for k in _flat(swa)]
+        if len(window) != len(values):
+            raise AssertionError(f"SGLang's path holds {len(values)} FULL slots but {len(window)} SWA entries")
+        return values, handle, np.asarray(window, dtype=np.int64)
+
+    def evict_window(self, num_tokens: int) -> int:
+        if isinstance(num_tokens, bool) or not isinstance(num_tokens, (int, np.integer)):
+            raise TypeError(f"num_tokens must be an int, got {num_tokens!r}")
+        if num_tokens < 0:
+            raise ValueError(f"num_tokens must be >= 0, got {num_tokens}")
+        result = self.cache.evict(self.sg.EvictParams(swa_num_tokens=int(num_tokens)))
+        return int(result.swa_num_tokens_evicted)
+
+    def _tree_locals(self) -> list[int]:
+        return _flat(super()._tree_values()) if self.total_size() else []
+
     def reset(self) -> None:
-        super().reset()
-        self.swa.swa_attn_allocator.clear()
+        """Free the tree's FULL slots and its live SWA ones (a FULL slot whose mapping is non-zero:
+        tombstoning clears it), then SGLang's reset; the server's flush clears the whole allocator."""
+        held = self._tree_locals()
+        if held:
+            mapping = self.swa.full_to_swa_index_mapping
+            peers = [k - 1 for k in _flat(mapping[self.tx.torch.tensor(held, dtype=self.tx.torch.int64)]) if k > 0]
+            self.allocator.free(np.asarray(self.ids.suite(held), dtype=np.int64))
+            if peers:
+                self.second.free(np.asarray(peers, dtype=np.int64))
+        self.cache.reset()
+        self._receipts.clear()
         self.swa.full_to_swa_index_mapping[:-1].fill_(0)
+        self.ids.clear()
+
+
+class _ForwardingStates:
+    """``HybridReqToTokenPool.mamba_allocator`` stand-in: the state slots are the suite's second
+    pool's. Only what the tree calls on its own is offered (``free``; ``alloc`` for a
+    copy-on-write match, which the contract never asks for)."""
+
+    def __init__(self, second: SlotAllocator) -> None:
+        self.second = second
+        self.size = second.pool_size
+
+    def available_size(self) -> int:
+        return self.second.available()
+
+    schedulable_available_size = available_size  # MambaSlotAllocator's planner view: the same for a static pool
+
+    def alloc(self, need_size: int):
+        return _load().torch.from_numpy(self.second.alloc(need_size))
+
+    def free(self, free_index) -> None:
+        slots = _flat(free_index)
+        if slots:
+            self.second.free(np.asarray(slots, dtype=np.int64))
+
+    def clear(self) -> None:  # the suite owns the pool
+        pass
 
 
 class SGLangUnifiedMamba(_UnifiedWith):
-    """``UnifiedRadixCache`` with FULL + MAMBA over a real CPU ``HybridReqToTokenPool``."""
+    """``UnifiedRadixCache`` with FULL + MAMBA over a real CPU ``HybridReqToTokenPool`` whose
+    ``mamba_allocator`` is the suite's state pool (``StatePool``: ``insert(..., state=)``, a match
+    answers the state it ends at, ``evict_states``)."""
 
     components = ("MAMBA",)
 
-    def __init__(self, allocator: SlotAllocator, page_size: int, eviction_policy: str = "lru", backend: str = "python"):
+    def __init__(self, allocator: SlotAllocator, page_size: int, eviction_policy: str = "lru", backend: str = "python",
+                 second_allocator: SlotAllocator | None = None):
         _page_one(page_size, "UnifiedRadixCache FULL+MAMBA")
+        if second_allocator is None:
+            raise TypeError("UnifiedRadixCache FULL+MAMBA needs second_allocator= (the state pool)")
+        self.second = second_allocator
         super().__init__(allocator, page_size, eviction_policy, backend)
 
     def _req_to_token_pool(self):
@@ -359,29 +549,56 @@ class SGLangUnifiedMamba(_UnifiedWith):
             mamba_layer_ids=[0],
             enable_mamba_extra_buffer=False,
         )
+        self.pool.mamba_allocator = _ForwardingStates(self.second)
         return self.pool
 
-    def insert(self, tokens: Sequence[int], values) -> int:
+    def insert(self, tokens: Sequence[int], values, state: int = -1) -> int:
         key = self._key(tokens)
         value = self._value(values, len(key))
-        state = self.pool.mamba_allocator.alloc(1)
-        if state is None:
-            raise MemoryError("radixcheck adapter: mamba state pool exhausted")
-        params = self.sg.InsertParams(key=key, value=value, prev_prefix_len=len(key), mamba_value=state)
-        try:
-            result = self.cache.insert(params)
-        except BaseException:
-            self.pool.mamba_allocator.free(state)
-            raise
-        node = result.last_device_node
-        kept = self.cache.tree_core.get_component_device_value(node, self.sg.ComponentType.MAMBA) if node is not None else None
-        if kept is None or int(kept.reshape(-1)[0]) != int(state[0]):
-            self.pool.mamba_allocator.free(state)  # not adopted: the request's cleanup frees it
-        return int(result.prefix_len)
+        if isinstance(state, bool) or not isinstance(state, (int, np.integer)) or state < -1:
+            raise TypeError(f"state must be a slot id or -1, got {state!r}")
+        if state < 0:  # SGLang's insert asserts a mamba value: a request end always has a state
+            raise ValueError("UnifiedRadixCache FULL+MAMBA caches a request only with its state (state=-1 given)")
+        torch = self.tx.torch
+        params = self.sg.InsertParams(key=key, value=value, prev_prefix_len=len(key),
+                                      mamba_value=torch.tensor([int(state)], dtype=torch.int64))
+        return int(self.cache.insert(params).prefix_len)
+
+    def match_prefix(self, tokens: Sequence[int]):
+        values, handle = super().match_prefix(tokens)
+        if handle is ROOT:
+            return values, handle, -1
+        kept = self.cache.tree_core.get_component_device_value(handle, self.sg.ComponentType.MAMBA)
+        return values, handle, (-1 if kept is None else int(_flat(kept)[0]))
+
+    def evict_states(self, num_states: int) -> int:
+        if isinstance(num_states, bool) or not isinstance(num_states, (int, np.integer)):
+            raise TypeError(f"num_states must be an int, got {num_states!r}")
+        if num_states < 0:
+            raise ValueError(f"num_states must be >= 0, got {num_states}")
+        result = self.cache.evict(self.sg.EvictParams(mamba_num=int(num_states)))
+        return int(result.mamba_num_evicted)
 
     def reset(self) -> None:
+        """Free the tree's FULL slots and its states, then SGLang's reset."""
+        states = (_flat(self.cache.tree_core.all_mamba_values_flatten()) if self.backend == "rust"
+                  else _flat(self._component_values(self.sg.ComponentType.MAMBA)))
         super().reset()
-        self.pool.mamba_allocator.clear()
+        if states:
+            self.second.free(np.asarray(states, dtype=np.int64))
+
+    def _component_values(self, ct) -> np.ndarray:
+        """Every value of component ``ct`` in the Python tree, walked with a stack (SGLang's own
+        walk recurses once per node: finding #8)."""
+        values, stack = [], list(self._children(self._root()))
+        while stack:
+            node = stack.pop()
+            value = node.component_data[ct].value
+            if value is not None and len(value):
+                values.append(_np(value))
+            stack.extend(self._children(node))
+        return np.concatenate(values) if values else np.empty(0, np.int64)
+
 
 
 # -- LoRA namespaces ------------------------------------------------------------------------
@@ -406,13 +623,25 @@ class SGLangUnifiedRadixCacheLoRA(_LoRAKeys, _sr.SGLangUnifiedRadixCache):
 # -- factories --------------------------------------------------------------------------
 
 
-def _caps(policy: str = "lru", checks_locks: bool = True, page_sizes=(1,), max_cached_pages: int | None = None) -> Capabilities:
+def _caps(policy: str = "lru", checks_locks: bool = True, page_sizes=(1,), second_pool=None, lifecycle: str = "off") -> Capabilities:
     return Capabilities(eviction_policy=policy, supports_quarantine=False, page_sizes=page_sizes, checks_locks=checks_locks,
-                        max_cached_pages=max_cached_pages)
+                        second_pool=second_pool, lifecycle=lifecycle)
 
 
 def _make(name: str, cls: type, caps: Capabilities, **kwargs):
     return _factory(name, lambda a, p: cls(a, p, **kwargs), caps)
+
+
+def _hybrid(name: str, cls: type, caps: Capabilities, **kwargs):
+    """A factory that takes the suite's second pool (``second_allocator=``, the contract's hybrid form)."""
+
+    def factory(allocator: SlotAllocator, page_size: int, second_allocator: SlotAllocator | None = None):
+        return cls(allocator, page_size, second_allocator=second_allocator, **kwargs)
+
+    factory.__name__ = factory.__qualname__ = name
+    factory.capabilities = caps  # type: ignore[attr-defined]
+    factory.__doc__ = f"radixcheck target {name}: {caps}"
+    return factory
 
 
 FACTORIES: dict[str, Callable] = {
@@ -421,16 +650,24 @@ FACTORIES: dict[str, Callable] = {
     "radix_lru_lora": _make("radix_lru_lora", SGLangRadixCacheLoRA, _caps(checks_locks=False, page_sizes=_sr.PAGE_SIZES)),
 }
 for _b in ("python", "rust"):
-    for _kind, _cls in (("swa", SGLangUnifiedSWA), ("mamba", SGLangUnifiedMamba)):
-        _pool = _SWA_MAPPING0 // 2 if _kind == "swa" else None  # the SWA peers' pool is fixed: half of it, for requests in flight
-        FACTORIES[f"unified_{_kind}_{_b}_lru"] = _make(f"unified_{_kind}_{_b}_lru", _cls, _caps(max_cached_pages=_pool), backend=_b)
-        FACTORIES[f"unified_{_kind}_{_b}_lru_lenient"] = _make(
-            f"unified_{_kind}_{_b}_lru_lenient", _cls, _caps(checks_locks=False, max_cached_pages=_pool), backend=_b
-        )
+    for _lenient in ("", "_lenient"):
+        _locks = not _lenient
+        # the window hidden (a private window pool, never slid): the plain contract, production scale included
+        FACTORIES[f"unified_swa_{_b}_lru{_lenient}"] = _make(f"unified_swa_{_b}_lru{_lenient}", SGLangUnifiedSWA,
+                                                             _caps(checks_locks=_locks), backend=_b)
+        # the suite's window pool: the hybrid contract (SlidingWindow)
+        FACTORIES[f"unified_swa_{_b}_lru_window{_lenient}"] = _hybrid(
+            f"unified_swa_{_b}_lru_window{_lenient}", SGLangUnifiedSWA,
+            _caps(checks_locks=_locks, second_pool=SlidingWindow(window=SLIDING_WINDOW, pins_whole_nodes=True), lifecycle="tree"),
+            backend=_b)
+        # the suite's state pool: the hybrid contract (StatePool)
+        FACTORIES[f"unified_mamba_{_b}_lru{_lenient}"] = _hybrid(
+            f"unified_mamba_{_b}_lru{_lenient}", SGLangUnifiedMamba,
+            _caps(checks_locks=_locks, second_pool=StatePool(stateless_inserts=False)), backend=_b)
     FACTORIES[f"unified_{_b}_lru_lora"] = _make(
         f"unified_{_b}_lru_lora", SGLangUnifiedRadixCacheLoRA, _caps(page_sizes=_sr.PAGE_SIZES), backend=_b
     )
-del _b, _kind, _cls, _pool
+del _b, _lenient, _locks
 
 
 __getattr__ = factory_lookup(__name__, FACTORIES)  # `module:<factory>` names a factory (PEP 562)

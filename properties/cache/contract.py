@@ -367,24 +367,38 @@ MAX_PAGE_SIZE_TESTED = 64
 class SlidingWindow:
     """A sliding-window second pool (see "A second pool" above): ``window`` tokens of window KV
     a match must find live at its end; ``refills_tombstones``: an insert takes the caller's live
-    window values where the cached ones were tombstoned. (``refills_tombstones=True`` is modelled
-    by the machine but not yet validated by a correct cache: a first refilling variant disagreed
-    with it at page size 4, cause not yet found; treat its findings with care.)"""
+    window values where the cached ones were tombstoned (modelled by the machine but not yet
+    validated by a correct cache: a first refilling variant disagreed with it at page size 4,
+    cause not yet found; treat its findings with care); ``pins_whole_nodes``: a lock pins the
+    window values of whole tree nodes, from the handle's up to the one that completes ``window``
+    tokens (SGLang's ``SWAComponent.acquire_component_lock``), a superset of the pages of the last
+    ``window`` tokens, so ``evict_window`` may stop while values the contract leaves unpinned are
+    left (that stop is not judged; freeing a value the contract pins still is)."""
 
     window: int
     refills_tombstones: bool = False
+    pins_whole_nodes: bool = False
 
     def __post_init__(self) -> None:
         if isinstance(self.window, bool) or not isinstance(self.window, int) or self.window < 1:
             raise ValueError(f"SlidingWindow.window must be a positive int, got {self.window!r}")
-        if not isinstance(self.refills_tombstones, bool):
-            raise TypeError(f"SlidingWindow.refills_tombstones must be a bool, got {self.refills_tombstones!r}")
+        for flag in ("refills_tombstones", "pins_whole_nodes"):
+            if not isinstance(getattr(self, flag), bool):
+                raise TypeError(f"SlidingWindow.{flag} must be a bool, got {getattr(self, flag)!r}")
 
 
 @dataclass(frozen=True)
 class StatePool:
     """A per-prefix state second pool (see "A second pool" above): one state slot per cached
-    request end (a Mamba checkpoint)."""
+    request end (a Mamba checkpoint). ``stateless_inserts=False``: the cache caches KV only with
+    the state after it (SGLang's ``MambaComponent`` asserts a state on every insert; the scheduler
+    always brings one), so the suite never inserts with ``state=-1``."""
+
+    stateless_inserts: bool = True
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.stateless_inserts, bool):
+            raise TypeError(f"StatePool.stateless_inserts must be a bool, got {self.stateless_inserts!r}")
 
 
 SECOND_POOL_METHODS = {SlidingWindow: ("evict_window",), StatePool: ("evict_states",)}

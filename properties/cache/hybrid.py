@@ -61,10 +61,12 @@ from radixcheck.properties.cache.machine import (
     HandleRecord,
     Length,
     RadixCacheMachine,
+    SentCall,
     Span,
     _as_int,
     _as_slot_array,
     _scribble,
+    _snapshot,
     namespace_key,
 )
 from radixcheck.properties.findings.transcript import act
@@ -89,7 +91,26 @@ class WindowMachine(RadixCacheMachine):
 
     def _build(self, allocator: SlotAllocator) -> Any:
         second = self.second_allocator if allocator is self.allocator else SecondPoolAllocator(POOL_SIZE)
+        if allocator is not self.allocator:
+            self._other_second = second
         return guarded("factory", type(self).factory, allocator, self.page_size, second_allocator=second)
+
+    def _other_call(self, other: Any, name: str, *args: Any) -> Any:
+        """The other cache of ``_refuse_foreign`` caches its sequence with a live window, so that its
+        match ends at a real node (without one it would match nothing and hand over the root)."""
+        if name != "insert":
+            return super()._other_call(other, name, *args)
+        self.calls_sent += 1
+        if isinstance(self.windows, StateModel):  # a state pool: the state after the sequence
+            second = {"state": int(self._other_second.alloc(1)[0])}
+        else:
+            second = {"window": self._other_second.alloc(len(args[0]))}
+        sent = SentCall(self.calls_sent, name, tuple(_snapshot(a) for a in args), target="other",
+                        kwargs={k: _snapshot(v) for k, v in second.items()})
+        if self.acting is not None:
+            self.acting.calls.append(sent)
+        sent.result = _snapshot(result := guarded(name, other.insert, *args, **second))
+        return result
 
     def _mark2(self) -> int:
         return len(self.second_allocator.freed_log)
@@ -229,17 +250,23 @@ class WindowMachine(RadixCacheMachine):
     def _release(self, record: HandleRecord) -> None:
         mark, mark2 = self._mark(), self._mark2()
         span = self._span(record)
-        super()._release(record)
-        self.windows.unpin(span)
-        check_second_frees(self._freed2_since(mark2), self.windows.drop_with_kv(self._freed_since(mark)), "dec_lock_ref")
+        try:
+            super()._release(record)
+        finally:  # a waived plain finding must not leave the window model behind the cache
+            self.windows.unpin(span)
+            dropped = self.windows.drop_with_kv(self._freed_since(mark))
+        check_second_frees(self._freed2_since(mark2), dropped, "dec_lock_ref")
 
     # ---- evictions ---------------------------------------------------------------------------------
 
     @act
     def _evict(self, num_tokens: int) -> None:
         mark, mark2 = self._mark(), self._mark2()
-        super()._evict(num_tokens)
-        check_second_frees(self._freed2_since(mark2), self.windows.drop_with_kv(self._freed_since(mark)), f"evict({num_tokens})")
+        try:
+            super()._evict(num_tokens)
+        finally:  # a waived plain finding (an LRU order) must not leave the window model behind the cache
+            dropped = self.windows.drop_with_kv(self._freed_since(mark))
+        check_second_frees(self._freed2_since(mark2), dropped, f"evict({num_tokens})")
 
     def _judge_evict(self, num_tokens: int, evicted: int, calls: list[list[int]]) -> None:
         self._no_pinned_page([slot for call in calls for slot in call], f"evict({num_tokens})")
@@ -275,7 +302,9 @@ class WindowMachine(RadixCacheMachine):
             check_second_frees(window, with_kv | set(window), what)
         self.windows.tombstone([w for w in window if w not in with_kv], what)
         self.windows.drop_with_kv(kv)
-        if freed < num_tokens and self.windows.unpinned and not self.model.detached:  # (a quarantined page's value may stay)
+        whole_nodes = getattr(self.capabilities.second_pool, "pins_whole_nodes", False)  # its stop is not judged
+        # (a quarantined page's value may stay)
+        if freed < num_tokens and self.windows.unpinned and not self.model.detached and not whole_nodes:
             raise EvictionAmountViolation(f"{what} freed {freed} window slots and stopped while {self.windows.unpinned} live window "
                                           "values no lock pins were left", Check("result >= num_tokens or nothing unpinned left", "result"))
 
@@ -385,7 +414,10 @@ class StateMachine(WindowMachine):
         return prefix_len
 
     def _brought_state(self, slid: bool) -> int:
-        return NONE if slid else int(self.second_allocator.alloc(1)[0])
+        """A slid request brings no state, unless the cache caches KV only with a state (``stateless_inserts=False``)."""
+        if slid and self.capabilities.second_pool.stateless_inserts:
+            return NONE
+        return int(self.second_allocator.alloc(1)[0])
 
     def _free_state_unless_taken(self, state: int) -> None:
         if state != NONE and not self.state_taken:
