@@ -16,8 +16,12 @@ for the run only, with a few lines of our own that behave as the code did before
     ``UnifiedTreeCore._is_host_leaf`` (Python tree core) lets host eviction take a host-only node
     only when it has no children. Pre-fix: any unlocked host-only node qualifies, so host eviction
     detaches internal nodes and orphans their subtree. The Rust core is compiled: not patched.
+    SGLang's own tree check (``_remove_leaf_from_parent``: ``assert v == node``) stops that
+    ``evict_host`` before its host frees are drained, so oracle 16 sees them only with Python's
+    assertions off (``python -O``, which the suite does not need: it raises, it does not assert).
 
     .audit-venv/bin/python -m radixcheck.reports.sglang_hicache_prefix --pre-fix chain-gap --streams 3
+    .audit-venv/bin/python -O -m radixcheck.reports.sglang_hicache_prefix --pre-fix host-orphan --streams 3
     .audit-venv/bin/python -m radixcheck.reports.sglang_hicache_prefix --pre-fix none --streams 3   # unpatched
 
 Runs ``--streams`` derandomized streams of the tier machine (``mutation`` profile, named
@@ -29,8 +33,10 @@ the expected oracle (``none``: when every stream passed), 1 otherwise.
 
 from __future__ import annotations
 
+import os
 import sys
 import time
+import traceback
 from collections import Counter
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
@@ -95,7 +101,11 @@ def stream(job: tuple[str, str, str, int]) -> str | None:
         run_machine(tier_machine_for(sglang_hicache.FACTORIES[factory], 1, policy, f"stream{k}_{factory}_{policy}"),
                     profiles.SETTINGS["mutation"])
     except Exception as exc:  # noqa: BLE001 - any failure is reported, with its type
-        return f"{type(exc).__name__}: {' '.join(str(exc).split())[:240]}"
+        where = ""
+        if type(exc) is AssertionError:  # SGLang's own check, or the adapter's: say whose
+            last = traceback.extract_tb(exc.__traceback__)[-1]
+            where = f" at {os.path.basename(last.filename)}:{last.lineno} ({last.line})"
+        return f"{type(exc).__name__}{where}: {' '.join(str(exc).split())[:240]}"
     return None
 
 
@@ -120,7 +130,7 @@ def main(argv: list[str] | None = None) -> int:
     ok = True
     for f, p in rows:
         got = [r for (_, jf, jp, _), r in zip(jobs, results, strict=True) if (jf, jp) == (f, p)]
-        kinds = Counter(r.split(":")[0] for r in got if r)
+        kinds = Counter(r.split(": ")[0] for r in got if r)
         right = kinds[fix.oracle] if fix else got.count(None)
         print(f"{args.pre_fix} {f} {p}: {sum(map(bool, got))}/{len(got)} failed {dict(kinds)}"
               + (f"; first: {next(r for r in got if r)}" if any(got) else ""))
