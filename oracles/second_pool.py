@@ -47,15 +47,19 @@ class WindowModel:
         return [self.of_kv.get(kv, NONE) for kv in kv_slots]
 
     def resumable(self, kv_slots: Sequence[int]) -> int:
-        """The longest page-aligned ``L <= len(kv_slots)`` whose last ``min(W, L)`` tokens are live."""
-        dead_before = 0  # tokens before the newest dead one (a prefix ending at L needs none in [L - W, L))
-        best = 0
-        for i, kv in enumerate(kv_slots, start=1):
-            if kv not in self.of_kv:
-                dead_before = i
-            if i % self.page_size == 0 and (dead_before == 0 or dead_before <= i - self.window):
-                best = i
-        return best
+        """The longest page-aligned ``L <= len(kv_slots)`` whose last ``min(W, L)`` tokens are live.
+
+        Read from the end: try the longest ``L``; if a token ``i`` in its last window is dead, no
+        ``L`` above ``i`` can do (each has ``i`` in its window), so try the page boundary at or
+        below ``i``. Each token is read at most once, and a live end costs ``W`` reads (a path
+        3,000 pages deep is matched in the time of its window, not its length)."""
+        end = len(kv_slots) // self.page_size * self.page_size
+        while end > 0:
+            dead = next((i for i in range(end - 1, max(0, end - self.window) - 1, -1) if kv_slots[i] not in self.of_kv), None)
+            if dead is None:
+                return end
+            end = dead // self.page_size * self.page_size
+        return 0
 
     def span(self, kv_slots: Sequence[int]) -> list[int]:
         """The KV slots of the pages that hold the last ``min(W, L)`` tokens (what a lock pins)."""
