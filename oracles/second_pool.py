@@ -31,6 +31,8 @@ NONE = -1
 class WindowModel:
     """The window values of the cached tokens, named by their KV slots."""
 
+    noun = "window slot"  # what a freed value is called in a violation
+
     def __init__(self, window: int, page_size: int) -> None:
         self.window = window
         self.page_size = page_size
@@ -102,10 +104,10 @@ class WindowModel:
         for slot in window_slots:
             kv = self.kv_of.get(slot)
             if kv is None:
-                raise SecondSlotViolation(f"{what} freed window slot {slot}, which the cache did not hold live",
+                raise SecondSlotViolation(f"{what} freed {self.noun} {slot}, which the cache did not hold live",
                                           Check("slot in held_live", "slot", {"slot": slot}))
             if self.pins[kv]:
-                raise PinViolation(f"{what} freed window slot {slot} (of the token in KV slot {kv}) while {self.pins[kv]} "
+                raise PinViolation(f"{what} freed {self.noun} {slot} (of the token in KV slot {kv}) while {self.pins[kv]} "
                                    f"lock(s) pin it", Check("not pinned", "pins", {"kv_slot": kv}))
             self._drop(kv)
 
@@ -128,6 +130,8 @@ class StateModel(WindowModel):
     """A state pool (a Mamba checkpoint per cached request end): the state after a prefix is
     filed under the KV slot of the prefix's last token. A match ends at the deepest live state of
     the cached path; a lock pins the state it ends at."""
+
+    noun = "state"
 
     def __init__(self, page_size: int) -> None:
         super().__init__(1, page_size)
