@@ -171,3 +171,19 @@ def test_a_cache_that_ignores_its_states_fails_the_match_rule() -> None:
     with pytest.raises(WindowMatchViolation, match="ends at a live state"):
         run_machine(machine_for(IgnoresStates, StateRadixCache.capabilities, 1, "meta_IgnoresStates"), SEARCH)
 
+
+
+@pytest.mark.parametrize(("reference", "page_size"), [(WindowRadixCache, 1), (StateRadixCache, 4)],
+                         ids=["window_page1", "state_page4"])
+def test_the_hybrid_references_pass_the_production_world(reference, page_size: int) -> None:
+    """The production-scale test gives a second-pool target the hybrid world (a crowd of 1,025+
+    locks under window and memory pressure, 11,000+ requests with slid windows and served turns,
+    window pressure around the 500-leaf eviction) and both references pass one world: the window
+    at page 1, where the 3,000-deep history runs too (the state pool tells no deep history), the
+    state pool at 4. The scale-only hybrid mutants fail it in test_mutants.py."""
+    from radixcheck.properties.cache.hybrid_scale import StateScaleMachine, WindowScaleMachine
+    from radixcheck.properties.cache.scale_machine import scale_machine_for
+
+    machine = scale_machine_for(reference, reference.capabilities, page_size, f"meta_{reference.__name__}")
+    assert issubclass(machine, StateScaleMachine if reference is StateRadixCache else WindowScaleMachine)
+    run_machine(machine, profiles.SETTINGS["mutation"])

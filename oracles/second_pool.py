@@ -31,6 +31,8 @@ NONE = -1
 class WindowModel:
     """The window values of the cached tokens, named by their KV slots."""
 
+    noun = "window slot"  # what a freed value is called in a violation
+
     def __init__(self, window: int, page_size: int) -> None:
         self.window = window
         self.page_size = page_size
@@ -47,15 +49,19 @@ class WindowModel:
         return [self.of_kv.get(kv, NONE) for kv in kv_slots]
 
     def resumable(self, kv_slots: Sequence[int]) -> int:
-        """The longest page-aligned ``L <= len(kv_slots)`` whose last ``min(W, L)`` tokens are live."""
-        dead_before = 0  # tokens before the newest dead one (a prefix ending at L needs none in [L - W, L))
-        best = 0
-        for i, kv in enumerate(kv_slots, start=1):
-            if kv not in self.of_kv:
-                dead_before = i
-            if i % self.page_size == 0 and (dead_before == 0 or dead_before <= i - self.window):
-                best = i
-        return best
+        """The longest page-aligned ``L <= len(kv_slots)`` whose last ``min(W, L)`` tokens are live.
+
+        Read from the end: try the longest ``L``; if a token ``i`` in its last window is dead, no
+        ``L`` above ``i`` can do (each has ``i`` in its window), so try the page boundary at or
+        below ``i``. Each token is read at most once, and a live end costs ``W`` reads (a path
+        3,000 pages deep is matched in the time of its window, not its length)."""
+        end = len(kv_slots) // self.page_size * self.page_size
+        while end > 0:
+            dead = next((i for i in range(end - 1, max(0, end - self.window) - 1, -1) if kv_slots[i] not in self.of_kv), None)
+            if dead is None:
+                return end
+            end = dead // self.page_size * self.page_size
+        return 0
 
     def span(self, kv_slots: Sequence[int]) -> list[int]:
         """The KV slots of the pages that hold the last ``min(W, L)`` tokens (what a lock pins)."""
@@ -98,10 +104,10 @@ class WindowModel:
         for slot in window_slots:
             kv = self.kv_of.get(slot)
             if kv is None:
-                raise SecondSlotViolation(f"{what} freed window slot {slot}, which the cache did not hold live",
+                raise SecondSlotViolation(f"{what} freed {self.noun} {slot}, which the cache did not hold live",
                                           Check("slot in held_live", "slot", {"slot": slot}))
             if self.pins[kv]:
-                raise PinViolation(f"{what} freed window slot {slot} (of the token in KV slot {kv}) while {self.pins[kv]} "
+                raise PinViolation(f"{what} freed {self.noun} {slot} (of the token in KV slot {kv}) while {self.pins[kv]} "
                                    f"lock(s) pin it", Check("not pinned", "pins", {"kv_slot": kv}))
             self._drop(kv)
 
@@ -124,6 +130,8 @@ class StateModel(WindowModel):
     """A state pool (a Mamba checkpoint per cached request end): the state after a prefix is
     filed under the KV slot of the prefix's last token. A match ends at the deepest live state of
     the cached path; a lock pins the state it ends at."""
+
+    noun = "state"
 
     def __init__(self, page_size: int) -> None:
         super().__init__(1, page_size)

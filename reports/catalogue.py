@@ -147,6 +147,8 @@ OBLIGATIONS: list[tuple[str, str, type[BaseException], list[str]]] = [
      v.PinViolation, ["UnlockReleasesAncestorPins"]),
     ("second pool: a KV eviction never takes a page whose window or state a lock pins", "queued_admission, admit, evict",
      v.PinViolation, ["LeafHeldOnlyByItsWindow", "LeafHeldOnlyByItsState"]),
+    ("second pool: pins count past 255 concurrent requests on one prompt (a window or a state)",
+     "production_world (a crowd, then window pressure)", v.PinViolation, ["WindowPinCountWraps8Bit", "StatePinCountWraps8Bit"]),
     ("second pool: a match is the longest cached prefix whose last min(W, L) tokens are live (a window), or that ends at a "
      "live state (a state pool)", "every match", v.WindowMatchViolation,
      ["(meta_tests/test_hybrid.py: a cache that ignores the window, one that ignores the states)"]),

@@ -152,8 +152,9 @@ ENGINES = [
             "`HybridReqToTokenPool` whose `mamba_allocator` is the suite's pool; inserts carry the request's final state, "
             "a match ends at a saved state, `evict_states` is `EvictParams(mamba_num=n)`.",
             "Hybrid rows look past SGLang's #3 (`reports/waivers/sglang_hybrid.txt`) so the machine reaches the second-pool "
-            "oracles. The production-scale test and the DFS scheduling tests drive one pool: a `*_window`/`mamba` row "
-            "skips them (its `unified_swa_*_lru` twin runs them at scale). The strict Rust hybrid rows stop at #5/#6 "
+            "oracles. The DFS scheduling tests drive one pool: a `*_window`/`mamba` row skips them; the production-scale "
+            "test gives it the hybrid world (`properties/cache/hybrid_scale.py`: window or state pressure, slid windows, "
+            "served turns; a Mamba row tells no deep history). The strict Rust hybrid rows stop at #5/#6 "
             "(an unmatched or foreign unlock poisons the core) before the hybrid rules, as `unified_rust_lru` does; their "
             "`_lenient` twins are the judged rows.",
             "HiCache (needs `torch.cuda.cudart()`), LMCache, FlexKV, the NPU C128 and the MLX components do not "

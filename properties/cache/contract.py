@@ -554,8 +554,10 @@ class Capabilities:
         for kind in self.unsent_namespaces:
             gaps.append(f"tenant isolation of {NAMESPACE_KINDS[kind]} (unsent_namespaces: never sent)")
         if self.second_pool is not None:
-            gaps.append("the production-scale machine and the DFS serving runs (a second pool: they drive one pool; the ordinary "
-                        "machine judges both pools)")
+            gaps.append("the DFS serving runs (a second pool: they drive one pool; the state machines judge both pools)")
+            if isinstance(self.second_pool, StatePool):
+                gaps.append("a production-scale history 3,000 nodes deep (a state pool resumes only where a request ended: "
+                            "the scale test's other stories run with states)")
             gaps.append("standalone repro files of second-pool findings (the failing program is the record)")
         if self.max_cached_pages is not None:
             gaps.append(f"worlds beyond {self.max_cached_pages} cached pages (max_cached_pages: the suite evicts first)")

@@ -229,8 +229,55 @@ class LeafHeldOnlyByItsState(StateRadixCache):
         return sum(len(n.key) for n in self._linked_nodes() if not self._held(n))
 
 
+class WindowPinCountWraps8Bit(WindowRadixCache):
+    """Window pins counted in 8 bits (a uint8 beside each page): the 256th request admitted on one
+    system prompt wraps the pins of its last window to 0, and window pressure frees values every
+    running request still reads. Only the production world holds that many locks at once."""
+
+    bug_class = "window-pin-count-8-bit"
+    sources = ("production load: 256-1,024 requests admitted at once on one system prompt, with a sliding window",)
+    caught_by = (PinViolation,)
+    page_size_for_test = 4
+    scale = True
+
+    def inc_lock_ref(self, handle: Any) -> None:
+        super().inc_lock_ref(handle)
+        if handle.parent is not None:
+            for node, _ in self._window_span(handle):
+                self.pins[node] %= 1 << 8  # the bug: the field wraps
+
+    def dec_lock_ref(self, handle: Any) -> None:
+        span = self._window_span(handle) if handle.parent is not None else []
+        super().dec_lock_ref(handle)
+        for node, _ in span:
+            if node in self.pins:
+                self.pins[node] %= 1 << 8  # ... both ways (0 - 1 reads 255)
+
+
+class StatePinCountWraps8Bit(StateRadixCache):
+    """State pins counted in 8 bits: the 256th request admitted on one prompt wraps the pin of the
+    state it resumes from to 0, and state pressure frees a state running requests resume from."""
+
+    bug_class = "state-pin-count-8-bit"
+    sources = ("production load: 256-1,024 requests admitted at once on one system prompt, with a Mamba state",)
+    caught_by = (PinViolation,)
+    page_size_for_test = 1
+    scale = True
+
+    def inc_lock_ref(self, handle: Any) -> None:
+        super().inc_lock_ref(handle)
+        if handle.parent is not None:
+            self.pins[handle] %= 1 << 8  # the bug: the field wraps
+
+    def dec_lock_ref(self, handle: Any) -> None:
+        super().dec_lock_ref(handle)
+        if handle in self.pins:
+            self.pins[handle] %= 1 << 8
+
+
 HYBRID_MUTANTS: list[type[RadixCache]] = [WindowStaleMapping, WindowFreedKeptLive, TombstoneHidesBranch, UnlockReleasesAncestorPins,
-                                          LeafHeldOnlyByItsWindow, LeafHeldOnlyByItsState]
+                                          LeafHeldOnlyByItsWindow, LeafHeldOnlyByItsState, WindowPinCountWraps8Bit,
+                                          StatePinCountWraps8Bit]
 
 
 # ---- correct hybrid caches ----------------------------------------------------------------------

@@ -1244,19 +1244,22 @@ from radixcheck.properties.cache.hybrid_mutants import (  # noqa: E402 - the hyb
     HYBRID_VARIANTS,
     LeafHeldOnlyByItsState,
     LeafHeldOnlyByItsWindow,
+    StatePinCountWraps8Bit,
     StateRadixCache,
     TombstoneHidesBranch,
     TrustingState,
     TrustingWindow,
     UnlockReleasesAncestorPins,
     WindowFreedKeptLive,
+    WindowPinCountWraps8Bit,
     WindowRadixCache,
     WindowStaleMapping,
 )
 
 # ``mutants:<name>`` names every catalogued cache
-REEXPORTED = (LeafHeldOnlyByItsState, LeafHeldOnlyByItsWindow, StateRadixCache, TombstoneHidesBranch, TrustingState, TrustingWindow,
-              UnlockReleasesAncestorPins, WindowFreedKeptLive, WindowRadixCache, WindowStaleMapping)
+REEXPORTED = (LeafHeldOnlyByItsState, LeafHeldOnlyByItsWindow, StatePinCountWraps8Bit, StateRadixCache, TombstoneHidesBranch,
+              TrustingState, TrustingWindow, UnlockReleasesAncestorPins, WindowFreedKeptLive, WindowPinCountWraps8Bit, WindowRadixCache,
+              WindowStaleMapping)
 
 MUTANTS: list[type[RadixCache]] = [
     AcceptsFloatTokens, BadInputHalfApplied, ComparesBoundedWindow, EvictMiscounts, EvictOvershoots, EvictStopsShort,

@@ -34,6 +34,7 @@ a world this size is built in about a second on the reference. The machine asks 
 from __future__ import annotations
 
 import random
+from collections.abc import Callable
 
 import numpy as np
 from hypothesis import settings
@@ -86,14 +87,7 @@ class ProductionScaleMachine(RadixCacheMachine):
     def production_world(self, crowd: int, requests: int, system_prompts: int, history_turns: int, seed: int):
         """Build the production world (see the module docstring); its sequences join the bundle."""
         stream = random.Random(seed)
-        stories = [
-            (f"{crowd} requests admitted on one prompt", lambda: self._crowd(crowd, stream)),
-            (f"a history {history_turns} nodes deep", lambda: self._long_history(history_turns, stream)),
-            (f"{requests} requests on {system_prompts} system prompts", lambda: self._traffic(requests, system_prompts, stream)),
-            (f"memory pressure: one eviction of at least {MASS_EVICTION_LEAVES} leaves", lambda: self._mass_eviction()),
-        ]
-        if self.page_size != min(self.capabilities.page_sizes_tested(), default=self.page_size):
-            del stories[1]  # a deep path costs turns**2 * page_size tokens sent: once per target, at its smallest page
+        stories = self._stories(crowd, requests, system_prompts, history_turns, stream)
         made: list[tuple[int, ...]] = []
         self._running_history: HandleRecord | None = None
         for story, run in stories:
@@ -108,6 +102,21 @@ class ProductionScaleMachine(RadixCacheMachine):
         if self._running_history is not None:  # the long conversation's request finishes last
             self._release(self._running_history)
         return multiple(*made)
+
+    deep_history = True  # the long history is one of the stories
+
+    def _stories(self, crowd: int, requests: int, system_prompts: int, history_turns: int,
+                 stream: random.Random) -> list[tuple[str, Callable[[], list[tuple[int, ...]]]]]:
+        """The stories in order: (what it is, a call that runs it and returns its sequences)."""
+        stories = [
+            (f"{crowd} requests admitted on one prompt", lambda: self._crowd(crowd, stream)),
+            (f"a history {history_turns} nodes deep", lambda: self._long_history(history_turns, stream)),
+            (f"{requests} requests on {system_prompts} system prompts", lambda: self._traffic(requests, system_prompts, stream)),
+            (f"memory pressure: one eviction of at least {MASS_EVICTION_LEAVES} leaves", lambda: self._mass_eviction()),
+        ]
+        if not self.deep_history or self.page_size != min(self.capabilities.page_sizes_tested(), default=self.page_size):
+            del stories[1]  # a deep path costs turns**2 * page_size tokens sent: once per target, at its smallest page
+        return stories
 
     # ---- the stories -----------------------------------------------------------------------------
 
@@ -225,7 +234,12 @@ class ProductionScaleMachine(RadixCacheMachine):
 def scale_machine_for(factory, capabilities, page_size: int, name: str) -> type[ProductionScaleMachine]:
     """A scale machine class for one target and page size (named for Hypothesis's database)."""
     cls_name = f"{name}_page{page_size}_at_scale".replace(".", "_").replace(":", "_")
-    return type(cls_name, (ProductionScaleMachine,), {
+    base: type[ProductionScaleMachine] = ProductionScaleMachine
+    if capabilities.second_pool is not None:  # imported here: the hybrid world extends this module's machine
+        from radixcheck.properties.cache.hybrid_scale import hybrid_scale_base
+
+        base = hybrid_scale_base(capabilities.second_pool)
+    return type(cls_name, (base,), {
         "factory": staticmethod(factory),
         "capabilities": capabilities,
         "page_size": page_size,

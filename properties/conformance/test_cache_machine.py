@@ -1,11 +1,10 @@
 """The conformance state machines, run against the target at each page size it declares (up to 64):
-the ordinary one (many small worlds) and the production-scale one (a few worlds of 10^4 nodes).
+the ordinary one (many small worlds) and the production-scale one (a few worlds of 10^4 nodes; with
+both pools for a target that declares a second one).
 Findings waived by ``--radix-waive`` are recorded and looked past (``radix_waivers``). The plugin
 dispatches the ordinary machine first, then the scale one (``radixcheck.pytest_plugin.DISPATCH_ORDER``)."""
 
 from __future__ import annotations
-
-import pytest
 
 from radixcheck.properties.cache.machine import machine_for
 from radixcheck.properties.cache.scale_machine import scale_machine_for
@@ -13,9 +12,7 @@ from radixcheck.properties.findings.verdict import run_machine
 
 
 def test_cache_at_production_scale(target, page_size: int, radix_waivers, radix_repro: bool) -> None:
-    if target.capabilities.second_pool is not None:
-        pytest.skip(f"{target.spec} declares a second pool: the production-scale machine drives one pool (the ordinary machine "
-                    "judges the hybrid)")
+    """A target with a second pool gets the hybrid world (``radixcheck.properties.cache.hybrid_scale``)."""
     run_machine(scale_machine_for(target.factory, target.capabilities, page_size, target.name), waived=radix_waivers or None,
                 transcript=radix_repro)
 
