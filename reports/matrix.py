@@ -157,7 +157,8 @@ ENGINES = [
             "served turns; a Mamba row tells no deep history). The strict Rust hybrid rows stop at #5/#6 "
             "(an unmatched or foreign unlock poisons the core) before the hybrid rules, as `unified_rust_lru` does; their "
             "`_lenient` twins are the judged rows.",
-            "HiCache (needs `torch.cuda.cudart()`), LMCache, FlexKV, the NPU C128 and the MLX components do not "
+            "HiCache over these hybrid trees (`init_hicache` needs their real SWA/Mamba device pools; HiCache over FULL "
+            "is audited: the `sglang_hicache` rows), LMCache, FlexKV, the NPU C128 and the MLX components do not "
             "construct on CPU: `findings/sglang_trees.md` gives each call and error.",
         ],
         sglang_finding,
