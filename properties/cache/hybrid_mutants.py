@@ -117,7 +117,43 @@ class UnlockReleasesAncestorPins(WindowRadixCache):
                 self.pins[node][first:] = np.maximum(0, self.pins[node][first:] - 1)
 
 
-class LeafHeldOnlyByItsWindow(WindowRadixCache):
+class _HeldByItsOwnPins:
+    """What the two lmdeploy #4700 mutants share: a node is held by its KV counter or by the pins a
+    lock put on its own node in the other pool (``_own_pins``); a node split above it takes those
+    locks into its KV counter (an ancestor now); a held node is detached, not freed, until released."""
+
+    def _own_pins(self, node: Node) -> int:
+        raise NotImplementedError
+
+    def _held(self, node: Node) -> bool:
+        return node.lock_ref > 0 or self._own_pins(node) > 0
+
+    def _split(self, child: Node, at: int) -> Node:
+        upper = super()._split(child, at)
+        upper.lock_ref += self._own_pins(child)
+        return upper
+
+    def _free_released(self, path: list[Node]) -> None:
+        for node in path:
+            if node.state == "detached" and not self._held(node):
+                self._free(node)
+                self._detached.remove(node)
+
+    def _retire(self, node: Node) -> None:
+        if self._held(node):
+            node.state = "detached"
+            self._detached.append(node)
+        else:
+            self._free(node)
+
+    def protected_size(self) -> int:
+        return sum(len(n.key) for n in self._linked_nodes() if self._held(n) and n.parent is not None)
+
+    def evictable_size(self) -> int:
+        return sum(len(n.key) for n in self._linked_nodes() if not self._held(n))
+
+
+class LeafHeldOnlyByItsWindow(_HeldByItsOwnPins, WindowRadixCache):
     """A lock counts the handle's own node in the window pool only (its window pins protect it, the
     cache reasons), while the KV eviction judges leaves by the KV counter: the handle's node is
     evicted under a running request whose window it pins (lmdeploy #4700: a leaf evictable by its
@@ -132,13 +168,8 @@ class LeafHeldOnlyByItsWindow(WindowRadixCache):
         super().__init__(allocator, page_size, second_allocator)
         self.window_locks: dict[Node, int] = {}  # node -> locks counted in the window pool instead of lock_ref
 
-    def _held(self, node: Node) -> bool:
-        return node.lock_ref > 0 or self.window_locks.get(node, 0) > 0
-
-    def _split(self, child: Node, at: int) -> Node:
-        upper = super()._split(child, at)
-        upper.lock_ref += self.window_locks.get(child, 0)  # an ancestor now: its KV counter holds those locks
-        return upper
+    def _own_pins(self, node: Node) -> int:
+        return self.window_locks.get(node, 0)
 
     def inc_lock_ref(self, handle: Any) -> None:
         super().inc_lock_ref(handle)
@@ -159,26 +190,10 @@ class LeafHeldOnlyByItsWindow(WindowRadixCache):
         for node, first in span:
             if node in self.pins:
                 self.pins[node][first:] -= 1
-        for node in path:
-            if node.state == "detached" and not self._held(node):
-                self._free(node)
-                self._detached.remove(node)
-
-    def _retire(self, node: Node) -> None:
-        if self._held(node):
-            node.state = "detached"
-            self._detached.append(node)
-        else:
-            self._free(node)
-
-    def protected_size(self) -> int:
-        return sum(len(n.key) for n in self._linked_nodes() if self._held(n) and n.parent is not None)
-
-    def evictable_size(self) -> int:
-        return sum(len(n.key) for n in self._linked_nodes() if not self._held(n))
+        self._free_released(path)
 
 
-class LeafHeldOnlyByItsState(StateRadixCache):
+class LeafHeldOnlyByItsState(_HeldByItsOwnPins, StateRadixCache):
     """The state pool's version (lmdeploy #4700 as it was: an SSM checkpoint): a lock pins the
     handle's state and counts the handle's node there only, so the KV eviction, judging leaves by
     the KV counter, evicts the node (KV and state) under the request that pinned its state."""
@@ -202,31 +217,10 @@ class LeafHeldOnlyByItsState(StateRadixCache):
         self.pins[handle] -= 1
         for node in path[1:]:
             node.lock_ref -= 1
-        for node in path:
-            if node.state == "detached" and not self._held(node):
-                self._free(node)
-                self._detached.remove(node)
+        self._free_released(path)
 
-    def _held(self, node: Node) -> bool:
-        return node.lock_ref > 0 or self.pins.get(node, 0) > 0
-
-    def _split(self, child: Node, at: int) -> Node:
-        upper = super()._split(child, at)
-        upper.lock_ref += self.pins.get(child, 0)  # an ancestor now: its KV counter holds those locks
-        return upper
-
-    def _retire(self, node: Node) -> None:
-        if self._held(node):
-            node.state = "detached"
-            self._detached.append(node)
-        else:
-            self._free(node)
-
-    def protected_size(self) -> int:
-        return sum(len(n.key) for n in self._linked_nodes() if self._held(n) and n.parent is not None)
-
-    def evictable_size(self) -> int:
-        return sum(len(n.key) for n in self._linked_nodes() if not self._held(n))
+    def _own_pins(self, node: Node) -> int:
+        return self.pins.get(node, 0)
 
 
 class WindowPinCountWraps8Bit(WindowRadixCache):
