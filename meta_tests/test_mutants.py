@@ -166,7 +166,7 @@ def test_a_declared_pool_is_never_overflowed() -> None:
     """max_cached_pages: the suite evicts before an insert could overflow the pool, so a correct
     cache with a small fixed pool passes; undeclared, the same cache overflows (so the capability
     is what keeps it from a false alarm)."""
-    search = settings(find_only(), max_examples=15)
+    search = settings(find_only(), max_examples=VARIANT_EXAMPLES)
     run_machine(machine_for(FixedPoolReference, FixedPoolReference.capabilities, 1, "variant_FixedPoolReference"), search)
     with pytest.raises(AssertionError, match="pool overflow"):
         run_machine(machine_for(FixedPoolReference, Capabilities(), 1, "variant_FixedPoolReference_undeclared"), search)
