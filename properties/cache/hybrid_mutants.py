@@ -400,4 +400,37 @@ class TrustingState(StateRadixCache):
         return super().insert(tokens, values, namespace, priority, state)
 
 
-HYBRID_VARIANTS: list[type[RadixCache]] = [WindowRadixCache, TrustingWindow, StateRadixCache, TrustingState]
+class RefillingWindow(WindowRadixCache):
+    """Correct, with a sliding window whose inserts refill tombstones
+    (``SlidingWindow(W, refills_tombstones=True)``, SGLang's ``_recover_from_incoming``): where a
+    token of the already cached prefix is tombstoned and the caller brings a live window value
+    for it, the cache takes that value (it is then the cache's, freed with the KV or by
+    ``evict_window``); everything else is the reference's."""
+
+    capabilities = Capabilities(page_sizes=(1, 4, 16), second_pool=SlidingWindow(WINDOW, refills_tombstones=True), lifecycle="tree")
+    page_size_for_test = 4  # the page size at which a first refilling variant disagreed with the machine
+
+    def insert(self, tokens: Sequence[int], values: np.ndarray, namespace: Hashable = None, priority: int = 0,
+               window: Any = None) -> int:
+        key = as_tokens(tokens, "tokens")
+        slots = as_window(window, len(key))  # refused (nothing changed) before the insert, as the reference does
+        prefix_len = super().insert(tokens, values, namespace, priority, window)
+        node, pos = self._root_for(namespace), 0
+        while pos < prefix_len:  # the cached prefix's nodes: refill their tombstones from the caller's live values
+            node = self._child(node, key[pos : pos + self.page_size])
+            take = min(len(node.key), prefix_len - pos)
+            mine = self.window.setdefault(node, np.full(len(node.key), NONE, dtype=np.int64))
+            theirs = slots[pos : pos + take]
+            refill = self._refilled(mine[:take], theirs)
+            mine[:take][refill] = theirs[refill]
+            pos += len(node.key)
+        return prefix_len
+
+    @staticmethod
+    def _refilled(mine: np.ndarray, theirs: np.ndarray) -> np.ndarray:
+        """Which cached tokens take the caller's window value: those without a live one of their own
+        (tombstoned, or cached from a slid window), where the caller's is live."""
+        return (mine == NONE) & (theirs != NONE)
+
+
+HYBRID_VARIANTS: list[type[RadixCache]] = [WindowRadixCache, TrustingWindow, RefillingWindow, StateRadixCache, TrustingState]

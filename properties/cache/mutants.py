@@ -1244,6 +1244,7 @@ from radixcheck.properties.cache.hybrid_mutants import (  # noqa: E402 - the hyb
     HYBRID_VARIANTS,
     LeafHeldOnlyByItsState,
     LeafHeldOnlyByItsWindow,
+    RefillingWindow,
     StatePinCountWraps8Bit,
     StateRadixCache,
     TombstoneHidesBranch,
@@ -1257,9 +1258,9 @@ from radixcheck.properties.cache.hybrid_mutants import (  # noqa: E402 - the hyb
 )
 
 # ``mutants:<name>`` names every catalogued cache
-REEXPORTED = (LeafHeldOnlyByItsState, LeafHeldOnlyByItsWindow, StatePinCountWraps8Bit, StateRadixCache, TombstoneHidesBranch,
-              TrustingState, TrustingWindow, UnlockReleasesAncestorPins, WindowFreedKeptLive, WindowPinCountWraps8Bit, WindowRadixCache,
-              WindowStaleMapping)
+REEXPORTED = (LeafHeldOnlyByItsState, LeafHeldOnlyByItsWindow, RefillingWindow, StatePinCountWraps8Bit, StateRadixCache,
+              TombstoneHidesBranch, TrustingState, TrustingWindow, UnlockReleasesAncestorPins, WindowFreedKeptLive, WindowPinCountWraps8Bit,
+              WindowRadixCache, WindowStaleMapping)
 
 MUTANTS: list[type[RadixCache]] = [
     AcceptsFloatTokens, BadInputHalfApplied, ComparesBoundedWindow, EvictMiscounts, EvictOvershoots, EvictStopsShort,
