@@ -4,6 +4,8 @@ hybrid mutants, and the correct hybrid caches passing, are in test_mutants.py.)"
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import pytest
 from hypothesis import settings
@@ -14,6 +16,7 @@ from radixcheck.oracles.violations import (
     EvictionAmountViolation,
     PinViolation,
     SecondSlotViolation,
+    SecondValueViolation,
     WindowMatchViolation,
 )
 from radixcheck.properties.cache.contract import (
@@ -26,9 +29,10 @@ from radixcheck.properties.cache.contract import (
     second_pool_keywords,
 )
 from radixcheck.properties.cache.hybrid import StateMachine, WindowMachine
+from radixcheck.properties.cache.hybrid_mutants import RefillingWindow
 from radixcheck.properties.cache.machine import machine_for
 from radixcheck.properties.findings.verdict import run_machine
-from radixcheck.reference.hybrid_cache import WindowRadixCache
+from radixcheck.reference.hybrid_cache import NONE, WINDOW, WindowRadixCache
 from radixcheck.reference.state_cache import StateRadixCache
 from radixcheck.reference.validation import as_count
 
@@ -172,7 +176,6 @@ def test_a_cache_that_ignores_its_states_fails_the_match_rule() -> None:
         run_machine(machine_for(IgnoresStates, StateRadixCache.capabilities, 1, "meta_IgnoresStates"), SEARCH)
 
 
-
 def test_the_window_reference_passes_the_production_world() -> None:
     """The production-scale test gives a second-pool target the hybrid world (a crowd of 1,025+
     locks under window and memory pressure, 11,000+ requests with slid windows and served turns,
@@ -187,3 +190,32 @@ def test_the_window_reference_passes_the_production_world() -> None:
     machine = scale_machine_for(WindowRadixCache, WindowRadixCache.capabilities, 1, "meta_window")
     assert issubclass(machine, WindowScaleMachine)
     run_machine(machine, profiles.SETTINGS["mutation"])
+
+
+# ---- refills_tombstones: the option is judged both ways, and a broken refill fails ----------------
+
+
+def _refilling(refills: bool) -> Capabilities:
+    return dataclasses.replace(RefillingWindow.capabilities, second_pool=SlidingWindow(WINDOW, refills_tombstones=refills))
+
+
+class RefillsLiveValues(RefillingWindow):
+    """Takes every live window value the caller brings for the cached prefix, not only where its
+    own is tombstoned: its own live value is dropped unfreed (a leak) and it keeps the caller's,
+    which the caller frees as a duplicate (a freed slot cached as live)."""
+
+    @staticmethod
+    def _refilled(mine: np.ndarray, theirs: np.ndarray) -> np.ndarray:
+        return theirs != NONE  # the bug: where its own is live too
+
+
+@pytest.mark.parametrize(("cache", "refills", "violation", "reason"), [
+    # declared without the option, a refilling cache keeps window slots its callers free as duplicates
+    (RefillingWindow, False, SecondValueViolation, "a freed window value cached as live"),
+    # declared with it, a cache that never refills answers none where it took its callers' value
+    (WindowRadixCache, True, SecondValueViolation, "returned no window value"),
+    (RefillsLiveValues, True, SecondValueViolation, "a freed window value cached as live"),
+], ids=["refiller-declared-without", "non-refiller-declared-with", "refills-live-values"])
+def test_refills_tombstones_is_judged(cache: type, refills: bool, violation: type[Exception], reason: str) -> None:
+    with pytest.raises(violation, match=reason):
+        run_machine(machine_for(cache, _refilling(refills), 4, f"meta_refill_{cache.__name__}_{refills}"), SEARCH)
