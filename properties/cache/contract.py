@@ -219,7 +219,12 @@ goes to that pool's allocator only.
     the cache keeps its own window values, live or tombstoned, and the caller keeps and frees its
     ``w[:prefix_len]``, as it frees its KV duplicates, and the unaligned tail's; except that a cache
     declaring ``SlidingWindow(window=W, refills_tombstones=True)`` takes ``w[i]`` where the cached
-    token ``i < prefix_len`` is tombstoned and ``w[i]`` is live (SGLang's ``_recover_from_incoming``).
+    token ``i < prefix_len`` has no live window value (tombstoned, or cached without one by a request
+    whose window had slid) and ``w[i]`` is live, token by token; each value taken is then the
+    cache's (pinned by the locks whose window covers it, freed with its KV or by ``evict_window``),
+    and the caller frees the rest of ``w[:prefix_len]``. (SGLang's ``_recover_from_incoming``
+    recovers any window-less node the insert's live window covers, but swaps in the caller's KV
+    too, which this contract's caches do not.)
 ``match_prefix(tokens) -> (values, handle, window_values)``
     ``values`` is the longest cached prefix of ``tokens`` (page-aligned) *that a request can resume
     from*: the longest ``L`` whose last ``min(W, L)`` tokens all have live window values (``L = 0``
@@ -367,13 +372,13 @@ MAX_PAGE_SIZE_TESTED = 64
 class SlidingWindow:
     """A sliding-window second pool (see "A second pool" above): ``window`` tokens of window KV
     a match must find live at its end; ``refills_tombstones``: an insert takes the caller's live
-    window values where the cached ones were tombstoned (modelled by the machine but not yet
-    validated by a correct cache: a first refilling variant disagreed with it at page size 4,
-    cause not yet found; treat its findings with care); ``pins_whole_nodes``: a lock pins the
-    window values of whole tree nodes, from the handle's up to the one that completes ``window``
-    tokens (SGLang's ``SWAComponent.acquire_component_lock``), a superset of the pages of the last
-    ``window`` tokens, so ``evict_window`` may stop while values the contract leaves unpinned are
-    left (that stop is not judged; freeing a value the contract pins still is)."""
+    window values where the cached ones have none (``RefillingWindow`` in
+    ``radixcheck.properties.cache.hybrid_mutants`` is the correct cache that declares it);
+    ``pins_whole_nodes``: a lock pins the window values of whole tree nodes, from the handle's up
+    to the one that completes ``window`` tokens (SGLang's ``SWAComponent.acquire_component_lock``),
+    a superset of the pages of the last ``window`` tokens, so ``evict_window`` may stop while
+    values the contract leaves unpinned are left (that stop is not judged; freeing a value the
+    contract pins still is)."""
 
     window: int
     refills_tombstones: bool = False
