@@ -219,3 +219,24 @@ class RefillsLiveValues(RefillingWindow):
 def test_refills_tombstones_is_judged(cache: type, refills: bool, violation: type[Exception], reason: str) -> None:
     with pytest.raises(violation, match=reason):
         run_machine(machine_for(cache, _refilling(refills), 4, f"meta_refill_{cache.__name__}_{refills}"), SEARCH)
+
+
+def test_a_request_inserts_only_its_own_window_slots() -> None:
+    """The refilling cache's page-4 disagreement, by hand. A request admitted on a cached prompt
+    reads the tree's window values; window pressure then tombstones those its lock does not pin
+    (the first two pages). Its finish must send ``-1`` there: those slots were the tree's and are
+    free now. The machine once sent the request's whole row, so a refilling cache took the freed
+    ids back (as the contract says it takes any live-looking ``w[i]`` over a tombstone) and the
+    model counted them held: 3s, "8 second-pool slots in use; the cache holds 16 live"."""
+    machine = machine_for(RefillingWindow, RefillingWindow.capabilities, 4, "meta_own_window")()
+    prompt = tuple(range(1, 17))  # four pages, cached with a live window
+    machine._insert_request(prompt)
+    record = machine._admit_request((*prompt, 99, 98, 97, 96), False, True)  # its lock pins the last W = 8 tokens
+    machine._evict_window(16)  # tombstones the first 8
+    machine._compute(record, 4, 0)
+    sent = machine._second_keywords(record)["window"]
+    assert (sent[:16] == NONE).all() and (sent[16:] != NONE).all(), sent  # only its own: none of the tree's, live or freed
+    machine._end(record, "finish")
+    machine.second_pool_conserved()
+    cached = machine.model.values_of(machine.model.longest_cached(prompt))
+    assert machine.windows.windows(cached)[:8] == [NONE] * 8  # nothing of its own to refill them with

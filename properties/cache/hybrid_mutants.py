@@ -408,7 +408,8 @@ class RefillingWindow(WindowRadixCache):
     ``evict_window``); everything else is the reference's."""
 
     capabilities = Capabilities(page_sizes=(1, 4, 16), second_pool=SlidingWindow(WINDOW, refills_tombstones=True), lifecycle="tree")
-    page_size_for_test = 4  # the page size at which a first refilling variant disagreed with the machine
+    page_size_for_test = 4  # W = two pages; where a first refilling variant met the machine's old caller, which sent the
+    # request's whole row as its window, the tree's freed values too (taken back by a refill: 3s; fixed in 288ae41)
 
     def insert(self, tokens: Sequence[int], values: np.ndarray, namespace: Hashable = None, priority: int = 0,
                window: Any = None) -> int:
