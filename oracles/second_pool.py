@@ -105,10 +105,10 @@ class WindowModel:
             kv = self.kv_of.get(slot)
             if kv is None:
                 raise SecondSlotViolation(f"{what} freed {self.noun} {slot}, which the cache did not hold live",
-                                          Check("slot in held_live", "slot", {"slot": slot}))
+                                          Check("slot not in second_freed", "sorted(second_freed)", {"slot": slot}))
             if self.pins[kv]:
                 raise PinViolation(f"{what} freed {self.noun} {slot} (of the token in KV slot {kv}) while {self.pins[kv]} "
-                                   f"lock(s) pin it", Check("not pinned", "pins", {"kv_slot": kv}))
+                                   f"lock(s) pin it", Check("slot not in second_freed", "sorted(second_freed)", {"slot": slot}))
             self._drop(kv)
 
     def pinned_in(self, kv_slots: Iterable[int]) -> list[int]:

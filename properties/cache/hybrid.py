@@ -152,9 +152,16 @@ class WindowMachine(RadixCacheMachine):
         adopted = set(self.adopted)
         mine = [int(w) for i, w in enumerate(window[owned_from:prefix_len], start=owned_from) if i not in adopted]
         mine += window[max(aligned, owned_from) :].tolist()
-        mine = [w for w in mine if w != NONE]
-        if mine:
-            self.second_allocator.free(np.asarray(mine, dtype=np.int64))
+        self._free_second([w for w in mine if w != NONE])
+
+    def _free_second(self, slots: list[int]) -> None:
+        """The caller frees second-pool slots of its own; recorded with the act, since which ones
+        follow from the model (what the cache took), so a repro file frees exactly these."""
+        if not slots:
+            return
+        self.second_allocator.free(np.asarray(slots, dtype=np.int64))
+        if self.acting is not None:
+            self.acting.calls.append(SentCall(self.calls_sent, "free_second", (list(slots),), target="caller"))
 
     @act
     def _insert_request(self, tokens: tuple[int, ...], namespace: Any = UNSAID, slid: bool = False) -> int:
@@ -306,7 +313,9 @@ class WindowMachine(RadixCacheMachine):
         # (a quarantined page's value may stay)
         if freed < num_tokens and self.windows.unpinned and not self.model.detached and not whole_nodes:
             raise EvictionAmountViolation(f"{what} freed {freed} window slots and stopped while {self.windows.unpinned} live window "
-                                          "values no lock pins were left", Check("result >= num_tokens or nothing unpinned left", "result"))
+                                          "values no lock pins were left",
+                                          Check("result >= min(num_tokens, unpinned)", "result",
+                                                {"num_tokens": num_tokens, "unpinned": freed + self.windows.unpinned}))
 
     @act
     def _quarantine(self, tokens: tuple[int, ...], namespace: Any = UNSAID) -> None:
@@ -421,7 +430,7 @@ class StateMachine(WindowMachine):
 
     def _free_state_unless_taken(self, state: int) -> None:
         if state != NONE and not self.state_taken:
-            self.second_allocator.free(np.asarray([state], dtype=np.int64))
+            self._free_second([state])
 
     @act
     def _insert_request(self, tokens: tuple[int, ...], namespace: Any = UNSAID, slid: bool = False) -> int:
