@@ -584,9 +584,9 @@ class _Writer:
         imports = ["import os", "import sys"] + (["import signal"] if "alarm" in self.helpers else [])
         imports += ["import traceback"] if "raised_at" in self.helpers else []
         imports += ["from contextlib import suppress"] if "suppress" in self.helpers else []
-        names = "Request, SlotAllocator" if "request" in self.helpers else "SlotAllocator"  # a running request's lifecycle
-        names = f"SecondPoolAllocator, {names}" if self.second else names
-        imports += ["", "import numpy as np", "", f"from radixcheck import {names}", factory]
+        names = ["Request"] if "request" in self.helpers else []  # a running request's lifecycle
+        names += ["SecondPoolAllocator"] if self.second else []
+        imports += ["", "import numpy as np", "", f"from radixcheck import {', '.join([*names, 'SlotAllocator'])}", factory]
         setup = ["", f"PAGE = {self.page}", f"POOL = 1 << {POOL_SIZE.bit_length() - 1}",
                  f"allocator = SlotAllocator(POOL, churned={self.options.churned_slots})",
                  *([self.second.setup(self.options.churned_slots)] if self.second else []),
