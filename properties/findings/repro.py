@@ -2,7 +2,9 @@
 
 What an engineer pastes into an upstream issue. It imports their factory and radixcheck's
 ``SlotAllocator`` (the caller's KV slot pool, which counts every slot and refuses a double
-free), and nothing else of radixcheck: no Hypothesis, no state machine. It makes the contract
+free), for a hybrid cache also its ``SecondPoolAllocator`` (the window or state pool:
+:mod:`radixcheck.properties.findings.second_pool_repro`), and nothing else of radixcheck: no
+Hypothesis, no state machine. It makes the contract
 calls the state machine made, in order, as a serving engine would (inserting a request, the
 caller frees its copies of what was cached already), and then states the check that failed, with
 the expected values written out (:class:`radixcheck.oracles.violations.Check`). It exits 1 while
@@ -25,7 +27,7 @@ import re
 import textwrap
 import traceback
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -184,13 +186,16 @@ def literal(value: Any) -> str:
 TOKEN_CALLS = ("match_prefix", "insert", "evict_prefix")  # the calls whose first argument is tokens
 
 
-def _keywords(call: SentCall) -> str:
-    """The keyword arguments a call was sent with (``namespace=``, to a target with namespaces), as source."""
-    return "".join(f", {name}={literal(value)}" for name, value in getattr(call, "kwargs", {}).items())
+def _keywords(call: SentCall, but: Collection[str] = ()) -> str:
+    """The keyword arguments a call was sent with (``namespace=``, to a target with namespaces), as source
+    (those named in ``but`` left out)."""
+    return "".join(f", {name}={literal(value)}" for name, value in getattr(call, "kwargs", {}).items() if name not in but)
 
 
 def _negated(condition: str) -> str:
     """``not (condition)``, without a double negation."""
+    if simple := re.fullmatch(r"(\w+) not in (\w+)", condition):
+        return f"{simple[1]} in {simple[2]}"
     inner = condition[5:-1] if condition.startswith("not (") and condition.endswith(")") else None
     if inner is not None and inner.count("(") == inner.count(")"):
         return inner
@@ -318,9 +323,8 @@ class _Writer:
         """A caller's insert's keywords as source: the second-pool values it brought (the first
         ``owned`` the tree's, the rest taken fresh from ``pool``), any other as it was sent."""
         second = {name: value for name, value in call.kwargs.items() if name in KEYWORDS and self.second}
-        text = "".join(f", {name}={literal(value)}" for name, value in call.kwargs.items() if name not in second)
-        return text + "".join(f", {name}={self.second.brought(value, owned, _ints, pool)}"  # type: ignore[union-attr]
-                              for name, value in second.items())
+        return _keywords(call, but=second) + "".join(f", {name}={self.second.brought(value, owned, _ints, pool)}"  # type: ignore[union-attr]
+                                                      for name, value in second.items())
 
     # ---- one act -------------------------------------------------------------------------------
 
