@@ -20,7 +20,13 @@ from radixcheck.audit import HOLD_SECONDS, AuditResult, Verdict, _Collector, fin
 from radixcheck.properties.cache.contract import DEFAULT_CAPABILITIES, Capabilities
 from radixcheck.properties.cache.machine import machine_for
 from radixcheck.properties.cache.mutants import EvictsLockedLeaf, LockCountWraps10Bit, MostRecentFirst
-from radixcheck.properties.cache.scale_machine import CROWD, CROWD_CHECKPOINTS, LOCK_COUNTER_BITS_CHECKED, scale_machine_for
+from radixcheck.properties.cache.scale_machine import (
+    CROWD,
+    CROWD_CHECKPOINTS,
+    LOCK_COUNTER_BITS_CHECKED,
+    runs_world_at,
+    scale_machine_for,
+)
 from radixcheck.properties.findings.failures import describe_failure, shape_of
 from radixcheck.properties.findings.verdict import run_machine
 from radixcheck.reference import RadixCache
@@ -151,6 +157,15 @@ def test_the_crowd_is_the_measure_of_lock_counters_not_exercised() -> None:
     assert CROWD[1] < 2 ** (LOCK_COUNTER_BITS_CHECKED + 1)
     assert LOCK_COUNTER_BITS_CHECKED == LockCountWraps10Bit._BITS  # the widest counter mutant the suite kills
     assert f"lock counters wider than {LOCK_COUNTER_BITS_CHECKED} bits" in DEFAULT_CAPABILITIES.not_exercised()[-1]
+
+
+def test_a_profile_below_one_world_builds_it_at_the_smallest_page_size_only() -> None:
+    """`ci`, `audit` and `thorough` build a production world at every page size; the `gate` profile
+    (radixcheck's own run) buys less than one, so one world, at the page size with the deep history."""
+    for name in ("ci", "audit", "thorough", "dev"):
+        assert all(runs_world_at(p, (1, 4, 16), profiles.SETTINGS[name]) for p in (1, 4, 16)), name
+    assert [p for p in (1, 4, 16) if runs_world_at(p, (1, 4, 16), profiles.SETTINGS["gate"])] == [1]
+    assert [p for p in (4, 16) if runs_world_at(p, (4, 16), profiles.SETTINGS["gate"])] == [4]
 
 
 def test_a_conforming_verdict_says_what_it_did_not_check(capsys) -> None:  # noqa: ANN001

@@ -22,15 +22,19 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-import ml_dtypes
 import numpy as np
 
-STORAGE_DTYPES: dict[str, np.dtype] = {
-    "float32": np.dtype(np.float32),
-    "float16": np.dtype(np.float16),  # what llama.cpp stores by default
-    "bfloat16": np.dtype(ml_dtypes.bfloat16),
-    "float8_e4m3fn": np.dtype(ml_dtypes.float8_e4m3fn),
-}
+STORAGE_DTYPES = ("float32", "float16", "bfloat16", "float8_e4m3fn")  # float16: what llama.cpp stores by default
+
+
+def storage_dtype(name: str) -> np.dtype:
+    """The NumPy dtype of a KV storage dtype name (ml_dtypes, ~0.6 s to import, only when asked for)."""
+    if name in ("float32", "float16"):
+        return np.dtype(name)
+    import ml_dtypes
+
+    return np.dtype(getattr(ml_dtypes, name))
+
 SATURATE = {"float8_e4m3fn": 448.0, "float16": 65504.0}  # clip instead of overflowing to NaN / inf
 
 
@@ -125,7 +129,7 @@ class KVPool:
         self.head_dim = int(config.head_dim)
         self.num_slots = int(num_slots)
         self.dtype_name = dtype
-        self.dtype = STORAGE_DTYPES[dtype]
+        self.dtype = storage_dtype(dtype)
         shape = (self.n_layers, self.num_slots, self.n_kv_heads, self.head_dim)
         self.k = np.zeros(shape, dtype=self.dtype)
         self.v = np.zeros(shape, dtype=self.dtype)

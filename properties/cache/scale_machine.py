@@ -61,6 +61,13 @@ SCALE_EXAMPLES_PER = 100  # one production world (~10^4 calls) per this many exa
 SCALE_STEPS = 8  # ordinary rules run in each world after it is built
 
 
+def runs_world_at(page_size: int, page_sizes: tuple[int, ...], search: settings) -> bool:
+    """Whether the production-scale test builds a world at ``page_size``: at every page size the target
+    runs, unless the profile buys less than one world (under :data:`SCALE_EXAMPLES_PER` examples, as
+    radixcheck's own `gate`): then at the smallest only, the one with the deep history."""
+    return search.max_examples >= SCALE_EXAMPLES_PER or page_size == min(page_sizes, default=page_size)
+
+
 class ProductionScaleMachine(RadixCacheMachine):
     """Override ``factory``, ``capabilities`` and ``page_size`` (see :func:`scale_machine_for`)."""
 
