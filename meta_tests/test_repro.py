@@ -27,6 +27,7 @@ from radixcheck.properties.findings.repro import (
     budget_advice,
     file_name,
     finding_site,
+    literal,
     reduction_note,
     repro_for,
     run_repro,
@@ -226,3 +227,12 @@ def test_the_plugin_refuses_a_repro_directory_it_cannot_write_before_any_test(tm
                          timeout=120)
     assert run.returncode == 4 and "--radix-repro 'afile/sub' is not a directory" in run.stderr, run.stdout + run.stderr
     assert sorted(p.name for p in tmp_path.iterdir()) == ["afile"]
+
+
+def test_every_bad_namespace_the_machine_sends_can_be_written() -> None:
+    """A reduced program may keep a bad-input call with an unhashable namespace (a dict among them:
+    `namespace-concatenated`'s file once could not be written when its stream sent one)."""
+    from radixcheck.properties.cache.tenants import UNHASHABLE
+
+    for namespace in UNHASHABLE:
+        assert eval(literal(namespace)) == namespace  # noqa: S307 - our own literal, read back

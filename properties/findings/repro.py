@@ -178,6 +178,8 @@ def literal(value: Any) -> str:
         return f"np.array({value.tolist()!r}, dtype=np.{value.dtype.name})"
     if isinstance(value, (list, tuple)) and all(isinstance(v, (int, float, bool, list, tuple, type(None), str)) for v in value):
         return repr(list(value)) if isinstance(value, list) else repr(value)
+    if isinstance(value, dict):  # an unhashable namespace sent as bad input
+        return "{" + ", ".join(f"{literal(k)}: {literal(v)}" for k, v in value.items()) + "}"
     if type(value) is object:
         return "object()"
     raise _CannotWrite(f"cannot write an argument of type {type(value).__name__} as Python")
