@@ -20,6 +20,8 @@ from radixcheck import profiles
 from radixcheck.cli import main
 from radixcheck.oracles import violations
 from radixcheck.oracles.violations import LRUOrderViolation, RefcountViolation, SlotViolation
+from radixcheck.properties.cache.contract import Capabilities
+from radixcheck.properties.cache.machine import machine_for
 from radixcheck.properties.cache.mutants import MostRecentFirst, machine_for_mutant
 from radixcheck.properties.findings.failures import oracle_of
 from radixcheck.properties.findings.names import oracle_names
@@ -159,6 +161,26 @@ def test_the_machine_looks_past_a_waived_finding() -> None:
     [found] = log.findings()
     assert (found["oracle"], found["type"], found["waiver"]) == ("4 LRU order", "LRUOrderViolation", "<waivers>:1: MRU on purpose")
     assert found["times_met"] >= 1 and found["step"]
+
+
+class FixedPoolMostRecentFirst(MostRecentFirst):
+    """MostRecentFirst over a fixed pool (``max_cached_pages``): the suite evicts to make room
+    before its inserts, and those evictions meet the (waived) LRU finding."""
+
+    capabilities = Capabilities(max_cached_pages=12)
+
+
+def test_a_waived_finding_in_the_eviction_that_makes_room_leaks_no_caller_slot() -> None:
+    """A caller makes room before it allocates its request's slots (as a scheduler evicts, then
+    allocates): a waived finding in that eviction ends the step before any slot is the caller's,
+    so nothing leaks. (Allocated first, the insert's slots were held by nobody once the step
+    ended: slot conservation failed after every such finding, the SGLang FULL+SWA lifecycle row's
+    "8 slots leaked".)"""
+    machine = machine_for(FixedPoolMostRecentFirst, FixedPoolMostRecentFirst.capabilities, 1, "meta_fixed_pool_mru")
+    log = _log("* * 4 LRU order  # MRU on purpose")
+    run_machine(machine, FEW, waived=log)
+    [found] = log.findings()
+    assert found["oracle"] == "4 LRU order" and found["times_met"] >= 1
 
 
 class TwoBugs(RuleBasedStateMachine):

@@ -167,6 +167,7 @@ class WindowMachine(RadixCacheMachine):
     def _insert_request(self, tokens: tuple[int, ...], namespace: Any = UNSAID, slid: bool = False) -> int:
         """A caller inserts a sequence it computed in fresh slots (its window slid if ``slid``), then
         frees its duplicates in both pools."""
+        self._make_room(tokens)
         values = self.allocator.alloc(len(tokens))
         window = self._window_for(len(tokens), self._slid(len(tokens)) if slid else 0)
         prefix_len = self._insert(tokens, values, namespace, window)
@@ -179,6 +180,7 @@ class WindowMachine(RadixCacheMachine):
     def _serve_insert(self, tokens: tuple[int, ...], record: HandleRecord) -> int:
         cached = len(record.tokens)
         kv = self.model.values_of(record.path)
+        self._make_room(tokens)
         values = np.concatenate([np.asarray(kv, dtype=np.int64), self.allocator.alloc(len(tokens) - cached)])
         window = np.concatenate([np.asarray(self.windows.windows(kv), dtype=np.int64), self._window_for(len(tokens) - cached, 0)])
         prefix_len = self._insert(tokens, values, record.namespace, window)
@@ -435,6 +437,7 @@ class StateMachine(WindowMachine):
     @act
     def _insert_request(self, tokens: tuple[int, ...], namespace: Any = UNSAID, slid: bool = False) -> int:
         """A request computed ``tokens`` in fresh slots and ends with a state (none if ``slid``)."""
+        self._make_room(tokens)
         values = self.allocator.alloc(len(tokens))
         state = self._brought_state(slid)
         prefix_len = self._insert(tokens, values, namespace, state)
@@ -446,6 +449,7 @@ class StateMachine(WindowMachine):
     @act
     def _serve_insert(self, tokens: tuple[int, ...], record: HandleRecord) -> int:
         cached = len(record.tokens)
+        self._make_room(tokens)
         values = np.concatenate([np.asarray(self.model.values_of(record.path), dtype=np.int64), self.allocator.alloc(len(tokens) - cached)])
         state = self._brought_state(False)
         prefix_len = self._insert(tokens, values, record.namespace, state)
