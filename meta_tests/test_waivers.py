@@ -300,3 +300,24 @@ def test_a_finding_met_only_after_a_waived_one_is_said_as_its_possible_echo() ->
     alone = Verdict("test_cache_state_machine[page_size=4]", "failed", 1.0, "4 LRU order", "evicted [1] before [0]")
     found = {f.oracle: f.echo_of for f in findings_of([after, alone])}
     assert found == {"2 refcount safety": "the waived return values finding (known.txt:1)", "4 LRU order": ""}
+
+
+def test_a_waived_finding_that_ends_the_production_world_says_what_it_left_out() -> None:
+    """A counter of 8 bits wraps in the world's first story (the crowd); waived, the world ends there,
+    and the finding records the stories never built, which the audit and the matrix print beside it."""
+    from radixcheck.audit import cut_short
+    from radixcheck.properties.cache.mutants import LockCountWraps8Bit
+    from radixcheck.properties.cache.scale_machine import scale_machine_for
+
+    def world() -> type:
+        return scale_machine_for(LockCountWraps8Bit, LockCountWraps8Bit.capabilities, 1, "meta_cut_short")
+
+    with pytest.raises(Exception) as caught:
+        run_machine(world(), profiles.SETTINGS["mutation"])
+    log = WaiverLog.for_test(parse_waivers(f"* * {type(caught.value).__name__}  # counted in 8 bits on purpose"), ("x:y",),
+                             "test_cache_at_production_scale[page_size=1]")
+    run_machine(world(), profiles.SETTINGS["mutation"], waived=log)
+    [found] = log.findings()
+    assert found["cut_short"].startswith("the production world stopped here; not built: a history "), found
+    assert "requests on" in found["cut_short"] and "memory pressure" in found["cut_short"]
+    assert cut_short(found).endswith("the verdict does not cover it") and cut_short({"oracle": "x"}) == ""

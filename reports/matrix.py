@@ -48,7 +48,7 @@ from pathlib import Path
 import pytest
 
 from radixcheck.argtypes import ArgumentParser, refuse_weaker, workers
-from radixcheck.audit import CONFORMANCE, _Collector
+from radixcheck.audit import CONFORMANCE, _Collector, cut_short
 from radixcheck.profiles import PROFILES
 from radixcheck.properties.cache.mutants import CORRECT_VARIANTS, MUTANTS
 from radixcheck.properties.index.mutants import CORRECT_INDEX_VARIANTS, INDEX_MUTANTS
@@ -641,7 +641,7 @@ def _failures(rows: list[dict], finding_of: Callable[[str, str, str], str] | Non
         for t, w in waived:
             finding = finding_of(r["name"], t, w["message"]) if finding_of else ""
             out += [f"- `{t}` — waived: oracle *{w['oracle']}*{f' — **finding {finding}**' if finding else ''}: "
-                    f"{w['message']} ({w['waiver'].rpartition('/')[2]})"]
+                    f"{w['message']} ({w['waiver'].rpartition('/')[2]}){cut_short(w)}"]
         out.append("")
     return out
 
