@@ -27,10 +27,12 @@ from radixcheck.properties.findings.repro import (
     budget_advice,
     file_name,
     finding_site,
+    literal,
     reduction_note,
     repro_for,
     run_repro,
 )
+from radixcheck.properties.findings.second_pool_repro import SecondPool
 from radixcheck.properties.findings.transcript import Act
 from radixcheck.properties.findings.verdict import run_machine
 from radixcheck.properties.target import TIMEOUT_ENV, Target
@@ -70,6 +72,18 @@ def test_slot_and_token_lists_are_written_as_ranges() -> None:
     assert _ints(list(range(5, 12005))) == "list(range(5, 12005))"
     assert _ints([*range(0, 16), 9, *range(20, 24)]) == "list(range(0, 16)) + [9] + list(range(20, 24))"
     assert _ints([7, 3, 12, 5]) == "[7, 3, 12, 5]"  # no run: as it is
+
+
+def test_a_hybrid_insert_brings_its_window_or_state_by_id() -> None:
+    """A window is written as the tree's values (the first ``owned``), the run that slid out of the
+    request's window (-1) and the fresh slots it takes by id; a state is taken by id, or -1 for none."""
+    window = SecondPool("window", "window slots")
+    brought = np.array([40, -1, 7, -1, -1, 5, 6])  # one token of the tree's, then the request's own
+    assert window.brought(brought, 1, _ints) == ("np.concatenate([np.array([40]), np.full(1, -1), second_allocator.take([7]), "
+                                                 "np.full(2, -1), second_allocator.take([5, 6])])")
+    assert window.brought(np.array([3, 4]), 0, _ints, "other_second") == "other_second.take([3, 4])"
+    state = SecondPool("state", "states")
+    assert (state.brought(9, 0, _ints), state.brought(-1, 0, _ints)) == ("int(second_allocator.take([9])[0])", "-1")
 
 
 def test_tokens_are_renamed_by_prefix_in_the_order_they_are_sent() -> None:
@@ -213,3 +227,12 @@ def test_the_plugin_refuses_a_repro_directory_it_cannot_write_before_any_test(tm
                          timeout=120)
     assert run.returncode == 4 and "--radix-repro 'afile/sub' is not a directory" in run.stderr, run.stdout + run.stderr
     assert sorted(p.name for p in tmp_path.iterdir()) == ["afile"]
+
+
+def test_every_bad_namespace_the_machine_sends_can_be_written() -> None:
+    """A reduced program may keep a bad-input call with an unhashable namespace (a dict among them:
+    `namespace-concatenated`'s file once could not be written when its stream sent one)."""
+    from radixcheck.properties.cache.tenants import UNHASHABLE
+
+    for namespace in UNHASHABLE:
+        assert eval(literal(namespace)) == namespace  # noqa: S307 - our own literal, read back

@@ -20,6 +20,8 @@ from radixcheck import profiles
 from radixcheck.cli import main
 from radixcheck.oracles import violations
 from radixcheck.oracles.violations import LRUOrderViolation, RefcountViolation, SlotViolation
+from radixcheck.properties.cache.contract import Capabilities
+from radixcheck.properties.cache.machine import machine_for
 from radixcheck.properties.cache.mutants import MostRecentFirst, machine_for_mutant
 from radixcheck.properties.findings.failures import oracle_of
 from radixcheck.properties.findings.names import oracle_names
@@ -161,6 +163,26 @@ def test_the_machine_looks_past_a_waived_finding() -> None:
     assert found["times_met"] >= 1 and found["step"]
 
 
+class FixedPoolMostRecentFirst(MostRecentFirst):
+    """MostRecentFirst over a fixed pool (``max_cached_pages``): the suite evicts to make room
+    before its inserts, and those evictions meet the (waived) LRU finding."""
+
+    capabilities = Capabilities(max_cached_pages=12)
+
+
+def test_a_waived_finding_in_the_eviction_that_makes_room_leaks_no_caller_slot() -> None:
+    """A caller makes room before it allocates its request's slots (as a scheduler evicts, then
+    allocates): a waived finding in that eviction ends the step before any slot is the caller's,
+    so nothing leaks. (Allocated first, the insert's slots were held by nobody once the step
+    ended: slot conservation failed after every such finding, the SGLang FULL+SWA lifecycle row's
+    "8 slots leaked".)"""
+    machine = machine_for(FixedPoolMostRecentFirst, FixedPoolMostRecentFirst.capabilities, 1, "meta_fixed_pool_mru")
+    log = _log("* * 4 LRU order  # MRU on purpose")
+    run_machine(machine, FEW, waived=log)
+    [found] = log.findings()
+    assert found["oracle"] == "4 LRU order" and found["times_met"] >= 1
+
+
 class TwoBugs(RuleBasedStateMachine):
     """A machine whose first bug is always an LRU finding, met in a step that also feeds a
     bundle, and whose second bug (a crash) can only come after it; one invariant breaks a waived
@@ -278,3 +300,24 @@ def test_a_finding_met_only_after_a_waived_one_is_said_as_its_possible_echo() ->
     alone = Verdict("test_cache_state_machine[page_size=4]", "failed", 1.0, "4 LRU order", "evicted [1] before [0]")
     found = {f.oracle: f.echo_of for f in findings_of([after, alone])}
     assert found == {"2 refcount safety": "the waived return values finding (known.txt:1)", "4 LRU order": ""}
+
+
+def test_a_waived_finding_that_ends_the_production_world_says_what_it_left_out() -> None:
+    """A counter of 8 bits wraps in the world's first story (the crowd); waived, the world ends there,
+    and the finding records the stories never built, which the audit and the matrix print beside it."""
+    from radixcheck.audit import cut_short
+    from radixcheck.properties.cache.mutants import LockCountWraps8Bit
+    from radixcheck.properties.cache.scale_machine import scale_machine_for
+
+    def world() -> type:
+        return scale_machine_for(LockCountWraps8Bit, LockCountWraps8Bit.capabilities, 1, "meta_cut_short")
+
+    with pytest.raises(Exception) as caught:
+        run_machine(world(), profiles.SETTINGS["mutation"])
+    log = WaiverLog.for_test(parse_waivers(f"* * {type(caught.value).__name__}  # counted in 8 bits on purpose"), ("x:y",),
+                             "test_cache_at_production_scale[page_size=1]")
+    run_machine(world(), profiles.SETTINGS["mutation"], waived=log)
+    [found] = log.findings()
+    assert found["cut_short"].startswith("the production world stopped here; not built: a history "), found
+    assert "requests on" in found["cut_short"] and "memory pressure" in found["cut_short"]
+    assert cut_short(found).endswith("the verdict does not cover it") and cut_short({"oracle": "x"}) == ""

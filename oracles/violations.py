@@ -22,7 +22,9 @@ class Check:
     call, in order), ``free_calls`` (the same, one list per ``free()`` call), ``raised`` (the
     exception the last call raised, or ``None``), ``before`` (``state()`` before the last call),
     ``sizes()`` (a dict: total, evictable, protected), ``state()`` (sizes, slots freed so far, refused
-    frees), ``allocator``, ``PAGE`` and ``np``."""
+    frees), ``allocator``, ``PAGE`` and ``np``; with a second pool also ``second_allocator``,
+    ``second_freed`` (its slots freed during the last call) and ``window`` or ``state`` (a match's
+    third answer)."""
 
     holds: str
     got: str

@@ -41,6 +41,7 @@ _EXPORTS = {
     "tenant_tree_machine_for": "radixcheck.properties.tenant_tree.machine",
     "RadixCacheLike": "radixcheck.properties.cache.contract",
     "SlotAllocator": "radixcheck.properties.cache.contract",
+    "SecondPoolAllocator": "radixcheck.properties.cache.contract",
     "Request": "radixcheck.properties.cache.contract",
     "RadixCacheMachine": "radixcheck.properties.cache.machine",
     "machine_for": "radixcheck.properties.cache.machine",

@@ -412,8 +412,13 @@ def report_card(result: AuditResult) -> str:
     if waived:
         parts += ["", "## Waived findings (--waive)", ""]
         parts += [f"- {w['oracle']} ({w['type']}): {w['message']} — waived by {w['waiver']}; met in "
-                  + ", ".join(f"`{t}`" for t in w["tests"]) for w in waived]
+                  + ", ".join(f"`{t}`" for t in w["tests"]) + cut_short(w) for w in waived]
     return "\n".join(parts) + "\n"
+
+
+def cut_short(waived: dict[str, Any]) -> str:
+    """What a waived finding left unbuilt of a production world (the verdict does not cover it)."""
+    return f" — {waived['cut_short']}: the verdict does not cover it" if waived.get("cut_short") else ""
 
 
 def with_waived(waived: list[dict[str, Any]]) -> str:
@@ -446,7 +451,7 @@ def print_summary(result: AuditResult) -> None:
               + f"{f.program}\n", file=sys.stdout)
     for w in waived:
         print(f"--- waived: {w['oracle']} ({w['type']}): {w['message']}\n"
-              f"waived by {w['waiver']}; met in {', '.join(w['tests'])}\n", file=sys.stdout)
+              f"waived by {w['waiver']}; met in {', '.join(w['tests'])}{cut_short(w)}\n", file=sys.stdout)
     for warning in result.unmatched_waivers:
         print(f"radixcheck: warning: {warning}", file=sys.stderr, flush=True)
     if result.conforms:

@@ -138,7 +138,7 @@ class WindowRadixCache(RadixCache):
         key = as_tokens(tokens, "tokens")
         key = key[: len(key) // self.page_size * self.page_size]
         length = self.resumable_length(self._cached_windows(key, namespace) != NONE)
-        values, handle = super().match_prefix(list(key[:length]), namespace, priority)
+        values, handle = super().match_prefix(np.asarray(key[:length], dtype=np.int64), namespace, priority)  # checked once
         return values, handle, self._path_windows(handle)
 
     def _path_windows(self, handle: Node) -> np.ndarray:

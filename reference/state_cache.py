@@ -90,7 +90,7 @@ class StateRadixCache(RadixCache):
     def match_prefix(self, tokens: Sequence[int], namespace: Hashable = None, priority: int = 0) -> tuple[np.ndarray, Node, int]:
         key = as_tokens(tokens, "tokens")
         length = self._deepest_state(key, namespace)
-        values, handle = super().match_prefix(list(key[:length]), namespace, priority)
+        values, handle = super().match_prefix(np.asarray(key[:length], dtype=np.int64), namespace, priority)  # checked once
         return values, handle, self.state.get(handle, NONE)
 
     def inc_lock_ref(self, handle: Any) -> None:

@@ -264,10 +264,9 @@ def _factory(name: str, build: Callable[[SlotAllocator, int], Any], caps: Capabi
     return _sr._factory(name, build, caps)
 
 
-def _caps(lifecycle: str, checks_locks: bool, page_sizes=_sr.PAGE_SIZES, max_cached_pages: int | None = None,
-          key_mode: str = "tokens") -> Capabilities:
+def _caps(lifecycle: str, checks_locks: bool, page_sizes=_sr.PAGE_SIZES, key_mode: str = "tokens") -> Capabilities:
     return Capabilities(supports_quarantine=False, page_sizes=page_sizes, checks_locks=checks_locks, lifecycle=lifecycle,
-                        max_cached_pages=max_cached_pages, key_mode=key_mode)
+                        key_mode=key_mode)
 
 
 FACTORIES: dict[str, Callable] = {
@@ -288,9 +287,11 @@ for _b in ("python", "rust"):
         f"tree_unified_{_b}_lru", lambda a, p, b=_b: _sr.SGLangUnifiedRadixCache(a, p, backend=b), _caps("tree", _strict))
     FACTORIES[f"eagle_unified_{_b}_lru"] = _factory(
         f"eagle_unified_{_b}_lru", lambda a, p, b=_b: SGLangUnifiedEagle(a, p, backend=b), _caps("tree", _strict, key_mode="bigram"))
+    # No max_cached_pages: the hidden window's peers come from the adapter's own 2**24-slot pool and
+    # SGLang's mapping grows with the dense ids, as for sglang_trees' unified_swa_* (which dropped it).
     FACTORIES[f"tree_unified_swa_{_b}_lru"] = _factory(
         f"tree_unified_swa_{_b}_lru", lambda a, p, b=_b: _st.SGLangUnifiedSWA(a, p, backend=b),
-        _caps("tree", _strict, page_sizes=(1,), max_cached_pages=_st._SWA_MAPPING0 // 2))
+        _caps("tree", _strict, page_sizes=(1,)))
 del _b, _strict
 
 __getattr__ = factory_lookup(__name__, FACTORIES)  # `module:<factory>` names a factory (PEP 562)

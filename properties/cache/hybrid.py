@@ -152,14 +152,22 @@ class WindowMachine(RadixCacheMachine):
         adopted = set(self.adopted)
         mine = [int(w) for i, w in enumerate(window[owned_from:prefix_len], start=owned_from) if i not in adopted]
         mine += window[max(aligned, owned_from) :].tolist()
-        mine = [w for w in mine if w != NONE]
-        if mine:
-            self.second_allocator.free(np.asarray(mine, dtype=np.int64))
+        self._free_second([w for w in mine if w != NONE])
+
+    def _free_second(self, slots: list[int]) -> None:
+        """The caller frees second-pool slots of its own; recorded with the act, since which ones
+        follow from the model (what the cache took), so a repro file frees exactly these."""
+        if not slots:
+            return
+        self.second_allocator.free(np.asarray(slots, dtype=np.int64))
+        if self.acting is not None:
+            self.acting.calls.append(SentCall(self.calls_sent, "free_second", (list(slots),), target="caller"))
 
     @act
     def _insert_request(self, tokens: tuple[int, ...], namespace: Any = UNSAID, slid: bool = False) -> int:
         """A caller inserts a sequence it computed in fresh slots (its window slid if ``slid``), then
         frees its duplicates in both pools."""
+        self._make_room(tokens)
         values = self.allocator.alloc(len(tokens))
         window = self._window_for(len(tokens), self._slid(len(tokens)) if slid else 0)
         prefix_len = self._insert(tokens, values, namespace, window)
@@ -172,6 +180,7 @@ class WindowMachine(RadixCacheMachine):
     def _serve_insert(self, tokens: tuple[int, ...], record: HandleRecord) -> int:
         cached = len(record.tokens)
         kv = self.model.values_of(record.path)
+        self._make_room(tokens)
         values = np.concatenate([np.asarray(kv, dtype=np.int64), self.allocator.alloc(len(tokens) - cached)])
         window = np.concatenate([np.asarray(self.windows.windows(kv), dtype=np.int64), self._window_for(len(tokens) - cached, 0)])
         prefix_len = self._insert(tokens, values, record.namespace, window)
@@ -306,7 +315,9 @@ class WindowMachine(RadixCacheMachine):
         # (a quarantined page's value may stay)
         if freed < num_tokens and self.windows.unpinned and not self.model.detached and not whole_nodes:
             raise EvictionAmountViolation(f"{what} freed {freed} window slots and stopped while {self.windows.unpinned} live window "
-                                          "values no lock pins were left", Check("result >= num_tokens or nothing unpinned left", "result"))
+                                          "values no lock pins were left",
+                                          Check("result >= min(num_tokens, unpinned)", "result",
+                                                {"num_tokens": num_tokens, "unpinned": freed + self.windows.unpinned}))
 
     @act
     def _quarantine(self, tokens: tuple[int, ...], namespace: Any = UNSAID) -> None:
@@ -421,11 +432,12 @@ class StateMachine(WindowMachine):
 
     def _free_state_unless_taken(self, state: int) -> None:
         if state != NONE and not self.state_taken:
-            self.second_allocator.free(np.asarray([state], dtype=np.int64))
+            self._free_second([state])
 
     @act
     def _insert_request(self, tokens: tuple[int, ...], namespace: Any = UNSAID, slid: bool = False) -> int:
         """A request computed ``tokens`` in fresh slots and ends with a state (none if ``slid``)."""
+        self._make_room(tokens)
         values = self.allocator.alloc(len(tokens))
         state = self._brought_state(slid)
         prefix_len = self._insert(tokens, values, namespace, state)
@@ -437,6 +449,7 @@ class StateMachine(WindowMachine):
     @act
     def _serve_insert(self, tokens: tuple[int, ...], record: HandleRecord) -> int:
         cached = len(record.tokens)
+        self._make_room(tokens)
         values = np.concatenate([np.asarray(self.model.values_of(record.path), dtype=np.int64), self.allocator.alloc(len(tokens) - cached)])
         state = self._brought_state(False)
         prefix_len = self._insert(tokens, values, record.namespace, state)

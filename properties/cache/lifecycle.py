@@ -194,6 +194,7 @@ class LifecycleMachine(RadixCacheMachine):
             check_freed(freed, set(record.row[record.protected : prefix_len]) | unlocked, f"cache_unfinished_req({record})")
             handle = request.handle
         else:
+            self._make_room(tokens)
             prefix_len = self._insert(tokens, np.asarray(record.row, dtype=np.int64), **self._second_keywords(record))
             self._caller_free(record.row[record.protected : prefix_len])
             self._second_inserted(record, prefix_len, aligned)
@@ -247,6 +248,7 @@ class LifecycleMachine(RadixCacheMachine):
             check_freed(freed, expected | self.model.unlock(record.path), f"cache_finished_req({record}, {insert})")
         else:
             if insert:
+                self._make_room(tokens)
                 prefix_len = self._insert(tokens, np.asarray(record.row, dtype=np.int64), **self._second_keywords(record))
                 self._caller_free(record.row[record.protected : prefix_len] + record.row[aligned:])
                 self._second_inserted(record, prefix_len, aligned)

@@ -469,7 +469,9 @@ class RadixCacheMachine(RuleBasedStateMachine):
 
     def _make_room(self, tokens: tuple[int, ...]) -> None:
         """A target with a fixed pool (``max_cached_pages``) is never asked to hold more: before an
-        insert that could overflow it, the caller evicts what it needs, as a scheduler does."""
+        insert that could overflow it, the caller evicts what it needs, as a scheduler does. Called
+        before the caller allocates the request's slots (the scheduler evicts, then allocates), so a
+        finding in this eviction, waived, ends the step with no slot held by nobody."""
         limit = self.capabilities.max_cached_pages
         if limit is not None:
             assume(len(tokens) // self.page_size <= limit)  # an engine refuses a request longer than its pool
@@ -479,8 +481,7 @@ class RadixCacheMachine(RuleBasedStateMachine):
 
     def _insert(self, tokens: tuple[int, ...], values: np.ndarray, namespace: Any = UNSAID, **extra: Any) -> int:
         """Insert with a copy of ``values``: the copy is the caller's buffer, overwritten after the call
-        (``extra``: a hybrid cache's second-pool keyword)."""
-        self._make_room(tokens)
+        (``extra``: a hybrid cache's second-pool keyword). The caller made room first (:meth:`_make_room`)."""
         if self._bigram:  # one more raw token than keys, with a slot of its own that no bigram keeps: the caller frees it
             last = self.allocator.alloc(1)
             sent = np.concatenate([values, last])
@@ -509,6 +510,7 @@ class RadixCacheMachine(RuleBasedStateMachine):
     @act
     def _insert_request(self, tokens: tuple[int, ...], namespace: Any = UNSAID) -> int:
         """A caller inserts a sequence it computed in fresh slots, then frees its duplicates."""
+        self._make_room(tokens)
         values = self.allocator.alloc(len(tokens))
         prefix_len = self._insert(tokens, values, namespace)
         self._free_callers_copies(values, 0, prefix_len, len(tokens))
@@ -521,6 +523,7 @@ class RadixCacheMachine(RuleBasedStateMachine):
         slots: the whole sequence is inserted with the matched slots in front, then the caller
         frees the fresh slots the cache did not take."""
         cached = len(record.tokens)
+        self._make_room(tokens)
         values = np.concatenate([np.asarray(self.model.values_of(record.path), dtype=np.int64), self.allocator.alloc(len(tokens) - cached)])
         prefix_len = self._insert(tokens, values, record.namespace)
         self._free_callers_copies(values, cached, prefix_len, len(tokens))

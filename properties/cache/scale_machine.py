@@ -45,6 +45,7 @@ from radixcheck.oracles.prefix_set import Entry
 from radixcheck.oracles.violations import Check, PrefixSetViolation, shown
 from radixcheck.properties.cache.contract import BIGRAM_START
 from radixcheck.properties.cache.machine import HandleRecord, RadixCacheMachine, _as_slot_array, _scribble
+from radixcheck.properties.findings.failures import WORLD_CUT_SHORT
 from radixcheck.properties.findings.transcript import act
 
 CROWD_CHECKPOINTS = (1024, 512, 256)  # requests still running when memory pressure hits: where narrow counters read 0
@@ -97,7 +98,7 @@ class ProductionScaleMachine(RadixCacheMachine):
         stories = self._stories(crowd, requests, system_prompts, history_turns, stream)
         made: list[tuple[int, ...]] = []
         self._running_history: HandleRecord | None = None
-        for story, run in stories:
+        for i, (story, run) in enumerate(stories):
             try:
                 with self.quietly(story):
                     made += run()
@@ -105,6 +106,8 @@ class ProductionScaleMachine(RadixCacheMachine):
                 self.slots_conserved()
             except Exception as exc:  # a violation or a crash: either way, say which story it happened in
                 exc.add_note(f"radixcheck: in production_world, while: {story}")
+                if later := [name for name, _ in stories[i + 1 :]]:  # a waiver that looks past it leaves them unbuilt
+                    exc.add_note(f"{WORLD_CUT_SHORT}{'; '.join(later)}")
                 raise
         if self._running_history is not None:  # the long conversation's request finishes last
             self._release(self._running_history)

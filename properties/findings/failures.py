@@ -19,6 +19,10 @@ INVARIANT_STEPS = ("state.sizes_add_up()", "state.slots_conserved()", "state.siz
 
 
 # The names oracle_of gives a failure no oracle class judged (a waiver may name them too).
+WORLD_CUT_SHORT = "radixcheck: the production world stopped here; not built: "
+"""The note a failure inside the production-scale machine's world carries when stories were left
+(``radixcheck.properties.cache.scale_machine``): a waived finding there ends the world, so the
+audit says what it left out (``radixcheck.properties.findings.waivers``)."""
 HANG = "hang (per-operation time limit)"
 ASSERTION = "assertion"
 CRASH = "crash ({} raised during a legal call)"  # formatted with the exception's class name

@@ -191,6 +191,8 @@ def reduce(machine: RadixCacheMachine, failure: BaseException, waived: Callable[
     # goes with every simpler caller and token (3. below) at once: a scale world may allow few replays in the budget.
     simplest = dataclasses.replace(options, **{k: v for change in SIMPLER for k, v in change.items() if k in OPTIONS})
     best = _leave_out_stories(renamed(lean), simplest, fails, time_left, trim=True, first_only=True)
+    if best is None and replays == 0 and time_left():  # no story can go (a world of one story): still one replay for both
+        best = fails(renamed(lean), simplest, True)
     simplified = best is not None
     if simplified:
         options = simplest

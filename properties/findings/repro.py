@@ -2,7 +2,9 @@
 
 What an engineer pastes into an upstream issue. It imports their factory and radixcheck's
 ``SlotAllocator`` (the caller's KV slot pool, which counts every slot and refuses a double
-free), and nothing else of radixcheck: no Hypothesis, no state machine. It makes the contract
+free), for a hybrid cache also its ``SecondPoolAllocator`` (the window or state pool:
+:mod:`radixcheck.properties.findings.second_pool_repro`), and nothing else of radixcheck: no
+Hypothesis, no state machine. It makes the contract
 calls the state machine made, in order, as a serving engine would (inserting a request, the
 caller frees its copies of what was cached already), and then states the check that failed, with
 the expected values written out (:class:`radixcheck.oracles.violations.Check`). It exits 1 while
@@ -25,7 +27,7 @@ import re
 import textwrap
 import traceback
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -38,6 +40,7 @@ from radixcheck.properties.cache.contract import Request
 from radixcheck.properties.cache.machine import NO_ANSWER, POOL_SIZE, SCRIBBLE_TOKEN, SIZE_CALLS, RadixCacheMachine, SentCall
 from radixcheck.properties.findings.failures import message_of, oracle_of, raised_at, shape_of
 from radixcheck.properties.findings.reduce import REDUCE_ENV, Reduced, Replay, reduce, reduce_seconds, standalone_stack
+from radixcheck.properties.findings.second_pool_repro import KEYWORDS, POOL_NAME, SecondPool
 from radixcheck.properties.findings.transcript import Act
 from radixcheck.properties.index.machine import KvIndexMachine
 from radixcheck.properties.index.repro import CannotWrite, IndexProgram, failing_program, index_script, shortest_program
@@ -175,6 +178,8 @@ def literal(value: Any) -> str:
         return f"np.array({value.tolist()!r}, dtype=np.{value.dtype.name})"
     if isinstance(value, (list, tuple)) and all(isinstance(v, (int, float, bool, list, tuple, type(None), str)) for v in value):
         return repr(list(value)) if isinstance(value, list) else repr(value)
+    if isinstance(value, dict):  # an unhashable namespace sent as bad input
+        return "{" + ", ".join(f"{literal(k)}: {literal(v)}" for k, v in value.items()) + "}"
     if type(value) is object:
         return "object()"
     raise _CannotWrite(f"cannot write an argument of type {type(value).__name__} as Python")
@@ -183,13 +188,16 @@ def literal(value: Any) -> str:
 TOKEN_CALLS = ("match_prefix", "insert", "evict_prefix")  # the calls whose first argument is tokens
 
 
-def _keywords(call: SentCall) -> str:
-    """The keyword arguments a call was sent with (``namespace=``, to a target with namespaces), as source."""
-    return "".join(f", {name}={literal(value)}" for name, value in getattr(call, "kwargs", {}).items())
+def _keywords(call: SentCall, but: Collection[str] = ()) -> str:
+    """The keyword arguments a call was sent with (``namespace=``, to a target with namespaces), as source
+    (those named in ``but`` left out)."""
+    return "".join(f", {name}={literal(value)}" for name, value in getattr(call, "kwargs", {}).items() if name not in but)
 
 
 def _negated(condition: str) -> str:
     """``not (condition)``, without a double negation."""
+    if simple := re.fullmatch(r"(\w+) not in (\w+)", condition):
+        return f"{simple[1]} in {simple[2]}"
     inner = condition[5:-1] if condition.startswith("not (") and condition.endswith(")") else None
     if inner is not None and inner.count("(") == inner.count(")"):
         return inner
@@ -275,6 +283,7 @@ class _Writer:
         self.sequences = 0
         self.calls_written = 0
         self.helpers: set[str] = set()
+        self.second = SecondPool.of(self.machine)  # a hybrid cache's window or state pool, else None
 
     # ---- values --------------------------------------------------------------------------------
 
@@ -312,6 +321,13 @@ class _Writer:
     def handle(self, value: Any) -> str:
         return self.bound.get(id(value)) or literal(value)
 
+    def brought(self, call: SentCall, owned: int, pool: str = POOL_NAME) -> str:
+        """A caller's insert's keywords as source: the second-pool values it brought (the first
+        ``owned`` the tree's, the rest taken fresh from ``pool``), any other as it was sent."""
+        second = {name: value for name, value in call.kwargs.items() if name in KEYWORDS and self.second}
+        return _keywords(call, but=second) + "".join(f", {name}={self.second.brought(value, owned, _ints, pool)}"  # type: ignore[union-attr]
+                                                      for name, value in second.items())
+
     # ---- one act -------------------------------------------------------------------------------
 
     def act_lines(self, act: Act, calls: list[SentCall]) -> list[str]:
@@ -340,17 +356,19 @@ class _Writer:
         reuse = self.options.reuses_buffers
         if name == "match_prefix":
             query = self.tokens(args[0], definitions)
-            handle = call.result[1] if isinstance(call.result, tuple) and len(call.result) == 2 else None
+            answered = len(call.result) if isinstance(call.result, tuple) and len(call.result) in (2, 3) else 0
+            handle = call.result[1] if answered else None
+            third = f", {self.second.keyword}" if answered == 3 and self.second else ""  # a hybrid match's window or state
             target = ""
             if bind and handle is not None and id(handle) in self.used_handles:
                 self.bound[id(handle)] = f"h[{call.number}]"
-                target = f"values, h[{call.number}] = " if reuse else f"_, h[{call.number}] = "
+                target = f"values, h[{call.number}]{third} = " if reuse else f"_, h[{call.number}]{', _' if third else ''} = "
             elif reuse:
-                target = "values, _ = "
+                target = f"values, _{third} = "
             text = f"{target}cache.match_prefix({'q := ' if reuse else ''}{query}{_keywords(call)})"
             if reuse:
                 self.helpers.add("overwrite")
-                text += "; overwrite(q, values)"
+                text += f"; overwrite(q, values{third})"
             return text + self.answer(call)
         if name == "insert" and act.name in ("_insert_request", "_serve_insert"):
             self.helpers.add("insert")
@@ -359,8 +377,8 @@ class _Writer:
             fresh = f"allocator.take({_ints(slots[owned:])})"
             if owned:
                 return (f"insert({self.tokens(args[0], definitions)}, np.concatenate([np.array({_ints(slots[:owned])}), {fresh}]), "
-                        f"owned_from={owned}{_keywords(call)})" + self.answer(call))
-            return f"insert({self.tokens(args[0], definitions)}, {fresh}{_keywords(call)})" + self.answer(call)
+                        f"owned_from={owned}{self.brought(call, owned)})" + self.answer(call))
+            return f"insert({self.tokens(args[0], definitions)}, {fresh}{self.brought(call, 0)})" + self.answer(call)
         if call.target == "caller":
             return self.caller_text(call, definitions)
         rendered = []
@@ -381,7 +399,10 @@ class _Writer:
 
     def caller_text(self, call: SentCall, definitions: list[str]) -> str:
         """What the caller did itself in a running request's lifecycle (radixcheck.properties.cache.lifecycle):
-        made the request, computed a chunk into slots it took, or freed slots of its own."""
+        made the request, computed a chunk into slots it took, or freed slots of its own (of either pool)."""
+        second = self.second.caller_line(call, _ints) if self.second else None
+        if second is not None:
+            return second
         self.helpers.add("request")
         if call.name == "Request":
             name = f"r{sum(1 for key in self.bound.values() if key.startswith('r')) + 1}"
@@ -400,21 +421,24 @@ class _Writer:
         result = call.result
         if call.raised is not None or result is NO_ANSWER:
             return ""
-        if isinstance(result, tuple) and len(result) == 2 and isinstance(result[0], np.ndarray):
+        if isinstance(result, tuple) and len(result) in (2, 3) and isinstance(result[0], np.ndarray):
             return f"  # -> {shown(result[0].tolist())}"
         return f"  # -> {result!r}" if isinstance(result, (int, np.integer)) and not isinstance(result, bool) else ""
 
     def foreign(self, act: Act, calls: list[SentCall]) -> list[str]:
-        lines = ["other_allocator = SlotAllocator(POOL)",
-                 "other = make(other_allocator, PAGE)  # another cache: its handle is foreign here"]
+        lines = ["other_allocator = SlotAllocator(POOL)"]
+        lines += [self.second.setup(True, "other_second")] if self.second else []
+        lines += [f"other = make(other_allocator, PAGE{', second_allocator=other_second' if self.second else ''})  "
+                  "# another cache: its handle is foreign here"]
         for call in calls:
             if call.target == "other":
                 definitions: list[str] = []
                 if call.name == "insert":
-                    line = f"other.insert({self.tokens(call.args[0], definitions)}, other_allocator.take({_ints(call.args[1].tolist())}))"
+                    line = (f"other.insert({self.tokens(call.args[0], definitions)}, other_allocator.take({_ints(call.args[1].tolist())})"
+                            f"{self.brought(call, 0, 'other_second')})")
                 elif call.name == "match_prefix":
                     self.bound[id(call.result[1])] = "foreign"
-                    line = f"_, foreign = other.match_prefix({self.tokens(call.args[0], definitions)})"
+                    line = f"foreign = other.match_prefix({self.tokens(call.args[0], definitions)})[1]"
                 else:
                     line = f"other.{call.name}({self.handle(call.args[0])})"
                 lines += definitions + [line]
@@ -440,7 +464,9 @@ class _Writer:
                                    f"into the cache")
             return self.act_lines(act, calls[:failed]) + self.crash_lines(calls[failed], act, failure)
         text = check.holds + " " + check.got
-        uses = {n for n in ("result", "values", "freed", "free_calls", "raised", "before") if re.search(rf"\b{n}\b", text)}
+        third = self.second.keyword if self.second else "values"  # what a hybrid match's third answer is called
+        named = ("result", "values", "freed", "free_calls", "raised", "before", "second_freed", third)
+        uses = {n for n in named if re.search(rf"\b{n}\b(?!\()", text)}  # (not `state()`: the helper)
         checked = [i for i, c in enumerate(calls) if c.name not in SIZE_CALLS or ("result" in uses and i == len(calls) - 1)]
         failed = checked[-1] if checked else None
         out = self.act_lines(act, calls if failed is None else calls[:failed])
@@ -449,6 +475,8 @@ class _Writer:
             out.append("before = state()")
         if uses & {"freed", "free_calls"}:
             out.append("mark = len(allocator.freed_log)")
+        if "second_freed" in uses:
+            out.append(f"mark2 = len({POOL_NAME}.freed_log)")
         if failed is not None:
             last = calls[failed]
             self.calls_written += 1
@@ -458,13 +486,17 @@ class _Writer:
             if "raised" in uses:
                 out += ["try:", f"    result = {expression}", "    raised = None", "except Exception as exc:  # noqa: BLE001",
                         "    raised = exc"]
-            elif last.name == "match_prefix" and "values" in uses:
-                out.append(f"values = {expression}[0]" if "result" not in uses else f"result = {expression}\nvalues = result[0]")
+            elif last.name == "match_prefix" and uses & {"values", third}:
+                answers, pick = (f"values, _, {third}", "") if self.second else ("values", "[0]")  # a hybrid match answers three
+                kept = f"{answers} = {expression}{pick}"
+                out.append(kept if "result" not in uses else f"result = {expression}\n{answers} = result{pick}")
             else:
                 out.append(f"result = {expression}" if "result" in uses else expression)
         if uses & {"freed", "free_calls"}:
             out += ["free_calls = [call for call in allocator.frees_since(mark) if call]  # the slots each free() call returned",
                     "freed = [slot for call in free_calls for slot in call]"]
+        if "second_freed" in uses:
+            out.append(f"second_freed = {POOL_NAME}.freed_log[mark2:]  # the second pool's slots the call freed")
         if "sizes()" in text or "state()" in text:
             self.helpers.add("state")
         if "call_freeing" in text:
@@ -483,7 +515,7 @@ class _Writer:
             owned = len(act.args[1].tokens) if act.name == "_serve_insert" else 0
             fresh = f"allocator.take({_ints(slots[owned:])})"
             values = f"np.concatenate([np.array({_ints(slots[:owned])}), {fresh}])" if owned else fresh
-            return f"cache.insert({self.tokens(call.args[0], definitions)}, {values}{_keywords(call)})"
+            return f"cache.insert({self.tokens(call.args[0], definitions)}, {values}{self.brought(call, owned)})"
         text = self.call_text(call, act, definitions, bind=False).split("  # ->")[0].split("; overwrite")[0]
         return text.split(" = ", 1)[-1] if call.name == "match_prefix" else text
 
@@ -551,17 +583,20 @@ class _Writer:
             "Exits 1 while the bug is there (printing radixcheck's finding and what the cache did), 0 once it is",
             "fixed, 2 if it cannot run (the factory does not import). Needs numpy and radixcheck (its SlotAllocator",
             "is the caller's KV slot pool: it counts every slot and refuses a double free). Written by",
-            "`radixcheck audit --repro`." + (SCRIBBLED if self.options.reuses_buffers else ""),
+            "`radixcheck audit --repro`." + (self.second.note() if self.second else "")
+            + (SCRIBBLED if self.options.reuses_buffers else ""),
             '"""',
         ]
         imports = ["import os", "import sys"] + (["import signal"] if "alarm" in self.helpers else [])
         imports += ["import traceback"] if "raised_at" in self.helpers else []
         imports += ["from contextlib import suppress"] if "suppress" in self.helpers else []
-        names = "Request, SlotAllocator" if "request" in self.helpers else "SlotAllocator"  # a running request's lifecycle
-        imports += ["", "import numpy as np", "", f"from radixcheck import {names}", factory]
+        names = ["Request"] if "request" in self.helpers else []  # a running request's lifecycle
+        names += ["SecondPoolAllocator"] if self.second else []
+        imports += ["", "import numpy as np", "", f"from radixcheck import {', '.join([*names, 'SlotAllocator'])}", factory]
         setup = ["", f"PAGE = {self.page}", f"POOL = 1 << {POOL_SIZE.bit_length() - 1}",
                  f"allocator = SlotAllocator(POOL, churned={self.options.churned_slots})",
-                 "cache = make(allocator, PAGE)",
+                 *([self.second.setup(self.options.churned_slots)] if self.second else []),
+                 f"cache = make(allocator, PAGE{f', second_allocator={POOL_NAME}' if self.second else ''})",
                  "h = {}  # the handles match_prefix returned, by the number of the call that returned them"]
         return "\n".join([line for line in header if line is not None] + imports + setup + self.helper_lines() + body) + "\n"
 
@@ -578,11 +613,12 @@ class _Writer:
                     f"            buffer[...] = {SCRIBBLE_TOKEN} if buffer.dtype.itemsize >= 4 else -1"]
         if "insert" in self.helpers:
             lent = "lent := slots.copy()" if reuse else "slots"
-            out += ["", "", "def insert(tokens, slots, owned_from=0, **namespace):",
+            keywords = "keywords" if self.second else "namespace"  # a hybrid insert also brings its window or state
+            out += ["", "", f"def insert(tokens, slots, owned_from=0, **{keywords}):",
                     '    """Cache a request\'s KV (computed in `slots`); the caller frees its copies of what was cached already',
                     '    and of the unaligned tail (the contract: the cache keeps only what it did not have)."""',
-                    f"    prefix_len = cache.insert(tokens, {lent}, **namespace)"]
-            out += ["    overwrite(tokens, lent)"] if reuse else []
+                    f"    prefix_len = cache.insert(tokens, {lent}, **{keywords})"]
+            out += [f"    overwrite(tokens, lent{', *keywords.values()' if self.second else ''})"] if reuse else []
             out += ["    aligned = len(tokens) // PAGE * PAGE",
                     "    allocator.free(np.concatenate([slots[owned_from:prefix_len], slots[max(aligned, owned_from):]]))",
                     "    return prefix_len"]
@@ -591,7 +627,8 @@ class _Writer:
                     '    return {"total": cache.total_size(), "evictable": cache.evictable_size(), "protected": cache.protected_size()}',
                     "", "", "def state():",
                     '    """What a refused call must leave as it was: the sizes, the slots freed so far, the refused frees."""',
-                    "    return sizes(), len(allocator.freed_log), len(allocator.violations)"]
+                    "    return sizes(), len(allocator.freed_log), len(allocator.violations)"
+                    + (f", len({POOL_NAME}.freed_log), len({POOL_NAME}.violations)" if self.second else "")]
         if "call_freeing" in self.helpers:
             out += ["", "", "def call_freeing(slot, free_calls):",
                     '    """Which free() call of the last eviction returned `slot` (len(free_calls) if none did)."""',

@@ -30,7 +30,8 @@ longer describes the cache, and what follows is likely its echo.
 
 A waived finding ends the step it was raised in (the rest of that rule is not run). For the
 production-scale machine, whose first step builds the whole world, a finding waived there leaves
-a smaller world for the steps that follow.
+a smaller world for the steps that follow: the finding records which stories were not built
+(``cut_short``), and the audit says so beside it.
 """
 
 from __future__ import annotations
@@ -44,7 +45,7 @@ from fnmatch import fnmatchcase
 from pathlib import Path
 from typing import Any
 
-from radixcheck.properties.findings.failures import leaves, message_of, oracle_of
+from radixcheck.properties.findings.failures import WORLD_CUT_SHORT, leaves, message_of, oracle_of
 from radixcheck.properties.findings.names import conformance_test_names, oracle_names
 
 
@@ -176,6 +177,9 @@ class WaiverLog:
             entry = self.found.setdefault(key, {"oracle": key[0], "type": key[1], "message": message_of(e), "step": step,
                                                 "waiver": f"{waiver.where}: {waiver.reason}", "times_met": 0})
             entry["times_met"] += 1
+            left_out = [n for n in getattr(exc, "__notes__", []) if n.startswith(WORLD_CUT_SHORT)]
+            if left_out:  # the waived finding ended a production world: the verdict does not cover what it left out
+                entry["cut_short"] = left_out[0].removeprefix("radixcheck: ")
         return True
 
     def findings(self) -> list[dict[str, Any]]:
