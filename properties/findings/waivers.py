@@ -172,14 +172,15 @@ class WaiverLog:
         waiver = self.waiver_for(exc)
         if waiver is None:
             return False
+        # a waived finding that ended a production world: the verdict does not cover what it left out
+        cut_short = next((n.removeprefix("radixcheck: ") for n in getattr(exc, "__notes__", []) if n.startswith(WORLD_CUT_SHORT)), None)
         for e in leaves(exc):
             key = (oracle_of(e), type(e).__name__, waiver.where)
             entry = self.found.setdefault(key, {"oracle": key[0], "type": key[1], "message": message_of(e), "step": step,
                                                 "waiver": f"{waiver.where}: {waiver.reason}", "times_met": 0})
             entry["times_met"] += 1
-            left_out = [n for n in getattr(exc, "__notes__", []) if n.startswith(WORLD_CUT_SHORT)]
-            if left_out:  # the waived finding ended a production world: the verdict does not cover what it left out
-                entry["cut_short"] = left_out[0].removeprefix("radixcheck: ")
+            if cut_short:
+                entry["cut_short"] = cut_short
         return True
 
     def findings(self) -> list[dict[str, Any]]:
