@@ -48,6 +48,12 @@ Obligations (what the tier machine's oracles check)
   pages and the pending transfers hold (plus, on device, what callers hold).
 * ``evict_prefix(tokens)`` removes the branch from both tiers: afterwards no match, device or
   host, reaches past the cut, exactly as if the cache had never seen the prefix.
+* Device eviction takes the least recently used unlocked device leaf first (oracle 4t): each
+  page an ``evict`` call frees, or under ``write_back`` whose write-back it starts, is no more
+  recently used than any candidate it leaves.
+* With ``namespaces=True``: each namespace is a cache of its own on both tiers, sharing the two
+  pools and one eviction order. A match under N counts only N's device and host pages, and a
+  load-back under N reads only N's host copies (oracle 10).
 
 The methods (``TieredCacheLike``)
 ---------------------------------
@@ -67,7 +73,9 @@ The methods (``TieredCacheLike``)
 ``inc_lock_ref(handle)`` / ``dec_lock_ref(handle)``
     As the base contract (a lock protects the device pages of the path).
 ``evict(num_tokens) -> freed``
-    Frees device pages, least recently used unlocked device leaf first: to host when backed up,
+    Frees device pages, least recently used unlocked device leaf first (a use is a
+    ``match_prefix`` or an ``insert`` that covers the page, host part included; a leaf with a
+    transfer in flight is not a candidate): to host when backed up,
     written back first under ``write_back`` (its device slots are then freed at the write's
     completion), dropped otherwise. Returns the device tokens freed during the call.
 ``evict_host(num_tokens) -> freed``
@@ -111,6 +119,12 @@ class TierCapabilities:
     written, its parent stays on device and is written when it is evicted in turn; SGLang's
     design). ``leaf_first`` waives oracle 18 under write-back only; a parent that then leaves the
     device without a host copy must take its host-only subtree along (oracles 16 and 17)."""
+    namespaces: bool = False
+    """Whether ``match_prefix``, ``insert`` and ``evict_prefix`` take ``namespace=`` (as the base
+    contract's "Namespaces" says: any hashable, told apart by its equality). When True the tier
+    machine serves tenants too, and tenant isolation (oracle 10) is judged on both tiers: a match
+    under N counts only N's pages, a load-back under N reads only N's host copies. When False the
+    keyword is never sent."""
 
     def page_sizes_tested(self) -> tuple[int, ...]:
         return tuple(self.page_sizes)
@@ -122,7 +136,11 @@ class TierCapabilities:
         return gaps
 
     def tenant_isolation(self) -> str:
-        return "not applicable (a tiered cache)"
+        """The report card's "Tenant isolation" line."""
+        if not self.namespaces:
+            return "not exercised: no namespaces declared (TierCapabilities(namespaces=False): the keyword is never sent)"
+        return ("checked (oracle 10) on both tiers: tenants under adversarial namespaces share prompts through device "
+                "and host; a match counts, and a load-back reads, only its own namespace's pages")
 
     def __post_init__(self) -> None:
         unknown = [p for p in self.write_policies if p not in WRITE_POLICIES]
@@ -131,8 +149,9 @@ class TierCapabilities:
                              f"{self.write_policies!r}")
         if self.write_back_order not in ("top_down", "leaf_first"):
             raise ValueError(f"TierCapabilities.write_back_order must be 'top_down' or 'leaf_first', got {self.write_back_order!r}")
-        if not isinstance(self.supports_quarantine, bool):
-            raise ValueError(f"TierCapabilities.supports_quarantine must be a bool, got {self.supports_quarantine!r}")
+        for flag in ("supports_quarantine", "namespaces"):
+            if not isinstance(getattr(self, flag), bool):
+                raise ValueError(f"TierCapabilities.{flag} must be a bool, got {getattr(self, flag)!r}")
         if not self.page_sizes or any(isinstance(p, bool) or not isinstance(p, int) or p < 1 for p in self.page_sizes):
             raise ValueError(f"TierCapabilities.page_sizes must be positive ints, got {self.page_sizes!r}")
 

@@ -14,6 +14,12 @@ needs host room and re-enters host eviction. Shrinking gives the smallest interl
 request whose backups fail to allocate, then eviction and a second request), ``to_host`` (a
 prompt evicted through to host only), and ``reload_under_pressure`` (a host-only prompt loaded
 back while the device is full and the host has nothing else to evict).
+
+**Layers.** A target that declares namespaces (``TierCapabilities(namespaces=True)``) gets the
+tenant rules too (:class:`TierTenantRules`): requests under the namespaces the plain cache
+machine's tenants use (:mod:`radixcheck.properties.cache.tenants`: pairs a naive key confuses),
+sent through the same namespace layer (:mod:`radixcheck.properties.cache.layers`), with a story
+that takes one tenant's prompt through the host tier and serves it to the other.
 """
 
 from __future__ import annotations
@@ -24,6 +30,8 @@ from typing import Any
 from hypothesis import strategies as st
 from hypothesis.stateful import Bundle, RuleBasedStateMachine, initialize, invariant, precondition, rule
 
+from radixcheck.properties.cache.layers import UNSAID
+from radixcheck.properties.cache.tenants import NAMESPACES, PAIRS
 from radixcheck.properties.tiers.world import TierWorld
 
 ALPHABET = st.integers(0, 2)
@@ -155,8 +163,58 @@ class TierMachine(RuleBasedStateMachine):
         self.world.check()
 
 
+class TierTenantRules(TierMachine):
+    """The tier machine plus tenants, for a target that declares namespaces: each rule sends
+    ``namespace=`` through the world (the namespace layer), and the tier model judges tenant
+    isolation on both tiers (oracle 10) as well as every tier oracle."""
+
+    @rule(target=TierMachine.sequences, base=TierMachine.sequences, cut=st.integers(0, 8), tail=st.lists(ALPHABET, max_size=8),
+          namespace=st.sampled_from(NAMESPACES), load=st.booleans(), hold=st.booleans())
+    def tenant_serve(self, base: tuple[int, ...], cut: int, tail: list[int], namespace: Any, load: bool,
+                     hold: bool) -> tuple[int, ...]:
+        """A request under ``namespace`` (the plain ``serve`` is the default namespace's)."""
+        tokens = self._query(base, cut, tail)
+        self.world.serve(tokens, load=load, namespace=namespace)
+        if not hold:
+            self.world.finish()
+        return tokens
+
+    @precondition(lambda self: not _running(self))
+    @rule(base=TierMachine.sequences, pair=st.sampled_from(PAIRS), swap=st.booleans(), tail=st.lists(ALPHABET, max_size=4))
+    def tenants_through_host(self, base: tuple[int, ...], pair: tuple[Any, Any], swap: bool, tail: list[int]) -> None:
+        """One tenant's prompt goes to host only; the other tenant of a pair a naive key confuses
+        asks for it (plus a tail), loading back what the cache offers; then the first tenant and the
+        default namespace ask too. Each may be served only its own namespace's pages."""
+        first, second = (pair[1], pair[0]) if swap else pair
+        world = self.world
+        world.serve(base, namespace=first)
+        world.finish()
+        self._to_host(base)
+        for namespace, tokens in ((second, base + tuple(tail) * self.page_size), (first, base), (UNSAID, base)):
+            world.serve(tokens, namespace=namespace)
+            world.finish()
+
+    @precondition(lambda self: not _running(self) and _quarantines(self))
+    @rule(base=TierMachine.sequences, pair=st.sampled_from(PAIRS), swap=st.booleans(), cut=st.integers(1, 8),
+          to_host=st.booleans())
+    def tenant_quarantine(self, base: tuple[int, ...], pair: tuple[Any, Any], swap: bool, cut: int, to_host: bool) -> None:
+        """Both tenants of a pair cache one prompt (on host only, if ``to_host``); one tenant's branch is
+        quarantined: the other's must stay on both tiers."""
+        doomed, other = (pair[1], pair[0]) if swap else pair
+        for namespace in (other, doomed):
+            self.world.serve(base, namespace=namespace)
+            self.world.finish()
+        if to_host:
+            self._to_host(base)
+        self.world.quarantine(base[: cut * self.page_size] or base[:1], namespace=doomed)
+        self.world.match(base, namespace=other)
+
+
 def tier_machine_for(factory: Callable[..., Any], page_size: int = 1, write_policy: str = "write_through",
                      name: str | None = None) -> type[TierMachine]:
-    """A tier machine class for ``factory`` at one page size and write policy."""
-    return type(name or f"TierMachine_{write_policy}_p{page_size}", (TierMachine,),
+    """A tier machine class for ``factory`` at one page size and write policy: with the tenant
+    rules when the factory's ``tier_capabilities`` declares namespaces."""
+    caps = getattr(factory, "tier_capabilities", None)
+    base = TierTenantRules if caps is not None and caps.namespaces else TierMachine
+    return type(name or f"TierMachine_{write_policy}_p{page_size}", (base,),
                 {"factory": staticmethod(factory), "page_size": page_size, "write_policy": write_policy})
