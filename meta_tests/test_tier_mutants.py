@@ -25,6 +25,7 @@ def _first_failure(mutant: type) -> BaseException | None:
     return None
 
 
+@pytest.mark.deep
 @pytest.mark.parametrize("mutant", TIER_MUTANTS, ids=lambda m: m.__name__)
 def test_tier_mutant_is_caught_by_its_oracle(mutant: type) -> None:
     failure = _first_failure(mutant)
