@@ -53,6 +53,10 @@ TIER_OBLIGATIONS: list[tuple[str, str, type[BaseException], list[str]]] = [
     ("every page on device, host or both; where both, the host copy is the same KV", "complete, finish",
      v.TierResidencyViolation, ["WritesPageReversed"]),
     ("device and host slot conservation, separately", "invariant conserved", v.HostSlotViolation, []),
+    ("device eviction takes the least recently used unlocked device leaf first (freed, or written back under write-back)",
+     "evict, serve, match", v.LRUOrderViolation, ["MruFirstTier"]),
+    ("namespaces=True: a match under N counts, and a load-back under N reads, only N's pages on both tiers (composed)",
+     "tenants_through_host, tenant_serve, tenant_quarantine", v.TenantIsolationViolation, ["HostLookupIgnoresNamespace"]),
 ]
 
 REGENERATE = "python -m radixcheck.reports.tier_catalogue"
@@ -152,8 +156,10 @@ def render(rows: list[dict[str, Any]], variants: list[dict[str, Any]], meta: dic
              "derandomized under its own name, in which the mutant was caught by the oracle its bug class predicts.", "",
              "## Obligations", "", obligations, "", "## Mutants", "", mutants, "",
              "## Correct tiered caches: no false alarms", "",
-             "The reference tiered cache in each write policy and page size, each stream derandomized under its own name; "
-             "every stream must pass.", "", false or "(not measured)", "",
+             "The reference tiered cache (with namespaces: the composed reference) and `TrustingTenantTiers` (namespaces, "
+             "and it trusts its callers: no handle checked, its own trees asserted before every eviction), in each write "
+             "policy and page size, each stream derandomized under its own name; every stream must pass.", "",
+             false or "(not measured)", "",
              "## Minimal reproductions", "",
              "Each is the repro file of stream 0's shrunk failure (`radixcheck.properties.tiers.repro`): the operations in "
              "order, every completion the suite delivered as `w.complete(n)` where it happened, the controller's calls as "
