@@ -17,21 +17,25 @@ from typing import Any
 import pytest
 
 from radixcheck import profiles
-from radixcheck.oracles.violations import LRUOrderViolation, TenantIsolationViolation
+from radixcheck.oracles.violations import EvictionOrderViolation, LRUOrderViolation, TenantIsolationViolation
 from radixcheck.properties.cache.layers import UNSAID, NamespaceLayer, PriorityLayer, Tags, keywords_for, layers_for
+from radixcheck.properties.cache.policies import lfu, priority, tlru
 from radixcheck.properties.findings.verdict import run_machine
 from radixcheck.properties.tiers.contract import TierCapabilities
 from radixcheck.properties.tiers.machine import TierTenantRules, tier_machine_for
 from radixcheck.properties.tiers.mutants import (
     CORRECT_TIER_VARIANTS,
     HostLookupIgnoresNamespace,
+    LoadBackForgetsHits,
     MruFirstTier,
+    TieredLfu,
+    TieredPriority,
     TrustingTenantTiers,
 )
 from radixcheck.properties.tiers.world import TierWorld
 from radixcheck.reference.tiered_cache import TieredRadixCache, TierNode
 
-CORRECT = [TieredRadixCache, TrustingTenantTiers]
+CORRECT = [TieredRadixCache, TrustingTenantTiers, TieredLfu, TieredPriority]
 
 
 # ---- the device tier's eviction order -------------------------------------------------------
@@ -225,3 +229,119 @@ def test_the_layers_send_only_what_is_declared() -> None:
 def test_correct_composed_caches_pass_the_tier_machine(name: str, policy: str, page_size: int) -> None:
     run_machine(tier_machine_for(CORRECT_TIER_VARIANTS[name], page_size, policy, name=f"compose_{name}_{policy}_p{page_size}"),
                 profiles.SETTINGS["mutation"])
+
+
+# ---- a declared Policy on the device tier --------------------------------------------------
+
+def _frequent_then_rare(factory: Any, policy: str = "write_through") -> TierWorld:
+    """[1] cached by three requests (three hits), [2] by one; both to host; [1] loaded back first
+    (so it is the older), then [2]: under LFU [2] is the one to go."""
+    world = TierWorld(factory, 1, policy)
+    for tokens in ([1, 4], [1, 5], [1, 6], [2]):
+        world.serve(tokens)
+        world.finish()
+    world.complete_all()
+    for _ in range(3):
+        world.evict(100)
+        world.complete_all()
+    for tokens in ([1], [2]):
+        world.serve(tokens)
+        world.finish()
+    world.complete_all()
+    return world
+
+
+@pytest.mark.parametrize("policy", ["write_through", "write_back"])
+def test_a_load_back_that_forgets_the_hits_fails_the_policy_order(policy: str) -> None:
+    world = _frequent_then_rare(LoadBackForgetsHits, policy)
+    with pytest.raises(EvictionOrderViolation, match=r"evict\(1\) (freed|wrote back) Page\(\[1\].*3 hits.*under lfu"):
+        world.evict(1)
+
+
+@pytest.mark.parametrize("policy", ["write_through", "write_back"])
+def test_a_correct_lfu_tier_keeps_the_frequent_prompt(policy: str) -> None:
+    world = _frequent_then_rare(TieredLfu, policy)
+    world.evict(1)
+    world.complete_all()
+    world.check()
+    assert world.cache.match_prefix([1]).device_values.tolist() != []
+
+
+def _frequent_prefix(factory: Any) -> TierWorld:
+    """[1] cached by three requests ([1, 4], [1, 5], [1, 6]: three hits), then [2] (one hit, the
+    newest), all backed up: after the three tails, LFU takes [2] before [1], LRU takes [1]."""
+    world = TierWorld(factory, 1, "write_through")
+    for tokens in ([1, 4], [1, 5], [1, 6], [2]):
+        world.serve(tokens)
+        world.finish()
+    world.complete_all()
+    return world
+
+
+@pytest.mark.parametrize("factory", [LoadBackForgetsHits, TieredLfu], ids=lambda f: f.__name__)
+def test_the_forgetful_load_back_is_correct_without_a_trip_through_host(factory: Any) -> None:
+    """The composed bug needs the host tier: with no load-back, the same cache keeps LFU order."""
+    world = _frequent_prefix(factory)
+    world.evict(4)
+    world.check()
+    assert world.cache.match_prefix([1]).device_values.tolist() != []  # [1] (three hits) stayed
+
+
+class DeclaresLfuEvictsLru(TieredRadixCache):
+    """Declares LFU, evicts by recency."""
+
+    tier_capabilities = TierCapabilities(page_sizes=(1,), eviction_policy=lfu())
+
+
+class IgnoresPriority(TieredRadixCache):
+    """Declares the priority policy (so it is sent ``priority=``), evicts by recency."""
+
+    tier_capabilities = TierCapabilities(page_sizes=(1,), eviction_policy=priority())
+
+
+def test_a_declared_policy_is_judged_by_its_key() -> None:
+    world = _frequent_prefix(DeclaresLfuEvictsLru)
+    with pytest.raises(EvictionOrderViolation, match=r"freed Page\(\[1\].*3 hits.*while the unlocked device leaf "
+                                                     r"Page\(\[2\].*1 hits"):
+        world.evict(4)
+
+
+@pytest.mark.parametrize("factory, fails", [(IgnoresPriority, True), (TieredPriority, False)], ids=["ignores", "keeps"])
+def test_request_priorities_reach_the_cache_and_order_eviction(factory: Any, fails: bool) -> None:
+    world = TierWorld(factory, 1, "write_through")
+    world.next_priority(3)
+    world.serve([1])
+    world.finish()
+    world.next_priority(0)
+    world.serve([2])
+    world.finish()
+    world.complete_all()
+    if fails:
+        with pytest.raises(EvictionOrderViolation, match=r"freed Page\(\[1\].*priority 3.*Page\(\[2\].*priority 0"):
+            world.evict(1)
+    else:
+        world.evict(1)
+        world.check()
+
+
+def test_priority_is_sent_only_to_a_policy_that_takes_one() -> None:
+    class NoPriorityKeyword(TieredLfu):
+        def match_prefix(self, tokens: Any, namespace: Any = None) -> Any:
+            return super().match_prefix(tokens, namespace)
+
+        def insert(self, tokens: Any, values: Any, namespace: Any = None) -> int:
+            return super().insert(tokens, values, namespace)
+
+    world = TierWorld(NoPriorityKeyword, 1, "write_through")
+    world.next_priority(2)
+    world.serve([1])
+    world.finish()
+    world.check()
+
+
+def test_a_policy_over_node_boundaries_is_refused_at_load_with_the_reason() -> None:
+    with pytest.raises(ValueError, match="reads LeafStats.start or history"):
+        TierCapabilities(eviction_policy=tlru(threshold=4))
+    with pytest.raises(ValueError, match="must be a radixcheck Policy"):
+        TierCapabilities(eviction_policy="lfu")
+    assert TierCapabilities(eviction_policy=lfu()).policy is not None

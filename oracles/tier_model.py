@@ -16,7 +16,10 @@ load-back under N (``serving``) reads only N's host copies.
 **Order.** The model stamps every page a match or an insert covers with its clock and keeps the
 device leaves in that order (:mod:`radixcheck.oracles.tier_order`): while the world runs an
 ``evict`` call (``evicting``), each page it frees, and under write-back each leaf whose write-back
-it starts, is judged against the least recently used candidate left.
+it starts, is judged against the least recently used candidate left. A declared
+:class:`~radixcheck.properties.cache.policies.Policy` (``policy``) orders them by its key instead,
+over the statistics the model counts per page (:meth:`TierModel.stats`): a page keeps them
+through every move between the tiers.
 
 Every method costs what it reads or changes (the pages of one request, the slots of one call);
 only :meth:`TierModel.held` reads every slot, for the conservation check of a small world.
@@ -31,7 +34,8 @@ from typing import Any
 
 import numpy as np
 
-from radixcheck.oracles.tier_order import DeviceLeaves, check_device_order, is_device_leaf
+from radixcheck.oracles.policy import LeafStats
+from radixcheck.oracles.tier_order import DeviceLeaves, check_device_order, check_device_policy, is_device_leaf
 from radixcheck.oracles.violations import (
     BackupChainViolation,
     FailedBackupViolation,
@@ -77,6 +81,9 @@ class Page:
     failed_when_gone: bool = False  # a backup on its chain had failed when it left
     namespace: Hashable = None  # the namespace whose trie it is in
     last_use: int = 0  # the clock of the last match or insert that covered it
+    created: int = 0  # the clock of the insert that cached it
+    hits: int = 0  # inserts that covered it (and matches, if the policy counts them)
+    priority: int = 0  # the highest priority of the inserts that covered it
     serial: int = field(default_factory=lambda: next(_serials))
 
     @property
@@ -93,7 +100,7 @@ class Page:
 
 
 class TierModel:
-    def __init__(self, page_size: int, write_policy: str, chain_checked: bool = True) -> None:
+    def __init__(self, page_size: int, write_policy: str, chain_checked: bool = True, policy: Any = None) -> None:
         self.page_size = page_size
         self.write_policy = write_policy
         self.chain_checked = chain_checked  # False: a write-back cache that writes the evicted leaf alone
@@ -102,7 +109,8 @@ class TierModel:
         self.salts: dict[Hashable, int] = {None: 0}  # namespace -> what its KV starts from
         self.clock = 0
         self.used_by: dict[int, str] = {}  # clock -> the call that set it (for messages)
-        self.leaves = DeviceLeaves()
+        self.policy = policy  # a declared Policy (its key orders device eviction), or None: least recently used first
+        self.leaves = DeviceLeaves(self._order)
         self.evicting: int | None = None  # the num_tokens of the evict call running now, judged for order
         self.serving: Any = NOT_SERVING  # the namespace of the load-back running now
         self.device_owner: dict[int, Page] = {}  # device slot -> the page it holds (cached, or in flight)
@@ -220,7 +228,18 @@ class TierModel:
 
     # ---- the suite's events -----------------------------------------------------------------
 
-    def on_insert(self, tokens: Sequence[int], values: Sequence[int], namespace: Hashable = None, what: str = "") -> int:
+    def stats(self, page: Page) -> LeafStats:
+        """What a policy's key reads of ``page`` (``start`` and ``history`` are not kept: a policy
+        that reads them is refused at load, ``TierCapabilities``)."""
+        p = self.page_size
+        return LeafStats(page.last_use, page.created, page.hits, page.priority, page.depth * p, (page.depth - 1) * p,
+                         page.depth * p)
+
+    def _order(self, page: Page) -> Any:
+        return page.last_use if self.policy is None else self.policy.key(self.stats(page))
+
+    def on_insert(self, tokens: Sequence[int], values: Sequence[int], namespace: Hashable = None, what: str = "",
+                  priority: int = 0) -> int:
         """Before ``insert(tokens, values)`` is sent (its backups start inside it): the pages it
         caches take ``values`` unless on device already, and are used now. Returns the ``prefix_len``
         it must return."""
@@ -234,8 +253,11 @@ class TierModel:
             page = tuple(tokens[pos : pos + p])
             child = node.children.get(page)
             if child is None or child.gone:
-                child = Page(page, node, node.depth + 1, tuple(content[pos : pos + p]), namespace=namespace)
+                child = Page(page, node, node.depth + 1, tuple(content[pos : pos + p]), namespace=namespace,
+                             created=self.clock)
                 node.children[page] = child
+            child.hits += 1
+            child.priority = max(child.priority, priority) if child.hits > 1 else priority
             if child.device is None:
                 child.device = tuple(int(v) for v in values[pos : pos + p])
                 for s in child.device:
@@ -256,6 +278,8 @@ class TierModel:
         self._tick(what)
         for page in [pg for pg in self.pages_of(tokens, namespace) if not pg.gone][: (len(device) + host) // self.page_size]:
             page.last_use = self.clock
+            if self.policy is not None and self.policy.hits_on_match:
+                page.hits += 1
             self.leaves.refile(page)
 
     def _busy(self, page: Page) -> bool:
@@ -266,7 +290,14 @@ class TierModel:
         if self.evicting is None or not picked:
             return
         oldest = self.leaves.oldest_candidate(picked, self._busy)
-        check_device_order(picked, oldest, self.evicting, how, lambda t: self.used_by.get(t, f"time {t}"))
+        if self.policy is None:
+            check_device_order(picked, oldest, self.evicting, how, lambda t: self.used_by.get(t, f"time {t}"))
+        else:
+            check_device_policy(picked, oldest, self.evicting, how, self._order, self._describe, str(self.policy))
+
+    def _describe(self, page: Page) -> str:
+        return (f"last used by {self.used_by.get(page.last_use, page.last_use)}, cached at time {page.created}, "
+                f"{page.hits} hits, priority {page.priority}")
 
     def check_prefix_len(self, tokens: Sequence[int], prefix_len: int, expected: int) -> None:
         if prefix_len != expected:

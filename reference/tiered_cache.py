@@ -18,6 +18,10 @@ on it. The rules it keeps, which make every interleaving of completions safe:
   each, as in :mod:`radixcheck.reference.radix_cache`: ``roots`` maps each namespace, by its own
   equality, to its tree's root. A handle is a node, so ``load_back`` and the locks need no
   namespace; both pools and one eviction order are shared.
+* Device eviction takes the least recently used leaf first, or with a policy
+  (:meth:`TieredRadixCache.with_policy`) the leaf with the smallest key of that
+  :class:`~radixcheck.properties.cache.policies.Policy`: a node keeps its hits, priority and
+  creation time through every move between the tiers.
 
 The contract is ``radixcheck.properties.tiers.contract``.
 """
@@ -31,15 +35,17 @@ from typing import Any
 
 import numpy as np
 
+from radixcheck.oracles.policy import LeafStats
+from radixcheck.properties.cache.policies import Policy
 from radixcheck.properties.tiers.contract import TierCapabilities, TierMatch, Transfer
-from radixcheck.reference.validation import as_count, as_namespace, as_tokens, as_values
+from radixcheck.reference.validation import as_count, as_namespace, as_priority, as_tokens, as_values
 
 _EMPTY = np.zeros(0, dtype=np.int64)
 
 
 class TierNode:
     __slots__ = ("owner", "parent", "key", "children", "device", "host", "writing", "loading", "lock_ref", "pin",
-                 "last_access", "serial", "linked", "evict_when_written")
+                 "last_access", "serial", "linked", "evict_when_written", "hits", "created", "priority", "depth")
     _serials = itertools.count()
 
     def __init__(self, owner: TieredRadixCache, parent: TierNode | None, key: tuple[int, ...]) -> None:
@@ -57,6 +63,10 @@ class TierNode:
         self.serial = next(TierNode._serials)
         self.linked = True
         self.evict_when_written = False
+        self.hits = 0  # inserts that covered it (and matches, if its policy counts them)
+        self.created = 0
+        self.priority = 0
+        self.depth = (parent.depth if parent is not None else 0) + len(key)  # tokens from its root to its end
 
     def __repr__(self) -> str:
         where = "+".join(t for t, v in (("device", self.device), ("host", self.host)) if v is not None) or "nowhere"
@@ -67,6 +77,14 @@ class TieredRadixCache:
     """Reference tiered cache: ``allocator`` (device pool), ``host_pool``, ``controller``."""
 
     tier_capabilities = TierCapabilities(page_sizes=(1, 2), namespaces=True)
+    policy: Policy | None = None  # None: least recently used first; else the key of this Policy (see with_policy)
+
+    @classmethod
+    def with_policy(cls, policy: Policy, name: str | None = None) -> type[TieredRadixCache]:
+        """This cache evicting its device leaves by ``policy``'s key, declaring it."""
+        caps = TierCapabilities(page_sizes=(1, 2), namespaces=True, eviction_policy=policy)
+        return type(name or f"{cls.__name__}_{policy.name}", (cls,), {"policy": policy, "tier_capabilities": caps,
+                                                                   "__module__": cls.__module__})
 
     def __init__(self, allocator: Any, host_pool: Any, controller: Any, page_size: int = 1,
                  write_policy: str = "write_through") -> None:
@@ -102,9 +120,10 @@ class TieredRadixCache:
             path.append(node)
         return path
 
-    def match_prefix(self, tokens: Sequence[int], namespace: Hashable = None) -> TierMatch:
+    def match_prefix(self, tokens: Sequence[int], namespace: Hashable = None, priority: int = 0) -> TierMatch:
         key = as_tokens(tokens, "tokens")
         as_namespace(namespace)
+        as_priority(priority)
         self._clock += 1
         device, device_node, host_length, host_node = [], self._root_for(namespace), 0, None
         for node in self._walk(key, namespace):
@@ -117,6 +136,8 @@ class TieredRadixCache:
                 host_node = node
             else:
                 break
+            if self.policy is not None and self.policy.hits_on_match:
+                node.hits += 1
         values = np.concatenate(device) if device else _EMPTY.copy()
         return TierMatch(values, device_node, host_length, host_node if host_length else device_node)
 
@@ -188,10 +209,11 @@ class TieredRadixCache:
 
     # ---- insertion and backup ----------------------------------------------------------------
 
-    def insert(self, tokens: Sequence[int], values: np.ndarray, namespace: Hashable = None) -> int:
+    def insert(self, tokens: Sequence[int], values: np.ndarray, namespace: Hashable = None, priority: int = 0) -> int:
         key = as_tokens(tokens, "tokens")
         vals = as_values(values, len(key))
         as_namespace(namespace)
+        priority = as_priority(priority)
         p = self.page_size
         self._clock += 1
         node, prefix, on_device = self._root_for(namespace), 0, True
@@ -200,7 +222,10 @@ class TieredRadixCache:
             child = node.children.get(page)
             if child is None:
                 child = TierNode(self, node, page)
+                child.created, child.priority = self._clock, priority
                 node.children[page] = child
+            child.hits += 1
+            child.priority = max(child.priority, priority)
             if child.device is None:  # new, or on host only: takes the caller's slots
                 child.device = vals[pos : pos + p].copy()
                 on_device = False
@@ -288,9 +313,13 @@ class TieredRadixCache:
                 heapq.heappush(heap, (*self._eviction_key(parent), parent))
         return freed
 
-    def _eviction_key(self, node: TierNode) -> tuple[int, int]:
-        """Least recently used first (the serial only breaks ties, which never happen between leaves)."""
-        return node.last_access, node.serial
+    def _eviction_key(self, node: TierNode) -> tuple[Any, int]:
+        """Least recently used first, or the policy's key (the serial only breaks ties)."""
+        if self.policy is None:
+            return node.last_access, node.serial
+        stats = LeafStats(node.last_access, node.created, node.hits, node.priority, node.depth, node.depth - len(node.key),
+                          node.depth)
+        return self.policy.key(stats), node.serial
 
     def _write_back(self, node: TierNode) -> None:
         """Back up ``node`` (and first every ancestor without a host copy); its device copy goes

@@ -96,7 +96,9 @@ from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 
+from radixcheck.oracles.policy import LeafStats
 from radixcheck.oracles.violations import HostSlotViolation
+from radixcheck.properties.cache.policies import Policy
 
 WRITE_POLICIES = ("write_through", "write_back", "write_through_selective")
 """``write_through_selective`` (SGLang's ``--hicache-write-policy``): a page is backed up once it
@@ -125,9 +127,22 @@ class TierCapabilities:
     machine serves tenants too, and tenant isolation (oracle 10) is judged on both tiers: a match
     under N counts only N's pages, a load-back under N reads only N's host copies. When False the
     keyword is never sent."""
+    eviction_policy: Policy | None = None
+    """The device tier's eviction order when it is not least recently used first: a
+    :class:`~radixcheck.properties.cache.policies.Policy` (the base contract's, e.g. ``lfu()``,
+    ``priority()``), judged on every ``evict`` by its key over what the suite observes of each
+    device leaf (a load-back moves a page, it does not make it new: it keeps its hits, its
+    priority and its creation time). ``priority=`` is then sent to ``match_prefix`` and ``insert``
+    if the policy takes one. A key that reads ``LeafStats.start`` or ``history`` (TLRU's node
+    boundaries) is refused: the tier model does not keep them yet."""
 
     def page_sizes_tested(self) -> tuple[int, ...]:
         return tuple(self.page_sizes)
+
+    @property
+    def policy(self) -> Policy | None:
+        """The declared Policy whose key orders device eviction (None: least recently used first)."""
+        return self.eviction_policy
 
     def not_exercised(self) -> list[str]:
         gaps = [] if self.supports_quarantine else ["evict_prefix on both tiers (supports_quarantine=False)"]
@@ -152,8 +167,25 @@ class TierCapabilities:
         for flag in ("supports_quarantine", "namespaces"):
             if not isinstance(getattr(self, flag), bool):
                 raise ValueError(f"TierCapabilities.{flag} must be a bool, got {getattr(self, flag)!r}")
+        if self.eviction_policy is not None:
+            if not isinstance(self.eviction_policy, Policy):
+                raise ValueError(f"TierCapabilities.eviction_policy must be a radixcheck Policy or None, got "
+                                 f"{self.eviction_policy!r}")
+            if _reads_node_boundaries(self.eviction_policy):
+                raise ValueError(f"TierCapabilities.eviction_policy={self.eviction_policy!r} reads LeafStats.start or "
+                                 "history (node boundaries), which the tier model does not keep yet: not driven")
         if not self.page_sizes or any(isinstance(p, bool) or not isinstance(p, int) or p < 1 for p in self.page_sizes):
             raise ValueError(f"TierCapabilities.page_sizes must be positive ints, got {self.page_sizes!r}")
+
+
+def _reads_node_boundaries(policy: Policy) -> bool:
+    """Whether ``policy``'s key changes with ``start`` or ``history`` alone (probed at a few points)."""
+    for base in (LeafStats(5, 2, 1, 0, 8, 4, 8), LeafStats(40, 30, 3, 2, 64, 0, 96)):
+        seen = {repr(policy.key(LeafStats(base.last_use, base.created, base.hits, base.priority, base.depth, start, history)))
+                for start in (0, base.depth - 1, base.depth) for history in (base.depth, base.depth * 4, 10**6)}
+        if len(seen) > 1:
+            return True
+    return False
 
 
 @dataclass(frozen=True)

@@ -19,7 +19,10 @@ back while the device is full and the host has nothing else to evict).
 tenant rules too (:class:`TierTenantRules`): requests under the namespaces the plain cache
 machine's tenants use (:mod:`radixcheck.properties.cache.tenants`: pairs a naive key confuses),
 sent through the same namespace layer (:mod:`radixcheck.properties.cache.layers`), with a story
-that takes one tenant's prompt through the host tier and serves it to the other.
+that takes one tenant's prompt through the host tier and serves it to the other. A target that
+declares a Policy (``TierCapabilities(eviction_policy=...)``) gets the policy rules
+(:class:`TierPolicyRules`): request priorities, sent through the priority layer, and a story
+that takes a frequently hit prompt through the host tier and back before an eviction.
 """
 
 from __future__ import annotations
@@ -186,7 +189,7 @@ class TierTenantRules(TierMachine):
         asks for it (plus a tail), loading back what the cache offers; then the first tenant and the
         default namespace ask too. Each may be served only its own namespace's pages."""
         first, second = (pair[1], pair[0]) if swap else pair
-        world = self.world
+        world = self.world  # (an empty base is a request with nothing to cache: harmless)
         world.serve(base, namespace=first)
         world.finish()
         self._to_host(base)
@@ -200,6 +203,8 @@ class TierTenantRules(TierMachine):
     def tenant_quarantine(self, base: tuple[int, ...], pair: tuple[Any, Any], swap: bool, cut: int, to_host: bool) -> None:
         """Both tenants of a pair cache one prompt (on host only, if ``to_host``); one tenant's branch is
         quarantined: the other's must stay on both tiers."""
+        if not base:  # a served query may be empty: there is nothing to quarantine
+            return
         doomed, other = (pair[1], pair[0]) if swap else pair
         for namespace in (other, doomed):
             self.world.serve(base, namespace=namespace)
@@ -210,11 +215,49 @@ class TierTenantRules(TierMachine):
         self.world.match(base, namespace=other)
 
 
+def _takes_priority(self: TierMachine) -> bool:
+    policy = self.world.model.policy
+    return policy is not None and policy.takes_priority
+
+
+class TierPolicyRules(TierMachine):
+    """The tier machine plus the policy rules, for a target that declares a Policy: every ``evict``
+    is judged by the policy's key over what the model counts of each page, on both tiers."""
+
+    @precondition(_takes_priority)
+    @rule(priority=st.integers(0, 3))
+    def next_priority(self, priority: int) -> None:
+        """The requests that follow carry ``priority`` (``match_prefix`` and ``insert``)."""
+        self.world.next_priority(priority)
+
+    @precondition(lambda self: not _running(self))
+    @rule(frequent=TierMachine.sequences, other=TierMachine.sequences, times=st.integers(1, 3))
+    def frequent_through_host(self, frequent: tuple[int, ...], other: tuple[int, ...], times: int) -> None:
+        """One prompt is cached by ``times`` more requests than another (each with its own tail page
+        after it: an insert covering the prompt is a hit), both go to host, both are loaded back
+        (the frequent one first: it is now the older), and one page is evicted: a frequency policy
+        keeps the frequent prompt, if the load-back kept its hits."""
+        world = self.world
+        for tokens in [frequent + (4 + i,) * self.page_size for i in range(times + 1)] + [other]:
+            world.serve(tokens)
+            world.finish()
+        self._to_host(frequent + other)
+        for tokens in (frequent, other):
+            world.serve(tokens)
+            world.finish()
+        world.complete_all()
+        world.evict(self.page_size)
+
+
 def tier_machine_for(factory: Callable[..., Any], page_size: int = 1, write_policy: str = "write_through",
                      name: str | None = None) -> type[TierMachine]:
-    """A tier machine class for ``factory`` at one page size and write policy: with the tenant
-    rules when the factory's ``tier_capabilities`` declares namespaces."""
+    """A tier machine class for ``factory`` at one page size and write policy, with a layer of rules
+    for each part its ``tier_capabilities`` declares besides the tier (namespaces, a Policy)."""
     caps = getattr(factory, "tier_capabilities", None)
-    base = TierTenantRules if caps is not None and caps.namespaces else TierMachine
-    return type(name or f"TierMachine_{write_policy}_p{page_size}", (base,),
+    bases: list[type[TierMachine]] = []
+    if caps is not None and caps.namespaces:
+        bases.append(TierTenantRules)
+    if caps is not None and caps.policy is not None:
+        bases.append(TierPolicyRules)
+    return type(name or f"TierMachine_{write_policy}_p{page_size}", tuple(bases) or (TierMachine,),
                 {"factory": staticmethod(factory), "page_size": page_size, "write_policy": write_policy})

@@ -18,6 +18,7 @@ from typing import Any
 import numpy as np
 
 from radixcheck.oracles import violations as v
+from radixcheck.properties.cache.policies import lfu, priority
 from radixcheck.properties.tiers.contract import TierCapabilities, TierMatch, Transfer
 from radixcheck.properties.tiers.machine import TierMachine, tier_machine_for
 from radixcheck.reference.tiered_cache import TieredRadixCache, TierNode
@@ -222,6 +223,38 @@ class HostLookupIgnoresNamespace(TierMutant):
         return TierMatch(match.device_values, match.device_handle, host_length, host_node)
 
 
+class LoadBackForgetsHits(TierMutant):
+    """Composed (LFU + host tier): a page loaded back from host starts its hit count again, as a
+    device node rebuilt from its host copy does when the count lives on the device node only. The
+    frequent prompt then goes before a rarely used one. Without a host tier (or under LRU) it is correct."""
+
+    policy = lfu()
+    tier_capabilities = TierCapabilities(page_sizes=(1, 2), eviction_policy=lfu())
+    bug_class = "load-back-forgets-hit-count"
+    sources = ()  # the composed bug class of issue 39 ("a load-back that forgets the hit count its policy keys on")
+    caught_by = v.EvictionOrderViolation
+
+    def _load(self, to_load: list[TierNode], hosts: list[np.ndarray]) -> None:
+        super()._load(to_load, hosts)
+        for node in to_load:
+            if node.device is not None:
+                node.hits = 0
+
+
+class TieredLfu(TieredRadixCache):
+    """Correct, composed: namespaces and LFU (SGLang's ``--radix-eviction-policy lfu``) on the device tier."""
+
+    policy = lfu()
+    tier_capabilities = TierCapabilities(page_sizes=(1, 2), namespaces=True, eviction_policy=lfu())
+
+
+class TieredPriority(TieredRadixCache):
+    """Correct, composed: namespaces and request priorities (``priority=``) on the device tier."""
+
+    policy = priority()
+    tier_capabilities = TierCapabilities(page_sizes=(1, 2), namespaces=True, eviction_policy=priority())
+
+
 class TrustingTenantTiers(TieredRadixCache):
     """Correct, with namespaces on both tiers, and trusting its callers as SGLang's HiRadixCache
     does: lock, unlock and load-back check nothing of the handle they are given (no refusal of an
@@ -268,11 +301,13 @@ class TrustingTenantTiers(TieredRadixCache):
 TIER_MUTANTS: list[type[TierMutant]] = [
     EvictsToHostAfterFailedBackup, WriteBackSkipsAncestors, NestedHostEvictionFreesLoading, HostEvictionOrphansSubtree,
     BackupChainGap, PartialPersist, LoadBackPastHostGap, QuarantineKeepsHostCopies, WritesPageReversed,
-    MruFirstTier, HostLookupIgnoresNamespace,
+    MruFirstTier, HostLookupIgnoresNamespace, LoadBackForgetsHits,
 ]
 
-CORRECT_TIER_VARIANTS: dict[str, Callable[..., Any]] = {"TieredRadixCache": TieredRadixCache,
-                                                        "TrustingTenantTiers": TrustingTenantTiers}
+CORRECT_TIER_VARIANTS: dict[str, Callable[..., Any]] = {
+    "TieredRadixCache": TieredRadixCache, "TrustingTenantTiers": TrustingTenantTiers, "TieredLfu": TieredLfu,
+    "TieredPriority": TieredPriority,
+}
 
 
 def page_size_for(mutant: type[TierMutant]) -> int:

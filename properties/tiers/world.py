@@ -11,7 +11,10 @@ rule) and :meth:`TierWorld.check` checks conservation between operations.
 A target that declares namespaces (``TierCapabilities(namespaces=True)``) is served under them:
 ``serve``, ``match`` and ``quarantine`` take ``namespace=``, sent through the same layer as the
 plain cache machine's (:mod:`radixcheck.properties.cache.layers`); one the target does not
-declare is refused, never sent.
+declare is refused, never sent. A target that declares a
+:class:`~radixcheck.properties.cache.policies.Policy` (``TierCapabilities(eviction_policy=...)``)
+has its device eviction judged by the policy's key; if the policy takes a priority, the requests
+carry the one ``next_priority`` set, as ``priority=`` on ``match_prefix`` and ``insert``.
 """
 
 from __future__ import annotations
@@ -39,6 +42,7 @@ class Request:
     values: list[int]  # the cache's slots for its cached prefix
     handle: Any
     namespace: Any = UNSAID
+    priority: int = 0
 
     def __repr__(self) -> str:
         where = "" if self.namespace is UNSAID else f", namespace={self.namespace!r}"
@@ -51,8 +55,10 @@ class TierWorld:
         self.page_size, self.write_policy = page_size, write_policy
         caps = getattr(factory, "tier_capabilities", None)
         leaf_first = caps is not None and caps.write_back_order == "leaf_first" and write_policy == "write_back"
-        self.model = TierModel(page_size, write_policy, chain_checked=not leaf_first)
-        self.layers = layers_for(namespaces=caps is not None and caps.namespaces)  # what the declared parts add to each call
+        policy = caps.policy if caps is not None else None
+        self.model = TierModel(page_size, write_policy, chain_checked=not leaf_first, policy=policy)
+        self.layers = layers_for(caps is not None and caps.namespaces, policy)  # what the declared parts add to each call
+        self.priority = 0  # the priority= the next requests carry (a policy that takes one)
         self.device = DevicePool(device_slots, self.model, seed=seed)
         self.host = HostPool(host_slots)
         self.host.on_free = self.model.on_host_free
@@ -66,9 +72,9 @@ class TierWorld:
     def _say(self, line: str) -> None:
         self.log.append(line)
 
-    def _call(self, name: str, *args: Any, namespace: Any = UNSAID) -> Any:
+    def _call(self, name: str, *args: Any, namespace: Any = UNSAID, priority: int = 0) -> Any:
         self.controller.log = self.log  # the controller's calls appear under the call that made them
-        result = getattr(self.cache, name)(*args, **keywords_for(self.layers, name, Tags(namespace)))
+        result = getattr(self.cache, name)(*args, **keywords_for(self.layers, name, Tags(namespace, priority)))
         self.model.settle()
         return result
 
@@ -82,6 +88,11 @@ class TierWorld:
 
     # ---- the engine's operations -------------------------------------------------------------
 
+    def next_priority(self, priority: int) -> None:
+        """The requests that follow carry ``priority`` (sent only to a policy that takes one)."""
+        self._say(f"w.next_priority({int(priority)})")
+        self.priority = int(priority)
+
     def fail_next(self, plan: Sequence[bool]) -> None:
         self._say(f"w.fail_next({list(plan)})")
         self.controller.fail_plan = list(plan)
@@ -89,7 +100,7 @@ class TierWorld:
     def _match(self, tokens: tuple[int, ...], namespace: Any) -> TierMatch:
         """``match_prefix``, checked against the model, then a use of what it covered."""
         key = namespace_key(namespace)
-        match: TierMatch = self._call("match_prefix", list(tokens), namespace=namespace)
+        match: TierMatch = self._call("match_prefix", list(tokens), namespace=namespace, priority=self.priority)
         self.model.check_match(tokens, as_ints(match.device_values), int(match.host_length), key)
         self.model.use(tokens, key, f"the match_prefix({shown(tokens)}{self._tenant(namespace)}) of step {len(self.log)}")
         return match
@@ -112,7 +123,7 @@ class TierWorld:
             self.model.check_load_back(tokens[: (len(as_ints(match.device_values)) + int(match.host_length))], values, key)
         self._call("inc_lock_ref", handle)
         self.model.lock(tokens[: len(values)], +1, key)
-        request = Request(tokens, values, handle, namespace)
+        request = Request(tokens, values, handle, namespace, self.priority)
         self.running.append(request)
         return request
 
@@ -153,8 +164,9 @@ class TierWorld:
             self.controller.device_kv[slot] = content[cached + i]
         values = np.concatenate([np.asarray(request.values, dtype=np.int64), new])
         expected = self.model.on_insert(tokens, as_ints(values), key,
-                                        f"the insert({shown(tokens)}{self._tenant(request.namespace)}) of step {len(self.log)}")
-        prefix_len = self._call("insert", list(tokens), values, namespace=request.namespace)
+                                        f"the insert({shown(tokens)}{self._tenant(request.namespace)}) of step {len(self.log)}",
+                                        request.priority)
+        prefix_len = self._call("insert", list(tokens), values, namespace=request.namespace, priority=request.priority)
         if not isinstance(prefix_len, (int, np.integer)) or prefix_len < cached:
             raise ReturnValueViolation(f"insert returned {prefix_len!r}; {cached} tokens were cached and locked")
         self.model.check_prefix_len(tokens, int(prefix_len), expected)
