@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 import time
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
@@ -123,12 +124,15 @@ def build(streams: int, variant_streams: int, jobs: int) -> tuple[list[dict[str,
                          "what": " ".join((mutant.__doc__ or "").split()), "streams": streams,
                          "kills": sum(right for _, right in results) if streams else None,
                          "wrong_reason": sum(caught and not right for caught, right in results), **first[name]})
+            print(f"{name}: {_rate(rows[-1])}, wrong reason {rows[-1]['wrong_reason']}", file=sys.stderr, flush=True)
         variants = []
         for name in CORRECT_TIER_VARIANTS:
             for policy, page in VARIANT_WORLDS:
                 failures = [f for f in pool.map(_variant_stream, [(name, policy, page, k) for k in range(variant_streams)]) if f]
                 variants.append({"variant": name, "world": f"{policy}, page size {page}", "streams": variant_streams,
                                  "failed": len(failures), "first_failure": failures[0] if failures else ""})
+                print(f"{name} {policy} p{page}: {len(failures)}/{variant_streams} failed {failures[:1]}", file=sys.stderr,
+                      flush=True)
     return rows, variants
 
 
