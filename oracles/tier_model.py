@@ -108,7 +108,7 @@ class TierModel:
         self.roots: dict[Hashable, Page] = {None: self.root}  # namespace -> its trie's root
         self.salts: dict[Hashable, int] = {None: 0}  # namespace -> what its KV starts from
         self.clock = 0
-        self.used_by: dict[int, str] = {}  # clock -> the call that set it (for messages)
+        self.used_by: dict[int, Any] = {}  # clock -> the call that set it (its str, for messages)
         self.policy = policy  # a declared Policy (its key orders device eviction), or None: least recently used first
         self.leaves = DeviceLeaves(self._order)
         self.evicting: int | None = None  # the num_tokens of the evict call running now, judged for order
@@ -238,7 +238,7 @@ class TierModel:
     def _order(self, page: Page) -> Any:
         return page.last_use if self.policy is None else self.policy.key(self.stats(page))
 
-    def on_insert(self, tokens: Sequence[int], values: Sequence[int], namespace: Hashable = None, what: str = "",
+    def on_insert(self, tokens: Sequence[int], values: Sequence[int], namespace: Hashable = None, what: Any = "",
                   priority: int = 0) -> int:
         """Before ``insert(tokens, values)`` is sent (its backups start inside it): the pages it
         caches take ``values`` unless on device already, and are used now. Returns the ``prefix_len``
@@ -268,11 +268,11 @@ class TierModel:
             node = child
         return len(device)
 
-    def _tick(self, what: str) -> None:
+    def _tick(self, what: Any) -> None:
         self.clock += 1
         self.used_by[self.clock] = what or f"time {self.clock}"
 
-    def use(self, tokens: Sequence[int], namespace: Hashable = None, what: str = "") -> None:
+    def use(self, tokens: Sequence[int], namespace: Hashable = None, what: Any = "") -> None:
         """A ``match_prefix`` answered (and checked): the pages it covered, device and host part, are used now."""
         device, host, _ = self.expected_match(tokens, namespace)
         self._tick(what)

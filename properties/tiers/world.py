@@ -49,6 +49,19 @@ class Request:
         return f"Request({shown(self.tokens)}{where}, {len(self.values)} cached)"
 
 
+@dataclass(frozen=True)
+class Use:
+    """A call that used pages, as a message names it (formatted only if one does)."""
+
+    call: str
+    tokens: tuple[int, ...]
+    where: str
+    operation: int
+
+    def __str__(self) -> str:
+        return f"the {self.call}({shown(self.tokens)}{self.where}) of operation {self.operation}"
+
+
 class TierWorld:
     def __init__(self, factory: Callable[..., Any], page_size: int = 1, write_policy: str = "write_through",
                  device_slots: int = DEVICE_SLOTS, host_slots: int = HOST_SLOTS, seed: int = 0) -> None:
@@ -66,11 +79,13 @@ class TierWorld:
         self.cache = factory(self.device, self.host, self.controller, page_size, write_policy)
         self.running: list[Request] = []
         self.log: list[str] = []
+        self.operations = 0  # the operations said so far (a repro file's lines, in order)
 
     # ---- plumbing ----------------------------------------------------------------------------
 
     def _say(self, line: str) -> None:
         self.log.append(line)
+        self.operations += 1
 
     def _call(self, name: str, *args: Any, namespace: Any = UNSAID, priority: int = 0) -> Any:
         self.controller.log = self.log  # the controller's calls appear under the call that made them
@@ -102,7 +117,7 @@ class TierWorld:
         key = namespace_key(namespace)
         match: TierMatch = self._call("match_prefix", list(tokens), namespace=namespace, priority=self.priority)
         self.model.check_match(tokens, as_ints(match.device_values), int(match.host_length), key)
-        self.model.use(tokens, key, f"the match_prefix({shown(tokens)}{self._tenant(namespace)}) of step {len(self.log)}")
+        self.model.use(tokens, key, Use("match_prefix", tokens, self._tenant(namespace), self.operations))
         return match
 
     def serve(self, tokens: Sequence[int], load: bool = True, namespace: Any = UNSAID) -> Request:
@@ -164,7 +179,7 @@ class TierWorld:
             self.controller.device_kv[slot] = content[cached + i]
         values = np.concatenate([np.asarray(request.values, dtype=np.int64), new])
         expected = self.model.on_insert(tokens, as_ints(values), key,
-                                        f"the insert({shown(tokens)}{self._tenant(request.namespace)}) of step {len(self.log)}",
+                                        Use("insert", tokens, self._tenant(request.namespace), self.operations),
                                         request.priority)
         prefix_len = self._call("insert", list(tokens), values, namespace=request.namespace, priority=request.priority)
         if not isinstance(prefix_len, (int, np.integer)) or prefix_len < cached:
