@@ -210,8 +210,13 @@ def merged(rows: list[dict[str, Any]], variants: list[dict[str, Any]], out: Path
     worlds = [f"{policy}, page size {page}" for policy, page in VARIANT_WORLDS]
     all_variants = [fresh_v.get((n, w)) or kept_v[(n, w)] for n in CORRECT_TIER_VARIANTS for w in worlds
                     if (n, w) in fresh_v or (n, w) in kept_v]
-    commit = re.search(r"at commit `([0-9a-f]+)`", text)
-    return all_rows, all_variants, commit.group(1) if commit else "an earlier commit"
+    commit = re.search(r"at commit `([0-9a-f]+)", text)
+    command = re.search(r"Command: `([^`]+)`", text)
+    earlier = re.search(r"(That command re-ran .*?\.) Each row", text)
+    previous = f"the run at commit `{commit.group(1) if commit else '?'}`"
+    previous += f" (`{command.group(1)}`" + (f"; {earlier.group(1)[0].lower()}{earlier.group(1)[1:-1]})" if earlier else ")") \
+        if command else ""
+    return all_rows, all_variants, previous
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -241,9 +246,9 @@ def main(argv: list[str] | None = None) -> None:
             "machine": f"{cpu_line()}, {os.cpu_count()} cores, load average "
                        f"{', '.join(f'{x:.1f}' for x in os.getloadavg())} at the end"}
     if args.only:
-        rows, variants, commit = merged(rows, variants, out)
+        rows, variants, previous = merged(rows, variants, out)
         meta["kept"] = (f"That command re-ran the rows of {', '.join(f'`{n}`' for n in args.only)}; the other rows are "
-                        f"kept from the run at commit `{commit}`.")
+                        f"kept from {previous}.")
     (out / "artifacts").mkdir(parents=True, exist_ok=True)
     (out / "TIER_CATALOGUE.md").write_text(render(rows, variants, meta) + "\n", encoding="utf-8")
     stable = [{k: val for k, val in r.items() if k != "seconds"} for r in rows]
