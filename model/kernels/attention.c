@@ -177,7 +177,31 @@ int64_t exact_attention(int64_t H, int64_t Hkv, int64_t D, const double *q, cons
     int64_t bad = 0;
     for (int64_t kh = 0; kh < Hkv; kh++) {
         int64_t j0 = 0;
-        for (int64_t j = j0; j < le_max; j++) { /* this head's keys and values as float64 */
+#ifdef __AVX2__
+        for (; j0 + 4 <= le_max && D % 4 == 0; j0 += 4) { /* four keys at a time: values as rows, keys through a 4 x 4 transpose */
+            const float *kr[4], *vr[4];
+            for (int i = 0; i < 4; i++) {
+                const int64_t j = j0 + i, row = j < n_cached ? slots[j] : j - n_cached;
+                kr[i] = (j < n_cached ? mk : fk) + (row * Hkv + kh) * D, vr[i] = (j < n_cached ? mv : fv) + (row * Hkv + kh) * D;
+                skh[j] = (j < n_cached ? msk : fsk)[row * Hkv + kh];
+                svh[j] = (j < n_cached ? msv : fsv)[row * Hkv + kh];
+            }
+            for (int64_t d = 0; d < D; d += 4) {
+                __m256d a[4];
+                for (int i = 0; i < 4; i++) {
+                    a[i] = _mm256_cvtps_pd(_mm_loadu_ps(kr[i] + d));
+                    _mm256_storeu_pd(v + (j0 + i) * D + d, _mm256_cvtps_pd(_mm_loadu_ps(vr[i] + d)));
+                }
+                const __m256d t0 = _mm256_unpacklo_pd(a[0], a[1]), t1 = _mm256_unpackhi_pd(a[0], a[1]);
+                const __m256d t2 = _mm256_unpacklo_pd(a[2], a[3]), t3 = _mm256_unpackhi_pd(a[2], a[3]);
+                _mm256_storeu_pd(kt + d * ld + j0, _mm256_permute2f128_pd(t0, t2, 0x20));
+                _mm256_storeu_pd(kt + (d + 1) * ld + j0, _mm256_permute2f128_pd(t1, t3, 0x20));
+                _mm256_storeu_pd(kt + (d + 2) * ld + j0, _mm256_permute2f128_pd(t0, t2, 0x31));
+                _mm256_storeu_pd(kt + (d + 3) * ld + j0, _mm256_permute2f128_pd(t1, t3, 0x31));
+            }
+        }
+#endif
+        for (int64_t j = j0; j < le_max; j++) { /* this head's keys and values as float64 (the rest, one by one) */
             const int64_t row = j < n_cached ? slots[j] : j - n_cached;
             const float *kr = (j < n_cached ? mk : fk) + (row * Hkv + kh) * D, *vr = (j < n_cached ? mv : fv) + (row * Hkv + kh) * D;
             for (int64_t d = 0; d < D; d++) {
