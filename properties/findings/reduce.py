@@ -36,6 +36,7 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from typing import TypeVar
 
 import numpy as np
 
@@ -355,14 +356,28 @@ def _leave_out_stories(acts: list[Act], options: MachineOptions, fails: Callable
 
 def _leave_out_runs(best: Replay, options: MachineOptions, fails: Callable[..., Replay | None],
                     time_left: Callable[[], bool]) -> Replay:
-    """Delta debugging over the acts: leave out runs of ``size`` acts, halving ``size`` each round."""
-    size = max(1, len(best.acts) // 2)
+    """Delta debugging over the acts (:func:`leave_out_runs`)."""
+    trim = best.trim_queries
+    return leave_out_runs(best, lambda replayed: replayed.acts, lambda acts: fails(acts, options, trim), time_left)
+
+
+R = TypeVar("R")
+T = TypeVar("T")
+
+
+def leave_out_runs(best: R, items_of: Callable[[R], list[T]], fails: Callable[[list[T]], R | None],
+                   time_left: Callable[[], bool]) -> R:
+    """Delta debugging over a failing program of any contract (the cache machine's acts, a tier
+    world's operations): runs of ``size`` items left out, halving ``size`` each round, a smaller
+    program kept whenever ``fails`` (its replay, failing the same way, or ``None``) says so."""
+    size = max(1, len(items_of(best)) // 2)
     while time_left():
         i = 0
-        while i < len(best.acts) and time_left():
-            candidate = best.acts[:i] + best.acts[i + size :]
-            smaller = fails(candidate, options, best.trim_queries) if candidate else None
-            if smaller is not None and len(smaller.acts) < len(best.acts):
+        while i < len(items_of(best)) and time_left():
+            items = items_of(best)
+            candidate = items[:i] + items[i + size :]
+            smaller = fails(candidate) if candidate else None
+            if smaller is not None and len(items_of(smaller)) < len(items):
                 best = smaller
             else:
                 i += size

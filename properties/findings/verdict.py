@@ -41,7 +41,7 @@ from hypothesis.database import ExampleDatabase, MultiplexedDatabase
 from hypothesis.stateful import RuleBasedStateMachine, multiple, run_state_machine_as_test
 
 from radixcheck.profiles import current
-from radixcheck.properties.target import BudgetSpent, alarm_handler, caused_by_hang, forget_hangs, time_budget
+from radixcheck.properties.target import BudgetSpent, alarm_handler, caused_by_hang, forget_hangs, new_example, time_budget
 
 SHRINK_ENV = "RADIXCHECK_SHRINK_SECONDS"
 DEFAULT_SHRINK_SECONDS = 15.0
@@ -192,6 +192,7 @@ def naming_steps(machine: type[RuleBasedStateMachine]) -> type[RuleBasedStateMac
     the latest instance made while ``recording`` (``latest``: after a failed run, the one that
     failed; :func:`run_machine` records only while it runs, so a later replay keeps nothing here)."""
     def __init__(self: Any) -> None:
+        new_example()  # a hang is known by its call's position in the example (its replay stops there)
         super(made, self).__init__()
         if made.recording:
             made.latest = self
