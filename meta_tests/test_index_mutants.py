@@ -47,6 +47,7 @@ def test_correct_index_variant_passes(variant) -> None:
     run_machine(machine_for_index_mutant(variant, f"variant_{variant.__name__}"), settings(find_only(), max_examples=VARIANT_EXAMPLES))
 
 
+@pytest.mark.deep  # its repro file is run as a user runs it: a fresh interpreter
 @pytest.mark.parametrize("mutant", INDEX_MUTANTS, ids=lambda m: m.bug_class)
 def test_index_mutant_is_caught(mutant) -> None:
     """Caught, for the right reason; and its standalone repro file (plain calls, then the check)

@@ -66,6 +66,7 @@ REPRO_REPLAYS = 8  # the gate's reduction budget per mutant, in replays (not sec
 PASTEABLE_LINES, PASTEABLE_BYTES = 120, 16 * 1024  # a scale finding's file, pasted into an upstream issue
 
 
+@pytest.mark.deep  # its repro file is run as a user runs it: a fresh interpreter
 @pytest.mark.parametrize("mutant", MUTANTS, ids=lambda m: m.bug_class)
 def test_mutant_is_caught(mutant) -> None:
     """Caught, for the right reason; and its standalone repro file (issue 20 item 1) exits 1 on the
