@@ -45,6 +45,7 @@ from radixcheck.properties.findings.standalone import (
     confirm,
     factory_import,
     hang_limit_lines,
+    needs,
     preamble,
     run_repro,
     runs_to_the_check,
@@ -570,7 +571,7 @@ class _Writer:
         imports += ["from contextlib import suppress"] if "suppress" in self.helpers else []
         names = ["Request"] if "request" in self.helpers else []  # a running request's lifecycle
         names += ["SecondPoolAllocator"] if self.second else []
-        imports += ["", "import numpy as np", "", f"from radixcheck import {', '.join([*names, 'SlotAllocator'])}", factory]
+        imports += ["", *needs(["import numpy as np", f"from radixcheck import {', '.join([*names, 'SlotAllocator'])}"]), factory]
         constants = ["", f"PAGE = {self.page}", f"POOL = 1 << {POOL_SIZE.bit_length() - 1}"]
         setup = [f"allocator = SlotAllocator(POOL, churned={self.options.churned_slots})",
                  *([self.second.setup(self.options.churned_slots)] if self.second else []),
@@ -747,9 +748,7 @@ def _serving_script(failure: BaseException, run: ServingRun, spec: str, test: st
         "import sys",
         "import traceback",
         "",
-        "import numpy as np",
-        "",
-        "from radixcheck import SlotAllocator",
+        *needs(["import numpy as np", "from radixcheck import SlotAllocator"]),
         factory_import(spec),
         "",
         f"PAGE = {run.page_size}",
@@ -824,8 +823,7 @@ def _plain_test_script(failure: BaseException, function: Callable[..., Any], par
         f"os.environ['HYPOTHESIS_PROFILE'] = {profiles.selected()!r}  # radixcheck's profile, as the test ran",
         *preamble(spec),
         "",
-        f"import {module} as _test_module  # noqa: E402",
-        "from radixcheck.properties.target import load_target  # noqa: E402",
+        *needs([f"import {module} as _test_module", "from radixcheck.properties.target import load_target"]),
         "",
         "globals().update({k: v for k, v in vars(_test_module).items() if not k.startswith('__')})  # the names the test uses",
         "try:",

@@ -100,6 +100,15 @@ def factory_import(spec: str, name: str = "make") -> str:
         "    sys.exit(2)"])
 
 
+def needs(imports: list[str]) -> list[str]:
+    """The imports a file needs beyond Python's own (NumPy, radixcheck): one that fails is exit 2 in
+    one line (another interpreter, radixcheck not installed), never Python's exit 1."""
+    return ["try:", *(f"    {line}" for line in imports),
+            "except ImportError as exc:  # not run, so neither 1 (the bug) nor 0 (fixed)",
+            "    print(f'radixcheck repro: cannot import {exc.name}: {exc} (this file needs numpy and radixcheck)', file=sys.stderr)",
+            "    sys.exit(2)"]
+
+
 def bug_lines(oracle: str, target: str = "the cache") -> list[str]:
     """``bug(finding, got)``: the finding's check failed; print radixcheck's sentence and exit 1."""
     label = f"radixcheck: {oracle}" if oracle.startswith(("crash", "hang")) else f"radixcheck oracle {oracle}"

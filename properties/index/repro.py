@@ -22,7 +22,7 @@ from typing import Any
 from radixcheck.oracles.kv_index import IndexModel
 from radixcheck.oracles.violations import Check, ContractViolation
 from radixcheck.properties.findings.failures import message_of, oracle_of
-from radixcheck.properties.findings.standalone import CANNOT_RUN_LINES, bug_lines, factory_import, runs_to_the_check
+from radixcheck.properties.findings.standalone import CANNOT_RUN_LINES, bug_lines, factory_import, needs, runs_to_the_check
 from radixcheck.properties.index.contract import AllBlocksCleared, BlockRemoved, BlockStored, StoredBlock
 from radixcheck.properties.index.machine import SCRATCH, IndexCall, KvIndexMachine, apply_to_model, resident_limit, without_scratch
 from radixcheck.properties.target import caused_by_hang
@@ -252,7 +252,7 @@ def index_script(machine: KvIndexMachine, failure: BaseException, spec: str, tes
         "import sys",
         "import traceback",
         "",
-        "from radixcheck.properties.index.contract import AllBlocksCleared, BlockRemoved, BlockStored, StoredBlock  # noqa: F401",
+        *needs(["from radixcheck.properties.index.contract import AllBlocksCleared, BlockRemoved, BlockStored, StoredBlock  # noqa: F401"]),
         factory_import(spec),
     ]
     if any("SCRATCH_WORKER" in line for line in [*body, *(x for h in helpers for x in h)]):

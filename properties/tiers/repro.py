@@ -24,7 +24,15 @@ from typing import Any
 from radixcheck.oracles.violations import ContractViolation
 from radixcheck.properties.findings.failures import message_of, oracle_of
 from radixcheck.properties.findings.reduce import REDUCE_ENV, finding_of, leave_out_runs, reduce_seconds
-from radixcheck.properties.findings.standalone import CANNOT_RUN_LINES, Repro, bug_lines, confirm, factory_import, runs_to_the_check
+from radixcheck.properties.findings.standalone import (
+    CANNOT_RUN_LINES,
+    Repro,
+    bug_lines,
+    confirm,
+    factory_import,
+    needs,
+    runs_to_the_check,
+)
 from radixcheck.properties.tiers.world import TierWorld
 
 
@@ -105,8 +113,8 @@ def tier_script(world: TierWorld, failure: BaseException, spec: str, made: str =
         "import sys",
         "import traceback",
         "",
-        "from radixcheck.oracles.violations import ContractViolation",
-        "from radixcheck.properties.tiers.world import TierWorld",
+        *needs(["from radixcheck.oracles.violations import ContractViolation",
+                "from radixcheck.properties.tiers.world import TierWorld"]),
         factory_import(spec),
         "",
         "",
