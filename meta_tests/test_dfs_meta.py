@@ -32,6 +32,7 @@ def test_a_non_dfs_order_misses_the_bound(order_fn) -> None:
     assert witness  # find() raises NoSuchExample when the oracle cannot tell the orders apart
 
 
+@pytest.mark.deep  # a scheduling search to its verdict
 def test_a_cache_that_splits_wrongly_misses_the_bound() -> None:
     broken = Target("SplitOffByOne", SplitOffByOne, DEFAULT_CAPABILITIES)
     witness = find(batches(), lambda b: misses_the_bound(broken, b, max(map(len, b))), settings=SEARCH)
