@@ -65,14 +65,14 @@ FAST_SAMPLE = 12
 DEEP_CONFORMANCE = {"test_cache_at_production_scale"}  # a production-scale world per target and page size
 
 
-def _stable_rank(item: pytest.Item) -> str:
-    return hashlib.blake2b(item.nodeid.encode(), digest_size=8).hexdigest()
+def _stable_rank(name: str) -> str:
+    return hashlib.blake2b(name.encode(), digest_size=8).hexdigest()
 
 
 def fast_sample(families: dict[str, list[pytest.Item]], budget: int) -> set[str]:
     """The node ids of the sampled members the fast tier runs: ``budget`` in all, the families taking turns (each
     family's members and the families themselves in hash order), so each family has a member before any has two."""
-    queues = [sorted(members, key=_stable_rank) for _, members in sorted(families.items(), key=lambda f: _stable_rank(f[1][0]))]
+    queues = [sorted(families[name], key=lambda m: _stable_rank(m.nodeid)) for name in sorted(families, key=_stable_rank)]
     chosen: list[str] = []
     while len(chosen) < budget and any(queues):
         for queue in queues:
