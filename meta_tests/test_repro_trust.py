@@ -249,3 +249,22 @@ def test_the_audit_says_when_a_file_is_not_offered(tmp_path: Path) -> None:
     assert "Repro: (none: not offered: radixcheck ran the file it wrote and it exited 0, not 1" in card, card
     findings = json.loads((tmp_path / "audit.json").read_text())["findings"]
     assert any(f["repro"].startswith("(none: not offered") for f in findings), findings
+
+
+@pytest.mark.deep
+def test_a_serving_run_that_hangs_has_a_file_that_hangs(monkeypatch) -> None:
+    """The DFS tests' serving protocol: its file runs every call under the limit and exits 1 when
+    one does not return (it waited for ever); on a cache that returns, 0."""
+    from radixcheck.properties.cache.batches import tokens_computed
+    from radixcheck.properties.target import Target
+
+    monkeypatch.setenv(TIMEOUT_ENV, "0.5")
+    hangs = Target(f"{__name__}:HangsOnThirdEvict", HangsOnThirdEvict, DEFAULT_CAPABILITIES)
+    with pytest.raises(Exception) as caught:  # noqa: PT011 - a hang: OperationTimeout
+        tokens_computed(hangs, [(0, 0, 1, 2), (3, 4, 5, 6), (7, 8, 9, 9), (1, 2, 3, 4), (5, 6, 7, 8)], 1, 2)
+    assert oracle_of(caught.value).startswith("hang"), caught.value
+    repro = repro_for(caught.value, hangs.spec)
+    assert repro.text is not None and repro.exit_code == 1 and "did not return within the limit" in repro.output, repro.why_not
+    fixed = run_repro(repro.text.replace(f"from {__name__} import HangsOnThirdEvict as make",
+                                         "from radixcheck.reference import RadixCache as make"))
+    assert fixed[0] == 0, fixed

@@ -716,12 +716,28 @@ def _plain_signature(source: str) -> list[str]:
     return [f"def {name}({', '.join(parameters)}):", *body.splitlines()]
 
 
+_LIMITED = ["class Limited:",
+            '    """The cache, every method call under the per-operation limit (as radixcheck calls it)."""',
+            "",
+            "    def __init__(self, cache):",
+            "        self._cache, self.page_size = cache, cache.page_size",
+            "",
+            "    def __getattr__(self, name):",
+            "        method = getattr(self._cache, name)",
+            "        return lambda *args, **keywords: within_limit(lambda: method(*args, **keywords))"]
+
+
 def _serving_script(failure: BaseException, run: ServingRun, spec: str, test: str) -> str:
     """A failure of the serving protocol (the DFS-bound tests): the requests served in order with
     radixcheck's protocol (its source, copied in), then the bound's check or the call that raised."""
     check = failure.check if isinstance(failure, ContractViolation) else None
     oracle, sentence = oracle_of(failure), message_of(failure)
-    if check is None:  # a legal call raised: the same exception is the finding, another is not
+    hang = caused_by_hang(failure)
+    if hang:  # a call did not return: every call of the protocol runs under the per-operation limit
+        served = ["try:", "    serve_all()", "except TimeoutError as exc:",
+                  "    bug('a call of the serving protocol did not return within the limit (every call was legal)',",
+                  "        got=f'{exc} (at {raised_at(exc)})')"]
+    elif check is None:  # a legal call raised: the same exception is the finding, another is not
         served = ["try:", "    serve_all()", "except Exception as exc:  # noqa: BLE001 - every call the protocol makes is legal",
                   f"    if type(exc).__name__ != {type(failure).__name__!r}:  # another exception: not this finding",
                   "        raise",
@@ -745,6 +761,7 @@ def _serving_script(failure: BaseException, run: ServingRun, spec: str, test: st
         "from __future__ import annotations",
         "",
         "import os",
+        *(["import signal"] if hang else []),
         "import sys",
         "import traceback",
         "",
@@ -767,13 +784,15 @@ def _serving_script(failure: BaseException, run: ServingRun, spec: str, test: st
         *_RAISED_AT,
         "",
         "",
+        *(hang_limit_lines() + ["", "", *_LIMITED, "", ""] if hang else []),
         *bug_lines(oracle),
         "",
         "",
         *CANNOT_RUN_LINES,
         "",
         "",
-        *runs_to_the_check(["allocator = SlotAllocator(1 << 16)", "cache = make(allocator, PAGE)", *served]),
+        *runs_to_the_check(["allocator = SlotAllocator(1 << 16)",
+                            "cache = Limited(make(allocator, PAGE))" if hang else "cache = make(allocator, PAGE)", *served]),
     ]
     return "\n".join(lines + [f"print({'no bug: the batch was served' + ('' if check is None else ' and ' + check.holds)!r})"]) + "\n"
 

@@ -165,8 +165,13 @@ def run_property(test: Callable[..., None], search: settings | None = None, **st
     search = search or current()
     forget_hangs()
 
+    @functools.wraps(test)
+    def example(*args: Any, **kwargs: Any) -> None:
+        new_example()  # a hang is known by its call's position in the example (its replay stops there)
+        test(*args, **kwargs)
+
     def run(phase: settings) -> None:
-        settings(phase)(given(**strategies)(test))()
+        settings(phase)(given(**strategies)(example))()
 
     if Phase.shrink not in search.phases:
         run(search)
