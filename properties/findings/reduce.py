@@ -22,7 +22,8 @@ An act that needs one left out (a lock of a match that is gone) goes with it, an
 would no longer be legal (an unlock whose lock is gone) is not sent.
 
 Each replay is judged by the same machine and oracles as the run, so a smaller failure is as
-real as the first one. It is bounded in time (``RADIXCHECK_REDUCE_SECONDS``, default 5), and
+real as the first one. It is bounded in time (``RADIXCHECK_REDUCE_SECONDS``, default 5; a production world's 60: one
+replay of it costs seconds), and
 what it has at the end is the answer; a hang is never reduced (each replay would cost the time
 limit).
 """
@@ -51,8 +52,11 @@ DEFAULT_REDUCE_SECONDS = 5.0
 INVARIANTS = ("sizes_add_up", "slots_conserved")
 
 
-def reduce_seconds() -> float:
-    return float(os.environ.get(REDUCE_ENV, DEFAULT_REDUCE_SECONDS))
+def reduce_seconds(machine: type | None = None) -> float:
+    """The reduction budget: ``RADIXCHECK_REDUCE_SECONDS`` if set, else the machine's own
+    ``default_reduce_seconds`` if it has one (a production world's: one replay costs seconds), else 5 s."""
+    default = getattr(machine, "default_reduce_seconds", DEFAULT_REDUCE_SECONDS)
+    return float(os.environ.get(REDUCE_ENV, default))
 
 
 def finding_of(exc: BaseException) -> tuple[str, str, str]:
@@ -161,7 +165,7 @@ def reduce(machine: RadixCacheMachine, failure: BaseException, waived: Callable[
     that does not depend on the machine's speed, for tests). ``None`` if its replay does not fail
     the same way (a target that does not repeat itself)."""
     started = time.monotonic()
-    budget = reduce_seconds() if seconds is None else seconds
+    budget = reduce_seconds(type(machine)) if seconds is None else seconds
     machine_class, wanted = type(machine), finding_of(failure)
     options = machine.options
     acts = list(machine.transcript)
