@@ -8,7 +8,10 @@ Hypothesis, no state machine. It makes the contract
 calls the state machine made, in order, as a serving engine would (inserting a request, the
 caller frees its copies of what was cached already), and then states the check that failed, with
 the expected values written out (:class:`radixcheck.oracles.violations.Check`). It exits 1 while
-the bug is there, printing the oracle's sentence and what the cache did, and 0 once it is fixed.
+the bug is there, printing the oracle's sentence and what the cache did, 0 once it is fixed, and 2
+when it cannot run to its check. The frame every file has (the factory imported from where it
+runs, a wire target's server, the exit codes, the run that confirms it before it is offered) is
+:mod:`radixcheck.properties.findings.standalone`'s, shared with the index and tier writers.
 
 The calls come from a replay of the failing machine's transcript, reduced first
 (:mod:`radixcheck.properties.findings.reduce`). Long token lists get a name (``T1 = [...]``) and later
