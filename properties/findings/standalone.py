@@ -197,6 +197,7 @@ def run_repro(text: str, seconds: float = 60.0) -> tuple[int, str]:
 
     printed = io.StringIO()
     code = 0
+    path, bytecode = list(sys.path), sys.dont_write_bytecode  # what the file's first lines set: this process's own
     with contextlib.redirect_stdout(printed), contextlib.redirect_stderr(printed), standalone_stack():
         try:
             guarded("the repro file", exec, compile(text, "<radixcheck repro>", "exec"), {"__name__": "__main__"})
@@ -205,4 +206,6 @@ def run_repro(text: str, seconds: float = 60.0) -> tuple[int, str]:
         except Exception:  # noqa: BLE001 - an uncaught exception: Python's own exit code
             traceback.print_exc()
             code = 1
+        finally:
+            sys.path[:], sys.dont_write_bytecode = path, bytecode
     return code, printed.getvalue()
