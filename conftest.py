@@ -75,3 +75,9 @@ def pytest_report_header(config: pytest.Config) -> str:
     else:
         kernel = f"{want} ({q8kernel.ENV})" if want in q8kernel.CHOICES else want
     return f"CPU: {kernel_build.cpu_name()}, {platform.machine()}, SIMD: {_SIMD[runs[0]]}; Q8_0 kernel path: {kernel}"
+
+
+# The docs' and README's examples (tests/doc_examples.py); pyproject's testpaths name docs/ and README.md.
+from tests.doc_examples import DOCS  # noqa: E402
+
+pytest_collect_file = DOCS.pytest()
