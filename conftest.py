@@ -78,6 +78,11 @@ def pytest_report_header(config: pytest.Config) -> str:
 
 
 # The docs' and README's examples (tests/doc_examples.py); pyproject's testpaths name docs/ and README.md.
-from tests.doc_examples import DOCS  # noqa: E402
+from tests.doc_examples import DOCS, keep_pages_whole  # noqa: E402
 
 pytest_collect_file = DOCS.pytest()
+
+
+@pytest.hookimpl(tryfirst=True)  # before pytest-xdist reads the groups
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    keep_pages_whole(items)

@@ -22,7 +22,9 @@ import re
 import shlex
 from pathlib import Path
 
+import pytest
 from sybil import Example, Sybil
+from sybil.integration.pytest import SybilItem
 from sybil.parsers.markdown import CodeBlockParser, PythonCodeBlockParser
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -85,6 +87,14 @@ def evaluate_waivers(example: Example) -> None:
     from radixcheck.properties.findings.waivers import parse_waivers
 
     parse_waivers(example.parsed, source=f"{example.path}:{example.line}")
+
+
+def keep_pages_whole(items: list[pytest.Item]) -> None:
+    """One page's examples on one pytest-xdist worker, in order (``--dist loadgroup``): a later
+    block uses what an earlier one defined, in the page's one namespace."""
+    for item in items:
+        if isinstance(item, SybilItem):
+            item.add_marker(pytest.mark.xdist_group(f"docs:{Path(str(item.path)).relative_to(ROOT)}"))
 
 
 DOCS = Sybil(
