@@ -9,6 +9,8 @@
   ``[stress_with_threads round 0, seed 0]``) is escaped, so it reads as written.
 * ``<!-- radixcheck-help: audit -->`` in a page becomes that command's ``--help``, from the real
   argument parser (``radixcheck.cli``), so the CLI reference is the parser's own words.
+* ``<!-- radixcheck-oracles -->`` becomes the table of every oracle, from its exception class
+  (``radixcheck.oracles.violations``): its name as a finding prints it, and the class's docstring.
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ BARE_BRACKETS = re.compile(r"(?<![\\!\]])\[([^\]\n]*)\](?![(\[:])")
 FENCE_OR_CODE = re.compile(r"(^\s*```.*?^\s*```[^\n]*$|`[^`\n]*`)", re.MULTILINE | re.DOTALL)
 LINK = re.compile(r"(?<!!)\[([^\]\n]*)\]\(([^)\s]+)\)")
 HELP = re.compile(r"<!-- radixcheck-help: ?([a-z ]*) -->")
+ORACLES = "<!-- radixcheck-oracles -->"
 
 
 def included() -> list[str]:
@@ -87,8 +90,24 @@ def _help(command: str) -> str:
     return "```text\n" + text.rstrip() + "\n```"
 
 
+def _oracles() -> str:
+    """Every oracle's exception class: the name its findings print, and what it judges (its docstring)."""
+    from radixcheck.oracles import violations
+
+    classes = [c for c in vars(violations).values()
+               if isinstance(c, type) and issubclass(c, violations.ContractViolation) and c is not violations.ContractViolation]
+    rows = ["| oracle (as a finding names it) | exception | what it judges |", "|---|---|---|"]
+    for cls in classes:
+        doc = " ".join((cls.__doc__ or "").split()).replace("|", "\\|")
+        doc = re.sub(r":class:`~?([\w.]+)`", lambda m: f"`{m.group(1).rpartition('.')[2]}`", doc).replace("``", "`")
+        rows.append(f"| {cls.oracle} | `{cls.__name__}` | {doc or '(see the table above)'} |")
+    return "\n".join(rows)
+
+
 def on_page_markdown(markdown: str, page: Any, config: Any, files: Files) -> str:
     markdown = HELP.sub(lambda m: _help(m.group(1)), markdown)
+    if ORACLES in markdown:
+        markdown = markdown.replace(ORACLES, _oracles())
     if page.file.src_uri in included():
         pages = {f.src_uri for f in files.documentation_pages()}
         markdown = _escape_bare_brackets(LINK.sub(lambda m: _plain_link(m, page.file.src_uri, pages), markdown))
