@@ -5,6 +5,8 @@ module that does not exist. Also: the README stays a front page, and every page 
 from __future__ import annotations
 
 import re
+import subprocess
+import sys
 import tomllib
 from pathlib import Path
 
@@ -110,3 +112,16 @@ def test_the_readme_is_a_front_page_whose_links_resolve() -> None:
     assert len(text.splitlines()) <= 250
     missing = [t for t in re.findall(r"\]\(([^)#\s]+)", text) if not re.match(r"[a-z]+:", t) and not (ROOT / t).exists()]
     assert not missing, f"README.md links to files that do not exist: {missing}"
+
+
+@pytest.mark.deep  # starts a pytest process
+def test_an_unrelated_projects_markdown_is_not_collected(tmp_path: Path) -> None:
+    """The collector is this checkout's (its root conftest.py, never shipped): with radixcheck
+    installed, a user's README with a failing Python block is not run by their pytest."""
+    (tmp_path / "README.md").write_text("# Mine\n\n```python\nraise SystemExit('ran the README')\n```\n")
+    (tmp_path / "docs").mkdir()
+    (tmp_path / "docs" / "page.md").write_text("```python\nassert False, 'ran a docs page'\n```\n")
+    (tmp_path / "test_mine.py").write_text("def test_mine():\n    assert True\n")
+    run = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "."], cwd=tmp_path,
+                         capture_output=True, text=True, timeout=120)
+    assert run.returncode == 0 and "1 passed" in run.stdout, run.stdout[-2000:] + run.stderr[-2000:]
