@@ -1,7 +1,8 @@
 """Every example in the docs runs: the collector of README.md's and docs/'s code blocks (Sybil).
 
 * ``python`` blocks run, in order, one namespace per page (a page's later blocks use what its
-  earlier ones defined);
+  earlier ones defined); a block whose first line names a file (``# mycache_adapter.py``) is that
+  module, so a later block imports it as a reader would (``from mycache_adapter import make``);
 * ``waivers`` blocks go through radixcheck's own waiver loader (``parse_waivers``), which refuses
   a line the audit would refuse;
 * ``bash`` blocks, and the ``run:`` lines of ``yaml`` blocks: each ``radixcheck ...`` command is
@@ -20,15 +21,29 @@ import importlib.util
 import io
 import re
 import shlex
+import sys
+import types
 from pathlib import Path
 
 import pytest
 from sybil import Example, Sybil
+from sybil.evaluators.python import PythonEvaluator
 from sybil.integration.pytest import SybilItem
-from sybil.parsers.markdown import CodeBlockParser, PythonCodeBlockParser
+from sybil.parsers.markdown import CodeBlockParser
 
 ROOT = Path(__file__).resolve().parent.parent
 ENV_ASSIGNMENT = re.compile(r"^[A-Z_][A-Z0-9_]*=")
+MODULE_FILE = re.compile(r"^# (\w+)\.py\s*$")
+
+
+def evaluate_python(example: Example) -> None:
+    """Sybil's Python evaluator; a block that opens with ``# name.py`` also becomes the module ``name``."""
+    PythonEvaluator()(example)
+    named = MODULE_FILE.match(str(example.parsed).lstrip().splitlines()[0]) if str(example.parsed).strip() else None
+    if named:
+        module = types.ModuleType(named.group(1))
+        module.__dict__.update({k: v for k, v in example.namespace.items() if not k.startswith("__")})
+        sys.modules[named.group(1)] = module  # this process is radixcheck's docs test run, never a user's
 
 
 def _commands(text: str) -> list[list[str]]:
@@ -98,7 +113,8 @@ def keep_pages_whole(items: list[pytest.Item]) -> None:
 
 
 DOCS = Sybil(
-    parsers=[PythonCodeBlockParser(), CodeBlockParser("waivers", evaluate_waivers), CodeBlockParser("bash", evaluate_shell),
+    parsers=[CodeBlockParser("python", evaluate_python), CodeBlockParser("waivers", evaluate_waivers),
+             CodeBlockParser("bash", evaluate_shell),
              CodeBlockParser("yaml", evaluate_yaml)],
     path=str(ROOT),
     patterns=["docs/*.md", "docs/*/*.md"],
