@@ -101,7 +101,9 @@ def _shrink_budget(result: AuditResult) -> str:
         return f"{shrink_seconds(KvIndexMachine):g} s"
     if result.capabilities.startswith("TenantTreeCapabilities"):
         return f"{shrink_seconds(TenantTreeMachine):g} s"
-    return f"{shrink_seconds(None):g} s, production-scale {shrink_seconds(ProductionScaleMachine):g} s"
+    world = shrink_seconds(ProductionScaleMachine)
+    return f"{shrink_seconds(None):g} s; a production-scale finding is " + (
+        "not shrunk (reduced instead)" if world <= 0 else f"shrunk for {world:g} s")
 
 
 def rank_of(oracle: str) -> int:
