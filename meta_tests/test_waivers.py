@@ -4,12 +4,15 @@ only findings are waived conforms (exit 0)."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import re
+import shutil
 import subprocess
 import sys
 import textwrap
 from pathlib import Path
+from typing import Any
 
 import pytest
 from hypothesis import settings
@@ -28,6 +31,7 @@ from radixcheck.properties.findings.names import oracle_names
 from radixcheck.properties.findings.verdict import run_machine
 from radixcheck.properties.findings.waivers import WaiverError, WaiverLog, parse_waivers, read_waivers
 
+from . import user_lfu_recency
 from .test_findings import ACCEPTS_BAD_PAGE_SIZES, audit_construction
 
 FEW = settings(profiles.SETTINGS["mutation"], max_examples=25)  # a waived run must search to the end: keep it short
@@ -321,3 +325,71 @@ def test_a_waived_finding_that_ends_the_production_world_says_what_it_left_out()
     assert found["cut_short"].startswith("the production world stopped here; not built: a history "), found
     assert "requests on" in found["cut_short"] and "memory pressure" in found["cut_short"]
     assert cut_short(found).endswith("the verdict does not cover it") and cut_short({"oracle": "x"}) == ""
+
+
+# ---- a waived choice oracle leaves no echo (issue 40 item 6) -----------------------------------------------
+
+ORDER_WAIVED = "* * 4 eviction order  # the counter is not bumped on re-insert (known)"
+
+
+def _lfu_machine(factory: Any, page_size: int = 1, **changes: Any) -> type:
+    capabilities = dataclasses.replace(factory.capabilities, **changes)
+    return machine_for(factory, capabilities, page_size, f"meta_lfu_{factory.__name__}_{sorted(changes)}")
+
+
+def test_a_waived_order_finding_leaves_the_model_in_step_with_the_cache() -> None:
+    """An LFU whose counter is not bumped on re-insert evicts another leaf than its policy says.
+    Waived, the model adopts the cache's victims (it applies the whole eviction before the order
+    finding is raised), so the search goes on to its end with no echo: before, the model kept the
+    leaves the cache had evicted, and the next size check failed ("total_size() is 2, but 3
+    tokens are cached")."""
+    log = _log(ORDER_WAIVED)
+    run_machine(_lfu_machine(user_lfu_recency.make_unbumped), settings(FEW, max_examples=10), waived=log)
+    [found] = log.findings()
+    assert found["oracle"] == "4 eviction order" and found["times_met"] >= 1
+
+
+class UnbumpedKeepsEvictedLeaves(user_lfu_recency.UnbumpedOnReinsert):
+    """The LFU bug above, and a real one behind it: ``evict`` frees a leaf's slots but leaves the
+    node in the tree (its slots can be handed out again while the cache still serves them)."""
+
+    def _unlink(self, node: Any) -> None:
+        pass
+
+
+def _keeps_evicted_leaves(allocator: Any, page_size: int) -> UnbumpedKeepsEvictedLeaves:
+    return UnbumpedKeepsEvictedLeaves(allocator, page_size)
+
+
+_keeps_evicted_leaves.capabilities = user_lfu_recency.make_unbumped.capabilities
+
+
+@pytest.mark.deep
+def test_a_real_bug_behind_a_waived_order_finding_is_still_caught() -> None:
+    """Adopting the cache's victims does not hide a bug in how they were evicted: a node kept in
+    the tree after its slots were freed is caught by a prefix-set or size oracle, not waived."""
+    log = _log(ORDER_WAIVED)
+    with pytest.raises((RefcountViolation, SlotViolation, violations.PrefixSetViolation)):
+        run_machine(_lfu_machine(_keeps_evicted_leaves), FEW, waived=log)
+
+
+@pytest.mark.deep
+@pytest.mark.parametrize("checks_locks", [True, False], ids=["checks locks", "trusts its callers"])
+def test_a_correct_lfu_passes_with_the_order_waiver_unmet(checks_locks: bool) -> None:
+    log = _log(ORDER_WAIVED)
+    run_machine(_lfu_machine(user_lfu_recency.make, checks_locks=checks_locks), FEW, waived=log)
+    assert log.findings() == []
+
+
+@pytest.mark.deep
+def test_the_lfu_audit_with_its_order_finding_waived_conforms(tmp_path: Path) -> None:
+    """The issue's case, end to end: exit 0, "conforms, with 1 waived finding(s)" (it exited 1 on a
+    "2 refcount safety" echo, in the state machine and at production scale)."""
+    shutil.copy(Path(user_lfu_recency.__file__), tmp_path / "user_lfu.py")
+    (tmp_path / "known.txt").write_text(ORDER_WAIVED + "\n")
+    run = subprocess.run([sys.executable, "-m", "radixcheck", "audit", "user_lfu:make_unbumped", "--waive", "known.txt",
+                          "-n", "0", "--json", "audit.json"], cwd=tmp_path, capture_output=True, text=True, timeout=600)
+    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-2000:]
+    assert "user_lfu:make_unbumped conforms, with 1 waived finding(s)" in run.stdout
+    saved = json.loads((tmp_path / "audit.json").read_text())
+    assert saved["conforms"] and not saved["findings"] and [w["oracle"] for w in saved["waived"]] == ["4 eviction order"]
