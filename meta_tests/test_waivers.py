@@ -22,10 +22,11 @@ from hypothesis.stateful import Bundle, RuleBasedStateMachine, invariant, rule
 from radixcheck import profiles
 from radixcheck.cli import main
 from radixcheck.oracles import violations
-from radixcheck.oracles.violations import LRUOrderViolation, RefcountViolation, SlotViolation
+from radixcheck.oracles.policy import Choice, LeafStats
+from radixcheck.oracles.violations import EvictionOrderViolation, LRUOrderViolation, RefcountViolation, SlotViolation
 from radixcheck.properties.cache.contract import Capabilities
 from radixcheck.properties.cache.machine import machine_for
-from radixcheck.properties.cache.mutants import MostRecentFirst, machine_for_mutant
+from radixcheck.properties.cache.mutants import LfuReference, MostRecentFirst, SplitRefreshesSuffix, machine_for_mutant
 from radixcheck.properties.findings.failures import oracle_of
 from radixcheck.properties.findings.names import oracle_names
 from radixcheck.properties.findings.verdict import run_machine
@@ -55,6 +56,10 @@ def test_the_file_format() -> None:
     assert lru.waives(LRUOrderViolation("x")) and not lru.waives(RefcountViolation("x"))
     assert waivers[1].applies_to(("x:y",), "test_no_order_beats_dfs[page_size=1]")  # the name without parameters
     assert waivers[1].waives(RuntimeError("boom")) and not waivers[1].waives(KeyError("boom"))
+    [as_lru] = parse_waivers("* test_cache_state_machine 4 eviction order as lru  # evicts as LRU (upstream #3)")
+    assert (as_lru.finding, as_lru.follows, as_lru.reason) == ("4 eviction order", "lru", "evicts as LRU (upstream #3)")
+    assert str(as_lru) == "*  test_cache_state_machine  4 eviction order as lru  # evicts as LRU (upstream #3)"
+    assert not as_lru.waives(EvictionOrderViolation("x"))  # an order finding with no choice on it: not this bug
     by_base_class = parse_waivers("* * ContractViolation  # every oracle")[0]
     assert by_base_class.waives(LRUOrderViolation("x")) and not by_base_class.waives(RuntimeError("x"))
 
@@ -69,6 +74,10 @@ def test_the_file_format() -> None:
     ("* test_cache_state_machin 4 LRU order  # reason", "test glob .*did you mean 'test_cache_state_machine'\\?"),
     ("* test_* mycache.StaleHandle  # reason", "by its class name alone \\('StaleHandle'\\)"),
     ("* * slot conservation  # reason", "unknown oracle .*did you mean '3 slot conservation'"),
+    ("* * 4 eviction order as  # reason", "'as' needs a policy name \\(lru, lfu, "),
+    ("* * 4 eviction order as lfru  # reason", "unknown policy 'lfru' after 'as' \\(did you mean 'lru'\\?\\)"),
+    ("* * 4 LRU order as lfu  # reason", "'as lfu' .* applies to '4 eviction order' alone, not '4 LRU order'"),
+    ("* * RuntimeError as lru  # reason", "'as lru' .* applies to '4 eviction order' alone, not 'RuntimeError'"),
 ])
 def test_a_malformed_line_names_the_file_and_line(text: str, phrase: str) -> None:
     with pytest.raises(WaiverError, match=phrase) as refused:
@@ -103,7 +112,8 @@ def test_the_shipped_waiver_files_load() -> None:
 
 
 BAD_LINES = {"no reason": "* * 4 LRU order", "no test column": "radixcheck.reference:RadixCache  4 eviction amount  # reason",
-             "misspelled oracle": "* * 4 evicton amount  # reason", "unknown test": "* test_lru_order 4 LRU order  # reason"}
+             "misspelled oracle": "* * 4 evicton amount  # reason", "unknown test": "* test_lru_order 4 LRU order  # reason",
+             "unknown policy": "* * 4 eviction order as lfru  # reason"}
 
 
 @pytest.mark.parametrize("content", [None, *BAD_LINES.values()], ids=["missing", *BAD_LINES])
@@ -393,3 +403,63 @@ def test_the_lfu_audit_with_its_order_finding_waived_conforms(tmp_path: Path) ->
     assert "user_lfu:make_unbumped conforms, with 1 waived finding(s)" in run.stdout
     saved = json.loads((tmp_path / "audit.json").read_text())
     assert saved["conforms"] and not saved["findings"] and [w["oracle"] for w in saved["waived"]] == ["4 eviction order"]
+
+
+# ---- a waiver names one known order bug by the order the cache follows (issue 40 item 6) -------------------------
+
+
+class LfuCountsNoHit(LfuReference):
+    """The known bug: an LFU cache that never counts a hit, so it evicts as LRU (TokenSpeed's #3)."""
+
+    def _hit(self, node: Any, by: str) -> None:
+        pass
+
+
+class LfuCountsNoHitAndRefreshesSuffix(LfuCountsNoHit, SplitRefreshesSuffix):
+    """The known bug, and a new one in the same cache: a split stamps the unmatched suffix as used
+    (SGLang's #3), so even as LRU it evicts the wrong leaf."""
+
+
+AS_LRU = "* * 4 eviction order as lru  # counts no hit: evicts as LRU (known)"
+
+
+def _policy_run(cache: type, waiver: str, examples: int = 25) -> WaiverLog:
+    log = _log(waiver)
+    run_machine(machine_for(cache, cache.capabilities, 1, f"meta_as_{cache.__name__}"), settings(FEW, max_examples=examples),
+                waived=log)
+    return log
+
+
+def test_a_choice_is_made_by_a_key_when_nothing_left_is_colder() -> None:
+    def stats(last_use: int, hits: int) -> LeafStats:
+        return LeafStats(last_use=last_use, created=0, hits=hits, priority=0, depth=1, start=0, history=1)
+
+    by_recency, by_hits = (lambda s: s.last_use), (lambda s: (s.hits, s.last_use))
+    choice = Choice(freed=(stats(1, 5),), left=(stats(2, 1), stats(3, 1)))  # the oldest went, though hit the most
+    assert choice.made_by(by_recency) and not choice.made_by(by_hits)
+    assert Choice(freed=(stats(2, 1),), left=(stats(2, 1),)).made_by(by_recency)  # a tie may go either way
+    assert Choice(freed=(), left=(stats(1, 1),)).made_by(by_hits) and Choice(freed=(stats(1, 1),), left=()).made_by(by_hits)
+
+
+def test_a_waiver_as_a_policy_still_catches_a_second_order_bug() -> None:
+    """The cache's known bug (it evicts as LRU) is waived by its signature; its second order bug
+    is not explained by LRU, and is caught, with the choice that gives it away."""
+    with pytest.raises(EvictionOrderViolation) as caught:
+        _policy_run(LfuCountsNoHitAndRefreshesSuffix, AS_LRU, examples=10)
+    assert not caught.value.choice.made_by(lambda s: s.last_use)
+
+
+@pytest.mark.deep
+def test_a_waiver_as_a_policy_waives_every_instance_of_the_known_bug() -> None:
+    """The known bug alone: every one of its order findings is the choice LRU makes, so the run
+    conforms; and a correct LFU meets the waiver nowhere."""
+    [found] = _policy_run(LfuCountsNoHit, AS_LRU).findings()
+    assert found["oracle"] == "4 eviction order" and found["times_met"] > 10
+    assert _policy_run(LfuReference, AS_LRU).findings() == []
+
+
+@pytest.mark.deep
+def test_without_a_signature_the_waiver_hides_the_second_bug() -> None:
+    """What the signature is for: the oracle waived whole, the same two-bug cache passes."""
+    [found] = _policy_run(LfuCountsNoHitAndRefreshesSuffix, "* * 4 eviction order  # every order finding").findings()
+    assert found["times_met"] > 10

@@ -61,7 +61,7 @@ from radixcheck.oracles.isolation import (
 )
 from radixcheck.oracles.lru import check_lru
 from radixcheck.oracles.never_saw import expected_match_length
-from radixcheck.oracles.policy import check_order
+from radixcheck.oracles.policy import Choice, check_order
 from radixcheck.oracles.prefix_set import Entry, PrefixSetModel
 from radixcheck.oracles.refcount import check_none_locked, check_sizes
 from radixcheck.oracles.slots import check_freed, check_slot_count
@@ -622,6 +622,8 @@ class RadixCacheMachine(RuleBasedStateMachine):
                     check_order(victims, colder, later, num_tokens, self._policy_key, self._described, self.policy.name)
                 except EvictionOrderViolation as exc:
                     wrong_order = exc  # the first call out of order is the finding; the model still follows the cache
+                    left = [e for e in self.model.unlocked_leaf_list() if e not in group]
+                    exc.choice = Choice(tuple(map(self.model.leaf_stats, victims)), tuple(map(self.model.leaf_stats, left)))
             self.model.remove_freed(call)
         if wrong_order is not None:
             raise wrong_order
