@@ -1,0 +1,73 @@
+"""The wire protocol's edges (issue 40 item 8): a server that does not start is exit 2 in one
+line, before any test (it was a 25-line traceback and exit 1); ``init`` gets the limit WIRE.md
+states; a server cannot declare what the protocol cannot carry."""
+
+from __future__ import annotations
+
+import shlex
+import sys
+from typing import Any
+
+import pytest
+
+from radixcheck.cli import main
+from radixcheck.properties.adapters import wire
+from radixcheck.properties.target import TIMEOUT_ENV, TargetError, load_target
+
+
+class _Unstartable:
+    """A factory whose capabilities start something that fails (as a wire server's do)."""
+
+    @property
+    def capabilities(self) -> Any:
+        raise wire.WireServerDied("cannot start the wire server ./my-server: [Errno 2] No such file or directory")
+
+    def __call__(self, allocator: Any, page_size: int = 1) -> Any:
+        raise AssertionError("never built")
+
+
+unstartable = _Unstartable()
+
+
+def _one_line_exit_2(argv: list[str], capsys: pytest.CaptureFixture[str]) -> str:
+    assert main(argv) == 2
+    out, err = capsys.readouterr()
+    assert out == "" and err.count("\n") == 1 and err.startswith("radixcheck: error: "), err
+    return err
+
+
+def test_capabilities_that_raise_make_a_target_error_in_one_line(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(TargetError, match=r"reading its capabilities failed: WireServerDied: cannot start the wire server"):
+        load_target("meta_tests.test_wire_edges:unstartable")
+    _one_line_exit_2(["audit", "meta_tests.test_wire_edges:unstartable"], capsys)
+
+
+def test_a_wire_server_that_is_not_found_is_exit_2_in_one_line(monkeypatch: pytest.MonkeyPatch,
+                                                               capsys: pytest.CaptureFixture[str]) -> None:
+    monkeypatch.setenv(wire.CMD_ENV, "/nonexistent/my-cache-server --port 0")
+    err = _one_line_exit_2(["audit", "radixcheck.properties.adapters.wire:server", "-n", "0"], capsys)
+    assert "cannot start the wire server /nonexistent/my-cache-server --port 0: [Errno 2]" in err
+
+
+def test_init_gets_60_s_or_a_longer_per_operation_limit(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv(TIMEOUT_ENV, raising=False)
+    assert wire.startup_timeout() == 60.0
+    monkeypatch.setenv(TIMEOUT_ENV, "90")
+    assert wire.startup_timeout() == 90.0
+
+
+EXITS = "import sys; print('libfoo.so: cannot open shared object file', file=sys.stderr); sys.exit(3)"
+
+
+@pytest.mark.deep
+@pytest.mark.parametrize(("command", "said"), [
+    ([sys.executable, "-c", EXITS], "stopped: it exited with code 3; its stderr ends: 'libfoo.so: cannot open shared object file'"),
+    ([sys.executable, "-c", "print('hello', flush=True); input()"], "the reply to init (id 1) is not JSON: b'hello'"),
+    (wire.reference_command() + ["--capabilities", '{"lifecycle": "requests"}'],
+     "it declares lifecycle 'requests', which no op of the protocol carries: declare 'tree'"),
+], ids=["exits", "not the protocol", "requests lifecycle"])
+def test_a_wire_server_that_does_not_start_is_exit_2_in_one_line(command: list[str], said: str, monkeypatch: pytest.MonkeyPatch,
+                                                                 capsys: pytest.CaptureFixture[str]) -> None:
+    monkeypatch.setenv(wire.CMD_ENV, shlex.join(command))
+    err = _one_line_exit_2(["audit", "radixcheck.properties.adapters.wire:server", "-n", "0"], capsys)
+    assert said in err, err
