@@ -71,3 +71,34 @@ def test_a_wire_server_that_does_not_start_is_exit_2_in_one_line(command: list[s
     monkeypatch.setenv(wire.CMD_ENV, shlex.join(command))
     err = _one_line_exit_2(["audit", "radixcheck.properties.adapters.wire:server", "-n", "0"], capsys)
     assert said in err, err
+
+
+# ---- python -m radixcheck.reports.wire_cost --server CMD ---------------------------------------------------------
+
+
+@pytest.mark.parametrize("server", ["", "'unclosed"])
+def test_wire_cost_refuses_a_bad_server_argument(server: str, capsys: pytest.CaptureFixture[str]) -> None:
+    from radixcheck.reports import wire_cost
+
+    with pytest.raises(SystemExit) as exited:
+        wire_cost.main(["--server", server])
+    assert exited.value.code == 2 and "--server" in capsys.readouterr().err
+
+
+def test_wire_cost_says_in_one_line_that_a_server_did_not_start(capsys: pytest.CaptureFixture[str]) -> None:
+    from radixcheck.reports import wire_cost
+
+    assert wire_cost.main(["--requests", "1", "--rounds", "1", "--server", "/nonexistent/my-cache-server"]) == 2
+    out, err = capsys.readouterr()
+    assert out == "" and err.count("\n") == 1 and "cannot start the wire server /nonexistent/my-cache-server" in err
+
+
+@pytest.mark.deep
+def test_wire_cost_times_the_server_it_is_given(capsys: pytest.CaptureFixture[str]) -> None:
+    from radixcheck.reports import wire_cost
+
+    server = shlex.join(wire.reference_command() + ["--cache", "radixcheck.properties.cache.mutants:MostRecentFirst"])
+    assert wire_cost.main(["--requests", "20", "--rounds", "1", "--server", server]) == 0
+    table = capsys.readouterr().out
+    assert f"--server {shlex.quote(server)}`" in table and f"behind the server `{server}`" in table
+    assert "| round trip |" in table and "| insert |" in table
