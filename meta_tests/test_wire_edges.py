@@ -12,6 +12,7 @@ import pytest
 
 from radixcheck.cli import main
 from radixcheck.properties.adapters import wire
+from radixcheck.properties.findings.failures import EXPLAINED_LINE, explaining_the_cache
 from radixcheck.properties.target import TIMEOUT_ENV, TargetError, load_target
 
 
@@ -102,3 +103,40 @@ def test_wire_cost_times_the_server_it_is_given(capsys: pytest.CaptureFixture[st
     table = capsys.readouterr().out
     assert f"--server {shlex.quote(server)}`" in table and f"behind the server `{server}`" in table
     assert "| round trip |" in table and "| insert |" in table
+
+
+# ---- Hypothesis's "Explanation" names the cache's lines, not radixcheck's own ----------------------------------
+
+
+def _explained(*paths: str) -> RuntimeError:
+    exc = RuntimeError("the wire server hung")
+    for note in ["Falsifying example: test_dfs_order_meets_the_bound(...)", "Explanation:",
+                 "    These lines were always and only run by failing test cases:", *(f"        {p}" for p in paths),
+                 "You can reproduce this example by ..."]:
+        exc.add_note(note)
+    return exc
+
+
+def test_an_explanation_keeps_the_caches_lines_and_drops_radixchecks(tmp_path: Any) -> None:
+    own = f"{wire.__file__}:148"
+    mine = f"{tmp_path / 'my_cache.py'}:42"
+    exc = _explained(own, mine)
+    explaining_the_cache(exc)
+    assert exc.__notes__[1:4] == ["Explanation:", "    These lines were always and only run by failing test cases:", f"        {mine}"]
+    assert exc.__notes__[-1].startswith("You can reproduce")
+
+
+def test_an_explanation_of_radixchecks_lines_alone_is_replaced_by_why() -> None:
+    exc = ExceptionGroup("two", [_explained(f"{wire.__file__}:148", f"{wire.__file__}:150"), ValueError("x")])
+    explaining_the_cache(exc)
+    notes = exc.exceptions[0].__notes__
+    assert "Explanation:" not in notes and len(notes) == 3
+    assert notes[1].startswith("radixcheck: Hypothesis's explanation named only radixcheck's own code (2 line(s))")
+
+
+def test_the_explanation_format_is_hypothesis_own() -> None:
+    """A canary: the notes read above are those Hypothesis writes (its scrutineer's stub)."""
+    from hypothesis.internal.scrutineer import EXPLANATION_STUB
+
+    assert EXPLANATION_STUB == ("Explanation:", "    These lines were always and only run by failing test cases:")
+    assert EXPLAINED_LINE.match(f"        {wire.__file__}:148")
