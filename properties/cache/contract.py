@@ -563,7 +563,6 @@ class Capabilities:
             if isinstance(self.second_pool, StatePool):
                 gaps.append("a production-scale history 3,000 nodes deep (a state pool resumes only where a request ended: "
                             "the scale test's other stories run with states)")
-            gaps.append("standalone repro files of second-pool findings (the failing program is the record)")
         if self.max_cached_pages is not None:
             gaps.append(f"worlds beyond {self.max_cached_pages} cached pages (max_cached_pages: the suite evicts first)")
         above = sorted(set(self.page_sizes) - set(self.page_sizes_tested()))
