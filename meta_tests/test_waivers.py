@@ -470,3 +470,39 @@ def test_without_a_signature_the_waiver_hides_the_second_bug() -> None:
     """What the signature is for: the oracle waived whole, the same two-bug cache passes."""
     [found] = _policy_run(LfuCountsNoHitAndRefreshesSuffix, "* * 4 eviction order  # every order finding").findings()
     assert found["times_met"] > 10
+
+
+# ---- one finding per root cause: an order oracle's failures are one finding (issue 40 item 5) --------------------
+
+
+def test_an_order_oracles_failures_are_one_finding_whatever_their_shape() -> None:
+    """The messages of SlruThresholdOffByOne's audit (page sizes 2 and 4, production scale): three
+    shapes, one bug; it was three findings (and an LFU counter's four). Other oracles still
+    group by shape, and an order finding stays apart from an amount finding."""
+    from radixcheck.audit import Verdict, findings_of
+
+    messages = [
+        ("test_cache_state_machine[page_size=2]", "evict(2) evicted leaf [0, 0] (last used by call 11: match_prefix([0, 0, 0, 0]), "
+         "cached by call 4: insert([0, 0, 0, 0]), 2 hit(s), node at tokens 0-2 of a branch that reached 4, key (1, 7)) while leaf "
+         "[1, 1, 1, 1] (last used by call 12: match_prefix([1, 1, 1, 1]), cached by call 5: insert([1, 1, 1, 1]), 1 hit(s), key "
+         "(0, 8)) survived: under slru(threshold=2) it goes first"),
+        ("test_cache_state_machine[page_size=4]", "evict(4) evicted leaf [0, 0, 0, 0, 0, 0, 0, 0] (last used by call 6: insert([0, 0, "
+         "0, 0, 0, 0, 0, 0]), cached by call 4: insert([0, 0, 0, 0, 0, 0, 0, 0]), 2 hit(s), key (1, 3)) while leaf [1, 1, 1, 1, 1, "
+         "1, 1, 1] (last used by call 7: match_prefix([1, 1, 1, 1, 1, 1, 1, 1]), cached by call 5: insert([1, 1, 1, 1, 1, 1, 1, "
+         "1]), 1 hit(s), key (0, 4)) survived: under slru(threshold=2) it goes first"),
+        ("test_cache_at_production_scale[page_size=2]", "evict(9001) evicted out of slru(threshold=2) order: leaf [96741, 31573, "
+         "… 132755, 151660] (42 tokens) (last used by call 4134: insert([96741, … 112674] (50 tokens)), cached by call 4133: "
+         "insert([96741, … 151660] (42 tokens)), 2 hit(s), node at tokens 36-42 of a branch that reached 50, key (1, 2060)) went "
+         "before leaf [130280, … 51659] (30 tokens) (last used by call 4135: insert([130280, … 51659] (30 tokens)), cached by call "
+         "4135: insert([130280, … 51659] (30 tokens)), 1 hit(s), node at tokens 18-30 of a branch that reached 30, key (0, 2061))"),
+    ]
+    order = [Verdict(test, "failed", 1.0, "4 eviction order", message, program=f"state.{i}()")
+             for i, (test, message) in enumerate(messages)]
+    amount = [Verdict("test_cache_state_machine[page_size=8]", "failed", 1.0, "4 eviction amount",
+                      "evict(0) freed 8 tokens; it must free nothing"),
+              Verdict("test_cache_state_machine[page_size=16]", "failed", 1.0, "4 eviction amount",
+                      "evict(16) freed only 0 tokens but left unlocked leaf [1]")]
+    found = findings_of(order + amount)
+    assert [(f.oracle, len(f.tests)) for f in found] == [("4 eviction order", 3), ("4 eviction amount", 1), ("4 eviction amount", 1)]
+    [order_finding] = [f for f in found if f.oracle == "4 eviction order"]
+    assert order_finding.program == "state.0()" and order_finding.reason == messages[0][1]  # the shortest program's
