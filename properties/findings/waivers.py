@@ -20,7 +20,10 @@ One waiver a line::
   still a finding. An LFU that never counts a hit evicts as ``lru``: waived so, a second order bug
   in the same cache (a split that refreshes the suffix) is still caught. A finding's message or
   its minimal program cannot tell two order bugs apart (measured: both shapes vary from run to
-  run and overlap between causes), the choice can.
+  run and overlap between causes), the choice can, when the known bug is a named order followed
+  throughout. Statistics are the model's, counted as the declared policy counts them (hits on
+  match or not). A known bug no named policy describes (SGLang's #3, a split that refreshes the
+  suffix; its #9, a split that stamps the parent's creation afresh) can only be waived whole.
 - **reason**, after ``#``: required; it is printed beside every finding it waives.
 
 A line is checked when the file is read (:class:`WaiverError` names the line): the test glob
