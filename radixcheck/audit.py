@@ -51,6 +51,7 @@ from tabulate import tabulate
 from radixcheck.cache_dir import hypothesis_storage_in_cache
 from radixcheck.properties.findings.failures import signature_of
 from radixcheck.properties.findings.repro import file_name
+from radixcheck.properties.findings.standalone import NOT_OFFERED
 from radixcheck.properties.findings.verdict import shrink_seconds
 from radixcheck.properties.findings.waivers import read_waivers, unmatched, unmatched_warning
 from radixcheck.properties.target import Target, op_timeout
@@ -336,12 +337,12 @@ class _Collector:
             if verdict.test == test:
                 verdict.repro = repro
         path = repro.get("path")
+        if not path and str(repro.get("why_not", "")).startswith(NOT_OFFERED):  # written, run, and it did not show the finding
+            print(f"radixcheck: no repro file for {repro.get('oracle', 'a finding')} in {test}: {repro['why_not']}",
+                  file=sys.stderr, flush=True)
         if path and path not in self.repros_shown:
             self.repros_shown.add(path)
-            ran = repro.get("exit_code")
-            warning = ("" if ran is None else f"; WARNING: radixcheck ran it and it exited {ran}, not 1" if ran != 1
-                       else "" if repro.get("printed_finding", True) else "; WARNING: radixcheck ran it and it failed without the finding")
-            line = f"repro {path} ({repro.get('size', '')}{warning})"
+            line = f"repro {path} ({repro.get('size', '')})"
             if any(v.test == test for _, v in self.held):  # after its FAIL line, when that is released
                 self.held_repros.setdefault(test, []).append(line)
             else:

@@ -560,9 +560,12 @@ class ReproFiles:
     def __init__(self, directory: Path) -> None:
         self.directory = directory
         self.written: dict[str, dict] = {}  # file name -> the repro written there, with its path and test
+        self.not_offered: list[str] = []  # files radixcheck ran that did not show their finding: why, per test
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         repro = dict(report.user_properties).get("radixcheck_repro")
+        if repro and not repro.get("text") and str(repro.get("why_not", "")).startswith("not offered"):
+            self.not_offered.append(f"{report.nodeid.rpartition('::')[2]} ({repro.get('oracle', '')}): {repro['why_not']}")
         if not repro or not repro.get("text"):
             return
         from radixcheck.properties.findings.repro import file_name
@@ -577,6 +580,8 @@ class ReproFiles:
     def pytest_terminal_summary(self, terminalreporter: Any) -> None:
         for repro in self.written.values():
             terminalreporter.write_line(f"radixcheck repro: {repro['path']} ({repro['oracle']}: {repro['message'][:100]})")
+        for line in self.not_offered:
+            terminalreporter.write_line(f"radixcheck repro: none for {line}", yellow=True)
 
 
 class WaiverUse:

@@ -386,6 +386,11 @@ class WireFactory:
     def command(self) -> list[str]:
         return self._command if self._command is not None else command_from_env()
 
+    @property
+    def from_environment(self) -> bool:
+        """Whether the command is ``RADIXCHECK_WIRE_CMD``'s (``server``), not one fixed by ``wire_factory``."""
+        return self._command is None
+
     def connection(self) -> WireConnection:
         if self._connection is None or self._connection.dead is not None or self._connection.command != self.command:
             if self._connection is not None:

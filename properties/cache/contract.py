@@ -163,6 +163,7 @@ judge the locks (a lock a failed admission forgot, or a re-published chunk that 
 The suite sends lifecycle requests in the default namespace, keeps at most three in flight, and ends
 them (as aborts) before a ``reset`` or an ``evict_prefix``, as a server aborts what runs before it
 flushes. ``"off"`` (the default) runs none of these steps.
+
 Key modes (EAGLE bigram keys)
 -----------------------------
 ``Capabilities.key_mode`` says what a cache keys its tree by. ``"tokens"`` (the default): one key
@@ -274,6 +275,7 @@ SGLang's scheduler does. A publish whose re-match would stop short of it (its la
 all live in the tree after the insert) is deferred: the engine keeps computing. Not driven yet
 (refused by :class:`Capabilities`): ``lifecycle="requests"`` with a second pool, and a state pool
 with any lifecycle (``Request.state`` is there for it).
+
 Eviction policies
 -----------------
 ``eviction_policy`` says how ``evict`` orders its victims. ``"lru"`` (the default) is judged by the
