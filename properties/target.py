@@ -150,18 +150,31 @@ def load_target(spec: str, index: bool = False) -> Target:
         factory = getattr(factory, part)
     if not callable(factory):
         raise TargetError(f"target {spec!r}: {attr!r} is not callable")
-    tier = getattr(factory, "tier_capabilities", None)
-    if tier is not None and not hasattr(factory, "capabilities"):
+    declared = _declared(spec, factory, "capabilities")
+    tier = _declared(spec, factory, "tier_capabilities")
+    if tier is not None and tier is not _ABSENT and declared is _ABSENT:
         if not isinstance(tier, TierCapabilities):
             raise TargetError(f"target {spec!r}: 'tier_capabilities' must be a radixcheck TierCapabilities "
                               f"(radixcheck.properties.tiers.contract), got {tier!r}")
         return Target(spec.strip(), factory, tier)
-    caps = getattr(factory, "capabilities", DEFAULT_INDEX_CAPABILITIES if index else DEFAULT_CAPABILITIES)
+    caps = declared if declared is not _ABSENT else DEFAULT_INDEX_CAPABILITIES if index else DEFAULT_CAPABILITIES
     if not isinstance(caps, (Capabilities, IndexCapabilities, RouterCapabilities, TenantTreeCapabilities)):
         raise TargetError(f"target {spec!r}: 'capabilities' must be a radixcheck.Capabilities (a cache), "
                           f"radixcheck.IndexCapabilities (a KV-event index), a RouterCapabilities (a pair) or a "
                           f"radixcheck.TenantTreeCapabilities (a router's tenant prefix tree), got {caps!r}")
-    return Target(spec.strip(), factory, caps, capabilities_declared=hasattr(factory, "capabilities"))
+    return Target(spec.strip(), factory, caps, capabilities_declared=declared is not _ABSENT)
+
+
+_ABSENT = object()
+
+
+def _declared(spec: str, factory: Any, name: str) -> Any:
+    """``factory.<name>``, read once (``_ABSENT`` if it has none). Reading it may run code (a wire server's
+    capabilities start the server): what that raises makes the target unusable, said in one line."""
+    try:
+        return getattr(factory, name, _ABSENT)
+    except Exception as exc:  # noqa: BLE001 - whatever the attribute raises, the target is unusable
+        raise TargetError(f"target {spec!r}: reading its {name} failed: {type(exc).__name__}: {exc}") from None
 
 
 def declared_page_sizes(spec: str) -> tuple[int, ...] | None:

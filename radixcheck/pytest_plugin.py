@@ -43,7 +43,7 @@ import pytest
 
 from radixcheck import profiles
 from radixcheck.argtypes import writable_dir_problem
-from radixcheck.properties.findings.failures import describe_failure
+from radixcheck.properties.findings.failures import describe_failure, explaining_the_cache
 from radixcheck.properties.findings.names import CONFORMANCE_PACKAGE, conformance_tests
 from radixcheck.properties.findings.waivers import Waiver, WaiverError, WaiverLog, read_waivers, unmatched, unmatched_warning
 from radixcheck.properties.target import (
@@ -492,7 +492,11 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
     pytest-xdist workers); with ``--radix-repro``, the repro file to the teardown's report (it
     takes a reduction, and the verdict must not wait for it). A failure that a waiver covers is reported as an expected failure
     (``xfailed``, like array-api-tests' xfails file), and the findings waived on the way as
-    ``radixcheck_waived``."""
+    ``radixcheck_waived``. Hypothesis's "Explanation" keeps only lines outside radixcheck's own
+    code (:func:`~radixcheck.properties.findings.failures.explaining_the_cache`), before pytest
+    shows the failure."""
+    if call.when == "call" and call.excinfo is not None and _is_conformance(item):
+        explaining_the_cache(call.excinfo.value)
     report = yield
     if report.when == "teardown" and FAILED in item.stash:  # the verdict went out with the call's report; now its repro
         report.user_properties.append(("radixcheck_repro", _repro_of(item, item.stash[FAILED], _waiver_log(item))))
