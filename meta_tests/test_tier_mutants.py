@@ -25,7 +25,7 @@ def _first_failure(mutant: type) -> BaseException | None:
     return None
 
 
-@pytest.mark.deep
+@pytest.mark.sampled  # a catalogue that grows with each contract (conftest.FAST_SAMPLE)
 @pytest.mark.parametrize("mutant", TIER_MUTANTS, ids=lambda m: m.__name__)
 def test_tier_mutant_is_caught_by_its_oracle(mutant: type) -> None:
     failure = _first_failure(mutant)
@@ -104,12 +104,15 @@ def test_the_correct_cache_passes_the_same_stories() -> None:
     assert world.cache.device_size() == 0 and np.array_equal(world.cache.match_prefix([1]).device_values, [])
 
 
+@pytest.mark.deep  # runs a repro file
 def test_repro_file_replays_the_shrunk_interleaving_and_exits_1(monkeypatch) -> None:
     monkeypatch.setenv(SHRINK_ENV, "3")
     mutant = NestedHostEvictionFreesLoading
     with pytest.raises(TransferInFlightViolation) as caught:
         run_machine(machines_for_mutant(mutant)[0], profiles.SETTINGS["audit"])
-    repro = tier_repro(caught.value.radixcheck_machine.world, caught.value, f"{mutant.__module__}:{mutant.__name__}")
-    assert repro.exit_code == 1, repro.notes
+    machine = caught.value.radixcheck_machine
+    repro = tier_repro(machine.world, caught.value, f"{mutant.__module__}:{mutant.__name__}", type(machine).factory)
+    assert repro.exit_code == 1, repro.why_not
+    assert repro.calls <= sum(not line.startswith("#") for line in machine.world.log)  # reduced (or as small already)
     assert "w.complete(" in repro.text and "controller.load" in repro.text
     assert "BUG (radixcheck oracle 14 transfers in flight)" in repro.output
