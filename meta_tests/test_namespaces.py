@@ -148,7 +148,7 @@ def test_the_report_card_says_whether_tenant_isolation_was_checked() -> None:
     assert lines["sglang.radix_lru"].startswith("not exercised: no namespaces declared")
     assert lines["router_e2e.vllm_into_dynamo"] == "not exercised: the engine declares no namespaces"
     assert lines["dynamo.dynamo_radix_tree"].startswith("not exercised on the index alone")
-    assert lines["sglang_hicache.hicache_python"] == "not applicable (a tiered cache)"
+    assert lines["sglang_hicache.hicache_python"].startswith("not exercised: no namespaces declared")
     caps = Capabilities(namespaces=True)
     card = report_card(AuditResult("mine:make", repr(caps), [], "ci", tenant_isolation=caps.tenant_isolation()))
     assert "Tenant isolation: checked (oracle 10)" in card

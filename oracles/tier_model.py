@@ -7,17 +7,35 @@ completion puts a copy on host, a load's start puts it back on device, and a fre
 tier. Each of those events is checked as it happens, and a page that has left both tiers is gone
 (kept, flagged, so a later answer that still counts it is classified by why it went).
 
+**Namespaces.** For a target that declares them, each namespace has its own trie of pages
+(``roots``, by the namespace's own equality; the default namespace ``None`` is ``root``), on both
+tiers, and its KV differs (a LoRA's, a salt's: :meth:`TierModel.content_of`). Tenant isolation
+(oracle 10) across both tiers: a match under N counts only N's pages, device or host, and a
+load-back under N (``serving``) reads only N's host copies.
+
+**Order.** The model stamps every page a match or an insert covers with its clock and keeps the
+device leaves in that order (:mod:`radixcheck.oracles.tier_order`): while the world runs an
+``evict`` call (``evicting``), each page it frees, and under write-back each leaf whose write-back
+it starts, is judged against the least recently used candidate left. A declared
+:class:`~radixcheck.properties.cache.policies.Policy` (``policy``) orders them by its key instead,
+over the statistics the model counts per page (:meth:`TierModel.stats`): a page keeps them
+through every move between the tiers.
+
 Every method costs what it reads or changes (the pages of one request, the slots of one call);
 only :meth:`TierModel.held` reads every slot, for the conservation check of a small world.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import itertools
+from collections.abc import Hashable, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
+from radixcheck.oracles.policy import LeafStats
+from radixcheck.oracles.tier_order import DeviceLeaves, check_device_order, check_device_policy, is_device_leaf
 from radixcheck.oracles.violations import (
     BackupChainViolation,
     FailedBackupViolation,
@@ -28,12 +46,15 @@ from radixcheck.oracles.violations import (
     PersistViolation,
     RefcountViolation,
     SlotViolation,
+    TenantIsolationViolation,
     TierResidencyViolation,
     TransferInFlightViolation,
     shown,
 )
 
 MASK = (1 << 62) - 1
+_serials = itertools.count()
+NOT_SERVING = object()  # TierModel.serving between load-backs
 
 
 def kv_after(previous: int, token: int, position: int) -> int:
@@ -58,6 +79,12 @@ class Page:
     locks: int = 0
     gone: str = ""  # "" while cached; else how it went: "device", "host", "quarantine"
     failed_when_gone: bool = False  # a backup on its chain had failed when it left
+    namespace: Hashable = None  # the namespace whose trie it is in
+    last_use: int = 0  # the clock of the last match or insert that covered it
+    created: int = 0  # the clock of the insert that cached it
+    hits: int = 0  # inserts that covered it (and matches, if the policy counts them)
+    priority: int = 0  # the highest priority of the inserts that covered it
+    serial: int = field(default_factory=lambda: next(_serials))
 
     @property
     def prefix(self) -> tuple[int, ...]:
@@ -73,11 +100,19 @@ class Page:
 
 
 class TierModel:
-    def __init__(self, page_size: int, write_policy: str, chain_checked: bool = True) -> None:
+    def __init__(self, page_size: int, write_policy: str, chain_checked: bool = True, policy: Any = None) -> None:
         self.page_size = page_size
         self.write_policy = write_policy
         self.chain_checked = chain_checked  # False: a write-back cache that writes the evicted leaf alone
         self.root = Page((), None, gone="")
+        self.roots: dict[Hashable, Page] = {None: self.root}  # namespace -> its trie's root
+        self.salts: dict[Hashable, int] = {None: 0}  # namespace -> what its KV starts from
+        self.clock = 0
+        self.used_by: dict[int, Any] = {}  # clock -> the call that set it (its str, for messages)
+        self.policy = policy  # a declared Policy (its key orders device eviction), or None: least recently used first
+        self.leaves = DeviceLeaves(self._order)
+        self.evicting: int | None = None  # the num_tokens of the evict call running now, judged for order
+        self.serving: Any = NOT_SERVING  # the namespace of the load-back running now
         self.device_owner: dict[int, Page] = {}  # device slot -> the page it holds (cached, or in flight)
         self.host_owner: dict[int, Page] = {}  # host slot -> the page it holds (a copy, or a pending write)
         self.in_flight_device: set[int] = set()
@@ -87,9 +122,18 @@ class TierModel:
 
     # ---- reading ---------------------------------------------------------------------------
 
-    def pages_of(self, tokens: Sequence[int]) -> list[Page]:
-        """The cached pages along ``tokens``, then the first gone one if the path stops at one."""
-        p, node, path = self.page_size, self.root, []
+    def root_of(self, namespace: Hashable) -> Page:
+        """The root of ``namespace``'s trie (made on its first use)."""
+        if namespace not in self.roots:
+            self.roots[namespace] = Page((), None, namespace=namespace)
+            self.salts[namespace] = len(self.salts) * 0x9E37_79B9
+        return self.roots[namespace]
+
+    def pages_of(self, tokens: Sequence[int], namespace: Hashable = None) -> list[Page]:
+        """The cached pages along ``tokens`` under ``namespace``, then the first gone one if the path stops at one."""
+        p, node, path = self.page_size, self.roots.get(namespace), []
+        if node is None:
+            return path
         for pos in range(0, len(tokens) // p * p, p):
             node = node.children.get(tuple(tokens[pos : pos + p]))
             if node is None:
@@ -99,8 +143,8 @@ class TierModel:
                 break
         return path
 
-    def expected_match(self, tokens: Sequence[int]) -> tuple[list[int], int, list[Page]]:
-        path = [pg for pg in self.pages_of(tokens) if not pg.gone]
+    def expected_match(self, tokens: Sequence[int], namespace: Hashable = None) -> tuple[list[int], int, list[Page]]:
+        path = [pg for pg in self.pages_of(tokens, namespace) if not pg.gone]
         device: list[int] = []
         i = 0
         while i < len(path) and path[i].device is not None:
@@ -110,10 +154,12 @@ class TierModel:
         while i < len(path) and path[i].device is None and path[i].host is not None:
             host += self.page_size
             i += 1
-        return device, host, self.pages_of(tokens)
+        return device, host, self.pages_of(tokens, namespace)
 
-    def content_of(self, tokens: Sequence[int]) -> list[int]:
-        out, previous = [], 0
+    def content_of(self, tokens: Sequence[int], namespace: Hashable = None) -> list[int]:
+        """The KV the suite writes for ``tokens`` under ``namespace`` (each namespace's differs, as a LoRA's does)."""
+        self.root_of(namespace)
+        out, previous = [], self.salts[namespace]
         for position, token in enumerate(tokens):
             previous = kv_after(previous, int(token), position)
             out.append(previous)
@@ -121,8 +167,11 @@ class TierModel:
 
     # ---- the answers ------------------------------------------------------------------------
 
-    def check_match(self, tokens: Sequence[int], values: Sequence[int], host_length: int) -> None:
-        device, host, path = self.expected_match(tokens)
+    def check_match(self, tokens: Sequence[int], values: Sequence[int], host_length: int, namespace: Hashable = None) -> None:
+        device, host, path = self.expected_match(tokens, namespace)
+        self._check_isolated(f"match_prefix({shown(tokens)}{_under(namespace)})", values, namespace)
+        if host_length > host:
+            self._check_host_isolated(tokens, len(device) + host, host_length - host, namespace)
         if list(values) != device:
             raise TierResidencyViolation(f"match({shown(tokens)}) returned device slots {list(values)[:8]} ({len(values)}), "
                                          f"but the pages on device hold {device[:8]} ({len(device)})")
@@ -133,8 +182,9 @@ class TierModel:
         beyond = path[(len(device) + host) // self.page_size] if len(path) * self.page_size > len(device) + host else None
         self._counted_wrongly(f"match({shown(tokens)}) counted {host_length} tokens on host, {host} are", beyond)
 
-    def check_load_back(self, tokens: Sequence[int], values: Sequence[int]) -> None:
-        device, _, path = self.expected_match(tokens)
+    def check_load_back(self, tokens: Sequence[int], values: Sequence[int], namespace: Hashable = None) -> None:
+        device, _, path = self.expected_match(tokens, namespace)
+        self._check_isolated(f"load_back of {shown(tokens)}{_under(namespace)}", values, namespace)
         if list(values) == device:
             return
         if len(values) > len(device):
@@ -143,6 +193,28 @@ class TierModel:
                                   "on device", beyond)
         raise TierResidencyViolation(f"load_back returned slots {list(values)[:8]}, the path's device pages hold "
                                      f"{device[:8]}")
+
+    def _check_isolated(self, what: str, device_slots: Sequence[int], namespace: Hashable) -> None:
+        """Oracle 10 on device: no slot an answer under ``namespace`` returns holds another namespace's page."""
+        for slot in device_slots:
+            page = self.device_owner.get(int(slot))
+            if page is not None and page.namespace != namespace:
+                raise TenantIsolationViolation(f"{what} returned device slot {int(slot)}, which holds {page} under "
+                                               f"namespace {page.namespace!r}")
+
+    def _check_host_isolated(self, tokens: Sequence[int], start: int, extra: int, namespace: Hashable) -> None:
+        """Oracle 10 on host: a match under ``namespace`` that counts ``extra`` host tokens more than
+        the namespace has after ``start`` counted another namespace's host copies, if one has them there."""
+        p = self.page_size
+        for other, root in self.roots.items():
+            if other == namespace or root is None:
+                continue
+            path = [pg for pg in self.pages_of(tokens, other) if not pg.gone]
+            there = path[start // p : (start + extra) // p]
+            if there and all(pg.host is not None or pg.writing is not None for pg in there):
+                raise TenantIsolationViolation(f"match_prefix({shown(tokens)}{_under(namespace)}) counted {extra} tokens on "
+                                               f"host past the {start} its namespace has: those are the host copies of "
+                                               f"{there[0]} under namespace {other!r}")
 
     def _counted_wrongly(self, what: str, beyond: Page | None) -> None:
         if beyond is not None and beyond.gone == "quarantine":
@@ -156,26 +228,76 @@ class TierModel:
 
     # ---- the suite's events -----------------------------------------------------------------
 
-    def on_insert(self, tokens: Sequence[int], values: Sequence[int]) -> int:
+    def stats(self, page: Page) -> LeafStats:
+        """What a policy's key reads of ``page`` (``start`` and ``history`` are not kept: a policy
+        that reads them is refused at load, ``TierCapabilities``)."""
+        p = self.page_size
+        return LeafStats(page.last_use, page.created, page.hits, page.priority, page.depth * p, (page.depth - 1) * p,
+                         page.depth * p)
+
+    def _order(self, page: Page) -> Any:
+        return page.last_use if self.policy is None else self.policy.key(self.stats(page))
+
+    def on_insert(self, tokens: Sequence[int], values: Sequence[int], namespace: Hashable = None, what: Any = "",
+                  priority: int = 0) -> int:
         """Before ``insert(tokens, values)`` is sent (its backups start inside it): the pages it
-        caches take ``values`` unless on device already. Returns the ``prefix_len`` it must return."""
+        caches take ``values`` unless on device already, and are used now. Returns the ``prefix_len``
+        it must return."""
         p = self.page_size
         aligned = len(tokens) // p * p
-        device, _, _ = self.expected_match(tokens[:aligned])
-        content = self.content_of(tokens[:aligned])
-        node = self.root
+        device, _, _ = self.expected_match(tokens[:aligned], namespace)
+        content = self.content_of(tokens[:aligned], namespace)
+        self._tick(what)
+        node = self.root_of(namespace)
         for pos in range(0, aligned, p):
             page = tuple(tokens[pos : pos + p])
             child = node.children.get(page)
             if child is None or child.gone:
-                child = Page(page, node, node.depth + 1, tuple(content[pos : pos + p]))
+                child = Page(page, node, node.depth + 1, tuple(content[pos : pos + p]), namespace=namespace,
+                             created=self.clock)
                 node.children[page] = child
+            child.hits += 1
+            child.priority = max(child.priority, priority) if child.hits > 1 else priority
             if child.device is None:
                 child.device = tuple(int(v) for v in values[pos : pos + p])
                 for s in child.device:
                     self.device_owner[s] = child
+            child.last_use = self.clock
+            self.leaves.refile(child)
+            self.leaves.refile(node)
             node = child
         return len(device)
+
+    def _tick(self, what: Any) -> None:
+        self.clock += 1
+        self.used_by[self.clock] = what or f"time {self.clock}"
+
+    def use(self, tokens: Sequence[int], namespace: Hashable = None, what: Any = "") -> None:
+        """A ``match_prefix`` answered (and checked): the pages it covered, device and host part, are used now."""
+        device, host, _ = self.expected_match(tokens, namespace)
+        self._tick(what)
+        for page in [pg for pg in self.pages_of(tokens, namespace) if not pg.gone][: (len(device) + host) // self.page_size]:
+            page.last_use = self.clock
+            if self.policy is not None and self.policy.hits_on_match:
+                page.hits += 1
+            self.leaves.refile(page)
+
+    def _busy(self, page: Page) -> bool:
+        return page.loading or page.writing is not None
+
+    def _judge_pick(self, picked: list[Page], how: str) -> None:
+        """Oracle 4t: an ``evict`` call took ``picked``; nothing older may stay."""
+        if self.evicting is None or not picked:
+            return
+        oldest = self.leaves.oldest_candidate(picked, self._busy)
+        if self.policy is None:
+            check_device_order(picked, oldest, self.evicting, how, lambda t: self.used_by.get(t, f"time {t}"))
+        else:
+            check_device_policy(picked, oldest, self.evicting, how, self._order, self._describe, str(self.policy))
+
+    def _describe(self, page: Page) -> str:
+        return (f"last used by {self.used_by.get(page.last_use, page.last_use)}, cached at time {page.created}, "
+                f"{page.hits} hits, priority {page.priority}")
 
     def check_prefix_len(self, tokens: Sequence[int], prefix_len: int, expected: int) -> None:
         if prefix_len != expected:
@@ -205,8 +327,10 @@ class TierModel:
                                              f"{list(page.device or ())}: the host copy would not be its KV")
             if page.host is not None or page.writing is not None:
                 raise TierResidencyViolation(f"a second backup of {page}, already on host or being written")
+        if self.write_policy == "write_back":  # a write-back an eviction starts picks its leaf
+            self._judge_pick([pg for pg in pages if is_device_leaf(pg)], "wrote back")
         top = pages[0].parent
-        if self.chain_checked and top is not self.root and top.host is None and top.writing is None:
+        if self.chain_checked and top.parent is not None and top.host is None and top.writing is None:
             raise BackupChainViolation(f"{pages[0]} was backed up while its parent {top} is neither on host nor being "
                                        "written: a gap in the backup chain")
         if host_slots is None:
@@ -227,6 +351,10 @@ class TierModel:
             raise TransferInFlightViolation(f"a load reads host slots {freed[:8]} that were freed during this call (a "
                                             "nested eviction freed what the load-back uses)")
         pages = self._pages_of_slots(host_slots, self.host_owner, "a load")
+        foreign = [pg for pg in pages if self.serving is not NOT_SERVING and pg.namespace != self.serving]
+        if foreign:
+            raise TenantIsolationViolation(f"a load-back{_under(self.serving)} reads host slots {list(host_slots)[:8]}, the "
+                                           f"host copy of {foreign[0]} under namespace {foreign[0].namespace!r}")
         p = self.page_size
         for i, page in enumerate(pages):
             if page.host != tuple(int(s) for s in host_slots[i * p : (i + 1) * p]):
@@ -234,7 +362,7 @@ class TierModel:
             if page.device is not None:
                 raise TierResidencyViolation(f"a load of {page}, which is on device already")
         top = pages[0].parent
-        if top is not self.root and top.device is None:
+        if top.parent is not None and top.device is None:
             raise HostGapViolation(f"a load of {pages[0]} while its parent {top} is not on device: load-back went past "
                                    "the first page it did not load")
 
@@ -246,6 +374,8 @@ class TierModel:
             page.loading = True
             for s in page.device:
                 self.device_owner[s] = page
+            self.leaves.refile(page)
+            self.leaves.refile(page.parent)
         self.in_flight_device.update(int(s) for s in device_slots)
         self.in_flight_host.update(int(s) for s in host_slots)
 
@@ -273,15 +403,23 @@ class TierModel:
         busy = [int(s) for s in slots if int(s) in self.in_flight_device]
         if busy:
             raise TransferInFlightViolation(f"device slots {busy[:8]} freed while a transfer still reads or fills them")
+        pages = []
         for s in slots:
-            page = self.device_owner.pop(int(s), None)
+            page = self.device_owner.get(int(s))
             if page is None:
                 raise SlotViolation(f"the cache freed device slot {int(s)}, which no cached page holds (a caller's?)")
             if page.locks and not page.gone:
                 raise RefcountViolation(f"{page} left the device while a request holds a lock on it")
+            if page not in pages:
+                pages.append(page)
+        self._judge_pick([pg for pg in pages if not pg.gone], "freed")
+        for s in slots:
+            page = self.device_owner.pop(int(s))
             if page.device is not None:
                 self.left_now.append((page, "device"))
                 page.device = None
+                self.leaves.refile(page)
+                self.leaves.refile(page.parent)
 
     def on_host_free(self, slots: Sequence[int]) -> None:
         busy = [int(s) for s in slots if int(s) in self.in_flight_host]
@@ -324,7 +462,7 @@ class TierModel:
     def _failed_on_chain(self, page: Page) -> bool:
         """Its backup, or one its backup waited for, failed, and it has no host copy."""
         node = page
-        while node is not None and node is not self.root:
+        while node is not None and node.parent is not None:
             if node.failed_backup:
                 return True
             node = node.parent
@@ -332,23 +470,23 @@ class TierModel:
 
     def _chain_failed(self, page: Page) -> bool:
         node = page
-        while node is not None and node is not self.root:
+        while node is not None and node.parent is not None:
             if node.failed_ever:
                 return True
             node = node.parent
         return False
 
-    def quarantine(self, tokens: Sequence[int]) -> tuple[list[Page], list[Page]]:
+    def quarantine(self, tokens: Sequence[int], namespace: Hashable = None) -> tuple[list[Page], list[Page]]:
         """``evict_prefix(tokens)``: every cached page at or below the cut is gone. Returns those,
         and the pages below the cut that left the device when a backup had failed (a cache that
         kept them would count them as removed)."""
         p = self.page_size
         cut = (len(tokens) - 1) // p * p
         head = tuple(tokens[cut:])
-        path = [pg for pg in self.pages_of(tokens[:cut]) if not pg.gone]
+        path = [pg for pg in self.pages_of(tokens[:cut], namespace) if not pg.gone]
         if len(path) * p < cut:
             return [], []
-        node = path[-1] if path else self.root
+        node = path[-1] if path else self.root_of(namespace)
         doomed, ghosts, stack = [], [], [c for c in node.children.values() if c.page[: len(head)] == head]
         while stack:
             page = stack.pop()
@@ -357,11 +495,13 @@ class TierModel:
             else:
                 page.gone = "quarantine"
                 doomed.append(page)
+                self.leaves.refile(page)
             stack.extend(page.children.values())
+        self.leaves.refile(node)
         return doomed, ghosts
 
-    def lock(self, tokens: Sequence[int], delta: int) -> None:
-        for page in self.pages_of(tokens):
+    def lock(self, tokens: Sequence[int], delta: int, namespace: Hashable = None) -> None:
+        for page in self.pages_of(tokens, namespace):
             if not page.gone:
                 page.locks += delta
 
@@ -401,6 +541,10 @@ def check_conservation(model: TierModel, device_in_use: set[int], caller_slots: 
     if (device_size, host_size) != (want_device, want_host):
         raise TierResidencyViolation(f"device_size() {device_size}, host_size() {host_size}: the pages on device hold "
                                      f"{want_device} tokens, on host {want_host}")
+
+
+def _under(namespace: Any) -> str:
+    return "" if namespace is None or namespace is NOT_SERVING else f" under namespace {namespace!r}"
 
 
 def as_ints(values: np.ndarray | Sequence[int]) -> list[int]:

@@ -14,6 +14,14 @@ on it. The rules it keeps, which make every interleaving of completions safe:
   host eviction a write-back may need) leaves the path alone.
 * Host eviction takes host-only leaves only; a quarantined node's slots are freed once its
   transfers completed.
+* Namespaces (``namespace=`` on ``match_prefix``, ``insert`` and ``evict_prefix``) are one tree
+  each, as in :mod:`radixcheck.reference.radix_cache`: ``roots`` maps each namespace, by its own
+  equality, to its tree's root. A handle is a node, so ``load_back`` and the locks need no
+  namespace; both pools and one eviction order are shared.
+* Device eviction takes the least recently used leaf first, or with a policy
+  (:meth:`TieredRadixCache.with_policy`) the leaf with the smallest key of that
+  :class:`~radixcheck.properties.cache.policies.Policy`: a node keeps its hits, priority and
+  creation time through every move between the tiers.
 
 The contract is ``radixcheck.properties.tiers.contract``.
 """
@@ -22,20 +30,22 @@ from __future__ import annotations
 
 import heapq
 import itertools
-from collections.abc import Iterator, Sequence
+from collections.abc import Hashable, Iterator, Sequence
 from typing import Any
 
 import numpy as np
 
+from radixcheck.oracles.policy import LeafStats
+from radixcheck.properties.cache.policies import Policy
 from radixcheck.properties.tiers.contract import TierCapabilities, TierMatch, Transfer
-from radixcheck.reference.validation import as_count, as_tokens, as_values
+from radixcheck.reference.validation import as_count, as_namespace, as_priority, as_tokens, as_values
 
 _EMPTY = np.zeros(0, dtype=np.int64)
 
 
 class TierNode:
     __slots__ = ("owner", "parent", "key", "children", "device", "host", "writing", "loading", "lock_ref", "pin",
-                 "last_access", "serial", "linked", "evict_when_written")
+                 "last_access", "serial", "linked", "evict_when_written", "hits", "created", "priority", "depth")
     _serials = itertools.count()
 
     def __init__(self, owner: TieredRadixCache, parent: TierNode | None, key: tuple[int, ...]) -> None:
@@ -53,6 +63,10 @@ class TierNode:
         self.serial = next(TierNode._serials)
         self.linked = True
         self.evict_when_written = False
+        self.hits = 0  # inserts that covered it (and matches, if its policy counts them)
+        self.created = 0
+        self.priority = 0
+        self.depth = (parent.depth if parent is not None else 0) + len(key)  # tokens from its root to its end
 
     def __repr__(self) -> str:
         where = "+".join(t for t, v in (("device", self.device), ("host", self.host)) if v is not None) or "nowhere"
@@ -62,7 +76,15 @@ class TierNode:
 class TieredRadixCache:
     """Reference tiered cache: ``allocator`` (device pool), ``host_pool``, ``controller``."""
 
-    tier_capabilities = TierCapabilities(page_sizes=(1, 2))
+    tier_capabilities = TierCapabilities(page_sizes=(1, 2), namespaces=True)
+    policy: Policy | None = None  # None: least recently used first; else the key of this Policy (see with_policy)
+
+    @classmethod
+    def with_policy(cls, policy: Policy, name: str | None = None) -> type[TieredRadixCache]:
+        """This cache evicting its device leaves by ``policy``'s key, declaring it."""
+        caps = TierCapabilities(page_sizes=(1, 2), namespaces=True, eviction_policy=policy)
+        return type(name or f"{cls.__name__}_{policy.name}", (cls,), {"policy": policy, "tier_capabilities": caps,
+                                                                   "__module__": cls.__module__})
 
     def __init__(self, allocator: Any, host_pool: Any, controller: Any, page_size: int = 1,
                  write_policy: str = "write_through") -> None:
@@ -71,15 +93,26 @@ class TieredRadixCache:
             raise ValueError(f"write_policy must be one of {self.tier_capabilities.write_policies}, got {write_policy!r}")
         self.allocator, self.host_pool, self.controller = allocator, host_pool, controller
         self.write_policy = write_policy
-        self.root = TierNode(self, None, ())
-        self.root.lock_ref = 1
+        self.root = self._new_root()  # the default namespace's
+        self.roots: dict[Hashable, TierNode] = {None: self.root}
         self._clock = 0
         self._pending: dict[int, list[TierNode]] = {}  # transfer number -> the nodes it moves
 
     # ---- lookup ------------------------------------------------------------------------------
 
-    def _walk(self, key: tuple[int, ...]) -> list[TierNode]:
-        p, node, path = self.page_size, self.root, []
+    def _new_root(self) -> TierNode:
+        root = TierNode(self, None, ())
+        root.lock_ref = 1  # a root is never evictable
+        return root
+
+    def _root_for(self, namespace: Hashable) -> TierNode:
+        """The root of ``namespace``'s tree, made on its first use."""
+        if namespace not in self.roots:
+            self.roots[namespace] = self._new_root()
+        return self.roots[namespace]
+
+    def _walk(self, key: tuple[int, ...], namespace: Hashable = None) -> list[TierNode]:
+        p, node, path = self.page_size, self._root_for(namespace), []
         for pos in range(0, len(key) // p * p, p):
             node = node.children.get(key[pos : pos + p])
             if node is None:
@@ -87,11 +120,13 @@ class TieredRadixCache:
             path.append(node)
         return path
 
-    def match_prefix(self, tokens: Sequence[int]) -> TierMatch:
+    def match_prefix(self, tokens: Sequence[int], namespace: Hashable = None, priority: int = 0) -> TierMatch:
         key = as_tokens(tokens, "tokens")
+        as_namespace(namespace)
+        as_priority(priority)
         self._clock += 1
-        device, device_node, host_length, host_node = [], self.root, 0, None
-        for node in self._walk(key):
+        device, device_node, host_length, host_node = [], self._root_for(namespace), 0, None
+        for node in self._walk(key, namespace):
             node.last_access = self._clock
             if node.device is not None and not host_length:
                 device.append(node.device)
@@ -101,6 +136,8 @@ class TieredRadixCache:
                 host_node = node
             else:
                 break
+            if self.policy is not None and self.policy.hits_on_match:
+                node.hits += 1
         values = np.concatenate(device) if device else _EMPTY.copy()
         return TierMatch(values, device_node, host_length, host_node if host_length else device_node)
 
@@ -162,7 +199,7 @@ class TieredRadixCache:
         return False
 
     def _device_prefix(self, path: list[TierNode]) -> tuple[np.ndarray, TierNode]:
-        values, last = [], self.root
+        values, last = [], (path[0].parent if path else self.root)
         for node in path:
             if node.device is None:
                 break
@@ -172,18 +209,23 @@ class TieredRadixCache:
 
     # ---- insertion and backup ----------------------------------------------------------------
 
-    def insert(self, tokens: Sequence[int], values: np.ndarray) -> int:
+    def insert(self, tokens: Sequence[int], values: np.ndarray, namespace: Hashable = None, priority: int = 0) -> int:
         key = as_tokens(tokens, "tokens")
         vals = as_values(values, len(key))
+        as_namespace(namespace)
+        priority = as_priority(priority)
         p = self.page_size
         self._clock += 1
-        node, prefix, on_device = self.root, 0, True
+        node, prefix, on_device = self._root_for(namespace), 0, True
         for pos in range(0, len(key) // p * p, p):
             page = key[pos : pos + p]
             child = node.children.get(page)
             if child is None:
                 child = TierNode(self, node, page)
+                child.created, child.priority = self._clock, priority
                 node.children[page] = child
+            child.hits += 1
+            child.priority = max(child.priority, priority)
             if child.device is None:  # new, or on host only: takes the caller's slots
                 child.device = vals[pos : pos + p].copy()
                 on_device = False
@@ -191,13 +233,13 @@ class TieredRadixCache:
                 prefix = pos + p
             child.last_access = self._clock
             node = child
-        if self.write_policy == "write_through" and node is not self.root:
+        if self.write_policy == "write_through" and node.parent is not None:
             self._back_up_path(node)
         return prefix
 
     def _chain_ok(self, node: TierNode) -> bool:
         parent = node.parent
-        return parent is self.root or parent.host is not None or parent.writing is not None
+        return parent.parent is None or parent.host is not None or parent.writing is not None
 
     def _back_up_path(self, last: TierNode) -> None:
         """Write every node of root..last without a host copy, top-down, stopping at the first
@@ -243,7 +285,7 @@ class TieredRadixCache:
                 and all(c.device is None for c in node.children.values()))
 
     def _nodes(self) -> Iterator[TierNode]:
-        stack = list(self.root.children.values())
+        stack = [child for root in self.roots.values() for child in root.children.values()]
         while stack:
             node = stack.pop()
             yield node
@@ -251,11 +293,11 @@ class TieredRadixCache:
 
     def evict(self, num_tokens: int) -> int:
         wanted = as_count(num_tokens, "num_tokens", minimum=0)
-        heap = [(n.last_access, n.serial, n) for n in self._nodes() if self._device_leaf(n)]
+        heap = [(*self._eviction_key(n), n) for n in self._nodes() if self._device_leaf(n)]
         heapq.heapify(heap)
         freed = 0
         while freed < wanted and heap:
-            _, _, node = heapq.heappop(heap)
+            *_, node = heapq.heappop(heap)
             if not self._device_leaf(node):
                 continue  # pinned by a write this eviction started
             if node.host is not None:
@@ -267,9 +309,17 @@ class TieredRadixCache:
             else:
                 freed += self._drop(node)
             parent = node.parent
-            if parent is not self.root and self._device_leaf(parent):
-                heapq.heappush(heap, (parent.last_access, parent.serial, parent))
+            if parent.parent is not None and self._device_leaf(parent):
+                heapq.heappush(heap, (*self._eviction_key(parent), parent))
         return freed
+
+    def _eviction_key(self, node: TierNode) -> tuple[Any, int]:
+        """Least recently used first, or the policy's key (the serial only breaks ties)."""
+        if self.policy is None:
+            return node.last_access, node.serial
+        stats = LeafStats(node.last_access, node.created, node.hits, node.priority, node.depth, node.depth - len(node.key),
+                          node.depth)
+        return self.policy.key(stats), node.serial
 
     def _write_back(self, node: TierNode) -> None:
         """Back up ``node`` (and first every ancestor without a host copy); its device copy goes
@@ -313,22 +363,23 @@ class TieredRadixCache:
             del node.parent.children[node.key]
             node.linked = False
             parent = node.parent
-            if parent is not self.root and self._host_evictable(parent):
+            if parent.parent is not None and self._host_evictable(parent):
                 heapq.heappush(heap, (parent.last_access, parent.serial, parent))
         return freed
 
     # ---- quarantine --------------------------------------------------------------------------
 
-    def evict_prefix(self, tokens: Sequence[int]) -> int:
+    def evict_prefix(self, tokens: Sequence[int], namespace: Hashable = None) -> int:
         key = as_tokens(tokens, "tokens")
+        as_namespace(namespace)
         if not key:
             raise ValueError("evict_prefix needs a non-empty token sequence")
         p = self.page_size
         cut = (len(key) - 1) // p * p
-        path = self._walk(key[:cut])
+        path = self._walk(key[:cut], namespace)
         if len(path) * p < cut:
             return 0
-        node = path[-1] if path else self.root
+        node = path[-1] if path else self._root_for(namespace)
         head = key[cut:]
         removed = 0
         for top in [c for c in node.children.values() if c.key[: len(head)] == head]:

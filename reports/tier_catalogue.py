@@ -5,6 +5,7 @@ of the reference tiered cache in every write policy and page size.
 
     python -m radixcheck.reports.tier_catalogue                  # TIER_CATALOGUE.md, artifacts/tier_catalogue.json
     python -m radixcheck.reports.tier_catalogue --streams 200 --variant-streams 50
+    python -m radixcheck.reports.tier_catalogue --only MruFirstTier --only TieredLfu   # re-run these rows only
 
 Kill rates as in ``radixcheck.reports.kill_rates``: the gate's budget (the `mutation` profile, 100
 examples x 50 steps, no shrinking) once per stream, each stream derandomized under its own name;
@@ -16,6 +17,8 @@ from __future__ import annotations
 
 import json
 import os
+import re
+import sys
 import time
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
@@ -33,7 +36,7 @@ from radixcheck.properties.tiers.repro import tier_repro
 from radixcheck.provenance import generated_by
 from radixcheck.reports import default_out
 from radixcheck.reports.machine import cpu_line
-from radixcheck.reports.report_rows import ExpectedRows
+from radixcheck.reports.report_rows import ExpectedRows, _tables
 
 # (obligation, rule or scenario of the tier machine that exercises it, the oracle's exception, mutants that break it)
 TIER_OBLIGATIONS: list[tuple[str, str, type[BaseException], list[str]]] = [
@@ -53,6 +56,12 @@ TIER_OBLIGATIONS: list[tuple[str, str, type[BaseException], list[str]]] = [
     ("every page on device, host or both; where both, the host copy is the same KV", "complete, finish",
      v.TierResidencyViolation, ["WritesPageReversed"]),
     ("device and host slot conservation, separately", "invariant conserved", v.HostSlotViolation, []),
+    ("device eviction takes the least recently used unlocked device leaf first (freed, or written back under write-back)",
+     "evict, serve, match", v.LRUOrderViolation, ["MruFirstTier"]),
+    ("namespaces=True: a match under N counts, and a load-back under N reads, only N's pages on both tiers (composed)",
+     "tenants_through_host, tenant_serve, tenant_quarantine", v.TenantIsolationViolation, ["HostLookupIgnoresNamespace"]),
+    ("eviction_policy=Policy: device eviction by the policy's key; a page keeps its hits through a load-back (composed)",
+     "frequent_through_host, next_priority, evict", v.EvictionOrderViolation, ["LoadBackForgetsHits"]),
 ]
 
 REGENERATE = "python -m radixcheck.reports.tier_catalogue"
@@ -106,8 +115,10 @@ def _variant_stream(job: tuple[str, str, int, int]) -> str | None:
     return None
 
 
-def build(streams: int, variant_streams: int, jobs: int) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
-    names = [m.__name__ for m in TIER_MUTANTS]
+def build(streams: int, variant_streams: int, jobs: int,
+          only: list[str] | None = None) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """Every mutant's and correct cache's rows (``only``: just those named)."""
+    names = [m.__name__ for m in TIER_MUTANTS if only is None or m.__name__ in only]
     with ProcessPoolExecutor(jobs) as pool:
         first = dict(zip(names, pool.map(_first_kill, names), strict=True))
         rows = []
@@ -119,12 +130,15 @@ def build(streams: int, variant_streams: int, jobs: int) -> tuple[list[dict[str,
                          "what": " ".join((mutant.__doc__ or "").split()), "streams": streams,
                          "kills": sum(right for _, right in results) if streams else None,
                          "wrong_reason": sum(caught and not right for caught, right in results), **first[name]})
+            print(f"{name}: {_rate(rows[-1])}, wrong reason {rows[-1]['wrong_reason']}", file=sys.stderr, flush=True)
         variants = []
-        for name in CORRECT_TIER_VARIANTS:
+        for name in [n for n in CORRECT_TIER_VARIANTS if only is None or n in only]:
             for policy, page in VARIANT_WORLDS:
                 failures = [f for f in pool.map(_variant_stream, [(name, policy, page, k) for k in range(variant_streams)]) if f]
                 variants.append({"variant": name, "world": f"{policy}, page size {page}", "streams": variant_streams,
                                  "failed": len(failures), "first_failure": failures[0] if failures else ""})
+                print(f"{name} {policy} p{page}: {len(failures)}/{variant_streams} failed {failures[:1]}", file=sys.stderr,
+                      flush=True)
     return rows, variants
 
 
@@ -144,7 +158,8 @@ def render(rows: list[dict[str, Any]], variants: list[dict[str, Any]], meta: dic
     false = tabulate([[f"`{x['variant']}`", x["world"], f"{x['failed']}/{x['streams']}", x["first_failure"]] for x in variants],
                      headers=["correct cache", "world", "streams failed", "first failure"], tablefmt="github")
     parts = ["# Tier bug catalogue", "",
-             f"{generated_by()} Command: `{meta['command']}`, in {meta['seconds']:.0f} s ({meta['machine']}). Each row is "
+             f"{generated_by()} Command: `{meta['command']}`, in {meta['seconds']:.0f} s ({meta['machine']}). "
+             f"{meta['kept'] + ' ' if meta.get('kept') else ''}Each row is "
              "a class of bug SGLang's hierarchical cache (HiCache) met in 2026, reproduced as a one-idea mutant of the "
              "reference tiered cache (`reference/tiered_cache.py`, mutants in `properties/tiers/mutants.py`) and run through "
              "the tier machine (`properties/tiers/machine.py`: the suite completes, fails or holds back every transfer) at "
@@ -152,8 +167,11 @@ def render(rows: list[dict[str, Any]], variants: list[dict[str, Any]], meta: dic
              "derandomized under its own name, in which the mutant was caught by the oracle its bug class predicts.", "",
              "## Obligations", "", obligations, "", "## Mutants", "", mutants, "",
              "## Correct tiered caches: no false alarms", "",
-             "The reference tiered cache in each write policy and page size, each stream derandomized under its own name; "
-             "every stream must pass.", "", false or "(not measured)", "",
+             "The reference tiered cache (with namespaces: the composed reference), `TrustingTenantTiers` (namespaces, "
+             "and it trusts its callers: no handle checked, its own trees asserted before every eviction), `TieredLfu` and "
+             "`TieredPriority` (namespaces and a declared Policy on the device tier), in each write policy and page size, "
+             "each stream derandomized under its own name; every stream must pass.", "",
+             false or "(not measured)", "",
              "## Minimal reproductions", "",
              "Each is the repro file of stream 0's shrunk failure (`radixcheck.properties.tiers.repro`): the operations in "
              "order, every completion the suite delivered as `w.complete(n)` where it happened, the controller's calls as "
@@ -173,6 +191,34 @@ def saved_streams(out: Path) -> int:
         return 0
 
 
+def merged(rows: list[dict[str, Any]], variants: list[dict[str, Any]], out: Path) -> tuple[list[dict[str, Any]], list[dict[str, Any]], str]:
+    """The saved catalogue's rows with the fresh ``rows`` and ``variants`` in place of theirs (in
+    the catalogue's order), and the commit the kept rows were measured at. A kept mutant row's time
+    to kill comes from the saved markdown (the JSON leaves times out, to keep diffs to verdicts)."""
+    saved = json.loads((out / "artifacts" / "tier_catalogue.json").read_text(encoding="utf-8"))
+    text = (out / "TIER_CATALOGUE.md").read_text(encoding="utf-8")
+    seconds = {}
+    for section, header, cells in _tables(text):
+        if section == "Mutants" and "mutant" in header:
+            at, when = header.index("mutant"), header.index("time to kill and shrink (s)")
+            seconds |= {row[at].strip("`"): float(row[when]) for row in cells if len(row) > when}
+    fresh = {r["mutant"]: r for r in rows}
+    kept = {r["mutant"]: {**r, "seconds": seconds.get(r["mutant"], float("nan"))} for r in saved["mutants"]}
+    all_rows = [fresh.get(m.__name__) or kept[m.__name__] for m in TIER_MUTANTS if m.__name__ in fresh or m.__name__ in kept]
+    fresh_v = {(x["variant"], x["world"]): x for x in variants}
+    kept_v = {(x["variant"], x["world"]): x for x in saved["variants"]}
+    worlds = [f"{policy}, page size {page}" for policy, page in VARIANT_WORLDS]
+    all_variants = [fresh_v.get((n, w)) or kept_v[(n, w)] for n in CORRECT_TIER_VARIANTS for w in worlds
+                    if (n, w) in fresh_v or (n, w) in kept_v]
+    commit = re.search(r"at commit `([0-9a-f]+)", text)
+    command = re.search(r"Command: `([^`]+)`", text)
+    earlier = re.search(r"(That command re-ran .*?\.) Each row", text)
+    previous = f"the run at commit `{commit.group(1) if commit else '?'}`"
+    previous += f" (`{command.group(1)}`" + (f"; {earlier.group(1)[0].lower()}{earlier.group(1)[1:-1]})" if earlier else ")") \
+        if command else ""
+    return all_rows, all_variants, previous
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = ArgumentParser(prog="python -m radixcheck.reports.tier_catalogue", description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, default=None, help="output directory (default: reports/ in a checkout)")
@@ -181,17 +227,28 @@ def main(argv: list[str] | None = None) -> None:
                         help="streams per correct cache, write policy and page size")
     parser.add_argument("--jobs", type=positive_int, default=2, help="worker processes (default 2)")
     parser.add_argument("--force", action="store_true", help="replace the saved catalogue even with fewer streams")
+    parser.add_argument("--only", action="append", default=[], metavar="NAME",
+                        help="re-run only this mutant or correct cache (repeatable); the other rows are kept from the saved catalogue")
     args = parser.parse_args(argv)
+    known = [m.__name__ for m in TIER_MUTANTS] + list(CORRECT_TIER_VARIANTS)
+    unknown = [n for n in args.only if n not in known]
+    if unknown:
+        parser.error(f"--only {unknown[0]}: no such tier mutant or correct cache (one of {', '.join(known)})")
     out = args.out or default_out()
     if args.out is None and args.streams < saved_streams(out):
         refuse_weaker(parser, out / "TIER_CATALOGUE.md",
                       [f"--streams {args.streams} where it has kill rates over {saved_streams(out)}"], args.force)
     started = time.perf_counter()
-    rows, variants = build(args.streams, args.variant_streams, args.jobs)
-    meta = {"command": f"{REGENERATE} --streams {args.streams} --variant-streams {args.variant_streams}",
+    rows, variants = build(args.streams, args.variant_streams, args.jobs, args.only or None)
+    only = "".join(f" --only {n}" for n in args.only)
+    meta = {"command": f"{REGENERATE} --streams {args.streams} --variant-streams {args.variant_streams}{only}",
             "seconds": time.perf_counter() - started,
             "machine": f"{cpu_line()}, {os.cpu_count()} cores, load average "
                        f"{', '.join(f'{x:.1f}' for x in os.getloadavg())} at the end"}
+    if args.only:
+        rows, variants, previous = merged(rows, variants, out)
+        meta["kept"] = (f"That command re-ran the rows of {', '.join(f'`{n}`' for n in args.only)}; the other rows are "
+                        f"kept from {previous}.")
     (out / "artifacts").mkdir(parents=True, exist_ok=True)
     (out / "TIER_CATALOGUE.md").write_text(render(rows, variants, meta) + "\n", encoding="utf-8")
     stable = [{k: val for k, val in r.items() if k != "seconds"} for r in rows]

@@ -77,6 +77,7 @@ from radixcheck.oracles.violations import (
     shown,
 )
 from radixcheck.properties.cache.contract import BIGRAM_START, DEFAULT_CAPABILITIES, Capabilities, SlotAllocator
+from radixcheck.properties.cache.layers import UNSAID, Tags, keywords_for, layers_for, namespace_key
 from radixcheck.properties.findings.transcript import Act, act
 from radixcheck.properties.target import OperationTimeout, guarded
 
@@ -94,22 +95,6 @@ WIDE_IDS = (2**16, 2**17 + 1, 2**24 + 1, 2**31 - 1)  # int32-range ids that narr
 VOCABULARY = SMALL_IDS * 6 + WIDE_IDS  # about one token in seven is wide
 NEIGHBOURS = ("bit16", "bit17", "float32")  # ids that a uint16 or a float32 cannot tell apart
 FLOAT32_TWINS = (2**24 + 1, 2**24)  # float32(2**24 + 1) == 2**24
-
-
-class _Unsaid:
-    """The namespace of a call sent without the ``namespace=`` keyword (the default namespace, ``None``)."""
-
-    def __repr__(self) -> str:
-        return "UNSAID"
-
-
-UNSAID: Any = _Unsaid()
-"""A call in the default namespace, sent without the keyword (every call to a target without namespaces)."""
-
-
-def namespace_key(namespace: Any) -> Any:
-    """The namespace the model files a call under: the keyword's value, ``None`` when it was not sent."""
-    return None if namespace is UNSAID else namespace
 
 
 @dataclass(frozen=True)
@@ -322,6 +307,7 @@ class RadixCacheMachine(RuleBasedStateMachine):
         if self.policy is not None:
             self.model.order_key, self.model.hits_on_match = self.policy.key, self.policy.hits_on_match
         self.request_priority = 0  # the priority= the next requests carry (a policy that takes one)
+        self.layers = layers_for(self.capabilities.namespaces, self.policy)  # what the declared parts add to each call
         self.block = max(self.page_size, MIN_BLOCK)
         self.known: list[tuple[int, ...]] = []  # sequences sent without a namespace
         self.known_elsewhere: list[tuple[Any, tuple[int, ...]]] = []  # (namespace, sequence) sent with one
@@ -348,8 +334,8 @@ class RadixCacheMachine(RuleBasedStateMachine):
         an engine reuses its request-to-token rows: every list or array it passed is overwritten
         (the contract says a cache must copy what it keeps)."""
         self.calls_sent += 1
-        keywords = {} if namespace is UNSAID else {"namespace": namespace}  # a target without namespaces never gets one
-        keywords.update(self._priority_keyword(name))
+        # the declared parts' keywords (radixcheck.properties.cache.layers): a target without namespaces never gets one
+        keywords = keywords_for(self.layers, name, Tags(namespace, self.request_priority))
         keywords.update(extra)  # a hybrid cache's second-pool keywords (window=, state=)
         sent = SentCall(self.calls_sent, name, tuple(_snapshot(a) for a in args), kwargs={k: _snapshot(v) for k, v in keywords.items()})
         if self.acting is not None:
@@ -366,12 +352,6 @@ class RadixCacheMachine(RuleBasedStateMachine):
                     _scribble(arg)
             if name not in SIZE_CALLS:
                 self._show(sent)
-
-    def _priority_keyword(self, name: str) -> dict[str, int]:
-        """``priority=`` for a request's ``match_prefix`` or ``insert``, to a policy that takes one only."""
-        if self.policy is not None and self.policy.takes_priority and name in ("match_prefix", "insert"):
-            return {"priority": self.request_priority}
-        return {}
 
     def _show(self, sent: SentCall) -> None:
         """Show a call under its step (Hypothesis formats it only for the example it prints); a
@@ -1095,7 +1075,7 @@ class RadixCacheMachine(RuleBasedStateMachine):
     def _other_call(self, other: Any, name: str, *args: Any) -> Any:
         """A call into the second cache of ``_refuse_foreign``, recorded with this act's calls."""
         self.calls_sent += 1
-        keywords = self._priority_keyword(name)
+        keywords = keywords_for(self.layers, name, Tags(UNSAID, self.request_priority))
         sent = SentCall(self.calls_sent, name, tuple(_snapshot(a) for a in args), target="other", kwargs=keywords)
         if self.acting is not None:
             self.acting.calls.append(sent)

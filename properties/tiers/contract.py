@@ -48,6 +48,12 @@ Obligations (what the tier machine's oracles check)
   pages and the pending transfers hold (plus, on device, what callers hold).
 * ``evict_prefix(tokens)`` removes the branch from both tiers: afterwards no match, device or
   host, reaches past the cut, exactly as if the cache had never seen the prefix.
+* Device eviction takes the least recently used unlocked device leaf first (oracle 4t): each
+  page an ``evict`` call frees, or under ``write_back`` whose write-back it starts, is no more
+  recently used than any candidate it leaves.
+* With ``namespaces=True``: each namespace is a cache of its own on both tiers, sharing the two
+  pools and one eviction order. A match under N counts only N's device and host pages, and a
+  load-back under N reads only N's host copies (oracle 10).
 
 The methods (``TieredCacheLike``)
 ---------------------------------
@@ -67,7 +73,9 @@ The methods (``TieredCacheLike``)
 ``inc_lock_ref(handle)`` / ``dec_lock_ref(handle)``
     As the base contract (a lock protects the device pages of the path).
 ``evict(num_tokens) -> freed``
-    Frees device pages, least recently used unlocked device leaf first: to host when backed up,
+    Frees device pages, least recently used unlocked device leaf first (a use is a
+    ``match_prefix`` or an ``insert`` that covers the page, host part included; a leaf with a
+    transfer in flight is not a candidate): to host when backed up,
     written back first under ``write_back`` (its device slots are then freed at the write's
     completion), dropped otherwise. Returns the device tokens freed during the call.
 ``evict_host(num_tokens) -> freed``
@@ -88,7 +96,9 @@ from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 
+from radixcheck.oracles.policy import LeafStats
 from radixcheck.oracles.violations import HostSlotViolation
+from radixcheck.properties.cache.policies import Policy
 
 WRITE_POLICIES = ("write_through", "write_back", "write_through_selective")
 """``write_through_selective`` (SGLang's ``--hicache-write-policy``): a page is backed up once it
@@ -111,9 +121,28 @@ class TierCapabilities:
     written, its parent stays on device and is written when it is evicted in turn; SGLang's
     design). ``leaf_first`` waives oracle 18 under write-back only; a parent that then leaves the
     device without a host copy must take its host-only subtree along (oracles 16 and 17)."""
+    namespaces: bool = False
+    """Whether ``match_prefix``, ``insert`` and ``evict_prefix`` take ``namespace=`` (as the base
+    contract's "Namespaces" says: any hashable, told apart by its equality). When True the tier
+    machine serves tenants too, and tenant isolation (oracle 10) is judged on both tiers: a match
+    under N counts only N's pages, a load-back under N reads only N's host copies. When False the
+    keyword is never sent."""
+    eviction_policy: Policy | None = None
+    """The device tier's eviction order when it is not least recently used first: a
+    :class:`~radixcheck.properties.cache.policies.Policy` (the base contract's, e.g. ``lfu()``,
+    ``priority()``), judged on every ``evict`` by its key over what the suite observes of each
+    device leaf (a load-back moves a page, it does not make it new: it keeps its hits, its
+    priority and its creation time). ``priority=`` is then sent to ``match_prefix`` and ``insert``
+    if the policy takes one. A key that reads ``LeafStats.start`` or ``history`` (TLRU's node
+    boundaries) is refused: the tier model does not keep them yet."""
 
     def page_sizes_tested(self) -> tuple[int, ...]:
         return tuple(self.page_sizes)
+
+    @property
+    def policy(self) -> Policy | None:
+        """The declared Policy whose key orders device eviction (None: least recently used first)."""
+        return self.eviction_policy
 
     def not_exercised(self) -> list[str]:
         gaps = [] if self.supports_quarantine else ["evict_prefix on both tiers (supports_quarantine=False)"]
@@ -122,7 +151,11 @@ class TierCapabilities:
         return gaps
 
     def tenant_isolation(self) -> str:
-        return "not applicable (a tiered cache)"
+        """The report card's "Tenant isolation" line."""
+        if not self.namespaces:
+            return "not exercised: no namespaces declared (TierCapabilities(namespaces=False): the keyword is never sent)"
+        return ("checked (oracle 10) on both tiers: tenants under adversarial namespaces share prompts through device "
+                "and host; a match counts, and a load-back reads, only its own namespace's pages")
 
     def __post_init__(self) -> None:
         unknown = [p for p in self.write_policies if p not in WRITE_POLICIES]
@@ -131,10 +164,28 @@ class TierCapabilities:
                              f"{self.write_policies!r}")
         if self.write_back_order not in ("top_down", "leaf_first"):
             raise ValueError(f"TierCapabilities.write_back_order must be 'top_down' or 'leaf_first', got {self.write_back_order!r}")
-        if not isinstance(self.supports_quarantine, bool):
-            raise ValueError(f"TierCapabilities.supports_quarantine must be a bool, got {self.supports_quarantine!r}")
+        for flag in ("supports_quarantine", "namespaces"):
+            if not isinstance(getattr(self, flag), bool):
+                raise ValueError(f"TierCapabilities.{flag} must be a bool, got {getattr(self, flag)!r}")
+        if self.eviction_policy is not None:
+            if not isinstance(self.eviction_policy, Policy):
+                raise ValueError(f"TierCapabilities.eviction_policy must be a radixcheck Policy or None, got "
+                                 f"{self.eviction_policy!r}")
+            if _reads_node_boundaries(self.eviction_policy):
+                raise ValueError(f"TierCapabilities.eviction_policy={self.eviction_policy!r} reads LeafStats.start or "
+                                 "history (node boundaries), which the tier model does not keep yet: not driven")
         if not self.page_sizes or any(isinstance(p, bool) or not isinstance(p, int) or p < 1 for p in self.page_sizes):
             raise ValueError(f"TierCapabilities.page_sizes must be positive ints, got {self.page_sizes!r}")
+
+
+def _reads_node_boundaries(policy: Policy) -> bool:
+    """Whether ``policy``'s key changes with ``start`` or ``history`` alone (probed at a few points)."""
+    for base in (LeafStats(5, 2, 1, 0, 8, 4, 8), LeafStats(40, 30, 3, 2, 64, 0, 96)):
+        seen = {repr(policy.key(LeafStats(base.last_use, base.created, base.hits, base.priority, base.depth, start, history)))
+                for start in (0, base.depth - 1, base.depth) for history in (base.depth, base.depth * 4, 10**6)}
+        if len(seen) > 1:
+            return True
+    return False
 
 
 @dataclass(frozen=True)

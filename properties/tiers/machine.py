@@ -14,6 +14,15 @@ needs host room and re-enters host eviction. Shrinking gives the smallest interl
 request whose backups fail to allocate, then eviction and a second request), ``to_host`` (a
 prompt evicted through to host only), and ``reload_under_pressure`` (a host-only prompt loaded
 back while the device is full and the host has nothing else to evict).
+
+**Layers.** A target that declares namespaces (``TierCapabilities(namespaces=True)``) gets the
+tenant rules too (:class:`TierTenantRules`): requests under the namespaces the plain cache
+machine's tenants use (:mod:`radixcheck.properties.cache.tenants`: pairs a naive key confuses),
+sent through the same namespace layer (:mod:`radixcheck.properties.cache.layers`), with a story
+that takes one tenant's prompt through the host tier and serves it to the other. A target that
+declares a Policy (``TierCapabilities(eviction_policy=...)``) gets the policy rules
+(:class:`TierPolicyRules`): request priorities, sent through the priority layer, and a story
+that takes a frequently hit prompt through the host tier and back before an eviction.
 """
 
 from __future__ import annotations
@@ -24,6 +33,8 @@ from typing import Any
 from hypothesis import strategies as st
 from hypothesis.stateful import Bundle, RuleBasedStateMachine, initialize, invariant, precondition, rule
 
+from radixcheck.properties.cache.layers import UNSAID
+from radixcheck.properties.cache.tenants import NAMESPACES, PAIRS
 from radixcheck.properties.tiers.world import TierWorld
 
 ALPHABET = st.integers(0, 2)
@@ -155,8 +166,98 @@ class TierMachine(RuleBasedStateMachine):
         self.world.check()
 
 
+class TierTenantRules(TierMachine):
+    """The tier machine plus tenants, for a target that declares namespaces: each rule sends
+    ``namespace=`` through the world (the namespace layer), and the tier model judges tenant
+    isolation on both tiers (oracle 10) as well as every tier oracle."""
+
+    @rule(target=TierMachine.sequences, base=TierMachine.sequences, cut=st.integers(0, 8), tail=st.lists(ALPHABET, max_size=8),
+          namespace=st.sampled_from(NAMESPACES), load=st.booleans(), hold=st.booleans())
+    def tenant_serve(self, base: tuple[int, ...], cut: int, tail: list[int], namespace: Any, load: bool,
+                     hold: bool) -> tuple[int, ...]:
+        """A request under ``namespace`` (the plain ``serve`` is the default namespace's)."""
+        tokens = self._query(base, cut, tail)
+        self.world.serve(tokens, load=load, namespace=namespace)
+        if not hold:
+            self.world.finish()
+        return tokens
+
+    @precondition(lambda self: not _running(self))
+    @rule(base=TierMachine.sequences, pair=st.sampled_from(PAIRS), swap=st.booleans(), tail=st.lists(ALPHABET, max_size=4))
+    def tenants_through_host(self, base: tuple[int, ...], pair: tuple[Any, Any], swap: bool, tail: list[int]) -> None:
+        """One tenant's prompt goes to host only; the other tenant of a pair a naive key confuses
+        asks for it (plus a tail), loading back what the cache offers; then the first tenant and the
+        default namespace ask too. Each may be served only its own namespace's pages."""
+        first, second = (pair[1], pair[0]) if swap else pair
+        world = self.world  # (an empty base is a request with nothing to cache: harmless)
+        world.serve(base, namespace=first)
+        world.finish()
+        self._to_host(base)
+        for namespace, tokens in ((second, base + tuple(tail) * self.page_size), (first, base), (UNSAID, base)):
+            world.serve(tokens, namespace=namespace)
+            world.finish()
+
+    @precondition(lambda self: not _running(self) and _quarantines(self))
+    @rule(base=TierMachine.sequences, pair=st.sampled_from(PAIRS), swap=st.booleans(), cut=st.integers(1, 8),
+          to_host=st.booleans())
+    def tenant_quarantine(self, base: tuple[int, ...], pair: tuple[Any, Any], swap: bool, cut: int, to_host: bool) -> None:
+        """Both tenants of a pair cache one prompt (on host only, if ``to_host``); one tenant's branch is
+        quarantined: the other's must stay on both tiers."""
+        if not base:  # a served query may be empty: there is nothing to quarantine
+            return
+        doomed, other = (pair[1], pair[0]) if swap else pair
+        for namespace in (other, doomed):
+            self.world.serve(base, namespace=namespace)
+            self.world.finish()
+        if to_host:
+            self._to_host(base)
+        self.world.quarantine(base[: cut * self.page_size] or base[:1], namespace=doomed)
+        self.world.match(base, namespace=other)
+
+
+def _takes_priority(self: TierMachine) -> bool:
+    policy = self.world.model.policy
+    return policy is not None and policy.takes_priority
+
+
+class TierPolicyRules(TierMachine):
+    """The tier machine plus the policy rules, for a target that declares a Policy: every ``evict``
+    is judged by the policy's key over what the model counts of each page, on both tiers."""
+
+    @precondition(_takes_priority)
+    @rule(priority=st.integers(0, 3))
+    def next_priority(self, priority: int) -> None:
+        """The requests that follow carry ``priority`` (``match_prefix`` and ``insert``)."""
+        self.world.next_priority(priority)
+
+    @precondition(lambda self: not _running(self))
+    @rule(frequent=TierMachine.sequences, other=TierMachine.sequences, times=st.integers(1, 3))
+    def frequent_through_host(self, frequent: tuple[int, ...], other: tuple[int, ...], times: int) -> None:
+        """One prompt is cached by ``times`` more requests than another (each with its own tail page
+        after it: an insert covering the prompt is a hit), both go to host, both are loaded back
+        (the frequent one first: it is now the older), and one page is evicted: a frequency policy
+        keeps the frequent prompt, if the load-back kept its hits."""
+        world = self.world
+        for tokens in [frequent + (4 + i,) * self.page_size for i in range(times + 1)] + [other]:
+            world.serve(tokens)
+            world.finish()
+        self._to_host(frequent + other)
+        for tokens in (frequent, other):
+            world.serve(tokens)
+            world.finish()
+        world.complete_all()
+        world.evict(self.page_size)
+
+
 def tier_machine_for(factory: Callable[..., Any], page_size: int = 1, write_policy: str = "write_through",
                      name: str | None = None) -> type[TierMachine]:
-    """A tier machine class for ``factory`` at one page size and write policy."""
-    return type(name or f"TierMachine_{write_policy}_p{page_size}", (TierMachine,),
+    """A tier machine class for ``factory`` at one page size and write policy, with a layer of rules
+    for each part its ``tier_capabilities`` declares besides the tier (namespaces, a Policy)."""
+    caps = getattr(factory, "tier_capabilities", None)
+    bases: list[type[TierMachine]] = []
+    if caps is not None and caps.namespaces:
+        bases.append(TierTenantRules)
+    if caps is not None and caps.policy is not None:
+        bases.append(TierPolicyRules)
+    return type(name or f"TierMachine_{write_policy}_p{page_size}", tuple(bases) or (TierMachine,),
                 {"factory": staticmethod(factory), "page_size": page_size, "write_policy": write_policy})

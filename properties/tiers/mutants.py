@@ -4,21 +4,28 @@ correct variants the tier machine must pass (no false alarms).
 Each mutant names the SGLang issue it re-creates (``sources``), the write policies where its bug
 can happen (``policies``: the catalogue runs it there) and the oracle that must catch it
 (``caught_by``); ``radixcheck.reports.tier_catalogue`` measures how often the gate's budget does.
+
+The single-part mutants declare the tier alone (no namespaces: their streams are those the
+catalogue measured). A *composed* mutant declares more than the tier (``namespaces=True``) and its
+bug needs both parts to show: with one tenant it is correct.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Hashable
 from typing import Any
 
 import numpy as np
 
 from radixcheck.oracles import violations as v
+from radixcheck.properties.cache.policies import lfu, priority
+from radixcheck.properties.tiers.contract import TierCapabilities, TierMatch, Transfer
 from radixcheck.properties.tiers.machine import TierMachine, tier_machine_for
 from radixcheck.reference.tiered_cache import TieredRadixCache, TierNode
 
 
 class TierMutant(TieredRadixCache):
+    tier_capabilities = TierCapabilities(page_sizes=(1, 2))  # the tier alone
     bug_class = ""
     sources: tuple[str, ...] = ()
     policies: tuple[str, ...] = ("write_through", "write_back")
@@ -166,12 +173,141 @@ class WritesPageReversed(TierMutant):
         return node.device[::-1].copy() if len(node.device) > 1 else node.device
 
 
+class MruFirstTier(TierMutant):
+    """Device eviction takes the most recently used unlocked device leaf first."""
+
+    bug_class = "device-eviction-most-recent-first"
+    sources = ()  # issue 39: a tiered cache evicting MRU-first conformed
+    caught_by = v.LRUOrderViolation
+
+    def _eviction_key(self, node: TierNode) -> tuple[int, int]:
+        return -node.last_access, node.serial
+
+
+class HostLookupIgnoresNamespace(TierMutant):
+    """Composed (namespaces + host tier): the host copies are also indexed by their tokens alone,
+    as a host store keyed by a hash of the token ids without the LoRA id or ``extra_key`` is; where
+    a tenant's own tree has nothing more on host, the match goes on through that index, so a
+    load-back under N reads another tenant's host copy. With one tenant the index is the tree."""
+
+    tier_capabilities = TierCapabilities(page_sizes=(1, 2), namespaces=True)
+    bug_class = "host-lookup-ignores-namespace"
+    sources = ()  # the composed bug class of issue 39 ("a load-back under N returns only N's host copies")
+    caught_by = v.TenantIsolationViolation
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._host_index: dict[tuple[int, ...], TierNode] = {}
+
+    def _tokens_of(self, node: TierNode) -> tuple[int, ...]:
+        return tuple(t for n in self._path(node) for t in n.key)
+
+    def transfer_done(self, transfer: Transfer) -> None:
+        nodes = list(self._pending.get(transfer.number, ()))
+        super().transfer_done(transfer)
+        if transfer.kind == "write":
+            for node in nodes:
+                if node.linked:
+                    self._host_index[self._tokens_of(node)] = node
+
+    def match_prefix(self, tokens: Any, namespace: Hashable = None) -> TierMatch:
+        match = super().match_prefix(tokens, namespace)
+        key, p = tuple(int(t) for t in tokens), self.page_size
+        at = len(match.device_values) + match.host_length
+        host_length, host_node = match.host_length, match.host_handle
+        while at + p <= len(key):
+            node = self._host_index.get(key[: at + p])
+            if node is None or not node.linked or not self._counts_as_host(node):
+                break
+            host_length, host_node, at = host_length + p, node, at + p
+        return TierMatch(match.device_values, match.device_handle, host_length, host_node)
+
+
+class LoadBackForgetsHits(TierMutant):
+    """Composed (LFU + host tier): a page loaded back from host starts its hit count again, as a
+    device node rebuilt from its host copy does when the count lives on the device node only. The
+    frequent prompt then goes before a rarely used one. Without a host tier (or under LRU) it is correct."""
+
+    policy = lfu()
+    tier_capabilities = TierCapabilities(page_sizes=(1, 2), eviction_policy=lfu())
+    bug_class = "load-back-forgets-hit-count"
+    sources = ()  # the composed bug class of issue 39 ("a load-back that forgets the hit count its policy keys on")
+    caught_by = v.EvictionOrderViolation
+
+    def _load(self, to_load: list[TierNode], hosts: list[np.ndarray]) -> None:
+        super()._load(to_load, hosts)
+        for node in to_load:
+            if node.device is not None:
+                node.hits = 0
+
+
+class TieredLfu(TieredRadixCache):
+    """Correct, composed: namespaces and LFU (SGLang's ``--radix-eviction-policy lfu``) on the device tier."""
+
+    policy = lfu()
+    tier_capabilities = TierCapabilities(page_sizes=(1, 2), namespaces=True, eviction_policy=lfu())
+
+
+class TieredPriority(TieredRadixCache):
+    """Correct, composed: namespaces and request priorities (``priority=``) on the device tier."""
+
+    policy = priority()
+    tier_capabilities = TierCapabilities(page_sizes=(1, 2), namespaces=True, eviction_policy=priority())
+
+
+class TrustingTenantTiers(TieredRadixCache):
+    """Correct, with namespaces on both tiers, and trusting its callers as SGLang's HiRadixCache
+    does: lock, unlock and load-back check nothing of the handle they are given (no refusal of an
+    unmatched unlock, a stale or a foreign handle). It checks its own trees instead, before every eviction: no lock
+    count below zero, and every namespace's root still a root. A call the suite should not send
+    would break that, so passing shows the tier machine sends none."""
+
+    tier_capabilities = TierCapabilities(page_sizes=(1, 2), namespaces=True)
+
+    def inc_lock_ref(self, handle: Any) -> None:
+        node = handle
+        while node.parent is not None:
+            node.lock_ref += 1
+            node = node.parent
+
+    def dec_lock_ref(self, handle: Any) -> None:
+        node = handle
+        while node.parent is not None:
+            node.lock_ref -= 1
+            node = node.parent
+
+    def _path(self, handle: Any) -> list[TierNode]:
+        path, node = [], handle
+        while node.parent is not None:
+            path.append(node)
+            node = node.parent
+        return path[::-1]
+
+    def _assert_own_trees(self) -> None:
+        for namespace, root in self.roots.items():
+            assert root.parent is None and root.lock_ref == 1, f"the root of namespace {namespace!r} changed"
+        for node in self._nodes():
+            assert node.lock_ref >= 0, f"{node} has lock count {node.lock_ref}: an unpaired unlock was sent"
+
+    def evict(self, num_tokens: int) -> int:
+        self._assert_own_trees()
+        return super().evict(num_tokens)
+
+    def evict_host(self, num_tokens: int) -> int:
+        self._assert_own_trees()
+        return super().evict_host(num_tokens)
+
+
 TIER_MUTANTS: list[type[TierMutant]] = [
     EvictsToHostAfterFailedBackup, WriteBackSkipsAncestors, NestedHostEvictionFreesLoading, HostEvictionOrphansSubtree,
     BackupChainGap, PartialPersist, LoadBackPastHostGap, QuarantineKeepsHostCopies, WritesPageReversed,
+    MruFirstTier, HostLookupIgnoresNamespace, LoadBackForgetsHits,
 ]
 
-CORRECT_TIER_VARIANTS: dict[str, Callable[..., Any]] = {"TieredRadixCache": TieredRadixCache}
+CORRECT_TIER_VARIANTS: dict[str, Callable[..., Any]] = {
+    "TieredRadixCache": TieredRadixCache, "TrustingTenantTiers": TrustingTenantTiers, "TieredLfu": TieredLfu,
+    "TieredPriority": TieredPriority,
+}
 
 
 def page_size_for(mutant: type[TierMutant]) -> int:

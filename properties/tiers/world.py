@@ -7,6 +7,14 @@ KV, inserts, unlocks), ``complete`` (the suite delivers one pending transfer's c
 ``fail_next`` (the next allocations fail), ``evict``, ``evict_host``, ``quarantine``. Every
 operation checks the oracles as it goes (the model's hooks raise on the event that breaks a
 rule) and :meth:`TierWorld.check` checks conservation between operations.
+
+A target that declares namespaces (``TierCapabilities(namespaces=True)``) is served under them:
+``serve``, ``match`` and ``quarantine`` take ``namespace=``, sent through the same layer as the
+plain cache machine's (:mod:`radixcheck.properties.cache.layers`); one the target does not
+declare is refused, never sent. A target that declares a
+:class:`~radixcheck.properties.cache.policies.Policy` (``TierCapabilities(eviction_policy=...)``)
+has its device eviction judged by the policy's key; if the policy takes a priority, the requests
+carry the one ``next_priority`` set, as ``priority=`` on ``match_prefix`` and ``insert``.
 """
 
 from __future__ import annotations
@@ -17,9 +25,10 @@ from typing import Any
 
 import numpy as np
 
-from radixcheck.oracles.tier_model import TierModel, as_ints, check_conservation
+from radixcheck.oracles.tier_model import NOT_SERVING, TierModel, as_ints, check_conservation
 from radixcheck.oracles.violations import FailedBackupViolation, ReturnValueViolation, TierResidencyViolation, shown
 from radixcheck.properties.cache.contract import SlotAllocator
+from radixcheck.properties.cache.layers import UNSAID, Tags, keywords_for, layers_for, namespace_key
 from radixcheck.properties.tiers.contract import HostPool, TierMatch
 from radixcheck.properties.tiers.controller import DevicePool, SuiteController
 
@@ -32,9 +41,25 @@ class Request:
     tokens: tuple[int, ...]
     values: list[int]  # the cache's slots for its cached prefix
     handle: Any
+    namespace: Any = UNSAID
+    priority: int = 0
 
     def __repr__(self) -> str:
-        return f"Request({shown(self.tokens)}, {len(self.values)} cached)"
+        where = "" if self.namespace is UNSAID else f", namespace={self.namespace!r}"
+        return f"Request({shown(self.tokens)}{where}, {len(self.values)} cached)"
+
+
+@dataclass(frozen=True)
+class Use:
+    """A call that used pages, as a message names it (formatted only if one does)."""
+
+    call: str
+    tokens: tuple[int, ...]
+    where: str
+    operation: int
+
+    def __str__(self) -> str:
+        return f"the {self.call}({shown(self.tokens)}{self.where}) of operation {self.operation}"
 
 
 class TierWorld:
@@ -43,7 +68,10 @@ class TierWorld:
         self.page_size, self.write_policy = page_size, write_policy
         caps = getattr(factory, "tier_capabilities", None)
         leaf_first = caps is not None and caps.write_back_order == "leaf_first" and write_policy == "write_back"
-        self.model = TierModel(page_size, write_policy, chain_checked=not leaf_first)
+        policy = caps.policy if caps is not None else None
+        self.model = TierModel(page_size, write_policy, chain_checked=not leaf_first, policy=policy)
+        self.layers = layers_for(caps is not None and caps.namespaces, policy)  # what the declared parts add to each call
+        self.priority = 0  # the priority= the next requests carry (a policy that takes one)
         self.device = DevicePool(device_slots, self.model, seed=seed)
         self.host = HostPool(host_slots)
         self.host.on_free = self.model.on_host_free
@@ -51,51 +79,74 @@ class TierWorld:
         self.cache = factory(self.device, self.host, self.controller, page_size, write_policy)
         self.running: list[Request] = []
         self.log: list[str] = []
+        self.operations = 0  # the operations said so far (a repro file's lines, in order)
 
     # ---- plumbing ----------------------------------------------------------------------------
 
     def _say(self, line: str) -> None:
         self.log.append(line)
+        self.operations += 1
 
-    def _call(self, name: str, *args: Any) -> Any:
+    def _call(self, name: str, *args: Any, namespace: Any = UNSAID, priority: int = 0) -> Any:
         self.controller.log = self.log  # the controller's calls appear under the call that made them
-        result = getattr(self.cache, name)(*args)
+        result = getattr(self.cache, name)(*args, **keywords_for(self.layers, name, Tags(namespace, priority)))
         self.model.settle()
         return result
+
+    def _tenant(self, namespace: Any) -> str:
+        """How a logged call says its namespace (nothing for the default one said without the keyword)."""
+        keywords_for(self.layers, "serve", Tags(namespace))  # refuses one the target does not declare
+        return "" if namespace is UNSAID else f", namespace={namespace!r}"
 
     def pending(self) -> list[int]:
         return [t.number for t in self.controller.pending]
 
     # ---- the engine's operations -------------------------------------------------------------
 
+    def next_priority(self, priority: int) -> None:
+        """The requests that follow carry ``priority`` (sent only to a policy that takes one)."""
+        self._say(f"w.next_priority({int(priority)})")
+        self.priority = int(priority)
+
     def fail_next(self, plan: Sequence[bool]) -> None:
         self._say(f"w.fail_next({list(plan)})")
         self.controller.fail_plan = list(plan)
 
-    def serve(self, tokens: Sequence[int], load: bool = True) -> Request:
-        """A request arrives: match, load back its host part (``load``), lock what it uses."""
+    def _match(self, tokens: tuple[int, ...], namespace: Any) -> TierMatch:
+        """``match_prefix``, checked against the model, then a use of what it covered."""
+        key = namespace_key(namespace)
+        match: TierMatch = self._call("match_prefix", list(tokens), namespace=namespace, priority=self.priority)
+        self.model.check_match(tokens, as_ints(match.device_values), int(match.host_length), key)
+        self.model.use(tokens, key, Use("match_prefix", tokens, self._tenant(namespace), self.operations))
+        return match
+
+    def serve(self, tokens: Sequence[int], load: bool = True, namespace: Any = UNSAID) -> Request:
+        """A request arrives (under ``namespace``): match, load back its host part (``load``), lock what it uses."""
         tokens = tuple(int(t) for t in tokens)
-        self._say(f"w.serve({list(tokens)}, load={load})")
-        match: TierMatch = self._call("match_prefix", list(tokens))
+        self._say(f"w.serve({list(tokens)}, load={load}{self._tenant(namespace)})")
+        key = namespace_key(namespace)
+        match = self._match(tokens, namespace)
         values = as_ints(match.device_values)
-        self.model.check_match(tokens, values, int(match.host_length))
         handle = match.device_handle
         if match.host_length and load:
-            loaded, handle = self._call("load_back", match.host_handle)
+            self.model.serving = key
+            try:
+                loaded, handle = self._call("load_back", match.host_handle)
+            finally:
+                self.model.serving = NOT_SERVING
             values = as_ints(loaded)
-            self.model.check_load_back(tokens[: (len(as_ints(match.device_values)) + int(match.host_length))], values)
+            self.model.check_load_back(tokens[: (len(as_ints(match.device_values)) + int(match.host_length))], values, key)
         self._call("inc_lock_ref", handle)
-        self.model.lock(tokens[: len(values)], +1)
-        request = Request(tokens, values, handle)
+        self.model.lock(tokens[: len(values)], +1, key)
+        request = Request(tokens, values, handle, namespace, self.priority)
         self.running.append(request)
         return request
 
-    def match(self, tokens: Sequence[int]) -> None:
+    def match(self, tokens: Sequence[int], namespace: Any = UNSAID) -> None:
         """A lookup alone (a scheduler's cache-aware ordering): a use of the pages, nothing moved."""
         tokens = tuple(int(t) for t in tokens)
-        self._say(f"w.match({list(tokens)})")
-        match: TierMatch = self._call("match_prefix", list(tokens))
-        self.model.check_match(tokens, as_ints(match.device_values), int(match.host_length))
+        self._say(f"w.match({list(tokens)}{self._tenant(namespace)})")
+        self._match(tokens, namespace)
 
     def finish(self, index: int = -1) -> None:
         """The request's forward (after its loads completed: it reads its prefix's KV), then its insert and unlock."""
@@ -105,13 +156,14 @@ class TierWorld:
         for transfer in list(self.controller.pending):
             if transfer.kind == "load" and waiting & set(as_ints(transfer.device_slots)):
                 self.complete(transfer.number, said=False)
-        want = self.model.content_of(request.tokens)
+        key = namespace_key(request.namespace)
+        want = self.model.content_of(request.tokens, key)
         got = [self.controller.device_kv.get(s) for s in request.values]
         if got != want[: len(got)]:
             raise TierResidencyViolation(f"{request} reads KV {got[:6]} for its cached prefix, not its own {want[:6]}")
         self._insert(request)
         self._call("dec_lock_ref", request.handle)
-        self.model.lock(request.tokens[: len(request.values)], -1)
+        self.model.lock(request.tokens[: len(request.values)], -1, key)
 
     def _insert(self, request: Request) -> None:
         tokens, cached = request.tokens, len(request.values)
@@ -121,12 +173,15 @@ class TierWorld:
         if need > self.device.available() or need <= 0:
             return
         new = self.device.alloc(need)
-        content = self.model.content_of(tokens)
+        key = namespace_key(request.namespace)
+        content = self.model.content_of(tokens, key)
         for i, slot in enumerate(as_ints(new)):
             self.controller.device_kv[slot] = content[cached + i]
         values = np.concatenate([np.asarray(request.values, dtype=np.int64), new])
-        expected = self.model.on_insert(tokens, as_ints(values))
-        prefix_len = self._call("insert", list(tokens), values)
+        expected = self.model.on_insert(tokens, as_ints(values), key,
+                                        Use("insert", tokens, self._tenant(request.namespace), self.operations),
+                                        request.priority)
+        prefix_len = self._call("insert", list(tokens), values, namespace=request.namespace, priority=request.priority)
         if not isinstance(prefix_len, (int, np.integer)) or prefix_len < cached:
             raise ReturnValueViolation(f"insert returned {prefix_len!r}; {cached} tokens were cached and locked")
         self.model.check_prefix_len(tokens, int(prefix_len), expected)
@@ -156,7 +211,11 @@ class TierWorld:
         if said:
             self._say(f"w.evict({num_tokens})")
         before = len(self.device.freed_log)
-        freed = self._call("evict", num_tokens)
+        self.model.evicting = num_tokens  # its picks are judged for order (oracle 4t)
+        try:
+            freed = self._call("evict", num_tokens)
+        finally:
+            self.model.evicting = None
         if freed != len(self.device.freed_log) - before:
             raise ReturnValueViolation(f"evict({num_tokens}) returned {freed}, but freed "
                                        f"{len(self.device.freed_log) - before} device slots")
@@ -171,14 +230,13 @@ class TierWorld:
                                        f"{len(self.host.freed_log) - before} host slots")
         return int(freed)
 
-    def quarantine(self, tokens: Sequence[int]) -> None:
+    def quarantine(self, tokens: Sequence[int], namespace: Any = UNSAID) -> None:
         """A lookup, ``evict_prefix`` (no request running), then the never-saw check on both tiers."""
         tokens = tuple(int(t) for t in tokens)
-        self._say(f"w.quarantine({list(tokens)})")
-        before: TierMatch = self._call("match_prefix", list(tokens))  # what the operator sees first
-        self.model.check_match(tokens, as_ints(before.device_values), int(before.host_length))
-        doomed, ghosts = self.model.quarantine(tokens)
-        removed = self._call("evict_prefix", list(tokens))
+        self._say(f"w.quarantine({list(tokens)}{self._tenant(namespace)})")
+        self._match(tokens, namespace)  # what the operator sees first
+        doomed, ghosts = self.model.quarantine(tokens, namespace_key(namespace))
+        removed = self._call("evict_prefix", list(tokens), namespace=namespace)
         if removed > len(doomed) * self.page_size and ghosts:
             raise FailedBackupViolation(f"evict_prefix({shown(tokens)}) removed {removed} tokens, {len(doomed) * self.page_size} "
                                         f"were cached: it still held {ghosts[0]}, which left the device when its backup "
@@ -186,8 +244,7 @@ class TierWorld:
         if removed != len(doomed) * self.page_size:
             raise ReturnValueViolation(f"evict_prefix({shown(tokens)}) returned {removed}, but {len(doomed) * self.page_size} "
                                        "cached tokens were below the cut")
-        match = self._call("match_prefix", list(tokens))
-        self.model.check_match(tokens, as_ints(match.device_values), int(match.host_length))
+        self._match(tokens, namespace)
 
     def check(self) -> None:
         """Conservation on each tier, and the sizes (between operations)."""
