@@ -7,6 +7,7 @@ The installed plugin does neither in other projects (``radixcheck.profiles``).
 
 from __future__ import annotations
 
+import hashlib
 import importlib
 import importlib.abc
 import importlib.machinery
@@ -48,6 +49,52 @@ for _name, _settings in profiles.SETTINGS.items():
 def pytest_configure(config: pytest.Config) -> None:
     if not config.getoption("hypothesis_profile", None):  # else Hypothesis's plugin has loaded the one asked for
         settings.load_profile(profiles.default_profile())
+
+
+# ---- Test tiers (README "Test tiers") ------------------------------------------------------------------------------
+# The README's `pytest -n auto` runs the fast tier: every test not marked `deep` (pyproject's addopts). `.ci/run` then
+# runs `pytest -n auto -m deep`, so the two together run every test once. Families that grow with each contract (a
+# catalogue's mutants, its correct variants) are marked `sampled`: the fast tier runs FAST_SAMPLE of their members in
+# all, one family after another in turn, and the deep tier the rest. A contract that adds mutants, or a whole new
+# catalogue, therefore adds nothing to the fast tier's sampled share; which members are sampled is fixed by a hash of
+# their ids, so every run of one checkout runs the same tests.
+FAST_SAMPLE = 12
+
+# Shipped conformance tests that are deep in radixcheck's own run. Their modules are the user's conformance suite and
+# are shipped unmarked (a `deep` mark would be an unknown marker in the user's project).
+DEEP_CONFORMANCE = {"test_cache_at_production_scale"}  # a production-scale world per target and page size
+
+
+def _stable_rank(name: str) -> str:
+    return hashlib.blake2b(name.encode(), digest_size=8).hexdigest()
+
+
+def fast_sample(families: dict[str, list[pytest.Item]], budget: int) -> set[str]:
+    """The node ids of the sampled members the fast tier runs: ``budget`` in all, the families taking turns (each
+    family's members and the families themselves in hash order), so each family has a member before any has two."""
+    queues = [sorted(families[name], key=lambda m: _stable_rank(m.nodeid)) for name in sorted(families, key=_stable_rank)]
+    chosen: list[str] = []
+    while len(chosen) < budget and any(queues):
+        for queue in queues:
+            if queue and len(chosen) < budget:
+                chosen.append(queue.pop(0).nodeid)
+    return set(chosen)
+
+
+@pytest.hookimpl(tryfirst=True)  # before pytest's own -m deselection reads the marks
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    deep = pytest.mark.deep
+    families: dict[str, list[pytest.Item]] = {}
+    for item in items:
+        if isinstance(item, pytest.Function) and item.originalname in DEEP_CONFORMANCE:
+            item.add_marker(deep)
+        if item.get_closest_marker("sampled") and not item.get_closest_marker("deep"):
+            families.setdefault(item.nodeid.split("[")[0], []).append(item)
+    chosen = fast_sample(families, FAST_SAMPLE)
+    for members in families.values():
+        for item in members:
+            if item.nodeid not in chosen:
+                item.add_marker(deep)
 
 
 # The SIMD level the kernels use, named by the best compiled path the CPU's flags allow.

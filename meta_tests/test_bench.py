@@ -109,6 +109,7 @@ def measured():
     return {r.spec: r for r in results}
 
 
+@pytest.mark.deep  # a benchmark of four targets
 @pytest.mark.xdist_group("bench")  # with every test of the `measured` fixture: one worker measures once
 @pytest.mark.parametrize("spec", [REFERENCE, *CORRECT])
 def test_reference_and_correct_variants_are_never_flagged_on_match_insert_or_evict(measured, spec) -> None:
@@ -117,6 +118,7 @@ def test_reference_and_correct_variants_are_never_flagged_on_match_insert_or_evi
         assert ops[name].points and not ops[name].flagged, (name, ops[name].exponent, ops[name].medians())
 
 
+@pytest.mark.deep  # shares the benchmark of four targets
 @pytest.mark.xdist_group("bench")
 def test_eviction_that_rescans_per_leaf_is_flagged_on_evict(measured) -> None:
     ops = measured[RESCANS].ops
@@ -124,6 +126,7 @@ def test_eviction_that_rescans_per_leaf_is_flagged_on_evict(measured) -> None:
     assert not ops["match_prefix"].flagged and not ops["insert"].flagged
 
 
+@pytest.mark.deep  # shares the benchmark of four targets
 @pytest.mark.xdist_group("bench")
 def test_scanning_child_lookup_is_flagged_on_match_and_insert(measured) -> None:
     ops = measured[SCANS].ops
@@ -167,6 +170,7 @@ class Hangs:
 Hangs.capabilities = load_target(REFERENCE).capabilities  # type: ignore[attr-defined]
 
 
+@pytest.mark.deep  # waits out an operation limit
 def test_a_hanging_operation_gets_a_verdict_within_the_op_limit(monkeypatch) -> None:
     monkeypatch.setenv("RADIXCHECK_OP_TIMEOUT", "0.5")
     target = load_target("meta_tests.test_bench:Hangs")
@@ -205,11 +209,13 @@ def _bench_the_leak():  # noqa: ANN202 - a TargetCost
     return result
 
 
+@pytest.mark.deep  # a benchmark run to its memory verdict
 def test_memory_without_bound_gets_a_verdict_not_a_dead_process() -> None:
     result = _bench_the_leak()
     assert result.ops["match_prefix"].points and not result.ops["match_prefix"].flagged
 
 
+@pytest.mark.deep  # a benchmark run to its memory verdict
 def test_a_leak_gets_its_verdict_even_when_the_watchdog_never_runs(monkeypatch) -> None:
     # Under load the polling thread may not be scheduled before a short run ends (seen: a gate run
     # under load 2 judged the leak "not judged: 2 size(s)"); the bench checks between calls too.

@@ -79,6 +79,7 @@ def test_the_report_card_names_the_oracle_the_program_and_what_was_skipped() -> 
         assert phrase in card
 
 
+@pytest.mark.deep  # an audit in a subprocess
 def test_a_reader_that_leaves_early_does_not_change_the_verdict() -> None:
     # `radixcheck audit ... | head -1`: the exit code is still the verdict's, with no traceback.
     cmd = [sys.executable, "-m", "radixcheck", "audit", "radixcheck.properties.cache.mutants:EvictsLockedLeaf",

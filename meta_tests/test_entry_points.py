@@ -117,7 +117,8 @@ def _committed_files() -> dict[str, str]:
     return {str(p.relative_to(ROOT)): hashlib.sha256(p.read_bytes()).hexdigest() for p in paths if "__pycache__" not in p.parts}
 
 
-pytestmark = pytest.mark.xdist_group("entry_points")  # one worker runs the commands once (the module fixture), not each worker
+pytestmark = [pytest.mark.xdist_group("entry_points"),  # one worker runs the commands once (the module fixture), not each worker
+              pytest.mark.deep]  # the deep tier (README "Test tiers"): every command runs in a subprocess
 
 
 @pytest.fixture(scope="module")

@@ -46,6 +46,7 @@ def _machine_verdict(cache: type[RadixCache], test: str, page_size: int) -> Verd
     return _verdict(f"{test}[page_size={page_size}]", lambda: run_machine(machine, profiles.SETTINGS["mutation"]))
 
 
+@pytest.mark.deep  # an audit in a subprocess
 def test_one_root_cause_in_several_tests_and_page_sizes_is_one_finding() -> None:
     """EvictsLockedLeaf fails both machines at two page sizes, with four different messages:
     one finding naming the four tests; a second root cause (MostRecentFirst's LRU order) stays
@@ -89,6 +90,7 @@ def _echoing_run() -> list[Verdict]:
     return [crash, cause]
 
 
+@pytest.mark.deep  # an audit in a subprocess
 def test_a_crash_of_the_targets_own_check_is_listed_after_the_oracle_finding_as_its_possible_echo(capsys) -> None:  # noqa: ANN001
     crash, cause = _echoing_run()
     assert crash.oracle == "crash (ValueError raised during a legal call)" and "stale handle" in crash.reason
@@ -107,6 +109,7 @@ def test_a_crash_of_the_targets_own_check_is_listed_after_the_oracle_finding_as_
     assert "(2 refcount safety, crash (ValueError raised during a legal call))" in out.splitlines()[-1]
 
 
+@pytest.mark.deep  # an audit in a subprocess
 def test_a_crash_after_an_oracle_fail_line_says_it_may_be_its_echo(capsys) -> None:  # noqa: ANN001
     """Live, the audit cannot know what comes later; but a crash after an oracle's FAIL line says so."""
     crash, cause = _echoing_run()
@@ -118,6 +121,7 @@ def test_a_crash_after_an_oracle_fail_line_says_it_may_be_its_echo(capsys) -> No
     assert second.endswith("(possibly an echo of 2 refcount safety, FAIL above)")
 
 
+@pytest.mark.deep  # an audit in a subprocess
 def test_a_crash_waits_for_the_small_machines_verdict_and_then_says_it_may_be_its_echo(capsys, monkeypatch) -> None:  # noqa: ANN001
     """A new user's first FAIL line was the crash: the DFS test's unshrunk crash landed while the
     state machine was still shrinking its cause. The crash's line waits for the small machines of
@@ -265,6 +269,7 @@ def audit_construction(project: Path, *args: str) -> subprocess.CompletedProcess
                           cwd=project, capture_output=True, text=True, timeout=120)
 
 
+@pytest.mark.deep  # an audit in a subprocess
 def test_the_audit_prints_one_finding_for_five_failing_tests(tmp_path: Path) -> None:
     (tmp_path / "lenient.py").write_text(textwrap.dedent(ACCEPTS_BAD_PAGE_SIZES))
     run = audit_construction(tmp_path, "--json", "audit.json", "--report", "audit.md")

@@ -137,6 +137,7 @@ class WindowEvictionStopsShort(WindowRadixCache):
         return super().evict_window(min(1, as_count(num_tokens, "num_tokens", minimum=0)))
 
 
+@pytest.mark.sampled  # a catalogue that grows with each contract (conftest.FAST_SAMPLE)
 @pytest.mark.parametrize(("broken", "violation"), [(IgnoresWindow, WindowMatchViolation),
                                                    (WindowEvictionStopsShort, EvictionAmountViolation)],
                          ids=lambda x: getattr(x, "__name__", ""))
@@ -176,6 +177,7 @@ def test_a_cache_that_ignores_its_states_fails_the_match_rule() -> None:
         run_machine(machine_for(IgnoresStates, StateRadixCache.capabilities, 1, "meta_IgnoresStates"), SEARCH)
 
 
+@pytest.mark.deep  # a production-scale world
 def test_the_window_reference_passes_the_production_world() -> None:
     """The production-scale test gives a second-pool target the hybrid world (a crowd of 1,025+
     locks under window and memory pressure, 11,000+ requests with slid windows and served turns,

@@ -69,6 +69,7 @@ def test_the_declarations_are_validated() -> None:
         StatePool(stateless_inserts=None)
 
 
+@pytest.mark.deep  # two hybrid machines run to a verdict
 def test_whole_node_pins_pass_declared_and_fail_the_amount_undeclared() -> None:
     run_machine(machine_for(WholeNodePins, _declaring(WholeNodePins, pins_whole_nodes=True), 1, "meta_whole_nodes_declared"),
                 PASSING)
@@ -76,6 +77,7 @@ def test_whole_node_pins_pass_declared_and_fail_the_amount_undeclared() -> None:
         run_machine(machine_for(WholeNodePins, _declaring(WholeNodePins), 1, "meta_whole_nodes"), SEARCH)
 
 
+@pytest.mark.deep  # two hybrid machines run to a verdict
 def test_a_cache_that_needs_its_state_passes_declared_and_is_sent_none_undeclared() -> None:
     run_machine(machine_for(StateRequired, _declaring(StateRequired, stateless_inserts=False), 1, "meta_state_required_declared"),
                 PASSING)

@@ -40,6 +40,7 @@ def test_the_reference_index_passes(churn: bool) -> None:
     run_machine(index_machine_for(KvIndex, KvIndex.capabilities, "meta_reference_index", churn=churn), search)
 
 
+@pytest.mark.sampled  # a catalogue that grows with each contract (conftest.FAST_SAMPLE)
 @pytest.mark.parametrize("variant", CORRECT_INDEX_VARIANTS, ids=lambda v: v.__name__)
 def test_correct_index_variant_passes(variant) -> None:
     """Each asserts what its capabilities leave to its callers (no malformed event, no dp rank but
@@ -47,6 +48,7 @@ def test_correct_index_variant_passes(variant) -> None:
     run_machine(machine_for_index_mutant(variant, f"variant_{variant.__name__}"), settings(find_only(), max_examples=VARIANT_EXAMPLES))
 
 
+@pytest.mark.sampled  # a catalogue that grows with each contract (conftest.FAST_SAMPLE)
 @pytest.mark.parametrize("mutant", INDEX_MUTANTS, ids=lambda m: m.bug_class)
 def test_index_mutant_is_caught(mutant) -> None:
     """Caught, for the right reason; and its standalone repro file (plain calls, then the check)
@@ -67,6 +69,7 @@ def test_index_mutant_is_caught(mutant) -> None:
     assert code == 0 and "no bug" in printed, printed[-2000:]
 
 
+@pytest.mark.deep  # two index machines to a verdict
 def test_a_pruned_suffix_is_caught_only_where_removal_order_is_free() -> None:
     """Declared leaves first, the engines never remove a parent before its children, so the pruning
     index is right there (the capability is what the finding depends on)."""
@@ -143,6 +146,7 @@ def _index_without_sizes() -> object:
 _index_without_sizes.capabilities = IndexCapabilities()  # type: ignore[attr-defined]
 
 
+@pytest.mark.deep  # an index machine shrunk to its failure
 def test_an_index_failure_names_the_events(monkeypatch) -> None:
     """The program shows each event sent above its step, blocks by their chains."""
     monkeypatch.setenv("RADIXCHECK_SHRINK_SECONDS", "1")

@@ -47,6 +47,7 @@ def test_reuse_property_rejects_the_float_blas_model() -> None:
         _reuse_property(FLOAT)()
 
 
+@pytest.mark.deep  # a serving state machine over the exact model to a verdict
 def test_reuse_property_accepts_the_exact_model() -> None:
     _reuse_property(EXACT)()
 
@@ -175,6 +176,7 @@ print(json.dumps({"kernel": kernel, "status": str(q8kernel.status("portable")), 
 """
 
 
+@pytest.mark.deep  # compiles a mutated kernel in a subprocess
 def test_a_compiled_path_that_gives_other_bits_fails_its_self_test_and_is_not_used(tmp_path) -> None:
     """The kernel self-test can fail: the portable path built from C whose product rounds one bit
     differently (a real build, in a fresh cache) fails against the NumPy path, is reported, and the

@@ -44,6 +44,7 @@ POLICY_EXAMPLES = 4  # the reference under each named policy: a glance in the ga
 # ~30 s of CPU on a loaded Zen 5); the evidence is the false-alarm table, 50 streams per policy and machine
 
 
+@pytest.mark.sampled  # a catalogue that grows with each contract (conftest.FAST_SAMPLE)
 @pytest.mark.parametrize("variant", POLICY_VARIANTS, ids=lambda v: v.__name__)
 def test_policy_variant_passes(variant) -> None:
     """The reference evicting by each named policy passes its own order oracle (no false alarm)."""
@@ -51,6 +52,7 @@ def test_policy_variant_passes(variant) -> None:
     run_machine(machine_for(variant, variant.capabilities, variant.page_size_for_test, f"variant_{variant.__name__}"), search)
 
 
+@pytest.mark.sampled  # a catalogue that grows with each contract (conftest.FAST_SAMPLE)
 @pytest.mark.parametrize("variant", [v for v in CORRECT_VARIANTS if v not in POLICY_VARIANTS], ids=lambda v: v.__name__)
 def test_correct_variant_passes(variant) -> None:
     """A cache that trusts its callers, or has no reset, is right: the suite must not fail it.
@@ -66,6 +68,7 @@ REPRO_REPLAYS = 8  # the gate's reduction budget per mutant, in replays (not sec
 PASTEABLE_LINES, PASTEABLE_BYTES = 120, 16 * 1024  # a scale finding's file, pasted into an upstream issue
 
 
+@pytest.mark.sampled  # a catalogue that grows with each contract (conftest.FAST_SAMPLE)
 @pytest.mark.parametrize("mutant", MUTANTS, ids=lambda m: m.bug_class)
 def test_mutant_is_caught(mutant) -> None:
     """Caught, for the right reason; and its standalone repro file (issue 20 item 1) exits 1 on the

@@ -13,6 +13,8 @@ from pathlib import Path
 
 import pytest
 
+pytestmark = pytest.mark.deep  # the deep tier (README "Test tiers"): runs pytest in subprocesses, as a user's project would
+
 CONFTEST = """
 from datetime import timedelta
 from hypothesis import settings

@@ -202,6 +202,7 @@ make.capabilities = Capabilities(page_sizes=(1,))
 '''
 
 
+@pytest.mark.deep  # pytest in a subprocess, then the repro files
 def test_the_plugin_writes_a_file_per_finding_that_runs_from_the_project(tmp_path: Path) -> None:
     """A user's project: the conformance tests with --radix-repro write the file; run from the
     project as ``python repros/<file>``, it exits 1; with the bug fixed in their module, 0."""
@@ -220,6 +221,7 @@ def test_the_plugin_writes_a_file_per_finding_that_runs_from_the_project(tmp_pat
     assert fixed.returncode == 0 and "no bug" in fixed.stdout, fixed.stdout + fixed.stderr
 
 
+@pytest.mark.deep  # pytest in a subprocess
 def test_the_plugin_refuses_a_repro_directory_it_cannot_write_before_any_test(tmp_path: Path) -> None:
     (tmp_path / "afile").write_text("")
     run = subprocess.run([sys.executable, "-m", "pytest", "--pyargs", "radixcheck.properties.conformance.test_construction",

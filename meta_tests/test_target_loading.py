@@ -52,6 +52,7 @@ def test_the_header_names_the_target() -> None:
     assert "capabilities" in header and "time limit" in header
 
 
+@pytest.mark.deep  # pytest in a subprocess
 def test_a_typo_in_the_target_stops_the_run() -> None:
     cmd = [sys.executable, "-m", "pytest", "--collect-only", "-n", "0", "--radix-target", "radixcheck.reference:RadixCach",
            "properties/conformance/test_construction.py"]
@@ -65,6 +66,7 @@ def _pytest(*args: str) -> subprocess.CompletedProcess:
     return subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=120)
 
 
+@pytest.mark.deep  # pytest in a subprocess
 def test_several_targets_run_as_one_matrix() -> None:
     """Repeated --radix-target: every test is parametrized by target x page size (what xdist
     distributes); a target that cannot be loaded fails its own items with the reason, not the run."""
@@ -90,6 +92,7 @@ def test_a_repeated_target_name_is_a_usage_error() -> None:
         named_specs(Config())
 
 
+@pytest.mark.deep  # pytest in a subprocess
 def test_a_forced_seed_still_fails_a_broken_cache(tmp_path: Path) -> None:
     """--hypothesis-seed turns off Hypothesis's example database, which the bounded shrink
     replays from: the first failure must still be the verdict (it once came out as 'skipped')."""

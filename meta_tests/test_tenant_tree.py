@@ -30,12 +30,14 @@ def find_only() -> settings:
     return profiles.SETTINGS["mutation"]
 
 
+@pytest.mark.sampled  # a catalogue that grows with each contract (conftest.FAST_SAMPLE)
 @pytest.mark.parametrize("variant", CORRECT_TENANT_TREE_VARIANTS, ids=lambda v: v.__name__)
 def test_correct_tenant_tree_variant_passes(variant) -> None:
     search = settings(find_only(), max_examples=VARIANT_EXAMPLES)
     run_machine(machine_for_tenant_tree_mutant(variant, f"variant_{variant.__name__}"), search)
 
 
+@pytest.mark.sampled  # a catalogue that grows with each contract (conftest.FAST_SAMPLE)
 @pytest.mark.parametrize("mutant", TENANT_TREE_MUTANTS, ids=lambda m: m.bug_class)
 def test_tenant_tree_mutant_is_caught(mutant) -> None:
     with pytest.raises(Exception) as caught:
@@ -115,6 +117,7 @@ def test_the_reference_passes_at_the_gate_budget() -> None:
     run_machine(machine_for_tenant_tree_mutant(TenantTree, "meta_reference_tenant_tree"), search)
 
 
+@pytest.mark.sampled  # a catalogue that grows with each contract (conftest.FAST_SAMPLE)
 @pytest.mark.parametrize("mutant", THREAD_MUTANTS, ids=lambda m: m.bug_class)
 def test_a_race_is_caught_by_the_threaded_stress_and_only_there(mutant) -> None:
     """The machine (one thread) passes it; the stress test's rounds catch it, by an oracle (the

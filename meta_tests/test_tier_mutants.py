@@ -25,6 +25,7 @@ def _first_failure(mutant: type) -> BaseException | None:
     return None
 
 
+@pytest.mark.sampled  # a catalogue that grows with each contract (conftest.FAST_SAMPLE)
 @pytest.mark.parametrize("mutant", TIER_MUTANTS, ids=lambda m: m.__name__)
 def test_tier_mutant_is_caught_by_its_oracle(mutant: type) -> None:
     failure = _first_failure(mutant)
@@ -103,6 +104,7 @@ def test_the_correct_cache_passes_the_same_stories() -> None:
     assert world.cache.device_size() == 0 and np.array_equal(world.cache.match_prefix([1]).device_values, [])
 
 
+@pytest.mark.deep  # runs a repro file
 def test_repro_file_replays_the_shrunk_interleaving_and_exits_1(monkeypatch) -> None:
     monkeypatch.setenv(SHRINK_ENV, "3")
     mutant = NestedHostEvictionFreesLoading

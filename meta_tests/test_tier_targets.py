@@ -67,6 +67,7 @@ def test_a_target_without_quarantine_is_never_sent_evict_prefix(monkeypatch) -> 
     tier_conformance(target, 1, None)
 
 
+@pytest.mark.deep  # an audit in a subprocess, then its repro file
 def test_the_audit_fails_a_tier_mutant_with_a_repro_that_exits_1(tmp_path: Path) -> None:
     cmd = [sys.executable, "-m", "radixcheck", "audit", MUTANT, "--page-sizes", "1", "-n", "0", "--repro", str(tmp_path)]
     result = subprocess.run(cmd, cwd=tmp_path, capture_output=True, text=True, timeout=300)
@@ -106,6 +107,7 @@ def _leaf_first(write_back_order: str) -> type:
     return LeafFirst
 
 
+@pytest.mark.deep  # two tier machines run to a verdict
 def test_a_leaf_first_write_back_passes_when_declared_and_fails_the_chain_when_not(monkeypatch) -> None:
     from radixcheck.oracles.violations import BackupChainViolation
     from radixcheck.properties.findings.verdict import run_machine
@@ -129,6 +131,7 @@ def test_a_backup_given_up_with_host_room_left_is_refused() -> None:
         world.controller.refused(world.model.pages_of([1, 2])[0].device)
 
 
+@pytest.mark.deep  # a production-scale world
 def test_the_production_scale_tier_world_passes_the_reference_and_catches_a_partial_persist() -> None:
     from radixcheck.oracles.violations import PersistViolation
     from radixcheck.reports import tier_scale

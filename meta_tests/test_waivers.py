@@ -120,6 +120,7 @@ def _pytest_construction(project: Path, *args: str) -> subprocess.CompletedProce
                           cwd=project, capture_output=True, text=True, timeout=120)
 
 
+@pytest.mark.deep  # pytest in a subprocess
 def test_the_plugin_refuses_a_bad_waiver_file_before_any_test(tmp_path: Path) -> None:
     """The plugin reads the file with the audit's reader (every kind of bad line is tested above, in
     the audit): one bad line is enough to show it stops the run before any test."""
@@ -132,6 +133,7 @@ def test_the_plugin_refuses_a_bad_waiver_file_before_any_test(tmp_path: Path) ->
     assert not re.search(r"passed|failed|xfailed", run.stdout)  # nothing ran
 
 
+@pytest.mark.deep  # pytest in a subprocess
 def test_a_waiver_that_matched_nothing_is_a_warning_in_the_summary(tmp_path: Path) -> None:
     """Line 2 waives the construction tests' finding, line 3 names a test that passes: only line 3
     is warned about, when the waivers match in pytest-xdist's workers (the harder case: in one
@@ -151,6 +153,7 @@ def _log(text: str) -> WaiverLog:
     return WaiverLog.for_test(parse_waivers(text), ("x:y",), "test_cache_state_machine[page_size=1]")
 
 
+@pytest.mark.deep  # a machine run past a waived finding
 def test_the_machine_looks_past_a_waived_finding() -> None:
     """MostRecentFirst fails the LRU-order oracle; waived, its whole search passes, and the log
     has the finding, with the rule that met it and its waiver."""
@@ -170,6 +173,7 @@ class FixedPoolMostRecentFirst(MostRecentFirst):
     capabilities = Capabilities(max_cached_pages=12)
 
 
+@pytest.mark.deep  # a machine run past a waived finding
 def test_a_waived_finding_in_the_eviction_that_makes_room_leaks_no_caller_slot() -> None:
     """A caller makes room before it allocates its request's slots (as a scheduler evicts, then
     allocates): a waived finding in that eviction ends the step before any slot is the caller's,
@@ -229,6 +233,7 @@ def test_a_waiver_that_does_not_apply_changes_nothing() -> None:
         run_machine(machine_for_mutant(MostRecentFirst), FEW, waived=log or None)
 
 
+@pytest.mark.deep  # an audit to its verdict
 def test_an_audit_with_only_waived_findings_conforms(tmp_path: Path) -> None:
     """The construction tests fail five times for one bug; waived, the audit exits 0 and says so in
     the terminal, the report card and the JSON."""
@@ -247,6 +252,7 @@ def test_an_audit_with_only_waived_findings_conforms(tmp_path: Path) -> None:
     assert "conforms, with 1 waived finding(s)" in card and "## Waived findings" in card
 
 
+@pytest.mark.deep  # an audit to its verdict
 def test_the_audit_warns_of_a_waiver_that_matched_nothing(tmp_path: Path) -> None:
     """In the audit's stderr, report card and JSON; the waiver that matched is not named there."""
     (tmp_path / "lenient.py").write_text(textwrap.dedent(ACCEPTS_BAD_PAGE_SIZES))
@@ -261,6 +267,7 @@ def test_the_audit_warns_of_a_waiver_that_matched_nothing(tmp_path: Path) -> Non
     assert f"**Warning:** {warning}" in card and "known.txt:1 matched" not in card
 
 
+@pytest.mark.deep  # an audit of two targets
 def test_in_a_several_target_run_a_waiver_names_targets_by_name(tmp_path: Path) -> None:
     """The matrix's form: targets named ``name=spec``; a waiver for one name leaves the others alone."""
     (tmp_path / "lenient.py").write_text(textwrap.dedent(ACCEPTS_BAD_PAGE_SIZES))

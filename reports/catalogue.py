@@ -244,7 +244,8 @@ def _times(killed: list[float], rows: int) -> str:
     if not killed:
         return "time to kill not kept"
     timed = f" ({len(killed)} of {rows} timed)" if len(killed) < rows else ""
-    return f"median time to kill {statistics.median(killed):.2f} s, max {max(killed):.2f} s{timed}"
+    p90 = statistics.quantiles(killed, n=10, method="inclusive")[-1] if len(killed) > 1 else killed[0]
+    return f"median time to kill {statistics.median(killed):.2f} s, 90th percentile {p90:.2f} s, max {max(killed):.2f} s{timed}"
 
 
 def render(rows: list[dict[str, Any]], variants: list[dict[str, Any]] | None = None) -> str:

@@ -84,6 +84,7 @@ def _fractions(scale: int, seed: int = 0) -> list[tuple[str, Fraction, Fraction,
     return out
 
 
+@pytest.mark.deep  # builds the ledger at two scales
 def test_hit_rates_are_invariant_under_scale() -> None:
     assert _fractions(2) == _fractions(1)
 

@@ -266,6 +266,7 @@ def test_c_rope_and_rotated_kv_equal_the_numpy_ones() -> None:
             c.rope(x, pos + base.config.max_seq_len)
 
 
+@pytest.mark.deep  # every kernel path over whole layers
 @settings(deadline=None, max_examples=15)
 @given(
     tokens=st.lists(st.integers(0, 383), min_size=2, max_size=90),

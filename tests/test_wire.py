@@ -69,11 +69,13 @@ def served():
     factory.close()
 
 
+@pytest.mark.deep  # a server process through a whole state machine
 def test_reference_over_the_wire_passes_the_state_machine(served) -> None:
     search = settings(profiles.SETTINGS["mutation"], max_examples=8)
     run_machine(machine_for(served, served.capabilities, 4, "wire_reference"), search)
 
 
+@pytest.mark.sampled  # a catalogue that grows with each contract (conftest.FAST_SAMPLE)
 @pytest.mark.parametrize("mutant", [MostRecentFirst, UnmatchedUnlockAccepted], ids=lambda m: m.bug_class)
 def test_mutant_over_the_wire_fails_for_its_own_reason(mutant) -> None:
     factory = wire_factory([*reference_command(), "--cache", f"radixcheck.properties.cache.mutants:{mutant.__name__}"])
@@ -112,6 +114,7 @@ def test_a_server_that_dies_is_named_with_its_stderr() -> None:
         cache.evict(1)
 
 
+@pytest.mark.deep  # waits out an operation limit
 def test_a_hanging_server_is_a_timeout_and_is_killed(monkeypatch) -> None:
     monkeypatch.setenv(TIMEOUT_ENV, "0.3")
     factory = faulty("hang")

@@ -36,9 +36,10 @@ import unittest
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from hypothesis import Phase, settings, stateful
+from hypothesis import Phase, given, settings, stateful
 from hypothesis.database import ExampleDatabase, MultiplexedDatabase
 from hypothesis.stateful import RuleBasedStateMachine, multiple, run_state_machine_as_test
+from hypothesis.strategies import SearchStrategy
 
 from radixcheck.profiles import current
 from radixcheck.properties.target import BudgetSpent, alarm_handler, caused_by_hang, forget_hangs, time_budget
@@ -152,6 +153,52 @@ def _run_machine(machine: type[RuleBasedStateMachine], search: settings) -> None
         raise shrunk from None
     first.add_note("radixcheck: the shrunk program did not fail again (a flaky target?); this is the first failure")
     machine.failing = first_machine
+    raise first
+
+
+def run_property(test: Callable[..., None], search: settings | None = None, **strategies: SearchStrategy) -> None:
+    """Run ``test`` as a Hypothesis property over ``strategies`` (keyword arguments), with the verdict of
+    :func:`run_machine`: find without shrinking, shrink for at most ``RADIXCHECK_SHRINK_SECONDS``, replay the smallest
+    failure. For property tests that call the target (the DFS serving runs), whose shrinking Hypothesis would
+    otherwise let run for minutes on a broken cache. ``test`` must be a fresh function per call (a closure): Hypothesis
+    keys saved examples by the function, so each phase must see the same one."""
+    search = search or current()
+    forget_hangs()
+
+    def run(phase: settings) -> None:
+        settings(phase)(given(**strategies)(test))()
+
+    if Phase.shrink not in search.phases:
+        run(search)
+        return
+    examples = _Examples()
+    find = settings(search, database=examples, report_multiple_bugs=False,
+                    phases=[p for p in search.phases if p not in (Phase.shrink, Phase.explain)])
+    with alarm_handler():
+        try:
+            run(find)
+            return
+        except Exception as exc:  # noqa: BLE001 - any failure is the verdict; what follows only shrinks it
+            first = exc
+        if caused_by_hang(first) or shrink_seconds() <= 0:
+            first.add_note("radixcheck: not shrunk (a hang, or a shrink budget of 0 s)")
+            raise first
+        examples.demote_failures()
+        started = time.monotonic()
+        try:
+            with time_budget(shrink_seconds()):
+                run(settings(find, phases=[Phase.reuse, Phase.shrink]))
+        except (BudgetSpent, Exception):  # noqa: BLE001 - the smallest failure is replayed below, cleanly
+            pass
+        spent = time.monotonic() - started
+        try:
+            run(settings(find, phases=[Phase.reuse]))
+        except unittest.SkipTest:  # a forced seed (--hypothesis-seed) keeps no examples
+            raise first from None
+        except Exception as shrunk:  # noqa: BLE001
+            shrunk.add_note(f"radixcheck: shrunk for {spent:.1f} s (budget {shrink_seconds():g} s, {SHRINK_ENV})")
+            raise shrunk from None
+    first.add_note("radixcheck: the shrunk program did not fail again (a flaky target?); this is the first failure")
     raise first
 
 
