@@ -281,9 +281,8 @@ def encode_namespace(value: Any) -> Any:
         return {"list": [encode_namespace(v) for v in value]}
     if isinstance(value, dict):
         return {"dict": [[encode_namespace(k), encode_namespace(v)] for k, v in value.items()]}
-    if isinstance(value, (bool, float)):
-        return canonical_namespace(value)
-    return _jsonable(value)
+    value = _jsonable(value)  # a NumPy scalar as its Python value
+    return canonical_namespace(value) if isinstance(value, (bool, float)) else value
 
 
 class WireHandle:
