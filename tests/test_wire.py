@@ -146,7 +146,7 @@ def test_a_namespace_travels_in_one_form_per_value() -> None:
     from radixcheck.properties.cache.machine import UNSAID
     from radixcheck.properties.cache.tenants import confusable_pairs
 
-    @settings(database=None, max_examples=100, deadline=None)
+    @settings(database=None, max_examples=60, deadline=None)
     @given(confusable_pairs(()))
     def one_form(pair) -> None:  # noqa: ANN001
         a, b = (None if n is UNSAID else n for n in pair)
