@@ -45,6 +45,11 @@ from radixcheck import profiles  # noqa: E402 - after the finder, which must see
 for _name, _settings in profiles.SETTINGS.items():
     settings.register_profile(_name, _settings)
 
+# The docs' and README's examples (tests/doc_examples.py); pyproject's testpaths name docs/ and README.md.
+from tests.doc_examples import DOCS, keep_pages_whole  # noqa: E402
+
+pytest_collect_file = DOCS.pytest()
+
 
 def pytest_configure(config: pytest.Config) -> None:
     if not config.getoption("hypothesis_profile", None):  # else Hypothesis's plugin has loaded the one asked for
@@ -81,8 +86,9 @@ def fast_sample(families: dict[str, list[pytest.Item]], budget: int) -> set[str]
     return set(chosen)
 
 
-@pytest.hookimpl(tryfirst=True)  # before pytest's own -m deselection reads the marks
+@pytest.hookimpl(tryfirst=True)  # before pytest's own -m deselection (and pytest-xdist's groups) read the marks
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    keep_pages_whole(items)  # one docs page's examples on one worker, in order
     deep = pytest.mark.deep
     families: dict[str, list[pytest.Item]] = {}
     for item in items:
@@ -122,3 +128,4 @@ def pytest_report_header(config: pytest.Config) -> str:
     else:
         kernel = f"{want} ({q8kernel.ENV})" if want in q8kernel.CHOICES else want
     return f"CPU: {kernel_build.cpu_name()}, {platform.machine()}, SIMD: {_SIMD[runs[0]]}; Q8_0 kernel path: {kernel}"
+

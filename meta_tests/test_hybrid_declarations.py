@@ -85,3 +85,13 @@ def test_a_cache_that_needs_its_state_passes_declared_and_is_sent_none_undeclare
         run_machine(machine_for(StateRequired, _declaring(StateRequired), 1, "meta_state_required"), SEARCH)
 
 
+
+
+@pytest.mark.parametrize("second_pool", [SlidingWindow(4), StatePool()], ids=["window", "state"])
+def test_the_card_does_not_list_second_pool_repro_files_as_not_exercised(second_pool) -> None:
+    """Every second-pool finding gets a standalone repro file (findings/second_pool_repro.py): the report card's
+    'not exercised' list must not say otherwise."""
+    from radixcheck.properties.cache.contract import Capabilities
+
+    gaps = Capabilities(second_pool=second_pool).not_exercised()
+    assert not [gap for gap in gaps if "repro" in gap], gaps

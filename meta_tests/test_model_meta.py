@@ -194,3 +194,51 @@ def test_a_compiled_path_that_gives_other_bits_fails_its_self_test_and_is_not_us
         assert out["kernel"] == "numpy"
         assert out["status"].startswith("portable: failed (self-test against the NumPy path: Q8_0 product"), out["status"]
         assert [w.split(" (self-test")[0] for w in out["warnings"]] == ["no usable compiled Q8_0 kernel (portable: failed"]
+
+
+_LANES_MUTANT = r"""
+import json, sys
+from radixcheck.model import kernel_build, q8kernel
+src = dict(kernel_build.sources())
+old, new = sys.argv[1], sys.argv[2]
+assert src["q8_matmul.c"].count(old) == 1, old
+src["q8_matmul.c"] = src["q8_matmul.c"].replace(old, new)
+kernel_build.sources = lambda: src
+print(json.dumps({"status": str(q8kernel.status("avx2"))}))
+"""
+
+# the AVX2 lanes form, broken two ways: every activation block after the first starts one tile late
+# (only a product of more than one block shows it), and each block's first pair of columns is lost
+_LANES_MUTANTS = {
+    "a tile skipped after each activation block": ("tb < tiles; tb += block)", "tb < tiles; tb += block + 1)"),
+    "a block's first pair dropped": ("s[j][h] = k ? madd_add(", "s[j][h] = k > 1 ? madd_add("),
+}
+
+
+@pytest.mark.deep
+@pytest.mark.parametrize("mutant", sorted(_LANES_MUTANTS))
+def test_the_avx2_lanes_form_broken_fails_its_self_test(tmp_path, mutant: str) -> None:
+    """The AVX2 path's lanes form (activation rows in the lanes, tiles in blocks) built from broken C,
+    in a fresh cache, fails its self-test against the NumPy path on the product; the unbroken C,
+    built the same way, passes (the control). Needs a host that runs AVX2 (the bits of a path, not
+    which path a CPU gets: that is simulated in tests/test_model_kernel_selection.py)."""
+    import json
+    import os
+    import subprocess
+    import sys
+
+    from radixcheck.model import kernel_build
+
+    missing = kernel_build.missing_flags(kernel_build.BY_NAME["avx2"])
+    if missing:
+        pytest.skip(f"this CPU lacks {' '.join(missing)}")
+    env = {**os.environ, "RADIXCHECK_CACHE": str(tmp_path)}
+    old, new = _LANES_MUTANTS[mutant]
+    for args, control in (((old, old), True), ((old, new), False)):
+        res = subprocess.run([sys.executable, "-c", _LANES_MUTANT, *args], env=env, capture_output=True, text=True, timeout=300)
+        assert res.returncode == 0, res.stderr
+        status = json.loads(res.stdout.strip().splitlines()[-1])["status"]
+        if control:
+            assert status.startswith("avx2: passed"), status
+        else:
+            assert status.startswith("avx2: failed (self-test against the NumPy path: Q8_0 product"), status

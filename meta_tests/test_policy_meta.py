@@ -132,6 +132,7 @@ def test_a_name_is_not_exercised_and_says_so() -> None:
         Policy(key="hits")
 
 
+@pytest.mark.deep  # its repro file is run as a user runs it: a fresh interpreter
 def test_a_users_lfu_with_recency_cache_unbumped_on_reinsert_fails_with_a_repro() -> None:
     """The new user's cache: the right one passes; the one whose counter an insert does not bump
     fails by the eviction-order oracle, and its repro file exits 1 on it and 0 on the right one."""

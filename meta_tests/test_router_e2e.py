@@ -83,6 +83,7 @@ def test_the_dedup_filter_passes_a_remove_with_the_last_copy() -> None:
 ignores_removes_pair = router_pair(index=IgnoresRemoves)
 
 
+@pytest.mark.deep  # its repro file is run as a user runs it: a fresh interpreter
 def test_an_end_to_end_finding_has_a_repro_file_that_shows_the_finding(monkeypatch) -> None:
     """No plain-call writer for this machine: the file is radixcheck's test as it is, run on the
     target as the audit loads it (it once failed with a NameError, and that exit 1 counted). Its

@@ -75,7 +75,7 @@ def test_the_audit_fails_a_tier_mutant_with_a_repro_that_exits_1(tmp_path: Path)
     assert "19 write-through persists" in result.stdout and "write policy write_through" in result.stdout
     (repro,) = tmp_path.glob("repro-*.py")
     text = repro.read_text()
-    assert "TierWorld(factory, page_size=1, write_policy='write_through')" in text and "import hypothesis" not in text
+    assert "TierWorld(make, page_size=1, write_policy='write_through')" in text and "import hypothesis" not in text
     ran = subprocess.run([sys.executable, str(repro)], cwd=tmp_path, capture_output=True, text=True, timeout=120)
     assert ran.returncode == 1 and "BUG (radixcheck oracle 19 write-through persists)" in ran.stdout, ran.stdout + ran.stderr
 

@@ -4,12 +4,15 @@ only findings are waived conforms (exit 0)."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import re
+import shutil
 import subprocess
 import sys
 import textwrap
 from pathlib import Path
+from typing import Any
 
 import pytest
 from hypothesis import settings
@@ -19,15 +22,17 @@ from hypothesis.stateful import Bundle, RuleBasedStateMachine, invariant, rule
 from radixcheck import profiles
 from radixcheck.cli import main
 from radixcheck.oracles import violations
-from radixcheck.oracles.violations import LRUOrderViolation, RefcountViolation, SlotViolation
+from radixcheck.oracles.policy import Choice, LeafStats
+from radixcheck.oracles.violations import EvictionOrderViolation, LRUOrderViolation, RefcountViolation, SlotViolation
 from radixcheck.properties.cache.contract import Capabilities
 from radixcheck.properties.cache.machine import machine_for
-from radixcheck.properties.cache.mutants import MostRecentFirst, machine_for_mutant
+from radixcheck.properties.cache.mutants import LfuReference, MostRecentFirst, SplitRefreshesSuffix, machine_for_mutant
 from radixcheck.properties.findings.failures import oracle_of
 from radixcheck.properties.findings.names import oracle_names
 from radixcheck.properties.findings.verdict import run_machine
 from radixcheck.properties.findings.waivers import WaiverError, WaiverLog, parse_waivers, read_waivers
 
+from . import user_lfu_recency
 from .test_findings import ACCEPTS_BAD_PAGE_SIZES, audit_construction
 
 FEW = settings(profiles.SETTINGS["mutation"], max_examples=25)  # a waived run must search to the end: keep it short
@@ -51,6 +56,10 @@ def test_the_file_format() -> None:
     assert lru.waives(LRUOrderViolation("x")) and not lru.waives(RefcountViolation("x"))
     assert waivers[1].applies_to(("x:y",), "test_no_order_beats_dfs[page_size=1]")  # the name without parameters
     assert waivers[1].waives(RuntimeError("boom")) and not waivers[1].waives(KeyError("boom"))
+    [as_lru] = parse_waivers("* test_cache_state_machine 4 eviction order as lru  # evicts as LRU (upstream #3)")
+    assert (as_lru.finding, as_lru.follows, as_lru.reason) == ("4 eviction order", "lru", "evicts as LRU (upstream #3)")
+    assert str(as_lru) == "*  test_cache_state_machine  4 eviction order as lru  # evicts as LRU (upstream #3)"
+    assert not as_lru.waives(EvictionOrderViolation("x"))  # an order finding with no choice on it: not this bug
     by_base_class = parse_waivers("* * ContractViolation  # every oracle")[0]
     assert by_base_class.waives(LRUOrderViolation("x")) and not by_base_class.waives(RuntimeError("x"))
 
@@ -65,6 +74,10 @@ def test_the_file_format() -> None:
     ("* test_cache_state_machin 4 LRU order  # reason", "test glob .*did you mean 'test_cache_state_machine'\\?"),
     ("* test_* mycache.StaleHandle  # reason", "by its class name alone \\('StaleHandle'\\)"),
     ("* * slot conservation  # reason", "unknown oracle .*did you mean '3 slot conservation'"),
+    ("* * 4 eviction order as  # reason", "'as' needs a policy name \\(lru, lfu, "),
+    ("* * 4 eviction order as lfru  # reason", "unknown policy 'lfru' after 'as' \\(did you mean 'lru'\\?\\)"),
+    ("* * 4 LRU order as lfu  # reason", "'as lfu' .* applies to '4 eviction order' alone, not '4 LRU order'"),
+    ("* * RuntimeError as lru  # reason", "'as lru' .* applies to '4 eviction order' alone, not 'RuntimeError'"),
 ])
 def test_a_malformed_line_names_the_file_and_line(text: str, phrase: str) -> None:
     with pytest.raises(WaiverError, match=phrase) as refused:
@@ -99,7 +112,8 @@ def test_the_shipped_waiver_files_load() -> None:
 
 
 BAD_LINES = {"no reason": "* * 4 LRU order", "no test column": "radixcheck.reference:RadixCache  4 eviction amount  # reason",
-             "misspelled oracle": "* * 4 evicton amount  # reason", "unknown test": "* test_lru_order 4 LRU order  # reason"}
+             "misspelled oracle": "* * 4 evicton amount  # reason", "unknown test": "* test_lru_order 4 LRU order  # reason",
+             "unknown policy": "* * 4 eviction order as lfru  # reason"}
 
 
 @pytest.mark.parametrize("content", [None, *BAD_LINES.values()], ids=["missing", *BAD_LINES])
@@ -328,3 +342,167 @@ def test_a_waived_finding_that_ends_the_production_world_says_what_it_left_out()
     assert found["cut_short"].startswith("the production world stopped here; not built: a history "), found
     assert "requests on" in found["cut_short"] and "memory pressure" in found["cut_short"]
     assert cut_short(found).endswith("the verdict does not cover it") and cut_short({"oracle": "x"}) == ""
+
+
+# ---- a waived choice oracle leaves no echo (issue 40 item 6) -----------------------------------------------
+
+ORDER_WAIVED = "* * 4 eviction order  # the counter is not bumped on re-insert (known)"
+
+
+def _lfu_machine(factory: Any, page_size: int = 1, **changes: Any) -> type:
+    capabilities = dataclasses.replace(factory.capabilities, **changes)
+    return machine_for(factory, capabilities, page_size, f"meta_lfu_{factory.__name__}_{sorted(changes)}")
+
+
+def test_a_waived_order_finding_leaves_the_model_in_step_with_the_cache() -> None:
+    """An LFU whose counter is not bumped on re-insert evicts another leaf than its policy says.
+    Waived, the model adopts the cache's victims (it applies the whole eviction before the order
+    finding is raised), so the search goes on to its end with no echo: before, the model kept the
+    leaves the cache had evicted, and the next size check failed ("total_size() is 2, but 3
+    tokens are cached")."""
+    log = _log(ORDER_WAIVED)
+    run_machine(_lfu_machine(user_lfu_recency.make_unbumped), settings(FEW, max_examples=6), waived=log)  # 0.2 s CPU: fast tier
+    [found] = log.findings()
+    assert found["oracle"] == "4 eviction order" and found["times_met"] >= 1
+
+
+class UnbumpedKeepsEvictedLeaves(user_lfu_recency.UnbumpedOnReinsert):
+    """The LFU bug above, and a real one behind it: ``evict`` frees a leaf's slots but leaves the
+    node in the tree (its slots can be handed out again while the cache still serves them)."""
+
+    def _unlink(self, node: Any) -> None:
+        pass
+
+
+def _keeps_evicted_leaves(allocator: Any, page_size: int) -> UnbumpedKeepsEvictedLeaves:
+    return UnbumpedKeepsEvictedLeaves(allocator, page_size)
+
+
+_keeps_evicted_leaves.capabilities = user_lfu_recency.make_unbumped.capabilities
+
+
+@pytest.mark.deep
+def test_a_real_bug_behind_a_waived_order_finding_is_still_caught() -> None:
+    """Adopting the cache's victims does not hide a bug in how they were evicted: a node kept in
+    the tree after its slots were freed is caught by a prefix-set or size oracle, not waived."""
+    log = _log(ORDER_WAIVED)
+    with pytest.raises((RefcountViolation, SlotViolation, violations.PrefixSetViolation)):
+        run_machine(_lfu_machine(_keeps_evicted_leaves), FEW, waived=log)
+
+
+@pytest.mark.deep
+@pytest.mark.parametrize("checks_locks", [True, False], ids=["checks locks", "trusts its callers"])
+def test_a_correct_lfu_passes_with_the_order_waiver_unmet(checks_locks: bool) -> None:
+    log = _log(ORDER_WAIVED)
+    run_machine(_lfu_machine(user_lfu_recency.make, checks_locks=checks_locks), FEW, waived=log)
+    assert log.findings() == []
+
+
+@pytest.mark.deep
+def test_the_lfu_audit_with_its_order_finding_waived_conforms(tmp_path: Path) -> None:
+    """The issue's case, end to end: exit 0, "conforms, with 1 waived finding(s)" (it exited 1 on a
+    "2 refcount safety" echo, in the state machine and at production scale)."""
+    shutil.copy(Path(user_lfu_recency.__file__), tmp_path / "user_lfu.py")
+    (tmp_path / "known.txt").write_text(ORDER_WAIVED + "\n")
+    run = subprocess.run([sys.executable, "-m", "radixcheck", "audit", "user_lfu:make_unbumped", "--waive", "known.txt",
+                          "-n", "0", "--json", "audit.json"], cwd=tmp_path, capture_output=True, text=True, timeout=600)
+    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-2000:]
+    assert "user_lfu:make_unbumped conforms, with 1 waived finding(s)" in run.stdout
+    saved = json.loads((tmp_path / "audit.json").read_text())
+    assert saved["conforms"] and not saved["findings"] and [w["oracle"] for w in saved["waived"]] == ["4 eviction order"]
+
+
+# ---- a waiver names one known order bug by the order the cache follows (issue 40 item 6) -------------------------
+
+
+class LfuCountsNoHit(LfuReference):
+    """The known bug: an LFU cache that never counts a hit, so it evicts as LRU (TokenSpeed's #3)."""
+
+    def _hit(self, node: Any, by: str) -> None:
+        pass
+
+
+class LfuCountsNoHitAndRefreshesSuffix(LfuCountsNoHit, SplitRefreshesSuffix):
+    """The known bug, and a new one in the same cache: a split stamps the unmatched suffix as used
+    (SGLang's #3), so even as LRU it evicts the wrong leaf."""
+
+
+AS_LRU = "* * 4 eviction order as lru  # counts no hit: evicts as LRU (known)"
+
+
+def _policy_run(cache: type, waiver: str, examples: int = 25) -> WaiverLog:
+    log = _log(waiver)
+    run_machine(machine_for(cache, cache.capabilities, 1, f"meta_as_{cache.__name__}"), settings(FEW, max_examples=examples),
+                waived=log)
+    return log
+
+
+def test_a_choice_is_made_by_a_key_when_nothing_left_is_colder() -> None:
+    def stats(last_use: int, hits: int) -> LeafStats:
+        return LeafStats(last_use=last_use, created=0, hits=hits, priority=0, depth=1, start=0, history=1)
+
+    by_recency, by_hits = (lambda s: s.last_use), (lambda s: (s.hits, s.last_use))
+    choice = Choice(freed=(stats(1, 5),), left=(stats(2, 1), stats(3, 1)))  # the oldest went, though hit the most
+    assert choice.made_by(by_recency) and not choice.made_by(by_hits)
+    assert Choice(freed=(stats(2, 1),), left=(stats(2, 1),)).made_by(by_recency)  # a tie may go either way
+    assert Choice(freed=(), left=(stats(1, 1),)).made_by(by_hits) and Choice(freed=(stats(1, 1),), left=()).made_by(by_hits)
+
+
+def test_a_waiver_as_a_policy_still_catches_a_second_order_bug() -> None:
+    """The cache's known bug (it evicts as LRU) is waived by its signature; its second order bug
+    is not explained by LRU, and is caught, with the choice that gives it away."""
+    with pytest.raises(EvictionOrderViolation) as caught:
+        _policy_run(LfuCountsNoHitAndRefreshesSuffix, AS_LRU, examples=10)
+    assert not caught.value.choice.made_by(lambda s: s.last_use)
+
+
+@pytest.mark.deep
+def test_a_waiver_as_a_policy_waives_every_instance_of_the_known_bug() -> None:
+    """The known bug alone: every one of its order findings is the choice LRU makes, so the run
+    conforms; and a correct LFU meets the waiver nowhere."""
+    [found] = _policy_run(LfuCountsNoHit, AS_LRU).findings()
+    assert found["oracle"] == "4 eviction order" and found["times_met"] > 10
+    assert _policy_run(LfuReference, AS_LRU).findings() == []
+
+
+@pytest.mark.deep
+def test_without_a_signature_the_waiver_hides_the_second_bug() -> None:
+    """What the signature is for: the oracle waived whole, the same two-bug cache passes."""
+    [found] = _policy_run(LfuCountsNoHitAndRefreshesSuffix, "* * 4 eviction order  # every order finding").findings()
+    assert found["times_met"] > 10
+
+
+# ---- one finding per root cause: an order oracle's failures are one finding (issue 40 item 5) --------------------
+
+
+def test_an_order_oracles_failures_are_one_finding_whatever_their_shape() -> None:
+    """The messages of SlruThresholdOffByOne's audit (page sizes 2 and 4, production scale): three
+    shapes, one bug; it was three findings (and an LFU counter's four). Other oracles still
+    group by shape, and an order finding stays apart from an amount finding."""
+    from radixcheck.audit import Verdict, findings_of
+
+    messages = [
+        ("test_cache_state_machine[page_size=2]", "evict(2) evicted leaf [0, 0] (last used by call 11: match_prefix([0, 0, 0, 0]), "
+         "cached by call 4: insert([0, 0, 0, 0]), 2 hit(s), node at tokens 0-2 of a branch that reached 4, key (1, 7)) while leaf "
+         "[1, 1, 1, 1] (last used by call 12: match_prefix([1, 1, 1, 1]), cached by call 5: insert([1, 1, 1, 1]), 1 hit(s), key "
+         "(0, 8)) survived: under slru(threshold=2) it goes first"),
+        ("test_cache_state_machine[page_size=4]", "evict(4) evicted leaf [0, 0, 0, 0, 0, 0, 0, 0] (last used by call 6: insert([0, 0, "
+         "0, 0, 0, 0, 0, 0]), cached by call 4: insert([0, 0, 0, 0, 0, 0, 0, 0]), 2 hit(s), key (1, 3)) while leaf [1, 1, 1, 1, 1, "
+         "1, 1, 1] (last used by call 7: match_prefix([1, 1, 1, 1, 1, 1, 1, 1]), cached by call 5: insert([1, 1, 1, 1, 1, 1, 1, "
+         "1]), 1 hit(s), key (0, 4)) survived: under slru(threshold=2) it goes first"),
+        ("test_cache_at_production_scale[page_size=2]", "evict(9001) evicted out of slru(threshold=2) order: leaf [96741, 31573, "
+         "… 132755, 151660] (42 tokens) (last used by call 4134: insert([96741, … 112674] (50 tokens)), cached by call 4133: "
+         "insert([96741, … 151660] (42 tokens)), 2 hit(s), node at tokens 36-42 of a branch that reached 50, key (1, 2060)) went "
+         "before leaf [130280, … 51659] (30 tokens) (last used by call 4135: insert([130280, … 51659] (30 tokens)), cached by call "
+         "4135: insert([130280, … 51659] (30 tokens)), 1 hit(s), node at tokens 18-30 of a branch that reached 30, key (0, 2061))"),
+    ]
+    order = [Verdict(test, "failed", 1.0, "4 eviction order", message, program=f"state.{i}()")
+             for i, (test, message) in enumerate(messages)]
+    amount = [Verdict("test_cache_state_machine[page_size=8]", "failed", 1.0, "4 eviction amount",
+                      "evict(0) freed 8 tokens; it must free nothing"),
+              Verdict("test_cache_state_machine[page_size=16]", "failed", 1.0, "4 eviction amount",
+                      "evict(16) freed only 0 tokens but left unlocked leaf [1]")]
+    found = findings_of(order + amount)
+    assert [(f.oracle, len(f.tests)) for f in found] == [("4 eviction order", 3), ("4 eviction amount", 1), ("4 eviction amount", 1)]
+    [order_finding] = [f for f in found if f.oracle == "4 eviction order"]
+    assert order_finding.program == "state.0()" and order_finding.reason == messages[0][1]  # the shortest program's

@@ -10,8 +10,10 @@ What it compares, with ``np.array_equal`` (so NaN-free outputs; a difference of 
 * the Q8_0 product (``ExactOps.linear``, float64 and float32 outputs) for 1 to 37 activation rows —
   every tile shape of every form: the AVX-512 path's 16- and 8-row tiles, whole and partial, in
   its byte and its widening forms (the latter on a matrix without integer multipliers too), the
-  AVX2 form's 4-row and 1-row tiles, weight chunks cut short, a weight-row range as a thread takes
-  it (starting inside a group of 8) — on random blocks (block scales spread over 12 binary
+  AVX2 path's lanes form (16- and 8-row tiles, groups of 6 weight rows; 8 rows or more) and its
+  4-row and 1-row tiles (fewer), weight chunks cut short, a weight-row range as a thread takes it
+  (starting inside a group of 8), a 150-row product (the lanes form's activation tiles in three
+  blocks) — on random blocks (block scales spread over 12 binary
   orders), on blocks whose scales are 2**18 apart (``integerise`` lowers the activation bits; the
   byte form steps aside) and at the extremes: every weight -128 or 127 and every activation the
   largest integer the quantiser produces (2**15 - 1 in magnitude), the largest block sums;
@@ -87,7 +89,12 @@ def _products(lib: ctypes.CDLL, rng: np.random.Generator) -> str | None:
         q8kernel.matmul(lib, xi, w, sx, got, 10, 40)  # a thread's row range (not a multiple of 8: the byte form's groups)
         if failure := _first_difference(f"Q8_0 product over rows 10:40, integer multipliers {w.mult_groups is not None}", got, want):
             return failure
-    return None
+    # a long product: the AVX2 lanes form takes its 16-row tiles in blocks of ~192 KB of activations
+    # (4 tiles at 1536 columns), so 150 rows are three blocks, the last ending in an 8-row tile
+    long_w = integerise(Q8Matrix(rng.integers(-128, 128, size=(13, 1536), dtype=np.int8),
+                                 (rng.uniform(0.5, 1.0, (13, 48)) * 2.0**-7).astype(np.float16)))
+    x = rng.standard_normal((150, 1536))
+    return _first_difference("Q8_0 product, 150 rows x 1536 columns", c.linear(x, long_w), ref.linear(x, long_w))
 
 
 def _quantisation(lib: ctypes.CDLL, rng: np.random.Generator) -> str | None:

@@ -48,17 +48,28 @@ def check_insert_isolated(model: PrefixSetModel, namespace: Hashable, tokens: Se
                           inserted_by: InsertedBy) -> None:
     """An insert under ``namespace`` said ``prefix_len`` tokens were cached, where the namespace had
     ``own``: if another namespace has that much of ``tokens`` cached, the cache found it there (and
-    keeps that namespace's KV for these tokens)."""
+    keeps that namespace's KV for these tokens).
+
+    An insert returns a length, not slots, so which namespace the cache looked in is known only up
+    to the length: a namespace whose cached prefix of ``tokens`` is exactly ``prefix_len`` long
+    explains it (one with more cached would have given more), and every one that does is named,
+    the latest insert first ("found [0] cached under namespace (None, 'X') by call 2, or under
+    namespace None by call 1"). If none is exact (a cache that pools several namespaces' pages),
+    every namespace with at least that much cached is named."""
     if prefix_len <= own:
         return
-    for other in list(model.roots):
-        if other != namespace:
-            path = model.longest_cached(tokens, other)
-            if len(path) * model.page_size >= prefix_len:
-                raise TenantIsolationViolation(
-                    f"insert({shown(tokens)}, namespace={namespace!r}) returned prefix_len {prefix_len}, but the namespace "
-                    f"had {own} cached: it found {_leak(path[-1], inserted_by)}",
-                    Check("result == expected", "result", {"expected": own}))
+    aligned = len(tokens) // model.page_size * model.page_size
+    found = [path for path in (model.longest_cached(tokens, other) for other in list(model.roots) if other != namespace)
+             if len(path) * model.page_size >= prefix_len]
+    exact = [path for path in found if min(len(path) * model.page_size, aligned) == prefix_len]
+    leaked = sorted(exact or found, key=lambda path: -path[-1].born)  # the latest insert first
+    if leaked:
+        said = _leak(leaked[0][-1], inserted_by) + "".join(
+            f", or under namespace {path[-1].namespace!r} by {inserted_by(path[-1].born)}" for path in leaked[1:])
+        raise TenantIsolationViolation(
+            f"insert({shown(tokens)}, namespace={namespace!r}) returned prefix_len {prefix_len}, but the namespace "
+            f"had {own} cached: it found {said}",
+            Check("result == expected", "result", {"expected": own}))
 
 
 def check_quarantine_isolated(freed_owners: Iterable[Entry | None], namespace: Hashable, tokens: Sequence[int],

@@ -46,6 +46,24 @@ class LeafStats:
     not shrink when the tail is evicted."""
 
 
+@dataclass(frozen=True)
+class Choice:
+    """What one ``free()`` call of an eviction chose, as the model saw it at that moment: the
+    statistics of the leaves it freed, and of the unlocked leaves it left. Kept on an order
+    finding (``EvictionOrderViolation.choice``), so that a known deviation can be named by the
+    order the cache does follow (a waiver's ``as <policy>``)."""
+
+    freed: tuple[LeafStats, ...]
+    left: tuple[LeafStats, ...]
+
+    def made_by(self, key: Callable[[LeafStats], Any]) -> bool:
+        """Whether a cache evicting by ``key`` could have made this choice: no leaf it left has a
+        key smaller than the largest of those it freed (keys that tie may go in any order)."""
+        if not self.freed or not self.left:
+            return True
+        return not min(map(key, self.left)) < max(map(key, self.freed))
+
+
 def check_order(victims: list[Any], colder: Any | None, colder_freed_later: bool, num_tokens: int,
                 key: Callable[[Any], Any], describe: Callable[[Any], str], policy: str) -> None:
     """``victims``: the leaves one ``free()`` call of ``evict(num_tokens)`` freed; ``colder``: the

@@ -150,18 +150,31 @@ def load_target(spec: str, index: bool = False) -> Target:
         factory = getattr(factory, part)
     if not callable(factory):
         raise TargetError(f"target {spec!r}: {attr!r} is not callable")
-    tier = getattr(factory, "tier_capabilities", None)
-    if tier is not None and not hasattr(factory, "capabilities"):
+    declared = _declared(spec, factory, "capabilities")
+    tier = _declared(spec, factory, "tier_capabilities")
+    if tier is not None and tier is not _ABSENT and declared is _ABSENT:
         if not isinstance(tier, TierCapabilities):
             raise TargetError(f"target {spec!r}: 'tier_capabilities' must be a radixcheck TierCapabilities "
                               f"(radixcheck.properties.tiers.contract), got {tier!r}")
         return Target(spec.strip(), factory, tier)
-    caps = getattr(factory, "capabilities", DEFAULT_INDEX_CAPABILITIES if index else DEFAULT_CAPABILITIES)
+    caps = declared if declared is not _ABSENT else DEFAULT_INDEX_CAPABILITIES if index else DEFAULT_CAPABILITIES
     if not isinstance(caps, (Capabilities, IndexCapabilities, RouterCapabilities, TenantTreeCapabilities)):
         raise TargetError(f"target {spec!r}: 'capabilities' must be a radixcheck.Capabilities (a cache), "
                           f"radixcheck.IndexCapabilities (a KV-event index), a RouterCapabilities (a pair) or a "
                           f"radixcheck.TenantTreeCapabilities (a router's tenant prefix tree), got {caps!r}")
-    return Target(spec.strip(), factory, caps, capabilities_declared=hasattr(factory, "capabilities"))
+    return Target(spec.strip(), factory, caps, capabilities_declared=declared is not _ABSENT)
+
+
+_ABSENT = object()
+
+
+def _declared(spec: str, factory: Any, name: str) -> Any:
+    """``factory.<name>``, read once (``_ABSENT`` if it has none). Reading it may run code (a wire server's
+    capabilities start the server): what that raises makes the target unusable, said in one line."""
+    try:
+        return getattr(factory, name, _ABSENT)
+    except Exception as exc:  # noqa: BLE001 - whatever the attribute raises, the target is unusable
+        raise TargetError(f"target {spec!r}: reading its {name} failed: {type(exc).__name__}: {exc}") from None
 
 
 def declared_page_sizes(spec: str) -> tuple[int, ...] | None:
@@ -356,13 +369,26 @@ def time_budget(seconds: float):
         _deadline = previous
 
 
-_hung: dict[Any, str] = {}  # the code that hung (a cache class and method, or a function) -> how, in this test
+_hung: dict[Any, tuple[str, int | None]] = {}  # the code that hung (a cache class and method, or a function) -> how, and at which call
+_calls: dict[Any, int] = {}  # the calls of each code since the example began (new_example)
+_positions = False  # whether new_example() marked where the example began: a hang is then known by its position
 
 
 def forget_hangs() -> None:
     """A new test (or state-machine run) starts: a method that hung in an earlier one is called
     again (one slow call on a loaded machine must not fail every later test of the same class)."""
+    global _positions
     _hung.clear()
+    _calls.clear()
+    _positions = False
+
+
+def new_example() -> None:
+    """An example (one run of a state machine's program) begins: calls are counted from here, so a
+    replay of the program that hung stops at the very call that hung (:func:`guarded`)."""
+    global _positions
+    _calls.clear()
+    _positions = True
 
 
 def _code_of(fn: Callable[..., Any]) -> Any:
@@ -373,19 +399,27 @@ def _code_of(fn: Callable[..., Any]) -> Any:
 def guarded(what: str, fn: Callable[..., T], *args: Any, **keywords: Any) -> T:
     """Call ``fn(*args, **keywords)`` (the keyword: ``namespace=``) under the per-operation time limit (and the shrink budget, if any).
 
-    Once a method of a target has hung, later calls to it fail at once with the same error:
-    every replay of a hang would otherwise cost the whole limit, and the verdict would take
-    minutes. (Only that method: the replay must run as before up to the same call.)"""
+    Once a call of a target's method has hung, a replay of the same program (Hypothesis replays a
+    failing example once more to report it) fails at once at that same call, the n-th of that
+    method since the example began, with the same error: every replay of a hang would otherwise
+    cost the whole limit. The calls before it run as before (an earlier ``evict`` that returned is
+    not the one that hung). Outside a state machine (no :func:`new_example`), every later call of
+    the method fails at once."""
     if _deadline is not None and time.monotonic() > _deadline:
         raise BudgetSpent(what)
     owner = _code_of(fn)
+    _calls[owner] = at = _calls.get(owner, 0) + 1
     if owner in _hung:
-        raise OperationTimeout(f"{what} not called: it already hung ({_hung[owner]})")
+        how, where = _hung[owner]
+        if where is None:
+            raise OperationTimeout(f"{what} not called: it already hung ({how})")
+        if where == at:
+            raise OperationTimeout(how)  # the call that hung, replayed: not called again
     try:
         with _alarm(op_timeout(), what):
             return fn(*args, **keywords)
     except OperationTimeout as exc:
-        _hung.setdefault(owner, str(exc))
+        _hung.setdefault(owner, (str(exc), at if _positions else None))
         raise
 
 

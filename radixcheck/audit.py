@@ -14,7 +14,8 @@ what was not exercised and why, a verdict per property and page size, and the fi
 **One finding per root cause.** Failures are grouped by oracle and by the shape of the first
 differing call (the failure's message with its numbers and token lists left out: ``evict(2)
 returned 3 but freed 4 slots`` at page size 1 and ``evict(8) returned 12 but freed 16 slots`` at
-page size 4 are one finding). Each exception of an ``ExceptionGroup`` counts on its own. A finding
+page size 4 are one finding); the failures of an order oracle are one finding whatever their
+shape (:func:`~radixcheck.properties.findings.failures.signature_of`). Each exception of an ``ExceptionGroup`` counts on its own. A finding
 names every test (and page size) it failed, and shows the shortest program among them (the
 ordinary machine's before the production-scale one's, whose single step builds 10^4 nodes). Findings
 are listed most fundamental first (:data:`RANKS`): a test that could not run at all; slots and
@@ -48,8 +49,9 @@ import pytest
 from tabulate import tabulate
 
 from radixcheck.cache_dir import hypothesis_storage_in_cache
-from radixcheck.properties.findings.failures import shape_of
+from radixcheck.properties.findings.failures import signature_of
 from radixcheck.properties.findings.repro import file_name
+from radixcheck.properties.findings.standalone import NOT_OFFERED
 from radixcheck.properties.findings.verdict import shrink_seconds
 from radixcheck.properties.findings.waivers import read_waivers, unmatched, unmatched_warning
 from radixcheck.properties.target import Target, op_timeout
@@ -100,7 +102,9 @@ def _shrink_budget(result: AuditResult) -> str:
         return f"{shrink_seconds(KvIndexMachine):g} s"
     if result.capabilities.startswith("TenantTreeCapabilities"):
         return f"{shrink_seconds(TenantTreeMachine):g} s"
-    return f"{shrink_seconds(None):g} s, production-scale {shrink_seconds(ProductionScaleMachine):g} s"
+    world = shrink_seconds(ProductionScaleMachine)
+    return f"{shrink_seconds(None):g} s; a production-scale finding is " + (
+        "not shrunk (reduced instead)" if world <= 0 else f"shrunk for {world:g} s")
 
 
 def rank_of(oracle: str) -> int:
@@ -138,7 +142,7 @@ def findings_of(verdicts: list[Verdict]) -> list[Finding]:
         if v.outcome != "failed":
             continue
         for e in v.exceptions or [{"type": "", "message": v.reason, "oracle": v.oracle, "program": v.program}]:
-            groups.setdefault((e["oracle"], shape_of(e["message"])), []).append((v.test, e))
+            groups.setdefault((e["oracle"], signature_of(e["oracle"], e["message"])), []).append((v.test, e))
     found = []
     for (oracle, shape), members in groups.items():
         _, shortest = min(members, key=lambda m: (not m[1]["program"], "production_scale" in m[0],
@@ -175,7 +179,8 @@ def with_echoes_last(findings: list[Finding]) -> list[Finding]:
 
 def _repro_of(oracle: str, shape: str, verdicts: list[Verdict]) -> str:
     """The finding's repro file (the plugin wrote it under the finding's name), or why there is none."""
-    repros = [v.repro for v in verdicts if v.repro and v.repro.get("oracle") == oracle and shape_of(v.repro.get("message", "")) == shape]
+    repros = [v.repro for v in verdicts if v.repro and v.repro.get("oracle") == oracle
+              and signature_of(oracle, v.repro.get("message", "")) == shape]
     written = [r for r in repros if r.get("path")]
     if written:
         return written[0]["path"]
@@ -334,12 +339,12 @@ class _Collector:
             if verdict.test == test:
                 verdict.repro = repro
         path = repro.get("path")
+        if not path and str(repro.get("why_not", "")).startswith(NOT_OFFERED):  # written, run, and it did not show the finding
+            print(f"radixcheck: no repro file for {repro.get('oracle', 'a finding')} in {test}: {repro['why_not']}",
+                  file=sys.stderr, flush=True)
         if path and path not in self.repros_shown:
             self.repros_shown.add(path)
-            ran = repro.get("exit_code")
-            warning = ("" if ran is None else f"; WARNING: radixcheck ran it and it exited {ran}, not 1" if ran != 1
-                       else "" if repro.get("printed_finding", True) else "; WARNING: radixcheck ran it and it failed without the finding")
-            line = f"repro {path} ({repro.get('size', '')}{warning})"
+            line = f"repro {path} ({repro.get('size', '')})"
             if any(v.test == test for _, v in self.held):  # after its FAIL line, when that is released
                 self.held_repros.setdefault(test, []).append(line)
             else:

@@ -135,8 +135,18 @@ def main(argv: list[str] | None = None) -> int:
         sys.stdout = stdout
 
 
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    """The command line, parsed. ``radixcheck reports ARGS`` hands ARGS to ``python -m radixcheck.reports``
+    as they are (argparse's REMAINDER refuses a first argument that starts with ``-``, as in
+    ``radixcheck reports --out DIR``), and that command's own parser checks them."""
+    argv = sys.argv[1:] if argv is None else list(argv)
+    if argv[:1] == ["reports"]:
+        return argparse.Namespace(command="reports", args=argv[1:])
+    return _parser().parse_args(argv)
+
+
 def _run(argv: list[str] | None) -> int:
-    args = _parser().parse_args(argv)
+    args = parse_args(argv)
     if args.command == "audit":
         return _audit(args)
     if args.command == "bench":

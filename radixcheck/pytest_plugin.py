@@ -43,7 +43,7 @@ import pytest
 
 from radixcheck import profiles
 from radixcheck.argtypes import writable_dir_problem
-from radixcheck.properties.findings.failures import describe_failure
+from radixcheck.properties.findings.failures import describe_failure, explaining_the_cache
 from radixcheck.properties.findings.names import CONFORMANCE_PACKAGE, conformance_tests
 from radixcheck.properties.findings.waivers import Waiver, WaiverError, WaiverLog, read_waivers, unmatched, unmatched_warning
 from radixcheck.properties.target import (
@@ -492,7 +492,11 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
     pytest-xdist workers); with ``--radix-repro``, the repro file to the teardown's report (it
     takes a reduction, and the verdict must not wait for it). A failure that a waiver covers is reported as an expected failure
     (``xfailed``, like array-api-tests' xfails file), and the findings waived on the way as
-    ``radixcheck_waived``."""
+    ``radixcheck_waived``. Hypothesis's "Explanation" keeps only lines outside radixcheck's own
+    code (:func:`~radixcheck.properties.findings.failures.explaining_the_cache`), before pytest
+    shows the failure."""
+    if call.when == "call" and call.excinfo is not None and _is_conformance(item):
+        explaining_the_cache(call.excinfo.value)
     report = yield
     if report.when == "teardown" and FAILED in item.stash:  # the verdict went out with the call's report; now its repro
         report.user_properties.append(("radixcheck_repro", _repro_of(item, item.stash[FAILED], _waiver_log(item))))
@@ -556,9 +560,12 @@ class ReproFiles:
     def __init__(self, directory: Path) -> None:
         self.directory = directory
         self.written: dict[str, dict] = {}  # file name -> the repro written there, with its path and test
+        self.not_offered: list[str] = []  # files radixcheck ran that did not show their finding: why, per test
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         repro = dict(report.user_properties).get("radixcheck_repro")
+        if repro and not repro.get("text") and str(repro.get("why_not", "")).startswith("not offered"):
+            self.not_offered.append(f"{report.nodeid.rpartition('::')[2]} ({repro.get('oracle', '')}): {repro['why_not']}")
         if not repro or not repro.get("text"):
             return
         from radixcheck.properties.findings.repro import file_name
@@ -573,6 +580,8 @@ class ReproFiles:
     def pytest_terminal_summary(self, terminalreporter: Any) -> None:
         for repro in self.written.values():
             terminalreporter.write_line(f"radixcheck repro: {repro['path']} ({repro['oracle']}: {repro['message'][:100]})")
+        for line in self.not_offered:
+            terminalreporter.write_line(f"radixcheck repro: none for {line}", yellow=True)
 
 
 class WaiverUse:

@@ -680,6 +680,113 @@ def _source_lines(engine: Engine, rows: list[dict]) -> list[str]:
     return [*lines, ""]
 
 
+# Property families: the summary grid's columns, each a set of conformance tests (by name, parameters aside).
+FAMILIES: list[tuple[str, tuple[str, ...]]] = [
+    ("state machine", ("test_cache_state_machine",)),
+    ("production scale", ("test_cache_at_production_scale",)),
+    ("construction", ("test_bad_page_size_is_refused", "test_handle_from_another_cache_is_refused", "test_reset_empties_the_cache")),
+    ("scheduling (DFS)", ("test_dfs_order_meets_the_bound", "test_no_order_beats_dfs", "test_bound_holds_under_any_budget")),
+    ("host tier", ("test_tier_state_machine",)),
+    ("KV-event index", ("test_index_state_machine", "test_index_under_churn")),
+    ("router end to end", ("test_router_follows_engine",)),
+    ("tenant tree", ("test_tenant_tree_state_machine", "test_tenant_tree_under_threads")),
+]
+OTHER_FAMILY = "other"
+
+
+def family_of(test_id: str) -> str:
+    """The property family of a matrix column (``test_cache_state_machine[page_size=4]``: "state machine")."""
+    test = test_id.partition("[")[0]
+    return next((name for name, tests in FAMILIES if test in tests), OTHER_FAMILY)
+
+
+def _family_cell(outcomes: list[str]) -> str:
+    """A grid cell over some verdicts: the worst outcome first (FAIL, waived, pass, skip), with its share."""
+    if not outcomes:
+        return "—"
+    n = len(outcomes)
+    for outcome, word in (("failed", "**FAIL**"), ("waived", "waived")):
+        if outcome in outcomes:
+            return f"{word} {outcomes.count(outcome)}/{n}"
+    if "passed" in outcomes:
+        return "pass"
+    return "skip"
+
+
+def _anchor(key: str) -> str:
+    """An explicit anchor (the same on GitHub and in the docs site, whatever the heading's wording)."""
+    return f'<a id="{key}"></a>'
+
+
+def _groups(rows: list[dict], mutant_names: set[str]) -> list[tuple[str, str, str, list[dict]]]:
+    """(label, anchor, findings link, rows) of the summary grid: each kit split into its correct
+    implementations and its mutants (every one of which must fail), then each engine."""
+    out: list[tuple[str, str, str, list[dict]]] = []
+    for prefix, kit, anchor, catalogue in (("", "kit", "kit", "BUG_CATALOGUE.md"), ("index.", "index kit", INDEX_KIT, "INDEX_CATALOGUE.md"),
+                                           ("tenant_tree.", "tenant-tree kit", TENANT_TREE_KIT, "TENANT_TREE_CATALOGUE.md")):
+        mine = [r for r in rows if engine_of(r["name"]) is None and (r["name"].startswith(prefix) if prefix
+                                                                      else not r["name"].startswith(("index.", "tenant_tree.")))]
+        correct = [r for r in mine if r["name"] not in mutant_names]
+        mutants = [r for r in mine if r["name"] in mutant_names]
+        if correct:
+            out.append((f"{kit}: reference and correct variants ({len(correct)})", anchor, catalogue, correct))
+        if mutants:
+            out.append((f"{kit}: mutants ({len(mutants)}, each must FAIL)", anchor, catalogue, mutants))
+    for engine in ENGINES:
+        mine = [r for r in rows if engine_of(r["name"]) is engine]
+        if mine:
+            out.append((f"{engine.title.partition(':')[0]}: {engine.key} ({len(mine)})", engine.key, engine.findings_doc, mine))
+    return out
+
+
+def summary_grid(rows: list[dict], mutant_names: set[str]) -> list[str]:
+    """Engine (or kit) x property family: the worst verdict of each, with links to the details."""
+    families = [name for name, _ in FAMILIES if any(family_of(t) == name for r in rows for t in r["tests"])]
+    if any(family_of(t) == OTHER_FAMILY for r in rows for t in r["tests"]):
+        families.append(OTHER_FAMILY)
+    lines = ["| rows | " + " | ".join(families) + " | findings |", "|---|" + "---|" * (len(families) + 1)]
+    for label, anchor, findings, mine in _groups(rows, mutant_names):
+        cells = []
+        for family in families:
+            outcomes = [d["outcome"] for r in mine for t, d in r["tests"].items() if family_of(t) == family]
+            cells.append(_family_cell(outcomes))
+        not_run = sum(1 for r in mine if r.get("not_run"))
+        label += f", {not_run} not run" if not_run else ""
+        lines.append(f"| [{label}](#{anchor}) | " + " | ".join(cells) + f" | [{findings.rpartition('/')[2]}]({findings}) |")
+    return lines
+
+
+def implementation_grid(rows: list[dict]) -> list[str]:
+    """Every implementation x property family (the worst verdict in each)."""
+    families = [name for name, _ in FAMILIES if any(family_of(t) == name for r in rows for t in r["tests"])]
+    if any(family_of(t) == OTHER_FAMILY for r in rows for t in r["tests"]):
+        families.append(OTHER_FAMILY)
+    lines = ["| implementation | " + " | ".join(families) + " |", "|---|" + "---|" * len(families)]
+    for r in rows:
+        if r.get("not_run"):
+            lines.append(f"| `{r['name']}` | {r['not_run']} |" + " |" * max(len(families) - 1, 0))
+            continue
+        cells = [_family_cell([d["outcome"] for t, d in r["tests"].items() if family_of(t) == f]) for f in families]
+        lines.append(f"| `{r['name']}` | " + " | ".join(cells) + " |")
+    return lines
+
+
+def _provenance(meta: dict) -> str:
+    """Which radixcheck made the verdicts (each run's own line, when it recorded one) and which rendered them."""
+    runs = [meta, *meta.get("reruns", [])]
+    recorded = [r["generated_by"] for r in runs if "generated_by" in r]
+    unrecorded = len(runs) - len(recorded)
+    newest = f" The newest run: {recorded[-1].removeprefix('Generated by ')}" if recorded else ""
+    older = f" ({unrecorded} of them by an older radixcheck, which recorded no version)" if unrecorded else ""
+    return (f"Rendered by radixcheck {_rendered_by()} from `reports/artifacts/matrix.json` (`python -m "
+            f"radixcheck.reports.matrix --report-only`). Its verdicts come from {len(runs)} runs{older}, listed under "
+            f"[Runs](#runs).{newest}")
+
+
+def _rendered_by() -> str:
+    return generated_by().removeprefix("Generated by radixcheck ").rstrip(".")
+
+
 def render(rows: list[dict], meta: dict) -> str:
     kit = [r for r in rows if engine_of(r["name"]) is None and not r["name"].startswith(("index.", "tenant_tree."))]
     index_kit = [r for r in rows if engine_of(r["name"]) is None and r["name"].startswith("index.")]
@@ -690,6 +797,18 @@ def render(rows: list[dict], meta: dict) -> str:
     correct = [r for r in kit if r["name"] not in mutant_names]
     out = [
         "# Conformance matrix",
+        "",
+        _provenance(meta),
+        "",
+        "## At a glance",
+        "",
+        "Each cell is the worst verdict of that family over the rows' tests and page sizes, with its share "
+        "(`**FAIL** 3/12`: 3 of 12 verdicts failed); `skip` = declared not offered, never sent; `—` = no such test "
+        "for these rows. A mutant row must FAIL. The first column links to the details, the last to the findings.",
+        "",
+        *summary_grid(rows, mutant_names),
+        "",
+        "## How it was run",
         "",
         f"{meta.get('generated_by', 'Generated by an older radixcheck (no version recorded).')} "
         f"Command: `{meta['command']}`: **one pytest run** over {len(rows)} targets "
@@ -712,16 +831,11 @@ def render(rows: list[dict], meta: dict) -> str:
             continue
         out.append(f"| `{r['name']}` | {c['passed']} | {c['failed'] or ''} | {c['skipped'] or ''} | {c['waived'] or ''} | "
                    f"{r['seconds']} |")
-    for rerun in meta.get("reruns", []):
-        which = rerun.get("rows") or rerun["engines"]  # --target names rows; --only, groups
-        targets = f"{rerun['targets']} target{'s' if rerun['targets'] != 1 else ''}"
-        out += ["", f"Rows {'' if 'rows' in rerun else 'of '}{', '.join(f'`{k}`' for k in which)} re-run by `{rerun['command']}` "
-                    f"({targets}, {rerun['wall_seconds']:.0f} s wall, {rerun['machine']}); "
-                    "the other rows are from the run above." + (f" {rerun['generated_by']}" if "generated_by" in rerun else "")]
+    out += ["", "## By implementation and property family", "", *implementation_grid(rows)]
     if correct:
         every_mutant_fails = all(_counts(r)["failed"] for r in mutants)
         clean = ", ".join(f"`{r['name']}`" for r in correct if not _counts(r)["failed"]) or "none"
-        out += ["", "## The kit: reference, correct variants, mutants", "",
+        out += ["", _anchor("kit"), "", "## The kit: reference, correct variants, mutants", "",
                 f"Correct implementations passing everything they run: {clean}; "
                 f"every mutant fails at least one property: {'yes' if every_mutant_fails else '**NO**'} "
                 "(each mutant's shrunk program and kill rate over 200 streams: `BUG_CATALOGUE.md`).", ""]
@@ -731,7 +845,7 @@ def render(rows: list[dict], meta: dict) -> str:
     if index_kit:
         index_mutants = [r for r in index_kit if r["name"] in mutant_names]
         clean = ", ".join(f"`{r['name']}`" for r in index_kit if r not in index_mutants and not _counts(r)["failed"]) or "none"
-        out += ["", "## The index kit: reference index, correct variants, mutants", "",
+        out += ["", _anchor(INDEX_KIT), "", "## The index kit: reference index, correct variants, mutants", "",
                 f"Correct indexes passing everything they run: {clean}; every index mutant fails at least one property: "
                 f"{'yes' if all(_counts(r)['failed'] for r in index_mutants) else '**NO**'} (kill rates over 200 streams: "
                 "`INDEX_CATALOGUE.md`).", "",
@@ -739,7 +853,7 @@ def render(rows: list[dict], meta: dict) -> str:
     if tree_kit:
         tree_mutants = [r for r in tree_kit if r["name"] in mutant_names]
         clean = ", ".join(f"`{r['name']}`" for r in tree_kit if r not in tree_mutants and not _counts(r)["failed"]) or "none"
-        out += ["", "## The tenant-tree kit: reference tenant tree, correct variants, mutants", "",
+        out += ["", _anchor(TENANT_TREE_KIT), "", "## The tenant-tree kit: reference tenant tree, correct variants, mutants", "",
                 f"Correct tenant trees passing everything they run: {clean}; every tenant-tree mutant fails at least one property: "
                 f"{'yes' if all(_counts(r)['failed'] for r in tree_mutants) else '**NO**'} (kill rates over 200 streams: "
                 "`TENANT_TREE_CATALOGUE.md`).", "",
@@ -749,7 +863,8 @@ def render(rows: list[dict], meta: dict) -> str:
         if not mine:
             continue
         columns = sorted({t for r in mine for t in r["tests"]}, key=_column_order)
-        out += [f"## {engine.title}", "", f"Adapter: `{engine.module}`. Findings, each with a standalone repro and an "
+        out += [_anchor(engine.key), "", f"## {engine.title}", "",
+                f"Adapter: `{engine.module}`. Findings, each with a standalone repro and an "
                 f"upstream-ready report: [`{engine.findings_doc}`]({engine.findings_doc}). "
                 f"{meta.get('environment', {}).get(engine.key) or _env_line(engine)}", "",
                 *_source_lines(engine, mine),
@@ -761,6 +876,14 @@ def render(rows: list[dict], meta: dict) -> str:
         if failures:
             out += ["### Failures and waived findings, each linked to its finding", "", *failures]
     out += ["## Kit failures (mutants: every one expected)", "", *_failures(mutants, None)] if mutants else []
+    out += [_anchor("runs"), "", "## Runs", "", f"- The whole matrix: `{meta['command']}` ({meta['wall_seconds']:.0f} s wall, "
+            f"{meta['machine']}). {meta.get('generated_by', 'No version recorded.')}"]
+    for rerun in meta.get("reruns", []):
+        which = rerun.get("rows") or rerun["engines"]  # --target names rows; --only, groups
+        targets = f"{rerun['targets']} target{'s' if rerun['targets'] != 1 else ''}"
+        out += [f"- Rows {'' if 'rows' in rerun else 'of '}{', '.join(f'`{k}`' for k in which)} re-run by `{rerun['command']}` "
+                f"({targets}, {rerun['wall_seconds']:.0f} s wall, {rerun['machine']}). "
+                + rerun.get("generated_by", "No version recorded.")]
     return "\n".join(out) + "\n"
 
 

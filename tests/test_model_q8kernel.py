@@ -2,7 +2,7 @@
 
 Each compiled path usable on this machine (``model.q8kernel.available()``: AVX-512, AVX2,
 portable C) must agree with ``ExactOps("numpy")`` bit for bit on every product: any shape
-(activation rows 1..n, across the AVX-512 form's 16-row tiles and the AVX2 form's 4-row tiles),
+(activation rows 1..n, across the AVX-512 form's 16-row tiles and the AVX2 forms' 16-, 8-, 4- and 1-row tiles),
 extreme int8 values (-128 and 127), block scales spread over many binary orders (so ``integerise``
 lowers the activation precision), all-zero rows and blocks, and any number of threads. The whole
 model must give the same logits on every path. A path this CPU cannot run is reported as a
@@ -110,6 +110,19 @@ def test_both_forms_of_a_product_equal_float64_blas(n: int) -> None:
         for path in PATHS:
             what = f"{path}, {n} rows, weight sums {w.wsum is not None}, integer multipliers {w.mult_groups is not None}"
             assert_bit_identical(ExactOps(path).linear(x, w), want, what)
+
+
+@pytest.mark.parametrize("cols", [96, 1536])
+def test_a_long_product_equals_float64_blas(cols: int) -> None:
+    """The AVX2 path's lanes form takes its activation tiles in blocks (~192 KB: 4 tiles of 16 rows
+    at 1536 columns, 64 at 96): 150 rows are three blocks at 1536 columns (the last one a 16-row tile
+    and an 8-row one), one at 96; every path gives BLAS's bits on both."""
+    rng = np.random.default_rng(cols)
+    w = integerise(_matrix(rng, 29, cols // 32, 6, False))
+    x = rng.standard_normal((150, cols))
+    want = NUMPY.linear(x, w)
+    for path in PATHS:
+        assert_bit_identical(ExactOps(path).linear(x, w), want, f"{path}, 150 rows x {cols} columns")
 
 
 def test_mult_groups_lay_out_every_multiplier() -> None:

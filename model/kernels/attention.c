@@ -165,20 +165,47 @@ int64_t exact_attention(int64_t H, int64_t Hkv, int64_t D, const double *q, cons
     const double dscale = ldexp(1.0, (int)denom_bits), dunscale = ldexp(1.0, -(int)denom_bits);
     int64_t le_max = 0;
     for (int64_t t = t0; t < t1; t++) le_max = q_pos[t] + 1 > le_max ? q_pos[t] + 1 : le_max;
-    /* one KV head's keys, transposed (D, le_max), and values (le_max, D) as float64; per row: q.k / p row, qi, num */
-    double *buf = malloc(sizeof(double) * (2 * le_max * (D + 1) + R * (le_max + 2 * D) + R));
+    /* one KV head's keys, transposed (D, le_max), and values (le_max, D) as float64; per row: q.k / p row, qi, num.
+       The transposed keys' and the rows' stride ld is le_max padded off a power of two: at 512 keys a
+       stride of 4 KB put every d of a q.k tile in one L1 set */
+    const int64_t ld = (le_max + 3) / 4 * 4 + 4;
+    double *buf = malloc(sizeof(double) * (ld * D + le_max * D + 2 * le_max + R * (ld + 2 * D) + R));
     if (!buf)
         return -1;
-    double *kt = buf, *v = kt + le_max * D, *s = v + le_max * D, *qi = s + R * le_max, *num = qi + R * D, *f = num + R * D;
+    double *kt = buf, *v = kt + ld * D, *s = v + le_max * D, *qi = s + R * ld, *num = qi + R * D, *f = num + R * D;
     double *skh = f + R, *svh = skh + le_max;
     int64_t bad = 0;
     for (int64_t kh = 0; kh < Hkv; kh++) {
         int64_t j0 = 0;
-        for (int64_t j = j0; j < le_max; j++) { /* this head's keys and values as float64 */
+#ifdef __AVX2__
+        for (; j0 + 4 <= le_max && D % 4 == 0; j0 += 4) { /* four keys at a time: values as rows, keys through a 4 x 4 transpose */
+            const float *kr[4], *vr[4];
+            for (int i = 0; i < 4; i++) {
+                const int64_t j = j0 + i, row = j < n_cached ? slots[j] : j - n_cached;
+                kr[i] = (j < n_cached ? mk : fk) + (row * Hkv + kh) * D, vr[i] = (j < n_cached ? mv : fv) + (row * Hkv + kh) * D;
+                skh[j] = (j < n_cached ? msk : fsk)[row * Hkv + kh];
+                svh[j] = (j < n_cached ? msv : fsv)[row * Hkv + kh];
+            }
+            for (int64_t d = 0; d < D; d += 4) {
+                __m256d a[4];
+                for (int i = 0; i < 4; i++) {
+                    a[i] = _mm256_cvtps_pd(_mm_loadu_ps(kr[i] + d));
+                    _mm256_storeu_pd(v + (j0 + i) * D + d, _mm256_cvtps_pd(_mm_loadu_ps(vr[i] + d)));
+                }
+                const __m256d t0 = _mm256_unpacklo_pd(a[0], a[1]), t1 = _mm256_unpackhi_pd(a[0], a[1]);
+                const __m256d t2 = _mm256_unpacklo_pd(a[2], a[3]), t3 = _mm256_unpackhi_pd(a[2], a[3]);
+                _mm256_storeu_pd(kt + d * ld + j0, _mm256_permute2f128_pd(t0, t2, 0x20));
+                _mm256_storeu_pd(kt + (d + 1) * ld + j0, _mm256_permute2f128_pd(t1, t3, 0x20));
+                _mm256_storeu_pd(kt + (d + 2) * ld + j0, _mm256_permute2f128_pd(t0, t2, 0x31));
+                _mm256_storeu_pd(kt + (d + 3) * ld + j0, _mm256_permute2f128_pd(t1, t3, 0x31));
+            }
+        }
+#endif
+        for (int64_t j = j0; j < le_max; j++) { /* this head's keys and values as float64 (the rest, one by one) */
             const int64_t row = j < n_cached ? slots[j] : j - n_cached;
             const float *kr = (j < n_cached ? mk : fk) + (row * Hkv + kh) * D, *vr = (j < n_cached ? mv : fv) + (row * Hkv + kh) * D;
             for (int64_t d = 0; d < D; d++) {
-                kt[d * le_max + j] = (double)kr[d];
+                kt[d * ld + j] = (double)kr[d];
                 v[j * D + d] = (double)vr[d];
             }
             skh[j] = (j < n_cached ? msk : fsk)[row * Hkv + kh];
@@ -199,18 +226,18 @@ int64_t exact_attention(int64_t H, int64_t Hkv, int64_t D, const double *q, cons
 #ifdef __AVX2__
                 for (; j < le && j + TILE_COLS <= le_max; j += TILE_COLS) {
                     if (rows == TILE_ROWS) {
-                        tile_6x8(qi + r * D, D, kt + j, le_max, D, s + r * le_max + j, le_max, 0);
+                        tile_6x8(qi + r * D, D, kt + j, ld, D, s + r * ld + j, ld, 0);
                         continue;
                     }
-                    for (int64_t i = r; i < r + rows; i++) tile_1x8(qi + i * D, kt + j, le_max, D, s + i * le_max + j, 0);
+                    for (int64_t i = r; i < r + rows; i++) tile_1x8(qi + i * D, kt + j, ld, D, s + i * ld + j, 0);
                 }
 #endif
-                for (int64_t i = r; i < r + rows; i++) qk_cols(qi + i * D, kt, le_max, D, j, le, s + i * le_max);
+                for (int64_t i = r; i < r + rows; i++) qk_cols(qi + i * D, kt, ld, D, j, le, s + i * ld);
             }
             for (int64_t r = 0; r < nr; r++) {
                 const int64_t le = q_pos[tb + r / G] + 1;
-                f[r] = softmax_row(s + r * le_max, le, f[r], skh, svh, ptop, dscale, dunscale);
-                for (int64_t j = le; j < le_max; j++) s[r * le_max + j] = 0.0; /* masked keys: p = 0 */
+                f[r] = softmax_row(s + r * ld, le, f[r], skh, svh, ptop, dscale, dunscale);
+                for (int64_t j = le; j < le_max; j++) s[r * ld + j] = 0.0; /* masked keys: p = 0 */
                 for (int64_t d = 0; d < D; d++) num[r * D + d] = 0.0;
             }
             for (int64_t jb = 0; jb < le_max; jb += ATT_KEYS) /* p.v */
@@ -223,16 +250,16 @@ int64_t exact_attention(int64_t H, int64_t Hkv, int64_t D, const double *q, cons
                     if (D % TILE_COLS == 0) {
                         for (int64_t d = 0; d < D; d += TILE_COLS) {
                             if (rows == TILE_ROWS) {
-                                tile_6x8(s + r * le_max + jb, le_max, v + jb * D + d, D, n, num + r * D + d, D, 1);
+                                tile_6x8(s + r * ld + jb, ld, v + jb * D + d, D, n, num + r * D + d, D, 1);
                                 continue;
                             }
                             for (int64_t i = r; i < r + rows; i++)
-                                tile_1x8(s + i * le_max + jb, v + jb * D + d, D, n, num + i * D + d, 1);
+                                tile_1x8(s + i * ld + jb, v + jb * D + d, D, n, num + i * D + d, 1);
                         }
                         continue;
                     }
 #endif
-                    for (int64_t i = r; i < r + rows; i++) pv_exact(s + i * le_max + jb, v + jb * D, n, D, num + i * D);
+                    for (int64_t i = r; i < r + rows; i++) pv_exact(s + i * ld + jb, v + jb * D, n, D, num + i * D);
                 }
             for (int64_t r = 0; r < nr; r++) {
                 double *o = out + ((tb + r / G) * H + kh * G + r % G) * D;

@@ -40,7 +40,7 @@ static inline __m256d exp_scale(__m256d p, __m256d k, __m256d ok, __m256d big) /
 
 /* s[j] = fixed_exp_1(s[j] - m) for j < n, each lane the same IEEE operations as fixed_exp_1, with
    several Horner chains in flight (one chain is latency-bound): AVX-512 four chains of 8 lanes,
-   AVX2 four of 4 (and the rest one by one) */
+   AVX2 four of 4, then one of 4 (and the last 0-3 one by one) */
 void exp_row(double *s, int64_t n, double m)
 {
     int64_t j = 0;
@@ -87,6 +87,13 @@ void exp_row(double *s, int64_t n, double m)
         _mm256_storeu_pd(s + j + 4, exp_scale(p1, k1, ok1, big1));
         _mm256_storeu_pd(s + j + 8, exp_scale(p2, k2, ok2, big2));
         _mm256_storeu_pd(s + j + 12, exp_scale(p3, k3, ok3, big3));
+    }
+    for (; j + 4 <= n; j += 4) { /* one chain for the last 4-15 (the scalar form's ldexp is a libm call) */
+        __m256d ok, big, k;
+        const __m256d r = exp_reduce(_mm256_sub_pd(_mm256_loadu_pd(s + j), vm), &ok, &big, &k);
+        __m256d p = _mm256_set1_pd(EXP_POLY[EXP_DEGREE]);
+        for (int i = EXP_DEGREE - 1; i >= 0; i--) p = _mm256_add_pd(_mm256_mul_pd(p, r), _mm256_set1_pd(EXP_POLY[i]));
+        _mm256_storeu_pd(s + j, exp_scale(p, k, ok, big));
     }
 #endif
     for (; j < n; j++) s[j] = fixed_exp_1(s[j] - m);

@@ -182,6 +182,26 @@ static void matmul_rows(int64_t i_begin, int64_t n, int64_t K, const int16_t *x,
     }
 }
 
+#ifdef __AVX2__
+/* The activations of a tile of `lanes` rows (16 or 8) packed pair-major for the lanes forms (AVX-512's
+   widening form, AVX2's lanes form): xt[p * lanes + l] = pair p of row i0 + l as one int32 (x[2p] in
+   the low half, as vpdpwssd and vpmaddwd read it), zero for rows at or past n. */
+static void pack_tile(const int16_t *x, int64_t K, int64_t i0, int64_t lanes, int64_t n, int32_t *xt)
+{
+    const int64_t P = K / 2;
+    for (int64_t l = 0; l < lanes; l++) {
+        if (i0 + l >= n) {
+            for (int64_t p = 0; p < P; p++) xt[p * lanes + l] = 0;
+            continue;
+        }
+        const int16_t *xr = x + (i0 + l) * K;
+        for (int64_t p = 0; p < P; p++) /* the pair as one int32 lane: x[2p] in the low half, as vpdpwssd reads it */
+            xt[p * lanes + l] = (int32_t)((uint32_t)(uint16_t)xr[2 * p] | (uint32_t)(uint16_t)xr[2 * p + 1] << 16);
+    }
+}
+
+#endif
+
 #ifdef RADIXCHECK_AVX512
 /* The AVX-512 form (AVX-512BW + VNNI): activation rows in the 16 lanes of a register, so a block sum
    needs no horizontal reduction. A tile is 16 activation rows x 8 weight rows; per block and per
@@ -198,20 +218,6 @@ static void matmul_rows(int64_t i_begin, int64_t n, int64_t K, const int16_t *x,
    past r1 zero), with its multipliers as float64 (mg[b * 8 + j]); so every broadcast of a block is
    at a fixed offset from one pointer. The next chunk is prefetched from memory meanwhile. */
 enum { VNNI_LANES = 16, VNNI_ROWS = 8, VNNI_CHUNK = 32 };
-
-static void pack_tile(const int16_t *x, int64_t K, int64_t i0, int64_t lanes, int64_t n, int32_t *xt)
-{
-    const int64_t P = K / 2;
-    for (int64_t l = 0; l < lanes; l++) {
-        if (i0 + l >= n) {
-            for (int64_t p = 0; p < P; p++) xt[p * lanes + l] = 0;
-            continue;
-        }
-        const int16_t *xr = x + (i0 + l) * K;
-        for (int64_t p = 0; p < P; p++) /* the pair as one int32 lane: x[2p] in the low half, as vpdpwssd reads it */
-            xt[p * lanes + l] = (int32_t)((uint32_t)(uint16_t)xr[2 * p] | (uint32_t)(uint16_t)xr[2 * p + 1] << 16);
-    }
-}
 
 /* weight rows r0 .. r0 + 7 (those below r1; zero beyond) as one group wg, mg: block by block */
 static void widen_group(const int8_t *q, const float *m, int64_t K, int64_t r0, int64_t r1, int32_t *wg, double *mg)
@@ -566,6 +572,165 @@ static int64_t matmul_bytes(int64_t n, int64_t tiles16, int64_t tile8, int64_t K
 }
 #endif
 
+#if defined(__AVX2__) && !defined(RADIXCHECK_AVX512)
+/* The AVX2 lanes form: AVX-512's widening form on 8-lane registers, without VNNI. Activation rows
+   are in the lanes (8 int32 lanes per register; a tile is 16 rows in two registers, or 8 in one), so
+   a block sum needs no horizontal reduction (the 4 x 2 tiles' hadd tree was a third of their
+   instructions). Per block and pair k of its 32 columns, one vpmaddwd per weight row and register
+   multiplies the rows' int16 pairs (x[2k], x[2k + 1]) by the weight row's pair, broadcast, and one
+   vpaddd adds the two products' sum (|.| < 2^23) to that row's int32 lanes: after 16 pairs, lane l
+   holds the exact block sum of activation row l (|.| < 2^28). Each block sum is converted to float64
+   and accumulated times the block's multiplier by an FMA on exact integers whose partial sums stay
+   below 2^53 (the caller's bound: exact, in any order), into accumulators in memory (L1: 16 AVX2
+   registers hold only the block's int32 sums). So the integers are those of the other forms, and
+   the output's two roundings are put()'s, in its order, four lanes at a time.
+
+   Layout as AVX-512's widening form: activations packed by pack_tile; a chunk of LANES_CHUNK weight
+   rows widened to int16 once, in groups of LANES_ROWS rows interleaved block by block
+   (wg[(LANES_ROWS b + j) 16 + k] = pair k of block b of the group's row j, rows past r1 zero) with
+   their multipliers as float64 (mg[LANES_ROWS b + j]); the next chunk prefetched from memory while
+   the first tile computes. */
+enum { LANES_ROWS = 6, LANES_CHUNK = 24, LANES_MIN_ROWS = 8, LANES_BLOCK_BYTES = 192 * 1024 };
+
+/* s + the int32 lanes of vpmaddwd(x, w): one instruction pair, so that GCC keeps one temporary
+   (left to itself it computed a whole step's products first and spilled an accumulator to the stack,
+   a store-to-load dependency in the inner loop: 1.4x slower) */
+static inline __m256i madd_add(__m256i s, __m256i x, __m256i w)
+{
+    __m256i t;
+    __asm__("vpmaddwd %3, %2, %1\n\tvpaddd %1, %0, %0" : "+x"(s), "=&x"(t) : "x"(x), "x"(w));
+    return s;
+}
+
+/* weight rows r0 .. r0 + LANES_ROWS - 1 (those below r1; zero beyond) as one group wg, mg */
+static void lanes_widen_group(const int8_t *q, const float *m, int64_t K, int64_t r0, int64_t r1, int32_t *wg, double *mg)
+{
+    const int64_t nb = K / 32;
+    for (int64_t j = 0; j < LANES_ROWS; j++)
+        for (int64_t b = 0; b < nb; b++) {
+            const int live = r0 + j < r1;
+            int32_t *w = wg + (b * LANES_ROWS + j) * 16;
+            if (live) {
+                const int8_t *qb = q + (r0 + j) * K + 32 * b;
+                _mm256_storeu_si256((__m256i *)w, _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)qb)));
+                _mm256_storeu_si256((__m256i *)(w + 8), _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)(qb + 16))));
+            } else {
+                _mm256_storeu_si256((__m256i *)w, _mm256_setzero_si256());
+                _mm256_storeu_si256((__m256i *)(w + 8), _mm256_setzero_si256());
+            }
+            mg[b * LANES_ROWS + j] = live ? (double)m[(r0 + j) * nb + b] : 0.0;
+        }
+}
+
+/* acc[16 j + l] (l < 8 H) = the tile's sums for weight row j of the group and activation row l, over
+   all blocks; H: the tile's registers (2: 16 rows, 1: 8 rows). Inlined with a constant H, so the
+   loops over j, h and k unroll and s[][] lives in registers. The first pair of a block starts its
+   int32 sums and the first block its float64 ones (a product of exact integers below 2^53: what the
+   FMA onto zero gives). */
+static inline __attribute__((always_inline)) void lanes_tile(const int32_t *xt, const int32_t *wg, const double *mg, int64_t nb,
+                                                             const int8_t *pf, int64_t K, double *acc, const int H)
+{
+    const int L = 8 * H; /* lanes */
+    for (int64_t b = 0; b < nb; b++) {
+        if (pf && !(b & 1)) /* the next chunk's weights, from memory, while this one computes */
+            for (int j = 0; j < LANES_ROWS; j++) _mm_prefetch((const char *)(pf + j * K + 32 * b), _MM_HINT_T1);
+        __m256i s[LANES_ROWS][2];
+        const int32_t *xb = xt + 16 * b * L, *wb = wg + 16 * b * LANES_ROWS;
+#pragma GCC unroll 16
+        for (int k = 0; k < 16; k++) {
+            __m256i xv[2];
+            for (int h = 0; h < H; h++) xv[h] = _mm256_loadu_si256((const __m256i *)(xb + k * L + 8 * h));
+            for (int j = 0; j < LANES_ROWS; j++) {
+                const __m256i w = _mm256_set1_epi32(wb[16 * j + k]);
+                for (int h = 0; h < H; h++) s[j][h] = k ? madd_add(s[j][h], xv[h], w) : _mm256_madd_epi16(xv[h], w);
+            }
+        }
+        for (int j = 0; j < LANES_ROWS; j++) {
+            const __m256d mj = _mm256_set1_pd(mg[b * LANES_ROWS + j]);
+            for (int h = 0; h < H; h++) {
+                double *a = acc + 16 * j + 8 * h;
+                const __m256d lo = _mm256_cvtepi32_pd(_mm256_castsi256_si128(s[j][h]));
+                const __m256d hi = _mm256_cvtepi32_pd(_mm256_extracti128_si256(s[j][h], 1));
+                _mm256_storeu_pd(a, b ? _mm256_fmadd_pd(lo, mj, _mm256_loadu_pd(a)) : _mm256_mul_pd(lo, mj));
+                _mm256_storeu_pd(a + 4, b ? _mm256_fmadd_pd(hi, mj, _mm256_loadu_pd(a + 4)) : _mm256_mul_pd(hi, mj));
+            }
+        }
+    }
+}
+
+static void lanes_tile16(const int32_t *xt, const int32_t *wg, const double *mg, int64_t nb, const int8_t *pf, int64_t K, double *acc)
+{
+    lanes_tile(xt, wg, mg, nb, pf, K, acc, 2);
+}
+
+static void lanes_tile8(const int32_t *xt, const int32_t *wg, const double *mg, int64_t nb, const int8_t *pf, int64_t K, double *acc)
+{
+    lanes_tile(xt, wg, mg, nb, pf, K, acc, 1);
+}
+
+/* Activation rows 0 <= i < 16 * tiles16 + 8 * tile8 (tiles of 16 rows, then one of 8 if tile8; rows
+   past n are zero lanes, never stored), weight rows r0 <= r < r1. Returns 0, or -1 if out of memory
+   or K < 32 (the caller falls back to matmul_rows). */
+static int64_t matmul_lanes(int64_t n, int64_t tiles16, int64_t tile8, int64_t K, const int16_t *x, const int8_t *q, const float *m,
+                            int64_t r0, int64_t r1, const double *rs, const double *sx, void *out, int64_t ldo, int64_t out32)
+{
+    const int64_t nb = K / 32, P = K / 2, rows = 16 * tiles16 + 8 * tile8, tiles = tiles16 + tile8;
+    if (nb == 0) /* no blocks: lanes_tile would set no sums (matmul_rows stores zeros) */
+        return -1;
+    int32_t *xt = aligned_alloc(64, sizeof(int32_t) * (size_t)(rows * P + LANES_CHUNK * P));
+    double *mg = malloc(sizeof(double) * (size_t)(LANES_CHUNK * nb));
+    if (!xt || !mg) {
+        free(xt);
+        free(mg);
+        return -1;
+    }
+    int32_t *wg = xt + rows * P;
+    for (int64_t t = 0; t < tiles; t++) {
+        const int64_t i0 = 16 * t, lanes = t < tiles16 ? 16 : 8;
+        pack_tile(x, K, i0, lanes, n, xt + i0 * P);
+    }
+    double acc[16 * LANES_ROWS];
+    /* the activation tiles in blocks of about LANES_BLOCK_BYTES, each block kept in L2 while every weight
+       chunk passes (all of a long prompt's tiles did not fit: every chunk streamed them from memory) */
+    const int64_t block = (int64_t)LANES_BLOCK_BYTES / (32 * K) > 1 ? (int64_t)LANES_BLOCK_BYTES / (32 * K) : 1;
+    for (int64_t tb = 0; tb < tiles; tb += block)
+    for (int64_t rc = r0; rc < r1; rc += LANES_CHUNK) {
+        const int64_t re = rc + LANES_CHUNK < r1 ? rc + LANES_CHUNK : r1, te = tb + block < tiles ? tb + block : tiles;
+        for (int64_t g = rc; g < re; g += LANES_ROWS)
+            lanes_widen_group(q, m, K, g, re, wg + (g - rc) * P, mg + (g - rc) * nb);
+        for (int64_t t = tb; t < te; t++) {
+            const int64_t i0 = 16 * t, lanes = t < tiles16 ? 16 : 8, i1 = i0 + lanes < n ? i0 + lanes : n;
+            double sxt[16] = {0}; /* the tile's row scales, zero past n */
+            for (int64_t i = i0; i < i1; i++) sxt[i - i0] = sx[i];
+            for (int64_t g = rc; g < re; g += LANES_ROWS) {
+                const int8_t *pf = t == tb ? q + (g + LANES_CHUNK) * K : NULL;
+                if (lanes == 16)
+                    lanes_tile16(xt + i0 * P, wg + (g - rc) * P, mg + (g - rc) * nb, nb, pf, K, acc);
+                else
+                    lanes_tile8(xt + i0 * P, wg + (g - rc) * P, mg + (g - rc) * nb, nb, pf, K, acc);
+                const int64_t ge = g + LANES_ROWS < re ? g + LANES_ROWS : re;
+                for (int64_t r = g; r < ge; r++) { /* put(): (acc * rs[r]) * sx[i], two products in this order */
+                    double v[16];
+                    const double *a = acc + 16 * (r - g);
+                    for (int64_t l = 0; l < lanes; l += 4)
+                        _mm256_storeu_pd(v + l, _mm256_mul_pd(_mm256_mul_pd(_mm256_loadu_pd(a + l), _mm256_set1_pd(rs[r])),
+                                                              _mm256_loadu_pd(sxt + l)));
+                    for (int64_t i = i0; i < i1; i++) {
+                        if (out32)
+                            ((float *)out)[i * ldo + r] = (float)v[i - i0];
+                        else
+                            ((double *)out)[i * ldo + r] = v[i - i0];
+                    }
+                }
+            }
+        }
+    }
+    free(xt);
+    free(mg);
+    return 0;
+}
+#endif
+
 /* acc = sum_b m[r*nb + b] * (sum_{j<32} q[r*K + 32b + j] * x[i*K + 32b + j]) for i < n and
    r0 <= r < r1, out[i*ldo + r] = (acc * rs[r]) * sx[i] (put). With AVX-512: 16-row tiles, and the
    last 9-15 rows as one more (zero lanes), 1-8 rows as an 8-row tile, in the byte form where the
@@ -587,6 +752,13 @@ void q8_matmul(int64_t n, int64_t K, const int16_t *x, const int8_t *q, const fl
     }
 #else
     (void)ws, (void)mg;
+#ifdef __AVX2__
+    if (n >= LANES_MIN_ROWS) {
+        const int64_t tiles16 = n / 16 + (n % 16 > 8), tile8 = n % 16 > 0 && n % 16 <= 8;
+        if (matmul_lanes(n, tiles16, tile8, K, x, q, m, r0, r1, rs, sx, out, ldo, out32) == 0)
+            i_begin = n;
+    }
+#endif
 #endif
     matmul_rows(i_begin, n, K, x, q, m, r0, r1, rs, sx, out, ldo, out32);
 }

@@ -54,6 +54,11 @@ NOT_SUPPORTED, MALFORMED_REQUEST, CRASH, REFUSED = 10, 12, 13, 1000
 STARTUP_TIMEOUT = 60.0  # seconds for a server to answer ``init`` (an interpreter importing NumPy on a loaded machine)
 
 
+def startup_timeout() -> float:
+    """The limit for ``init`` (WIRE.md): 60 s, or the per-operation limit if that is longer."""
+    return max(STARTUP_TIMEOUT, op_timeout())
+
+
 class WireError(Exception):
     """Something went wrong on the wire (base class)."""
 
@@ -119,12 +124,15 @@ class WireConnection:
         self.dead: str | None = None  # why the connection is unusable
         self.handles: dict[int, WireHandle] = {}
         self.pending_drops: list[int] = []  # ids of caches the suite no longer holds
-        hello = self.request("init", {"protocol": PROTOCOL}, timeout=STARTUP_TIMEOUT)
+        hello = self.request("init", {"protocol": PROTOCOL}, timeout=startup_timeout())
         if not isinstance(hello, dict) or hello.get("protocol") != PROTOCOL or not isinstance(hello.get("capabilities"), dict):
             self.close(f"its init reply is not protocol {PROTOCOL} with capabilities: {hello!r}")
             raise WireProtocolError(f"{self._who()}: {self.dead}")
         self.server_name = str(hello.get("server", "?"))
         caps = dict(hello["capabilities"])
+        if caps.get("lifecycle") == "requests":  # no op carries a cache's own request methods (WIRE.md)
+            self.close("it declares lifecycle 'requests', which no op of the protocol carries: declare 'tree'")
+            raise WireProtocolError(f"{self._who()}: {self.dead}")
         try:
             self.capabilities = Capabilities(**{k: tuple(v) if isinstance(v, list) else v for k, v in caps.items()})
         except (TypeError, ValueError) as exc:
@@ -382,6 +390,11 @@ class WireFactory:
     @property
     def command(self) -> list[str]:
         return self._command if self._command is not None else command_from_env()
+
+    @property
+    def from_environment(self) -> bool:
+        """Whether the command is ``RADIXCHECK_WIRE_CMD``'s (``server``), not one fixed by ``wire_factory``."""
+        return self._command is None
 
     def connection(self) -> WireConnection:
         if self._connection is None or self._connection.dead is not None or self._connection.command != self.command:

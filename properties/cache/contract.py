@@ -168,6 +168,7 @@ judge the locks (a lock a failed admission forgot, or a re-published chunk that 
 The suite sends lifecycle requests in the default namespace, keeps at most three in flight, and ends
 them (as aborts) before a ``reset`` or an ``evict_prefix``, as a server aborts what runs before it
 flushes. ``"off"`` (the default) runs none of these steps.
+
 Key modes (EAGLE bigram keys)
 -----------------------------
 ``Capabilities.key_mode`` says what a cache keys its tree by. ``"tokens"`` (the default): one key
@@ -279,6 +280,7 @@ SGLang's scheduler does. A publish whose re-match would stop short of it (its la
 all live in the tree after the insert) is deferred: the engine keeps computing. Not driven yet
 (refused by :class:`Capabilities`): ``lifecycle="requests"`` with a second pool, and a state pool
 with any lifecycle (``Request.state`` is there for it).
+
 Eviction policies
 -----------------
 ``eviction_policy`` says how ``evict`` orders its victims. ``"lru"`` (the default) is judged by the
@@ -575,7 +577,6 @@ class Capabilities:
             if isinstance(self.second_pool, StatePool):
                 gaps.append("a production-scale history 3,000 nodes deep (a state pool resumes only where a request ended: "
                             "the scale test's other stories run with states)")
-            gaps.append("standalone repro files of second-pool findings (the failing program is the record)")
         if self.max_cached_pages is not None:
             gaps.append(f"worlds beyond {self.max_cached_pages} cached pages (max_cached_pages: the suite evicts first)")
         above = sorted(set(self.page_sizes) - set(self.page_sizes_tested()))

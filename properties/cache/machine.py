@@ -61,7 +61,7 @@ from radixcheck.oracles.isolation import (
 )
 from radixcheck.oracles.lru import check_lru
 from radixcheck.oracles.never_saw import expected_match_length
-from radixcheck.oracles.policy import check_order
+from radixcheck.oracles.policy import Choice, check_order
 from radixcheck.oracles.prefix_set import Entry, PrefixSetModel
 from radixcheck.oracles.refcount import check_none_locked, check_sizes
 from radixcheck.oracles.slots import check_freed, check_slot_count
@@ -69,6 +69,7 @@ from radixcheck.oracles.violations import (
     BadInputViolation,
     Check,
     ContractViolation,
+    EvictionOrderViolation,
     NeverSawViolation,
     PrefixSetViolation,
     RefcountViolation,
@@ -602,17 +603,30 @@ class RadixCacheMachine(RuleBasedStateMachine):
     def _judge_order(self, num_tokens: int, calls: list[list[int]]) -> None:
         """A declared policy's eviction, ``free()`` call by call: lock safety first, then each call's
         leaves against the coldest unlocked leaf still there (a parent left childless by an earlier
-        call included), then the amount."""
+        call included), then the amount.
+
+        The order is a choice: a wrong one is raised only once the model has applied the whole
+        eviction (the cache's choice), so that a run looking past it (a waived order finding)
+        goes on with a model that holds what the cache holds, and reports no echo of it."""
         owners = [self.model.slot_owner.get(slot) for call in calls for slot in call]
         check_none_locked([e for e in dict.fromkeys(owners) if e is not None and e.state == "cached"])
         freed_in = {slot: i for i, call in enumerate(calls) for slot in call}
+        wrong_order: EvictionOrderViolation | None = None
         for i, call in enumerate(calls):
             group = {self.model.slot_owner.get(slot) for slot in call} - {None}
             victims = [e for e in group if e.state == "cached" and not e.children and e.locks == 0]
             colder = self.model.coldest_unlocked_leaf(group)
             later = colder is not None and freed_in.get(colder.values[0], -1) > i
-            check_order(victims, colder, later, num_tokens, self._policy_key, self._described, self.policy.name)
+            if wrong_order is None:
+                try:
+                    check_order(victims, colder, later, num_tokens, self._policy_key, self._described, self.policy.name)
+                except EvictionOrderViolation as exc:
+                    wrong_order = exc  # the first call out of order is the finding; the model still follows the cache
+                    left = [e for e in self.model.unlocked_leaf_list() if e not in group]
+                    exc.choice = Choice(tuple(map(self.model.leaf_stats, victims)), tuple(map(self.model.leaf_stats, left)))
             self.model.remove_freed(call)
+        if wrong_order is not None:
+            raise wrong_order
         coldest = self.model.coldest_unlocked_leaf(set())
         check_amount(num_tokens, [len(call) for call in calls], coldest.prefix if coldest else None)
 

@@ -22,7 +22,8 @@ An act that needs one left out (a lock of a match that is gone) goes with it, an
 would no longer be legal (an unlock whose lock is gone) is not sent.
 
 Each replay is judged by the same machine and oracles as the run, so a smaller failure is as
-real as the first one. It is bounded in time (``RADIXCHECK_REDUCE_SECONDS``, default 5), and
+real as the first one. It is bounded in time (``RADIXCHECK_REDUCE_SECONDS``, default 5; a production world's 60: one
+replay of it costs seconds), and
 what it has at the end is the answer; a hang is never reduced (each replay would cost the time
 limit).
 """
@@ -36,6 +37,7 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from typing import TypeVar
 
 import numpy as np
 
@@ -50,8 +52,11 @@ DEFAULT_REDUCE_SECONDS = 5.0
 INVARIANTS = ("sizes_add_up", "slots_conserved")
 
 
-def reduce_seconds() -> float:
-    return float(os.environ.get(REDUCE_ENV, DEFAULT_REDUCE_SECONDS))
+def reduce_seconds(machine: type | None = None) -> float:
+    """The reduction budget: ``RADIXCHECK_REDUCE_SECONDS`` if set, else the machine's own
+    ``default_reduce_seconds`` if it has one (a production world's: one replay costs seconds), else 5 s."""
+    default = getattr(machine, "default_reduce_seconds", DEFAULT_REDUCE_SECONDS)
+    return float(os.environ.get(REDUCE_ENV, default))
 
 
 def finding_of(exc: BaseException) -> tuple[str, str, str]:
@@ -160,7 +165,7 @@ def reduce(machine: RadixCacheMachine, failure: BaseException, waived: Callable[
     that does not depend on the machine's speed, for tests). ``None`` if its replay does not fail
     the same way (a target that does not repeat itself)."""
     started = time.monotonic()
-    budget = reduce_seconds() if seconds is None else seconds
+    budget = reduce_seconds(type(machine)) if seconds is None else seconds
     machine_class, wanted = type(machine), finding_of(failure)
     options = machine.options
     acts = list(machine.transcript)
@@ -355,14 +360,28 @@ def _leave_out_stories(acts: list[Act], options: MachineOptions, fails: Callable
 
 def _leave_out_runs(best: Replay, options: MachineOptions, fails: Callable[..., Replay | None],
                     time_left: Callable[[], bool]) -> Replay:
-    """Delta debugging over the acts: leave out runs of ``size`` acts, halving ``size`` each round."""
-    size = max(1, len(best.acts) // 2)
+    """Delta debugging over the acts (:func:`leave_out_runs`)."""
+    trim = best.trim_queries
+    return leave_out_runs(best, lambda replayed: replayed.acts, lambda acts: fails(acts, options, trim), time_left)
+
+
+R = TypeVar("R")
+T = TypeVar("T")
+
+
+def leave_out_runs(best: R, items_of: Callable[[R], list[T]], fails: Callable[[list[T]], R | None],
+                   time_left: Callable[[], bool]) -> R:
+    """Delta debugging over a failing program of any contract (the cache machine's acts, a tier
+    world's operations): runs of ``size`` items left out, halving ``size`` each round, a smaller
+    program kept whenever ``fails`` (its replay, failing the same way, or ``None``) says so."""
+    size = max(1, len(items_of(best)) // 2)
     while time_left():
         i = 0
-        while i < len(best.acts) and time_left():
-            candidate = best.acts[:i] + best.acts[i + size :]
-            smaller = fails(candidate, options, best.trim_queries) if candidate else None
-            if smaller is not None and len(smaller.acts) < len(best.acts):
+        while i < len(items_of(best)) and time_left():
+            items = items_of(best)
+            candidate = items[:i] + items[i + size :]
+            smaller = fails(candidate) if candidate else None
+            if smaller is not None and len(items_of(smaller)) < len(items):
                 best = smaller
             else:
                 i += size

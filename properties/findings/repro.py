@@ -8,7 +8,10 @@ Hypothesis, no state machine. It makes the contract
 calls the state machine made, in order, as a serving engine would (inserting a request, the
 caller frees its copies of what was cached already), and then states the check that failed, with
 the expected values written out (:class:`radixcheck.oracles.violations.Check`). It exits 1 while
-the bug is there, printing the oracle's sentence and what the cache did, and 0 once it is fixed.
+the bug is there, printing the oracle's sentence and what the cache did, 0 once it is fixed, and 2
+when it cannot run to its check. The frame every file has (the factory imported from where it
+runs, a wire target's server, the exit codes, the run that confirms it before it is offered) is
+:mod:`radixcheck.properties.findings.standalone`'s, shared with the index and tier writers.
 
 The calls come from a replay of the failing machine's transcript, reduced first
 (:mod:`radixcheck.properties.findings.reduce`). Long token lists get a name (``T1 = [...]``) and later
@@ -18,33 +21,44 @@ arithmetic progression is written as a ``for`` loop, so a production-scale findi
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import inspect
-import io
 import os
 import re
 import textwrap
-import traceback
 from collections import Counter
 from collections.abc import Callable, Collection
-from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
+from radixcheck import profiles
 from radixcheck.oracles.violations import ContractViolation, shown
 from radixcheck.properties.cache import serving
 from radixcheck.properties.cache.batches import ServingRun
 from radixcheck.properties.cache.contract import Request
 from radixcheck.properties.cache.machine import NO_ANSWER, POOL_SIZE, SCRIBBLE_TOKEN, SIZE_CALLS, RadixCacheMachine, SentCall
 from radixcheck.properties.findings.failures import message_of, oracle_of, raised_at, shape_of
-from radixcheck.properties.findings.reduce import REDUCE_ENV, Reduced, Replay, reduce, reduce_seconds, standalone_stack
+from radixcheck.properties.findings.reduce import REDUCE_ENV, Reduced, Replay, reduce, reduce_seconds
 from radixcheck.properties.findings.second_pool_repro import KEYWORDS, POOL_NAME, SecondPool
+from radixcheck.properties.findings.standalone import (
+    CANNOT_RUN_LINES,
+    Repro,
+    bug_lines,
+    confirm,
+    factory_import,
+    hang_limit_lines,
+    needs,
+    preamble,
+    run_repro,
+    runs_to_the_check,
+)
 from radixcheck.properties.findings.transcript import Act
 from radixcheck.properties.index.machine import KvIndexMachine
 from radixcheck.properties.index.repro import CannotWrite, IndexProgram, failing_program, index_script, shortest_program
-from radixcheck.properties.target import caused_by_hang, declared_page_sizes, guarded, op_timeout
+from radixcheck.properties.target import caused_by_hang, declared_page_sizes
+
+__all__ = ["Repro", "file_name", "finding_site", "literal", "repro_for", "run_repro"]
 
 SHORT = 24  # token lists longer than this are named once and referred to
 KEY = 8  # a list that starts as a named one does (this many tokens) is written as its prefix, if it is one
@@ -56,20 +70,6 @@ LONGER_BUDGET = 60.0  # seconds of reduction the header advises when the budget 
 SCRIBBLED = ("\n\nThe caller overwrites every buffer it lent once a call returns, as an engine reuses its rows "
              f"(overwrite(): tokens\nand slots become {2**31 - 2}): that number in the cache's answer is an overwritten "
              "buffer the cache kept.")
-
-
-@dataclass
-class Repro:
-    """A repro file's text, or why there is none, how it was made, and what it did when
-    radixcheck ran it (``exit_code`` 1: it shows the bug; ``None``: not run, e.g. a hang)."""
-
-    text: str | None
-    why_not: str = ""
-    calls: int = 0  # contract calls written out (requests served, for a serving repro): fewer is better
-    notes: list[str] = field(default_factory=list)
-    size: str = ""  # what it holds, for a person: "4 contract calls", "3 requests served", "radixcheck's test, as it is"
-    exit_code: int | None = None
-    output: str = ""
 
 
 def repro_for(failure: BaseException, spec: str, test: str = "", waived: Any = None, seconds: float | None = None,
@@ -90,7 +90,7 @@ def repro_for(failure: BaseException, spec: str, test: str = "", waived: Any = N
     from radixcheck.properties.tiers.world import TierWorld
 
     if isinstance(getattr(machine, "world", None), TierWorld):  # the tier machine: its world's log is the file
-        return tier_repro(machine.world, failure, spec)
+        return tier_repro(machine.world, failure, spec, type(machine).factory, seconds, replays)
     if isinstance(machine, KvIndexMachine):
         return _index_repro(machine, failure, spec, test, seconds)
     if (not isinstance(machine, RadixCacheMachine) or not machine.transcript) and plain_test is not None:
@@ -118,10 +118,8 @@ def _index_repro(machine: KvIndexMachine, failure: BaseException, spec: str, tes
     if machine.sent_calls is None:
         return Repro(None, "no transcript: its run kept none (run_machine(..., transcript=True); --radix-repro and "
                            "radixcheck audit --repro keep one)")
-    bug = _bug_lines(oracle_of(failure), "the index")
-
     def script(found: IndexProgram) -> tuple[str, int]:
-        return index_script(machine, failure, spec, test, found, _factory_import(spec), bug)
+        return index_script(machine, failure, spec, test, found)
 
     def fails(found: IndexProgram) -> bool:
         code, printed = run_repro(script(found)[0])
@@ -139,29 +137,9 @@ def _index_repro(machine: KvIndexMachine, failure: BaseException, spec: str, tes
 
 
 def _checked(repro: Repro, failure: BaseException) -> Repro:
-    """Run the file once (not a hang's: it would take the whole time limit): it must exit 1 with
-    radixcheck's sentence (exit 1 from a traceback is a broken file, not the finding)."""
-    if repro.text is not None and not caused_by_hang(failure):
-        repro.exit_code, repro.output = run_repro(repro.text)
-        if repro.exit_code != 1 or "BUG (radixcheck" not in repro.output:
-            repro.notes.append(f"radixcheck ran this file and it exited {repro.exit_code}, not 1: {repro.output.strip()[-300:]}")
-    return repro
-
-
-def run_repro(text: str, seconds: float = 60.0) -> tuple[int, str]:
-    """Run a repro file's text in this process, as ``python file.py`` would (``__main__``, the
-    stack a file has on its own, at most ``seconds``): its exit code and what it printed."""
-    printed = io.StringIO()
-    code = 0
-    with contextlib.redirect_stdout(printed), contextlib.redirect_stderr(printed), standalone_stack():
-        try:
-            guarded("the repro file", exec, compile(text, "<radixcheck repro>", "exec"), {"__name__": "__main__"})
-        except SystemExit as done:
-            code = done.code if isinstance(done.code, int) else (0 if done.code is None else 1)
-        except Exception:  # noqa: BLE001 - an uncaught exception: Python's own exit code
-            traceback.print_exc()
-            code = 1
-    return code, printed.getvalue()
+    """Run the file once, as a user would (:func:`~radixcheck.properties.findings.standalone.confirm`;
+    a hang's under the time limit): it is offered only if it exits 1 with radixcheck's sentence."""
+    return confirm(repro, hang=caused_by_hang(failure))
 
 
 class _CannotWrite(Exception):
@@ -520,19 +498,24 @@ class _Writer:
         return text.split(" = ", 1)[-1] if call.name == "match_prefix" else text
 
     def crash_lines(self, call: SentCall, act: Act, failure: BaseException) -> list[str]:
+        """The call that raised (or did not return) in the run: exit 1 if it raises the same
+        exception again (or does not return within the per-operation limit); another exception is
+        not the finding (it reaches ``cannot_run``: exit 2)."""
         self.calls_written += 1
         definitions: list[str] = []
         expression = self.raw_call(call, act, definitions)
         lines = definitions
+        shown_call = f"{call.name}({'...' if call.args else ''})"
+        self.helpers.add("raised_at")
         if caused_by_hang(failure):
             self.helpers.add("alarm")
-            limit = op_timeout()
-            lines += [f"signal.setitimer(signal.ITIMER_REAL, {limit:g})  # radixcheck's per-operation limit"]
-            what = f"{call.name}({'...' if call.args else ''}) did not return within {limit:g} s"
-        else:
-            what = f"{call.name}({'...' if call.args else ''}) raised {type(failure).__name__}: {message_of(failure)} (a legal call)"
-        self.helpers.add("raised_at")
+            return lines + ["try:", f"    within_limit(lambda: {expression})", "except TimeoutError as exc:",
+                            f"    bug(f'{shown_call} did not return within {{LIMIT:g}} s', got=f'{{exc}} (at {{raised_at(exc)}})')",
+                            f"print('no bug: {shown_call} returned within the limit')"]
+        raised = type(failure).__name__
+        what = f"{shown_call} raised {raised}: {message_of(failure)} (a legal call)"
         return lines + ["try:", f"    {expression}", "except Exception as exc:  # noqa: BLE001",
+                        f"    if type(exc).__name__ != {raised!r}:  # another exception: not this finding", "        raise",
                         f"    bug({what!r}, got=f'{{type(exc).__name__}}: {{exc}} (raised at {{raised_at(exc)}})')",
                         "print('no bug: the call returned')"]
 
@@ -565,8 +548,7 @@ class _Writer:
 
     def script(self) -> str:
         body = self.body()
-        module, _, attr = self.spec.partition(":")
-        factory = _factory_import(self.spec)
+        factory = factory_import(self.spec)
         oracle = oracle_of(self.failure)
         made = reduction_note(self.reduced)
         caps = getattr(type(self.machine), "capabilities", None)
@@ -581,24 +563,25 @@ class _Writer:
             if hasattr(caps, "page_sizes") else None,
             "",
             "Exits 1 while the bug is there (printing radixcheck's finding and what the cache did), 0 once it is",
-            "fixed, 2 if it cannot run (the factory does not import). Needs numpy and radixcheck (its SlotAllocator",
-            "is the caller's KV slot pool: it counts every slot and refuses a double free). Written by",
+            "fixed, 2 if it cannot run to its check (the factory does not import, a call before the last raised).",
+            "Needs numpy and radixcheck (its SlotAllocator is the caller's KV slot pool: it counts every slot and",
+            "refuses a double free). Writes nothing where it runs. Written by",
             "`radixcheck audit --repro`." + (self.second.note() if self.second else "")
             + (SCRIBBLED if self.options.reuses_buffers else ""),
             '"""',
         ]
-        imports = ["import os", "import sys"] + (["import signal"] if "alarm" in self.helpers else [])
-        imports += ["import traceback"] if "raised_at" in self.helpers else []
+        imports = ["import os"] + (["import signal"] if "alarm" in self.helpers else []) + ["import sys", "import traceback"]
         imports += ["from contextlib import suppress"] if "suppress" in self.helpers else []
         names = ["Request"] if "request" in self.helpers else []  # a running request's lifecycle
         names += ["SecondPoolAllocator"] if self.second else []
-        imports += ["", "import numpy as np", "", f"from radixcheck import {', '.join([*names, 'SlotAllocator'])}", factory]
-        setup = ["", f"PAGE = {self.page}", f"POOL = 1 << {POOL_SIZE.bit_length() - 1}",
-                 f"allocator = SlotAllocator(POOL, churned={self.options.churned_slots})",
+        imports += ["", *needs(["import numpy as np", f"from radixcheck import {', '.join([*names, 'SlotAllocator'])}"]), factory]
+        constants = ["", f"PAGE = {self.page}", f"POOL = 1 << {POOL_SIZE.bit_length() - 1}"]
+        setup = [f"allocator = SlotAllocator(POOL, churned={self.options.churned_slots})",
                  *([self.second.setup(self.options.churned_slots)] if self.second else []),
                  f"cache = make(allocator, PAGE{f', second_allocator={POOL_NAME}' if self.second else ''})",
                  "h = {}  # the handles match_prefix returned, by the number of the call that returned them"]
-        return "\n".join([line for line in header if line is not None] + imports + setup + self.helper_lines() + body) + "\n"
+        return "\n".join([line for line in header if line is not None] + imports + constants + self.helper_lines()
+                         + ["", ""] + runs_to_the_check(setup + body)) + "\n"
 
     def helper_lines(self) -> list[str]:
         out: list[str] = []
@@ -634,13 +617,12 @@ class _Writer:
                     '    """Which free() call of the last eviction returned `slot` (len(free_calls) if none did)."""',
                     "    return next((i for i, call in enumerate(free_calls) if slot in call), len(free_calls))"]
         if "alarm" in self.helpers:
-            out += ["", "", "def hung(signum, frame):", "    raise TimeoutError('the call did not return')", "",
-                    "", "signal.signal(signal.SIGALRM, hung)"]
+            out += ["", ""] + hang_limit_lines()
         if "raised_at" in self.helpers:
             out += ["", ""] + _RAISED_AT
         if "bug" in self.helpers:
-            out += ["", ""] + _bug_lines(oracle_of(self.failure))
-        return out
+            out += ["", ""] + bug_lines(oracle_of(self.failure))
+        return out + ["", ""] + CANNOT_RUN_LINES
 
 
 def reduction_note(reduced: Reduced) -> str:
@@ -720,37 +702,12 @@ def _progression(start: int, step: int) -> str:
 
 
 _RAISED_AT = ["def raised_at(exc):",
-              '    """Where the cache raised ``exc``: the innermost frame of its traceback outside the SlotAllocator',
-              '    (which refuses a double free: the cache\'s call into it is the place)."""',
+              '    """Where the cache raised ``exc``: the innermost frame of its traceback outside this file and the',
+              '    SlotAllocator (which refuses a double free: the cache\'s call into it is the place)."""',
               "    allocator = sys.modules['radixcheck.properties.cache.contract'].__file__",
               "    frames = traceback.extract_tb(exc.__traceback__)",
-              "    frame = next((f for f in reversed(frames) if f.filename != allocator), frames[-1])",
+              "    frame = next((f for f in reversed(frames) if f.filename not in (allocator, __file__)), frames[-1])",
               "    return f'{frame.filename}:{frame.lineno} in {frame.name}'"]
-
-
-def _bug_lines(oracle: str, target: str = "the cache") -> list[str]:
-    label = f"radixcheck: {oracle}" if oracle.startswith(("crash", "hang")) else f"radixcheck oracle {oracle}"
-    return ["def bug(finding, got):", f'    """The check failed: say what radixcheck found, and what {target} did this time."""',
-            f"    print({'BUG (' + label + '): '!r} + finding)",
-            "    shown = repr(got)",
-            f"    print('  {target} did:', "
-            "shown if len(shown) < 2000 else f'{shown[:1500]} … {shown[-200:]} ({len(shown)} characters)')",
-            "    sys.exit(1)"]
-
-
-def _factory_import(spec: str) -> str:
-    """Import the factory as ``make``, from where the file is run (the working directory is
-    importable, as for ``radixcheck audit``); exit 2 if it cannot be (the file did not run)."""
-    module, _, attr = spec.partition(":")
-    get = f"import {module}\n\n    make = {module}.{attr}" if "." in attr else f"from {module} import {attr}" + (
-        " as make" if attr != "make" else "")
-    return "\n".join([
-        "sys.path.append(os.getcwd())  # your factory's module, from where you run this file (as radixcheck audit does)",
-        "try:",
-        f"    {get}",
-        "except ImportError as exc:  # not run, so neither 1 (the bug) nor 0 (fixed)",
-        f"    print(f'cannot import the factory {spec}: {{exc}} (run this file from where you ran radixcheck audit)', file=sys.stderr)",
-        "    sys.exit(2)"])
 
 
 def _plain_signature(source: str) -> list[str]:
@@ -762,11 +719,37 @@ def _plain_signature(source: str) -> list[str]:
     return [f"def {name}({', '.join(parameters)}):", *body.splitlines()]
 
 
+_LIMITED = ["class Limited:",
+            '    """The cache, every method call under the per-operation limit (as radixcheck calls it)."""',
+            "",
+            "    def __init__(self, cache):",
+            "        self._cache, self.page_size = cache, cache.page_size",
+            "",
+            "    def __getattr__(self, name):",
+            "        method = getattr(self._cache, name)",
+            "        return lambda *args, **keywords: within_limit(lambda: method(*args, **keywords))"]
+
+
 def _serving_script(failure: BaseException, run: ServingRun, spec: str, test: str) -> str:
     """A failure of the serving protocol (the DFS-bound tests): the requests served in order with
     radixcheck's protocol (its source, copied in), then the bound's check or the call that raised."""
     check = failure.check if isinstance(failure, ContractViolation) else None
     oracle, sentence = oracle_of(failure), message_of(failure)
+    hang = caused_by_hang(failure)
+    if hang:  # a call did not return: every call of the protocol runs under the per-operation limit
+        served = ["try:", "    serve_all()", "except TimeoutError as exc:",
+                  "    bug('a call of the serving protocol did not return within the limit (every call was legal)',",
+                  "        got=f'{exc} (at {raised_at(exc)})')"]
+    elif check is None:  # a legal call raised: the same exception is the finding, another is not
+        served = ["try:", "    serve_all()", "except Exception as exc:  # noqa: BLE001 - every call the protocol makes is legal",
+                  f"    if type(exc).__name__ != {type(failure).__name__!r}:  # another exception: not this finding",
+                  "        raise",
+                  f"    bug({sentence + ' (every call was legal)'!r},",
+                  "        got=f'{type(exc).__name__}: {exc} (raised at {raised_at(exc)})')"]
+    else:
+        served = ["computed = serve_all()",
+                  *(line for name, value in check.names.items() for line in _assignment(name, value)),
+                  f"if not ({check.holds}):", f"    bug({sentence!r}, got={check.got})"]
     lines = [
         f'"""radixcheck finding ({oracle}): {sentence}',
         "",
@@ -775,53 +758,56 @@ def _serving_script(failure: BaseException, run: ServingRun, spec: str, test: st
         "requests, each as a serving engine serves it (`serve`, radixcheck.properties.cache.serving, copied below).",
         "",
         "Exits 1 while the bug is there (printing radixcheck's finding and what the cache did), 0 once it is fixed,",
-        "2 if it cannot run. Needs numpy and radixcheck (its SlotAllocator is the caller's KV slot pool). Written by",
-        "`radixcheck audit --repro`.",
+        "2 if it cannot run to its check. Needs numpy and radixcheck (its SlotAllocator is the caller's KV slot pool).",
+        "Writes nothing where it runs. Written by `radixcheck audit --repro`.",
         '"""',
         "from __future__ import annotations",
         "",
         "import os",
+        *(["import signal"] if hang else []),
         "import sys",
         "import traceback",
         "",
-        "import numpy as np",
-        "",
-        "from radixcheck import SlotAllocator",
-        _factory_import(spec),
+        *needs(["import numpy as np", "from radixcheck import SlotAllocator"]),
+        factory_import(spec),
         "",
         f"PAGE = {run.page_size}",
         f"BUDGET = {run.budget!r}  # cached tokens kept between requests (None: no limit)",
         *_assignment("REQUESTS", [list(r) for r in run.requests]),
-        "allocator = SlotAllocator(1 << 16)",
-        "cache = make(allocator, PAGE)",
         "",
         "",
         *_plain_signature(inspect.getsource(serving.serve).rstrip()),
         "",
         "",
+        "def serve_all():",
+        '    """Every request served in order: the tokens computed (not reused from the cache)."""',
+        "    return sum(len(request) - serve(cache, allocator, request, BUDGET) for request in REQUESTS)",
+        "",
+        "",
         *_RAISED_AT,
         "",
         "",
-        *_bug_lines(oracle),
+        *(hang_limit_lines() + ["", "", *_LIMITED, "", ""] if hang else []),
+        *bug_lines(oracle),
         "",
         "",
-        "try:",
-        "    computed = sum(len(request) - serve(cache, allocator, request, BUDGET) for request in REQUESTS)  # tokens not reused",
-        "except Exception as exc:  # noqa: BLE001 - every call the protocol makes is legal",
-        f"    bug({(sentence if check is None else 'a call of the serving protocol raised') + ' (every call was legal)'!r}, "
-        "got=f'{type(exc).__name__}: {exc} (raised at {raised_at(exc)})')",
+        *CANNOT_RUN_LINES,
+        "",
+        "",
+        *runs_to_the_check(["allocator = SlotAllocator(1 << 16)",
+                            "cache = Limited(make(allocator, PAGE))" if hang else "cache = make(allocator, PAGE)", *served]),
     ]
-    if check is not None:
-        lines += [*(line for name, value in check.names.items() for line in _assignment(name, value)),
-                  f"if not ({check.holds}):", f"    bug({sentence!r}, got={check.got})"]
     return "\n".join(lines + [f"print({'no bug: the batch was served' + ('' if check is None else ' and ' + check.holds)!r})"]) + "\n"
 
 
 def _plain_test_script(failure: BaseException, function: Callable[..., Any], parameters: dict[str, Any], capabilities: Any,
                        spec: str, test: str) -> str:
     """A conformance test with no transcript writer (the construction tests, which make plain
-    calls; a router pair's end-to-end machine) is its own repro: its source, run with its own
-    module's names on the target as ``radixcheck audit`` loads it, with the parameters it failed with."""
+    calls; a router pair's end-to-end machine; a tenant tree's machine) is its own repro: its
+    source, run with its own module's names (private ones too) on the target as ``radixcheck
+    audit`` loads it, with the parameters it failed with, under the profile it ran with. It exits 1
+    only if the test fails as it did (the same exception; for an oracle, the same oracle);
+    Hypothesis keeps its files in a temporary directory, not where the file runs."""
     source = textwrap.dedent(inspect.getsource(function))
     source = source[source.index("def "):]  # without its decorators (pytest's parametrization)
     module = inspect.getmodule(function).__name__  # type: ignore[union-attr]
@@ -833,37 +819,54 @@ def _plain_test_script(failure: BaseException, function: Callable[..., Any], par
     runs_a_machine = "machine" in source
     index = type(capabilities).__name__ == "IndexCapabilities"
     oracle, sentence = oracle_of(failure), message_of(failure)
+    same = f"type(exc).__name__ == {type(failure).__name__!r}" + (
+        f" and getattr(exc, 'oracle', None) == {oracle!r}" if isinstance(failure, ContractViolation) else "")
     return "\n".join([
         f'"""radixcheck finding ({oracle}): {sentence}',
         "",
         f"Target {spec}" + (f", in {test}" if test else "") + f": radixcheck's test `{function.__name__}` ({module}), as it is,",
         "on your factory.",
-        *(["It runs radixcheck's state machine (Hypothesis): plain calls are written for the cache and index machines'",
-           "findings, not this one's; the test's output shows its program."] if runs_a_machine else []),
+        *([f"It runs radixcheck's state machine (Hypothesis, profile {profiles.selected()!r}): plain calls are written for the",
+           "cache and index machines' findings, not this one's; the test's output shows its program."] if runs_a_machine else []),
         "",
-        "Exits 1 while the bug is there (the test's assertion, with radixcheck's finding), 0 once it is fixed, 2 if it",
-        "cannot run. Needs radixcheck. Written by `radixcheck audit --repro`.",
+        "Exits 1 while the bug is there (the test fails as it did, with radixcheck's finding), 0 once it is fixed, 2 if",
+        "it cannot run to its check. Needs radixcheck. Writes nothing where it runs. Written by `radixcheck audit --repro`.",
         '"""',
+        "import atexit",
         "import os",
+        "import shutil",
         "import sys",
+        "import tempfile",
+        "import traceback",
         "",
-        f"from {module} import *  # noqa: F403 - the names the test uses",
-        "from radixcheck.properties.target import load_target",
+        "STORAGE = tempfile.mkdtemp(prefix='radixcheck-repro-')  # Hypothesis's files (.hypothesis/): not where this file runs",
+        "atexit.register(shutil.rmtree, STORAGE, True)",
+        "os.environ['HYPOTHESIS_STORAGE_DIRECTORY'] = STORAGE",
+        f"os.environ['HYPOTHESIS_PROFILE'] = {profiles.selected()!r}  # radixcheck's profile, as the test ran",
+        *preamble(spec),
         "",
-        "sys.path.append(os.getcwd())  # your factory's module, from where you run this file (as radixcheck audit does)",
+        *needs([f"import {module} as _test_module", "from radixcheck.properties.target import load_target"]),
+        "",
+        "globals().update({k: v for k, v in vars(_test_module).items() if not k.startswith('__')})  # the names the test uses",
         "try:",
         f"    target = load_target({spec!r}{', index=True' if index else ''})",
         "except Exception as exc:  # noqa: BLE001 - not run, so neither 1 (the bug) nor 0 (fixed)",
-        f"    print(f'cannot load the target {spec}: {{exc}} (run this file from where you ran radixcheck audit)', file=sys.stderr)",
+        f"    print(f'radixcheck repro: cannot load the target {spec}: {{exc}} (run this file from where you ran radixcheck '",
+        "          'audit)', file=sys.stderr)",
         "    sys.exit(2)",
         "",
         "",
         source.rstrip(),
         "",
         "",
+        *CANNOT_RUN_LINES,
+        "",
+        "",
         "try:",
         f"    {function.__name__}({arguments})",
-        "except Exception as exc:  # noqa: BLE001 - the test failed: radixcheck's finding (its violations are AssertionErrors)",
+        "except Exception as exc:  # noqa: BLE001 - the test failed: radixcheck's finding if it failed as it did",
+        f"    if not ({same}):  # another failure: not this finding",
+        "        cannot_run(exc)",
         f"    print({('BUG (radixcheck oracle ' + oracle + '): ')!r} + f'{{type(exc).__name__}}: {{exc}}')",
         "    sys.exit(1)",
         "print('no bug: the test passed')",

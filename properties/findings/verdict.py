@@ -42,7 +42,7 @@ from hypothesis.stateful import RuleBasedStateMachine, multiple, run_state_machi
 from hypothesis.strategies import SearchStrategy
 
 from radixcheck.profiles import current
-from radixcheck.properties.target import BudgetSpent, alarm_handler, caused_by_hang, forget_hangs, time_budget
+from radixcheck.properties.target import BudgetSpent, alarm_handler, caused_by_hang, forget_hangs, new_example, time_budget
 
 SHRINK_ENV = "RADIXCHECK_SHRINK_SECONDS"
 DEFAULT_SHRINK_SECONDS = 15.0
@@ -165,8 +165,13 @@ def run_property(test: Callable[..., None], search: settings | None = None, **st
     search = search or current()
     forget_hangs()
 
+    @functools.wraps(test)
+    def example(*args: Any, **kwargs: Any) -> None:
+        new_example()  # a hang is known by its call's position in the example (its replay stops there)
+        test(*args, **kwargs)
+
     def run(phase: settings) -> None:
-        settings(phase)(given(**strategies)(test))()
+        settings(phase)(given(**strategies)(example))()
 
     if Phase.shrink not in search.phases:
         run(search)
@@ -239,6 +244,7 @@ def naming_steps(machine: type[RuleBasedStateMachine]) -> type[RuleBasedStateMac
     the latest instance made while ``recording`` (``latest``: after a failed run, the one that
     failed; :func:`run_machine` records only while it runs, so a later replay keeps nothing here)."""
     def __init__(self: Any) -> None:
+        new_example()  # a hang is known by its call's position in the example (its replay stops there)
         super(made, self).__init__()
         if made.recording:
             made.latest = self

@@ -22,6 +22,7 @@ from typing import Any
 from radixcheck.oracles.kv_index import IndexModel
 from radixcheck.oracles.violations import Check, ContractViolation
 from radixcheck.properties.findings.failures import message_of, oracle_of
+from radixcheck.properties.findings.standalone import CANNOT_RUN_LINES, bug_lines, factory_import, needs, runs_to_the_check
 from radixcheck.properties.index.contract import AllBlocksCleared, BlockRemoved, BlockStored, StoredBlock
 from radixcheck.properties.index.machine import SCRATCH, IndexCall, KvIndexMachine, apply_to_model, resident_limit, without_scratch
 from radixcheck.properties.target import caused_by_hang
@@ -200,8 +201,7 @@ def shortest_program(found: IndexProgram, counts_copies: bool, fails: Callable[[
     return best
 
 
-def index_script(machine: KvIndexMachine, failure: BaseException, spec: str, test: str, found: IndexProgram,
-                 factory_import: str, bug_lines: list[str]) -> tuple[str, int]:
+def index_script(machine: KvIndexMachine, failure: BaseException, spec: str, test: str, found: IndexProgram) -> tuple[str, int]:
     """The file's text for ``found`` and how many calls it makes."""
     program, last, check, names = found.program, found.last, found.check, found.names
     sentence = message_of(failure)
@@ -215,9 +215,11 @@ def index_script(machine: KvIndexMachine, failure: BaseException, spec: str, tes
     helpers: list[list[str]] = []  # functions the file uses, each a block of lines
     if any(c.may_refuse or c.raised is not None for c in program) or last.may_refuse:
         helpers.append(_MAY_REFUSE)
-    if check is None:  # a legal call raised: that call is the check
-        what = f"{last.name}({'...' if last.args else ''}) raised {type(last.raised).__name__}: {last.raised} (a legal call)"
+    if check is None:  # a legal call raised: that call is the check (the same exception; another is not the finding)
+        raised = type(last.raised).__name__
+        what = f"{last.name}({'...' if last.args else ''}) raised {raised}: {last.raised} (a legal call)"
         body += ["try:", f"    {call_text(last)}", "except Exception as exc:  # noqa: BLE001",
+                 f"    if type(exc).__name__ != {raised!r}:", "        raise",
                  f"    bug({what!r}, got=f'{{type(exc).__name__}}: {{exc}}')", "print('no bug: the call returned')"]
     elif "after" in check.holds:
         helpers.append(_answers(machine))
@@ -242,18 +244,20 @@ def index_script(machine: KvIndexMachine, failure: BaseException, spec: str, tes
         "and queries of radixcheck's failing program that the finding needs), then the check that failed, its",
         "expected values from radixcheck's oracle for these calls.",
         f"Capabilities: {machine.capabilities}.",
-        "Exits 1 while the bug is there, 0 once it is fixed, 2 if the factory cannot be imported.",
-        "Needs radixcheck (its event classes). Written by `radixcheck audit --repro`.",
+        "Exits 1 while the bug is there, 0 once it is fixed, 2 if it cannot run to its check (the factory does not",
+        "import, or a call before the last raised). Needs radixcheck (its event classes). Written by",
+        "`radixcheck audit --repro`.",
         '"""',
         "import os",
         "import sys",
+        "import traceback",
         "",
-        "from radixcheck.properties.index.contract import AllBlocksCleared, BlockRemoved, BlockStored, StoredBlock  # noqa: F401",
-        factory_import,
+        *needs(["from radixcheck.properties.index.contract import AllBlocksCleared, BlockRemoved, BlockStored, StoredBlock  # noqa: F401"]),
+        factory_import(spec),
     ]
     if any("SCRATCH_WORKER" in line for line in [*body, *(x for h in helpers for x in h)]):
         head += ["", f"SCRATCH_WORKER = {SCRATCH[0]}  # radixcheck's scratch worker: malformed events come from it, and its "
                      "rank is left out of every other check"]
-    for block in [bug_lines, *helpers]:
+    for block in [bug_lines(oracle_of(failure), "the index"), CANNOT_RUN_LINES, *helpers]:
         head += ["", "", *block]
-    return "\n".join([*head, "", "", "index = make()", *body]) + "\n", written
+    return "\n".join([*head, "", "", *runs_to_the_check(["index = make()", *body])]) + "\n", written

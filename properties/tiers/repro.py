@@ -4,51 +4,153 @@ happened and every controller call as a comment under the operation that made it
 
 The file imports the user's factory and radixcheck's :class:`~radixcheck.properties.tiers.world.TierWorld`
 (the two pools, the controller and the tier model: the oracles run as the calls are made), and
-nothing of Hypothesis. It exits 1 with the oracle's sentence while the bug is there, 0 once fixed.
-The operations come from the failing run itself: after Hypothesis's shrink, its smallest interleaving.
+nothing of Hypothesis, in the frame every repro file has
+(:mod:`~radixcheck.properties.findings.standalone`). It exits 1 with the oracle's sentence while the
+bug is there, 0 once fixed, 2 if it cannot run to its last operation.
+
+The operations come from the failing run (after Hypothesis's shrink, its smallest interleaving),
+then reduced as the cache machine's are (:func:`~radixcheck.properties.findings.reduce.leave_out_runs`):
+runs of operations left out, halving the run each round, while a replay on a fresh world still
+fails with the same finding, for at most ``RADIXCHECK_REDUCE_SECONDS``.
 """
 
 from __future__ import annotations
 
-from radixcheck.properties.findings.failures import oracle_of
-from radixcheck.properties.findings.repro import Repro, run_repro
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from radixcheck.oracles.violations import ContractViolation
+from radixcheck.properties.findings.failures import message_of, oracle_of
+from radixcheck.properties.findings.reduce import REDUCE_ENV, finding_of, leave_out_runs, reduce_seconds
+from radixcheck.properties.findings.standalone import (
+    CANNOT_RUN_LINES,
+    Repro,
+    bug_lines,
+    confirm,
+    factory_import,
+    needs,
+    runs_to_the_check,
+)
 from radixcheck.properties.tiers.world import TierWorld
 
 
-def tier_script(world: TierWorld, failure: BaseException, spec: str) -> str:
-    module, _, attribute = spec.partition(":")
-    operations = list(world.log)
+@dataclass
+class TierReplay:
+    """Operations (lines of the world's log, ``w.serve(...)``) sent to a fresh world: the world, and
+    the failure (``None``: every operation and the final check passed), at the last operation sent."""
+
+    operations: list[str]
+    world: TierWorld
+    failure: BaseException | None
+
+
+def replay(factory: Callable[..., Any], page_size: int, write_policy: str, operations: list[str]) -> TierReplay:
+    """Send ``operations`` to a fresh world, as the file does, then check conservation; stop at the first failure."""
+    world = TierWorld(factory, page_size, write_policy)
+    for i, operation in enumerate(operations):
+        try:
+            exec(operation, {"w": world})  # noqa: S102 - a line of the world's own log
+        except Exception as exc:  # noqa: BLE001 - a failure is what a replay looks for
+            return TierReplay(operations[: i + 1], world, exc)
+    try:
+        world.check()
+    except Exception as exc:  # noqa: BLE001
+        return TierReplay(operations, world, exc)
+    return TierReplay(operations, world, None)
+
+
+def reduced(factory: Callable[..., Any], world: TierWorld, failure: BaseException, seconds: float | None = None,
+            replays: int | None = None) -> tuple[TierReplay | None, str]:
+    """The smallest replay that fails as ``failure`` did (``None``: the run's own operations do not,
+    replayed), and a sentence on what the reduction did."""
+    started, budget = time.monotonic(), reduce_seconds() if seconds is None else seconds
+    wanted, count = finding_of(failure), 0
+
+    def fails(operations: list[str]) -> TierReplay | None:
+        nonlocal count
+        count += 1
+        again = replay(factory, world.page_size, world.write_policy, operations)
+        return again if again.failure is not None and finding_of(again.failure) == wanted else None
+
+    def time_left() -> bool:
+        return time.monotonic() - started < budget and (replays is None or count < replays)
+
+    operations = [line for line in world.log if not line.startswith("#")]
+    best = fails(operations)
+    if best is None:
+        return None, "its operations did not fail the same way when replayed: written from the run itself"
+    best = leave_out_runs(best, lambda replayed: replayed.operations, fails, time_left)
+    stopped = "" if time_left() else f"; stopped at its budget ({budget:g} s, {REDUCE_ENV})"
+    return best, (f"Reduced from {len(operations)} operations to {len(best.operations)} ({count} replays, "
+                  f"{time.monotonic() - started:.2f} s{stopped}).")
+
+
+def tier_script(world: TierWorld, failure: BaseException, spec: str, made: str = "") -> str:
+    """The file: ``world``'s log (the operations that show ``failure``, the last one the failing one)."""
+    log = list(world.log)
+    last = max(i for i, line in enumerate(log) if not line.startswith("#"))
+    oracle, sentence = oracle_of(failure), message_of(failure)
+    if isinstance(failure, ContractViolation):
+        caught = ["except ContractViolation as exc:", f"    if exc.oracle != {oracle!r}:  # another oracle's: not this finding",
+                  "        raise", f"    bug({sentence!r}, got=str(exc))"]
+    else:  # the cache raised in a legal operation: the same exception is the finding
+        caught = ["except Exception as exc:  # noqa: BLE001", f"    if type(exc).__name__ != {type(failure).__name__!r}:",
+                  "        raise", f"    bug({sentence!r}, got=f'{{type(exc).__name__}}: {{exc}}')"]
+    operations = sum(not line.startswith("#") for line in log)
     lines = [
-        f'"""radixcheck repro: {type(failure).__name__} ({oracle_of(failure)}) on {spec}, {world.write_policy}, '
-        f'page size {world.page_size}.',
+        f'"""radixcheck finding ({oracle}): {sentence}',
         "",
-        f"{' '.join(str(failure).split())[:300]}",
+        f"Target {spec}, {world.write_policy}, page size {world.page_size}: {operations} operations of a serving engine on a",
+        "TierWorld (radixcheck's pools, controller and tier model; its oracles check each event as it happens), each",
+        "completion delivered where `w.complete(n)` says; the controller's calls are the comments under each. " + made,
+        "",
+        "Exits 1 while the bug is there (printing radixcheck's finding), 0 once it is fixed, 2 if it cannot run to its",
+        "last operation. Needs radixcheck. Writes nothing where it runs. Written by `radixcheck audit --repro`.",
         '"""',
+        "import os",
         "import sys",
+        "import traceback",
         "",
-        f"from {module} import {attribute} as factory",
-        "from radixcheck.oracles.violations import ContractViolation",
-        "from radixcheck.properties.tiers.world import TierWorld",
+        *needs(["from radixcheck.oracles.violations import ContractViolation",
+                "from radixcheck.properties.tiers.world import TierWorld"]),
+        factory_import(spec),
         "",
-        f"w = TierWorld(factory, page_size={world.page_size}, write_policy={world.write_policy!r})",
-        "try:",
-        *[f"    {line}" for line in operations],
-        "    w.check()",
-        "except ContractViolation as bug:",
-        "    print(f'BUG (radixcheck oracle {bug.oracle}): {bug}')",
-        "    sys.exit(1)",
+        "",
+        *bug_lines(oracle),
+        "",
+        "",
+        *CANNOT_RUN_LINES,
+        "",
+        "",
+        *runs_to_the_check([
+            f"w = TierWorld(make, page_size={world.page_size}, write_policy={world.write_policy!r})",
+            *log[:last],
+            "",
+            "# the operation that fails, and radixcheck's checks of it",
+            "try:",
+            *(f"    {line}" for line in log[last:]),
+            "    w.check()  # conservation on both tiers, and the sizes",
+            *caught,
+        ]),
         "print('no bug: every operation passed its oracles')",
     ]
-    return "\n".join(lines) + "\n"
+    return "\n".join(line.rstrip() for line in lines) + "\n"
 
 
-def tier_repro(world: TierWorld, failure: BaseException, spec: str) -> Repro:
-    """The repro file, run once: it must exit 1 with radixcheck's sentence."""
-    text = tier_script(world, failure, spec)
-    repro = Repro(text, calls=sum(not line.startswith("#") for line in world.log), size="")
-    repro.size = f"{repro.calls} operations"
-    repro.exit_code, repro.output = run_repro(text)
-    if repro.exit_code != 1 or "BUG (radixcheck" not in repro.output:
-        repro.notes.append(f"radixcheck ran this file and it exited {repro.exit_code}, not 1: {repro.output.strip()[-300:]}")
-    return repro
-
+def tier_repro(world: TierWorld, failure: BaseException, spec: str, factory: Callable[..., Any] | None = None,
+               seconds: float | None = None, replays: int | None = None) -> Repro:
+    """The repro file of a tier machine's ``failure`` (its ``world``; ``factory``, the machine's, to
+    reduce it), run once as a user would: it is offered only if it exits 1 with radixcheck's sentence."""
+    made, notes = "", []
+    if factory is not None:
+        best, made = reduced(factory, world, failure, seconds, replays)
+        if best is not None:
+            world, failure = best.world, best.failure  # type: ignore[assignment]
+        else:
+            notes.append(made)
+            made = ""
+    text = tier_script(world, failure, spec, made)
+    calls = sum(not line.startswith("#") for line in world.log)
+    return confirm(Repro(text, calls=calls, notes=notes, size=f"{calls} operations"))

@@ -1,0 +1,127 @@
+"""The docs' examples are run (``tests/doc_examples.py``), and a broken one fails for its reason:
+a Python block that raises, a waiver line the loader refuses, a command its parser refuses, a
+module that does not exist. Also: the README stays a front page, and every page is collected."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+import tomllib
+from pathlib import Path
+
+import pytest
+
+from radixcheck.properties.findings.waivers import WaiverError
+from tests.doc_examples import DOCS, ROOT
+
+GOOD = '''# A page
+
+```python
+from radixcheck import Capabilities
+
+caps = Capabilities(page_sizes=(1, 16))
+```
+
+```python
+assert caps.page_sizes == (1, 16)   # a later block sees what an earlier one defined
+```
+
+```waivers
+mycache_adapter:*  *  4 LRU order  # splits keep the old stamp
+```
+
+```bash
+RADIXCHECK_OP_TIMEOUT=2 radixcheck audit mycache_adapter:make --page-sizes 1,16 \\
+    --report audit.md   # a comment
+python -m radixcheck.reports.matrix --report-only && radixcheck reports --out my-reports
+```
+
+```yaml
+steps:
+  - run: radixcheck audit mycache_adapter:make --json radixcheck.json
+```
+
+```text
+not run: output
+```
+'''
+
+
+def run_page(tmp_path: Path, text: str) -> None:
+    page = tmp_path / "page.md"
+    page.write_text(text)
+    for example in DOCS.parse(page).examples():
+        example.evaluate()
+
+
+def test_a_page_whose_examples_work_passes(tmp_path: Path) -> None:
+    run_page(tmp_path, GOOD)
+
+
+def test_a_python_block_that_raises_fails(tmp_path: Path) -> None:
+    with pytest.raises(NameError, match="make"):
+        run_page(tmp_path, GOOD.replace("caps = Capabilities(page_sizes=(1, 16))", "make.capabilities = Capabilities()"))
+
+
+def test_a_declaration_the_contract_refuses_fails(tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match="lifecycle"):
+        run_page(tmp_path, GOOD.replace("Capabilities(page_sizes=(1, 16))", 'Capabilities(page_sizes=(1, 16), lifecycle="often")'))
+
+
+def test_a_waiver_line_the_loader_refuses_fails(tmp_path: Path) -> None:
+    with pytest.raises(WaiverError, match=r"page\.md:\d+.*did you mean '4 LRU order'"):
+        run_page(tmp_path, GOOD.replace("4 LRU order  #", "4 LRU ordre  #"))
+
+
+def test_a_waiver_without_its_reason_fails(tmp_path: Path) -> None:
+    with pytest.raises(WaiverError, match="needs a reason"):
+        run_page(tmp_path, GOOD.replace("  # splits keep the old stamp", ""))
+
+
+@pytest.mark.parametrize(("broken", "reason"), [
+    ("--page-sizes 1,16", "--page-sizes 0"),
+    ("--report audit.md", "--reprot audit.md"),
+    ("radixcheck audit mycache_adapter:make --page-sizes", "radixcheck audti mycache_adapter:make --page-sizes"),
+    ("radixcheck reports --out my-reports", "radixcheck reports --outdir my-reports"),
+])
+def test_a_command_its_parser_refuses_fails(tmp_path: Path, broken: str, reason: str) -> None:
+    with pytest.raises(AssertionError, match="refused by radixcheck's parser"):
+        run_page(tmp_path, GOOD.replace(broken, reason))
+
+
+def test_a_module_that_does_not_exist_fails(tmp_path: Path) -> None:
+    with pytest.raises(AssertionError, match="no module radixcheck.reports.matrixx"):
+        run_page(tmp_path, GOOD.replace("radixcheck.reports.matrix ", "radixcheck.reports.matrixx "))
+
+
+def test_a_ci_step_is_parsed_too(tmp_path: Path) -> None:
+    with pytest.raises(AssertionError, match="--jsn"):
+        run_page(tmp_path, GOOD.replace("--json radixcheck.json", "--jsn radixcheck.json"))
+
+
+def test_every_page_and_the_readme_are_collected_by_the_tests() -> None:
+    testpaths = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["pytest"]["ini_options"]["testpaths"]
+    assert "docs" in testpaths and "README.md" in testpaths
+    pages = [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]
+    assert len(pages) > 20 and all(DOCS.should_parse(page) for page in pages)
+
+
+def test_the_readme_is_a_front_page_whose_links_resolve() -> None:
+    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    assert len(text.splitlines()) <= 250
+    missing = [t for t in re.findall(r"\]\(([^)#\s]+)", text) if not re.match(r"[a-z]+:", t) and not (ROOT / t).exists()]
+    assert not missing, f"README.md links to files that do not exist: {missing}"
+
+
+@pytest.mark.deep  # starts a pytest process
+def test_an_unrelated_projects_markdown_is_not_collected(tmp_path: Path) -> None:
+    """The collector is this checkout's (its root conftest.py, never shipped): with radixcheck
+    installed, a user's README with a failing Python block is not run by their pytest."""
+    (tmp_path / "README.md").write_text("# Mine\n\n```python\nraise SystemExit('ran the README')\n```\n")
+    (tmp_path / "docs").mkdir()
+    (tmp_path / "docs" / "page.md").write_text("```python\nassert False, 'ran a docs page'\n```\n")
+    (tmp_path / "test_mine.py").write_text("def test_mine():\n    assert True\n")
+    run = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "."], cwd=tmp_path,
+                         capture_output=True, text=True, timeout=120)
+    assert run.returncode == 0 and "1 passed" in run.stdout, run.stdout[-2000:] + run.stderr[-2000:]

@@ -1,0 +1,211 @@
+"""The frame every standalone repro file has, whatever its contract, and the run that confirms it.
+
+A repro file is one program (the calls that show a finding, then its check) in one frame,
+written once here for every writer (:mod:`~radixcheck.properties.findings.repro` for caches,
+:mod:`~radixcheck.properties.index.repro`, :mod:`~radixcheck.properties.tiers.repro`):
+
+- it imports the user's factory **from the directory it is run in**, as ``radixcheck audit`` does;
+- a cache served over the wire protocol from ``RADIXCHECK_WIRE_CMD`` needs that server: the file
+  records the command that was audited and refuses (exit 2, one line) when none is given, never
+  falling back to radixcheck's reference server;
+- its exit code means what it says: **1** only when the finding's check fails (:func:`bug_lines`),
+  **0** when the check holds, **2** when it cannot run to its check (the factory does not import,
+  no server, a name error in the file, a call before the one the finding is about raised:
+  :func:`runs_to_the_check`);
+- it writes nothing where it runs (no ``__pycache__``, no ``.hypothesis/``).
+
+:func:`confirm` runs each file once, as a user would (``python file.py`` in the working
+directory, a fresh interpreter), when it is written: a file that does not exit 1 with the finding
+is not offered (its ``text`` is dropped and ``why_not`` says what it did).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import os
+import shlex
+import subprocess
+import sys
+import tempfile
+import traceback
+from dataclasses import dataclass, field
+
+from radixcheck.properties.target import TIMEOUT_ENV, guarded, op_timeout
+
+FOUND, FIXED, CANNOT_RUN = 1, 0, 2
+BUG_MARK = "BUG (radixcheck"  # what bug() prints first: exit 1 without it is not the finding
+NOT_OFFERED = "not offered"  # how a file that radixcheck ran and that did not show the finding is reported
+RUN_SECONDS = 120.0  # how long a file may run when it is confirmed (a hang's adds the time limit)
+
+
+@dataclass
+class Repro:
+    """A repro file's text, or why there is none, how it was made, and what it did when
+    radixcheck ran it (``exit_code`` 1: it shows the bug; ``None``: not run)."""
+
+    text: str | None
+    why_not: str = ""
+    calls: int = 0  # contract calls written out (requests served, for a serving repro): fewer is better
+    notes: list[str] = field(default_factory=list)
+    size: str = ""  # what it holds, for a person: "4 contract calls", "3 requests served", "radixcheck's test, as it is"
+    exit_code: int | None = None
+    output: str = ""
+
+
+def wire_command(spec: str) -> str | None:
+    """The server command of a target served over the wire protocol whose command comes from
+    ``RADIXCHECK_WIRE_CMD`` (``radixcheck.properties.adapters.wire:server``), as it was audited;
+    ``None`` for any other target (a wire factory with a fixed command replays by itself)."""
+    from radixcheck.properties.adapters.wire import WireFactory
+    from radixcheck.properties.target import TargetError, load_target
+
+    try:
+        factory = load_target(spec).factory
+    except TargetError:
+        return None
+    if isinstance(factory, WireFactory) and factory.from_environment:
+        return shlex.join(factory.command)
+    return None
+
+
+def preamble(spec: str) -> list[str]:
+    """The lines every file starts with: it writes no bytecode, imports from where it is run and,
+    for a wire target, needs the server (exit 2, one line, when none is given)."""
+    lines = ["sys.dont_write_bytecode = True  # this file writes nothing where it runs",
+             "sys.path.append(os.getcwd())  # your factory's module, from where you run this file (as radixcheck audit does)"]
+    command = wire_command(spec)
+    if command is not None:
+        lines += [f"AUDITED_SERVER = {command!r}  # the wire server radixcheck audited (RADIXCHECK_WIRE_CMD)",
+                  "if not os.environ.get('RADIXCHECK_WIRE_CMD', '').strip():  # never another cache in its place",
+                  "    print(f'radixcheck repro: no wire server: run this file with RADIXCHECK_WIRE_CMD set to the server to '",
+                  "          f'check (audited: {AUDITED_SERVER})', file=sys.stderr)",
+                  "    sys.exit(2)"]
+    return lines
+
+
+def factory_import(spec: str, name: str = "make") -> str:
+    """The lines that import the factory ``spec`` as ``name``, from where the file is run (after
+    :func:`preamble`); exit 2 if it cannot be (the file did not run)."""
+    module, _, attr = spec.partition(":")
+    get = f"import {module}\n\n    {name} = {module}.{attr}" if "." in attr else f"from {module} import {attr}" + (
+        f" as {name}" if attr != name else "")
+    return "\n".join([
+        *preamble(spec),
+        "try:",
+        f"    {get}",
+        "except Exception as exc:  # noqa: BLE001 - not run, so neither 1 (the bug) nor 0 (fixed)",
+        f"    print(f'radixcheck repro: cannot import the factory {spec}: {{type(exc).__name__}}: {{exc}} (run this file '",
+        "          'from where you ran radixcheck audit)', file=sys.stderr)",
+        "    sys.exit(2)"])
+
+
+def needs(imports: list[str]) -> list[str]:
+    """The imports a file needs beyond Python's own (NumPy, radixcheck): one that fails is exit 2 in
+    one line (another interpreter, radixcheck not installed), never Python's exit 1."""
+    return ["try:", *(f"    {line}" for line in imports),
+            "except ImportError as exc:  # not run, so neither 1 (the bug) nor 0 (fixed)",
+            "    print(f'radixcheck repro: cannot import {exc.name}: {exc} (this file needs numpy and radixcheck)', file=sys.stderr)",
+            "    sys.exit(2)"]
+
+
+def bug_lines(oracle: str, target: str = "the cache") -> list[str]:
+    """``bug(finding, got)``: the finding's check failed; print radixcheck's sentence and exit 1."""
+    label = f"radixcheck: {oracle}" if oracle.startswith(("crash", "hang")) else f"radixcheck oracle {oracle}"
+    return ["def bug(finding, got):", f'    """The check failed: say what radixcheck found, and what {target} did this time."""',
+            f"    print({'BUG (' + label + '): '!r} + finding)",
+            "    shown = repr(got)",
+            f"    print('  {target} did:', "
+            "shown if len(shown) < 2000 else f'{shown[:1500]} … {shown[-200:]} ({len(shown)} characters)')",
+            "    sys.exit(1)"]
+
+
+CANNOT_RUN_LINES = [
+    "def cannot_run(exc):",
+    '    """The file did not get to its check (its own code, or a call before the one the finding is about, raised):',
+    '    neither 1 (the bug) nor 0 (fixed)."""',
+    "    traceback.print_exception(exc)",
+    "    print(f'radixcheck repro: did not run to the check: {type(exc).__name__}: {exc}', file=sys.stderr)",
+    "    sys.exit(2)"]
+
+
+def runs_to_the_check(lines: list[str]) -> list[str]:
+    """``lines`` (module level: their names stay global) under ``try``: an exception that escapes
+    them is :data:`CANNOT_RUN_LINES`' ``cannot_run`` (exit 2), never Python's exit 1."""
+    return ["try:", *(f"    {line}" if line else "" for line in lines),
+            "except Exception as exc:  # noqa: BLE001 - not the finding's check: the file cannot say",
+            "    cannot_run(exc)"]
+
+
+def hang_limit_lines() -> list[str]:
+    """``LIMIT`` (the per-operation limit, ``RADIXCHECK_OP_TIMEOUT`` as radixcheck reads it; the
+    audit's by default) and ``within_limit(call)``: a call that does not return within it raises
+    ``TimeoutError`` (SIGALRM, as radixcheck's limit)."""
+    return [f"LIMIT = float(os.environ.get({TIMEOUT_ENV!r}) or {op_timeout():g})  # radixcheck's per-operation limit (s)",
+            "", "",
+            "def hung(signum, frame):",
+            "    raise TimeoutError(f'the call did not return within {LIMIT:g} s')",
+            "", "",
+            "def within_limit(call):",
+            '    """call(), interrupted if it does not return within LIMIT seconds."""',
+            "    previous = signal.signal(signal.SIGALRM, hung)",
+            "    signal.setitimer(signal.ITIMER_REAL, LIMIT)",
+            "    try:",
+            "        return call()",
+            "    finally:",
+            "        signal.setitimer(signal.ITIMER_REAL, 0)",
+            "        signal.signal(signal.SIGALRM, previous)"]
+
+
+def run_file(text: str, seconds: float = RUN_SECONDS) -> tuple[int | None, str]:
+    """Run a repro file as a user does: ``python file.py`` in a fresh interpreter, in this working
+    directory (the file itself lives in a temporary directory), for at most ``seconds``: its exit
+    code (``None``: it did not finish) and what it printed."""
+    with tempfile.TemporaryDirectory(prefix="radixcheck-repro-") as where:
+        path = os.path.join(where, "repro.py")
+        with open(path, "w", encoding="utf-8") as file:
+            file.write(text)
+        try:
+            done = subprocess.run([sys.executable, path], cwd=os.getcwd(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                  env={**os.environ, "PYTHONDONTWRITEBYTECODE": "1"}, timeout=seconds, check=False)
+        except subprocess.TimeoutExpired as late:
+            return None, (late.stdout or b"").decode(errors="replace") + f"\n(did not finish within {seconds:g} s)"
+    return done.returncode, done.stdout.decode(errors="replace")
+
+
+def confirm(repro: Repro, hang: bool = False) -> Repro:
+    """Run the file once (:func:`run_file`; a hang's is given the time limit more): it is offered
+    only if it exits 1 with radixcheck's sentence. Otherwise its text is dropped and ``why_not``
+    says what it did (a file that exits 0, or 1 from a traceback, would tell its reader the wrong thing)."""
+    if repro.text is None:
+        return repro
+    repro.exit_code, repro.output = run_file(repro.text, RUN_SECONDS + (op_timeout() if hang else 0.0))
+    if repro.exit_code != FOUND or BUG_MARK not in repro.output:
+        said = " ".join(repro.output.strip().splitlines()[-3:])[-300:]
+        ran = "did not finish" if repro.exit_code is None else f"exited {repro.exit_code}"
+        repro.why_not = (f"{NOT_OFFERED}: radixcheck ran the file it wrote and it {ran}"
+                         + (" without the finding" if repro.exit_code == FOUND else ", not 1") + (f": {said}" if said else ""))
+        repro.text = None
+    return repro
+
+
+def run_repro(text: str, seconds: float = 60.0) -> tuple[int, str]:
+    """Run a repro file's text in this process (a reducer's many candidates: no interpreter to
+    start), as ``python file.py`` would (``__main__``, at most ``seconds``): its exit code and what
+    it printed. What is offered is confirmed by :func:`confirm`, in a fresh interpreter."""
+    from radixcheck.properties.findings.reduce import standalone_stack  # it imports the cache machine
+
+    printed = io.StringIO()
+    code = 0
+    path, bytecode = list(sys.path), sys.dont_write_bytecode  # what the file's first lines set: this process's own
+    with contextlib.redirect_stdout(printed), contextlib.redirect_stderr(printed), standalone_stack():
+        try:
+            guarded("the repro file", exec, compile(text, "<radixcheck repro>", "exec"), {"__name__": "__main__"})
+        except SystemExit as done:
+            code = done.code if isinstance(done.code, int) else (0 if done.code is None else 1)
+        except Exception:  # noqa: BLE001 - an uncaught exception: Python's own exit code
+            traceback.print_exc()
+            code = 1
+        finally:
+            sys.path[:], sys.dont_write_bytecode = path, bytecode
+    return code, printed.getvalue()
