@@ -25,9 +25,10 @@ Beyond that fixed list, :func:`confusable_pairs` *generates* the confusions no l
 * pairs the contract calls one namespace: ``1`` / ``1.0`` / ``True``, ``0`` / ``0.0`` / ``False``,
   any integer and its float, alone or as a part (``("lora", 7)`` / ``("lora", 7.0)``).
 
-Each story draws its pair from the strategy built for the target's capabilities: a kind the
-target declares in ``unsent_namespaces`` (``"decimal"``, ``"float"``, ``"bool"``, ``"empty"``,
-``"multimodal"``) is never drawn, so it is never sent.
+The stories on the fixed list keep their rules; two rules more (``generated_tenants_share_prompt``,
+``generated_tenant_probes``) run the same stories on generated pairs. Each draws from the strategy
+built for the target's capabilities: a kind the target declares in ``unsent_namespaces``
+(``"decimal"``, ``"float"``, ``"bool"``, ``"empty"``, ``"multimodal"``) is never drawn, so it is never sent.
 
 The stories start where leaks start: many tenants, and the base model, on one system prompt.
 """
@@ -193,33 +194,46 @@ def equal_pairs(unsent: frozenset[str] = frozenset()) -> st.SearchStrategy[tuple
 
 
 @functools.cache
-def confusable_pairs(unsent: tuple[str, ...] = ()) -> st.SearchStrategy[tuple[Any, Any]]:
-    """The pairs a tenant story runs on, for a target that does not take the kinds in ``unsent``:
-    half from the fixed list :data:`PAIRS` (each an engine's known confusion), half generated
-    (:func:`type_only_pairs`, :func:`equal_pairs`). No pair of an unsent kind is ever drawn."""
-    kinds = frozenset(unsent)
-    fixed = st.sampled_from([pair for pair in PAIRS if not pair_kinds(pair) & kinds])
-    generated = [s for s in (type_only_pairs(kinds), equal_pairs(kinds)) if s is not None]
-    return st.one_of(fixed, st.one_of(generated).filter(lambda pair: not pair_kinds(pair) & kinds))
+def fixed_pairs(unsent: tuple[str, ...] = ()) -> st.SearchStrategy[tuple[Any, Any]]:
+    """The pairs of :data:`PAIRS` (each an engine's known confusion) a target that does not take the
+    kinds in ``unsent`` can be sent."""
+    return st.sampled_from([pair for pair in PAIRS if not pair_kinds(pair) & set(unsent)])
 
 
 @functools.cache
-def confusable_namespaces(unsent: tuple[str, ...] = ()) -> st.SearchStrategy[Any]:
-    """One namespace: of :data:`NAMESPACES`, or one side of a generated pair (see :func:`confusable_pairs`)."""
-    fixed = st.sampled_from([n for n in NAMESPACES if not kinds_of(n) & set(unsent)])
-    return st.one_of(fixed, confusable_pairs(unsent).flatmap(st.sampled_from))
+def generated_pairs(unsent: tuple[str, ...] = ()) -> st.SearchStrategy[tuple[Any, Any]]:
+    """Generated pairs (:func:`type_only_pairs`, :func:`equal_pairs`) of no kind in ``unsent``."""
+    kinds = frozenset(unsent)
+    generated = [s for s in (type_only_pairs(kinds), equal_pairs(kinds)) if s is not None]
+    return st.one_of(generated).filter(lambda pair: not pair_kinds(pair) & kinds)
+
+
+def confusable_pairs(unsent: tuple[str, ...] = ()) -> st.SearchStrategy[tuple[Any, Any]]:
+    """Every pair a tenant story may run on, for a target that does not take the kinds in ``unsent``:
+    the fixed list's or a generated one. No pair of an unsent kind is ever drawn."""
+    return st.one_of(fixed_pairs(unsent), generated_pairs(unsent))
+
+
+@functools.cache
+def fixed_namespaces(unsent: tuple[str, ...] = ()) -> st.SearchStrategy[Any]:
+    """One namespace of :data:`NAMESPACES` of no kind in ``unsent``."""
+    return st.sampled_from([n for n in NAMESPACES if not kinds_of(n) & set(unsent)])
 
 
 class TenantMachine(RadixCacheMachine):
     """The conformance machine plus tenants (module docstring)."""
 
     def _pair(self, data: st.DataObject) -> tuple[Any, Any]:
-        """A pair drawn for this target (:func:`confusable_pairs` of its unsent kinds)."""
-        return data.draw(confusable_pairs(self.capabilities.unsent_namespaces), label="pair")
+        """A pair of the fixed list for this target (:func:`fixed_pairs` of its unsent kinds)."""
+        return data.draw(fixed_pairs(self.capabilities.unsent_namespaces), label="pair")
+
+    def _generated_pair(self, data: st.DataObject) -> tuple[Any, Any]:
+        """A generated pair for this target (:func:`generated_pairs` of its unsent kinds)."""
+        return data.draw(generated_pairs(self.capabilities.unsent_namespaces), label="pair")
 
     def _namespace(self, data: st.DataObject) -> Any:
-        """A namespace drawn for this target (:func:`confusable_namespaces` of its unsent kinds)."""
-        return data.draw(confusable_namespaces(self.capabilities.unsent_namespaces), label="namespace")
+        """A namespace for this target (:func:`fixed_namespaces` of its unsent kinds)."""
+        return data.draw(fixed_namespaces(self.capabilities.unsent_namespaces), label="namespace")
 
     def _serve_in(self, tokens: tuple[int, ...], namespace: Any) -> None:
         """A request under ``namespace`` end to end: match, lock, compute the rest, insert, unlock
@@ -234,7 +248,17 @@ class TenantMachine(RadixCacheMachine):
         """Tenants on one system prompt: a base-model request (no namespace), then two tenants whose
         namespaces a naive key confuses, each with its own tail, are served in turn; then each
         prompt is matched again under its own namespace. Each tenant must see only its own KV."""
-        namespaces = (UNSAID, *_ordered(self._pair(data), swap))
+        self._share_prompt(base, self._pair(data), swap, tails)
+
+    @rule(base=RadixCacheMachine.sequences, data=st.data(), swap=st.booleans(), tails=st.tuples(TAILS, TAILS, TAILS))
+    def generated_tenants_share_prompt(self, base: tuple[int, ...], data: st.DataObject, swap: bool,
+                                       tails: tuple[Span, Span, Span]) -> None:
+        """:meth:`tenants_share_prompt` on a generated pair: two namespaces only the type tells apart,
+        which must not share, or two the contract calls equal, which must."""
+        self._share_prompt(base, self._generated_pair(data), swap, tails)
+
+    def _share_prompt(self, base: tuple[int, ...], pair: tuple[Any, Any], swap: bool, tails: tuple[Span, Span, Span]) -> None:
+        namespaces = (UNSAID, *_ordered(pair, swap))
         requests = [(namespace, base + tail.tokens(self.block)) for namespace, tail in zip(namespaces, tails, strict=True)]
         for namespace, tokens in requests:
             self._serve_in(tokens, namespace)
@@ -245,7 +269,15 @@ class TenantMachine(RadixCacheMachine):
     def tenant_probes(self, base: tuple[int, ...], data: st.DataObject, swap: bool, cut: Length, tail: Span) -> None:
         """The base model caches a system prompt and one tenant the prompt and its own tail; the other
         tenant of the pair, the base model and the first tenant then match a cut of it."""
-        first, second = _ordered(self._pair(data), swap)
+        self._probe(base, self._pair(data), swap, cut, tail)
+
+    @rule(base=RadixCacheMachine.sequences, data=st.data(), swap=st.booleans(), cut=CUTS, tail=TAILS)
+    def generated_tenant_probes(self, base: tuple[int, ...], data: st.DataObject, swap: bool, cut: Length, tail: Span) -> None:
+        """:meth:`tenant_probes` on a generated pair."""
+        self._probe(base, self._generated_pair(data), swap, cut, tail)
+
+    def _probe(self, base: tuple[int, ...], pair: tuple[Any, Any], swap: bool, cut: Length, tail: Span) -> None:
+        first, second = _ordered(pair, swap)
         self._insert_request(base, UNSAID)  # the base model's request came first: the commonest prompt is everyone's
         self._insert_request(base + tail.tokens(self.block), first)
         query = self._query(base, cut, tail, min_shared=1)
