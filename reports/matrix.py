@@ -380,8 +380,9 @@ ENGINES += [
             "SGLang's own `Req` is built with them and its key by the scheduler's `_req_radix_key`: `Req` appends the "
             "`lora_id` to the `extra_key`, `RadixKey` keeps `cache_salt` apart. `*_salted` put the salt in `cache_salt`, "
             "`*_extra_key` in `extra_key` (both are SGLang's per-request isolation fields).",
-            "`unsent_namespaces=(\"empty\", \"multimodal\")`: SGLang reads an empty `extra_key`/`cache_salt` as none, and "
-            "keys an image by the pad tokens it writes into the token ids, not by a namespace part.",
+            "`unsent_namespaces=(\"empty\", \"multimodal\", \"decimal\", \"float\", \"bool\")`: SGLang reads an empty "
+            "`extra_key`/`cache_salt` as none, and keys an image by the pad tokens it writes into the token ids, not by a "
+            "namespace part; its fields are strings (an int travels in decimal, a float or bool not at all).",
             "As the trees above: no `evict_prefix`; `radix_*` trust their callers with locks, `unified_python_*` check them, "
             "`unified_rust_*` are declared lenient (the Rust core's findings #5 and #6 would stop the machine first). "
             "Known finding #3 (LRU order) is waived (`reports/waivers/sglang_tenants.txt`) so the machine reaches "
@@ -425,7 +426,8 @@ ENGINES += [
             "`vllm_prefix` (above) with a namespace per request in vLLM's own `Request` fields: the suite's namespace becomes "
             "a `LoRARequest`, a `cache_salt` and image items (`MultiModalFeatureSpec` at the prompt's start) "
             "(`properties/adapters/tenant_fields.py`), and vLLM's block hasher folds them into the block hashes.",
-            "`unsent_namespaces=(\"empty\",)`: vLLM's API refuses an empty `cache_salt`. Every capability of `vllm_prefix` "
+            "`unsent_namespaces=(\"empty\", \"decimal\", \"float\", \"bool\")`: vLLM's API refuses an empty `cache_salt`, "
+            "and its fields are strings (an int travels in decimal, a float or bool not at all). Every capability of `vllm_prefix` "
             "holds here too (release-ordered eviction, no `evict_prefix`, no reset, locks straight after a lookup).",
         ],
     ),

@@ -68,3 +68,38 @@ def test_lock_errors_name_the_node(cache) -> None:
     cache.evict_prefix([1])
     with pytest.raises(ValueError, match=r"cannot lock Node\(key=\(1, 2, 3\).*quarantined"):
         cache.inc_lock_ref(held)
+
+
+@pytest.mark.parametrize(
+    ("call", "error", "phrases"),
+    [
+        (lambda c: c.match_prefix([1.5, 2]), TypeError, ["tokens", "1.5"]),
+        (lambda c: c.match_prefix([1, 2], priority=1.5), TypeError, ["priority", "1.5"]),
+        (lambda c: c.insert([4, 5.5], np.arange(2)), TypeError, ["tokens", "5.5"]),
+        (lambda c: c.evict_prefix([7]), ValueError, ["evict_prefix", "two raw tokens"]),
+    ],
+    ids=["match-tokens", "match-priority", "insert-tokens", "evict_prefix-one-token"],
+)
+def test_the_bigram_reference_names_the_problem(call, error, phrases) -> None:
+    """The bigram reference's bad input (its own checks, before the plain cache's) says what was wrong."""
+    from radixcheck.reference.bigram import BigramRadixCache
+
+    cache = BigramRadixCache(SlotAllocator(64))
+    with pytest.raises(error) as raised:
+        call(cache)
+    message = str(raised.value)
+    assert not [p for p in phrases if p not in message], message
+
+
+def test_the_bigram_reference_keys_eviction_on_the_request_priority() -> None:
+    """Under the priority policy, a bigram request's priority (0 unless given) reaches the tree:
+    a newer request without one goes before an older one with priority 1."""
+    from radixcheck.properties.cache import policies
+    from radixcheck.reference.bigram import BigramRadixCache
+
+    allocator = SlotAllocator(64)
+    cache = BigramRadixCache.with_policy(policies.priority())(allocator)
+    cache.insert([1, 2, 3], allocator.alloc(3), priority=1)  # older, priority 1: two keys
+    cache.insert([7, 8, 9], allocator.alloc(3))  # newer, priority 0
+    assert cache.evict(2) == 2
+    assert len(cache.match_prefix([1, 2, 3])[0]) == 2 and len(cache.match_prefix([7, 8, 9])[0]) == 0

@@ -133,3 +133,41 @@ def test_bad_replies_are_named(mode: str, named: str) -> None:
     cache = faulty(mode)(SlotAllocator(8), 1)
     with pytest.raises(WireProtocolError, match=named):
         cache.match_prefix([1, 2])
+
+
+def test_a_namespace_travels_in_one_form_per_value() -> None:
+    """Over the wire, two namespaces are one JSON value exactly when the contract calls them equal:
+    ``5``/``"5"``, ``None``/``"None"``, a tuple and its rendering stay apart; ``1``/``1.0``/``True`` meet."""
+    import json
+
+    from hypothesis import given
+
+    from radixcheck.properties.adapters.wire import encode_namespace
+    from radixcheck.properties.cache.machine import UNSAID
+    from radixcheck.properties.cache.tenants import confusable_pairs
+
+    @settings(database=None, max_examples=60, deadline=None)
+    @given(confusable_pairs(()))
+    def one_form(pair) -> None:  # noqa: ANN001
+        a, b = (None if n is UNSAID else n for n in pair)
+        assert (json.dumps(encode_namespace(a)) == json.dumps(encode_namespace(b))) == (a == b), pair
+
+    one_form()
+    assert [encode_namespace(n) for n in (True, 1.0, -0.0, 2.5, (1, "a"), (True, 1.0))] == [1, 1, 0, 2.5, [1, "a"], [1, 1]]
+    with pytest.raises(TypeError, match="finite"):
+        encode_namespace(float("nan"))
+
+
+@pytest.mark.deep
+def test_a_cache_keyed_by_str_is_caught_over_the_wire() -> None:
+    """The catalogue's NamespaceKeyedByStr, served by the Python server: the generated pairs reach it
+    as an integer and a string (or a float and a string) and collide in its tree."""
+    from radixcheck.oracles.violations import TenantIsolationViolation
+    from radixcheck.properties.cache.mutants import NamespaceKeyedByStr
+
+    factory = wire_factory([*reference_command(), "--cache", f"radixcheck.properties.cache.mutants:{NamespaceKeyedByStr.__name__}"])
+    try:
+        with pytest.raises(TenantIsolationViolation):
+            run_machine(machine_for(factory, factory.capabilities, 1, "wire_NamespaceKeyedByStr"), profiles.SETTINGS["mutation"])
+    finally:
+        factory.close()

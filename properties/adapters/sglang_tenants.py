@@ -32,14 +32,17 @@ Factories: ``radix_lru_{salted,extra_key}`` (``checks_locks=False``, as ``sglang
 core accepts another cache's handle and is then poisoned, findings #6 and #5 of
 ``reports/sglang_findings.md``, which the unnamespaced rows report; sent here, they would stop the
 machine before it reaches tenant isolation).
-All declare ``namespaces=True`` and ``unsent_namespaces=("empty", "multimodal")``:
+All declare ``namespaces=True`` and ``unsent_namespaces=("empty", "multimodal", "decimal", "float", "bool")``:
 
 * ``"empty"``: SGLang's API reads an empty ``extra_key`` or ``cache_salt`` as none
   (``GenerateReqInput`` sets ``""`` to ``None``; ``Req`` does ``cache_salt or None``): by design the
   empty tenant is the base one;
 * ``"multimodal"``: SGLang keys an image by the pad sentinels it writes into the token ids
   (``MultimodalDataItem.pad_values``, from the item's hash), not by a namespace part: the suite's
-  token ids stand for those, and a namespace with feature hashes has no field to go to.
+  token ids stand for those, and a namespace with feature hashes has no field to go to;
+* ``"decimal"``, ``"float"``, ``"bool"``: the request fields are strings; the suite's mapping
+  (``tenant_fields.py``) writes an int in decimal, so ``5`` and ``"5"`` are one request, and has no
+  field for a float or a bool.
 
 No SGLang tree has ``evict_prefix``: ``supports_quarantine=False``, as in ``sglang_radix.py``.
 An empty match returns the contract's root sentinel: SGLang's root for that namespace
@@ -135,7 +138,7 @@ class SGLangUnifiedRadixCacheTenants(_Tenants, _sr.SGLangUnifiedRadixCache):
 
 def _caps(checks_locks: bool) -> Capabilities:
     return Capabilities(supports_quarantine=False, page_sizes=_sr.PAGE_SIZES, checks_locks=checks_locks, namespaces=True,
-                        unsent_namespaces=("empty", "multimodal"))
+                        unsent_namespaces=("empty", "multimodal", "decimal", "float", "bool"))
 
 
 def _with_salt(cls: type, field: str) -> type:

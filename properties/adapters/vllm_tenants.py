@@ -25,8 +25,10 @@ salt)``, ``("mm", identifier, offset)``), so a LoRA named X and a salt "X" hash 
 *events* still publish them untagged, ``to_event_extra_keys``: see ``reports/findings/vllm.md``).
 
 Declared beyond ``vllm_prefix``'s capabilities: ``namespaces=True`` and
-``unsent_namespaces=("empty",)``: vLLM's API refuses an empty ``cache_salt`` ("must be a non-empty
-string if provided"), and its hasher reads one as no salt.
+``unsent_namespaces=("empty", "decimal", "float", "bool")``: vLLM's API refuses an empty
+``cache_salt`` ("must be a non-empty string if provided"), and its hasher reads one as no salt; a
+LoRA name and a salt are strings, so the suite's mapping (``tenant_fields.py``) writes an int in
+decimal (``5`` and ``"5"`` are one request) and has no field for a float or a bool.
 """
 
 from __future__ import annotations
@@ -126,7 +128,7 @@ class VLLMPrefixCacheTenants(_vp.VLLMPrefixCache):
         raise NotImplementedError("vLLM has no prefix-keyed eviction (supports_quarantine=False)")
 
 
-CAPABILITIES = dataclasses.replace(_vp.CAPABILITIES, namespaces=True, unsent_namespaces=("empty",))
+CAPABILITIES = dataclasses.replace(_vp.CAPABILITIES, namespaces=True, unsent_namespaces=("empty", "decimal", "float", "bool"))
 
 
 def _factory(name: str, capabilities: Capabilities) -> Callable[[SlotAllocator, int], VLLMPrefixCacheTenants]:

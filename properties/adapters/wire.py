@@ -44,6 +44,7 @@ from typing import Any
 
 import numpy as np
 
+from radixcheck.properties.cache.canonical import canonical_namespace
 from radixcheck.properties.cache.contract import Capabilities, SlotAllocator
 from radixcheck.properties.target import OperationTimeout, op_timeout
 
@@ -278,14 +279,18 @@ def _jsonable(value: Any) -> Any:
 
 
 def encode_namespace(value: Any) -> Any:
-    """A namespace on the wire: tuples are arrays, a list ``{"list": [...]}``, a dict ``{"dict": [[k, v], ...]}``."""
+    """A namespace on the wire (WIRE.md, "Namespaces"): tuples are arrays, a list ``{"list": [...]}``,
+    a dict ``{"dict": [[k, v], ...]}``; a bool or a float travels in its canonical form
+    (:func:`~radixcheck.properties.cache.canonical.canonical_namespace`: ``True`` and ``1.0`` as ``1``,
+    ``2.5`` as ``2.5``), so namespaces the contract calls equal are one JSON value and any other two differ."""
     if isinstance(value, tuple):
         return [encode_namespace(v) for v in value]
     if isinstance(value, list):
         return {"list": [encode_namespace(v) for v in value]}
     if isinstance(value, dict):
         return {"dict": [[encode_namespace(k), encode_namespace(v)] for k, v in value.items()]}
-    return _jsonable(value)
+    value = _jsonable(value)  # a NumPy scalar as its Python value
+    return canonical_namespace(value) if isinstance(value, (bool, float)) else value
 
 
 class WireHandle:

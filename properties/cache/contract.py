@@ -94,15 +94,20 @@ hashes (the LoRA name, ``cache_salt``, multimodal feature hashes). A cache that 
   a rendering of it: a str, an int, ``None``, or a tuple of parts, e.g. ``(lora_id, cache_salt,
   (mm_hash, ...))``. ``("ab", "c")`` and ``("a", "bc")``, ``None`` and ``""`` and ``0``, ``5`` and
   ``5 + 2**16``, ``("X", None)`` and ``(None, "X")`` are all different namespaces (the suite sends
-  each of these pairs). Values Python calls equal (``1`` and ``1.0``) are one namespace.
+  each of these pairs), and so are values only their type tells apart: ``5`` and ``"5"``, ``None``
+  and ``"None"``, ``(1, 2)`` and ``"(1, 2)"`` (the suite generates such pairs, alone and as parts
+  of tuples). Values Python calls equal (``1``, ``1.0`` and ``True``; ``("lora", 7)`` and
+  ``("lora", 7.0)``) are one namespace (the suite generates those too).
 * A call without the keyword is in the default namespace, ``None``: ``match_prefix(tokens)`` and
   ``match_prefix(tokens, namespace=None)`` are the same call (the suite sends both).
 * An unhashable namespace (a list, a dict) is bad input: refused with an exception that says so,
   changing nothing (when ``validates_input=True``).
 * A namespace kind the engine's requests cannot carry is declared in ``unsent_namespaces`` and
   never sent: ``"empty"`` (the empty string, which vLLM refuses as a ``cache_salt`` and SGLang
-  reads as no key) and ``"multimodal"`` (feature hashes, which SGLang keys by the pad tokens it puts
-  in the token ids, not by a namespace).
+  reads as no key), ``"multimodal"`` (feature hashes, which SGLang keys by the pad tokens it puts
+  in the token ids, not by a namespace), ``"decimal"`` (an int beside its decimal string: an
+  engine whose request fields are strings writes the int so), ``"float"`` and ``"bool"`` (a
+  namespace, or a part of one, of that type).
 * A target that does not declare namespaces is never sent the keyword, so its methods keep the
   signatures above. An adapter whose cache takes the namespace differently (SGLang's
   ``RadixKey(tokens, extra_key)``, vLLM's per-request ``lora_request``/``cache_salt``) maps the
@@ -363,7 +368,9 @@ from radixcheck.properties.cache.policies import LeafStats, Policy
 __all__ = ["Capabilities", "DEFAULT_CAPABILITIES", "LeafStats", "Policy", "RadixCacheLike", "SecondPoolAllocator", "SlidingWindow",
            "SlotAllocator", "StatePool", "required_methods", "second_pool_keywords"]
 
-NAMESPACE_KINDS = {"empty": "the empty-string namespace", "multimodal": "namespaces with multimodal feature hashes"}
+NAMESPACE_KINDS = {"empty": "the empty-string namespace", "multimodal": "namespaces with multimodal feature hashes",
+                   "decimal": "int namespaces beside their decimal strings (5 and \"5\")",
+                   "float": "float namespaces (2.5, and 1.0 equal to 1)", "bool": "bool namespaces (True, equal to 1)"}
 """What ``Capabilities.unsent_namespaces`` may name, and how a report card says it."""
 
 MAX_PAGE_SIZE_TESTED = 64
@@ -460,8 +467,11 @@ class Capabilities:
     ``"empty"``, the empty string (vLLM's API refuses an empty ``cache_salt``; SGLang's API and ``Req``
     read an empty ``extra_key``/``cache_salt`` as none); ``"multimodal"``, a namespace with feature
     hashes (an engine that keys an image by the pad tokens it puts in the token ids, as SGLang does,
-    has no namespace part for it). Where the suite would send one, it sends the next pair or
-    namespace of its list that the target can take."""
+    has no namespace part for it); ``"decimal"``, an int beside its decimal string (``5`` and ``"5"``:
+    an engine whose request fields are strings writes the int in decimal, so the two are one
+    request); ``"float"`` and ``"bool"``, a namespace with a float or bool in it (``2.5``, ``1.0``,
+    ``True``; with neither, the suite sends no two equal namespaces of different types). The suite
+    draws its pairs and namespaces from what is left."""
 
     lifecycle: str = "off"
     """How the suite drives a request's lifecycle (see "The request lifecycle" above): ``"off"``
@@ -529,7 +539,9 @@ class Capabilities:
         """The report card's "Tenant isolation" line: checked, or not exercised and why."""
         if not self.namespaces:
             return "not exercised: no namespaces declared (namespaces=False: the keyword is never sent)"
-        sent = "LoRA against salt, concatenations, falsy keys, ids sharing their low bits, long and unicode keys"
+        sent = ("LoRA against salt, concatenations, falsy keys, ids sharing their low bits, long and unicode keys, "
+                "values only their type tells apart")
+        sent += "" if {"float", "bool"} <= set(self.unsent_namespaces) else ", equal values of different types"
         sent += "" if "multimodal" in self.unsent_namespaces else ", multimodal feature hashes"
         unsent = "; not sent: " + ", ".join(NAMESPACE_KINDS[k] for k in self.unsent_namespaces) if self.unsent_namespaces else ""
         return f"checked (oracle 10): tenants under adversarial namespaces ({sent}){unsent}"

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import dataclasses
 import heapq
+import pickle
 from collections.abc import Hashable, Sequence
 from typing import Any
 
@@ -972,12 +973,14 @@ class NamespacePartsUntagged(RadixCache):
 
 
 class NamespaceConcatenated(RadixCache):
-    """The namespace's parts are concatenated as strings: ``("ab", "c")`` and ``("a", "bc")`` collide."""
+    """The namespace's parts are concatenated as strings: ``("ab", "c")`` and ``("a", "bc")`` collide
+    (oracle 10). Written as text, equal parts split too (``("lora", 1)`` and ``("lora", True)``): a
+    stream may catch that half first, as a match that misses what the equal namespace cached."""
 
     capabilities = NAMESPACED
     bug_class = "namespace-concatenated"
     sources = ("sgl-project/sglang#30827 (salted keys keyed by the pair (extra_key, cache_salt): concatenation collides)",)
-    caught_by = TenantIsolationViolation
+    caught_by = (TenantIsolationViolation, PrefixSetViolation)
 
     def _key(self, namespace: Any) -> Any:
         return "".join(map(str, namespace)) if isinstance(namespace, tuple) else namespace
@@ -994,6 +997,38 @@ class NamespaceHash16(RadixCache):
 
     def _key(self, namespace: Any) -> Any:
         return hash(namespace) & 0xFFFF
+
+
+class NamespaceKeyedByStr(RadixCache):
+    """The namespace is keyed by its rendering, ``str(namespace)``, as a cache that builds its key as
+    text does: ``5`` and ``"5"``, ``None`` and ``"None"``, ``(1, 2)`` and ``"(1, 2)"`` share one tree
+    (oracle 10). A rendering also splits what the contract calls one namespace (``str(1) != str(1.0)``),
+    so a stream may first catch that half: a match under ``1.0`` misses what ``1`` cached (the
+    prefix-set oracle)."""
+
+    capabilities = NAMESPACED
+    bug_class = "namespace-keyed-by-str"
+    sources = ("radixcheck #39 (a tenant key written as text: an int tenant id and the same digits as a salt collide)",)
+    caught_by = (TenantIsolationViolation, PrefixSetViolation)
+
+    def _key(self, namespace: Any) -> Any:
+        return str(namespace)
+
+
+class NamespaceSplitsEqualValues(RadixCache):
+    """The namespace is keyed by its serialized bytes (``pickle.dumps``), as a block hasher that
+    hashes a request's extra keys does: ``5`` and ``"5"`` stay apart, but ``1``, ``1.0`` and ``True``,
+    one namespace by the contract, get three trees, so a request under ``1.0`` misses the prefix
+    ``1`` cached (the prefix-set oracle: a match shorter than the longest cached prefix)."""
+
+    capabilities = NAMESPACED
+    bug_class = "namespace-splits-equal-values"
+    sources = ("radixcheck #39 (a key hashed from the namespace's serialized bytes: pickle or CBOR write 1, 1.0 and True "
+               "apart, though they are equal)",)
+    caught_by = PrefixSetViolation
+
+    def _key(self, namespace: Any) -> Any:
+        return pickle.dumps(namespace)
 
 
 class NamespaceIgnoredOnMatch(RadixCache):
@@ -1081,8 +1116,8 @@ class LockResolvedInDefaultNamespace(RadixCache):
 
 
 NAMESPACE_MUTANTS: list[type[RadixCache]] = [
-    NamespacePartsUntagged, NamespaceConcatenated, NamespaceHash16, NamespaceIgnoredOnMatch, NamespaceIgnoredOnInsert,
-    QuarantineCrossesNamespaces, LockResolvedInDefaultNamespace,
+    NamespacePartsUntagged, NamespaceConcatenated, NamespaceHash16, NamespaceKeyedByStr, NamespaceSplitsEqualValues,
+    NamespaceIgnoredOnMatch, NamespaceIgnoredOnInsert, QuarantineCrossesNamespaces, LockResolvedInDefaultNamespace,
 ]
 
 

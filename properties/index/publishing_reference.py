@@ -18,6 +18,7 @@ import hashlib
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from radixcheck.properties.cache.canonical import canonical_namespace
 from radixcheck.properties.index.contract import AllBlocksCleared, BlockRemoved, BlockStored, IndexCapabilities, StoredBlock
 from radixcheck.properties.index.engines import chain_hash
 from radixcheck.properties.index.router_contract import RouterCapabilities, RouterPair
@@ -28,8 +29,9 @@ from radixcheck.reference.kv_index import KvIndex
 def page_tokens_hashes(tokens: Sequence[int], page_size: int, namespace: Any = None) -> list[int]:
     """One 64-bit hash per whole page of ``tokens`` under ``namespace`` (folded into every page's hash,
     as Dynamo's ``compute_block_hash_for_seq(..., lora_name=..., cache_namespace=...)`` folds its
-    namespace in; ``repr`` of the pair tells the suite's namespaces apart)."""
-    seed = b"" if namespace is None else repr(namespace).encode() + b"\0"
+    namespace in; ``repr`` of its canonical form tells the suite's namespaces apart and keeps equal ones,
+    ``1``, ``1.0`` and ``True``, one)."""
+    seed = b"" if namespace is None else repr(canonical_namespace(namespace)).encode() + b"\0"
     return [int.from_bytes(hashlib.blake2b(seed + repr(list(tokens[i:i + page_size])).encode(), digest_size=8).digest(), "big")
             for i in range(0, len(tokens) // page_size * page_size, page_size)]
 
