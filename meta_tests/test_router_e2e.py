@@ -51,10 +51,18 @@ def test_a_publisher_that_forgets_its_removes_is_a_finding_in_the_engine_events(
 
 
 def test_an_index_that_ignores_removes_is_a_finding_in_the_index() -> None:
-    # A stale count can also be read as another tenant's: when a namespace that holds as much of the same tokens
-    # exists, the isolation check (which runs first) names it. Since the generated namespaces (5/"5", 1/1.0, ...) the
-    # derandomized stream meets that case first; telling a stale block from another tenant's needs each namespace's
-    # history in the model (left open). Either way the finding is the index's, never the engine's events'.
+    """One tenant (the engine's namespaces left undeclared): nothing else can explain the stale count."""
+    pair = router_pair(index=IgnoresRemoves)
+    one_tenant = dataclasses.replace(pair.capabilities, engine=dataclasses.replace(pair.capabilities.engine, namespaces=False))
+    with pytest.raises(IndexViolation, match="the index does not follow its events"):
+        run_machine(router_machine_for(pair, one_tenant, 1, "meta_ignores_removes"), SEARCH)
+
+
+def test_with_tenants_an_index_that_ignores_removes_is_still_a_finding_in_the_router() -> None:
+    # With namespaces, a stale count can also be read as another tenant's: when a namespace that holds as much of the
+    # same tokens exists, the isolation check (which runs first) names it. Telling a stale block from another tenant's
+    # needs each namespace's history in the model (left open). Either way the finding is the router's, never the
+    # engine's events'.
     with pytest.raises((IndexViolation, TenantIsolationViolation), match="the index does not follow its events|the router's index count"):
         _run(router_pair(index=IgnoresRemoves), 1, "meta_ignores_removes")
 
