@@ -113,55 +113,25 @@ def run_machine(machine: type[RuleBasedStateMachine], search: settings | None = 
 
 
 def _run_machine(machine: type[RuleBasedStateMachine], search: settings) -> None:
-    if Phase.shrink not in search.phases:
-        run_state_machine_as_test(machine, settings=search)
-        return
-    examples = _Examples()
-    saved = examples if search.database is None else MultiplexedDatabase(examples, search.database)
-    find = settings(search, database=saved, report_multiple_bugs=False,
-                    phases=[p for p in search.phases if p not in (Phase.shrink, Phase.explain)])
-    try:
-        run_state_machine_as_test(machine, settings=find)
-        return
-    except Exception as exc:  # noqa: BLE001 - any failure is the verdict; what follows only shrinks it
-        first = exc
-    first_machine = machine.failing = machine.latest
-    if caused_by_hang(first):
-        first.add_note("radixcheck: not shrunk (a hang: every replay would cost the time limit)")
-        raise first
-    if shrink_seconds(machine) <= 0:
-        first.add_note(f"radixcheck: not shrunk (a shrink budget of 0 s, {SHRINK_ENV} or the machine's default)")
-        raise first
-    examples.demote_failures()
-    own = settings(find, database=examples)
-    started = time.monotonic()
-    try:
-        with time_budget(shrink_seconds(machine)):
-            run_state_machine_as_test(machine, settings=settings(own, phases=[Phase.reuse, Phase.shrink]))
-    except (BudgetSpent, Exception):  # noqa: BLE001 - the smallest failure is replayed below, cleanly
-        pass
-    spent = time.monotonic() - started
-    try:
-        run_state_machine_as_test(machine, settings=settings(own, phases=[Phase.reuse]))
-    except unittest.SkipTest:  # nothing to replay: a forced seed (--hypothesis-seed) uses no example database
-        first.add_note("radixcheck: not shrunk (with a forced seed Hypothesis keeps no examples to shrink from)")
-        machine.failing = first_machine
-        raise first from None
-    except Exception as shrunk:  # noqa: BLE001
-        shrunk.add_note(f"radixcheck: shrunk for {spent:.1f} s (budget {shrink_seconds(machine):g} s, {SHRINK_ENV})")
-        machine.failing = machine.latest
-        raise shrunk from None
-    first.add_note("radixcheck: the shrunk program did not fail again (a flaky target?); this is the first failure")
-    machine.failing = first_machine
-    raise first
+    first_machine = None
+
+    def found() -> None:  # the instance that failed first: reported if the shrunk program is not
+        nonlocal first_machine
+        first_machine = machine.failing = machine.latest
+
+    def raising(shrunk: bool) -> None:
+        machine.failing = machine.latest if shrunk else first_machine
+
+    _find_shrink_replay(lambda phase: run_state_machine_as_test(machine, settings=phase), search, shrink_seconds(machine),
+                        found, raising)
 
 
 def run_property(test: Callable[..., None], search: settings | None = None, **strategies: SearchStrategy) -> None:
     """Run ``test`` as a Hypothesis property over ``strategies`` (keyword arguments), with the verdict of
     :func:`run_machine`: find without shrinking, shrink for at most ``RADIXCHECK_SHRINK_SECONDS``, replay the smallest
     failure. For property tests that call the target (the DFS serving runs), whose shrinking Hypothesis would
-    otherwise let run for minutes on a broken cache. ``test`` must be a fresh function per call (a closure): Hypothesis
-    keys saved examples by the function, so each phase must see the same one."""
+    otherwise let run for minutes on a broken cache. Hypothesis keys saved examples by the function, so every phase
+    runs the same ``example`` wrapper of ``test``."""
     search = search or current()
     forget_hangs()
 
@@ -170,40 +140,55 @@ def run_property(test: Callable[..., None], search: settings | None = None, **st
         new_example()  # a hang is known by its call's position in the example (its replay stops there)
         test(*args, **kwargs)
 
-    def run(phase: settings) -> None:
-        settings(phase)(given(**strategies)(example))()
+    with alarm_handler():
+        _find_shrink_replay(lambda phase: settings(phase)(given(**strategies)(example))(), search, shrink_seconds())
 
+
+def _find_shrink_replay(run: Callable[[settings], None], search: settings, budget: float,
+                        found: Callable[[], None] = lambda: None, raising: Callable[[bool], None] = lambda shrunk: None) -> None:
+    """The three phases (module docstring) over ``run``, one Hypothesis run under the settings it is given. ``found()``
+    is called when the find phase failed; ``raising(shrunk)`` just before the failure is raised: the shrunk one
+    (True), or the first (False)."""
     if Phase.shrink not in search.phases:
         run(search)
         return
     examples = _Examples()
-    find = settings(search, database=examples, report_multiple_bugs=False,
+    saved = examples if search.database is None else MultiplexedDatabase(examples, search.database)
+    find = settings(search, database=saved, report_multiple_bugs=False,
                     phases=[p for p in search.phases if p not in (Phase.shrink, Phase.explain)])
-    with alarm_handler():
-        try:
-            run(find)
-            return
-        except Exception as exc:  # noqa: BLE001 - any failure is the verdict; what follows only shrinks it
-            first = exc
-        if caused_by_hang(first) or shrink_seconds() <= 0:
-            first.add_note("radixcheck: not shrunk (a hang, or a shrink budget of 0 s)")
-            raise first
-        examples.demote_failures()
-        started = time.monotonic()
-        try:
-            with time_budget(shrink_seconds()):
-                run(settings(find, phases=[Phase.reuse, Phase.shrink]))
-        except (BudgetSpent, Exception):  # noqa: BLE001 - the smallest failure is replayed below, cleanly
-            pass
-        spent = time.monotonic() - started
-        try:
-            run(settings(find, phases=[Phase.reuse]))
-        except unittest.SkipTest:  # a forced seed (--hypothesis-seed) keeps no examples
-            raise first from None
-        except Exception as shrunk:  # noqa: BLE001
-            shrunk.add_note(f"radixcheck: shrunk for {spent:.1f} s (budget {shrink_seconds():g} s, {SHRINK_ENV})")
-            raise shrunk from None
+    try:
+        run(find)
+        return
+    except Exception as exc:  # noqa: BLE001 - any failure is the verdict; what follows only shrinks it
+        first = exc
+    found()
+    if caused_by_hang(first):
+        first.add_note("radixcheck: not shrunk (a hang: every replay would cost the time limit)")
+        raise first
+    if budget <= 0:
+        first.add_note(f"radixcheck: not shrunk (a shrink budget of 0 s, {SHRINK_ENV} or the machine's default)")
+        raise first
+    examples.demote_failures()
+    own = settings(find, database=examples)
+    started = time.monotonic()
+    try:
+        with time_budget(budget):
+            run(settings(own, phases=[Phase.reuse, Phase.shrink]))
+    except (BudgetSpent, Exception):  # noqa: BLE001 - the smallest failure is replayed below, cleanly
+        pass
+    spent = time.monotonic() - started
+    try:
+        run(settings(own, phases=[Phase.reuse]))
+    except unittest.SkipTest:  # nothing to replay: a forced seed (--hypothesis-seed) uses no example database
+        first.add_note("radixcheck: not shrunk (with a forced seed Hypothesis keeps no examples to shrink from)")
+        raising(False)
+        raise first from None
+    except Exception as shrunk:  # noqa: BLE001
+        shrunk.add_note(f"radixcheck: shrunk for {spent:.1f} s (budget {budget:g} s, {SHRINK_ENV})")
+        raising(True)
+        raise shrunk from None
     first.add_note("radixcheck: the shrunk program did not fail again (a flaky target?); this is the first failure")
+    raising(False)
     raise first
 
 
