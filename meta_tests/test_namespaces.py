@@ -219,3 +219,7 @@ def test_the_report_card_says_whether_tenant_isolation_was_checked() -> None:
     caps = Capabilities(namespaces=True)
     card = report_card(AuditResult("mine:make", repr(caps), [], "ci", tenant_isolation=caps.tenant_isolation()))
     assert "Tenant isolation: checked (oracle 10)" in card
+    plain = Capabilities()  # no namespaces: said once, in the not-exercised list, not twice
+    card = report_card(AuditResult("mine:make", repr(plain), plain.not_exercised(), "ci",
+                                   tenant_isolation=plain.tenant_isolation()))
+    assert "Tenant isolation:" not in card and "- tenant isolation (no namespaces declared" in card

@@ -382,6 +382,15 @@ def run_audit(target: Target, page_sizes: str | None, profile: str, workers: str
                        target.capabilities.tenant_isolation())
 
 
+def _isolation_line_says_more(result: AuditResult) -> bool:
+    """Whether the card's "Tenant isolation" line adds to the not-exercised list: not when that list
+    already says isolation was not exercised (one fact, said once)."""
+    if not result.tenant_isolation:
+        return False
+    said = any(gap.startswith("tenant isolation (") for gap in result.not_exercised)
+    return not (said and result.tenant_isolation.startswith("not exercised"))
+
+
 def report_card(result: AuditResult) -> str:
     """The audit as markdown."""
     findings, waived = result.findings, result.waived
@@ -398,7 +407,7 @@ def report_card(result: AuditResult) -> str:
         f"Capabilities: `{result.capabilities}`",
         "",
         *([f"Page sizes: {result.page_sizes}", ""] if result.page_sizes else []),
-        *([f"Tenant isolation: {result.tenant_isolation}", ""] if result.tenant_isolation else []),
+        *([f"Tenant isolation: {result.tenant_isolation}", ""] if _isolation_line_says_more(result) else []),
         *[f"**Warning:** {w}\n" for w in result.warnings + result.unmatched_waivers],
         "Not exercised, by capability (never sent, so never failed):",
         "",
