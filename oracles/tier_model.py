@@ -19,7 +19,8 @@ device leaves in that order (:mod:`radixcheck.oracles.tier_order`): while the wo
 it starts, is judged against the least recently used candidate left. A declared
 :class:`~radixcheck.properties.cache.policies.Policy` (``policy``) orders them by its key instead,
 over the statistics the model counts per page (:meth:`TierModel.stats`): a page keeps them
-through every move between the tiers.
+through every move between the tiers. An order finding is kept (``order_violation``) and raised by
+the world once ``evict`` returns, never from inside the cache's call.
 
 Every method costs what it reads or changes (the pages of one request, the slots of one call);
 only :meth:`TierModel.held` reads every slot, for the conservation check of a small world.
@@ -38,10 +39,12 @@ from radixcheck.oracles.policy import LeafStats
 from radixcheck.oracles.tier_order import DeviceLeaves, check_device_order, check_device_policy, is_device_leaf
 from radixcheck.oracles.violations import (
     BackupChainViolation,
+    EvictionOrderViolation,
     FailedBackupViolation,
     HostGapViolation,
     HostOrphanViolation,
     HostSlotViolation,
+    LRUOrderViolation,
     NeverSawViolation,
     PersistViolation,
     RefcountViolation,
@@ -112,6 +115,7 @@ class TierModel:
         self.policy = policy  # a declared Policy (its key orders device eviction), or None: least recently used first
         self.leaves = DeviceLeaves(self._order)
         self.evicting: int | None = None  # the num_tokens of the evict call running now, judged for order
+        self.order_violation: Exception | None = None  # oracle 4t's first finding in that call, raised when it returns
         self.serving: Any = NOT_SERVING  # the namespace of the load-back running now
         self.device_owner: dict[int, Page] = {}  # device slot -> the page it holds (cached, or in flight)
         self.host_owner: dict[int, Page] = {}  # host slot -> the page it holds (a copy, or a pending write)
@@ -290,10 +294,17 @@ class TierModel:
         if self.evicting is None or not picked:
             return
         oldest = self.leaves.oldest_candidate(picked, self._busy)
-        if self.policy is None:
-            check_device_order(picked, oldest, self.evicting, how, lambda t: self.used_by.get(t, f"time {t}"))
-        else:
-            check_device_policy(picked, oldest, self.evicting, how, self._order, self._describe, str(self.policy))
+        try:
+            if self.policy is None:
+                check_device_order(picked, oldest, self.evicting, how, lambda t: self.used_by.get(t, f"time {t}"))
+            else:
+                check_device_policy(picked, oldest, self.evicting, how, self._order, self._describe, str(self.policy))
+        except (LRUOrderViolation, EvictionOrderViolation) as violation:
+            # Kept, not raised here: this hook runs inside the cache's evict (a free, a host allocation),
+            # and an exception there would leave the cache half way through its call (or be swallowed by
+            # a cache that catches its allocator's errors). The world raises it once evict returns.
+            if self.order_violation is None:
+                self.order_violation = violation
 
     def _describe(self, page: Page) -> str:
         return (f"last used by {self.used_by.get(page.last_use, page.last_use)}, cached at time {page.created}, "

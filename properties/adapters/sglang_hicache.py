@@ -49,9 +49,14 @@ How SGLang is run on CPU (stand-ins and targeted patches; nothing of SGLang's is
   ``flush_pending_backups()`` (the merged D2H submission ``process_batch_result`` makes); after
   ``load_back``, ``ready_to_load_host_cache()`` (``start_loading``); after every completion the
   suite delivers, ``check_hicache_events()`` (the per-step poll: ``writing_check`` and
-  ``loading_check``). SGLang consumes acks in FIFO order (``_count_ready_acks`` stops at the
-  first not ready): a completion delivered out of order is acted on once the earlier ones are.
-  By design; it never breaks an oracle, only delays SGLang's bookkeeping.
+  ``loading_check``).
+* **Completions in order, per kind.** SGLang's copies of one kind run on one device stream, which
+  finishes them in the order they started, and SGLang consumes the acks in that order
+  (``_count_ready_acks`` stops at the first not ready). A completion the suite delivers while an
+  earlier transfer of the same kind is pending finishes that one first (logged, as when SGLang
+  blocks on a copy). Without it the suite counted a page as written while SGLang, waiting for the
+  earlier ack, still held it as in flight (not an eviction candidate): oracle 4t then named an
+  order SGLang's stream can never produce.
 * ``load_back_threshold`` is 1 (SGLang: 10 tokens; a shorter host hit is recomputed). The
   suite's worlds are 40 device slots; at 10 almost no load would ever run. A skipped load is
   legal under the contract (the match's host part stays on host), so this only makes the
@@ -76,14 +81,21 @@ How SGLang is run on CPU (stand-ins and targeted patches; nothing of SGLang's is
 
 from __future__ import annotations
 
+import itertools
 import logging
+import os
 import warnings
 from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 
+from radixcheck.properties.adapters import factory_lookup
 from radixcheck.properties.adapters import sglang_radix as _sr
+from radixcheck.properties.adapters import sglang_tenants as _st
+from radixcheck.properties.adapters.tenant_fields import request_fields
+from radixcheck.properties.cache import policies
+from radixcheck.properties.cache.policies import Policy
 from radixcheck.properties.tiers.contract import TierCapabilities, TierMatch, Transfer
 
 PIP_REQUIREMENTS: list[str] = []
@@ -115,9 +127,82 @@ def _load() -> Any:
     # (it refused every factory on a 24 GB machine with 16 GB free). The budget is the reserve + 1 GiB.
     pool_host_base.available_host_memory_bytes = lambda **_: pool_host_base.HICACHE_HOST_MEMORY_RESERVE_BYTES + (1 << 30)
     logging.getLogger("sglang").setLevel(logging.ERROR)
+    apply_fixes(os.environ.get(FIX_ENV, ""))
     _hx = types.SimpleNamespace(sg=sg, TransferCompletion=TransferCompletion, MHATokenToKVPool=MHATokenToKVPool,
                                 ServerArgs=ServerArgs, publish=set_global_server_args_for_scheduler)
     return _hx
+
+
+FIX_ENV = "RADIXCHECK_SGLANG_FIX"
+"""Comma-separated fixes of :data:`FIXES` to apply to SGLang's Python tree core for this process
+(``RADIXCHECK_SGLANG_FIX=3,N3``): how a verdict is shown to be the finding's and nothing else's."""
+
+FIXES = {
+    "3": "sglang_findings.md #3: a split leaves the unmatched suffix's last use as it was (match and insert)",
+    "N3": "findings/sglang_trees.md N3: under write_back an insert still counts the node's hit (hit_count += 1)",
+}
+"""The fixes ``apply_fixes`` knows, each a few lines of our own around one SGLang method (the
+Python tree core ``UnifiedTreeCore``; the Rust core is compiled, so it is never patched)."""
+
+_applied: set[str] = set()
+
+
+def apply_fixes(names: str | Sequence[str]) -> list[str]:
+    """Patch SGLang's Python tree core (``UnifiedTreeCore``) with the named :data:`FIXES`, for this
+    process. Returns the fixes applied now (each is applied once); an unknown name is refused."""
+    wanted = [n.strip() for n in (names.split(",") if isinstance(names, str) else names) if n.strip()]
+    unknown = [n for n in wanted if n not in FIXES]
+    if unknown:
+        raise ValueError(f"{FIX_ENV}: unknown fix {unknown} (known: {sorted(FIXES)})")
+    from sglang.srt.mem_cache.unified_cache.unified_tree_core import UnifiedTreeCore
+
+    done = []
+    for name in wanted:
+        if name in _applied:
+            continue
+        if name == "3":
+            _fix_split_refresh(UnifiedTreeCore)
+        else:
+            _fix_write_back_hits(UnifiedTreeCore)
+        _applied.add(name)
+        done.append(name)
+    return done
+
+
+def _fix_split_refresh(core: Any) -> None:
+    """#3: ``_split_node`` stamps the suffix (``child.last_access_time = now``), and the insert walk
+    touches the node before splitting it. Fixed: the suffix keeps the last use it had."""
+    split, walk = core._split_node, core._insert_walk_step
+
+    def split_node(self: Any, key: Any, child: Any, split_len: int) -> Any:
+        before = child.last_access_time
+        result = split(self, key, child, split_len)
+        child.last_access_time = before
+        return result
+
+    def insert_walk_step(self: Any, state: Any) -> None:
+        key = state.key
+        node = state.node.children.get(key.child_key(self.page_size) if len(key) else None)
+        before = (node.parent, node.last_access_time) if node is not None else None
+        walk(self, state)
+        if before is not None and node.parent is not before[0]:  # split: `node` is the unused suffix now
+            node.last_access_time = before[1]
+
+    core._split_node, core._insert_walk_step = split_node, insert_walk_step
+
+
+def _fix_write_back_hits(core: Any) -> None:
+    """N3: ``_inc_hit_count_and_check`` returns under write_back before ``hit_count += 1``. Fixed: the
+    hit is counted, and (as before) no write-through backup is asked for."""
+    check = core._inc_hit_count_and_check
+
+    def inc_hit_count_and_check(self: Any, node: Any) -> bool:
+        if self.is_write_back and not node.evicted:
+            node.hit_count += 1
+            return False
+        return check(self, node)
+
+    core._inc_hit_count_and_check = inc_hit_count_and_check
 
 
 class _SuiteEvent:
@@ -146,11 +231,18 @@ class SGLangHiCache:
     """``UnifiedRadixCache`` + ``init_hicache`` (FULL), its transfers and host slots the suite's."""
 
     def __init__(self, allocator: Any, host_pool: Any, controller: Any, page_size: int, write_policy: str,
-                 backend: str = "python") -> None:
+                 backend: str = "python", eviction_policy: str = "lru", salt_field: str | None = None) -> None:
         if isinstance(page_size, bool) or not isinstance(page_size, int) or page_size < 1:
             raise ValueError(f"page_size must be a positive int, got {page_size!r}")
         if write_policy not in POLICIES:
             raise ValueError(f"write_policy must be one of {POLICIES}, got {write_policy!r}")
+        if eviction_policy not in EVICTION_POLICIES:
+            raise ValueError(f"eviction_policy must be one of {EVICTION_POLICIES}, got {eviction_policy!r}")
+        if salt_field not in (None, "cache_salt", "extra_key"):
+            raise ValueError(f"salt_field must be None, 'cache_salt' or 'extra_key', got {salt_field!r}")
+        self.eviction_policy, self.salt_field = eviction_policy, salt_field
+        self._namespace: Any = None  # the namespace of the call running now (salt_field set)
+        self._extra_key: Any = None  # SGLang's extra_key of the last key built
         hx = _load()
         sg = hx.sg
         self.sg, self.hx = sg, hx
@@ -181,7 +273,7 @@ class SGLangHiCache:
         self.kv_allocator = _Allocator(allocator, page_size)
         self.kv_allocator._kvcache = kv
         params = sg.CacheInitParams(disable=False, req_to_token_pool=None, token_to_kv_pool_allocator=self.kv_allocator,
-                                    page_size=page_size, eviction_policy="lru", tree_components=(sg.ComponentType.FULL,),
+                                    page_size=page_size, eviction_policy=eviction_policy, tree_components=(sg.ComponentType.FULL,),
                                     tree_core_backend=backend)
         self.cache = sg.UnifiedRadixCache(params)
         core = type(self.cache.tree_core).__name__
@@ -285,13 +377,13 @@ class SGLangHiCache:
         event = _SuiteEvent(self, list(covered.values()))
         return self.hx.TransferCompletion(event, event, False)
 
-    def _deliver_now(self, transfers: list[Transfer]) -> None:
-        """SGLang blocks on a copy: the suite's DMA finishes it now (a world's ``complete``)."""
+    def _deliver_now(self, transfers: list[Transfer], why: str = "SGLang waited for") -> None:
+        """SGLang blocks on a copy (or its stream finishes an earlier one): the suite's DMA finishes it now."""
         for transfer in transfers:
             if transfer.number in self.delivered or transfer not in self.controller.pending:
                 continue
             self.controller.pending.remove(transfer)
-            self.controller.log.append(f"#   SGLang waited for {transfer.kind} #{transfer.number}: completed now")
+            self.controller.log.append(f"#   {why} {transfer.kind} #{transfer.number}: completed now")
             self.controller.copy(transfer)
             self._mark(transfer)
 
@@ -306,15 +398,42 @@ class SGLangHiCache:
     # ---- the contract ------------------------------------------------------------------------
 
     def _key(self, tokens: Sequence[int]):
-        return self.sg.RadixKey(_sr._token_array(tokens))
+        token_ids = _sr._token_array(tokens)
+        if self.salt_field is None:
+            return self.sg.RadixKey(token_ids)
+        # As the scheduler keys a request: SGLang's own Req (lora_id appended to extra_key) and
+        # _req_radix_key (sglang_tenants' mapping of the namespace onto the request's fields).
+        req = _request(token_ids, self._namespace, self.salt_field)
+        key = _st._load().req_radix_key(self.cache, req, token_ids)
+        self._extra_key = key.extra_key
+        return key
+
+    def _in(self, namespace: Any, call: Any) -> Any:
+        """``call`` under ``namespace`` (a namespaced factory; refused before anything changes when
+        no request can carry it)."""
+        if self.salt_field is None:
+            if namespace is not None:
+                raise ValueError(f"namespace={namespace!r} for a factory without namespaces (it is never sent one)")
+            return call()
+        request_fields(namespace)
+        self._namespace = namespace
+        try:
+            return call()
+        finally:
+            self._namespace = None
 
     def _handle(self, node: Any) -> Any:
-        return _sr.ROOT if node == self.cache.root_node_handle() else node
+        roots = (self.cache.root_node_handle(), self.cache.root_node_handle(self._extra_key))
+        return _sr.ROOT if node in roots else node
 
     def _node(self, handle: Any) -> Any:
         return self.cache.root_node_handle() if handle is _sr.ROOT else handle
 
-    def match_prefix(self, tokens: Sequence[int]) -> TierMatch:
+    def match_prefix(self, tokens: Sequence[int], namespace: Any = None, priority: int = 0) -> TierMatch:
+        """``priority`` is the request's; SGLang's match reads none (``MatchPrefixParams`` has no field)."""
+        return self._in(namespace, lambda: self._match_prefix(tokens))
+
+    def _match_prefix(self, tokens: Sequence[int]) -> TierMatch:
         result = self.cache.match_prefix(self.sg.MatchPrefixParams(key=self._key(tokens)))
         values = _sr._np(self.cache.path_device_indices(result.last_device_node))
         host_length = int(result.host_hit_length)
@@ -338,14 +457,18 @@ class SGLangHiCache:
             last = info.node_id
         return last
 
-    def insert(self, tokens: Sequence[int], values: Any) -> int:
+    def insert(self, tokens: Sequence[int], values: Any, namespace: Any = None, priority: int = 0) -> int:
+        """``priority`` goes to ``InsertParams.priority`` (the priority policy's key), as the scheduler sends a request's."""
+        return self._in(namespace, lambda: self._insert(tokens, values, priority))
+
+    def _insert(self, tokens: Sequence[int], values: Any, priority: int) -> int:
         key = self._key(tokens)
         arr = np.asarray(values)
         if arr.ndim != 1 or len(arr) != len(key):
             raise ValueError(f"values has {len(arr)} slots for {len(key)} tokens")
         value = self.sg.torch.from_numpy(arr.astype(np.int64, copy=True))
         result = self.cache.insert(self.sg.InsertParams(key=key, value=value, prev_prefix_len=len(key),
-                                                        track_adopted_ranges=True))
+                                                        track_adopted_ranges=True, priority=int(priority)))
         self.cache.flush_pending_backups()
         return self._on_device_before(int(result.prefix_len), (result.adopted_ranges or {}).get(self.sg.ComponentType.FULL))
 
@@ -385,10 +508,17 @@ class SGLangHiCache:
     def evict_host(self, num_tokens: int) -> int:
         return int(self.cache.evict_host(int(num_tokens)))
 
-    def evict_prefix(self, tokens: Sequence[int]) -> int:
+    def evict_prefix(self, tokens: Sequence[int], namespace: Any = None) -> int:
         raise NotImplementedError("SGLang's HiCache has no evict_prefix (quarantine)")
 
     def transfer_done(self, transfer: Transfer) -> None:
+        """A completion. SGLang's copies of one kind run on one stream (``write_stream``,
+        ``load_stream``), which finishes them in the order they were started, and SGLang acts on
+        their acks in that order (``_count_ready_acks`` stops at the first not ready). So a
+        completion the suite delivers before an earlier transfer of the same kind finishes that
+        one first (``_deliver_now``, as a stream would), and SGLang acts on both now."""
+        earlier = [t for t in self.controller.pending if t.kind == transfer.kind and t.number < transfer.number]
+        self._deliver_now(earlier, f"its stream finished #{transfer.number} after")
         self._mark(transfer)
         self.cache.check_hicache_events()
 
@@ -415,23 +545,66 @@ class SGLangHiCache:
         return out
 
     def __repr__(self) -> str:
-        return f"SGLangHiCache({self.backend}, {self.write_policy})"
+        where = f", {self.eviction_policy}" + (f", namespaces in {self.salt_field}" if self.salt_field else "")
+        return f"SGLangHiCache({self.backend}, {self.write_policy}{where})"
 
 
-def _factory(name: str, backend: str, policies: tuple[str, ...]):
+def _request(token_ids: Any, namespace: Any, salt_field: str) -> Any:
+    """SGLang's ``Req`` for a request under ``namespace`` (``sglang_tenants``' mapping: LoRA id, salt)."""
+    rq = _st._load()
+    fields = request_fields(namespace)
+    if fields.mm_hashes:
+        raise ValueError(f"namespace {namespace!r}: SGLang keys multimodal items by their pad tokens (never sent)")
+    return rq.Req(f"radixcheck-hicache-{next(_REQUEST_IDS)}", "", token_ids, rq.SamplingParams(), lora_id=fields.lora,
+                  **{salt_field: fields.salt})
+
+
+_REQUEST_IDS = itertools.count()
+
+EVICTION_POLICIES = ("lru", "lfu", "fifo", "mru", "filo", "priority", "slru")
+"""SGLang's ``--radix-eviction-policy`` names the tier contract can judge (tlru reads node boundaries,
+which the tier model does not keep: refused by ``TierCapabilities``)."""
+
+UNSENT_NAMESPACES = ("empty", "multimodal", "decimal", "float", "bool")
+"""As ``sglang_tenants``: what SGLang's request fields cannot carry (its module docstring says why)."""
+
+
+def declared_policy(policy: str) -> Policy | None:
+    """The tier contract's declaration of SGLang policy ``policy``: None (least recently used first,
+    oracle 4t's default) for lru, else the named Policy with SGLang's meaning."""
+    return None if policy == "lru" else policies.NAMED[policy]()
+
+
+def _factory(name: str, backend: str, write_policies: tuple[str, ...], eviction_policy: str = "lru",
+             salt_field: str | None = None):
     def factory(allocator: Any, host_pool: Any, controller: Any, page_size: int = 1,
                 write_policy: str = "write_through") -> SGLangHiCache:
-        return SGLangHiCache(allocator, host_pool, controller, page_size, write_policy, backend=backend)
+        return SGLangHiCache(allocator, host_pool, controller, page_size, write_policy, backend=backend,
+                             eviction_policy=eviction_policy, salt_field=salt_field)
 
     factory.__name__ = factory.__qualname__ = name
-    factory.tier_capabilities = TierCapabilities(write_policies=policies, page_sizes=(1, 2, 4),  # type: ignore[attr-defined]
-                                                 supports_quarantine=False, write_back_order="leaf_first")
-    factory.__doc__ = f"radixcheck tier target {name}: UnifiedRadixCache ({backend} core) + init_hicache"
+    namespaced = salt_field is not None
+    factory.tier_capabilities = TierCapabilities(  # type: ignore[attr-defined]
+        write_policies=write_policies, page_sizes=(1, 2, 4), supports_quarantine=False, write_back_order="leaf_first",
+        namespaces=namespaced, unsent_namespaces=UNSENT_NAMESPACES if namespaced else (),
+        eviction_policy=declared_policy(eviction_policy))
+    where = f", namespaces in Req.{salt_field} + lora_id" if namespaced else ""
+    factory.__doc__ = (f"radixcheck tier target {name}: UnifiedRadixCache ({backend} core, eviction_policy="
+                       f"{eviction_policy!r}{where}) + init_hicache")
     return factory
 
 
-hicache_python = _factory("hicache_python", "python", POLICIES)
-hicache_rust = _factory("hicache_rust", "rust", POLICIES)
-FACTORIES = {"hicache_python": hicache_python, "hicache_rust": hicache_rust}
+FACTORIES: dict[str, Any] = {}
+for _b in ("python", "rust"):
+    FACTORIES[f"hicache_{_b}"] = _factory(f"hicache_{_b}", _b, POLICIES)
+for _b in ("python", "rust"):
+    for _p in EVICTION_POLICIES:
+        FACTORIES[f"hicache_{_b}_{_p}_salted"] = _factory(f"hicache_{_b}_{_p}_salted", _b, POLICIES, _p, "cache_salt")
+    FACTORIES[f"hicache_{_b}_lru_extra_key"] = _factory(f"hicache_{_b}_lru_extra_key", _b, POLICIES, "lru", "extra_key")
+del _b, _p
+hicache_python = FACTORIES["hicache_python"]
+hicache_rust = FACTORIES["hicache_rust"]
 
-__all__ = ["FACTORIES", "SGLangHiCache", *FACTORIES]
+__getattr__ = factory_lookup(__name__, FACTORIES)  # `module:<factory>` names a factory (PEP 562)
+
+__all__ = ["EVICTION_POLICIES", "FACTORIES", "SGLangHiCache", "UNSENT_NAMESPACES", "declared_policy", *FACTORIES]

@@ -98,6 +98,7 @@ import numpy as np
 
 from radixcheck.oracles.policy import LeafStats
 from radixcheck.oracles.violations import HostSlotViolation
+from radixcheck.properties.cache.contract import NAMESPACE_KINDS
 from radixcheck.properties.cache.policies import Policy
 
 WRITE_POLICIES = ("write_through", "write_back", "write_through_selective")
@@ -127,6 +128,11 @@ class TierCapabilities:
     machine serves tenants too, and tenant isolation (oracle 10) is judged on both tiers: a match
     under N counts only N's pages, a load-back under N reads only N's host copies. When False the
     keyword is never sent."""
+    unsent_namespaces: tuple[str, ...] = ()
+    """Namespace kinds the engine's requests cannot carry (the base contract's
+    ``Capabilities.unsent_namespaces``: ``"empty"``, ``"multimodal"``, ``"decimal"``, ``"float"``,
+    ``"bool"``): declared, never sent on either tier, and named on the report card. Needs
+    ``namespaces=True``."""
     eviction_policy: Policy | None = None
     """The device tier's eviction order when it is not least recently used first: a
     :class:`~radixcheck.properties.cache.policies.Policy` (the base contract's, e.g. ``lfu()``,
@@ -148,14 +154,18 @@ class TierCapabilities:
         gaps = [] if self.supports_quarantine else ["evict_prefix on both tiers (supports_quarantine=False)"]
         if self.write_back_order == "leaf_first" and "write_back" in self.write_policies:
             gaps.append("the backup chain under write_back (write_back_order='leaf_first')")
+        for kind in self.unsent_namespaces:
+            gaps.append(f"tenant isolation of {NAMESPACE_KINDS[kind]} (unsent_namespaces: never sent)")
         return gaps
 
     def tenant_isolation(self) -> str:
         """The report card's "Tenant isolation" line."""
         if not self.namespaces:
             return "not exercised: no namespaces declared (TierCapabilities(namespaces=False): the keyword is never sent)"
+        unsent = self.unsent_namespaces
+        said = "; not sent: " + ", ".join(NAMESPACE_KINDS[k] for k in unsent) if unsent else ""
         return ("checked (oracle 10) on both tiers: tenants under adversarial namespaces share prompts through device "
-                "and host; a match counts, and a load-back reads, only its own namespace's pages")
+                f"and host; a match counts, and a load-back reads, only its own namespace's pages{said}")
 
     def __post_init__(self) -> None:
         unknown = [p for p in self.write_policies if p not in WRITE_POLICIES]
@@ -167,6 +177,12 @@ class TierCapabilities:
         for flag in ("supports_quarantine", "namespaces"):
             if not isinstance(getattr(self, flag), bool):
                 raise ValueError(f"TierCapabilities.{flag} must be a bool, got {getattr(self, flag)!r}")
+        unsent = self.unsent_namespaces
+        if not isinstance(unsent, (tuple, list)) or any(kind not in NAMESPACE_KINDS for kind in unsent):
+            raise ValueError(f"TierCapabilities.unsent_namespaces must be a tuple of {sorted(NAMESPACE_KINDS)}, got {unsent!r}")
+        if unsent and not self.namespaces:
+            raise ValueError("TierCapabilities.unsent_namespaces needs namespaces=True")
+        object.__setattr__(self, "unsent_namespaces", tuple(unsent))
         if self.eviction_policy is not None:
             if not isinstance(self.eviction_policy, Policy):
                 raise ValueError(f"TierCapabilities.eviction_policy must be a radixcheck Policy or None, got "

@@ -19,7 +19,10 @@ back while the device is full and the host has nothing else to evict).
 tenant rules too (:class:`TierTenantRules`): requests under the namespaces the plain cache
 machine's tenants use (:mod:`radixcheck.properties.cache.tenants`: pairs a naive key confuses),
 sent through the same namespace layer (:mod:`radixcheck.properties.cache.layers`), with a story
-that takes one tenant's prompt through the host tier and serves it to the other. A target that
+that takes one tenant's prompt through the host tier and serves it to the other. A namespace of a
+kind the target declares in ``unsent_namespaces`` is never sent: the draw stays the same and the
+next namespace (or pair) the target takes is sent instead (``tenants.sendable``), so streams stay
+comparable across targets. A target that
 declares a Policy (``TierCapabilities(eviction_policy=...)``) gets the policy rules
 (:class:`TierPolicyRules`): request priorities, sent through the priority layer, and a story
 that takes a frequently hit prompt through the host tier and back before an eviction.
@@ -34,7 +37,7 @@ from hypothesis import strategies as st
 from hypothesis.stateful import Bundle, RuleBasedStateMachine, initialize, invariant, precondition, rule
 
 from radixcheck.properties.cache.layers import UNSAID
-from radixcheck.properties.cache.tenants import NAMESPACES, PAIRS
+from radixcheck.properties.cache.tenants import NAMESPACES, PAIRS, kinds_of, pair_kinds, sendable
 from radixcheck.properties.tiers.world import TierWorld
 
 ALPHABET = st.integers(0, 2)
@@ -48,6 +51,12 @@ def _quarantines(self: TierMachine) -> bool:
     """The target offers ``evict_prefix`` (``TierCapabilities.supports_quarantine``)."""
     caps = getattr(type(self).factory, "tier_capabilities", None)
     return caps is None or caps.supports_quarantine
+
+
+def _unsent(self: TierMachine) -> tuple[str, ...]:
+    """The namespace kinds the target declares it cannot carry (``TierCapabilities.unsent_namespaces``)."""
+    caps = getattr(type(self).factory, "tier_capabilities", None)
+    return caps.unsent_namespaces if caps is not None else ()
 
 
 def _pending(self: TierMachine) -> bool:
@@ -175,7 +184,9 @@ class TierTenantRules(TierMachine):
           namespace=st.sampled_from(NAMESPACES), load=st.booleans(), hold=st.booleans())
     def tenant_serve(self, base: tuple[int, ...], cut: int, tail: list[int], namespace: Any, load: bool,
                      hold: bool) -> tuple[int, ...]:
-        """A request under ``namespace`` (the plain ``serve`` is the default namespace's)."""
+        """A request under ``namespace`` (the plain ``serve`` is the default namespace's; a kind the
+        target declares in ``unsent_namespaces`` is replaced by the next namespace it takes)."""
+        namespace = sendable(NAMESPACES, namespace, _unsent(self), kinds_of)
         tokens = self._query(base, cut, tail)
         self.world.serve(tokens, load=load, namespace=namespace)
         if not hold:
@@ -188,6 +199,7 @@ class TierTenantRules(TierMachine):
         """One tenant's prompt goes to host only; the other tenant of a pair a naive key confuses
         asks for it (plus a tail), loading back what the cache offers; then the first tenant and the
         default namespace ask too. Each may be served only its own namespace's pages."""
+        pair = sendable(PAIRS, pair, _unsent(self), pair_kinds)
         first, second = (pair[1], pair[0]) if swap else pair
         world = self.world  # (an empty base is a request with nothing to cache: harmless)
         world.serve(base, namespace=first)
@@ -205,6 +217,7 @@ class TierTenantRules(TierMachine):
         quarantined: the other's must stay on both tiers."""
         if not base:  # a served query may be empty: there is nothing to quarantine
             return
+        pair = sendable(PAIRS, pair, _unsent(self), pair_kinds)
         doomed, other = (pair[1], pair[0]) if swap else pair
         for namespace in (other, doomed):
             self.world.serve(base, namespace=namespace)

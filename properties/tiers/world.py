@@ -29,6 +29,7 @@ from radixcheck.oracles.tier_model import NOT_SERVING, TierModel, as_ints, check
 from radixcheck.oracles.violations import FailedBackupViolation, ReturnValueViolation, TierResidencyViolation, shown
 from radixcheck.properties.cache.contract import SlotAllocator
 from radixcheck.properties.cache.layers import UNSAID, Tags, keywords_for, layers_for, namespace_key
+from radixcheck.properties.cache.tenants import kinds_of
 from radixcheck.properties.tiers.contract import HostPool, TierMatch
 from radixcheck.properties.tiers.controller import DevicePool, SuiteController
 
@@ -70,6 +71,7 @@ class TierWorld:
         leaf_first = caps is not None and caps.write_back_order == "leaf_first" and write_policy == "write_back"
         policy = caps.policy if caps is not None else None
         self.model = TierModel(page_size, write_policy, chain_checked=not leaf_first, policy=policy)
+        self.unsent: tuple[str, ...] = caps.unsent_namespaces if caps is not None else ()
         self.layers = layers_for(caps is not None and caps.namespaces, policy)  # what the declared parts add to each call
         self.priority = 0  # the priority= the next requests carry (a policy that takes one)
         self.device = DevicePool(device_slots, self.model, seed=seed)
@@ -94,8 +96,13 @@ class TierWorld:
         return result
 
     def _tenant(self, namespace: Any) -> str:
-        """How a logged call says its namespace (nothing for the default one said without the keyword)."""
+        """How a logged call says its namespace (nothing for the default one said without the keyword).
+        A namespace the target does not declare, or of a kind it declares unsent, is refused: never sent."""
         keywords_for(self.layers, "serve", Tags(namespace))  # refuses one the target does not declare
+        unsent = set(self.unsent) & (kinds_of(namespace) if namespace is not UNSAID else set())
+        if unsent:
+            raise ValueError(f"namespace={namespace!r} is of a kind the target declares unsent ({sorted(unsent)}): "
+                             "it is never sent")
         return "" if namespace is UNSAID else f", namespace={namespace!r}"
 
     def pending(self) -> list[int]:
@@ -212,10 +219,14 @@ class TierWorld:
             self._say(f"w.evict({num_tokens})")
         before = len(self.device.freed_log)
         self.model.evicting = num_tokens  # its picks are judged for order (oracle 4t)
+        self.model.order_violation = None
         try:
             freed = self._call("evict", num_tokens)
         finally:
             self.model.evicting = None
+        violation, self.model.order_violation = self.model.order_violation, None
+        if violation is not None:  # judged inside the call, raised now that the cache's evict has returned
+            raise violation
         if freed != len(self.device.freed_log) - before:
             raise ReturnValueViolation(f"evict({num_tokens}) returned {freed}, but freed "
                                        f"{len(self.device.freed_log) - before} device slots")
