@@ -22,7 +22,11 @@ sent through the same namespace layer (:mod:`radixcheck.properties.cache.layers`
 that takes one tenant's prompt through the host tier and serves it to the other. A target that
 declares a Policy (``TierCapabilities(eviction_policy=...)``) gets the policy rules
 (:class:`TierPolicyRules`): request priorities, sent through the priority layer, and a story
-that takes a frequently hit prompt through the host tier and back before an eviction.
+that takes a frequently hit prompt through the host tier and back before an eviction. A target
+that declares the request lifecycle (``TierCapabilities(lifecycle="tree")``) gets running
+requests (:class:`~radixcheck.properties.tiers.lifecycle.TierLifecycleRules`, on a
+:class:`~radixcheck.properties.tiers.lifecycle.LifecycleTierWorld`): chunks published while
+backups are pending, retracts and aborts while a load-back is in flight.
 """
 
 from __future__ import annotations
