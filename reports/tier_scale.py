@@ -88,14 +88,17 @@ def _lifecycle_step(world: LifecycleTierWorld, rng: random.Random, tokens: list[
     """For a target declaring ``lifecycle="tree"``: a running request is admitted on ``tokens`` (its
     load-back left in flight), and each running one computes a chunk, perhaps publishes it, and
     perhaps ends (a finish, or a retract or an abort that does not wait for its transfers)."""
-    if len(world.lives) < 6:
-        world.admit(tokens, load=rng.random() < 0.9)
     for index in range(len(world.lives) - 1, -1, -1):
+        if rng.random() < 0.1:  # before its next forward: its load-back may still be in flight
+            world.end(index, rng.choice(("retract", "abort")))
+            continue
         world.compute(index, rng.randrange(1, 65))
         if rng.random() < 0.7:
             world.publish(index)
-        if rng.random() < 0.3:
+        if rng.random() < 0.2:
             world.end(index, rng.choice(("finish", "finish", "retract", "abort")))
+    if len(world.lives) < 6:
+        world.admit(tokens, load=rng.random() < 0.9)  # computes from the next step on
 
 
 class _Tail(list):
