@@ -328,7 +328,7 @@ class _Collector:
         elif verdict.outcome == "failed" and verdict.oracle and not verdict.oracle.startswith(NOT_AN_ORACLE):
             self.judged.append(verdict.oracle)
         if verdict.waived:
-            detail += "  (waived: " + ", ".join(f"{w['oracle']} ({w['waiver']})" for w in verdict.waived) + ")"
+            detail += "  (waived: " + ", ".join(f"{w['oracle']}{known_deviation(w)} ({w['waiver']})" for w in verdict.waived) + ")"
         print(f"[{time.monotonic() - self.started:6.1f} s] {mark} {verdict.test} ({verdict.seconds:.1f} s){detail}", flush=True)
 
     def _add_repro(self, test: str, repro: dict[str, Any]) -> None:
@@ -425,9 +425,14 @@ def report_card(result: AuditResult) -> str:
                   "```python", f.program or "(no program: the test failed outside a Hypothesis run)", "```"]
     if waived:
         parts += ["", "## Waived findings (--waive)", ""]
-        parts += [f"- {w['oracle']} ({w['type']}): {w['message']} — waived by {w['waiver']}; met in "
+        parts += [f"- {w['oracle']} ({w['type']}){known_deviation(w)}: {w['message']} — waived by {w['waiver']}; met in "
                   + ", ".join(f"`{t}`" for t in w["tests"]) + cut_short(w) for w in waived]
     return "\n".join(parts) + "\n"
+
+
+def known_deviation(waived: dict[str, Any]) -> str:
+    """The known order bug a ``known:`` waiver named, which explained the finding (its JSON's ``known_deviation``)."""
+    return f", known_deviation {waived['known_deviation']}" if waived.get("known_deviation") else ""
 
 
 def cut_short(waived: dict[str, Any]) -> str:
@@ -464,7 +469,7 @@ def print_summary(result: AuditResult) -> None:
               f"failed {len(f.tests)} test(s): {', '.join(f.tests)}\n" + (f"repro: {f.repro}\n" if f.repro else "")
               + f"{f.program}\n", file=sys.stdout)
     for w in waived:
-        print(f"--- waived: {w['oracle']} ({w['type']}): {w['message']}\n"
+        print(f"--- waived: {w['oracle']} ({w['type']}){known_deviation(w)}: {w['message']}\n"
               f"waived by {w['waiver']}; met in {', '.join(w['tests'])}{cut_short(w)}\n", file=sys.stdout)
     for warning in result.unmatched_waivers:
         print(f"radixcheck: warning: {warning}", file=sys.stderr, flush=True)
