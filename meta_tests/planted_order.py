@@ -14,7 +14,8 @@ from typing import Any
 
 import numpy as np
 
-from radixcheck.properties.cache.mutants import FifoPolicyReference, LfuNotBumpedOnReinsert, LfuReference, MruReference
+from radixcheck.properties.cache.contract import DEFAULT_CAPABILITIES
+from radixcheck.properties.cache.mutants import FifoPolicyReference, LfuNotBumpedOnReinsert, LfuReference, MostRecentFirst, MruReference
 from radixcheck.reference.radix_cache import Node, RadixCache
 
 
@@ -55,6 +56,24 @@ class FreshSplitCreation(_Using):
         if self._using:
             upper.created = self._clock  # the bug
         return upper
+
+
+class Lru(RadixCache):
+    """The reference, correct, with the plain contract's capabilities (LRU)."""
+
+    capabilities = DEFAULT_CAPABILITIES
+
+
+class Lru3(RefreshesSuffix):
+    """SGLang's LRU (the LRU oracle) with #3."""
+
+    capabilities = DEFAULT_CAPABILITIES
+
+
+class Lru3MostRecentFirst(RefreshesSuffix, MostRecentFirst):
+    """#3, and a second order bug: the most recently used leaf goes first."""
+
+    capabilities = DEFAULT_CAPABILITIES
 
 
 class Lfu3(RefreshesSuffix, LfuReference):

@@ -18,7 +18,7 @@ from radixcheck.cli import main
 from radixcheck.oracles.deviation import Deviation, SplitParentFreshCreationTime, SuffixRefreshedOnMidEdgeUse
 from radixcheck.oracles.policy import LeafStats
 from radixcheck.oracles.prefix_set import PrefixSetModel
-from radixcheck.oracles.violations import EvictionOrderViolation
+from radixcheck.oracles.violations import EvictionOrderViolation, LRUOrderViolation
 from radixcheck.properties.cache.deviations import KNOWN, DeviationError, resolve
 from radixcheck.properties.cache.machine import machine_for
 from radixcheck.properties.cache.mutants import FifoPolicyReference, LfuReference, MruReference
@@ -29,6 +29,8 @@ from . import planted_order as planted
 
 KNOWN_3 = "* * 4 eviction order  known: suffix-refreshed-on-mid-edge-use  # SGLang #3 (known)"
 KNOWN_9 = "* * 4 eviction order  known: split-parent-fresh-creation-time  # SGLang #9 (known)"
+LRU_3 = "* * 4 LRU order  known: suffix-refreshed-on-mid-edge-use  # SGLang #3 (known), an LRU cache's"
+LRU_9 = "* * 4 LRU order  known: split-parent-fresh-creation-time  # not an LRU cache's bug"
 FEW = settings(profiles.SETTINGS["mutation"], max_examples=6)  # fast tier: each run well under a second
 MORE = settings(profiles.SETTINGS["mutation"], max_examples=40)  # deep tier
 
@@ -148,7 +150,8 @@ BAD_KNOWN = {
     "no module": ("* * 4 eviction order  known: no_such_module_x:f  # r", "cannot import 'no_such_module_x'"),
     "no function": ("* * 4 eviction order  known: os:no_such_function  # r", "os has no function 'no_such_function'"),
     "not a deviation": ("* * 4 eviction order  known: os:getcwd  # r", "returned str, not a .*Deviation"),
-    "not the order oracle": ("* * 4 LRU order  known: suffix-refreshed-on-mid-edge-use  # r", "applies to '4 eviction order' alone"),
+    "not an order oracle": ("* * 3 slot conservation  known: suffix-refreshed-on-mid-edge-use  # r",
+                            "applies to .4 eviction order. or .4 LRU order. alone"),
     "with as": ("* * 4 eviction order as lru  known: suffix-refreshed-on-mid-edge-use  # r", "'as <policy>' or 'known: <deviation>'"),
 }
 
@@ -188,23 +191,32 @@ def test_the_3_cache_conforms_with_3_known(cache: type) -> None:
     assert found["oracle"] == "4 eviction order" and found["known_deviation"] == "suffix-refreshed-on-mid-edge-use"
 
 
+def test_the_3_lru_cache_conforms_with_3_known_to_the_lru_oracle() -> None:
+    with pytest.raises(LRUOrderViolation):
+        _run(planted.Lru3, KNOWN_3)  # the policies' line does not name the LRU oracle
+    [found] = _run(planted.Lru3, LRU_3).findings()
+    assert found["oracle"] == "4 LRU order" and found["known_deviation"] == "suffix-refreshed-on-mid-edge-use"
+
+
 def test_the_9_cache_conforms_with_9_known() -> None:
     [found] = _run(planted.Fifo9, KNOWN_9).findings()
     assert found["known_deviation"] == "split-parent-fresh-creation-time"
 
 
-@pytest.mark.parametrize(("cache", "waiver"), [(planted.Lfu3ReinsertNotCounted, KNOWN_3), (planted.Fifo9ByLastAccess, KNOWN_9)],
-                         ids=["3 and lfu reinsert not counted", "9 and fifo by last access"])
+@pytest.mark.parametrize(("cache", "waiver"), [(planted.Lfu3ReinsertNotCounted, KNOWN_3), (planted.Fifo9ByLastAccess, KNOWN_9),
+                                               (planted.Lru3MostRecentFirst, LRU_3)],
+                         ids=["3 and lfu reinsert not counted", "9 and fifo by last access", "3 and lru most recent first"])
 def test_a_second_order_bug_behind_the_known_one_still_fails(cache: type, waiver: str) -> None:
-    with pytest.raises(EvictionOrderViolation) as caught:
+    with pytest.raises((EvictionOrderViolation, LRUOrderViolation)) as caught:
         _run(cache, waiver, settings(FEW, max_examples=25))
     assert caught.value.explained_by == frozenset()
 
 
-@pytest.mark.parametrize(("cache", "waiver"), [(planted.Lfu3, KNOWN_9), (planted.Mru3, KNOWN_9), (planted.Fifo9, KNOWN_3)],
-                         ids=["lfu 3 under 9", "mru 3 under 9", "fifo 9 under 3"])
+@pytest.mark.parametrize(("cache", "waiver"), [(planted.Lfu3, KNOWN_9), (planted.Mru3, KNOWN_9), (planted.Fifo9, KNOWN_3),
+                                               (planted.Lru3, LRU_9)],
+                         ids=["lfu 3 under 9", "mru 3 under 9", "fifo 9 under 3", "lru 3 under 9"])
 def test_a_waiver_naming_one_known_bug_does_not_hide_the_other(cache: type, waiver: str) -> None:
-    with pytest.raises(EvictionOrderViolation) as caught:
+    with pytest.raises((EvictionOrderViolation, LRUOrderViolation)) as caught:
         _run(cache, waiver, settings(FEW, max_examples=25))
     assert caught.value.explained_by == frozenset()
 
@@ -226,23 +238,25 @@ def test_the_card_and_the_json_say_known_deviation() -> None:
 
 @pytest.mark.deep
 @pytest.mark.parametrize("page_size", [1, 4])
-@pytest.mark.parametrize(("cache", "waiver"), [(planted.Lfu3, KNOWN_3), (planted.Mru3, KNOWN_3), (planted.Fifo9, KNOWN_9)],
-                         ids=["lfu 3", "mru 3", "fifo 9"])
+@pytest.mark.parametrize(("cache", "waiver"), [(planted.Lfu3, KNOWN_3), (planted.Mru3, KNOWN_3), (planted.Fifo9, KNOWN_9),
+                                               (planted.Lru3, LRU_3)],
+                         ids=["lfu 3", "mru 3", "fifo 9", "lru 3"])
 def test_each_planted_known_bug_conforms_over_a_longer_search(cache: type, waiver: str, page_size: int) -> None:
     [found] = _run(cache, waiver, MORE, page_size).findings()
     assert found["times_met"] > 1
 
 
 @pytest.mark.deep
-@pytest.mark.parametrize("cache", [LfuReference, MruReference, FifoPolicyReference], ids=["lfu", "mru", "fifo"])
+@pytest.mark.parametrize("cache", [LfuReference, MruReference, FifoPolicyReference, planted.Lru], ids=["lfu", "mru", "fifo", "lru"])
 def test_a_correct_cache_meets_a_known_waiver_nowhere(cache: type) -> None:
-    assert _run(cache, KNOWN_3 + "\n" + KNOWN_9, MORE).findings() == []
+    assert _run(cache, "\n".join([KNOWN_3, KNOWN_9, LRU_3]), MORE).findings() == []
 
 
 @pytest.mark.deep
-@pytest.mark.parametrize(("cache", "waiver"), [(planted.Lfu3ReinsertNotCounted, KNOWN_3), (planted.Fifo9ByLastAccess, KNOWN_9)],
-                         ids=["3 and lfu reinsert not counted", "9 and fifo by last access"])
+@pytest.mark.parametrize(("cache", "waiver"), [(planted.Lfu3ReinsertNotCounted, KNOWN_3), (planted.Fifo9ByLastAccess, KNOWN_9),
+                                               (planted.Lru3MostRecentFirst, LRU_3)],
+                         ids=["3 and lfu reinsert not counted", "9 and fifo by last access", "3 and lru most recent first"])
 def test_a_second_order_bug_fails_at_page_size_4_too(cache: type, waiver: str) -> None:
-    with pytest.raises(EvictionOrderViolation):
+    with pytest.raises((EvictionOrderViolation, LRUOrderViolation)):
         _run(cache, waiver, MORE, 4)
 
