@@ -23,7 +23,7 @@ from radixcheck.properties.cache.deviations import KNOWN, DeviationError, resolv
 from radixcheck.properties.cache.machine import machine_for
 from radixcheck.properties.cache.mutants import FifoPolicyReference, LfuReference, MruReference
 from radixcheck.properties.findings.verdict import run_machine, waiving
-from radixcheck.properties.findings.waivers import WaiverError, WaiverLog, parse_waivers
+from radixcheck.properties.findings.waivers import WaiverError, WaiverLog, parse_waivers, read_waivers
 
 from . import planted_order as planted
 
@@ -260,3 +260,36 @@ def test_a_second_order_bug_fails_at_page_size_4_too(cache: type, waiver: str) -
     with pytest.raises((EvictionOrderViolation, LRUOrderViolation)):
         _run(cache, waiver, MORE, 4)
 
+
+
+# ---- SGLang: the shipped waiver file and the planted order bugs (measured in the audit environment) ------------------
+
+SGLANG = "radixcheck.properties.adapters."
+
+
+def test_the_sglang_known_order_file_names_one_deviation_per_cache() -> None:
+    waivers = read_waivers(Path(__file__).resolve().parents[1] / "reports" / "findings" / "sglang_known_order.txt")
+
+    def named(spec: str) -> list[tuple[str, str | None]]:
+        return [(w.finding, w.known) for w in waivers if w.applies_to((spec,), "test_cache_state_machine[page_size=1]")]
+
+    three, nine = "suffix-refreshed-on-mid-edge-use", "split-parent-fresh-creation-time"
+    assert named(SGLANG + "sglang_radix:radix_lru") == [("4 LRU order", three)]
+    for policy in ("lfu", "mru", "slru"):
+        assert named(f"{SGLANG}sglang_radix:radix_{policy}") == [("4 eviction order", three)]
+    assert named(SGLANG + "sglang_radix:radix_fifo") == [("4 eviction order", nine)]
+    assert named(SGLANG + "sglang_radix:radix_lru_strict") == []
+    from radixcheck.properties.adapters.sglang_order_bugs import PLANTED
+
+    for name, (policy, _, _) in PLANTED.items():  # each planted bug meets its policy's known bug, and only that
+        assert named(f"{SGLANG}sglang_order_bugs:{name}") == [("4 eviction order", nine if policy == "fifo" else three)]
+
+
+def test_the_planted_sglang_order_bugs_declare_their_policy_as_the_clean_caches_do() -> None:
+    from radixcheck.properties.adapters import sglang_order_bugs, sglang_radix
+
+    assert len(sglang_order_bugs.FACTORIES) == 5
+    for name, factory in sglang_order_bugs.FACTORIES.items():
+        policy = sglang_order_bugs.PLANTED[name][0]
+        assert factory.capabilities == sglang_radix.FACTORIES[f"radix_{policy}"].capabilities
+        assert getattr(sglang_order_bugs, name) is factory  # `module:<factory>` names it
