@@ -661,11 +661,11 @@ class RadixCacheMachine(RuleBasedStateMachine):
             self.model.remove_freed(call)
         if wrong_order is not None:
             raise wrong_order
+        coldest = self.model.coldest_unlocked_leaf(set())
+        check_amount(num_tokens, [len(call) for call in calls], coldest.prefix if coldest else None)
         if known is not None and not known.explained_by <= self.deviation_met:
             self.deviation_met |= known.explained_by  # said once a run: afterwards the eviction is simply accepted
             raise known
-        coldest = self.model.coldest_unlocked_leaf(set())
-        check_amount(num_tokens, [len(call) for call in calls], coldest.prefix if coldest else None)
 
     def _deviations_making(self, victims: list[Entry], left: list[Entry]) -> frozenset[str]:
         """The known deviations by whose statistics a cache evicting by the policy's key frees
