@@ -51,6 +51,7 @@ class Repro:
     size: str = ""  # what it holds, for a person: "4 contract calls", "3 requests served", "radixcheck's test, as it is"
     exit_code: int | None = None
     output: str = ""
+    shows: list[tuple[str, str]] = field(default_factory=list)  # every finding its program shows (findings.root_cause)
 
 
 def wire_command(spec: str) -> str | None:

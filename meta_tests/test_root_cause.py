@@ -1,0 +1,131 @@
+"""One finding per root cause, grouped by replay (issue 40, item 5): with ``--repro``, each
+finding's reduced program is replayed with every oracle, past each failure, and two findings whose
+programs each show the other are one (:mod:`radixcheck.properties.findings.root_cause`).
+
+The fast tests judge the mechanism in this process; the audits (a subprocess each) are ``deep``."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from radixcheck.audit import Verdict, findings_of, report_card
+from radixcheck.properties.cache.batches import ServingRun
+from radixcheck.properties.cache.contract import DEFAULT_CAPABILITIES
+from radixcheck.properties.cache.machine import machine_for
+from radixcheck.properties.cache.mutants import SplitKeepsStaleValues
+from radixcheck.properties.findings.root_cause import checked_after_every_act, same_causes, shown_by, shown_by_serving
+from radixcheck.properties.findings.transcript import Act
+from radixcheck.reference import RadixCache
+
+SLOTS = ("3 slot conservation", "free() of ids not in use (double free or never allocated): […]")
+EVICTED = ("return values", "evict(N) returned N but freed N slots")
+MATCHED = ("1 prefix-set model", "match_prefix([…]) returned N values: more than the query or not page-aligned")
+LRU = ("4 LRU order", "")
+
+
+def test_two_findings_are_one_only_when_each_program_shows_the_other() -> None:
+    # mutual: one; one-way (an echo: the LRU program shows the slots finding, not the other way): two
+    assert same_causes({EVICTED: [EVICTED, SLOTS], SLOTS: [SLOTS, EVICTED], LRU: [LRU, SLOTS]}) == [[EVICTED, SLOTS], [LRU]]
+    # transitive: a chain of mutual pairs is one cause
+    assert same_causes({EVICTED: [EVICTED, SLOTS], SLOTS: [SLOTS, EVICTED, MATCHED], MATCHED: [MATCHED, SLOTS]}) == [
+        [EVICTED, SLOTS, MATCHED]]
+    # another oracle is shown in any of its shapes; the finding's own oracle only in its own shape
+    other_shape = ("3 slot conservation", "slots freed while still cached or held: […]")
+    assert same_causes({EVICTED: [EVICTED, other_shape], SLOTS: [SLOTS, EVICTED]}) == [[EVICTED, SLOTS]]
+    assert same_causes({SLOTS: [SLOTS, EVICTED], other_shape: [other_shape, EVICTED]}) == [[SLOTS], [other_shape]]
+    # no program: a finding of its own
+    assert same_causes({EVICTED: [], SLOTS: [SLOTS, EVICTED]}) == [[EVICTED], [SLOTS]]
+
+
+SPLIT = [Act("_insert_request", ((0, 1, 2, 3),)), Act("_insert_request", ((0, 1, 5, 6),))]  # the second splits the first's node
+
+
+def test_a_program_is_replayed_past_each_failure_with_every_oracle() -> None:
+    """Two inserts, the second splitting the first's node: the split that copies the wrong slots
+    shows the prefix set (the end-of-program match), the slots and the sizes; the correct cache
+    shows nothing."""
+    shown = shown_by(machine_for(SplitKeepsStaleValues, DEFAULT_CAPABILITIES, 1, "meta_split"), SPLIT)
+    assert MATCHED in shown and SLOTS in shown and any(oracle == "2 refcount safety" for oracle, _ in shown), shown
+    assert shown_by(machine_for(RadixCache, DEFAULT_CAPABILITIES, 1, "meta_split"), SPLIT) == []
+    acts = [a.name for a in checked_after_every_act([*SPLIT, Act("sizes_add_up", ())])]
+    assert acts == ["_insert_request", "sizes_add_up", "slots_conserved"] * 2 + ["_match", "sizes_add_up", "slots_conserved"] * 2 + [
+        "_evict_everything", "sizes_add_up", "slots_conserved"]
+
+
+def test_a_serving_run_is_judged_by_the_cache_machine() -> None:
+    run = ServingRun(((0, 1, 2, 3), (0, 1, 5, 6)), 4, 1)
+    shown = shown_by_serving(machine_for(SplitKeepsStaleValues, DEFAULT_CAPABILITIES, 1, "meta_serving"), run)
+    assert SLOTS in shown, shown
+    assert shown_by_serving(machine_for(RadixCache, DEFAULT_CAPABILITIES, 1, "meta_serving"), run) == []
+
+
+def _failed(test: str, oracle: str, message: str, shows: list) -> Verdict:
+    exception = {"type": "X", "message": message, "oracle": oracle, "program": "state.f()", "raised_at": ""}
+    return Verdict(test, "failed", 0.0, oracle, message, "state.f()", [exception],
+                   repro={"oracle": oracle, "message": message, "path": f"repros/{test}.py",
+                                     "shows": [list(s) for s in shows]})
+
+
+def test_merged_findings_are_one_with_the_others_listed_in_the_card_and_the_json() -> None:
+    verdicts = [_failed("test_cache_state_machine[page_size=1]", "return values", "evict(2) returned 3 but freed 4 slots",
+                        [EVICTED, SLOTS]),
+                _failed("test_dfs_order_meets_the_bound[page_size=1]", SLOTS[0], "free() of ids not in use (double free or "
+                        "never allocated): [7]", [SLOTS, EVICTED]),
+                _failed("test_cache_state_machine[page_size=4]", "4 LRU order", "evicted the wrong leaf", [LRU, SLOTS])]
+    first, second = findings_of(verdicts)
+    assert (first.oracle, second.oracle) == (SLOTS[0], "4 LRU order")  # slots before return values (RANKS), order last
+    assert first.also == ["return values: evict(2) returned 3 but freed 4 slots"]
+    assert first.tests == ["test_cache_state_machine[page_size=1]", "test_dfs_order_meets_the_bound[page_size=1]"]
+    assert second.also == []
+    from radixcheck.audit import AuditResult
+
+    card = report_card(AuditResult("t:make", "Capabilities()", [], "ci", verdicts, pytest_exit=1))
+    assert "Same root cause (1 more finding(s)" in card and "- return values: evict(2) returned 3 but freed 4 slots" in card
+
+
+def _audit(project: Path, target: str) -> tuple[subprocess.CompletedProcess, dict]:
+    run = subprocess.run([sys.executable, "-m", "radixcheck", "audit", target, "--page-sizes", "1,4", "--repro", "repros",
+                          "--json", "audit.json", "-n", "2"], cwd=project, capture_output=True, text=True, timeout=600)
+    return run, json.loads((project / "audit.json").read_text())
+
+
+SPLIT_PROJECT = '''
+from radixcheck.properties.cache.mutants import MostRecentFirst, SplitKeepsStaleValues
+
+
+class TwoBugs(SplitKeepsStaleValues, MostRecentFirst):
+    """The split that copies the wrong slots, and an eviction of the most recently used leaf."""
+
+
+def split(allocator, page_size):
+    return SplitKeepsStaleValues(allocator, page_size)
+
+
+def two(allocator, page_size):
+    return TwoBugs(allocator, page_size)
+'''
+
+
+@pytest.mark.deep  # two audits in a subprocess
+def test_a_split_that_copies_the_wrong_slots_is_one_finding_and_two_bugs_stay_two(tmp_path: Path) -> None:
+    """The split failed three oracles (return values, slot conservation, the prefix set) in six
+    tests: one finding, the other two listed as the same root cause; the crash it causes in the
+    DFS tests' protocol (a negative alloc) is said its possible echo. With an LRU-order bug added,
+    that one stays a finding of its own."""
+    (tmp_path / "mycache.py").write_text(textwrap.dedent(SPLIT_PROJECT))
+    run, result = _audit(tmp_path, "mycache:split")
+    assert run.returncode == 1, run.stdout + run.stderr
+    causes = [f for f in result["findings"] if not f["echo_of"]]
+    assert len(causes) == 1, [(f["oracle"], f["reason"]) for f in result["findings"]]
+    assert {line.partition(":")[0] for line in causes[0]["also"]} >= {"3 slot conservation", "1 prefix-set model"} - {
+        causes[0]["oracle"]}, causes[0]
+    assert "Same root cause" in run.stdout
+    run, result = _audit(tmp_path, "mycache:two")
+    oracles = [f["oracle"] for f in result["findings"] if not f["echo_of"]]
+    assert "4 LRU order" in oracles and len(oracles) == 2, [(f["oracle"], f["reason"], f["also"]) for f in result["findings"]]
