@@ -129,3 +129,24 @@ def test_a_split_that_copies_the_wrong_slots_is_one_finding_and_two_bugs_stay_tw
     run, result = _audit(tmp_path, "mycache:two")
     oracles = [f["oracle"] for f in result["findings"] if not f["echo_of"]]
     assert "4 LRU order" in oracles and len(oracles) == 2, [(f["oracle"], f["reason"], f["also"]) for f in result["findings"]]
+
+
+def _header(oracle: str, message: str, spec: str) -> str:
+    return f'"""radixcheck finding ({oracle}): {message}\n\nTarget {spec}, page size 1, in test_x.\n"""\n'
+
+
+def test_a_finding_with_a_pasteable_file_in_the_directory_points_to_it(tmp_path: Path) -> None:
+    """A production-scale finding whose finding already has a small file in the --repro directory
+    (the same target, oracle and signature) points to it instead of writing a second copy; a long
+    file, another target's or another finding's is not that file."""
+    from radixcheck.properties.findings.standalone import PASTEABLE_LINES, small_repro_of
+
+    order = "4 eviction order"
+    (tmp_path / "repro-a.py").write_text(_header(order, "evict(1) evicted [0, 1] before [2] (hits 3 > 1)", "mine:make"))
+    (tmp_path / "repro-b.py").write_text(_header("return values", "evict(2) returned 3 but freed 4 slots", "mine:make")
+                                         + "x = 1\n" * PASTEABLE_LINES)
+    assert small_repro_of(tmp_path, "mine:make", order, "") == tmp_path / "repro-a.py"  # an order finding: any shape
+    assert small_repro_of(tmp_path, "theirs:make", order, "") is None
+    assert small_repro_of(tmp_path, "mine:make", "return values", "evict(N) returned N but freed N slots") is None  # too long
+    assert small_repro_of(tmp_path, "mine:make", "1 prefix-set model", "") is None
+    assert small_repro_of(tmp_path / "absent", "mine:make", order, "") is None

@@ -531,13 +531,21 @@ def _spec_of(item: pytest.Item) -> str:
 def _repro_of(item: pytest.Item, exc: BaseException, log: WaiverLog) -> dict:
     """The repro file of a failing conformance test (built here, in the worker that has the failing
     machine), as a report property: its text, or why there is none."""
+    from radixcheck.properties.findings.failures import signature_of
     from radixcheck.properties.findings.repro import file_name, finding_site, repro_for  # only when asked for: it imports the reducer
+    from radixcheck.properties.findings.standalone import small_repro_of
 
     described = describe_failure(exc)
     name = file_name(described["oracle"], described["reason"], _spec_of(item), finding_site(exc))
     if _REDUCED.get(name, (None, SHORT_REPRO + 1, []))[1] <= SHORT_REPRO:  # a short file for it already: reducing again costs time
         return {"text": None, "why_not": f"written from {_REDUCED[name][0]}", "oracle": described["oracle"], "message": described["reason"],
                 "name": name, "shows": _REDUCED[name][2]}
+    directory = item.config.getoption("--radix-repro")
+    small = small_repro_of(Path(directory).resolve(), _spec_of(item), described["oracle"],
+                           signature_of(described["oracle"], described["reason"])) if directory else None
+    if small is not None:  # this finding has a pasteable file already (another test's, another worker's): not a second copy
+        return {"text": None, "why_not": f"written already: {small.name} shows the same finding", "oracle": described["oracle"],
+                "message": described["reason"], "name": small.name, "shows": _REDUCED.get(small.name, (None, 0, []))[2]}
     callspec = getattr(item, "callspec", None)
     parameters = {k: v for k, v in (callspec.params.items() if callspec else ()) if k != "target"}
     try:

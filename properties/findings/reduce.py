@@ -110,17 +110,24 @@ def replay(machine_class: type[RadixCacheMachine], acts: list[Act], options: Mac
     return Replay(machine, sent, None, trim_queries)
 
 
+STACK_MARGIN = 64  # frames a replay is given beyond the file's stack (standalone_stack)
+
+
 @contextmanager
 def standalone_stack() -> Iterator[None]:
     """Give a replay the stack a repro file has when it runs on its own. Here pytest, Hypothesis
     and the machine already take some of Python's recursion limit; without this, a recursive
     walk that fails 900 frames deep in the replay would pass in the file. For the block only,
-    the limit is raised by the frames below it, and put back after."""
+    the limit is raised by the frames below it, and put back after. A replayed call also passes
+    through more frames than the file's (the machine's helper, the time limit) and a worker of
+    pytest-xdist stands on more still: the limit is raised by :data:`STACK_MARGIN` frames more, so
+    a walk that fails in the replay fails in the file too (a recursive leaf collection's file,
+    reduced to a chain just deep enough for the replay, exited 0 on its own)."""
     depth, frame = 0, sys._getframe()
     while frame is not None:
         depth, frame = depth + 1, frame.f_back
     limit = sys.getrecursionlimit()
-    sys.setrecursionlimit(limit + depth)
+    sys.setrecursionlimit(limit + depth + STACK_MARGIN)
     try:
         yield
     finally:
