@@ -7,6 +7,7 @@ The fast tests judge the mechanism in this process; the audits (a subprocess eac
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 import textwrap
@@ -150,3 +151,39 @@ def test_a_finding_with_a_pasteable_file_in_the_directory_points_to_it(tmp_path:
     assert small_repro_of(tmp_path, "mine:make", "return values", "evict(N) returned N but freed N slots") is None  # too long
     assert small_repro_of(tmp_path, "mine:make", "1 prefix-set model", "") is None
     assert small_repro_of(tmp_path / "absent", "mine:make", order, "") is None
+
+
+WRONG_ID_SERVER = '''
+"""radixcheck's reference wire server, with one bug: the reply to an evict that freed slots carries the previous id."""
+import sys
+
+from radixcheck.reference import wire_server
+
+
+class WrongId(wire_server.Server):
+    def respond(self, line):
+        reply = super().respond(line)
+        if reply.get("freed") and b'"evict"' in line:
+            reply["id"] = reply["id"] - 1
+        return reply
+
+
+wire_server.Server = WrongId
+wire_server.main(sys.argv[1:])
+'''
+
+
+@pytest.mark.deep  # an audit of a wire server in a subprocess
+def test_a_wrong_reply_id_over_the_wire_is_one_finding(tmp_path: Path) -> None:
+    """Every test that evicts meets the protocol error; the server is stopped and restarted for the
+    next cache inside the factory call, which counts against init's limit: never a second finding
+    blaming ``factory``."""
+    (tmp_path / "wrong_id_server.py").write_text(textwrap.dedent(WRONG_ID_SERVER))
+    env = {**os.environ, "RADIXCHECK_WIRE_CMD": f"{sys.executable} {tmp_path / 'wrong_id_server.py'}"}
+    run = subprocess.run([sys.executable, "-m", "radixcheck", "audit", "radixcheck.properties.adapters.wire:server", "--page-sizes", "1",
+                          "--repro", "repros", "--json", "audit.json", "-n", "2"], cwd=tmp_path, env=env, capture_output=True,
+                         text=True, timeout=900)
+    assert run.returncode == 1, run.stdout[-3000:] + run.stderr[-2000:]
+    [finding] = json.loads((tmp_path / "audit.json").read_text())["findings"]
+    assert finding["oracle"] == "crash (WireProtocolError raised during a legal call)" and "has id" in finding["reason"], finding
+    assert len(finding["tests"]) >= 3, finding["tests"]
