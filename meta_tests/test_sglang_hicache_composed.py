@@ -55,7 +55,8 @@ def n3_fixed(monkeypatch: pytest.MonkeyPatch) -> None:
     sglang_hicache._load()
     from sglang.srt.mem_cache.unified_cache.unified_tree_core import UnifiedTreeCore
 
-    monkeypatch.setattr(UnifiedTreeCore, "_inc_hit_count_and_check", UnifiedTreeCore._inc_hit_count_and_check)
+    for method in ("_inc_hit_count_and_check", "_should_backup_after_insert"):
+        monkeypatch.setattr(UnifiedTreeCore, method, getattr(UnifiedTreeCore, method))
     monkeypatch.setattr(sglang_hicache, "_applied", set())
     assert sglang_hicache.apply_fixes("N3") == ["N3"]
 

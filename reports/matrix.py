@@ -370,7 +370,14 @@ ENGINES += [
             "Each row runs `write_through`, `write_through_selective` and `write_back` at page sizes 1, 2 and 4. Declared: no "
             "`evict_prefix` (`supports_quarantine=False`); `write_back_order=leaf_first` (SGLang writes the evicted leaf "
             "alone, by design: oracle 18 waived under write-back only). SGLang's 10-token load-back threshold is set to 1.",
+            "Composed rows (issue 39): `hicache_*_<policy>_salted` (namespaces through SGLang's `Req`, salt in `cache_salt`; "
+            "each named policy judged by oracle 4t) and `hicache_*_lru_extra_key` (salt in `extra_key`: finding N1). "
+            "`unsent_namespaces` as `sglang_tenants`. The LRU oracle is waived for #3 (`reports/waivers/sglang_hicache.txt`); "
+            "the other policies' order failures are #3 under write_through and N3 (no hits counted) under write_back "
+            "(`findings/sglang_trees.md`, \"HiCache composed\").",
         ],
+        _phrases([("counted", "N1 LoRA id appended to extra_key (findings/sglang_trees.md)"),
+                  (") stayed:", "#3 (and N3 under write_back for lfu/slru; findings/sglang_trees.md)")]),
     ),
     Engine(
         "sglang_tenants", "SGLang 0.5.23: namespaces (LoRA id, extra_key, cache_salt), keyed through its own Req",

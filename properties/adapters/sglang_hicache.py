@@ -139,7 +139,7 @@ FIX_ENV = "RADIXCHECK_SGLANG_FIX"
 
 FIXES = {
     "3": "sglang_findings.md #3: a split leaves the unmatched suffix's last use as it was (match and insert)",
-    "N3": "findings/sglang_trees.md N3: under write_back an insert still counts the node's hit (hit_count += 1)",
+    "N3": "findings/sglang_trees.md N3: under write_back an insert still counts its nodes' hits, a new leaf's too",
 }
 """The fixes ``apply_fixes`` knows, each a few lines of our own around one SGLang method (the
 Python tree core ``UnifiedTreeCore``; the Rust core is compiled, so it is never patched)."""
@@ -192,9 +192,10 @@ def _fix_split_refresh(core: Any) -> None:
 
 
 def _fix_write_back_hits(core: Any) -> None:
-    """N3: ``_inc_hit_count_and_check`` returns under write_back before ``hit_count += 1``. Fixed: the
-    hit is counted, and (as before) no write-through backup is asked for."""
-    check = core._inc_hit_count_and_check
+    """N3: ``_inc_hit_count_and_check`` returns under write_back before ``hit_count += 1``, and
+    ``_should_backup_after_insert`` returns under write_back before calling it for a new leaf. Fixed:
+    the hit is counted in both places, and (as before) no write-through backup is asked for."""
+    check, after_insert = core._inc_hit_count_and_check, core._should_backup_after_insert
 
     def inc_hit_count_and_check(self: Any, node: Any) -> bool:
         if self.is_write_back and not node.evicted:
@@ -202,7 +203,15 @@ def _fix_write_back_hits(core: Any) -> None:
             return False
         return check(self, node)
 
+    def should_backup_after_insert(self: Any, state: Any) -> bool:
+        if self.is_write_back and state.is_new_leaf:
+            if state.total_prefix_length + len(state.target_node.key) > state.params.inserted_len:
+                self._inc_hit_count_and_check(state.target_node)  # counts the new leaf's hit, asks no backup
+            return False
+        return after_insert(self, state)
+
     core._inc_hit_count_and_check = inc_hit_count_and_check
+    core._should_backup_after_insert = should_backup_after_insert
 
 
 class _SuiteEvent:
