@@ -138,7 +138,7 @@ class WindowMachine(RadixCacheMachine):
         ``self.adopted`` then names those positions)."""
         window = np.full(len(tokens), NONE, dtype=np.int64) if window is None else window
         before = self.model.values_of(self.model.longest_cached(tokens, namespace_key(namespace)))
-        prefix_len = super()._insert(tokens, values, namespace, window=window.copy())
+        prefix_len = super()._insert(tokens, values, namespace, second=window.copy())
         aligned = len(tokens) // self.page_size * self.page_size
         self.windows.cache(values[prefix_len:aligned].tolist(), window[prefix_len:aligned].tolist())
         self.adopted = [i for i in range(min(prefix_len, len(before)))
@@ -415,7 +415,7 @@ class StateMachine(WindowMachine):
                 **extra: Any) -> int:
         """Insert with ``state``; ``self.state_taken`` says whether the cache must have kept it."""
         before = self.model.values_of(self.model.longest_cached(tokens, namespace_key(namespace)))
-        prefix_len = RadixCacheMachine._insert(self, tokens, values, namespace, state=int(state))
+        prefix_len = RadixCacheMachine._insert(self, tokens, values, namespace, second=int(state))
         aligned = len(tokens) // self.page_size * self.page_size
         last = (int(values[aligned - 1]) if prefix_len < aligned else before[aligned - 1]) if aligned else None
         self.state_taken = state != NONE and aligned == len(tokens) and aligned > 0 and not self.windows.live(last)
