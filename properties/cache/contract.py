@@ -502,14 +502,6 @@ class Capabilities:
                              "per key, a bigram request one more (see \"Key modes\")")
         if self.second_pool is not None and not isinstance(self.second_pool, (SlidingWindow, StatePool)):
             raise ValueError(f"Capabilities.second_pool must be None, a SlidingWindow or a StatePool, got {self.second_pool!r}")
-        if isinstance(self.second_pool, StatePool) and self.lifecycle != "off":
-            raise ValueError("Capabilities.second_pool=StatePool() with a lifecycle is not driven yet: declare lifecycle='off'")
-        if self.second_pool is not None and self.lifecycle == "requests":
-            raise ValueError("Capabilities.second_pool with lifecycle='requests' is not driven yet: declare lifecycle='tree' "
-                             "(the suite plays the engine's steps with the tree calls)")
-        if self.second_pool is not None and self.key_mode == "bigram":
-            raise ValueError("Capabilities.second_pool with key_mode='bigram' is not driven yet (an EAGLE hybrid model's "
-                             "window would be counted in bigrams)")
         unsent = self.unsent_namespaces
         if not isinstance(unsent, (tuple, list)) or any(kind not in NAMESPACE_KINDS for kind in unsent):
             raise ValueError(f"Capabilities.unsent_namespaces must be a tuple of {sorted(NAMESPACE_KINDS)}, got {unsent!r}")

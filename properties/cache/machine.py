@@ -1107,11 +1107,12 @@ def machine_for(factory: Callable[..., Any], capabilities: Capabilities, page_si
     if capabilities.second_pool is not None:  # imported here: the hybrid rules extend this module's machine
         from radixcheck.properties.cache.contract import StatePool
         from radixcheck.properties.cache.hybrid import StateMachine, WindowLifecycleMachine, WindowMachine
+        from radixcheck.properties.cache.hybrid_lifecycle import StateLifecycleMachine, WindowRequestsMachine
 
         if isinstance(capabilities.second_pool, StatePool):
-            bases.append(StateMachine)
+            bases.append(StateMachine if capabilities.lifecycle == "off" else StateLifecycleMachine)
         else:
-            bases.append(WindowMachine if capabilities.lifecycle == "off" else WindowLifecycleMachine)
+            bases.append({"off": WindowMachine, "tree": WindowLifecycleMachine}.get(capabilities.lifecycle, WindowRequestsMachine))
     elif capabilities.lifecycle != "off":  # imported here: the running requests' rules extend this module's machine
         from radixcheck.properties.cache.lifecycle import LifecycleMachine
 
