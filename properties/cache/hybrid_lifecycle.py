@@ -24,6 +24,10 @@ method's second-pool frees are exactly what the model says (3s: the request's du
 tree holds a live value, what it holds of its own at its end, the values of pages an unlock
 freed); after a publish the request's own second-pool fields are the model's; the locks a request
 method takes and drops pin and unpin the window (state) its prefix needs (22).
+
+**Scenario.** ``finish_after_decode``: a request prefills a chunk, publishes it, decodes past it
+and finishes, so its finish brings second-pool values the insert takes (a finish right after a
+publish brings none: the publish took them).
 """
 
 from __future__ import annotations
