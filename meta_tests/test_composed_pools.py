@@ -160,3 +160,11 @@ def test_bigram_window_reference_keeps_raw_token_i_s_window_for_key_i() -> None:
     assert cache.insert([9, 1, 2, 3, 4], values, window=window) == 0
     got_values, _handle, got_window = cache.match_prefix([9, 1, 2, 3, 4])
     assert got_values.tolist() == values[:4].tolist() and got_window.tolist() == window[:4].tolist()
+
+
+@pytest.mark.deep  # a production world of ~10^4 calls
+def test_the_bigram_window_reference_passes_the_production_world_at_page_1() -> None:
+    """The long history (3,000 keys deep, told at page 1 only) is matched as raw tokens, ``BIGRAM_START`` first."""
+    from radixcheck.properties.cache.scale_machine import scale_machine_for
+
+    run_machine(scale_machine_for(BigramWindowCache, BigramWindowCache.capabilities, 1, "meta_bigram_window_scale"), FIND)
