@@ -4,11 +4,16 @@ are the references' own unit tests (and what kills most of their mutants, report
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 
-from radixcheck.properties.cache.contract import SecondPoolAllocator, SlotAllocator
+from radixcheck.properties.cache.contract import SecondPoolAllocator, SlotAllocator, second_pool_keywords
 from radixcheck.properties.cache.policies import lfu
 from radixcheck.properties.tiers.world import TierWorld
+from radixcheck.reference.bigram import BigramRadixCache
+from radixcheck.reference.hybrid_cache import WindowRadixCache
+from radixcheck.reference.radix_cache import RadixCache
 from radixcheck.reference.state_cache import StateRadixCache
 from radixcheck.reference.tiered_cache import TieredRadixCache
 
@@ -120,3 +125,19 @@ def test_state_a_bad_amount_names_num_states(amount: object, error: type[Excepti
         cache.evict_states(amount)
     assert len(states.in_use) == 1
 
+
+# ---- with_policy keeps what the class declares ---------------------------------------------------
+
+
+@pytest.mark.parametrize("cls", [RadixCache, BigramRadixCache, WindowRadixCache, StateRadixCache],
+                         ids=lambda c: c.__name__)
+def test_with_policy_keeps_every_other_part_the_class_declares(cls: type) -> None:
+    """A policy variant is the class evicting by another key: its key mode, second pool, lifecycle
+    and namespaces are the class's (a window cache under LFU still has its window, and builds)."""
+    policy = lfu()
+    variant = cls.with_policy(policy)
+    assert variant.capabilities == dataclasses.replace(cls.capabilities, eviction_policy=policy)
+    assert variant.__name__ == f"{cls.__name__}_lfu" and variant.policy is policy
+    keywords = second_pool_keywords(variant.capabilities)
+    cache = variant(SlotAllocator(16), 1, **keywords)
+    assert cache.match_prefix([1, 2])[0].size == 0
