@@ -1,5 +1,5 @@
 """Contract rules of the references, checked by hand on examples small enough to read: the tiered
-cache, the two second-pool caches and the tenant trees. Each is a few milliseconds; together they
+cache, the two second-pool caches, the tenant trees and the request lifecycle. Each is a few milliseconds; together they
 are the references' own unit tests (and what kills most of their mutants, reports/MUTATION.md)."""
 
 from __future__ import annotations
@@ -8,8 +8,8 @@ import dataclasses
 
 import pytest
 
-from radixcheck.properties.cache.contract import SecondPoolAllocator, SlotAllocator, second_pool_keywords
-from radixcheck.properties.cache.policies import lfu
+from radixcheck.properties.cache.contract import Request, SecondPoolAllocator, SlotAllocator, second_pool_keywords
+from radixcheck.properties.cache.policies import lfu, priority
 from radixcheck.properties.tiers.world import TierWorld
 from radixcheck.reference.bigram import BigramRadixCache
 from radixcheck.reference.hybrid_cache import WindowRadixCache
@@ -141,3 +141,100 @@ def test_with_policy_keeps_every_other_part_the_class_declares(cls: type) -> Non
     keywords = second_pool_keywords(variant.capabilities)
     cache = variant(SlotAllocator(16), 1, **keywords)
     assert cache.match_prefix([1, 2])[0].size == 0
+
+
+def test_tier_a_node_says_where_its_page_lives() -> None:
+    """What a refused handle's message shows: the page, its tiers and whether it is still cached."""
+    world = _world()
+    world.serve([1, 2])
+    world.finish()
+    cache = world.cache
+    node = cache.match_prefix([1]).device_handle
+    assert repr(node) == "TierNode([1], device, linked)"  # its write is still pending
+    world.complete_all()
+    assert repr(node) == "TierNode([1], device+host, linked)"
+    world.evict(2)
+    assert repr(node) == "TierNode([1], host, linked)"
+    world.quarantine([1])
+    assert repr(node) == "TierNode([1], nowhere, removed)"
+    with pytest.raises(ValueError, match=r"^stale handle TierNode\(\[1\], nowhere, removed\): its node was removed$"):
+        cache.inc_lock_ref(node)
+    assert repr(cache) == "TieredRadixCache(write_through, page_size=1)"
+
+
+@pytest.mark.parametrize(("state", "error", "message"), [
+    (True, TypeError, "state must be an int slot id (or -1 for none), got bool True"),
+    (1.5, TypeError, "state must be an int slot id (or -1 for none), got float 1.5"),
+    (-2, ValueError, "state must be a slot id >= 0 or -1, got -2"),
+], ids=["bool", "float", "below -1"])
+def test_state_a_bad_state_is_refused_and_changes_nothing(state: object, error: type[Exception], message: str) -> None:
+    cache, kv, _ = _state_cache()
+    with pytest.raises(error) as raised:
+        cache.insert([1, 2], kv.alloc(2), state=state)
+    assert str(raised.value) == message
+    assert cache.match_prefix([1, 2])[0].size == 0
+
+
+def test_state_construction_defaults_and_refusals() -> None:
+    assert StateRadixCache(SlotAllocator(8), second_allocator=SecondPoolAllocator(8)).page_size == 1
+    with pytest.raises(TypeError) as raised:
+        StateRadixCache(SlotAllocator(8))
+    assert str(raised.value) == "StateRadixCache needs second_allocator= (the state pool)"
+    cache, kv, _ = _state_cache()
+    with pytest.raises(TypeError, match=r"^tokens must hold integer token ids, got float 1.5$"):
+        cache.insert([1, 1.5], kv.alloc(2))
+    with pytest.raises(ValueError, match=r"^tokens holds negative token id -3$"):
+        cache.match_prefix([1, -3])
+
+
+def test_state_insert_keeps_the_priority_it_is_given() -> None:
+    """Under the priority policy the lower priority goes first; an insert without one has priority 0."""
+    kv, states = SlotAllocator(64), SecondPoolAllocator(16, seed=1)
+    cache = StateRadixCache.with_policy(priority())(kv, 1, second_allocator=states)
+    slot = iter(states.alloc(3).tolist())
+    cache.insert([1, 2], kv.alloc(2), priority=5, state=next(slot))
+    cache.insert([3, 4], kv.alloc(2), state=next(slot))  # priority 0 (the default)
+    cache.insert([5, 6], kv.alloc(2), priority=0, state=next(slot))
+    cache.match_prefix([3, 4])  # the most recent use: among equal priorities it goes last
+    assert cache.evict(2) == 2
+    assert [cache.match_prefix(t)[0].size for t in ([5, 6], [3, 4], [1, 2])] == [0, 2, 2]
+    assert cache.evict(2) == 2
+    assert [cache.match_prefix(t)[0].size for t in ([3, 4], [1, 2])] == [0, 2]
+
+
+# ---- the request lifecycle (requests.py) ---------------------------------------------------------
+
+
+def test_requests_a_finish_caches_the_whole_pages_computed_after_the_last_publish() -> None:
+    """SGLang's cache_finished_req: the decoded pages never published are inserted at the finish
+    (insert=True is the default), the unaligned tail's slot is freed, the lock released."""
+    kv = SlotAllocator(64)
+    cache = RadixCache(kv, 2)
+    req = Request([1, 2, 3, 4, 5])
+    cache.match_req(req)
+    cache.lock_req(req)
+    req.compute(kv.alloc(2))
+    cache.cache_unfinished_req(req)  # publishes [1, 2]
+    req.compute(kv.alloc(3))  # [3, 4] a whole page, 5 the tail
+    cache.cache_finished_req(req)
+    assert cache.match_prefix([1, 2, 3, 4, 5])[0].tolist() == req.slots[:4].tolist()
+    assert set(kv.in_use) == set(req.slots[:4].tolist())  # the tail's slot was freed
+    assert cache.evict(4) == 4  # nothing is still locked
+
+
+def test_requests_follow_their_namespace() -> None:
+    kv = SlotAllocator(64)
+    cache = RadixCache(kv)
+    cache.insert([1, 2, 3], kv.alloc(3))  # the default namespace's
+    req = Request([1, 2, 3, 4], namespace="a")
+    cache.match_req(req)
+    assert req.filled == 0  # nothing is cached under "a"
+    cache.lock_req(req)
+    req.compute(kv.alloc(4))
+    cache.cache_unfinished_req(req)
+    assert req.protected == 4 and cache.match_prefix([1, 2, 3, 4], namespace="a")[0].tolist() == req.slots[:4].tolist()
+    req.compute(kv.alloc(1), more_tokens=[9])
+    cache.cache_finished_req(req)
+    assert cache.match_prefix([1, 2, 3, 4, 9], namespace="a")[0].tolist() == req.slots[:5].tolist()
+    assert cache.match_prefix([1, 2, 3, 4, 9])[0].size == 3  # the default namespace is as it was
+    assert len(kv.in_use) == 8
