@@ -15,6 +15,7 @@ from radixcheck.reference.bigram import BigramRadixCache
 from radixcheck.reference.hybrid_cache import WindowRadixCache
 from radixcheck.reference.radix_cache import RadixCache
 from radixcheck.reference.state_cache import StateRadixCache
+from radixcheck.reference.tenant_tree import TenantTree, TokenTenantTree
 from radixcheck.reference.tiered_cache import TieredRadixCache
 
 # ---- the tiered cache ------------------------------------------------------------------------------
@@ -39,6 +40,28 @@ def test_tier_with_policy_declares_the_policy_it_evicts_by() -> None:
     assert TieredRadixCache.with_policy(policy, "MyTier").__name__ == "MyTier"
     assert TieredRadixCache.policy is None and TieredRadixCache.tier_capabilities.eviction_policy is None
 
+
+class _MyTier(TieredRadixCache):
+    """A user's subclass: its policy variants live in its module (a repro file imports them from there)."""
+
+
+def test_tier_a_policy_variant_of_a_subclass_is_its_module_s() -> None:
+    assert _MyTier.with_policy(lfu()).__module__ == __name__
+
+
+def test_tier_a_written_back_leaf_leaves_the_device_when_its_write_completes() -> None:
+    """Under write_back an evicted leaf is written first; its device slots go at the write's completion."""
+    world = _world("write_back")
+    world.serve([1])
+    world.finish()
+    assert world.cache.device_size() == 1 and world.cache.host_size() == 0 and not world.pending()
+    assert world.evict(1) == 0  # the write-back started: nothing freed yet
+    assert world.cache.device_size() == 1 and len(world.pending()) == 1
+    world.complete_all()
+    assert world.cache.device_size() == 0 and world.cache.host_size() == 1
+    world.check()
+    match = world.cache.match_prefix([1])
+    assert match.device_values.size == 0 and match.host_length == 1
 
 def test_tier_foreign_stale_and_unmatched_handles_are_refused() -> None:
     world = _world()
@@ -188,18 +211,18 @@ def test_state_construction_defaults_and_refusals() -> None:
 
 
 def test_state_insert_keeps_the_priority_it_is_given() -> None:
-    """Under the priority policy the lower priority goes first; an insert without one has priority 0."""
+    """Under the priority policy the lower priority goes first, then the least recently used; an
+    insert without a priority has priority 0."""
     kv, states = SlotAllocator(64), SecondPoolAllocator(16, seed=1)
     cache = StateRadixCache.with_policy(priority())(kv, 1, second_allocator=states)
     slot = iter(states.alloc(3).tolist())
     cache.insert([1, 2], kv.alloc(2), priority=5, state=next(slot))
-    cache.insert([3, 4], kv.alloc(2), state=next(slot))  # priority 0 (the default)
+    cache.insert([3, 4], kv.alloc(2), state=next(slot))  # priority 0 (the default), the older of the two 0s
     cache.insert([5, 6], kv.alloc(2), priority=0, state=next(slot))
-    cache.match_prefix([3, 4])  # the most recent use: among equal priorities it goes last
     assert cache.evict(2) == 2
-    assert [cache.match_prefix(t)[0].size for t in ([5, 6], [3, 4], [1, 2])] == [0, 2, 2]
+    assert [cache.match_prefix(t)[0].size for t in ([3, 4], [5, 6], [1, 2])] == [0, 2, 2]
     assert cache.evict(2) == 2
-    assert [cache.match_prefix(t)[0].size for t in ([3, 4], [1, 2])] == [0, 2]
+    assert [cache.match_prefix(t)[0].size for t in ([5, 6], [1, 2])] == [0, 2]
 
 
 # ---- the request lifecycle (requests.py) ---------------------------------------------------------
@@ -238,3 +261,37 @@ def test_requests_follow_their_namespace() -> None:
     assert cache.match_prefix([1, 2, 3, 4, 9], namespace="a")[0].tolist() == req.slots[:5].tolist()
     assert cache.match_prefix([1, 2, 3, 4, 9])[0].size == 3  # the default namespace is as it was
     assert len(kv.in_use) == 8
+
+
+# ---- the tenant trees ------------------------------------------------------------------------------
+
+
+def test_tenant_tree_one_node_per_segment_split_where_keys_branch() -> None:
+    """A radix tree: a key is one node until another branches off it (node_count includes the root)."""
+    tree = TenantTree()
+    tree.add_tenants(["a", "b"], 0.0)
+    tree.insert("abc", "a", 1.0)
+    assert tree.node_count() == 2
+    tree.insert("abd", "b", 2.0)
+    assert tree.node_count() == 4  # root, "ab", "c", "d"
+    assert tree.sizes() == {"a": 3, "b": 3}
+    assert tree.match("abd", {"a", "b"}) == (3, frozenset({"b"}))
+    assert tree.match("abx", {"a", "b"}) == (2, frozenset({"a", "b"}))
+    tree.remove_tenants(["a"])
+    assert tree.node_count() == 3  # "c" went with its only holder; "ab" is b's
+    tree.evict("b", 1)
+    assert tree.node_count() == 2 and tree.sizes() == {"b": 2}  # b's leaf "d" went; "ab" stays until asked
+    tree.evict("b", 5)
+    assert tree.node_count() == 1 and tree.match("abd", {"b"}) == (0, frozenset())
+
+
+def test_tenant_tree_removing_an_absent_tenant_changes_nothing() -> None:
+    tree = TokenTenantTree()
+    tree.add_tenants(["a"], 0.0)
+    tree.insert((1, 2), "a", 1.0)
+    tree.remove_tenants(["never-added"])
+    tree.remove_tenants(["a"])
+    tree.remove_tenants(["a"])  # twice: a router may repeat a worker's removal
+    assert tree.node_count() == 1 and tree.sizes().get("a", 0) == 0  # a size-0 tenant may be left out
+    tree.add_tenants(["a"], 2.0)  # the name comes back, holding nothing
+    assert tree.sizes() == {"a": 0} and tree.match((1, 2), {"a"}) == (0, frozenset())
