@@ -63,6 +63,32 @@ def test_tier_a_written_back_leaf_leaves_the_device_when_its_write_completes() -
     match = world.cache.match_prefix([1])
     assert match.device_values.size == 0 and match.host_length == 1
 
+def test_tier_a_page_without_a_host_copy_leaves_the_cache_when_evicted() -> None:
+    """Its backup failed: evicted, it is dropped, and a handle to it is stale."""
+    world = _world()
+    world.fail_next([True, True])  # the write-through backup (and its retry after a host eviction)
+    world.serve([4])
+    world.finish()
+    handle = world.cache.match_prefix([4]).device_handle
+    assert world.evict(1) == 1 and world.cache.device_size() == 0 and world.cache.host_size() == 0
+    world.check()
+    with pytest.raises(ValueError, match="stale handle"):
+        world.cache.inc_lock_ref(handle)
+
+
+def test_tier_host_eviction_frees_host_only_pages() -> None:
+    world = _world()
+    world.serve([1, 2])
+    world.finish()
+    world.complete_all()
+    assert world.evict(2) == 2 and world.cache.host_size() == 2  # on host only now
+    assert world.evict_host(1) == 1 and world.cache.host_size() == 1  # the leaf [2] first
+    assert world.cache.match_prefix([1, 2]).host_length == 1
+    assert world.evict_host(5) == 1 and world.cache.host_size() == 0
+    world.check()
+    with pytest.raises(ValueError, match=r"^num_tokens must be >= 0, got -1$"):
+        world.cache.evict_host(-1)
+
 def test_tier_foreign_stale_and_unmatched_handles_are_refused() -> None:
     world = _world()
     request = world.serve([1, 2])
@@ -295,3 +321,29 @@ def test_tenant_tree_removing_an_absent_tenant_changes_nothing() -> None:
     assert tree.node_count() == 1 and tree.sizes().get("a", 0) == 0  # a size-0 tenant may be left out
     tree.add_tenants(["a"], 2.0)  # the name comes back, holding nothing
     assert tree.sizes() == {"a": 0} and tree.match((1, 2), {"a"}) == (0, frozenset())
+
+
+# ---- the bigram reference ------------------------------------------------------------------------
+
+
+def test_bigram_bad_input_messages_name_the_argument_first() -> None:
+    kv = SlotAllocator(64)
+    cache = BigramRadixCache(kv)
+    with pytest.raises(TypeError, match=r"^tokens must hold integer token ids, got float 1.5$"):
+        cache.match_prefix([1, 1.5])
+    with pytest.raises(TypeError, match=r"^tokens must hold integer token ids, got float 2.5$"):
+        cache.insert([1, 2.5], kv.alloc(2))
+    with pytest.raises(ValueError) as raised:
+        cache.evict_prefix([1])
+    assert str(raised.value) == "evict_prefix needs at least two raw tokens (one bigram key)"
+
+
+@pytest.mark.parametrize("method", ["match_req", "lock_req", "cache_unfinished_req", "cache_finished_req"])
+def test_bigram_a_request_method_is_refused_loudly(method: str) -> None:
+    """A bigram cache declares lifecycle='tree': the suite never sends it a request step, and one
+    sent anyway fails at once, saying so, rather than running the token-keyed lifecycle."""
+    cache = BigramRadixCache(SlotAllocator(8))
+    assert BigramRadixCache.capabilities.lifecycle == "tree"
+    with pytest.raises(AssertionError) as raised:
+        getattr(cache, method)(Request([1, 2]))
+    assert str(raised.value) == "a request method was sent to a bigram cache (it declares lifecycle='tree')"
