@@ -89,6 +89,38 @@ def test_tier_host_eviction_frees_host_only_pages() -> None:
     with pytest.raises(ValueError, match=r"^num_tokens must be >= 0, got -1$"):
         world.cache.evict_host(-1)
 
+def test_tier_quarantine_cuts_at_the_page_and_removes_both_tiers() -> None:
+    world = _world(page_size=2)
+    for prompt in ([1, 2, 3, 4], [1, 2, 5, 6], [7, 8]):
+        world.serve(prompt)
+        world.finish()
+    world.complete_all()
+    world.evict(2)  # [7, 8], the least recently used leaf, goes to host
+    cache = world.cache
+    for prefix in ([9, 9, 9], [1, 2, 9], [1, 2, 3], [7, 8, 1], [7]):  # each return value checked against the model
+        world.quarantine(prefix)
+    assert cache.match_prefix([1, 2, 3, 4]).device_values.size == 2  # the cut was at the page [1, 2]: [3, 4] went
+    assert cache.match_prefix([1, 2, 5, 6]).device_values.size == 4
+    assert cache.match_prefix([7, 8]).host_length == 0  # on host only: removed from host
+    assert cache.device_size() == 4 and cache.host_size() == 4
+    world.check()
+    with pytest.raises(ValueError) as raised:
+        cache.evict_prefix([])
+    assert str(raised.value) == "evict_prefix needs a non-empty token sequence"
+
+
+def test_tier_quarantine_stays_in_its_namespace() -> None:
+    world = _world()
+    world.serve([1, 2], namespace="a")
+    world.finish()
+    world.serve([1, 2])
+    world.finish()
+    world.complete_all()
+    world.quarantine([1], namespace="a")
+    assert world.cache.match_prefix([1, 2], namespace="a").device_values.size == 0
+    assert world.cache.match_prefix([1, 2]).device_values.size == 2
+    world.check()
+
 def test_tier_foreign_stale_and_unmatched_handles_are_refused() -> None:
     world = _world()
     request = world.serve([1, 2])
