@@ -121,6 +121,32 @@ def test_tier_quarantine_stays_in_its_namespace() -> None:
     assert world.cache.match_prefix([1, 2]).device_values.size == 2
     world.check()
 
+@pytest.mark.parametrize("hits_on_match", [True, False])
+def test_tier_lfu_counts_a_match_as_a_hit_only_when_its_policy_says_so(hits_on_match: bool) -> None:
+    world = _world(factory=TieredRadixCache.with_policy(lfu(hits_on_match=hits_on_match)))
+    world.serve([1])
+    world.finish()
+    world.match([1])  # a second hit on [1] only if matches count
+    world.serve([2])
+    world.finish()  # [2]: one hit, and the most recently used
+    world.complete_all()
+    world.evict(1)  # the order is judged by the model as it goes
+    went, stayed = ([2], [1]) if hits_on_match else ([1], [2])
+    assert world.cache.match_prefix(went).device_values.size == 0
+    assert world.cache.match_prefix(stayed).device_values.size == 1
+    world.check()
+
+
+def test_tier_an_unknown_completion_names_the_transfer() -> None:
+    world = _world()
+    world.serve([1])
+    world.finish()
+    transfer = world.controller.pending[0]
+    world.complete_all()
+    with pytest.raises(ValueError) as raised:
+        world.cache.transfer_done(transfer)
+    assert str(raised.value) == f"unknown or already completed transfer {transfer!r}"
+
 def test_tier_foreign_stale_and_unmatched_handles_are_refused() -> None:
     world = _world()
     request = world.serve([1, 2])
