@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import dataclasses
 
+import numpy as np
 import pytest
 
 from radixcheck.properties.cache.contract import Request, SecondPoolAllocator, SlotAllocator, second_pool_keywords
@@ -405,3 +406,94 @@ def test_bigram_a_request_method_is_refused_loudly(method: str) -> None:
     with pytest.raises(AssertionError) as raised:
         getattr(cache, method)(Request([1, 2]))
     assert str(raised.value) == "a request method was sent to a bigram cache (it declares lifecycle='tree')"
+
+
+# ---- the sliding window (hybrid_cache.py; W = 8) ---------------------------------------------------
+
+
+def _window_cache(page_size: int = 1) -> tuple[WindowRadixCache, SlotAllocator, SecondPoolAllocator]:
+    kv, windows = SlotAllocator(64), SecondPoolAllocator(64, seed=1)
+    return WindowRadixCache(kv, page_size, second_allocator=windows), kv, windows
+
+
+def _cache_with_window(cache: WindowRadixCache, kv: SlotAllocator, windows: SecondPoolAllocator, tokens: list[int],
+                       namespace: object = None) -> np.ndarray:
+    window = windows.alloc(len(tokens))
+    cache.insert(tokens, kv.alloc(len(tokens)), namespace=namespace, window=window)
+    return window
+
+
+@pytest.mark.parametrize(("window", "error", "message"), [
+    ([5, 6], TypeError, "window must be a 1-D integer ndarray or None, got list"),
+    (np.array([5, 6, 7]), ValueError, "window must have shape (2,) to match tokens, got (3,)"),
+    (np.array([[5, 6]]), ValueError, "window must have shape (2,) to match tokens, got (1, 2)"),
+    (np.array([5.0, 6.0]), TypeError, "window must be integer slot ids, got dtype float64"),
+    (np.array([5, -2]), ValueError, "window holds slot id -2 (only ids >= 0, or -1 for none)"),
+], ids=["list", "length", "2-D", "float", "below -1"])
+def test_window_a_bad_window_is_refused_and_changes_nothing(window: object, error: type[Exception], message: str) -> None:
+    cache, kv, _ = _window_cache()
+    with pytest.raises(error) as raised:
+        cache.insert([1, 2], kv.alloc(2), window=window)
+    assert str(raised.value) == message
+    assert cache.match_prefix([1, 2])[0].size == 0
+
+
+def test_window_construction_needs_the_window_pool() -> None:
+    assert WindowRadixCache(SlotAllocator(8), second_allocator=SecondPoolAllocator(8)).page_size == 1
+    with pytest.raises(TypeError) as raised:
+        WindowRadixCache(SlotAllocator(8))
+    assert str(raised.value) == "WindowRadixCache needs second_allocator= (the window pool)"
+
+
+def test_window_an_empty_insert_and_no_window_are_accepted() -> None:
+    cache, kv, windows = _window_cache()
+    assert cache.insert([], kv.alloc(0), window=np.zeros(0, dtype=np.int64)) == 0
+    cache.insert([1, 2], kv.alloc(2))  # no window: nothing to resume from
+    assert cache.match_prefix([1, 2])[0].size == 0 and not windows.in_use
+
+
+def test_window_a_lock_pins_the_last_w_tokens_until_unlocked() -> None:
+    cache, kv, windows = _window_cache()
+    window = _cache_with_window(cache, kv, windows, list(range(1, 11)))  # 10 tokens
+    values, handle, got = cache.match_prefix(list(range(1, 11)))
+    assert values.size == 10 and got.tolist() == window.tolist()
+    cache.inc_lock_ref(handle)
+    assert cache.evict_window(10) == 2  # only the first two are not among the last 8
+    assert cache.match_prefix(list(range(1, 11)))[2].tolist() == [-1, -1, *window[2:].tolist()]
+    assert cache.match_prefix([1, 2])[0].size == 0  # shorter than W, its tokens must all be live
+    cache.dec_lock_ref(handle)
+    assert cache.evict_window(3) == 8 and not windows.in_use  # one node: all of its unpinned values at once
+    assert cache.match_prefix(list(range(1, 11)))[0].size == 0 and cache.evict(10) == 10
+
+
+def test_window_eviction_goes_least_recently_used_node_first_and_stops_at_the_amount() -> None:
+    cache, kv, windows = _window_cache()
+    older = _cache_with_window(cache, kv, windows, [1, 2])
+    newer = _cache_with_window(cache, kv, windows, [5, 6])
+    cache.match_prefix([1, 2])  # [5, 6] is now the least recently used
+    assert cache.evict_window(0) == 0 and len(windows.in_use) == 4
+    assert cache.evict_window(1) == 2  # a node's values go together
+    assert set(windows.in_use) == set(older.tolist()) and not set(newer.tolist()) & set(windows.in_use)
+    with pytest.raises(ValueError, match=r"^num_tokens must be >= 0, got -1$"):
+        cache.evict_window(-1)
+
+
+def test_window_a_split_keeps_each_half_s_window_and_pins() -> None:
+    cache, kv, windows = _window_cache()
+    window = _cache_with_window(cache, kv, windows, list(range(1, 11)))
+    _, handle, _ = cache.match_prefix(list(range(1, 11)))
+    cache.inc_lock_ref(handle)
+    mine = windows.alloc(4)
+    assert cache.insert([1, 2, 3, 99], kv.alloc(4), window=mine) == 3  # splits after [1, 2, 3]
+    windows.free(mine[:3])  # the caller's own copies of the cached prefix: the tree kept its own
+    assert cache.match_prefix(list(range(1, 11)))[2].tolist() == window.tolist()
+    assert cache.evict_window(64) == 3  # [1, 2] of the upper half and the new leaf's 99 (pinned: the last 8)
+    cache.dec_lock_ref(handle)
+    assert cache.evict_window(64) == 8 and not windows.in_use  # [3] of the upper half, and the lower half
+
+
+def test_window_namespaces_keep_their_own_windows() -> None:
+    cache, kv, windows = _window_cache()
+    window = _cache_with_window(cache, kv, windows, [1, 2], namespace="a")
+    assert cache.match_prefix([1, 2], namespace="a")[2].tolist() == window.tolist()
+    assert cache.match_prefix([1, 2])[0].size == 0
