@@ -148,6 +148,21 @@ def test_tier_an_unknown_completion_names_the_transfer() -> None:
         world.cache.transfer_done(transfer)
     assert str(raised.value) == f"unknown or already completed transfer {transfer!r}"
 
+def test_tier_a_load_back_that_fits_evicts_nothing_and_moves_the_path_in_one_transfer() -> None:
+    world = _world()
+    world.serve([1, 2])
+    world.finish()
+    world.complete_all()
+    world.evict(2)  # [1, 2] on host only
+    world.serve([3])
+    world.finish()
+    world.complete_all()
+    request = world.serve([1, 2])  # loaded back: the device pool has room for it
+    assert len(request.values) == 2 and len(world.pending()) == 1  # one load for the whole path
+    assert world.cache.match_prefix([3]).device_values.size == 1  # nothing was evicted for it
+    world.finish()
+    world.check()
+
 def test_tier_foreign_stale_and_unmatched_handles_are_refused() -> None:
     world = _world()
     request = world.serve([1, 2])
