@@ -163,6 +163,18 @@ def test_tier_a_load_back_that_fits_evicts_nothing_and_moves_the_path_in_one_tra
     world.finish()
     world.check()
 
+def test_tier_a_load_back_whose_one_transfer_fails_loads_page_by_page() -> None:
+    world = _world()
+    world.serve([1, 2])
+    world.finish()
+    world.complete_all()
+    world.evict(2)  # [1, 2] on host only
+    world.fail_next([True])  # the load of the whole path fails; each page's own load then succeeds
+    request = world.serve([1, 2])
+    assert len(request.values) == 2 and len(world.pending()) == 2
+    world.finish()
+    world.check()
+
 def test_tier_foreign_stale_and_unmatched_handles_are_refused() -> None:
     world = _world()
     request = world.serve([1, 2])
