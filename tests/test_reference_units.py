@@ -175,6 +175,21 @@ def test_tier_a_load_back_whose_one_transfer_fails_loads_page_by_page() -> None:
     world.finish()
     world.check()
 
+def test_tier_a_load_back_with_nothing_on_host_returns_the_device_prefix() -> None:
+    """Its host handle is the device handle (``host_length == 0``): nothing moves."""
+    world = _world()
+    cache = world.cache
+    empty = cache.match_prefix([5])
+    assert empty.host_length == 0 and empty.host_handle is empty.device_handle
+    values, handle = cache.load_back(empty.host_handle)
+    assert values.size == 0 and handle is empty.device_handle
+    world.serve([5])
+    world.finish()
+    match = cache.match_prefix([5])
+    values, handle = cache.load_back(match.host_handle)
+    assert values.tolist() == match.device_values.tolist() and handle is match.device_handle
+    assert not [t for t in world.controller.pending if t.kind == "load"]
+
 def test_tier_foreign_stale_and_unmatched_handles_are_refused() -> None:
     world = _world()
     request = world.serve([1, 2])
