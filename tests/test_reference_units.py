@@ -83,7 +83,9 @@ def test_tier_host_eviction_frees_host_only_pages() -> None:
     world.finish()
     world.complete_all()
     assert world.evict(2) == 2 and world.cache.host_size() == 2  # on host only now
+    leaf = world.cache.match_prefix([1, 2]).host_handle
     assert world.evict_host(1) == 1 and world.cache.host_size() == 1  # the leaf [2] first
+    assert repr(leaf) == "TierNode([2], nowhere, removed)"
     assert world.cache.match_prefix([1, 2]).host_length == 1
     assert world.evict_host(5) == 1 and world.cache.host_size() == 0
     world.check()
@@ -539,3 +541,25 @@ def test_window_namespaces_keep_their_own_windows() -> None:
     window = _cache_with_window(cache, kv, windows, [1, 2], namespace="a")
     assert cache.match_prefix([1, 2], namespace="a")[2].tolist() == window.tolist()
     assert cache.match_prefix([1, 2])[0].size == 0
+
+
+def test_window_a_one_token_prefix_with_a_live_window_is_resumed() -> None:
+    cache, kv, windows = _window_cache()
+    window = _cache_with_window(cache, kv, windows, [1])
+    values, _, got = cache.match_prefix([1, 2, 3])
+    assert values.size == 1 and got.tolist() == window.tolist()
+
+
+def test_window_eviction_passes_over_a_quarantined_node_still_locked() -> None:
+    """A node quarantined under a lock stays (detached) until its unlock; window eviction skips it
+    and goes on to the next node."""
+    cache, kv, windows = _window_cache()
+    doomed = _cache_with_window(cache, kv, windows, [1, 2])
+    _, handle, _ = cache.match_prefix([1, 2])
+    cache.inc_lock_ref(handle)
+    assert cache.evict_prefix([1]) == 2  # detached: its lock still holds it
+    live = _cache_with_window(cache, kv, windows, [5, 6])
+    assert cache.evict_window(2) == 2 and not set(live.tolist()) & set(windows.in_use)
+    assert set(windows.in_use) == set(doomed.tolist())  # pinned by the lock until the unlock frees it
+    cache.dec_lock_ref(handle)
+    assert not windows.in_use
