@@ -192,6 +192,15 @@ def test_tier_a_load_back_with_nothing_on_host_returns_the_device_prefix() -> No
     assert values.tolist() == match.device_values.tolist() and handle is match.device_handle
     assert not [t for t in world.controller.pending if t.kind == "load"]
 
+def test_tier_host_eviction_takes_a_parent_its_leaf_exposed_in_the_same_call() -> None:
+    world = _world()
+    world.serve([1, 2, 3])
+    world.finish()
+    world.complete_all()
+    assert world.evict(3) == 3 and world.cache.host_size() == 3
+    assert world.evict_host(3) == 3 and world.cache.host_size() == 0  # [3], then [2], then [1]
+    world.check()
+
 def test_tier_foreign_stale_and_unmatched_handles_are_refused() -> None:
     world = _world()
     request = world.serve([1, 2])
