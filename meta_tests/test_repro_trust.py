@@ -164,15 +164,19 @@ class HangsOnThirdEvict(RadixCache):
 @pytest.mark.deep
 def test_a_hang_is_the_call_that_hung_and_its_file_hangs(monkeypatch) -> None:
     """The finding names the call that did not return (the third evict, not the first: a replay
-    said "evict not called: it already hung" there, with a program that does not hang), and its
-    file runs that call under the time limit and exits 1; on a cache that returns, 0."""
+    said "evict not called: it already hung" there, with a program that does not hang), its
+    program is reduced (the acts the hang does not need left out), and its file runs that call
+    under the time limit and exits 1; on a cache that returns, 0."""
     monkeypatch.setenv(TIMEOUT_ENV, "0.5")
     failure = _failure(machine_for(HangsOnThirdEvict, DEFAULT_CAPABILITIES, 1, "meta_trust_hang"), "ci")
     assert oracle_of(failure).startswith("hang") and "not called" not in str(failure), failure
     calls = [c for a in failure.radixcheck_machine.transcript for c in a.calls if c.name == "evict"]
     assert len(calls) == 3 and calls[-1].raised is not None and all(c.raised is None for c in calls[:2]), calls
+    acts = len(failure.radixcheck_machine.transcript)
     repro = repro_for(failure, f"{__name__}:HangsOnThirdEvict")
     assert repro.text is not None and repro.exit_code == 1, repro.why_not
+    assert "Reduced from" in repro.text and repro.calls < sum(len(a.calls) for a in failure.radixcheck_machine.transcript), (
+        acts, repro.calls)  # delta-debugged: the acts that do not lead to the third evict left out
     assert "BUG (radixcheck: hang (per-operation time limit)): evict(...) did not return within 0.5 s" in repro.output
     assert repro.text.count("cache.evict(") == 3 and "within_limit(lambda: cache.evict(" in repro.text
     fixed = run_repro(repro.text.replace(f"from {__name__} import HangsOnThirdEvict as make",

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import shlex
 import sys
+import time
 from typing import Any
 
 import pytest
@@ -13,7 +14,7 @@ import pytest
 from radixcheck.cli import main
 from radixcheck.properties.adapters import wire
 from radixcheck.properties.findings.failures import EXPLAINED_LINE, explaining_the_cache
-from radixcheck.properties.target import TIMEOUT_ENV, TargetError, load_target
+from radixcheck.properties.target import TIMEOUT_ENV, OperationTimeout, TargetError, guarded, load_target
 
 
 class _Unstartable:
@@ -140,3 +141,28 @@ def test_the_explanation_format_is_hypothesis_own() -> None:
 
     assert EXPLANATION_STUB == ("Explanation:", "    These lines were always and only run by failing test cases:")
     assert EXPLAINED_LINE.match(f"        {wire.__file__}:148")
+
+
+class SlowStart:
+    """A wire connection whose server takes longer to start than the per-operation limit."""
+
+    def __init__(self, command: list[str]) -> None:
+        time.sleep(0.3)
+        self.command, self.dead = command, None
+
+
+def test_a_server_restarted_inside_a_call_counts_against_init_s_limit_not_the_call_s(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The factory (re)starts the server inside a guarded call: a start slower than the call's limit
+    is not a hang of ``factory`` (init has its own limit); the call's own work still is."""
+    monkeypatch.setenv(TIMEOUT_ENV, "0.2")
+    monkeypatch.setattr(wire, "WireConnection", SlowStart)
+    factory = wire.WireFactory(["a-server"])
+    assert isinstance(guarded("factory", factory.connection), SlowStart)  # 0.3 s of start, under a 0.2 s limit
+
+    def slow_after_the_start() -> None:
+        factory._connection = None
+        factory.connection()
+        time.sleep(0.3)  # the call's own work: the limit resumes after the start
+
+    with pytest.raises(OperationTimeout):
+        guarded("factory", slow_after_the_start)

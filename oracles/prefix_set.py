@@ -41,6 +41,7 @@ from typing import Any
 
 from sortedcontainers import SortedList
 
+from radixcheck.oracles.deviation import Deviation
 from radixcheck.oracles.policy import LeafStats
 from radixcheck.oracles.violations import Check, PrefixSetViolation, SlotViolation, shown
 
@@ -96,6 +97,7 @@ class PrefixSetModel:
     order_key: Callable[[LeafStats], Any] | None = None  # a declared policy's key: keeps by_policy
     hits_on_match: bool = True  # a match counts as a hit (LeafStats.hits)
     by_policy: SortedList = field(default_factory=SortedList)  # (order_key(stats), serial, entry), coldest first
+    deviations: list[Deviation] = field(default_factory=list)  # known order bugs whose stamps are kept too (oracles.deviation)
 
     def __post_init__(self) -> None:
         self.roots[None] = self.root
@@ -190,12 +192,20 @@ class PrefixSetModel:
             return
         entry = path[-1]
         entry.ends_node = True
+        inside = bool(entry.children)  # the use ended inside a node: a cache splits it here
         while len(entry.children) == 1:
             entry = next(iter(entry.children.values()))
             if entry.ends_node:
                 break
         if not entry.children:
             self._refile(entry)
+        if inside:
+            for deviation in self.deviations:  # entry: the last page of the split node's lower half
+                deviation.split(path[-1], entry, self.clock)
+
+    def deviated_stats(self, entry: Entry, deviation: Deviation) -> LeafStats:
+        """What a cache with the known bug ``deviation`` (one of ``deviations``) keeps for the leaf ``entry``."""
+        return deviation.stats(self.leaf_stats(entry), entry)
 
     def leaf_stats(self, entry: Entry) -> LeafStats:
         """What a policy's key reads of ``entry`` as a leaf (O(pages of its node), for ``start``)."""
@@ -258,6 +268,8 @@ class PrefixSetModel:
         if entry.locks > 0:
             self.locked_pages -= 1
         entry.state = "unlinked"
+        for deviation in self.deviations:
+            deviation.unlinked(entry)
         self._refile(entry)
         self._refile(entry.parent)  # may have become a leaf
 

@@ -355,6 +355,23 @@ def _alarm(seconds: float, what: str):
         _current_call = None
 
 
+@contextmanager
+def outside_the_limit():
+    """A block inside a guarded call that the call's per-operation limit does not count: a wire
+    server restarted by the factory, whose ``init`` has a limit of its own (WIRE.md). A slow
+    restart on a loaded machine is then never a hang of ``factory``. The call's alarm is paused for
+    the block and resumes after it with the time it had left."""
+    if threading.current_thread() is not threading.main_thread():
+        yield  # no alarm runs here (signals only reach the main thread)
+        return
+    left, _ = signal.setitimer(signal.ITIMER_REAL, 0)
+    try:
+        yield
+    finally:
+        if left > 0:
+            signal.setitimer(signal.ITIMER_REAL, left)
+
+
 _deadline: float | None = None  # monotonic time after which calls raise BudgetSpent
 
 

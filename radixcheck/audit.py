@@ -51,6 +51,7 @@ from tabulate import tabulate
 from radixcheck.cache_dir import hypothesis_storage_in_cache
 from radixcheck.properties.findings.failures import signature_of
 from radixcheck.properties.findings.repro import file_name
+from radixcheck.properties.findings.root_cause import same_causes
 from radixcheck.properties.findings.standalone import NOT_OFFERED
 from radixcheck.properties.findings.verdict import shrink_seconds
 from radixcheck.properties.findings.waivers import read_waivers, unmatched, unmatched_warning
@@ -124,6 +125,7 @@ class Finding:
     raised_at: str = ""  # a crash: where, e.g. mycache.py:42 in evict
     repro: str = ""  # --repro: its standalone repro file (or why there is none)
     echo_of: str = ""  # a crash in a run that also has an oracle's finding: that finding (the likely cause)
+    also: list[str] = field(default_factory=list)  # the same root cause, found by other oracles: each "oracle: message"
 
     @property
     def heading(self) -> str:
@@ -143,16 +145,33 @@ def findings_of(verdicts: list[Verdict]) -> list[Finding]:
             continue
         for e in v.exceptions or [{"type": "", "message": v.reason, "oracle": v.oracle, "program": v.program}]:
             groups.setdefault((e["oracle"], signature_of(e["oracle"], e["message"])), []).append((v.test, e))
-    found = []
+    found: dict[tuple[str, str], Finding] = {}
     for (oracle, shape), members in groups.items():
         _, shortest = min(members, key=lambda m: (not m[1]["program"], "production_scale" in m[0],
                                                    len(m[1]["program"].splitlines()), len(m[1]["message"]), m[0]))
         tests = sorted(dict.fromkeys(test for test, _ in members), key=_test_order)
-        found.append(Finding(RANKS[rank_of(oracle)][0] if rank_of(oracle) < len(RANKS) else "other", oracle,
-                             shortest["message"], tests, shortest["program"], shortest.get("type", ""), shortest.get("raised_at", ""),
-                             _repro_of(oracle, shape, [v for v in verdicts if v.test in tests])))
-    found.sort(key=lambda f: (rank_of(f.oracle), -len(f.tests), f.oracle, f.reason))
-    return after_waived(with_echoes_last(found), verdicts)
+        found[oracle, shape] = Finding(RANKS[rank_of(oracle)][0] if rank_of(oracle) < len(RANKS) else "other", oracle,
+                                       shortest["message"], tests, shortest["program"], shortest.get("type", ""),
+                                       shortest.get("raised_at", ""), _repro_of(oracle, shape, [v for v in verdicts if v.test in tests]))
+    merged = by_root_cause(found, verdicts)
+    merged.sort(key=lambda f: (rank_of(f.oracle), -len(f.tests), f.oracle, f.reason))
+    return after_waived(with_echoes_last(merged), verdicts)
+
+
+def by_root_cause(found: dict[tuple[str, str], Finding], verdicts: list[Verdict]) -> list[Finding]:
+    """Findings whose programs each show the other's signature merged into one (:mod:`~radixcheck.properties.findings.root_cause`,
+    with ``--repro``): the most fundamental of them (:data:`RANKS`, then the most tests) is the finding, the others are
+    listed in its ``also``, and it names every test of them all."""
+    shows = {key: {tuple(s) for v in verdicts if v.repro and v.test in f.tests and v.repro.get("oracle") == key[0]
+                   and signature_of(key[0], v.repro.get("message", "")) == key[1] for s in v.repro.get("shows", [])}
+             for key, f in found.items()}
+    out = []
+    for keys in same_causes(shows):
+        members = sorted((found[k] for k in keys), key=lambda f: (rank_of(f.oracle), -len(f.tests), f.oracle, f.reason))
+        head, rest = members[0], members[1:]
+        tests = sorted(dict.fromkeys(t for f in members for t in f.tests), key=_test_order)
+        out.append(dataclasses.replace(head, tests=tests, also=[f"{f.oracle}: {f.reason}" for f in rest]) if rest else head)
+    return out
 
 
 def after_waived(findings: list[Finding], verdicts: list[Verdict]) -> list[Finding]:
@@ -182,8 +201,8 @@ def _repro_of(oracle: str, shape: str, verdicts: list[Verdict]) -> str:
     repros = [v.repro for v in verdicts if v.repro and v.repro.get("oracle") == oracle
               and signature_of(oracle, v.repro.get("message", "")) == shape]
     written = [r for r in repros if r.get("path")]
-    if written:
-        return written[0]["path"]
+    if written:  # the shortest: a production-scale test's of the same finding may be longer
+        return min(written, key=lambda r: r.get("calls", 0))["path"]
     return f"(none: {repros[0]['why_not']})" if repros else ""
 
 
@@ -328,7 +347,7 @@ class _Collector:
         elif verdict.outcome == "failed" and verdict.oracle and not verdict.oracle.startswith(NOT_AN_ORACLE):
             self.judged.append(verdict.oracle)
         if verdict.waived:
-            detail += "  (waived: " + ", ".join(f"{w['oracle']} ({w['waiver']})" for w in verdict.waived) + ")"
+            detail += "  (waived: " + ", ".join(f"{w['oracle']}{known_deviation(w)} ({w['waiver']})" for w in verdict.waived) + ")"
         print(f"[{time.monotonic() - self.started:6.1f} s] {mark} {verdict.test} ({verdict.seconds:.1f} s){detail}", flush=True)
 
     def _add_repro(self, test: str, repro: dict[str, Any]) -> None:
@@ -421,13 +440,25 @@ def report_card(result: AuditResult) -> str:
         parts += ["", f"### {i}. {f.oracle} ({f.heading})", "", f"{f.exception + ': ' if f.exception else ''}{f.reason}"
                   + (f" (raised at `{f.raised_at}`)" if f.raised_at else ""), "",
                   f"Failed {len(f.tests)} test(s): " + ", ".join(f"`{t}`" for t in f.tests), "",
+                  *([same_root_cause(f), *[f"- {other}" for other in f.also], ""] if f.also else []),
                   *([f"Repro: `{f.repro}`" if not f.repro.startswith("(") else f"Repro: {f.repro}", ""] if f.repro else []),
                   "```python", f.program or "(no program: the test failed outside a Hypothesis run)", "```"]
     if waived:
         parts += ["", "## Waived findings (--waive)", ""]
-        parts += [f"- {w['oracle']} ({w['type']}): {w['message']} — waived by {w['waiver']}; met in "
+        parts += [f"- {w['oracle']} ({w['type']}){known_deviation(w)}: {w['message']} — waived by {w['waiver']}; met in "
                   + ", ".join(f"`{t}`" for t in w["tests"]) + cut_short(w) for w in waived]
     return "\n".join(parts) + "\n"
+
+
+def known_deviation(waived: dict[str, Any]) -> str:
+    """The known order bug a ``known:`` waiver named, which explained the finding (its JSON's ``known_deviation``)."""
+    return f", known_deviation {waived['known_deviation']}" if waived.get("known_deviation") else ""
+
+
+def same_root_cause(finding: Finding) -> str:
+    """The line before a finding's merged ones (:func:`by_root_cause`)."""
+    return (f"Same root cause ({len(finding.also)} more finding(s): each one's reduced program, replayed, "
+            "shows this one and this one's shows it):")
 
 
 def cut_short(waived: dict[str, Any]) -> str:
@@ -461,10 +492,12 @@ def print_summary(result: AuditResult) -> None:
     for i, f in enumerate(findings, 1):
         print(f"--- finding {i} of {len(findings)} ({f.heading}): {f.oracle}\n"
               f"{f.exception + ': ' if f.exception else ''}{f.reason}{f' (raised at {f.raised_at})' if f.raised_at else ''}\n"
-              f"failed {len(f.tests)} test(s): {', '.join(f.tests)}\n" + (f"repro: {f.repro}\n" if f.repro else "")
+              f"failed {len(f.tests)} test(s): {', '.join(f.tests)}\n"
+              + "".join(f"{line}\n" for line in ([same_root_cause(f)] + [f"- {other}" for other in f.also] if f.also else []))
+              + (f"repro: {f.repro}\n" if f.repro else "")
               + f"{f.program}\n", file=sys.stdout)
     for w in waived:
-        print(f"--- waived: {w['oracle']} ({w['type']}): {w['message']}\n"
+        print(f"--- waived: {w['oracle']} ({w['type']}){known_deviation(w)}: {w['message']}\n"
               f"waived by {w['waiver']}; met in {', '.join(w['tests'])}{cut_short(w)}\n", file=sys.stdout)
     for warning in result.unmatched_waivers:
         print(f"radixcheck: warning: {warning}", file=sys.stderr, flush=True)

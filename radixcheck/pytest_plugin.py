@@ -67,7 +67,8 @@ WAIVER_LOG = pytest.StashKey[WaiverLog]()
 WAIVED_PREFIX = "radixcheck waiver"  # report.wasxfail of a test whose only failures were waived
 WAIVERS_MET = "radixcheck_waivers_met"  # report property: the waivers (file:line) that waived a finding in the test
 FAILED = pytest.StashKey[BaseException]()  # a failure whose repro file is written at the test's teardown
-_REDUCED: dict[str, tuple[str, int]] = {}  # in this process (a worker): repro file name -> the test it was written from, its calls
+_REDUCED: dict[str, tuple[str, int, list]] = {}  # in this process (a worker): repro file name -> the test it was written from,
+# its calls and what its program shows (radixcheck.properties.findings.root_cause)
 SHORT_REPRO = 100  # a finding whose file has at most this many calls is not reduced again (a longer one may come out shorter)
 INDEX_MARK = "radix_index"  # the conformance tests of KV-event indexes (the rest are the caches')
 ROUTER_MARK = "radix_router"  # the end-to-end test of an engine and a router index (a pair target)
@@ -530,13 +531,21 @@ def _spec_of(item: pytest.Item) -> str:
 def _repro_of(item: pytest.Item, exc: BaseException, log: WaiverLog) -> dict:
     """The repro file of a failing conformance test (built here, in the worker that has the failing
     machine), as a report property: its text, or why there is none."""
+    from radixcheck.properties.findings.failures import signature_of
     from radixcheck.properties.findings.repro import file_name, finding_site, repro_for  # only when asked for: it imports the reducer
+    from radixcheck.properties.findings.standalone import small_repro_of
 
     described = describe_failure(exc)
     name = file_name(described["oracle"], described["reason"], _spec_of(item), finding_site(exc))
-    if _REDUCED.get(name, (None, SHORT_REPRO + 1))[1] <= SHORT_REPRO:  # a short file for it already: reducing again costs time
+    if _REDUCED.get(name, (None, SHORT_REPRO + 1, []))[1] <= SHORT_REPRO:  # a short file for it already: reducing again costs time
         return {"text": None, "why_not": f"written from {_REDUCED[name][0]}", "oracle": described["oracle"], "message": described["reason"],
-                "name": name}
+                "name": name, "shows": _REDUCED[name][2]}
+    directory = item.config.getoption("--radix-repro")
+    small = small_repro_of(Path(directory).resolve(), _spec_of(item), described["oracle"],
+                           signature_of(described["oracle"], described["reason"])) if directory else None
+    if small is not None:  # this finding has a pasteable file already (another test's, another worker's): not a second copy
+        return {"text": None, "why_not": f"written already: {small.name} shows the same finding", "oracle": described["oracle"],
+                "message": described["reason"], "name": small.name, "shows": _REDUCED.get(small.name, (None, 0, []))[2]}
     callspec = getattr(item, "callspec", None)
     parameters = {k: v for k, v in (callspec.params.items() if callspec else ()) if k != "target"}
     try:
@@ -545,8 +554,9 @@ def _repro_of(item: pytest.Item, exc: BaseException, log: WaiverLog) -> dict:
     except Exception as error:  # noqa: BLE001 - a repro that cannot be made must not hide the finding
         return {"text": None, "why_not": f"radixcheck could not write it: {type(error).__name__}: {error}"}
     if repro.text is not None:
-        _REDUCED[name] = (item.name, repro.calls)
+        _REDUCED[name] = (item.name, repro.calls, [list(s) for s in repro.shows])
     return {"text": repro.text, "why_not": repro.why_not, "calls": repro.calls, "notes": repro.notes, "size": repro.size,
+            "shows": [list(s) for s in repro.shows],
             "exit_code": repro.exit_code, "oracle": described["oracle"], "message": described["reason"],
             "printed_finding": "BUG (radixcheck" in repro.output, "name": name}
 

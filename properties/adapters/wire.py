@@ -46,7 +46,7 @@ import numpy as np
 
 from radixcheck.properties.cache.canonical import canonical_namespace
 from radixcheck.properties.cache.contract import Capabilities, SlotAllocator
-from radixcheck.properties.target import OperationTimeout, op_timeout
+from radixcheck.properties.target import OperationTimeout, op_timeout, outside_the_limit
 
 CMD_ENV = "RADIXCHECK_WIRE_CMD"
 PROTOCOL = 1
@@ -400,7 +400,8 @@ class WireFactory:
         if self._connection is None or self._connection.dead is not None or self._connection.command != self.command:
             if self._connection is not None:
                 self._connection.close()
-            self._connection = WireConnection(self.command)
+            with outside_the_limit():  # a (re)start inside a guarded call: init's limit, not the call's
+                self._connection = WireConnection(self.command)
         return self._connection
 
     @property

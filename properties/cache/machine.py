@@ -53,6 +53,7 @@ from hypothesis import strategies as st
 from hypothesis.stateful import Bundle, RuleBasedStateMachine, consumes, initialize, invariant, multiple, precondition, rule
 
 from radixcheck.oracles.amount import check_amount
+from radixcheck.oracles.deviation import Deviation
 from radixcheck.oracles.isolation import (
     check_insert_isolated,
     check_match_isolated,
@@ -70,6 +71,7 @@ from radixcheck.oracles.violations import (
     Check,
     ContractViolation,
     EvictionOrderViolation,
+    LRUOrderViolation,
     NeverSawViolation,
     PrefixSetViolation,
     RefcountViolation,
@@ -95,6 +97,18 @@ WIDE_IDS = (2**16, 2**17 + 1, 2**24 + 1, 2**31 - 1)  # int32-range ids that narr
 VOCABULARY = SMALL_IDS * 6 + WIDE_IDS  # about one token in seven is wide
 NEIGHBOURS = ("bit16", "bit17", "float32")  # ids that a uint16 or a float32 cannot tell apart
 FLOAT32_TWINS = (2**24 + 1, 2**24)  # float32(2**24 + 1) == 2**24
+
+
+class _Restamped:
+    """A page of the model seen with another last use (a known deviation's), for the LRU oracle."""
+
+    __slots__ = ("entry", "last_use")
+
+    def __init__(self, entry: Entry, last_use: int) -> None:
+        self.entry, self.last_use = entry, last_use
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.entry, name)
 
 
 @dataclass(frozen=True)
@@ -288,6 +302,7 @@ class RadixCacheMachine(RuleBasedStateMachine):
     page_size: int = 1
     options: MachineOptions = MachineOptions()
     records = False  # keep a transcript of acts and calls (radixcheck.properties.findings.transcript), for a repro file
+    known_deviations: tuple[Callable[[], Deviation], ...] = ()  # set by a waiver's ``known:`` (findings.verdict.waiving)
 
     sequences = Bundle("sequences")
     handles = Bundle("handles")
@@ -303,6 +318,8 @@ class RadixCacheMachine(RuleBasedStateMachine):
         self.step_number = 0  # how many steps have begun
         self.story: str | None = None  # the production-world story running now (scale_machine)
         self.model = PrefixSetModel(self.page_size)
+        self.model.deviations = [make() for make in self.known_deviations]  # waived known order bugs: their stamps too
+        self.deviation_met: set[str] = set()  # the known deviations an eviction of this run has followed (said once)
         self.policy = self.capabilities.policy  # a declared Policy: its order is judged (oracle 4, eviction order)
         if self.policy is not None:
             self.model.order_key, self.model.hits_on_match = self.policy.key, self.policy.hits_on_match
@@ -572,13 +589,41 @@ class RadixCacheMachine(RuleBasedStateMachine):
         if self.policy is not None:
             self._judge_order(num_tokens, calls)
             return
+        lru = self.capabilities.eviction_policy == "lru"
+        owners = {self.model.slot_owner.get(slot) for slot in freed} - {None} if lru and self.model.deviations else set()
+        before = {d: {e: self.model.deviated_stats(e, d).last_use for e in owners} for d in self.model.deviations if owners}
         removed = self.model.remove_freed(freed)
         check_none_locked(removed)
         oldest = self.model.oldest_unlocked_leaf()
         check_amount(num_tokens, [len(call) for call in calls], oldest.prefix if oldest else None)
-        if self.capabilities.eviction_policy == "lru":
+        if lru:
             call_of = {slot: i for i, call in enumerate(calls) for slot in call}
-            check_lru([(call_of[e.values[0]], e) for e in removed], oldest, num_tokens, self.page_size, at=self._used_by)
+            try:
+                check_lru([(call_of[e.values[0]], e) for e in removed], oldest, num_tokens, self.page_size, at=self._used_by)
+            except LRUOrderViolation as exc:
+                exc.explained_by = frozenset(d.name for d, stamps in before.items()
+                                             if self._lru_by(d, stamps, removed, call_of, num_tokens))
+                if not exc.explained_by or not exc.explained_by <= self.deviation_met:
+                    self.deviation_met |= exc.explained_by  # a known deviation is said once a run, as in _judge_order
+                    raise
+
+    def _lru_by(self, deviation: Deviation, before: dict[Entry, int], removed: list[Entry], call_of: dict[int, int],
+                num_tokens: int) -> bool:
+        """Whether the eviction just applied is right by the LRU oracle with ``deviation``'s last uses:
+        ``before``, those of the evicted pages before it (each then hands its own to its parent, deepest
+        first, as the model's ``last_use`` does), and the survivors' as the deviation keeps them now."""
+        stamps = dict(before)
+        for entry in sorted(removed, key=lambda e: -e.depth):
+            if entry.parent in stamps:
+                stamps[entry.parent] = max(stamps[entry.parent], stamps[entry])
+        survivors = [(self.model.deviated_stats(e, deviation).last_use, e.serial, e) for e in self.model.unlocked_leaf_list()]
+        oldest = min(survivors, default=None)
+        try:
+            check_lru([(call_of[e.values[0]], _Restamped(e, stamps[e])) for e in removed],
+                      _Restamped(oldest[2], oldest[0]) if oldest else None, num_tokens, self.page_size, at=self._used_by)
+        except LRUOrderViolation:
+            return False
+        return True
 
     def _judge_order(self, num_tokens: int, calls: list[list[int]]) -> None:
         """A declared policy's eviction, ``free()`` call by call: lock safety first, then each call's
@@ -587,11 +632,16 @@ class RadixCacheMachine(RuleBasedStateMachine):
 
         The order is a choice: a wrong one is raised only once the model has applied the whole
         eviction (the cache's choice), so that a run looking past it (a waived order finding)
-        goes on with a model that holds what the cache holds, and reports no echo of it."""
+        goes on with a model that holds what the cache holds, and reports no echo of it.
+
+        A call that is wrong by the contract's statistics but right by those of a waived known
+        deviation (``known_deviations``) is that deviation: it is raised (for its waiver to record)
+        the first time in a run, marked ``explained_by``; any other wrong call is the finding."""
         owners = [self.model.slot_owner.get(slot) for call in calls for slot in call]
         check_none_locked([e for e in dict.fromkeys(owners) if e is not None and e.state == "cached"])
         freed_in = {slot: i for i, call in enumerate(calls) for slot in call}
         wrong_order: EvictionOrderViolation | None = None
+        known: EvictionOrderViolation | None = None
         for i, call in enumerate(calls):
             group = {self.model.slot_owner.get(slot) for slot in call} - {None}
             victims = [e for e in group if e.state == "cached" and not e.children and e.locks == 0]
@@ -601,14 +651,28 @@ class RadixCacheMachine(RuleBasedStateMachine):
                 try:
                     check_order(victims, colder, later, num_tokens, self._policy_key, self._described, self.policy.name)
                 except EvictionOrderViolation as exc:
-                    wrong_order = exc  # the first call out of order is the finding; the model still follows the cache
                     left = [e for e in self.model.unlocked_leaf_list() if e not in group]
                     exc.choice = Choice(tuple(map(self.model.leaf_stats, victims)), tuple(map(self.model.leaf_stats, left)))
+                    exc.explained_by = self._deviations_making(victims, left)
+                    if not exc.explained_by:
+                        wrong_order = exc  # the first call out of order is the finding; the model still follows the cache
+                    elif known is None:
+                        known = exc
             self.model.remove_freed(call)
         if wrong_order is not None:
             raise wrong_order
         coldest = self.model.coldest_unlocked_leaf(set())
         check_amount(num_tokens, [len(call) for call in calls], coldest.prefix if coldest else None)
+        if known is not None and not known.explained_by <= self.deviation_met:
+            self.deviation_met |= known.explained_by  # said once a run: afterwards the eviction is simply accepted
+            raise known
+
+    def _deviations_making(self, victims: list[Entry], left: list[Entry]) -> frozenset[str]:
+        """The known deviations by whose statistics a cache evicting by the policy's key frees
+        ``victims`` and leaves ``left`` (only on a wrong choice: it reads every unlocked leaf)."""
+        return frozenset(d.name for d in self.model.deviations
+                         if Choice(tuple(self.model.deviated_stats(e, d) for e in victims),
+                                   tuple(self.model.deviated_stats(e, d) for e in left)).made_by(self.policy.key))
 
     def _policy_key(self, entry: Entry) -> Any:
         return self.policy.key(self.model.leaf_stats(entry))

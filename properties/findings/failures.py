@@ -97,6 +97,7 @@ def shape_of(message: str) -> str:
     """A failure's message with the specifics left out (token lists, numbers): the first differing
     call and what was wrong with it, the same at every page size and in every test."""
     shape = re.sub(r"\s*\(\d+ tokens\)", "", message)
+    shape = re.sub(r"\brequest<", "handle<", shape)  # a running request's record (the lifecycle's) holds its match's handle
     shape = re.sub(r"=[^\s,()\[\]]+", "=…", shape)  # a value named in the message: page_size=1.5, t=48
     shape = re.sub(r"\(-?\d+(?:,(?: -?\d+)?)+\)", "[]", shape)  # a tuple of tokens, as a node's key prints
     while (inner := re.sub(r"\[[^\[\]]*\]", "\0", shape)) != shape:  # token lists, innermost first

@@ -24,8 +24,10 @@ would no longer be legal (an unlock whose lock is gone) is not sent.
 Each replay is judged by the same machine and oracles as the run, so a smaller failure is as
 real as the first one. It is bounded in time (``RADIXCHECK_REDUCE_SECONDS``, default 5; a production world's 60: one
 replay of it costs seconds), and
-what it has at the end is the answer; a hang is never reduced (each replay would cost the time
-limit).
+what it has at the end is the answer. A hang is reduced the same way: a replay that does not
+hang costs what any replay does, one that still hangs (the same call, in the same shape) costs the
+per-operation limit, so a hang's budget is the reduction's plus ``HANG_REPLAYS`` limits (its last
+replay may end one limit past it).
 """
 
 from __future__ import annotations
@@ -45,11 +47,12 @@ from radixcheck.oracles.violations import ContractViolation
 from radixcheck.properties.cache.machine import HandleRecord, MachineOptions, RadixCacheMachine, namespace_key
 from radixcheck.properties.findings.failures import message_of, oracle_of, raised_at, shape_of
 from radixcheck.properties.findings.transcript import Act, kept
-from radixcheck.properties.target import BudgetSpent, alarm_handler, caused_by_hang, forget_hangs, time_budget
+from radixcheck.properties.target import BudgetSpent, alarm_handler, caused_by_hang, forget_hangs, op_timeout, time_budget
 
 REDUCE_ENV = "RADIXCHECK_REDUCE_SECONDS"
 DEFAULT_REDUCE_SECONDS = 5.0
 INVARIANTS = ("sizes_add_up", "slots_conserved")
+HANG_REPLAYS = 2  # a hang's budget is the reduction's plus this many per-operation limits
 
 
 def reduce_seconds(machine: type | None = None) -> float:
@@ -61,8 +64,10 @@ def reduce_seconds(machine: type | None = None) -> float:
 
 def finding_of(exc: BaseException) -> tuple[str, str, str]:
     """What makes two failures the same finding: the oracle, the shape of the message, and, for a
-    crash, where it was raised."""
-    return oracle_of(exc), shape_of(message_of(exc)), "" if isinstance(exc, ContractViolation) else raised_at(exc)
+    crash, where it was raised (not for a hang: the alarm raises it wherever the call was, and a
+    run's replay of the call that hung raises it where the time limit remembers it)."""
+    site = "" if isinstance(exc, ContractViolation) or caused_by_hang(exc) else raised_at(exc)
+    return oracle_of(exc), shape_of(message_of(exc)), site
 
 
 @dataclass
@@ -105,17 +110,24 @@ def replay(machine_class: type[RadixCacheMachine], acts: list[Act], options: Mac
     return Replay(machine, sent, None, trim_queries)
 
 
+STACK_MARGIN = 64  # frames a replay is given beyond the file's stack (standalone_stack)
+
+
 @contextmanager
 def standalone_stack() -> Iterator[None]:
     """Give a replay the stack a repro file has when it runs on its own. Here pytest, Hypothesis
     and the machine already take some of Python's recursion limit; without this, a recursive
     walk that fails 900 frames deep in the replay would pass in the file. For the block only,
-    the limit is raised by the frames below it, and put back after."""
+    the limit is raised by the frames below it, and put back after. A replayed call also passes
+    through more frames than the file's (the machine's helper, the time limit) and a worker of
+    pytest-xdist stands on more still: the limit is raised by :data:`STACK_MARGIN` frames more, so
+    a walk that fails in the replay fails in the file too (a recursive leaf collection's file,
+    reduced to a chain just deep enough for the replay, exited 0 on its own)."""
     depth, frame = 0, sys._getframe()
     while frame is not None:
         depth, frame = depth + 1, frame.f_back
     limit = sys.getrecursionlimit()
-    sys.setrecursionlimit(limit + depth)
+    sys.setrecursionlimit(limit + depth + STACK_MARGIN)
     try:
         yield
     finally:
@@ -166,12 +178,14 @@ def reduce(machine: RadixCacheMachine, failure: BaseException, waived: Callable[
     the same way (a target that does not repeat itself)."""
     started = time.monotonic()
     budget = reduce_seconds(type(machine)) if seconds is None else seconds
+    if caused_by_hang(failure) and budget > 0:  # a replay that still hangs costs the time limit: room for two of them
+        budget += HANG_REPLAYS * op_timeout()
     machine_class, wanted = type(machine), finding_of(failure)
     options = machine.options
     acts = list(machine.transcript)
     as_run = Reduced(Replay(machine, acts, failure), options, len(acts), acts, budget=budget)
-    if caused_by_hang(failure) or budget <= 0:
-        as_run.notes.append("not reduced" + (" (a hang)" if budget > 0 else ""))
+    if budget <= 0:
+        as_run.notes.append("not reduced")
         return as_run
     limit = replays
     replays, spent = 0, False

@@ -40,6 +40,7 @@ from radixcheck.properties.cache.contract import Request
 from radixcheck.properties.cache.machine import NO_ANSWER, POOL_SIZE, SCRIBBLE_TOKEN, SIZE_CALLS, RadixCacheMachine, SentCall
 from radixcheck.properties.findings.failures import message_of, oracle_of, raised_at, shape_of
 from radixcheck.properties.findings.reduce import REDUCE_ENV, Reduced, Replay, reduce, reduce_seconds
+from radixcheck.properties.findings.root_cause import Signature, shown_by, shown_by_serving, signature
 from radixcheck.properties.findings.second_pool_repro import KEYWORDS, POOL_NAME, SecondPool
 from radixcheck.properties.findings.standalone import (
     CANNOT_RUN_LINES,
@@ -84,7 +85,8 @@ def repro_for(failure: BaseException, spec: str, test: str = "", waived: Any = N
     run = getattr(failure, "radixcheck_serving", None)
     if isinstance(run, ServingRun):
         return _checked(Repro(_serving_script(failure, run, spec, test), calls=len(run.requests),
-                              size=f"{len(run.requests)} request(s) served"), failure)
+                              size=f"{len(run.requests)} request(s) served", shows=_shown_by_serving(failure, run, spec, waived)),
+                        failure)
     machine = getattr(failure, "radixcheck_machine", None)
     from radixcheck.properties.tiers.repro import tier_repro  # it imports this module
     from radixcheck.properties.tiers.world import TierWorld
@@ -111,7 +113,22 @@ def repro_for(failure: BaseException, spec: str, test: str = "", waived: Any = N
         text = writer.script()
     except _CannotWrite as exc:
         return Repro(None, str(exc), notes=notes)
-    return _checked(Repro(text, calls=writer.calls_written, notes=notes, size=f"{writer.calls_written} contract calls"), failure)
+    shows = [signature(failure)] if caused_by_hang(failure) else shown_by(type(machine), reduced.replay.acts, reduced.options,
+                                                                                      waived, reduced.replay.trim_queries)
+    return _checked(Repro(text, calls=writer.calls_written, notes=notes, size=f"{writer.calls_written} contract calls", shows=shows),
+                    failure)
+
+
+def _shown_by_serving(failure: BaseException, run: ServingRun, spec: str, waived: Any) -> list[Signature]:
+    """What a serving run shows, replayed on the target's cache machine at its page size
+    (:func:`~radixcheck.properties.findings.root_cause.shown_by_serving`); a hang's only itself."""
+    from radixcheck.properties.cache.machine import machine_for
+    from radixcheck.properties.target import load_target
+
+    if caused_by_hang(failure):
+        return [signature(failure)]
+    target = load_target(spec)
+    return shown_by_serving(machine_for(target.factory, target.capabilities, run.page_size, "root_cause"), run, waived)
 
 
 def _index_repro(machine: KvIndexMachine, failure: BaseException, spec: str, test: str, seconds: float | None) -> Repro:

@@ -30,6 +30,7 @@ import sys
 import tempfile
 import traceback
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from radixcheck.properties.target import TIMEOUT_ENV, guarded, op_timeout
 
@@ -51,6 +52,27 @@ class Repro:
     size: str = ""  # what it holds, for a person: "4 contract calls", "3 requests served", "radixcheck's test, as it is"
     exit_code: int | None = None
     output: str = ""
+    shows: list[tuple[str, str]] = field(default_factory=list)  # every finding its program shows (findings.root_cause)
+
+
+PASTEABLE_LINES, PASTEABLE_BYTES = 120, 16_000  # a repro file's promised size: at most this many lines and bytes
+
+
+def small_repro_of(directory: Path, spec: str, oracle: str, signature: str) -> Path | None:
+    """A pasteable file (:data:`PASTEABLE_LINES`, :data:`PASTEABLE_BYTES`) in ``directory`` that radixcheck
+    wrote for the same finding of the same target: its header names the oracle and a message of the same
+    ``signature`` (``signature_of``: the audit's grouping), and the target ``spec``. A production-scale
+    finding points to it instead of being reduced for a minute into a second copy."""
+    from radixcheck.properties.findings.failures import signature_of
+
+    head = f'"""radixcheck finding ({oracle}): '
+    for path in sorted(directory.glob("repro-*.py")) if directory.is_dir() else ():
+        text = path.read_text(encoding="utf-8", errors="replace")
+        first, _, rest = text.partition("\n")
+        if (first.startswith(head) and f"Target {spec}," in rest[:400] and signature_of(oracle, first[len(head):]) == signature
+                and text.count("\n") <= PASTEABLE_LINES and len(text.encode()) <= PASTEABLE_BYTES):
+            return path
+    return None
 
 
 def wire_command(spec: str) -> str | None:

@@ -219,8 +219,12 @@ def waiving(machine: type[RuleBasedStateMachine], waived: Callable[..., bool]) -
     ``waived(exc, step)`` accepts, returns as if it had passed: the finding is recorded by
     ``waived``, the step adds nothing to its bundles, and the run goes on. The rest of that step
     is not run; the machine's model is updated call by call, before each check, so the state
-    stays one the machine understands."""
-    return _wrapping_steps(machine, lambda function, has_targets: _swallowing(function, waived, has_targets))
+    stays one the machine understands. A predicate that names known deviations (a
+    :class:`~radixcheck.properties.findings.waivers.WaiverLog` with ``known:`` waivers) has the
+    machine keep their statistics too (``known_deviations``), so that it can tell them apart."""
+    known = getattr(waived, "deviations", None)
+    namespace = {"known_deviations": tuple(known())} if known is not None and known() else None
+    return _wrapping_steps(machine, lambda function, has_targets: _swallowing(function, waived, has_targets), namespace)
 
 
 def naming_steps(machine: type[RuleBasedStateMachine]) -> type[RuleBasedStateMachine]:

@@ -23,7 +23,14 @@ One waiver a line::
   run and overlap between causes), the choice can, when the known bug is a named order followed
   throughout. Statistics are the model's, counted as the declared policy counts them (hits on
   match or not). A known bug no named policy describes (SGLang's #3, a split that refreshes the
-  suffix; its #9, a split that stamps the parent's creation afresh) can only be waived whole.
+  suffix; its #9, a split that stamps the parent's creation afresh) is named by ``known:``.
+- **known: <deviation>**, optional, after ``4 eviction order`` or ``4 LRU order`` (``4 eviction
+  order  known: suffix-refreshed-on-mid-edge-use``): one known order bug named by its behaviour, a deviation of
+  the order model (:data:`radixcheck.properties.cache.deviations.KNOWN`, or a ``module:function``
+  of the user's returning a :class:`~radixcheck.oracles.deviation.Deviation`). The machine keeps
+  the statistics that bug makes beside the contract's, and an eviction right by either is
+  accepted; one right only by the deviation's is the finding this line waives (reported once a
+  run, as ``known_deviation``). Any other order finding in the same test is still a finding.
 - **reason**, after ``#``: required; it is printed beside every finding it waives.
 
 A line is checked when the file is read (:class:`WaiverError` names the line): the test glob
@@ -50,14 +57,16 @@ from __future__ import annotations
 
 import re
 import shlex
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from difflib import get_close_matches
 from fnmatch import fnmatchcase
 from pathlib import Path
 from typing import Any
 
-from radixcheck.oracles.violations import EvictionOrderViolation
+from radixcheck.oracles.deviation import Deviation
+from radixcheck.oracles.violations import EvictionOrderViolation, LRUOrderViolation
+from radixcheck.properties.cache.deviations import KNOWN, DeviationError, resolve
 from radixcheck.properties.cache.policies import NAMED
 from radixcheck.properties.findings.failures import WORLD_CUT_SHORT, leaves, message_of, oracle_of
 from radixcheck.properties.findings.names import conformance_test_names, oracle_names
@@ -75,6 +84,12 @@ class Waiver:
     reason: str
     where: str  # file:line, printed with the finding it waives
     follows: str | None = None  # "as <policy>": only order findings whose choice that policy would have made
+    known: str | None = None  # "known: <deviation>": only order findings that deviation explains
+    deviation: Callable[[], Deviation] | None = field(default=None, compare=False, repr=False)  # its factory
+
+    def __post_init__(self) -> None:
+        if self.known is not None and self.deviation is None:
+            object.__setattr__(self, "deviation", resolve(self.known))
 
     def applies_to(self, target_names: tuple[str, ...], test_id: str) -> bool:
         test_name = test_id.partition("[")[0]
@@ -85,6 +100,8 @@ class Waiver:
         names = [oracle_of(exc)] + [cls.__name__ for cls in type(exc).__mro__]
         if not any(_glob(name, self.finding) for name in names):
             return False
+        if self.known is not None:  # set by the cache machine on an order finding a waived deviation explains
+            return self.known in getattr(exc, "explained_by", ())
         if self.follows is None:
             return True
         choice = getattr(exc, "choice", None)  # set by the cache machine on an order finding (oracles.policy.Choice)
@@ -92,7 +109,8 @@ class Waiver:
 
     def __str__(self) -> str:  # the rule as written (quotes aside), for a warning about it
         follows = f" as {self.follows}" if self.follows else ""
-        return f"{self.target}  {self.test}  {self.finding}{follows}  # {self.reason}"
+        known = f"  known: {self.known}" if self.known else ""
+        return f"{self.target}  {self.test}  {self.finding}{follows}{known}  # {self.reason}"
 
 
 def _glob(name: str, pattern: str) -> bool:
@@ -115,15 +133,40 @@ def parse_waivers(text: str, source: str = "<waivers>") -> list[Waiver]:
             raise WaiverError(f"{where}: expected '<target glob> <test glob> <oracle or exception>  # reason', got {line!r}")
         if not hash_ or not reason.strip():
             raise WaiverError(f"{where}: a waiver needs a reason after '#': {line!r}")
+        known_at = next((i for i, f in enumerate(fields) if i >= 3 and f.startswith("known:")), None)
+        known = None
+        if known_at is not None:  # "<finding>  known: <deviation>": one known order bug by its behaviour
+            known = " ".join([fields[known_at].removeprefix("known:")] + fields[known_at + 1:]).strip()
+            fields = fields[:known_at]
         test, finding, follows = fields[1], " ".join(fields[2:]), None
         if "as" in fields[3:]:  # "<finding> as <policy>": the signature of one known order bug
             at = len(fields) - 1 - fields[::-1].index("as")
             finding, follows = " ".join(fields[2:at]), " ".join(fields[at + 1:])
-        problem = _test_problem(test, finding) or _finding_problem(finding) or _follows_problem(finding, follows)
+        problem = (_test_problem(test, finding) or _finding_problem(finding) or _follows_problem(finding, follows)
+                   or _known_problem(finding, follows, known))
         if problem:
             raise WaiverError(f"{where}: {problem}: {line!r}")
-        waivers.append(Waiver(fields[0], test, finding, reason.strip(), where, follows))
+        waivers.append(Waiver(fields[0], test, finding, reason.strip(), where, follows, known))
     return waivers
+
+
+def _known_problem(finding: str, follows: str | None, known: str | None) -> str | None:
+    """Why ``<finding>  known: <known>`` cannot name a known order bug, or ``None`` (it resolves the name)."""
+    if known is None:
+        return None
+    if not known or " " in known:
+        return f"'known:' needs one deviation name ({', '.join(KNOWN)}, or module:function), got {known!r}"
+    orders = [(cls.oracle, cls.__name__) for cls in (EvictionOrderViolation, LRUOrderViolation)]
+    if sum(_glob(oracle, finding) or _glob(name, finding) for oracle, name in orders) != 1:
+        return (f"'known: {known}' names a deviation of the eviction order: it applies to {orders[0][0]!r} or {orders[1][0]!r} "
+                f"alone, not {finding!r}")
+    if follows is not None:
+        return "a line names one known order bug: 'as <policy>' or 'known: <deviation>', not both"
+    try:
+        resolve(known)
+    except DeviationError as exc:
+        return str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+    return None
 
 
 def _follows_problem(finding: str, follows: str | None) -> str | None:
@@ -201,6 +244,10 @@ class WaiverLog:
     def __bool__(self) -> bool:  # no waiver applies: nothing to look past, the machine runs as it is
         return bool(self.applicable)
 
+    def deviations(self) -> list[Callable[[], Deviation]]:
+        """The factories of the known deviations these waivers name (``known:``), once each."""
+        return list({w.known: w.deviation for w in self.applicable if w.deviation is not None}.values())
+
     def waiver_for(self, exc: BaseException) -> Waiver | None:
         """The waiver of ``exc``; a group is waived only if every exception in it is."""
         found = [next((w for w in self.applicable if w.waives(e)), None) for e in leaves(exc)]
@@ -217,6 +264,8 @@ class WaiverLog:
             entry = self.found.setdefault(key, {"oracle": key[0], "type": key[1], "message": message_of(e), "step": step,
                                                 "waiver": f"{waiver.where}: {waiver.reason}", "times_met": 0})
             entry["times_met"] += 1
+            if waiver.known is not None:
+                entry["known_deviation"] = waiver.known
             if cut_short:
                 entry["cut_short"] = cut_short
         return True

@@ -1,0 +1,179 @@
+"""One finding per root cause: findings grouped by replay.
+
+The audit first groups failures by a signature read from each message
+(:func:`~radixcheck.properties.findings.failures.signature_of`: the oracle and the shape of the
+first differing call). One bug can still fail several oracles, each in a shape of its own: a split
+that copies the wrong slots made ``evict`` return the wrong count in one test, a match return too
+many values in another and the caller free a slot twice in a third. With ``--repro``, each
+finding's program (the reduced one its repro file is written from) is replayed once more here,
+with every oracle and both invariant checks after every act, **going on past each failure**, and
+what it shows is kept: every signature any oracle reported on the way (:func:`shown_by`). A
+serving run (the DFS-bound tests) is replayed as the cache machine's acts (:func:`serving_acts`:
+the same match, lock, insert, unlock and evict the serving protocol sends), so its findings are
+judged by the same oracles.
+
+Two findings are **the same root cause** when each one's program shows the other's signature
+(:func:`same_causes`): a bug that merely echoes another is shown by that one's program, not the
+other way round, and two unrelated bugs in one cache each show only their own. Merging is
+transitive (a chain of mutual pairs is one cause).
+
+A program can show nothing of the kind: the index, tier and tenant-tree machines' findings, a
+plain test's, a hang's (a replay past a hang would cost the time limit per call), and any finding
+of an audit without ``--repro``: those keep the grouping by signature alone.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from typing import Any
+
+from radixcheck.properties.cache.batches import ServingRun
+from radixcheck.properties.cache.machine import RadixCacheMachine
+from radixcheck.properties.findings.failures import message_of, oracle_of, signature_of
+from radixcheck.properties.findings.reduce import INVARIANTS, replay
+from radixcheck.properties.findings.transcript import Act
+from radixcheck.properties.target import BudgetSpent, caused_by_hang, time_budget
+
+Signature = tuple[str, str]
+"""A finding's signature as the audit groups it: its oracle and ``signature_of`` its message."""
+
+REPLAY_SECONDS = 30.0  # the longest one program's replay may take here (it is already reduced)
+
+
+def signature(exc: BaseException) -> Signature:
+    """The signature the audit groups ``exc`` by."""
+    oracle = oracle_of(exc)
+    return oracle, signature_of(oracle, message_of(exc))
+
+
+PROBED = 64  # the most recent inserted sequences matched again at the end of a program
+
+
+def checked_after_every_act(acts: Iterable[Act]) -> list[Act]:
+    """``acts`` judged by every oracle: without their own invariant checks, with both checks after
+    every act, and at the end the probes a finding of another oracle would need to show itself:
+    a match of each sequence inserted (the last :data:`PROBED`; the prefix-set oracle judges what
+    it returns) and an eviction of everything evictable (what ``evict`` frees and returns)."""
+    out: list[Act] = []
+    inserted: dict[tuple, None] = {}
+    for a in acts:
+        if a.name in INVARIANTS:
+            continue
+        out += [a, *_invariants(a)]
+        if a.name in ("_insert_request", "_serve_insert"):
+            inserted[tuple(int(t) for t in a.args[0])] = None
+    last = out[-1] if out else Act("", ())
+    for tokens in list(inserted)[-PROBED:]:
+        probe = Act("_match", (tokens,), "probe", step_number=last.step_number + 1)
+        out += [probe, *_invariants(probe)]
+    evict = Act("_evict_everything", (), "probe", step_number=last.step_number + 1)
+    return out + [evict, *_invariants(evict)]
+
+
+def _invariants(after: Act) -> list[Act]:
+    return [Act(name, (), after.step, after.story, after.step_number) for name in INVARIANTS]
+
+
+class _Probing:
+    """What the replays here add to a cache machine: evict everything evictable, and evict down to a
+    serving run's budget, as the protocol does. The amount is the model's (the expected one),
+    decided when the act is replayed."""
+
+    def _evict_everything(self: Any) -> None:
+        if self.model.total() > self.model.protected():
+            self._evict(self.model.total() - self.model.protected())
+
+    def _evict_to_budget(self: Any, budget: int) -> None:
+        if self.model.total() > budget:
+            self._evict(self.model.total() - budget)
+
+
+def shown_by(machine_class: type[RadixCacheMachine], acts: list[Act], options: Any = None,
+             waived: Callable[[BaseException], bool] | None = None, trim_queries: bool = False) -> list[Signature]:
+    """Every signature the program ``acts`` shows on a fresh ``machine_class`` machine: each act
+    replayed with every oracle and both invariant checks after it, going on past each failure
+    (a finding ``waived`` accepts is not counted; ``trim_queries`` as the reduced replay had it). A hang ends the replay (each further call
+    could cost the time limit again). In the order they were first met."""
+    shown: dict[Signature, None] = {}
+    hung = False
+
+    def seen(exc: BaseException) -> bool:
+        nonlocal hung
+        if caused_by_hang(exc):
+            hung = True
+        if not (waived is not None and waived(exc)):
+            shown[signature(exc)] = None
+        return not hung  # go on past it, except after a hang
+
+    probing = type(machine_class.__name__, (_Probing, machine_class), {})
+    try:
+        with time_budget(REPLAY_SECONDS):
+            replay(probing, checked_after_every_act(acts), options, seen, trim_queries)
+    except BudgetSpent:
+        pass  # what it showed so far
+    except Exception:  # noqa: BLE001 - the factory itself raised: the program shows what it showed, the repro is still written
+        pass
+    return list(shown)
+
+
+def serving_acts(run: ServingRun) -> list[Act]:
+    """A serving run (:mod:`radixcheck.properties.cache.serving`) as the cache machine's acts: per
+    request, match its prompt and lock the match, insert the whole request (the caller frees its
+    copies), match and lock the new path, unlock the first match, evict down to the budget, unlock
+    the path. Each handle is the record the match act returns (a replay maps it)."""
+    from radixcheck.properties.cache.machine import HandleRecord
+
+    acts: list[Act] = []
+    for number, request in enumerate(run.requests, 1):
+        tokens = tuple(request)
+        first, path = HandleRecord(None, [], tokens), HandleRecord(None, [], tokens)
+        acts += [Act("_match", (tokens,), "serve", step_number=number, result=first),
+                 Act("_lock", (first,), "serve", step_number=number),
+                 Act("_serve_insert", (tokens, first), "serve", step_number=number),
+                 Act("_match", (tokens,), "serve", step_number=number, result=path),
+                 Act("_lock", (path,), "serve", step_number=number),
+                 Act("_release", (first,), "serve", step_number=number)]
+        if run.budget is not None:
+            acts.append(Act("_evict_to_budget", (run.budget,), "serve", step_number=number))
+        acts.append(Act("_release", (path,), "serve", step_number=number))
+    return acts
+
+
+def shown_by_serving(machine_class: type[RadixCacheMachine], run: ServingRun,
+                     waived: Callable[[BaseException], bool] | None = None) -> list[Signature]:
+    """:func:`shown_by` for a serving run (:func:`serving_acts`), on ``machine_class`` (the target's
+    machine at the run's page size)."""
+    return shown_by(machine_class, serving_acts(run), None, waived)
+
+
+def shows_cause(shown: set[Signature], of: Signature, own: Signature) -> bool:
+    """Whether a program that showed ``shown`` (its own finding ``own``) shows the finding ``of``:
+    its signature, or, when ``of`` is another oracle's, that oracle in any shape. One event reads
+    differently in different harnesses (the caller's double free is "free() of ids not in use"
+    in a serving run, "slots freed while still cached or held" in the state machine), but an
+    oracle a program fails besides its own is a cause it shows."""
+    return of in shown or (of[0] != own[0] and any(oracle == of[0] for oracle, _ in shown))
+
+
+def same_causes(shows: dict[Signature, Iterable[Signature]]) -> list[list[Signature]]:
+    """The findings (by signature) grouped by root cause: two are one when each one's program shows
+    the other (:func:`shows_cause`), and the relation is closed transitively. Each group keeps the
+    order of ``shows``; a finding with no program (an empty or missing entry) is a group of its own."""
+    keys = list(shows)
+    parent = {k: k for k in keys}
+
+    def root(k: Signature) -> Signature:
+        while parent[k] != k:
+            parent[k] = parent[parent[k]]
+            k = parent[k]
+        return k
+
+    shown = {k: set(v) for k, v in shows.items()}
+    for i, a in enumerate(keys):
+        for b in keys[i + 1:]:
+            if shows_cause(shown[a], b, a) and shows_cause(shown[b], a, b):
+                parent[root(b)] = root(a)
+    groups: dict[Signature, list[Signature]] = {}
+    for k in keys:
+        groups.setdefault(root(k), []).append(k)
+    return list(groups.values())
