@@ -201,6 +201,17 @@ def test_tier_host_eviction_takes_a_parent_its_leaf_exposed_in_the_same_call() -
     assert world.evict_host(3) == 3 and world.cache.host_size() == 0  # [3], then [2], then [1]
     world.check()
 
+@pytest.mark.parametrize("call", ["match_prefix", "insert", "evict_prefix"])
+def test_tier_bad_tokens_and_namespaces_are_named(call: str) -> None:
+    world = _world()
+    cache = world.cache
+    args = {"insert": lambda tokens: (tokens, np.arange(len(tokens)))}.get(call, lambda tokens: (tokens,))
+    with pytest.raises(TypeError, match=r"^tokens must hold integer token ids, got str 'x'$"):
+        getattr(cache, call)(*args([1, "x"]))
+    with pytest.raises(TypeError, match=r"^namespace must be hashable \(a str, an int, None or a tuple of those\), got list"):
+        getattr(cache, call)(*args([1, 2]), namespace=[1])
+    assert cache.device_size() == 0 and list(cache.roots) == [None]
+
 def test_tier_foreign_stale_and_unmatched_handles_are_refused() -> None:
     world = _world()
     request = world.serve([1, 2])
