@@ -583,3 +583,17 @@ def test_window_eviction_passes_over_a_quarantined_node_still_locked() -> None:
     assert set(windows.in_use) == set(doomed.tolist())  # pinned by the lock until the unlock frees it
     cache.dec_lock_ref(handle)
     assert not windows.in_use
+
+
+def test_window_insert_keeps_the_priority_it_is_given_and_names_bad_tokens() -> None:
+    """Under the priority policy the lower priority goes first, then the least recently used; an
+    insert without a priority has priority 0."""
+    kv, windows = SlotAllocator(64), SecondPoolAllocator(64, seed=1)
+    cache = WindowRadixCache.with_policy(priority())(kv, 1, second_allocator=windows)
+    cache.insert([1, 2], kv.alloc(2), priority=5, window=windows.alloc(2))
+    cache.insert([3, 4], kv.alloc(2), window=windows.alloc(2))  # priority 0 (the default), the older of the two 0s
+    cache.insert([5, 6], kv.alloc(2), priority=0, window=windows.alloc(2))
+    assert cache.evict(2) == 2
+    assert [cache.match_prefix(t)[0].size for t in ([3, 4], [5, 6], [1, 2])] == [0, 2, 2]
+    with pytest.raises(TypeError, match=r"^tokens must hold integer token ids, got float 1.5$"):
+        cache.insert([1, 1.5], kv.alloc(2))
