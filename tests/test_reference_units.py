@@ -91,6 +91,8 @@ def test_tier_host_eviction_frees_host_only_pages() -> None:
     world.check()
     with pytest.raises(ValueError, match=r"^num_tokens must be >= 0, got -1$"):
         world.cache.evict_host(-1)
+    with pytest.raises(TypeError, match=r"^num_tokens must be an integer, got float 1.5$"):
+        world.cache.evict(1.5)
 
 def test_tier_quarantine_cuts_at_the_page_and_removes_both_tiers() -> None:
     world = _world(page_size=2)
