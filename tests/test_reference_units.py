@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from radixcheck.properties.cache.contract import Request, SecondPoolAllocator, SlotAllocator, second_pool_keywords
-from radixcheck.properties.cache.policies import lfu, priority
+from radixcheck.properties.cache.policies import filo, lfu, priority
 from radixcheck.properties.tiers.world import TierWorld
 from radixcheck.reference.bigram import BigramRadixCache
 from radixcheck.reference.hybrid_cache import WindowRadixCache
@@ -213,6 +213,45 @@ def test_tier_bad_tokens_and_namespaces_are_named(call: str) -> None:
     with pytest.raises(TypeError, match=r"^namespace must be hashable \(a str, an int, None or a tuple of those\), got list"):
         getattr(cache, call)(*args([1, 2]), namespace=[1])
     assert cache.device_size() == 0 and list(cache.roots) == [None]
+
+def _evicted_first(world: TierWorld, prompts: list[list[int]]) -> list[int]:
+    """Evict one page (its order judged by the model) and say which prompt lost its device page."""
+    world.complete_all()
+    world.evict(1)
+    world.check()
+    gone = [p for p in prompts if world.cache.match_prefix(p).device_values.size == 0]
+    assert len(gone) == 1, gone
+    return gone[0]
+
+
+def test_tier_lfu_breaks_a_tie_of_hits_by_least_recent_use() -> None:
+    world = _world(factory=TieredRadixCache.with_policy(lfu()))
+    for prompt in ([1], [2]):
+        world.serve(prompt)
+        world.finish()
+    world.match([1])  # not a hit (an insert is), but a use: [2] is now the least recently used
+    assert world.evict(0) == 0
+    assert _evicted_first(world, [[1], [2]]) == [2]
+
+
+def test_tier_filo_evicts_the_last_cached_first() -> None:
+    world = _world(factory=TieredRadixCache.with_policy(filo()))
+    for prompt in ([1], [2]):
+        world.serve(prompt)
+        world.finish()
+    world.match([2])
+    assert _evicted_first(world, [[1], [2]]) == [2]
+
+
+def test_tier_priority_evicts_the_lower_priority_first() -> None:
+    world = _world(factory=TieredRadixCache.with_policy(priority()))
+    world.next_priority(5)
+    world.serve([1])
+    world.finish()
+    world.next_priority(0)
+    world.serve([2])
+    world.finish()  # the more recently used, but of lower priority
+    assert _evicted_first(world, [[1], [2]]) == [2]
 
 def test_tier_foreign_stale_and_unmatched_handles_are_refused() -> None:
     world = _world()
@@ -599,3 +638,9 @@ def test_window_insert_keeps_the_priority_it_is_given_and_names_bad_tokens() -> 
     assert [cache.match_prefix(t)[0].size for t in ([3, 4], [5, 6], [1, 2])] == [0, 2, 2]
     with pytest.raises(TypeError, match=r"^tokens must hold integer token ids, got float 1.5$"):
         cache.insert([1, 1.5], kv.alloc(2))
+
+
+def test_window_match_names_bad_tokens() -> None:
+    cache, _, _ = _window_cache()
+    with pytest.raises(ValueError, match=r"^tokens holds negative token id -4$"):
+        cache.match_prefix([1, -4])
