@@ -644,3 +644,11 @@ def test_window_match_names_bad_tokens() -> None:
     cache, _, _ = _window_cache()
     with pytest.raises(ValueError, match=r"^tokens holds negative token id -4$"):
         cache.match_prefix([1, -4])
+
+
+def test_window_an_empty_match_returns_integer_window_ids() -> None:
+    """Slot ids are integers even when there are none: an engine concatenates them with its own."""
+    cache, kv, windows = _window_cache()
+    _cache_with_window(cache, kv, windows, [1, 2])
+    for tokens in ([9], [], [1, 2]):
+        assert cache.match_prefix(tokens)[2].dtype == np.int64
