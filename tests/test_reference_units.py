@@ -253,6 +253,28 @@ def test_tier_priority_evicts_the_lower_priority_first() -> None:
     world.finish()  # the more recently used, but of lower priority
     assert _evicted_first(world, [[1], [2]]) == [2]
 
+def test_tier_a_failed_backup_is_retried_after_host_eviction() -> None:
+    world = _world()
+    world.fail_next([True])  # the first write fails; the retry (after evict_host) succeeds
+    world.serve([5])
+    world.finish()
+    assert [t.kind for t in world.controller.pending] == ["write"]
+    world.complete_all()
+    assert world.cache.host_size() == 1
+    world.check()
+
+
+def test_tier_a_page_locked_while_its_write_back_is_in_flight_stays_on_device() -> None:
+    world = _world("write_back")
+    world.serve([1])
+    world.finish()
+    assert world.evict(1) == 0  # its write-back starts
+    world.serve([1])  # a request locks it before the write completes
+    world.complete_all()
+    assert world.cache.device_size() == 1 and world.cache.host_size() == 1
+    world.finish()  # reads its own KV (checked), then unlocks
+    world.check()
+
 def test_tier_foreign_stale_and_unmatched_handles_are_refused() -> None:
     world = _world()
     request = world.serve([1, 2])
