@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from radixcheck.properties.cache.contract import Request, SecondPoolAllocator, SlotAllocator, second_pool_keywords
-from radixcheck.properties.cache.policies import filo, lfu, priority
+from radixcheck.properties.cache.policies import Policy, filo, lfu, priority
 from radixcheck.properties.tiers.world import TierWorld
 from radixcheck.reference.bigram import BigramRadixCache
 from radixcheck.reference.hybrid_cache import WindowRadixCache
@@ -233,6 +233,14 @@ def test_tier_lfu_breaks_a_tie_of_hits_by_least_recent_use() -> None:
     assert world.evict(0) == 0
     assert _evicted_first(world, [[1], [2]]) == [2]
 
+
+def test_tier_a_custom_policy_reads_the_leaf_s_depth() -> None:
+    shallowest_first = Policy(key=lambda s: s.depth, name="shallowest-first")
+    world = _world(factory=TieredRadixCache.with_policy(shallowest_first))
+    for prompt in ([2, 3], [1]):  # [1], depth 1, is the most recently used
+        world.serve(prompt)
+        world.finish()
+    assert _evicted_first(world, [[1], [2, 3]]) == [1]
 
 def test_tier_filo_evicts_the_last_cached_first() -> None:
     world = _world(factory=TieredRadixCache.with_policy(filo()))
