@@ -242,6 +242,18 @@ def test_tier_a_custom_policy_reads_the_leaf_s_depth() -> None:
         world.finish()
     assert _evicted_first(world, [[1], [2, 3]]) == [1]
 
+def test_tier_lfu_counts_each_insert_that_covers_a_page() -> None:
+    world = _world(factory=TieredRadixCache.with_policy(lfu()))
+    world.serve([1])
+    world.finish()
+    world.complete_all()
+    world.evict(1)  # [1] on host only
+    world.serve([1], load=False)
+    world.finish()  # cached again from the device: a second insert, a second hit
+    world.serve([2])
+    world.finish()  # one hit, and the most recently used
+    assert _evicted_first(world, [[1], [2]]) == [2]
+
 def test_tier_filo_evicts_the_last_cached_first() -> None:
     world = _world(factory=TieredRadixCache.with_policy(filo()))
     for prompt in ([1], [2]):
