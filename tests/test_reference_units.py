@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from radixcheck.properties.cache.contract import Request, SecondPoolAllocator, SlotAllocator, second_pool_keywords
-from radixcheck.properties.cache.policies import Policy, filo, lfu, priority
+from radixcheck.properties.cache.policies import Policy, filo, lfu, priority, slru
 from radixcheck.properties.tiers.world import TierWorld
 from radixcheck.reference.bigram import BigramRadixCache
 from radixcheck.reference.hybrid_cache import WindowRadixCache
@@ -252,6 +252,18 @@ def test_tier_lfu_counts_each_insert_that_covers_a_page() -> None:
     world.finish()  # cached again from the device: a second insert, a second hit
     world.serve([2])
     world.finish()  # one hit, and the most recently used
+    assert _evicted_first(world, [[1], [2]]) == [2]
+
+def test_tier_slru_protects_a_page_two_inserts_covered() -> None:
+    world = _world(factory=TieredRadixCache.with_policy(slru(threshold=2)))
+    world.serve([1])
+    world.finish()
+    world.complete_all()
+    world.evict(1)
+    world.serve([1], load=False)
+    world.finish()  # [1]: two hits, protected
+    world.serve([2])
+    world.finish()  # [2]: one hit (probation), though the most recently used
     assert _evicted_first(world, [[1], [2]]) == [2]
 
 def test_tier_filo_evicts_the_last_cached_first() -> None:
