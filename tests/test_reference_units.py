@@ -31,6 +31,14 @@ def test_tier_an_unknown_write_policy_is_refused() -> None:
         _world("write_sometimes")
 
 
+def test_tier_construction_defaults_and_a_bad_page_size() -> None:
+    world = _world()
+    cache = TieredRadixCache(world.device, world.host, world.controller)
+    assert cache.page_size == 1 and cache.write_policy == "write_through"
+    with pytest.raises(ValueError, match=r"^page_size must be >= 1, got 0$"):
+        TieredRadixCache(world.device, world.host, world.controller, 0)
+
+
 def test_tier_with_policy_declares_the_policy_it_evicts_by() -> None:
     policy = lfu()
     cls = TieredRadixCache.with_policy(policy)
