@@ -18,6 +18,9 @@ on it. The rules it keeps, which make every interleaving of completions safe:
   each, as in :mod:`radixcheck.reference.radix_cache`: ``roots`` maps each namespace, by its own
   equality, to its tree's root. A handle is a node, so ``load_back`` and the locks need no
   namespace; both pools and one eviction order are shared.
+* Running requests (``lifecycle="tree"``) need nothing more: a retract or an abort is an
+  unlock, and a page a load fills or a write reads is pinned by its transfer, not by the lock of
+  the request that asked for it.
 * Device eviction takes the least recently used leaf first, or with a policy
   (:meth:`TieredRadixCache.with_policy`) the leaf with the smallest key of that
   :class:`~radixcheck.properties.cache.policies.Policy`: a node keeps its hits, priority and
@@ -76,13 +79,13 @@ class TierNode:
 class TieredRadixCache:
     """Reference tiered cache: ``allocator`` (device pool), ``host_pool``, ``controller``."""
 
-    tier_capabilities = TierCapabilities(page_sizes=(1, 2), namespaces=True)
+    tier_capabilities = TierCapabilities(page_sizes=(1, 2), namespaces=True, lifecycle="tree")
     policy: Policy | None = None  # None: least recently used first; else the key of this Policy (see with_policy)
 
     @classmethod
     def with_policy(cls, policy: Policy, name: str | None = None) -> type[TieredRadixCache]:
         """This cache evicting its device leaves by ``policy``'s key, declaring it."""
-        caps = TierCapabilities(page_sizes=(1, 2), namespaces=True, eviction_policy=policy)
+        caps = TierCapabilities(page_sizes=(1, 2), namespaces=True, eviction_policy=policy, lifecycle="tree")
         return type(name or f"{cls.__name__}_{policy.name}", (cls,), {"policy": policy, "tier_capabilities": caps,
                                                                    "__module__": cls.__module__})
 

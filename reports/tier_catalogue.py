@@ -62,6 +62,13 @@ TIER_OBLIGATIONS: list[tuple[str, str, type[BaseException], list[str]]] = [
      "tenants_through_host, tenant_serve, tenant_quarantine", v.TenantIsolationViolation, ["HostLookupIgnoresNamespace"]),
     ("eviction_policy=Policy: device eviction by the policy's key; a page keeps its hits through a load-back (composed)",
      "frequent_through_host, next_priority, evict", v.EvictionOrderViolation, ["LoadBackForgetsHits"]),
+    ("lifecycle='tree': a retract or an abort while a load-back is in flight frees no page another request holds (composed)",
+     "abort_during_load, admit_request, end_request", v.RefcountViolation, ["AbortCancelsLoad"]),
+    ("lifecycle='tree': a retract or an abort leaves no lock behind: a page nobody holds is a candidate for eviction "
+     "(composed)", "abort_during_load, evict", v.LRUOrderViolation, ["AbortKeepsLoadLock"]),
+    ("lifecycle='tree': a chunk published while its backups (or its prefix's write-back) are pending; running "
+     "requests' own slots counted by conservation", "publish_during_backup, publish_chunk, compute_chunk",
+     v.SlotViolation, []),
 ]
 
 REGENERATE = "python -m radixcheck.reports.tier_catalogue"
@@ -167,10 +174,12 @@ def render(rows: list[dict[str, Any]], variants: list[dict[str, Any]], meta: dic
              "derandomized under its own name, in which the mutant was caught by the oracle its bug class predicts.", "",
              "## Obligations", "", obligations, "", "## Mutants", "", mutants, "",
              "## Correct tiered caches: no false alarms", "",
-             "The reference tiered cache (with namespaces: the composed reference), `TrustingTenantTiers` (namespaces, "
-             "and it trusts its callers: no handle checked, its own trees asserted before every eviction), `TieredLfu` and "
-             "`TieredPriority` (namespaces and a declared Policy on the device tier), in each write policy and page size, "
-             "each stream derandomized under its own name; every stream must pass.", "",
+             "The reference tiered cache (with namespaces and `lifecycle=\"tree\"`: the composed reference), "
+             "`TrustingTenantTiers` (namespaces, and it trusts its callers: no handle checked, its own trees asserted before "
+             "every eviction), `TieredLfu` and `TieredPriority` (namespaces and a declared Policy on the device tier), "
+             "`LoadLockedTiers` (namespaces and the request lifecycle, a load-back protected by a load lock as SGLang's "
+             "`HiRadixCache` does) and `TrustingLifecycleTiers` (the lifecycle, trusting its callers), in each write policy "
+             "and page size, each stream derandomized under its own name; every stream must pass.", "",
              false or "(not measured)", "",
              "## Minimal reproductions", "",
              "Each is the repro file of stream 0's shrunk failure (`radixcheck.properties.tiers.repro`): the operations in "

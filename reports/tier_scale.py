@@ -5,6 +5,11 @@ every ``--check-every`` operations and at the end.
 
     python -m radixcheck.reports.tier_scale                                    # the reference
     .audit-venv/bin/python -m radixcheck.reports.tier_scale --target radixcheck.properties.adapters.sglang_hicache:hicache_rust
+    python -m radixcheck.reports.tier_scale --target radixcheck.properties.tiers.mutants:LoadLockedTiers --seeds 50 --requests 300
+
+A target that declares ``lifecycle="tree"`` gets running requests too, half the arrivals
+(:mod:`radixcheck.properties.tiers.lifecycle`): admitted with their load-backs in flight, computing
+chunks, publishing them while backups are pending, and ending as a finish, a retract or an abort.
 
 The tier model's hooks cost what each event touches (the pages of one request, the slots of one
 transfer); only the conservation check reads every slot, which is why it runs every
@@ -23,6 +28,7 @@ from typing import Any
 
 from radixcheck.argtypes import ArgumentParser, positive_int
 from radixcheck.oracles.violations import ContractViolation
+from radixcheck.properties.tiers.lifecycle import LifecycleTierWorld
 from radixcheck.properties.tiers.world import TierWorld
 from radixcheck.reports.machine import cpu_line
 
@@ -37,7 +43,11 @@ def _factory(spec: str) -> Any:
 def run(spec: str, policy: str, requests: int, seed: int, device: int, host: int, check_every: int,
         page_size: int = 1) -> dict[str, Any]:
     rng = random.Random(seed)
-    world = TierWorld(_factory(spec), page_size, policy, device_slots=device, host_slots=host, seed=seed)
+    factory = _factory(spec)
+    caps = getattr(factory, "tier_capabilities", None)
+    lifecycle = caps is not None and caps.lifecycle == "tree"
+    world = (LifecycleTierWorld if lifecycle else TierWorld)(factory, page_size, policy, device_slots=device, host_slots=host,
+                                                               seed=seed)
     world.log = _Tail()  # the world's log is a repro's; at scale keep only the last lines
     prefixes = [[rng.randrange(50_000) for _ in range(rng.choice((64, 128, 256)) * page_size)] for _ in range(24)]
     ops, peak_device, peak_host, start = 0, 0, 0, time.perf_counter()
@@ -46,7 +56,10 @@ def run(spec: str, policy: str, requests: int, seed: int, device: int, host: int
                                                                                  for _ in range(rng.randrange(8, 96))]
         if rng.random() < 0.05:
             world.fail_next([rng.random() < 0.5 for _ in range(3)])
-        world.serve(tokens, load=rng.random() < 0.9)
+        if lifecycle and rng.random() < 0.5:
+            _lifecycle_step(world, rng, tokens)  # type: ignore[arg-type]
+        else:
+            world.serve(tokens, load=rng.random() < 0.9)
         while len(world.running) > rng.randrange(1, 9):
             world.finish(rng.randrange(len(world.running)))
         pending = world.pending()  # a random part of them completes, in random order; the rest stays in flight
@@ -61,12 +74,31 @@ def run(spec: str, policy: str, requests: int, seed: int, device: int, host: int
             peak_device, peak_host = max(peak_device, world.cache.device_size()), max(peak_host, world.cache.host_size())
     while world.running:
         world.finish(0)
+    if isinstance(world, LifecycleTierWorld):
+        world.abort_all()
     world.complete_all()
     world.check()
     seconds = time.perf_counter() - start
     return {"target": spec, "policy": policy, "requests": requests, "seconds": round(seconds, 1),
             "ms_per_request": round(1000 * seconds / requests, 2), "transfers": world.controller.transfers,
             "peak_device_tokens": peak_device, "peak_host_tokens": peak_host, "device_slots": device, "host_slots": host}
+
+
+def _lifecycle_step(world: LifecycleTierWorld, rng: random.Random, tokens: list[int]) -> None:
+    """For a target declaring ``lifecycle="tree"``: a running request is admitted on ``tokens`` (its
+    load-back left in flight), and each running one computes a chunk, perhaps publishes it, and
+    perhaps ends (a finish, or a retract or an abort that does not wait for its transfers)."""
+    for index in range(len(world.lives) - 1, -1, -1):
+        if rng.random() < 0.1:  # before its next forward: its load-back may still be in flight
+            world.end(index, rng.choice(("retract", "abort")))
+            continue
+        world.compute(index, rng.randrange(1, 65))
+        if rng.random() < 0.7:
+            world.publish(index)
+        if rng.random() < 0.2:
+            world.end(index, rng.choice(("finish", "finish", "retract", "abort")))
+    if len(world.lives) < 6:
+        world.admit(tokens, load=rng.random() < 0.9)  # computes from the next step on
 
 
 class _Tail(list):
@@ -87,16 +119,20 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--host-slots", type=positive_int, default=16384)
     parser.add_argument("--check-every", type=positive_int, default=100)
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--seeds", type=positive_int, default=1, help="runs with seeds --seed, --seed + 1, ... (default 1)")
     args = parser.parse_args(argv)
     print(cpu_line())
-    failed = False
+    failed = 0
     for policy in args.policy or ["write_through", "write_back"]:
-        try:
-            row = run(args.target, policy, args.requests, args.seed, args.device_slots, args.host_slots, args.check_every)
-            print(" ".join(f"{k}={v}" for k, v in row.items()))
-        except ContractViolation as bug:
-            print(f"{args.target} {policy} seed {args.seed}: BUG (radixcheck oracle {bug.oracle}): {bug}")
-            failed = True
+        for seed in range(args.seed, args.seed + args.seeds):
+            try:
+                row = run(args.target, policy, args.requests, seed, args.device_slots, args.host_slots, args.check_every)
+                print(" ".join(f"{k}={v}" for k, v in row.items()) + f" seed={seed}", flush=True)
+            except ContractViolation as bug:
+                print(f"{args.target} {policy} seed {seed}: BUG (radixcheck oracle {bug.oracle}): {bug}", flush=True)
+                failed += 1
+    if args.seeds > 1:
+        print(f"{failed} of {args.seeds * len(args.policy or [0, 0])} runs failed")
     return 1 if failed else 0
 
 

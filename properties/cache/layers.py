@@ -125,3 +125,30 @@ def keywords_for(layers: Sequence[Layer], call: str, tags: Tags) -> dict[str, An
     for layer in layers:
         keywords.update(layer.keywords(call, tags))
     return keywords
+
+
+# ---- the request lifecycle: the sixth part, a layer too ----------------------------------------
+
+__all__ += ["LifecycleLayer", "with_lifecycle"]
+
+
+@dataclass(frozen=True)
+class LifecycleLayer:
+    """``lifecycle="tree"``: running requests, driven with the calls the other layers already fill
+    (admission is a match, a load-back and a lock; a chunk is an insert, a re-match, a lock and an
+    unlock; a retract or an abort is an unlock, possibly while the request's transfers are in
+    flight). It adds steps, not keywords: its model side is the slots each running request holds
+    of its own, which conservation counts beside the cache's (the plain machine's
+    :mod:`radixcheck.properties.cache.lifecycle`, the tier world's
+    :mod:`radixcheck.properties.tiers.lifecycle`)."""
+
+    name: str = "lifecycle"
+    mode: str = "tree"
+
+    def keywords(self, call: str, tags: Tags) -> dict[str, Any]:
+        return {}
+
+
+def with_lifecycle(layers: Sequence[Layer], lifecycle: str) -> tuple[Layer, ...]:
+    """``layers`` and, for a target that declares a lifecycle other than ``"off"``, its :class:`LifecycleLayer`."""
+    return (*layers, LifecycleLayer(mode=lifecycle)) if lifecycle != "off" else tuple(layers)

@@ -54,6 +54,12 @@ Obligations (what the tier machine's oracles check)
 * With ``namespaces=True``: each namespace is a cache of its own on both tiers, sharing the two
   pools and one eviction order. A match under N counts only N's device and host pages, and a
   load-back under N reads only N's host copies (oracle 10).
+* With ``lifecycle="tree"``: running requests hold slots of their own beside the cached ones
+  (counted by device conservation), publish chunks whose earlier backups may be pending, and a
+  retract or an abort unlocks without waiting for its load-back or its write-backs. What a
+  request held locked, a load-back filling or a write reading stays as it is until the transfer
+  completes, whoever unlocks first; an abort leaves no lock behind (a page nobody holds is a
+  candidate for eviction, oracle 4t) and frees no page another request holds (oracle 2).
 
 The methods (``TieredCacheLike``)
 ---------------------------------
@@ -105,6 +111,9 @@ WRITE_POLICIES = ("write_through", "write_back", "write_through_selective")
 was hit often enough (SGLang: its second hit), so an inserted page may leave the device without
 a host copy; every other obligation is write-through's."""
 
+TIER_LIFECYCLES = ("off", "tree")
+"""The values of ``TierCapabilities.lifecycle`` (``"requests"`` is refused with its reason)."""
+
 
 @dataclass(frozen=True)
 class TierCapabilities:
@@ -135,6 +144,14 @@ class TierCapabilities:
     priority and its creation time). ``priority=`` is then sent to ``match_prefix`` and ``insert``
     if the policy takes one. A key that reads ``LeafStats.start`` or ``history`` (TLRU's node
     boundaries) is refused: the tier model does not keep them yet."""
+    lifecycle: str = "off"
+    """How the suite drives running requests through the tiers (the base contract's "The request
+    lifecycle"): ``"off"`` (requests are served and finished whole) or ``"tree"`` (the suite plays
+    the engine with the tier calls: a request is admitted (match, load-back, lock), computes its
+    chunks into slots of its own, publishes each (insert, re-match, lock the new handle, unlock
+    the old) while the backups of the earlier ones may still be in flight, and ends as a finish, a
+    retract or an abort, the last two possibly while its load-back is in flight or a write-back
+    is pending). ``"requests"`` is refused: the suite's ``Request`` has no host part to drive."""
 
     def page_sizes_tested(self) -> tuple[int, ...]:
         return tuple(self.page_sizes)
@@ -148,6 +165,9 @@ class TierCapabilities:
         gaps = [] if self.supports_quarantine else ["evict_prefix on both tiers (supports_quarantine=False)"]
         if self.write_back_order == "leaf_first" and "write_back" in self.write_policies:
             gaps.append("the backup chain under write_back (write_back_order='leaf_first')")
+        if self.lifecycle == "off":
+            gaps.append("the request lifecycle on the tiers (lifecycle='off': chunked prefill, retract and abort while "
+                        "transfers are in flight)")
         return gaps
 
     def tenant_isolation(self) -> str:
@@ -167,6 +187,12 @@ class TierCapabilities:
         for flag in ("supports_quarantine", "namespaces"):
             if not isinstance(getattr(self, flag), bool):
                 raise ValueError(f"TierCapabilities.{flag} must be a bool, got {getattr(self, flag)!r}")
+        if self.lifecycle == "requests":
+            raise ValueError("TierCapabilities.lifecycle='requests' is not driven on a tier: the suite's Request has no "
+                             "host part (its load-back and pending transfers); declare lifecycle='tree'")
+        if self.lifecycle not in TIER_LIFECYCLES:
+            raise ValueError(f"TierCapabilities.lifecycle must be one of {', '.join(map(repr, TIER_LIFECYCLES))}, got "
+                             f"{self.lifecycle!r}")
         if self.eviction_policy is not None:
             if not isinstance(self.eviction_policy, Policy):
                 raise ValueError(f"TierCapabilities.eviction_policy must be a radixcheck Policy or None, got "

@@ -22,7 +22,11 @@ sent through the same namespace layer (:mod:`radixcheck.properties.cache.layers`
 that takes one tenant's prompt through the host tier and serves it to the other. A target that
 declares a Policy (``TierCapabilities(eviction_policy=...)``) gets the policy rules
 (:class:`TierPolicyRules`): request priorities, sent through the priority layer, and a story
-that takes a frequently hit prompt through the host tier and back before an eviction.
+that takes a frequently hit prompt through the host tier and back before an eviction. A target
+that declares the request lifecycle (``TierCapabilities(lifecycle="tree")``) gets running
+requests (:class:`~radixcheck.properties.tiers.lifecycle.TierLifecycleRules`, on a
+:class:`~radixcheck.properties.tiers.lifecycle.LifecycleTierWorld`): chunks published while
+backups are pending, retracts and aborts while a load-back is in flight.
 """
 
 from __future__ import annotations
@@ -35,6 +39,7 @@ from hypothesis.stateful import Bundle, RuleBasedStateMachine, initialize, invar
 
 from radixcheck.properties.cache.layers import UNSAID
 from radixcheck.properties.cache.tenants import NAMESPACES, PAIRS
+from radixcheck.properties.tiers.lifecycle import LifecycleTierWorld, TierLifecycleRules
 from radixcheck.properties.tiers.world import TierWorld
 
 ALPHABET = st.integers(0, 2)
@@ -58,12 +63,13 @@ class TierMachine(RuleBasedStateMachine):
     factory: Callable[..., Any]
     page_size = 1
     write_policy = "write_through"
+    world_class: type[TierWorld] = TierWorld  # LifecycleTierWorld for lifecycle="tree"
 
     sequences = Bundle("sequences")
 
     def __init__(self) -> None:
         super().__init__()
-        self.world = TierWorld(type(self).factory, self.page_size, self.write_policy)
+        self.world = type(self).world_class(type(self).factory, self.page_size, self.write_policy)
 
     def _query(self, base: tuple[int, ...], cut: int, tail: list[int]) -> tuple[int, ...]:
         p = self.page_size
@@ -252,12 +258,16 @@ class TierPolicyRules(TierMachine):
 def tier_machine_for(factory: Callable[..., Any], page_size: int = 1, write_policy: str = "write_through",
                      name: str | None = None) -> type[TierMachine]:
     """A tier machine class for ``factory`` at one page size and write policy, with a layer of rules
-    for each part its ``tier_capabilities`` declares besides the tier (namespaces, a Policy)."""
+    for each part its ``tier_capabilities`` declares besides the tier (namespaces, a Policy, the
+    request lifecycle: :mod:`radixcheck.properties.tiers.lifecycle`)."""
     caps = getattr(factory, "tier_capabilities", None)
     bases: list[type[TierMachine]] = []
     if caps is not None and caps.namespaces:
         bases.append(TierTenantRules)
     if caps is not None and caps.policy is not None:
         bases.append(TierPolicyRules)
-    return type(name or f"TierMachine_{write_policy}_p{page_size}", tuple(bases) or (TierMachine,),
-                {"factory": staticmethod(factory), "page_size": page_size, "write_policy": write_policy})
+    attributes: dict[str, Any] = {"factory": staticmethod(factory), "page_size": page_size, "write_policy": write_policy}
+    if caps is not None and caps.lifecycle == "tree":
+        bases = [TierLifecycleRules, *bases] if bases else [TierLifecycleRules, TierMachine]  # type: ignore[list-item]
+        attributes["world_class"] = LifecycleTierWorld
+    return type(name or f"TierMachine_{write_policy}_p{page_size}", tuple(bases) or (TierMachine,), attributes)

@@ -318,3 +318,118 @@ def machines_for_mutant(mutant: type[TierMutant], name: str | None = None) -> li
     """One machine per write policy where the mutant's bug can happen."""
     return [tier_machine_for(mutant, page_size_for(mutant), policy, name=f"{name or mutant.__name__}_{policy}")
             for policy in mutant.policies]
+
+
+# ---- the request lifecycle on the tiers (composed: lifecycle="tree" + the host tier) --------------
+
+class LoadLockedTiers(TieredRadixCache):
+    """Correct, with the request lifecycle, protecting a load-back as SGLang's ``HiRadixCache``
+    does: ``load_back`` locks the path it loads (the *load lock*, SGLang's ``ongoing_load_back``)
+    and the load's completion releases it; a page being loaded is kept on device by that lock alone
+    (eviction does not look at the transfer). A request retracted or aborted while its load is in
+    flight only unlocks its own handle: the load lock keeps the pages until the load lands."""
+
+    tier_capabilities = TierCapabilities(page_sizes=(1, 2), namespaces=True, lifecycle="tree")
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._load_locks: dict[int, TierNode] = {}  # a pending load's number -> the last node it loads
+
+    def _lock_path(self, node: TierNode, delta: int) -> None:
+        while node.parent is not None:
+            node.lock_ref += delta
+            node = node.parent
+
+    def _load(self, to_load: list[TierNode], hosts: list[np.ndarray]) -> None:
+        super()._load(to_load, hosts)
+        for node in to_load:
+            transfer = node.loading
+            if transfer is not None and transfer.number not in self._load_locks:
+                last = [n for n in to_load if n.loading is transfer][-1]
+                self._load_locks[transfer.number] = last
+                self._lock_path(last, +1)
+
+    def _device_leaf(self, node: TierNode) -> bool:
+        return (node.linked and node.device is not None and node.lock_ref == 0 and node.pin == 0 and node.writing is None
+                and not node.evict_when_written and all(c.device is None for c in node.children.values()))
+
+    def transfer_done(self, transfer: Transfer) -> None:
+        super().transfer_done(transfer)
+        if transfer.kind == "load":
+            self._release_load_lock(transfer.number)
+
+    def _release_load_lock(self, number: int) -> None:
+        self._lock_path(self._load_locks.pop(number), -1)
+
+
+class TrustingLifecycleTiers(TrustingTenantTiers):
+    """Correct, with the request lifecycle and namespaces, trusting its callers as real engines do
+    (no handle checked, its own trees asserted before every eviction: an unlock the suite sent
+    twice, or for a request that never locked, would drive a lock count below zero)."""
+
+    tier_capabilities = TierCapabilities(page_sizes=(1, 2), namespaces=True, lifecycle="tree")
+
+
+class LifecycleTierMutant(LoadLockedTiers, TierMutant):
+    """A one-idea mutant of :class:`LoadLockedTiers` (the tier and the request lifecycle)."""
+
+    tier_capabilities = TierCapabilities(page_sizes=(1, 2), lifecycle="tree")
+
+
+class AbortCancelsLoad(LifecycleTierMutant):
+    """Composed (lifecycle + host tier): an unlock while a load-back is in flight on its path is
+    taken for the abort of the request that asked for it, so the load is cancelled: when it lands,
+    the pages go back to host only. Right for the request's own load when nobody else holds the
+    pages; but another request admitted on the loading pages holds them locked, and they leave
+    the device under it. With finishes only (a finish waits for its loads) it is correct."""
+
+    bug_class = "abort-cancels-another-requests-load-back"
+    sources = ()  # issue 39's "a retract or an abort while a load-back is in flight"
+    caught_by = v.RefcountViolation
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._cancelled: set[TierNode] = set()
+
+    def dec_lock_ref(self, handle: Any) -> None:
+        super().dec_lock_ref(handle)
+        self._cancelled.update(n for n in self._path(handle) if n.loading is not None)
+
+    def transfer_done(self, transfer: Transfer) -> None:
+        nodes = [n for n in self._pending.get(transfer.number, ()) if n in self._cancelled]
+        super().transfer_done(transfer)
+        for node in reversed(nodes):
+            self._cancelled.discard(node)
+            if node.linked and node.device is not None and node.host is not None:
+                self._free_device(node)
+
+
+class AbortKeepsLoadLock(LifecycleTierMutant):
+    """Composed (lifecycle + host tier): the load lock is released by the first unlock on its path
+    after the load landed (the request that waited for it being done), not by the load's
+    completion. A request retracted or aborted before its load landed has unlocked already: the
+    load lock stays, and the pages can never be evicted though nobody holds them. With finishes
+    only (a finish waits for its loads) it is correct."""
+
+    bug_class = "abort-leaves-the-load-lock"
+    sources = ()  # issue 39's "a retract or an abort while a load-back is in flight"
+    caught_by = v.LRUOrderViolation
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._landed: set[int] = set()
+
+    def _release_load_lock(self, number: int) -> None:
+        self._landed.add(number)  # released at the next unlock on its path
+
+    def dec_lock_ref(self, handle: Any) -> None:
+        super().dec_lock_ref(handle)
+        on_path = set(self._path(handle))
+        for number in [k for k in self._landed if self._load_locks[k] in on_path]:
+            self._landed.discard(number)
+            super()._release_load_lock(number)
+
+
+LIFECYCLE_TIER_MUTANTS: list[type[TierMutant]] = [AbortCancelsLoad, AbortKeepsLoadLock]
+TIER_MUTANTS += LIFECYCLE_TIER_MUTANTS
+CORRECT_TIER_VARIANTS |= {"LoadLockedTiers": LoadLockedTiers, "TrustingLifecycleTiers": TrustingLifecycleTiers}

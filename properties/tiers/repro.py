@@ -46,9 +46,11 @@ class TierReplay:
     failure: BaseException | None
 
 
-def replay(factory: Callable[..., Any], page_size: int, write_policy: str, operations: list[str]) -> TierReplay:
-    """Send ``operations`` to a fresh world, as the file does, then check conservation; stop at the first failure."""
-    world = TierWorld(factory, page_size, write_policy)
+def replay(factory: Callable[..., Any], page_size: int, write_policy: str, operations: list[str],
+           world_class: type[TierWorld] = TierWorld) -> TierReplay:
+    """Send ``operations`` to a fresh world (of ``world_class``: the lifecycle's has running
+    requests), as the file does, then check conservation; stop at the first failure."""
+    world = world_class(factory, page_size, write_policy)
     for i, operation in enumerate(operations):
         try:
             exec(operation, {"w": world})  # noqa: S102 - a line of the world's own log
@@ -71,7 +73,7 @@ def reduced(factory: Callable[..., Any], world: TierWorld, failure: BaseExceptio
     def fails(operations: list[str]) -> TierReplay | None:
         nonlocal count
         count += 1
-        again = replay(factory, world.page_size, world.write_policy, operations)
+        again = replay(factory, world.page_size, world.write_policy, operations, type(world))
         return again if again.failure is not None and finding_of(again.failure) == wanted else None
 
     def time_left() -> bool:
@@ -114,7 +116,7 @@ def tier_script(world: TierWorld, failure: BaseException, spec: str, made: str =
         "import traceback",
         "",
         *needs(["from radixcheck.oracles.violations import ContractViolation",
-                "from radixcheck.properties.tiers.world import TierWorld"]),
+                f"from {type(world).__module__} import {type(world).__name__}"]),
         factory_import(spec),
         "",
         "",
@@ -125,7 +127,7 @@ def tier_script(world: TierWorld, failure: BaseException, spec: str, made: str =
         "",
         "",
         *runs_to_the_check([
-            f"w = TierWorld(make, page_size={world.page_size}, write_policy={world.write_policy!r})",
+            f"w = {type(world).__name__}(make, page_size={world.page_size}, write_policy={world.write_policy!r})",
             *log[:last],
             "",
             "# the operation that fails, and radixcheck's checks of it",

@@ -28,7 +28,7 @@ import numpy as np
 from radixcheck.oracles.tier_model import NOT_SERVING, TierModel, as_ints, check_conservation
 from radixcheck.oracles.violations import FailedBackupViolation, ReturnValueViolation, TierResidencyViolation, shown
 from radixcheck.properties.cache.contract import SlotAllocator
-from radixcheck.properties.cache.layers import UNSAID, Tags, keywords_for, layers_for, namespace_key
+from radixcheck.properties.cache.layers import UNSAID, Tags, keywords_for, layers_for, namespace_key, with_lifecycle
 from radixcheck.properties.tiers.contract import HostPool, TierMatch
 from radixcheck.properties.tiers.controller import DevicePool, SuiteController
 
@@ -70,7 +70,8 @@ class TierWorld:
         leaf_first = caps is not None and caps.write_back_order == "leaf_first" and write_policy == "write_back"
         policy = caps.policy if caps is not None else None
         self.model = TierModel(page_size, write_policy, chain_checked=not leaf_first, policy=policy)
-        self.layers = layers_for(caps is not None and caps.namespaces, policy)  # what the declared parts add to each call
+        self.layers = with_lifecycle(layers_for(caps is not None and caps.namespaces, policy),  # what the declared
+                                     caps.lifecycle if caps is not None else "off")           # parts add to each call
         self.priority = 0  # the priority= the next requests carry (a policy that takes one)
         self.device = DevicePool(device_slots, self.model, seed=seed)
         self.host = HostPool(host_slots)
@@ -124,6 +125,12 @@ class TierWorld:
         """A request arrives (under ``namespace``): match, load back its host part (``load``), lock what it uses."""
         tokens = tuple(int(t) for t in tokens)
         self._say(f"w.serve({list(tokens)}, load={load}{self._tenant(namespace)})")
+        request = self._admit(tokens, load, namespace)
+        self.running.append(request)
+        return request
+
+    def _admit(self, tokens: tuple[int, ...], load: bool, namespace: Any) -> Request:
+        """A request's admission: match, load back its host part (``load``), lock what it uses."""
         key = namespace_key(namespace)
         match = self._match(tokens, namespace)
         values = as_ints(match.device_values)
@@ -138,9 +145,7 @@ class TierWorld:
             self.model.check_load_back(tokens[: (len(as_ints(match.device_values)) + int(match.host_length))], values, key)
         self._call("inc_lock_ref", handle)
         self.model.lock(tokens[: len(values)], +1, key)
-        request = Request(tokens, values, handle, namespace, self.priority)
-        self.running.append(request)
-        return request
+        return Request(tokens, values, handle, namespace, self.priority)
 
     def match(self, tokens: Sequence[int], namespace: Any = UNSAID) -> None:
         """A lookup alone (a scheduler's cache-aware ordering): a use of the pages, nothing moved."""
@@ -152,18 +157,21 @@ class TierWorld:
         """The request's forward (after its loads completed: it reads its prefix's KV), then its insert and unlock."""
         self._say(f"w.finish({index})")
         request = self.running.pop(index)
+        self._forward(request)
+        self._insert(request)
+        self._call("dec_lock_ref", request.handle)
+        self.model.lock(request.tokens[: len(request.values)], -1, namespace_key(request.namespace))
+
+    def _forward(self, request: Request) -> None:
+        """The request's forward reads its cached prefix's KV: its loads complete first (it waits for them)."""
         waiting = set(request.values)
         for transfer in list(self.controller.pending):
             if transfer.kind == "load" and waiting & set(as_ints(transfer.device_slots)):
                 self.complete(transfer.number, said=False)
-        key = namespace_key(request.namespace)
-        want = self.model.content_of(request.tokens, key)
+        want = self.model.content_of(request.tokens, namespace_key(request.namespace))
         got = [self.controller.device_kv.get(s) for s in request.values]
         if got != want[: len(got)]:
             raise TierResidencyViolation(f"{request} reads KV {got[:6]} for its cached prefix, not its own {want[:6]}")
-        self._insert(request)
-        self._call("dec_lock_ref", request.handle)
-        self.model.lock(request.tokens[: len(request.values)], -1, key)
 
     def _insert(self, request: Request) -> None:
         tokens, cached = request.tokens, len(request.values)
@@ -246,7 +254,12 @@ class TierWorld:
                                        "cached tokens were below the cut")
         self._match(tokens, namespace)
 
+    def callers_slots(self) -> set[int]:
+        """The device slots the running requests hold of their own between operations (none: a
+        request here is served and finished whole; see :mod:`radixcheck.properties.tiers.lifecycle`)."""
+        return set()
+
     def check(self) -> None:
         """Conservation on each tier, and the sizes (between operations)."""
-        check_conservation(self.model, set(self.device.in_use), set(), set(self.host.in_use),
+        check_conservation(self.model, set(self.device.in_use), self.callers_slots(), set(self.host.in_use),
                            int(self.cache.device_size()), int(self.cache.host_size()))

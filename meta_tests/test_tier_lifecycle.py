@@ -1,0 +1,321 @@
+"""The request lifecycle on the tiers (``TierCapabilities(lifecycle="tree")``) can fail, for the
+right reason, and correct caches pass it:
+
+* an abort while another request's load-back is in flight that cancels it (``AbortCancelsLoad``)
+  frees pages that request holds (oracle 2); with one request it is correct;
+* an abort before its load landed that leaves the load lock (``AbortKeepsLoadLock``) keeps pages
+  nobody holds from eviction: a newer page goes first (oracle 4t); with finishes only it is correct;
+* a chunk published while its backups (or its prefix's write-back) are pending, a retract and an
+  abort at every point of it, pass on the reference, on a cache protecting loads by a load lock as
+  SGLang does, and on one that trusts its callers;
+* device conservation counts the running requests' own slots, and still finds a leak beside them;
+  a publish's ``prefix_len`` below what the request had locked is refused;
+* ``lifecycle="requests"`` on a tier is refused at load in one line; the lifecycle is a layer.
+
+The stories are a few calls each (the fast tier); the kill rates over the tier machine are the
+catalogue's (``python -m radixcheck.reports.tier_catalogue --only AbortCancelsLoad --only
+AbortKeepsLoadLock``) and the ``deep`` tests below.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pytest
+
+from radixcheck import profiles
+from radixcheck.oracles.tier_model import check_conservation
+from radixcheck.oracles.violations import LRUOrderViolation, RefcountViolation, ReturnValueViolation, SlotViolation
+from radixcheck.properties.cache.layers import LifecycleLayer, NamespaceLayer, Tags, keywords_for, layers_for, with_lifecycle
+from radixcheck.properties.findings.verdict import run_machine
+from radixcheck.properties.target import TargetError, load_target
+from radixcheck.properties.tiers.contract import TierCapabilities
+from radixcheck.properties.tiers.lifecycle import LifecycleTierWorld, TierLifecycleRules
+from radixcheck.properties.tiers.machine import tier_machine_for
+from radixcheck.properties.tiers.mutants import (
+    AbortCancelsLoad,
+    AbortKeepsLoadLock,
+    LoadLockedTiers,
+    MruFirstTier,
+    TrustingLifecycleTiers,
+    machines_for_mutant,
+)
+from radixcheck.reference.tiered_cache import TieredRadixCache, TierNode
+
+CORRECT = [TieredRadixCache, LoadLockedTiers, TrustingLifecycleTiers]
+POLICIES = ["write_through", "write_back"]
+
+
+def _on_host(factory: Any, policy: str, tokens: list[int], page_size: int = 1) -> LifecycleTierWorld:
+    """``tokens`` cached, then evicted to host only (every transfer landed)."""
+    world = LifecycleTierWorld(factory, page_size, policy)
+    world.serve(tokens)
+    world.finish()
+    world.complete_all()
+    for _ in range(3):
+        world.evict(100)
+        world.complete_all()
+    assert world.cache.match_prefix(tokens).host_length == len(tokens)
+    return world
+
+
+# ---- the declaration and the layer ----------------------------------------------------------------
+
+def test_requests_lifecycle_on_a_tier_is_refused_with_its_reason() -> None:
+    with pytest.raises(ValueError, match=r"lifecycle='requests' is not driven on a tier: .*declare lifecycle='tree'"):
+        TierCapabilities(lifecycle="requests")
+    with pytest.raises(ValueError, match="lifecycle must be one of 'off', 'tree'"):
+        TierCapabilities(lifecycle="trees")
+
+
+def test_a_tier_target_declaring_requests_is_refused_at_load_in_one_line(tmp_path: Any, monkeypatch: Any) -> None:
+    (tmp_path / "requests_tier.py").write_text(
+        "from radixcheck.properties.tiers.contract import TierCapabilities\n"
+        "from radixcheck.reference.tiered_cache import TieredRadixCache\n"
+        "class Cache(TieredRadixCache):\n"
+        "    tier_capabilities = TierCapabilities(lifecycle='requests')\n", encoding="utf-8")
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(TargetError) as refused:
+        load_target("requests_tier:Cache")
+    assert "lifecycle='requests' is not driven on a tier" in str(refused.value)
+    assert "\n" not in str(refused.value)
+
+
+def test_the_lifecycle_is_declared_by_the_reference_and_off_by_default() -> None:
+    assert TieredRadixCache.tier_capabilities.lifecycle == "tree"
+    assert TierCapabilities().lifecycle == "off"
+    assert any("request lifecycle" in gap for gap in TierCapabilities().not_exercised())
+    assert not any("request lifecycle" in gap for gap in TierCapabilities(lifecycle="tree").not_exercised())
+
+
+def test_the_lifecycle_is_a_layer_that_adds_steps_not_keywords() -> None:
+    layers = with_lifecycle(layers_for(namespaces=True), "tree")
+    assert [type(layer) for layer in layers] == [NamespaceLayer, LifecycleLayer]
+    assert keywords_for(layers, "insert", Tags("a")) == {"namespace": "a"}
+    assert with_lifecycle(layers_for(namespaces=True), "off") == layers_for(namespaces=True)
+    assert any(isinstance(layer, LifecycleLayer) for layer in LifecycleTierWorld(TieredRadixCache).layers)
+
+
+def test_the_tier_machine_has_the_lifecycle_rules_only_when_declared() -> None:
+    machine = tier_machine_for(TieredRadixCache)
+    assert issubclass(machine, TierLifecycleRules) and machine.world_class is LifecycleTierWorld
+    plain = tier_machine_for(MruFirstTier)
+    assert not issubclass(plain, TierLifecycleRules)
+    assert callable(getattr(machine, "abort_during_load", None)) and not hasattr(plain, "abort_during_load")
+
+
+# ---- an abort while a load-back is in flight -------------------------------------------------------
+
+def _abort_during_load(factory: Any, policy: str, second: bool, outcome: str = "abort") -> LifecycleTierWorld:
+    """[1, 2] on host only; a request admitted on it (its load in flight), perhaps a second one on
+    [1, 2, 3]; the first ends as ``outcome`` before the load lands."""
+    world = _on_host(factory, policy, [1, 2])
+    world.admit([1, 2])
+    assert any(t.kind == "load" for t in world.controller.pending)
+    if second:
+        world.admit([1, 2, 3])
+    world.end(0, outcome)
+    return world
+
+
+@pytest.mark.parametrize("outcome", ["abort", "retract"])
+@pytest.mark.parametrize("policy", POLICIES)
+def test_an_abort_cancelling_another_requests_load_fails_refcount(policy: str, outcome: str) -> None:
+    world = _abort_during_load(AbortCancelsLoad, policy, second=True, outcome=outcome)
+    with pytest.raises(RefcountViolation, match=r"Page\(\[1(, 2)?\].*left the device while a request holds a lock"):
+        world.compute(0, 1)  # the second request waits for the load: it lands
+
+
+@pytest.mark.parametrize("policy", POLICIES)
+def test_cancelling_ones_own_load_is_correct(policy: str) -> None:
+    """With one request the cancelled load's pages go back to host only, legally."""
+    world = _abort_during_load(AbortCancelsLoad, policy, second=False)
+    world.complete_all()
+    world.check()
+    assert world.cache.match_prefix([1, 2]).host_length == 2
+
+
+@pytest.mark.parametrize("policy", POLICIES)
+def test_an_abort_leaving_the_load_lock_fails_the_eviction_order(policy: str) -> None:
+    world = _abort_during_load(AbortKeepsLoadLock, policy, second=False)
+    world.complete_all()
+    world.serve([3])  # the newest page
+    world.finish()
+    world.complete_all()
+    with pytest.raises(LRUOrderViolation, match=r"evict\(100\) (freed|wrote back) Page\(\[3\].*while the unlocked device "
+                                                 r"leaf Page\(\[1, 2\]"):
+        world.evict(100)
+
+
+@pytest.mark.parametrize("factory", [AbortKeepsLoadLock, AbortCancelsLoad], ids=lambda f: f.__name__)
+@pytest.mark.parametrize("policy", POLICIES)
+def test_the_lifecycle_mutants_are_correct_when_requests_finish(factory: Any, policy: str) -> None:
+    """A finish waits for its loads: the composed bugs need an abort (or a retract) to show."""
+    world = _on_host(factory, policy, [1, 2])
+    world.admit([1, 2])
+    world.admit([1, 2, 3])
+    world.compute(1, 1)
+    world.end(1, "finish")
+    world.end(0, "finish")
+    world.complete_all()
+    world.serve([3])
+    world.finish()
+    world.complete_all()
+    world.evict(100)
+    world.complete_all()
+    world.check()
+
+
+@pytest.mark.parametrize("factory", CORRECT, ids=lambda f: f.__name__)
+@pytest.mark.parametrize("policy", POLICIES)
+@pytest.mark.parametrize("second", [False, True])
+def test_correct_caches_pass_an_abort_during_a_load(factory: Any, policy: str, second: bool) -> None:
+    world = _abort_during_load(factory, policy, second)
+    if second:
+        world.compute(0, 1)
+        world.publish(0)
+        world.end(0, "finish")
+    world.complete_all()
+    world.serve([3])
+    world.finish()
+    world.complete_all()
+    world.evict(100)
+    world.complete_all()
+    world.check()
+
+
+# ---- publishing while backups are in flight --------------------------------------------------------
+
+@pytest.mark.parametrize("factory", CORRECT, ids=lambda f: f.__name__)
+@pytest.mark.parametrize("policy", POLICIES)
+@pytest.mark.parametrize("outcome", ["finish", "retract", "abort"])
+def test_chunks_published_while_backups_are_pending(factory: Any, policy: str, outcome: str) -> None:
+    """A request on [1, 2] (under write-back, its write-back pending) publishes two chunks while
+    the backups are in flight, reading the tree's slots after each, and ends before they land."""
+    world = LifecycleTierWorld(factory, 1, policy)
+    world.serve([1, 2])
+    world.finish()
+    if policy == "write_back":
+        world.evict(2)
+        assert world.pending()
+    live = world.admit([1, 2, 3, 4, 5])
+    for size in (2, 1):
+        world.compute(0, size)
+        world.publish(0)
+        assert live.own == [] and live.values == world.cache.match_prefix(live.tokens[: live.filled]).device_values.tolist()
+    assert world.pending()
+    world.check()
+    world.end(0, outcome)
+    world.complete_all()
+    world.check()
+    if outcome == "retract":
+        world.admit(*world.requeued.pop())  # runs again: it matches what it published (checked in the match)
+        assert len(world.lives[0].values) == 5
+        world.end(0, "finish")
+    world.evict(100)
+    world.complete_all()
+    world.check()
+
+
+def test_page_size_two_publishes_whole_pages_and_keeps_the_tail_its_own() -> None:
+    world = LifecycleTierWorld(TieredRadixCache, 2, "write_through")
+    live = world.admit([1, 1, 2, 2, 3])
+    world.compute(0, 3)
+    world.publish(0)
+    assert len(live.values) == 2 and len(live.own) == 1
+    world.check()
+    world.compute(0, 2)
+    world.end(0, "finish")
+    world.complete_all()
+    world.check()
+    assert world.cache.device_size() == 4
+
+
+# ---- the checks the lifecycle adds ----------------------------------------------------------------
+
+def test_conservation_counts_the_running_requests_own_slots() -> None:
+    world = LifecycleTierWorld(TieredRadixCache, 1, "write_through")
+    live = world.admit([1, 2, 3])
+    world.compute(0, 2)
+    assert set(live.own) == world.callers_slots() and len(live.own) == 2
+    world.check()
+    with pytest.raises(SlotViolation, match="leaked"):  # without them, the request's slots look leaked
+        check_conservation(world.model, set(world.device.in_use), set(), set(world.host.in_use),
+                           int(world.cache.device_size()), int(world.cache.host_size()))
+
+
+class DropLeaksDevice(TieredRadixCache):
+    """Unlinks a page it drops without freeing its device slots."""
+
+    def _drop(self, node: TierNode) -> int:
+        del node.parent.children[node.key]
+        node.linked = False
+        return 0
+
+
+def test_a_leak_beside_running_requests_fails_conservation() -> None:
+    world = LifecycleTierWorld(DropLeaksDevice, 1, "write_through")
+    world.fail_next([True, True])  # the backup (and its retry) fail: the page is device-only
+    world.serve([1])
+    world.finish()
+    world.admit([2, 3])
+    world.compute(0, 2)
+    world.evict(1)
+    with pytest.raises(SlotViolation, match="leaked"):
+        world.check()
+
+
+class PublishReturnsZero(TieredRadixCache):
+    """``insert`` returns 0, whatever was cached."""
+
+    def insert(self, tokens: Any, values: np.ndarray, namespace: Any = None, priority: int = 0) -> int:
+        super().insert(tokens, values, namespace, priority)
+        return 0
+
+
+def test_a_publish_whose_prefix_len_falls_below_the_locked_prefix_is_refused() -> None:
+    world = LifecycleTierWorld(PublishReturnsZero, 1, "write_through")
+    world.admit([1, 2, 3])
+    world.compute(0, 2)
+    world.publish(0)  # nothing was cached before: 0 is right
+    world.compute(0, 1)
+    with pytest.raises(ReturnValueViolation, match="insert returned 0; 2 tokens were cached and locked"):
+        world.publish(0)
+
+
+def test_an_end_outcome_is_one_of_three() -> None:
+    world = LifecycleTierWorld(TieredRadixCache)
+    world.admit([1])
+    with pytest.raises(ValueError, match="outcome must be one of"):
+        world.end(0, "vanish")
+
+
+def test_a_quarantine_aborts_the_running_requests_first() -> None:
+    world = LifecycleTierWorld(TieredRadixCache, 1, "write_through")
+    world.admit([1, 2])
+    world.compute(0, 2)
+    world.publish(0)
+    world.quarantine([1])
+    assert world.lives == [] and "w.end(0, 'abort')" in world.log
+    world.complete_all()
+    world.check()
+
+
+# ---- the tier machine (deep: each is a full run at the gate's budget) -----------------------------
+
+@pytest.mark.deep
+@pytest.mark.parametrize("factory", CORRECT, ids=lambda f: f.__name__)
+@pytest.mark.parametrize("policy", POLICIES)
+@pytest.mark.parametrize("page_size", [1, 2])
+def test_correct_lifecycle_caches_pass_the_tier_machine(factory: Any, policy: str, page_size: int) -> None:
+    run_machine(tier_machine_for(factory, page_size, policy, name=f"tierlife_{factory.__name__}_{policy}_p{page_size}"),
+                profiles.SETTINGS["mutation"])
+
+
+@pytest.mark.deep
+@pytest.mark.parametrize("mutant", [AbortCancelsLoad, AbortKeepsLoadLock], ids=lambda m: m.__name__)
+def test_lifecycle_mutants_die_in_every_write_policy_by_their_oracle(mutant: Any) -> None:
+    for machine in machines_for_mutant(mutant):
+        with pytest.raises(mutant.caught_by):
+            run_machine(machine, profiles.SETTINGS["mutation"])
