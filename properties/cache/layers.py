@@ -2,7 +2,8 @@
 
 A cache under test is one cache with some parts declared on top of its base contract: namespaces,
 a :class:`~radixcheck.properties.cache.policies.Policy` whose key reads request priorities, a
-second pool (:class:`SecondPoolLayer`), and (not yet layers) the request lifecycle and a host tier. A machine
+second pool (:class:`SecondPoolLayer`), the request lifecycle (:class:`LifecycleLayer`), and a host tier
+(the tier world, which takes the same layers). A machine
 drives one cache and one model; each declared part is a *layer* over both:
 
 * on the cache's side, a layer says which keywords a call carries for the request it serves
@@ -26,7 +27,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-__all__ = ["UNSAID", "Tags", "Layer", "NamespaceLayer", "PriorityLayer", "SecondPoolLayer", "layers_for", "keywords_for",
+__all__ = ["UNSAID", "Tags", "Layer", "NamespaceLayer", "PriorityLayer", "SecondPoolLayer", "LifecycleLayer", "with_lifecycle", "layers_for", "keywords_for",
            "namespace_key"]
 
 
