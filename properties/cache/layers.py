@@ -27,7 +27,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-__all__ = ["UNSAID", "Tags", "Layer", "NamespaceLayer", "PriorityLayer", "SecondPoolLayer", "LifecycleLayer", "with_lifecycle", "layers_for", "keywords_for",
+__all__ = ["UNSAID", "Tags", "Layer", "NamespaceLayer", "PriorityLayer", "SecondPoolLayer", "LifecycleLayer", "with_lifecycle",
+           "layers_for", "keywords_for",
            "namespace_key"]
 
 
