@@ -89,10 +89,9 @@ def test_the_second_pool_is_declared_and_validated() -> None:
     assert issubclass(machine_for(WindowRadixCache, WindowRadixCache.capabilities, 1, "w"), WindowMachine)
     assert not issubclass(machine_for(WindowRadixCache, Capabilities(), 1, "plain"), WindowMachine)
     assert issubclass(machine_for(StateRadixCache, StateRadixCache.capabilities, 1, "s"), StateMachine)
-    with pytest.raises(ValueError, match="not driven yet"):
-        Capabilities(second_pool=SlidingWindow(4), lifecycle="requests")
-    with pytest.raises(ValueError, match="not driven yet"):
-        Capabilities(second_pool=StatePool(), lifecycle="tree")
+    # composed with the lifecycle and bigram keys: driven (meta_tests/test_composed_pools.py), no longer refused
+    Capabilities(second_pool=SlidingWindow(4), lifecycle="requests")
+    Capabilities(second_pool=StatePool(), lifecycle="tree")
 
 
 def test_a_double_free_in_the_second_pool_is_its_own_violation() -> None:

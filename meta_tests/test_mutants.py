@@ -17,9 +17,12 @@ from radixcheck.properties.cache.mutants import (
     MUTANTS,
     POLICY_VARIANTS,
     BigramReference,
+    BigramWindowCache,
     SplitRefreshesSuffix,
     StateRadixCache,
+    StateRequestsCache,
     WindowRadixCache,
+    WindowRequestsCache,
     machine_for_mutant,
 )
 from radixcheck.properties.findings.failures import oracle_of
@@ -27,6 +30,8 @@ from radixcheck.properties.findings.repro import repro_for, run_repro
 from radixcheck.properties.findings.verdict import SHRINK_ENV, run_machine
 from radixcheck.properties.target import TIMEOUT_ENV
 from radixcheck.reference import RadixCache
+
+COMPOSED_REFERENCES = (WindowRequestsCache, StateRequestsCache, BigramWindowCache)  # a composed mutant's fixed cache
 
 
 def find_only() -> settings:
@@ -86,7 +91,8 @@ def test_mutant_is_caught(mutant) -> None:
     if getattr(mutant, "scale", False):  # a production world sends ~10^4 calls: the file keeps what matters, in loops
         lines, size = len(repro.text.splitlines()), len(repro.text.encode())
         assert lines <= PASTEABLE_LINES and size <= PASTEABLE_BYTES, f"{lines} lines, {size} bytes:\n{repro.text[-3000:]}"
-    policy_reference = next((v.__name__ for v in [*POLICY_VARIANTS, BigramReference, WindowRadixCache, StateRadixCache]
+    policy_reference = next((v.__name__ for v in [*POLICY_VARIANTS, BigramReference, *COMPOSED_REFERENCES, WindowRadixCache,
+                                                                StateRadixCache]
                              if issubclass(mutant, v)), None)  # the same policy (or key mode, or second pool), correct
     fixed = repro.text.replace(f"from radixcheck.properties.cache.mutants import {mutant.__name__} as make",
                                f"from radixcheck.properties.cache.mutants import {policy_reference} as make" if policy_reference

@@ -19,6 +19,7 @@ documented in ``properties/cache/contract.py``.
 
 from __future__ import annotations
 
+import dataclasses
 import heapq
 import itertools
 from collections.abc import Hashable, Iterator, Sequence
@@ -75,8 +76,9 @@ class RadixCache(RequestSteps):
 
     @classmethod
     def with_policy(cls, policy: Policy, name: str | None = None) -> type[RadixCache]:
-        """This cache evicting by ``policy``'s key (ties by age of the node), declaring it."""
-        capabilities = Capabilities(eviction_policy=policy, page_sizes=(1, 4, 16))
+        """This cache evicting by ``policy``'s key (ties by age of the node), declaring it; every
+        other part (key mode, second pool, lifecycle, namespaces) is the class's own."""
+        capabilities = dataclasses.replace(cls.capabilities, eviction_policy=policy)
         return type(name or f"{cls.__name__}_{policy.name}", (cls,), {"policy": policy, "capabilities": capabilities,
                                                                    "__module__": cls.__module__})
 

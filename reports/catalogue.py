@@ -162,6 +162,14 @@ OBLIGATIONS: list[tuple[str, str, type[BaseException], list[str]]] = [
      "every lifecycle rule", v.SlotViolation, ["(meta_tests/test_lifecycle.py: the reference and a trusting variant in both modes)"]),
     ("keys (key_mode='bigram'): n raw tokens cache (n - 1) // page_size * page_size bigrams, never the page floor of n",
      "insert, match (raw tokens: BIGRAM_START + keys)", v.PrefixSetViolation, ["BigramAlignsRawTokens"]),
+    ("composed (a second pool with lifecycle='requests'): after cache_unfinished_req the request no longer names the window "
+     "slots the tree took, and an end frees only what it still holds", "publish_chunk, end_request, finish_after_decode",
+     v.SecondSlotViolation, ["RequestKeepsTakenWindow"]),
+    ("composed (a state pool with lifecycle='requests'): a finish frees its final state only if the insert did not take it",
+     "finish_after_decode, end_request", v.SecondSlotViolation, ["FinishFreesTakenState"]),
+    ("composed (key_mode='bigram' with a second pool): key i keeps raw token i's window slot; the window and the pages are "
+     "counted in keys", "insert, match (raw tokens: BIGRAM_START + keys, one window slot per raw token)",
+     v.SecondValueViolation, ["BigramWindowAlignsRawTokens"]),
     ("DFS order meets the bound of Theorem 3.1 (oracle 6)", "conformance/test_scheduling.py", v.DFSBoundViolation,
      ["(meta_tests/test_dfs_meta.py: non-DFS orders, SplitOffByOne)"]),
     ("every call returns within the per-operation limit", "every rule (guarded)", v.ContractViolation,

@@ -277,9 +277,24 @@ holds a live value (and reads the tree's), keeps its own where the tree's is tom
 tree takes the rest; a retract, an abort or a skipped insert frees every window slot of its own;
 after each chunk it frees its own window slots of the whole pages that slid out of its window, as
 SGLang's scheduler does. A publish whose re-match would stop short of it (its last ``W`` tokens not
-all live in the tree after the insert) is deferred: the engine keeps computing. Not driven yet
-(refused by :class:`Capabilities`): ``lifecycle="requests"`` with a second pool, and a state pool
-with any lifecycle (``Request.state`` is there for it).
+all live in the tree after the insert) is deferred: the engine keeps computing.
+
+With ``lifecycle="requests"`` and a sliding window the cache's request methods do those steps, and
+``Request.window`` holds the window slots the request holds *of its own* (``-1`` elsewhere: slid
+out, or the tree's; the tree's are read through the handle): the suite puts each chunk's fresh
+window slots there and sets ``-1`` where it freed a slid one. ``match_req`` leaves it ``-1``;
+``cache_unfinished_req`` inserts with it (``window=``), sets ``-1`` where the tree took a slot, frees
+its duplicates where the tree's value is live and sets ``-1`` there, and keeps its own where the
+tree's is tombstoned; ``cache_finished_req`` frees every window slot the request still holds.
+
+With a state pool (either lifecycle) a running request holds the state after its filled tokens
+(``Request.state``, its own; ``-1``: none): each chunk computes a new one and the suite frees the
+old. A publish or a finish whose filled tokens end on a page boundary brings it to the insert
+(``state=``), which takes it where that prefix has no live state; the request then holds none
+(``Request.state`` set to ``-1``), else it keeps it. A finish, a retract or an abort frees a state
+the request still holds. A publish is deferred while no live state would end its pages. With bigram
+keys a second pool is counted in keys: an insert brings one window slot per raw token, key ``i``
+keeps raw token ``i``'s, and the last raw token's is the caller's to free, as its KV slot is.
 
 Eviction policies
 -----------------
@@ -502,14 +517,6 @@ class Capabilities:
                              "per key, a bigram request one more (see \"Key modes\")")
         if self.second_pool is not None and not isinstance(self.second_pool, (SlidingWindow, StatePool)):
             raise ValueError(f"Capabilities.second_pool must be None, a SlidingWindow or a StatePool, got {self.second_pool!r}")
-        if isinstance(self.second_pool, StatePool) and self.lifecycle != "off":
-            raise ValueError("Capabilities.second_pool=StatePool() with a lifecycle is not driven yet: declare lifecycle='off'")
-        if self.second_pool is not None and self.lifecycle == "requests":
-            raise ValueError("Capabilities.second_pool with lifecycle='requests' is not driven yet: declare lifecycle='tree' "
-                             "(the suite plays the engine's steps with the tree calls)")
-        if self.second_pool is not None and self.key_mode == "bigram":
-            raise ValueError("Capabilities.second_pool with key_mode='bigram' is not driven yet (an EAGLE hybrid model's "
-                             "window would be counted in bigrams)")
         unsent = self.unsent_namespaces
         if not isinstance(unsent, (tuple, list)) or any(kind not in NAMESPACE_KINDS for kind in unsent):
             raise ValueError(f"Capabilities.unsent_namespaces must be a tuple of {sorted(NAMESPACE_KINDS)}, got {unsent!r}")

@@ -138,7 +138,13 @@ class WindowMachine(RadixCacheMachine):
         ``self.adopted`` then names those positions)."""
         window = np.full(len(tokens), NONE, dtype=np.int64) if window is None else window
         before = self.model.values_of(self.model.longest_cached(tokens, namespace_key(namespace)))
-        prefix_len = super()._insert(tokens, values, namespace, window=window.copy())
+        sent, last = window.copy(), None
+        if self._bigram:  # the last raw token's window slot, as its KV slot: no bigram keeps it, the caller frees it
+            last = int(self.second_allocator.alloc(1)[0])
+            sent = np.concatenate([sent, np.asarray([last], dtype=np.int64)])
+        prefix_len = super()._insert(tokens, values, namespace, second=sent)
+        if last is not None:
+            self._free_second([last])
         aligned = len(tokens) // self.page_size * self.page_size
         self.windows.cache(values[prefix_len:aligned].tolist(), window[prefix_len:aligned].tolist())
         self.adopted = [i for i in range(min(prefix_len, len(before)))
@@ -196,7 +202,7 @@ class WindowMachine(RadixCacheMachine):
         """Match and judge the answer (oracles 1, 20, 21, 23). After a quarantine the model has
         already forgotten the prefix, so its own answer is what a cache that never saw it gives."""
         key = namespace_key(namespace)
-        answer = self._call("match_prefix", self._as_list_or_array(tokens), namespace=namespace)
+        answer = self._call("match_prefix", self._send(tokens), namespace=namespace)
         if not isinstance(answer, tuple) or len(answer) != 3:
             raise WindowMatchViolation(f"match_prefix({shown(tokens)}) returned {type(answer).__name__}, not (values, handle, window)",
                                        Check("len(result) == 3", "type(result)"))
@@ -415,7 +421,7 @@ class StateMachine(WindowMachine):
                 **extra: Any) -> int:
         """Insert with ``state``; ``self.state_taken`` says whether the cache must have kept it."""
         before = self.model.values_of(self.model.longest_cached(tokens, namespace_key(namespace)))
-        prefix_len = RadixCacheMachine._insert(self, tokens, values, namespace, state=int(state))
+        prefix_len = RadixCacheMachine._insert(self, tokens, values, namespace, second=int(state))
         aligned = len(tokens) // self.page_size * self.page_size
         last = (int(values[aligned - 1]) if prefix_len < aligned else before[aligned - 1]) if aligned else None
         self.state_taken = state != NONE and aligned == len(tokens) and aligned > 0 and not self.windows.live(last)
@@ -461,7 +467,7 @@ class StateMachine(WindowMachine):
     @act
     def _match(self, tokens: tuple[int, ...], after_quarantine: tuple | None = None, namespace: Any = UNSAID) -> HandleRecord:
         key = namespace_key(namespace)
-        answer = self._call("match_prefix", self._as_list_or_array(tokens), namespace=namespace)
+        answer = self._call("match_prefix", self._send(tokens), namespace=namespace)
         if not isinstance(answer, tuple) or len(answer) != 3 or isinstance(answer[2], bool) or not isinstance(answer[2], (int, np.integer)):
             raise WindowMatchViolation(f"match_prefix({shown(tokens)}) returned {type(answer).__name__}, not (values, handle, state slot)",
                                        Check("len(result) == 3 and isinstance(result[2], int)", "result"))

@@ -37,7 +37,7 @@ import numpy as np
 
 from radixcheck.oracles.prefix_set import Entry
 from radixcheck.oracles.violations import Check, WindowMatchViolation, shown
-from radixcheck.properties.cache.contract import StatePool
+from radixcheck.properties.cache.contract import BIGRAM_START, StatePool
 from radixcheck.properties.cache.hybrid import StateMachine, WindowMachine
 from radixcheck.properties.cache.machine import UNSAID, _as_slot_array, _scribble
 from radixcheck.properties.cache.scale_machine import MASS_EVICTION_LEAVES, MAX_LEAF_TOKENS, ProductionScaleMachine
@@ -115,7 +115,8 @@ class WindowScaleMachine(_HybridScale, WindowMachine):
                 return
             path, expected = found
         assert expected is not None and path[-1].state == "cached", "the history was cached whole and nothing evicted it since"
-        answer = self._call("match_prefix", tokens.copy())
+        sent = np.concatenate([[BIGRAM_START], tokens]).astype(np.int64) if self._bigram else tokens.copy()  # keys as raw tokens
+        answer = self._call("match_prefix", sent)
         if not isinstance(answer, tuple) or len(answer) != 3:
             raise WindowMatchViolation(f"match_prefix({shown(tokens.tolist())}) returned {type(answer).__name__}, not "
                                        "(values, handle, window)", Check("len(result) == 3", "type(result)"))

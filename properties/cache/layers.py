@@ -1,8 +1,9 @@
 """Layers: the parts a target declares, as what each adds to the calls a machine sends.
 
 A cache under test is one cache with some parts declared on top of its base contract: namespaces,
-a :class:`~radixcheck.properties.cache.policies.Policy` whose key reads request priorities, and
-(not yet layers: see below) the request lifecycle, a second pool and a host tier. A machine
+a :class:`~radixcheck.properties.cache.policies.Policy` whose key reads request priorities, a
+second pool (:class:`SecondPoolLayer`), the request lifecycle (:class:`LifecycleLayer`), and a host tier
+(the tier world, which takes the same layers). A machine
 drives one cache and one model; each declared part is a *layer* over both:
 
 * on the cache's side, a layer says which keywords a call carries for the request it serves
@@ -26,7 +27,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-__all__ = ["UNSAID", "Tags", "Layer", "NamespaceLayer", "PriorityLayer", "layers_for", "keywords_for", "namespace_key"]
+__all__ = ["UNSAID", "Tags", "Layer", "NamespaceLayer", "PriorityLayer", "SecondPoolLayer", "LifecycleLayer", "with_lifecycle",
+           "layers_for", "keywords_for",
+           "namespace_key"]
 
 
 class _Unsaid:
@@ -51,6 +54,7 @@ class Tags:
 
     namespace: Any = UNSAID
     priority: int = 0
+    second: Any = None  # an insert's second-pool value: its window slots (an array) or its state (an int); None: none sent
 
 
 class Layer(Protocol):
@@ -86,13 +90,28 @@ class PriorityLayer:
         return {"priority": tags.priority} if call in self.calls else {}
 
 
-def layers_for(namespaces: bool, policy: Any = None) -> tuple[Layer, ...]:
-    """The layers of a target that declares ``namespaces`` and ``policy`` (a Policy or None)."""
+@dataclass(frozen=True)
+class SecondPoolLayer:
+    """``window=`` (a sliding window) or ``state=`` (a state pool) on an ``insert``: the request's
+    second-pool value (:attr:`Tags.second`). The same whichever lifecycle or key mode sends it."""
+
+    keyword: str
+    name: str = "second pool"
+
+    def keywords(self, call: str, tags: Tags) -> dict[str, Any]:
+        return {self.keyword: tags.second} if call == "insert" and tags.second is not None else {}
+
+
+def layers_for(namespaces: bool, policy: Any = None, second: str | None = None) -> tuple[Layer, ...]:
+    """The layers of a target that declares ``namespaces``, ``policy`` (a Policy or None) and a
+    second pool whose inserts carry the keyword ``second`` (``"window"``, ``"state"`` or None)."""
     layers: list[Layer] = []
     if namespaces:
         layers.append(NamespaceLayer())
     if policy is not None and getattr(policy, "takes_priority", False):
         layers.append(PriorityLayer())
+    if second is not None:
+        layers.append(SecondPoolLayer(second))
     return tuple(layers)
 
 
@@ -102,6 +121,8 @@ def keywords_for(layers: Sequence[Layer], call: str, tags: Tags) -> dict[str, An
     if tags.namespace is not UNSAID and not any(isinstance(layer, NamespaceLayer) for layer in layers):
         raise ValueError(f"{call}: namespace={tags.namespace!r} for a target that declares no namespaces "
                          "(it is never sent one)")
+    if tags.second is not None and not any(isinstance(layer, SecondPoolLayer) for layer in layers):
+        raise ValueError(f"{call}: a second-pool value for a target that declares no second pool (it is never sent one)")
     keywords: dict[str, Any] = {}
     for layer in layers:
         keywords.update(layer.keywords(call, tags))

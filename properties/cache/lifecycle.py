@@ -127,7 +127,7 @@ class LifecycleMachine(RadixCacheMachine):
         self._caller("Request", tokens, result=request)
         if self._by_cache:
             self._call("match_req", request)
-            path = self.model.match(tokens)
+            path = self._cache_match_path(tokens)
             self.clock_calls[self.model.clock] = f"call {self.calls_sent}: match_req({shown(tokens)})"
             expected = self.model.values_of(path)
             got = np.asarray(request.slots).tolist()[: request.filled]
@@ -183,7 +183,7 @@ class LifecycleMachine(RadixCacheMachine):
         aligned = len(tokens) // self.page_size * self.page_size
         old_path, own_before = record.path, record.own()
         if self._by_cache:
-            mark = self._mark()
+            mark, second = self._mark(), self._second_before(record)
             self._call("cache_unfinished_req", request)
             freed = self._freed_since(mark)
             prefix_len = self.model.insert(tokens, record.row, None)
@@ -192,6 +192,7 @@ class LifecycleMachine(RadixCacheMachine):
             self.model.lock(new_path)
             unlocked = self.model.unlock(old_path)
             check_freed(freed, set(record.row[record.protected : prefix_len]) | unlocked, f"cache_unfinished_req({record})")
+            self._second_by_cache(record, second, prefix_len, aligned, unlocked, new_path)
             handle = request.handle
         else:
             self._make_room(tokens)
@@ -237,15 +238,17 @@ class LifecycleMachine(RadixCacheMachine):
         tokens = request.tokens[: request.filled]
         aligned = len(tokens) // self.page_size * self.page_size
         if self._by_cache:
-            mark = self._mark()
+            mark, second = self._mark(), self._second_before(record)
             self._call("cache_finished_req", request, insert)
             freed = self._freed_since(mark)
-            expected = set(record.own())
+            expected, prefix_len = set(record.own()), None
             if insert:
                 prefix_len = self.model.insert(tokens, record.row, None)
                 self.clock_calls[self.model.clock] = f"call {self.calls_sent}: cache_finished_req({record}, True)"
                 expected = set(record.row[record.protected : prefix_len] + record.row[aligned:])
-            check_freed(freed, expected | self.model.unlock(record.path), f"cache_finished_req({record}, {insert})")
+            unlocked = self.model.unlock(record.path)
+            check_freed(freed, expected | unlocked, f"cache_finished_req({record}, {insert})")
+            self._second_by_cache(record, second, prefix_len, aligned, unlocked, None)
         else:
             if insert:
                 self._make_room(tokens)
@@ -285,6 +288,19 @@ class LifecycleMachine(RadixCacheMachine):
 
     def _second_ended(self, record: RequestRecord) -> None:
         """The request ends: it frees what it still holds of the second pool."""
+
+    def _cache_match_path(self, tokens: tuple[int, ...]) -> list[Any]:
+        """The model's path of what ``match_req(tokens)`` must match (a second pool: where a request can resume)."""
+        return self.model.match(tokens)
+
+    def _second_before(self, record: RequestRecord) -> Any:
+        """What a second pool's judge of a request method (``_second_by_cache``) needs from before the call."""
+        return None
+
+    def _second_by_cache(self, record: RequestRecord, before: Any, prefix_len: int | None, aligned: int, unlocked: set[int],
+                         new_path: list[Any] | None) -> None:
+        """Judge the second pool after ``cache_unfinished_req`` (``new_path``: the re-matched path) or
+        ``cache_finished_req`` (``new_path`` None; ``prefix_len`` None without an insert)."""
 
     def _abort_in_flight(self) -> None:
         for record in list(self.in_flight):

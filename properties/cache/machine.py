@@ -324,7 +324,9 @@ class RadixCacheMachine(RuleBasedStateMachine):
         if self.policy is not None:
             self.model.order_key, self.model.hits_on_match = self.policy.key, self.policy.hits_on_match
         self.request_priority = 0  # the priority= the next requests carry (a policy that takes one)
-        self.layers = layers_for(self.capabilities.namespaces, self.policy)  # what the declared parts add to each call
+        pool = self.capabilities.second_pool  # a second pool's inserts carry window= (a SlidingWindow) or state= (a StatePool)
+        second = None if pool is None else "window" if hasattr(pool, "window") else "state"
+        self.layers = layers_for(self.capabilities.namespaces, self.policy, second)  # what the declared parts add to each call
         self.block = max(self.page_size, MIN_BLOCK)
         self.known: list[tuple[int, ...]] = []  # sequences sent without a namespace
         self.known_elsewhere: list[tuple[Any, tuple[int, ...]]] = []  # (namespace, sequence) sent with one
@@ -352,8 +354,9 @@ class RadixCacheMachine(RuleBasedStateMachine):
         (the contract says a cache must copy what it keeps)."""
         self.calls_sent += 1
         # the declared parts' keywords (radixcheck.properties.cache.layers): a target without namespaces never gets one
-        keywords = keywords_for(self.layers, name, Tags(namespace, self.request_priority))
-        keywords.update(extra)  # a hybrid cache's second-pool keywords (window=, state=)
+        second = extra.pop("second", None)  # an insert's second-pool value (window slots or a state): its layer's keyword
+        keywords = keywords_for(self.layers, name, Tags(namespace, self.request_priority, second))
+        keywords.update(extra)
         sent = SentCall(self.calls_sent, name, tuple(_snapshot(a) for a in args), kwargs={k: _snapshot(v) for k, v in keywords.items()})
         if self.acting is not None:
             self.acting.calls.append(sent)
@@ -365,7 +368,7 @@ class RadixCacheMachine(RuleBasedStateMachine):
             raise
         finally:
             if self.options.reuses_buffers:
-                for arg in (*args, *extra.values()):
+                for arg in (*args, *extra.values(), second):
                     _scribble(arg)
             if name not in SIZE_CALLS:
                 self._show(sent)
@@ -1168,11 +1171,12 @@ def machine_for(factory: Callable[..., Any], capabilities: Capabilities, page_si
     if capabilities.second_pool is not None:  # imported here: the hybrid rules extend this module's machine
         from radixcheck.properties.cache.contract import StatePool
         from radixcheck.properties.cache.hybrid import StateMachine, WindowLifecycleMachine, WindowMachine
+        from radixcheck.properties.cache.hybrid_lifecycle import StateLifecycleMachine, WindowRequestsMachine
 
         if isinstance(capabilities.second_pool, StatePool):
-            bases.append(StateMachine)
+            bases.append(StateMachine if capabilities.lifecycle == "off" else StateLifecycleMachine)
         else:
-            bases.append(WindowMachine if capabilities.lifecycle == "off" else WindowLifecycleMachine)
+            bases.append({"off": WindowMachine, "tree": WindowLifecycleMachine}.get(capabilities.lifecycle, WindowRequestsMachine))
     elif capabilities.lifecycle != "off":  # imported here: the running requests' rules extend this module's machine
         from radixcheck.properties.cache.lifecycle import LifecycleMachine
 

@@ -1297,6 +1297,24 @@ REEXPORTED = (LeafHeldOnlyByItsState, LeafHeldOnlyByItsWindow, RefillingWindow, 
               TombstoneHidesBranch, TrustingState, TrustingWindow, UnlockReleasesAncestorPins, WindowFreedKeptLive, WindowPinCountWraps8Bit,
               WindowRadixCache, WindowStaleMapping)
 
+from radixcheck.properties.cache.composed_mutants import (  # noqa: E402 - the composed mutants (two parts at once), catalogued here
+    COMPOSED_MUTANTS,
+    COMPOSED_VARIANTS,
+    BigramStateCache,
+    BigramWindowAlignsRawTokens,
+    BigramWindowCache,
+    FinishFreesTakenState,
+    RequestKeepsTakenWindow,
+    StateRequestsCache,
+    StateTreeCache,
+    TrustingStateRequests,
+    TrustingWindowRequests,
+    WindowRequestsCache,
+)
+
+REEXPORTED_COMPOSED = (BigramStateCache, BigramWindowAlignsRawTokens, BigramWindowCache, FinishFreesTakenState, RequestKeepsTakenWindow,
+                       StateRequestsCache, StateTreeCache, TrustingStateRequests, TrustingWindowRequests, WindowRequestsCache)
+
 MUTANTS: list[type[RadixCache]] = [
     AcceptsFloatTokens, BadInputHalfApplied, ComparesBoundedWindow, EvictMiscounts, EvictOvershoots, EvictStopsShort,
     EvictsLockedLeaf, ForeignHandleAccepted, InsertDoesNotRefresh, InsertKeepsUnalignedTail, InsertReturnsTokenPrefix,
@@ -1308,7 +1326,7 @@ MUTANTS: list[type[RadixCache]] = [
     TokensNarrowedTo16Bits, TokensThroughFloat32, TotalCountsDetached, UnalignedPages, UnmatchedUnlockAccepted,
     LockCountWraps8Bit, LockCountWraps10Bit, CollectsNodesRecursively, EvictCapsLeaves, KeepsCallersValues,
     MatchReturnsItsStorage, AssumesContiguousSlots, QuarantineMissReturnsNone, EvictOneTooMany, *NAMESPACE_MUTANTS, *LIFECYCLE_MUTANTS,
-    *POLICY_MUTANTS, BigramAlignsRawTokens, *HYBRID_MUTANTS,
+    *POLICY_MUTANTS, BigramAlignsRawTokens, *HYBRID_MUTANTS, *COMPOSED_MUTANTS,
 ]
 
 
@@ -1622,4 +1640,5 @@ class TrustingTenants(RadixCache):
 
 CORRECT_VARIANTS: list[type[RadixCache]] = [TrustingReference, NoResetReference, MatchAndLockReference, FifoReference,
                                             PerHandleLockReference, TreePerNamespace, KeyedRootsTree, TrustingTreeLifecycle,
-                                            *POLICY_VARIANTS, TrustingTenants, BigramReference, *HYBRID_VARIANTS]
+                                            *POLICY_VARIANTS, TrustingTenants, BigramReference, *HYBRID_VARIANTS,
+                                            *COMPOSED_VARIANTS]

@@ -409,6 +409,10 @@ class _Writer:
             return f"{self.bound[id(request)]}.compute(allocator.take({_ints(slots)}){generated})"
         if call.name == "free":
             return f"allocator.free(np.array({_ints(call.args[0])}))  # the caller frees slots of its own"
+        if call.name == "set_window":  # lifecycle="requests" with a second pool: what the request holds of its own
+            return f"{self.bound[id(call.args[0])]}.window = np.array({_ints(call.args[1])}, dtype=np.int64)"
+        if call.name == "set_state":
+            return f"{self.bound[id(call.args[0])]}.state = {int(call.args[1])}"
         raise _CannotWrite(f"no Python for the caller's {call.name!r}")
 
     @staticmethod
