@@ -14,7 +14,7 @@ SGLang finding N3 (reports/findings/sglang_trees.md): under `--hicache-write-pol
 count a hit and evict by recency alone. Written by `RADIXCHECK_SGLANG_FIX=3 radixcheck audit
 radixcheck.properties.adapters.sglang_hicache:hicache_python_lfu_salted --page-sizes 1 --repro DIR`.
 `.audit-venv/bin/python reports/repro/sglang_hicache_write_back_no_hits.py` exits 1 on sglang 0.5.23;
-with the hit counted (`RADIXCHECK_SGLANG_FIX=N3`, the adapter's patch of that one method) it exits 0.
+with the hits counted (`RADIXCHECK_SGLANG_FIX=N3`, the adapter's patch of the two early returns) it exits 0.
 
 Exits 1 while the bug is there (printing radixcheck's finding), 0 once it is fixed, 2 if it cannot run to its
 last operation. Needs radixcheck. Writes nothing where it runs. Written by `radixcheck audit --repro`.
