@@ -31,7 +31,23 @@ from radixcheck.reference.state_cache import StateRadixCache
 from radixcheck.reference.validation import as_tokens
 
 
-class WindowRequestSteps(RequestSteps):
+class SecondPoolRequestSteps(RequestSteps):
+    """What both pools' request methods share: a publish inserts (:meth:`_insert_req`, per pool), then
+    re-matches its page-aligned prefix, whose ``match_prefix`` has three answers, and moves the lock there."""
+
+    def _insert_req(self, req: Any) -> int:
+        raise NotImplementedError
+
+    def cache_unfinished_req(self, req: Any) -> None:
+        aligned = self._insert_req(req)
+        values, handle, _second = self.match_prefix(req.tokens[:aligned], namespace=req.namespace)
+        req.slots[: len(values)] = values
+        self.inc_lock_ref(handle)
+        self.dec_lock_ref(req.handle)
+        req.handle, req.protected = handle, len(values)
+
+
+class WindowRequestSteps(SecondPoolRequestSteps):
     """The request methods over a window cache's ``match_prefix`` (three answers) and ``insert(window=)``."""
 
     second_allocator: Any
@@ -43,14 +59,6 @@ class WindowRequestSteps(RequestSteps):
         req.filled = req.protected = len(values)
         req.handle = handle
         req.window = np.full(len(values), NONE, dtype=np.int64)  # the tree's window is read through the handle
-
-    def cache_unfinished_req(self, req: Any) -> None:
-        aligned = self._insert_req(req)
-        values, handle, _window = self.match_prefix(req.tokens[:aligned], namespace=req.namespace)
-        req.slots[: len(values)] = values
-        self.inc_lock_ref(handle)
-        self.dec_lock_ref(req.handle)
-        req.handle, req.protected = handle, len(values)
 
     def cache_finished_req(self, req: Any, insert: bool = True) -> None:
         end = self._insert_req(req) if insert else req.protected
@@ -83,7 +91,7 @@ class WindowRequestSteps(RequestSteps):
         return aligned
 
 
-class StateRequestSteps(RequestSteps):
+class StateRequestSteps(SecondPoolRequestSteps):
     """The request methods over a state cache's ``match_prefix`` (three answers) and ``insert(state=)``."""
 
     second_allocator: Any
@@ -95,14 +103,6 @@ class StateRequestSteps(RequestSteps):
         req.slots = np.array(values, dtype=np.int64)
         req.filled = req.protected = len(values)
         req.handle = handle
-
-    def cache_unfinished_req(self, req: Any) -> None:
-        aligned = self._insert_req(req)
-        values, handle, _state = self.match_prefix(req.tokens[:aligned], namespace=req.namespace)
-        req.slots[: len(values)] = values
-        self.inc_lock_ref(handle)
-        self.dec_lock_ref(req.handle)
-        req.handle, req.protected = handle, len(values)
 
     def cache_finished_req(self, req: Any, insert: bool = True) -> None:
         end = self._insert_req(req) if insert else req.protected
