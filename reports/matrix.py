@@ -374,7 +374,8 @@ ENGINES += [
             "each named policy judged by oracle 4t) and `hicache_*_lru_extra_key` (salt in `extra_key`: finding N1). "
             "`unsent_namespaces` as `sglang_tenants`. The LRU oracle is waived for #3 (`reports/waivers/sglang_hicache.txt`); "
             "the other policies' order failures are #3 under write_through and N3 (no hits counted) under write_back "
-            "(`findings/sglang_trees.md`, \"HiCache composed\").",
+            "(`findings/sglang_trees.md`, \"HiCache composed\"). `hicache_*_fifo_salted_tree` add running requests "
+            "(`lifecycle=\"tree\"`): every part at once.",
         ],
         _phrases([("counted", "N1 LoRA id appended to extra_key (findings/sglang_trees.md)"),
                   (") stayed:", "#3 (and N3 under write_back for lfu/slru; findings/sglang_trees.md)")]),

@@ -585,7 +585,7 @@ def declared_policy(policy: str) -> Policy | None:
 
 
 def _factory(name: str, backend: str, write_policies: tuple[str, ...], eviction_policy: str = "lru",
-             salt_field: str | None = None):
+             salt_field: str | None = None, lifecycle: str = "off"):
     def factory(allocator: Any, host_pool: Any, controller: Any, page_size: int = 1,
                 write_policy: str = "write_through") -> SGLangHiCache:
         return SGLangHiCache(allocator, host_pool, controller, page_size, write_policy, backend=backend,
@@ -596,8 +596,9 @@ def _factory(name: str, backend: str, write_policies: tuple[str, ...], eviction_
     factory.tier_capabilities = TierCapabilities(  # type: ignore[attr-defined]
         write_policies=write_policies, page_sizes=(1, 2, 4), supports_quarantine=False, write_back_order="leaf_first",
         namespaces=namespaced, unsent_namespaces=UNSENT_NAMESPACES if namespaced else (),
-        eviction_policy=declared_policy(eviction_policy))
+        eviction_policy=declared_policy(eviction_policy), lifecycle=lifecycle)
     where = f", namespaces in Req.{salt_field} + lora_id" if namespaced else ""
+    where += ", running requests (lifecycle='tree')" if lifecycle != "off" else ""
     factory.__doc__ = (f"radixcheck tier target {name}: UnifiedRadixCache ({backend} core, eviction_policy="
                        f"{eviction_policy!r}{where}) + init_hicache")
     return factory
@@ -610,6 +611,10 @@ for _b in ("python", "rust"):
     for _p in EVICTION_POLICIES:
         FACTORIES[f"hicache_{_b}_{_p}_salted"] = _factory(f"hicache_{_b}_{_p}_salted", _b, POLICIES, _p, "cache_salt")
     FACTORIES[f"hicache_{_b}_lru_extra_key"] = _factory(f"hicache_{_b}_lru_extra_key", _b, POLICIES, "lru", "extra_key")
+    # Every part at once, as SGLang serves: tenants, a policy (FIFO: no known order finding), the host tier and
+    # running requests whose chunks are published, retracted and aborted while transfers are in flight.
+    FACTORIES[f"hicache_{_b}_fifo_salted_tree"] = _factory(f"hicache_{_b}_fifo_salted_tree", _b, POLICIES, "fifo",
+                                                          "cache_salt", "tree")
 del _b, _p
 hicache_python = FACTORIES["hicache_python"]
 hicache_rust = FACTORIES["hicache_rust"]
