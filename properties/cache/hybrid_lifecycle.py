@@ -46,8 +46,10 @@ from radixcheck.properties.cache.machine import CUTS, TAILS, UNSAID, Length, Rad
 from radixcheck.properties.findings.transcript import act
 
 
-class _ResumableMatch:
-    """A ``match_req`` matches where a request can resume (the window or state model's length)."""
+class _SecondPoolRequests:
+    """What both machines' request steps share: a ``match_req`` matches where a request can resume
+    (the window or state model's length), and a request method is judged against what was cached
+    of the request's filled tokens before the call (and the second pool's frees since then)."""
 
     model: Any
     windows: Any
@@ -55,6 +57,10 @@ class _ResumableMatch:
     def _cache_match_path(self, tokens: tuple[int, ...]) -> list[Any]:
         cached = self.model.values_of(self.model.longest_cached(tokens))
         return self.model.match(tokens[: self.windows.resumable(cached)])
+
+    def _second_before(self, record: RequestRecord) -> Any:
+        request = record.request
+        return self.model.values_of(self.model.longest_cached(request.tokens[: request.filled])), self._mark2()
 
 
 class _FinishAfterDecode:
@@ -75,7 +81,7 @@ class _FinishAfterDecode:
         self._end(record, "finish")
 
 
-class WindowRequestsMachine(_FinishAfterDecode, _ResumableMatch, WindowLifecycleMachine):
+class WindowRequestsMachine(_FinishAfterDecode, _SecondPoolRequests, WindowLifecycleMachine):
     """A sliding window, each step done by the cache's own request methods when the target declares
     ``lifecycle="requests"`` (module docstring); the tree steps otherwise, as its base."""
 
@@ -95,10 +101,6 @@ class WindowRequestsMachine(_FinishAfterDecode, _ResumableMatch, WindowLifecycle
     def _second_computed(self, record: RequestRecord, tokens: int) -> None:
         super()._second_computed(record, tokens)
         self._set_request_window(record)
-
-    def _second_before(self, record: RequestRecord) -> Any:
-        request = record.request
-        return self.model.values_of(self.model.longest_cached(request.tokens[: request.filled])), self._mark2()
 
     def _second_by_cache(self, record: RequestRecord, before: Any, prefix_len: int | None, aligned: int, unlocked: set[int],
                          new_path: list[Any] | None) -> None:
@@ -144,7 +146,7 @@ class WindowRequestsMachine(_FinishAfterDecode, _ResumableMatch, WindowLifecycle
                                             {"expected": want}))
 
 
-class StateLifecycleMachine(_FinishAfterDecode, _ResumableMatch, StateMachine, LifecycleMachine):
+class StateLifecycleMachine(_FinishAfterDecode, _SecondPoolRequests, StateMachine, LifecycleMachine):
     """A state pool with running requests, by the tree calls (``lifecycle="tree"``) or by the
     cache's request methods (``"requests"``): module docstring."""
 
@@ -202,10 +204,6 @@ class StateLifecycleMachine(_FinishAfterDecode, _ResumableMatch, StateMachine, L
 
     def _second_ended(self, record: RequestRecord) -> None:
         self._free_own_state(record)
-
-    def _second_before(self, record: RequestRecord) -> Any:
-        request = record.request
-        return self.model.values_of(self.model.longest_cached(request.tokens[: request.filled])), self._mark2()
 
     def _second_by_cache(self, record: RequestRecord, before: Any, prefix_len: int | None, aligned: int, unlocked: set[int],
                          new_path: list[Any] | None) -> None:
