@@ -36,6 +36,7 @@ from __future__ import annotations
 import dataclasses
 import importlib
 import os
+from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
 
@@ -43,6 +44,7 @@ import pytest
 
 from radixcheck import profiles
 from radixcheck.argtypes import writable_dir_problem
+from radixcheck.cache_dir import hypothesis_storage_in_cache
 from radixcheck.properties.findings.failures import describe_failure, explaining_the_cache
 from radixcheck.properties.findings.names import CONFORMANCE_PACKAGE, conformance_tests
 from radixcheck.properties.findings.waivers import Waiver, WaiverError, WaiverLog, read_waivers, unmatched, unmatched_warning
@@ -179,6 +181,12 @@ def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", f"{ROUTER_MARK}: the end-to-end test of an engine and a router index (radixcheck)")
     config.addinivalue_line("markers", f"{TENANT_TREE_MARK}: a conformance test of routers' tenant prefix trees (radixcheck)")
     config.addinivalue_line("markers", f"{TIER_MARK}: the conformance test of tiered caches (radixcheck)")
+    if config.getoption("--radix-target") is not None and not hasattr(config, "workerinput"):
+        # A conformance run from the user's project: Hypothesis's .hypothesis/ goes to radixcheck's cache, as an
+        # audit's does (the workers inherit it); a user who set HYPOTHESIS_STORAGE_DIRECTORY keeps theirs.
+        storage = ExitStack()
+        storage.enter_context(hypothesis_storage_in_cache())
+        config.add_cleanup(storage.close)
     config.stash[PROFILE] = profiles.select(config.getoption("hypothesis_profile", None), config.getoption("hypothesis_verbosity", None))
     try:
         config.stash[WAIVERS] = [w for path in config.getoption("--radix-waive") or [] for w in read_waivers(path)]
