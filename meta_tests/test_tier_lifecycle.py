@@ -39,6 +39,7 @@ from radixcheck.properties.tiers.mutants import (
     LoadLockedTiers,
     MruFirstTier,
     TrustingLifecycleTiers,
+    WriteBackIgnoresLock,
     machines_for_mutant,
 )
 from radixcheck.reference.tiered_cache import TieredRadixCache, TierNode
@@ -314,8 +315,35 @@ def test_correct_lifecycle_caches_pass_the_tier_machine(factory: Any, policy: st
 
 
 @pytest.mark.deep
-@pytest.mark.parametrize("mutant", [AbortCancelsLoad, AbortKeepsLoadLock], ids=lambda m: m.__name__)
+@pytest.mark.parametrize("mutant", [AbortCancelsLoad, AbortKeepsLoadLock, WriteBackIgnoresLock], ids=lambda m: m.__name__)
 def test_lifecycle_mutants_die_in_every_write_policy_by_their_oracle(mutant: Any) -> None:
     for machine in machines_for_mutant(mutant):
         with pytest.raises(mutant.caught_by):
             run_machine(machine, profiles.SETTINGS["mutation"])
+
+
+# ---- a write-back that lands under a request admitted meanwhile ------------------------------------
+
+def _write_back_lands_under_a_request(factory: Any) -> LifecycleTierWorld:
+    world = LifecycleTierWorld(factory, 1, "write_back")
+    world.serve([1, 2])
+    world.finish()
+    world.complete_all()
+    world.evict(100)  # its write-back starts; the pages leave the device when it lands
+    world.admit([1, 2])  # a request locks them meanwhile
+    world.complete_all()
+    world.check()
+    return world
+
+
+@pytest.mark.parametrize("factory", CORRECT, ids=lambda f: f.__name__)
+def test_a_write_back_landing_under_a_lock_leaves_the_pages_on_device(factory: Any) -> None:
+    world = _write_back_lands_under_a_request(factory)
+    world.end(0, "finish")
+    world.complete_all()
+    world.check()
+
+
+def test_a_write_back_that_frees_locked_pages_fails_refcount() -> None:
+    with pytest.raises(RefcountViolation):
+        _write_back_lands_under_a_request(WriteBackIgnoresLock)

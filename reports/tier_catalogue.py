@@ -66,6 +66,8 @@ TIER_OBLIGATIONS: list[tuple[str, str, type[BaseException], list[str]]] = [
      "abort_during_load, admit_request, end_request", v.RefcountViolation, ["AbortCancelsLoad"]),
     ("lifecycle='tree': a retract or an abort leaves no lock behind: a page nobody holds is a candidate for eviction "
      "(composed)", "abort_during_load, evict", v.LRUOrderViolation, ["AbortKeepsLoadLock"]),
+    ("lifecycle='tree' under write_back: a write-back that lands under a request admitted meanwhile leaves its pages "
+     "on device (composed)", "publish_during_backup (early)", v.RefcountViolation, ["WriteBackIgnoresLock"]),
     ("lifecycle='tree': a chunk published while its backups (or its prefix's write-back) are pending; running "
      "requests' own slots counted by conservation", "publish_during_backup, publish_chunk, compute_chunk",
      v.SlotViolation, []),

@@ -256,18 +256,23 @@ class TierLifecycleRules:
 
     @precondition(_idle)
     @rule(base=sequences, chunks=st.lists(st.integers(1, 4), min_size=1, max_size=3), outcome=st.sampled_from(ENDINGS),
-          land=st.integers(0, 3), tail=st.lists(st.integers(0, 2), min_size=1, max_size=6))
-    def publish_during_backup(self, base: tuple[int, ...], chunks: list[int], outcome: str, land: int, tail: list[int]) -> None:
+          land=st.integers(0, 3), tail=st.lists(st.integers(0, 2), min_size=1, max_size=6), early=st.booleans())
+    def publish_during_backup(self, base: tuple[int, ...], chunks: list[int], outcome: str, land: int, tail: list[int],
+                              early: bool) -> None:
         """A prompt cached and, under write-back, evicted so that its write-back is pending; a
         request on it plus a tail publishes chunk after chunk while those backups (and, under
         write-through, its own chunks' backups) are pending; ``land`` of them complete before it
-        ends as ``outcome``, the rest after."""
+        ends as ``outcome``, the rest after. With ``early``, the backups pending at its admission
+        land before its first chunk: a write-back that completes under the admitted request's lock
+        must leave its device pages where they are."""
         world, p = self.world, self.page_size
         world.serve(base)
         world.finish()
         if world.write_policy == "write_back":
             world.evict(len(base))
         world.admit(base + tuple(tail) * p)
+        if early:
+            world.complete_all()
         for size in chunks:
             world.compute(0, size * p)
             world.publish(0)

@@ -430,6 +430,26 @@ class AbortKeepsLoadLock(LifecycleTierMutant):
             super()._release_load_lock(number)
 
 
-LIFECYCLE_TIER_MUTANTS: list[type[TierMutant]] = [AbortCancelsLoad, AbortKeepsLoadLock]
+class WriteBackIgnoresLock(LifecycleTierMutant):
+    """Composed (lifecycle + write-back): an eviction under write-back starts the leaf's write and
+    marks it to leave the device when the write lands; a request admitted on it meanwhile locks it,
+    and the completion frees its device pages anyway, under the lock. Without a request admitted
+    between the eviction and the completion it is correct (a new user's cache in issue 39's
+    trial: caught only by the thorough profile before ``publish_during_backup`` drew ``early``)."""
+
+    bug_class = "write-back-completion-frees-locked-pages"
+    sources = ()
+    caught_by = v.RefcountViolation
+    tier_capabilities = TierCapabilities(page_sizes=(1, 2), write_policies=("write_back",), lifecycle="tree")
+
+    def transfer_done(self, transfer: Transfer) -> None:
+        marked = [n for n in self._pending.get(transfer.number, ()) if transfer.kind == "write" and n.evict_when_written]
+        super().transfer_done(transfer)
+        for node in marked:  # the reference keeps a node a request locked meanwhile; the bug does not look
+            if node.linked and node.device is not None and all(c.device is None for c in node.children.values()):
+                self._free_device(node)
+
+
+LIFECYCLE_TIER_MUTANTS: list[type[TierMutant]] = [AbortCancelsLoad, AbortKeepsLoadLock, WriteBackIgnoresLock]
 TIER_MUTANTS += LIFECYCLE_TIER_MUTANTS
 CORRECT_TIER_VARIANTS |= {"LoadLockedTiers": LoadLockedTiers, "TrustingLifecycleTiers": TrustingLifecycleTiers}
