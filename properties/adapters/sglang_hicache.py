@@ -265,12 +265,12 @@ class SGLangHiCache:
         self._receipts: dict[Any, list[Any]] = {}
 
         args = hx.ServerArgs(model_path="dummy", enable_hierarchical_cache=True, hicache_io_backend="direct",
-                             hicache_mem_layout="layer_first", hicache_write_policy=write_policy, device="cpu",
+                             hicache_mem_layout=self.mem_layout, hicache_write_policy=write_policy, device="cpu",
                              page_size=page_size, hicache_size=0,
                              hicache_ratio=max(2.0, host_pool.pool_size / allocator.pool_size))  # its buffers hold the ids
+        self._prepare_args(args)
         hx.publish(args)
-        kv = hx.MHATokenToKVPool(size=allocator.pool_size, page_size=page_size, dtype=sg.torch.float16, head_num=1, head_dim=1,
-                                 layer_num=1, device="cpu", enable_memory_saver=False, enable_alt_stream=False)
+        kv = self._device_kv_pool()
         adapter = self
 
         class _Allocator(sg.ForwardingAllocator):
@@ -281,9 +281,11 @@ class SGLangHiCache:
 
         self.kv_allocator = _Allocator(allocator, page_size)
         self.kv_allocator._kvcache = kv
-        params = sg.CacheInitParams(disable=False, req_to_token_pool=None, token_to_kv_pool_allocator=self.kv_allocator,
-                                    page_size=page_size, eviction_policy=eviction_policy, tree_components=(sg.ComponentType.FULL,),
-                                    tree_core_backend=backend)
+        params = sg.CacheInitParams(disable=False, req_to_token_pool=self._req_to_token_pool(),
+                                    token_to_kv_pool_allocator=self.kv_allocator, page_size=page_size,
+                                    eviction_policy=eviction_policy,
+                                    tree_components=(sg.ComponentType.FULL, *(getattr(sg.ComponentType, c) for c in self.components)),
+                                    tree_core_backend=backend, **self._params_extra())
         self.cache = sg.UnifiedRadixCache(params)
         core = type(self.cache.tree_core).__name__
         want = {"python": "UnifiedTreeCore", "rust": "RustUnifiedTreeCore"}[backend]
@@ -293,6 +295,36 @@ class SGLangHiCache:
         self.cache.init_hicache(args, params)
         self.cache.load_back_threshold = 1
         self._take_over(self.cache.cache_controller)
+
+    # ---- what a hybrid tree (sglang_hicache_hybrid) overrides -----------------------------------
+
+    components: tuple[str, ...] = ()
+    """Tree components beside FULL (``ComponentType`` names)."""
+
+    mem_layout = "layer_first"
+    """``hicache_mem_layout`` (``direct`` refuses the default ``page_first``)."""
+
+    def _prepare_args(self, args: Any) -> None:
+        """Set what the tree needs on the server args before they are published."""
+
+    def _device_kv_pool(self) -> Any:
+        """The device KV pool ``init_hicache`` picks its strategy by (FULL: an ``MHATokenToKVPool``)."""
+        return self.hx.MHATokenToKVPool(size=self.allocator.pool_size, page_size=self.page_size,
+                                        dtype=self.sg.torch.float16, head_num=1, head_dim=1, layer_num=1, device="cpu",
+                                        enable_memory_saver=False, enable_alt_stream=False)
+
+    def _req_to_token_pool(self) -> Any:
+        return None
+
+    def _params_extra(self) -> dict[str, Any]:
+        return {}
+
+    def _insert_extra(self, length: int) -> dict[str, Any]:
+        """Extra ``InsertParams`` fields for an insert of ``length`` tokens (a hybrid tree's second value)."""
+        return {}
+
+    def _inserted(self, result: Any, tokens: Sequence[int], values: np.ndarray) -> None:
+        """Called after each insert (and its backups' submission) with SGLang's ``InsertResult``."""
 
     # ---- the seams ---------------------------------------------------------------------------
 
@@ -321,6 +353,8 @@ class SGLangHiCache:
             if adapter._write_device is None:
                 raise AssertionError("SGLang allocated host slots outside HybridCacheController.write")
             device = _sr._np(adapter._write_device)
+            if need_size == 0 and len(device) == 0:  # a hybrid tree backing up a node's other component alone
+                return torch.empty(0, dtype=torch.int64)
             if len(device) != need_size:
                 raise AssertionError(f"host alloc of {need_size} for a write of {len(device)} device slots")
             transfer = adapter.controller.write(device)
@@ -477,8 +511,10 @@ class SGLangHiCache:
             raise ValueError(f"values has {len(arr)} slots for {len(key)} tokens")
         value = self.sg.torch.from_numpy(arr.astype(np.int64, copy=True))
         result = self.cache.insert(self.sg.InsertParams(key=key, value=value, prev_prefix_len=len(key),
-                                                        track_adopted_ranges=True, priority=int(priority)))
+                                                        track_adopted_ranges=True, priority=int(priority),
+                                                        **self._insert_extra(len(key))))
         self.cache.flush_pending_backups()
+        self._inserted(result, tokens, arr)
         return self._on_device_before(int(result.prefix_len), (result.adopted_ranges or {}).get(self.sg.ComponentType.FULL))
 
     @staticmethod
