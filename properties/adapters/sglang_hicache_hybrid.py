@@ -110,6 +110,25 @@ class SGLangHiCacheMamba(_hc.SGLangHiCache):
             self.cache.flush_pending_backups()
             if again.mamba_exist:
                 self.states.free(self._state)
+        self._poll()
+
+    def _poll(self) -> None:
+        """The scheduler polls ``check_hicache_events`` every step. The FULL adapter polls after each
+        completion the suite delivers; here SGLang also makes copies that move no KV slot (a node's
+        Mamba state alone: a 0-slot KV write), whose completion the suite never delivers (it copies
+        no suite slot), so the adapter polls after each call that can start one too. Without it
+        such a write kept its node locked for good (never evicted)."""
+        self.cache.check_hicache_events()
+
+    def load_back(self, host_handle: Any) -> tuple[np.ndarray, Any]:
+        result = super().load_back(host_handle)
+        self._poll()
+        return result
+
+    def evict(self, num_tokens: int) -> int:
+        evicted = super().evict(num_tokens)
+        self._poll()
+        return evicted
 
     def __repr__(self) -> str:
         return f"SGLangHiCacheMamba({self.backend}, {self.write_policy})"
