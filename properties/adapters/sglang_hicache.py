@@ -140,6 +140,7 @@ FIX_ENV = "RADIXCHECK_SGLANG_FIX"
 FIXES = {
     "3": "sglang_findings.md #3: a split leaves the unmatched suffix's last use as it was (match and insert)",
     "N3": "findings/sglang_trees.md N3: under write_back an insert still counts its nodes' hits, a new leaf's too",
+    "M1": "findings/sglang_trees.md M1: a write-through ack backs up the state a node gained while its KV write was in flight",
 }
 """The fixes ``apply_fixes`` knows, each a few lines of our own around one SGLang method (the
 Python tree core ``UnifiedTreeCore``; the Rust core is compiled, so it is never patched)."""
@@ -162,8 +163,10 @@ def apply_fixes(names: str | Sequence[str]) -> list[str]:
             continue
         if name == "3":
             _fix_split_refresh(UnifiedTreeCore)
-        else:
+        elif name == "N3":
             _fix_write_back_hits(UnifiedTreeCore)
+        else:
+            _fix_state_backup_after_ack()
         _applied.add(name)
         done.append(name)
     return done
@@ -212,6 +215,32 @@ def _fix_write_back_hits(core: Any) -> None:
 
     core._inc_hit_count_and_check = inc_hit_count_and_check
     core._should_backup_after_insert = should_backup_after_insert
+
+
+def _fix_state_backup_after_ack() -> None:
+    """M1: an insert that gives a node its Mamba state while the node's KV write-through is in flight
+    asks no backup of the state (``_should_backup_after_insert`` wants ``write_through_pending_id is
+    None``), and nothing asks later. Fixed: when the write's ack is consumed
+    (``_finish_write_through_ack``), a published node still missing a component's host copy gets its
+    incremental backup (``build_backup_kv_action`` on a backed-up node moves no KV). Python core only."""
+    from sglang.srt.mem_cache.unified_radix_cache import UnifiedRadixCache
+
+    finish = UnifiedRadixCache._finish_write_through_ack
+
+    def finish_write_through_ack(self: Any, ack_id: int) -> None:
+        pending = self.ongoing_write_through.get(ack_id)
+        finish(self, ack_id)
+        core = self.tree_core
+        if pending is None or not hasattr(core, "_node_arena"):  # the Python core (the Rust one is compiled)
+            return
+        for node_id in pending[2]:  # publish_node_ids
+            node = core._node_arena.get(node_id)
+            if (node is not None and not node.evicted and node.backuped and node.write_through_pending_id is None
+                    and core._needs_incremental_component_backup(node)):
+                self._apply_cache_actions([core.build_backup_kv_action(node_id)])
+                self.flush_pending_backups()
+
+    UnifiedRadixCache._finish_write_through_ack = finish_write_through_ack
 
 
 class _SuiteEvent:
@@ -282,7 +311,7 @@ class SGLangHiCache:
         self.kv_allocator = _Allocator(allocator, page_size)
         self.kv_allocator._kvcache = kv
         params = sg.CacheInitParams(disable=False, req_to_token_pool=self._req_to_token_pool(),
-                                    token_to_kv_pool_allocator=self.kv_allocator, page_size=page_size,
+                                    token_to_kv_pool_allocator=self._tree_allocator(kv), page_size=page_size,
                                     eviction_policy=eviction_policy,
                                     tree_components=(sg.ComponentType.FULL, *(getattr(sg.ComponentType, c) for c in self.components)),
                                     tree_core_backend=backend, **self._params_extra())
@@ -315,6 +344,10 @@ class SGLangHiCache:
 
     def _req_to_token_pool(self) -> Any:
         return None
+
+    def _tree_allocator(self, kv: Any) -> Any:
+        """The allocator the tree is given (FULL: the forwarding one, ``self.kv_allocator``)."""
+        return self.kv_allocator
 
     def _params_extra(self) -> dict[str, Any]:
         return {}

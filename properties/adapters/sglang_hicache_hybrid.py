@@ -53,7 +53,32 @@ _STATES = 1 << 12
 """The private state pool's size (the tier worlds cache at most a few hundred request ends)."""
 
 
-class SGLangHiCacheMamba(_hc.SGLangHiCache):
+class _Polling(_hc.SGLangHiCache):
+    """What both hybrid trees add to ``sglang_hicache``'s seams: the scheduler's per-step poll."""
+
+    def _poll(self) -> None:
+        """The scheduler polls ``check_hicache_events`` every step. The FULL adapter polls after each
+        completion the suite delivers; here SGLang also makes copies that move no KV slot (a node's
+        Mamba state alone: a 0-slot KV write), whose completion the suite never delivers (it copies
+        no suite slot), so the adapter polls after each call that can start one too. Without it
+        such a write kept its node locked for good (never evicted)."""
+        self.cache.check_hicache_events()
+
+    def load_back(self, host_handle: Any) -> tuple[np.ndarray, Any]:
+        result = super().load_back(host_handle)
+        self._poll()
+        return result
+
+    def evict(self, num_tokens: int) -> int:
+        evicted = super().evict(num_tokens)
+        self._poll()
+        return evicted
+
+    def _inserted(self, result: Any, tokens: Any, values: np.ndarray) -> None:
+        self._poll()
+
+
+class SGLangHiCacheMamba(_Polling):
     """``UnifiedRadixCache`` FULL+MAMBA + ``init_hicache`` (``_MambaStrategy``), the KV transfers and
     host slots the suite's, each request end's Mamba state a private slot."""
 
@@ -112,42 +137,84 @@ class SGLangHiCacheMamba(_hc.SGLangHiCache):
                 self.states.free(self._state)
         self._poll()
 
-    def _poll(self) -> None:
-        """The scheduler polls ``check_hicache_events`` every step. The FULL adapter polls after each
-        completion the suite delivers; here SGLang also makes copies that move no KV slot (a node's
-        Mamba state alone: a 0-slot KV write), whose completion the suite never delivers (it copies
-        no suite slot), so the adapter polls after each call that can start one too. Without it
-        such a write kept its node locked for good (never evicted)."""
-        self.cache.check_hicache_events()
-
-    def load_back(self, host_handle: Any) -> tuple[np.ndarray, Any]:
-        result = super().load_back(host_handle)
-        self._poll()
-        return result
-
-    def evict(self, num_tokens: int) -> int:
-        evicted = super().evict(num_tokens)
-        self._poll()
-        return evicted
-
     def __repr__(self) -> str:
         return f"SGLangHiCacheMamba({self.backend}, {self.write_policy})"
 
 
-def _factory(name: str, backend: str):
+_WINDOW_SLOTS = 1 << 14
+"""The private window pool's size (SGLang's own SWA allocator side; never judged)."""
+
+
+class SGLangHiCacheSWA(_Polling):
+    """``UnifiedRadixCache`` FULL+SWA + ``init_hicache`` (``_SwaStrategy``) over SGLang's own
+    ``SWAKVPool`` and ``SWATokenToKVPoolAllocator``, whose FULL side forwards to the suite (the
+    KV transfers and host slots the suite's, as in ``sglang_hicache``) and whose SWA side is
+    SGLang's own allocator: the window is hidden (every newly cached token gets a live SWA peer,
+    the window never slides), so it is a target of the plain tier contract."""
+
+    components = ("SWA",)
+
+    def __init__(self, allocator: Any, host_pool: Any, controller: Any, page_size: int, write_policy: str,
+                 backend: str = "python") -> None:
+        _trees._page_one(page_size, "HiCache over UnifiedRadixCache FULL+SWA")
+        super().__init__(allocator, host_pool, controller, page_size, write_policy, backend=backend)
+
+    def _device_kv_pool(self) -> Any:
+        from sglang.srt.mem_cache.swa_memory_pool import SWAKVPool
+
+        return SWAKVPool(size=self.allocator.pool_size, size_swa=_WINDOW_SLOTS, page_size=self.page_size,
+                         dtype=self.sg.torch.float16, head_num=1, head_dim=1, swa_attention_layer_ids=[0],
+                         full_attention_layer_ids=[1], device="cpu", enable_memory_saver=False)
+
+    def _tree_allocator(self, kv: Any) -> Any:
+        from sglang.srt.mem_cache.allocator.swa import SWATokenToKVPoolAllocator
+
+        swa = SWATokenToKVPoolAllocator(self.allocator.pool_size, _WINDOW_SLOTS, self.page_size, self.sg.torch.int64,
+                                        "cpu", kv, False)
+        swa.full_attn_allocator = self.kv_allocator  # FULL slots: the suite's (and a load's, the suite controller's)
+        self.swa = swa
+        return swa
+
+    def _params_extra(self) -> dict[str, Any]:
+        return {"sliding_window_size": _trees.SLIDING_WINDOW}
+
+    def _insert_extra(self, length: int) -> dict[str, Any]:
+        return {}
+
+    def _insert(self, tokens: Any, values: Any, priority: int) -> int:
+        """Give the tokens the tree has not cached on device an SWA peer each (as the server's
+        allocator pairs a FULL slot with one when it hands it out), then insert."""
+        key = self._key(tokens)
+        arr = np.asarray(values)
+        if arr.ndim == 1 and len(arr) == len(key):
+            cached = int(self.cache.tree_core.match_full_device_prefix(key)[0])  # read-only: no split, no recency
+            new = arr[cached:].astype(np.int64)
+            if len(new):
+                torch = self.sg.torch
+                peers = self.swa.swa_attn_allocator.alloc(len(new))
+                self.swa.set_full_to_swa_mapping(torch.from_numpy(new.copy()), peers)
+        return super()._insert(tokens, values, priority)
+
+    def __repr__(self) -> str:
+        return f"SGLangHiCacheSWA({self.backend}, {self.write_policy})"
+
+
+def _factory(name: str, backend: str, cls: type = SGLangHiCacheMamba):
     def factory(allocator: Any, host_pool: Any, controller: Any, page_size: int = 1,
-                write_policy: str = "write_through") -> SGLangHiCacheMamba:
-        return SGLangHiCacheMamba(allocator, host_pool, controller, page_size, write_policy, backend=backend)
+                write_policy: str = "write_through") -> Any:
+        return cls(allocator, host_pool, controller, page_size, write_policy, backend=backend)
 
     factory.__name__ = factory.__qualname__ = name
     factory.tier_capabilities = TierCapabilities(  # type: ignore[attr-defined]
         write_policies=_hc.POLICIES, page_sizes=(1,), supports_quarantine=False, write_back_order="leaf_first")
-    factory.__doc__ = f"radixcheck tier target {name}: UnifiedRadixCache FULL+MAMBA ({backend} core) + init_hicache"
+    tree = "FULL+MAMBA" if cls is SGLangHiCacheMamba else "FULL+SWA (window hidden)"
+    factory.__doc__ = f"radixcheck tier target {name}: UnifiedRadixCache {tree} ({backend} core) + init_hicache"
     return factory
 
 
 FACTORIES: dict[str, Any] = {f"hicache_mamba_{b}": _factory(f"hicache_mamba_{b}", b) for b in ("python", "rust")}
+FACTORIES.update({f"hicache_swa_{b}": _factory(f"hicache_swa_{b}", b, SGLangHiCacheSWA) for b in ("python", "rust")})
 
 __getattr__ = factory_lookup(__name__, FACTORIES)
 
-__all__ = ["FACTORIES", "SGLangHiCacheMamba", *FACTORIES]
+__all__ = ["FACTORIES", "SGLangHiCacheMamba", "SGLangHiCacheSWA", *FACTORIES]
