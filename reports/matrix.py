@@ -381,6 +381,26 @@ ENGINES += [
                   (") stayed:", "#3 (and N3 under write_back for lfu/slru; findings/sglang_trees.md)")]),
     ),
     Engine(
+        "sglang_hicache_hybrid", "SGLang 0.5.23: HiCache over the hybrid trees (UnifiedRadixCache FULL+MAMBA / FULL+SWA + "
+        "init_hicache), tier targets",
+        "radixcheck.properties.adapters.sglang_hicache_hybrid", "findings/sglang_trees.md",
+        [
+            "`init_hicache` builds on CPU over SGLang's own hybrid device pools: `HybridLinearKVPool` (FULL+MAMBA, "
+            "`_MambaStrategy`, `hicache_mem_layout=page_first_direct`: `MambaPoolHost` takes no other) and `SWAKVPool` with "
+            "`SWATokenToKVPoolAllocator` (FULL+SWA, `_SwaStrategy`). The KV transfers and host slots are the suite's, as in "
+            "the `sglang_hicache` rows; the Mamba states and SWA peers are private pools the suite does not judge.",
+            "Plain tokens only (the tier contract has no second pool yet): `hicache_mamba_*` cache every prefix of a request "
+            "with a state of its own (SGLang's match stops at the deepest node with a state); `hicache_swa_*` give every new "
+            "token a live SWA peer (the window never slides). Page size 1 (`MambaComponent`, SWA frees by page).",
+            "The Mamba rows fail on finding M1 (a state attached while its node's KV write is in flight is never backed up; "
+            "`RADIXCHECK_SGLANG_FIX=M1` patches the Python core). The SWA rows fail by design: a load-back restores SWA KV "
+            "only for the window at the loaded path's end, so a shorter match cannot end inside it (the plain contract "
+            "cannot say so; a tier `second_pool` would).",
+        ],
+        _phrases([("tokens on host, but", "M1 state attached during an in-flight write never backed up (findings/sglang_trees.md)"),
+                  ("returned device slots []", "by design: SWA load-back restores only the window (findings/sglang_trees.md)")]),
+    ),
+    Engine(
         "sglang_tenants", "SGLang 0.5.23: namespaces (LoRA id, extra_key, cache_salt), keyed through its own Req",
         "radixcheck.properties.adapters.sglang_tenants", "findings/sglang_trees.md",
         [

@@ -140,6 +140,7 @@ FIX_ENV = "RADIXCHECK_SGLANG_FIX"
 FIXES = {
     "3": "sglang_findings.md #3: a split leaves the unmatched suffix's last use as it was (match and insert)",
     "N3": "findings/sglang_trees.md N3: under write_back an insert still counts its nodes' hits, a new leaf's too",
+    "M1": "findings/sglang_trees.md M1: a write-through ack backs up the state a node gained while its KV write was in flight",
 }
 """The fixes ``apply_fixes`` knows, each a few lines of our own around one SGLang method (the
 Python tree core ``UnifiedTreeCore``; the Rust core is compiled, so it is never patched)."""
@@ -162,8 +163,10 @@ def apply_fixes(names: str | Sequence[str]) -> list[str]:
             continue
         if name == "3":
             _fix_split_refresh(UnifiedTreeCore)
-        else:
+        elif name == "N3":
             _fix_write_back_hits(UnifiedTreeCore)
+        else:
+            _fix_state_backup_after_ack()
         _applied.add(name)
         done.append(name)
     return done
@@ -212,6 +215,32 @@ def _fix_write_back_hits(core: Any) -> None:
 
     core._inc_hit_count_and_check = inc_hit_count_and_check
     core._should_backup_after_insert = should_backup_after_insert
+
+
+def _fix_state_backup_after_ack() -> None:
+    """M1: an insert that gives a node its Mamba state while the node's KV write-through is in flight
+    asks no backup of the state (``_should_backup_after_insert`` wants ``write_through_pending_id is
+    None``), and nothing asks later. Fixed: when the write's ack is consumed
+    (``_finish_write_through_ack``), a published node still missing a component's host copy gets its
+    incremental backup (``build_backup_kv_action`` on a backed-up node moves no KV). Python core only."""
+    from sglang.srt.mem_cache.unified_radix_cache import UnifiedRadixCache
+
+    finish = UnifiedRadixCache._finish_write_through_ack
+
+    def finish_write_through_ack(self: Any, ack_id: int) -> None:
+        pending = self.ongoing_write_through.get(ack_id)
+        finish(self, ack_id)
+        core = self.tree_core
+        if pending is None or not hasattr(core, "_node_arena"):  # the Python core (the Rust one is compiled)
+            return
+        for node_id in pending[2]:  # publish_node_ids
+            node = core._node_arena.get(node_id)
+            if (node is not None and not node.evicted and node.backuped and node.write_through_pending_id is None
+                    and core._needs_incremental_component_backup(node)):
+                self._apply_cache_actions([core.build_backup_kv_action(node_id)])
+                self.flush_pending_backups()
+
+    UnifiedRadixCache._finish_write_through_ack = finish_write_through_ack
 
 
 class _SuiteEvent:
@@ -265,12 +294,12 @@ class SGLangHiCache:
         self._receipts: dict[Any, list[Any]] = {}
 
         args = hx.ServerArgs(model_path="dummy", enable_hierarchical_cache=True, hicache_io_backend="direct",
-                             hicache_mem_layout="layer_first", hicache_write_policy=write_policy, device="cpu",
+                             hicache_mem_layout=self.mem_layout, hicache_write_policy=write_policy, device="cpu",
                              page_size=page_size, hicache_size=0,
                              hicache_ratio=max(2.0, host_pool.pool_size / allocator.pool_size))  # its buffers hold the ids
+        self._prepare_args(args)
         hx.publish(args)
-        kv = hx.MHATokenToKVPool(size=allocator.pool_size, page_size=page_size, dtype=sg.torch.float16, head_num=1, head_dim=1,
-                                 layer_num=1, device="cpu", enable_memory_saver=False, enable_alt_stream=False)
+        kv = self._device_kv_pool()
         adapter = self
 
         class _Allocator(sg.ForwardingAllocator):
@@ -281,9 +310,11 @@ class SGLangHiCache:
 
         self.kv_allocator = _Allocator(allocator, page_size)
         self.kv_allocator._kvcache = kv
-        params = sg.CacheInitParams(disable=False, req_to_token_pool=None, token_to_kv_pool_allocator=self.kv_allocator,
-                                    page_size=page_size, eviction_policy=eviction_policy, tree_components=(sg.ComponentType.FULL,),
-                                    tree_core_backend=backend)
+        params = sg.CacheInitParams(disable=False, req_to_token_pool=self._req_to_token_pool(),
+                                    token_to_kv_pool_allocator=self._tree_allocator(kv), page_size=page_size,
+                                    eviction_policy=eviction_policy,
+                                    tree_components=(sg.ComponentType.FULL, *(getattr(sg.ComponentType, c) for c in self.components)),
+                                    tree_core_backend=backend, **self._params_extra())
         self.cache = sg.UnifiedRadixCache(params)
         core = type(self.cache.tree_core).__name__
         want = {"python": "UnifiedTreeCore", "rust": "RustUnifiedTreeCore"}[backend]
@@ -293,6 +324,40 @@ class SGLangHiCache:
         self.cache.init_hicache(args, params)
         self.cache.load_back_threshold = 1
         self._take_over(self.cache.cache_controller)
+
+    # ---- what a hybrid tree (sglang_hicache_hybrid) overrides -----------------------------------
+
+    components: tuple[str, ...] = ()
+    """Tree components beside FULL (``ComponentType`` names)."""
+
+    mem_layout = "layer_first"
+    """``hicache_mem_layout`` (``direct`` refuses the default ``page_first``)."""
+
+    def _prepare_args(self, args: Any) -> None:
+        """Set what the tree needs on the server args before they are published."""
+
+    def _device_kv_pool(self) -> Any:
+        """The device KV pool ``init_hicache`` picks its strategy by (FULL: an ``MHATokenToKVPool``)."""
+        return self.hx.MHATokenToKVPool(size=self.allocator.pool_size, page_size=self.page_size,
+                                        dtype=self.sg.torch.float16, head_num=1, head_dim=1, layer_num=1, device="cpu",
+                                        enable_memory_saver=False, enable_alt_stream=False)
+
+    def _req_to_token_pool(self) -> Any:
+        return None
+
+    def _tree_allocator(self, kv: Any) -> Any:
+        """The allocator the tree is given (FULL: the forwarding one, ``self.kv_allocator``)."""
+        return self.kv_allocator
+
+    def _params_extra(self) -> dict[str, Any]:
+        return {}
+
+    def _insert_extra(self, length: int) -> dict[str, Any]:
+        """Extra ``InsertParams`` fields for an insert of ``length`` tokens (a hybrid tree's second value)."""
+        return {}
+
+    def _inserted(self, result: Any, tokens: Sequence[int], values: np.ndarray) -> None:
+        """Called after each insert (and its backups' submission) with SGLang's ``InsertResult``."""
 
     # ---- the seams ---------------------------------------------------------------------------
 
@@ -321,6 +386,8 @@ class SGLangHiCache:
             if adapter._write_device is None:
                 raise AssertionError("SGLang allocated host slots outside HybridCacheController.write")
             device = _sr._np(adapter._write_device)
+            if need_size == 0 and len(device) == 0:  # a hybrid tree backing up a node's other component alone
+                return torch.empty(0, dtype=torch.int64)
             if len(device) != need_size:
                 raise AssertionError(f"host alloc of {need_size} for a write of {len(device)} device slots")
             transfer = adapter.controller.write(device)
@@ -477,8 +544,10 @@ class SGLangHiCache:
             raise ValueError(f"values has {len(arr)} slots for {len(key)} tokens")
         value = self.sg.torch.from_numpy(arr.astype(np.int64, copy=True))
         result = self.cache.insert(self.sg.InsertParams(key=key, value=value, prev_prefix_len=len(key),
-                                                        track_adopted_ranges=True, priority=int(priority)))
+                                                        track_adopted_ranges=True, priority=int(priority),
+                                                        **self._insert_extra(len(key))))
         self.cache.flush_pending_backups()
+        self._inserted(result, tokens, arr)
         return self._on_device_before(int(result.prefix_len), (result.adopted_ranges or {}).get(self.sg.ComponentType.FULL))
 
     @staticmethod
