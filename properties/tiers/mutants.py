@@ -439,8 +439,8 @@ class WriteBackIgnoresLock(LifecycleTierMutant):
 
     bug_class = "write-back-completion-frees-locked-pages"
     sources = ()
+    policies = ("write_back",)
     caught_by = v.RefcountViolation
-    tier_capabilities = TierCapabilities(page_sizes=(1, 2), write_policies=("write_back",), lifecycle="tree")
 
     def transfer_done(self, transfer: Transfer) -> None:
         marked = [n for n in self._pending.get(transfer.number, ()) if transfer.kind == "write" and n.evict_when_written]
