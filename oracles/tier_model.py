@@ -22,6 +22,13 @@ over the statistics the model counts per page (:meth:`TierModel.stats`): a page 
 through every move between the tiers. An order finding is kept (``order_violation``) and raised by
 the world once ``evict`` returns, never from inside the cache's call.
 
+**Known deviations.** A waiver ``4 LRU order  known: <name>`` (or ``4 eviction order``) names a
+known order bug (:mod:`radixcheck.oracles.deviation`); the machine puts it in ``deviations``. The
+model then marks where a cache's nodes end (a use ended there, or the trie forked there), tells
+each deviation of a use that ends inside a node (a split) and of a page that leaves the device,
+and marks an order finding ``explained_by`` the deviations by whose statistics the pick was right
+(the world waives it once a run; a pick right by none is still the finding).
+
 Every method costs what it reads or changes (the pages of one request, the slots of one call);
 only :meth:`TierModel.held` reads every slot, for the conservation check of a small world.
 """
@@ -35,6 +42,7 @@ from typing import Any
 
 import numpy as np
 
+from radixcheck.oracles.deviation import Deviation
 from radixcheck.oracles.policy import LeafStats
 from radixcheck.oracles.tier_order import DeviceLeaves, check_device_order, check_device_policy, is_device_leaf
 from radixcheck.oracles.violations import (
@@ -88,6 +96,7 @@ class Page:
     hits: int = 0  # inserts that covered it (and matches, if the policy counts them)
     priority: int = 0  # the highest priority of the inserts that covered it
     serial: int = field(default_factory=lambda: next(_serials))
+    ends_node: bool = False  # a use ended here, or the trie forked here: a cache node ends after it (kept for deviations only)
 
     @property
     def prefix(self) -> tuple[int, ...]:
@@ -123,6 +132,7 @@ class TierModel:
         self.in_flight_host: set[int] = set()
         self.left_now: list[tuple[Page, str]] = []  # pages that lost a tier during the current call
         self.host_freed_now: set[int] = set()  # host slots freed during the current call
+        self.deviations: list[Deviation] = []  # known order bugs a waiver names (``known:``): their stamps are kept too
 
     # ---- reading ---------------------------------------------------------------------------
 
@@ -253,10 +263,13 @@ class TierModel:
         content = self.content_of(tokens[:aligned], namespace)
         self._tick(what)
         node = self.root_of(namespace)
+        path: list[Page] = []  # the pages it covers
         for pos in range(0, aligned, p):
             page = tuple(tokens[pos : pos + p])
             child = node.children.get(page)
             if child is None or child.gone:
+                if self.deviations and (not path or not path[-1].created == self.clock):
+                    self._node_ends(path)  # the first new page hangs here: a fork, or the end of a leaf
                 child = Page(page, node, node.depth + 1, tuple(content[pos : pos + p]), namespace=namespace,
                              created=self.clock)
                 node.children[page] = child
@@ -270,6 +283,9 @@ class TierModel:
             self.leaves.refile(child)
             self.leaves.refile(node)
             node = child
+            path.append(child)
+        if self.deviations:
+            self._node_ends(path)
         return len(device)
 
     def _tick(self, what: Any) -> None:
@@ -280,11 +296,54 @@ class TierModel:
         """A ``match_prefix`` answered (and checked): the pages it covered, device and host part, are used now."""
         device, host, _ = self.expected_match(tokens, namespace)
         self._tick(what)
-        for page in [pg for pg in self.pages_of(tokens, namespace) if not pg.gone][: (len(device) + host) // self.page_size]:
+        covered = [pg for pg in self.pages_of(tokens, namespace) if not pg.gone][: (len(device) + host) // self.page_size]
+        for page in covered:
             page.last_use = self.clock
             if self.policy is not None and self.policy.hits_on_match:
                 page.hits += 1
             self.leaves.refile(page)
+        if self.deviations:
+            self._node_ends(covered)
+
+    def _node_ends(self, path: list[Page]) -> None:
+        """A cache node ends after ``path[-1]``; if the use ended inside one (a page below it on a
+        single chain), a cache splits it there: each known deviation is told, with the last page of
+        the split node's lower half (as :meth:`PrefixSetModel._node_ends` does)."""
+        if not path or path[-1].ends_node:
+            return
+        entry = path[-1]
+        entry.ends_node = True
+        inside = any(not c.gone for c in entry.children.values())
+        on_device = None  # the deepest page of the lower half still on device: a node is on one tier whole,
+        while True:       # so the pages below it, on host only, are another node's
+            below = [c for c in entry.children.values() if not c.gone]
+            if len(below) != 1:
+                break
+            entry = below[0]
+            if entry.device is not None:
+                on_device = entry
+            if entry.ends_node:
+                break
+        if inside:
+            for deviation in self.deviations:
+                deviation.split(path[-1], on_device or entry, self.clock)
+
+    def _deviated_order(self, page: Page, deviation: Deviation) -> Any:
+        """``page``'s place in the eviction order as a cache with the known bug ``deviation`` keeps it."""
+        stats = deviation.stats(self.stats(page), page)
+        return stats.last_use if self.policy is None else self.policy.key(stats)
+
+    def _deviations_explaining(self, picked: list[Page]) -> frozenset[str]:
+        """The known deviations by whose statistics picking ``picked`` (and leaving the other candidates) is right."""
+        skip = {id(pg) for pg in picked}
+        left = [pg for _, _, pg in self.leaves.by_use if id(pg) not in skip and not pg.locks and not self._busy(pg)]
+        names = set()
+        for deviation in self.deviations:
+            def order(pg: Page, d: Deviation = deviation) -> Any:
+                return self._deviated_order(pg, d)
+            if not left or not order(min(left, key=order)) < order(max(picked, key=order)):
+                names.add(deviation.name)
+        return frozenset(names)
 
     def _busy(self, page: Page) -> bool:
         return page.loading or page.writing is not None
@@ -303,7 +362,10 @@ class TierModel:
             # Kept, not raised here: this hook runs inside the cache's evict (a free, a host allocation),
             # and an exception there would leave the cache half way through its call (or be swallowed by
             # a cache that catches its allocator's errors). The world raises it once evict returns.
-            if self.order_violation is None:
+            # A pick a waived known deviation explains is kept only until one no deviation explains.
+            violation.explained_by = self._deviations_explaining(picked) if self.deviations else frozenset()
+            kept = self.order_violation
+            if kept is None or (kept.explained_by and not violation.explained_by):
                 self.order_violation = violation
 
     def _describe(self, page: Page) -> str:
@@ -431,6 +493,8 @@ class TierModel:
                 page.device = None
                 self.leaves.refile(page)
                 self.leaves.refile(page.parent)
+                for deviation in self.deviations:
+                    deviation.unlinked(page)
 
     def on_host_free(self, slots: Sequence[int]) -> None:
         busy = [int(s) for s in slots if int(s) in self.in_flight_host]

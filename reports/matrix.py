@@ -372,10 +372,11 @@ ENGINES += [
             "alone, by design: oracle 18 waived under write-back only). SGLang's 10-token load-back threshold is set to 1.",
             "Composed rows (issue 39): `hicache_*_<policy>_salted` (namespaces through SGLang's `Req`, salt in `cache_salt`; "
             "each named policy judged by oracle 4t) and `hicache_*_lru_extra_key` (salt in `extra_key`: finding N1). "
-            "`unsent_namespaces` as `sglang_tenants`. The LRU oracle is waived for #3 (`reports/waivers/sglang_hicache.txt`); "
-            "the other policies' order failures are #3 under write_through and N3 (no hits counted) under write_back "
-            "(`findings/sglang_trees.md`, \"HiCache composed\"). `hicache_*_fifo_salted_tree` add running requests "
-            "(`lifecycle=\"tree\"`): every part at once.",
+            "`unsent_namespaces` as `sglang_tenants`. #3 is waived by its behaviour (`known: "
+            "suffix-refreshed-on-mid-edge-use` on oracle 4t, `reports/waivers/sglang_hicache.txt`): an eviction right only "
+            "by #3's stamps is waived once a run, any other order finding shows, such as N3 (no hits counted under "
+            "write_back; `findings/sglang_trees.md`, \"HiCache composed\"). `hicache_*_<policy>_salted_tree` add running "
+            "requests (`lifecycle=\"tree\"`): every part at once, under each named policy.",
         ],
         _phrases([("counted", "N1 LoRA id appended to extra_key (findings/sglang_trees.md)"),
                   (") stayed:", "#3 (and N3 under write_back for lfu/slru; findings/sglang_trees.md)")]),

@@ -68,6 +68,12 @@ TIER_OBLIGATIONS: list[tuple[str, str, type[BaseException], list[str]]] = [
      "(composed)", "abort_during_load, evict", v.LRUOrderViolation, ["AbortKeepsLoadLock"]),
     ("lifecycle='tree' under write_back: a write-back that lands under a request admitted meanwhile leaves its pages "
      "on device (composed)", "publish_during_backup (early)", v.RefcountViolation, ["WriteBackIgnoresLock"]),
+    ("lifecycle='tree': a retract or an abort after a publish frees no host slot its chunk's pending backup writes "
+     "(composed)", "publish_during_backup, publish_chunk, end_request", v.TransferInFlightViolation,
+     ["RetractFreesWritingHost"]),
+    ("namespaces=True + write_back: a write-back's completion lands on the node it wrote, not on another tenant's "
+     "copy of the same tokens (composed)", "tenant_quarantine, tenants_through_host, complete",
+     v.TransferInFlightViolation, ["WriteBackAckWrongTenant"]),
     ("lifecycle='tree': a chunk published while its backups (or its prefix's write-back) are pending; running "
      "requests' own slots counted by conservation", "publish_during_backup, publish_chunk, compute_chunk",
      v.SlotViolation, []),

@@ -327,6 +327,7 @@ class WindowMachine(RadixCacheMachine):
 
     @act
     def _quarantine(self, tokens: tuple[int, ...], namespace: Any = UNSAID) -> None:
+        self._abort_in_flight()  # before the marks: a running request's window frees are its abort's
         mark, mark2 = self._mark(), self._mark2()
         super()._quarantine(tokens, namespace)
         check_second_frees(self._freed2_since(mark2), self.windows.drop_with_kv(self._freed_since(mark)),
@@ -334,6 +335,7 @@ class WindowMachine(RadixCacheMachine):
 
     @act
     def _reset(self) -> None:
+        self._abort_in_flight()  # before the mark: a running request's window frees are its abort's
         mark2 = self._mark2()
         super()._reset()
         check_second_frees(self._freed2_since(mark2), self.windows.reset(), "reset")
@@ -580,14 +582,3 @@ class WindowLifecycleMachine(WindowMachine, LifecycleMachine):
 
     def _second_ended(self, record: RequestRecord) -> None:
         self._free_window(record, list(self._own(record)))
-
-    @act
-    def _reset(self) -> None:
-        """The running requests are aborted first (their window frees are theirs, not the reset's)."""
-        self._abort_in_flight()
-        super()._reset()
-
-    @act
-    def _quarantine(self, tokens: tuple[int, ...], namespace: Any = UNSAID) -> None:
-        self._abort_in_flight()
-        super()._quarantine(tokens, namespace)

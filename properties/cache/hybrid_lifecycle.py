@@ -42,8 +42,7 @@ from radixcheck.oracles.second_pool import NONE, check_second_frees
 from radixcheck.oracles.violations import Check, SecondSlotViolation
 from radixcheck.properties.cache.hybrid import StateMachine, WindowLifecycleMachine
 from radixcheck.properties.cache.lifecycle import CHUNK_BLOCKS, CHUNK_EXTRA, LifecycleMachine, RequestRecord, _room
-from radixcheck.properties.cache.machine import CUTS, TAILS, UNSAID, Length, RadixCacheMachine, Span
-from radixcheck.properties.findings.transcript import act
+from radixcheck.properties.cache.machine import CUTS, TAILS, Length, RadixCacheMachine, Span
 
 
 class _SecondPoolRequests:
@@ -232,14 +231,3 @@ class StateLifecycleMachine(_FinishAfterDecode, _SecondPoolRequests, StateMachin
             raise SecondSlotViolation(f"after {what} the request {said}: Request.state must be the state it still holds of its "
                                       f"own (-1: none), here {state}",
                                       Check("req.state == expected", "req.state", {"expected": state}))
-
-    @act
-    def _reset(self) -> None:
-        """The running requests are aborted first (their state frees are theirs, not the reset's)."""
-        self._abort_in_flight()
-        super()._reset()
-
-    @act
-    def _quarantine(self, tokens: tuple[int, ...], namespace: Any = UNSAID) -> None:
-        self._abort_in_flight()
-        super()._quarantine(tokens, namespace)

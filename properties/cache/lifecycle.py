@@ -45,7 +45,6 @@ from radixcheck.properties.cache.contract import Request
 from radixcheck.properties.cache.machine import (
     CUTS,
     TAILS,
-    UNSAID,
     HandleRecord,
     Length,
     RadixCacheMachine,
@@ -303,20 +302,11 @@ class LifecycleMachine(RadixCacheMachine):
         ``cache_finished_req`` (``new_path`` None; ``prefix_len`` None without an insert)."""
 
     def _abort_in_flight(self) -> None:
+        """A flush aborts every running request first (a server refuses to flush under them); so does a
+        quarantine (their rows would read unlinked pages). The base machine's ``_reset`` and
+        ``_quarantine`` (and the window machine's, before its marks) call it first."""
         for record in list(self.in_flight):
             self._end(record, "abort")
-
-    @act
-    def _reset(self) -> None:
-        """A flush aborts every running request first (a server refuses to flush under them)."""
-        self._abort_in_flight()
-        super()._reset()
-
-    @act
-    def _quarantine(self, tokens: tuple[int, ...], namespace: Any = UNSAID) -> None:
-        """Policy eviction aborts the running requests first (their rows would read unlinked pages)."""
-        self._abort_in_flight()
-        super()._quarantine(tokens, namespace)
 
     # ---- rules --------------------------------------------------------------------------------------
 

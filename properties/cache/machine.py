@@ -695,6 +695,7 @@ class RadixCacheMachine(RuleBasedStateMachine):
         """``evict_prefix`` (under ``namespace``), then every known query matched again: those of its
         namespace as a cache that never saw the prefix would (oracle 5), the others' as before
         (oracle 10, checked first, with the slots it freed)."""
+        self._abort_in_flight()  # the hook's first: a running request's frees are its abort's, not the quarantine's
         key = namespace_key(namespace)
         probes = [(UNSAID, q) for q in self.known] + self.known_elsewhere + [(namespace, tokens)]
         matched_before = [len(self.model.longest_cached(q, namespace_key(n))) * self.page_size for n, q in probes]
@@ -1055,8 +1056,14 @@ class RadixCacheMachine(RuleBasedStateMachine):
     def reset(self) -> None:
         self._reset()
 
+    def _abort_in_flight(self) -> None:
+        """A flush (``_reset``) or a quarantine first aborts the running requests, as a server does;
+        called first by each machine's ``_reset`` and ``_quarantine`` that takes a mark, so that an
+        abort's frees are never counted as the flush's. None run here (the lifecycle machines override it)."""
+
     @act
     def _reset(self) -> None:
+        self._abort_in_flight()
         mark = self._mark()
         self._call("reset")
         check_freed(self._freed_since(mark), self.model.reset(), "reset")

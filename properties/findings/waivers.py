@@ -31,6 +31,8 @@ One waiver a line::
   the statistics that bug makes beside the contract's, and an eviction right by either is
   accepted; one right only by the deviation's is the finding this line waives (reported once a
   run, as ``known_deviation``). Any other order finding in the same test is still a finding.
+  On a tier target it reaches the device tier's order oracle (4t) the same way
+  (:mod:`radixcheck.oracles.tier_model`, "Known deviations").
 - **reason**, after ``#``: required; it is printed beside every finding it waives.
 
 A line is checked when the file is read (:class:`WaiverError` names the line): the test glob

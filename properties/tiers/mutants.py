@@ -453,3 +453,91 @@ class WriteBackIgnoresLock(LifecycleTierMutant):
 LIFECYCLE_TIER_MUTANTS: list[type[TierMutant]] = [AbortCancelsLoad, AbortKeepsLoadLock, WriteBackIgnoresLock]
 TIER_MUTANTS += LIFECYCLE_TIER_MUTANTS
 CORRECT_TIER_VARIANTS |= {"LoadLockedTiers": LoadLockedTiers, "TrustingLifecycleTiers": TrustingLifecycleTiers}
+
+
+# ---- composed mutants whose bug needs two parts to show (issue 39, "composed correctness figures") ----
+
+class RetractFreesWritingHost(LifecycleTierMutant):
+    """Composed (lifecycle + host tier): a request that published a chunk (``cache_unfinished_req``:
+    an insert, then the inserted pages locked through a fresh handle) and is then retracted or
+    aborted (its handle unlocked with no final insert since) is taken to drop what it published:
+    the pending backups on its path that no one else holds are cancelled by freeing their host
+    slots, while the copy still writes into them. A finish inserts before it unlocks, and without
+    the lifecycle an insert is always followed by its own request's unlock, so no handle is ever
+    published: with either part alone it is correct."""
+
+    bug_class = "retract-frees-host-of-page-being-written"
+    sources = ()  # issue 39's "a retract that frees the host copy of a page still being written"
+    caught_by = v.TransferInFlightViolation
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._inserts = 0  # inserts so far
+        self._fresh: set[TierNode] = set()  # the last insert's path, until an unlock follows it
+        self._published: dict[int, int] = {}  # id(handle) -> the insert that published it
+
+    def insert(self, tokens: Any, values: np.ndarray, namespace: Hashable = None, priority: int = 0) -> int:
+        prefix = super().insert(tokens, values, namespace, priority)
+        self._inserts += 1
+        self._fresh = set(self._walk(tuple(int(t) for t in tokens), namespace))
+        return prefix
+
+    def inc_lock_ref(self, handle: Any) -> None:
+        super().inc_lock_ref(handle)
+        if handle in self._fresh:  # locked right after the insert that made it, before any unlock: published
+            self._published[id(handle)] = self._inserts
+
+    def dec_lock_ref(self, handle: Any) -> None:
+        super().dec_lock_ref(handle)
+        self._fresh = set()
+        if self._published.pop(id(handle), None) == self._inserts:  # no insert since: retracted or aborted
+            for node in self._path(handle):
+                if node.lock_ref == 0 and node.writing is not None and node.host is None:
+                    self.host_pool.free(node.writing.host_slots)  # "cancelled": the copy still lands there
+
+
+class WriteBackAckWrongTenant(TierMutant):
+    """Composed (namespaces + write-back): a write-back's completion finds its node again by walking
+    the token ids under the namespace of the latest request (the scheduler's current ``extra_key``),
+    not the namespace of the node it backed up. Where that tenant has a node at the same tokens that
+    waits for its own write-back (both tenants' copies of one prompt evicted together), the
+    completion is taken for that node's: its device pages go while its own write still reads them,
+    and the node that was written stays "being written". With one tenant the walk finds the node
+    itself: it is correct."""
+
+    tier_capabilities = TierCapabilities(page_sizes=(1, 2), namespaces=True)
+    bug_class = "write-back-ack-applied-to-another-tenants-node"
+    sources = ()  # issue 39's "a write-back completion applied to another tenant's node"
+    policies = ("write_back",)
+    caught_by = v.TransferInFlightViolation
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._current: Hashable = None  # the namespace of the latest match or insert
+
+    def match_prefix(self, tokens: Any, namespace: Hashable = None, priority: int = 0) -> TierMatch:
+        self._current = namespace
+        return super().match_prefix(tokens, namespace, priority)
+
+    def insert(self, tokens: Any, values: np.ndarray, namespace: Hashable = None, priority: int = 0) -> int:
+        self._current = namespace
+        return super().insert(tokens, values, namespace, priority)
+
+    def transfer_done(self, transfer: Transfer) -> None:
+        nodes = self._pending.get(transfer.number, [])
+        if transfer.kind == "write" and len(nodes) == 1 and nodes[0].linked:
+            tokens = tuple(t for n in self._path(nodes[0]) for t in n.key)
+            path = self._walk(tokens, self._current)
+            if path and len(path) == len(self._path(nodes[0])) and path[-1] is not nodes[0] and self._waits(path[-1]):
+                self._pending[transfer.number] = [path[-1]]
+        super().transfer_done(transfer)
+
+    @staticmethod
+    def _waits(node: TierNode) -> bool:
+        """``node`` is a device leaf nobody holds, waiting for its own write-back to land (as the written node was)."""
+        return (node.host is None and node.evict_when_written and node.lock_ref == 0
+                and all(c.device is None for c in node.children.values()))
+
+
+COMPOSED_TIER_MUTANTS: list[type[TierMutant]] = [RetractFreesWritingHost, WriteBackAckWrongTenant]
+TIER_MUTANTS += COMPOSED_TIER_MUTANTS
