@@ -33,10 +33,11 @@ VERSION = "0.3.36"  # the version the fixture and the benchmark figures were mea
 
 
 # llama.cpp's CMake options for an AVX2-only build (to compare with the exact model's ``avx2`` kernel
-# path on a CPU that also has AVX-512): no -march=native, AVX2/FMA/F16C on, every AVX-512 form off.
+# path on a CPU that also has AVX-512): no -march=native, AVX2/FMA/F16C on, every AVX-512 form off;
+# no multimodal library (mtmd: a quarter of the build, never loaded by the bench).
 AVX2_CMAKE_ARGS = ("-DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON"
                    " -DGGML_AVX512=OFF -DGGML_AVX512_VBMI=OFF -DGGML_AVX512_VNNI=OFF -DGGML_AVX512_BF16=OFF"
-                   " -DGGML_AVX_VNNI=OFF")
+                   " -DGGML_AVX_VNNI=OFF -DLLAVA_BUILD=OFF")
 
 
 def default_venv(avx2: bool = False) -> Path:
