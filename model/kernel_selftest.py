@@ -10,7 +10,7 @@ What it compares, with ``np.array_equal`` (so NaN-free outputs; a difference of 
 * the Q8_0 product (``ExactOps.linear``, float64 and float32 outputs) for 1 to 37 activation rows —
   every tile shape of every form: the AVX-512 path's 16- and 8-row tiles, whole and partial, in
   its byte and its widening forms (the latter on a matrix without integer multipliers too), the
-  AVX2 path's lanes form (16- and 8-row tiles, groups of 6 weight rows; 8 rows or more) and its
+  AVX2 path's lanes form (16- and 8-row tiles, groups of 4 weight rows; 8 rows or more) and its
   4-row and 1-row tiles (fewer), weight chunks cut short, a weight-row range as a thread takes it
   (starting inside a group of 8), a 150-row product (the lanes form's activation tiles in three
   blocks) — on random blocks (block scales spread over 12 binary

@@ -2,6 +2,7 @@
 
     python -m radixcheck.model.llamacpp_env            # -> ~/.cache/radixcheck/llama-venv (~10 min: builds llama.cpp)
     python -m radixcheck.model.llamacpp_env --check    # is it there and does the worker start?
+    python -m radixcheck.model.llamacpp_env --avx2     # -> ~/.cache/radixcheck/llama-venv-avx2: AVX2 only, no AVX-512
     python -m radixcheck.model.bench --llama-python "$(python -m radixcheck.model.llamacpp_env --print-python)" --threads 1
 
 Why a separate venv: llama-cpp-python compiles llama.cpp from source (a C++ compiler and CMake
@@ -31,9 +32,17 @@ from radixcheck.argtypes import ArgumentParser, positive_int
 VERSION = "0.3.36"  # the version the fixture and the benchmark figures were measured with
 
 
-def default_venv() -> Path:
+# llama.cpp's CMake options for an AVX2-only build (to compare with the exact model's ``avx2`` kernel
+# path on a CPU that also has AVX-512): no -march=native, AVX2/FMA/F16C on, every AVX-512 form off;
+# no multimodal library (mtmd: a quarter of the build, never loaded by the bench).
+AVX2_CMAKE_ARGS = ("-DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON"
+                   " -DGGML_AVX512=OFF -DGGML_AVX512_VBMI=OFF -DGGML_AVX512_VNNI=OFF -DGGML_AVX512_BF16=OFF"
+                   " -DGGML_AVX_VNNI=OFF -DLLAVA_BUILD=OFF")
+
+
+def default_venv(avx2: bool = False) -> Path:
     base = Path(os.environ.get("RADIXCHECK_CACHE") or Path.home() / ".cache" / "radixcheck")
-    return base / "llama-venv"
+    return base / ("llama-venv-avx2" if avx2 else "llama-venv")
 
 
 def python_of(env: Path) -> Path:
@@ -67,7 +76,7 @@ def check(py: Path) -> bool:
     return True
 
 
-def build(env: Path, version: str, jobs: int | None) -> Path:
+def build(env: Path, version: str, jobs: int | None, avx2: bool = False) -> Path:
     py = python_of(env)
     if installed_version(py) == version:
         print(f"llama-cpp-python {version} already in {env}")
@@ -78,8 +87,10 @@ def build(env: Path, version: str, jobs: int | None) -> Path:
     pip = [str(py), "-m", "pip", "--disable-pip-version-check"]
     subprocess.run([*pip, "install", "-q", "--upgrade", "pip"], check=True)
     e = dict(os.environ)
-    # build with all the CPU's own instructions (llama.cpp's default), in parallel
+    # build with all the CPU's own instructions (llama.cpp's default) or AVX2 only, in parallel
     e.setdefault("CMAKE_BUILD_PARALLEL_LEVEL", str(jobs or os.cpu_count() or 1))
+    if avx2:
+        e["CMAKE_ARGS"] = (e.get("CMAKE_ARGS", "") + " " + AVX2_CMAKE_ARGS).strip()
     subprocess.run([*pip, "install", "--no-cache-dir", f"llama-cpp-python=={version}"], check=True, env=e)
     got = installed_version(py)
     if got != version:
@@ -102,16 +113,18 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--venv", type=Path, default=None, help="where to build (default: $RADIXCHECK_CACHE/llama-venv)")
     ap.add_argument("--version", default=VERSION, type=version_number, help=f"llama-cpp-python version (default {VERSION})")
     ap.add_argument("--jobs", type=positive_int, default=None, help="parallel compile jobs (default: all cores)")
+    ap.add_argument("--avx2", action="store_true",
+                    help="build llama.cpp with AVX2 and without AVX-512 (default venv: $RADIXCHECK_CACHE/llama-venv-avx2)")
     ap.add_argument("--check", action="store_true", help="only check an existing environment")
     ap.add_argument("--print-python", action="store_true", help="print the venv's python path and exit")
     args = ap.parse_args(argv)
-    env = (args.venv or default_venv()).expanduser()
+    env = (args.venv or default_venv(args.avx2)).expanduser()
     if args.print_python:
         print(python_of(env))
         return 0
     if args.check:
         return 0 if check(python_of(env)) else 1
-    py = build(env, args.version, args.jobs)
+    py = build(env, args.version, args.jobs, args.avx2)
     return 0 if check(py) else 1
 
 
