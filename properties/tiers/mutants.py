@@ -433,3 +433,10 @@ class AbortKeepsLoadLock(LifecycleTierMutant):
 LIFECYCLE_TIER_MUTANTS: list[type[TierMutant]] = [AbortCancelsLoad, AbortKeepsLoadLock]
 TIER_MUTANTS += LIFECYCLE_TIER_MUTANTS
 CORRECT_TIER_VARIANTS |= {"LoadLockedTiers": LoadLockedTiers, "TrustingLifecycleTiers": TrustingLifecycleTiers}
+
+
+# ---- a state pool on the tiers (composed: StatePool + the host tier) ------------------------------
+from radixcheck.properties.tiers.state_mutants import CORRECT_STATE_TIERS, STATE_TIER_MUTANTS  # noqa: E402
+
+TIER_MUTANTS += STATE_TIER_MUTANTS  # type: ignore[arg-type]
+CORRECT_TIER_VARIANTS |= CORRECT_STATE_TIERS
