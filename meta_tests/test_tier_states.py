@@ -13,6 +13,7 @@ from radixcheck import profiles
 from radixcheck.oracles.violations import SecondValueViolation
 from radixcheck.properties.cache.contract import SlidingWindow, StatePool
 from radixcheck.properties.findings.verdict import run_machine
+from radixcheck.properties.target import Target, TargetError, check_target
 from radixcheck.properties.tiers.contract import TierCapabilities
 from radixcheck.properties.tiers.machine import TierStateRules, tier_machine_for
 from radixcheck.properties.tiers.mutants import machines_for_mutant
@@ -99,6 +100,20 @@ def test_a_window_pool_on_a_tier_is_refused_at_load_with_the_reason() -> None:
     with pytest.raises(ValueError, match="must be None or a StatePool"):
         TierCapabilities(second_pool="state")  # type: ignore[arg-type]
     assert any("evict_states" in gap for gap in TierCapabilities(second_pool=StatePool()).not_exercised())
+
+
+class DeclaresStatesWithoutReporting(TieredRadixCache):
+    """Declares a state pool but has no ``states`` (nor takes ``state=``)."""
+
+    tier_capabilities = TierCapabilities(second_pool=StatePool())
+
+
+def test_a_tier_target_declaring_a_state_pool_without_states_is_refused_at_load() -> None:
+    spec = "meta_tests.test_tier_states:DeclaresStatesWithoutReporting"
+    with pytest.raises(TargetError, match="lacks states"):
+        check_target(Target(spec, DeclaresStatesWithoutReporting, DeclaresStatesWithoutReporting.tier_capabilities))
+    check_target(Target("radixcheck.reference.tiered_state_cache:TieredStateCache", TieredStateCache,
+                        TieredStateCache.tier_capabilities))
 
 
 @pytest.mark.deep
