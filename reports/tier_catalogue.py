@@ -77,6 +77,10 @@ TIER_OBLIGATIONS: list[tuple[str, str, type[BaseException], list[str]]] = [
     ("lifecycle='tree': a chunk published while its backups (or its prefix's write-back) are pending; running "
      "requests' own slots counted by conservation", "publish_during_backup, publish_chunk, compute_chunk",
      v.SlotViolation, []),
+    ("second_pool=StatePool(): a page's host copy carries its state and a load-back returns it, the values inserted for "
+     "those tokens (not its parent's, never none); host eviction frees no other page's state (composed)",
+     "states_through_host, serve, finish", v.SecondValueViolation,
+     ["LoadBackRestoresParentState", "WriteBackDropsState", "HostEvictionFreesDeviceState"]),
 ]
 
 REGENERATE = "python -m radixcheck.reports.tier_catalogue"
@@ -186,7 +190,9 @@ def render(rows: list[dict[str, Any]], variants: list[dict[str, Any]], meta: dic
              "`TrustingTenantTiers` (namespaces, and it trusts its callers: no handle checked, its own trees asserted before "
              "every eviction), `TieredLfu` and `TieredPriority` (namespaces and a declared Policy on the device tier), "
              "`LoadLockedTiers` (namespaces and the request lifecycle, a load-back protected by a load lock as SGLang's "
-             "`HiRadixCache` does) and `TrustingLifecycleTiers` (the lifecycle, trusting its callers), in each write policy "
+             "`HiRadixCache` does), `TrustingLifecycleTiers` (the lifecycle, trusting its callers), `TieredStateCache` "
+             "(namespaces, the lifecycle and a state pool whose values follow their pages through the host tier: "
+             "`reference/tiered_state_cache.py`) and `TrustingStateTiers` (the same, trusting its callers), in each write policy "
              "and page size, each stream derandomized under its own name; every stream must pass.", "",
              false or "(not measured)", "",
              "## Minimal reproductions", "",

@@ -10,6 +10,9 @@ every ``--check-every`` operations and at the end.
 A target that declares ``lifecycle="tree"`` gets running requests too, half the arrivals
 (:mod:`radixcheck.properties.tiers.lifecycle`): admitted with their load-backs in flight, computing
 chunks, publishing them while backups are pending, and ending as a finish, a retract or an abort.
+A target that declares a state pool (``TierCapabilities(second_pool=StatePool())``) gets requests
+that end where a shared prefix's page ends (three in ten): the state inserted there is matched,
+through both tiers, by the requests that share the prefix, and judged at each forward.
 
 The tier model's hooks cost what each event touches (the pages of one request, the slots of one
 transfer); only the conservation check reads every slot, which is why it runs every
@@ -46,6 +49,7 @@ def run(spec: str, policy: str, requests: int, seed: int, device: int, host: int
     factory = _factory(spec)
     caps = getattr(factory, "tier_capabilities", None)
     lifecycle = caps is not None and caps.lifecycle == "tree"
+    states = caps is not None and getattr(caps, "second_pool", None) is not None
     world = (LifecycleTierWorld if lifecycle else TierWorld)(factory, page_size, policy, device_slots=device, host_slots=host,
                                                                seed=seed)
     world.log = _Tail()  # the world's log is a repro's; at scale keep only the last lines
@@ -54,6 +58,8 @@ def run(spec: str, policy: str, requests: int, seed: int, device: int, host: int
     for _ in range(requests):
         tokens = rng.choice(prefixes)[: rng.randrange(1, 9) * 32 * page_size] + [rng.randrange(50_000)
                                                                                  for _ in range(rng.randrange(8, 96))]
+        if states and rng.random() < 0.3:  # a request that ends where its shared prefix's page ends: the state
+            tokens = tokens[: len(tokens) // (32 * page_size) * 32 * page_size] or tokens  # inserted there is matched again
         if rng.random() < 0.05:
             world.fail_next([rng.random() < 0.5 for _ in range(3)])
         if lifecycle and rng.random() < 0.5:

@@ -60,6 +60,8 @@ Obligations (what the tier machine's oracles check)
   request held locked, a load-back filling or a write reading stays as it is until the transfer
   completes, whoever unlocks first; an abort leaves no lock behind (a page nobody holds is a
   candidate for eviction, oracle 4t) and frees no page another request holds (oracle 2).
+* With ``second_pool=StatePool()`` (a Mamba-like state per node; SGLang's ``HiMambaRadixCache``
+  backs it up to host): see "A second pool on the tiers" below (oracle 20).
 
 The methods (``TieredCacheLike``)
 ---------------------------------
@@ -92,6 +94,37 @@ The methods (``TieredCacheLike``)
     A completion, delivered by the suite.
 ``device_size()``, ``host_size()``
     Tokens on device, and tokens on host (completed copies), of cached pages.
+
+A second pool on the tiers
+--------------------------
+A target declares ``TierCapabilities(second_pool=StatePool())`` (the base contract's
+:class:`~radixcheck.properties.cache.contract.StatePool`, as ``Capabilities.second_pool`` declares
+it): one recurrent state per cached request end, kept beside the KV on whichever tier the page
+is. On a tier the suite owns no state pool: a state is a *value* (an int the suite makes from the
+prefix it ends, each namespace's its own), and what is judged is that the value survives the
+moves. The factory is called as before; the calls change as follows:
+
+``insert(tokens, values, state=s) -> prefix_len``
+    ``s`` is the state after the last of ``tokens``. When ``tokens`` is non-empty and
+    page-aligned, the page that ends at them keeps ``s`` as its state (if it has one, it is the
+    same value). Otherwise the cache ignores it. Every insert carries ``state=``.
+``states(handle) -> Sequence[int]``
+    One entry per page of the path root..handle (a handle the suite holds locked, its loads
+    completed): that page's state value, ``-1`` where none was inserted. It moves nothing.
+
+The obligation (oracle 20 on the tiers, ``SecondValueViolation``): a page's state lives as long
+as the page, on either tier. *The host copy of a page carries its state*: a write-back, or a
+write-through backup, copies it with the KV (a state the page takes while its host copy exists
+goes to host too), and *a load-back returns it*: once the load completed, ``states`` reports
+exactly the values inserted for those tokens under that namespace, never another page's (its
+parent's) nor another tenant's, and never ``-1`` for a page that had one. A page that leaves both
+tiers takes its state along (a re-inserted page starts with none); host eviction of one page
+touches no other page's state. The suite checks ``states`` of every request's handle when its
+forward reads its prefix (after its loads completed). The state pool's own eviction
+(``evict_states``) is not sent on a tier: a state here follows its page.
+
+``second_pool=SlidingWindow(...)`` is refused at load (its window slots per token, tombstones
+and resumable matches have no tier model yet).
 """
 
 from __future__ import annotations
@@ -104,7 +137,7 @@ import numpy as np
 
 from radixcheck.oracles.policy import LeafStats
 from radixcheck.oracles.violations import HostSlotViolation
-from radixcheck.properties.cache.contract import NAMESPACE_KINDS
+from radixcheck.properties.cache.contract import NAMESPACE_KINDS, SlidingWindow, StatePool
 from radixcheck.properties.cache.policies import Policy
 
 WRITE_POLICIES = ("write_through", "write_back", "write_through_selective")
@@ -158,6 +191,12 @@ class TierCapabilities:
     the old) while the backups of the earlier ones may still be in flight, and ends as a finish, a
     retract or an abort, the last two possibly while its load-back is in flight or a write-back
     is pending). ``"requests"`` is refused: the suite's ``Request`` has no host part to drive."""
+    second_pool: StatePool | None = None
+    """A second pool beside the KV on both tiers (the base contract's ``Capabilities.second_pool``):
+    ``StatePool()``, one state value per cached request end, which ``insert`` takes (``state=``)
+    and ``states(handle)`` reports; a page's host copy carries its state and a load-back returns
+    it (module docstring, "A second pool on the tiers"; oracle 20). ``SlidingWindow`` is refused:
+    not driven on a tier yet."""
 
     def page_sizes_tested(self) -> tuple[int, ...]:
         return tuple(self.page_sizes)
@@ -173,6 +212,8 @@ class TierCapabilities:
             gaps.append("the backup chain under write_back (write_back_order='leaf_first')")
         for kind in self.unsent_namespaces:
             gaps.append(f"tenant isolation of {NAMESPACE_KINDS[kind]} (unsent_namespaces: never sent)")
+        if self.second_pool is not None:
+            gaps.append("the state pool's own eviction on the tiers (evict_states is not sent: a state follows its page)")
         if self.lifecycle == "off":
             gaps.append("the request lifecycle on the tiers (lifecycle='off': chunked prefill, retract and abort while "
                         "transfers are in flight)")
@@ -209,6 +250,11 @@ class TierCapabilities:
         if self.lifecycle not in TIER_LIFECYCLES:
             raise ValueError(f"TierCapabilities.lifecycle must be one of {', '.join(map(repr, TIER_LIFECYCLES))}, got "
                              f"{self.lifecycle!r}")
+        if isinstance(self.second_pool, SlidingWindow):
+            raise ValueError(f"TierCapabilities.second_pool={self.second_pool!r} is not driven on a tier: a window's slots per "
+                             "token, its tombstones and resumable matches have no tier model yet; declare StatePool() or None")
+        if self.second_pool is not None and not isinstance(self.second_pool, StatePool):
+            raise ValueError(f"TierCapabilities.second_pool must be None or a StatePool, got {self.second_pool!r}")
         if self.eviction_policy is not None:
             if not isinstance(self.eviction_policy, Policy):
                 raise ValueError(f"TierCapabilities.eviction_policy must be a radixcheck Policy or None, got "

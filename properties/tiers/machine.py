@@ -29,7 +29,11 @@ that takes a frequently hit prompt through the host tier and back before an evic
 that declares the request lifecycle (``TierCapabilities(lifecycle="tree")``) gets running
 requests (:class:`~radixcheck.properties.tiers.lifecycle.TierLifecycleRules`, on a
 :class:`~radixcheck.properties.tiers.lifecycle.LifecycleTierWorld`): chunks published while
-backups are pending, retracts and aborts while a load-back is in flight.
+backups are pending, retracts and aborts while a load-back is in flight. A target that declares
+a state pool (``TierCapabilities(second_pool=StatePool())``) gets the state rules
+(:class:`TierStateRules`): every insert carries ``state=``, every forward judges ``states(handle)``
+(oracle 20), and a story takes a prompt with a state at its end and at its extension's end
+through the host tier, loads the prompt back, and evicts the extension from host.
 """
 
 from __future__ import annotations
@@ -270,17 +274,43 @@ class TierPolicyRules(TierMachine):
         world.evict(self.page_size)
 
 
+class TierStateRules(TierMachine):
+    """The tier machine plus the state pool's story, for a target that declares one: the world
+    sends ``state=`` on every insert and judges ``states(handle)`` at every forward (oracle 20)."""
+
+    @precondition(lambda self: not _running(self))
+    @rule(base=TierMachine.sequences, tail=st.lists(ALPHABET, min_size=1, max_size=4), load=st.booleans())
+    def states_through_host(self, base: tuple[int, ...], tail: list[int], load: bool) -> None:
+        """A prompt and its extension (a page-aligned end each: a state at both) go to host only;
+        the prompt is served again (loaded back, if ``load``: its pages' states must come back
+        with them, its own, not its parent's); the extension, host only, is evicted from host;
+        the prompt is served once more: its states must survive the host eviction below it."""
+        world, longer = self.world, base + tuple(tail) * self.page_size
+        for tokens in (base, longer):
+            world.serve(tokens)
+            world.finish()
+        self._to_host(longer)
+        world.serve(base, load=load)
+        world.finish()
+        world.complete_all()
+        world.evict_host(10**6)
+        world.serve(base)
+        world.finish()
+
+
 def tier_machine_for(factory: Callable[..., Any], page_size: int = 1, write_policy: str = "write_through",
                      name: str | None = None) -> type[TierMachine]:
     """A tier machine class for ``factory`` at one page size and write policy, with a layer of rules
-    for each part its ``tier_capabilities`` declares besides the tier (namespaces, a Policy, the
-    request lifecycle: :mod:`radixcheck.properties.tiers.lifecycle`)."""
+    for each part its ``tier_capabilities`` declares besides the tier (namespaces, a Policy, a state
+    pool, the request lifecycle: :mod:`radixcheck.properties.tiers.lifecycle`)."""
     caps = getattr(factory, "tier_capabilities", None)
     bases: list[type[TierMachine]] = []
     if caps is not None and caps.namespaces:
         bases.append(TierTenantRules)
     if caps is not None and caps.policy is not None:
         bases.append(TierPolicyRules)
+    if caps is not None and caps.second_pool is not None:
+        bases.append(TierStateRules)
     attributes: dict[str, Any] = {"factory": staticmethod(factory), "page_size": page_size, "write_policy": write_policy}
     if caps is not None and caps.lifecycle == "tree":
         bases = [TierLifecycleRules, *bases] if bases else [TierLifecycleRules, TierMachine]  # type: ignore[list-item]

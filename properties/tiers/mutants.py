@@ -541,3 +541,10 @@ class WriteBackAckWrongTenant(TierMutant):
 
 COMPOSED_TIER_MUTANTS: list[type[TierMutant]] = [RetractFreesWritingHost, WriteBackAckWrongTenant]
 TIER_MUTANTS += COMPOSED_TIER_MUTANTS
+
+
+# ---- a state pool on the tiers (composed: StatePool + the host tier) ------------------------------
+from radixcheck.properties.tiers.state_mutants import CORRECT_STATE_TIERS, STATE_TIER_MUTANTS  # noqa: E402
+
+TIER_MUTANTS += STATE_TIER_MUTANTS  # type: ignore[arg-type]
+CORRECT_TIER_VARIANTS |= CORRECT_STATE_TIERS

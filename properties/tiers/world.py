@@ -15,6 +15,10 @@ declare is refused, never sent. A target that declares a
 :class:`~radixcheck.properties.cache.policies.Policy` (``TierCapabilities(eviction_policy=...)``)
 has its device eviction judged by the policy's key; if the policy takes a priority, the requests
 carry the one ``next_priority`` set, as ``priority=`` on ``match_prefix`` and ``insert``.
+A target that declares a state pool (``TierCapabilities(second_pool=StatePool())``) gets
+``state=`` on every insert, through the same second-pool layer as the plain machine's, and its
+``states(handle)`` judged (oracle 20, :mod:`radixcheck.oracles.tier_states`) wherever a
+request's forward reads its prefix.
 """
 
 from __future__ import annotations
@@ -26,6 +30,7 @@ from typing import Any
 import numpy as np
 
 from radixcheck.oracles.tier_model import NOT_SERVING, TierModel, as_ints, check_conservation
+from radixcheck.oracles.tier_states import TierStates, state_value
 from radixcheck.oracles.violations import FailedBackupViolation, ReturnValueViolation, TierResidencyViolation, shown
 from radixcheck.properties.cache.contract import SlotAllocator
 from radixcheck.properties.cache.layers import UNSAID, Tags, keywords_for, layers_for, namespace_key, with_lifecycle
@@ -72,8 +77,10 @@ class TierWorld:
         policy = caps.policy if caps is not None else None
         self.model = TierModel(page_size, write_policy, chain_checked=not leaf_first, policy=policy)
         self.unsent: tuple[str, ...] = caps.unsent_namespaces if caps is not None else ()
-        self.layers = with_lifecycle(layers_for(caps is not None and caps.namespaces, policy),  # what the declared
-                                     caps.lifecycle if caps is not None else "off")           # parts add to each call
+        second = "state" if caps is not None and caps.second_pool is not None else None  # a StatePool's keyword
+        self.layers = with_lifecycle(layers_for(caps is not None and caps.namespaces, policy, second),  # what the
+                                     caps.lifecycle if caps is not None else "off")  # declared parts add to each call
+        self.states = TierStates() if second is not None else None  # oracle 20 on the tiers (a state pool)
         self.priority = 0  # the priority= the next requests carry (a policy that takes one)
         self.device = DevicePool(device_slots, self.model, seed=seed)
         self.host = HostPool(host_slots)
@@ -91,9 +98,9 @@ class TierWorld:
         self.log.append(line)
         self.operations += 1
 
-    def _call(self, name: str, *args: Any, namespace: Any = UNSAID, priority: int = 0) -> Any:
+    def _call(self, name: str, *args: Any, namespace: Any = UNSAID, priority: int = 0, second: Any = None) -> Any:
         self.controller.log = self.log  # the controller's calls appear under the call that made them
-        result = getattr(self.cache, name)(*args, **keywords_for(self.layers, name, Tags(namespace, priority)))
+        result = getattr(self.cache, name)(*args, **keywords_for(self.layers, name, Tags(namespace, priority, second)))
         self.model.settle()
         return result
 
@@ -180,6 +187,20 @@ class TierWorld:
         got = [self.controller.device_kv.get(s) for s in request.values]
         if got != want[: len(got)]:
             raise TierResidencyViolation(f"{request} reads KV {got[:6]} for its cached prefix, not its own {want[:6]}")
+        if self.states is not None:  # and the states of its prefix's pages, loaded back or not
+            prefix = request.tokens[: len(request.values)]
+            pages = self.model.pages_of(prefix, namespace_key(request.namespace))
+            self.states.check(f"{request}'s handle", prefix, pages, self.cache.states(request.handle))
+
+    def _state(self, tokens: tuple[int, ...], key: Any) -> int | None:
+        """The ``state=`` an insert of ``tokens`` carries (None: no state pool declared), recorded on
+        the page it ends when page-aligned (the model's on_insert has cached that page)."""
+        if self.states is None or not tokens:
+            return None
+        value = state_value(self.model.content_of(tokens, key)[-1])
+        if len(tokens) % self.page_size == 0:
+            self.states.on_insert(self.model.pages_of(tokens, key)[-1], value)
+        return value
 
     def _insert(self, request: Request) -> None:
         tokens, cached = request.tokens, len(request.values)
@@ -197,7 +218,8 @@ class TierWorld:
         expected = self.model.on_insert(tokens, as_ints(values), key,
                                         Use("insert", tokens, self._tenant(request.namespace), self.operations),
                                         request.priority)
-        prefix_len = self._call("insert", list(tokens), values, namespace=request.namespace, priority=request.priority)
+        prefix_len = self._call("insert", list(tokens), values, namespace=request.namespace, priority=request.priority,
+                                second=self._state(tokens, key))
         if not isinstance(prefix_len, (int, np.integer)) or prefix_len < cached:
             raise ReturnValueViolation(f"insert returned {prefix_len!r}; {cached} tokens were cached and locked")
         self.model.check_prefix_len(tokens, int(prefix_len), expected)

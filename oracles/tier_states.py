@@ -1,0 +1,57 @@
+"""Oracle 20 on the tiers — a state pool's values through a host tier (the tier contract's
+"A second pool on the tiers").
+
+Naive on purpose: the suite makes each state value from the prefix it ends (the KV the suite
+wrote for that prefix's last token, under its namespace), so a page's value is known without
+asking the cache, and differs from its parent's and from another tenant's. The oracle records,
+per cached page of the tier model, the value the suite inserted at that page's end; a page the
+model drops and caches again is a new page, with no state. When a request's forward reads its
+prefix (its loads completed), the values ``states(handle)`` reports must equal those recorded,
+page by page.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from radixcheck.oracles.violations import SecondValueViolation, shown
+
+NONE = -1
+STATE_MODULUS = 1_000_000_007  # keeps the values short enough to read in a message
+
+
+def state_value(kv_of_last_token: int) -> int:
+    """The state value the suite inserts after a prefix whose last token's KV is ``kv_of_last_token``."""
+    return int(kv_of_last_token) % STATE_MODULUS
+
+
+class TierStates:
+    """The state value the suite inserted at each cached page's end (pages of a
+    :class:`~radixcheck.oracles.tier_model.TierModel`, by identity)."""
+
+    def __init__(self) -> None:
+        self.inserted: dict[Any, int] = {}  # a tier model's Page -> the state value inserted at its end
+
+    def on_insert(self, last_page: Any, value: int) -> None:
+        """An insert that ends at ``last_page`` (page-aligned, non-empty) carried state ``value``."""
+        self.inserted.setdefault(last_page, value)
+
+    def check(self, what: str, tokens: Sequence[int], pages: Sequence[Any], reported: Any) -> None:
+        """``reported`` (the cache's ``states(handle)``) for the path ``pages`` of ``tokens``."""
+        try:
+            got = [int(v) for v in reported]
+        except (TypeError, ValueError) as exc:
+            raise SecondValueViolation(f"states() of {what} returned {reported!r}, not a sequence of ints") from exc
+        want = [self.inserted.get(page, NONE) for page in pages]
+        if got == want:
+            return
+        if len(got) != len(want):
+            raise SecondValueViolation(f"states() of {what} returned {len(got)} values for a path of {len(want)} pages "
+                                       f"({shown(tokens)})")
+        i = next(i for i, (g, w) in enumerate(zip(got, want, strict=True)) if g != w)
+        page = pages[i]
+        parent = self.inserted.get(page.parent, NONE) if page.parent is not None else NONE
+        whose = " (its parent's)" if got[i] == parent != NONE else ""
+        had = f"the state {want[i]} inserted there" if want[i] != NONE else "none (no insert ended there)"
+        raise SecondValueViolation(f"states() of {what}: {page} reports state {got[i]}{whose}, but it has {had}")
