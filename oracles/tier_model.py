@@ -44,11 +44,13 @@ import numpy as np
 
 from radixcheck.oracles.deviation import Deviation
 from radixcheck.oracles.policy import LeafStats
+from radixcheck.oracles.tier_host_order import HostLeaves, check_host_order
 from radixcheck.oracles.tier_order import DeviceLeaves, check_device_order, check_device_policy, is_device_leaf
 from radixcheck.oracles.violations import (
     BackupChainViolation,
     EvictionOrderViolation,
     FailedBackupViolation,
+    HostEvictionOrderViolation,
     HostGapViolation,
     HostOrphanViolation,
     HostSlotViolation,
@@ -123,6 +125,8 @@ class TierModel:
         self.used_by: dict[int, Any] = {}  # clock -> the call that set it (its str, for messages)
         self.policy = policy  # a declared Policy (its key orders device eviction), or None: least recently used first
         self.leaves = DeviceLeaves(self._order)
+        self.host_leaves = HostLeaves(self._order)  # the host-only leaves, for oracle 4h
+        self.evicting_host: int | None = None  # the num_tokens of the evict_host call running now (oracle 4h)
         self.evicting: int | None = None  # the num_tokens of the evict call running now, judged for order
         self.order_violation: Exception | None = None  # oracle 4t's first finding in that call, raised when it returns
         self.serving: Any = NOT_SERVING  # the namespace of the load-back running now
@@ -280,13 +284,18 @@ class TierModel:
                 for s in child.device:
                     self.device_owner[s] = child
             child.last_use = self.clock
-            self.leaves.refile(child)
-            self.leaves.refile(node)
+            self._refile(child)
+            self._refile(node)
             node = child
             path.append(child)
         if self.deviations:
             self._node_ends(path)
         return len(device)
+
+    def _refile(self, page: Page) -> None:
+        """``page`` moved, changed tier or was used: file it again among the device and the host-only leaves."""
+        self.leaves.refile(page)
+        self.host_leaves.refile(page)
 
     def _tick(self, what: Any) -> None:
         self.clock += 1
@@ -301,7 +310,7 @@ class TierModel:
             page.last_use = self.clock
             if self.policy is not None and self.policy.hits_on_match:
                 page.hits += 1
-            self.leaves.refile(page)
+            self._refile(page)
         if self.deviations:
             self._node_ends(covered)
 
@@ -367,6 +376,27 @@ class TierModel:
             kept = self.order_violation
             if kept is None or (kept.explained_by and not violation.explained_by):
                 self.order_violation = violation
+
+    def _judge_host_pick(self, slots: list[int]) -> None:
+        """Oracle 4h: an ``evict_host`` call frees the host copies in ``slots``; its host-only picks
+        must follow the order (kept, raised by the world once the call returns)."""
+        if self.evicting_host is None or self.order_violation is not None:
+            return
+        picked: list[Page] = []
+        for s in slots:
+            page = self.host_owner.get(s)
+            if page is not None and page.host is not None and page.device is None and not page.gone and page not in picked:
+                picked.append(page)
+        try:
+            check_host_order(picked, self.host_leaves, self.evicting_host, self._describe_host,
+                             "least recently used" if self.policy is None else f"by {self.policy}'s key")
+        except HostEvictionOrderViolation as violation:
+            self.order_violation = violation
+
+    def _describe_host(self, page: Page) -> str:
+        if self.policy is None:
+            return f"last used by {self.used_by.get(page.last_use, page.last_use)}"
+        return f"{self._describe(page)}, key {self._order(page)!r}"
 
     def _describe(self, page: Page) -> str:
         return (f"last used by {self.used_by.get(page.last_use, page.last_use)}, cached at time {page.created}, "
@@ -447,8 +477,8 @@ class TierModel:
             page.loading = True
             for s in page.device:
                 self.device_owner[s] = page
-            self.leaves.refile(page)
-            self.leaves.refile(page.parent)
+            self._refile(page)
+            self._refile(page.parent)
         self.in_flight_device.update(int(s) for s in device_slots)
         self.in_flight_host.update(int(s) for s in host_slots)
 
@@ -469,6 +499,7 @@ class TierModel:
                                              f"slots hold KV {got}, not its own {list(page.content)}")
             if kind == "write":
                 page.host, page.writing, page.failed_backup = page.writing, None, False
+                self.host_leaves.refile(page)
             else:
                 page.loading = False
 
@@ -491,8 +522,8 @@ class TierModel:
             if page.device is not None:
                 self.left_now.append((page, "device"))
                 page.device = None
-                self.leaves.refile(page)
-                self.leaves.refile(page.parent)
+                self._refile(page)
+                self._refile(page.parent)
                 for deviation in self.deviations:
                     deviation.unlinked(page)
 
@@ -502,6 +533,7 @@ class TierModel:
             raise TransferInFlightViolation(f"host slots {busy[:8]} freed while a write to them is pending or a load reads "
                                             "them")
         self.host_freed_now.update(int(s) for s in slots)
+        self._judge_host_pick([int(s) for s in slots])
         for s in slots:
             page = self.host_owner.pop(int(s), None)
             if page is None:
@@ -509,6 +541,8 @@ class TierModel:
             if page.host is not None:
                 self.left_now.append((page, "host"))
                 page.host = None
+                self._refile(page)
+                self._refile(page.parent)
 
     def settle(self) -> None:
         """At the end of each cache call: pages that left their last tier are gone, and must have
@@ -520,6 +554,7 @@ class TierModel:
                 continue
             page.gone = tier
             page.failed_when_gone = self._failed_on_chain(page)
+            self._refile(page)
             if tier == "device" and self.write_policy == "write_through" and not self._chain_failed(page):
                 raise PersistViolation(f"write-through: {page} left the device without a host copy, and no backup on its "
                                        "chain had failed")
@@ -570,9 +605,9 @@ class TierModel:
             else:
                 page.gone = "quarantine"
                 doomed.append(page)
-                self.leaves.refile(page)
+                self._refile(page)
             stack.extend(page.children.values())
-        self.leaves.refile(node)
+        self._refile(node)
         return doomed, ghosts
 
     def lock(self, tokens: Sequence[int], delta: int, namespace: Hashable = None) -> None:

@@ -66,6 +66,13 @@ class EvictionOrderViolation(ContractViolation):
     oracle = "4 eviction order"
 
 
+class HostEvictionOrderViolation(ContractViolation):
+    """A tiered cache's ``evict_host`` freed a host-only leaf while one its order (the declared
+    Policy's, least recently used first by default) puts first stayed."""
+
+    oracle = "4h host eviction order"
+
+
 class EvictionAmountViolation(ContractViolation):
     """``evict(n)`` stopped before freeing ``n`` tokens although something was still evictable."""
 

@@ -12,8 +12,8 @@ on it. The rules it keeps, which make every interleaving of completions safe:
   nothing else.
 * ``load_back`` pins the whole path before it may evict: the nested device eviction (and the
   host eviction a write-back may need) leaves the path alone.
-* Host eviction takes host-only leaves only; a quarantined node's slots are freed once its
-  transfers completed.
+* Host eviction takes host-only leaves only, in the device tier's order (least recently used
+  first, or the policy's key); a quarantined node's slots are freed once its transfers completed.
 * Namespaces (``namespace=`` on ``match_prefix``, ``insert`` and ``evict_prefix``) are one tree
   each, as in :mod:`radixcheck.reference.radix_cache`: ``roots`` maps each namespace, by its own
   equality, to its tree's root. A handle is a node, so ``load_back`` and the locks need no
@@ -353,11 +353,11 @@ class TieredRadixCache:
 
     def evict_host(self, num_tokens: int) -> int:
         wanted = as_count(num_tokens, "num_tokens", minimum=0)
-        heap = [(n.last_access, n.serial, n) for n in self._nodes() if self._host_evictable(n)]
+        heap = [(*self._host_eviction_key(n), n) for n in self._nodes() if self._host_evictable(n)]
         heapq.heapify(heap)
         freed = 0
         while freed < wanted and heap:
-            _, _, node = heapq.heappop(heap)
+            *_, node = heapq.heappop(heap)
             if not self._host_evictable(node):
                 continue  # queued twice
             self.host_pool.free(node.host)
@@ -367,8 +367,12 @@ class TieredRadixCache:
             node.linked = False
             parent = node.parent
             if parent.parent is not None and self._host_evictable(parent):
-                heapq.heappush(heap, (parent.last_access, parent.serial, parent))
+                heapq.heappush(heap, (*self._host_eviction_key(parent), parent))
         return freed
+
+    def _host_eviction_key(self, node: TierNode) -> tuple[Any, int]:
+        """The host tier's order is the device tier's (SGLang heap-orders its host leaves by the same strategy)."""
+        return self._eviction_key(node)
 
     # ---- quarantine --------------------------------------------------------------------------
 

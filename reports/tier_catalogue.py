@@ -58,6 +58,9 @@ TIER_OBLIGATIONS: list[tuple[str, str, type[BaseException], list[str]]] = [
     ("device and host slot conservation, separately", "invariant conserved", v.HostSlotViolation, []),
     ("device eviction takes the least recently used unlocked device leaf first (freed, or written back under write-back)",
      "evict, serve, match", v.LRUOrderViolation, ["MruFirstTier"]),
+    ("host eviction takes host-only leaves in the device tier's order: least recently used first, or the declared "
+     "Policy's key (a page keeps its statistics on host)", "evict_host, to_host, match", v.HostEvictionOrderViolation,
+     ["MruHostFirst", "LfuHostByRecency"]),
     ("namespaces=True: a match under N counts, and a load-back under N reads, only N's pages on both tiers (composed)",
      "tenants_through_host, tenant_serve, tenant_quarantine", v.TenantIsolationViolation, ["HostLookupIgnoresNamespace"]),
     ("eviction_policy=Policy: device eviction by the policy's key; a page keeps its hits through a load-back (composed)",

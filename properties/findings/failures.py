@@ -106,7 +106,7 @@ def shape_of(message: str) -> str:
     return re.sub(r"-?\b\d+\b", "N", shape.replace("\0", "[…]"))
 
 
-ORDER_ORACLES = ("4 LRU order", "4 eviction order")
+ORDER_ORACLES = ("4 LRU order", "4 eviction order", "4h host eviction order")
 """The oracles that judge a choice (which leaf went first): one root cause shows there in many shapes."""
 
 

@@ -51,6 +51,21 @@ Obligations (what the tier machine's oracles check)
 * Device eviction takes the least recently used unlocked device leaf first (oracle 4t): each
   page an ``evict`` call frees, or under ``write_back`` whose write-back it starts, is no more
   recently used than any candidate it leaves.
+* Host eviction takes the host-only leaves in the device tier's order (oracle 4h): the declared
+  Policy's key, least recently used first by default, over the same statistics (a page keeps its
+  last use, hits, priority and creation time on host; a load-back moves it, it does not make it
+  new). A *host-only leaf* is a page with a completed host copy, no device copy and no child on
+  either tier; it is a candidate while no request holds a lock on it. Each host-only page an
+  ``evict_host`` call frees must be no hotter than every candidate it leaves at that moment (a
+  parent whose last child went is a candidate from then on); keys that tie may go in any order.
+  Freeing the host copy of a page still on device is no pick (SGLang's write-back reclaims those
+  duplicates first). Why this rule: SGLang 0.5.23's ``UnifiedRadixCache.evict_host``
+  (``mem_cache/unified_radix_cache.py``) drives ``UnifiedTreeCore.drive_host_eviction``
+  (``mem_cache/unified_cache/unified_tree_core.py``), whose ``FullComponent.drive_host_eviction``
+  (``mem_cache/unified_cache/components/full.py``) heap-orders the evictable host leaves by the
+  tree's ``eviction_strategy.get_priority``, the same strategy as device eviction, and pushes a
+  parent once it becomes a host leaf. Only the ``evict_host`` calls the suite makes are judged, not
+  a host eviction a backup or a load-back makes inside another call.
 * With ``namespaces=True``: each namespace is a cache of its own on both tiers, sharing the two
   pools and one eviction order. A match under N counts only N's device and host pages, and a
   load-back under N reads only N's host copies (oracle 10).
@@ -87,7 +102,9 @@ The methods (``TieredCacheLike``)
     written back first under ``write_back`` (its device slots are then freed at the write's
     completion), dropped otherwise. Returns the device tokens freed during the call.
 ``evict_host(num_tokens) -> freed``
-    Frees host copies of pages on host only, leaves first. Returns the host tokens freed.
+    Frees host copies of pages on host only, leaves first, in the device tier's order (the
+    declared Policy's key, least recently used first by default; oracle 4h). Returns the host
+    tokens freed.
 ``evict_prefix(tokens) -> removed``
     Quarantine on both tiers (the suite sends it only when no request holds a lock).
 ``transfer_done(transfer)``
@@ -178,7 +195,7 @@ class TierCapabilities:
     eviction_policy: Policy | None = None
     """The device tier's eviction order when it is not least recently used first: a
     :class:`~radixcheck.properties.cache.policies.Policy` (the base contract's, e.g. ``lfu()``,
-    ``priority()``), judged on every ``evict`` by its key over what the suite observes of each
+    ``priority()``), judged on every ``evict`` and ``evict_host`` (oracles 4t and 4h) by its key over what the suite observes of each
     device leaf (a load-back moves a page, it does not make it new: it keeps its hits, its
     priority and its creation time). ``priority=`` is then sent to ``match_prefix`` and ``insert``
     if the policy takes one. A key that reads ``LeafStats.start`` or ``history`` (TLRU's node

@@ -184,6 +184,32 @@ class MruFirstTier(TierMutant):
         return -node.last_access, node.serial
 
 
+class MruHostFirst(TierMutant):
+    """Host eviction takes the most recently used host-only leaf first."""
+
+    bug_class = "host-eviction-most-recent-first"
+    sources = ()  # issue 39: the host tier's eviction order was never judged
+    caught_by = v.HostEvictionOrderViolation
+
+    def _host_eviction_key(self, node: TierNode) -> tuple[int, int]:
+        return -node.last_access, node.serial
+
+
+class LfuHostByRecency(TierMutant):
+    """Composed (LFU + host tier): the device tier evicts by LFU, the host tier by recency alone,
+    as a host eviction written for LRU and never given the declared strategy would. A frequently
+    hit prompt on host then goes before a rarely hit one used later. Under LRU it is correct."""
+
+    policy = lfu()
+    tier_capabilities = TierCapabilities(page_sizes=(1, 2), eviction_policy=lfu())
+    bug_class = "host-eviction-ignores-declared-policy"
+    sources = ()  # issue 39: "the declared Policy's order on the device tier, and the host tier's eviction order"
+    caught_by = v.HostEvictionOrderViolation
+
+    def _host_eviction_key(self, node: TierNode) -> tuple[int, int]:
+        return node.last_access, node.serial
+
+
 class HostLookupIgnoresNamespace(TierMutant):
     """Composed (namespaces + host tier): the host copies are also indexed by their tokens alone,
     as a host store keyed by a hash of the token ids without the LoRA id or ``extra_key`` is; where
@@ -301,7 +327,7 @@ class TrustingTenantTiers(TieredRadixCache):
 TIER_MUTANTS: list[type[TierMutant]] = [
     EvictsToHostAfterFailedBackup, WriteBackSkipsAncestors, NestedHostEvictionFreesLoading, HostEvictionOrphansSubtree,
     BackupChainGap, PartialPersist, LoadBackPastHostGap, QuarantineKeepsHostCopies, WritesPageReversed,
-    MruFirstTier, HostLookupIgnoresNamespace, LoadBackForgetsHits,
+    MruFirstTier, HostLookupIgnoresNamespace, LoadBackForgetsHits, MruHostFirst, LfuHostByRecency,
 ]
 
 CORRECT_TIER_VARIANTS: dict[str, Callable[..., Any]] = {

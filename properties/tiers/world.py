@@ -269,7 +269,15 @@ class TierWorld:
     def evict_host(self, num_tokens: int) -> int:
         self._say(f"w.evict_host({num_tokens})")
         before = len(self.host.freed_log)
-        freed = self._call("evict_host", num_tokens)
+        self.model.evicting_host = num_tokens  # its host-only picks are judged for order (oracle 4h)
+        self.model.order_violation = None
+        try:
+            freed = self._call("evict_host", num_tokens)
+        finally:
+            self.model.evicting_host = None
+        violation, self.model.order_violation = self.model.order_violation, None
+        if violation is not None:  # judged inside the call, raised now that the cache's evict_host has returned
+            raise violation
         if freed != len(self.host.freed_log) - before:
             raise ReturnValueViolation(f"evict_host({num_tokens}) returned {freed}, but freed "
                                        f"{len(self.host.freed_log) - before} host slots")
