@@ -15,7 +15,7 @@ from hypothesis import settings
 
 from radixcheck import profiles
 from radixcheck.oracles.deviation import SuffixRefreshedOnMidEdgeUse
-from radixcheck.oracles.violations import LRUOrderViolation
+from radixcheck.oracles.violations import HostEvictionOrderViolation, LRUOrderViolation
 from radixcheck.properties.findings.verdict import run_machine
 from radixcheck.properties.findings.waivers import WaiverLog, parse_waivers
 from radixcheck.properties.tiers.machine import tier_machine_for
@@ -24,7 +24,10 @@ from radixcheck.reference.tiered_cache import TieredRadixCache
 
 from . import planted_tier_order as planted
 
-LRU_3 = "* * 4 LRU order  known: suffix-refreshed-on-mid-edge-use  # SGLang #3 (known), on the tiers"
+LRU_3 = ("* * 4 LRU order  known: suffix-refreshed-on-mid-edge-use  # SGLang #3 (known), on the tiers\n"
+         # #3 shows on the host tier too (a refreshed suffix goes to host with its fresh stamp); `known:` reaches 4t, not
+         # 4h, so 4h is waived whole, as reports/waivers/sglang_hicache.txt does for SGLang's LRU rows
+         "* * 4h host eviction order  # SGLang #3 on the host tier")
 OTHER = "* * 5 evict-equals-never-saw  # another oracle's"
 POLICIES = ["write_through", "write_back"]
 FEW = settings(profiles.SETTINGS["mutation"], max_examples=25)  # fast tier: about a second each
@@ -85,9 +88,9 @@ def test_the_reference_needs_no_deviation_on_the_same_story() -> None:
 
 @pytest.mark.parametrize("policy", POLICIES)
 def test_the_3_tier_cache_conforms_with_3_known(policy: str) -> None:
-    with pytest.raises(LRUOrderViolation):  # unwaived, #3 fails the tier order oracle
+    with pytest.raises((LRUOrderViolation, HostEvictionOrderViolation)):  # unwaived, #3 fails a tier order oracle (4t or 4h)
         _run(planted.SuffixRefreshedTiers, OTHER, policy)
-    [found] = _run(planted.SuffixRefreshedTiers, LRU_3, policy).findings()
+    [found] = [f for f in _run(planted.SuffixRefreshedTiers, LRU_3, policy).findings() if f["oracle"] == "4 LRU order"]
     assert found["oracle"] == "4 LRU order" and found["known_deviation"] == "suffix-refreshed-on-mid-edge-use"
 
 
@@ -105,7 +108,7 @@ def test_a_second_order_bug_behind_3_still_fails_4t(policy: str) -> None:
 @pytest.mark.parametrize("policy", POLICIES)
 def test_the_3_tier_cache_conforms_over_a_longer_search(policy: str, page_size: int) -> None:
     found = _run(planted.SuffixRefreshedTiers, LRU_3, policy, MORE, page_size).findings()
-    assert [f["known_deviation"] for f in found] == ["suffix-refreshed-on-mid-edge-use"]
+    assert [f["known_deviation"] for f in found if f["oracle"] == "4 LRU order"] == ["suffix-refreshed-on-mid-edge-use"]
 
 
 @pytest.mark.deep
