@@ -183,6 +183,9 @@ class MruFirstTier(TierMutant):
     def _eviction_key(self, node: TierNode) -> tuple[int, int]:
         return -node.last_access, node.serial
 
+    def _host_eviction_key(self, node: TierNode) -> tuple[Any, int]:
+        return TieredRadixCache._eviction_key(self, node)  # the host tier keeps the right order: one idea per mutant
+
 
 class MruHostFirst(TierMutant):
     """Host eviction takes the most recently used host-only leaf first."""
