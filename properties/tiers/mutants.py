@@ -21,6 +21,7 @@ from radixcheck.oracles import violations as v
 from radixcheck.properties.cache.policies import lfu, priority
 from radixcheck.properties.tiers.contract import TierCapabilities, TierMatch, Transfer
 from radixcheck.properties.tiers.machine import TierMachine, tier_machine_for
+from radixcheck.properties.tiers.trusting import TrustsItsCallers
 from radixcheck.reference.tiered_cache import TieredRadixCache, TierNode
 
 
@@ -284,47 +285,17 @@ class TieredPriority(TieredRadixCache):
     tier_capabilities = TierCapabilities(page_sizes=(1, 2), namespaces=True, eviction_policy=priority())
 
 
-class TrustingTenantTiers(TieredRadixCache):
+class TrustingTenantTiers(TrustsItsCallers, TieredRadixCache):
     """Correct, with namespaces on both tiers, and trusting its callers as SGLang's HiRadixCache
-    does: lock, unlock and load-back check nothing of the handle they are given (no refusal of an
-    unmatched unlock, a stale or a foreign handle). It checks its own trees instead, before every eviction: no lock
-    count below zero, and every namespace's root still a root. A call the suite should not send
-    would break that, so passing shows the tier machine sends none."""
+    does (:class:`~radixcheck.properties.tiers.trusting.TrustsItsCallers`). Before every eviction it
+    checks, besides its lock counts, that every namespace's root is still a root."""
 
     tier_capabilities = TierCapabilities(page_sizes=(1, 2), namespaces=True)
-
-    def inc_lock_ref(self, handle: Any) -> None:
-        node = handle
-        while node.parent is not None:
-            node.lock_ref += 1
-            node = node.parent
-
-    def dec_lock_ref(self, handle: Any) -> None:
-        node = handle
-        while node.parent is not None:
-            node.lock_ref -= 1
-            node = node.parent
-
-    def _path(self, handle: Any) -> list[TierNode]:
-        path, node = [], handle
-        while node.parent is not None:
-            path.append(node)
-            node = node.parent
-        return path[::-1]
 
     def _assert_own_trees(self) -> None:
         for namespace, root in self.roots.items():
             assert root.parent is None and root.lock_ref == 1, f"the root of namespace {namespace!r} changed"
-        for node in self._nodes():
-            assert node.lock_ref >= 0, f"{node} has lock count {node.lock_ref}: an unpaired unlock was sent"
-
-    def evict(self, num_tokens: int) -> int:
-        self._assert_own_trees()
-        return super().evict(num_tokens)
-
-    def evict_host(self, num_tokens: int) -> int:
-        self._assert_own_trees()
-        return super().evict_host(num_tokens)
+        super()._assert_own_trees()
 
 
 TIER_MUTANTS: list[type[TierMutant]] = [

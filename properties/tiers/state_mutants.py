@@ -14,6 +14,7 @@ from typing import Any
 from radixcheck.oracles import violations as v
 from radixcheck.properties.cache.contract import StatePool
 from radixcheck.properties.tiers.contract import TierCapabilities, Transfer
+from radixcheck.properties.tiers.trusting import TrustsItsCallers
 from radixcheck.reference.tiered_cache import TierNode
 from radixcheck.reference.tiered_state_cache import TieredStateCache
 
@@ -86,49 +87,20 @@ class HostEvictionFreesDeviceState(StateTierMutant):
         return freed
 
 
-class TrustingStateTiers(TieredStateCache):
+class TrustingStateTiers(TrustsItsCallers, TieredStateCache):
     """Correct, with namespaces, the request lifecycle and a state pool on both tiers, trusting its callers as SGLang's
-    HiRadixCache does: lock, unlock, load-back and ``states`` check nothing of the handle they are
-    given. It checks its own trees instead, before every eviction: no lock count below zero, and
-    no state kept for a node that left the cache. A call the suite should not send would break
-    that, so passing shows the tier machine sends none."""
+    HiRadixCache does (:class:`~radixcheck.properties.tiers.trusting.TrustsItsCallers`: ``states``
+    checks nothing of its handle either). Before every eviction it checks, besides its lock counts,
+    that no state is kept for a node that left the cache."""
 
     tier_capabilities = TierCapabilities(page_sizes=(1, 2), namespaces=True, second_pool=StatePool(), lifecycle="tree")
 
-    def inc_lock_ref(self, handle: Any) -> None:
-        node = handle
-        while node.parent is not None:
-            node.lock_ref += 1
-            node = node.parent
-
-    def dec_lock_ref(self, handle: Any) -> None:
-        node = handle
-        while node.parent is not None:
-            node.lock_ref -= 1
-            node = node.parent
-
-    def _path(self, handle: Any) -> list[TierNode]:
-        path, node = [], handle
-        while node.parent is not None:
-            path.append(node)
-            node = node.parent
-        return path[::-1]
-
     def _assert_own_trees(self) -> None:
-        for node in self._nodes():
-            assert node.lock_ref >= 0, f"{node} has lock count {node.lock_ref}: an unpaired unlock was sent"
+        super()._assert_own_trees()
         for node in self.device_state:
             assert node.device is not None, f"{node} keeps a device state without its device copy"
         for node in self.host_state:
             assert node.host is not None or node.writing is not None, f"{node} keeps a host state without its host copy"
-
-    def evict(self, num_tokens: int) -> int:
-        self._assert_own_trees()
-        return super().evict(num_tokens)
-
-    def evict_host(self, num_tokens: int) -> int:
-        self._assert_own_trees()
-        return super().evict_host(num_tokens)
 
 
 STATE_TIER_MUTANTS: list[type[StateTierMutant]] = [LoadBackRestoresParentState, WriteBackDropsState,
