@@ -387,6 +387,14 @@ def time_budget(seconds: float):
         _deadline = previous
 
 
+def check_budget(what: str) -> None:
+    """Raise :class:`BudgetSpent` if the :func:`time_budget` block this runs in has run out of time: the
+    stop check of code that makes no :func:`guarded` call itself (a state machine's step: a tier
+    world calls its cache directly)."""
+    if _deadline is not None and time.monotonic() > _deadline:
+        raise BudgetSpent(what)
+
+
 _hung: dict[Any, tuple[str, int | None]] = {}  # the code that hung (a cache class and method, or a function) -> how, and at which call
 _calls: dict[Any, int] = {}  # the calls of each code since the example began (new_example)
 _positions = False  # whether new_example() marked where the example began: a hang is then known by its position
@@ -423,8 +431,7 @@ def guarded(what: str, fn: Callable[..., T], *args: Any, **keywords: Any) -> T:
     cost the whole limit. The calls before it run as before (an earlier ``evict`` that returned is
     not the one that hung). Outside a state machine (no :func:`new_example`), every later call of
     the method fails at once."""
-    if _deadline is not None and time.monotonic() > _deadline:
-        raise BudgetSpent(what)
+    check_budget(what)
     owner = _code_of(fn)
     _calls[owner] = at = _calls.get(owner, 0) + 1
     if owner in _hung:

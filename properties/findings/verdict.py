@@ -7,9 +7,10 @@ run has three phases, all through Hypothesis's public settings:
 1. **find**: the profile's search without shrinking, stopping at the first failure;
 2. **shrink** that failure, for at most ``RADIXCHECK_SHRINK_SECONDS``: it is handed over as a
    *secondary* database entry (Hypothesis would take a primary one for already shrunk) and a
-   call into the target after the budget raises
+   guarded call into the target, or a step of the machine, after the budget raises
    :class:`~radixcheck.properties.target.BudgetSpent`, which ends the shrink; Hypothesis has by
-   then saved the smallest failing program it found;
+   then saved the smallest failing program it found. (The step's check is what bounds a machine
+   whose world calls its cache directly, the tier machine's: its shrink had run 19 s against 15.)
 3. **replay** the smallest saved program, which is the failure reported.
 
 With ``waived`` (a predicate on exceptions, e.g. a
@@ -42,7 +43,15 @@ from hypothesis.stateful import RuleBasedStateMachine, multiple, run_state_machi
 from hypothesis.strategies import SearchStrategy
 
 from radixcheck.profiles import current
-from radixcheck.properties.target import BudgetSpent, alarm_handler, caused_by_hang, forget_hangs, new_example, time_budget
+from radixcheck.properties.target import (
+    BudgetSpent,
+    alarm_handler,
+    caused_by_hang,
+    check_budget,
+    forget_hangs,
+    new_example,
+    time_budget,
+)
 
 SHRINK_ENV = "RADIXCHECK_SHRINK_SECONDS"
 DEFAULT_SHRINK_SECONDS = 15.0
@@ -249,6 +258,7 @@ def _named(function: Callable[..., Any]) -> Callable[..., Any]:
         outer, self.step = getattr(self, "step", None), function.__name__
         if outer is None:  # a step of the run (not an invariant a step called itself)
             self.step_number = getattr(self, "step_number", 0) + 1
+            check_budget(f"step {function.__name__}")  # the shrink budget, for a machine whose calls are not guarded
         try:
             return function(self, *args, **arguments)
         finally:  # an invariant the step called itself (production_world) hands the step back
