@@ -120,6 +120,18 @@ def test_one_finding_at_two_page_sizes_has_one_file_name() -> None:
     assert file_name("2 refcount safety", "x") != file_name("4 LRU order", "x")
 
 
+def test_an_order_finding_of_two_shapes_has_one_file_name() -> None:
+    """An order oracle's findings on one target are one finding whatever their shape (``signature_of``),
+    so one file: a new user's LFU finding at page sizes 1 and 2 wrote two, and the card cited one."""
+    one = ("evict(1000000) freed Page([0], device+host) (last used by the match_prefix([0, 0]) of operation 35, cached at "
+           "time 7, 3 hits, priority 0, key (3, 14)) while the unlocked Page([1], device) stays")
+    other = ("evict(2) freed Page([0, 0, 0, 0], device+host) (last used by the insert([0, 0, 0, 0]) of operation 9, cached "
+             "at time 2, 2 hits, priority 0, key (2, 9)) while Page([5, 5], device) under namespace 'a' stays")
+    assert file_name("4 eviction order", one, "a:make") == file_name("4 eviction order", other, "a:make")
+    assert file_name("4 eviction order", one, "a:make").startswith("repro-eviction-order-")
+    assert file_name("13 tier residency and KV", one, "a:make") != file_name("13 tier residency and KV", other, "a:make")
+
+
 def test_two_findings_never_share_a_file_name() -> None:
     """A new user's trial: two caches' refcount findings of one message shape went into one
     --repro directory under one name, the second replacing the first. The target and a crash's

@@ -90,6 +90,34 @@ def test_merged_findings_are_one_with_the_others_listed_in_the_card_and_the_json
     assert "Same root cause (1 more finding(s)" in card and "- return values: evict(2) returned 3 but freed 4 slots" in card
 
 
+def test_a_merged_finding_keeps_one_repro_file_the_one_its_card_cites(tmp_path: Path) -> None:
+    """One finding, one file: the findings merged into another wrote files of their own under their
+    oracles; the audit removes those (a new user's trial found a finding with two files and a card
+    citing one). A finding of its own keeps its file; the head's file is cited, else a merged one's."""
+    from radixcheck.audit import AuditResult, one_file_per_finding
+
+    verdicts = [_failed("test_cache_state_machine[page_size=1]", "return values", "evict(2) returned 3 but freed 4 slots",
+                        [EVICTED, SLOTS]),
+                _failed("test_dfs_order_meets_the_bound[page_size=1]", SLOTS[0], "free() of ids not in use (double free or "
+                        "never allocated): [7]", [SLOTS, EVICTED]),
+                _failed("test_cache_state_machine[page_size=4]", "4 LRU order", "evicted the wrong leaf", [LRU])]
+    for v in verdicts:
+        v.repro["path"] = str(tmp_path / f"{v.oracle}.py")
+        Path(v.repro["path"]).write_text("# a repro\n")
+    result = AuditResult("t:make", "Capabilities()", [], "ci", verdicts, pytest_exit=1)
+    assert one_file_per_finding(result) == [str(tmp_path / "return values.py")]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["3 slot conservation.py", "4 LRU order.py"]
+    assert [f.repro for f in result.findings] == [str(tmp_path / "3 slot conservation.py"), str(tmp_path / "4 LRU order.py")]
+    card = report_card(result)
+    assert card.count("Repro: `") == 2 and "return values.py" not in card
+
+    del verdicts[1].repro["path"]  # the head wrote no file: the merged finding's is cited and kept
+    verdicts[1].repro["why_not"] = "not offered: it exited 0"
+    verdicts[0].repro["path"] = str(tmp_path / "return values.py")
+    Path(verdicts[0].repro["path"]).write_text("# a repro\n")
+    assert one_file_per_finding(result) == [] and result.findings[0].repro == str(tmp_path / "return values.py")
+
+
 def _audit(project: Path, target: str) -> tuple[subprocess.CompletedProcess, dict]:
     run = subprocess.run([sys.executable, "-m", "radixcheck", "audit", target, "--page-sizes", "1,4", "--repro", "repros",
                           "--json", "audit.json", "-n", "2"], cwd=project, capture_output=True, text=True, timeout=600)

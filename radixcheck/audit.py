@@ -170,8 +170,32 @@ def by_root_cause(found: dict[tuple[str, str], Finding], verdicts: list[Verdict]
         members = sorted((found[k] for k in keys), key=lambda f: (rank_of(f.oracle), -len(f.tests), f.oracle, f.reason))
         head, rest = members[0], members[1:]
         tests = sorted(dict.fromkeys(t for f in members for t in f.tests), key=_test_order)
-        out.append(dataclasses.replace(head, tests=tests, also=[f"{f.oracle}: {f.reason}" for f in rest]) if rest else head)
+        written = [f.repro for f in members if _is_file(f.repro)]  # the head's file, else the first merged one's
+        out.append(dataclasses.replace(head, tests=tests, also=[f"{f.oracle}: {f.reason}" for f in rest],
+                                       repro=written[0] if written else head.repro) if rest else head)
     return out
+
+
+def _is_file(repro: str) -> bool:
+    """Whether a finding's ``repro`` names a file (not "(none: why)", nor "")."""
+    return bool(repro) and not repro.startswith("(")
+
+
+def one_file_per_finding(result: AuditResult) -> list[str]:
+    """Remove the repro files this run wrote that no finding cites, and return their paths: each
+    finding's file is the one its card names. A finding merged into another (the same root cause,
+    :func:`by_root_cause`) wrote a file of its own under its oracle; the finding it joined cites one
+    file, and a second one beside it would be a second repro of one finding."""
+    cited = {f.repro for f in result.findings if _is_file(f.repro)}
+    dropped = []
+    for verdict in result.verdicts:
+        path = verdict.repro.get("path")
+        if verdict.outcome == "failed" and path and path not in cited:
+            Path(path).unlink(missing_ok=True)
+            del verdict.repro["path"]
+            verdict.repro["why_not"] = "the same root cause as a finding whose file is cited"
+            dropped.append(path)
+    return list(dict.fromkeys(dropped))
 
 
 def after_waived(findings: list[Finding], verdicts: list[Verdict]) -> list[Finding]:
@@ -395,10 +419,13 @@ def run_audit(target: Target, page_sizes: str | None, profile: str, workers: str
     # read from the path the plugin was given, so each names the same file:line as "waived by"
     unmatched_waivers = ([unmatched_warning(w) for w in unmatched(read_waivers(Path(waive).resolve()), collector.waivers_met)]
                          if waive and collector.waivers_met is not None else [])
-    return AuditResult(target.spec, repr(target.declared_capabilities()), target.capabilities.not_exercised(), profile,
-                       sorted(collector.verdicts, key=lambda v: v.test), round(time.monotonic() - started, 1), int(exit_code),
-                       [w for w in [target.defaults_warning()] if w], unmatched_waivers, target.page_sizes_shown(),
-                       target.capabilities.tenant_isolation())
+    result = AuditResult(target.spec, repr(target.declared_capabilities()), target.capabilities.not_exercised(), profile,
+                         sorted(collector.verdicts, key=lambda v: v.test), round(time.monotonic() - started, 1),
+                         int(exit_code), [w for w in [target.defaults_warning()] if w], unmatched_waivers,
+                         target.page_sizes_shown(), target.capabilities.tenant_isolation())
+    for path in one_file_per_finding(result) if repro else ():
+        print(f"radixcheck: removed {path}: the same root cause as a finding whose repro file the card cites", flush=True)
+    return result
 
 
 def _isolation_line_says_more(result: AuditResult) -> bool:

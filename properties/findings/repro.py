@@ -38,7 +38,7 @@ from radixcheck.properties.cache import serving
 from radixcheck.properties.cache.batches import ServingRun
 from radixcheck.properties.cache.contract import Request
 from radixcheck.properties.cache.machine import NO_ANSWER, POOL_SIZE, SCRIBBLE_TOKEN, SIZE_CALLS, RadixCacheMachine, SentCall
-from radixcheck.properties.findings.failures import message_of, oracle_of, raised_at, shape_of
+from radixcheck.properties.findings.failures import message_of, oracle_of, raised_at, signature_of
 from radixcheck.properties.findings.reduce import REDUCE_ENV, Reduced, Replay, reduce, reduce_seconds
 from radixcheck.properties.findings.root_cause import Signature, shown_by, shown_by_serving, signature
 from radixcheck.properties.findings.second_pool_repro import KEYWORDS, POOL_NAME, SecondPool
@@ -895,11 +895,14 @@ def _plain_test_script(failure: BaseException, function: Callable[..., Any], par
 
 
 def file_name(oracle: str, message: str, spec: str = "", site: str = "") -> str:
-    """The repro file of a finding: named by its oracle and the shape of its message (the audit's
-    grouping), so every test that meets the same finding writes the same file; the hash also
+    """The repro file of a finding: named by its oracle and its message's signature (the audit's
+    grouping, ``signature_of``: the shape of the message, or nothing for an order oracle, whose
+    findings on one target are one finding), so every test that meets the same finding writes the
+    same file and the card cites it (a new user's LFU finding at two page sizes, two order messages
+    of two shapes, wrote two files and its card cited one); the hash also
     covers the target ``spec`` and, for a crash, its ``site`` (:func:`finding_site`), so two
     findings (two caches' into one directory, two crashes of one message) never share a file."""
-    shape = shape_of(message)
+    shape = signature_of(oracle, message)
     words = f"{oracle.lstrip('0123456789 ')} {shape}".lower().replace("…", " ")
     slug = "-".join(re.findall(r"[a-z0-9]+", words))[:72].strip("-")
     identity = "|".join([oracle, shape, *([spec, site] if spec or site else [])])
