@@ -12,6 +12,7 @@ the catalogue's (``python -m radixcheck.reports.tier_catalogue``) and the ``deep
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 import pytest
@@ -158,6 +159,95 @@ def test_a_load_back_reading_another_tenants_host_copy_fails_isolation() -> None
     world.evict(100)
     with pytest.raises(TenantIsolationViolation, match=r"a load-back under namespace 'a' reads host slots .* namespace 'b'"):
         world.serve([1], namespace="a")
+
+
+class QuarantineHidesTwins(TieredRadixCache):
+    """Remembers what ``evict_prefix`` removed by its tokens alone, and every match, under any
+    namespace, stops there: another tenant's copy of those tokens is no longer found (a new user's
+    host index keyed by token ids did the same)."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.hidden: set[tuple[int, ...]] = set()
+
+    def evict_prefix(self, tokens: Any, namespace: Any = None) -> int:
+        self.hidden.add(tuple(int(t) for t in tokens))
+        return super().evict_prefix(tokens, namespace)
+
+    def match_prefix(self, tokens: Any, namespace: Any = None, priority: int = 0) -> Any:
+        match = super().match_prefix(tokens, namespace, priority)
+        key, at = tuple(int(t) for t in tokens), len(match.device_values)
+        for end in range(at + 1, at + match.host_length + 1):
+            if key[:end] in self.hidden:
+                return dataclasses.replace(match, host_length=(end - 1 - at) // self.page_size * self.page_size)
+        return match
+
+
+def test_a_match_stopping_where_another_tenant_quarantined_its_copy_fails_isolation() -> None:
+    """A new user's trial: tenant b's evict_prefix hid tenant a's host page of the same tokens; the
+    short match under a was filed under oracle 13 (residency), as any slip would be. The twin
+    quarantined at the very page where a's answer stops names the cause: oracle 10."""
+    world = TierWorld(QuarantineHidesTwins, 1, "write_through")
+    for namespace in ("a", "b"):
+        world.serve([1, 2], namespace=namespace)
+        world.finish()
+    for _ in range(3):
+        world.evict(100)
+        world.complete_all()
+    world.quarantine([1, 2], namespace="b")
+    with pytest.raises(TenantIsolationViolation, match=r"match\(\[1, 2\] under namespace 'a'\) stops after 1 tokens, before "
+                       r"Page\(\[1, 2\] under namespace 'a', host\): its twin Page\(\[1, 2\] under namespace 'b', nowhere, "
+                       r"gone by quarantine\) was quarantined"):
+        world.match([1, 2], namespace="a")
+
+
+class ReadsTwinsKv(TieredRadixCache):
+    """A load-back copies the KV of the newest host copy of the same tokens, whichever tenant's
+    (its controller reads the right slots: only the KV the request then reads shows the leak)."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.by_tokens: dict[tuple[int, ...], list[int]] = {}
+
+    def transfer_done(self, transfer: Any) -> None:
+        nodes = list(self._pending.get(transfer.number, ()))
+        super().transfer_done(transfer)
+        kv = self.controller.host_kv if transfer.kind == "write" else self.controller.device_kv
+        if transfer.kind == "write":
+            for node in nodes:
+                tokens = tuple(t for n in self._path(node) for t in n.key)
+                self.by_tokens[tokens] = [kv[int(s)] for s in node.host]
+        else:
+            for node in nodes:
+                twin = self.by_tokens.get(tuple(t for n in self._path(node) for t in n.key))
+                for slot, value in zip(node.device, twin or (), strict=False):
+                    self.controller.device_kv[int(slot)] = value  # a copy of the twin's, not of its own host copy
+
+
+def test_a_request_reading_another_tenants_kv_fails_isolation() -> None:
+    """The request's forward reads KV that is exactly another tenant's for the same tokens: oracle
+    10 (each namespace's KV differs from its first token on), not 13."""
+    world = TierWorld(ReadsTwinsKv, 1, "write_through")
+    for namespace in ("a", "b"):
+        world.serve([1], namespace=namespace)
+        world.finish()
+        world.complete_all()
+    world.evict(100)
+    world.complete_all()
+    world.serve([1], namespace="a")
+    with pytest.raises(TenantIsolationViolation, match=r"reads KV .* namespace 'b''s KV of those tokens"):
+        world.finish()
+
+
+def test_pages_are_named_with_their_tenant() -> None:
+    """Two tenants' pages of the same tokens are two pages: a message names which (a new user's
+    trial read "Page([0], device+host) left the device" on a tenant target)."""
+    world = TierWorld(TieredRadixCache, 1, "write_through")
+    for namespace in ("a", UNSAID):
+        world.serve([1, 2], namespace=namespace)
+        world.finish()
+    pages = [world.model.pages_of([1, 2], namespace)[-1] for namespace in ("a", None)]
+    assert [repr(p) for p in pages] == ["Page([1, 2] under namespace 'a', device)", "Page([1, 2], device)"]
 
 
 @pytest.mark.parametrize("factory", [*CORRECT, HostLookupIgnoresNamespace, LoadBackByTokens], ids=lambda f: f.__name__)

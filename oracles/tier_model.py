@@ -109,8 +109,10 @@ class Page:
         return tuple(t for page in reversed(pages) for t in page)
 
     def __repr__(self) -> str:
+        """Its tokens and, outside the default namespace, its tenant (two tenants' pages of the same
+        tokens are two pages: a message names which), then where it is."""
         where = "+".join(t for t, v in (("device", self.device), ("host", self.host)) if v is not None) or "nowhere"
-        return f"Page({shown(self.prefix)}, {where}{', gone by ' + self.gone if self.gone else ''})"
+        return f"Page({shown(self.prefix)}{_under(self.namespace)}, {where}{', gone by ' + self.gone if self.gone else ''})"
 
 
 class TierModel:
@@ -174,6 +176,17 @@ class TierModel:
             i += 1
         return device, host, self.pages_of(tokens, namespace)
 
+    def tenant_whose(self, tokens: Sequence[int], kv: Sequence[Any], namespace: Hashable = None) -> Hashable | None:
+        """The other namespace whose KV for ``tokens`` starts with ``kv`` where ``namespace``'s does not
+        (a read of another tenant's copy), or ``None``. Each namespace's KV differs from its first token
+        on (:meth:`content_of`), so this is exact, never a coincidence of a few values."""
+        if not kv or self.content_of(tokens, namespace)[: len(kv)] == list(kv):
+            return None
+        for other in list(self.roots):
+            if other != namespace and self.content_of(tokens, other)[: len(kv)] == list(kv):
+                return other
+        return None
+
     def content_of(self, tokens: Sequence[int], namespace: Hashable = None) -> list[int]:
         """The KV the suite writes for ``tokens`` under ``namespace`` (each namespace's differs, as a LoRA's does)."""
         self.root_of(namespace)
@@ -190,35 +203,57 @@ class TierModel:
         self._check_isolated(f"match_prefix({shown(tokens)}{_under(namespace)})", values, namespace)
         if host_length > host:
             self._check_host_isolated(tokens, len(device) + host, host_length - host, namespace)
+        what = f"match({shown(tokens)}{_under(namespace)})"
+        if len(values) + host_length < len(device) + host:
+            self._check_twin_quarantined(what, tokens, len(values) + host_length, namespace)
         if list(values) != device:
-            raise TierResidencyViolation(f"match({shown(tokens)}) returned device slots {list(values)[:8]} ({len(values)}), "
-                                         f"but the pages on device hold {device[:8]} ({len(device)})")
+            raise TierResidencyViolation(f"{what} returned device slots {list(values)[:8]} ({len(values)}), but the pages on "
+                                         f"device hold {device[:8]} ({len(device)})")
         if host_length == host:
             return
         if host_length < host:
-            raise TierResidencyViolation(f"match({shown(tokens)}) counted {host_length} tokens on host, but {host} are")
+            raise TierResidencyViolation(f"{what} counted {host_length} tokens on host, but {host} are")
         beyond = path[(len(device) + host) // self.page_size] if len(path) * self.page_size > len(device) + host else None
-        self._counted_wrongly(f"match({shown(tokens)}) counted {host_length} tokens on host, {host} are", beyond)
+        self._counted_wrongly(f"{what} counted {host_length} tokens on host, {host} are", beyond)
 
     def check_load_back(self, tokens: Sequence[int], values: Sequence[int], namespace: Hashable = None) -> None:
         device, _, path = self.expected_match(tokens, namespace)
-        self._check_isolated(f"load_back of {shown(tokens)}{_under(namespace)}", values, namespace)
+        what = f"load_back of {shown(tokens)}{_under(namespace)}"
+        self._check_isolated(what, values, namespace)
         if list(values) == device:
             return
         if len(values) > len(device):
             beyond = path[len(device) // self.page_size] if len(path) * self.page_size > len(device) else None
-            self._counted_wrongly(f"load_back returned {len(values)} slots, but only {len(device)} tokens of the path are "
-                                  "on device", beyond)
-        raise TierResidencyViolation(f"load_back returned slots {list(values)[:8]}, the path's device pages hold "
-                                     f"{device[:8]}")
+            self._counted_wrongly(f"{what} returned {len(values)} slots, but only {len(device)} tokens of the path are on "
+                                  "device", beyond)
+        self._check_twin_quarantined(what, tokens, len(values), namespace)
+        raise TierResidencyViolation(f"{what} returned slots {list(values)[:8]}, the path's device pages hold {device[:8]}")
+
+    def _check_twin_quarantined(self, what: str, tokens: Sequence[int], answered: int, namespace: Hashable) -> None:
+        """Oracle 10 across a quarantine: an answer under ``namespace`` that stops short (``answered``
+        tokens, device and host, fewer than it has) at a page whose twin, the same tokens under
+        another namespace, was quarantined (``evict_prefix`` under that namespace): that tenant's
+        quarantine took this tenant's page too (a tier keyed by the tokens alone), a tenant leak,
+        not a residency slip. Any other short answer is left to the residency oracles."""
+        p = self.page_size
+        at = answered // p
+        mine = [pg for pg in self.pages_of(tokens, namespace) if not pg.gone]
+        if at >= len(mine):
+            return
+        for other in self.roots:
+            twins = self.pages_of(tokens, other) if other != namespace else []
+            if at < len(twins) and twins[at].gone == "quarantine":
+                raise TenantIsolationViolation(f"{what} stops after {answered} tokens, before {mine[at]}: its twin "
+                                               f"{_of_tenant(twins[at])} was quarantined by evict_prefix under that "
+                                               "namespace, and this tenant's answer stopped there with it (pages keyed "
+                                               "by their tokens alone?)")
 
     def _check_isolated(self, what: str, device_slots: Sequence[int], namespace: Hashable) -> None:
         """Oracle 10 on device: no slot an answer under ``namespace`` returns holds another namespace's page."""
         for slot in device_slots:
             page = self.device_owner.get(int(slot))
             if page is not None and page.namespace != namespace:
-                raise TenantIsolationViolation(f"{what} returned device slot {int(slot)}, which holds {page} under "
-                                               f"namespace {page.namespace!r}")
+                raise TenantIsolationViolation(f"{what} returned device slot {int(slot)}, which holds {_of_tenant(page)}")
 
     def _check_host_isolated(self, tokens: Sequence[int], start: int, extra: int, namespace: Hashable) -> None:
         """Oracle 10 on host: a match under ``namespace`` that counts ``extra`` host tokens more than
@@ -232,7 +267,7 @@ class TierModel:
             if there and all(pg.host is not None or pg.writing is not None for pg in there):
                 raise TenantIsolationViolation(f"match_prefix({shown(tokens)}{_under(namespace)}) counted {extra} tokens on "
                                                f"host past the {start} its namespace has: those are the host copies of "
-                                               f"{there[0]} under namespace {other!r}")
+                                               f"{_of_tenant(there[0])}")
 
     def _counted_wrongly(self, what: str, beyond: Page | None) -> None:
         if beyond is not None and beyond.gone == "quarantine":
@@ -415,7 +450,7 @@ class TierModel:
         for at in range(0, len(slots), p):
             page = owner.get(int(slots[at]))
             if page is None:
-                raise TierResidencyViolation(f"{what} of slots {list(slots)[:8]}: slot {int(slots[at])} holds no cached page")
+                raise TierResidencyViolation(f"{what} of slots {as_ints(slots)[:8]}: slot {int(slots[at])} holds no cached page")
             pages.append(page)
             if at and page.parent is not pages[-2]:
                 raise TierResidencyViolation(f"{what}: its pages {pages[-2]} and {page} are not one path, in order")
@@ -426,7 +461,7 @@ class TierModel:
         p = self.page_size
         for i, page in enumerate(pages):
             if page.device != tuple(int(s) for s in device_slots[i * p : (i + 1) * p]):
-                raise TierResidencyViolation(f"a write copies {list(device_slots)[:8]}, not {page}'s device slots in order "
+                raise TierResidencyViolation(f"a write copies {as_ints(device_slots)[:8]}, not {page}'s device slots in order "
                                              f"{list(page.device or ())}: the host copy would not be its KV")
             if page.host is not None or page.writing is not None:
                 raise TierResidencyViolation(f"a second backup of {page}, already on host or being written")
@@ -456,12 +491,12 @@ class TierModel:
         pages = self._pages_of_slots(host_slots, self.host_owner, "a load")
         foreign = [pg for pg in pages if self.serving is not NOT_SERVING and pg.namespace != self.serving]
         if foreign:
-            raise TenantIsolationViolation(f"a load-back{_under(self.serving)} reads host slots {list(host_slots)[:8]}, the "
-                                           f"host copy of {foreign[0]} under namespace {foreign[0].namespace!r}")
+            raise TenantIsolationViolation(f"a load-back{_under(self.serving)} reads host slots {as_ints(host_slots)[:8]}, the "
+                                           f"host copy of {_of_tenant(foreign[0])}")
         p = self.page_size
         for i, page in enumerate(pages):
             if page.host != tuple(int(s) for s in host_slots[i * p : (i + 1) * p]):
-                raise TierResidencyViolation(f"a load reads {list(host_slots)[:8]}, not {page}'s completed host copy")
+                raise TierResidencyViolation(f"a load reads {as_ints(host_slots)[:8]}, not {page}'s completed host copy")
             if page.device is not None:
                 raise TierResidencyViolation(f"a load of {page}, which is on device already")
         top = pages[0].parent
@@ -651,6 +686,11 @@ def check_conservation(model: TierModel, device_in_use: set[int], caller_slots: 
     if (device_size, host_size) != (want_device, want_host):
         raise TierResidencyViolation(f"device_size() {device_size}, host_size() {host_size}: the pages on device hold "
                                      f"{want_device} tokens, on host {want_host}")
+
+
+def _of_tenant(page: Page) -> str:
+    """``page`` as an isolation message names another tenant's: its namespace said even when it is the default one."""
+    return f"{page} under namespace None" if page.namespace is None else f"{page}"
 
 
 def _under(namespace: Any) -> str:

@@ -93,10 +93,44 @@ def describe_failure(exc: BaseException) -> dict[str, Any]:
     }
 
 
+NAMESPACE_SAID = re.compile(r"\bnamespace[ =](?=['\"(\[\d-]|None\b|True\b|False\b|[A-Za-z_]\w*\()")
+"""Where a message names a namespace: ``under namespace ('X', None)``, ``namespace='a'``."""
+
+
+def _without_namespaces(message: str) -> str:
+    """``message`` with the value after each :data:`NAMESPACE_SAID` (a namespace's repr: a quoted
+    string, a number, ``None``, a tuple of them, nested) said as ``…``: the namespaces a test draws
+    differ from run to run, the finding does not."""
+    out, at = [], 0
+    for found in NAMESPACE_SAID.finditer(message):
+        if found.start() < at:
+            continue
+        end, depth, quote = found.end(), 0, ""
+        while end < len(message):
+            c = message[end]
+            if quote:
+                quote = "" if c == quote and message[end - 1] != "\\" else quote
+            elif c in "'\"":
+                quote = c
+            elif c in "([{":
+                depth += 1
+            elif c in ")]}":
+                if depth == 0:
+                    break
+                depth -= 1
+            elif depth == 0 and (c.isspace() or c in ",:;"):
+                break
+            end += 1
+        out += [message[at : found.end()], "…"]
+        at = end
+    return "".join(out) + message[at:]
+
+
 def shape_of(message: str) -> str:
-    """A failure's message with the specifics left out (token lists, numbers): the first differing
-    call and what was wrong with it, the same at every page size and in every test."""
-    shape = re.sub(r"\s*\(\d+ tokens\)", "", message)
+    """A failure's message with the specifics left out (token lists, numbers, namespaces): the first
+    differing call and what was wrong with it, the same at every page size and in every test."""
+    shape = re.sub(r" under namespace …", "", _without_namespaces(message))  # a tenant's page, or the default one's
+    shape = re.sub(r"\s*\(\d+ tokens\)", "", shape)
     shape = re.sub(r"\brequest<", "handle<", shape)  # a running request's record (the lifecycle's) holds its match's handle
     shape = re.sub(r"=[^\s,()\[\]]+", "=…", shape)  # a value named in the message: page_size=1.5, t=48
     shape = re.sub(r"\(-?\d+(?:,(?: -?\d+)?)+\)", "[]", shape)  # a tuple of tokens, as a node's key prints

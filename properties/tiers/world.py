@@ -31,7 +31,13 @@ import numpy as np
 
 from radixcheck.oracles.tier_model import NOT_SERVING, TierModel, as_ints, check_conservation
 from radixcheck.oracles.tier_states import TierStates, state_value
-from radixcheck.oracles.violations import FailedBackupViolation, ReturnValueViolation, TierResidencyViolation, shown
+from radixcheck.oracles.violations import (
+    FailedBackupViolation,
+    ReturnValueViolation,
+    TenantIsolationViolation,
+    TierResidencyViolation,
+    shown,
+)
 from radixcheck.properties.cache.contract import SlotAllocator
 from radixcheck.properties.cache.layers import UNSAID, Tags, keywords_for, layers_for, namespace_key, with_lifecycle
 from radixcheck.properties.cache.tenants import kinds_of
@@ -186,6 +192,10 @@ class TierWorld:
         want = self.model.content_of(request.tokens, namespace_key(request.namespace))
         got = [self.controller.device_kv.get(s) for s in request.values]
         if got != want[: len(got)]:
+            other = self.model.tenant_whose(request.tokens[: len(got)], got, namespace_key(request.namespace))
+            if other is not None:  # the KV of another tenant's copy of these tokens: a leak (oracle 10), not a slip
+                raise TenantIsolationViolation(f"{request} reads KV {got[:6]} for its cached prefix: namespace {other!r}'s "
+                                               f"KV of those tokens, not its own {want[:6]}")
             raise TierResidencyViolation(f"{request} reads KV {got[:6]} for its cached prefix, not its own {want[:6]}")
         if self.states is not None:  # and the states of its prefix's pages, loaded back or not
             prefix = request.tokens[: len(request.values)]
