@@ -295,11 +295,14 @@ class TieredRadixCache:
             stack.extend(node.children.values())
 
     def evict(self, num_tokens: int) -> int:
+        """Device leaves in order until the tokens freed, plus under write-back those whose write-back
+        it started, reach ``num_tokens`` (the tier contract's rule, SGLang's: a started write-back frees
+        its page, there within the call, here at its completion); returns the tokens freed."""
         wanted = as_count(num_tokens, "num_tokens", minimum=0)
         heap = [(*self._eviction_key(n), n) for n in self._nodes() if self._device_leaf(n)]
         heapq.heapify(heap)
-        freed = 0
-        while freed < wanted and heap:
+        freed = writing = 0
+        while freed + writing < wanted and heap:
             *_, node = heapq.heappop(heap)
             if not self._device_leaf(node):
                 continue  # pinned by a write this eviction started
@@ -309,6 +312,8 @@ class TieredRadixCache:
                 self._write_back(node)
                 if node.writing is None:
                     freed += self._after_failed_write_back(node)
+                else:
+                    writing += len(node.device)  # freed when its write completes
             else:
                 freed += self._drop(node)
             parent = node.parent
