@@ -315,6 +315,20 @@ def test_tier_a_page_locked_while_its_write_back_is_in_flight_stays_on_device() 
     world.finish()  # reads its own KV (checked), then unlocks
     world.check()
 
+def test_tier_write_back_starts_count_toward_num_tokens() -> None:
+    """The tier contract's rule (SGLang 0.5.23's: a started write-back frees its page): evict(1)
+    writes back the least recently used leaf alone (its ancestor first, top-down), not every one."""
+    world = _world("write_back")
+    for tokens in ([1, 1], [2, 2], [3, 3]):
+        world.serve(tokens)
+        world.finish()
+    assert world.evict(1) == 0  # nothing freed during the call: its write-back is pending
+    assert [len(t.device_slots) for t in world.controller.pending] == [1, 1]  # [1] then [1, 1]
+    world.complete_all()
+    assert world.cache.device_size() == 5 and world.cache.host_size() == 2
+    world.check()
+
+
 def test_tier_foreign_stale_and_unmatched_handles_are_refused() -> None:
     world = _world()
     request = world.serve([1, 2])
