@@ -11,7 +11,10 @@ tier. Each of those events is checked as it happens, and a page that has left bo
 (``roots``, by the namespace's own equality; the default namespace ``None`` is ``root``), on both
 tiers, and its KV differs (a LoRA's, a salt's: :meth:`TierModel.content_of`). Tenant isolation
 (oracle 10) across both tiers: a match under N counts only N's pages, device or host, and a
-load-back under N (``serving``) reads only N's host copies.
+load-back under N (``serving``) reads only N's host copies. Two leaves of a leak that would read
+as residency slips are filed here too: a request that reads another namespace's KV
+(:meth:`TierModel.tenant_whose`), and an answer under N that stops at a page whose twin under
+another namespace was quarantined. A page names its namespace (its ``repr``).
 
 **Order.** The model stamps every page a match or an insert covers with its clock and keeps the
 device leaves in that order (:mod:`radixcheck.oracles.tier_order`): while the world runs an
@@ -233,8 +236,9 @@ class TierModel:
         """Oracle 10 across a quarantine: an answer under ``namespace`` that stops short (``answered``
         tokens, device and host, fewer than it has) at a page whose twin, the same tokens under
         another namespace, was quarantined (``evict_prefix`` under that namespace): that tenant's
-        quarantine took this tenant's page too (a tier keyed by the tokens alone), a tenant leak,
-        not a residency slip. Any other short answer is left to the residency oracles."""
+        quarantine reached this tenant's page (a tier keyed by the tokens alone), a tenant leak,
+        not a residency slip (a new user's trial had it filed under oracle 13). Any other short
+        answer is left to the residency oracles."""
         p = self.page_size
         at = answered // p
         mine = [pg for pg in self.pages_of(tokens, namespace) if not pg.gone]
