@@ -72,6 +72,47 @@ static void tile_1x8(const double *A, const double *B, int64_t ldb, int64_t kd, 
     }
     _mm256_storeu_pd(C, c0), _mm256_storeu_pd(C + 4, c1);
 }
+
+/* s + the int32 lanes of vpmaddwd(x, the int32 at w broadcast): one instruction group with one
+   temporary (as q8_matmul.c's madd_add: left to itself GCC computes a step's products first and
+   spills accumulators) */
+static inline __m256i madd_bcast_add(__m256i s, __m256i x, const int32_t *w)
+{
+    __m256i t;
+    __asm__("vpbroadcastd %3, %1\n\tvpmaddwd %1, %2, %1\n\tvpaddd %1, %0, %0" : "+x"(s), "=&x"(t) : "x"(x), "m"(*w));
+    return s;
+}
+
+/* num[i * D + d] += sum_k (2^11 ph[i * ldp + k] + pl[i * ldp + k]) . (key pair k's values at d) for
+   rows i < NR and d < D (D a multiple of 8), key pairs k < npairs <= 16 (issue 43, fourth round: p.v
+   in int16, as the AVX-512 form does it). The probabilities p < 2^21 are split as p = 2^11 ph + pl
+   (ph < 2^10, pl < 2^11), two keys to an int32 (key 2k in the low int16, 2k + 1 in the high one);
+   v2[k * D + d] holds key 2k's and 2k + 1's values (|v| < 2^15) alike. vpmaddwd multiplies both
+   keys of a pair at once into int32 lanes: |sum pl v| <= 32 x 2047 x 32767 < 2^31, so exact; then
+   folded into float64 as 2^11 H + L (exact integers below 2^53, as every partial sum of p.v is). */
+static inline __attribute__((always_inline)) void pv_tile_i16(const int NR, const int32_t *ph, const int32_t *pl, int64_t ldp,
+                                                              const int32_t *v2, int64_t D, int64_t npairs, double *num)
+{
+    const __m256d scale = _mm256_set1_pd(2048.0);
+    for (int64_t d0 = 0; d0 < D; d0 += 8) {
+        __m256i h[TILE_ROWS], l[TILE_ROWS];
+        for (int i = 0; i < NR; i++) h[i] = l[i] = _mm256_setzero_si256();
+        for (int64_t k = 0; k < npairs; k++) {
+            const __m256i x = _mm256_loadu_si256((const __m256i *)(v2 + k * D + d0));
+            for (int i = 0; i < NR; i++) {
+                h[i] = madd_bcast_add(h[i], x, ph + i * ldp + k);
+                l[i] = madd_bcast_add(l[i], x, pl + i * ldp + k);
+            }
+        }
+        for (int i = 0; i < NR; i++) { /* num += 2^11 H + L: exact integers */
+            double *n = num + i * D + d0;
+            const __m256d hlo = _mm256_cvtepi32_pd(_mm256_castsi256_si128(h[i])), hhi = _mm256_cvtepi32_pd(_mm256_extracti128_si256(h[i], 1));
+            const __m256d llo = _mm256_cvtepi32_pd(_mm256_castsi256_si128(l[i])), lhi = _mm256_cvtepi32_pd(_mm256_extracti128_si256(l[i], 1));
+            _mm256_storeu_pd(n, _mm256_add_pd(_mm256_loadu_pd(n), _mm256_fmadd_pd(hlo, scale, llo)));
+            _mm256_storeu_pd(n + 4, _mm256_add_pd(_mm256_loadu_pd(n + 4), _mm256_fmadd_pd(hhi, scale, lhi)));
+        }
+    }
+}
 #endif
 #endif
 
@@ -153,7 +194,8 @@ static inline int64_t tile_keys(const int64_t *q_pos, int64_t tb, int64_t G, int
    (same layout): read in place, no gathered copy. out (T, H, D). Per KV head and block of
    ATT_QUERIES queries, its G * ATT_QUERIES rows are done like a small GEMM: q.k and p.v in tiles
    of 6 rows x 8 columns (keys, or value dimensions), p.v blocked over ATT_KEYS keys, so a block of
-   keys is read from memory once for all rows. Returns 1 if q holds a NaN or an infinity, -1 if
+   keys is read from memory once for all rows; with AVX2 and D a multiple of 8, p.v in int16
+   (pv_tile_i16: the head's values paired once per call, each row's probabilities after its softmax). Returns 1 if q holds a NaN or an infinity, -1 if
    out of memory, else 0. */
 int64_t exact_attention(int64_t H, int64_t Hkv, int64_t D, const double *q, const int64_t *q_pos, int64_t n_cached,
                         const int64_t *slots, const float *mk, const double *msk, const float *mv, const double *msv,
@@ -169,11 +211,19 @@ int64_t exact_attention(int64_t H, int64_t Hkv, int64_t D, const double *q, cons
        The transposed keys' and the rows' stride ld is le_max padded off a power of two: at 512 keys a
        stride of 4 KB put every d of a q.k tile in one L1 set */
     const int64_t ld = (le_max + 3) / 4 * 4 + 4;
-    double *buf = malloc(sizeof(double) * (ld * D + le_max * D + 2 * le_max + R * (ld + 2 * D) + R));
+    /* with AVX2 and D a multiple of 8, p.v in int16 (pv_tile_i16): the values as key pairs v2
+       ((le_max + 1) / 2 x D), the probabilities as ph, pl (R x ld / 2 key pairs each) */
+    const int64_t ldp = ld / 2, np_max = (le_max + 1) / 2;
+    double *buf = malloc(sizeof(double) * (ld * D + le_max * D + 2 * le_max + R * (ld + 2 * D) + R) +
+                         sizeof(int32_t) * (np_max * D + 2 * R * ldp));
     if (!buf)
         return -1;
     double *kt = buf, *v = kt + ld * D, *s = v + le_max * D, *qi = s + R * ld, *num = qi + R * D, *f = num + R * D;
     double *skh = f + R, *svh = skh + le_max;
+#ifdef __AVX2__
+    int32_t *v2 = (int32_t *)(svh + le_max), *ph = v2 + np_max * D, *pl = ph + R * ldp;
+    const int pv_i16 = D % 8 == 0;
+#endif
     int64_t bad = 0;
     for (int64_t kh = 0; kh < Hkv; kh++) {
         int64_t j0 = 0;
@@ -211,6 +261,14 @@ int64_t exact_attention(int64_t H, int64_t Hkv, int64_t D, const double *q, cons
             skh[j] = (j < n_cached ? msk : fsk)[row * Hkv + kh];
             svh[j] = (j < n_cached ? msv : fsv)[row * Hkv + kh];
         }
+#ifdef __AVX2__
+        for (int64_t k = 0; pv_i16 && k < np_max; k++) /* values as int16 key pairs (|v| < 2^15: exact; a key past le_max: 0) */
+            for (int64_t d = 0; d < D; d += 4) {
+                const __m128i lo = _mm256_cvttpd_epi32(_mm256_loadu_pd(v + 2 * k * D + d));
+                const __m128i hi = 2 * k + 1 < le_max ? _mm256_cvttpd_epi32(_mm256_loadu_pd(v + (2 * k + 1) * D + d)) : _mm_setzero_si128();
+                _mm_storeu_si128((__m128i *)(v2 + k * D + d), _mm_or_si128(_mm_and_si128(lo, _mm_set1_epi32(0xffff)), _mm_slli_epi32(hi, 16)));
+            }
+#endif
         for (int64_t tb = t0; tb < t1; tb += ATT_QUERIES) {
             /* row r: query tb + r / G, head kh * G + r % G */
             const int64_t nr = G * ((tb + ATT_QUERIES < t1 ? tb + ATT_QUERIES : t1) - tb);
@@ -237,8 +295,15 @@ int64_t exact_attention(int64_t H, int64_t Hkv, int64_t D, const double *q, cons
             for (int64_t r = 0; r < nr; r++) {
                 const int64_t le = q_pos[tb + r / G] + 1;
                 f[r] = softmax_row(s + r * ld, le, f[r], skh, svh, ptop, dscale, dunscale);
-                for (int64_t j = le; j < le_max; j++) s[r * ld + j] = 0.0; /* masked keys: p = 0 */
+                for (int64_t j = le; j < ld; j++) s[r * ld + j] = 0.0; /* masked keys: p = 0 */
                 for (int64_t d = 0; d < D; d++) num[r * D + d] = 0.0;
+#ifdef __AVX2__
+                for (int64_t k = 0; pv_i16 && k < np_max; k++) { /* p = 2^11 ph + pl, as key pairs (integers < 2^21: exact) */
+                    const int32_t p0 = (int32_t)s[r * ld + 2 * k], p1 = (int32_t)s[r * ld + 2 * k + 1];
+                    ph[r * ldp + k] = (p0 >> 11) | (p1 >> 11) << 16;
+                    pl[r * ldp + k] = (p0 & 2047) | (p1 & 2047) << 16;
+                }
+#endif
             }
             for (int64_t jb = 0; jb < le_max; jb += ATT_KEYS) /* p.v */
                 for (int64_t r = 0; r < nr; r += TILE_ROWS) {
@@ -247,6 +312,20 @@ int64_t exact_attention(int64_t H, int64_t Hkv, int64_t D, const double *q, cons
                     if (n <= 0)
                         continue;
 #ifdef __AVX2__
+                    if (pv_i16) {
+                        const int32_t *h = ph + r * ldp + jb / 2, *l = pl + r * ldp + jb / 2;
+                        const int64_t npairs = (n + 1) / 2;
+                        double *nm = num + r * D;
+                        switch (rows) {
+                        case 1: pv_tile_i16(1, h, l, ldp, v2 + jb / 2 * D, D, npairs, nm); break;
+                        case 2: pv_tile_i16(2, h, l, ldp, v2 + jb / 2 * D, D, npairs, nm); break;
+                        case 3: pv_tile_i16(3, h, l, ldp, v2 + jb / 2 * D, D, npairs, nm); break;
+                        case 4: pv_tile_i16(4, h, l, ldp, v2 + jb / 2 * D, D, npairs, nm); break;
+                        case 5: pv_tile_i16(5, h, l, ldp, v2 + jb / 2 * D, D, npairs, nm); break;
+                        default: pv_tile_i16(6, h, l, ldp, v2 + jb / 2 * D, D, npairs, nm); break;
+                        }
+                        continue;
+                    }
                     if (D % TILE_COLS == 0) {
                         for (int64_t d = 0; d < D; d += TILE_COLS) {
                             if (rows == TILE_ROWS) {
