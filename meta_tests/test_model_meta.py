@@ -201,8 +201,9 @@ import json, sys
 from radixcheck.model import kernel_build, q8kernel
 src = dict(kernel_build.sources())
 old, new = sys.argv[1], sys.argv[2]
-assert src["q8_matmul.c"].count(old) == 1, old
-src["q8_matmul.c"] = src["q8_matmul.c"].replace(old, new)
+name = sys.argv[3] if len(sys.argv) > 3 else "q8_matmul.c"
+assert src[name].count(old) == 1, old
+src[name] = src[name].replace(old, new)
 kernel_build.sources = lambda: src
 print(json.dumps({"status": str(q8kernel.status("avx2"))}))
 """
@@ -242,3 +243,39 @@ def test_the_avx2_lanes_form_broken_fails_its_self_test(tmp_path, mutant: str) -
             assert status.startswith("avx2: passed"), status
         else:
             assert status.startswith("avx2: failed (self-test against the NumPy path: Q8_0 product"), status
+
+
+# the AVX2 attention's int16 p.v (issue 43), broken two ways: the second key of every pair loses its
+# probability's high part, and a block's last key is dropped when its key count is odd
+_PV_MUTANTS = {
+    "a pair's second key's high part lost": ("ph[r * ldp + k] = (p0 >> 11) | (p1 >> 11) << 16;", "ph[r * ldp + k] = p0 >> 11;"),
+    "an odd block's last key dropped": ("const int64_t npairs = (n + 1) / 2;", "const int64_t npairs = n / 2;"),
+}
+
+
+@pytest.mark.deep
+@pytest.mark.parametrize("mutant", sorted(_PV_MUTANTS))
+def test_the_avx2_int16_pv_broken_fails_its_self_test(tmp_path, mutant: str) -> None:
+    """The AVX2 attention's p.v in int16 built from broken C, in a fresh cache, fails its self-test
+    against the NumPy path on attention; the unbroken C, built the same way, passes (the control)."""
+    import json
+    import os
+    import subprocess
+    import sys
+
+    from radixcheck.model import kernel_build
+
+    missing = kernel_build.missing_flags(kernel_build.BY_NAME["avx2"])
+    if missing:
+        pytest.skip(f"this CPU lacks {' '.join(missing)}")
+    env = {**os.environ, "RADIXCHECK_CACHE": str(tmp_path)}
+    old, new = _PV_MUTANTS[mutant]
+    for args, control in (((old, old), True), ((old, new), False)):
+        res = subprocess.run([sys.executable, "-c", _LANES_MUTANT, *args, "attention.c"], env=env, capture_output=True, text=True,
+                             timeout=300)
+        assert res.returncode == 0, res.stderr
+        status = json.loads(res.stdout.strip().splitlines()[-1])["status"]
+        if control:
+            assert status.startswith("avx2: passed"), status
+        else:
+            assert status.startswith("avx2: failed (self-test against the NumPy path: attention"), status
