@@ -84,6 +84,10 @@ TIER_OBLIGATIONS: list[tuple[str, str, type[BaseException], list[str]]] = [
      "those tokens (not its parent's, never none); host eviction frees no other page's state (composed)",
      "states_through_host, serve, finish", v.SecondValueViolation,
      ["LoadBackRestoresParentState", "WriteBackDropsState", "HostEvictionFreesDeviceState"]),
+    ("second_pool=SlidingWindow(window=W): a page's host copy carries its live window values, and a load-back restores "
+     "them only on the pages of the last W tokens of the path it loads, the rest tombstoned (composed)",
+     "windows_through_host, serve, finish", v.SecondValueViolation,
+     ["LoadBackRestoresWholePath", "LoadBackRestoresNoWindow", "WriteBackDropsWindow"]),
 ]
 
 REGENERATE = "python -m radixcheck.reports.tier_catalogue"
