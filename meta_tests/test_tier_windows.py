@@ -21,6 +21,7 @@ from radixcheck.properties.tiers.window_mutants import (
     WINDOW_TIER_MUTANTS,
     LoadBackRestoresNoWindow,
     LoadBackRestoresWholePath,
+    LoadBackSkipsDeviceWindow,
     TrustingWindowTiers,
     WriteBackDropsWindow,
 )
@@ -94,6 +95,35 @@ def test_a_load_back_that_restores_the_whole_path_is_named_so() -> None:
     with pytest.raises(SecondValueViolation, match=r"token 0 \(in Page\(\[1\].*reports a live window value .* further "
                                                    r"back than the window at the path's end"):
         world.finish()
+
+
+def _revived(factory: Any, policy: str) -> TierWorld:
+    """[1, 2] and [1, 2, 0, 1, 2] to host only, the extension loaded back ([1, 2] on device with its
+    window tombstoned), the extension's leaves evicted, then [1, 2, 0] served: its load-back's
+    window reaches back into [1, 2], whose host copy has its window."""
+    world = TierWorld(factory, 1, policy)
+    for tokens in (PROMPT, LONGER):
+        world.serve(tokens)
+        world.finish()
+    _to_host(world)
+    world.serve(LONGER)
+    world.finish()
+    world.complete_all()
+    world.evict(3)
+    world.complete_all()
+    world.serve([1, 2, 0])
+    world.finish()
+    return world
+
+
+@pytest.mark.deep
+@pytest.mark.parametrize("policy", ["write_through", "write_back"])
+def test_a_load_back_revives_the_tombstoned_window_of_device_pages_at_its_end(policy: str) -> None:
+    for factory in (TieredWindowCache, TrustingWindowTiers):
+        kv = _revived(factory, policy).model.content_of([1, 2, 0])
+        assert _reported(_revived(factory, policy), [1, 2, 0]) == [window_value(k) for k in kv]
+    with pytest.raises(SecondValueViolation, match=r"token 0 \(in Page\(\[1\].*reports -1 \(tombstoned\).*revived from its host"):
+        _revived(LoadBackSkipsDeviceWindow, policy)
 
 
 def test_the_window_keyword_goes_only_to_a_target_that_declares_a_window() -> None:

@@ -7,7 +7,9 @@ token, per page of the tier model (by identity), on each tier:
 
 * ``device[page]``: the flags of its device copy. An insert that puts the page on device sets
   them from the caller's window (a live value sent, or ``-1``); a load-back sets them from the
-  host copy on the pages of the last ``W`` tokens of the path it loads, all tombstoned elsewhere.
+  host copy on the pages of the last ``W`` tokens of the path it loads, all tombstoned on the
+  other pages it loads, and revives from the host copy the tombstoned values of the pages of those
+  last ``W`` tokens that were on device already.
 * ``host[page]``: the flags of its host copy, the device flags at the write's completion.
 
 Each event costs the pages it touches (no scan of the tree); a page the model drops and caches
@@ -61,12 +63,19 @@ class TierWindows:
         for page in pages:
             self.host[page] = self.device.get(page, (False,) * self.page_size)
 
-    def on_load_back(self, pages: Sequence[Any], first: int, length: int, what: str) -> None:
-        """A load-back of a path of ``length`` tokens loaded ``pages`` (its page ``first`` onwards):
-        the pages holding its last ``min(W, length)`` tokens get their host copy's values back."""
+    def on_load_back(self, path: Sequence[Any], first: int, what: str) -> None:
+        """A load-back returned the path ``path`` (its pages on device) and loaded its pages from
+        ``first`` on: the pages holding its last ``min(W, L)`` tokens get their host copy's values
+        back (a page on device already keeps its live ones; ``page.host`` says whether it has a host copy)."""
         p = self.page_size
+        length = len(path) * p
         start = (length - min(self.window, length)) // p  # the first page of the window at the path's end
-        for k, page in enumerate(pages, start=first):
+        for page in path[start:first]:  # on device before the load-back, in the window: revived from host
+            if page.host is not None and page in self.host:
+                own = self.device.get(page, (False,) * p)
+                self.device[page] = tuple(d or h for d, h in zip(own, self.host[page], strict=True))
+                self.why[page] = f"revived from its host copy by {what}, within the last {self.window} tokens"
+        for k, page in enumerate(path[first:], start=first):
             restored = k >= start
             self.device[page] = self.host.get(page, (False,) * p) if restored else (False,) * p
             self.why[page] = (f"restored from its host copy by {what}, within the last {self.window} tokens" if restored

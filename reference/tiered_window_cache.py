@@ -7,7 +7,8 @@ Each node keeps its window values in two places, as the KV is kept (``-1``: tomb
 * ``device_window``: beside its device copy. An insert that puts the node on device (new, or
   host-only and rebuilt from the caller's KV) gives it the caller's window values for its tokens;
   a load-back gives it its host copy's values if the node holds one of the last ``W`` tokens of
-  the path loaded back, and all ``-1`` otherwise. It goes when the device copy goes.
+  the path loaded back, and all ``-1`` otherwise (and such a node that was on device already takes
+  its host copy's values where its own are tombstoned). It goes when the device copy goes.
 * ``host_window``: beside its host copy, copied from the device at the write's completion (the
   KV is copied then too). It goes when the host copy goes.
 
@@ -69,9 +70,11 @@ class TieredWindowCache(TieredRadixCache):
         values, last = super().load_back(host_handle)
         length = len(values)
         start = length - min(self.window_size, length)  # the window at the end of the path loaded back
-        for node in off_device:
-            if node.device is not None:
+        for node in self._path(last) if last.parent is not None else []:
+            if node in off_device:
                 self._restore(node, node.depth > start)
+            elif node.depth > start:
+                self._revive(node)
         return values, last
 
     # ---- where window values move -------------------------------------------------------------
@@ -80,6 +83,14 @@ class TieredWindowCache(TieredRadixCache):
         """A load gave the node its device copy: its window values come from host only within the window."""
         host = self.host_window.get(node)
         self.device_window[node] = host.copy() if in_window and host is not None else self._none()
+
+    def _revive(self, node: TierNode) -> None:
+        """A node of the window at the end of a load-back, on device already: its tombstoned
+        window values come back from its host copy, if it has one."""
+        host = self.host_window.get(node)
+        if node.host is not None and host is not None:
+            own = self.device_window[node]
+            self.device_window[node] = np.where(own == NONE, host, own)
 
     def _copy_to_host(self, node: TierNode) -> None:
         """A write of the node completed: its host copy carries its live window values."""

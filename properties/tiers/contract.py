@@ -171,7 +171,9 @@ The obligation (oracle 20w, ``SecondValueViolation``):
   the last ``min(W, L)`` tokens of that path (the pages a lock pins in the base contract) has
   its host copy's window values back on device; every other loaded page comes back with all its
   tokens tombstoned, even where its host copy has them (a request resuming at the path's end
-  reads no window further back). Pages of the path already on device keep theirs.
+  reads no window further back). A page of those last ``min(W, L)`` tokens that was on device
+  already takes its host copy's values where its own are tombstoned (SGLang loads the SWA of
+  every node of the window whose SWA is not on device); other pages already on device keep theirs.
 * A page that leaves the device takes its device window values along; a page that leaves both
   tiers is forgotten (cached again, it has only what its new insert gives it).
 

@@ -313,8 +313,10 @@ class TierWindowRules(TierMachine):
     def windows_through_host(self, base: tuple[int, ...], tail: list[int], load: bool) -> None:
         """A prompt and its extension, at least a window longer (each inserted with its own window
         live at its end), go to host only; the extension is loaded back (only its end's window may
-        come back, not the prompt's), and, after a trip to host again, the prompt alone (if
-        ``load``; its own window comes back now)."""
+        come back, not the prompt's); its tail goes to host and the prompt plus one page of it is
+        served (the load-back's window reaches back into the prompt, on device with its window
+        tombstoned: revived from host); after a trip to host again, the prompt alone (if ``load``;
+        its own window comes back now)."""
         world = self.world
         window = world.windows.window if world.windows is not None else 1
         extension = tuple(tail) * self.page_size
@@ -325,6 +327,11 @@ class TierWindowRules(TierMachine):
             world.finish()
         self._to_host(longer)
         world.serve(longer)
+        world.finish()
+        world.complete_all()
+        world.evict(len(extension))  # the extension's pages, least recently used leaves first
+        world.complete_all()
+        world.serve(base + extension[: self.page_size])
         world.finish()
         self._to_host(longer)
         world.serve(base, load=load)

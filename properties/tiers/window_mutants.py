@@ -68,6 +68,19 @@ class WriteBackDropsWindow(WindowTierMutant):
         self.host_window[node] = self._none()
 
 
+class LoadBackSkipsDeviceWindow(WindowTierMutant):
+    """Composed (window + host tier): a load-back restores the window only on the pages it loads;
+    a page of the window at the path's end whose full KV is on device but whose window values are
+    tombstoned is skipped (the SWA load is built from the host-only pages alone), so the window a
+    request resumes from has a hole where the host copy had it."""
+
+    bug_class = "load-back-skips-the-windows-device-pages"
+    sources = ()  # SGLang's SWAComponent.build_hicache_transfers (LOAD_BACK) loads every window node without SWA on device
+
+    def _revive(self, node: TierNode) -> None:
+        pass
+
+
 class TrustingWindowTiers(TrustsItsCallers, TieredWindowCache):
     """Correct, with namespaces, the request lifecycle and a sliding window on both tiers, trusting
     its callers as SGLang's HiRadixCache does
@@ -87,5 +100,5 @@ class TrustingWindowTiers(TrustsItsCallers, TieredWindowCache):
 
 
 WINDOW_TIER_MUTANTS: list[type[WindowTierMutant]] = [LoadBackRestoresWholePath, LoadBackRestoresNoWindow,
-                                                     WriteBackDropsWindow]
+                                                     WriteBackDropsWindow, LoadBackSkipsDeviceWindow]
 CORRECT_WINDOW_TIERS: dict[str, Any] = {"TieredWindowCache": TieredWindowCache, "TrustingWindowTiers": TrustingWindowTiers}

@@ -167,8 +167,8 @@ class TierWorld:
             self.model.check_load_back(tokens[: (len(as_ints(match.device_values)) + int(match.host_length))], values, key)
             if self.windows is not None:  # the loaded pages: the window at the end of the path comes back
                 first = len(as_ints(match.device_values)) // self.page_size
-                loaded_pages = self.model.pages_of(tokens[: len(values)], key)[first:]
-                self.windows.on_load_back(loaded_pages, first, len(values), f"the load-back of operation {self.operations}")
+                path = self.model.pages_of(tokens[: len(values)], key)
+                self.windows.on_load_back(path, first, f"the load-back of operation {self.operations}")
         self._call("inc_lock_ref", handle)
         self.model.lock(tokens[: len(values)], +1, key)
         return Request(tokens, values, handle, namespace, self.priority)
