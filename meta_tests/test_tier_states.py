@@ -94,10 +94,10 @@ def test_the_state_keyword_goes_only_to_a_target_that_declares_a_state_pool() ->
     assert TierStateRules in tier_machine_for(TieredStateCache).__mro__
 
 
-def test_a_window_pool_on_a_tier_is_refused_at_load_with_the_reason() -> None:
+def test_a_second_pool_on_a_tier_is_a_state_pool_or_a_plain_window() -> None:
     with pytest.raises(ValueError, match="not driven on a tier"):
-        TierCapabilities(second_pool=SlidingWindow(4))
-    with pytest.raises(ValueError, match="must be None or a StatePool"):
+        TierCapabilities(second_pool=SlidingWindow(4, refills_tombstones=True))
+    with pytest.raises(ValueError, match="must be None, a StatePool or a SlidingWindow"):
         TierCapabilities(second_pool="state")  # type: ignore[arg-type]
     assert any("evict_states" in gap for gap in TierCapabilities(second_pool=StatePool()).not_exercised())
 

@@ -30,6 +30,7 @@ from radixcheck.properties.cache.contract import (
     DEFAULT_CAPABILITIES,
     MAX_PAGE_SIZE_TESTED,
     Capabilities,
+    SlidingWindow,
     SlotAllocator,
     required_methods,
 )
@@ -267,7 +268,8 @@ def _check_tier(target: Target) -> None:
     needed = ["match_prefix", "load_back", "insert", "inc_lock_ref", "dec_lock_ref", "evict", "evict_host",
               "evict_prefix", "transfer_done", "device_size", "host_size"]
     needed = [m for m in needed if caps.supports_quarantine or m != "evict_prefix"]
-    needed += ["states"] if caps.second_pool is not None else []  # a state pool's report (the tier contract)
+    if caps.second_pool is not None:  # a state pool's report, or a window's (the tier contract)
+        needed.append("windows" if isinstance(caps.second_pool, SlidingWindow) else "states")
     for page_size in caps.page_sizes_tested():
         try:
             with _alarm(max(op_timeout(), LOAD_TIMEOUT), f"factory(..., page_size={page_size}) while loading the target"):

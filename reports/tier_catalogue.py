@@ -84,6 +84,11 @@ TIER_OBLIGATIONS: list[tuple[str, str, type[BaseException], list[str]]] = [
      "those tokens (not its parent's, never none); host eviction frees no other page's state (composed)",
      "states_through_host, serve, finish", v.SecondValueViolation,
      ["LoadBackRestoresParentState", "WriteBackDropsState", "HostEvictionFreesDeviceState"]),
+    ("second_pool=SlidingWindow(window=W): a page's host copy carries its live window values, and a load-back restores "
+     "them only on the pages of the last W tokens of the path it loads (those on device too), the rest tombstoned "
+     "(composed)",
+     "windows_through_host, serve, finish", v.SecondValueViolation,
+     ["LoadBackRestoresWholePath", "LoadBackRestoresNoWindow", "WriteBackDropsWindow", "LoadBackSkipsDeviceWindow"]),
 ]
 
 REGENERATE = "python -m radixcheck.reports.tier_catalogue"
@@ -195,7 +200,10 @@ def render(rows: list[dict[str, Any]], variants: list[dict[str, Any]], meta: dic
              "`LoadLockedTiers` (namespaces and the request lifecycle, a load-back protected by a load lock as SGLang's "
              "`HiRadixCache` does), `TrustingLifecycleTiers` (the lifecycle, trusting its callers), `TieredStateCache` "
              "(namespaces, the lifecycle and a state pool whose values follow their pages through the host tier: "
-             "`reference/tiered_state_cache.py`) and `TrustingStateTiers` (the same, trusting its callers), in each write policy "
+             "`reference/tiered_state_cache.py`), `TrustingStateTiers` (the same, trusting its callers), `TieredWindowCache` "
+             "(namespaces, the lifecycle and a sliding window whose values follow their pages through the host tier, restored "
+             "only at the end of a loaded path: `reference/tiered_window_cache.py`) and `TrustingWindowTiers` (the same, "
+             "trusting its callers), in each write policy "
              "and page size, each stream derandomized under its own name; every stream must pass.", "",
              false or "(not measured)", "",
              "## Minimal reproductions", "",

@@ -77,6 +77,8 @@ Obligations (what the tier machine's oracles check)
   candidate for eviction, oracle 4t) and frees no page another request holds (oracle 2).
 * With ``second_pool=StatePool()`` (a Mamba-like state per node; SGLang's ``HiMambaRadixCache``
   backs it up to host): see "A second pool on the tiers" below (oracle 20).
+* With ``second_pool=SlidingWindow(window=W)`` (SWA KV beside the full KV; SGLang's HiCache over
+  its SWA tree): see "A sliding window on the tiers" below (oracle 20w).
 
 The methods (``TieredCacheLike``)
 ---------------------------------
@@ -160,8 +162,58 @@ touches no other page's state. The suite checks ``states`` of every request's ha
 forward reads its prefix (after its loads completed). The state pool's own eviction
 (``evict_states``) is not sent on a tier: a state here follows its page.
 
-``second_pool=SlidingWindow(...)`` is refused at load (its window slots per token, tombstones
-and resumable matches have no tier model yet).
+A sliding window on the tiers
+-----------------------------
+A target declares ``TierCapabilities(second_pool=SlidingWindow(window=W))``: each cached token
+may keep, beside its full KV, its sliding-window KV (SGLang's SWA pool), *live* or *tombstoned*
+(none), as in the base contract's "A second pool". As for a state, the suite owns no window pool
+on a tier: a token's window value is an int the suite makes from the token's KV (so it differs
+from every other token's, and each namespace's), and what is judged is which tokens have it live
+after the moves between the tiers. The calls change as follows:
+
+``insert(tokens, values, window=w) -> prefix_len``
+    ``w`` is an int64 array as long as ``tokens``: each token's window value, ``-1`` where it slid
+    out of the inserting request's window (the suite sends live values for the last ``W`` tokens
+    only: SGLang's ``swa_evicted_seqlen``). Every page the insert puts on device (a new page, or a
+    page on host only that takes the caller's KV) takes the caller's ``w`` for its tokens; a page
+    already on device keeps its own window values. Every insert carries ``window=``.
+``windows(handle) -> Sequence[int]``
+    One entry per token of the path root..handle (a handle the suite holds locked, its loads
+    completed): that token's live window value on device, ``-1`` where it is tombstoned. It moves
+    nothing.
+
+The obligation (oracle 20w, ``SecondValueViolation``):
+
+* *A host copy carries the live window values of its page*: a write (back or through) copies
+  each live window value of the page's tokens with their full KV, at its completion.
+* *A load-back restores window KV only at the end of the path it loads*: after
+  ``load_back(h)`` returns the path root..handle of ``L`` tokens, a loaded page that holds one of
+  the last ``min(W, L)`` tokens of that path (the pages a lock pins in the base contract) has
+  its host copy's window values back on device; every other loaded page comes back with all its
+  tokens tombstoned, even where its host copy has them (a request resuming at the path's end
+  reads no window further back). A page of those last ``min(W, L)`` tokens that was on device
+  already takes its host copy's values where its own are tombstoned (SGLang loads the SWA of
+  every node of the window whose SWA is not on device); other pages already on device keep theirs.
+* A page that leaves the device takes its device window values along; a page that leaves both
+  tiers is forgotten (cached again, it has only what its new insert gives it).
+
+The suite checks ``windows`` of every request's handle when its forward reads its prefix (after
+its loads completed). Why this rule: SGLang 0.5.23's ``SWAComponent``
+(``mem_cache/unified_cache/components/swa.py``) backs up, with a written node, the SWA values of
+the device-only nodes within one window of it (``build_hicache_transfers`` in the
+``BACKUP_HOST`` phase, ``_collect_unbacked_swa_nodes_in_window``: where live window values are),
+loads back only the host SWA values of the nodes within one window of the matched node
+(``LOAD_BACK`` phase; ``commit_hicache_transfer`` sets them on device), and an insert that
+un-evicts a host-only node rebuilds its SWA from the request's in-window slice
+(``recover_after_unevict``). SGLang restores whole nodes (its own TODO in
+``finalize_match_result_in_tree_core`` notes a node longer than the window is restored whole);
+the contract judges pages.
+
+Not judged on a tier: the window pool's own eviction (``evict_window`` is not sent: a window
+value follows its page), its pins, slot conservation of a window pool (a window value here is a
+value, not a slot), and resumable matches (a tier match is judged on the full KV alone, not
+shortened where the window at its end is tombstoned). ``SlidingWindow(refills_tombstones=True)``
+or ``pins_whole_nodes=True`` is refused on a tier (not driven).
 """
 
 from __future__ import annotations
@@ -228,12 +280,15 @@ class TierCapabilities:
     the old) while the backups of the earlier ones may still be in flight, and ends as a finish, a
     retract or an abort, the last two possibly while its load-back is in flight or a write-back
     is pending). ``"requests"`` is refused: the suite's ``Request`` has no host part to drive."""
-    second_pool: StatePool | None = None
+    second_pool: StatePool | SlidingWindow | None = None
     """A second pool beside the KV on both tiers (the base contract's ``Capabilities.second_pool``):
     ``StatePool()``, one state value per cached request end, which ``insert`` takes (``state=``)
     and ``states(handle)`` reports; a page's host copy carries its state and a load-back returns
-    it (module docstring, "A second pool on the tiers"; oracle 20). ``SlidingWindow`` is refused:
-    not driven on a tier yet."""
+    it (module docstring, "A second pool on the tiers"; oracle 20). ``SlidingWindow(window=W)``,
+    a window value per token, which ``insert`` takes (``window=``) and ``windows(handle)``
+    reports; a host copy carries its page's live values and a load-back restores them only on
+    the pages of the last ``W`` tokens of the path it loads ("A sliding window on the tiers";
+    oracle 20w)."""
 
     def page_sizes_tested(self) -> tuple[int, ...]:
         return tuple(self.page_sizes)
@@ -249,8 +304,12 @@ class TierCapabilities:
             gaps.append("the backup chain under write_back (write_back_order='leaf_first')")
         for kind in self.unsent_namespaces:
             gaps.append(f"tenant isolation of {NAMESPACE_KINDS[kind]} (unsent_namespaces: never sent)")
-        if self.second_pool is not None:
+        if isinstance(self.second_pool, StatePool):
             gaps.append("the state pool's own eviction on the tiers (evict_states is not sent: a state follows its page)")
+        if isinstance(self.second_pool, SlidingWindow):
+            gaps.append("the window pool's own eviction, pins and slot conservation on the tiers (evict_window is not sent: a "
+                        "window value follows its page)")
+            gaps.append("resumable matches on the tiers (a tier match is judged on the full KV, not shortened by tombstones)")
         if self.lifecycle == "off":
             gaps.append("the request lifecycle on the tiers (lifecycle='off': chunked prefill, retract and abort while "
                         "transfers are in flight)")
@@ -287,11 +346,13 @@ class TierCapabilities:
         if self.lifecycle not in TIER_LIFECYCLES:
             raise ValueError(f"TierCapabilities.lifecycle must be one of {', '.join(map(repr, TIER_LIFECYCLES))}, got "
                              f"{self.lifecycle!r}")
-        if isinstance(self.second_pool, SlidingWindow):
-            raise ValueError(f"TierCapabilities.second_pool={self.second_pool!r} is not driven on a tier: a window's slots per "
-                             "token, its tombstones and resumable matches have no tier model yet; declare StatePool() or None")
-        if self.second_pool is not None and not isinstance(self.second_pool, StatePool):
-            raise ValueError(f"TierCapabilities.second_pool must be None or a StatePool, got {self.second_pool!r}")
+        if isinstance(self.second_pool, SlidingWindow) and (self.second_pool.refills_tombstones
+                                                            or self.second_pool.pins_whole_nodes):
+            raise ValueError(f"TierCapabilities.second_pool={self.second_pool!r} is not driven on a tier: refills_tombstones "
+                             "and pins_whole_nodes have no tier model; declare SlidingWindow(window=W) alone")
+        if self.second_pool is not None and not isinstance(self.second_pool, (StatePool, SlidingWindow)):
+            raise ValueError(f"TierCapabilities.second_pool must be None, a StatePool or a SlidingWindow, got "
+                             f"{self.second_pool!r}")
         if self.eviction_policy is not None:
             if not isinstance(self.eviction_policy, Policy):
                 raise ValueError(f"TierCapabilities.eviction_policy must be a radixcheck Policy or None, got "

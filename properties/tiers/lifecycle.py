@@ -118,7 +118,7 @@ class LifecycleTierWorld(TierWorld):
         expected = self.model.on_insert(tokens, as_ints(row), key, Use("insert", tokens, self._tenant(live.namespace),
                                                                        self.operations), live.priority)
         prefix_len = self._call("insert", list(tokens), row, namespace=live.namespace, priority=live.priority,
-                                second=self._state(tokens, key))
+                                second=self._second(tokens, key, expected))
         if not isinstance(prefix_len, (int, np.integer)) or prefix_len < len(live.values):
             raise ReturnValueViolation(f"insert returned {prefix_len!r}; {len(live.values)} tokens were cached and locked")
         self.model.check_prefix_len(tokens, int(prefix_len), expected)

@@ -33,7 +33,12 @@ backups are pending, retracts and aborts while a load-back is in flight. A targe
 a state pool (``TierCapabilities(second_pool=StatePool())``) gets the state rules
 (:class:`TierStateRules`): every insert carries ``state=``, every forward judges ``states(handle)``
 (oracle 20), and a story takes a prompt with a state at its end and at its extension's end
-through the host tier, loads the prompt back, and evicts the extension from host.
+through the host tier, loads the prompt back, and evicts the extension from host. A target that
+declares a sliding window (``TierCapabilities(second_pool=SlidingWindow(window=W))``) gets the
+window rules (:class:`TierWindowRules`): every insert carries ``window=``, every forward judges
+``windows(handle)`` (oracle 20w), and a story takes a prompt and an extension at least ``W``
+tokens longer through the host tier and loads the extension back (the prompt's window must stay
+behind) and then the prompt alone.
 """
 
 from __future__ import annotations
@@ -44,6 +49,7 @@ from typing import Any
 from hypothesis import strategies as st
 from hypothesis.stateful import Bundle, RuleBasedStateMachine, initialize, invariant, precondition, rule
 
+from radixcheck.properties.cache.contract import SlidingWindow, StatePool
 from radixcheck.properties.cache.layers import UNSAID
 from radixcheck.properties.cache.tenants import NAMESPACES, PAIRS, kinds_of, pair_kinds, sendable
 from radixcheck.properties.tiers.lifecycle import LifecycleTierWorld, TierLifecycleRules
@@ -298,6 +304,40 @@ class TierStateRules(TierMachine):
         world.finish()
 
 
+class TierWindowRules(TierMachine):
+    """The tier machine plus the sliding window's story, for a target that declares one: the world
+    sends ``window=`` on every insert and judges ``windows(handle)`` at every forward (oracle 20w)."""
+
+    @precondition(lambda self: not _running(self))
+    @rule(base=TierMachine.sequences, tail=st.lists(ALPHABET, min_size=1, max_size=3), load=st.booleans())
+    def windows_through_host(self, base: tuple[int, ...], tail: list[int], load: bool) -> None:
+        """A prompt and its extension, at least a window longer (each inserted with its own window
+        live at its end), go to host only; the extension is loaded back (only its end's window may
+        come back, not the prompt's); its tail goes to host and the prompt plus one page of it is
+        served (the load-back's window reaches back into the prompt, on device with its window
+        tombstoned: revived from host); after a trip to host again, the prompt alone (if ``load``;
+        its own window comes back now)."""
+        world = self.world
+        window = world.windows.window if world.windows is not None else 1
+        extension = tuple(tail) * self.page_size
+        extension *= -(-window // len(extension))  # at least a window of tokens
+        longer = base + extension
+        for tokens in (base, longer):
+            world.serve(tokens)
+            world.finish()
+        self._to_host(longer)
+        world.serve(longer)
+        world.finish()
+        world.complete_all()
+        world.evict(len(extension))  # the extension's pages, least recently used leaves first
+        world.complete_all()
+        world.serve(base + extension[: self.page_size])
+        world.finish()
+        self._to_host(longer)
+        world.serve(base, load=load)
+        world.finish()
+
+
 def tier_machine_for(factory: Callable[..., Any], page_size: int = 1, write_policy: str = "write_through",
                      name: str | None = None) -> type[TierMachine]:
     """A tier machine class for ``factory`` at one page size and write policy, with a layer of rules
@@ -309,8 +349,10 @@ def tier_machine_for(factory: Callable[..., Any], page_size: int = 1, write_poli
         bases.append(TierTenantRules)
     if caps is not None and caps.policy is not None:
         bases.append(TierPolicyRules)
-    if caps is not None and caps.second_pool is not None:
+    if caps is not None and isinstance(caps.second_pool, StatePool):
         bases.append(TierStateRules)
+    if caps is not None and isinstance(caps.second_pool, SlidingWindow):
+        bases.append(TierWindowRules)
     attributes: dict[str, Any] = {"factory": staticmethod(factory), "page_size": page_size, "write_policy": write_policy}
     if caps is not None and caps.lifecycle == "tree":
         bases = [TierLifecycleRules, *bases] if bases else [TierLifecycleRules, TierMachine]  # type: ignore[list-item]

@@ -548,3 +548,10 @@ from radixcheck.properties.tiers.state_mutants import CORRECT_STATE_TIERS, STATE
 
 TIER_MUTANTS += STATE_TIER_MUTANTS  # type: ignore[arg-type]
 CORRECT_TIER_VARIANTS |= CORRECT_STATE_TIERS
+
+
+# ---- a sliding window on the tiers (composed: SlidingWindow + the host tier) ----------------------
+from radixcheck.properties.tiers.window_mutants import CORRECT_WINDOW_TIERS, WINDOW_TIER_MUTANTS  # noqa: E402
+
+TIER_MUTANTS += WINDOW_TIER_MUTANTS  # type: ignore[arg-type]
+CORRECT_TIER_VARIANTS |= CORRECT_WINDOW_TIERS

@@ -18,7 +18,11 @@ carry the one ``next_priority`` set, as ``priority=`` on ``match_prefix`` and ``
 A target that declares a state pool (``TierCapabilities(second_pool=StatePool())``) gets
 ``state=`` on every insert, through the same second-pool layer as the plain machine's, and its
 ``states(handle)`` judged (oracle 20, :mod:`radixcheck.oracles.tier_states`) wherever a
-request's forward reads its prefix.
+request's forward reads its prefix. A target that declares a sliding window
+(``TierCapabilities(second_pool=SlidingWindow(window=W))``) gets ``window=`` on every insert (live
+values for the request's last ``W`` tokens) and its ``windows(handle)`` judged there (oracle 20w,
+:mod:`radixcheck.oracles.tier_windows`): the oracle follows each write's completion and each
+load-back.
 """
 
 from __future__ import annotations
@@ -31,6 +35,7 @@ import numpy as np
 
 from radixcheck.oracles.tier_model import NOT_SERVING, TierModel, as_ints, check_conservation
 from radixcheck.oracles.tier_states import TierStates, state_value
+from radixcheck.oracles.tier_windows import TierWindows, sent_window
 from radixcheck.oracles.violations import (
     FailedBackupViolation,
     ReturnValueViolation,
@@ -38,7 +43,7 @@ from radixcheck.oracles.violations import (
     TierResidencyViolation,
     shown,
 )
-from radixcheck.properties.cache.contract import SlotAllocator
+from radixcheck.properties.cache.contract import SlidingWindow, SlotAllocator
 from radixcheck.properties.cache.layers import UNSAID, Tags, keywords_for, layers_for, namespace_key, with_lifecycle
 from radixcheck.properties.cache.tenants import kinds_of
 from radixcheck.properties.tiers.contract import HostPool, TierMatch
@@ -83,10 +88,12 @@ class TierWorld:
         policy = caps.policy if caps is not None else None
         self.model = TierModel(page_size, write_policy, chain_checked=not leaf_first, policy=policy)
         self.unsent: tuple[str, ...] = caps.unsent_namespaces if caps is not None else ()
-        second = "state" if caps is not None and caps.second_pool is not None else None  # a StatePool's keyword
+        pool = caps.second_pool if caps is not None else None
+        second = None if pool is None else "window" if isinstance(pool, SlidingWindow) else "state"  # its insert keyword
         self.layers = with_lifecycle(layers_for(caps is not None and caps.namespaces, policy, second),  # what the
                                      caps.lifecycle if caps is not None else "off")  # declared parts add to each call
-        self.states = TierStates() if second is not None else None  # oracle 20 on the tiers (a state pool)
+        self.states = TierStates() if second == "state" else None  # oracle 20 on the tiers (a state pool)
+        self.windows = TierWindows(pool.window, page_size) if second == "window" else None  # oracle 20w (a window)
         self.priority = 0  # the priority= the next requests carry (a policy that takes one)
         self.device = DevicePool(device_slots, self.model, seed=seed)
         self.host = HostPool(host_slots)
@@ -164,6 +171,10 @@ class TierWorld:
                 self.model.serving = NOT_SERVING
             values = as_ints(loaded)
             self.model.check_load_back(tokens[: (len(as_ints(match.device_values)) + int(match.host_length))], values, key)
+            if self.windows is not None:  # the loaded pages: the window at the end of the path comes back
+                first = len(as_ints(match.device_values)) // self.page_size
+                path = self.model.pages_of(tokens[: len(values)], key)
+                self.windows.on_load_back(path, first, f"the load-back of operation {self.operations}")
         self._call("inc_lock_ref", handle)
         self.model.lock(tokens[: len(values)], +1, key)
         return Request(tokens, values, handle, namespace, self.priority)
@@ -201,6 +212,21 @@ class TierWorld:
             prefix = request.tokens[: len(request.values)]
             pages = self.model.pages_of(prefix, namespace_key(request.namespace))
             self.states.check(f"{request}'s handle", prefix, pages, self.cache.states(request.handle))
+        if self.windows is not None:  # and the window values of its prefix's tokens
+            prefix = request.tokens[: len(request.values)]
+            pages = self.model.pages_of(prefix, namespace_key(request.namespace))
+            self.windows.check(f"{request}'s handle", prefix, pages, self.cache.windows(request.handle))
+
+    def _second(self, tokens: tuple[int, ...], key: Any, on_device: int) -> Any:
+        """What an insert of ``tokens`` carries for the second pool (None: none declared): a state
+        (:meth:`_state`) or its window values, which the pages after the first ``on_device`` tokens
+        (those the insert puts on device; the model's on_insert has cached them) take."""
+        if self.windows is None:
+            return self._state(tokens, key)
+        sent = sent_window(self.model.content_of(tokens, key), self.windows.window)
+        pages = self.model.pages_of(tokens, key)[on_device // self.page_size :]
+        self.windows.on_insert(pages, on_device // self.page_size, sent, f"the insert of operation {self.operations}")
+        return np.asarray(sent, dtype=np.int64)
 
     def _state(self, tokens: tuple[int, ...], key: Any) -> int | None:
         """The ``state=`` an insert of ``tokens`` carries (None: no state pool declared), recorded on
@@ -229,7 +255,7 @@ class TierWorld:
                                         Use("insert", tokens, self._tenant(request.namespace), self.operations),
                                         request.priority)
         prefix_len = self._call("insert", list(tokens), values, namespace=request.namespace, priority=request.priority,
-                                second=self._state(tokens, key))
+                                second=self._second(tokens, key, expected))
         if not isinstance(prefix_len, (int, np.integer)) or prefix_len < cached:
             raise ReturnValueViolation(f"insert returned {prefix_len!r}; {cached} tokens were cached and locked")
         self.model.check_prefix_len(tokens, int(prefix_len), expected)
@@ -249,6 +275,10 @@ class TierWorld:
             raise ValueError(f"no pending transfer #{number}")
         self.controller.pending.remove(transfer)
         self.controller.copy(transfer)
+        if self.windows is not None and transfer.kind == "write":  # the host copies carry their pages' live values
+            p = self.page_size
+            slots = as_ints(transfer.host_slots)
+            self.windows.on_write_done([self.model.host_owner[slots[at]] for at in range(0, len(slots), p)])
         self._call("transfer_done", transfer)
 
     def complete_all(self) -> None:

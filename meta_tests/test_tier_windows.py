@@ -1,0 +1,172 @@
+"""A sliding window on the tiers (issue 39: HiCache over SWA trees): the window oracle (20w) can
+fail, for the right reason, on each composed mutant; the reference and the trusting cache pass
+the same story; the keyword is sent only to a target that declares the window."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from radixcheck import profiles
+from radixcheck.oracles.tier_windows import NONE, sent_window, window_value
+from radixcheck.oracles.violations import SecondValueViolation
+from radixcheck.properties.cache.contract import SlidingWindow
+from radixcheck.properties.findings.verdict import run_machine
+from radixcheck.properties.target import Target, TargetError, check_target
+from radixcheck.properties.tiers.contract import TierCapabilities
+from radixcheck.properties.tiers.machine import TierStateRules, TierWindowRules, tier_machine_for
+from radixcheck.properties.tiers.mutants import machines_for_mutant
+from radixcheck.properties.tiers.window_mutants import (
+    WINDOW_TIER_MUTANTS,
+    LoadBackRestoresNoWindow,
+    LoadBackRestoresWholePath,
+    LoadBackSkipsDeviceWindow,
+    TrustingWindowTiers,
+    WriteBackDropsWindow,
+)
+from radixcheck.properties.tiers.world import TierWorld
+from radixcheck.reference.tiered_cache import TieredRadixCache
+from radixcheck.reference.tiered_state_cache import TieredStateCache
+from radixcheck.reference.tiered_window_cache import WINDOW, TieredWindowCache
+
+PROMPT, LONGER = [1, 2], [1, 2, 0, 1, 2]  # the extension is a whole window (3 tokens) longer
+
+
+def _to_host(world: TierWorld) -> None:
+    for _ in range(6):
+        world.evict(10**6)
+        world.complete_all()
+
+
+def _through_host(factory: Any, policy: str) -> TierWorld:
+    """[1, 2] and [1, 2, 0, 1, 2] cached (each with its window live at its end), both sent to host
+    only, the extension loaded back and read (only its last 3 tokens' window comes back), both
+    sent to host again, [1, 2] loaded back and read (its own window comes back)."""
+    world = TierWorld(factory, 1, policy)
+    for tokens in (PROMPT, LONGER):
+        world.serve(tokens)
+        world.finish()
+    _to_host(world)
+    world.serve(LONGER)
+    world.finish()
+    _to_host(world)
+    world.serve(PROMPT)
+    world.finish()
+    return world
+
+
+def _reported(world: TierWorld, tokens: list[int]) -> list[int]:
+    return list(world.cache.windows(world.cache.match_prefix(tokens).device_handle))
+
+
+@pytest.mark.deep  # fast: the write-back story of the reference, below
+@pytest.mark.parametrize("policy", ["write_through", "write_back"])
+@pytest.mark.parametrize("factory", [TieredWindowCache, TrustingWindowTiers], ids=lambda f: f.__name__)
+def test_correct_window_caches_restore_only_the_window_at_the_end_of_a_load_back(factory: Any, policy: str) -> None:
+    world = _through_host(factory, policy)
+    kv = world.model.content_of(LONGER)
+    assert _reported(world, LONGER) == [window_value(kv[0]), window_value(kv[1])]  # [1, 2] reloaded, the rest on host
+    assert sent_window(kv, WINDOW) == [NONE, NONE] + [window_value(k) for k in kv[2:]]
+
+
+def test_the_reference_restores_only_the_window_at_the_end_of_a_load_back() -> None:
+    test_correct_window_caches_restore_only_the_window_at_the_end_of_a_load_back(TieredWindowCache, "write_back")
+
+
+@pytest.mark.deep  # fast: the whole-path story, below
+@pytest.mark.parametrize("policy", ["write_through", "write_back"])
+@pytest.mark.parametrize("mutant, says", [(LoadBackRestoresWholePath, "reports a live window value .* but it is tombstoned"),
+                                          (LoadBackRestoresNoWindow, r"reports -1 \(tombstoned\), but its window value"),
+                                          (WriteBackDropsWindow, r"reports -1 \(tombstoned\), but its window value")],
+                         ids=lambda x: getattr(x, "__name__", "msg"))
+def test_each_window_mutant_fails_the_story_by_the_window_oracle(mutant: Any, says: str, policy: str) -> None:
+    with pytest.raises(SecondValueViolation, match=says):
+        _through_host(mutant, policy)
+
+
+def test_a_load_back_that_restores_the_whole_path_is_named_so() -> None:
+    world = TierWorld(LoadBackRestoresWholePath, 1, "write_through")
+    for tokens in (PROMPT, LONGER):  # [1, 2]'s window is live, and then the extension's
+        world.serve(tokens)
+        world.finish()
+    _to_host(world)
+    world.serve(LONGER)  # loaded back whole: [1, 2] lies further back than the window at its end
+    with pytest.raises(SecondValueViolation, match=r"token 0 \(in Page\(\[1\].*reports a live window value .* further "
+                                                   r"back than the window at the path's end"):
+        world.finish()
+
+
+def _revived(factory: Any, policy: str) -> TierWorld:
+    """[1, 2] and [1, 2, 0, 1, 2] to host only, the extension loaded back ([1, 2] on device with its
+    window tombstoned), the extension's leaves evicted, then [1, 2, 0] served: its load-back's
+    window reaches back into [1, 2], whose host copy has its window."""
+    world = TierWorld(factory, 1, policy)
+    for tokens in (PROMPT, LONGER):
+        world.serve(tokens)
+        world.finish()
+    _to_host(world)
+    world.serve(LONGER)
+    world.finish()
+    world.complete_all()
+    world.evict(3)
+    world.complete_all()
+    world.serve([1, 2, 0])
+    world.finish()
+    return world
+
+
+@pytest.mark.deep
+@pytest.mark.parametrize("policy", ["write_through", "write_back"])
+def test_a_load_back_revives_the_tombstoned_window_of_device_pages_at_its_end(policy: str) -> None:
+    for factory in (TieredWindowCache, TrustingWindowTiers):
+        kv = _revived(factory, policy).model.content_of([1, 2, 0])
+        assert _reported(_revived(factory, policy), [1, 2, 0]) == [window_value(k) for k in kv]
+    with pytest.raises(SecondValueViolation, match=r"token 0 \(in Page\(\[1\].*reports -1 \(tombstoned\).*revived from its host"):
+        _revived(LoadBackSkipsDeviceWindow, policy)
+
+
+def test_the_window_keyword_goes_only_to_a_target_that_declares_a_window() -> None:
+    plain = TierWorld(TieredRadixCache, 1, "write_through")  # its insert takes no window=: a sent one would raise
+    plain.serve(PROMPT)
+    plain.finish()
+    assert plain.windows is None and plain.states is None
+    assert TierWindowRules not in tier_machine_for(TieredRadixCache).__mro__
+    assert TierWindowRules not in tier_machine_for(TieredStateCache).__mro__
+    assert TierWindowRules in tier_machine_for(TieredWindowCache).__mro__
+    assert TierStateRules not in tier_machine_for(TieredWindowCache).__mro__
+    gaps = TierCapabilities(second_pool=SlidingWindow(4)).not_exercised()
+    assert any("evict_window" in gap for gap in gaps) and any("resumable matches" in gap for gap in gaps)
+
+
+class DeclaresWindowWithoutReporting(TieredRadixCache):
+    """Declares a window but has no ``windows`` (nor takes ``window=``)."""
+
+    tier_capabilities = TierCapabilities(second_pool=SlidingWindow(WINDOW))
+
+
+def test_a_tier_target_declaring_a_window_without_windows_is_refused_at_load() -> None:
+    spec = "meta_tests.test_tier_windows:DeclaresWindowWithoutReporting"
+    with pytest.raises(TargetError, match="lacks windows"):
+        check_target(Target(spec, DeclaresWindowWithoutReporting, DeclaresWindowWithoutReporting.tier_capabilities))
+    check_target(Target("radixcheck.reference.tiered_window_cache:TieredWindowCache", TieredWindowCache,
+                        TieredWindowCache.tier_capabilities))
+
+
+@pytest.mark.deep
+@pytest.mark.parametrize("mutant", WINDOW_TIER_MUTANTS, ids=lambda m: m.__name__)
+def test_each_window_mutant_is_caught_by_the_window_oracle_in_the_tier_machine(mutant: type) -> None:
+    for machine in machines_for_mutant(mutant):
+        with pytest.raises(SecondValueViolation, match=r"windows\(\) of .* reports"):
+            run_machine(machine, profiles.SETTINGS["mutation"])
+
+
+@pytest.mark.deep
+@pytest.mark.parametrize("mutant", WINDOW_TIER_MUTANTS, ids=lambda m: m.__name__)
+def test_each_window_mutant_is_correct_without_a_trip_through_host(mutant: type) -> None:
+    """Composed: the bug needs the host tier. Served and finished on device alone, it passes."""
+    world = TierWorld(mutant, 1, "write_back")
+    for tokens in (PROMPT, [1, 2, 0], LONGER, PROMPT):
+        world.serve(tokens)
+        world.finish()
+    world.check()

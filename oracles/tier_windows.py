@@ -1,0 +1,107 @@
+"""Oracle 20w — a sliding window's values through a host tier (the tier contract's "A sliding
+window on the tiers").
+
+Naive on purpose: the suite makes each token's window value from its KV, so a value is known
+without asking the cache; what the oracle keeps is which tokens have it *live*, one flag per
+token, per page of the tier model (by identity), on each tier:
+
+* ``device[page]``: the flags of its device copy. An insert that puts the page on device sets
+  them from the caller's window (a live value sent, or ``-1``); a load-back sets them from the
+  host copy on the pages of the last ``W`` tokens of the path it loads, all tombstoned on the
+  other pages it loads, and revives from the host copy the tombstoned values of the pages of those
+  last ``W`` tokens that were on device already.
+* ``host[page]``: the flags of its host copy, the device flags at the write's completion.
+
+Each event costs the pages it touches (no scan of the tree); a page the model drops and caches
+again is a new page, so nothing is ever cleared. When a request's forward reads its prefix, the
+values ``windows(handle)`` reports must be, token by token, the suite's value where the device
+flag is live and ``-1`` where it is not.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from radixcheck.oracles.violations import SecondValueViolation, shown
+
+NONE = -1
+WINDOW_MODULUS = 999_999_937  # keeps the values short enough to read in a message
+
+
+def window_value(kv: int) -> int:
+    """The window value the suite sends for a token whose KV is ``kv``."""
+    return int(kv) % WINDOW_MODULUS
+
+
+def sent_window(content: Sequence[int], window: int) -> list[int]:
+    """What an insert of tokens with KV ``content`` carries as ``window=``: a live value for the
+    last ``window`` tokens (the request's own window), ``-1`` for those that slid out of it."""
+    start = max(0, len(content) - window)
+    return [window_value(kv) if i >= start else NONE for i, kv in enumerate(content)]
+
+
+class TierWindows:
+    """Which tokens of each cached page have a live window value, on device and on host."""
+
+    def __init__(self, window: int, page_size: int) -> None:
+        self.window = window
+        self.page_size = page_size
+        self.device: dict[Any, tuple[bool, ...]] = {}  # a tier model's Page -> its device copy's live flags
+        self.host: dict[Any, tuple[bool, ...]] = {}  # ... -> its host copy's live flags
+        self.why: dict[Any, str] = {}  # ... -> the event that set its device flags (for a message)
+
+    def on_insert(self, pages: Sequence[Any], first: int, sent: Sequence[int], what: str) -> None:
+        """An insert put ``pages`` on device (its page ``first`` onwards), with ``window=sent``."""
+        p = self.page_size
+        for k, page in enumerate(pages, start=first):
+            self.device[page] = tuple(v != NONE for v in sent[k * p : (k + 1) * p])
+            self.why[page] = f"given by {what}"
+
+    def on_write_done(self, pages: Sequence[Any]) -> None:
+        """A write of ``pages`` completed: each host copy carries the page's live values."""
+        for page in pages:
+            self.host[page] = self.device.get(page, (False,) * self.page_size)
+
+    def on_load_back(self, path: Sequence[Any], first: int, what: str) -> None:
+        """A load-back returned the path ``path`` (its pages on device) and loaded its pages from
+        ``first`` on: the pages holding its last ``min(W, L)`` tokens get their host copy's values
+        back (a page on device already keeps its live ones; ``page.host`` says whether it has a host copy)."""
+        p = self.page_size
+        length = len(path) * p
+        start = (length - min(self.window, length)) // p  # the first page of the window at the path's end
+        for page in path[start:first]:  # on device before the load-back, in the window: revived from host
+            if page.host is not None and page in self.host:
+                own = self.device.get(page, (False,) * p)
+                self.device[page] = tuple(d or h for d, h in zip(own, self.host[page], strict=True))
+                self.why[page] = f"revived from its host copy by {what}, within the last {self.window} tokens"
+        for k, page in enumerate(path[first:], start=first):
+            restored = k >= start
+            self.device[page] = self.host.get(page, (False,) * p) if restored else (False,) * p
+            self.why[page] = (f"restored from its host copy by {what}, within the last {self.window} tokens" if restored
+                              else f"loaded back by {what}, further back than the window at the path's end")
+
+    def check(self, what: str, tokens: Sequence[int], pages: Sequence[Any], reported: Any) -> None:
+        """``reported`` (the cache's ``windows(handle)``) for the path ``pages`` of ``tokens``."""
+        try:
+            got = [int(v) for v in reported]
+        except (TypeError, ValueError) as exc:
+            raise SecondValueViolation(f"windows() of {what} returned {reported!r}, not a sequence of ints") from exc
+        p = self.page_size
+        want = [window_value(kv) if live else NONE
+                for page in pages for kv, live in zip(page.content, self.device.get(page, (False,) * p), strict=True)]
+        if got == want:
+            return
+        if len(got) != len(want):
+            raise SecondValueViolation(f"windows() of {what} returned {len(got)} values for a path of {len(want)} tokens "
+                                       f"({shown(tokens)})")
+        i = next(i for i, (g, w) in enumerate(zip(got, want, strict=True)) if g != w)
+        page = pages[i // p]
+        why = self.why.get(page, "")
+        if want[i] == NONE:
+            say = f"a live window value {got[i]}, but it is tombstoned there"
+        elif got[i] == NONE:
+            say = f"-1 (tombstoned), but its window value {want[i]} is live there"
+        else:
+            say = f"window value {got[i]}, not its own {want[i]}"
+        raise SecondValueViolation(f"windows() of {what}: token {i} (in {page}) reports {say}" + (f" ({why})" if why else ""))

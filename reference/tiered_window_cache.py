@@ -1,0 +1,128 @@
+"""The reference tiered cache with a sliding window (the tier contract's "A sliding window on the
+tiers"): :class:`~radixcheck.reference.tiered_cache.TieredRadixCache` plus, per node (one page),
+a window value per token, as SGLang's HiCache keeps SWA KV beside the full KV of its SWA tree.
+
+Each node keeps its window values in two places, as the KV is kept (``-1``: tombstoned):
+
+* ``device_window``: beside its device copy. An insert that puts the node on device (new, or
+  host-only and rebuilt from the caller's KV) gives it the caller's window values for its tokens;
+  a load-back gives it its host copy's values if the node holds one of the last ``W`` tokens of
+  the path loaded back, and all ``-1`` otherwise (and such a node that was on device already takes
+  its host copy's values where its own are tombstoned). It goes when the device copy goes.
+* ``host_window``: beside its host copy, copied from the device at the write's completion (the
+  KV is copied then too). It goes when the host copy goes.
+
+``windows(handle)`` reports, token by token along the path, the device values (the caller holds
+the path locked and on device). Everything else is the tiered cache's.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Hashable, Sequence
+from typing import Any
+
+import numpy as np
+
+from radixcheck.properties.cache.contract import SlidingWindow
+from radixcheck.properties.tiers.contract import TierCapabilities, Transfer
+from radixcheck.reference.hybrid_cache import NONE, as_window
+from radixcheck.reference.tiered_cache import TieredRadixCache, TierNode
+
+WINDOW = 3  # tokens: a page and a half at page size 2
+
+
+class TieredWindowCache(TieredRadixCache):
+    """Reference tiered cache with a sliding window: a node's window values follow its KV between
+    the tiers, and a load-back restores them only at the end of the path it loads."""
+
+    tier_capabilities = TierCapabilities(page_sizes=(1, 2), namespaces=True, second_pool=SlidingWindow(WINDOW),
+                                         lifecycle="tree")
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.window_size = WINDOW
+        self.device_window: dict[TierNode, np.ndarray] = {}
+        self.host_window: dict[TierNode, np.ndarray] = {}
+
+    def _none(self) -> np.ndarray:
+        return np.full(self.page_size, NONE, dtype=np.int64)
+
+    # ---- the calls that change --------------------------------------------------------------
+
+    def insert(self, tokens: Sequence[int], values: np.ndarray, namespace: Hashable = None, priority: int = 0,
+               window: Any = None) -> int:
+        """Cache ``tokens``; each node the insert puts on device takes the caller's window values."""
+        slots = as_window(window, len(tokens))
+        key = tuple(int(t) for t in tokens)
+        off_device = {n for n in self._walk(key, namespace) if n.device is None}
+        prefix_len = super().insert(tokens, values, namespace, priority)
+        for node in self._walk(key, namespace):
+            if node in off_device or node not in self.device_window:  # host-only before, or new
+                self.device_window[node] = slots[node.depth - len(node.key) : node.depth].copy()
+        return prefix_len
+
+    def windows(self, handle: Any) -> list[int]:
+        """The window value of each token on the path root..handle (-1: tombstoned)."""
+        return [int(v) for node in self._path(handle) for v in self.device_window.get(node, self._none())]
+
+    def load_back(self, host_handle: Any) -> tuple[np.ndarray, TierNode]:
+        off_device = [n for n in self._path(host_handle) if n.device is None]
+        values, last = super().load_back(host_handle)
+        length = len(values)
+        start = length - min(self.window_size, length)  # the window at the end of the path loaded back
+        for node in self._path(last) if last.parent is not None else []:
+            if node in off_device:
+                self._restore(node, node.depth > start)
+            elif node.depth > start:
+                self._revive(node)
+        return values, last
+
+    # ---- where window values move -------------------------------------------------------------
+
+    def _restore(self, node: TierNode, in_window: bool) -> None:
+        """A load gave the node its device copy: its window values come from host only within the window."""
+        host = self.host_window.get(node)
+        self.device_window[node] = host.copy() if in_window and host is not None else self._none()
+
+    def _revive(self, node: TierNode) -> None:
+        """A node of the window at the end of a load-back, on device already: its tombstoned
+        window values come back from its host copy, if it has one."""
+        host = self.host_window.get(node)
+        if node.host is not None and host is not None:
+            own = self.device_window[node]
+            self.device_window[node] = np.where(own == NONE, host, own)
+
+    def _copy_to_host(self, node: TierNode) -> None:
+        """A write of the node completed: its host copy carries its live window values."""
+        self.host_window[node] = self.device_window.get(node, self._none()).copy()
+
+    def transfer_done(self, transfer: Transfer) -> None:
+        nodes = list(self._pending.get(transfer.number, ()))
+        if transfer.kind == "write":  # before the device copy may go (a write-back frees it now)
+            for node in nodes:
+                self._copy_to_host(node)
+        super().transfer_done(transfer)
+        for node in nodes:
+            if not node.linked:
+                self._forget(node)
+
+    def _free_device(self, node: TierNode) -> int:
+        self.device_window.pop(node, None)
+        return super()._free_device(node)
+
+    def evict_host(self, num_tokens: int) -> int:
+        freed = super().evict_host(num_tokens)
+        for node in [n for n in self.host_window if n.host is None]:
+            del self.host_window[node]
+        return freed
+
+    def _release_removed(self, node: TierNode) -> None:
+        super()._release_removed(node)
+        if node.device is None:
+            self.device_window.pop(node, None)
+        if node.host is None:
+            self.host_window.pop(node, None)
+
+    def _forget(self, node: TierNode) -> None:
+        self.device_window.pop(node, None)
+        self.host_window.pop(node, None)
