@@ -347,3 +347,37 @@ def test_a_write_back_landing_under_a_lock_leaves_the_pages_on_device(factory: A
 def test_a_write_back_that_frees_locked_pages_fails_refcount() -> None:
     with pytest.raises(RefcountViolation):
         _write_back_lands_under_a_request(WriteBackIgnoresLock)
+
+
+# ---- a load cut off by evict_prefix while in flight ------------------------------------------------
+
+@pytest.mark.parametrize("policy", POLICIES)
+def test_a_cache_may_keep_the_path_of_a_load_cut_off_while_in_flight(policy: str) -> None:
+    """[1] on device, [1, 2] loading from host, then cut off by ``evict_prefix``: [1] looks like the
+    oldest leaf, but LoadLockedTiers (as SGLang) keeps the load's path locked until it lands, so an
+    eviction that takes the newer [3] instead is no order violation (a false alarm in the catalogue's
+    LoadLockedTiers write_back stream 30). Once the load lands, [1] is a candidate again."""
+    world = LifecycleTierWorld(LoadLockedTiers, 1, policy)
+    world.serve([1, 2])
+    world.finish()
+    world.complete_all()
+    world.evict(1)  # the leaf [1, 2] goes to host only
+    world.complete_all()
+    assert world.cache.match_prefix([1, 2]).host_length == 1
+    world.admit([1, 2])
+    loads = [t.number for t in world.controller.pending if t.kind == "load"]
+    assert loads
+    world.end(0, "abort")
+    world.quarantine([1, 2])
+    world.serve([3])  # the newest page
+    world.finish()
+    for number in [t.number for t in world.controller.pending if t.kind == "write"]:
+        world.complete(number)
+    world.evict(100)  # keeps [1] (load-locked), takes [3]
+    for number in loads:
+        world.complete(number)
+    world.complete_all()
+    world.evict(100)
+    world.complete_all()
+    world.check()
+    assert len(world.cache.match_prefix([1]).device_values) == 0  # [1] went once its load landed

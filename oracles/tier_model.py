@@ -90,6 +90,7 @@ class Page:
     host: tuple[int, ...] | None = None  # a completed copy
     writing: tuple[int, ...] | None = None  # host slots of a pending write
     loading: bool = False
+    transfers_below: int = 0  # pending writes and loads on the pages below it (a cache may keep their path)
     failed_backup: bool = False  # its last backup failed to allocate, and it has no host copy
     failed_ever: bool = False
     locks: int = 0
@@ -394,7 +395,18 @@ class TierModel:
         return frozenset(names)
 
     def _busy(self, page: Page) -> bool:
-        return page.loading or page.writing is not None
+        """Not a candidate: a transfer is in flight on it, or on a page below it. A cache may keep a
+        transfer's path on device (SGLang's load-back and write-through lock it), which matters once
+        the page being moved was cut off by ``evict_prefix`` and its parent looks like a leaf."""
+        return page.loading or page.writing is not None or page.transfers_below > 0
+
+    @staticmethod
+    def _mark_path(page: Page, delta: int) -> None:
+        """Count a transfer starting (+1) or landing (-1) on ``page`` in each of its ancestors."""
+        node = page.parent
+        while node is not None:
+            node.transfers_below += delta
+            node = node.parent
 
     def _judge_pick(self, picked: list[Page], how: str) -> None:
         """Oracle 4t: an ``evict`` call took ``picked``; nothing older may stay."""
@@ -481,6 +493,7 @@ class TierModel:
             return
         for i, page in enumerate(pages):
             page.writing = tuple(int(s) for s in host_slots[i * p : (i + 1) * p])
+            self._mark_path(page, +1)
             for s in page.writing:
                 self.host_owner[s] = page
         self.in_flight_device.update(int(s) for s in device_slots)
@@ -514,6 +527,7 @@ class TierModel:
             page = self.host_owner[int(host_slots[at])]
             page.device = tuple(int(s) for s in device_slots[at : at + p])
             page.loading = True
+            self._mark_path(page, +1)
             for s in page.device:
                 self.device_owner[s] = page
             self._refile(page)
@@ -541,6 +555,7 @@ class TierModel:
                 self.host_leaves.refile(page)
             else:
                 page.loading = False
+            self._mark_path(page, -1)
 
     def on_device_free(self, slots: Sequence[int]) -> None:
         busy = [int(s) for s in slots if int(s) in self.in_flight_device]

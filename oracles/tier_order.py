@@ -3,8 +3,10 @@
 
 The tier contract's ``evict(num_tokens)`` frees device pages "least recently used unlocked device
 leaf first". A *device leaf* is a cached page on device with no child on device; it is a
-*candidate* while no request holds a lock on it and no transfer is in flight on it (a pending
-write reads its slots, a pending load fills them: the contract forbids freeing those). A page's
+*candidate* while no request holds a lock on it and no transfer is in flight on it or on a page
+below it (a pending write reads its slots, a pending load fills them: the contract forbids
+freeing those; and a cache may keep a transfer's whole path, as SGLang locks it, which shows
+once ``evict_prefix`` cut the moving page off and its parent became a leaf). A page's
 last use is the tier model's clock at the last ``match_prefix`` or ``insert`` that covered it (a
 lock is not a use).
 

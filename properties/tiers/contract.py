@@ -100,7 +100,7 @@ The methods (``TieredCacheLike``)
 ``evict(num_tokens) -> freed``
     Frees device pages, least recently used unlocked device leaf first (a use is a
     ``match_prefix`` or an ``insert`` that covers the page, host part included; a leaf with a
-    transfer in flight is not a candidate): to host when backed up,
+    transfer in flight on it or on a page below it is not a candidate): to host when backed up,
     written back first under ``write_back`` (its device slots are then freed at the write's
     completion), dropped otherwise. Returns the device tokens freed during the call.
 
