@@ -19,6 +19,7 @@ AbortKeepsLoadLock``) and the ``deep`` tests below.
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 import numpy as np
@@ -29,7 +30,7 @@ from radixcheck.oracles.tier_model import check_conservation
 from radixcheck.oracles.violations import LRUOrderViolation, RefcountViolation, ReturnValueViolation, SlotViolation
 from radixcheck.properties.cache.layers import LifecycleLayer, NamespaceLayer, Tags, keywords_for, layers_for, with_lifecycle
 from radixcheck.properties.findings.verdict import run_machine
-from radixcheck.properties.target import TargetError, load_target
+from radixcheck.properties.target import TIMEOUT_ENV, OperationTimeout, TargetError, forget_hangs, load_target
 from radixcheck.properties.tiers.contract import TierCapabilities
 from radixcheck.properties.tiers.lifecycle import LifecycleTierWorld, TierLifecycleRules
 from radixcheck.properties.tiers.machine import tier_machine_for
@@ -381,3 +382,24 @@ def test_a_cache_may_keep_the_path_of_a_load_cut_off_while_in_flight(policy: str
     world.complete_all()
     world.check()
     assert len(world.cache.match_prefix([1]).device_values) == 0  # [1] went once its load landed
+
+
+# ---- the per-operation limit --------------------------------------------------------------------
+
+class _HangsOnEvict(TieredRadixCache):
+    def evict(self, num_tokens: int) -> int:
+        time.sleep(3)
+        return super().evict(num_tokens)
+
+
+def test_a_tier_call_that_hangs_fails_under_the_per_operation_limit(monkeypatch: Any) -> None:
+    """The tier world calls its cache under the same per-operation limit as the plain machine, so a
+    hung tier cache fails the audit instead of hanging it."""
+    monkeypatch.setenv(TIMEOUT_ENV, "0.2")
+    forget_hangs()
+    world = LifecycleTierWorld(_HangsOnEvict, 1, "write_through")
+    world.serve([1, 2])
+    world.finish()
+    with pytest.raises(OperationTimeout, match="evict"):
+        world.evict(100)
+    forget_hangs()

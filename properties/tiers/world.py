@@ -46,6 +46,7 @@ from radixcheck.oracles.violations import (
 from radixcheck.properties.cache.contract import SlidingWindow, SlotAllocator
 from radixcheck.properties.cache.layers import UNSAID, Tags, keywords_for, layers_for, namespace_key, with_lifecycle
 from radixcheck.properties.cache.tenants import kinds_of
+from radixcheck.properties.target import guarded
 from radixcheck.properties.tiers.contract import HostPool, TierMatch
 from radixcheck.properties.tiers.controller import DevicePool, SuiteController
 
@@ -113,7 +114,9 @@ class TierWorld:
 
     def _call(self, name: str, *args: Any, namespace: Any = UNSAID, priority: int = 0, second: Any = None) -> Any:
         self.controller.log = self.log  # the controller's calls appear under the call that made them
-        result = getattr(self.cache, name)(*args, **keywords_for(self.layers, name, Tags(namespace, priority, second)))
+        # under the per-operation limit, as the plain machine's calls: a hung tier cache fails, it does not hang the audit
+        result = guarded(name, getattr(self.cache, name), *args,
+                         **keywords_for(self.layers, name, Tags(namespace, priority, second)))
         self.model.settle()
         return result
 
@@ -211,11 +214,11 @@ class TierWorld:
         if self.states is not None:  # and the states of its prefix's pages, loaded back or not
             prefix = request.tokens[: len(request.values)]
             pages = self.model.pages_of(prefix, namespace_key(request.namespace))
-            self.states.check(f"{request}'s handle", prefix, pages, self.cache.states(request.handle))
+            self.states.check(f"{request}'s handle", prefix, pages, guarded("states", self.cache.states, request.handle))
         if self.windows is not None:  # and the window values of its prefix's tokens
             prefix = request.tokens[: len(request.values)]
             pages = self.model.pages_of(prefix, namespace_key(request.namespace))
-            self.windows.check(f"{request}'s handle", prefix, pages, self.cache.windows(request.handle))
+            self.windows.check(f"{request}'s handle", prefix, pages, guarded("windows", self.cache.windows, request.handle))
 
     def _second(self, tokens: tuple[int, ...], key: Any, on_device: int) -> Any:
         """What an insert of ``tokens`` carries for the second pool (None: none declared): a state
