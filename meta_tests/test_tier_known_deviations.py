@@ -16,7 +16,9 @@ from hypothesis import settings
 
 from radixcheck import profiles
 from radixcheck.oracles.deviation import SuffixRefreshedOnMidEdgeUse
-from radixcheck.oracles.violations import HostEvictionOrderViolation, LRUOrderViolation
+from radixcheck.oracles.tier_model import TierModel
+from radixcheck.oracles.violations import EvictionOrderViolation, HostEvictionOrderViolation, LRUOrderViolation
+from radixcheck.properties.cache.policies import NAMED
 from radixcheck.properties.findings.verdict import run_machine
 from radixcheck.properties.findings.waivers import WaiverLog, parse_waivers
 from radixcheck.properties.tiers.machine import tier_machine_for
@@ -106,6 +108,22 @@ def test_the_planted_3_fails_4h_unwaived_and_is_explained_by_the_deviation() -> 
     assert caught.value.explained_by == frozenset({"suffix-refreshed-on-mid-edge-use"})
     cache = _host_story(TieredRadixCache, deviation=True).cache  # the reference: [0, 1, 0]'s last page went, [0, 0] stayed
     assert (cache.match_prefix([0, 1, 0]).host_length, cache.match_prefix([0, 0]).host_length) == (2, 2)
+
+
+@pytest.mark.parametrize("deviation", [True, False])
+def test_a_node_freed_whole_under_mru_is_judged_by_its_stamp(deviation: bool) -> None:
+    """SGLang frees a node's pages in one call: under MRU (a key that falls with recency) every
+    page of #3's refreshed lower half must carry the stamp, not only its last (the MRU rows'
+    false alarm, reports/findings/sglang_trees.md "The MRU rows")."""
+    model = TierModel(1, "write_through", policy=NAMED["mru"]())
+    model.deviations = [SuffixRefreshedOnMidEdgeUse()] if deviation else []
+    model.on_insert([0, 0, 0], [10, 11, 12])  # one node
+    model.on_insert([5], [20])  # a newer leaf: under MRU it goes first
+    model.use([0])  # ends inside [0, 0, 0]'s node: #3 refreshes [0, 0] and [0, 0, 0]
+    model.evicting = 10**6
+    model.on_device_free([11, 12])  # the lower half, freed whole
+    assert isinstance(model.order_violation, EvictionOrderViolation)
+    assert model.order_violation.explained_by == ({"suffix-refreshed-on-mid-edge-use"} if deviation else frozenset())
 
 
 def test_the_reference_needs_no_deviation_on_the_same_story() -> None:

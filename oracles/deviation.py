@@ -56,10 +56,15 @@ class SuffixRefreshedOnMidEdgeUse(Deviation):
     name = "suffix-refreshed-on-mid-edge-use"
 
     def __init__(self) -> None:
-        self.used: dict[Any, int] = {}  # the page that ends a refreshed suffix -> when
+        self.used: dict[Any, int] = {}  # a page of a refreshed suffix -> when
 
     def split(self, upper: Any, lower: Any, clock: int) -> None:
-        self.used[lower] = clock
+        # every page of the lower half: it is one node with one stamp, and a tiered cache frees it
+        # whole (its pages picked together are judged by the most recently used of them)
+        page = lower
+        while page is not None and page is not upper:
+            self.used[page] = clock
+            page = page.parent
 
     def unlinked(self, entry: Any) -> None:
         when = self.used.pop(entry, None)
