@@ -672,9 +672,19 @@ def _failures(rows: list[dict], finding_of: Callable[[str, str, str], str] | Non
         for t, w in waived:
             finding = finding_of(r["name"], t, w["message"]) if finding_of else ""
             out += [f"- `{t}` — waived: oracle *{w['oracle']}*{f' — **finding {finding}**' if finding else ''}: "
-                    f"{w['message']} ({w['waiver'].rpartition('/')[2]}){cut_short(w)}"]
+                    f"{w['message']} ({waiver_cited(w)}){cut_short(w)}"]
         out.append("")
     return out
+
+
+def waiver_cited(waived: dict) -> str:
+    """The waiver line a waived finding met, by its content (file, finding, ``known:``, reason), not
+    by its line number: a line number moves when the file gains a line, and the rows run earlier
+    would then cite another line."""
+    file, _, rest = waived["waiver"].rpartition("/")[2].partition(":")
+    reason = rest.partition(":")[2].strip()  # "<line>: <reason>", or "<line>" alone (rows rebuilt from a log)
+    known = f"  known: {waived['known_deviation']}" if waived.get("known_deviation") else ""
+    return f"{file}, the `{waived['oracle']}{known}` line" + (f": {reason}" if reason else "")
 
 
 def _env_line(engine: Engine) -> str:
