@@ -389,9 +389,12 @@ ENGINES += [
             "`init_hicache` builds on CPU over SGLang's own hybrid device pools: `HybridLinearKVPool` (FULL+MAMBA, "
             "`_MambaStrategy`, `hicache_mem_layout=page_first_direct`: `MambaPoolHost` takes no other) and `SWAKVPool` with "
             "`SWATokenToKVPoolAllocator` (FULL+SWA, `_SwaStrategy`). The KV transfers and host slots are the suite's, as in "
-            "the `sglang_hicache` rows; the Mamba states and SWA peers are private pools the suite does not judge.",
-            "Plain tokens only (the tier contract has no second pool yet): `hicache_mamba_*` cache every prefix of a request "
-            "with a state of its own (SGLang's match stops at the deepest node with a state); `hicache_swa_*` give every new "
+            "the `sglang_hicache` rows. `hicache_mamba_*` declare the tier state pool (`second_pool=StatePool()`, oracle 20): "
+            "the suite's state value lives in SGLang's own `MambaPool` slot, SGLang's `MambaPoolHost` takes it on backup (the "
+            "adapter copies at SGLang's indices: its direct kernels are CUDA-only) and `states(handle)` reads it back; the SWA "
+            "peers are a private pool the suite does not judge.",
+            "`hicache_mamba_*` also cache every prefix of a request with a state of its own, written as none (SGLang's match "
+            "stops at the deepest node with a state); `hicache_swa_*` speak the plain tier contract and give every new "
             "token a live SWA peer (the window never slides). Page size 1 (`MambaComponent`, SWA frees by page).",
             "The Mamba rows fail on finding M1 (a state attached while its node's KV write is in flight is never backed up; "
             "`RADIXCHECK_SGLANG_FIX=M1` patches the Python core). The SWA rows fail by design: a load-back restores SWA KV "
