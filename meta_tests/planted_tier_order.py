@@ -65,3 +65,13 @@ class SuffixRefreshedFifoTiers(SuffixRefreshedTiers):
 
     def _eviction_key(self, node: TierNode) -> tuple[int, int]:
         return node.created, node.serial
+
+    def _host_eviction_key(self, node: TierNode) -> tuple[int, int]:
+        return node.last_access, node.serial  # the host tier keeps its order: the bug is the device tier's
+
+
+class SuffixRefreshedFifoHostTiers(SuffixRefreshedTiers):
+    """#3, and a host-order bug behind it: host-only leaves go first-cached first, not least recently used."""
+
+    def _host_eviction_key(self, node: TierNode) -> tuple[int, int]:
+        return node.created, node.serial

@@ -151,7 +151,7 @@ BAD_KNOWN = {
     "no function": ("* * 4 eviction order  known: os:no_such_function  # r", "os has no function 'no_such_function'"),
     "not a deviation": ("* * 4 eviction order  known: os:getcwd  # r", "returned str, not a .*Deviation"),
     "not an order oracle": ("* * 3 slot conservation  known: suffix-refreshed-on-mid-edge-use  # r",
-                            "applies to .4 eviction order. or .4 LRU order. alone"),
+                            "applies to .4 eviction order., .4 LRU order. or .a tier target's host tier. .4h host eviction order. alone"),
     "with as": ("* * 4 eviction order as lru  known: suffix-refreshed-on-mid-edge-use  # r", "'as <policy>' or 'known: <deviation>'"),
 }
 

@@ -307,7 +307,7 @@ def test_the_matrix_shows_waived_cells_and_links_them_to_their_finding() -> None
     assert "| `mini_sglang.newest` | pass (waived) | waived | pass |" in card
     assert "| `mini_sglang.newest` | 2 |  |  | 1 | 1.0 |" in card  # passed, failed, skipped, waived
     assert "waived: oracle *4 LRU order* — **finding #2 a split keeps the stale timestamp**" in card
-    assert "(mini_sglang.txt:6: finding 2)" in card
+    assert "(mini_sglang.txt, the `4 LRU order` line: finding 2)" in card  # by content: a line number moves
 
 
 def test_a_finding_met_only_after_a_waived_one_is_said_as_its_possible_echo() -> None:

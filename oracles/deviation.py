@@ -12,6 +12,8 @@ from the model's two hooks:
   lower half. ``clock`` is the model's clock of that use.
 - :meth:`Deviation.unlinked`: a page left the tree (evicted or quarantined); a deviation that
   stamps a page hands the stamp to its parent, as the model does with ``last_use``.
+- :meth:`Deviation.left_device`: on a tiered cache, a page left the device but stays cached on
+  host (its host copy is done or being written); by default as :meth:`Deviation.unlinked`.
 
 :meth:`Deviation.stats` then gives a leaf's statistics as the deviating cache keeps them.
 Nothing here reads a cache: these model the bug from its description (reports/sglang_findings.md
@@ -38,6 +40,10 @@ class Deviation:
     def unlinked(self, entry: Any) -> None:
         """Page ``entry`` left the tree (``entry.parent`` is the page above it)."""
 
+    def left_device(self, entry: Any) -> None:
+        """Page ``entry`` left the device of a tiered cache and stays cached on host."""
+        self.unlinked(entry)
+
     def stats(self, stats: LeafStats, leaf: Any) -> LeafStats:
         """``stats``, the contract's statistics of ``leaf``, as the deviating cache keeps them."""
         return stats
@@ -50,14 +56,26 @@ class SuffixRefreshedOnMidEdgeUse(Deviation):
     name = "suffix-refreshed-on-mid-edge-use"
 
     def __init__(self) -> None:
-        self.used: dict[Any, int] = {}  # the page that ends a refreshed suffix -> when
+        self.used: dict[Any, int] = {}  # a page of a refreshed suffix -> when
 
     def split(self, upper: Any, lower: Any, clock: int) -> None:
-        self.used[lower] = clock
+        # every page of the lower half: it is one node with one stamp, and a tiered cache frees it
+        # whole (its pages picked together are judged by the most recently used of them)
+        page = lower
+        while page is not None and page is not upper:
+            self.used[page] = clock
+            page = page.parent
 
     def unlinked(self, entry: Any) -> None:
         when = self.used.pop(entry, None)
         if when is not None and entry.parent is not None:  # the page above was used then too
+            self.used[entry.parent] = max(when, self.used.get(entry.parent, when))
+
+    def left_device(self, entry: Any) -> None:
+        """The parent, now a device leaf, shows the stamp; the page keeps it on host (a node
+        keeps its stamp when only its device copy goes, so host eviction reads it)."""
+        when = self.used.get(entry)
+        if when is not None and entry.parent is not None:
             self.used[entry.parent] = max(when, self.used.get(entry.parent, when))
 
     def stats(self, stats: LeafStats, leaf: Any) -> LeafStats:

@@ -25,12 +25,14 @@ over the statistics the model counts per page (:meth:`TierModel.stats`): a page 
 through every move between the tiers. An order finding is kept (``order_violation``) and raised by
 the world once ``evict`` returns, never from inside the cache's call.
 
-**Known deviations.** A waiver ``4 LRU order  known: <name>`` (or ``4 eviction order``) names a
-known order bug (:mod:`radixcheck.oracles.deviation`); the machine puts it in ``deviations``. The
-model then marks where a cache's nodes end (a use ended there, or the trie forked there), tells
-each deviation of a use that ends inside a node (a split) and of a page that leaves the device,
-and marks an order finding ``explained_by`` the deviations by whose statistics the pick was right
-(the world waives it once a run; a pick right by none is still the finding).
+**Known deviations.** A waiver ``4 LRU order  known: <name>`` (or ``4 eviction order``, or the
+host tier's ``4h host eviction order``) names a known order bug
+(:mod:`radixcheck.oracles.deviation`); the machine puts it in ``deviations``. The model then marks
+where a cache's nodes end (a use ended there, or the trie forked there), tells each deviation of a
+use that ends inside a node (a split), of a page that leaves the device (staying on host, or not)
+and of a page that leaves its last tier, and marks an order finding of 4t or 4h ``explained_by``
+the deviations by whose statistics the pick was right (the world waives it once a run; a pick
+right by none is still the finding).
 
 Every method costs what it reads or changes (the pages of one request, the slots of one call);
 only :meth:`TierModel.held` reads every slot, for the conservation check of a small world.
@@ -431,7 +433,8 @@ class TierModel:
     def _judge_host_pick(self, slots: list[int]) -> None:
         """Oracle 4h: an ``evict_host`` call frees the host copies in ``slots``; its host-only picks
         must follow the order (kept, raised by the world once the call returns)."""
-        if self.evicting_host is None or self.order_violation is not None:
+        kept = self.order_violation
+        if self.evicting_host is None or (kept is not None and not getattr(kept, "explained_by", ())):
             return
         picked: list[Page] = []
         for s in slots:
@@ -439,10 +442,30 @@ class TierModel:
             if page is not None and page.host is not None and page.device is None and not page.gone and page not in picked:
                 picked.append(page)
         try:
-            check_host_order(picked, self.host_leaves, self.evicting_host, self._describe_host,
-                             "least recently used" if self.policy is None else f"by {self.policy}'s key")
+            check_host_order(picked, self.host_leaves, self.evicting_host, self._describe_host, self._host_rule())
         except HostEvictionOrderViolation as violation:
-            self.order_violation = violation
+            # as in _judge_pick: a pick a waived known deviation explains is kept only until one none explains
+            violation.explained_by = self._host_deviations_explaining(picked) if self.deviations else frozenset()
+            if kept is None or not violation.explained_by:
+                self.order_violation = violation
+
+    def _host_rule(self) -> str:
+        return "least recently used" if self.policy is None else f"by {self.policy}'s key"
+
+    def _host_deviations_explaining(self, picked: list[Page]) -> frozenset[str]:
+        """The known deviations by whose statistics the host picks ``picked`` are right: oracle 4h's
+        replay, over the same host-only leaves ordered as the deviating cache keeps them."""
+        names = set()
+        for deviation in self.deviations:
+            leaves = HostLeaves(lambda pg, d=deviation: self._deviated_order(pg, d))
+            for _, _, page in self.host_leaves.by_order:
+                leaves.refile(page)
+            try:
+                check_host_order(picked, leaves, self.evicting_host or 0, self._describe_host, self._host_rule())
+            except HostEvictionOrderViolation:
+                continue
+            names.add(deviation.name)
+        return frozenset(names)
 
     def _describe_host(self, page: Page) -> str:
         if self.policy is None:
@@ -578,8 +601,9 @@ class TierModel:
                 page.device = None
                 self._refile(page)
                 self._refile(page.parent)
+                stays = page.host is not None or page.writing is not None  # still cached, on host
                 for deviation in self.deviations:
-                    deviation.unlinked(page)
+                    deviation.left_device(page) if stays else deviation.unlinked(page)
 
     def on_host_free(self, slots: Sequence[int]) -> None:
         busy = [int(s) for s in slots if int(s) in self.in_flight_host]
@@ -597,6 +621,9 @@ class TierModel:
                 page.host = None
                 self._refile(page)
                 self._refile(page.parent)
+                if page.device is None:  # it left its last tier
+                    for deviation in self.deviations:
+                        deviation.unlinked(page)
 
     def settle(self) -> None:
         """At the end of each cache call: pages that left their last tier are gone, and must have

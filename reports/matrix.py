@@ -389,9 +389,12 @@ ENGINES += [
             "`init_hicache` builds on CPU over SGLang's own hybrid device pools: `HybridLinearKVPool` (FULL+MAMBA, "
             "`_MambaStrategy`, `hicache_mem_layout=page_first_direct`: `MambaPoolHost` takes no other) and `SWAKVPool` with "
             "`SWATokenToKVPoolAllocator` (FULL+SWA, `_SwaStrategy`). The KV transfers and host slots are the suite's, as in "
-            "the `sglang_hicache` rows; the Mamba states and SWA peers are private pools the suite does not judge.",
-            "Plain tokens only (the tier contract has no second pool yet): `hicache_mamba_*` cache every prefix of a request "
-            "with a state of its own (SGLang's match stops at the deepest node with a state); `hicache_swa_*` give every new "
+            "the `sglang_hicache` rows. `hicache_mamba_*` declare the tier state pool (`second_pool=StatePool()`, oracle 20): "
+            "the suite's state value lives in SGLang's own `MambaPool` slot, SGLang's `MambaPoolHost` takes it on backup (the "
+            "adapter copies at SGLang's indices: its direct kernels are CUDA-only) and `states(handle)` reads it back; the SWA "
+            "peers are a private pool the suite does not judge.",
+            "`hicache_mamba_*` also cache every prefix of a request with a state of its own, written as none (SGLang's match "
+            "stops at the deepest node with a state); `hicache_swa_*` speak the plain tier contract and give every new "
             "token a live SWA peer (the window never slides). Page size 1 (`MambaComponent`, SWA frees by page).",
             "The Mamba rows fail on finding M1 (a state attached while its node's KV write is in flight is never backed up; "
             "`RADIXCHECK_SGLANG_FIX=M1` patches the Python core). The SWA rows fail by design: a load-back restores SWA KV "
@@ -672,9 +675,19 @@ def _failures(rows: list[dict], finding_of: Callable[[str, str, str], str] | Non
         for t, w in waived:
             finding = finding_of(r["name"], t, w["message"]) if finding_of else ""
             out += [f"- `{t}` — waived: oracle *{w['oracle']}*{f' — **finding {finding}**' if finding else ''}: "
-                    f"{w['message']} ({w['waiver'].rpartition('/')[2]}){cut_short(w)}"]
+                    f"{w['message']} ({waiver_cited(w)}){cut_short(w)}"]
         out.append("")
     return out
+
+
+def waiver_cited(waived: dict) -> str:
+    """The waiver line a waived finding met, by its content (file, finding, ``known:``, reason), not
+    by its line number: a line number moves when the file gains a line, and the rows run earlier
+    would then cite another line."""
+    file, _, rest = waived["waiver"].rpartition("/")[2].partition(":")
+    reason = rest.partition(":")[2].strip()  # "<line>: <reason>", or "<line>" alone (rows rebuilt from a log)
+    known = f"  known: {waived['known_deviation']}" if waived.get("known_deviation") else ""
+    return f"{file}, the `{waived['oracle']}{known}` line" + (f": {reason}" if reason else "")
 
 
 def _env_line(engine: Engine) -> str:

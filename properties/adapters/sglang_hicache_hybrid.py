@@ -24,14 +24,28 @@ How it is run on CPU (on top of ``sglang_hicache``'s seams, which it inherits)
 * ``hicache_mem_layout="page_first_direct"``: ``MambaPoolHost`` only supports ``page_first_direct``
   (``build_hybrid_mamba_stack`` says so; ``layer_first`` is refused by its constructor). The KV
   host pool takes the same layout with the ``direct`` io backend.
-* The tier machine speaks the plain (one-pool) tier contract: it sends tokens and KV slots, never
-  a Mamba state. Every cached request end carries a state in SGLang (``insert`` asserts a
-  ``mamba_value``), so the adapter hands each insert a fresh state slot from a private state pool
-  (``mamba_allocator`` forwards to it: the tree's frees and its load-back allocations land
-  there). The states are not judged: the suite's checks are the FULL KV's (tiers, slots,
-  contents, backup chain). Only the KV host pool's slots are the suite's; the Mamba host pool
-  keeps SGLang's own slots, and since the transfer engine is the suite's (it copies nothing of
-  SGLang's), no Mamba state is ever copied.
+* ``hicache_mamba_*`` declare ``TierCapabilities(second_pool=StatePool())``: every insert carries
+  the suite's ``state=`` value, and ``states(handle)`` reports SGLang's own Mamba state of each
+  page, so oracle 20 judges the states through backup and load-back. Every cached request end
+  carries a state in SGLang (``insert`` asserts a ``mamba_value``): each insert gets a slot of
+  SGLang's device ``MambaPool`` from a private slot allocator (``mamba_allocator`` forwards to it:
+  the tree's frees and its load-back allocations land there), and the adapter writes the suite's
+  value into that slot's temporal state (two float32 elements, exact, and a "named" flag).
+  ``states`` reads the value back from the node's device slot, or, when the node's state is on
+  host only, from SGLang's ``MambaPoolHost`` buffer at the slot SGLang allocated in the node's
+  write (noted as it passes: the Rust core has no node lookup). A node's state belongs to its last
+  token; the other pages report -1.
+* SGLang's match stops at the deepest node holding a state, and the tier contract's match answers
+  every cached token, so the adapter also caches every shorter prefix of a request with a state of
+  its own, written as *none* (read back as -1, as the suite expects where no insert ended). When a
+  later insert ends where such a state is (``mamba_exist``: SGLang keeps its own), that state
+  stands for the request's (the state after the same tokens) and takes its value.
+* The Mamba states' copies: SGLang's ``direct`` copy kernels are ``sgl_kernel``'s (none on CPU),
+  so each submitted transfer of the ``MambaPoolHost`` is copied by the adapter at submission,
+  between SGLang's own device and host buffers at the indices SGLang chose (temporal and conv
+  states, every layer). What moves and when stays SGLang's; the KV is the suite's (its host slots,
+  its transfer engine, as in ``sglang_hicache``). The SWA factories speak the plain tier contract
+  (their window is hidden).
 """
 
 from __future__ import annotations
@@ -43,7 +57,7 @@ import numpy as np
 from radixcheck.properties.adapters import factory_lookup
 from radixcheck.properties.adapters import sglang_hicache as _hc
 from radixcheck.properties.adapters import sglang_trees as _trees
-from radixcheck.properties.cache.contract import SlotAllocator
+from radixcheck.properties.cache.contract import SlotAllocator, StatePool
 from radixcheck.properties.tiers.contract import TierCapabilities
 
 PIP_REQUIREMENTS: list[str] = []
@@ -78,9 +92,15 @@ class _Polling(_hc.SGLangHiCache):
         self._poll()
 
 
+_SCALE = 1 << 15
+"""A state value is written as two float32 elements of the slot's temporal state (each exact)."""
+
+
 class SGLangHiCacheMamba(_Polling):
     """``UnifiedRadixCache`` FULL+MAMBA + ``init_hicache`` (``_MambaStrategy``), the KV transfers and
-    host slots the suite's, each request end's Mamba state a private slot."""
+    host slots the suite's; each request end's Mamba state a slot of SGLang's own ``MambaPool``
+    (its slot ids from a private allocator) holding the suite's state value, which SGLang's own
+    copies move to and from its ``MambaPoolHost`` (the tier contract's ``StatePool``, oracle 20)."""
 
     components = ("MAMBA",)
     mem_layout = "page_first_direct"
@@ -88,8 +108,116 @@ class SGLangHiCacheMamba(_Polling):
     def __init__(self, allocator: Any, host_pool: Any, controller: Any, page_size: int, write_policy: str,
                  backend: str = "python") -> None:
         _trees._page_one(page_size, "HiCache over UnifiedRadixCache FULL+MAMBA")
-        self.states = SlotAllocator(_STATES, seed=2, churned=False)
+        self.state_slots = SlotAllocator(_STATES, seed=2, churned=False)
+        self._state_value: int | None = None  # the suite's state= of the insert running now (its first slot only)
         super().__init__(allocator, host_pool, controller, page_size, write_policy, backend=backend)
+
+    # ---- the state values, in SGLang's own Mamba buffers ------------------------------------------
+
+    def _write_state(self, slot: int, value: int | None) -> None:
+        """Slot ``slot`` of the device ``MambaPool`` holds ``value`` (None: a state the suite never
+        named, one the adapter cached for a shorter prefix: read back as -1)."""
+        temporal = self.req_pool.mamba_pool.mamba_cache.temporal  # (layers, slots, heads, dim, state), float32
+        hi, lo, named = (0, 0, 0.0) if value is None else (int(value) // _SCALE, int(value) % _SCALE, 1.0)
+        temporal[0, slot, 0, 0, 0], temporal[0, slot, 0, 0, 1], temporal[0, slot, 0, 1, 0] = float(hi), float(lo), named
+
+    @staticmethod
+    def _read(state: Any) -> int:
+        """The value a slot's temporal state (``[heads, dim, state]`` of one layer) holds, -1 for none."""
+        if float(state[0, 1, 0]) != 1.0:
+            return -1
+        return int(float(state[0, 0, 0])) * _SCALE + int(float(state[0, 0, 1]))
+
+    def _node_state(self, node_id: Any) -> int:
+        """The state value of SGLang node ``node_id``'s Mamba state: its device slot's, or, when it is on host
+        only, its host slot's (SGLang's ``MambaPoolHost`` buffer, as its own copy left it)."""
+        mamba = self.sg.ComponentType.MAMBA
+        core = self.cache.tree_core
+        device = core.get_component_device_value(node_id, mamba)
+        if device is not None and len(device):
+            return self._read(self.req_pool.mamba_pool.mamba_cache.temporal[0, int(device[0])])
+        if core.component_has_host_value_only(node_id, mamba):
+            host = self._state_host.get(node_id)
+            if host is None:
+                raise AssertionError(f"node {node_id}'s Mamba state is on host, in a slot no write of it allocated")
+            return self._read(self._mamba_host_pool.temporal_buffer[host, 0, 0])  # page_first_direct: (slot, layer, 1, ...)
+        return -1
+
+    def states(self, handle: Any) -> list[int]:
+        """One value per page (token) of root..handle: a node's state belongs to its last token."""
+        if handle is _hc._sr.ROOT:
+            return []
+        out: list[int] = []
+        for info in self.cache.tree_core.collect_path_info([self._node(handle)])[0]:
+            out += [-1] * (info.path_end - info.path_start - 1) + [self._node_state(info.node_id)]
+        return out
+
+    def insert(self, tokens: Any, values: Any, namespace: Any = None, priority: int = 0, state: int | None = None) -> int:
+        self._state_value = state
+        try:
+            return super().insert(tokens, values, namespace, priority)
+        finally:
+            self._state_value = None
+
+    def _take_over(self, cc: Any) -> None:
+        """The FULL seams, and the Mamba states' copies: SGLang's ``direct`` copy kernels are
+        ``sgl_kernel``'s (none on CPU), so the adapter's engine copies each submitted transfer of the
+        ``MambaPoolHost`` at once, between SGLang's own buffers at the indices SGLang gave (the
+        temporal and conv states of every layer); SGLang still decides what moves and when."""
+        super()._take_over(cc)
+        engine = cc.l2_transfer_engine
+        full = self._full_host_pool
+        self._mamba_host_pool = next(e.host_pool for e in cc.mem_pool_host.entries if e.host_pool is not full)
+        to_host, to_device = engine.submit_device_to_host, engine.submit_host_to_device
+
+        def submit_device_to_host(transfers, *args, **kwargs):
+            for t in transfers:
+                if t.host_pool is not full:
+                    self._copy_states(t, to_host=True)
+            return to_host(transfers, *args, **kwargs)
+
+        def submit_host_to_device(transfers, *args, **kwargs):
+            for t in transfers:
+                if t.host_pool is not full:
+                    self._copy_states(t, to_host=False)
+            return to_device(transfers, *args, **kwargs)
+
+        engine.submit_device_to_host, engine.submit_host_to_device = submit_device_to_host, submit_host_to_device
+
+        # Which host slot holds a node's state: noted as SGLang allocates it inside the node's write
+        # (the Rust core has no node lookup to read a node's host value: node_by_id is not ported).
+        self._state_host: dict[Any, int] = {}  # SGLang node id -> its state's MambaPoolHost slot
+        self._writing_node: Any = None
+        write, alloc = cc.write, self._mamba_host_pool.alloc
+
+        def write_noting(device_indices, *args, **kwargs):
+            self._writing_node = kwargs.get("node_id")
+            try:
+                return write(device_indices, *args, **kwargs)
+            finally:
+                self._writing_node = None
+
+        def alloc_noting(need_size: int, *args, **kwargs):
+            got = alloc(need_size, *args, **kwargs)
+            if got is not None and len(got) and self._writing_node is not None:
+                self._state_host[self._writing_node] = int(got[0])
+            return got
+
+        cc.write, self._mamba_host_pool.alloc = write_noting, alloc_noting
+
+    def _copy_states(self, transfer: Any, to_host: bool) -> None:
+        """Copy the Mamba states of one transfer: device ``MambaPool`` ``[layer, slot, ...]`` and host
+        ``MambaPoolHost`` (``page_first_direct``: ``[slot, layer, 1, ...]``)."""
+        host_pool, cache = transfer.host_pool, self.req_pool.mamba_pool.mamba_cache
+        host = transfer.host_indices.to(self.sg.torch.int64)
+        device = transfer.device_indices.to(self.sg.torch.int64)
+        pairs = [(host_pool.temporal_buffer, cache.temporal), *zip(host_pool.conv_buffer, cache.conv, strict=True)]
+        for host_buffer, device_buffer in pairs:
+            for layer in range(device_buffer.shape[0]):
+                if to_host:
+                    host_buffer[host, layer, 0] = device_buffer[layer, device]
+                else:
+                    device_buffer[layer, device] = host_buffer[host, layer, 0]
 
     def _prepare_args(self, args: Any) -> None:
         args._mamba_cache_chunk_size = 64  # MambaComponent reads it at construction (sglang_trees does the same)
@@ -101,7 +229,7 @@ class SGLangHiCacheMamba(_Polling):
             size=1, mamba_size=_STATES, mamba_spec_state_size=1, max_context_len=8, device="cpu",
             enable_memory_saver=False, cache_params=tx.Mamba2CacheParams(shape=shape, layers=[0]),
             mamba_layer_ids=[0], enable_mamba_extra_buffer=False)
-        self.req_pool.mamba_allocator = _trees._ForwardingStates(self.states)
+        self.req_pool.mamba_allocator = _trees._ForwardingStates(self.state_slots)
         return self.req_pool
 
     def _device_kv_pool(self) -> Any:
@@ -114,7 +242,10 @@ class SGLangHiCacheMamba(_Polling):
                                   mamba_pool=self.req_pool.mamba_pool)
 
     def _insert_extra(self, length: int) -> dict[str, Any]:
-        self._state = self.states.alloc(1)
+        self._state = self.state_slots.alloc(1)
+        value, self._state_value = self._state_value, None  # the request end's own state; a shorter prefix's has none
+        self._named = value
+        self._write_state(int(self._state[0]), value)
         return {"mamba_value": self.sg.torch.from_numpy(np.asarray(self._state, dtype=np.int64))}
 
     def _inserted(self, result: Any, tokens: Any, values: np.ndarray) -> None:
@@ -124,7 +255,8 @@ class SGLangHiCacheMamba(_Polling):
         answers every cached token, so each token boundary is made a request end (as a chunked
         prefill checkpoints its state at every chunk, with chunks of one token)."""
         if result.mamba_exist:
-            self.states.free(self._state)
+            self.state_slots.free(self._state)
+            self._name_existing(result.last_device_node, len(tokens))
         if result.last_device_node is None or len(tokens) < 2:
             return
         path = self.cache.path_device_indices(result.last_device_node)
@@ -134,8 +266,20 @@ class SGLangHiCacheMamba(_Polling):
                                                            **self._insert_extra(end)))
             self.cache.flush_pending_backups()
             if again.mamba_exist:
-                self.states.free(self._state)
+                self.state_slots.free(self._state)
         self._poll()
+
+    def _name_existing(self, node: Any, length: int) -> None:
+        """The tree kept its own state where the request ends (``mamba_exist``). If that is a state the
+        adapter cached for a shorter prefix (none named), it stands for this very state (the state
+        after the same tokens), so it now holds the request's value. A state the suite named is left
+        as it is (the contract: the same value)."""
+        if self._named is None or node is None:
+            return
+        info = self.cache.tree_core.collect_path_info([node])[0]
+        device = self.cache.tree_core.get_component_device_value(node, self.sg.ComponentType.MAMBA)
+        if info and info[-1].path_end == length and device is not None and len(device) and self._node_state(node) == -1:
+            self._write_state(int(device[0]), self._named)
 
     def __repr__(self) -> str:
         return f"SGLangHiCacheMamba({self.backend}, {self.write_policy})"
@@ -206,7 +350,8 @@ def _factory(name: str, backend: str, cls: type = SGLangHiCacheMamba):
 
     factory.__name__ = factory.__qualname__ = name
     factory.tier_capabilities = TierCapabilities(  # type: ignore[attr-defined]
-        write_policies=_hc.POLICIES, page_sizes=(1,), supports_quarantine=False, write_back_order="leaf_first")
+        write_policies=_hc.POLICIES, page_sizes=(1,), supports_quarantine=False, write_back_order="leaf_first",
+        second_pool=StatePool() if cls is SGLangHiCacheMamba else None)  # the Mamba states, judged (oracle 20)
     tree = "FULL+MAMBA" if cls is SGLangHiCacheMamba else "FULL+SWA (window hidden)"
     factory.__doc__ = f"radixcheck tier target {name}: UnifiedRadixCache {tree} ({backend} core) + init_hicache"
     return factory

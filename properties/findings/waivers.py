@@ -24,15 +24,16 @@ One waiver a line::
   throughout. Statistics are the model's, counted as the declared policy counts them (hits on
   match or not). A known bug no named policy describes (SGLang's #3, a split that refreshes the
   suffix; its #9, a split that stamps the parent's creation afresh) is named by ``known:``.
-- **known: <deviation>**, optional, after ``4 eviction order`` or ``4 LRU order`` (``4 eviction
+- **known: <deviation>**, optional, after ``4 eviction order``, ``4 LRU order`` or ``4h host eviction order`` (``4 eviction
   order  known: suffix-refreshed-on-mid-edge-use``): one known order bug named by its behaviour, a deviation of
   the order model (:data:`radixcheck.properties.cache.deviations.KNOWN`, or a ``module:function``
   of the user's returning a :class:`~radixcheck.oracles.deviation.Deviation`). The machine keeps
   the statistics that bug makes beside the contract's, and an eviction right by either is
   accepted; one right only by the deviation's is the finding this line waives (reported once a
   run, as ``known_deviation``). Any other order finding in the same test is still a finding.
-  On a tier target it reaches the device tier's order oracle (4t) the same way
-  (:mod:`radixcheck.oracles.tier_model`, "Known deviations").
+  On a tier target it reaches the device tier's order oracle (4t) the same way, and, after
+  ``4h host eviction order``, the host tier's (4h): a host eviction right only by the deviation's
+  statistics is waived (:mod:`radixcheck.oracles.tier_model`, "Known deviations").
 - **reason**, after ``#``: required; it is printed beside every finding it waives.
 
 A line is checked when the file is read (:class:`WaiverError` names the line): the test glob
@@ -67,7 +68,7 @@ from pathlib import Path
 from typing import Any
 
 from radixcheck.oracles.deviation import Deviation
-from radixcheck.oracles.violations import EvictionOrderViolation, LRUOrderViolation
+from radixcheck.oracles.violations import EvictionOrderViolation, HostEvictionOrderViolation, LRUOrderViolation
 from radixcheck.properties.cache.deviations import KNOWN, DeviationError, resolve
 from radixcheck.properties.cache.policies import NAMED
 from radixcheck.properties.findings.failures import WORLD_CUT_SHORT, leaves, message_of, oracle_of
@@ -158,10 +159,10 @@ def _known_problem(finding: str, follows: str | None, known: str | None) -> str 
         return None
     if not known or " " in known:
         return f"'known:' needs one deviation name ({', '.join(KNOWN)}, or module:function), got {known!r}"
-    orders = [(cls.oracle, cls.__name__) for cls in (EvictionOrderViolation, LRUOrderViolation)]
+    orders = [(cls.oracle, cls.__name__) for cls in (EvictionOrderViolation, LRUOrderViolation, HostEvictionOrderViolation)]
     if sum(_glob(oracle, finding) or _glob(name, finding) for oracle, name in orders) != 1:
-        return (f"'known: {known}' names a deviation of the eviction order: it applies to {orders[0][0]!r} or {orders[1][0]!r} "
-                f"alone, not {finding!r}")
+        return (f"'known: {known}' names a deviation of the eviction order: it applies to {orders[0][0]!r}, {orders[1][0]!r} "
+                f"or (a tier target's host tier) {orders[2][0]!r} alone, not {finding!r}")
     if follows is not None:
         return "a line names one known order bug: 'as <policy>' or 'known: <deviation>', not both"
     try:
