@@ -289,6 +289,18 @@ class TierWorld:
         for number in self.pending():
             self.complete(number)
 
+    def _raise_kept_order_violation(self, met: set[str]) -> None:
+        """Raise the order violation the model kept during an eviction (judged inside the cache's call,
+        raised now that it returned), unless the known deviations a waiver named (TierModel.deviations)
+        explain it and were already said this run on that tier (``met``): each is said once a run."""
+        violation, self.model.order_violation = self.model.order_violation, None
+        if violation is None:
+            return
+        explained = violation.explained_by
+        if not explained or not explained <= met:
+            met |= explained
+            raise violation
+
     def evict(self, num_tokens: int, said: bool = True) -> int:
         if said:
             self._say(f"w.evict({num_tokens})")
@@ -299,12 +311,7 @@ class TierWorld:
             freed = self._call("evict", num_tokens)
         finally:
             self.model.evicting = None
-        violation, self.model.order_violation = self.model.order_violation, None
-        if violation is not None:  # judged inside the call, raised now that the cache's evict has returned
-            explained = violation.explained_by  # by the known deviations a waiver named (TierModel.deviations)
-            if not explained or not explained <= self.deviation_met:
-                self.deviation_met |= explained  # a known deviation is said once a run; afterwards it is accepted
-                raise violation
+        self._raise_kept_order_violation(self.deviation_met)
         if freed != len(self.device.freed_log) - before:
             raise ReturnValueViolation(f"evict({num_tokens}) returned {freed}, but freed "
                                        f"{len(self.device.freed_log) - before} device slots")
@@ -319,12 +326,7 @@ class TierWorld:
             freed = self._call("evict_host", num_tokens)
         finally:
             self.model.evicting_host = None
-        violation, self.model.order_violation = self.model.order_violation, None
-        if violation is not None:  # judged inside the call, raised now that the cache's evict_host has returned
-            explained = violation.explained_by  # as in evict: a known deviation is said once a run on this tier
-            if not explained or not explained <= self.host_deviation_met:
-                self.host_deviation_met |= explained
-                raise violation
+        self._raise_kept_order_violation(self.host_deviation_met)
         if freed != len(self.host.freed_log) - before:
             raise ReturnValueViolation(f"evict_host({num_tokens}) returned {freed}, but freed "
                                        f"{len(self.host.freed_log) - before} host slots")
