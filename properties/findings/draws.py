@@ -1,20 +1,21 @@
 """Hypothesis draws that depend on the test's seed only, not on what else the process has loaded.
 
-Hypothesis's default provider, for about one integer, float, string or bytes choice in twenty,
-draws a *local constant* instead: a literal from the source of any module in ``sys.modules`` that
-is neither in site-packages nor in the standard library, rescanned whenever ``sys.modules`` grows
-(``hypothesis/internal/conjecture/providers.py``: ``_get_local_constants``, ``HypothesisProvider
-._maybe_draw_constant``). Even derandomized, a stream's operations then depend on every module
-loaded before it: the entry point (``python -m radixcheck.reports.tier_catalogue`` loads other
-literals than a script that replays one stream), each module an earlier stream imported lazily
-(a repro imports the wire adapter), and whether radixcheck is installed editable (its own files
-are local) or as a wheel (they are not). A stream of the tier catalogue failed after others in
+Hypothesis's default provider, for some integer, float, string and bytes choices (one in twenty;
+floats one in seven), draws a constant instead: from its own list, or from the *local constants*,
+the literals (numbers of size 100 or more, strings, bytes) in the source of every module in
+``sys.modules`` outside site-packages and the standard library, rescanned whenever ``sys.modules``
+grows (``hypothesis/internal/conjecture/providers.py``: ``_get_local_constants``,
+``HypothesisProvider._maybe_draw_constant``). Even derandomized, a stream's operations then depend
+on every module loaded before it: the entry point (``python -m radixcheck.reports.tier_catalogue``
+loads other literals than a script that replays one stream), each module an earlier stream
+imported lazily (a repro imports the wire adapter), and whether radixcheck is installed editable
+(its own files are local) or as a wheel (they are not). A stream of the tier catalogue failed in
 its worker and passed alone, so a seed quoted in a report might not replay.
 
-:func:`seed_only_draws` empties that pool while a machine runs. Hypothesis's own constants (the
-edge cases it always tries: 0, -1, 2**63, ...) stay, so the search keeps them. This reaches into
-Hypothesis's internals: if a version moves them, :func:`pinnable` says so (a gate test asserts it)
-and the draws are left as they are.
+:func:`seed_only_draws` empties the local pool while a machine runs. Hypothesis's own list (powers
+of two and ten and their neighbours, factorials, special floats and strings) stays, so the search
+keeps those. This reaches into Hypothesis's internals: if a version moves them, :func:`pinnable`
+says so (a gate test asserts it) and the draws are left as they are.
 """
 
 from __future__ import annotations
