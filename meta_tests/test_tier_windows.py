@@ -9,10 +9,15 @@ from typing import Any
 import pytest
 
 from radixcheck import profiles
+from radixcheck.audit import Verdict, findings_of
+from radixcheck.oracles.tier_states import TierStates
 from radixcheck.oracles.tier_windows import NONE, sent_window, window_value
-from radixcheck.oracles.violations import SecondValueViolation
+from radixcheck.oracles.violations import SecondValueViolation, TierWindowViolation
 from radixcheck.properties.cache.contract import SlidingWindow
+from radixcheck.properties.findings.failures import exceptions_of, oracle_of
+from radixcheck.properties.findings.names import oracle_names
 from radixcheck.properties.findings.verdict import run_machine
+from radixcheck.properties.findings.waivers import WaiverLog, parse_waivers
 from radixcheck.properties.target import Target, TargetError, check_target
 from radixcheck.properties.tiers.contract import TierCapabilities
 from radixcheck.properties.tiers.machine import TierStateRules, TierWindowRules, tier_machine_for
@@ -81,7 +86,7 @@ def test_the_reference_restores_only_the_window_at_the_end_of_a_load_back() -> N
                                           (WriteBackDropsWindow, r"reports -1 \(tombstoned\), but its window value")],
                          ids=lambda x: getattr(x, "__name__", "msg"))
 def test_each_window_mutant_fails_the_story_by_the_window_oracle(mutant: Any, says: str, policy: str) -> None:
-    with pytest.raises(SecondValueViolation, match=says):
+    with pytest.raises(TierWindowViolation, match=says):
         _through_host(mutant, policy)
 
 
@@ -92,9 +97,48 @@ def test_a_load_back_that_restores_the_whole_path_is_named_so() -> None:
         world.finish()
     _to_host(world)
     world.serve(LONGER)  # loaded back whole: [1, 2] lies further back than the window at its end
-    with pytest.raises(SecondValueViolation, match=r"token 0 \(in Page\(\[1\].*reports a live window value .* further "
+    with pytest.raises(TierWindowViolation, match=r"token 0 \(in Page\(\[1\].*reports a live window value .* further "
                                                    r"back than the window at the path's end"):
         world.finish()
+
+
+def _whole_path_finding() -> TierWindowViolation:
+    """Oracle 20w's finding on LoadBackRestoresWholePath (the story above)."""
+    world = TierWorld(LoadBackRestoresWholePath, 1, "write_through")
+    for tokens in (PROMPT, LONGER):
+        world.serve(tokens)
+        world.finish()
+    _to_host(world)
+    world.serve(LONGER)
+    with pytest.raises(TierWindowViolation) as caught:
+        world.finish()
+    return caught.value
+
+
+def _state_finding() -> SecondValueViolation:
+    """Oracle 20's finding on the tiers (tier_states): a state reported where no insert left one."""
+    class Page:
+        parent = None
+    with pytest.raises(SecondValueViolation) as caught:
+        TierStates().check("match_prefix([1])", (1,), [Page()], [7])
+    assert not isinstance(caught.value, TierWindowViolation)
+    return caught.value
+
+
+def test_oracle_20w_findings_carry_their_own_name_apart_from_oracle_20s() -> None:
+    """The audit's card and grouping, the repro's oracle check and the waivers name a window finding
+    on the tiers as oracle 20w, not as oracle 20 (they shared its label)."""
+    window, state = _whole_path_finding(), _state_finding()
+    assert oracle_of(window) == TierWindowViolation.oracle != oracle_of(state) == SecondValueViolation.oracle
+    assert TierWindowViolation.oracle.startswith("20w ") and TierWindowViolation.oracle in oracle_names()
+    verdicts = [Verdict(f"test_tier_machine[{name}]", "failed", 0.0, exceptions=exceptions_of(exc))
+                for name, exc in (("window", window), ("state", state))]
+    cards = {f.oracle: f.tests for f in findings_of(verdicts)}
+    assert cards == {TierWindowViolation.oracle: ["test_tier_machine[window]"],
+                     SecondValueViolation.oracle: ["test_tier_machine[state]"]}
+    only_20 = WaiverLog(parse_waivers(f"* * {SecondValueViolation.oracle}  # oracle 20 only"))
+    only_20w = WaiverLog(parse_waivers(f"* * {TierWindowViolation.oracle}  # oracle 20w only"))
+    assert (only_20(state), only_20(window), only_20w(state), only_20w(window)) == (True, False, False, True)
 
 
 def _revived(factory: Any, policy: str) -> TierWorld:
@@ -122,7 +166,7 @@ def test_a_load_back_revives_the_tombstoned_window_of_device_pages_at_its_end(po
     for factory in (TieredWindowCache, TrustingWindowTiers):
         kv = _revived(factory, policy).model.content_of([1, 2, 0])
         assert _reported(_revived(factory, policy), [1, 2, 0]) == [window_value(k) for k in kv]
-    with pytest.raises(SecondValueViolation, match=r"token 0 \(in Page\(\[1\].*reports -1 \(tombstoned\).*revived from its host"):
+    with pytest.raises(TierWindowViolation, match=r"token 0 \(in Page\(\[1\].*reports -1 \(tombstoned\).*revived from its host"):
         _revived(LoadBackSkipsDeviceWindow, policy)
 
 
@@ -157,7 +201,7 @@ def test_a_tier_target_declaring_a_window_without_windows_is_refused_at_load() -
 @pytest.mark.parametrize("mutant", WINDOW_TIER_MUTANTS, ids=lambda m: m.__name__)
 def test_each_window_mutant_is_caught_by_the_window_oracle_in_the_tier_machine(mutant: type) -> None:
     for machine in machines_for_mutant(mutant):
-        with pytest.raises(SecondValueViolation, match=r"windows\(\) of .* reports"):
+        with pytest.raises(TierWindowViolation, match=r"windows\(\) of .* reports"):
             run_machine(machine, profiles.SETTINGS["mutation"])
 
 

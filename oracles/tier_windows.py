@@ -23,7 +23,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from radixcheck.oracles.violations import SecondValueViolation, shown
+from radixcheck.oracles.violations import TierWindowViolation, shown
 
 NONE = -1
 WINDOW_MODULUS = 999_999_937  # keeps the values short enough to read in a message
@@ -86,14 +86,14 @@ class TierWindows:
         try:
             got = [int(v) for v in reported]
         except (TypeError, ValueError) as exc:
-            raise SecondValueViolation(f"windows() of {what} returned {reported!r}, not a sequence of ints") from exc
+            raise TierWindowViolation(f"windows() of {what} returned {reported!r}, not a sequence of ints") from exc
         p = self.page_size
         want = [window_value(kv) if live else NONE
                 for page in pages for kv, live in zip(page.content, self.device.get(page, (False,) * p), strict=True)]
         if got == want:
             return
         if len(got) != len(want):
-            raise SecondValueViolation(f"windows() of {what} returned {len(got)} values for a path of {len(want)} tokens "
+            raise TierWindowViolation(f"windows() of {what} returned {len(got)} values for a path of {len(want)} tokens "
                                        f"({shown(tokens)})")
         i = next(i for i, (g, w) in enumerate(zip(got, want, strict=True)) if g != w)
         page = pages[i // p]
@@ -104,4 +104,4 @@ class TierWindows:
             say = f"-1 (tombstoned), but its window value {want[i]} is live there"
         else:
             say = f"window value {got[i]}, not its own {want[i]}"
-        raise SecondValueViolation(f"windows() of {what}: token {i} (in {page}) reports {say}" + (f" ({why})" if why else ""))
+        raise TierWindowViolation(f"windows() of {what}: token {i} (in {page}) reports {say}" + (f" ({why})" if why else ""))

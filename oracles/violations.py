@@ -223,6 +223,15 @@ class SecondValueViolation(ContractViolation):
     oracle = "20 second-pool value live or tombstoned"
 
 
+class TierWindowViolation(SecondValueViolation):
+    """A sliding window's values through a host tier (:mod:`radixcheck.oracles.tier_windows`): a
+    load-back restored window values past the last ``W`` tokens of the path it loaded, or dropped
+    them, or a host copy lost them. Oracle 20w: its own name, so that its findings are grouped,
+    counted and waived apart from oracle 20's (a subclass: what catches 20 catches it too)."""
+
+    oracle = "20w window values through the host tier"
+
+
 class TombstoneViolation(ContractViolation):
     """A match stopped at a tombstone although the window (or state) it needs lies beyond it: a
     tombstone hid its descendants (sglang #35515)."""

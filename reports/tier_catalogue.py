@@ -87,7 +87,7 @@ TIER_OBLIGATIONS: list[tuple[str, str, type[BaseException], list[str]]] = [
     ("second_pool=SlidingWindow(window=W): a page's host copy carries its live window values, and a load-back restores "
      "them only on the pages of the last W tokens of the path it loads (those on device too), the rest tombstoned "
      "(composed)",
-     "windows_through_host, serve, finish", v.SecondValueViolation,
+     "windows_through_host, serve, finish", v.TierWindowViolation,
      ["LoadBackRestoresWholePath", "LoadBackRestoresNoWindow", "WriteBackDropsWindow", "LoadBackSkipsDeviceWindow"]),
 ]
 

@@ -43,6 +43,7 @@ from hypothesis.stateful import RuleBasedStateMachine, multiple, run_state_machi
 from hypothesis.strategies import SearchStrategy
 
 from radixcheck.profiles import current
+from radixcheck.properties.findings.draws import seed_only_draws
 from radixcheck.properties.target import (
     BudgetSpent,
     alarm_handler,
@@ -111,7 +112,7 @@ def run_machine(machine: type[RuleBasedStateMachine], search: settings | None = 
         machine = waiving(machine, waived)
     machine = naming_steps(machine)
     machine.recording, machine.records = True, transcript
-    with alarm_handler():
+    with alarm_handler(), seed_only_draws():  # a stream's draws depend on its seed only
         try:
             _run_machine(machine, scaled(search) if scaled else search)
         except Exception as exc:
@@ -149,7 +150,7 @@ def run_property(test: Callable[..., None], search: settings | None = None, **st
         new_example()  # a hang is known by its call's position in the example (its replay stops there)
         test(*args, **kwargs)
 
-    with alarm_handler():
+    with alarm_handler(), seed_only_draws():
         _find_shrink_replay(lambda phase: settings(phase)(given(**strategies)(example))(), search, shrink_seconds())
 
 

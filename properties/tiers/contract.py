@@ -182,7 +182,7 @@ after the moves between the tiers. The calls change as follows:
     completed): that token's live window value on device, ``-1`` where it is tombstoned. It moves
     nothing.
 
-The obligation (oracle 20w, ``SecondValueViolation``):
+The obligation (oracle 20w, ``TierWindowViolation``):
 
 * *A host copy carries the live window values of its page*: a write (back or through) copies
   each live window value of the page's tokens with their full KV, at its completion.

@@ -28,7 +28,7 @@ class WindowTierMutant(TieredWindowCache):
     bug_class = ""
     sources: tuple[str, ...] = ()
     policies: tuple[str, ...] = ("write_through", "write_back")
-    caught_by: type[BaseException] = v.SecondValueViolation
+    caught_by: type[BaseException] = v.TierWindowViolation
 
 
 class LoadBackRestoresWholePath(WindowTierMutant):
