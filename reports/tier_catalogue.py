@@ -61,6 +61,11 @@ TIER_OBLIGATIONS: list[tuple[str, str, type[BaseException], list[str]]] = [
     ("host eviction takes host-only leaves in the device tier's order: least recently used first, or the declared "
      "Policy's key (a page keeps its statistics on host)", "evict_host, to_host, match", v.HostEvictionOrderViolation,
      ["MruHostFirst", "LfuHostByRecency"]),
+    ("device eviction frees (or, under write-back, starts writing back) num_tokens unless no candidate is left, and "
+     "takes no leaf once that count reached num_tokens", "evict, serve", v.EvictionAmountViolation,
+     ["TierEvictOvershoots", "TierEvictStopsShort"]),
+    ("host eviction frees num_tokens host tokens unless no host-only leaf is left, and frees none once it reached them",
+     "evict_host, to_host", v.HostEvictionAmountViolation, ["TierEvictHostOvershoots", "TierEvictHostStopsShort"]),
     ("namespaces=True: a match under N counts, and a load-back under N reads, only N's pages on both tiers (composed)",
      "tenants_through_host, tenant_serve, tenant_quarantine", v.TenantIsolationViolation, ["HostLookupIgnoresNamespace"]),
     ("eviction_policy=Policy: device eviction by the policy's key; a page keeps its hits through a load-back (composed)",
