@@ -26,6 +26,7 @@ from radixcheck.properties.tiers.mutants import (
     TierEvictStopsShort,
     TrustingTenantTiers,
 )
+from radixcheck.properties.tiers.repro import tier_repro
 from radixcheck.properties.tiers.world import TierWorld
 from radixcheck.reference.tiered_cache import TieredRadixCache
 
@@ -186,3 +187,18 @@ def test_the_count_itself() -> None:
     nothing.step(1, "freed a")
     with pytest.raises(EvictionAmountViolation, match=r"evict\(0\) kept going"):
         nothing.check(left=None)
+
+
+@pytest.mark.deep  # runs a repro file
+@pytest.mark.parametrize("mutant, violation", [(TierEvictStopsShort, EvictionAmountViolation),
+                                               (TierEvictHostOvershoots, HostEvictionAmountViolation)],
+                         ids=lambda m: getattr(m, "__name__", ""))
+def test_the_findings_pipeline_carries_the_amount(mutant: type, violation: type) -> None:
+    """A repro file of an amount finding replays it and exits 1 with the oracle's name."""
+    world = _on_host(mutant, THREE, "write_through") if violation is HostEvictionAmountViolation else \
+        _cached(mutant, THREE, "write_through")
+    with pytest.raises(violation) as caught:
+        world.evict_host(1) if violation is HostEvictionAmountViolation else world.evict(3)
+    repro = tier_repro(world, caught.value, f"{mutant.__module__}:{mutant.__name__}", mutant)
+    assert repro.exit_code == 1, repro.why_not
+    assert f"BUG (radixcheck oracle {violation.oracle})" in repro.output
