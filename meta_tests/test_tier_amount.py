@@ -18,6 +18,7 @@ from typing import Any
 import pytest
 
 from radixcheck.oracles.tier_amount import TierAmount
+from radixcheck.oracles.tier_model import Page, _leaving_together
 from radixcheck.oracles.violations import EvictionAmountViolation, HostEvictionAmountViolation
 from radixcheck.properties.tiers.mutants import (
     TierEvictHostOvershoots,
@@ -202,3 +203,20 @@ def test_the_findings_pipeline_carries_the_amount(mutant: type, violation: type)
     repro = tier_repro(world, caught.value, f"{mutant.__module__}:{mutant.__name__}", mutant)
     assert repro.exit_code == 1, repro.why_not
     assert f"BUG (radixcheck oracle {violation.oracle})" in repro.output
+
+
+def test_a_node_written_back_whole_counts_all_its_pages() -> None:
+    """A write of a chain a -> b -> c whose end c is a device leaf takes all three off the device
+    (a node of three pages, as SGLang writes one back); a page with another child on device
+    (an ancestor written top-down first) stays, and so does everything above it."""
+    root = Page((), None)
+    a = Page((1,), root, device=(0,))
+    b = Page((2,), a, device=(1,))
+    c = Page((3,), b, device=(2,))
+    d = Page((4,), a, device=(3,))  # a's other child, on device
+    a.children, b.children = {(2,): b, (4,): d}, {(3,): c}
+    assert _leaving_together([a, b, c]) == [c, b]
+    assert _leaving_together([b, c]) == [c, b]
+    assert _leaving_together([a]) == []  # top-down: a written before its leaves
+    c.device = None  # c on host only: b is the device leaf now
+    assert _leaving_together([b]) == [b]

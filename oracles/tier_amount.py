@@ -4,9 +4,10 @@ The plain machine's amount rule (:mod:`radixcheck.oracles.amount`) on each tier,
 tier contract says:
 
 * ``evict(n)`` *counts* the device tokens it frees during the call and, under ``write_back``, the
-  tokens of each device leaf whose write-back it starts (its slots are freed at the write's
-  completion, by nobody's count; a page whose write-back the call counted and then freed is
-  counted once). ``evict_host(n)`` counts the host tokens it frees.
+  tokens of each device leaf whose write-back it starts, with the pages above it the same write
+  takes off the device (a node of several pages; its slots are freed at the write's completion,
+  by nobody's count; a page whose write-back the call counted and then freed is counted once).
+  ``evict_host(n)`` counts the host tokens it frees.
 * At least ``n``, unless no candidate is left when the call returns: no unlocked device leaf
   without a transfer on it or below it (oracle 4t's candidates), no unlocked host-only leaf
   (oracle 4h's).

@@ -509,7 +509,7 @@ class TierModel:
         if self.write_policy == "write_back":  # a write-back an eviction starts picks its leaf
             self._judge_pick([pg for pg in pages if is_device_leaf(pg)], "wrote back")
             if host_slots is not None and self.evicting is not None and self.amount is not None:
-                self.amount.write_back([pg for pg in pages if is_device_leaf(pg)], p)
+                self.amount.write_back(_leaving_together(pages), p)
         top = pages[0].parent
         if self.chain_checked and top.parent is not None and top.host is None and top.writing is None:
             raise BackupChainViolation(f"{pages[0]} was backed up while its parent {top} is neither on host nor being "
@@ -742,6 +742,19 @@ def check_conservation(model: TierModel, device_in_use: set[int], caller_slots: 
     if (device_size, host_size) != (want_device, want_host):
         raise TierResidencyViolation(f"device_size() {device_size}, host_size() {host_size}: the pages on device hold "
                                      f"{want_device} tokens, on host {want_host}")
+
+
+def _leaving_together(path: list[Page]) -> list[Page]:
+    """The pages of a write-back's ``path`` that leave the device with it: the device leaf at its
+    end and, above it, each page whose only pages on device below are those (a node of several
+    pages written back whole, as SGLang's is); an ancestor written first (top-down) is not one."""
+    leaving: list[Page] = []
+    for page in reversed(path):
+        below = [c for c in page.children.values() if c.device is not None and not c.gone]
+        if not all(c in leaving for c in below):
+            break
+        leaving.append(page)
+    return leaving
 
 
 def _of_tenant(page: Page) -> str:
