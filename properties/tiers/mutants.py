@@ -460,7 +460,8 @@ class AbortKeepsLoadLock(LifecycleTierMutant):
 
     bug_class = "abort-leaves-the-load-lock"
     sources = ()  # issue 39's "a retract or an abort while a load-back is in flight"
-    caught_by = v.LRUOrderViolation
+    # the page nobody holds is a candidate: a newer one goes first (4t's order), or nothing goes (4t's amount)
+    caught_by = (v.LRUOrderViolation, v.EvictionAmountViolation)
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
