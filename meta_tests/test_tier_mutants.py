@@ -87,8 +87,8 @@ def test_a_device_leak_fails_device_conservation() -> None:
     world.fail_next([True, True])  # the backup (and its retry) fail: the page is device-only
     world.serve([1])
     world.finish()
-    world.evict(1)
-    with pytest.raises(SlotViolation, match="leaked"):
+    with pytest.raises(SlotViolation, match="leaked"):  # named by the eviction's amount check, before its echo
+        world.evict(1)
         world.check()
 
 

@@ -49,6 +49,7 @@ import numpy as np
 
 from radixcheck.oracles.deviation import Deviation
 from radixcheck.oracles.policy import LeafStats
+from radixcheck.oracles.tier_amount import TierAmount
 from radixcheck.oracles.tier_host_order import HostLeaves, check_host_order
 from radixcheck.oracles.tier_order import DeviceLeaves, check_device_order, check_device_policy, is_device_leaf
 from radixcheck.oracles.violations import (
@@ -137,6 +138,7 @@ class TierModel:
         self.evicting_host: int | None = None  # the num_tokens of the evict_host call running now (oracle 4h)
         self.evicting: int | None = None  # the num_tokens of the evict call running now, judged for order
         self.order_violation: Exception | None = None  # oracle 4t's first finding in that call, raised when it returns
+        self.amount: TierAmount | None = None  # the steps of the evict or evict_host call running now (their amount)
         self.serving: Any = NOT_SERVING  # the namespace of the load-back running now
         self.device_owner: dict[int, Page] = {}  # device slot -> the page it holds (cached, or in flight)
         self.host_owner: dict[int, Page] = {}  # host slot -> the page it holds (a copy, or a pending write)
@@ -387,7 +389,7 @@ class TierModel:
     def _deviations_explaining(self, picked: list[Page]) -> frozenset[str]:
         """The known deviations by whose statistics picking ``picked`` (and leaving the other candidates) is right."""
         skip = {id(pg) for pg in picked}
-        left = [pg for _, _, pg in self.leaves.by_use if id(pg) not in skip and not pg.locks and not self._busy(pg)]
+        left = [pg for _, _, pg in self.leaves.by_use if id(pg) not in skip and not pg.locks and not self.busy(pg)]
         names = set()
         for deviation in self.deviations:
             def order(pg: Page, d: Deviation = deviation) -> Any:
@@ -396,7 +398,7 @@ class TierModel:
                 names.add(deviation.name)
         return frozenset(names)
 
-    def _busy(self, page: Page) -> bool:
+    def busy(self, page: Page) -> bool:
         """Not a candidate: a transfer is in flight on it, or on a page below it. A cache may keep a
         transfer's path on device (SGLang's load-back and write-through lock it), which matters once
         the page being moved was cut off by ``evict_prefix`` and its parent looks like a leaf."""
@@ -414,7 +416,7 @@ class TierModel:
         """Oracle 4t: an ``evict`` call took ``picked``; nothing older may stay."""
         if self.evicting is None or not picked:
             return
-        oldest = self.leaves.oldest_candidate(picked, self._busy)
+        oldest = self.leaves.oldest_candidate(picked, self.busy)
         try:
             if self.policy is None:
                 check_device_order(picked, oldest, self.evicting, how, lambda t: self.used_by.get(t, f"time {t}"))
@@ -506,6 +508,8 @@ class TierModel:
                 raise TierResidencyViolation(f"a second backup of {page}, already on host or being written")
         if self.write_policy == "write_back":  # a write-back an eviction starts picks its leaf
             self._judge_pick([pg for pg in pages if is_device_leaf(pg)], "wrote back")
+            if host_slots is not None and self.evicting is not None and self.amount is not None:
+                self.amount.write_back(_leaving_together(pages), p)
         top = pages[0].parent
         if self.chain_checked and top.parent is not None and top.host is None and top.writing is None:
             raise BackupChainViolation(f"{pages[0]} was backed up while its parent {top} is neither on host nor being "
@@ -594,6 +598,9 @@ class TierModel:
             if page not in pages:
                 pages.append(page)
         self._judge_pick([pg for pg in pages if not pg.gone], "freed")
+        if self.evicting is not None and self.amount is not None:  # a page whose write-back it counted: counted once
+            fresh = [int(s) for s in slots if self.device_owner[int(s)].serial not in self.amount.written]
+            self.amount.step(len(fresh), f"freed {pages[0]}{' and more' if len(pages) > 1 else ''}")
         for s in slots:
             page = self.device_owner.pop(int(s))
             if page.device is not None:
@@ -612,6 +619,9 @@ class TierModel:
                                             "them")
         self.host_freed_now.update(int(s) for s in slots)
         self._judge_host_pick([int(s) for s in slots])
+        if self.evicting_host is not None and self.amount is not None:
+            page = self.host_owner.get(int(slots[0])) if len(slots) else None
+            self.amount.step(len(slots), f"freed {page}{' and more' if len(slots) > self.page_size else ''}")
         for s in slots:
             page = self.host_owner.pop(int(s), None)
             if page is None:
@@ -732,6 +742,19 @@ def check_conservation(model: TierModel, device_in_use: set[int], caller_slots: 
     if (device_size, host_size) != (want_device, want_host):
         raise TierResidencyViolation(f"device_size() {device_size}, host_size() {host_size}: the pages on device hold "
                                      f"{want_device} tokens, on host {want_host}")
+
+
+def _leaving_together(path: list[Page]) -> list[Page]:
+    """The pages of a write-back's ``path`` that leave the device with it: the device leaf at its
+    end and, above it, each page whose only pages on device below are those (a node of several
+    pages written back whole, as SGLang's is); an ancestor written first (top-down) is not one."""
+    leaving: list[Page] = []
+    for page in reversed(path):
+        below = [c for c in page.children.values() if c.device is not None and not c.gone]
+        if not all(c in leaving for c in below):
+            break
+        leaving.append(page)
+    return leaving
 
 
 def _of_tenant(page: Page) -> str:

@@ -74,9 +74,17 @@ class HostEvictionOrderViolation(ContractViolation):
 
 
 class EvictionAmountViolation(ContractViolation):
-    """``evict(n)`` stopped before freeing ``n`` tokens although something was still evictable."""
+    """``evict(n)`` stopped before freeing ``n`` tokens although something was still evictable, or
+    went on after it had freed them (on a tier: counting the write-backs it started, oracle 4t's amount)."""
 
     oracle = "4 eviction amount"
+
+
+class HostEvictionAmountViolation(ContractViolation):
+    """A tiered cache's ``evict_host(n)`` stopped before freeing ``n`` host tokens although a
+    host-only leaf was left, or went on after it had freed them."""
+
+    oracle = "4h host eviction amount"
 
 
 class NeverSawViolation(ContractViolation):

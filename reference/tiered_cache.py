@@ -302,7 +302,7 @@ class TieredRadixCache:
         heap = [(*self._eviction_key(n), n) for n in self._nodes() if self._device_leaf(n)]
         heapq.heapify(heap)
         freed = writing = 0
-        while freed + writing < wanted and heap:
+        while self._wants_more(freed + writing, wanted, "device") and heap:
             *_, node = heapq.heappop(heap)
             if not self._device_leaf(node):
                 continue  # pinned by a write this eviction started
@@ -320,6 +320,10 @@ class TieredRadixCache:
             if parent.parent is not None and self._device_leaf(parent):
                 heapq.heappush(heap, (*self._eviction_key(parent), parent))
         return freed
+
+    def _wants_more(self, counted: int, wanted: int, tier: str) -> bool:
+        """Whether an eviction on ``tier`` that has counted ``counted`` tokens takes another leaf."""
+        return counted < wanted
 
     def _eviction_key(self, node: TierNode) -> tuple[Any, int]:
         """Least recently used first, or the policy's key (the serial only breaks ties)."""
@@ -361,7 +365,7 @@ class TieredRadixCache:
         heap = [(*self._host_eviction_key(n), n) for n in self._nodes() if self._host_evictable(n)]
         heapq.heapify(heap)
         freed = 0
-        while freed < wanted and heap:
+        while self._wants_more(freed, wanted, "host") and heap:
             *_, node = heapq.heappop(heap)
             if not self._host_evictable(node):
                 continue  # queued twice

@@ -61,6 +61,11 @@ TIER_OBLIGATIONS: list[tuple[str, str, type[BaseException], list[str]]] = [
     ("host eviction takes host-only leaves in the device tier's order: least recently used first, or the declared "
      "Policy's key (a page keeps its statistics on host)", "evict_host, to_host, match", v.HostEvictionOrderViolation,
      ["MruHostFirst", "LfuHostByRecency"]),
+    ("device eviction frees (or, under write-back, starts writing back) num_tokens unless no candidate is left, and "
+     "takes no leaf once that count reached num_tokens", "evict, serve", v.EvictionAmountViolation,
+     ["TierEvictOvershoots", "TierEvictStopsShort"]),
+    ("host eviction frees num_tokens host tokens unless no host-only leaf is left, and frees none once it reached them",
+     "evict_host, to_host", v.HostEvictionAmountViolation, ["TierEvictHostOvershoots", "TierEvictHostStopsShort"]),
     ("namespaces=True: a match under N counts, and a load-back under N reads, only N's pages on both tiers (composed)",
      "tenants_through_host, tenant_serve, tenant_quarantine", v.TenantIsolationViolation, ["HostLookupIgnoresNamespace"]),
     ("eviction_policy=Policy: device eviction by the policy's key; a page keeps its hits through a load-back (composed)",
@@ -99,6 +104,11 @@ def report_rows() -> list[ExpectedRows]:
     """The rows TIER_CATALOGUE.md must have: one per tier mutant and per correct tiered cache."""
     return [ExpectedRows("mutant", tuple(m.__name__ for m in TIER_MUTANTS), "Mutants"),
             ExpectedRows("correct cache", tuple(CORRECT_TIER_VARIANTS), "Correct tiered caches: no false alarms")]
+
+
+def _oracles(caught_by: type | tuple[type, ...]) -> str:
+    """The oracle (or oracles, any of which is the right reason) a mutant's bug class predicts."""
+    return " or ".join(c.oracle for c in (caught_by if isinstance(caught_by, tuple) else (caught_by,)))
 
 
 def _mutant(name: str) -> type:
@@ -153,7 +163,7 @@ def build(streams: int, variant_streams: int, jobs: int,
             results = list(pool.map(_stream, [(name, k) for k in range(streams)]))
             mutant = _mutant(name)
             rows.append({"mutant": name, "bug_class": mutant.bug_class, "sources": list(mutant.sources),
-                         "policies": list(mutant.policies), "oracle_expected": mutant.caught_by.oracle,
+                         "policies": list(mutant.policies), "oracle_expected": _oracles(mutant.caught_by),
                          "what": " ".join((mutant.__doc__ or "").split()), "streams": streams,
                          "kills": sum(right for _, right in results) if streams else None,
                          "wrong_reason": sum(caught and not right for caught, right in results), **first[name]})

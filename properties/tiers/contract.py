@@ -66,6 +66,20 @@ Obligations (what the tier machine's oracles check)
   tree's ``eviction_strategy.get_priority``, the same strategy as device eviction, and pushes a
   parent once it becomes a host leaf. Only the ``evict_host`` calls the suite makes are judged, not
   a host eviction a backup or a load-back makes inside another call.
+* Each eviction frees what it was asked, no less and no more (the amount, oracles 4t and 4h:
+  ``4 eviction amount`` and ``4h host eviction amount``). ``evict(n)`` counts the device tokens it
+  frees and, under ``write_back``, the tokens of each device leaf whose write-back it starts (see
+  ``evict`` below); ``evict_host(n)`` counts the host tokens it frees. The count reaches ``n``
+  unless no candidate is left when the call returns (an unlocked device leaf with no transfer on
+  or below it; an unlocked host-only leaf), and the call takes no step (a ``free`` call, a
+  write-back start) once the count reached ``n``: the page, or the pages one step takes together,
+  that reached ``n`` may go past it. Why this rule: SGLang 0.5.23's device walk
+  (``UnifiedRadixCache._evict_components``, ``mem_cache/unified_radix_cache.py``) asks its tree
+  core for the next leaf while the tracker is below the request (``_evict_device_next_node``) and
+  its host walk (``FullComponent.drive_host_eviction``,
+  ``mem_cache/unified_cache/components/full.py``) pops host leaves ``while tracker[ct] <
+  num_tokens and heap``: each stops at the node that reached the request and goes on while a
+  leaf is left. As in SGLang, only the calls the suite makes are judged.
 * With ``namespaces=True``: each namespace is a cache of its own on both tiers, sharing the two
   pools and one eviction order. A match under N counts only N's device and host pages, and a
   load-back under N reads only N's host copies (oracle 10).
@@ -120,13 +134,13 @@ The methods (``TieredCacheLike``)
     the suite delivers completions when it chooses, so a write can still be pending when ``evict``
     returns: a started write-back counts toward ``num_tokens`` as the tokens it will free (a
     cache that waits, as SGLang's does, has freed them already). What the suite judges of it:
-    the order of every page freed and every write-back started (oracle 4t) and the return value;
-    it does not judge the amount on the tiers (the base contract's oracle 4 amount is not run
-    here), so a cache that goes on past ``num_tokens`` is not failed for it.
+    the order of every page freed and every write-back started (oracle 4t), the amount (a
+    write-back it started and then freed counts once; ``4 eviction amount``) and the return value.
 ``evict_host(num_tokens) -> freed``
     Frees host copies of pages on host only, leaves first, in the device tier's order (the
-    declared Policy's key, least recently used first by default; oracle 4h). Returns the host
-    tokens freed.
+    declared Policy's key, least recently used first by default; oracle 4h), until the host tokens
+    it freed reach ``num_tokens`` or no host-only leaf is left (``4h host eviction amount``).
+    Returns the host tokens freed.
 ``evict_prefix(tokens) -> removed``
     Quarantine on both tiers (the suite sends it only when no request holds a lock).
 ``transfer_done(transfer)``

@@ -214,6 +214,52 @@ class LfuHostByRecency(TierMutant):
         return node.last_access, node.serial
 
 
+class TierEvictOvershoots(TierMutant):
+    """Device eviction compares with ``<=``: once the tokens it freed (and, under write-back, those
+    whose write-back it started) reach ``num_tokens`` it takes one leaf more."""
+
+    bug_class = "device-eviction-overshoots"
+    sources = ()  # the tier contract's amount rule (SGLang's _evict_components stops once its tracker reaches num_tokens)
+    caught_by = v.EvictionAmountViolation
+
+    def _wants_more(self, counted: int, wanted: int, tier: str) -> bool:
+        return counted <= wanted if tier == "device" else counted < wanted
+
+
+class TierEvictStopsShort(TierMutant):
+    """Device eviction takes one leaf, whatever it was asked for."""
+
+    bug_class = "device-eviction-stops-short"
+    sources = ()  # issue: a tiered cache that stops after one page when asked for ten conformed
+    caught_by = v.EvictionAmountViolation
+
+    def _wants_more(self, counted: int, wanted: int, tier: str) -> bool:
+        return (counted == 0 if tier == "device" else True) and counted < wanted
+
+
+class TierEvictHostOvershoots(TierMutant):
+    """Host eviction compares with ``<=``: once the host tokens it freed reach ``num_tokens`` it
+    frees one host-only leaf more."""
+
+    bug_class = "host-eviction-overshoots"
+    sources = ()  # SGLang's FullComponent.drive_host_eviction stops once its tracker reaches num_tokens
+    caught_by = v.HostEvictionAmountViolation
+
+    def _wants_more(self, counted: int, wanted: int, tier: str) -> bool:
+        return counted <= wanted if tier == "host" else counted < wanted
+
+
+class TierEvictHostStopsShort(TierMutant):
+    """Host eviction frees one host-only leaf, whatever it was asked for."""
+
+    bug_class = "host-eviction-stops-short"
+    sources = ()
+    caught_by = v.HostEvictionAmountViolation
+
+    def _wants_more(self, counted: int, wanted: int, tier: str) -> bool:
+        return (counted == 0 if tier == "host" else True) and counted < wanted
+
+
 class HostLookupIgnoresNamespace(TierMutant):
     """Composed (namespaces + host tier): the host copies are also indexed by their tokens alone,
     as a host store keyed by a hash of the token ids without the LoRA id or ``extra_key`` is; where
@@ -302,6 +348,7 @@ TIER_MUTANTS: list[type[TierMutant]] = [
     EvictsToHostAfterFailedBackup, WriteBackSkipsAncestors, NestedHostEvictionFreesLoading, HostEvictionOrphansSubtree,
     BackupChainGap, PartialPersist, LoadBackPastHostGap, QuarantineKeepsHostCopies, WritesPageReversed,
     MruFirstTier, HostLookupIgnoresNamespace, LoadBackForgetsHits, MruHostFirst, LfuHostByRecency,
+    TierEvictOvershoots, TierEvictStopsShort, TierEvictHostOvershoots, TierEvictHostStopsShort,
 ]
 
 CORRECT_TIER_VARIANTS: dict[str, Callable[..., Any]] = {
@@ -413,7 +460,8 @@ class AbortKeepsLoadLock(LifecycleTierMutant):
 
     bug_class = "abort-leaves-the-load-lock"
     sources = ()  # issue 39's "a retract or an abort while a load-back is in flight"
-    caught_by = v.LRUOrderViolation
+    # the page nobody holds is a candidate: a newer one goes first (4t's order), or nothing goes (4t's amount)
+    caught_by = (v.LRUOrderViolation, v.EvictionAmountViolation)
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)

@@ -33,6 +33,7 @@ from typing import Any
 
 import numpy as np
 
+from radixcheck.oracles.tier_amount import TierAmount
 from radixcheck.oracles.tier_model import NOT_SERVING, TierModel, as_ints, check_conservation
 from radixcheck.oracles.tier_states import TierStates, state_value
 from radixcheck.oracles.tier_windows import TierWindows, sent_window
@@ -307,14 +308,16 @@ class TierWorld:
         before = len(self.device.freed_log)
         self.model.evicting = num_tokens  # its picks are judged for order (oracle 4t)
         self.model.order_violation = None
+        self.model.amount = amount = TierAmount("device", num_tokens)  # and its steps for their amount
         try:
             freed = self._call("evict", num_tokens)
         finally:
-            self.model.evicting = None
+            self.model.evicting = self.model.amount = None
         self._raise_kept_order_violation(self.deviation_met)
         if freed != len(self.device.freed_log) - before:
             raise ReturnValueViolation(f"evict({num_tokens}) returned {freed}, but freed "
                                        f"{len(self.device.freed_log) - before} device slots")
+        self._check_amount(amount, self.model.leaves.oldest_candidate((), self.model.busy))
         return int(freed)
 
     def evict_host(self, num_tokens: int) -> int:
@@ -322,15 +325,26 @@ class TierWorld:
         before = len(self.host.freed_log)
         self.model.evicting_host = num_tokens  # its host-only picks are judged for order (oracle 4h)
         self.model.order_violation = None
+        self.model.amount = amount = TierAmount("host", num_tokens)  # and its frees for their amount
         try:
             freed = self._call("evict_host", num_tokens)
         finally:
-            self.model.evicting_host = None
+            self.model.evicting_host = self.model.amount = None
         self._raise_kept_order_violation(self.host_deviation_met)
         if freed != len(self.host.freed_log) - before:
             raise ReturnValueViolation(f"evict_host({num_tokens}) returned {freed}, but freed "
                                        f"{len(self.host.freed_log) - before} host slots")
+        self._check_amount(amount, self.model.host_leaves.coldest(()))
         return int(freed)
+
+    def _check_amount(self, amount: TierAmount, left: Any) -> None:
+        """The amount of the eviction that just returned (``left``: a candidate it left). A cache that
+        lost track of a page (a leak) stops short beside it: conservation names that cause first."""
+        try:
+            amount.check(left)
+        except AssertionError:
+            self.check()
+            raise
 
     def quarantine(self, tokens: Sequence[int], namespace: Any = UNSAID) -> None:
         """A lookup, ``evict_prefix`` (no request running), then the never-saw check on both tiers."""
