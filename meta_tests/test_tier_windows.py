@@ -78,7 +78,8 @@ def test_the_reference_restores_only_the_window_at_the_end_of_a_load_back() -> N
 @pytest.mark.parametrize("policy", ["write_through", "write_back"])
 @pytest.mark.parametrize("mutant, says", [(LoadBackRestoresWholePath, "reports a live window value .* but it is tombstoned"),
                                           (LoadBackRestoresNoWindow, r"reports -1 \(tombstoned\), but its window value"),
-                                          (WriteBackDropsWindow, r"reports -1 \(tombstoned\), but its window value")],
+                                          (WriteBackDropsWindow, r"host part stops after 0 tokens, short of 5: the window "
+                                                                 r"of token 2 is live in the host copy")],
                          ids=lambda x: getattr(x, "__name__", "msg"))
 def test_each_window_mutant_fails_the_story_by_the_window_oracle(mutant: Any, says: str, policy: str) -> None:
     with pytest.raises(SecondValueViolation, match=says):
@@ -136,7 +137,7 @@ def test_the_window_keyword_goes_only_to_a_target_that_declares_a_window() -> No
     assert TierWindowRules in tier_machine_for(TieredWindowCache).__mro__
     assert TierStateRules not in tier_machine_for(TieredWindowCache).__mro__
     gaps = TierCapabilities(second_pool=SlidingWindow(4)).not_exercised()
-    assert any("evict_window" in gap for gap in gaps) and any("resumable matches" in gap for gap in gaps)
+    assert any("evict_window" in gap for gap in gaps) and not any("resumable matches" in gap for gap in gaps)
 
 
 class DeclaresWindowWithoutReporting(TieredRadixCache):
@@ -157,7 +158,7 @@ def test_a_tier_target_declaring_a_window_without_windows_is_refused_at_load() -
 @pytest.mark.parametrize("mutant", WINDOW_TIER_MUTANTS, ids=lambda m: m.__name__)
 def test_each_window_mutant_is_caught_by_the_window_oracle_in_the_tier_machine(mutant: type) -> None:
     for machine in machines_for_mutant(mutant):
-        with pytest.raises(SecondValueViolation, match=r"windows\(\) of .* reports"):
+        with pytest.raises(SecondValueViolation, match=r"windows\(\) of .* reports|is live in the host copy of"):
             run_machine(machine, profiles.SETTINGS["mutation"])
 
 
