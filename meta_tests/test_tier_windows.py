@@ -10,7 +10,7 @@ import pytest
 
 from radixcheck import profiles
 from radixcheck.oracles.tier_windows import NONE, sent_window, window_value
-from radixcheck.oracles.violations import SecondValueViolation
+from radixcheck.oracles.violations import SecondValueViolation, WindowMatchViolation
 from radixcheck.properties.cache.contract import SlidingWindow
 from radixcheck.properties.findings.verdict import run_machine
 from radixcheck.properties.target import Target, TargetError, check_target
@@ -19,6 +19,7 @@ from radixcheck.properties.tiers.machine import TierStateRules, TierWindowRules,
 from radixcheck.properties.tiers.mutants import machines_for_mutant
 from radixcheck.properties.tiers.window_mutants import (
     WINDOW_TIER_MUTANTS,
+    HostMatchIgnoresWindow,
     LoadBackRestoresNoWindow,
     LoadBackRestoresWholePath,
     LoadBackSkipsDeviceWindow,
@@ -157,8 +158,10 @@ def test_a_tier_target_declaring_a_window_without_windows_is_refused_at_load() -
 @pytest.mark.deep
 @pytest.mark.parametrize("mutant", WINDOW_TIER_MUTANTS, ids=lambda m: m.__name__)
 def test_each_window_mutant_is_caught_by_the_window_oracle_in_the_tier_machine(mutant: type) -> None:
+    says = {HostMatchIgnoresWindow: "its host part ends after .* a request resumes only where"}.get(
+        mutant, r"windows\(\) of .* reports|is live in the host copy of")
     for machine in machines_for_mutant(mutant):
-        with pytest.raises(SecondValueViolation, match=r"windows\(\) of .* reports|is live in the host copy of"):
+        with pytest.raises(mutant.caught_by, match=says):
             run_machine(machine, profiles.SETTINGS["mutation"])
 
 
@@ -171,3 +174,68 @@ def test_each_window_mutant_is_correct_without_a_trip_through_host(mutant: type)
         world.serve(tokens)
         world.finish()
     world.check()
+
+
+# ---- resumable matches on the tiers: each part ends where the window at its end is live --------------
+
+def _slid_out_to_host(factory: Any) -> TierWorld:
+    """[1..6] cached (its window live on 4, 5, 6 only) and sent to host whole: the host copies of
+    1, 2, 3 carry no window, so a request for [1, 2, 3] cannot resume on either tier."""
+    world = TierWorld(factory, 1, "write_through")
+    world.serve([1, 2, 3, 4, 5, 6])
+    world.finish()
+    _to_host(world)
+    return world
+
+
+def _tombstoned_on_device(factory: Any) -> TierWorld:
+    """[1, 2, 3] cached with its window and backed up, then [1..6]; all to host, [1..6] loaded back:
+    1, 2, 3 are on device with their window tombstoned (further back than the load's window) while
+    their host copies keep it."""
+    world = TierWorld(factory, 1, "write_through")
+    for tokens in ([1, 2, 3], [1, 2, 3, 4, 5, 6]):
+        world.serve(tokens)
+        world.finish()
+        world.complete_all()
+    _to_host(world)
+    world.serve([1, 2, 3, 4, 5, 6])
+    world.finish()
+    world.complete_all()
+    return world
+
+
+@pytest.mark.parametrize("factory", [TieredWindowCache, TrustingWindowTiers], ids=lambda f: f.__name__)
+def test_correct_window_caches_match_where_a_request_resumes(factory: Any) -> None:
+    world = _slid_out_to_host(factory)
+    match = world.cache.match_prefix([1, 2, 3])
+    assert (len(match.device_values), match.host_length) == (0, 0)  # the full KV is on host, its window nowhere
+    world.serve([1, 2, 3])
+    world.finish()  # the insert gives [1, 2, 3] the request's window
+    world = _tombstoned_on_device(factory)
+    match = world.cache.match_prefix([1, 2, 3])
+    assert (len(match.device_values), match.host_length) == (0, 3)  # on device, resumable from the host copies
+    world.serve([1, 2, 3])  # the load-back loads nothing and revives the window from host
+    world.finish()
+    kv = world.model.content_of([1, 2, 3])
+    assert _reported(world, [1, 2, 3]) == [window_value(k) for k in kv]
+
+
+def test_a_host_match_that_ignores_the_window_is_named_so() -> None:
+    world = _slid_out_to_host(HostMatchIgnoresWindow)
+    with pytest.raises(WindowMatchViolation, match=r"match\(\[1, 2, 3\]\): its host part ends after 3 tokens, but a request "
+                                                    r"resumes only where the last 3 tokens have their window live on device "
+                                                    r"or in a host copy: after 0"):
+        world.serve([1, 2, 3])
+
+
+def test_a_host_part_that_needs_the_window_on_device_is_named_so() -> None:
+    """A host part judged by the device window alone (SGLang's ``match_device_only`` validator used
+    for both parts) never resumes from host: the oracle names the host copy whose window it skipped."""
+
+    class HostPartNeedsDeviceWindow(TieredWindowCache):
+        def _resumable(self, path: list[Any], host_too: bool) -> int:
+            return super()._resumable(path, False)
+
+    with pytest.raises(SecondValueViolation, match=r"match\(\[1, 2, 3, 4, 5, 6\]\): its host part stops after 0 tokens, "
+                                                   r"short of 6: the window of token 3 is live in the host copy"):
+        _tombstoned_on_device(HostPartNeedsDeviceWindow)
