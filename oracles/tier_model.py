@@ -614,6 +614,8 @@ class TierModel:
                 raise TierResidencyViolation(f"after the {kind} of {page}, its {'host' if kind == 'write' else 'device'} "
                                              f"slots hold KV {got}, not its own {list(page.content)}")
             if kind == "write":
+                if self.windows is not None:  # the host copy carries the page's live window values (oracle 20w)
+                    self.windows.on_write_done([page])
                 page.host, page.writing, page.failed_backup = page.writing, None, False
                 self.host_leaves.refile(page)
             else:

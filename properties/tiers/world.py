@@ -280,11 +280,7 @@ class TierWorld:
         if transfer is None:
             raise ValueError(f"no pending transfer #{number}")
         self.controller.pending.remove(transfer)
-        self.controller.copy(transfer)
-        if self.windows is not None and transfer.kind == "write":  # the host copies carry their pages' live values
-            p = self.page_size
-            slots = as_ints(transfer.host_slots)
-            self.windows.on_write_done([self.model.host_owner[slots[at]] for at in range(0, len(slots), p)])
+        self.controller.copy(transfer)  # the model's on_ack: a write's host copies take their pages' live window values
         self._call("transfer_done", transfer)
 
     def complete_all(self) -> None:
