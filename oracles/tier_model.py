@@ -264,16 +264,16 @@ class TierModel:
             raise WindowMatchViolation(f"{what}: its {part} part ends after {got} tokens, but a request resumes only where "
                                        f"the last {self.windows.window} tokens have their window live {tier}: after "
                                        f"{want} (the full KV alone reaches {full})")
-        dead = [i for i in range(got, want) if not self.windows.live(path, i, part == "host")]
-        if got < want and dead:
-            raise TombstoneViolation(f"{what}: its {part} part stops after {got} tokens, at the tombstoned window of "
-                                     f"token {dead[0]}, but the last {self.windows.window} tokens before {want} have "
-                                     f"their window live {tier}: a request resumes there")
         hosted = [i for i in range(max(got, want - self.windows.window), want) if not self.windows.live(path, i, False)]
         if got < want and part == "host" and hosted:  # that window is live only in host copies: the cache has none there
             raise SecondValueViolation(f"{what}: its host part stops after {got} tokens, short of {want}: the window of "
                                        f"token {hosted[0]} is live in the host copy of {path[hosted[0] // self.page_size]} "
                                        "(a write carries its page's live window values), so a load-back resumes there")
+        dead = [i for i in range(got, want) if not self.windows.live(path, i, part == "host")]
+        if got < want and dead:
+            raise TombstoneViolation(f"{what}: its {part} part stops after {got} tokens, at the tombstoned window of "
+                                     f"token {dead[0]}, but the last {self.windows.window} tokens before {want} have "
+                                     f"their window live {tier}: a request resumes there")
 
     def _check_twin_quarantined(self, what: str, tokens: Sequence[int], answered: int, namespace: Hashable) -> None:
         """Oracle 10 across a quarantine: an answer under ``namespace`` that stops short (``answered``
