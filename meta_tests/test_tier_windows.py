@@ -10,7 +10,7 @@ import pytest
 
 from radixcheck import profiles
 from radixcheck.oracles.tier_windows import NONE, sent_window, window_value
-from radixcheck.oracles.violations import SecondValueViolation, WindowMatchViolation
+from radixcheck.oracles.violations import SecondValueViolation, TombstoneViolation, WindowMatchViolation
 from radixcheck.properties.cache.contract import SlidingWindow
 from radixcheck.properties.findings.verdict import run_machine
 from radixcheck.properties.target import Target, TargetError, check_target
@@ -239,3 +239,25 @@ def test_a_host_part_that_needs_the_window_on_device_is_named_so() -> None:
     with pytest.raises(SecondValueViolation, match=r"match\(\[1, 2, 3, 4, 5, 6\]\): its host part stops after 0 tokens, "
                                                    r"short of 6: the window of token 3 is live in the host copy"):
         _tombstoned_on_device(HostPartNeedsDeviceWindow)
+
+
+def test_a_device_match_that_stops_at_the_first_tombstone_is_named_so() -> None:
+    """Oracle 21 on the tiers: [1..6] cached on device with its window live on 4, 5, 6 only; a
+    device part that stops at the first tombstone (sglang #35515's class) hides a resumable end."""
+
+    class StopsAtFirstTombstone(TieredWindowCache):
+        def _resumable(self, path: list[Any], host_too: bool) -> int:
+            first = next((i for i, n in enumerate(path) if (self.device_window[n] == NONE).any()), len(path))
+            return super()._resumable(path, host_too) if host_too else first
+
+    world = TierWorld(StopsAtFirstTombstone, 1, "write_through")
+    world.serve([1, 2, 3, 4, 5, 6])
+    world.finish()
+    with pytest.raises(TombstoneViolation, match=r"device part stops after 0 tokens, at the tombstoned window of token 0, "
+                                                 r"but the last 3 tokens before 6 have their window live on device"):
+        world.serve([1, 2, 3, 4, 5, 6])
+    correct = TierWorld(TieredWindowCache, 1, "write_through")
+    correct.serve([1, 2, 3, 4, 5, 6])
+    correct.finish()
+    correct.serve([1, 2, 3, 4, 5, 6])
+    assert len(correct.running[-1].values) == 6
