@@ -269,6 +269,13 @@ class TierModel:
             raise SecondValueViolation(f"{what}: its host part stops after {got} tokens, short of {want}: the window of "
                                        f"token {hosted[0]} is live in the host copy of {path[hosted[0] // self.page_size]} "
                                        "(a write carries its page's live window values), so a load-back resumes there")
+        revived = [i for i in range(max(got, want - self.windows.window), want)
+                   if self.windows.why.get(path[i // self.page_size], "").startswith("revived")]
+        if got < want and revived:  # the load-back that revived that window on device: did the cache revive it?
+            page = path[revived[0] // self.page_size]
+            raise SecondValueViolation(f"{what}: its {part} part stops after {got} tokens, short of {want}: the window of "
+                                       f"token {revived[0]} in {page} is live on device ({self.windows.why[page]}), so a "
+                                       "request resumes there")
         dead = [i for i in range(got, want) if not self.windows.live(path, i, part == "host")]
         if got < want and dead:
             raise TombstoneViolation(f"{what}: its {part} part stops after {got} tokens, at the tombstoned window of "
