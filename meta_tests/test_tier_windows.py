@@ -12,7 +12,7 @@ from radixcheck import profiles
 from radixcheck.audit import Verdict, findings_of
 from radixcheck.oracles.tier_states import TierStates
 from radixcheck.oracles.tier_windows import NONE, sent_window, window_value
-from radixcheck.oracles.violations import SecondValueViolation, TierWindowViolation
+from radixcheck.oracles.violations import SecondValueViolation, TierWindowViolation, TombstoneViolation, WindowMatchViolation
 from radixcheck.properties.cache.contract import SlidingWindow
 from radixcheck.properties.findings.failures import exceptions_of, oracle_of
 from radixcheck.properties.findings.names import oracle_names
@@ -24,6 +24,7 @@ from radixcheck.properties.tiers.machine import TierStateRules, TierWindowRules,
 from radixcheck.properties.tiers.mutants import machines_for_mutant
 from radixcheck.properties.tiers.window_mutants import (
     WINDOW_TIER_MUTANTS,
+    HostMatchIgnoresWindow,
     LoadBackRestoresNoWindow,
     LoadBackRestoresWholePath,
     LoadBackSkipsDeviceWindow,
@@ -83,7 +84,8 @@ def test_the_reference_restores_only_the_window_at_the_end_of_a_load_back() -> N
 @pytest.mark.parametrize("policy", ["write_through", "write_back"])
 @pytest.mark.parametrize("mutant, says", [(LoadBackRestoresWholePath, "reports a live window value .* but it is tombstoned"),
                                           (LoadBackRestoresNoWindow, r"reports -1 \(tombstoned\), but its window value"),
-                                          (WriteBackDropsWindow, r"reports -1 \(tombstoned\), but its window value")],
+                                          (WriteBackDropsWindow, r"host part stops after 0 tokens, short of 5: the window "
+                                                                 r"of token 2 is live in the host copy")],
                          ids=lambda x: getattr(x, "__name__", "msg"))
 def test_each_window_mutant_fails_the_story_by_the_window_oracle(mutant: Any, says: str, policy: str) -> None:
     with pytest.raises(TierWindowViolation, match=says):
@@ -180,7 +182,7 @@ def test_the_window_keyword_goes_only_to_a_target_that_declares_a_window() -> No
     assert TierWindowRules in tier_machine_for(TieredWindowCache).__mro__
     assert TierStateRules not in tier_machine_for(TieredWindowCache).__mro__
     gaps = TierCapabilities(second_pool=SlidingWindow(4)).not_exercised()
-    assert any("evict_window" in gap for gap in gaps) and any("resumable matches" in gap for gap in gaps)
+    assert any("evict_window" in gap for gap in gaps) and not any("resumable matches" in gap for gap in gaps)
 
 
 class DeclaresWindowWithoutReporting(TieredRadixCache):
@@ -200,8 +202,10 @@ def test_a_tier_target_declaring_a_window_without_windows_is_refused_at_load() -
 @pytest.mark.deep
 @pytest.mark.parametrize("mutant", WINDOW_TIER_MUTANTS, ids=lambda m: m.__name__)
 def test_each_window_mutant_is_caught_by_the_window_oracle_in_the_tier_machine(mutant: type) -> None:
+    says = {HostMatchIgnoresWindow: "its host part ends after .* a request resumes only where"}.get(
+        mutant, r"windows\(\) of .* reports|is live in the host copy of")
     for machine in machines_for_mutant(mutant):
-        with pytest.raises(TierWindowViolation, match=r"windows\(\) of .* reports"):
+        with pytest.raises(mutant.caught_by, match=says):
             run_machine(machine, profiles.SETTINGS["mutation"])
 
 
@@ -214,3 +218,90 @@ def test_each_window_mutant_is_correct_without_a_trip_through_host(mutant: type)
         world.serve(tokens)
         world.finish()
     world.check()
+
+
+# ---- resumable matches on the tiers: each part ends where the window at its end is live --------------
+
+def _slid_out_to_host(factory: Any) -> TierWorld:
+    """[1..6] cached (its window live on 4, 5, 6 only) and sent to host whole: the host copies of
+    1, 2, 3 carry no window, so a request for [1, 2, 3] cannot resume on either tier."""
+    world = TierWorld(factory, 1, "write_through")
+    world.serve([1, 2, 3, 4, 5, 6])
+    world.finish()
+    _to_host(world)
+    return world
+
+
+def _tombstoned_on_device(factory: Any) -> TierWorld:
+    """[1, 2, 3] cached with its window and backed up, then [1..6]; all to host, [1..6] loaded back:
+    1, 2, 3 are on device with their window tombstoned (further back than the load's window) while
+    their host copies keep it."""
+    world = TierWorld(factory, 1, "write_through")
+    for tokens in ([1, 2, 3], [1, 2, 3, 4, 5, 6]):
+        world.serve(tokens)
+        world.finish()
+        world.complete_all()
+    _to_host(world)
+    world.serve([1, 2, 3, 4, 5, 6])
+    world.finish()
+    world.complete_all()
+    return world
+
+
+@pytest.mark.parametrize("factory", [TieredWindowCache, TrustingWindowTiers], ids=lambda f: f.__name__)
+def test_correct_window_caches_match_where_a_request_resumes(factory: Any) -> None:
+    world = _slid_out_to_host(factory)
+    match = world.cache.match_prefix([1, 2, 3])
+    assert (len(match.device_values), match.host_length) == (0, 0)  # the full KV is on host, its window nowhere
+    world.serve([1, 2, 3])
+    world.finish()  # the insert gives [1, 2, 3] the request's window
+    world = _tombstoned_on_device(factory)
+    match = world.cache.match_prefix([1, 2, 3])
+    assert (len(match.device_values), match.host_length) == (0, 3)  # on device, resumable from the host copies
+    world.serve([1, 2, 3])  # the load-back loads nothing and revives the window from host
+    world.finish()
+    kv = world.model.content_of([1, 2, 3])
+    assert _reported(world, [1, 2, 3]) == [window_value(k) for k in kv]
+
+
+def test_a_host_match_that_ignores_the_window_is_named_so() -> None:
+    world = _slid_out_to_host(HostMatchIgnoresWindow)
+    with pytest.raises(WindowMatchViolation, match=r"match\(\[1, 2, 3\]\): its host part ends after 3 tokens, but a request "
+                                                    r"resumes only where the last 3 tokens have their window live on device "
+                                                    r"or in a host copy: after 0"):
+        world.serve([1, 2, 3])
+
+
+def test_a_host_part_that_needs_the_window_on_device_is_named_so() -> None:
+    """A host part judged by the device window alone (SGLang's ``match_device_only`` validator used
+    for both parts) never resumes from host: the oracle names the host copy whose window it skipped."""
+
+    class HostPartNeedsDeviceWindow(TieredWindowCache):
+        def _resumable(self, path: list[Any], host_too: bool) -> int:
+            return super()._resumable(path, False)
+
+    with pytest.raises(TierWindowViolation, match=r"match\(\[1, 2, 3, 4, 5, 6\]\): its host part stops after 0 tokens, "
+                                                   r"short of 6: the window of token 3 is live in the host copy"):
+        _tombstoned_on_device(HostPartNeedsDeviceWindow)
+
+
+def test_a_device_match_that_stops_at_the_first_tombstone_is_named_so() -> None:
+    """Oracle 21 on the tiers: [1..6] cached on device with its window live on 4, 5, 6 only; a
+    device part that stops at the first tombstone (sglang #35515's class) hides a resumable end."""
+
+    class StopsAtFirstTombstone(TieredWindowCache):
+        def _resumable(self, path: list[Any], host_too: bool) -> int:
+            first = next((i for i, n in enumerate(path) if (self.device_window[n] == NONE).any()), len(path))
+            return super()._resumable(path, host_too) if host_too else first
+
+    world = TierWorld(StopsAtFirstTombstone, 1, "write_through")
+    world.serve([1, 2, 3, 4, 5, 6])
+    world.finish()
+    with pytest.raises(TombstoneViolation, match=r"device part stops after 0 tokens, at the tombstoned window of token 0, "
+                                                 r"but the last 3 tokens before 6 have their window live on device"):
+        world.serve([1, 2, 3, 4, 5, 6])
+    correct = TierWorld(TieredWindowCache, 1, "write_through")
+    correct.serve([1, 2, 3, 4, 5, 6])
+    correct.finish()
+    correct.serve([1, 2, 3, 4, 5, 6])
+    assert len(correct.running[-1].values) == 6

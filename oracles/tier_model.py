@@ -67,7 +67,10 @@ from radixcheck.oracles.violations import (
     SlotViolation,
     TenantIsolationViolation,
     TierResidencyViolation,
+    TierWindowViolation,
+    TombstoneViolation,
     TransferInFlightViolation,
+    WindowMatchViolation,
     shown,
 )
 
@@ -147,6 +150,7 @@ class TierModel:
         self.left_now: list[tuple[Page, str]] = []  # pages that lost a tier during the current call
         self.host_freed_now: set[int] = set()  # host slots freed during the current call
         self.deviations: list[Deviation] = []  # known order bugs a waiver names (``known:``): their stamps are kept too
+        self.windows: Any = None  # a declared window's TierWindows (oracle 20w): matches are then resumable
 
     # ---- reading ---------------------------------------------------------------------------
 
@@ -171,7 +175,12 @@ class TierModel:
                 break
         return path
 
-    def expected_match(self, tokens: Sequence[int], namespace: Hashable = None) -> tuple[list[int], int, list[Page]]:
+    def expected_match(self, tokens: Sequence[int], namespace: Hashable = None,
+                       windowed: bool = False) -> tuple[list[int], int, list[Page]]:
+        """The device slots and the host tokens a match of ``tokens`` answers, and the path. On the
+        full KV alone (what is on device, what an insert finds cached), unless ``windowed`` and a
+        window is declared (``windows``): then a match is resumable, each part ending where the
+        window is live (:meth:`~radixcheck.oracles.tier_windows.TierWindows.match_ends`)."""
         path = [pg for pg in self.pages_of(tokens, namespace) if not pg.gone]
         device: list[int] = []
         i = 0
@@ -182,6 +191,9 @@ class TierModel:
         while i < len(path) and path[i].device is None and path[i].host is not None:
             host += self.page_size
             i += 1
+        if windowed and self.windows is not None:
+            device_end, reach = self.windows.match_ends(path, len(device), len(device) + host)
+            device, host = device[:device_end], reach - device_end
         return device, host, self.pages_of(tokens, namespace)
 
     def tenant_whose(self, tokens: Sequence[int], kv: Sequence[Any], namespace: Hashable = None) -> Hashable | None:
@@ -207,7 +219,7 @@ class TierModel:
     # ---- the answers ------------------------------------------------------------------------
 
     def check_match(self, tokens: Sequence[int], values: Sequence[int], host_length: int, namespace: Hashable = None) -> None:
-        device, host, path = self.expected_match(tokens, namespace)
+        device, host, path = self.expected_match(tokens, namespace, windowed=True)
         self._check_isolated(f"match_prefix({shown(tokens)}{_under(namespace)})", values, namespace)
         if host_length > host:
             self._check_host_isolated(tokens, len(device) + host, host_length - host, namespace)
@@ -215,10 +227,12 @@ class TierModel:
         if len(values) + host_length < len(device) + host:
             self._check_twin_quarantined(what, tokens, len(values) + host_length, namespace)
         if list(values) != device:
+            self._check_window_end(what, "device", len(values), len(device), tokens, namespace)
             raise TierResidencyViolation(f"{what} returned device slots {list(values)[:8]} ({len(values)}), but the pages on "
                                          f"device hold {device[:8]} ({len(device)})")
         if host_length == host:
             return
+        self._check_window_end(what, "host", len(values) + host_length, len(device) + host, tokens, namespace)
         if host_length < host:
             raise TierResidencyViolation(f"{what} counted {host_length} tokens on host, but {host} are")
         beyond = path[(len(device) + host) // self.page_size] if len(path) * self.page_size > len(device) + host else None
@@ -236,6 +250,39 @@ class TierModel:
                                   "device", beyond)
         self._check_twin_quarantined(what, tokens, len(values), namespace)
         raise TierResidencyViolation(f"{what} returned slots {list(values)[:8]}, the path's device pages hold {device[:8]}")
+
+    def _check_window_end(self, what: str, part: str, got: int, want: int, tokens: Sequence[int],
+                          namespace: Hashable) -> None:
+        """Oracles 21 and 23 on the tiers: a match whose ``part`` ends after ``got`` tokens, not the
+        ``want`` its window allows, where the full KV alone reaches ``got``: past ``want``, it ignored
+        the window (23); short of it, at a tombstone, a tombstone hid the live window beyond (21)."""
+        if self.windows is None or got == want or got % self.page_size:
+            return
+        device, host, _ = self.expected_match(tokens, namespace)
+        path = [pg for pg in self.pages_of(tokens, namespace) if not pg.gone]
+        full = len(device) if part == "device" else len(device) + host
+        tier = "on device" if part == "device" else "on device or in a host copy"
+        if want < got <= full:
+            raise WindowMatchViolation(f"{what}: its {part} part ends after {got} tokens, but a request resumes only where "
+                                       f"the last {self.windows.window} tokens have their window live {tier}: after "
+                                       f"{want} (the full KV alone reaches {full})")
+        hosted = [i for i in range(max(got, want - self.windows.window), want) if not self.windows.live(path, i, False)]
+        if got < want and part == "host" and hosted:  # that window is live only in host copies: the cache has none there
+            raise TierWindowViolation(f"{what}: its host part stops after {got} tokens, short of {want}: the window of "
+                                      f"token {hosted[0]} is live in the host copy of {path[hosted[0] // self.page_size]} "
+                                       "(a write carries its page's live window values), so a load-back resumes there")
+        revived = [i for i in range(max(got, want - self.windows.window), want)
+                   if self.windows.why.get(path[i // self.page_size], "").startswith("revived")]
+        if got < want and revived:  # the load-back that revived that window on device: did the cache revive it?
+            page = path[revived[0] // self.page_size]
+            raise TierWindowViolation(f"{what}: its {part} part stops after {got} tokens, short of {want}: the window of "
+                                      f"token {revived[0]} in {page} is live on device ({self.windows.why[page]}), so a "
+                                       "request resumes there")
+        dead = [i for i in range(got, want) if not self.windows.live(path, i, part == "host")]
+        if got < want and dead:
+            raise TombstoneViolation(f"{what}: its {part} part stops after {got} tokens, at the tombstoned window of "
+                                     f"token {dead[0]}, but the last {self.windows.window} tokens before {want} have "
+                                     f"their window live {tier}: a request resumes there")
 
     def _check_twin_quarantined(self, what: str, tokens: Sequence[int], answered: int, namespace: Hashable) -> None:
         """Oracle 10 across a quarantine: an answer under ``namespace`` that stops short (``answered``
@@ -347,7 +394,7 @@ class TierModel:
 
     def use(self, tokens: Sequence[int], namespace: Hashable = None, what: Any = "") -> None:
         """A ``match_prefix`` answered (and checked): the pages it covered, device and host part, are used now."""
-        device, host, _ = self.expected_match(tokens, namespace)
+        device, host, _ = self.expected_match(tokens, namespace, windowed=True)
         self._tick(what)
         covered = [pg for pg in self.pages_of(tokens, namespace) if not pg.gone][: (len(device) + host) // self.page_size]
         for page in covered:
@@ -578,6 +625,8 @@ class TierModel:
                 raise TierResidencyViolation(f"after the {kind} of {page}, its {'host' if kind == 'write' else 'device'} "
                                              f"slots hold KV {got}, not its own {list(page.content)}")
             if kind == "write":
+                if self.windows is not None:  # the host copy carries the page's live window values (oracle 20w)
+                    self.windows.on_write_done([page])
                 page.host, page.writing, page.failed_backup = page.writing, None, False
                 self.host_leaves.refile(page)
             else:

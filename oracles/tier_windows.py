@@ -16,11 +16,17 @@ Each event costs the pages it touches (no scan of the tree); a page the model dr
 again is a new page, so nothing is ever cleared. When a request's forward reads its prefix, the
 values ``windows(handle)`` reports must be, token by token, the suite's value where the device
 flag is live and ``-1`` where it is not.
+
+It also says where a match must stop (:meth:`TierWindows.match_ends`): matches are *resumable*,
+as on the plain machine's window pool (:meth:`~radixcheck.oracles.second_pool.WindowModel.resumable`),
+on each tier: the device part ends at the longest page-aligned ``L`` whose last ``min(W, L)``
+tokens are live on device, the host part at the longest whose last ``min(W, L)`` tokens are live
+on device or in their page's completed host copy.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from radixcheck.oracles.violations import TierWindowViolation, shown
@@ -39,6 +45,21 @@ def sent_window(content: Sequence[int], window: int) -> list[int]:
     last ``window`` tokens (the request's own window), ``-1`` for those that slid out of it."""
     start = max(0, len(content) - window)
     return [window_value(kv) if i >= start else NONE for i, kv in enumerate(content)]
+
+
+def resumable(end: int, window: int, page_size: int, live: Callable[[int], bool]) -> int:
+    """The longest page-aligned ``L <= end`` whose last ``min(window, L)`` tokens are ``live``.
+
+    Read from the end: if token ``i`` in the window of the longest ``L`` is dead, no ``L`` above
+    ``i`` can do (each has ``i`` in its window), so try the page boundary at or below ``i``. Each
+    token is read at most once."""
+    end = end // page_size * page_size
+    while end > 0:
+        dead = next((i for i in range(end - 1, max(0, end - window) - 1, -1) if not live(i)), None)
+        if dead is None:
+            return end
+        end = dead // page_size * page_size
+    return 0
 
 
 class TierWindows:
@@ -80,6 +101,23 @@ class TierWindows:
             self.device[page] = self.host.get(page, (False,) * p) if restored else (False,) * p
             self.why[page] = (f"restored from its host copy by {what}, within the last {self.window} tokens" if restored
                               else f"loaded back by {what}, further back than the window at the path's end")
+
+    def live(self, path: Sequence[Any], i: int, host_too: bool) -> bool:
+        """Whether token ``i`` of ``path`` has its window live on device (or, ``host_too``, in its
+        page's completed host copy)."""
+        p = self.page_size
+        page = path[i // p]
+        if page.device is not None and self.device.get(page, (False,) * p)[i % p]:
+            return True
+        return host_too and page.host is not None and self.host.get(page, (False,) * p)[i % p]
+
+    def match_ends(self, path: Sequence[Any], device: int, reach: int) -> tuple[int, int]:
+        """Where a match along ``path`` (cached pages, in order) stops when its full KV is on device
+        for ``device`` tokens and on device or host for ``reach``: the device part's end (its window
+        live on device) and the host part's (its window live on device or in a completed host copy)."""
+        p, w = self.page_size, self.window
+        return (resumable(device, w, p, lambda i: self.live(path, i, False)),
+                resumable(reach, w, p, lambda i: self.live(path, i, True)))
 
     def check(self, what: str, tokens: Sequence[int], pages: Sequence[Any], reported: Any) -> None:
         """``reported`` (the cache's ``windows(handle)``) for the path ``pages`` of ``tokens``."""

@@ -13,7 +13,14 @@ Each node keeps its window values in two places, as the KV is kept (``-1``: tomb
   KV is copied then too). It goes when the host copy goes.
 
 ``windows(handle)`` reports, token by token along the path, the device values (the caller holds
-the path locked and on device). Everything else is the tiered cache's.
+the path locked and on device).
+
+A match is resumable, as SGLang's HiCache over SWA (``SWAComponent.create_match_validator``): its
+device part ends at the deepest node whose last ``W`` tokens (all of them, nearer the root) have
+live device values, its host part at the deepest whose last ``W`` tokens have them live on device
+or in a completed host copy; the host part may cross nodes on device whose window is tombstoned
+there (a load-back revives it from the host copy). Only the nodes it answers are used. Everything
+else is the tiered cache's.
 """
 
 from __future__ import annotations
@@ -24,9 +31,10 @@ from typing import Any
 import numpy as np
 
 from radixcheck.properties.cache.contract import SlidingWindow
-from radixcheck.properties.tiers.contract import TierCapabilities, Transfer
+from radixcheck.properties.tiers.contract import TierCapabilities, TierMatch, Transfer
 from radixcheck.reference.hybrid_cache import NONE, as_window
 from radixcheck.reference.tiered_cache import TieredRadixCache, TierNode
+from radixcheck.reference.validation import as_namespace, as_priority, as_tokens
 
 WINDOW = 3  # tokens: a page and a half at page size 2
 
@@ -60,6 +68,45 @@ class TieredWindowCache(TieredRadixCache):
             if node in off_device or node not in self.device_window:  # host-only before, or new
                 self.device_window[node] = slots[node.depth - len(node.key) : node.depth].copy()
         return prefix_len
+
+    def match_prefix(self, tokens: Sequence[int], namespace: Hashable = None, priority: int = 0) -> TierMatch:
+        """The longest prefix a request resumes from on device, then the host part a load-back makes
+        resumable (the module docstring); the nodes of the answer are used now."""
+        key = as_tokens(tokens, "tokens")
+        as_namespace(namespace)
+        as_priority(priority)
+        path = []  # the nodes whose full KV is on device, then those on host only
+        for node in self._walk(key, namespace):
+            if node.device is None and not self._counts_as_host(node):
+                break
+            path.append(node)
+        on_device = sum(1 for n in path if n.device is not None)
+        device_end = self._resumable(path[:on_device], host_too=False)
+        host_end = self._resumable(path, host_too=True)
+        self._clock += 1
+        for node in path[:host_end]:
+            node.last_access = self._clock
+            if self.policy is not None and self.policy.hits_on_match:
+                node.hits += 1
+        device_node = path[device_end - 1] if device_end else self._root_for(namespace)
+        values = np.concatenate([n.device for n in path[:device_end]]) if device_end else np.zeros(0, dtype=np.int64)
+        host_length = sum(len(n.key) for n in path[device_end:host_end])
+        return TierMatch(values, device_node, host_length, path[host_end - 1] if host_length else device_node)
+
+    def _resumable(self, path: list[TierNode], host_too: bool) -> int:
+        """How many nodes of ``path`` the deepest resumable end takes: walking down, the run of
+        tokens with a live window since the last tombstone must cover the window (or the whole path)."""
+        best, run, depth = 0, 0, 0
+        for i, node in enumerate(path):
+            own = self.device_window.get(node) if node.device is not None else None
+            host = self.host_window.get(node) if host_too and node.host is not None else None
+            for k in range(len(node.key)):
+                live = (own is not None and own[k] != NONE) or (host is not None and host[k] != NONE)
+                run = run + 1 if live else 0
+            depth += len(node.key)
+            if run >= min(self.window_size, depth):
+                best = i + 1
+        return best
 
     def windows(self, handle: Any) -> list[int]:
         """The window value of each token on the path root..handle (-1: tombstoned)."""

@@ -394,15 +394,21 @@ ENGINES += [
             "adapter copies at SGLang's indices: its direct kernels are CUDA-only) and `states(handle)` reads it back; the SWA "
             "peers are a private pool the suite does not judge.",
             "`hicache_mamba_*` also cache every prefix of a request with a state of its own, written as none (SGLang's match "
-            "stops at the deepest node with a state); `hicache_swa_*` speak the plain tier contract and give every new "
-            "token a live SWA peer (the window never slides). Page size 1 (`MambaComponent`, SWA frees by page).",
+            "stops at the deepest node with a state); `hicache_swa_*` declare the window (`second_pool=SlidingWindow(4)`, "
+            "oracle 20w and the resumable tier match: `window=` gives SWA peers to the new in-window tokens only, the adapter "
+            "copies the window values at SGLang's indices on its SWA transfers). Page size 1 (`MambaComponent`, SWA frees "
+            "by page).",
             "The Mamba rows fail on finding M1 (a state attached while its node's KV write is in flight is never backed up; "
-            "`RADIXCHECK_SGLANG_FIX=M1` patches the Python core). The SWA rows fail by design: a load-back restores SWA KV "
-            "only for the window at the loaded path's end, so a shorter match cannot end inside it (the plain contract "
-            "cannot say so; a tier `second_pool` would).",
+            "`RADIXCHECK_SGLANG_FIX=M1` patches the Python core). The SWA rows: the Python core fails first on #3 (its "
+            "program passes with `RADIXCHECK_SGLANG_FIX=3`); both are blocked by the tier window rule: SGLang backs up a "
+            "node's SWA after its KV backup too (with a write below it, and before tombstoning it on device eviction), "
+            "which the tier model does not follow, so oracle 23 flags SGLang's longer host part.",
         ],
         _phrases([("tokens on host, but", "M1 state attached during an in-flight write never backed up (findings/sglang_trees.md)"),
-                  ("returned device slots []", "by design: SWA load-back restores only the window (findings/sglang_trees.md)")]),
+                  ("a request resumes only where", "blocked: SGLang backs up a node's SWA after its KV backup, which the tier "
+                   "model does not follow (findings/sglang_trees.md)"),
+                  ("the device tier evicts least recently used first", "#3 mid-edge hit refreshes the unused suffix "
+                   "(RADIXCHECK_SGLANG_FIX=3 passes this program; findings/sglang_trees.md)")]),
     ),
     Engine(
         "sglang_tenants", "SGLang 0.5.23: namespaces (LoRA id, extra_key, cache_salt), keyed through its own Req",

@@ -94,6 +94,9 @@ TIER_OBLIGATIONS: list[tuple[str, str, type[BaseException], list[str]]] = [
      "(composed)",
      "windows_through_host, serve, finish", v.TierWindowViolation,
      ["LoadBackRestoresWholePath", "LoadBackRestoresNoWindow", "WriteBackDropsWindow", "LoadBackSkipsDeviceWindow"]),
+    ("second_pool=SlidingWindow(window=W): a match is resumable on each tier: its device part ends where the last W "
+     "tokens have their window live on device, its host part where they have it live on device or in a host copy "
+     "(composed)", "windows_through_host, serve, match", v.WindowMatchViolation, ["HostMatchIgnoresWindow"]),
 ]
 
 REGENERATE = "python -m radixcheck.reports.tier_catalogue"

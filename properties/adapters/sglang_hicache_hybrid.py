@@ -44,8 +44,13 @@ How it is run on CPU (on top of ``sglang_hicache``'s seams, which it inherits)
   so each submitted transfer of the ``MambaPoolHost`` is copied by the adapter at submission,
   between SGLang's own device and host buffers at the indices SGLang chose (temporal and conv
   states, every layer). What moves and when stays SGLang's; the KV is the suite's (its host slots,
-  its transfer engine, as in ``sglang_hicache``). The SWA factories speak the plain tier contract
-  (their window is hidden).
+  its transfer engine, as in ``sglang_hicache``).
+* ``hicache_swa_*`` declare the window (``TierCapabilities(second_pool=SlidingWindow(4))``, oracle
+  20w and the resumable tier match): an insert's ``window=`` gives SWA peers (slots of SGLang's own
+  SWA allocator) to the new tokens inside the request's window only, and says where it starts
+  (``component_evicted_seqlens[SWA]``, SGLang's ``swa_evicted_seqlen``); the adapter notes the
+  suite's window value per SWA slot and copies it at SGLang's indices on each SWA transfer it
+  submits (as for the Mamba states); ``windows(handle)`` reads each node's SWA device slots.
 """
 
 from __future__ import annotations
@@ -57,7 +62,7 @@ import numpy as np
 from radixcheck.properties.adapters import factory_lookup
 from radixcheck.properties.adapters import sglang_hicache as _hc
 from radixcheck.properties.adapters import sglang_trees as _trees
-from radixcheck.properties.cache.contract import SlotAllocator, StatePool
+from radixcheck.properties.cache.contract import SlidingWindow, SlotAllocator, StatePool
 from radixcheck.properties.tiers.contract import TierCapabilities
 
 PIP_REQUIREMENTS: list[str] = []
@@ -293,14 +298,19 @@ class SGLangHiCacheSWA(_Polling):
     """``UnifiedRadixCache`` FULL+SWA + ``init_hicache`` (``_SwaStrategy``) over SGLang's own
     ``SWAKVPool`` and ``SWATokenToKVPoolAllocator``, whose FULL side forwards to the suite (the
     KV transfers and host slots the suite's, as in ``sglang_hicache``) and whose SWA side is
-    SGLang's own allocator: the window is hidden (every newly cached token gets a live SWA peer,
-    the window never slides), so it is a target of the plain tier contract."""
+    SGLang's own allocator. The window is declared (``second_pool=SlidingWindow(SLIDING_WINDOW)``,
+    oracle 20w and the resumable tier match): an insert's ``window=`` says which new tokens keep
+    their SWA KV (a ``-1`` is a token the request freed: ``swa_evicted_seqlen``), and each SWA slot
+    SGLang holds, on device or host, carries the suite's window value of its token."""
 
     components = ("SWA",)
 
     def __init__(self, allocator: Any, host_pool: Any, controller: Any, page_size: int, write_policy: str,
                  backend: str = "python") -> None:
         _trees._page_one(page_size, "HiCache over UnifiedRadixCache FULL+SWA")
+        self._device_window: dict[int, int] = {}  # SGLang's SWA device slot -> the window value it holds
+        self._host_window: dict[int, int] = {}  # SGLang's SWA host slot -> the window value its copy holds
+        self._evicted_seqlen = 0  # the insert running now: its swa_evicted_seqlen
         super().__init__(allocator, host_pool, controller, page_size, write_policy, backend=backend)
 
     def _device_kv_pool(self) -> Any:
@@ -323,21 +333,75 @@ class SGLangHiCacheSWA(_Polling):
         return {"sliding_window_size": _trees.SLIDING_WINDOW}
 
     def _insert_extra(self, length: int) -> dict[str, Any]:
-        return {}
+        return {"component_evicted_seqlens": {self.sg.ComponentType.SWA: self._evicted_seqlen}}
+
+    def insert(self, tokens: Any, values: Any, namespace: Any = None, priority: int = 0, window: Any = None) -> int:
+        if window is None:
+            raise TypeError("this factory declares a sliding window: every insert carries window=")
+        self._window = [int(v) for v in np.asarray(window).reshape(-1)]
+        try:
+            return super().insert(tokens, values, namespace, priority)
+        finally:
+            self._window = []
 
     def _insert(self, tokens: Any, values: Any, priority: int) -> int:
-        """Give the tokens the tree has not cached on device an SWA peer each (as the server's
-        allocator pairs a FULL slot with one when it hands it out), then insert."""
+        """Give the new tokens inside the request's window an SWA peer each, holding its window value
+        (as the server's allocator pairs a FULL slot with one when it hands it out; the request has
+        freed the peers of the tokens that slid out), and say where its window starts."""
         key = self._key(tokens)
         arr = np.asarray(values)
-        if arr.ndim == 1 and len(arr) == len(key):
+        self._evicted_seqlen = 0
+        if arr.ndim == 1 and len(arr) == len(key) == len(self._window):
             cached = int(self.cache.tree_core.match_full_device_prefix(key)[0])  # read-only: no split, no recency
-            new = arr[cached:].astype(np.int64)
-            if len(new):
+            new = self._window[cached:]
+            dead = max((i + 1 for i, v in enumerate(new) if v < 0), default=0)  # the -1s come first (sent_window)
+            self._evicted_seqlen = cached + dead if dead else 0
+            if len(new) > dead:
                 torch = self.sg.torch
-                peers = self.swa.swa_attn_allocator.alloc(len(new))
-                self.swa.set_full_to_swa_mapping(torch.from_numpy(new.copy()), peers)
+                peers = self.swa.swa_attn_allocator.alloc(len(new) - dead)
+                self.swa.set_full_to_swa_mapping(torch.from_numpy(arr[cached + dead :].astype(np.int64)), peers)
+                for peer, value in zip(_hc._sr._np(peers), new[dead:], strict=True):
+                    self._device_window[int(peer)] = value
         return super()._insert(tokens, values, priority)
+
+    def windows(self, handle: Any) -> list[int]:
+        """One value per token of root..handle: the window value its SWA device slot holds, -1 where
+        SGLang holds none (a tombstone)."""
+        if handle is _hc._sr.ROOT:
+            return []
+        out: list[int] = []
+        for info in self.cache.tree_core.collect_path_info([self._node(handle)])[0]:
+            swa = self.cache.tree_core.get_component_device_value(info.node_id, self.sg.ComponentType.SWA)
+            span = info.path_end - info.path_start
+            out += [-1] * span if swa is None else [self._device_window.get(int(k), -1) for k in _hc._sr._np(swa)]
+        return out
+
+    def _take_over(self, cc: Any) -> None:
+        """The FULL seams, and the SWA copies: SGLang's copy kernels are ``sgl_kernel``'s (none on
+        CPU), so each submitted transfer of the SWA host pool is copied by the adapter at once, at
+        the indices SGLang gave (the window values those slots hold); SGLang decides what moves."""
+        super()._take_over(cc)
+        engine, full = cc.l2_transfer_engine, self._full_host_pool
+        to_host, to_device = engine.submit_device_to_host, engine.submit_host_to_device
+
+        def pairs(t: Any) -> Any:
+            return zip(_hc._sr._np(t.device_indices), _hc._sr._np(t.host_indices), strict=True)
+
+        def submit_device_to_host(transfers, *args, **kwargs):
+            for t in transfers:
+                if t.host_pool is not full:
+                    for d, h in pairs(t):
+                        self._host_window[int(h)] = self._device_window.get(int(d), -1)
+            return to_host(transfers, *args, **kwargs)
+
+        def submit_host_to_device(transfers, *args, **kwargs):
+            for t in transfers:
+                if t.host_pool is not full:
+                    for d, h in pairs(t):
+                        self._device_window[int(d)] = self._host_window.get(int(h), -1)
+            return to_device(transfers, *args, **kwargs)
+
+        engine.submit_device_to_host, engine.submit_host_to_device = submit_device_to_host, submit_host_to_device
 
     def __repr__(self) -> str:
         return f"SGLangHiCacheSWA({self.backend}, {self.write_policy})"
@@ -351,8 +415,8 @@ def _factory(name: str, backend: str, cls: type = SGLangHiCacheMamba):
     factory.__name__ = factory.__qualname__ = name
     factory.tier_capabilities = TierCapabilities(  # type: ignore[attr-defined]
         write_policies=_hc.POLICIES, page_sizes=(1,), supports_quarantine=False, write_back_order="leaf_first",
-        second_pool=StatePool() if cls is SGLangHiCacheMamba else None)  # the Mamba states, judged (oracle 20)
-    tree = "FULL+MAMBA" if cls is SGLangHiCacheMamba else "FULL+SWA (window hidden)"
+        second_pool=StatePool() if cls is SGLangHiCacheMamba else SlidingWindow(_trees.SLIDING_WINDOW))  # judged (20, 20w)
+    tree = "FULL+MAMBA" if cls is SGLangHiCacheMamba else "FULL+SWA"
     factory.__doc__ = f"radixcheck tier target {name}: UnifiedRadixCache {tree} ({backend} core) + init_hicache"
     return factory
 

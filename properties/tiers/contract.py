@@ -195,6 +195,40 @@ after the moves between the tiers. The calls change as follows:
     One entry per token of the path root..handle (a handle the suite holds locked, its loads
     completed): that token's live window value on device, ``-1`` where it is tombstoned. It moves
     nothing.
+``match_prefix(tokens) -> TierMatch``
+    *Resumable*, on each tier (the base contract's window match, oracles 21 and 23): a request
+    resumes only where the last ``min(W, L)`` tokens of its prefix have their window KV.
+
+    - ``device_values`` end at the longest page-aligned ``L``, within the pages whose full KV is on
+      device, whose last ``min(W, L)`` tokens have their window *live on device*. A token
+      tombstoned on device limits the device part even where its host copy has the window.
+    - The host part ends at the longest page-aligned ``L'``, within the pages whose full KV is on
+      device or host, whose last ``min(W, L')`` tokens have their window live on device *or in
+      their page's completed host copy*. Only a token tombstoned on both tiers (or whose page has
+      no completed host copy) limits it.
+    - ``host_length = L' - L`` and ``host_handle`` is the page at ``L'``: the host part may cross
+      pages whose full KV is on device but whose window is tombstoned there. ``load_back`` of it
+      loads the host-only pages and revives those windows from their host copies (the rule
+      below), so the path root..``L'`` is then resumable on device.
+    - A match uses (for eviction order) only the pages it answers, not the full-KV path beyond
+      ``L'``. ``insert``'s ``prefix_len`` still counts every page whose full KV is on device (the
+      caller frees its duplicates of the pages past its match), and those pages keep their own
+      window values: an insert never revives a tombstone (``refills_tombstones`` is refused).
+
+    Why this rule: SGLang 0.5.23's ``UnifiedTreeCore._match_prefix_helper``
+    (``mem_cache/unified_cache/unified_tree_core.py``) walks the path with two sets of validators:
+    the device ones give ``best_match_device_node`` (the device prefix) and the combined ones
+    ``best_match_node`` (the load-back target). ``SWAComponent.create_match_validator``
+    (``components/swa.py``) restarts its count of window tokens at a node whose SWA value is none
+    (``match_device_only``: none on device; otherwise none on device and none on host) and
+    accepts a node once the count since reaches ``sliding_window_size`` (a path with no
+    tombstone is accepted throughout); ``FullComponent``'s validator accepts a node on device (or,
+    combined, backed up). ``FullComponent.finalize_match_result_in_tree_core`` counts the host hit
+    from ``best_match_node`` up to the device node, and ``SWAComponent.build_hicache_transfers``
+    (``LOAD_BACK``) loads the host SWA of every node within one window of ``best_match_node`` whose
+    SWA is not on device. SGLang judges whole nodes, the contract tokens; and SGLang's host hit
+    counts the nodes with a full host copy only, where the contract counts every token of the host
+    part (they differ only on a device page without a host copy inside the host part).
 
 The obligation (oracle 20w, ``TierWindowViolation``):
 
@@ -224,9 +258,8 @@ un-evicts a host-only node rebuilds its SWA from the request's in-window slice
 the contract judges pages.
 
 Not judged on a tier: the window pool's own eviction (``evict_window`` is not sent: a window
-value follows its page), its pins, slot conservation of a window pool (a window value here is a
-value, not a slot), and resumable matches (a tier match is judged on the full KV alone, not
-shortened where the window at its end is tombstoned). ``SlidingWindow(refills_tombstones=True)``
+value follows its page), its pins, and slot conservation of a window pool (a window value here
+is a value, not a slot). ``SlidingWindow(refills_tombstones=True)``
 or ``pins_whole_nodes=True`` is refused on a tier (not driven).
 """
 
@@ -301,8 +334,8 @@ class TierCapabilities:
     it (module docstring, "A second pool on the tiers"; oracle 20). ``SlidingWindow(window=W)``,
     a window value per token, which ``insert`` takes (``window=``) and ``windows(handle)``
     reports; a host copy carries its page's live values and a load-back restores them only on
-    the pages of the last ``W`` tokens of the path it loads ("A sliding window on the tiers";
-    oracle 20w)."""
+    the pages of the last ``W`` tokens of the path it loads, and a match is resumable on each tier
+    ("A sliding window on the tiers"; oracles 20w, 21 and 23)."""
 
     def page_sizes_tested(self) -> tuple[int, ...]:
         return tuple(self.page_sizes)
@@ -323,7 +356,6 @@ class TierCapabilities:
         if isinstance(self.second_pool, SlidingWindow):
             gaps.append("the window pool's own eviction, pins and slot conservation on the tiers (evict_window is not sent: a "
                         "window value follows its page)")
-            gaps.append("resumable matches on the tiers (a tier match is judged on the full KV, not shortened by tombstones)")
         if self.lifecycle == "off":
             gaps.append("the request lifecycle on the tiers (lifecycle='off': chunked prefill, retract and abort while "
                         "transfers are in flight)")

@@ -136,13 +136,17 @@ class LifecycleTierWorld(TierWorld):
             return
         tokens, aligned, _ = self._insert_computed(live)
         match = self._match(tokens[:aligned], live.namespace)
-        values = as_ints(match.device_values)  # all ``aligned`` of them (the tier model checked the match)
+        values = as_ints(match.device_values)  # ``aligned`` of them, or fewer with a window (the model checked the match)
         key = namespace_key(live.namespace)
+        beyond = (live.values + live.own)[aligned:]  # its own slots after the cached pages
+        if len(values) < aligned and beyond:  # a window tombstoned on cached pages it covered stops the match short:
+            SlotAllocator.free(self.device, beyond)  # it resumes after ``values`` and recomputes the rest
+            beyond = []
         self._call("inc_lock_ref", match.device_handle)
-        self.model.lock(tokens[:aligned], +1, key)
+        self.model.lock(tokens[: len(values)], +1, key)
         self._call("dec_lock_ref", live.handle)
         self.model.lock(live.tokens[: len(live.values)], -1, key)
-        live.own = (live.values + live.own)[aligned:]
+        live.own = beyond
         live.values, live.handle = values, match.device_handle
 
     def end(self, index: int, outcome: str) -> None:

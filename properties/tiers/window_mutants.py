@@ -81,6 +81,21 @@ class LoadBackSkipsDeviceWindow(WindowTierMutant):
         pass
 
 
+class HostMatchIgnoresWindow(WindowTierMutant):
+    """Composed (window + host tier), resumable matching: the device part stops where the window is
+    not live on device, but the host part runs on over the full KV, as the tiered cache without a
+    window does: to pages whose window is live on neither tier. A load-back of it returns a path
+    whose end has no window KV to attend to (SGLang's combined ``create_match_validator`` stops
+    the load-back target where neither ``value`` nor ``host_value`` is there)."""
+
+    bug_class = "host-match-ignores-the-window"
+    sources = ()  # the tier contract's resumable match; SGLang: SWAComponent.create_match_validator(match_device_only=False)
+    caught_by = v.WindowMatchViolation
+
+    def _resumable(self, path: list[TierNode], host_too: bool) -> int:
+        return len(path) if host_too else super()._resumable(path, host_too)
+
+
 class TrustingWindowTiers(TrustsItsCallers, TieredWindowCache):
     """Correct, with namespaces, the request lifecycle and a sliding window on both tiers, trusting
     its callers as SGLang's HiRadixCache does
@@ -100,5 +115,6 @@ class TrustingWindowTiers(TrustsItsCallers, TieredWindowCache):
 
 
 WINDOW_TIER_MUTANTS: list[type[WindowTierMutant]] = [LoadBackRestoresWholePath, LoadBackRestoresNoWindow,
-                                                     WriteBackDropsWindow, LoadBackSkipsDeviceWindow]
+                                                     WriteBackDropsWindow, LoadBackSkipsDeviceWindow,
+                                                     HostMatchIgnoresWindow]
 CORRECT_WINDOW_TIERS: dict[str, Any] = {"TieredWindowCache": TieredWindowCache, "TrustingWindowTiers": TrustingWindowTiers}

@@ -22,7 +22,7 @@ request's forward reads its prefix. A target that declares a sliding window
 (``TierCapabilities(second_pool=SlidingWindow(window=W))``) gets ``window=`` on every insert (live
 values for the request's last ``W`` tokens) and its ``windows(handle)`` judged there (oracle 20w,
 :mod:`radixcheck.oracles.tier_windows`): the oracle follows each write's completion and each
-load-back.
+load-back, and a match is judged resumable (it ends where the window at its end is live).
 """
 
 from __future__ import annotations
@@ -96,6 +96,7 @@ class TierWorld:
                                      caps.lifecycle if caps is not None else "off")  # declared parts add to each call
         self.states = TierStates() if second == "state" else None  # oracle 20 on the tiers (a state pool)
         self.windows = TierWindows(pool.window, page_size) if second == "window" else None  # oracle 20w (a window)
+        self.model.windows = self.windows  # a window makes matches resumable (the model's expected_match)
         self.priority = 0  # the priority= the next requests carry (a policy that takes one)
         self.device = DevicePool(device_slots, self.model, seed=seed)
         self.host = HostPool(host_slots)
@@ -169,15 +170,16 @@ class TierWorld:
         values = as_ints(match.device_values)
         handle = match.device_handle
         if match.host_length and load:
+            reach = tokens[: len(values) + int(match.host_length)]
+            first = len(self.model.expected_match(reach, key)[0]) // self.page_size  # its pages on device already
             self.model.serving = key
             try:
                 loaded, handle = self._call("load_back", match.host_handle)
             finally:
                 self.model.serving = NOT_SERVING
             values = as_ints(loaded)
-            self.model.check_load_back(tokens[: (len(as_ints(match.device_values)) + int(match.host_length))], values, key)
+            self.model.check_load_back(reach, values, key)
             if self.windows is not None:  # the loaded pages: the window at the end of the path comes back
-                first = len(as_ints(match.device_values)) // self.page_size
                 path = self.model.pages_of(tokens[: len(values)], key)
                 self.windows.on_load_back(path, first, f"the load-back of operation {self.operations}")
         self._call("inc_lock_ref", handle)
@@ -279,11 +281,7 @@ class TierWorld:
         if transfer is None:
             raise ValueError(f"no pending transfer #{number}")
         self.controller.pending.remove(transfer)
-        self.controller.copy(transfer)
-        if self.windows is not None and transfer.kind == "write":  # the host copies carry their pages' live values
-            p = self.page_size
-            slots = as_ints(transfer.host_slots)
-            self.windows.on_write_done([self.model.host_owner[slots[at]] for at in range(0, len(slots), p)])
+        self.controller.copy(transfer)  # the model's on_ack: a write's host copies take their pages' live window values
         self._call("transfer_done", transfer)
 
     def complete_all(self) -> None:
