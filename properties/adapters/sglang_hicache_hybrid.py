@@ -96,6 +96,13 @@ class _Polling(_hc.SGLangHiCache):
     def _inserted(self, result: Any, tokens: Any, values: np.ndarray) -> None:
         self._poll()
 
+    def transfer_done(self, transfer: Any) -> None:
+        """The poll that consumes a write's ack can start a state-only copy (the ``M1`` fix backs up
+        the state a node gained while its write was in flight), which locks the node until the next
+        poll; poll again so that copy is done before the suite's next call, as after an insert."""
+        super().transfer_done(transfer)
+        self._poll()
+
 
 _SCALE = 1 << 15
 """A state value is written as two float32 elements of the slot's temporal state (each exact)."""

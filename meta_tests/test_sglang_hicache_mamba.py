@@ -1,0 +1,68 @@
+"""HiCache over SGLang's FULL+MAMBA tree with finding M1 fixed: the adapter drains the state-only copy
+the fix starts, so the tier machine's LRU verdict is SGLang's and not the adapter's (``deep``, and
+skipped without SGLang: ``python -m radixcheck.reports.audit_env``).
+
+The ``M1`` fix (``sglang_hicache.apply_fixes``) backs a node's state up when its KV write's ack is
+consumed, inside the poll (``check_hicache_events``) that ``transfer_done`` makes. That copy moves no
+suite slot, so the suite never completes it, and SGLang keeps the node locked (an in-flight write)
+until the next poll. The adapter polled next only after the suite's next call, so an ``evict`` in
+between found the node locked and took a younger leaf: a false "4 LRU order" finding, the one
+``findings/sglang_trees.md`` left "not analysed" (``hicache_mamba_python`` with
+``RADIXCHECK_SGLANG_FIX=M1``). The adapter now polls again after each completion.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+
+import pytest
+
+from radixcheck.oracles.violations import LRUOrderViolation
+from radixcheck.properties.adapters import sglang_hicache, sglang_hicache_hybrid
+from radixcheck.properties.tiers.world import TierWorld
+
+pytestmark = [pytest.mark.deep, pytest.mark.skipif(importlib.util.find_spec("sglang") is None,
+                                                   reason="needs SGLang (python -m radixcheck.reports.audit_env)")]
+
+
+@pytest.fixture
+def m1_fixed(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The adapter's M1 fix for this test only (the patched method restored afterwards)."""
+    sglang_hicache._load()
+    from sglang.srt.mem_cache.unified_radix_cache import UnifiedRadixCache
+
+    monkeypatch.setattr(UnifiedRadixCache, "_finish_write_through_ack", UnifiedRadixCache._finish_write_through_ack)
+    monkeypatch.setattr(sglang_hicache, "_applied", set())
+    assert sglang_hicache.apply_fixes("M1") == ["M1"]
+
+
+def _m1_backup_then_evict() -> TierWorld:
+    """The audit's shrunk program: ``[3]``'s state (the adapter's prefix state, attached while
+    ``[3, 0]``'s write was in flight: M1) is backed up by the fix when ``complete(2)`` acks that write;
+    ``[0, 0]``, re-inserted after its load-back failed, is younger than ``[3]``. ``evict(13)``."""
+    w = TierWorld(sglang_hicache_hybrid.hicache_mamba_python, page_size=1, write_policy="write_through")
+    w.serve([0, 0], load=True)
+    w.finish(-1)
+    w.complete(1)
+    w.evict(1000000)
+    w.serve([3, 0], load=True)
+    w.finish(-1)
+    w.fail_next([True, True])
+    w.serve([0, 0], load=True)  # its load-back fails: recomputed and inserted again
+    w.finish(-1)
+    w.complete(2)
+    w.evict(13)
+    w.check()
+    return w
+
+
+def test_m1_fixed_evicts_in_lru_order(m1_fixed: None) -> None:
+    _m1_backup_then_evict()
+
+
+def test_an_undrained_state_copy_looks_like_an_lru_bug(m1_fixed: None, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Without the second poll the fix's copy is still in flight at ``evict(13)``: the finding the
+    matrix showed, made by the adapter, not by SGLang."""
+    monkeypatch.setattr(sglang_hicache_hybrid._Polling, "transfer_done", sglang_hicache.SGLangHiCache.transfer_done)
+    with pytest.raises(LRUOrderViolation, match=r"freed Page\(\[0, 0\].*while the unlocked device leaf Page\(\[3\]"):
+        _m1_backup_then_evict()
