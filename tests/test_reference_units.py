@@ -13,6 +13,7 @@ from radixcheck.properties.cache.contract import Request, SecondPoolAllocator, S
 from radixcheck.properties.cache.policies import Policy, filo, lfu, priority, slru
 from radixcheck.properties.tiers.world import TierWorld
 from radixcheck.reference.bigram import BigramRadixCache
+from radixcheck.reference.bigram_hybrid import BigramStateCache, BigramWindowCache
 from radixcheck.reference.hybrid_cache import WindowRadixCache
 from radixcheck.reference.radix_cache import RadixCache
 from radixcheck.reference.state_cache import StateRadixCache
@@ -575,6 +576,21 @@ def test_bigram_bad_input_messages_name_the_argument_first() -> None:
         cache.match_prefix([1, 1.5])
     with pytest.raises(TypeError, match=r"^tokens must hold integer token ids, got float 2.5$"):
         cache.insert([1, 2.5], kv.alloc(2))
+    with pytest.raises(ValueError) as raised:
+        cache.evict_prefix([1])
+    assert str(raised.value) == "evict_prefix needs at least two raw tokens (one bigram key)"
+
+
+@pytest.mark.parametrize("cls", [BigramWindowCache, BigramStateCache], ids=lambda c: c.__name__)
+def test_bigram_with_a_second_pool_names_bad_input_as_the_plain_bigram_cache_does(cls: type) -> None:
+    kv = SlotAllocator(64)
+    cache = cls(kv, 1, **second_pool_keywords(cls.capabilities))
+    with pytest.raises(TypeError, match=r"^tokens must hold integer token ids, got float 1.5$"):
+        cache.match_prefix([1, 1.5])
+    with pytest.raises(TypeError, match=r"^tokens must hold integer token ids, got float 2.5$"):
+        cache.insert([1, 2.5], kv.alloc(2))
+    with pytest.raises(ValueError, match=r"^tokens holds negative token id -1$"):
+        cache.evict_prefix([1, -1])
     with pytest.raises(ValueError) as raised:
         cache.evict_prefix([1])
     assert str(raised.value) == "evict_prefix needs at least two raw tokens (one bigram key)"
