@@ -13,11 +13,14 @@ from radixcheck.properties.cache.contract import Request, SecondPoolAllocator, S
 from radixcheck.properties.cache.policies import Policy, filo, lfu, priority, slru
 from radixcheck.properties.tiers.world import TierWorld
 from radixcheck.reference.bigram import BigramRadixCache
+from radixcheck.reference.bigram_hybrid import BigramStateCache, BigramWindowCache
 from radixcheck.reference.hybrid_cache import WindowRadixCache
 from radixcheck.reference.radix_cache import RadixCache
 from radixcheck.reference.state_cache import StateRadixCache
 from radixcheck.reference.tenant_tree import TenantTree, TokenTenantTree
 from radixcheck.reference.tiered_cache import TieredRadixCache
+from radixcheck.reference.tiered_state_cache import TieredStateCache
+from radixcheck.reference.tiered_window_cache import TieredWindowCache
 
 # ---- the tiered cache ------------------------------------------------------------------------------
 
@@ -578,6 +581,21 @@ def test_bigram_bad_input_messages_name_the_argument_first() -> None:
     assert str(raised.value) == "evict_prefix needs at least two raw tokens (one bigram key)"
 
 
+@pytest.mark.parametrize("cls", [BigramWindowCache, BigramStateCache], ids=lambda c: c.__name__)
+def test_bigram_with_a_second_pool_names_bad_input_as_the_plain_bigram_cache_does(cls: type) -> None:
+    kv = SlotAllocator(64)
+    cache = cls(kv, 1, **second_pool_keywords(cls.capabilities))
+    with pytest.raises(TypeError, match=r"^tokens must hold integer token ids, got float 1.5$"):
+        cache.match_prefix([1, 1.5])
+    with pytest.raises(TypeError, match=r"^tokens must hold integer token ids, got float 2.5$"):
+        cache.insert([1, 2.5], kv.alloc(2))
+    with pytest.raises(ValueError, match=r"^tokens holds negative token id -1$"):
+        cache.evict_prefix([1, -1])
+    with pytest.raises(ValueError) as raised:
+        cache.evict_prefix([1])
+    assert str(raised.value) == "evict_prefix needs at least two raw tokens (one bigram key)"
+
+
 @pytest.mark.parametrize("method", ["match_req", "lock_req", "cache_unfinished_req", "cache_finished_req"])
 def test_bigram_a_request_method_is_refused_loudly(method: str) -> None:
     """A bigram cache declares lifecycle='tree': the suite never sends it a request step, and one
@@ -728,3 +746,39 @@ def test_window_an_empty_match_returns_integer_window_ids() -> None:
     _cache_with_window(cache, kv, windows, [1, 2])
     for tokens in ([9], [], [1, 2]):
         assert cache.match_prefix(tokens)[2].dtype == np.int64
+
+
+# ---- the tiered caches with a second pool ----------------------------------------------------------
+
+
+@pytest.mark.parametrize("factory", [TieredStateCache, TieredWindowCache], ids=lambda f: f.__name__)
+def test_tier_pool_a_prefix_recomputed_over_its_host_copy_keeps_the_host_copy_s_values(factory: type) -> None:
+    """Under a namespace: [1] and [1, 2] cached, both sent to host only, then [1, 2] recomputed
+    without a load-back (the insert rebuilds the host-only pages from the caller's KV). Each page's
+    state or window values come back from its host copy; the next request's forward reads them
+    (oracles 20 and 20w judge them there)."""
+    world = _world(factory=factory)
+    for tokens in ([1], [1, 2]):
+        world.serve(tokens, namespace="n")
+        world.finish()
+    for _ in range(3):
+        world.evict(10**6)
+        world.complete_all()
+    assert world.cache.device_size() == 0 and world.cache.host_size() == 2
+    world.serve([1, 2], load=False, namespace="n")
+    world.finish()
+    world.complete_all()
+    world.serve([1, 2], namespace="n")
+    world.finish()
+    world.check()
+
+
+@pytest.mark.parametrize("factory", [TieredStateCache, TieredWindowCache], ids=lambda f: f.__name__)
+def test_tier_pool_an_unknown_completion_names_the_transfer(factory: type) -> None:
+    world = _world(factory=factory)
+    world.serve([1, 2])
+    world.finish()
+    transfer = world.controller.pending[0]
+    world.complete(transfer.number)
+    with pytest.raises(ValueError, match="unknown or already completed transfer"):
+        world.cache.transfer_done(transfer)

@@ -15,6 +15,8 @@ from radixcheck.properties.tiers.contract import HostPool, TierCapabilities
 from radixcheck.properties.tiers.machine import tier_machine_for
 from radixcheck.properties.tiers.world import TierWorld
 from radixcheck.reference.tiered_cache import TieredRadixCache
+from radixcheck.reference.tiered_state_cache import TieredStateCache
+from radixcheck.reference.tiered_window_cache import TieredWindowCache
 
 GATE = settings(profiles.SETTINGS["mutation"], max_examples=20, stateful_step_count=30)
 
@@ -23,6 +25,16 @@ GATE = settings(profiles.SETTINGS["mutation"], max_examples=20, stateful_step_co
 @pytest.mark.parametrize("policy", TieredRadixCache.tier_capabilities.write_policies)
 def test_reference_passes_every_interleaving_tried(policy: str, page_size: int) -> None:
     run_machine(tier_machine_for(TieredRadixCache, page_size, policy), GATE)
+
+
+@pytest.mark.deep  # the false-alarm streams of TIER_CATALOGUE.md are the evidence; this is mutation testing's selection
+@pytest.mark.parametrize("page_size", (1, 2))
+@pytest.mark.parametrize("policy", ("write_through", "write_back"))
+@pytest.mark.parametrize("reference", (TieredStateCache, TieredWindowCache), ids=lambda cls: cls.__name__)
+def test_composed_references_pass_every_interleaving_tried(reference: type, policy: str, page_size: int) -> None:
+    """The references with a second pool on the tiers (namespaces, the tree lifecycle, a state or a
+    window per node) pass the same machine, every layer driven at once."""
+    run_machine(tier_machine_for(reference, page_size, policy), GATE)
 
 
 def test_host_pool_refuses_a_double_free_and_remembers_it() -> None:
