@@ -771,14 +771,3 @@ def test_tier_pool_a_prefix_recomputed_over_its_host_copy_keeps_the_host_copy_s_
     world.serve([1, 2], namespace="n")
     world.finish()
     world.check()
-
-
-@pytest.mark.parametrize("factory", [TieredStateCache, TieredWindowCache], ids=lambda f: f.__name__)
-def test_tier_pool_an_unknown_completion_names_the_transfer(factory: type) -> None:
-    world = _world(factory=factory)
-    world.serve([1, 2])
-    world.finish()
-    transfer = world.controller.pending[0]
-    world.complete(transfer.number)
-    with pytest.raises(ValueError, match="unknown or already completed transfer"):
-        world.cache.transfer_done(transfer)

@@ -52,8 +52,9 @@ def test_capabilities_refuse_an_unknown_policy() -> None:
         TierCapabilities(write_policies=("write_sometimes",))
 
 
-def test_an_unknown_completion_is_refused() -> None:
-    world = TierWorld(TieredRadixCache, 1, "write_through")
+@pytest.mark.parametrize("reference", (TieredRadixCache, TieredStateCache, TieredWindowCache), ids=lambda cls: cls.__name__)
+def test_an_unknown_completion_is_refused(reference: type) -> None:
+    world = TierWorld(reference, 1, "write_through")
     world.serve([1, 2])
     world.finish()
     transfer = world.controller.pending[0]
