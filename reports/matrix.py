@@ -404,9 +404,10 @@ ENGINES += [
             "(4 eviction amount) they stop earlier, at an `evict` that frees less than asked while the model sees an "
             "unlocked leaf: not analysed (a state-only copy SGLang keeps in flight, as in the adapter fix of "
             "findings/sglang_trees.md, would explain it). The SWA rows, past #3, fail oracle 20w: a load-back leaves a live "
-            "window value further back than the window at the path's end. Not analysed either: SGLang may restore the "
-            "window node by node (then the tier rule is stricter than it needs to be), and SGLang's later SWA backups "
-            "(findings/sglang_trees.md) are not modelled.",
+            "window value further back than the window at the path's end. SGLang's own TODO in `SWAComponent` says a load-back "
+            "may restore a whole host segment longer than the window: the values are right, so the tier rule is stricter "
+            "than this correct behaviour (to be relaxed, findings/sglang_trees.md); SGLang's later SWA backups are not "
+            "modelled either.",
         ],
         _phrases([("tokens on host, but", "M1 state attached during an in-flight write never backed up (findings/sglang_trees.md)"),
                   ("a request resumes only where", "blocked: SGLang backs up a node's SWA after its KV backup, which the tier "
