@@ -45,10 +45,9 @@ def _to_host(world: TierWorld) -> None:
         world.complete_all()
 
 
-def _through_host(factory: Any, policy: str) -> TierWorld:
+def _extension_loaded_back(factory: Any, policy: str) -> TierWorld:
     """[1, 2] and [1, 2, 0, 1, 2] cached (each with its window live at its end), both sent to host
-    only, the extension loaded back and read (only its last 3 tokens' window comes back), both
-    sent to host again, [1, 2] loaded back and read (its own window comes back)."""
+    only, the extension loaded back and read (only its last 3 tokens' window comes back)."""
     world = TierWorld(factory, 1, policy)
     for tokens in (PROMPT, LONGER):
         world.serve(tokens)
@@ -56,6 +55,13 @@ def _through_host(factory: Any, policy: str) -> TierWorld:
     _to_host(world)
     world.serve(LONGER)
     world.finish()
+    return world
+
+
+def _through_host(factory: Any, policy: str) -> TierWorld:
+    """The extension loaded back (:func:`_extension_loaded_back`), both sent to host again, [1, 2]
+    loaded back and read (its own window comes back)."""
+    world = _extension_loaded_back(factory, policy)
     _to_host(world)
     world.serve(PROMPT)
     world.finish()
@@ -147,13 +153,7 @@ def _revived(factory: Any, policy: str) -> TierWorld:
     """[1, 2] and [1, 2, 0, 1, 2] to host only, the extension loaded back ([1, 2] on device with its
     window tombstoned), the extension's leaves evicted, then [1, 2, 0] served: its load-back's
     window reaches back into [1, 2], whose host copy has its window."""
-    world = TierWorld(factory, 1, policy)
-    for tokens in (PROMPT, LONGER):
-        world.serve(tokens)
-        world.finish()
-    _to_host(world)
-    world.serve(LONGER)
-    world.finish()
+    world = _extension_loaded_back(factory, policy)
     world.complete_all()
     world.evict(3)
     world.complete_all()
@@ -166,8 +166,8 @@ def _revived(factory: Any, policy: str) -> TierWorld:
 @pytest.mark.parametrize("policy", ["write_through", "write_back"])
 def test_a_load_back_revives_the_tombstoned_window_of_device_pages_at_its_end(policy: str) -> None:
     for factory in (TieredWindowCache, TrustingWindowTiers):
-        kv = _revived(factory, policy).model.content_of([1, 2, 0])
-        assert _reported(_revived(factory, policy), [1, 2, 0]) == [window_value(k) for k in kv]
+        world = _revived(factory, policy)
+        assert _reported(world, [1, 2, 0]) == [window_value(k) for k in world.model.content_of([1, 2, 0])]
     with pytest.raises(TierWindowViolation, match=r"token 0 \(in Page\(\[1\].*reports -1 \(tombstoned\).*revived from its host"):
         _revived(LoadBackSkipsDeviceWindow, policy)
 

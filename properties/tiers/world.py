@@ -171,7 +171,8 @@ class TierWorld:
         handle = match.device_handle
         if match.host_length and load:
             reach = tokens[: len(values) + int(match.host_length)]
-            first = len(self.model.expected_match(reach, key)[0]) // self.page_size  # its pages on device already
+            if self.windows is not None:  # the path's pages on device already (before the load-back moves any)
+                first = len(self.model.expected_match(reach, key)[0]) // self.page_size
             self.model.serving = key
             try:
                 loaded, handle = self._call("load_back", match.host_handle)
