@@ -103,3 +103,22 @@ def test_the_bigram_reference_keys_eviction_on_the_request_priority() -> None:
     cache.insert([7, 8, 9], allocator.alloc(3))  # newer, priority 0
     assert cache.evict(2) == 2
     assert len(cache.match_prefix([1, 2, 3])[0]) == 2 and len(cache.match_prefix([7, 8, 9])[0]) == 0
+
+
+def test_the_edges_of_legal_input_are_taken() -> None:
+    """Slot 0 and token 0 are legal (non-negative ids), and so are NumPy integers in a list and an
+    empty array: the checks refuse below 0, not at it."""
+    allocator = SlotAllocator(8)
+    cache = RadixCache(allocator)
+    slots = allocator.take([0, 5])
+    cache.insert([0, np.int32(3)], slots)
+    assert cache.match_prefix(np.array([0, 3]))[0].tolist() == [0, 5]
+    assert cache.match_prefix(np.array([], dtype=np.int64))[0].tolist() == []
+
+
+def test_an_unhashable_namespace_is_named() -> None:
+    cache = RadixCache(SlotAllocator(8))
+    for call in (lambda: cache.match_prefix([1], namespace=["a"]), lambda: cache.insert([1], np.array([2]), namespace={}),
+                 lambda: cache.match_prefix([1], namespace=("a", ["b"]))):
+        with pytest.raises(TypeError, match=r"namespace must be hashable \(a str, an int, None or a tuple of those\), got"):
+            call()

@@ -6,6 +6,9 @@ reference's promise to a user. These kill the reference index's mutants (reports
 
 from __future__ import annotations
 
+import signal
+from collections.abc import Iterator
+
 import pytest
 
 from radixcheck.properties.index.contract import AllBlocksCleared, BlockRemoved, BlockStored, StoredBlock
@@ -13,6 +16,21 @@ from radixcheck.properties.index.mutants import CopyCountingKvIndex
 from radixcheck.reference.kv_index import KvIndex
 
 TOP = 2**64 - 1  # the largest legal hash
+
+
+@pytest.fixture(autouse=True)
+def _fail_a_hang_fast() -> Iterator[None]:
+    """A mutant can loop forever (a clear whose drop never reaches the rank's copy): fail in 2 s."""
+    def hung(*_: object) -> None:
+        raise TimeoutError("the reference index hung")
+
+    previous = signal.signal(signal.SIGALRM, hung)
+    signal.setitimer(signal.ITIMER_REAL, 2.0)
+    try:
+        yield
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
 
 
 def _stored(parent, *blocks) -> BlockStored:
