@@ -11,7 +11,7 @@ from hypothesis import settings
 
 from radixcheck import profiles
 from radixcheck.oracles.kv_index import IndexModel
-from radixcheck.oracles.violations import EngineEventsViolation, IndexViolation
+from radixcheck.oracles.violations import EngineEventsViolation, IndexMemoryViolation, IndexViolation
 from radixcheck.properties.findings.repro import repro_for, run_repro
 from radixcheck.properties.findings.verdict import run_machine
 from radixcheck.properties.index.contract import AllBlocksCleared, BlockRemoved, BlockStored, IndexCapabilities, StoredBlock
@@ -175,3 +175,14 @@ def test_an_index_repro_lets_a_waived_refusal_refuse_again() -> None:
     assert "may_refuse(1, 0, AllBlocksCleared())  # refused in the run (a waived finding)" in text
     assert "\n    index.apply_event(1, 0, BlockStored(None, (StoredBlock(10, 1),)))" in text  # up to the check: exit 2 if it raises
     assert "def may_refuse(" in text
+
+
+def test_a_negative_resident_count_is_caught_by_the_memory_check() -> None:
+    """A count of entries below 0 would pass every upper bound (a leak hidden); oracle 8 names it."""
+
+    class NegativeResident(KvIndex):
+        def resident(self) -> int:
+            return super().resident() - 2 * len(self._held) - 1
+
+    with pytest.raises(IndexMemoryViolation, match="a negative count of entries"):
+        run_machine(index_machine_for(NegativeResident, KvIndex.capabilities, "meta_negative_resident"), find_only())

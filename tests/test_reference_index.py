@@ -145,10 +145,30 @@ def test_a_clear_drops_every_copy_of_the_rank_only() -> None:
 
 
 def test_the_dump_lists_parents_first_and_only_chains_the_rank_holds_whole() -> None:
+    """Block hashes fall from root to leaf (30 -> 20 -> 10), so a set of them iterates leaf first:
+    the dump must still list parents first (a fresh index rebuilt from it refuses a block before
+    its parent). Rank 1 loses the root, so neither 20 (its parent gone) nor 10 (its grandparent
+    gone) is listed for it."""
     index = KvIndex()
-    index.apply_event(3, 0, _stored(None, (10, 1), (11, 2), (12, 3)))
-    index.apply_event(3, 1, _stored(None, (10, 1), (11, 2)))
-    index.apply_event(3, 1, BlockRemoved((10,)))  # 11 is still held by rank 1, without its parent
+    for rank in (0, 1):
+        index.apply_event(3, rank, _stored(None, (30, 1), (20, 2), (10, 3)))
+    index.apply_event(3, 1, BlockRemoved((30,)))
     dumped = index.dump()
-    assert [(w, r, e.blocks[0].block_hash) for w, r, e in dumped] == [(3, 0, 10), (3, 0, 11), (3, 0, 12)]
-    assert [e.parent_hash for *_, e in dumped] == [None, 10, 11]
+    assert [(w, r, e.parent_hash, e.blocks[0].block_hash) for w, r, e in dumped] == [(3, 0, None, 30), (3, 0, 30, 20),
+                                                                                     (3, 0, 20, 10)]
+    rebuilt = KvIndex()
+    for worker, rank, event in dumped:
+        rebuilt.apply_event(worker, rank, event)
+    assert rebuilt.find_matches([1, 2, 3]) == {(3, 0): 3}
+
+
+def test_the_resident_count_is_never_negative() -> None:
+    """Four ranks share one chain: the count of entries stays a count (the memory check bounds it
+    from above only; below 0 it would hide a leak), and is 0 once they all let go."""
+    index = KvIndex()
+    for rank in range(4):
+        index.apply_event(3, rank, _stored(None, (10, 1), (11, 2)))
+    assert index.resident() > 0
+    for rank in range(4):
+        index.apply_event(3, rank, AllBlocksCleared())
+    assert index.resident() == 0

@@ -492,7 +492,7 @@ class KvIndexMachine(RuleBasedStateMachine):
     @invariant()
     def memory_bounded(self) -> None:
         """Nothing held: nothing kept (resident 0, empty dump); else at most
-        RESIDENT_PER_BLOCK entries per held block (plus a little)."""
+        RESIDENT_PER_BLOCK entries per held block (plus a little), and never a negative count."""
         self._check_memory()
 
     def _check_memory(self) -> None:
@@ -502,6 +502,9 @@ class KvIndexMachine(RuleBasedStateMachine):
             resident = self._ask("resident")
             self.peak_resident = max(self.peak_resident, resident)
             limit = resident_limit(held)
+            if resident < 0:  # a count of entries: below 0 it would pass every bound and hide a leak
+                raise IndexMemoryViolation(f"resident() is {resident}, a negative count of entries, while the ranks hold "
+                                           f"{held} block(s) by their events", Check("result >= 0", "result"))
             if resident > limit:
                 raise IndexMemoryViolation(f"resident() is {resident} while the ranks hold {held} block(s) by their events "
                                            f"(at most {limit}): the index keeps entries for blocks nobody holds",
