@@ -53,22 +53,22 @@ def index() -> KvIndex:
     ("event", "error", "phrases"),
     [
         (_stored(99, (21, 1)), ValueError, ["parent 99", "rank (3, 0) does not hold"]),
-        (_stored(-5, (21, 1)), ValueError, ["parent_hash", "[0, 2**64)", "-5"]),
+        (_stored(-5, (21, 1)), ValueError, ["parent_hash must be an int in [0, 2**64)", "-5"]),
         (_stored(2**64, (21, 1)), ValueError, ["parent_hash", "[0, 2**64)", str(2**64)]),
         (BlockStored(None, [StoredBlock(21, 5)]), ValueError, ["BlockStored.blocks", "tuple of StoredBlock", "[StoredBlock"]),
         (BlockStored(None, ((21, 5),)), ValueError, ["BlockStored.blocks", "tuple of StoredBlock", "((21, 5),)"]),
         (BlockStored(None, None), ValueError, ["BlockStored.blocks", "tuple of StoredBlock", "None"]),
         (_stored(11, (11, 5)), ValueError, ["under 11", "names a block twice or as its own parent"]),
         (_stored(None, (20, 5), (20, 6)), ValueError, ["under None", "a cycle"]),
-        (_stored(None, (-1, 5)), ValueError, ["block_hash", "[0, 2**64)", "-1"]),
+        (_stored(None, (-1, 5)), ValueError, ["block_hash must be an int in [0, 2**64)", "-1"]),
         (_stored(None, (True, 5)), ValueError, ["block_hash", "True"]),
-        (_stored(None, (21, 2**64)), ValueError, ["tokens_hash", "[0, 2**64)", str(2**64)]),
+        (_stored(None, (21, 2**64)), ValueError, ["tokens_hash must be an int in [0, 2**64)", str(2**64)]),
         (_stored(None, (21, 5.0)), ValueError, ["tokens_hash", "5.0"]),
         (_stored(None, (11, 7)), ValueError, ["block 11 is already known under parent 10 with tokens hash 2"]),
         (_stored(10, (12, 2)), ValueError, ["tokens hash 2 under parent 10 is already block 11, not 12"]),
         (_stored(None, (21, 5), (22, 5), (11, 2)), ValueError, ["block 11 is already known under parent 10"]),
         (BlockRemoved([10]), ValueError, ["BlockRemoved.block_hashes", "must be a tuple", "[10]"]),
-        (BlockRemoved((10, -3)), ValueError, ["block hash", "-3"]),
+        (BlockRemoved((10, -3)), ValueError, ["block hash must be an int", "-3"]),
         (BlockRemoved((99,)), ValueError, ["block 99", "rank (3, 0) does not hold", "(1 copy)"]),
         (BlockRemoved((10, 10)), ValueError, ["block 10", "rank (3, 0) does not hold", "(2 copies)"]),
         ("BlockRemoved", TypeError, ["not a KV event", "'BlockRemoved'"]),
@@ -80,6 +80,13 @@ def test_a_malformed_event_is_refused_by_name_and_changes_nothing(index, event, 
         index.apply_event(3, 0, event)
     missing = [p for p in phrases if p not in str(raised.value)]
     assert not missing, f"message {str(raised.value)!r} does not mention {missing}"
+    assert _state(index) == before
+
+
+def test_a_store_under_a_parent_from_a_rank_that_holds_nothing_is_refused_by_name(index) -> None:
+    before = _state(index)
+    with pytest.raises(ValueError, match=r"BlockStored under parent 10, which rank \(9, 0\) does not hold"):
+        index.apply_event(9, 0, _stored(10, (21, 5)))
     assert _state(index) == before
 
 
