@@ -30,6 +30,8 @@ def test_page_size_defaults_to_one() -> None:
     [
         (lambda c: c.match_prefix([1.5, 2]), TypeError, ["tokens", "integer", "float", "1.5"]),
         (lambda c: c.match_prefix([1, -2]), ValueError, ["tokens", "negative", "-2"]),
+        (lambda c: c.match_prefix(np.array([1, -2])), ValueError, ["tokens holds negative token id -2"]),
+        (lambda c: c.match_prefix([1], priority=1.5), TypeError, ["priority must be an int, got float 1.5"]),
         (lambda c: c.match_prefix(np.array([[1, 2]])), ValueError, ["tokens", "1-D", "(1, 2)"]),
         (lambda c: c.match_prefix(np.array([1.0, 2.0])), TypeError, ["tokens", "integer", "float64"]),
         (lambda c: c.match_prefix("abc"), TypeError, ["tokens", "str"]),

@@ -286,8 +286,10 @@ def test_tier_filo_evicts_the_last_cached_first() -> None:
     assert _evicted_first(world, [[1], [2]]) == [2]
 
 
-def test_tier_priority_evicts_the_lower_priority_first() -> None:
-    world = _world(factory=TieredRadixCache.with_policy(priority()))
+@pytest.mark.parametrize("factory", [TieredRadixCache, TieredStateCache], ids=lambda f: f.__name__)
+def test_tier_priority_evicts_the_lower_priority_first(factory: type) -> None:
+    """The state cache passes the insert's priority on to the tiered cache's tree."""
+    world = _world(factory=factory.with_policy(priority()))
     world.next_priority(5)
     world.serve([1])
     world.finish()
