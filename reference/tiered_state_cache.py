@@ -28,6 +28,7 @@ from radixcheck.properties.cache.contract import StatePool
 from radixcheck.properties.tiers.contract import TierCapabilities, Transfer
 from radixcheck.reference.state_cache import NONE, as_state
 from radixcheck.reference.tiered_cache import TieredRadixCache, TierNode
+from radixcheck.reference.validation import as_namespace, as_tokens
 
 
 class TieredStateCache(TieredRadixCache):
@@ -45,8 +46,9 @@ class TieredStateCache(TieredRadixCache):
     def insert(self, tokens: Sequence[int], values: np.ndarray, namespace: Hashable = None, priority: int = 0,
                state: Any = NONE) -> int:
         """Cache ``tokens``; the node ending at them keeps ``state`` if it has none (see the contract)."""
+        key = as_tokens(tokens, "tokens")  # named before anything reads them (int("x") would say less)
+        as_namespace(namespace)
         slot = as_state(state)
-        key = tuple(int(t) for t in tokens)
         before = {n for n in self._walk(key, namespace) if n.device is None}  # host-only: rebuilt from the caller's KV
         prefix_len = super().insert(tokens, values, namespace, priority)
         path = self._walk(key, namespace)

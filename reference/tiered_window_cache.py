@@ -60,8 +60,9 @@ class TieredWindowCache(TieredRadixCache):
     def insert(self, tokens: Sequence[int], values: np.ndarray, namespace: Hashable = None, priority: int = 0,
                window: Any = None) -> int:
         """Cache ``tokens``; each node the insert puts on device takes the caller's window values."""
-        slots = as_window(window, len(tokens))
-        key = tuple(int(t) for t in tokens)
+        key = as_tokens(tokens, "tokens")  # named before anything reads them (int("x") would say less)
+        as_namespace(namespace)
+        slots = as_window(window, len(key))
         off_device = {n for n in self._walk(key, namespace) if n.device is None}
         prefix_len = super().insert(tokens, values, namespace, priority)
         for node in self._walk(key, namespace):

@@ -214,9 +214,10 @@ def test_tier_host_eviction_takes_a_parent_its_leaf_exposed_in_the_same_call() -
     assert world.evict_host(3) == 3 and world.cache.host_size() == 0  # [3], then [2], then [1]
     world.check()
 
+@pytest.mark.parametrize("factory", [TieredRadixCache, TieredStateCache, TieredWindowCache], ids=lambda f: f.__name__)
 @pytest.mark.parametrize("call", ["match_prefix", "insert", "evict_prefix"])
-def test_tier_bad_tokens_and_namespaces_are_named(call: str) -> None:
-    world = _world()
+def test_tier_bad_tokens_and_namespaces_are_named(call: str, factory: type) -> None:
+    world = _world(factory=factory)
     cache = world.cache
     args = {"insert": lambda tokens: (tokens, np.arange(len(tokens)))}.get(call, lambda tokens: (tokens,))
     with pytest.raises(TypeError, match=r"^tokens must hold integer token ids, got str 'x'$"):
