@@ -215,6 +215,15 @@ def test_tier_host_eviction_takes_a_parent_its_leaf_exposed_in_the_same_call() -
     world.check()
 
 @pytest.mark.parametrize("factory", [TieredRadixCache, TieredStateCache, TieredWindowCache], ids=lambda f: f.__name__)
+def test_tier_a_match_of_nothing_cached_gives_int64_slot_ids(factory: type) -> None:
+    world = _world(factory=factory)
+    world.serve([1, 2])
+    world.finish()
+    for tokens in ([9], [], [1, 2]):
+        assert world.cache.match_prefix(tokens).device_values.dtype == np.int64
+
+
+@pytest.mark.parametrize("factory", [TieredRadixCache, TieredStateCache, TieredWindowCache], ids=lambda f: f.__name__)
 @pytest.mark.parametrize("call", ["match_prefix", "insert", "evict_prefix"])
 def test_tier_bad_tokens_and_namespaces_are_named(call: str, factory: type) -> None:
     world = _world(factory=factory)
