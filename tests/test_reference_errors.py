@@ -121,6 +121,6 @@ def test_the_edges_of_legal_input_are_taken() -> None:
 def test_an_unhashable_namespace_is_named() -> None:
     cache = RadixCache(SlotAllocator(8))
     for call in (lambda: cache.match_prefix([1], namespace=["a"]), lambda: cache.insert([1], np.array([2]), namespace={}),
-                 lambda: cache.match_prefix([1], namespace=("a", ["b"]))):
+                 lambda: cache.match_prefix([1], namespace=("a", ["b"])), lambda: cache.evict_prefix([1], namespace=["a"])):
         with pytest.raises(TypeError, match=r"namespace must be hashable \(a str, an int, None or a tuple of those\), got"):
             call()
