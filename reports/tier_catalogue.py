@@ -90,10 +90,10 @@ TIER_OBLIGATIONS: list[tuple[str, str, type[BaseException], list[str]]] = [
      "states_through_host, serve, finish", v.SecondValueViolation,
      ["LoadBackRestoresParentState", "WriteBackDropsState", "HostEvictionFreesDeviceState"]),
     ("second_pool=SlidingWindow(window=W): a page's host copy carries its live window values, and a load-back restores "
-     "them only on the pages of the last W tokens of the path it loads (those on device too), the rest tombstoned "
-     "(composed)",
+     "them on the pages of the last W tokens of the path it loads (those on device too); further back it may restore "
+     "only each token's own host value, or leave it tombstoned (composed)",
      "windows_through_host, serve, finish", v.TierWindowViolation,
-     ["LoadBackRestoresWholePath", "LoadBackRestoresNoWindow", "WriteBackDropsWindow", "LoadBackSkipsDeviceWindow"]),
+     ["LoadBackRestoresBeyondWindowFromWrongPage", "LoadBackRestoresNoWindow", "WriteBackDropsWindow", "LoadBackSkipsDeviceWindow"]),
     ("second_pool=SlidingWindow(window=W): a match is resumable on each tier: its device part ends where the last W "
      "tokens have their window live on device, its host part where they have it live on device or in a host copy "
      "(composed)", "windows_through_host, serve, match", v.WindowMatchViolation, ["HostMatchIgnoresWindow"]),
