@@ -22,7 +22,7 @@ import importlib.util
 
 import pytest
 
-from radixcheck.oracles.violations import EvictionAmountViolation, LRUOrderViolation
+from radixcheck.oracles.violations import EvictionAmountViolation
 from radixcheck.properties.adapters import sglang_hicache, sglang_hicache_hybrid
 from radixcheck.properties.tiers.world import TierWorld
 
