@@ -124,28 +124,35 @@ class TierWindows:
             return True
         return host_too and page.host is not None and self.host.get(page, (False,) * p)[i % p] is True
 
-    def _maybe(self, path: Sequence[Any], i: int) -> bool:
-        """Whether token ``i`` of ``path`` is a maybe on device (its host copy's value restored or not)."""
-        page = path[i // self.page_size]
-        return page.device is not None and self.device.get(page, (False,) * self.page_size)[i % self.page_size] is None
+    def _maybe(self, path: Sequence[Any], i: int, host_too: bool) -> dict[Any, tuple[bool | None, ...]] | None:
+        """Where token ``i`` of ``path`` is a maybe (its host copy's value restored or not): the
+        device flags, or (``host_too``) the host copy's (written from a device maybe), else None."""
+        p = self.page_size
+        page = path[i // p]
+        if page.device is not None and self.device.get(page, (False,) * p)[i % p] is None:
+            return self.device
+        if host_too and page.host is not None and self.host.get(page, (False,) * p)[i % p] is None:
+            return self.host
+        return None
 
     def _settle(self, path: Sequence[Any], end: int, got: int | None, host_too: bool) -> int:
         """Where a part ending within ``end`` tokens must stop; ``got``, the cache's answer, is
         taken when some choice of the maybes allows it: those in its window live, every other
         one tombstoned (the choice that stops every longer end soonest). Those in its window are
-        then live on device (the cache showed they are)."""
+        then live (the cache showed they are)."""
         p, w = self.page_size, self.window
         strict = resumable(end, w, p, lambda i: self.live(path, i, host_too))
         if got is None or got == strict or got % p or got > end:
             return strict
-        needed = [i for i in range(max(0, got - w), got) if not self.live(path, i, host_too) and self._maybe(path, i)]
+        needed = {i: flags for i in range(max(0, got - w), got)
+                  if not self.live(path, i, host_too) and (flags := self._maybe(path, i, host_too)) is not None}
         if not needed or resumable(end, w, p, lambda i: self.live(path, i, host_too) or i in needed) != got:
             return strict
-        for i in needed:
+        for i, flags in needed.items():
             page = path[i // p]
-            flags = list(self.device[page])
-            flags[i % p] = True
-            self.device[page] = tuple(flags)
+            settled = list(flags[page])
+            settled[i % p] = True
+            flags[page] = tuple(settled)
         return got
 
     def match_ends(self, path: Sequence[Any], device: int, reach: int,
