@@ -215,8 +215,9 @@ def render(rows: list[dict[str, Any]], variants: list[dict[str, Any]], meta: dic
              "(namespaces, the lifecycle and a state pool whose values follow their pages through the host tier: "
              "`reference/tiered_state_cache.py`), `TrustingStateTiers` (the same, trusting its callers), `TieredWindowCache` "
              "(namespaces, the lifecycle and a sliding window whose values follow their pages through the host tier, restored "
-             "only at the end of a loaded path: `reference/tiered_window_cache.py`) and `TrustingWindowTiers` (the same, "
-             "trusting its callers), in each write policy "
+             "only at the end of a loaded path: `reference/tiered_window_cache.py`), `TrustingWindowTiers` (the same, "
+             "trusting its callers) and `RestoresWholeHostSegment` (the same, restoring every loaded page's own host values, "
+             "beyond the window too, as SGLang's whole-segment load-back does), in each write policy "
              "and page size, each stream derandomized under its own name; every stream must pass.", "",
              false or "(not measured)", "",
              "## Minimal reproductions", "",
