@@ -1,6 +1,6 @@
-"""HiCache over SGLang's FULL+MAMBA tree with finding M1 fixed: the adapter drains the state-only copy
-the fix starts, so the tier machine's LRU verdict is SGLang's and not the adapter's (``deep``, and
-skipped without SGLang: ``python -m radixcheck.reports.audit_env``).
+"""HiCache over SGLang's FULL+MAMBA tree: the adapter drains the state-only copies SGLang makes (a
+node's Mamba state backed up alone), so the tier machine's verdicts are SGLang's and not the adapter's
+(``deep``, and skipped without SGLang: ``python -m radixcheck.reports.audit_env``).
 
 The ``M1`` fix (``sglang_hicache.apply_fixes``) backs a node's state up when its KV write's ack is
 consumed, inside the poll (``check_hicache_events``) that ``transfer_done`` makes. That copy moves no
@@ -9,6 +9,11 @@ until the next poll. The adapter polled next only after the suite's next call, s
 between found the node locked and took a younger leaf: a false "4 LRU order" finding, the one
 ``findings/sglang_trees.md`` left "not analysed" (``hicache_mamba_python`` with
 ``RADIXCHECK_SGLANG_FIX=M1``). The adapter now polls again after each completion.
+
+Unpatched, such a copy can also wait behind a suite write still in flight (SGLang acts on its write
+acks in order): its node stays locked while the tier model sees no transfer on it, a false "4
+eviction amount" (the matrix's Mamba rows). The adapter acts on a done state-only copy's ack ahead of
+the suite writes not yet done (``_Polling._own_copies_first``).
 """
 
 from __future__ import annotations
@@ -17,7 +22,7 @@ import importlib.util
 
 import pytest
 
-from radixcheck.oracles.violations import LRUOrderViolation
+from radixcheck.oracles.violations import EvictionAmountViolation
 from radixcheck.properties.adapters import sglang_hicache, sglang_hicache_hybrid
 from radixcheck.properties.tiers.world import TierWorld
 
@@ -61,8 +66,48 @@ def test_m1_fixed_evicts_in_lru_order(m1_fixed: None) -> None:
 
 
 def test_an_undrained_state_copy_looks_like_an_lru_bug(m1_fixed: None, monkeypatch: pytest.MonkeyPatch) -> None:
-    """Without the second poll the fix's copy is still in flight at ``evict(13)``: the finding the
-    matrix showed, made by the adapter, not by SGLang."""
+    """Without the second poll the fix's copy is still in flight at the next ``evict``: a false
+    finding made by the adapter, not by SGLang. The matrix showed it as "4 LRU order" at
+    ``evict(13)``; the tier amount oracle (added since) sees it first, at ``evict(1000000)``, which
+    stops short at ``[0]``, the node that copy keeps locked."""
     monkeypatch.setattr(sglang_hicache_hybrid._Polling, "transfer_done", sglang_hicache.SGLangHiCache.transfer_done)
-    with pytest.raises(LRUOrderViolation, match=r"freed Page\(\[0, 0\].*while the unlocked device leaf Page\(\[3\]"):
+    with pytest.raises(EvictionAmountViolation, match=r"evict\(1000000\) freed 1 tokens.*unlocked device leaf Page\(\[0\]"):
         _m1_backup_then_evict()
+
+
+def _state_copy_behind_a_write_then_evict(factory: object) -> TierWorld:
+    """The matrix's shrunk program (``4 eviction amount`` on both cores, unpatched SGLang): ``[0, 0]``
+    goes to host; ``[3, 0]`` is served (its write #2 in flight); ``[0, 0]``'s load-back fails and it is
+    inserted again, and the adapter's prefix insert of ``[0]`` gives that host-backed node a new state,
+    which SGLang backs up alone (a state-only copy, its ack queued behind write #2). ``evict(16)``."""
+    w = TierWorld(factory, page_size=1, write_policy="write_through")
+    w.serve([0, 0], load=True)
+    w.finish(-1)
+    for _ in range(4):
+        w.evict(1000000)
+        w.complete_all()
+    w.match([0, 0])
+    w.evict_host(max(0, w.cache.host_size() - 2))
+    w.serve([3, 0], load=True)
+    w.finish(-1)
+    w.fail_next([True, True])
+    w.serve([0, 0], load=True)
+    w.finish(-1)
+    w.evict(16)
+    w.check()
+    return w
+
+
+@pytest.mark.parametrize("factory", [sglang_hicache_hybrid.hicache_mamba_python, sglang_hicache_hybrid.hicache_mamba_rust],
+                         ids=["python", "rust"])
+def test_a_done_state_copy_does_not_wait_behind_a_suite_write(factory: object) -> None:
+    _state_copy_behind_a_write_then_evict(factory)
+
+
+def test_a_state_copy_held_behind_a_suite_write_looks_like_an_amount_bug(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Without ``_own_copies_first`` SGLang keeps ``[0]`` locked (its state copy's ack waits for write
+    #2, which only the suite completes), and the tier model, seeing no transfer on ``[0]``, calls the
+    short ``evict`` a bug: the finding the matrix showed, made by the adapter, not by SGLang."""
+    monkeypatch.setattr(sglang_hicache_hybrid._Polling, "_own_copies_first", lambda self: None)
+    with pytest.raises(EvictionAmountViolation, match=r"evict\(16\) freed 1 tokens.*unlocked device leaf Page\(\[0\]"):
+        _state_copy_behind_a_write_then_evict(sglang_hicache_hybrid.hicache_mamba_python)

@@ -175,12 +175,13 @@ class TierModel:
                 break
         return path
 
-    def expected_match(self, tokens: Sequence[int], namespace: Hashable = None,
-                       windowed: bool = False) -> tuple[list[int], int, list[Page]]:
+    def expected_match(self, tokens: Sequence[int], namespace: Hashable = None, windowed: bool = False,
+                       answer: tuple[int, int] | None = None) -> tuple[list[int], int, list[Page]]:
         """The device slots and the host tokens a match of ``tokens`` answers, and the path. On the
         full KV alone (what is on device, what an insert finds cached), unless ``windowed`` and a
         window is declared (``windows``): then a match is resumable, each part ending where the
-        window is live (:meth:`~radixcheck.oracles.tier_windows.TierWindows.match_ends`)."""
+        window is live (:meth:`~radixcheck.oracles.tier_windows.TierWindows.match_ends`; ``answer``,
+        the cache's two ends, settles the window values a load-back may or may not have restored)."""
         path = [pg for pg in self.pages_of(tokens, namespace) if not pg.gone]
         device: list[int] = []
         i = 0
@@ -192,7 +193,7 @@ class TierModel:
             host += self.page_size
             i += 1
         if windowed and self.windows is not None:
-            device_end, reach = self.windows.match_ends(path, len(device), len(device) + host)
+            device_end, reach = self.windows.match_ends(path, len(device), len(device) + host, answer)
             device, host = device[:device_end], reach - device_end
         return device, host, self.pages_of(tokens, namespace)
 
@@ -219,7 +220,8 @@ class TierModel:
     # ---- the answers ------------------------------------------------------------------------
 
     def check_match(self, tokens: Sequence[int], values: Sequence[int], host_length: int, namespace: Hashable = None) -> None:
-        device, host, path = self.expected_match(tokens, namespace, windowed=True)
+        device, host, path = self.expected_match(tokens, namespace, windowed=True,
+                                                 answer=(len(values), len(values) + host_length))
         self._check_isolated(f"match_prefix({shown(tokens)}{_under(namespace)})", values, namespace)
         if host_length > host:
             self._check_host_isolated(tokens, len(device) + host, host_length - host, namespace)

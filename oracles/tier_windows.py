@@ -7,15 +7,19 @@ token, per page of the tier model (by identity), on each tier:
 
 * ``device[page]``: the flags of its device copy. An insert that puts the page on device sets
   them from the caller's window (a live value sent, or ``-1``); a load-back sets them from the
-  host copy on the pages of the last ``W`` tokens of the path it loads, all tombstoned on the
-  other pages it loads, and revives from the host copy the tombstoned values of the pages of those
-  last ``W`` tokens that were on device already.
+  host copy on the pages of the last ``W`` tokens of the path it loads, and revives from the host
+  copy the tombstoned values of those pages that were on device already. Further back, a token
+  tombstoned on device whose page's completed host copy has it live becomes *maybe* (``None``):
+  the cache may restore it or not (SGLang restores a whole host segment, the contract's relaxed
+  rule). A maybe is settled by what the cache shows: ``windows()`` reporting it (``-1`` or the
+  token's own value) or a match ending where only its being live allows.
 * ``host[page]``: the flags of its host copy, the device flags at the write's completion.
 
 Each event costs the pages it touches (no scan of the tree); a page the model drops and caches
 again is a new page, so nothing is ever cleared. When a request's forward reads its prefix, the
 values ``windows(handle)`` reports must be, token by token, the suite's value where the device
-flag is live and ``-1`` where it is not.
+flag is live, ``-1`` where it is not, and either where it is a maybe: never another value (a
+value from nowhere or another token's).
 
 It also says where a match must stop (:meth:`TierWindows.match_ends`): matches are *resumable*,
 as on the plain machine's window pool (:meth:`~radixcheck.oracles.second_pool.WindowModel.resumable`),
@@ -87,37 +91,78 @@ class TierWindows:
     def on_load_back(self, path: Sequence[Any], first: int, what: str) -> None:
         """A load-back returned the path ``path`` (its pages on device) and loaded its pages from
         ``first`` on: the pages holding its last ``min(W, L)`` tokens get their host copy's values
-        back (a page on device already keeps its live ones; ``page.host`` says whether it has a host copy)."""
+        back (a page on device already keeps its live ones; ``page.host`` says whether it has a
+        host copy); further back, a token its host copy has live and the device not is a maybe."""
         p = self.page_size
         length = len(path) * p
         start = (length - min(self.window, length)) // p  # the first page of the window at the path's end
-        for page in path[start:first]:  # on device before the load-back, in the window: revived from host
-            if page.host is not None and page in self.host:
+        for k, page in enumerate(path):
+            host = self.host.get(page) if page.host is not None else None
+            if k >= first:  # loaded: it had no device copy, its flags come from host
+                own: tuple[bool | None, ...] = (False,) * p
+            elif host is None:  # on device, no completed host copy: nothing to restore from
+                continue
+            else:
                 own = self.device.get(page, (False,) * p)
-                self.device[page] = tuple(d or h for d, h in zip(own, self.host[page], strict=True))
-                self.why[page] = f"revived from its host copy by {what}, within the last {self.window} tokens"
-        for k, page in enumerate(path[first:], start=first):
-            restored = k >= start
-            self.device[page] = self.host.get(page, (False,) * p) if restored else (False,) * p
-            self.why[page] = (f"restored from its host copy by {what}, within the last {self.window} tokens" if restored
-                              else f"loaded back by {what}, further back than the window at the path's end")
+            host = host or (False,) * p
+            if k >= start:  # in the window: restored (a maybe in either copy stays one)
+                flags = tuple(True if True in (d, h) else None if None in (d, h) else False for d, h in zip(own, host, strict=True))
+                say = "restored" if k >= first else "revived"
+                self.why[page] = f"{say} from its host copy by {what}, within the last {self.window} tokens"
+            else:  # further back: the cache may restore the host copy's values or leave them tombstoned
+                flags = tuple(d if d is not False or h is False else None for d, h in zip(own, host, strict=True))
+                if k >= first:
+                    self.why[page] = f"loaded back by {what}, further back than the window at the path's end"
+            self.device[page] = flags
 
     def live(self, path: Sequence[Any], i: int, host_too: bool) -> bool:
         """Whether token ``i`` of ``path`` has its window live on device (or, ``host_too``, in its
-        page's completed host copy)."""
+        page's completed host copy); a maybe is not (yet) live."""
         p = self.page_size
         page = path[i // p]
-        if page.device is not None and self.device.get(page, (False,) * p)[i % p]:
+        if page.device is not None and self.device.get(page, (False,) * p)[i % p] is True:
             return True
-        return host_too and page.host is not None and self.host.get(page, (False,) * p)[i % p]
+        return host_too and page.host is not None and self.host.get(page, (False,) * p)[i % p] is True
 
-    def match_ends(self, path: Sequence[Any], device: int, reach: int) -> tuple[int, int]:
+    def _maybe(self, path: Sequence[Any], i: int, host_too: bool) -> dict[Any, tuple[bool | None, ...]] | None:
+        """Where token ``i`` of ``path`` is a maybe (its host copy's value restored or not): the
+        device flags, or (``host_too``) the host copy's (written from a device maybe), else None."""
+        p = self.page_size
+        page = path[i // p]
+        if page.device is not None and self.device.get(page, (False,) * p)[i % p] is None:
+            return self.device
+        if host_too and page.host is not None and self.host.get(page, (False,) * p)[i % p] is None:
+            return self.host
+        return None
+
+    def _settle(self, path: Sequence[Any], end: int, got: int | None, host_too: bool) -> int:
+        """Where a part ending within ``end`` tokens must stop; ``got``, the cache's answer, is
+        taken when some choice of the maybes allows it: those in its window live, every other
+        one tombstoned (the choice that stops every longer end soonest). Those in its window are
+        then live (the cache showed they are)."""
+        p, w = self.page_size, self.window
+        strict = resumable(end, w, p, lambda i: self.live(path, i, host_too))
+        if got is None or got == strict or got % p or got > end:
+            return strict
+        needed = {i: flags for i in range(max(0, got - w), got)
+                  if not self.live(path, i, host_too) and (flags := self._maybe(path, i, host_too)) is not None}
+        if not needed or resumable(end, w, p, lambda i: self.live(path, i, host_too) or i in needed) != got:
+            return strict
+        for i, flags in needed.items():
+            page = path[i // p]
+            settled = list(flags[page])
+            settled[i % p] = True
+            flags[page] = tuple(settled)
+        return got
+
+    def match_ends(self, path: Sequence[Any], device: int, reach: int,
+                   answer: tuple[int, int] | None = None) -> tuple[int, int]:
         """Where a match along ``path`` (cached pages, in order) stops when its full KV is on device
         for ``device`` tokens and on device or host for ``reach``: the device part's end (its window
-        live on device) and the host part's (its window live on device or in a completed host copy)."""
-        p, w = self.page_size, self.window
-        return (resumable(device, w, p, lambda i: self.live(path, i, False)),
-                resumable(reach, w, p, lambda i: self.live(path, i, True)))
+        live on device) and the host part's (its window live on device or in a completed host copy).
+        ``answer``, the cache's two ends, settles the maybes it relies on (:meth:`_settle`)."""
+        got_device, got_reach = answer if answer is not None else (None, None)
+        return self._settle(path, device, got_device, False), self._settle(path, reach, got_reach, True)
 
     def check(self, what: str, tokens: Sequence[int], pages: Sequence[Any], reported: Any) -> None:
         """``reported`` (the cache's ``windows(handle)``) for the path ``pages`` of ``tokens``."""
@@ -126,9 +171,14 @@ class TierWindows:
         except (TypeError, ValueError) as exc:
             raise TierWindowViolation(f"windows() of {what} returned {reported!r}, not a sequence of ints") from exc
         p = self.page_size
-        want = [window_value(kv) if live else NONE
-                for page in pages for kv, live in zip(page.content, self.device.get(page, (False,) * p), strict=True)]
+        flags = [(kv, live) for page in pages for kv, live in zip(page.content, self.device.get(page, (False,) * p), strict=True)]
+        want = [window_value(kv) if live is True else NONE for kv, live in flags]
+        if len(got) == len(want):  # a maybe shows either: settled by what the cache reports
+            want = [g if live is None and g in (NONE, window_value(kv)) else w for g, w, (kv, live) in zip(got, want, flags, strict=True)]
         if got == want:
+            for k, page in enumerate(pages):
+                if None in self.device.get(page, ()):
+                    self.device[page] = tuple(v != NONE for v in got[k * p : (k + 1) * p])
             return
         if len(got) != len(want):
             raise TierWindowViolation(f"windows() of {what} returned {len(got)} values for a path of {len(want)} tokens "
@@ -136,7 +186,10 @@ class TierWindows:
         i = next(i for i, (g, w) in enumerate(zip(got, want, strict=True)) if g != w)
         page = pages[i // p]
         why = self.why.get(page, "")
-        if want[i] == NONE:
+        if flags[i][1] is None:
+            say = (f"window value {got[i]}, neither its own {window_value(flags[i][0])} (its host copy's, which a load-back "
+                   "may restore further back than the window) nor -1")
+        elif want[i] == NONE:
             say = f"a live window value {got[i]}, but it is tombstoned there"
         elif got[i] == NONE:
             say = f"-1 (tombstoned), but its window value {want[i]} is live there"

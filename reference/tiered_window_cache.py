@@ -41,7 +41,8 @@ WINDOW = 3  # tokens: a page and a half at page size 2
 
 class TieredWindowCache(TieredRadixCache):
     """Reference tiered cache with a sliding window: a node's window values follow its KV between
-    the tiers, and a load-back restores them only at the end of the path it loads."""
+    the tiers, and a load-back restores them only at the end of the path it loads (the stricter
+    choice the tier contract allows; ``RestoresWholeHostSegment`` takes the other)."""
 
     tier_capabilities = TierCapabilities(page_sizes=(1, 2), namespaces=True, second_pool=SlidingWindow(WINDOW),
                                          lifecycle="tree")

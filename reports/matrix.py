@@ -399,15 +399,16 @@ ENGINES += [
             "copies the window values at SGLang's indices on its SWA transfers). Page size 1 (`MambaComponent`, SWA frees "
             "by page).",
             "Finding #3 is looked past by its behaviour (`known:`, `reports/waivers/sglang_hybrid.txt`), as in the "
-            "`sglang_hicache` rows. The Mamba rows failed on finding M1 (a state attached while its node's KV write is in "
-            "flight is never backed up; `RADIXCHECK_SGLANG_FIX=M1` patches the Python core); since the tier amount oracle "
-            "(4 eviction amount) they stop earlier, at an `evict` that frees less than asked while the model sees an "
-            "unlocked leaf: not analysed (a state-only copy SGLang keeps in flight, as in the adapter fix of "
-            "findings/sglang_trees.md, would explain it). The SWA rows, past #3, fail oracle 20w: a load-back leaves a live "
-            "window value further back than the window at the path's end. SGLang's own TODO in `SWAComponent` says a load-back "
-            "may restore a whole host segment longer than the window: the values are right, so the tier rule is stricter "
-            "than this correct behaviour (to be relaxed, findings/sglang_trees.md); SGLang's later SWA backups are not "
-            "modelled either.",
+            "`sglang_hicache` rows. The Mamba rows stop at finding M1 (oracle 13: a state attached while its node's KV write "
+            "is in flight is never backed up; with `RADIXCHECK_SGLANG_FIX=M1`, which patches the Python core, the Python row "
+            "moves on to another oracle-13 failure). Their earlier `4 eviction amount` was the adapter's: a state-only copy "
+            "SGLang made (for the adapter's own prefix state) waited, in SGLang's in-order ack queue, behind a suite write "
+            "still in flight, its node locked where the tier model saw no transfer; the adapter now acts on such a done "
+            "copy first (findings/sglang_trees.md). The SWA rows get past the whole-segment restore (the tier rule now "
+            "lets a load-back restore, further back than the window, each token's own host value, as SGLang's "
+            "`SWAComponent` LOAD_BACK does): the Python row fails 20w (a device page within the window at a load-back's "
+            "end keeps its window tombstoned where its host copy has it), the Rust row 23 (a host part longer than the "
+            "model allows); neither analysed yet, and SGLang's later SWA backups are still not modelled.",
         ],
         _phrases([("tokens on host, but", "M1 state attached during an in-flight write never backed up (findings/sglang_trees.md)"),
                   ("a request resumes only where", "blocked: SGLang backs up a node's SWA after its KV backup, which the tier "

@@ -90,10 +90,10 @@ TIER_OBLIGATIONS: list[tuple[str, str, type[BaseException], list[str]]] = [
      "states_through_host, serve, finish", v.SecondValueViolation,
      ["LoadBackRestoresParentState", "WriteBackDropsState", "HostEvictionFreesDeviceState"]),
     ("second_pool=SlidingWindow(window=W): a page's host copy carries its live window values, and a load-back restores "
-     "them only on the pages of the last W tokens of the path it loads (those on device too), the rest tombstoned "
-     "(composed)",
+     "them on the pages of the last W tokens of the path it loads (those on device too); further back it may restore "
+     "only each token's own host value, or leave it tombstoned (composed)",
      "windows_through_host, serve, finish", v.TierWindowViolation,
-     ["LoadBackRestoresWholePath", "LoadBackRestoresNoWindow", "WriteBackDropsWindow", "LoadBackSkipsDeviceWindow"]),
+     ["LoadBackRestoresBeyondWindowFromWrongPage", "LoadBackRestoresNoWindow", "WriteBackDropsWindow", "LoadBackSkipsDeviceWindow"]),
     ("second_pool=SlidingWindow(window=W): a match is resumable on each tier: its device part ends where the last W "
      "tokens have their window live on device, its host part where they have it live on device or in a host copy "
      "(composed)", "windows_through_host, serve, match", v.WindowMatchViolation, ["HostMatchIgnoresWindow"]),
@@ -215,8 +215,9 @@ def render(rows: list[dict[str, Any]], variants: list[dict[str, Any]], meta: dic
              "(namespaces, the lifecycle and a state pool whose values follow their pages through the host tier: "
              "`reference/tiered_state_cache.py`), `TrustingStateTiers` (the same, trusting its callers), `TieredWindowCache` "
              "(namespaces, the lifecycle and a sliding window whose values follow their pages through the host tier, restored "
-             "only at the end of a loaded path: `reference/tiered_window_cache.py`) and `TrustingWindowTiers` (the same, "
-             "trusting its callers), in each write policy "
+             "only at the end of a loaded path: `reference/tiered_window_cache.py`), `TrustingWindowTiers` (the same, "
+             "trusting its callers) and `RestoresWholeHostSegment` (the same, restoring every loaded page's own host values, "
+             "beyond the window too, as SGLang's whole-segment load-back does), in each write policy "
              "and page size, each stream derandomized under its own name; every stream must pass.", "",
              false or "(not measured)", "",
              "## Minimal reproductions", "",

@@ -81,7 +81,26 @@ class _Polling(_hc.SGLangHiCache):
         Mamba state alone: a 0-slot KV write), whose completion the suite never delivers (it copies
         no suite slot), so the adapter polls after each call that can start one too. Without it
         such a write kept its node locked for good (never evicted)."""
+        self._own_copies_first()
         self.cache.check_hicache_events()
+
+    def _own_copies_first(self) -> None:
+        """SGLang acts on its write acks in order (``UnifiedRadixCache.writing_check``:
+        ``_count_ready_acks`` stops at the first not ready), as one stream finishes them. A copy
+        that moves no suite slot (a node's Mamba state alone) is made by the adapter at its
+        submission, so it is done; but queued behind a suite write still in flight, its ack waits
+        for that write, and its node stays locked (an in-flight write) while the tier model, which
+        sees only the suite's transfers, judges it unlocked: an ``evict`` then stopped short at it (a
+        false "4 eviction amount"). Such a done copy is acted on now, ahead of the suite writes not
+        yet done (as if on a stream of its own); the order of the suite's own acks is unchanged."""
+        queue = self.cache.cache_controller.ack_write_queue
+        waiting = next((i for i, ack in enumerate(queue) if not ack.finish_event.query()), None)
+        if waiting is None:
+            return
+        own = [ack for ack in queue[waiting:] if isinstance(ack.finish_event, _hc._SuiteEvent)
+               and not ack.finish_event.transfers]
+        if own:
+            queue[waiting:] = own + [ack for ack in queue[waiting:] if not any(ack is o for o in own)]
 
     def load_back(self, host_handle: Any) -> tuple[np.ndarray, Any]:
         result = super().load_back(host_handle)

@@ -234,14 +234,32 @@ The obligation (oracle 20w, ``TierWindowViolation``):
 
 * *A host copy carries the live window values of its page*: a write (back or through) copies
   each live window value of the page's tokens with their full KV, at its completion.
-* *A load-back restores window KV only at the end of the path it loads*: after
-  ``load_back(h)`` returns the path root..handle of ``L`` tokens, a loaded page that holds one of
-  the last ``min(W, L)`` tokens of that path (the pages a lock pins in the base contract) has
-  its host copy's window values back on device; every other loaded page comes back with all its
-  tokens tombstoned, even where its host copy has them (a request resuming at the path's end
-  reads no window further back). A page of those last ``min(W, L)`` tokens that was on device
-  already takes its host copy's values where its own are tombstoned (SGLang loads the SWA of
-  every node of the window whose SWA is not on device); other pages already on device keep theirs.
+* *A load-back restores window KV at the end of the path it loads*: after ``load_back(h)``
+  returns the path root..handle of ``L`` tokens, a loaded page that holds one of the last
+  ``min(W, L)`` tokens of that path (the pages a lock pins in the base contract) has its host
+  copy's window values back on device. A page of those last ``min(W, L)`` tokens that was on
+  device already takes its host copy's values where its own are tombstoned (SGLang loads the SWA
+  of every node of the window whose SWA is not on device).
+* *Further back it may restore, but only the host copy's own values*: on the pages of the path
+  further back than those ``min(W, L)`` tokens (loaded, or on device already), each token whose
+  device window is tombstoned comes back either tombstoned or with exactly the value its own
+  page's completed host copy holds for it; the cache chooses, token by token, and is then held to
+  what it showed (``windows`` reports it, a match resumes on it). Forbidden there, as everywhere:
+  a live value where that host copy has none (a token tombstoned in it, or a page with no
+  completed host copy: a value from nowhere), and any value other than the token's own (another
+  token's, another page's, another tenant's). A token live on device keeps its value, and pages
+  off the path are untouched.
+
+  Why the relaxed rule: SGLang 0.5.23 restores whole nodes. ``SWAComponent.build_hicache_transfers``
+  (``LOAD_BACK``, ``mem_cache/unified_cache/components/swa.py``) walks up from the load-back's
+  ``best_match_node`` while fewer than ``sliding_window_size`` tokens are counted, and loads the
+  whole ``host_value`` of each node on the way whose SWA is not on device; the first such node
+  may reach far further back than the window. ``commit_hicache_transfer`` (``LOAD_BACK``) gives
+  each node its own slice of the loaded SWA. The TODO in
+  ``SWAComponent.finalize_match_result_in_tree_core`` says so ("load_back may currently restore a
+  full host-tombstone segment whose length exceeds sliding_window_size"). The values are right;
+  the cost is window memory no request resuming at the path's end reads, which the contract does
+  not judge. A stricter cache (the reference, restoring only the window) conforms too.
 * A page that leaves the device takes its device window values along; a page that leaves both
   tiers is forgotten (cached again, it has only what its new insert gives it).
 
@@ -253,9 +271,8 @@ the device-only nodes within one window of it (``build_hicache_transfers`` in th
 loads back only the host SWA values of the nodes within one window of the matched node
 (``LOAD_BACK`` phase; ``commit_hicache_transfer`` sets them on device), and an insert that
 un-evicts a host-only node rebuilds its SWA from the request's in-window slice
-(``recover_after_unevict``). SGLang restores whole nodes (its own TODO in
-``finalize_match_result_in_tree_core`` notes a node longer than the window is restored whole);
-the contract judges pages.
+(``recover_after_unevict``). SGLang restores whole nodes (the relaxed rule above); the contract
+judges pages.
 
 Not judged on a tier: the window pool's own eviction (``evict_window`` is not sent: a window
 value follows its page), its pins, and slot conservation of a window pool (a window value here
@@ -333,8 +350,9 @@ class TierCapabilities:
     and ``states(handle)`` reports; a page's host copy carries its state and a load-back returns
     it (module docstring, "A second pool on the tiers"; oracle 20). ``SlidingWindow(window=W)``,
     a window value per token, which ``insert`` takes (``window=``) and ``windows(handle)``
-    reports; a host copy carries its page's live values and a load-back restores them only on
-    the pages of the last ``W`` tokens of the path it loads, and a match is resumable on each tier
+    reports; a host copy carries its page's live values and a load-back restores them on the
+    pages of the last ``W`` tokens of the path it loads (further back, only each token's own host
+    value, or none), and a match is resumable on each tier
     ("A sliding window on the tiers"; oracles 20w, 21 and 23)."""
 
     def page_sizes_tested(self) -> tuple[int, ...]:

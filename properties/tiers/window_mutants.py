@@ -31,17 +31,27 @@ class WindowTierMutant(TieredWindowCache):
     caught_by: type[BaseException] = v.TierWindowViolation
 
 
-class LoadBackRestoresWholePath(WindowTierMutant):
-    """Composed (window + host tier): a load-back restores the host copy's window values on every
-    page it loads, not only on the pages of the window at the path's end (SGLang's own TODO: a
-    host segment longer than the window restored whole). Window KV further back than the window
-    comes back live: the SWA pool holds what no request resuming there reads."""
+class LoadBackRestoresBeyondWindowFromWrongPage(WindowTierMutant):
+    """Composed (window + host tier): a load-back restores window values on every page it loads,
+    as SGLang does (a host segment longer than the window restored whole: correct under the
+    relaxed rule, the host copy's own values), but a loaded page further back than the window
+    takes the host copy of the last page of the path (the window's), not its own: an offset into
+    the loaded segment not advanced per page. Window values of other tokens come back live where
+    its own host copy had its own, or none."""
 
-    bug_class = "load-back-restores-window-beyond-the-path-end"
-    sources = ()  # issue 39: "HiCache over SWA trees (sglang #33713)"; the TODO in SWAComponent.finalize_match_result_in_tree_core
+    bug_class = "load-back-restores-another-pages-window"
+    sources = ()  # SGLang's SWAComponent.commit_hicache_transfer (LOAD_BACK) slices each node's SWA chunk at a running offset
 
-    def _restore(self, node: TierNode, in_window: bool) -> None:
-        super()._restore(node, True)
+    def load_back(self, host_handle: Any) -> tuple[Any, TierNode]:
+        off_device = {n for n in self._path(host_handle) if n.device is None}
+        values, last = super().load_back(host_handle)
+        length = len(values)
+        start = length - min(self.window_size, length)
+        donor = self.host_window.get(last)
+        for node in self._path(last) if last.parent is not None else []:
+            if node in off_device and node.depth <= start and donor is not None:
+                self.device_window[node] = donor.copy()
+        return values, last
 
 
 class LoadBackRestoresNoWindow(WindowTierMutant):
@@ -114,7 +124,19 @@ class TrustingWindowTiers(TrustsItsCallers, TieredWindowCache):
             assert node.host is not None or node.writing is not None, f"{node} keeps host window values without its host copy"
 
 
-WINDOW_TIER_MUTANTS: list[type[WindowTierMutant]] = [LoadBackRestoresWholePath, LoadBackRestoresNoWindow,
+class RestoresWholeHostSegment(TieredWindowCache):
+    """Correct under the relaxed rule: a load-back restores the host copy's window values on every
+    page it loads, not only on the pages of the window at the path's end, as SGLang 0.5.23 does
+    (the TODO in ``SWAComponent.finalize_match_result_in_tree_core``: a host segment longer than
+    the window is restored whole). Each value is its own token's, from its own host copy: it
+    spends window memory no request resuming there reads, but shows no value from nowhere."""
+
+    def _restore(self, node: TierNode, in_window: bool) -> None:
+        super()._restore(node, True)
+
+
+WINDOW_TIER_MUTANTS: list[type[WindowTierMutant]] = [LoadBackRestoresBeyondWindowFromWrongPage, LoadBackRestoresNoWindow,
                                                      WriteBackDropsWindow, LoadBackSkipsDeviceWindow,
                                                      HostMatchIgnoresWindow]
-CORRECT_WINDOW_TIERS: dict[str, Any] = {"TieredWindowCache": TieredWindowCache, "TrustingWindowTiers": TrustingWindowTiers}
+CORRECT_WINDOW_TIERS: dict[str, Any] = {"TieredWindowCache": TieredWindowCache, "TrustingWindowTiers": TrustingWindowTiers,
+                                         "RestoresWholeHostSegment": RestoresWholeHostSegment}
