@@ -208,11 +208,13 @@ kernel_build.sources = lambda: src
 print(json.dumps({"status": str(q8kernel.status("avx2"))}))
 """
 
-# the AVX2 lanes form, broken two ways: every activation block after the first starts one tile late
-# (only a product of more than one block shows it), and each block's first pair of columns is lost
+# the AVX2 lanes form, broken three ways: every activation block after the first starts one tile late
+# (only a product of more than one block shows it), each block's first pair of columns is lost, and
+# the int64 fold (matrices with integer multipliers) drops the odd lanes' block sums after the first block
 _LANES_MUTANTS = {
     "a tile skipped after each activation block": ("tb < tiles; tb += block)", "tb < tiles; tb += block + 1)"),
     "a block's first pair dropped": ("s[j][h] = k ? madd_add(", "s[j][h] = k > 1 ? madd_add("),
+    "the int64 fold's odd lanes lost": ("b ? _mm256_add_epi64(od, ", "b ? (od, "),
 }
 
 
