@@ -342,13 +342,14 @@ def _tick(cpu_limit: float) -> float:
     return max(0.01, min(MAX_TICK, cpu_limit / 4))
 
 
-@dataclass
 class _Call:
-    what: str
-    cpu_limit: float
-    wall_limit: float
-    cpu_start: float
-    wall_start: float
+    """The running guarded call: its name, its CPU limit, and its clocks at its start."""
+
+    __slots__ = ("what", "cpu_limit", "cpu_start", "wall_start")
+
+    def __init__(self, what: str, cpu_limit: float) -> None:
+        self.what, self.cpu_limit = what, cpu_limit
+        self.cpu_start, self.wall_start = time.process_time(), time.monotonic()
 
 
 _current_call: _Call | None = None  # the running guarded call, for the timer's checks and message
@@ -361,11 +362,12 @@ def _on_limit(signum: int, frame: Any) -> None:
         return  # no call runs, or the timer is being armed or disarmed: not the target's time
     cpu = time.process_time() - call.cpu_start
     wall = time.monotonic() - call.wall_start
+    wall_limit = max(call.cpu_limit, op_wall_timeout())  # read here, not per call: a call's start is kept cheap
     if cpu >= call.cpu_limit:
         raise OperationTimeout(f"{call.what} did not return within {call.cpu_limit:g} s of CPU time "
                                f"(it computed for {cpu:.1f} s, {wall:.1f} s of wall-clock time; set {TIMEOUT_ENV} to change the limit)")
-    if wall >= call.wall_limit:
-        raise OperationTimeout(f"{call.what} did not return within {call.wall_limit:g} s of wall-clock time, the backstop for a "
+    if wall >= wall_limit:
+        raise OperationTimeout(f"{call.what} did not return within {wall_limit:g} s of wall-clock time, the backstop for a "
                                f"call that blocks (it computed for only {cpu:.1f} s; set {WALL_TIMEOUT_ENV} to change it)")
 
 
@@ -408,8 +410,7 @@ class _Alarm:
         if not _handler_installed:
             self.handlers = alarm_handler()
             self.handlers.__enter__()
-        wall = max(self.seconds, op_wall_timeout())
-        _current_call = _Call(self.what, self.seconds, wall, time.process_time(), time.monotonic())
+        _current_call = _Call(self.what, self.seconds)
         _set_timer(self.seconds, _tick(self.seconds))  # CPU time never runs ahead of one thread's wall clock
         self.armed = True
 
