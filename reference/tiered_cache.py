@@ -25,6 +25,9 @@ on it. The rules it keeps, which make every interleaving of completions safe:
   (:meth:`TieredRadixCache.with_policy`) the leaf with the smallest key of that
   :class:`~radixcheck.properties.cache.policies.Policy`: a node keeps its hits, priority and
   creation time through every move between the tiers.
+* Neither eviction walks the tree: the candidates (nodes on device without a child on device;
+  nodes without children) are kept as nodes move between the tiers and leave the tree, and each
+  eviction's rule picks its leaves among them, so a call costs the candidates, not the tree.
 
 The contract is ``radixcheck.properties.tiers.contract``.
 """
