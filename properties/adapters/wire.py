@@ -119,6 +119,7 @@ class WireConnection:
                                             stderr=self._stderr, bufsize=0)
         except OSError as exc:
             raise WireServerDied(f"cannot start the wire server {shlex.join(self.command)}: {exc}") from None
+        self.cpu_readable = self.server_cpu() is not None  # else (not Linux) its requests are judged by the wall clock
         # A connection dropped without close() (a factory never closed) still stops its server and
         # releases its pipes and stderr file when it is collected, or at exit.
         weakref.finalize(self, _stop_server, self.process, self._stderr)
@@ -197,12 +198,17 @@ class WireConnection:
     def _read_line(self, deadline: float, op: str, cpu_limit: float | None = None) -> bytes:
         """One line of the server's output. It is given until ``deadline`` (wall clock) and, with
         ``cpu_limit``, only that much of its own CPU time: a server that computes for longer is
-        hung, however slow the machine; one that blocks is stopped by the wall-clock deadline."""
-        fd = self.process.stdout.fileno()
-        cpu_start = self.server_cpu() if cpu_limit is not None else None
+        hung, however slow the machine; one that blocks is stopped by the wall-clock deadline. Its
+        CPU time is first read when a reply is CPU_POLL late (a prompt reply costs no read), so a
+        hang is judged after the limit plus at most that."""
+        fd, sent = self.process.stdout.fileno(), time.monotonic()
+        cpu_start: float | None = None
         while b"\n" not in self._buffer:
             left = deadline - time.monotonic()
-            spent = self.server_cpu() - cpu_start if cpu_start is not None else 0.0  # type: ignore[operator]
+            now = self.server_cpu() if cpu_limit is not None and time.monotonic() - sent >= CPU_POLL else None
+            if cpu_start is None:
+                cpu_start = now
+            spent = now - cpu_start if now is not None and cpu_start is not None else 0.0
             if left <= 0 or (cpu_limit is not None and spent > cpu_limit):
                 self.close(f"it did not answer {op} in time and was killed", kill=True)
                 how = (f"{cpu_limit:g} s of its CPU time" if left > 0 else "the limit") + f" (it computed for {spent:.1f} s)"
@@ -257,7 +263,7 @@ class WireConnection:
             raise self._died() from None
         if timeout is not None:  # init: a wall-clock limit of its own
             deadline, cpu_limit = time.monotonic() + timeout, None
-        elif self.server_cpu() is not None:  # the server's CPU time judged, as an in-process call's (target.py)
+        elif self.cpu_readable:  # the server's CPU time judged, as an in-process call's (target.py)
             deadline, cpu_limit = time.monotonic() + op_wall_timeout(), op_timeout()
         else:
             deadline, cpu_limit = time.monotonic() + op_timeout() + 1.0, None
