@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from radixcheck.properties.cache.contract import Capabilities
-from radixcheck.properties.target import OperationTimeout, TargetError, guarded, load_target
+from radixcheck.properties.target import TargetError, load_target
 from radixcheck.pytest_plugin import named_specs, report_header
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -34,16 +34,6 @@ def test_bad_target_spec_is_a_clear_error(spec: str, phrase: str) -> None:
 def test_default_target_is_the_reference() -> None:
     target = load_target("radixcheck.reference:RadixCache")
     assert isinstance(target.capabilities, Capabilities)
-
-
-def test_a_hanging_operation_is_cut_off(monkeypatch) -> None:
-    import time
-
-    monkeypatch.setenv("RADIXCHECK_OP_TIMEOUT", "0.2")
-    start = time.monotonic()
-    with pytest.raises(OperationTimeout, match="did not return within"):
-        guarded("evict", time.sleep, 30)
-    assert time.monotonic() - start < 5
 
 
 def test_the_header_names_the_target() -> None:

@@ -8,8 +8,10 @@ tenant prefix tree's (``radixcheck.properties.tenant_tree.contract``), told apar
 :func:`check_target` checks it once, up front, so a factory that raises or a cache without the
 contract's methods is one clear error rather than a failure in every test. Every call into it
 goes through :func:`guarded`, which enforces a per-operation time limit so one hanging target
-cannot hang the gate: the call is interrupted (SIGALRM, main thread) and reported as a failure
-with the operation sequence that led to it.
+cannot hang the gate: the call is interrupted (a signal, main thread) and reported as a failure
+with the operation sequence that led to it. The limit counts the CPU time the call spends, so a
+loaded machine does not turn a slow correct call into a hang; a generous wall-clock backstop
+catches a call that blocks without computing.
 """
 
 from __future__ import annotations
@@ -42,7 +44,9 @@ from radixcheck.properties.tiers.contract import TierCapabilities
 DEFAULT_TARGET = "radixcheck.reference:RadixCache"
 TARGET_ENV = "RADIXCHECK_TARGET"
 TIMEOUT_ENV = "RADIXCHECK_OP_TIMEOUT"
-DEFAULT_OP_TIMEOUT = 5.0  # seconds; generous for any tree of the sizes the suite builds
+DEFAULT_OP_TIMEOUT = 5.0  # seconds of CPU time; generous for any tree of the sizes the suite builds
+WALL_TIMEOUT_ENV = "RADIXCHECK_OP_WALL_TIMEOUT"
+WALL_BACKSTOP_FACTOR, WALL_BACKSTOP_MIN = 12.0, 60.0  # the wall-clock backstop's default: op_wall_timeout()
 LOAD_TIMEOUT = 120.0  # seconds for the factory calls that check a target once, before any test
 
 T = TypeVar("T")
@@ -310,16 +314,61 @@ def _check_tenant_tree(target: Target) -> None:
 
 
 def op_timeout() -> float:
+    """The per-operation limit in seconds of CPU time (``RADIXCHECK_OP_TIMEOUT``, default 5)."""
     return float(os.environ.get(TIMEOUT_ENV, DEFAULT_OP_TIMEOUT))
 
 
-_current_call: tuple[str, float] | None = None  # what the running guarded call is, for the alarm's message
+def op_wall_timeout() -> float:
+    """The wall-clock backstop in seconds (``RADIXCHECK_OP_WALL_TIMEOUT``): a call that blocks
+    without computing (a lock, a sleep, a socket) is cut off here. By default generous, 12 times
+    the CPU limit and at least 60 s, so a correct call on a machine loaded many times over its
+    cores (it waits for a CPU most of the time) is not mistaken for a hang."""
+    wall = os.environ.get(WALL_TIMEOUT_ENV)
+    return float(wall) if wall else max(WALL_BACKSTOP_MIN, WALL_BACKSTOP_FACTOR * op_timeout())
+
+
+# The limit is judged by the CPU time the call spends (time.process_time: this process's user and
+# system time), so a loaded machine, which only stretches a call's wall clock, does not make a
+# correct call a hang; the wall clock is the backstop for a call that blocks. One wall-clock timer
+# (ITIMER_REAL) ticks through the call and each tick compares both clocks with their limits. A CPU
+# timer (ITIMER_PROF) would be simpler, but while one is armed Linux reads the process's CPU clock
+# only at scheduler ticks (~4 ms steps here), which blinds the cost benchmark that times each call.
+# The ticking is also what makes the limit sturdy: an OperationTimeout raised inside a gc callback
+# or a __del__, or cleared by a C extension, is swallowed there, and the next tick raises it again.
+MAX_TICK = 0.25  # seconds between looks at the clocks once the CPU limit's time has passed
+
+
+def _tick(cpu_limit: float) -> float:
+    return max(0.01, min(MAX_TICK, cpu_limit / 4))
+
+
+class _Call:
+    """The running guarded call: its name, its CPU limit, and its clocks at its start."""
+
+    __slots__ = ("what", "cpu_limit", "cpu_start", "wall_start")
+
+    def __init__(self, what: str, cpu_limit: float) -> None:
+        self.what, self.cpu_limit = what, cpu_limit
+        self.cpu_start, self.wall_start = time.process_time(), time.monotonic()
+
+
+_current_call: _Call | None = None  # the running guarded call, for the timer's checks and message
 _handler_installed = False
 
 
-def _on_alarm(signum: int, frame: Any) -> None:
-    what, seconds = _current_call or ("a call into the target", op_timeout())
-    raise OperationTimeout(f"{what} did not return within {seconds:g} s (set {TIMEOUT_ENV} to change the limit)")
+def _on_limit(signum: int, frame: Any) -> None:
+    call = _current_call
+    if call is None or (frame is not None and frame.f_code in _BOOKKEEPING):
+        return  # no call runs, or the timer is being armed or disarmed: not the target's time
+    cpu = time.process_time() - call.cpu_start
+    wall = time.monotonic() - call.wall_start
+    wall_limit = max(call.cpu_limit, op_wall_timeout())  # read here, not per call: a call's start is kept cheap
+    if cpu >= call.cpu_limit:
+        raise OperationTimeout(f"{call.what} did not return within {call.cpu_limit:g} s of CPU time "
+                               f"(it computed for {cpu:.1f} s, {wall:.1f} s of wall-clock time; set {TIMEOUT_ENV} to change the limit)")
+    if wall >= wall_limit:
+        raise OperationTimeout(f"{call.what} did not return within {wall_limit:g} s of wall-clock time, the backstop for a "
+                               f"call that blocks (it computed for only {cpu:.1f} s; set {WALL_TIMEOUT_ENV} to change it)")
 
 
 @contextmanager
@@ -330,7 +379,7 @@ def alarm_handler():
     if threading.current_thread() is not threading.main_thread() or _handler_installed:
         yield
         return
-    previous = signal.signal(signal.SIGALRM, _on_alarm)
+    previous = signal.signal(signal.SIGALRM, _on_limit)
     _handler_installed = True
     try:
         yield
@@ -339,40 +388,67 @@ def alarm_handler():
         signal.signal(signal.SIGALRM, previous)
 
 
-@contextmanager
-def _alarm(seconds: float, what: str):
-    global _current_call
-    if threading.current_thread() is not threading.main_thread() or seconds <= 0:
-        yield  # signals only reach the main thread; elsewhere run unguarded
-        return
-    if not _handler_installed:
-        with alarm_handler(), _alarm(seconds, what):
-            yield
-        return
-    _current_call = (what, seconds)
-    signal.setitimer(signal.ITIMER_REAL, seconds)
-    try:
-        yield
-    finally:
-        signal.setitimer(signal.ITIMER_REAL, 0)
-        _current_call = None
+def _set_timer(first: float, tick: float) -> float:
+    """Arm the timer (or, with zero, stop it): it fires after ``first`` s, then every ``tick`` s. What it had left."""
+    left, _ = signal.setitimer(signal.ITIMER_REAL, first, tick if first else 0)
+    return left
+
+
+class _Alarm:
+    """The timer of one guarded call. A class, not a generator, so that the code that arms and
+    disarms it is known (_BOOKKEEPING): a tick there raises nothing."""
+
+    def __init__(self, seconds: float, what: str) -> None:
+        self.seconds, self.what = seconds, what
+        self.armed = False
+        self.handlers: Any = None
+
+    def __enter__(self) -> None:
+        global _current_call
+        if threading.current_thread() is not threading.main_thread() or self.seconds <= 0:
+            return  # signals only reach the main thread; elsewhere run unguarded
+        if not _handler_installed:
+            self.handlers = alarm_handler()
+            self.handlers.__enter__()
+        _current_call = _Call(self.what, self.seconds)
+        _set_timer(self.seconds, _tick(self.seconds))  # CPU time never runs ahead of one thread's wall clock
+        self.armed = True
+
+    def __exit__(self, *exc: object) -> None:
+        global _current_call
+        if self.armed:
+            _set_timer(0, 0)
+            _current_call = None
+        if self.handlers is not None:
+            self.handlers.__exit__(None, None, None)
+
+
+_BOOKKEEPING = {_Alarm.__enter__.__code__, _Alarm.__exit__.__code__, _set_timer.__code__}  # where _on_limit never raises
+
+
+def _alarm(seconds: float, what: str) -> _Alarm:
+    return _Alarm(seconds, what)
 
 
 @contextmanager
 def outside_the_limit():
     """A block inside a guarded call that the call's per-operation limit does not count: a wire
     server restarted by the factory, whose ``init`` has a limit of its own (WIRE.md). A slow
-    restart on a loaded machine is then never a hang of ``factory``. The call's alarm is paused for
-    the block and resumes after it with the time it had left."""
-    if threading.current_thread() is not threading.main_thread():
-        yield  # no alarm runs here (signals only reach the main thread)
+    restart on a loaded machine is then never a hang of ``factory``. The call's clocks are paused
+    for the block: neither its CPU time nor its wall-clock time counts."""
+    call = _current_call
+    if threading.current_thread() is not threading.main_thread() or call is None:
+        yield  # no timer runs here (signals only reach the main thread)
         return
-    left, _ = signal.setitimer(signal.ITIMER_REAL, 0)
+    left = _set_timer(0, 0)
+    cpu, wall = time.process_time(), time.monotonic()
     try:
         yield
     finally:
+        call.cpu_start += time.process_time() - cpu
+        call.wall_start += time.monotonic() - wall
         if left > 0:
-            signal.setitimer(signal.ITIMER_REAL, left)
+            _set_timer(left, _tick(call.cpu_limit))
 
 
 _deadline: float | None = None  # monotonic time after which calls raise BudgetSpent

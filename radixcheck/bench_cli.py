@@ -56,7 +56,7 @@ def add_bench_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser
     bench_parser.add_argument("--plot", type=output_file, help="write the log-log plot here (needs matplotlib: radixcheck[plots])")
     bench_parser.add_argument("--max-seconds", type=positive_seconds, default=str(DEFAULT_MAX_SECONDS),
                               help=f"bound on the whole run (default {DEFAULT_MAX_SECONDS:g})")
-    bench_parser.add_argument("--op-timeout", type=positive_seconds, help="time limit of each call into the target, seconds (default 5)")
+    bench_parser.add_argument("--op-timeout", type=positive_seconds, help="limit of each call into the target, s of CPU time (default 5)")
     bench_parser.add_argument("--max-memory-mib", type=positive_int, default=DEFAULT_MEMORY_MIB,
                               help=f"resident memory the target may add before it is stopped (default {DEFAULT_MEMORY_MIB})")
     bench_parser.add_argument("--sizes", type=_sizes, help="wide tree sizes in leaves of 8 tokens (default 16,128,1024,4096,12500)")

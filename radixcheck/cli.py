@@ -44,7 +44,9 @@ def _parser() -> argparse.ArgumentParser:
                        help="known findings, one '<target glob> <test glob> <oracle or exception>  # reason' a line: "
                             "reported as waived, and the search goes on past them (exit 0 if nothing else fails)")
     audit.add_argument("-n", dest="workers", default="auto", type=workers, help="pytest-xdist workers (default: auto; 0: in process)")
-    audit.add_argument("--op-timeout", type=positive_seconds, help="per-operation time limit in seconds (default 5)")
+    audit.add_argument("--op-timeout", type=positive_seconds,
+                       help="per-operation time limit in seconds of CPU time (default 5; a call that blocks meets "
+                            "a wall-clock backstop, RADIXCHECK_OP_WALL_TIMEOUT, default 12 times it and at least 60 s)")
     audit.add_argument("--shrink-seconds", type=positive_seconds, help="time to shrink each failure (default 15)")
     add_bench_parser(sub)
     reports = sub.add_parser("reports", help="regenerate the ledger reports (same as python -m radixcheck.reports)", add_help=False)

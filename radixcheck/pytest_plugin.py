@@ -58,6 +58,7 @@ from radixcheck.properties.target import (
     forget_hangs,
     load_target,
     op_timeout,
+    op_wall_timeout,
 )
 
 TARGET = pytest.StashKey[Target]()
@@ -275,7 +276,7 @@ def report_header(target: Target, profile: str) -> list[str]:
         f"radixcheck capabilities: {target.declared_capabilities()}",
         (f"radixcheck page sizes: {target.page_sizes_shown()}" if target.kind not in NO_PAGE_SIZES
          else f"radixcheck kind: {KIND_SHOWN[target.kind]}"),
-        f"radixcheck per-operation time limit: {op_timeout():g} s ({TIMEOUT_ENV})",
+        f"radixcheck per-operation time limit: {op_timeout():g} s of CPU time ({TIMEOUT_ENV}), {op_wall_timeout():g} s of wall clock",
         f"radixcheck hypothesis profile: {profile}",
         f"radixcheck environment: {env or '-'}",
     ]

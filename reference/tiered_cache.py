@@ -25,6 +25,9 @@ on it. The rules it keeps, which make every interleaving of completions safe:
   (:meth:`TieredRadixCache.with_policy`) the leaf with the smallest key of that
   :class:`~radixcheck.properties.cache.policies.Policy`: a node keeps its hits, priority and
   creation time through every move between the tiers.
+* Neither eviction walks the tree: the candidates (nodes on device without a child on device;
+  nodes without children) are kept as nodes move between the tiers and leave the tree, and each
+  eviction's rule picks its leaves among them, so a call costs the candidates, not the tree.
 
 The contract is ``radixcheck.properties.tiers.contract``.
 """
@@ -47,8 +50,8 @@ _EMPTY = np.zeros(0, dtype=np.int64)
 
 
 class TierNode:
-    __slots__ = ("owner", "parent", "key", "children", "device", "host", "writing", "loading", "lock_ref", "pin",
-                 "last_access", "serial", "linked", "evict_when_written", "hits", "created", "priority", "depth")
+    __slots__ = ("owner", "parent", "key", "children", "_device", "device_children", "host", "writing", "loading", "lock_ref",
+                 "pin", "last_access", "serial", "linked", "evict_when_written", "hits", "created", "priority", "depth")
     _serials = itertools.count()
 
     def __init__(self, owner: TieredRadixCache, parent: TierNode | None, key: tuple[int, ...]) -> None:
@@ -56,7 +59,8 @@ class TierNode:
         self.parent = parent
         self.key = key
         self.children: dict[tuple[int, ...], TierNode] = {}
-        self.device: np.ndarray | None = None
+        self._device: np.ndarray | None = None
+        self.device_children = 0  # children with a device copy: a node is a device leaf only without one
         self.host: np.ndarray | None = None  # set when its write completed
         self.writing: Transfer | None = None
         self.loading: Transfer | None = None
@@ -70,6 +74,18 @@ class TierNode:
         self.created = 0
         self.priority = 0
         self.depth = (parent.depth if parent is not None else 0) + len(key)  # tokens from its root to its end
+
+    @property
+    def device(self) -> np.ndarray | None:
+        return self._device
+
+    @device.setter
+    def device(self, slots: np.ndarray | None) -> None:
+        """Every move on or off device goes through here, so the eviction candidates stay current."""
+        was = self._device is not None
+        self._device = slots
+        if was != (slots is not None):
+            self.owner._device_moved(self)
 
     def __repr__(self) -> str:
         where = "+".join(t for t, v in (("device", self.device), ("host", self.host)) if v is not None) or "nowhere"
@@ -100,6 +116,11 @@ class TieredRadixCache:
         self.roots: dict[Hashable, TierNode] = {None: self.root}
         self._clock = 0
         self._pending: dict[int, list[TierNode]] = {}  # transfer number -> the nodes it moves
+        # The eviction candidates, kept as the tree changes so an eviction does not walk the tree:
+        # nodes on device with no child on device, and nodes with no children. Each eviction takes
+        # from them the nodes its rule admits (_device_leaf, _host_evictable), in the same order.
+        self._device_tips: set[TierNode] = set()
+        self._childless: set[TierNode] = set()
 
     # ---- lookup ------------------------------------------------------------------------------
 
@@ -227,6 +248,8 @@ class TieredRadixCache:
                 child = TierNode(self, node, page)
                 child.created, child.priority = self._clock, priority
                 node.children[page] = child
+                self._childless.discard(node)
+                self._childless.add(child)
             child.hits += 1
             child.priority = max(child.priority, priority)
             if child.device is None:  # new, or on host only: takes the caller's slots
@@ -280,6 +303,47 @@ class TieredRadixCache:
         for node in path:
             node.lock_ref -= 1
 
+    # ---- eviction candidates -----------------------------------------------------------------
+
+    def _in_tree(self, node: TierNode) -> bool:
+        return node.linked and node.parent is not None and node.parent.children.get(node.key) is node
+
+    def _retip(self, node: TierNode) -> None:
+        if node.device is not None and node.device_children == 0 and self._in_tree(node):
+            self._device_tips.add(node)
+        else:
+            self._device_tips.discard(node)
+
+    def _device_moved(self, node: TierNode) -> None:
+        """``node`` came on device or left it: it and its parent may become, or stop being, tips."""
+        if self._in_tree(node):
+            node.parent.device_children += 1 if node.device is not None else -1
+            self._retip(node.parent)
+        self._retip(node)
+
+    def _unlink(self, node: TierNode) -> None:
+        """Take ``node`` (and so its subtree) out of its parent's children."""
+        parent = node.parent
+        del parent.children[node.key]
+        node.linked = False
+        self._device_tips.discard(node)
+        self._childless.discard(node)
+        if node.device is not None:
+            parent.device_children -= 1
+        self._retip(parent)
+        if not parent.children and parent.parent is not None:
+            self._childless.add(parent)
+
+    def _device_candidates(self) -> list[TierNode]:
+        """A superset of the device leaves: on device, no child on device."""
+        self._device_tips = {n for n in self._device_tips if n.linked}  # a quarantined subtree's nodes leave here
+        return list(self._device_tips)
+
+    def _host_candidates(self) -> list[TierNode]:
+        """A superset of the host-evictable nodes: no children."""
+        self._childless = {n for n in self._childless if n.linked}  # a quarantined subtree's nodes leave here
+        return list(self._childless)
+
     # ---- device eviction ---------------------------------------------------------------------
 
     def _device_leaf(self, node: TierNode) -> bool:
@@ -299,7 +363,7 @@ class TieredRadixCache:
         it started, reach ``num_tokens`` (the tier contract's rule, SGLang's: a started write-back frees
         its page, there within the call, here at its completion); returns the tokens freed."""
         wanted = as_count(num_tokens, "num_tokens", minimum=0)
-        heap = [(*self._eviction_key(n), n) for n in self._nodes() if self._device_leaf(n)]
+        heap = [(*self._eviction_key(n), n) for n in self._device_candidates() if self._device_leaf(n)]
         heapq.heapify(heap)
         freed = writing = 0
         while self._wants_more(freed + writing, wanted, "device") and heap:
@@ -351,8 +415,7 @@ class TieredRadixCache:
 
     def _drop(self, node: TierNode) -> int:
         """Remove a node without a host copy (it has no children: see the module's rules)."""
-        del node.parent.children[node.key]
-        node.linked = False
+        self._unlink(node)
         return self._free_device(node)
 
     # ---- host eviction -----------------------------------------------------------------------
@@ -362,7 +425,7 @@ class TieredRadixCache:
 
     def evict_host(self, num_tokens: int) -> int:
         wanted = as_count(num_tokens, "num_tokens", minimum=0)
-        heap = [(*self._host_eviction_key(n), n) for n in self._nodes() if self._host_evictable(n)]
+        heap = [(*self._host_eviction_key(n), n) for n in self._host_candidates() if self._host_evictable(n)]
         heapq.heapify(heap)
         freed = 0
         while self._wants_more(freed, wanted, "host") and heap:
@@ -372,8 +435,7 @@ class TieredRadixCache:
             self.host_pool.free(node.host)
             freed += len(node.host)
             node.host = None
-            del node.parent.children[node.key]
-            node.linked = False
+            self._unlink(node)
             parent = node.parent
             if parent.parent is not None and self._host_evictable(parent):
                 heapq.heappush(heap, (*self._host_eviction_key(parent), parent))
@@ -399,7 +461,7 @@ class TieredRadixCache:
         head = key[cut:]
         removed = 0
         for top in [c for c in node.children.values() if c.key[: len(head)] == head]:
-            del node.children[top.key]
+            self._unlink(top)
             stack = [top]
             while stack:
                 victim = stack.pop()

@@ -7,7 +7,6 @@ the per-operation limit, never a hang of the suite."""
 from __future__ import annotations
 
 import sys
-import time
 
 import numpy as np
 import pytest
@@ -26,10 +25,11 @@ from radixcheck.properties.cache.contract import SlotAllocator
 from radixcheck.properties.cache.machine import machine_for
 from radixcheck.properties.cache.mutants import MostRecentFirst, UnmatchedUnlockAccepted
 from radixcheck.properties.findings.verdict import run_machine
-from radixcheck.properties.target import TIMEOUT_ENV, OperationTimeout
+from radixcheck.properties.target import TIMEOUT_ENV, WALL_TIMEOUT_ENV, OperationTimeout
 
 # A server that answers init and new as a real one does, then misbehaves on the next request as
-# its argument says: "die" exits 3 after a line on stderr, "hang" never answers, the rest answer wrongly.
+# its argument says: "die" exits 3 after a line on stderr, "hang" never answers (blocked), "spin" never
+# answers (computing), the rest answer wrongly.
 FAULTY = r"""
 import json, sys, time
 mode = sys.argv[1]
@@ -39,11 +39,15 @@ for line in sys.stdin:
         out = {"id": req["id"], "ok": {"protocol": 1, "capabilities": {}, "server": "faulty"}}
     elif req["op"] == "new":
         out = {"id": req["id"], "ok": 1}
+    elif mode == "slow":
+        time.sleep(1); out = {"id": req["id"], "ok": 0}
     elif mode == "die":
         print("boom: segfault in the tree", file=sys.stderr, flush=True)
         sys.exit(3)
     elif mode == "hang":
         time.sleep(600)
+    elif mode == "spin":
+        while True: pass
     elif mode == "not_json":
         sys.stdout.write("Traceback (most recent call last):\n"); sys.stdout.flush(); continue
     elif mode == "wrong_id":
@@ -115,15 +119,25 @@ def test_a_server_that_dies_is_named_with_its_stderr() -> None:
 
 
 @pytest.mark.deep  # waits out an operation limit
-def test_a_hanging_server_is_a_timeout_and_is_killed(monkeypatch) -> None:
+@pytest.mark.parametrize(("mode", "named"), [("spin", "0.3 s of its CPU time"), ("hang", "within the limit")])
+def test_a_hanging_server_is_a_timeout_and_is_killed(monkeypatch, mode: str, named: str) -> None:
+    """A server that computes is stopped by its own CPU time; one that blocks, by the wall-clock backstop."""
     monkeypatch.setenv(TIMEOUT_ENV, "0.3")
-    factory = faulty("hang")
+    monkeypatch.setenv(WALL_TIMEOUT_ENV, "2" if mode == "hang" else "600")
+    factory = faulty(mode)
     cache = factory(SlotAllocator(8), 1)
-    started = time.monotonic()
-    with pytest.raises(OperationTimeout):
+    with pytest.raises(OperationTimeout, match=named):
         cache.total_size()
-    assert time.monotonic() - started < 5
     assert factory._connection.process.poll() is not None  # killed, not left running
+
+
+@pytest.mark.deep  # a server that answers slowly
+def test_a_server_slow_on_the_wall_clock_but_not_computing_is_not_a_hang(monkeypatch) -> None:
+    """The loaded machine, simulated: the server waits 1 s (spending no CPU time) against a 0.3 s limit, and answers."""
+    monkeypatch.setenv(TIMEOUT_ENV, "0.3")
+    monkeypatch.setenv(WALL_TIMEOUT_ENV, "600")
+    cache = faulty("slow")(SlotAllocator(8), 1)
+    assert cache.total_size() == 0
 
 
 @pytest.mark.parametrize(("mode", "named"), [("not_json", "is not JSON"), ("wrong_id", "has id"),

@@ -19,7 +19,9 @@ server's, ``None``, any other object) is sent as ``null``, which the server must
 handle it does not know.
 
 Failures are named, never a hang: a server that exits is :class:`WireServerDied` (with its exit
-code and the end of its stderr); one that does not answer within the per-operation limit is an
+code and the end of its stderr); one that does not answer within the per-operation limit (the
+server's own CPU time, read from ``/proc``, as in-process calls are judged by theirs; the
+wall-clock backstop for one that blocks) is an
 :class:`~radixcheck.properties.target.OperationTimeout` (the server is then killed; the next
 factory call starts another); a reply that breaks the protocol (not JSON, wrong id, missing
 fields, wrong types) is :class:`WireProtocolError` naming what was wrong. A refusal (error code
@@ -46,11 +48,13 @@ import numpy as np
 
 from radixcheck.properties.cache.canonical import canonical_namespace
 from radixcheck.properties.cache.contract import Capabilities, SlotAllocator
-from radixcheck.properties.target import OperationTimeout, op_timeout, outside_the_limit
+from radixcheck.properties.target import OperationTimeout, op_timeout, op_wall_timeout, outside_the_limit
 
 CMD_ENV = "RADIXCHECK_WIRE_CMD"
 PROTOCOL = 1
 NOT_SUPPORTED, MALFORMED_REQUEST, CRASH, REFUSED = 10, 12, 13, 1000
+CPU_POLL = 0.1  # seconds between looks at the server's CPU time while a reply is awaited
+_CLOCK_TICKS = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
 STARTUP_TIMEOUT = 60.0  # seconds for a server to answer ``init`` (an interpreter importing NumPy on a loaded machine)
 
 
@@ -115,6 +119,7 @@ class WireConnection:
                                             stderr=self._stderr, bufsize=0)
         except OSError as exc:
             raise WireServerDied(f"cannot start the wire server {shlex.join(self.command)}: {exc}") from None
+        self.cpu_readable = self.server_cpu() is not None  # else (not Linux) its requests are judged by the wall clock
         # A connection dropped without close() (a factory never closed) still stops its server and
         # releases its pipes and stderr file when it is collected, or at exit.
         weakref.finalize(self, _stop_server, self.process, self._stderr)
@@ -180,14 +185,35 @@ class WireConnection:
         self.close(f"it exited with code {code}" if code is not None else "its output closed")
         return WireServerDied(f"{self._who()} stopped: {self.dead}{self.stderr_tail()}")
 
-    def _read_line(self, deadline: float, op: str) -> bytes:
-        fd = self.process.stdout.fileno()
+    def server_cpu(self) -> float | None:
+        """The CPU time (user and system, s) the server process has spent, from ``/proc``; ``None``
+        where that cannot be read (not Linux)."""
+        try:
+            with open(f"/proc/{self.process.pid}/stat", "rb") as stat:
+                fields = stat.read().rpartition(b")")[2].split()  # after the command name, which may hold spaces
+            return (int(fields[11]) + int(fields[12])) / _CLOCK_TICKS  # utime, stime: fields 14 and 15 of proc(5)
+        except (OSError, ValueError, IndexError):
+            return None
+
+    def _read_line(self, deadline: float, op: str, cpu_limit: float | None = None) -> bytes:
+        """One line of the server's output. It is given until ``deadline`` (wall clock) and, with
+        ``cpu_limit``, only that much of its own CPU time: a server that computes for longer is
+        hung, however slow the machine; one that blocks is stopped by the wall-clock deadline. Its
+        CPU time is first read when a reply is CPU_POLL late (a prompt reply costs no read), so a
+        hang is judged after the limit plus at most that."""
+        fd, sent = self.process.stdout.fileno(), time.monotonic()
+        cpu_start: float | None = None
         while b"\n" not in self._buffer:
             left = deadline - time.monotonic()
-            if left <= 0:
+            now = self.server_cpu() if cpu_limit is not None and time.monotonic() - sent >= CPU_POLL else None
+            if cpu_start is None:
+                cpu_start = now
+            spent = now - cpu_start if now is not None and cpu_start is not None else 0.0
+            if left <= 0 or (cpu_limit is not None and spent > cpu_limit):
                 self.close(f"it did not answer {op} in time and was killed", kill=True)
-                raise OperationTimeout(f"{self._who()} did not answer {op} within the limit; it was killed")
-            ready, _, _ = select.select([fd], [], [], left)
+                how = (f"{cpu_limit:g} s of its CPU time" if left > 0 else "the limit") + f" (it computed for {spent:.1f} s)"
+                raise OperationTimeout(f"{self._who()} did not answer {op} within {how}; it was killed")
+            ready, _, _ = select.select([fd], [], [], min(left, CPU_POLL))
             if ready:
                 chunk = os.read(fd, 1 << 16)
                 if not chunk:
@@ -235,9 +261,14 @@ class WireConnection:
             self.process.stdin.write(line.encode() + b"\n")
         except (BrokenPipeError, OSError):
             raise self._died() from None
-        deadline = time.monotonic() + (timeout if timeout is not None else op_timeout() + 1.0)
+        if timeout is not None:  # init: a wall-clock limit of its own
+            deadline, cpu_limit = time.monotonic() + timeout, None
+        elif self.cpu_readable:  # the server's CPU time judged, as an in-process call's (target.py)
+            deadline, cpu_limit = time.monotonic() + op_wall_timeout(), op_timeout()
+        else:
+            deadline, cpu_limit = time.monotonic() + op_timeout() + 1.0, None
         try:
-            return rid, self._read_line(deadline, op)
+            return rid, self._read_line(deadline, op, cpu_limit)
         except BaseException as exc:  # the per-operation alarm, or ^C: the reply would come late
             if not isinstance(exc, WireServerDied):
                 self.close(f"it was stopped while answering {op} ({type(exc).__name__})", kill=True)

@@ -591,7 +591,8 @@ class _Writer:
             + (SCRIBBLED if self.options.reuses_buffers else ""),
             '"""',
         ]
-        imports = ["import os"] + (["import signal"] if "alarm" in self.helpers else []) + ["import sys", "import traceback"]
+        imports = ["import os"] + (["import signal"] if "alarm" in self.helpers else []) + ["import sys"]
+        imports += (["import time"] if "alarm" in self.helpers else []) + ["import traceback"]
         imports += ["from contextlib import suppress"] if "suppress" in self.helpers else []
         names = ["Request"] if "request" in self.helpers else []  # a running request's lifecycle
         names += ["SecondPoolAllocator"] if self.second else []
@@ -787,6 +788,7 @@ def _serving_script(failure: BaseException, run: ServingRun, spec: str, test: st
         "import os",
         *(["import signal"] if hang else []),
         "import sys",
+        *(["import time"] if hang else []),
         "import traceback",
         "",
         *needs(["import numpy as np", "from radixcheck import SlotAllocator"]),

@@ -32,7 +32,15 @@ import traceback
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from radixcheck.properties.target import TIMEOUT_ENV, guarded, op_timeout
+from radixcheck.properties.target import (
+    TIMEOUT_ENV,
+    WALL_BACKSTOP_FACTOR,
+    WALL_BACKSTOP_MIN,
+    WALL_TIMEOUT_ENV,
+    guarded,
+    op_timeout,
+    op_wall_timeout,
+)
 
 FOUND, FIXED, CANNOT_RUN = 1, 0, 2
 BUG_MARK = "BUG (radixcheck"  # what bug() prints first: exit 1 without it is not the finding
@@ -161,17 +169,25 @@ def runs_to_the_check(lines: list[str]) -> list[str]:
 
 def hang_limit_lines() -> list[str]:
     """``LIMIT`` (the per-operation limit, ``RADIXCHECK_OP_TIMEOUT`` as radixcheck reads it; the
-    audit's by default) and ``within_limit(call)``: a call that does not return within it raises
-    ``TimeoutError`` (SIGALRM, as radixcheck's limit)."""
-    return [f"LIMIT = float(os.environ.get({TIMEOUT_ENV!r}) or {op_timeout():g})  # radixcheck's per-operation limit (s)",
+    audit's by default), ``WALL`` (its wall-clock backstop) and ``within_limit(call)``: a call that
+    computes for longer than LIMIT seconds of CPU time, or blocks past WALL, raises ``TimeoutError``
+    (a SIGALRM timer that ticks and looks at both clocks, as radixcheck's limit)."""
+    return [f"LIMIT = float(os.environ.get({TIMEOUT_ENV!r}) or {op_timeout():g})  # radixcheck's per-operation limit (s of CPU)",
+            f"WALL = float(os.environ.get({WALL_TIMEOUT_ENV!r}) or max({WALL_BACKSTOP_MIN:g}, {WALL_BACKSTOP_FACTOR:g} * LIMIT))"
+            "  # its wall-clock backstop (s)",
+            "STARTED = [0.0, 0.0]  # the running call's CPU and wall clocks at its start",
             "", "",
             "def hung(signum, frame):",
-            "    raise TimeoutError(f'the call did not return within {LIMIT:g} s')",
+            "    if time.process_time() - STARTED[0] >= LIMIT:",
+            "        raise TimeoutError(f'the call did not return within {LIMIT:g} s of CPU time')",
+            "    if time.monotonic() - STARTED[1] >= WALL:",
+            "        raise TimeoutError(f'the call did not return within {WALL:g} s of wall-clock time')",
             "", "",
             "def within_limit(call):",
-            '    """call(), interrupted if it does not return within LIMIT seconds."""',
+            '    """call(), interrupted if it computes for LIMIT seconds or blocks for WALL."""',
             "    previous = signal.signal(signal.SIGALRM, hung)",
-            "    signal.setitimer(signal.ITIMER_REAL, LIMIT)",
+            "    STARTED[:] = [time.process_time(), time.monotonic()]",
+            "    signal.setitimer(signal.ITIMER_REAL, LIMIT, max(0.01, min(0.25, LIMIT / 4)))",
             "    try:",
             "        return call()",
             "    finally:",
@@ -196,12 +212,12 @@ def run_file(text: str, seconds: float = RUN_SECONDS) -> tuple[int | None, str]:
 
 
 def confirm(repro: Repro, hang: bool = False) -> Repro:
-    """Run the file once (:func:`run_file`; a hang's is given the time limit more): it is offered
+    """Run the file once (:func:`run_file`; a hang's is given the wall-clock backstop more): it is offered
     only if it exits 1 with radixcheck's sentence. Otherwise its text is dropped and ``why_not``
     says what it did (a file that exits 0, or 1 from a traceback, would tell its reader the wrong thing)."""
     if repro.text is None:
         return repro
-    repro.exit_code, repro.output = run_file(repro.text, RUN_SECONDS + (op_timeout() if hang else 0.0))
+    repro.exit_code, repro.output = run_file(repro.text, RUN_SECONDS + (op_wall_timeout() if hang else 0.0))
     if repro.exit_code != FOUND or BUG_MARK not in repro.output:
         said = " ".join(repro.output.strip().splitlines()[-3:])[-300:]
         ran = "did not finish" if repro.exit_code is None else f"exited {repro.exit_code}"

@@ -85,6 +85,9 @@ class HostEvictionOrphansSubtree(TierMutant):
     def _host_evictable(self, node: TierNode) -> bool:
         return node.linked and node.device is None and node.host is not None and node.pin == 0
 
+    def _host_candidates(self) -> list[TierNode]:
+        return list(self._nodes())  # internal nodes too: the reference keeps only the childless ones for it
+
 
 class BackupChainGap(TierMutant):
     """Write-through goes on backing up the pages below one whose backup failed."""

@@ -1,0 +1,122 @@
+"""The per-operation limit (properties/target.py): it counts the CPU time a call spends, so a
+loaded machine, which stretches a correct call's wall clock, does not make it a hang; a call that
+blocks without computing meets the wall-clock backstop; and an interrupt swallowed where it
+landed (a gc callback) is raised again, so the call is never left unbounded.
+
+Load is simulated, not depended on: a call that sleeps stands for one that waits for a CPU (wall
+time passes, little CPU time is spent); one that spins stands for a hang. No test asserts a
+duration: the limits here are far apart from the work, so a slow host changes nothing."""
+
+from __future__ import annotations
+
+import gc
+import sys
+import time
+from typing import Any
+
+import pytest
+
+from radixcheck.properties.target import TIMEOUT_ENV, WALL_TIMEOUT_ENV, OperationTimeout, forget_hangs, guarded, op_wall_timeout
+
+
+@pytest.fixture(autouse=True)
+def _fresh_hangs():
+    forget_hangs()  # a hang here must not refuse another test's calls
+    yield
+    forget_hangs()
+
+
+def spin(seconds: float) -> str:
+    """Compute for ``seconds`` of CPU time."""
+    start = time.process_time()
+    while time.process_time() - start < seconds:
+        pass
+    return "returned"
+
+
+def test_a_call_that_computes_past_the_limit_is_stopped_and_named(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(TIMEOUT_ENV, "0.2")
+    monkeypatch.setenv(WALL_TIMEOUT_ENV, "600")  # the wall clock plays no part
+    with pytest.raises(OperationTimeout, match=r"^evict did not return within 0.2 s of CPU time"):
+        guarded("evict", spin, 30)
+
+
+def test_a_call_that_waits_longer_than_the_limit_but_computes_little_is_not_a_hang(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The loaded machine: 0.6 s of wall clock against a 0.2 s limit, spending almost no CPU time.
+    Its wall-clock backstop (30 s here) is far away; a wall-clock limit of 0.2 s would have stopped it."""
+    monkeypatch.setenv(TIMEOUT_ENV, "0.2")
+    monkeypatch.setenv(WALL_TIMEOUT_ENV, "30")
+    assert guarded("evict", lambda: time.sleep(0.6) or "returned") == "returned"
+
+
+def test_a_call_that_blocks_meets_the_wall_clock_backstop(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A deadlock spends no CPU time: the backstop stops it, and its message says it was blocked."""
+    monkeypatch.setenv(TIMEOUT_ENV, "0.2")
+    monkeypatch.setenv(WALL_TIMEOUT_ENV, "0.5")
+    with pytest.raises(OperationTimeout, match=r"^evict did not return within 0.5 s of wall-clock time.*blocks.*computed for only"):
+        guarded("evict", time.sleep, 60)
+
+
+def test_the_backstop_is_generous_by_default(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv(WALL_TIMEOUT_ENV, raising=False)
+    monkeypatch.setenv(TIMEOUT_ENV, "5")
+    assert op_wall_timeout() == 60  # 12 times the limit, and at least 60 s
+    monkeypatch.setenv(TIMEOUT_ENV, "0.2")
+    assert op_wall_timeout() == 60
+    monkeypatch.setenv(TIMEOUT_ENV, "10")
+    assert op_wall_timeout() == 120
+
+
+def test_an_interrupt_swallowed_in_a_gc_callback_is_raised_again(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The first interrupt lands in a gc callback (the collection the call starts spins there until
+    interrupted), where Python swallows it; the call then computes on, and must still be stopped.
+    Without the timers firing again it would run its whole 10 s and return."""
+    monkeypatch.setenv(TIMEOUT_ENV, "0.2")
+    monkeypatch.setenv(WALL_TIMEOUT_ENV, "600")
+    swallowed: list[Any] = []
+    monkeypatch.setattr(sys, "unraisablehook", lambda unraisable: swallowed.append(unraisable.exc_value))
+
+    def slow_callback(phase: str, info: dict[str, Any]) -> None:
+        if phase == "start" and not swallowed:
+            spin(600)  # interrupted here; gc ignores the exception
+
+    def collects_then_computes() -> str:
+        gc.callbacks.append(slow_callback)
+        try:
+            gc.collect()
+        finally:
+            gc.callbacks.remove(slow_callback)
+        return spin(10)
+
+    with pytest.raises(OperationTimeout, match="of CPU time"):
+        guarded("evict", collects_then_computes)
+    assert swallowed and all(isinstance(exc, OperationTimeout) for exc in swallowed), swallowed  # the first was swallowed
+
+
+def test_an_interrupt_caught_by_the_target_is_raised_again(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A target (or a C extension) that catches the interrupt and carries on computing is still stopped."""
+    monkeypatch.setenv(TIMEOUT_ENV, "0.2")
+    monkeypatch.setenv(WALL_TIMEOUT_ENV, "600")
+    caught: list[BaseException] = []
+
+    def carries_on() -> str:
+        try:
+            spin(10)
+        except Exception as exc:  # noqa: BLE001 - the careless target under test
+            caught.append(exc)
+        return spin(10)
+
+    with pytest.raises(OperationTimeout):
+        guarded("evict", carries_on)
+    assert len(caught) == 1
+
+
+def test_no_timer_outlives_its_call(monkeypatch: pytest.MonkeyPatch) -> None:
+    """After a call returns (or is stopped), computing on is never interrupted: the timers are off."""
+    monkeypatch.setenv(TIMEOUT_ENV, "0.05")
+    monkeypatch.setenv(WALL_TIMEOUT_ENV, "0.1")
+    assert guarded("evict", spin, 0.0) == "returned"
+    with pytest.raises(OperationTimeout):
+        guarded("match_prefix", spin, 30)
+    assert spin(0.1) == "returned"  # past both limits, outside any call
+    time.sleep(0.15)
