@@ -8,6 +8,7 @@ mycache_adapter.py; empty = the correct cache.
 
 from __future__ import annotations
 
+import heapq
 from collections import namedtuple
 from typing import Any
 
@@ -282,18 +283,21 @@ class TwoTierCache:
                     self.pending.pop(id(n.writing), None)
                     n.writing = None
 
-    def _device_candidates(self) -> list[Node]:
-        return [n for n in self.nodes
-                if n.device is not None and n.loading is None and n.writing is None and not n.evict_pending
-                and n.lock_ref == 0 and not n.has_device_child()]
+    def _is_device_candidate(self, n: Node) -> bool:
+        return (n.parent is not None and n.device is not None and n.loading is None and n.writing is None
+                and not n.evict_pending and n.lock_ref == 0 and not n.has_device_child())
 
     def evict(self, num_tokens: int) -> int:
+        # one scan, then a heap: no key changes during the call, and a leaf that goes can only make
+        # its parent a new candidate
+        heap = [(policy_key(n.stats()), id(n), n) for n in self.nodes if self._is_device_candidate(n)]
+        heapq.heapify(heap)
         freed = counted = 0
-        while counted < num_tokens:
-            cands = self._device_candidates()
-            if not cands:
-                break
-            leaf = min(cands, key=lambda n: policy_key(n.stats()))
+        while counted < num_tokens and heap:
+            leaf = heapq.heappop(heap)[2]
+            if not self._is_device_candidate(leaf):
+                continue
+            parent = leaf.parent
             size = len(leaf.device)
             if leaf.host is not None:
                 self.allocator.free(leaf.device)
@@ -310,6 +314,8 @@ class TwoTierCache:
                 del leaf.parent.children[leaf.key]
                 self.nodes.discard(leaf)
             counted += size
+            if self._is_device_candidate(parent):
+                heapq.heappush(heap, (policy_key(parent.stats()), id(parent), parent))
         return freed
 
     def _write_back_chain(self, leaf: Node) -> bool:
@@ -319,23 +325,27 @@ class TwoTierCache:
                     return False
         return True
 
-    def _host_candidates(self) -> list[Node]:
-        return [n for n in self.nodes
-                if n.host is not None and n.device is None and n.loading is None and n.writing is None
-                and not n.children and n.lock_ref == 0]
+    def _is_host_candidate(self, n: Node) -> bool:
+        return (n.parent is not None and n.host is not None and n.device is None and n.loading is None
+                and n.writing is None and not n.children and n.lock_ref == 0)
+
+    def _host_key(self, n: Node) -> tuple:
+        return (n.hits, n.last_use) if "host_ignores_priority" in self.bugs else policy_key(n.stats())
 
     def evict_host(self, num_tokens: int) -> int:
+        heap = [(self._host_key(n), id(n), n) for n in self.nodes if self._is_host_candidate(n)]
+        heapq.heapify(heap)
         freed = 0
-        while freed < num_tokens:
-            cands = self._host_candidates()
-            if not cands:
-                break
-            leaf = min(cands, key=lambda n: (n.hits, n.last_use) if "host_ignores_priority" in self.bugs
-                       else policy_key(n.stats()))
+        while freed < num_tokens and heap:
+            leaf = heapq.heappop(heap)[2]
+            if leaf not in self.nodes or not self._is_host_candidate(leaf):
+                continue
             self.host_pool.free(leaf.host)
             freed += len(leaf.host)
             del leaf.parent.children[leaf.key]
             self.nodes.discard(leaf)
+            if self._is_host_candidate(leaf.parent):
+                heapq.heappush(heap, (self._host_key(leaf.parent), id(leaf.parent), leaf.parent))
         return freed
 
     def evict_prefix(self, tokens: Any, namespace: Any = None) -> int:
