@@ -98,7 +98,8 @@ class TwoTierCache:
     def _write(self, node: Node) -> bool:
         t = self.controller.write(node.device)
         if t is None and self.write_policy == "write_back":
-            self.evict_host(len(node.device))
+            # room for many write-backs at once: each evict_host call scans every node
+            self.evict_host(max(len(node.device), 256))
             t = self.controller.write(node.device)
         if t is None:
             return False
