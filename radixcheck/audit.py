@@ -260,6 +260,7 @@ class AuditResult:
     unmatched_waivers: list[str] = field(default_factory=list)  # a warning for each waiver that waived nothing
     page_sizes: str = ""  # declared and run, e.g. "declared (4, 16), run (4,) (--page-sizes)"
     tenant_isolation: str = ""  # checked, or not exercised and why (the capabilities' tenant_isolation())
+    seed: int | None = None  # --seed: the stream run (None: the profile's own)
 
     @property
     def failures(self) -> list[Verdict]:
@@ -395,10 +396,10 @@ class _Collector:
 
 
 def run_audit(target: Target, page_sizes: str | None, profile: str, workers: str, waive: Path | None = None,
-              repro: Path | None = None) -> AuditResult:
+              repro: Path | None = None, seed: int | None = None) -> AuditResult:
     """Run the conformance tests against ``target`` (already loaded and checked); ``waive``: a
     waiver file (already read once, so its errors are the caller's); ``repro``: a directory for a
-    standalone repro file per finding."""
+    standalone repro file per finding; ``seed``: the stream to run (``--radix-seed``)."""
     started = time.monotonic()
     repro = Path(repro).resolve() if repro else None
     collector = _Collector(started, repro)
@@ -410,6 +411,8 @@ def run_audit(target: Target, page_sizes: str | None, profile: str, workers: str
         args += ["--radix-waive", str(Path(waive).resolve())]
     if repro:
         args += ["--radix-repro", str(repro)]
+    if seed is not None:
+        args += ["--radix-seed", str(seed)]
     if target.kind == "index" and not target.capabilities_declared:
         args += ["--radix-index"]
     if workers not in ("0", "1"):
@@ -422,7 +425,7 @@ def run_audit(target: Target, page_sizes: str | None, profile: str, workers: str
     result = AuditResult(target.spec, repr(target.declared_capabilities()), target.capabilities.not_exercised(), profile,
                          sorted(collector.verdicts, key=lambda v: v.test), round(time.monotonic() - started, 1),
                          int(exit_code), [w for w in [target.defaults_warning()] if w], unmatched_waivers,
-                         target.page_sizes_shown(), target.capabilities.tenant_isolation())
+                         target.page_sizes_shown(), target.capabilities.tenant_isolation(), seed)
     for path in one_file_per_finding(result) if repro else ():
         print(f"radixcheck: removed {path}: the same root cause as a finding whose repro file the card cites", flush=True)
     return result
@@ -447,7 +450,8 @@ def report_card(result: AuditResult) -> str:
     parts = [
         f"# radixcheck audit: `{result.target}`",
         "",
-        f"Verdict: {verdict}, in {result.seconds:.0f} s (Hypothesis profile `{result.profile}`; "
+        f"Verdict: {verdict}, in {result.seconds:.0f} s (Hypothesis profile `{result.profile}`"
+        + ("" if result.seed is None else f", seed {result.seed}") + "; "
         f"per-operation limit {op_timeout():g} s, shrink budget {_shrink_budget(result)}).",
         "",
         f"Capabilities: `{result.capabilities}`",
