@@ -62,7 +62,7 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def _audit(args: argparse.Namespace) -> int:
-    from radixcheck.audit import EXIT_CONFORMS, EXIT_NONCONFORMING, EXIT_USAGE, print_summary, run_audit, write_outputs
+    from radixcheck.audit import EXIT_CONFORMS, EXIT_NONCONFORMING, EXIT_USAGE, print_summary, run_audit, tier_lines, write_outputs
     from radixcheck.properties.findings.verdict import SHRINK_ENV
     from radixcheck.properties.findings.waivers import WaiverError, read_waivers
     from radixcheck.properties.target import TIMEOUT_ENV, TargetError, check_target, load_target
@@ -89,6 +89,10 @@ def _audit(args: argparse.Namespace) -> int:
     print(f"radixcheck: auditing {target.spec}: {target.declared_capabilities()}", flush=True)  # the run's page sizes: next line
     if target.kind not in ("index", "tenant_tree"):
         print(f"radixcheck: page sizes: {target.page_sizes_shown()}")
+    policies, worlds = tier_lines(target)
+    if policies:
+        print(f"radixcheck: write policies: {policies}")
+        print(f"radixcheck: worlds: {worlds}")
     for gap in target.capabilities.not_exercised():
         print(f"radixcheck: not exercised: {gap}")
     print(f"radixcheck: tenant isolation: {target.capabilities.tenant_isolation()}")
