@@ -10,8 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from radixcheck.audit import AuditResult, Verdict, report_card
+from radixcheck.audit import AuditResult, Verdict, report_card, tier_lines
 from radixcheck.cli import main
+from radixcheck.properties.target import load_target
 
 
 @pytest.mark.parametrize(
@@ -77,6 +78,23 @@ def test_the_report_card_names_the_oracle_the_program_and_what_was_skipped() -> 
     assert not result.conforms
     for phrase in ("does not conform", "2 refcount safety", "state.evict", "supports_reset=False", "has no reset"):
         assert phrase in card
+
+
+def test_a_tier_card_names_its_write_policies_and_says_production_scale_did_not_run() -> None:
+    """A new user read "a production-scale finding is not shrunk" on a tier card and could not tell
+    whether a production world had run; and the card named page sizes, not the policies run."""
+    target = load_target("radixcheck.reference.tiered_cache:TieredRadixCache")
+    policies, worlds = tier_lines(target)
+    result = AuditResult(target=target.spec, capabilities=repr(target.capabilities), not_exercised=[], profile="ci",
+                         seconds=3.0, verdicts=[Verdict("test_tier_state_machine[page_size=1]", "passed", 1.0)],
+                         page_sizes=target.page_sizes_shown(), write_policies=policies, worlds=worlds)
+    card = report_card(result)
+    assert "Write policies: run write_through, write_back" in card
+    assert "never sent: write_through_selective" in card
+    assert "production scale did not run" in card
+    assert f"python -m radixcheck.reports.tier_scale --target {target.spec}" in card
+    assert "production-scale finding" not in card  # the shrink budget of a world that did not run
+    assert tier_lines(load_target("radixcheck.reference:RadixCache")) == ("", "")  # a cache's production world runs
 
 
 @pytest.mark.deep  # an audit in a subprocess

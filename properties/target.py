@@ -82,10 +82,14 @@ class Target:
     capabilities_declared: bool = True  # False: the factory has no `capabilities`, the defaults apply
     declared_page_sizes: tuple[int, ...] | None = None  # set when a run tests fewer than declared (capabilities holds the run's)
     page_sizes_from: str = ""  # the option that chose the run's page sizes, e.g. "--radix-page-sizes"
+    seed: int | None = None  # --radix-seed: the run's own derandomized stream (None: the default one)
 
     @property
     def name(self) -> str:
-        return self.spec.replace(":", ".")
+        """The name its machines are built under: it keys Hypothesis's derandomized stream, so a seed
+        gives another stream (as the kill rates name each stream) and the same seed the same one."""
+        base = self.spec.replace(":", ".")
+        return base if self.seed is None else f"{base}_seed{self.seed}"
 
     @property
     def kind(self) -> str:

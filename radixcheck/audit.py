@@ -98,11 +98,14 @@ def _shrink_budget(result: AuditResult) -> str:
     from radixcheck.properties.cache.scale_machine import ProductionScaleMachine
     from radixcheck.properties.index.machine import KvIndexMachine
     from radixcheck.properties.tenant_tree.machine import TenantTreeMachine
+    from radixcheck.properties.tiers.machine import TierMachine
 
     if result.capabilities.startswith("IndexCapabilities"):
         return f"{shrink_seconds(KvIndexMachine):g} s"
     if result.capabilities.startswith("TenantTreeCapabilities"):
         return f"{shrink_seconds(TenantTreeMachine):g} s"
+    if result.capabilities.startswith("TierCapabilities"):  # no production world ran: its line would mislead
+        return f"{shrink_seconds(TierMachine):g} s"
     world = shrink_seconds(ProductionScaleMachine)
     return f"{shrink_seconds(None):g} s; a production-scale finding is " + (
         "not shrunk (reduced instead)" if world <= 0 else f"shrunk for {world:g} s")
@@ -260,6 +263,9 @@ class AuditResult:
     unmatched_waivers: list[str] = field(default_factory=list)  # a warning for each waiver that waived nothing
     page_sizes: str = ""  # declared and run, e.g. "declared (4, 16), run (4,) (--page-sizes)"
     tenant_isolation: str = ""  # checked, or not exercised and why (the capabilities' tenant_isolation())
+    seed: int | None = None  # --seed: the stream run (None: the profile's own)
+    write_policies: str = ""  # a tier target: the write policies run, and those left out (tier_lines)
+    worlds: str = ""  # a tier target: which worlds ran, and where the production-scale one lives (tier_lines)
 
     @property
     def failures(self) -> list[Verdict]:
@@ -394,11 +400,29 @@ class _Collector:
                 print(f"[{time.monotonic() - self.started:6.1f} s] {line}", flush=True)
 
 
+def tier_lines(target: Target) -> tuple[str, str]:
+    """For a tier target, the card's "Write policies" and "Worlds" lines: the policies run (each at
+    every page size) and the undeclared ones never sent; the tier machine's small worlds are all the
+    audit runs, the production-scale tier world is a command of its own."""
+    if target.kind != "tier":
+        return "", ""
+    from radixcheck.properties.tiers.contract import WRITE_POLICIES
+
+    run = target.capabilities.write_policies
+    left = [p for p in WRITE_POLICIES if p not in run]
+    policies = f"run {', '.join(run)} (each at every page size)" + (
+        f"; not declared, so never sent: {', '.join(left)}" if left else "")
+    worlds = ("the tier machine's small worlds only (many short programs, in each write policy at each page size); "
+              "production scale did not run (the audit has no production-scale tier world; "
+              f"`python -m radixcheck.reports.tier_scale --target {target.spec}` runs one)")
+    return policies, worlds
+
+
 def run_audit(target: Target, page_sizes: str | None, profile: str, workers: str, waive: Path | None = None,
-              repro: Path | None = None) -> AuditResult:
+              repro: Path | None = None, seed: int | None = None) -> AuditResult:
     """Run the conformance tests against ``target`` (already loaded and checked); ``waive``: a
     waiver file (already read once, so its errors are the caller's); ``repro``: a directory for a
-    standalone repro file per finding."""
+    standalone repro file per finding; ``seed``: the stream to run (``--radix-seed``)."""
     started = time.monotonic()
     repro = Path(repro).resolve() if repro else None
     collector = _Collector(started, repro)
@@ -410,6 +434,8 @@ def run_audit(target: Target, page_sizes: str | None, profile: str, workers: str
         args += ["--radix-waive", str(Path(waive).resolve())]
     if repro:
         args += ["--radix-repro", str(repro)]
+    if seed is not None:
+        args += ["--radix-seed", str(seed)]
     if target.kind == "index" and not target.capabilities_declared:
         args += ["--radix-index"]
     if workers not in ("0", "1"):
@@ -422,7 +448,7 @@ def run_audit(target: Target, page_sizes: str | None, profile: str, workers: str
     result = AuditResult(target.spec, repr(target.declared_capabilities()), target.capabilities.not_exercised(), profile,
                          sorted(collector.verdicts, key=lambda v: v.test), round(time.monotonic() - started, 1),
                          int(exit_code), [w for w in [target.defaults_warning()] if w], unmatched_waivers,
-                         target.page_sizes_shown(), target.capabilities.tenant_isolation())
+                         target.page_sizes_shown(), target.capabilities.tenant_isolation(), seed, *tier_lines(target))
     for path in one_file_per_finding(result) if repro else ():
         print(f"radixcheck: removed {path}: the same root cause as a finding whose repro file the card cites", flush=True)
     return result
@@ -447,12 +473,15 @@ def report_card(result: AuditResult) -> str:
     parts = [
         f"# radixcheck audit: `{result.target}`",
         "",
-        f"Verdict: {verdict}, in {result.seconds:.0f} s (Hypothesis profile `{result.profile}`; "
+        f"Verdict: {verdict}, in {result.seconds:.0f} s (Hypothesis profile `{result.profile}`"
+        + ("" if result.seed is None else f", seed {result.seed}") + "; "
         f"per-operation limit {op_timeout():g} s, shrink budget {_shrink_budget(result)}).",
         "",
         f"Capabilities: `{result.capabilities}`",
         "",
         *([f"Page sizes: {result.page_sizes}", ""] if result.page_sizes else []),
+        *([f"Write policies: {result.write_policies}", ""] if result.write_policies else []),
+        *([f"Worlds: {result.worlds}", ""] if result.worlds else []),
         *([f"Tenant isolation: {result.tenant_isolation}", ""] if _isolation_line_says_more(result) else []),
         *[f"**Warning:** {w}\n" for w in result.warnings + result.unmatched_waivers],
         "Not exercised, by capability (never sent, so never failed):",

@@ -4,6 +4,7 @@
     radixcheck audit mymodule:make --page-sizes 1,16 --report audit.md --json audit.json -n 2
     radixcheck audit mymodule:make --waive known.txt      # known findings: reported as waived, looked past
     radixcheck audit mymodule:make --repro repros/        # a standalone repro file per finding
+    radixcheck audit mymodule:make --seed 3               # another stream of programs (independent of seed 2's)
     radixcheck audit mymodule:make_index                 # a KV-event index (its capabilities: IndexCapabilities)
     radixcheck bench mymodule:make --report cost.md      # how each operation's cost grows (beside the reference)
     radixcheck reports --out my-reports                  # regenerate the ledger (python -m radixcheck.reports)
@@ -17,7 +18,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from radixcheck.argtypes import ArgumentParser, output_file, page_sizes, positive_seconds, repro_dir, workers
+from radixcheck.argtypes import ArgumentParser, non_negative_int, output_file, page_sizes, positive_seconds, repro_dir, workers
 from radixcheck.bench_cli import add_bench_parser
 from radixcheck.profiles import PROFILES
 
@@ -34,7 +35,13 @@ def _parser() -> argparse.ArgumentParser:
                             "IndexCapabilities is one anyway)")
     audit.add_argument("--page-sizes", type=page_sizes,
                        help="comma-separated subset of the page sizes the factory declares (default: all up to 64)")
-    audit.add_argument("--profile", default="ci", choices=PROFILES, help="Hypothesis profile (default: ci, derandomized)")
+    audit.add_argument("--profile", default="ci", choices=PROFILES,
+                       help="Hypothesis profile (default: ci, derandomized; dev and thorough replay the failures they "
+                            "saved in earlier runs first)")
+    audit.add_argument("--seed", type=non_negative_int, metavar="N",
+                       help="run stream N: the profile's search, derandomized under N and without saved failures, so "
+                            "runs under different seeds are independent and the same seed replays the same run "
+                            "(default: the profile's own stream)")
     audit.add_argument("--report", type=output_file, help="write the report card (markdown) here")
     audit.add_argument("--json", type=output_file, help="write the results (JSON) here")
     audit.add_argument("--repro", type=repro_dir, metavar="DIR",
@@ -55,7 +62,7 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def _audit(args: argparse.Namespace) -> int:
-    from radixcheck.audit import EXIT_CONFORMS, EXIT_NONCONFORMING, EXIT_USAGE, print_summary, run_audit, write_outputs
+    from radixcheck.audit import EXIT_CONFORMS, EXIT_NONCONFORMING, EXIT_USAGE, print_summary, run_audit, tier_lines, write_outputs
     from radixcheck.properties.findings.verdict import SHRINK_ENV
     from radixcheck.properties.findings.waivers import WaiverError, read_waivers
     from radixcheck.properties.target import TIMEOUT_ENV, TargetError, check_target, load_target
@@ -82,6 +89,10 @@ def _audit(args: argparse.Namespace) -> int:
     print(f"radixcheck: auditing {target.spec}: {target.declared_capabilities()}", flush=True)  # the run's page sizes: next line
     if target.kind not in ("index", "tenant_tree"):
         print(f"radixcheck: page sizes: {target.page_sizes_shown()}")
+    policies, worlds = tier_lines(target)
+    if policies:
+        print(f"radixcheck: write policies: {policies}")
+        print(f"radixcheck: worlds: {worlds}")
     for gap in target.capabilities.not_exercised():
         print(f"radixcheck: not exercised: {gap}")
     print(f"radixcheck: tenant isolation: {target.capabilities.tenant_isolation()}")
@@ -90,7 +101,9 @@ def _audit(args: argparse.Namespace) -> int:
     earlier = sorted(args.repro.glob("repro-*.py")) if args.repro and args.repro.is_dir() else []
     if earlier:
         print(f"radixcheck: {len(earlier)} repro file(s) from an earlier run in {args.repro}: a finding met again replaces its own")
-    result = run_audit(target, args.page_sizes, args.profile, args.workers, args.waive, args.repro)
+    if args.seed is not None:
+        print(f"radixcheck: seed {args.seed}: its own derandomized stream, no saved failures")
+    result = run_audit(target, args.page_sizes, args.profile, args.workers, args.waive, args.repro, seed=args.seed)
     write_outputs(result, args.report, args.json)
     print_summary(result)
     if result.pytest_exit not in (0, 1, 5):  # interrupted, internal or usage error

@@ -66,6 +66,7 @@ for _name, _settings in SETTINGS.items():
 
 _selected: str | None = None
 _verbosity: Verbosity | None = None  # --hypothesis-verbosity, which reaches radixcheck's tests too
+_seeded = False  # --radix-seed: every profile derandomized, with no saved failures to start from
 
 
 def default_profile() -> str:
@@ -74,13 +75,16 @@ def default_profile() -> str:
     return named if named in SETTINGS else ("ci" if os.environ.get("CI") else "dev")
 
 
-def select(name: str | None, verbosity: str | None = None) -> str:
+def select(name: str | None, verbosity: str | None = None, seeded: bool = False) -> str:
     """Choose the profile of radixcheck's tests in this process (a name that is not radixcheck's,
     e.g. a project's own ``--hypothesis-profile=mine``, leaves radixcheck on its default), and
-    the verbosity asked for on pytest's command line, if any."""
-    global _selected, _verbosity
+    the verbosity asked for on pytest's command line, if any. ``seeded`` (``--radix-seed``): the
+    profile's search, derandomized and without the example database, so that the run is the seed's
+    stream only (the seed itself is in the machines' names, ``Target.name``)."""
+    global _selected, _verbosity, _seeded
     _selected = name if name in SETTINGS else None
     _verbosity = Verbosity[verbosity] if verbosity else None
+    _seeded = seeded
     return selected()
 
 
@@ -91,4 +95,6 @@ def selected() -> str:
 def current() -> settings:
     """The settings radixcheck's tests and :func:`~radixcheck.properties.findings.verdict.run_machine` use."""
     chosen = SETTINGS[selected()]
+    if _seeded:
+        chosen = settings(chosen, derandomize=True, database=None)
     return chosen if _verbosity is None else settings(chosen, verbosity=_verbosity)

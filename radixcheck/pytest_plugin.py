@@ -43,7 +43,7 @@ from typing import Any
 import pytest
 
 from radixcheck import profiles
-from radixcheck.argtypes import writable_dir_problem
+from radixcheck.argtypes import non_negative_int, writable_dir_problem
 from radixcheck.cache_dir import hypothesis_storage_in_cache
 from radixcheck.properties.findings.failures import describe_failure, explaining_the_cache
 from radixcheck.properties.findings.names import CONFORMANCE_PACKAGE, conformance_tests
@@ -128,6 +128,14 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         default=False,
         help="a target factory that declares no `capabilities` is a KV-event index (default: a radix cache)",
     )
+    group.addoption(
+        "--radix-seed",
+        type=non_negative_int,
+        default=None,
+        metavar="N",
+        help="run the conformance tests' own derandomized stream N (independent of the default stream and of other "
+        "seeds; no saved failures are replayed); the same N replays the same run",
+    )
     parser.addini("radix_target", help=f"cache factory the conformance tests run against (--radix-target and {TARGET_ENV} win)")
     parser.addini("radix_page_sizes", help="comma-separated page sizes the conformance tests run (--radix-page-sizes wins)")
 
@@ -188,7 +196,8 @@ def pytest_configure(config: pytest.Config) -> None:
         storage = ExitStack()
         storage.enter_context(hypothesis_storage_in_cache())
         config.add_cleanup(storage.close)
-    config.stash[PROFILE] = profiles.select(config.getoption("hypothesis_profile", None), config.getoption("hypothesis_verbosity", None))
+    config.stash[PROFILE] = profiles.select(config.getoption("hypothesis_profile", None), config.getoption("hypothesis_verbosity", None),
+                                            seeded=config.getoption("--radix-seed") is not None)
     try:
         config.stash[WAIVERS] = [w for path in config.getoption("--radix-waive") or [] for w in read_waivers(path)]
     except WaiverError as exc:
@@ -215,7 +224,8 @@ def target_of(config: pytest.Config) -> Target:
         try:
             target = load_target(target_spec(config), index=config.getoption("--radix-index"))
             check_target(target)
-            config.stash[TARGET] = restrict_page_sizes(target, page_sizes_option(config), origin=page_sizes_origin(config))
+            target = restrict_page_sizes(target, page_sizes_option(config), origin=page_sizes_origin(config))
+            config.stash[TARGET] = dataclasses.replace(target, seed=config.getoption("--radix-seed"))
         except TargetError as exc:
             raise pytest.UsageError(f"radixcheck: {exc}") from exc
     return config.stash[TARGET]
@@ -230,7 +240,8 @@ def targets_of(config: pytest.Config) -> dict[str, Target | TargetError]:
             try:
                 target = load_target(spec, index=config.getoption("--radix-index"))
                 check_target(target)
-                loaded[name] = restrict_page_sizes(target, page_sizes_option(config), strict=False, origin=page_sizes_origin(config))
+                target = restrict_page_sizes(target, page_sizes_option(config), strict=False, origin=page_sizes_origin(config))
+                loaded[name] = dataclasses.replace(target, seed=config.getoption("--radix-seed"))
             except TargetError as exc:
                 loaded[name] = exc
         config.stash[TARGETS] = loaded
@@ -277,7 +288,8 @@ def report_header(target: Target, profile: str) -> list[str]:
         (f"radixcheck page sizes: {target.page_sizes_shown()}" if target.kind not in NO_PAGE_SIZES
          else f"radixcheck kind: {KIND_SHOWN[target.kind]}"),
         f"radixcheck per-operation time limit: {op_timeout():g} s of CPU time ({TIMEOUT_ENV}), {op_wall_timeout():g} s of wall clock",
-        f"radixcheck hypothesis profile: {profile}",
+        f"radixcheck hypothesis profile: {profile}"
+        + ("" if target.seed is None else f", seed {target.seed} (derandomized, no saved failures)"),
         f"radixcheck environment: {env or '-'}",
     ]
     lines += [f"radixcheck not exercised: {gap}" for gap in target.capabilities.not_exercised()]

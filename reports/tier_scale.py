@@ -18,11 +18,14 @@ The tier model's hooks cost what each event touches (the pages of one request, t
 transfer); only the conservation check reads every slot, which is why it runs every
 ``--check-every`` operations, not after each. Prints the requests served, the transfers, the
 largest tree (pages on device and host) and the time per request; exits 1 with the oracle's
-sentence if one fires (the seed reproduces it: the run is deterministic).
+sentence if one fires, or with one paragraph if a call overruns the per-operation limit
+(``RADIXCHECK_OP_TIMEOUT``): the seed, the call, the limit, the request and the command that
+replays it (the seed reproduces either: the run is deterministic).
 """
 
 from __future__ import annotations
 
+import argparse
 import importlib
 import random
 import sys
@@ -31,6 +34,7 @@ from typing import Any
 
 from radixcheck.argtypes import ArgumentParser, positive_int
 from radixcheck.oracles.violations import ContractViolation
+from radixcheck.properties.target import OperationTimeout, op_timeout, op_wall_timeout
 from radixcheck.properties.tiers.lifecycle import LifecycleTierWorld
 from radixcheck.properties.tiers.world import TierWorld
 from radixcheck.reports.machine import cpu_line
@@ -55,35 +59,42 @@ def run(spec: str, policy: str, requests: int, seed: int, device: int, host: int
     world.log = _Tail()  # the world's log is a repro's; at scale keep only the last lines
     prefixes = [[rng.randrange(50_000) for _ in range(rng.choice((64, 128, 256)) * page_size)] for _ in range(24)]
     ops, peak_device, peak_host, start = 0, 0, 0, time.perf_counter()
-    for _ in range(requests):
-        tokens = rng.choice(prefixes)[: rng.randrange(1, 9) * 32 * page_size] + [rng.randrange(50_000)
-                                                                                 for _ in range(rng.randrange(8, 96))]
-        if states and rng.random() < 0.3:  # a request that ends where its shared prefix's page ends: the state
-            tokens = tokens[: len(tokens) // (32 * page_size) * 32 * page_size] or tokens  # inserted there is matched again
-        if rng.random() < 0.05:
-            world.fail_next([rng.random() < 0.5 for _ in range(3)])
-        if lifecycle and rng.random() < 0.5:
-            _lifecycle_step(world, rng, tokens)  # type: ignore[arg-type]
-        else:
-            world.serve(tokens, load=rng.random() < 0.9)
-        while len(world.running) > rng.randrange(1, 9):
-            world.finish(rng.randrange(len(world.running)))
-        pending = world.pending()  # a random part of them completes, in random order; the rest stays in flight
-        for number in rng.sample(pending, k=int(len(pending) * rng.random() ** 0.5)):
-            if any(t.number == number for t in world.controller.pending):  # a cache that waited on a copy had it already
-                world.complete(number)
-        if rng.random() < 0.1:
-            world.evict_host(rng.randrange(1, 512))
-        ops += 1
-        if ops % check_every == 0:
-            world.check()
-            peak_device, peak_host = max(peak_device, world.cache.device_size()), max(peak_host, world.cache.host_size())
-    while world.running:
-        world.finish(0)
-    if isinstance(world, LifecycleTierWorld):
-        world.abort_all()
-    world.complete_all()
-    world.check()
+    stage = "before the first request"  # where the run is, for a hang's finding
+    try:
+        for request in range(1, requests + 1):
+            stage = f"serving request {request} of {requests}"
+            tokens = rng.choice(prefixes)[: rng.randrange(1, 9) * 32 * page_size] + [rng.randrange(50_000)
+                                                                                     for _ in range(rng.randrange(8, 96))]
+            if states and rng.random() < 0.3:  # a request that ends where its shared prefix's page ends: the state
+                tokens = tokens[: len(tokens) // (32 * page_size) * 32 * page_size] or tokens  # inserted there is matched again
+            if rng.random() < 0.05:
+                world.fail_next([rng.random() < 0.5 for _ in range(3)])
+            if lifecycle and rng.random() < 0.5:
+                _lifecycle_step(world, rng, tokens)  # type: ignore[arg-type]
+            else:
+                world.serve(tokens, load=rng.random() < 0.9)
+            while len(world.running) > rng.randrange(1, 9):
+                world.finish(rng.randrange(len(world.running)))
+            pending = world.pending()  # a random part of them completes, in random order; the rest stays in flight
+            for number in rng.sample(pending, k=int(len(pending) * rng.random() ** 0.5)):
+                if any(t.number == number for t in world.controller.pending):  # a cache that waited on a copy had it already
+                    world.complete(number)
+            if rng.random() < 0.1:
+                world.evict_host(rng.randrange(1, 512))
+            ops += 1
+            if ops % check_every == 0:
+                world.check()
+                peak_device, peak_host = max(peak_device, world.cache.device_size()), max(peak_host, world.cache.host_size())
+        stage = "finishing, completing every transfer and checking, after the last request"
+        while world.running:
+            world.finish(0)
+        if isinstance(world, LifecycleTierWorld):
+            world.abort_all()
+        world.complete_all()
+        world.check()
+    except OperationTimeout as hang:  # a call overran the per-operation limit: main() says it as a finding
+        hang.stage = stage  # type: ignore[attr-defined]
+        raise
     seconds = time.perf_counter() - start
     return {"target": spec, "policy": policy, "requests": requests, "seconds": round(seconds, 1),
             "ms_per_request": round(1000 * seconds / requests, 2), "transfers": world.controller.transfers,
@@ -116,6 +127,18 @@ class _Tail(list):
             del self[:200]
 
 
+def hang_finding(args: argparse.Namespace, policy: str, seed: int, hang: OperationTimeout) -> str:
+    """A call that overran the per-operation limit, as one paragraph (not a traceback): the run (seed
+    and policy), the call and the limit (the timeout's own message), the request it was serving, and
+    the command that replays it (a run is deterministic in its seed)."""
+    replay = [f"--target {args.target}", f"--policy {policy}", f"--seed {seed}", f"--requests {args.requests}",
+              f"--device-slots {args.device_slots}", f"--host-slots {args.host_slots}", f"--check-every {args.check_every}"]
+    where = getattr(hang, "stage", "")
+    return (f"{args.target} {policy} seed {seed}: HANG (per-operation limit {op_timeout():g} s of CPU time, "
+            f"{op_wall_timeout():g} s of wall clock for a call that blocks), {where}: {hang}. The run is deterministic: "
+            f"`python -m radixcheck.reports.tier_scale {' '.join(replay)}` replays it.")
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = ArgumentParser(prog="python -m radixcheck.reports.tier_scale", description=__doc__.split("\n\n")[0])
     parser.add_argument("--target", default=REFERENCE, help=f"a tier factory, module:name (default {REFERENCE})")
@@ -136,6 +159,9 @@ def main(argv: list[str] | None = None) -> int:
                 print(" ".join(f"{k}={v}" for k, v in row.items()) + f" seed={seed}", flush=True)
             except ContractViolation as bug:
                 print(f"{args.target} {policy} seed {seed}: BUG (radixcheck oracle {bug.oracle}): {bug}", flush=True)
+                failed += 1
+            except OperationTimeout as hang:
+                print(hang_finding(args, policy, seed, hang), flush=True)
                 failed += 1
     if args.seeds > 1:
         print(f"{failed} of {args.seeds * len(args.policy or [0, 0])} runs failed")
