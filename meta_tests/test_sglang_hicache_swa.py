@@ -1,5 +1,6 @@
 """HiCache over SGLang's FULL+SWA tree: a load-back that fails leaves the request where its window
-is live on device (``deep``, and skipped without SGLang: ``python -m radixcheck.reports.audit_env``).
+is live on device, and a host copy may gain its window later (``deep``, and skipped without
+SGLang: ``python -m radixcheck.reports.audit_env``).
 
 The matrix's ``hicache_swa_python`` row failed 20w ("token 2 ... reports -1 (tombstoned), but its
 window value ... is live there (revived from its host copy by the load-back ...)"). The load-back
@@ -15,11 +16,13 @@ accepts, from a load-back that moved nothing, the device pages up to where the w
 from __future__ import annotations
 
 import importlib.util
+from typing import Any
 
 import pytest
 
 from radixcheck.oracles.tier_model import TierModel
-from radixcheck.oracles.violations import TierResidencyViolation, TierWindowViolation
+from radixcheck.oracles.tier_windows import TierWindows
+from radixcheck.oracles.violations import TierResidencyViolation, TierWindowViolation, WindowMatchViolation
 from radixcheck.properties.adapters import sglang_hicache, sglang_hicache_hybrid
 from radixcheck.properties.tiers.world import TierWorld
 
@@ -70,3 +73,40 @@ def test_the_model_needs_the_failed_load_rule(monkeypatch: pytest.MonkeyPatch) -
     monkeypatch.setattr(TierModel, "_failed_load_resumes", lambda *args: False)
     with pytest.raises(TierResidencyViolation, match=r"returned slots \[\], the path's device pages hold"):
         _failed_load_back()
+
+
+def _window_backed_up_later(factory: Any) -> TierWorld:
+    """The rows' oracle-23 program, reduced: ``[0]``'s host copy is written with its window
+    tombstoned (out of the window at ``[0, 0, 0, 0, 0]``'s end); ``[0]`` alone is served and inserted
+    with its window live, and SGLang backs that window up into the existing host copy, alone
+    (``UnifiedTreeCore._should_backup_after_insert`` -> ``SWAComponent._collect_unbacked_swa_nodes_in_window``);
+    after an ``evict``, ``match([0])``'s host part is 1."""
+    w = TierWorld(factory, page_size=1, write_policy="write_through")
+    w.serve([0, 0, 0, 0, 0], load=True)
+    w.finish(-1)
+    w.serve([3, 0], load=True)
+    w.finish(-1)
+    w.complete(3)
+    w.evict(1000000)
+    w.serve([0], load=True)
+    w.finish(-1)
+    w.evict(1)
+    w.serve([0], load=True)
+    w.finish(-1)
+    w.check()
+    return w
+
+
+CORES = [sglang_hicache_hybrid.hicache_swa_python, sglang_hicache_hybrid.hicache_swa_rust]
+
+
+@pytest.mark.parametrize("factory", CORES, ids=["python", "rust"])
+def test_a_window_backed_up_later_is_counted_on_host(factory: Any) -> None:
+    _window_backed_up_later(factory)
+
+
+@pytest.mark.parametrize("factory", CORES, ids=["python", "rust"])
+def test_without_the_later_backup_maybe_the_host_match_fails_23(factory: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(TierWindows, "_may_back_up", lambda self, page: None)
+    with pytest.raises(WindowMatchViolation, match=r"match\(\[0\]\): its host part ends after 1 tokens"):
+        _window_backed_up_later(factory)
