@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
 import pytest
 
 from radixcheck import profiles
@@ -24,6 +25,7 @@ from radixcheck.properties.tiers.machine import TierStateRules, TierWindowRules,
 from radixcheck.properties.tiers.mutants import machines_for_mutant
 from radixcheck.properties.tiers.window_mutants import (
     WINDOW_TIER_MUTANTS,
+    BacksUpWindowOnInsert,
     HostMatchIgnoresWindow,
     LoadBackRestoresBeyondWindowFromWrongPage,
     LoadBackRestoresNoWindow,
@@ -326,3 +328,54 @@ def test_a_device_match_that_stops_at_the_first_tombstone_is_named_so() -> None:
     correct.finish()
     correct.serve([1, 2, 3, 4, 5, 6])
     assert len(correct.running[-1].values) == 6
+
+
+def _backed_up_on_insert(factory: Any) -> TierWorld:
+    """``[1, 2, 0, 1, 2]`` goes to host with ``[1]``'s window tombstoned (out of the window at the
+    end); ``[1]`` alone is served (recomputed: its host copy holds no window) and inserted with its
+    window live; both go to host again; ``[1]`` is matched and served (a load-back)."""
+    world = TierWorld(factory, page_size=1, write_policy="write_through")
+    world.serve([1, 2, 0, 1, 2])
+    world.finish()
+    _to_host(world)
+    world.serve([1])
+    world.finish()
+    world.complete_all()
+    _to_host(world)
+    world.match([1])
+    world.serve([1])
+    world.finish()
+    world.check()
+    return world
+
+
+@pytest.mark.parametrize("factory", [TieredWindowCache, BacksUpWindowOnInsert])
+def test_a_host_copy_may_gain_its_own_window_later(factory: Any) -> None:
+    """SGLang's incremental SWA backup (the hicache_swa rows' oracle-23 failures): the copy that
+    gains ``[1]``'s window makes its host match 1; the one that does not, 0. Both are right."""
+    _backed_up_on_insert(factory)
+
+
+def test_a_host_match_on_a_copy_whose_window_was_never_live_since_still_fails_23() -> None:
+    """The maybe starts only once the device holds the window live beside the copy: before that
+    (``[1]``'s first match), a host part counting the copy is the window ignored."""
+    with pytest.raises(WindowMatchViolation, match=r"match\(\[1\]\): its host part ends after 1 tokens"):
+        _backed_up_on_insert(HostMatchIgnoresWindow)
+
+
+class _BacksUpAnotherValue(TieredWindowCache):
+    """Broken: the window it backs up later into a host copy is not the token's own (plus one)."""
+
+    def insert(self, tokens: Any, values: Any, namespace: Any = None, priority: int = 0, window: Any = None) -> int:
+        prefix_len = super().insert(tokens, values, namespace, priority, window=window)
+        for node in self._walk(tuple(int(t) for t in tokens), namespace):
+            host = self.host_window.get(node)
+            if node.host is not None and host is not None and node in self.device_window:
+                self.host_window[node] = np.where(host == NONE, self.device_window[node] + 1, host)
+        return prefix_len
+
+
+def test_a_later_window_copy_of_another_value_fails_at_the_load_back() -> None:
+    """The host match relying on the later copy is taken; the load-back must then show the token's own value."""
+    with pytest.raises(TierWindowViolation, match=r"token 0 .* reports window value \d+, not its own"):
+        _backed_up_on_insert(_BacksUpAnotherValue)

@@ -240,11 +240,15 @@ class TierModel:
         beyond = path[(len(device) + host) // self.page_size] if len(path) * self.page_size > len(device) + host else None
         self._counted_wrongly(f"{what} counted {host_length} tokens on host, {host} are", beyond)
 
-    def check_load_back(self, tokens: Sequence[int], values: Sequence[int], namespace: Hashable = None) -> None:
+    def check_load_back(self, tokens: Sequence[int], values: Sequence[int], namespace: Hashable = None,
+                        before: int | None = None) -> None:
+        """``before``: the path's tokens on device before the load-back (a window declared)."""
         device, _, path = self.expected_match(tokens, namespace)
         what = f"load_back of {shown(tokens)}{_under(namespace)}"
         self._check_isolated(what, values, namespace)
         if list(values) == device:
+            return
+        if self._failed_load_resumes(tokens, values, device, before, namespace):
             return
         if len(values) > len(device):
             beyond = path[len(device) // self.page_size] if len(path) * self.page_size > len(device) else None
@@ -252,6 +256,17 @@ class TierModel:
                                   "device", beyond)
         self._check_twin_quarantined(what, tokens, len(values), namespace)
         raise TierResidencyViolation(f"{what} returned slots {list(values)[:8]}, the path's device pages hold {device[:8]}")
+
+    def _failed_load_resumes(self, tokens: Sequence[int], values: Sequence[int], device: list[int],
+                             before: int | None, namespace: Hashable) -> bool:
+        """A load-back that moved nothing (its load failed) leaves the request where its window is
+        live on device, which may be short of the full KV on device (SGLang's ``init_load_back``
+        keeps the device match's node): ``values`` must be the device pages up to that end."""
+        if self.windows is None or before is None or len(device) > before or len(values) >= len(device):
+            return False
+        path = [pg for pg in self.pages_of(tokens, namespace) if not pg.gone]
+        end, _ = self.windows.match_ends(path, len(device), len(device), (len(values), None))
+        return end == len(values) and list(values) == device[:end]
 
     def _check_window_end(self, what: str, part: str, got: int, want: int, tokens: Sequence[int],
                           namespace: Hashable) -> None:

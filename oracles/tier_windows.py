@@ -13,7 +13,9 @@ token, per page of the tier model (by identity), on each tier:
   the cache may restore it or not (SGLang restores a whole host segment, the contract's relaxed
   rule). A maybe is settled by what the cache shows: ``windows()`` reporting it (``-1`` or the
   token's own value) or a match ending where only its being live allows.
-* ``host[page]``: the flags of its host copy, the device flags at the write's completion.
+* ``host[page]``: the flags of its host copy, the device flags at the write's completion. A token
+  tombstoned there while live on device is a maybe: the cache may back its window up later, alone
+  (SGLang does), settled as a device maybe is.
 
 Each event costs the pages it touches (no scan of the tree); a page the model drops and caches
 again is a new page, so nothing is ever cleared. When a request's forward reads its prefix, the
@@ -82,6 +84,7 @@ class TierWindows:
         for k, page in enumerate(pages, start=first):
             self.device[page] = tuple(v != NONE for v in sent[k * p : (k + 1) * p])
             self.why[page] = f"given by {what}"
+            self._may_back_up(page)
 
     def on_write_done(self, pages: Sequence[Any]) -> None:
         """A write of ``pages`` completed: each host copy carries the page's live values."""
@@ -114,6 +117,18 @@ class TierWindows:
                 if k >= first:
                     self.why[page] = f"loaded back by {what}, further back than the window at the path's end"
             self.device[page] = flags
+            self._may_back_up(page)
+
+    def _may_back_up(self, page: Any) -> None:
+        """The cache may back a page's live window up into its existing host copy later, with no KV
+        write the suite sees (SGLang's incremental SWA backup after an insert onto a host-backed
+        node, ``SWAComponent._collect_unbacked_swa_nodes_in_window``): a token tombstoned in the host
+        copy and live on device becomes a maybe there, settled as the others are."""
+        host = self.host.get(page)
+        if host is None or page.host is None:
+            return
+        own = self.device.get(page, (False,) * self.page_size)
+        self.host[page] = tuple(None if h is False and d is True else h for h, d in zip(host, own, strict=True))
 
     def live(self, path: Sequence[Any], i: int, host_too: bool) -> bool:
         """Whether token ``i`` of ``path`` has its window live on device (or, ``host_too``, in its

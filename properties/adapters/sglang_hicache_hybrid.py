@@ -390,6 +390,25 @@ class SGLangHiCacheSWA(_Polling):
                     self._device_window[int(peer)] = value
         return super()._insert(tokens, values, priority)
 
+    def _device_ancestor(self, node_id: Any) -> Any:
+        """The deepest node on root..node_id whose FULL KV is on device and whose window is too: a
+        request resumes there. SGLang's device match stops where ``SWAComponent.create_match_validator``
+        (``match_device_only``) says so, and ``UnifiedRadixCache.init_load_back`` keeps that node
+        (``req.last_node``) when the load fails. The FULL-only path would hand the request tokens
+        whose window nothing restored (a failed load moves no SWA either)."""
+        last = self.cache.root_node_handle()
+        live = float("inf")  # tokens since the last SWA tombstone, as the validator counts them
+        for info in self.cache.tree_core.collect_path_info([node_id])[0]:
+            if info.full_value_len is None:
+                break
+            if self.cache.tree_core.get_component_device_value(info.node_id, self.sg.ComponentType.SWA) is None:
+                live = 0
+                continue
+            live += info.path_end - info.path_start
+            if live >= _trees.SLIDING_WINDOW:
+                last = info.node_id
+        return last
+
     def windows(self, handle: Any) -> list[int]:
         """One value per token of root..handle: the window value its SWA device slot holds, -1 where
         SGLang holds none (a tombstone)."""

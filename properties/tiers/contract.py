@@ -102,7 +102,9 @@ The methods (``TieredCacheLike``)
     those nodes; the device handle when ``host_length == 0``). Moves nothing between tiers.
 ``load_back(host_handle) -> (values, handle)``
     Loads the host part of the path root..host_handle onto the device and returns the slot ids of
-    the path's device prefix afterwards and its last node. Pages whose load is pending count: a
+    the path's device prefix afterwards and its last node (with a window declared, a load that
+    failed and moved nothing returns the device prefix a request resumes from: see "A sliding
+    window on the tiers"). Pages whose load is pending count: a
     caller reads them only after their load completed. It may evict (device, and host when a
     write-back needs room) to make room, even while it loads: that nested eviction must leave
     the pages it is loading alone.
@@ -233,7 +235,15 @@ after the moves between the tiers. The calls change as follows:
 The obligation (oracle 20w, ``TierWindowViolation``):
 
 * *A host copy carries the live window values of its page*: a write (back or through) copies
-  each live window value of the page's tokens with their full KV, at its completion.
+  each live window value of the page's tokens with their full KV, at its completion. *It may
+  gain more later, each its own*: a token tombstoned in a completed host copy while its page
+  holds it live on device may get that value in the host copy at any later time, with no
+  transfer the suite sees (the cache chooses, and is then held to what it showed, as below).
+  Why: SGLang 0.5.23 backs a node's SWA up alone into its existing host copy after a
+  write-through insert onto it (``UnifiedTreeCore._should_backup_after_insert``, not a new leaf,
+  ``node.backuped``, ``SWAComponent.needs_incremental_backup`` ->
+  ``_collect_unbacked_swa_nodes_in_window``; ``UnifiedRadixCache._execute_kv_backup`` writes the
+  SWA pool only).
 * *A load-back restores window KV at the end of the path it loads*: after ``load_back(h)``
   returns the path root..handle of ``L`` tokens, a loaded page that holds one of the last
   ``min(W, L)`` tokens of that path (the pages a lock pins in the base contract) has its host
@@ -260,6 +270,12 @@ The obligation (oracle 20w, ``TierWindowViolation``):
   full host-tombstone segment whose length exceeds sliding_window_size"). The values are right;
   the cost is window memory no request resuming at the path's end reads, which the contract does
   not judge. A stricter cache (the reference, restoring only the window) conforms too.
+* *A load-back that moved nothing resumes where the window is live*: when its load failed, it
+  returns the device pages up to the longest page-aligned end whose last ``min(W, L)`` tokens
+  are live on device (the device part of a match), which may be short of the full KV on device,
+  and revives nothing. Why: SGLang 0.5.23's ``UnifiedRadixCache.init_load_back`` returns
+  ``(0, req.last_node)`` when ``load_back`` fails: the request keeps its match's device node,
+  whose window ``SWAComponent.create_match_validator(match_device_only=True)`` accepted.
 * A page that leaves the device takes its device window values along; a page that leaves both
   tiers is forgotten (cached again, it has only what its new insert gives it).
 

@@ -9,12 +9,16 @@ correct; without a window pool there is nothing for it to get wrong.
 
 from __future__ import annotations
 
+from collections.abc import Hashable, Sequence
 from typing import Any
+
+import numpy as np
 
 from radixcheck.oracles import violations as v
 from radixcheck.properties.cache.contract import SlidingWindow
 from radixcheck.properties.tiers.contract import TierCapabilities
 from radixcheck.properties.tiers.trusting import TrustsItsCallers
+from radixcheck.reference.hybrid_cache import NONE
 from radixcheck.reference.tiered_cache import TierNode
 from radixcheck.reference.tiered_window_cache import WINDOW, TieredWindowCache
 
@@ -133,6 +137,22 @@ class RestoresWholeHostSegment(TieredWindowCache):
 
     def _restore(self, node: TierNode, in_window: bool) -> None:
         super()._restore(node, True)
+
+
+class BacksUpWindowOnInsert(TieredWindowCache):
+    """Correct under the relaxed rule: an insert onto nodes that already have a host copy backs
+    their live window values up into that copy, alone (no KV moves), as SGLang 0.5.23 does
+    (``UnifiedTreeCore._should_backup_after_insert`` -> ``SWAComponent._collect_unbacked_swa_nodes_in_window``).
+    Each value is its own token's: a later host match may count that copy."""
+
+    def insert(self, tokens: Sequence[int], values: np.ndarray, namespace: Hashable = None, priority: int = 0,
+               window: Any = None) -> int:
+        prefix_len = super().insert(tokens, values, namespace, priority, window=window)
+        for node in self._walk(tuple(int(t) for t in tokens), namespace):
+            host = self.host_window.get(node)
+            if node.host is not None and host is not None and node in self.device_window:
+                self.host_window[node] = np.where(host == NONE, self.device_window[node], host)
+        return prefix_len
 
 
 WINDOW_TIER_MUTANTS: list[type[WindowTierMutant]] = [LoadBackRestoresBeyondWindowFromWrongPage, LoadBackRestoresNoWindow,

@@ -179,8 +179,9 @@ class TierWorld:
             finally:
                 self.model.serving = NOT_SERVING
             values = as_ints(loaded)
-            self.model.check_load_back(reach, values, key)
-            if self.windows is not None:  # the loaded pages: the window at the end of the path comes back
+            self.model.check_load_back(reach, values, key, first * self.page_size if self.windows is not None else None)
+            # the window at the loaded path's end comes back (a failed load that resumed short moved none)
+            if self.windows is not None and len(values) == len(self.model.expected_match(reach, key)[0]):
                 path = self.model.pages_of(tokens[: len(values)], key)
                 self.windows.on_load_back(path, first, f"the load-back of operation {self.operations}")
         self._call("inc_lock_ref", handle)
