@@ -1,4 +1,4 @@
-"""Two rules of the tier contract a new user found unsaid (composed trial, "Friction" 1) are pinned:
+"""The rules of the tier contract a new user found unsaid (composed trial, "Friction" 1) are pinned:
 
 * a page whose load-back is pending is on device: it counts in a match's device part and in
   ``device_size()`` (a cache that waits for the load before counting it fails, oracle 13 and the
@@ -6,8 +6,11 @@
 * ``evict_prefix`` returns every cached token it removed, host-only pages included (a cache that
   counts only what it freed on device fails its return value).
 
-The third (a write-back landing on a leaf a request locked meanwhile keeps it on device) is pinned
-in ``test_tier_lifecycle.py`` (``WriteBackIgnoresLock``). Each story is a few calls (the fast tier).
+* a write-back landing on a leaf that got a page below it on device meanwhile leaves it on device
+  (the device pages stay prefix-closed: a cache that frees it fails oracle 13). Its other half, a
+  leaf a request locked meanwhile, is pinned in ``test_tier_lifecycle.py`` (``WriteBackIgnoresLock``).
+
+Each story is a few calls (the fast tier).
 """
 
 from __future__ import annotations
@@ -18,7 +21,7 @@ import numpy as np
 import pytest
 
 from radixcheck.oracles.violations import ReturnValueViolation, SlotViolation, TierResidencyViolation
-from radixcheck.properties.tiers.contract import TierMatch
+from radixcheck.properties.tiers.contract import TierMatch, Transfer
 from radixcheck.properties.tiers.mutants import LoadLockedTiers, TrustingTenantTiers
 from radixcheck.properties.tiers.world import TierWorld
 from radixcheck.reference.tiered_cache import TieredRadixCache
@@ -67,6 +70,18 @@ class PrefixCountsDeviceOnly(TieredRadixCache):
             keys.append(node.key)
             node = node.parent
         return [t for key in reversed(keys) for t in key]
+
+
+class WriteBackFreesUnderAChild(TieredRadixCache):
+    """A write-back's completion frees the leaf it was started for if no request holds it, even
+    when an insert put a page below it on device meanwhile (a gap in the device path)."""
+
+    def transfer_done(self, transfer: Transfer) -> None:
+        marked = [n for n in self._pending.get(transfer.number, ()) if transfer.kind == "write" and n.evict_when_written]
+        super().transfer_done(transfer)
+        for node in marked:  # the reference frees it only while it is still a device leaf
+            if node.linked and node.device is not None and node.lock_ref == 0:
+                self._free_device(node)
 
 
 def _loading_back(factory: Any, policy: str) -> TierWorld:
@@ -132,3 +147,30 @@ def test_evict_prefix_removes_and_counts_host_only_pages(factory: Any, policy: s
 def test_an_evict_prefix_that_counts_device_pages_only_fails_its_return_value() -> None:
     with pytest.raises(ReturnValueViolation, match=r"evict_prefix\(\[1, 2\]\) returned 1, but 2 cached tokens"):
         _quarantine_below_host_only(PrefixCountsDeviceOnly, "write_through")
+
+
+def _write_back_lands_under_a_child(factory: Any) -> TierWorld:
+    """[1, 2] cached and its write-back started by ``evict``; [1, 2, 3] inserted below it before the
+    write lands (the request finishes, so nobody holds [1, 2] at the completion)."""
+    world = TierWorld(factory, 1, "write_back")
+    world.serve([1, 2])
+    world.finish()
+    world.complete_all()
+    world.evict(100)
+    assert [t.kind for t in world.controller.pending] == ["write", "write"]
+    world.serve([1, 2, 3])
+    world.finish()
+    world.complete_all()
+    world.check()
+    return world
+
+
+@pytest.mark.parametrize("factory", CORRECT, ids=lambda f: f.__name__)
+def test_a_write_back_landing_above_a_new_device_page_leaves_it_on_device(factory: Any) -> None:
+    world = _write_back_lands_under_a_child(factory)
+    assert len(world.cache.match_prefix([1, 2, 3]).device_values) == 3
+
+
+def test_a_write_back_that_frees_a_page_above_a_device_page_fails_residency() -> None:
+    with pytest.raises(TierResidencyViolation, match=r"left the device while Page\(\[1, 2, 3\], device\) below it stays"):
+        _write_back_lands_under_a_child(WriteBackFreesUnderAChild)

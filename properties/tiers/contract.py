@@ -56,8 +56,7 @@ Obligations (what the tier machine's oracles check)
   both tiers, an ordinary backed-up device page that a later ``evict`` moves to host with no new
   write. Freeing it under the lock is oracle 2's ``RefcountViolation`` (the mutant
   ``WriteBackIgnoresLock``). One that got a page below it on device meanwhile (an insert extended
-  it) stays too, as the device pages are prefix-closed; the tier model does not check that case
-  yet.
+  it) stays too, as the device pages are prefix-closed (``TierResidencyViolation``).
 * Device and host slots are conserved separately: each pool's slots in use are exactly what the
   pages and the pending transfers hold (plus, on device, what callers hold).
 * ``evict_prefix(tokens)`` removes the branch from both tiers: afterwards no match, device or
