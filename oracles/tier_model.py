@@ -702,8 +702,9 @@ class TierModel:
                         deviation.unlinked(page)
 
     def settle(self) -> None:
-        """At the end of each cache call: pages that left their last tier are gone, and must have
-        taken everything below them along."""
+        """At the end of each cache call: a page that left the device left no page below it there
+        (the device pages stay prefix-closed); pages that left their last tier are gone, and must
+        have taken everything below them along."""
         left, self.left_now = self.left_now, []
         self.host_freed_now = set()
         for page, tier in left:
@@ -715,6 +716,11 @@ class TierModel:
             if tier == "device" and self.write_policy == "write_through" and not self._chain_failed(page):
                 raise PersistViolation(f"write-through: {page} left the device without a host copy, and no backup on its "
                                        "chain had failed")
+        for page, tier in left:
+            below = [c for c in page.children.values() if c.device is not None and not c.gone]
+            if tier == "device" and not page.gone and page.device is None and below:
+                raise TierResidencyViolation(f"{page} left the device while {below[0]} below it stays on device: the "
+                                             "device pages are no longer prefix-closed (no device part reaches it)")
         for page, tier in left:
             if page.gone != tier:
                 continue

@@ -44,6 +44,19 @@ Obligations (what the tier machine's oracles check)
   freed in the same call): neither device nor host eviction orphans a subtree.
 * A match counts as host only the pages after the device part up to the first page that is not
   on host; a load-back loads them in order and stops at the first it cannot load.
+* A page whose load-back is pending is on device: from the ``controller.load`` that allocated its
+  device slots, it counts in a match's device part and in ``device_size()`` (and, its host copy
+  kept, in ``host_size()``), though its KV arrives only at the completion (a request reads it
+  after its loads completed). A cache that counts it on host, or nowhere, until the load lands
+  fails residency (``TierResidencyViolation``) or the sizes (``SlotViolation``).
+* Under ``write_back``, a device leaf whose write-back an ``evict`` started stays on device, and
+  counts there, until the write completes: a match's device part covers it and a request may lock
+  it meanwhile. At the completion it may leave the device (its device slots freed, its host copy
+  kept) only if no request holds a lock on it then; a leaf a request locked meanwhile stays on
+  both tiers, an ordinary backed-up device page that a later ``evict`` moves to host with no new
+  write. Freeing it under the lock is oracle 2's ``RefcountViolation`` (the mutant
+  ``WriteBackIgnoresLock``). One that got a page below it on device meanwhile (an insert extended
+  it) stays too, as the device pages are prefix-closed (``TierResidencyViolation``).
 * Device and host slots are conserved separately: each pool's slots in use are exactly what the
   pages and the pending transfers hold (plus, on device, what callers hold).
 * ``evict_prefix(tokens)`` removes the branch from both tiers: afterwards no match, device or
@@ -144,11 +157,18 @@ The methods (``TieredCacheLike``)
     it freed reach ``num_tokens`` or no host-only leaf is left (``4h host eviction amount``).
     Returns the host tokens freed.
 ``evict_prefix(tokens) -> removed``
-    Quarantine on both tiers (the suite sends it only when no request holds a lock).
+    Quarantine on both tiers (the suite sends it only when no request holds a lock). Returns the
+    tokens of every cached page at or below the cut, each page counted once whichever tiers it is
+    on: a page on host only is removed too (its host copy freed) and counted, and so is a page
+    whose write or load is pending (its slots are freed at that transfer's completion, not before:
+    oracle 14). A page that had already left both tiers (dropped after its backup failed) is not
+    counted; a cache that still held it fails (``FailedBackupViolation``), and any other count is a
+    ``ReturnValueViolation``.
 ``transfer_done(transfer)``
     A completion, delivered by the suite.
 ``device_size()``, ``host_size()``
-    Tokens on device, and tokens on host (completed copies), of cached pages.
+    Tokens on device (a page whose load is pending included), and tokens on host (completed
+    copies), of cached pages.
 
 A second pool on the tiers
 --------------------------
