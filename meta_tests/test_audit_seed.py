@@ -77,7 +77,9 @@ def test_the_same_seed_gives_the_same_verdict_and_another_seed_another_run(tmp_p
         assert code == 1
         return json.loads(out.read_text())
 
+    before = profiles.current()
     first, again, other = audit(7, "first"), audit(7, "again"), audit(8, "other")
+    assert profiles.current() == before  # an in-process audit leaves no profile or seed to later tests
     assert first["seed"] == 7
 
     def programs(result: dict) -> list[tuple[str, str]]:

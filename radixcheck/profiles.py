@@ -30,6 +30,7 @@ broken cache's first failure is printed in seconds whatever the profile.
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 
 from hypothesis import HealthCheck, Phase, Verbosity, settings
 from hypothesis.database import DirectoryBasedExampleDatabase
@@ -86,6 +87,18 @@ def select(name: str | None, verbosity: str | None = None, seeded: bool = False)
     _verbosity = Verbosity[verbosity] if verbosity else None
     _seeded = seeded
     return selected()
+
+
+def saved_selection() -> Callable[[], None]:
+    """A callable that puts today's selection back. A pytest session run inside another process (an
+    in-process ``radixcheck audit``) would otherwise leave its profile, and its seed, to every later test."""
+    state = (_selected, _verbosity, _seeded)
+
+    def restore() -> None:
+        global _selected, _verbosity, _seeded
+        _selected, _verbosity, _seeded = state
+
+    return restore
 
 
 def selected() -> str:

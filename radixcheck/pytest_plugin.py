@@ -196,6 +196,7 @@ def pytest_configure(config: pytest.Config) -> None:
         storage = ExitStack()
         storage.enter_context(hypothesis_storage_in_cache())
         config.add_cleanup(storage.close)
+    config.add_cleanup(profiles.saved_selection())  # an in-process audit leaves no profile or seed behind
     config.stash[PROFILE] = profiles.select(config.getoption("hypothesis_profile", None), config.getoption("hypothesis_verbosity", None),
                                             seeded=config.getoption("--radix-seed") is not None)
     try:
