@@ -120,3 +120,25 @@ def test_no_timer_outlives_its_call(monkeypatch: pytest.MonkeyPatch) -> None:
         guarded("match_prefix", spin, 30)
     assert spin(0.1) == "returned"  # past both limits, outside any call
     time.sleep(0.15)
+
+
+def test_a_call_stays_bounded_after_a_guarded_call_inside_it_returns(monkeypatch: pytest.MonkeyPatch) -> None:
+    """An adapter may make a guarded call inside a guarded one. The inner call's end must hand the
+    timer back to the outer call, not stop it: else the outer call computes on unbounded (here it
+    would run its 30 s and return)."""
+    monkeypatch.setenv(TIMEOUT_ENV, "0.2")
+    monkeypatch.setenv(WALL_TIMEOUT_ENV, "600")
+
+    def outer() -> str:
+        assert guarded("inner", lambda: "quick") == "quick"
+        return spin(30)
+
+    with pytest.raises(OperationTimeout, match=r"^evict did not return within 0.2 s of CPU time"):
+        guarded("evict", outer)
+
+
+def test_a_guarded_call_inside_another_that_hangs_is_named(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(TIMEOUT_ENV, "0.2")
+    monkeypatch.setenv(WALL_TIMEOUT_ENV, "600")
+    with pytest.raises(OperationTimeout, match=r"^inner did not return"):
+        guarded("evict", lambda: guarded("inner", spin, 30))

@@ -406,6 +406,7 @@ class _Alarm:
         self.seconds, self.what = seconds, what
         self.armed = False
         self.handlers: Any = None
+        self.outer: _Call | None = None
 
     def __enter__(self) -> None:
         global _current_call
@@ -414,6 +415,7 @@ class _Alarm:
         if not _handler_installed:
             self.handlers = alarm_handler()
             self.handlers.__enter__()
+        self.outer = _current_call  # a guarded call made inside another (an adapter's own helper)
         _current_call = _Call(self.what, self.seconds)
         _set_timer(self.seconds, _tick(self.seconds))  # CPU time never runs ahead of one thread's wall clock
         self.armed = True
@@ -421,8 +423,12 @@ class _Alarm:
     def __exit__(self, *exc: object) -> None:
         global _current_call
         if self.armed:
-            _set_timer(0, 0)
-            _current_call = None
+            _current_call = self.outer
+            if self.outer is None:
+                _set_timer(0, 0)
+            else:  # the outer call's clocks kept running (the inner call is part of it): let the ticks judge it again
+                tick = _tick(self.outer.cpu_limit)
+                _set_timer(tick, tick)
         if self.handlers is not None:
             self.handlers.__exit__(None, None, None)
 
