@@ -4,6 +4,8 @@ not a raw traceback, as the trial of a composed tier cache met it."""
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 
 from radixcheck.properties.target import TIMEOUT_ENV
@@ -35,3 +37,43 @@ def test_a_hang_at_scale_is_one_paragraph_and_exit_1(monkeypatch: pytest.MonkeyP
 def test_the_reference_at_a_small_scale_has_no_finding(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["--policy", "write_through", "--requests", "60", "--seed", "3"]) == 0
     assert "HANG" not in capsys.readouterr().out
+
+
+class SpinsInItsFactory(TieredRadixCache):
+    """The reference, but building it never returns: the hang is at the world's build, before any request."""
+
+    def __init__(self, *args: object) -> None:
+        while True:
+            pass
+
+
+def test_a_factory_that_hangs_is_one_paragraph_too(monkeypatch: pytest.MonkeyPatch,
+                                                    capsys: pytest.CaptureFixture[str]) -> None:
+    monkeypatch.setenv(TIMEOUT_ENV, "0.2")
+    assert main(["--target", f"{__name__}:SpinsInItsFactory", "--policy", "write_back", "--requests", "5"]) == 1
+    out, err = capsys.readouterr()
+    finding = [line for line in out.splitlines() if "HANG" in line]
+    assert len(finding) == 1 and "Traceback" not in out + err
+    assert "building the cache" in finding[0] and "factory did not return within 0.2 s" in finding[0]
+
+
+class WritesBackOnly(TieredRadixCache):
+    tier_capabilities = dataclasses.replace(TieredRadixCache.tier_capabilities, write_policies=("write_back",))
+
+
+def test_it_runs_the_policies_the_target_declares(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["--target", f"{__name__}:WritesBackOnly", "--requests", "20"]) == 0
+    rows = [line for line in capsys.readouterr().out.splitlines() if "policy=" in line]
+    assert [row.split("policy=")[1].split()[0] for row in rows] == ["write_back"]
+
+
+@pytest.mark.parametrize("argv, says", [
+    (["--target", "no_such_module_here:make"], "--target 'no_such_module_here:make': not a tier factory"),
+    (["--target", f"{__name__}:NoSuchFactory"], "not a tier factory"),
+    (["--target", f"{__name__}:WritesBackOnly", "--policy", "write_through"], "declares write policies write_back only"),
+])
+def test_a_bad_target_or_policy_exits_2_in_one_line(argv: list[str], says: str, capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exit_:
+        main(argv)
+    err = capsys.readouterr().err.strip()
+    assert exit_.value.code == 2 and says in err and len(err.splitlines()) == 1

@@ -20,7 +20,8 @@ transfer); only the conservation check reads every slot, which is why it runs ev
 largest tree (pages on device and host) and the time per request; exits 1 with the oracle's
 sentence if one fires, or with one paragraph if a call overruns the per-operation limit
 (``RADIXCHECK_OP_TIMEOUT``): the seed, the call, the limit, the request and the command that
-replays it (the seed reproduces either: the run is deterministic).
+replays it (the seed reproduces either: the run is deterministic). It runs the write policies the
+target declares (``TierCapabilities.write_policies``), or those ``--policy`` names among them.
 """
 
 from __future__ import annotations
@@ -34,7 +35,7 @@ from typing import Any
 
 from radixcheck.argtypes import ArgumentParser, positive_int
 from radixcheck.oracles.violations import ContractViolation
-from radixcheck.properties.target import OperationTimeout, op_timeout, op_wall_timeout
+from radixcheck.properties.target import OperationTimeout, guarded, op_timeout, op_wall_timeout
 from radixcheck.properties.tiers.lifecycle import LifecycleTierWorld
 from radixcheck.properties.tiers.world import TierWorld
 from radixcheck.reports.machine import cpu_line
@@ -54,13 +55,13 @@ def run(spec: str, policy: str, requests: int, seed: int, device: int, host: int
     caps = getattr(factory, "tier_capabilities", None)
     lifecycle = caps is not None and caps.lifecycle == "tree"
     states = caps is not None and getattr(caps, "second_pool", None) is not None
-    world = (LifecycleTierWorld if lifecycle else TierWorld)(factory, page_size, policy, device_slots=device, host_slots=host,
-                                                               seed=seed)
-    world.log = _Tail()  # the world's log is a repro's; at scale keep only the last lines
     prefixes = [[rng.randrange(50_000) for _ in range(rng.choice((64, 128, 256)) * page_size)] for _ in range(24)]
     ops, peak_device, peak_host, start = 0, 0, 0, time.perf_counter()
-    stage = "before the first request"  # where the run is, for a hang's finding
+    stage = "building the cache (its factory)"  # where the run is, for a hang's finding
     try:
+        world = guarded("factory", (LifecycleTierWorld if lifecycle else TierWorld), factory, page_size, policy,
+                        device_slots=device, host_slots=host, seed=seed)
+        world.log = _Tail()  # the world's log is a repro's; at scale keep only the last lines
         for request in range(1, requests + 1):
             stage = f"serving request {request} of {requests}"
             tokens = rng.choice(prefixes)[: rng.randrange(1, 9) * 32 * page_size] + [rng.randrange(50_000)
@@ -150,9 +151,18 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--seeds", type=positive_int, default=1, help="runs with seeds --seed, --seed + 1, ... (default 1)")
     args = parser.parse_args(argv)
+    try:
+        factory = _factory(args.target)
+    except (ImportError, AttributeError, ValueError) as exc:
+        parser.error(f"--target {args.target!r}: not a tier factory module:name ({type(exc).__name__}: {exc})")
+    declared = getattr(getattr(factory, "tier_capabilities", None), "write_policies", ("write_through", "write_back"))
+    undeclared = [p for p in args.policy or () if p not in declared]
+    if undeclared:
+        parser.error(f"--policy {undeclared[0]}: {args.target} declares write policies {', '.join(declared)} only")
+    policies = args.policy or list(declared)  # a target is driven as its callers would: its declared policies only
     print(cpu_line())
     failed = 0
-    for policy in args.policy or ["write_through", "write_back"]:
+    for policy in policies:
         for seed in range(args.seed, args.seed + args.seeds):
             try:
                 row = run(args.target, policy, args.requests, seed, args.device_slots, args.host_slots, args.check_every)
@@ -164,7 +174,7 @@ def main(argv: list[str] | None = None) -> int:
                 print(hang_finding(args, policy, seed, hang), flush=True)
                 failed += 1
     if args.seeds > 1:
-        print(f"{failed} of {args.seeds * len(args.policy or [0, 0])} runs failed")
+        print(f"{failed} of {args.seeds * len(policies)} runs failed")
     return 1 if failed else 0
 
 
