@@ -31,6 +31,7 @@ import argparse
 import json
 import os
 import re
+import signal
 import subprocess
 import sys
 import time
@@ -75,9 +76,17 @@ class LlamaWorker:
 
     def prefill_seconds(self, T: int) -> tuple[float, float]:
         """(wall, CPU) seconds of one llama.cpp prefill of T tokens."""
-        self.proc.stdin.write(f"{T}\n")
-        self.proc.stdin.flush()
-        wall, cpu = self.proc.stdout.readline().split()
+        try:
+            self.proc.stdin.write(f"{T}\n")
+            self.proc.stdin.flush()
+            line = self.proc.stdout.readline()
+        except BrokenPipeError:
+            line = ""
+        if not line:  # the worker died: say how, not "not enough values to unpack"
+            code = self.proc.wait(timeout=30)
+            how = f"signal {signal.Signals(-code).name}" if code < 0 else f"exit status {code}"
+            raise RuntimeError(f"the llama.cpp worker died ({how}) during a prefill of {T} tokens")
+        wall, cpu = line.split()
         return float(wall), float(cpu)
 
     def close(self) -> None:
