@@ -281,3 +281,76 @@ def test_the_avx2_int16_pv_broken_fails_its_self_test(tmp_path, mutant: str) -> 
             assert status.startswith("avx2: passed"), status
         else:
             assert status.startswith("avx2: failed (self-test against the NumPy path: attention"), status
+
+
+_PATHS_MUTANT = r"""
+import json, sys
+from radixcheck.model import kernel_build, q8kernel
+src = dict(kernel_build.sources())
+for name, old, new in json.loads(sys.argv[1]):
+    assert src[name].count(old) == 1, old
+    src[name] = src[name].replace(old, new)
+kernel_build.sources = lambda: src
+print(json.dumps({path: str(q8kernel.status(path)) for path in sys.argv[2:]}))
+"""
+
+# rint(x / scale) computed as rint(x * (1 / scale)), without the fallback to the division next to a
+# half-integer (model/NOTES.md, issue 43, fifth round: this mutant passed the self-test before its
+# half-integer cases), in each form of each quantiser: the int16 one (q8_matmul.c: q8_quantize) and
+# the float64 one (kernels.h: round_quotients, for quantize_f64 and attention's queries). A form's
+# paths: the AVX-512 loop is the avx512 path's, the AVX2 loop the avx2 path's; the scalar loop is the
+# portable path's and the vector paths' tails (rows not a multiple of 8 or 4 wide).
+_RECIPROCAL_MUTANTS = {
+    ("int16", "avx512 loop"): ("q8_matmul.c", "_mm512_div_pd(_mm512_loadu_pd(xr + j), _mm512_set1_pd(scale))", ("avx512",)),
+    ("int16", "avx2 loop"): ("q8_matmul.c", "_mm256_div_pd(_mm256_loadu_pd(xr + j), _mm256_set1_pd(scale))", ("avx2",)),
+    ("int16", "scalar loop"): ("q8_matmul.c", "round_even(xr[j] / scale)", ("portable", "avx2", "avx512")),
+    ("float64", "avx512 loop"): ("kernels.h", "_mm512_div_pd(_mm512_loadu_pd(x + j), _mm512_set1_pd(scale))", ("avx512",)),
+    ("float64", "avx2 loop"): ("kernels.h", "_mm256_div_pd(_mm256_loadu_pd(x + j), _mm256_set1_pd(scale))", ("avx2",)),
+    ("float64", "scalar loop"): ("kernels.h", "out[j] = round_even(x[j] / scale);", ("portable", "avx2", "avx512")),
+}
+
+
+def _reciprocal(old: str) -> str:
+    """``old`` (a division by ``scale``) as a multiplication by ``1.0 / scale``."""
+    for div, mul in (("_mm512_div_pd(", "_mm512_mul_pd("), ("_mm256_div_pd(", "_mm256_mul_pd(")):
+        if old.startswith(div):
+            return old.replace(div, mul).replace("set1_pd(scale)", "set1_pd(1.0 / scale)")
+    return old.replace("/ scale", "* (1.0 / scale)")
+
+
+@pytest.fixture(scope="module")
+def _shared_kernel_cache(tmp_path_factory: pytest.TempPathFactory):
+    """One kernel cache for the module: the unbroken control of each path is built once."""
+    return tmp_path_factory.mktemp("kernels")
+
+
+@pytest.mark.deep  # compiles mutated kernels in subprocesses
+@pytest.mark.parametrize("mutant", sorted(_RECIPROCAL_MUTANTS), ids=" ".join)
+def test_a_quantisation_by_reciprocal_fails_its_self_test(_shared_kernel_cache, mutant: tuple[str, str]) -> None:
+    """A quantisation form whose quotient is ``x * (1 / scale)`` (the same bits as ``x / scale``
+    except next to a half-integer) built from C, in a fresh cache, fails its self-test against the
+    NumPy path on the quantisation's half-integer cases, on every path this CPU runs that compiles
+    the form; the unbroken C, built the same way, passes (the control)."""
+    import json
+    import os
+    import subprocess
+    import sys
+
+    from radixcheck.model import kernel_build
+
+    form = mutant[0]
+    name, old, paths = _RECIPROCAL_MUTANTS[mutant]
+    paths = [p for p in paths if not kernel_build.missing_flags(kernel_build.BY_NAME[p])]
+    if not paths:
+        pytest.skip(f"this CPU runs none of {', '.join(_RECIPROCAL_MUTANTS[mutant][2])}")
+    env = {**os.environ, "RADIXCHECK_CACHE": str(_shared_kernel_cache)}
+    for new, control in ((old, True), (_reciprocal(old), False)):
+        res = subprocess.run([sys.executable, "-c", _PATHS_MUTANT, json.dumps([[name, old, new]]), *paths], env=env,
+                             capture_output=True, text=True, timeout=300)
+        assert res.returncode == 0, res.stderr
+        for path, status in json.loads(res.stdout.strip().splitlines()[-1]).items():
+            if control:
+                assert status.startswith(f"{path}: passed"), status
+            else:
+                want = f"{path}: failed (self-test against the NumPy path: {form} quantisation on and next to half-integers"
+                assert status.startswith(want), status
