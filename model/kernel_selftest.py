@@ -156,6 +156,7 @@ def half_integer_rows(bits: int) -> np.ndarray:
         apart = (np.rint(x / scale) != np.rint(x * (1 / scale))).sum(axis=(2, 3))
     best = apart.argmax(axis=0)
     x, amax = x[best, np.arange(groups)], amax[best, np.arange(groups)]
+    x = np.clip(x, -amax, amax)  # a subnormal scale rounds far enough up that (k + 0.5) * scale may pass amax
     x = np.concatenate([x, -x], axis=-1)  # one row of 14 per k
     return np.concatenate([np.broadcast_to(amax, (*x.shape[:2], 1)), x], axis=-1)
 

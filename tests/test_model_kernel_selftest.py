@@ -1,0 +1,60 @@
+"""The kernel self-test's half-integer quantisation cases are what they claim to be (NumPy only: no
+kernel is built, so this runs the same on any CPU). That a kernel computing the quotient by a
+reciprocal fails on them is ``meta_tests/test_model_meta.py`` (deep: it compiles mutants)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from radixcheck.model.exact import quantize_rows
+from radixcheck.model.kernel_selftest import HALF_INTEGER_EXPONENTS, half_integer_rows
+
+BITS = (8, 15, 20, 21)  # the int16 cases' precisions and the float64 ones'
+
+
+def _quotients(bits: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Per group: the rows, their scale as ``quantize_rows`` computes it, and ``x / scale``."""
+    x = half_integer_rows(bits)
+    _, scale = quantize_rows(x, bits)
+    return x, scale, x / scale[..., None]
+
+
+@pytest.mark.parametrize("bits", BITS)
+def test_every_group_has_one_scale_set_by_its_first_column(bits: int) -> None:
+    x, scale, _ = _quotients(bits)
+    assert x.shape == (len(HALF_INTEGER_EXPONENTS), x.shape[1], 15)
+    assert np.array_equal(np.abs(x).max(axis=-1), x[..., 0]), "a value above the row's amax would change its scale"
+    assert np.array_equal(scale, np.broadcast_to(scale[:, :1], scale.shape))
+    assert np.array_equal(np.frexp(x[:, 0, 0])[1] - 1, HALF_INTEGER_EXPONENTS)
+
+
+@pytest.mark.parametrize("bits", BITS)
+def test_quotients_land_on_and_one_ulp_either_side_of_half_integers(bits: int) -> None:
+    _, scale, q = _quotients(bits)
+    half = np.floor(q) + 0.5
+    for g, exponent in enumerate(HALF_INTEGER_EXPONENTS):
+        if scale[g, 0] < np.finfo(np.float64).tiny:
+            continue  # a subnormal scale: the values' own spacing is coarser than an ulp of the quotient
+        on, h = q[g, :, 1:], half[g, :, 1:]
+        for what, target in (("on", h), ("one ulp above", np.nextafter(h, np.inf)), ("one ulp below", np.nextafter(h, -np.inf))):
+            assert (on == target).sum() >= 20, f"{bits} bits, amax ~2^{exponent}: too few quotients {what} a half-integer"
+        ks = np.unique(np.abs(h[on == h]) - 0.5)
+        assert ks.min() == 0 and ks.max() >= 2 ** (bits - 2), f"{bits} bits, amax ~2^{exponent}: half-integers {ks.min()}..{ks.max()}"
+
+
+@pytest.mark.parametrize("bits", BITS)
+def test_a_reciprocal_rounds_differently_in_every_group_and_in_each_paths_tail(bits: int) -> None:
+    """``rint(x * (1 / scale))`` (the mutant the self-test must catch) differs from
+    ``rint(x / scale)`` in every group, in the AVX-512 loop's columns and in both vector paths'
+    scalar tails (columns 8.. and 12..); where the scale is subnormal, its reciprocal overflows."""
+    x, scale, q = _quotients(bits)
+    with np.errstate(over="ignore", invalid="ignore"):
+        apart = np.rint(x * (1 / scale[..., None])) != np.rint(q)
+    for g, exponent in enumerate(HALF_INTEGER_EXPONENTS):
+        assert apart[g].any(), f"{bits} bits, amax ~2^{exponent}: x * (1 / scale) rounds as x / scale everywhere"
+        if scale[g, 0] < np.finfo(np.float64).tiny:
+            with np.errstate(over="ignore"):
+                assert np.isinf(1 / scale[g, 0])
+    for columns in (slice(1, 8), slice(8, 15), slice(12, 15)):
+        assert apart[..., columns].any(), f"{bits} bits: no difference in columns {columns}"
