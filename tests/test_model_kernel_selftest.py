@@ -1,12 +1,14 @@
-"""The kernel self-test's half-integer quantisation cases are what they claim to be (NumPy only: no
-kernel is built, so this runs the same on any CPU). That a kernel computing the quotient by a
-reciprocal fails on them is ``meta_tests/test_model_meta.py`` (deep: it compiles mutants)."""
+"""The kernel self-test's half-integer quantisation cases are what they claim to be, and a verdict
+kept from an earlier self-test is not trusted by a changed one (NumPy only: no kernel is built, so
+this runs the same on any CPU). That a kernel computing the quotient by a reciprocal fails on the
+cases is ``meta_tests/test_model_meta.py`` (deep: it compiles mutants)."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
+from radixcheck.model import kernel_build
 from radixcheck.model.exact import quantize_rows
 from radixcheck.model.kernel_selftest import HALF_INTEGER_EXPONENTS, half_integer_rows
 
@@ -58,3 +60,28 @@ def test_a_reciprocal_rounds_differently_in_every_group_and_in_each_paths_tail(b
                 assert np.isinf(1 / scale[g, 0])
     for columns in (slice(1, 8), slice(8, 15), slice(12, 15)):
         assert apart[..., columns].any(), f"{bits} bits: no difference in columns {columns}"
+
+
+def test_a_verdict_kept_for_another_self_test_is_not_trusted(tmp_path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A library that passed an earlier self-test runs a changed one (the verdict is kept with the
+    self-test's version) and is refused if it fails it; the same version reads the kept verdict
+    without running. No compiler runs: the library is a stand-in file already in the cache."""
+    monkeypatch.setenv("RADIXCHECK_CACHE", str(tmp_path))
+    kp, cc = kernel_build.BY_NAME["portable"], str(tmp_path / "no-such-cc")
+    so = kernel_build.library_file(kp, cc)
+    so.parent.mkdir(parents=True)
+    so.write_bytes(b"")
+    ran: list[str | None] = []
+
+    def selftest(verdict: str | None):  # noqa: ANN202 - a self-test that answers ``verdict``
+        return lambda path: ran.append(verdict) or verdict
+
+    # a verdict from before versions were kept, with the build's compiler warnings
+    so.with_suffix(".selftest.json").write_text('{"passed": true, "detail": "", "compiler_warnings": "w"}')
+    assert kernel_build.ensure(kp, cc, selftest(None), "v1") == (so, None)
+    assert kernel_build.ensure(kp, cc, selftest("not run: v1's verdict is kept"), "v1") == (so, None)
+    failure = "int16 quantisation on and next to half-integers: ... differ"
+    assert kernel_build.ensure(kp, cc, selftest(failure), "v2") == (so, failure)
+    assert kernel_build.ensure(kp, cc, selftest(None), "v2") == (so, failure), "v2's failure is kept"
+    assert ran == [None, failure]
+    assert kernel_build.compiler_warnings(kp, cc) == "w", "a verdict tested again keeps the build's warnings"
