@@ -22,7 +22,9 @@ What it compares, with ``np.array_equal`` (so NaN-free outputs; a difference of 
   magnitudes 2^-1040 to 2^1023 (``half_integer_rows``: where a quotient not computed by one IEEE
   division, e.g. ``x * (1 / scale)``, rounds to another integer);
 * exact attention (the query / key tiles, softmax, probability / value tiles) over memo-like
-  scattered rows, in order and shuffled, including head sizes that leave scalar tails;
+  scattered rows, in order and shuffled, including head sizes that leave scalar tails; and its
+  probability quantisation on and next to half-integers (a zero query: every exponential is 1,
+  so the probabilities are the value scales quantised, and those are ``half_integer_rows``);
 * a whole synthetic model (RMSNorm, RoPE, SwiGLU, the fused layers and the K/V memo): its logits
   and stored K/V after a prefill and a reused-prefix prefill, against the NumPy model's.
 
@@ -181,6 +183,39 @@ def _half_integers(lib: ctypes.CDLL, rng: np.random.Generator) -> str | None:
                 for got_part, want_part, part in zip(got, want, ("integers", "scales"), strict=True):
                     if failure := _first_difference(f"{what}: {part}", got_part[g], want_part[g]):
                         return failure
+    return _attention_half_integers(lib)
+
+
+def half_integer_attention() -> tuple[list[int], tuple[np.ndarray, ...]]:
+    """Inputs of ``ExactOps.attention_quantised`` whose probabilities are quantised on and next to
+    half-integers: ``(exponents, (q, ki, sk, vi, sv, q_pos))``, one KV head per exponent.
+
+    With a zero query every key's exponential is exactly 1, so a key's ``e`` is its value scale
+    and the probabilities are ``rint(sv / sp)``, ``sp = max(sv) / (2**P_BITS - 1)``: value scales
+    from ``half_integer_rows`` (their magnitudes, the maximum first) put those quotients on and
+    next to half-integers. 16 queries see 285 to 570 keys (the vector loops' tails vary)."""
+    from radixcheck.model.exact import P_BITS
+
+    exponents = [e for e in HALF_INTEGER_EXPONENTS if e < 1000]  # at 2^1000 and above the output overflows
+    rows = half_integer_rows(P_BITS)[[HALF_INTEGER_EXPONENTS.index(e) for e in exponents]]
+    sv = np.abs(rows).reshape(len(exponents), -1).T  # (keys, heads)
+    L, heads, D = sv.shape[0], sv.shape[1], 8
+    vi = np.random.default_rng(P_BITS).integers(-3, 4, (L, heads, D)).astype(np.float64)
+    q, pos = np.zeros((16, heads, D)), np.linspace(L // 2, L - 1, 16).astype(np.int64)
+    return exponents, (q, np.zeros((L, heads, D)), np.ones((L, heads)), vi, sv, pos)
+
+
+def _attention_half_integers(lib: ctypes.CDLL) -> str | None:
+    from radixcheck.model.exact import P_BITS, ExactOps
+
+    exponents, args = half_integer_attention()
+    T, heads, D = args[0].shape
+    got = ExactOps(lib).attention_quantised(*args).reshape(T, heads, D)
+    want = ExactOps("numpy").attention_quantised(*args).reshape(T, heads, D)
+    for h, exponent in enumerate(exponents):
+        what = f"attention probabilities on and next to half-integers ({P_BITS} bits, value scales ~2^{exponent})"
+        if failure := _first_difference(what, got[:, h], want[:, h]):
+            return failure
     return None
 
 

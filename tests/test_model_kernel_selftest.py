@@ -9,8 +9,9 @@ import numpy as np
 import pytest
 
 from radixcheck.model import kernel_build
-from radixcheck.model.exact import quantize_rows
-from radixcheck.model.kernel_selftest import HALF_INTEGER_EXPONENTS, half_integer_rows
+from radixcheck.model.exact import P_BITS, ExactOps, quantize_rows
+from radixcheck.model.fixed_exp import fixed_exp
+from radixcheck.model.kernel_selftest import HALF_INTEGER_EXPONENTS, half_integer_attention, half_integer_rows
 
 BITS = (8, 15, 20, 21)  # the int16 cases' precisions and the float64 ones'
 
@@ -60,6 +61,20 @@ def test_a_reciprocal_rounds_differently_in_every_group_and_in_each_paths_tail(b
                 assert np.isinf(1 / scale[g, 0])
     for columns in (slice(1, 8), slice(8, 15), slice(12, 15)):
         assert apart[..., columns].any(), f"{bits} bits: no difference in columns {columns}"
+
+
+def test_the_attention_cases_quantise_the_value_scales_as_probabilities() -> None:
+    """The attention cases' premise: a zero query's exponentials are exactly 1, so each head's
+    probabilities are its value scales quantised to ``P_BITS`` (the half-integer rows), every
+    query sees the row maximum (key 0), and the outputs are finite and not all zero."""
+    exponents, (q, ki, sk, vi, sv, pos) = half_integer_attention()
+    assert fixed_exp(np.zeros(1))[0] == 1.0
+    assert not q.any() and pos.min() > 0 and np.array_equal(sv.max(axis=0), sv[0])
+    for h, exponent in enumerate(exponents):
+        rows = half_integer_rows(P_BITS)[HALF_INTEGER_EXPONENTS.index(exponent)]
+        assert np.array_equal(np.sort(sv[:, h]), np.sort(np.abs(rows).ravel()))
+    out = ExactOps("numpy").attention_quantised(q, ki, sk, vi, sv, pos).reshape(q.shape)
+    assert np.isfinite(out).all() and np.abs(out).max(axis=(0, 2)).min() > 0
 
 
 def test_a_verdict_kept_for_another_self_test_is_not_trusted(tmp_path, monkeypatch: pytest.MonkeyPatch) -> None:
