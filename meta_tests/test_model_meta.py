@@ -281,3 +281,124 @@ def test_the_avx2_int16_pv_broken_fails_its_self_test(tmp_path, mutant: str) -> 
             assert status.startswith("avx2: passed"), status
         else:
             assert status.startswith("avx2: failed (self-test against the NumPy path: attention"), status
+
+
+_PATHS_MUTANT = r"""
+import json, sys
+from radixcheck.model import kernel_build, q8kernel
+src = dict(kernel_build.sources())
+for name, old, new in json.loads(sys.argv[1]):
+    assert src[name].count(old) == 1, old
+    src[name] = src[name].replace(old, new)
+kernel_build.sources = lambda: src
+print(json.dumps({path: str(q8kernel.status(path)) for path in sys.argv[2:]}))
+"""
+
+# rint(x / scale) computed as rint(x * (1 / scale)), without the fallback to the division next to a
+# half-integer (model/NOTES.md, issue 43, fifth round: this mutant passed the self-test before its
+# half-integer cases), in each form of each quantisation: the int16 one (q8_matmul.c: q8_quantize),
+# the float64 one (kernels.h: round_quotients, for quantize_f64 and attention's queries) and
+# attention's probabilities (attention.c: softmax_row, and the AVX-512 form's p = rint(e / sp)).
+# A form's paths: the AVX-512 loop is the avx512 path's, the AVX2 loop the avx2 path's; the scalar
+# loop is the portable path's and the vector paths' tails (rows not a multiple of 8 or 4 wide; the
+# AVX-512 attention has no scalar softmax).
+_RECIPROCAL_MUTANTS = {
+    ("int16", "avx512 loop"): ("q8_matmul.c", ["_mm512_div_pd(_mm512_loadu_pd(xr + j), _mm512_set1_pd(scale))"], ("avx512",)),
+    ("int16", "avx2 loop"): ("q8_matmul.c", ["_mm256_div_pd(_mm256_loadu_pd(xr + j), _mm256_set1_pd(scale))"], ("avx2",)),
+    ("int16", "scalar loop"): ("q8_matmul.c", ["round_even(xr[j] / scale)"], ("portable", "avx2", "avx512")),
+    ("float64", "avx512 loop"): ("kernels.h", ["_mm512_div_pd(_mm512_loadu_pd(x + j), _mm512_set1_pd(scale))"], ("avx512",)),
+    ("float64", "avx2 loop"): ("kernels.h", ["_mm256_div_pd(_mm256_loadu_pd(x + j), _mm256_set1_pd(scale))"], ("avx2",)),
+    ("float64", "scalar loop"): ("kernels.h", ["out[j] = round_even(x[j] / scale);"], ("portable", "avx2", "avx512")),
+    ("attention", "avx512 form"): ("attention.c", ["_mm512_div_pd(_mm512_load_pd(S + j * RP), sp)",
+                                                   "_mm512_div_pd(_mm512_load_pd(S + (j + 1) * RP), sp)"], ("avx512",)),
+    ("attention", "avx2 loop"): ("attention.c", ["_mm256_div_pd(_mm256_loadu_pd(s + j), vsp)"], ("avx2",)),
+    ("attention", "scalar loop"): ("attention.c", ["s[j] = round_even(s[j] / sp);"], ("portable", "avx2")),
+}
+_HALF_INTEGER_FAILURE = {"int16": "int16 quantisation", "float64": "float64 quantisation", "attention": "attention probabilities"}
+
+
+def _reciprocal(old: str) -> str:
+    """``old`` (a division by ``scale``, ``vsp`` or ``sp``) as a multiplication by its reciprocal."""
+    if old.startswith("_mm512_div_pd(_mm512_load_pd(S"):  # sp: a register of 8 rows' scales
+        return old.replace("_mm512_div_pd(", "_mm512_mul_pd(").replace(", sp)", ", _mm512_div_pd(_mm512_set1_pd(1.0), sp))")
+    for div, mul in (("_mm512_div_pd(", "_mm512_mul_pd("), ("_mm256_div_pd(", "_mm256_mul_pd(")):
+        if old.startswith(div):
+            return old.replace(div, mul).replace("set1_pd(scale)", "set1_pd(1.0 / scale)").replace("vsp)", "_mm256_set1_pd(1.0 / sp))")
+    return old.replace("/ scale", "* (1.0 / scale)").replace("/ sp", "* (1.0 / sp)")
+
+
+@pytest.fixture(scope="module")
+def _shared_kernel_cache(tmp_path_factory: pytest.TempPathFactory):
+    """One kernel cache for the module: the unbroken control of each path is built once."""
+    return tmp_path_factory.mktemp("kernels")
+
+
+@pytest.mark.deep  # compiles mutated kernels in subprocesses
+@pytest.mark.parametrize("mutant", sorted(_RECIPROCAL_MUTANTS), ids=" ".join)
+def test_a_quantisation_by_reciprocal_fails_its_self_test(_shared_kernel_cache, mutant: tuple[str, str]) -> None:
+    """A quantisation form whose quotient is ``x * (1 / scale)`` (the same bits as ``x / scale``
+    except next to a half-integer) built from C, in a fresh cache, fails its self-test against the
+    NumPy path on that quantisation's half-integer cases, on every path this CPU runs that compiles
+    the form; the unbroken C, built the same way, passes (the control)."""
+    import json
+    import os
+    import subprocess
+    import sys
+
+    from radixcheck.model import kernel_build
+
+    name, olds, paths = _RECIPROCAL_MUTANTS[mutant]
+    paths = [p for p in paths if not kernel_build.missing_flags(kernel_build.BY_NAME[p])]
+    if not paths:
+        pytest.skip(f"this CPU runs none of {', '.join(_RECIPROCAL_MUTANTS[mutant][2])}")
+    env = {**os.environ, "RADIXCHECK_CACHE": str(_shared_kernel_cache)}
+    for rewrite, control in ((str, True), (_reciprocal, False)):
+        edits = [[name, old, rewrite(old)] for old in olds]
+        res = subprocess.run([sys.executable, "-c", _PATHS_MUTANT, json.dumps(edits), *paths], env=env,
+                             capture_output=True, text=True, timeout=300)
+        assert res.returncode == 0, res.stderr
+        for path, status in json.loads(res.stdout.strip().splitlines()[-1]).items():
+            if control:
+                assert status.startswith(f"{path}: passed"), status
+            else:
+                want = f"{path}: failed (self-test against the NumPy path: {_HALF_INTEGER_FAILURE[mutant[0]]} on and next to half-integers"
+                assert status.startswith(want), status
+
+
+def _reciprocal_with_fallback(old: str) -> str:
+    """The scalar ``round_even(x / scale)`` in ``old`` as ``y = x * (1 / scale)`` rounded, except
+    where ``y`` is within ``|y| * 2^-48`` of a half-integer (or not finite: a subnormal scale),
+    where the division is kept: ``y`` is within ``|y| * 2^-51`` of ``x / scale``, so the bits are
+    the division's (model/NOTES.md, issue 43, fifth round; not kept there: no faster)."""
+    x = old[old.index("round_even(") + len("round_even("):old.index(" / scale")]
+    y = f"({x} * (1.0 / scale))"
+    return old.replace(f"round_even({x} / scale)", f"round_even(fabs({y} - floor({y}) - 0.5) > fabs({y}) * 0x1p-48 ? {y} : {x} / scale)")
+
+
+@pytest.mark.deep  # compiles a kernel in a subprocess
+def test_a_quantisation_by_reciprocal_with_the_division_next_to_half_integers_passes(_shared_kernel_cache) -> None:
+    """The self-test rejects a quotient that differs from the division, not a reciprocal as such:
+    both quantisers' scalar loops computing ``x * (1 / scale)`` with the division kept next to a
+    half-integer pass it (the portable path, and the vector paths' tails), and the same C without
+    the fallback fails it (the control: these rows reach the half-integer cases)."""
+    import json
+    import os
+    import subprocess
+    import sys
+
+    from radixcheck.model import kernel_build
+
+    scalar = [v for k, v in sorted(_RECIPROCAL_MUTANTS.items()) if k[0] != "attention" and k[1] == "scalar loop"]
+    paths = [p for p in scalar[0][2] if not kernel_build.missing_flags(kernel_build.BY_NAME[p])]
+    env = {**os.environ, "RADIXCHECK_CACHE": str(_shared_kernel_cache)}
+    for rewrite, passes in ((_reciprocal_with_fallback, True), (_reciprocal, False)):
+        edits = [[name, old, rewrite(old)] for name, (old,), _ in scalar]
+        res = subprocess.run([sys.executable, "-c", _PATHS_MUTANT, json.dumps(edits), *paths], env=env, capture_output=True, text=True,
+                             timeout=300)
+        assert res.returncode == 0, res.stderr
+        for path, status in json.loads(res.stdout.strip().splitlines()[-1]).items():
+            if passes:
+                assert status.startswith(f"{path}: passed"), status
+            else:
+                want = f"{path}: failed (self-test against the NumPy path: int16 quantisation on and next to half-integers"
+                assert status.startswith(want), status

@@ -15,7 +15,8 @@ key that hashes the files' contents, the compiler (its path and ``--version``), 
 the CPU's flags and the platform: change any of them and a new library is built (about a second).
 Right after a build the caller's self-test runs once (``q8kernel`` passes
 ``model.kernel_selftest``) and its verdict is kept beside the library (``*.selftest.json``), so a
-path that failed is known to have failed in every later process too.
+path that failed is known to have failed in every later process too; a verdict is kept with the
+self-test's version, and a changed self-test runs again (on the library already built).
 """
 
 from __future__ import annotations
@@ -174,21 +175,23 @@ def _locked(lock: Path) -> Iterator[None]:
             fcntl.flock(f, fcntl.LOCK_UN)
 
 
-def ensure(path: KernelPath, cc: str, selftest: Callable[[Path], str | None]) -> tuple[Path, str | None]:
+def ensure(path: KernelPath, cc: str, selftest: Callable[[Path], str | None], selftest_id: str = "") -> tuple[Path, str | None]:
     """``path``'s library, built if it is not in the cache, and its self-test verdict: ``None`` if
-    it passed, else what failed. ``selftest(so)`` runs once per library, right after the build (or
-    if no verdict was kept). Raises ``OSError`` or ``subprocess.CalledProcessError`` if the build fails."""
+    it passed, else what failed. ``selftest(so)`` runs right after the build, and again whenever the
+    kept verdict is not that of ``selftest_id`` (the self-test's version): a library that passed
+    an earlier, weaker self-test is not trusted by a stronger one until it passes that too.
+    Raises ``OSError`` or ``subprocess.CalledProcessError`` if the build fails."""
     so = library_file(path, cc)
     verdict = so.with_suffix(".selftest.json")
     with _locked(so.with_suffix(".lock")):
-        warned = ""
+        kept = json.loads(verdict.read_text()) if verdict.is_file() else None
         if not so.is_file():
-            warned = compile_library(cc, path.flags, so)
-            verdict.unlink(missing_ok=True)
-        if not verdict.is_file():
+            kept = {"compiler_warnings": compile_library(cc, path.flags, so)}
+        if kept is None or "passed" not in kept or kept.get("selftest_id", "") != selftest_id:
             failure = selftest(so)
             tmp = verdict.with_suffix(f".{os.getpid()}.tmp")
-            tmp.write_text(json.dumps({"passed": failure is None, "detail": failure or "", "compiler_warnings": warned}) + "\n")
+            tmp.write_text(json.dumps({"passed": failure is None, "detail": failure or "", "selftest_id": selftest_id,
+                                       "compiler_warnings": (kept or {}).get("compiler_warnings", "")}) + "\n")
             os.replace(tmp, verdict)
     saved = json.loads(verdict.read_text())
     return so, None if saved["passed"] else saved["detail"] or "failed"

@@ -18,9 +18,13 @@ What it compares, with ``np.array_equal`` (so NaN-free outputs; a difference of 
   byte form steps aside) and at the extremes: every weight -128 or 127 and every activation the
   largest integer the quantiser produces (2**15 - 1 in magnitude), the largest block sums;
 * the activation quantisation (int16 and float64 forms) on zero rows, subnormals, huge values and
-  exact halves;
+  exact halves, and on quotients exactly on and a few ulps either side of half-integers, at row
+  magnitudes 2^-1040 to 2^1023 (``half_integer_rows``: where a quotient not computed by one IEEE
+  division, e.g. ``x * (1 / scale)``, rounds to another integer);
 * exact attention (the query / key tiles, softmax, probability / value tiles) over memo-like
-  scattered rows, in order and shuffled, including head sizes that leave scalar tails;
+  scattered rows, in order and shuffled, including head sizes that leave scalar tails; and its
+  probability quantisation on and next to half-integers (a zero query: every exponential is 1,
+  so the probabilities are the value scales quantised, and those are ``half_integer_rows``);
 * a whole synthetic model (RMSNorm, RoPE, SwiGLU, the fused layers and the K/V memo): its logits
   and stored K/V after a prefill and a reused-prefix prefill, against the NumPy model's.
 
@@ -122,6 +126,99 @@ def _quantisation(lib: ctypes.CDLL, rng: np.random.Generator) -> str | None:
     return None
 
 
+# Row magnitudes (binary exponents of amax) for the half-integer cases: ordinary ones, 2^+-large, and
+# 2^-1040, whose scale amax / (2^bits - 1) is subnormal (its reciprocal overflows)
+HALF_INTEGER_EXPONENTS = (0, -20, 20, -500, 500, -1000, 1000, 1023, -1040)
+
+
+def half_integer_rows(bits: int) -> np.ndarray:
+    """Rows whose ``quantize_rows(., bits)`` quotients ``x / scale`` land exactly on half-integers
+    ``k + 0.5`` and a few ulps either side, ``k`` from 0 to ``2**bits - 2``: an array
+    ``(len(HALF_INTEGER_EXPONENTS), n, 15)``, one group of ``n`` rows per exponent.
+
+    Every row of a group starts with the group's ``amax`` (``m * 2**exponent``, ``m`` in [1, 2)),
+    so its rows share one ``scale``; each row's other 14 values are ``(k + 0.5) * scale`` and its
+    float64 neighbours (3 either side), with both signs. 15 columns: the AVX-512 loop's 8 and a
+    7-column scalar tail, the AVX2 loop's 12 and a 3-column tail. Where ``scale`` is not a power
+    of two, ``x * (1 / scale)`` is not always ``x / scale``, and next to a half-integer the two
+    then round to different integers: a kernel that computes the quotient any other way than one
+    IEEE division differs here, never on random values (a random quotient is within an ulp of a
+    half-integer once in ~2^37)."""
+    rng = np.random.default_rng(bits)  # fixed cases, whatever the caller's random stream
+    top, groups, tries = 2**bits - 1, len(HALF_INTEGER_EXPONENTS), 8
+    k = np.r_[0:8, 100, 101, top // 2 - 1, top // 2, top - 3, top - 2]
+    k = np.c_[np.broadcast_to(k, (groups, k.size)), rng.integers(0, top - 1, (groups, 24))]
+    # per group, `tries` mantissas for amax; kept: the one whose rows x * (1 / scale) rounds
+    # differently from x / scale most often (the further 1 / scale is from its float64, the more)
+    amax = np.ldexp(rng.uniform(1.0, 2.0, (tries, groups)), HALF_INTEGER_EXPONENTS)[..., None, None]
+    scale = amax / top
+    x0 = (k[..., None] + 0.5) * scale
+    x = x0 + np.arange(-3, 4) * np.spacing(x0)  # (tries, groups, k, 7 neighbours)
+    with np.errstate(over="ignore", invalid="ignore"):  # 1 / a subnormal scale overflows
+        apart = (np.rint(x / scale) != np.rint(x * (1 / scale))).sum(axis=(2, 3))
+    best = apart.argmax(axis=0)
+    x, amax = x[best, np.arange(groups)], amax[best, np.arange(groups)]
+    x = np.clip(x, -amax, amax)  # a subnormal scale rounds far enough up that (k + 0.5) * scale may pass amax
+    x = np.concatenate([x, -x], axis=-1)  # one row of 14 per k
+    return np.concatenate([np.broadcast_to(amax, (*x.shape[:2], 1)), x], axis=-1)
+
+
+def _half_integers(lib: ctypes.CDLL, rng: np.random.Generator) -> str | None:
+    """Quantisation where rounding half to even decides (``half_integer_rows``); one call per form
+    and precision, compared group by group (the first difference names its rows' magnitude)."""
+    from radixcheck.model import q8kernel
+    from radixcheck.model.exact import quantize_rows
+
+    for form, all_bits in (("int16", (8, 15)), ("float64", (15, 20, 21))):
+        for bits in all_bits:
+            x = half_integer_rows(bits)
+            if form == "int16":
+                got_i, got_s = q8kernel.quantize(lib, x.reshape(-1, x.shape[-1]), bits)
+                got = got_i.astype(np.float64).reshape(x.shape), got_s.reshape(x.shape[:-1])
+            else:
+                got = q8kernel.quantize_rows(lib, x, bits)
+            want = quantize_rows(x, bits)
+            for g, exponent in enumerate(HALF_INTEGER_EXPONENTS):
+                what = f"{form} quantisation on and next to half-integers ({bits} bits, amax ~2^{exponent})"
+                for got_part, want_part, part in zip(got, want, ("integers", "scales"), strict=True):
+                    if failure := _first_difference(f"{what}: {part}", got_part[g], want_part[g]):
+                        return failure
+    return _attention_half_integers(lib)
+
+
+def half_integer_attention() -> tuple[list[int], tuple[np.ndarray, ...]]:
+    """Inputs of ``ExactOps.attention_quantised`` whose probabilities are quantised on and next to
+    half-integers: ``(exponents, (q, ki, sk, vi, sv, q_pos))``, one KV head per exponent.
+
+    With a zero query every key's exponential is exactly 1, so a key's ``e`` is its value scale
+    and the probabilities are ``rint(sv / sp)``, ``sp = max(sv) / (2**P_BITS - 1)``: value scales
+    from ``half_integer_rows`` (their magnitudes, the maximum first) put those quotients on and
+    next to half-integers. 16 queries see 285 to 570 keys (the vector loops' tails vary)."""
+    from radixcheck.model.exact import P_BITS
+
+    exponents = [e for e in HALF_INTEGER_EXPONENTS if e < 1000]  # at 2^1000 and above the output overflows
+    rows = half_integer_rows(P_BITS)[[HALF_INTEGER_EXPONENTS.index(e) for e in exponents]]
+    sv = np.abs(rows).reshape(len(exponents), -1).T  # (keys, heads)
+    L, heads, D = sv.shape[0], sv.shape[1], 8
+    vi = np.random.default_rng(P_BITS).integers(-3, 4, (L, heads, D)).astype(np.float64)
+    q, pos = np.zeros((16, heads, D)), np.linspace(L // 2, L - 1, 16).astype(np.int64)
+    return exponents, (q, np.zeros((L, heads, D)), np.ones((L, heads)), vi, sv, pos)
+
+
+def _attention_half_integers(lib: ctypes.CDLL) -> str | None:
+    from radixcheck.model.exact import P_BITS, ExactOps
+
+    exponents, args = half_integer_attention()
+    T, heads, D = args[0].shape
+    got = ExactOps(lib).attention_quantised(*args).reshape(T, heads, D)
+    want = ExactOps("numpy").attention_quantised(*args).reshape(T, heads, D)
+    for h, exponent in enumerate(exponents):
+        what = f"attention probabilities on and next to half-integers ({P_BITS} bits, value scales ~2^{exponent})"
+        if failure := _first_difference(what, got[:, h], want[:, h]):
+            return failure
+    return None
+
+
 def _attention(lib: ctypes.CDLL, rng: np.random.Generator) -> str | None:
     from radixcheck.model.exact import ExactOps
 
@@ -171,7 +268,7 @@ def run(lib: ctypes.CDLL) -> str | None:
     """``None`` if ``lib`` (a kernel library with its argument types declared) gives the NumPy
     path's bits everywhere the checks look, else a description of the first difference."""
     rng = np.random.default_rng(20261201)
-    for check in (_quantisation, _products, _attention, _model):
+    for check in (_quantisation, _half_integers, _products, _attention, _model):
         try:
             failure = check(lib, rng)
         except Exception as e:  # any exception from a path under test is a failure of that path

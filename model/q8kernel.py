@@ -23,11 +23,13 @@ with ``RADIXCHECK_Q8_KERNEL=numpy``, ``load()`` returns ``None`` and the model u
 from __future__ import annotations
 
 import ctypes
+import hashlib
 import os
 import subprocess
 import warnings
 from dataclasses import dataclass
 from functools import cache
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -99,6 +101,14 @@ def _selftest(so) -> str | None:  # noqa: ANN001 - a pathlib.Path
 
 
 @cache
+def _selftest_id() -> str:
+    """The self-test's version (its source's digest): a kept verdict from another version is not trusted."""
+    from radixcheck.model import kernel_selftest
+
+    return hashlib.sha256(Path(kernel_selftest.__file__).read_bytes()).hexdigest()[:16]
+
+
+@cache
 def _open(path: str) -> tuple[ctypes.CDLL | None, PathStatus]:
     """``path``'s library (built and self-tested on first use) if it passed its self-test, and its status."""
     kp = kernel_build.BY_NAME[path]
@@ -109,7 +119,7 @@ def _open(path: str) -> tuple[ctypes.CDLL | None, PathStatus]:
     if cc is None:
         return None, PathStatus(path, "not built", "no C compiler")
     try:
-        so, failure = kernel_build.ensure(kp, cc, _selftest)
+        so, failure = kernel_build.ensure(kp, cc, _selftest, _selftest_id())
         if failure is not None:
             return None, PathStatus(path, "failed", f"self-test against the NumPy path: {failure}")
         lib = _library(so)

@@ -88,7 +88,8 @@ def simulated(cpu: SimulatedCPU, kernel: str = "auto", failing: Mapping[str, str
     the CPU lacks never is). The cached choices are cleared on entry and exit."""
     built: list[str] = []
 
-    def ensure(kp: kernel_build.KernelPath, cc: str, selftest: Callable[[Path], str | None]) -> tuple[Path, str | None]:
+    def ensure(kp: kernel_build.KernelPath, cc: str, selftest: Callable[[Path], str | None],
+               selftest_id: str = "") -> tuple[Path, str | None]:
         built.append(kp.name)
         return Path(f"/simulated/{kp.name}.so"), (failing or {}).get(kp.name)
 
