@@ -289,6 +289,13 @@ class AuditResult:
         return self.pytest_exit in (pytest.ExitCode.OK, pytest.ExitCode.NO_TESTS_COLLECTED) and not self.failures
 
 
+# The conformance session's own pytest options. ``--assert=plain``: pytest rewrites the asserts of every module
+# of a plugin's distribution (all of radixcheck's, ~160) in each process, the controller and every xdist worker,
+# about 0.9 s of CPU each where no rewritten module can be cached (PYTHONDONTWRITEBYTECODE, a read-only
+# install); nothing here needs it: the oracles raise their own violations, and the cache's own code is never
+# rewritten (it is neither a test module nor a plugin).
+SESSION_ARGS = ("-p", "no:cacheprovider", "-p", "no:terminal", "-p", "no:randomly", "-o", "addopts=", "--assert=plain")
+
 HOLD_SECONDS = 5.0  # the longest a crash's FAIL line waits for the small machines' verdicts
 
 
@@ -426,8 +433,7 @@ def run_audit(target: Target, page_sizes: str | None, profile: str, workers: str
     started = time.monotonic()
     repro = Path(repro).resolve() if repro else None
     collector = _Collector(started, repro)
-    args = ["--pyargs", CONFORMANCE, "--radix-target", target.spec, f"--hypothesis-profile={profile}",
-            "-p", "no:cacheprovider", "-p", "no:terminal", "-p", "no:randomly", "-o", "addopts="]
+    args = ["--pyargs", CONFORMANCE, "--radix-target", target.spec, f"--hypothesis-profile={profile}", *SESSION_ARGS]
     if page_sizes:
         args += ["--radix-page-sizes", page_sizes]
     if waive:
