@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from radixcheck.audit import CONFORMANCE, SESSION_ARGS
+from radixcheck.audit import CONFORMANCE, SESSION_ARGS, workers_for
 
 
 class _Probe:
@@ -27,3 +27,17 @@ def test_the_audit_session_does_not_rewrite_asserts() -> None:
                              "--collect-only", *SESSION_ARGS], plugins=[probe])
     assert exit_code == pytest.ExitCode.OK
     assert probe.assertmode == "plain"
+
+
+@pytest.mark.parametrize(("asked", "cores", "load", "runs"), [
+    ("auto", 2, 7.9, "0"),  # a busy machine: workers only add their start-up and share a core
+    ("auto", 2, 0.9, "0"),
+    ("auto", 2, 0.3, "auto"),  # two idle cores: pytest-xdist's one worker per core
+    ("auto", 8, 5.0, "auto"),
+    ("2", 2, 7.9, "2"),  # a number is run as asked
+    ("0", 8, 0.0, "0"),
+])
+def test_auto_starts_workers_only_with_idle_cores(asked: str, cores: int, load: float, runs: str) -> None:
+    workers, why = workers_for(asked, cores=cores, load=load)
+    assert workers == runs
+    assert bool(why) == (asked == "auto" and runs == "0")  # the audit says why it stayed in process

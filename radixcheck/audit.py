@@ -39,6 +39,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import os
 import sys
 import time
 from dataclasses import asdict, dataclass, field
@@ -423,6 +424,35 @@ def tier_lines(target: Target) -> tuple[str, str]:
               "production scale did not run (the audit has no production-scale tier world; "
               f"`python -m radixcheck.reports.tier_scale --target {target.spec}` runs one)")
     return policies, worlds
+
+
+IDLE_CORES_FOR_WORKERS = 1.5
+"""``-n auto`` starts pytest-xdist's workers only when about two cores are idle. Each worker pays the
+session's start-up (Python, pytest, Hypothesis, the suite: ~0.5 s of CPU) before its first test, and
+on a busy machine two tests at once each run at a fraction of a core: on 2 cores at a load average
+of 7-10, a tier cache's first FAIL came at 10.5 s in process against 18.6 s with workers, and a
+conforming tier cache's whole audit took 62 s against 78 s (reports/findings/composed_trial.md).
+In process, a target that crashes the interpreter (a native extension's segfault) ends the audit
+with no verdict, where a worker's crash would be reported: ``-n 2`` keeps workers on a busy machine."""
+
+
+def workers_for(asked: str, cores: int | None = None, load: float | None = None) -> tuple[str, str]:
+    """``-n`` as the audit runs it, and why when ``auto`` chose to stay in process ("" otherwise): a
+    number as asked; ``auto``: pytest-xdist's one worker per core when at least
+    :data:`IDLE_CORES_FOR_WORKERS` cores are idle (the cores this process may use, less the
+    1-minute load average), else in process (``"0"``). The verdicts do not depend on it."""
+    if asked != "auto":
+        return asked, ""
+    if cores is None:
+        cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    if load is None:
+        if not hasattr(os, "getloadavg"):  # no load average to read (Windows): pytest-xdist's own auto
+            return asked, ""
+        load = os.getloadavg()[0]
+    if cores - load >= IDLE_CORES_FOR_WORKERS:
+        return asked, ""
+    return "0", (f"in process: -n auto starts workers only with about 2 idle cores, and the load average is {load:.1f} "
+                 f"on {cores} core(s); -n N asks for N workers")
 
 
 def run_audit(target: Target, page_sizes: str | None, profile: str, workers: str, waive: Path | None = None,
