@@ -528,6 +528,7 @@ def report_card(result: AuditResult) -> str:
     ]
     if findings:
         parts += ["", "## Findings, most fundamental first (one per root cause)"]
+        parts += ["", tier_grouping(result)] if tier_grouping(result) else []
     for i, f in enumerate(findings, 1):
         parts += ["", f"### {i}. {f.oracle} ({f.heading})", "", f"{f.exception + ': ' if f.exception else ''}{f.reason}"
                   + (f" (raised at `{f.raised_at}`)" if f.raised_at else ""), "",
@@ -578,9 +579,22 @@ def write_outputs(result: AuditResult, report: Path | None, json_path: Path | No
         json_path.write_text(json.dumps(payload, indent=2) + "\n", encoding="utf-8")
 
 
+def tier_grouping(result: AuditResult) -> str:
+    """What a tier target's several findings do not say: that they are separate causes. A tier program
+    is not replayed past its first failure (most tier oracles raise inside an operation, whose rest a
+    replay could not judge), so its findings are grouped by oracle and message shape only
+    (``radixcheck.properties.findings.root_cause``; reports/findings/composed_trial.md, friction 6)."""
+    if not result.write_policies or len(result.findings) < 2:
+        return ""
+    return ("A tier target's findings are grouped by oracle and message shape only (a tier program is not replayed "
+            "past its first failure): two of them may share one root cause; fixing one may clear the other.")
+
+
 def print_summary(result: AuditResult) -> None:
     print()
     findings, waived = result.findings, result.waived
+    if tier_grouping(result):
+        print(f"radixcheck: {tier_grouping(result)}")
     for i, f in enumerate(findings, 1):
         print(f"--- finding {i} of {len(findings)} ({f.heading}): {f.oracle}\n"
               f"{f.exception + ': ' if f.exception else ''}{f.reason}{f' (raised at {f.raised_at})' if f.raised_at else ''}\n"
