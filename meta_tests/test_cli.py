@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from radixcheck.audit import AuditResult, Verdict, report_card, tier_lines
+from radixcheck.audit import AuditResult, Verdict, print_summary, report_card, tier_lines
 from radixcheck.cli import main
 from radixcheck.properties.target import load_target
 
@@ -95,6 +95,26 @@ def test_a_tier_card_names_its_write_policies_and_says_production_scale_did_not_
     assert f"python -m radixcheck.reports.tier_scale --target {target.spec}" in card
     assert "production-scale finding" not in card  # the shrink budget of a world that did not run
     assert tier_lines(load_target("radixcheck.reference:RadixCache")) == ("", "")  # a cache's production world runs
+
+
+def test_several_tier_findings_say_they_may_share_a_cause(capsys: pytest.CaptureFixture[str]) -> None:
+    """A tier target's findings are grouped by shape only: a new user met one root cause as two findings
+    (composed_trial.md, friction 6), and nothing said that could be so."""
+    target = load_target("radixcheck.reference.tiered_cache:TieredRadixCache")
+    policies, worlds = tier_lines(target)
+    failed = [Verdict("test_tier_state_machine[page_size=1]", "failed", 1.0, "3h host slot conservation", "host slots leaked"),
+              Verdict("test_tier_state_machine[page_size=2]", "failed", 1.0, "14 transfers in flight", "host slots 3 freed")]
+
+    def said(verdicts: list[Verdict], policies: str) -> tuple[bool, bool]:
+        result = AuditResult(target=target.spec, capabilities="", not_exercised=[], profile="ci", seconds=3.0, pytest_exit=1,
+                             verdicts=verdicts, write_policies=policies, worlds=worlds)
+        print_summary(result)
+        phrase = "grouped by oracle and message shape only"
+        return phrase in report_card(result), phrase in capsys.readouterr().out
+
+    assert said(failed, policies) == (True, True)
+    assert said(failed[:1], policies) == (False, False)  # one finding: nothing to merge
+    assert said(failed, "") == (False, False)  # a cache's findings are grouped by replay (--repro)
 
 
 @pytest.mark.deep  # an audit in a subprocess

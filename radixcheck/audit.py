@@ -39,6 +39,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import os
 import sys
 import time
 from dataclasses import asdict, dataclass, field
@@ -289,6 +290,13 @@ class AuditResult:
         return self.pytest_exit in (pytest.ExitCode.OK, pytest.ExitCode.NO_TESTS_COLLECTED) and not self.failures
 
 
+# The conformance session's own pytest options. ``--assert=plain``: pytest rewrites the asserts of every module
+# of a plugin's distribution (all of radixcheck's, ~160) in each process, the controller and every xdist worker,
+# about 0.9 s of CPU each where no rewritten module can be cached (PYTHONDONTWRITEBYTECODE, a read-only
+# install); nothing here needs it: the oracles raise their own violations, and the cache's own code is never
+# rewritten (it is neither a test module nor a plugin).
+SESSION_ARGS = ("-p", "no:cacheprovider", "-p", "no:terminal", "-p", "no:randomly", "-o", "addopts=", "--assert=plain")
+
 HOLD_SECONDS = 5.0  # the longest a crash's FAIL line waits for the small machines' verdicts
 
 
@@ -418,6 +426,35 @@ def tier_lines(target: Target) -> tuple[str, str]:
     return policies, worlds
 
 
+IDLE_CORES_FOR_WORKERS = 1.5
+"""``-n auto`` starts pytest-xdist's workers only when about two cores are idle. Each worker pays the
+session's start-up (Python, pytest, Hypothesis, the suite: ~0.5 s of CPU) before its first test, and
+on a busy machine two tests at once each run at a fraction of a core: on 2 cores at a load average
+of 7-10, a tier cache's first FAIL came at 10.5 s in process against 18.6 s with workers, and a
+conforming tier cache's whole audit took 62 s against 78 s (reports/findings/composed_trial.md).
+In process, a target that crashes the interpreter (a native extension's segfault) ends the audit
+with no verdict, where a worker's crash would be reported: ``-n 2`` keeps workers on a busy machine."""
+
+
+def workers_for(asked: str, cores: int | None = None, load: float | None = None) -> tuple[str, str]:
+    """``-n`` as the audit runs it, and why when ``auto`` chose to stay in process ("" otherwise): a
+    number as asked; ``auto``: pytest-xdist's one worker per core when at least
+    :data:`IDLE_CORES_FOR_WORKERS` cores are idle (the cores this process may use, less the
+    1-minute load average), else in process (``"0"``). The verdicts do not depend on it."""
+    if asked != "auto":
+        return asked, ""
+    if cores is None:
+        cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    if load is None:
+        if not hasattr(os, "getloadavg"):  # no load average to read (Windows): pytest-xdist's own auto
+            return asked, ""
+        load = os.getloadavg()[0]
+    if cores - load >= IDLE_CORES_FOR_WORKERS:
+        return asked, ""
+    return "0", (f"in process: -n auto starts workers only with about 2 idle cores, and the load average is {load:.1f} "
+                 f"on {cores} core(s); -n N asks for N workers")
+
+
 def run_audit(target: Target, page_sizes: str | None, profile: str, workers: str, waive: Path | None = None,
               repro: Path | None = None, seed: int | None = None) -> AuditResult:
     """Run the conformance tests against ``target`` (already loaded and checked); ``waive``: a
@@ -426,8 +463,7 @@ def run_audit(target: Target, page_sizes: str | None, profile: str, workers: str
     started = time.monotonic()
     repro = Path(repro).resolve() if repro else None
     collector = _Collector(started, repro)
-    args = ["--pyargs", CONFORMANCE, "--radix-target", target.spec, f"--hypothesis-profile={profile}",
-            "-p", "no:cacheprovider", "-p", "no:terminal", "-p", "no:randomly", "-o", "addopts="]
+    args = ["--pyargs", CONFORMANCE, "--radix-target", target.spec, f"--hypothesis-profile={profile}", *SESSION_ARGS]
     if page_sizes:
         args += ["--radix-page-sizes", page_sizes]
     if waive:
@@ -492,6 +528,7 @@ def report_card(result: AuditResult) -> str:
     ]
     if findings:
         parts += ["", "## Findings, most fundamental first (one per root cause)"]
+        parts += ["", tier_grouping(result)] if tier_grouping(result) else []
     for i, f in enumerate(findings, 1):
         parts += ["", f"### {i}. {f.oracle} ({f.heading})", "", f"{f.exception + ': ' if f.exception else ''}{f.reason}"
                   + (f" (raised at `{f.raised_at}`)" if f.raised_at else ""), "",
@@ -542,9 +579,22 @@ def write_outputs(result: AuditResult, report: Path | None, json_path: Path | No
         json_path.write_text(json.dumps(payload, indent=2) + "\n", encoding="utf-8")
 
 
+def tier_grouping(result: AuditResult) -> str:
+    """What a tier target's several findings do not say: that they are separate causes. A tier program
+    is not replayed past its first failure (most tier oracles raise inside an operation, whose rest a
+    replay could not judge), so its findings are grouped by oracle and message shape only
+    (``radixcheck.properties.findings.root_cause``; reports/findings/composed_trial.md, friction 6)."""
+    if not result.write_policies or len(result.findings) < 2:
+        return ""
+    return ("A tier target's findings are grouped by oracle and message shape only (a tier program is not replayed "
+            "past its first failure): two of them may share one root cause; fixing one may clear the other.")
+
+
 def print_summary(result: AuditResult) -> None:
     print()
     findings, waived = result.findings, result.waived
+    if tier_grouping(result):
+        print(f"radixcheck: {tier_grouping(result)}")
     for i, f in enumerate(findings, 1):
         print(f"--- finding {i} of {len(findings)} ({f.heading}): {f.oracle}\n"
               f"{f.exception + ': ' if f.exception else ''}{f.reason}{f' (raised at {f.raised_at})' if f.raised_at else ''}\n"

@@ -50,7 +50,9 @@ def _parser() -> argparse.ArgumentParser:
     audit.add_argument("--waive", type=Path, metavar="FILE",
                        help="known findings, one '<target glob> <test glob> <oracle or exception>  # reason' a line: "
                             "reported as waived, and the search goes on past them (exit 0 if nothing else fails)")
-    audit.add_argument("-n", dest="workers", default="auto", type=workers, help="pytest-xdist workers (default: auto; 0: in process)")
+    audit.add_argument("-n", dest="workers", default="auto", type=workers,
+                       help="pytest-xdist workers (default: auto, one per core when about two cores are idle, else in "
+                            "process; 0: in process)")
     audit.add_argument("--op-timeout", type=positive_seconds,
                        help="per-operation time limit in seconds of CPU time (default 5; a call that blocks meets "
                             "a wall-clock backstop, RADIXCHECK_OP_WALL_TIMEOUT, default 12 times it and at least 60 s)")
@@ -62,7 +64,16 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def _audit(args: argparse.Namespace) -> int:
-    from radixcheck.audit import EXIT_CONFORMS, EXIT_NONCONFORMING, EXIT_USAGE, print_summary, run_audit, tier_lines, write_outputs
+    from radixcheck.audit import (
+        EXIT_CONFORMS,
+        EXIT_NONCONFORMING,
+        EXIT_USAGE,
+        print_summary,
+        run_audit,
+        tier_lines,
+        workers_for,
+        write_outputs,
+    )
     from radixcheck.properties.findings.verdict import SHRINK_ENV
     from radixcheck.properties.findings.waivers import WaiverError, read_waivers
     from radixcheck.properties.target import TIMEOUT_ENV, TargetError, check_target, load_target
@@ -103,7 +114,10 @@ def _audit(args: argparse.Namespace) -> int:
         print(f"radixcheck: {len(earlier)} repro file(s) from an earlier run in {args.repro}: a finding met again replaces its own")
     if args.seed is not None:
         print(f"radixcheck: seed {args.seed}: its own derandomized stream, no saved failures")
-    result = run_audit(target, args.page_sizes, args.profile, args.workers, args.waive, args.repro, seed=args.seed)
+    workers, why = workers_for(args.workers)
+    if why:
+        print(f"radixcheck: {why}")
+    result = run_audit(target, args.page_sizes, args.profile, workers, args.waive, args.repro, seed=args.seed)
     write_outputs(result, args.report, args.json)
     print_summary(result)
     if result.pytest_exit not in (0, 1, 5):  # interrupted, internal or usage error

@@ -48,7 +48,7 @@ from pathlib import Path
 import pytest
 
 from radixcheck.argtypes import ArgumentParser, refuse_weaker, workers
-from radixcheck.audit import CONFORMANCE, _Collector, cut_short
+from radixcheck.audit import CONFORMANCE, SESSION_ARGS, _Collector, cut_short
 from radixcheck.profiles import PROFILES
 from radixcheck.properties.cache.mutants import CORRECT_VARIANTS, MUTANTS
 from radixcheck.properties.index.mutants import CORRECT_INDEX_VARIANTS, INDEX_MUTANTS
@@ -598,8 +598,7 @@ def run_matrix(targets: dict[str, str], profile: str, xdist: list[str]) -> tuple
     """One pytest run over every target; returns one row per target and the wall time."""
     started = time.monotonic()
     collector = _Collector(started, one_target=False)
-    args = ["--pyargs", CONFORMANCE, f"--hypothesis-profile={profile}", "-p", "no:cacheprovider", "-p", "no:terminal",
-            "-p", "no:randomly", "-o", "addopts=", *xdist]
+    args = ["--pyargs", CONFORMANCE, f"--hypothesis-profile={profile}", *SESSION_ARGS, *xdist]
     for path in waiver_files():
         args += ["--radix-waive", str(path)]
     for name, spec in targets.items():

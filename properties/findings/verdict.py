@@ -37,7 +37,8 @@ import unittest
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from hypothesis import Phase, given, settings, stateful
+from hypothesis import Phase, given, note, settings, stateful
+from hypothesis.control import currently_in_test_context
 from hypothesis.database import ExampleDatabase, MultiplexedDatabase
 from hypothesis.stateful import RuleBasedStateMachine, multiple, run_state_machine_as_test
 from hypothesis.strategies import SearchStrategy
@@ -247,10 +248,20 @@ def naming_steps(machine: type[RuleBasedStateMachine]) -> type[RuleBasedStateMac
         super(made, self).__init__()
         if made.recording:
             made.latest = self
+            if currently_in_test_context():  # reported just before Hypothesis's `state = <class>()` line
+                note(machine_note(made.__name__))
 
     made = _wrapping_steps(machine, lambda function, has_targets: _named(function),
                            {"__init__": __init__, "latest": None, "failing": None, "recording": False})
     return made
+
+
+def machine_note(name: str) -> str:
+    """The line a failing program starts with: the ``state = <name>()`` Hypothesis prints under it
+    names radixcheck's machine class (named after the target, to key its examples and its stream),
+    which reads like a factory of the user's module; the repro file is the program to use."""
+    return (f"# `{name}` is radixcheck's state machine, not a name in your code; the repro file "
+            "(radixcheck audit --repro DIR) is this program as plain calls on your factory")
 
 
 def _named(function: Callable[..., Any]) -> Callable[..., Any]:

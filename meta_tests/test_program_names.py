@@ -1,0 +1,25 @@
+"""A failing program's ``state = <class>()`` line names radixcheck's machine class, which is named
+after the target (``mycache_adapter.make_write_through_p1``) and so reads like a factory of the
+user's module (composed_trial.md, friction 5): the line before it says what it is and points at
+the repro file."""
+
+from __future__ import annotations
+
+import pytest
+
+from radixcheck import profiles
+from radixcheck.properties.findings.failures import program_of
+from radixcheck.properties.findings.verdict import run_machine
+from radixcheck.properties.tiers.machine import tier_machine_for
+from radixcheck.properties.tiers.mutants import HostLookupIgnoresNamespace
+
+
+def test_the_machine_a_failing_program_builds_is_said_to_be_radixchecks() -> None:
+    name = "mycache_adapter.make_write_through_p1"  # as the audit names a user's tier machine
+    machine = tier_machine_for(HostLookupIgnoresNamespace, 1, "write_through", name=name)
+    with pytest.raises(Exception) as caught:  # noqa: PT011 - the mutant's finding, whichever oracle
+        run_machine(machine, profiles.SETTINGS["mutation"])
+    lines = program_of(caught.value).splitlines()
+    built = lines.index(f"state = {name}()")
+    said = lines[built - 1]
+    assert said.startswith("#") and name in said and "not a name in your code" in said and "repro file" in said
