@@ -187,12 +187,14 @@ static inline int64_t tile_keys(const int64_t *q_pos, int64_t tb, int64_t G, int
 }
 
 #ifndef RADIXCHECK_AVX512 /* the AVX2 and portable forms (the AVX-512 form is below) */
+#ifdef __AVX2__
 /* Key j's row of KV head kh: a memo row (slots[j]) for the n_cached first keys, else a fresh row */
 static inline const float *kv_row(int64_t j, int64_t n_cached, const int64_t *slots, const float *m, const float *f, int64_t Hkv,
                                   int64_t kh, int64_t D)
 {
     return j < n_cached ? m + (slots[j] * Hkv + kh) * D : f + ((j - n_cached) * Hkv + kh) * D;
 }
+#endif
 
 /* Queries t0 <= t < t1 of exact attention (exact.ExactOps.attention_quantised: the same IEEE
    operations in the same order). q (T, H, D) rotated, unquantised; query t sees keys 0..q_pos[t].
@@ -202,7 +204,8 @@ static inline const float *kv_row(int64_t j, int64_t n_cached, const int64_t *sl
    ATT_QUERIES queries, its G * ATT_QUERIES rows are done like a small GEMM: q.k and p.v in tiles
    of 6 rows x 8 columns (keys, or value dimensions), p.v blocked over ATT_KEYS keys, so a block of
    keys is read from memory once for all rows; with AVX2 and D a multiple of 8, p.v in int16
-   (pv_tile_i16: the head's values paired once per call, each row's probabilities after its softmax). Returns 1 if q holds a NaN or an infinity, -1 if
+   (pv_tile_i16: the head's values paired once per call, straight from their float32 rows, each row's
+   probabilities after its softmax). Returns 1 if q holds a NaN or an infinity, -1 if
    out of memory, else 0. */
 int64_t exact_attention(int64_t H, int64_t Hkv, int64_t D, const double *q, const int64_t *q_pos, int64_t n_cached,
                         const int64_t *slots, const float *mk, const double *msk, const float *mv, const double *msv,
