@@ -2,6 +2,7 @@
 
     python -m radixcheck.model.kernel_ab attention --old main   # exact_attention calls alone
     python -m radixcheck.model.kernel_ab model --old main       # the real model, old and new library swapped in
+    python -m radixcheck.model.kernel_ab workloads --old main   # the seed workloads' live / token ratio, by CPU time
 
 Why: a kernel change is kept only if it is faster *and* gives the same bits, and on a shared box
 only an interleaved comparison in one process says which is faster. This builds the kernel library
@@ -15,7 +16,13 @@ reported and fails the run. Prints old and new milliseconds and old / new (above
 (``--layers``, 30, distinct inputs) per (queries, cached context) pair, the cached keys read from
 memo rows scattered over a 4352-row pool. ``model``: SmolLM2-135M (``load_smollm2``), suffixes of
 16, 32 and 64 tokens and 1 over a 272-token context (all-position logits, as the live arm computes)
-and last-logit prefills at T = 64, 256 and 512.
+and last-logit prefills at T = 64, 256 and 512. ``workloads``: the live arm's ratio (live speedup ÷
+token speedup) of each seed workload predicted from CPU times of SmolLM2 prefills of its requests'
+shapes (each distinct (suffix, cached) shape and each full prompt timed once per repetition, best
+of ``--reps``, all-position logits as the live arm computes): baseline = sum of full prefills,
+radix = sum of suffix prefills over the cached prefix; the cache's own bookkeeping (~1 ms a
+workload) is left out. CPU time is what a loaded shared box measures well, unlike the live arm's
+wall clock.
 """
 
 from __future__ import annotations
@@ -146,9 +153,56 @@ def model_ab(old: ctypes.CDLL, new: ctypes.CDLL, a: argparse.Namespace) -> bool:
     return ok
 
 
+def workloads_ab(old: ctypes.CDLL, new: ctypes.CDLL, a: argparse.Namespace) -> bool:
+    from radixcheck.model import KVPool
+    from radixcheck.model.smollm2 import load_smollm2
+    from radixcheck.reports.hit_rates import cached_per_request
+    from radixcheck.reports.workloads import seed_workloads
+
+    m = load_smollm2()
+    if getattr(m.ops, "_lib", None) is None:
+        raise SystemExit("the model has no compiled kernel to swap (RADIXCHECK_Q8_KERNEL=numpy?)")
+    loads = [(w, cached_per_request(w.requests)) for w in seed_workloads()]
+    shapes = sorted(
+        {(len(r) - c, c) for w, cs in loads for r, c in zip(w.requests, cs, strict=True)}
+        | {(len(r), 0) for w, _ in loads for r in w.requests}
+    )
+    longest = max(s + c for s, c in shapes)
+    toks = (np.arange(longest, dtype=np.int64) * 7919) % 384
+    pool = KVPool(m.config, num_slots=longest)
+    slots = np.arange(longest, dtype=np.int64)
+    m.prefill(pool, toks, slots, 0)  # every cached prefix below is real
+    best = {lib: dict.fromkeys(shapes, float("inf")) for lib in ("old", "new")}
+    ok = True
+    for _ in range(a.reps):
+        for s, c in shapes:
+            outs = []
+            for which, lib in (("old", old), ("new", new)):
+                m.ops._lib = lib
+                t = time.process_time()
+                outs.append(m.prefill(pool, toks[: s + c], slots[: s + c], c))
+                best[which][(s, c)] = min(best[which][(s, c)], time.process_time() - t)
+            ok &= np.array_equal(outs[0], outs[1])
+    print(f"{'workload':>16} {'token':>6} {'old live':>8} {'old ratio':>9} {'new live':>8} {'new ratio':>9}")
+    for w, cs in loads:
+        token = w.total_tokens / (w.total_tokens - sum(cs))
+        row = []
+        for which in ("old", "new"):
+            base = sum(best[which][(len(r), 0)] for r in w.requests)
+            radix = sum(best[which][(len(r) - c, c)] for r, c in zip(w.requests, cs, strict=True))
+            row += [base / radix, base / radix / token]
+        print(f"{w.name:>16} {token:6.2f} {row[0]:8.2f} {row[1]:9.3f} {row[2]:8.2f} {row[3]:9.3f}")
+    print(
+        "per shape (suffix over cached), old / new ms:",
+        ", ".join(f"{s}/{c} {1e3 * best['old'][(s, c)]:.0f}/{1e3 * best['new'][(s, c)]:.0f}" for s, c in shapes),
+    )
+    print("outputs np.array_equal old vs new:", ok)
+    return ok
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("what", choices=("attention", "model"))
+    ap.add_argument("what", choices=("attention", "model", "workloads"))
     ap.add_argument("--old", required=True, help="git revision of the old kernels (e.g. main)")
     ap.add_argument("--path", default="avx2", choices=[p.name for p in kernel_build.PATHS])
     ap.add_argument("--reps", type=int, default=7)
@@ -159,7 +213,7 @@ def main(argv: list[str] | None = None) -> int:
     flags = kernel_build.BY_NAME[a.path].flags
     with tempfile.TemporaryDirectory() as tmp:
         old, new = build_at(a.old, flags, Path(tmp) / "old.so"), build_at(None, flags, Path(tmp) / "new.so")
-        ok = (attention_ab if a.what == "attention" else model_ab)(old, new, a)
+        ok = {"attention": attention_ab, "model": model_ab, "workloads": workloads_ab}[a.what](old, new, a)
     return 0 if ok else 1
 
 
