@@ -33,6 +33,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -132,8 +133,9 @@ def model_ab(old: ctypes.CDLL, new: ctypes.CDLL, a: argparse.Namespace) -> bool:
     pool = KVPool(m.config, num_slots=longest)
     slots = np.arange(longest, dtype=np.int64)
     m.prefill(pool, toks[:ctx], slots[:ctx], 0)  # the cached prefix below is real
-    runs: list[tuple[str, object]] = [(f"{s} over {ctx - s}", lambda s=s: m.prefill(pool, toks[:ctx], slots[:ctx], ctx - s))
-                                      for s in (16, 32, 64, 1)]  # fmt: skip
+    runs: list[tuple[str, Callable[[], np.ndarray]]] = [
+        (f"{s} over {ctx - s}", lambda s=s: m.prefill(pool, toks[:ctx], slots[:ctx], ctx - s)) for s in (16, 32, 64, 1)
+    ]
     runs += [(f"last-logit T={t}", lambda t=t: m.prefill(pool, toks[:t], slots[:t], 0, last_only=True)) for t in (64, 256, 512)]
     ok = True
     print(f"{'request':>18} {'old ms':>8} {'new ms':>8} {'old/new':>7}")
