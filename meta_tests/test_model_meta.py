@@ -248,18 +248,20 @@ def test_the_avx2_lanes_form_broken_fails_its_self_test(tmp_path, mutant: str) -
 
 
 # the AVX2 attention's int16 p.v (issue 43), broken two ways: the second key of every pair loses its
-# probability's high part, and a block's last key is dropped when its key count is odd
+# probability's high part, and a block's last key is dropped when its key count is odd; and (sixth
+# round) the value pairs, now read straight from the float32 rows, take the pair's first key's row twice
 _PV_MUTANTS = {
     "a pair's second key's high part lost": ("ph[r * ldp + k] = (p0 >> 11) | (p1 >> 11) << 16;", "ph[r * ldp + k] = p0 >> 11;"),
     "an odd block's last key dropped": ("const int64_t npairs = (n + 1) / 2;", "const int64_t npairs = n / 2;"),
+    "a value pair's second row read from its first key": ("? kv_row(2 * k + 1, n_cached", "? kv_row(2 * k, n_cached"),
 }
 
 
 @pytest.mark.deep
 @pytest.mark.parametrize("mutant", sorted(_PV_MUTANTS))
 def test_the_avx2_int16_pv_broken_fails_its_self_test(tmp_path, mutant: str) -> None:
-    """The AVX2 attention's p.v in int16 built from broken C, in a fresh cache, fails its self-test
-    against the NumPy path on attention; the unbroken C, built the same way, passes (the control)."""
+    """The AVX2 attention (its int16 p.v and value pairs) built from broken C, in a fresh
+    cache, fails its self-test against the NumPy path on attention; the unbroken C, built the same way, passes (the control)."""
     import json
     import os
     import subprocess

@@ -187,6 +187,15 @@ static inline int64_t tile_keys(const int64_t *q_pos, int64_t tb, int64_t G, int
 }
 
 #ifndef RADIXCHECK_AVX512 /* the AVX2 and portable forms (the AVX-512 form is below) */
+#ifdef __AVX2__
+/* Key j's row of KV head kh: a memo row (slots[j]) for the n_cached first keys, else a fresh row */
+static inline const float *kv_row(int64_t j, int64_t n_cached, const int64_t *slots, const float *m, const float *f, int64_t Hkv,
+                                  int64_t kh, int64_t D)
+{
+    return j < n_cached ? m + (slots[j] * Hkv + kh) * D : f + ((j - n_cached) * Hkv + kh) * D;
+}
+#endif
+
 /* Queries t0 <= t < t1 of exact attention (exact.ExactOps.attention_quantised: the same IEEE
    operations in the same order). q (T, H, D) rotated, unquantised; query t sees keys 0..q_pos[t].
    Keys j < n_cached are rows slots[j] of the memo arrays mk, mv ((rows, Hkv, D) float32 integers)
@@ -195,7 +204,8 @@ static inline int64_t tile_keys(const int64_t *q_pos, int64_t tb, int64_t G, int
    ATT_QUERIES queries, its G * ATT_QUERIES rows are done like a small GEMM: q.k and p.v in tiles
    of 6 rows x 8 columns (keys, or value dimensions), p.v blocked over ATT_KEYS keys, so a block of
    keys is read from memory once for all rows; with AVX2 and D a multiple of 8, p.v in int16
-   (pv_tile_i16: the head's values paired once per call, each row's probabilities after its softmax). Returns 1 if q holds a NaN or an infinity, -1 if
+   (pv_tile_i16: the head's values paired once per call, straight from their float32 rows, each row's
+   probabilities after its softmax). Returns 1 if q holds a NaN or an infinity, -1 if
    out of memory, else 0. */
 int64_t exact_attention(int64_t H, int64_t Hkv, int64_t D, const double *q, const int64_t *q_pos, int64_t n_cached,
                         const int64_t *slots, const float *mk, const double *msk, const float *mv, const double *msv,
@@ -240,7 +250,8 @@ int64_t exact_attention(int64_t H, int64_t Hkv, int64_t D, const double *q, cons
                 __m256d a[4];
                 for (int i = 0; i < 4; i++) {
                     a[i] = _mm256_cvtps_pd(_mm_loadu_ps(kr[i] + d));
-                    _mm256_storeu_pd(v + (j0 + i) * D + d, _mm256_cvtps_pd(_mm_loadu_ps(vr[i] + d)));
+                    if (!pv_i16) /* the int16 p.v reads the values from the rows themselves (below) */
+                        _mm256_storeu_pd(v + (j0 + i) * D + d, _mm256_cvtps_pd(_mm_loadu_ps(vr[i] + d)));
                 }
                 const __m256d t0 = _mm256_unpacklo_pd(a[0], a[1]), t1 = _mm256_unpackhi_pd(a[0], a[1]);
                 const __m256d t2 = _mm256_unpacklo_pd(a[2], a[3]), t3 = _mm256_unpackhi_pd(a[2], a[3]);
@@ -262,12 +273,17 @@ int64_t exact_attention(int64_t H, int64_t Hkv, int64_t D, const double *q, cons
             svh[j] = (j < n_cached ? msv : fsv)[row * Hkv + kh];
         }
 #ifdef __AVX2__
-        for (int64_t k = 0; pv_i16 && k < np_max; k++) /* values as int16 key pairs (|v| < 2^15: exact; a key past le_max: 0) */
-            for (int64_t d = 0; d < D; d += 4) {
-                const __m128i lo = _mm256_cvttpd_epi32(_mm256_loadu_pd(v + 2 * k * D + d));
-                const __m128i hi = 2 * k + 1 < le_max ? _mm256_cvttpd_epi32(_mm256_loadu_pd(v + (2 * k + 1) * D + d)) : _mm_setzero_si128();
-                _mm_storeu_si128((__m128i *)(v2 + k * D + d), _mm_or_si128(_mm_and_si128(lo, _mm_set1_epi32(0xffff)), _mm_slli_epi32(hi, 16)));
+        /* values as int16 key pairs, straight from their float32 rows (|v| < 2^15 integers: exact; a key past le_max: 0) */
+        for (int64_t k = 0; pv_i16 && k < np_max; k++) {
+            const float *v0 = kv_row(2 * k, n_cached, slots, mv, fv, Hkv, kh, D);
+            const float *v1 = 2 * k + 1 < le_max ? kv_row(2 * k + 1, n_cached, slots, mv, fv, Hkv, kh, D) : NULL;
+            for (int64_t d = 0; d < D; d += 8) {
+                const __m256i lo = _mm256_cvttps_epi32(_mm256_loadu_ps(v0 + d));
+                const __m256i hi = v1 ? _mm256_cvttps_epi32(_mm256_loadu_ps(v1 + d)) : _mm256_setzero_si256();
+                _mm256_storeu_si256((__m256i *)(v2 + k * D + d),
+                                    _mm256_or_si256(_mm256_and_si256(lo, _mm256_set1_epi32(0xffff)), _mm256_slli_epi32(hi, 16)));
             }
+        }
 #endif
         for (int64_t tb = t0; tb < t1; tb += ATT_QUERIES) {
             /* row r: query tb + r / G, head kh * G + r % G */

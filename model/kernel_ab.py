@@ -1,0 +1,223 @@
+"""A/B of the C kernels between two trees, in one process, interleaved.
+
+    python -m radixcheck.model.kernel_ab attention --old main   # exact_attention calls alone
+    python -m radixcheck.model.kernel_ab model --old main       # the real model, old and new library swapped in
+    python -m radixcheck.model.kernel_ab workloads --old main   # the seed workloads' live / token ratio, by CPU time
+
+Why: a kernel change is kept only if it is faster *and* gives the same bits, and on a shared box
+only an interleaved comparison in one process says which is faster. This builds the kernel library
+of git revision ``REF`` (``git show REF:model/kernels/...``) and of the working tree with one path's
+flags (``--path``, default ``avx2``) and loads both (neither is self-tested here: run the kernel
+self-test and ``kernel_check`` on the new tree). Timings are CPU time, best of ``--reps``, the two
+libraries alternating. Every output must be ``np.array_equal`` between the two; a difference is
+reported and fails the run. Prints old and new milliseconds and old / new (above 1: new is faster).
+
+``attention``: on SmolLM2's shapes (9 query heads over 3 KV heads of 64), one model's worth of calls
+(``--layers``, 30, distinct inputs) per (queries, cached context) pair, the cached keys read from
+memo rows scattered over a 4352-row pool. ``model``: SmolLM2-135M (``load_smollm2``), suffixes of
+16, 32 and 64 tokens and 1 over a 272-token context (all-position logits, as the live arm computes)
+and last-logit prefills at T = 64, 256 and 512. ``workloads``: the live arm's ratio (live speedup ÷
+token speedup) of each seed workload predicted from CPU times of SmolLM2 prefills of its requests'
+shapes (each distinct (suffix, cached) shape and each full prompt timed once per repetition, best
+of ``--reps``, all-position logits as the live arm computes): baseline = sum of full prefills,
+radix = sum of suffix prefills over the cached prefix; the cache's own bookkeeping (~1 ms a
+workload) is left out. CPU time is what a loaded shared box measures well, unlike the live arm's
+wall clock.
+"""
+
+from __future__ import annotations
+
+import argparse
+import ctypes
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import numpy as np
+
+from radixcheck.model import exact, kernel_build, q8kernel
+
+H, HKV, D, POOL = 9, 3, 64, 4352
+QUERIES = (1, 4, 16, 32, 64, 272, 512)
+CONTEXTS = (256, 512)
+
+
+def build_at(rev: str | None, flags: tuple[str, ...], out: Path) -> ctypes.CDLL:
+    """The kernel library of git revision ``rev`` (``None``: this tree), built into ``out`` and loaded."""
+    if rev is None:
+        srcs = kernel_build.sources()
+    else:
+
+        def git(*args: str) -> str:
+            return subprocess.run(["git", "-C", str(root), *args], capture_output=True, text=True, check=True).stdout
+
+        root = Path(__file__).resolve().parent
+        top = git("rev-parse", "--show-toplevel").strip()
+        rel, root = root.relative_to(top) / "kernels", Path(top)  # ls-tree lists what is under git's -C directory
+        names = git("ls-tree", "--name-only", f"{rev}:{rel}").split()
+        srcs = {n: git("show", f"{rev}:{rel}/{n}") for n in names if n.endswith((".c", ".h"))}
+    src = out.with_suffix("")
+    src.mkdir(parents=True, exist_ok=True)
+    for name, text in srcs.items():
+        (src / name).write_text(text, encoding="utf-8")
+    unit = src / "all_kernels.c"
+    unit.write_text("".join(f'#include "{n}"\n' for n in sorted(srcs) if n.endswith(".c")))
+    cc = kernel_build.compiler()
+    if cc is None:
+        raise SystemExit("no C compiler")
+    subprocess.run([cc, *flags, "-I", str(src), "-o", str(out), str(unit), "-lm"], check=True)
+    return q8kernel._library(out)
+
+
+def case(n: int, ctx: int, rng: np.random.Generator) -> tuple:
+    """Arguments of one layer's call: ``n`` queries after ``ctx`` cached keys (memo rows scattered)."""
+    ops = exact.ExactOps(kernel="numpy")
+    k, v = rng.normal(0, 1.5, (POOL + n, HKV, D)), rng.normal(0, 1, (POOL + n, HKV, D))
+    ki, sk, vi, sv = ops.quantise_kv(k, v)
+    mk, mv = np.ascontiguousarray(ki[:POOL], np.float32), np.ascontiguousarray(vi[:POOL], np.float32)
+    msk, msv = np.ascontiguousarray(sk[:POOL]), np.ascontiguousarray(sv[:POOL])
+    fk, fv = np.ascontiguousarray(ki[POOL:], np.float32), np.ascontiguousarray(vi[POOL:], np.float32)
+    fsk, fsv = np.ascontiguousarray(sk[POOL:]), np.ascontiguousarray(sv[POOL:])
+    slots = np.ascontiguousarray(rng.permutation(POOL)[:ctx], np.int64)
+    q = rng.normal(0, 1.5, (n, H, D))
+    pos = np.arange(ctx, ctx + n, dtype=np.int64)
+    return q, pos, (slots, mk, msk, mv, msv), (fk, fsk, fv, fsv)
+
+
+def call(lib: ctypes.CDLL, args: tuple, out: np.ndarray) -> None:
+    q, pos, cached, fresh = args
+    bits = (exact.QK_BITS, exact.P_BITS, exact.DENOM_BITS)
+    q8kernel.attention(lib, q, pos, cached, fresh, bits, out, 0, q.shape[0])
+
+
+def timed(lib: ctypes.CDLL, args: list[tuple], outs: list[np.ndarray]) -> float:
+    t = time.process_time()
+    for a, o in zip(args, outs, strict=True):
+        call(lib, a, o)
+    return time.process_time() - t
+
+
+def attention_ab(old: ctypes.CDLL, new: ctypes.CDLL, a: argparse.Namespace) -> bool:
+    rng = np.random.default_rng(43)
+    ok = True
+    print(f"{'queries':>7} {'context':>7} {'old ms':>8} {'new ms':>8} {'old/new':>7}")
+    for ctx in a.contexts:
+        for n in a.queries:
+            layers = max(1, a.layers if n * (n + ctx) < 200_000 else a.layers // 5)
+            args = [case(n, ctx, rng) for _ in range(layers)]
+            o_old = [np.empty((n, H, D)) for _ in args]
+            o_new = [np.empty((n, H, D)) for _ in args]
+            best_old = best_new = float("inf")
+            for _ in range(a.reps):
+                best_old = min(best_old, timed(old, args, o_old))
+                best_new = min(best_new, timed(new, args, o_new))
+            same = all(np.array_equal(x, y) for x, y in zip(o_old, o_new, strict=True))
+            ok &= same
+            print(f"{n:>7} {ctx:>7} {1e3 * best_old:8.2f} {1e3 * best_new:8.2f} {best_old / best_new:7.3f}"
+                  f"{'' if same else '  OUTPUTS DIFFER'}  ({layers} calls)", flush=True)  # fmt: skip
+    return ok
+
+
+def model_ab(old: ctypes.CDLL, new: ctypes.CDLL, a: argparse.Namespace) -> bool:
+    from radixcheck.model import KVPool
+    from radixcheck.model.smollm2 import load_smollm2
+
+    m = load_smollm2()
+    if getattr(m.ops, "_lib", None) is None:
+        raise SystemExit("the model has no compiled kernel to swap (RADIXCHECK_Q8_KERNEL=numpy?)")
+    ctx, longest = 272, 512
+    toks = (np.arange(longest, dtype=np.int64) * 7919) % 384
+    pool = KVPool(m.config, num_slots=longest)
+    slots = np.arange(longest, dtype=np.int64)
+    m.prefill(pool, toks[:ctx], slots[:ctx], 0)  # the cached prefix below is real
+    runs: list[tuple[str, Callable[[], np.ndarray]]] = [
+        (f"{s} over {ctx - s}", lambda s=s: m.prefill(pool, toks[:ctx], slots[:ctx], ctx - s)) for s in (16, 32, 64, 1)
+    ]
+    runs += [(f"last-logit T={t}", lambda t=t: m.prefill(pool, toks[:t], slots[:t], 0, last_only=True)) for t in (64, 256, 512)]
+    ok = True
+    print(f"{'request':>18} {'old ms':>8} {'new ms':>8} {'old/new':>7}")
+    for name, run in runs:
+        best = {"old": float("inf"), "new": float("inf")}
+        outs: dict[str, list[np.ndarray]] = {"old": [], "new": []}
+        for _ in range(a.reps):
+            for which, lib in (("old", old), ("new", new)):
+                m.ops._lib = lib
+                t = time.process_time()
+                outs[which].append(run())
+                best[which] = min(best[which], time.process_time() - t)
+        same = all(np.array_equal(x, outs["old"][0]) for x in outs["old"] + outs["new"])
+        ok &= same
+        print(f"{name:>18} {1e3 * best['old']:8.1f} {1e3 * best['new']:8.1f} {best['old'] / best['new']:7.3f}"
+              f"{'' if same else '  OUTPUTS DIFFER'}", flush=True)  # fmt: skip
+    return ok
+
+
+def workloads_ab(old: ctypes.CDLL, new: ctypes.CDLL, a: argparse.Namespace) -> bool:
+    from radixcheck.model import KVPool
+    from radixcheck.model.smollm2 import load_smollm2
+    from radixcheck.reports.hit_rates import cached_per_request
+    from radixcheck.reports.workloads import seed_workloads
+
+    m = load_smollm2()
+    if getattr(m.ops, "_lib", None) is None:
+        raise SystemExit("the model has no compiled kernel to swap (RADIXCHECK_Q8_KERNEL=numpy?)")
+    loads = [(w, cached_per_request(w.requests)) for w in seed_workloads()]
+    shapes = sorted(
+        {(len(r) - c, c) for w, cs in loads for r, c in zip(w.requests, cs, strict=True)}
+        | {(len(r), 0) for w, _ in loads for r in w.requests}
+    )
+    longest = max(s + c for s, c in shapes)
+    toks = (np.arange(longest, dtype=np.int64) * 7919) % 384
+    pool = KVPool(m.config, num_slots=longest)
+    slots = np.arange(longest, dtype=np.int64)
+    m.prefill(pool, toks, slots, 0)  # every cached prefix below is real
+    best = {lib: dict.fromkeys(shapes, float("inf")) for lib in ("old", "new")}
+    ok = True
+    for _ in range(a.reps):
+        for s, c in shapes:
+            outs = []
+            for which, lib in (("old", old), ("new", new)):
+                m.ops._lib = lib
+                t = time.process_time()
+                outs.append(m.prefill(pool, toks[: s + c], slots[: s + c], c))
+                best[which][(s, c)] = min(best[which][(s, c)], time.process_time() - t)
+            ok &= np.array_equal(outs[0], outs[1])
+    print(f"{'workload':>16} {'token':>6} {'old live':>8} {'old ratio':>9} {'new live':>8} {'new ratio':>9}")
+    for w, cs in loads:
+        token = w.total_tokens / (w.total_tokens - sum(cs))
+        row = []
+        for which in ("old", "new"):
+            base = sum(best[which][(len(r), 0)] for r in w.requests)
+            radix = sum(best[which][(len(r) - c, c)] for r, c in zip(w.requests, cs, strict=True))
+            row += [base / radix, base / radix / token]
+        print(f"{w.name:>16} {token:6.2f} {row[0]:8.2f} {row[1]:9.3f} {row[2]:8.2f} {row[3]:9.3f}")
+    print(
+        "per shape (suffix over cached), old / new ms:",
+        ", ".join(f"{s}/{c} {1e3 * best['old'][(s, c)]:.0f}/{1e3 * best['new'][(s, c)]:.0f}" for s, c in shapes),
+    )
+    print("outputs np.array_equal old vs new:", ok)
+    return ok
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("what", choices=("attention", "model", "workloads"))
+    ap.add_argument("--old", required=True, help="git revision of the old kernels (e.g. main)")
+    ap.add_argument("--path", default="avx2", choices=[p.name for p in kernel_build.PATHS])
+    ap.add_argument("--reps", type=int, default=7)
+    ap.add_argument("--layers", type=int, default=30, help="attention: calls per timing (distinct inputs, as a model's layers)")
+    ap.add_argument("--queries", type=int, nargs="*", default=list(QUERIES))
+    ap.add_argument("--contexts", type=int, nargs="*", default=list(CONTEXTS))
+    a = ap.parse_args(argv)
+    flags = kernel_build.BY_NAME[a.path].flags
+    with tempfile.TemporaryDirectory() as tmp:
+        old, new = build_at(a.old, flags, Path(tmp) / "old.so"), build_at(None, flags, Path(tmp) / "new.so")
+        ok = {"attention": attention_ab, "model": model_ab, "workloads": workloads_ab}[a.what](old, new, a)
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
