@@ -66,10 +66,13 @@ def b10(f):  # tenant b caches the twin of tenant a's prompt: a's window must st
 CASES = {"HostWindowSkipsTombstones": b2, "HostWindowKeyedByTokens": b4, "WriteBackFreesWindowOfKeptLeaf": b5,
          "HostPartReadsOnlyHostCopy": b6, "LoadFailReturnsDevicePath": b8,
          "WriteBackStartFreesWindow": b9, "TwinWindowOverwrite": b10}
-for name, story in CASES.items():
-    story(mycache.make)
-    try:
-        story(getattr(mybugs, "make_" + name))
-        print(f"{name}: NOT shown by its story")
-    except Exception as exc:
-        print(f"{name}: {type(exc).__name__}: {str(exc)[:300]}")
+
+
+if __name__ == "__main__":
+    for name, story in CASES.items():
+        story(mycache.make)
+        try:
+            story(getattr(mybugs, "make_" + name))
+            print(f"{name}: NOT shown by its story")
+        except Exception as exc:
+            print(f"{name}: {type(exc).__name__}: {str(exc)[:300]}")

@@ -1,0 +1,47 @@
+"""Legal variants of mycache (each a choice the contract leaves to the cache): probes for false alarms."""
+
+from __future__ import annotations
+
+import numpy as np
+from mycache import NONE, MyWindowTierCache, Node, make
+
+
+def _factory(cls):
+    def factory(allocator, host_pool, controller, page_size, write_policy):
+        return cls(allocator, host_pool, controller, page_size, write_policy)
+    factory.tier_capabilities = make.tier_capabilities
+    return factory
+
+
+class StrictRevive(MyWindowTierCache):
+    """A load-back restores the window only on the pages of the path's last W tokens; loaded pages
+    further back stay tombstoned (the contract: "or leave it tombstoned")."""
+
+    def _revive(self, path: list[Node]) -> None:
+        if not path:
+            return
+        end = path[-1].depth
+        for node in path:
+            if node.depth > end - self.window:        # holds one of the last W tokens
+                super()._revive([node])
+            elif node.xfer is not None and node.xfer.kind == "load":
+                node.win_dev = np.full(self.page_size, NONE, dtype=np.int64)
+
+
+class HostGainsWindow(MyWindowTierCache):
+    """An insert onto a backed-up page whose device window is live where its host copy is tombstoned
+    copies those values into the host copy with no transfer (SGLang's incremental SWA backup; the
+    contract: "it may gain more later, each its own")."""
+
+    def insert(self, tokens, values, window=None, namespace=None) -> int:
+        prefix = super().insert(tokens, values, window=window, namespace=namespace)
+        for node in self._walk(tokens, namespace):
+            if node.host is not None and node.device is not None:
+                gain = (node.win_host == NONE) & (node.win_dev != NONE)
+                node.win_host[gain] = node.win_dev[gain]
+        return prefix
+
+
+VARIANTS = [StrictRevive, HostGainsWindow]
+for _cls in VARIANTS:
+    globals()["make_" + _cls.__name__] = _factory(_cls)
