@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 from mycache import NONE, MyWindowTierCache, Node, make
 
@@ -9,7 +11,7 @@ from mycache import NONE, MyWindowTierCache, Node, make
 def _factory(cls):
     def factory(allocator, host_pool, controller, page_size, write_policy):
         return cls(allocator, host_pool, controller, page_size, write_policy)
-    factory.tier_capabilities = make.tier_capabilities
+    factory.tier_capabilities = getattr(cls, "caps", make.tier_capabilities)
     return factory
 
 
@@ -42,6 +44,20 @@ class HostGainsWindow(MyWindowTierCache):
         return prefix
 
 
-VARIANTS = [StrictRevive, HostGainsWindow]
+class LeafFirstWriteBack(MyWindowTierCache):
+    """Under write_back, evict() writes the evicted leaf alone (SGLang's design), declared as
+    ``write_back_order="leaf_first"``; write-through stays top-down."""
+
+    caps = dataclasses.replace(make.tier_capabilities, write_back_order="leaf_first")
+
+    def evict(self, num_tokens: int) -> int:
+        chain, self._backup_chain = self._backup_chain, lambda path: chain(path[-1:])
+        try:
+            return super().evict(num_tokens)
+        finally:
+            del self._backup_chain
+
+
+VARIANTS = [StrictRevive, HostGainsWindow, LeafFirstWriteBack]
 for _cls in VARIANTS:
     globals()["make_" + _cls.__name__] = _factory(_cls)
