@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import dataclasses
 
-import numpy as np
 from mycache import NONE, MyWindowTierCache, Node, make
 
 
@@ -16,18 +15,13 @@ def _factory(cls):
 
 
 class StrictRevive(MyWindowTierCache):
-    """A load-back restores the window only on the pages of the path's last W tokens; loaded pages
-    further back stay tombstoned (the contract: "or leave it tombstoned")."""
+    """A load-back restores the window only on the pages of the path's last W tokens; a page it
+    loads further back stays tombstoned (the contract: "or leave it tombstoned"). Pages an earlier
+    load-back revived keep their values."""
 
     def _revive(self, path: list[Node]) -> None:
-        if not path:
-            return
-        end = path[-1].depth
-        for node in path:
-            if node.depth > end - self.window:        # holds one of the last W tokens
-                super()._revive([node])
-            elif node.xfer is not None and node.xfer.kind == "load":
-                node.win_dev = np.full(self.page_size, NONE, dtype=np.int64)
+        end = path[-1].depth if path else 0
+        super()._revive([node for node in path if node.depth > end - self.window])
 
 
 class HostGainsWindow(MyWindowTierCache):
