@@ -26,6 +26,7 @@ from radixcheck.properties.tiers.mutants import machines_for_mutant
 from radixcheck.properties.tiers.window_mutants import (
     WINDOW_TIER_MUTANTS,
     BacksUpWindowOnInsert,
+    FailedLoadResumesAtDeadWindow,
     HostMatchIgnoresWindow,
     LoadBackRestoresBeyondWindowFromWrongPage,
     LoadBackRestoresNoWindow,
@@ -379,3 +380,33 @@ def test_a_later_window_copy_of_another_value_fails_at_the_load_back() -> None:
     """The host match relying on the later copy is taken; the load-back must then show the token's own value."""
     with pytest.raises(TierWindowViolation, match=r"token 0 .* reports window value \d+, not its own"):
         _backed_up_on_insert(_BacksUpAnotherValue)
+
+
+def _failed_load_at_a_dead_window(factory: Any) -> TierWorld:
+    """Under write-back: [1..4] cached, then [1..8] (the window of 1..5 dies), written; the leaf's
+    write-back evicts part of it, and the load-back of [1..8] fails (moves nothing): the device
+    path ends where the window is dead (a new user's story, reports/findings/window_trial.md)."""
+    world = TierWorld(factory, 1, "write_back")
+    world.serve([1, 2, 3, 4])
+    world.finish()
+    world.serve([1, 2, 3, 4, 5, 6, 7, 8])
+    world.finish()
+    world.complete_all()
+    world.evict(4)
+    world.complete_all()
+    world.fail_next([True] * 4)
+    world.serve([1, 2, 3, 4, 5, 6, 7, 8])
+    world.finish()
+    return world
+
+
+@pytest.mark.parametrize("factory", [TieredWindowCache, TrustingWindowTiers, RestoresWholeHostSegment, BacksUpWindowOnInsert],
+                         ids=lambda f: f.__name__)
+def test_a_failed_load_back_resumes_where_the_window_is_live(factory: Any) -> None:
+    world = _failed_load_at_a_dead_window(factory)
+    assert any("allocation failed" in line for line in world.log)  # the story reached its failed load
+
+
+def test_a_failed_load_back_returning_the_whole_device_path_fails_21() -> None:
+    with pytest.raises(TombstoneViolation, match=r"its load moved nothing, and it returned the whole device path"):
+        _failed_load_at_a_dead_window(FailedLoadResumesAtDeadWindow)

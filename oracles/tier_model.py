@@ -268,6 +268,22 @@ class TierModel:
         end, _ = self.windows.match_ends(path, len(device), len(device), (len(values), None))
         return end == len(values) and list(values) == device[:end]
 
+    def check_failed_load_end(self, tokens: Sequence[int], values: Sequence[int], namespace: Hashable = None,
+                              before: int | None = None) -> None:
+        """After a load-back that moved nothing and returned the whole device path (and revived the
+        window at its end from host copies, as a load-back does): that path must end where its
+        window is live on device, or the request resumes at a tombstone (oracle 21)."""
+        device = self.expected_match(tokens, namespace)[0]
+        if self.windows is None or before is None or len(device) > before or not device or list(values) != device:
+            return
+        path = [pg for pg in self.pages_of(tokens, namespace) if not pg.gone]
+        end, _ = self.windows.match_ends(path, len(device), len(device), (len(device), None))
+        if end != len(device):
+            last = min(self.windows.window, len(device))
+            raise TombstoneViolation(f"load_back of {shown(tokens)}{_under(namespace)}: its load moved nothing, and it returned "
+                                     f"the whole device path ({len(device)} tokens), but the last {last} tokens of it do not all "
+                                     f"have their window live on device: a request resumes only after {end}")
+
     def _check_window_end(self, what: str, part: str, got: int, want: int, tokens: Sequence[int],
                           namespace: Hashable) -> None:
         """Oracles 21 and 23 on the tiers: a match whose ``part`` ends after ``got`` tokens, not the

@@ -117,6 +117,10 @@ class TieredWindowCache(TieredRadixCache):
     def load_back(self, host_handle: Any) -> tuple[np.ndarray, TierNode]:
         off_device = [n for n in self._path(host_handle) if n.device is None]
         values, last = super().load_back(host_handle)
+        if off_device and all(n.device is None for n in off_device):  # the load failed and moved nothing
+            resumed = self._resume_after_failed_load(last)
+            if resumed is not None:
+                return resumed
         length = len(values)
         start = length - min(self.window_size, length)  # the window at the end of the path loaded back
         for node in self._path(last) if last.parent is not None else []:
@@ -125,6 +129,18 @@ class TieredWindowCache(TieredRadixCache):
             elif node.depth > start:
                 self._revive(node)
         return values, last
+
+    def _resume_after_failed_load(self, last: TierNode) -> tuple[np.ndarray, TierNode] | None:
+        """A load-back whose load moved nothing, on a device path (root..``last``) that ends at a dead
+        window: the request resumes at the match's device end (its window live on device), short of
+        the path, and nothing is revived (the contract's "A sliding window on the tiers"). None when
+        the path's window is live at its end (the whole path, as after any load-back)."""
+        path = self._path(last) if last.parent is not None else []
+        end = self._resumable(path, host_too=False)
+        if end == len(path):
+            return None
+        values = np.concatenate([n.device for n in path[:end]]) if end else np.zeros(0, dtype=np.int64)
+        return values, (path[end - 1] if end else path[0].parent)
 
     # ---- where window values move -------------------------------------------------------------
 

@@ -110,6 +110,22 @@ class HostMatchIgnoresWindow(WindowTierMutant):
         return len(path) if host_too else super()._resumable(path, host_too)
 
 
+class FailedLoadResumesAtDeadWindow(WindowTierMutant):
+    """Composed (window + host tier + a failed load): a load-back whose load moved nothing returns
+    the whole device path, as after a load that succeeded, though the window of its last tokens is
+    tombstoned on device and no host copy revives it: the request resumes where its window is dead
+    (the contract wants the match's device end, as SGLang's ``init_load_back`` keeps the match's
+    device node when ``load_back`` fails). The reference did this until a new user's trial found
+    that no oracle judged it (``reports/findings/window_trial.md``)."""
+
+    bug_class = "failed-load-resumes-at-a-dead-window"
+    sources = ()  # SGLang's UnifiedRadixCache.init_load_back returns (0, req.last_node) when load_back fails
+    caught_by = v.TombstoneViolation
+
+    def _resume_after_failed_load(self, last: TierNode) -> tuple[np.ndarray, TierNode] | None:
+        return None
+
+
 class TrustingWindowTiers(TrustsItsCallers, TieredWindowCache):
     """Correct, with namespaces, the request lifecycle and a sliding window on both tiers, trusting
     its callers as SGLang's HiRadixCache does
@@ -157,6 +173,6 @@ class BacksUpWindowOnInsert(TieredWindowCache):
 
 WINDOW_TIER_MUTANTS: list[type[WindowTierMutant]] = [LoadBackRestoresBeyondWindowFromWrongPage, LoadBackRestoresNoWindow,
                                                      WriteBackDropsWindow, LoadBackSkipsDeviceWindow,
-                                                     HostMatchIgnoresWindow]
+                                                     HostMatchIgnoresWindow, FailedLoadResumesAtDeadWindow]
 CORRECT_WINDOW_TIERS: dict[str, Any] = {"TieredWindowCache": TieredWindowCache, "TrustingWindowTiers": TrustingWindowTiers,
                                          "RestoresWholeHostSegment": RestoresWholeHostSegment}
