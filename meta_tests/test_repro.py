@@ -253,3 +253,19 @@ def test_every_bad_namespace_the_machine_sends_can_be_written() -> None:
 
     for namespace in UNHASHABLE:
         assert eval(literal(namespace)) == namespace  # noqa: S307 - our own literal, read back
+
+
+def test_a_repro_file_name_keeps_a_lettered_oracle_label() -> None:
+    """A window finding's file says 20w (a new user's window trial read "w" alone); a bare number goes."""
+    assert file_name("20w window values through the host tier", "windows() of x reports -1", "a:make").startswith(
+        "repro-20w-window-values-through-the-host-tier-")
+    assert file_name("3h host slot conservation", "host slot 4 leaked", "a:make").startswith("repro-3h-host-slot-")
+
+
+@pytest.mark.parametrize("oracle", ["20 second-pool value live or tombstoned", "20w window values through the host tier",
+                                    "21 tombstone hides nothing", "22 locks hold both pools", "23 hybrid match length"])
+def test_second_pool_findings_have_their_own_category(oracle: str) -> None:
+    """A window or state finding is filed under the second pool, not "other" (the window trial's friction)."""
+    from radixcheck.audit import RANKS, rank_of
+
+    assert RANKS[rank_of(oracle)][0] == "the second pool: window and state values"

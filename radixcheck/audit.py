@@ -83,6 +83,7 @@ RANKS: list[tuple[str, tuple[str, ...]]] = [
     ("could not run", ("collection error", "error")),
     ("slots and the prefix set", ("3 slot", "1 prefix-set", "10 tenant isolation", "5 evict-equals", "return values", "contract")),
     ("the tiers: residency, transfers, backups", ("13 ", "14 ", "15 ", "16 ", "17 ", "18 ", "19 ", "3h ")),
+    ("the second pool: window and state values", ("20 ", "20w ", "21 ", "22 ", "23 ")),
     ("bad input", ("bad input",)),
     ("what the index answers", ("7 index", "9 engine events")),
     ("what the tenant tree answers", ("11 tenant-tree model",)),

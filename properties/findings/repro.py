@@ -905,7 +905,7 @@ def file_name(oracle: str, message: str, spec: str = "", site: str = "") -> str:
     covers the target ``spec`` and, for a crash, its ``site`` (:func:`finding_site`), so two
     findings (two caches' into one directory, two crashes of one message) never share a file."""
     shape = signature_of(oracle, message)
-    words = f"{oracle.lstrip('0123456789 ')} {shape}".lower().replace("…", " ")
+    words = f"{re.sub(r'^[0-9]+ ', '', oracle)} {shape}".lower().replace("…", " ")  # a bare number goes, a label such as 20w stays
     slug = "-".join(re.findall(r"[a-z0-9]+", words))[:72].strip("-")
     identity = "|".join([oracle, shape, *([spec, site] if spec or site else [])])
     return f"repro-{slug}-{hashlib.sha1(identity.encode()).hexdigest()[:8]}.py"
