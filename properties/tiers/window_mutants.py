@@ -120,7 +120,9 @@ class FailedLoadResumesAtDeadWindow(WindowTierMutant):
 
     bug_class = "failed-load-resumes-at-a-dead-window"
     sources = ()  # SGLang's UnifiedRadixCache.init_load_back returns (0, req.last_node) when load_back fails
-    caught_by = v.TombstoneViolation
+    # 21 where the returned end's window is dead; 20w where the model, taking the whole path as a
+    # load-back's, expects the window at its end revived from host copies the cache did not revive
+    caught_by = (v.TombstoneViolation, v.TierWindowViolation)
 
     def _resume_after_failed_load(self, last: TierNode) -> tuple[np.ndarray, TierNode] | None:
         return None
