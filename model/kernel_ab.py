@@ -35,6 +35,7 @@ import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -121,13 +122,20 @@ def attention_ab(old: ctypes.CDLL, new: ctypes.CDLL, a: argparse.Namespace) -> b
     return ok
 
 
-def model_ab(old: ctypes.CDLL, new: ctypes.CDLL, a: argparse.Namespace) -> bool:
-    from radixcheck.model import KVPool
+def _model_with_a_kernel() -> Any:
+    """The real SmolLM2, on a compiled kernel library (the A/B swaps it)."""
     from radixcheck.model.smollm2 import load_smollm2
 
     m = load_smollm2()
     if getattr(m.ops, "_lib", None) is None:
         raise SystemExit("the model has no compiled kernel to swap (RADIXCHECK_Q8_KERNEL=numpy?)")
+    return m
+
+
+def model_ab(old: ctypes.CDLL, new: ctypes.CDLL, a: argparse.Namespace) -> bool:
+    from radixcheck.model import KVPool
+
+    m = _model_with_a_kernel()
     ctx, longest = 272, 512
     toks = (np.arange(longest, dtype=np.int64) * 7919) % 384
     pool = KVPool(m.config, num_slots=longest)
@@ -157,13 +165,10 @@ def model_ab(old: ctypes.CDLL, new: ctypes.CDLL, a: argparse.Namespace) -> bool:
 
 def workloads_ab(old: ctypes.CDLL, new: ctypes.CDLL, a: argparse.Namespace) -> bool:
     from radixcheck.model import KVPool
-    from radixcheck.model.smollm2 import load_smollm2
     from radixcheck.reports.hit_rates import cached_per_request
     from radixcheck.reports.workloads import seed_workloads
 
-    m = load_smollm2()
-    if getattr(m.ops, "_lib", None) is None:
-        raise SystemExit("the model has no compiled kernel to swap (RADIXCHECK_Q8_KERNEL=numpy?)")
+    m = _model_with_a_kernel()
     loads = [(w, cached_per_request(w.requests)) for w in seed_workloads()]
     shapes = sorted(
         {(len(r) - c, c) for w, cs in loads for r, c in zip(w.requests, cs, strict=True)}
