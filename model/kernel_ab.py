@@ -39,6 +39,7 @@ from typing import Any
 
 import numpy as np
 
+from radixcheck.argtypes import ArgumentParser, positive_int
 from radixcheck.model import exact, kernel_build, q8kernel
 
 H, HKV, D, POOL = 9, 3, 64, 4352
@@ -208,15 +209,20 @@ def workloads_ab(old: ctypes.CDLL, new: ctypes.CDLL, a: argparse.Namespace) -> b
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = ArgumentParser(prog="python -m radixcheck.model.kernel_ab", description=__doc__.splitlines()[0])
     ap.add_argument("what", choices=("attention", "model", "workloads"))
     ap.add_argument("--old", required=True, help="git revision of the old kernels (e.g. main)")
     ap.add_argument("--path", default="avx2", choices=[p.name for p in kernel_build.PATHS])
-    ap.add_argument("--reps", type=int, default=7)
-    ap.add_argument("--layers", type=int, default=30, help="attention: calls per timing (distinct inputs, as a model's layers)")
-    ap.add_argument("--queries", type=int, nargs="*", default=list(QUERIES))
-    ap.add_argument("--contexts", type=int, nargs="*", default=list(CONTEXTS))
+    ap.add_argument("--reps", type=positive_int, default=7)
+    ap.add_argument("--layers", type=positive_int, default=30, help="attention: calls per timing (distinct inputs, as a model's layers)")
+    ap.add_argument("--queries", type=positive_int, nargs="*", default=list(QUERIES))
+    ap.add_argument("--contexts", type=positive_int, nargs="*", default=list(CONTEXTS))
     a = ap.parse_args(argv)
+    try:
+        subprocess.run(["git", "-C", str(Path(__file__).resolve().parent), "rev-parse", "--verify", "--quiet", f"{a.old}^{{commit}}"],
+                       capture_output=True, check=True)
+    except (OSError, subprocess.CalledProcessError):
+        ap.error(f"--old {a.old!r}: not a git revision of this checkout (the A/B reads the old kernels from git)")
     flags = kernel_build.BY_NAME[a.path].flags
     with tempfile.TemporaryDirectory() as tmp:
         old, new = build_at(a.old, flags, Path(tmp) / "old.so"), build_at(None, flags, Path(tmp) / "new.so")

@@ -54,3 +54,4 @@ def test_a_worker_that_dies_is_named_not_an_unpacking_error(tmp_path) -> None:
     worker = LlamaWorker(str(fake), tmp_path / "model.gguf", threads=1)
     with pytest.raises(RuntimeError, match=r"^the llama.cpp worker died \(signal SIGSEGV\) during a prefill of 8 tokens"):
         worker.prefill_seconds(8)
+
