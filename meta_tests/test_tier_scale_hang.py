@@ -77,3 +77,10 @@ def test_a_bad_target_or_policy_exits_2_in_one_line(argv: list[str], says: str, 
         main(argv)
     err = capsys.readouterr().err.strip()
     assert exit_.value.code == 2 and says in err and len(err.splitlines()) == 1
+
+
+def test_a_run_that_moves_nothing_between_the_tiers_says_so(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["--policy", "write_through", "--requests", "3"]) == 0
+    assert "loaded nothing back from host" in capsys.readouterr().out
+    assert main(["--policy", "write_through", "--requests", "30", "--device-slots", "64", "--host-slots", "128"]) == 0
+    assert "loaded nothing back" not in capsys.readouterr().out

@@ -16,7 +16,7 @@ through both tiers, by the requests that share the prefix, and judged at each fo
 
 The tier model's hooks cost what each event touches (the pages of one request, the slots of one
 transfer); only the conservation check reads every slot, which is why it runs every
-``--check-every`` operations, not after each. Prints the requests served, the transfers, the
+``--check-every`` operations, not after each. Prints the requests served, the transfers (and the load-backs among them: a run with none says so), the
 largest tree (pages on device and host) and the time per request; exits 1 with the oracle's
 sentence if one fires, or with one paragraph if a call overruns the per-operation limit
 (``RADIXCHECK_OP_TIMEOUT``): the seed, the call, the limit, the request and the command that
@@ -98,7 +98,7 @@ def run(spec: str, policy: str, requests: int, seed: int, device: int, host: int
         raise
     seconds = time.perf_counter() - start
     return {"target": spec, "policy": policy, "requests": requests, "seconds": round(seconds, 1),
-            "ms_per_request": round(1000 * seconds / requests, 2), "transfers": world.controller.transfers,
+            "ms_per_request": round(1000 * seconds / requests, 2), "transfers": world.controller.transfers, "loads": world.controller.loads,
             "peak_device_tokens": peak_device, "peak_host_tokens": peak_host, "device_slots": device, "host_slots": host}
 
 
@@ -167,6 +167,10 @@ def main(argv: list[str] | None = None) -> int:
             try:
                 row = run(args.target, policy, args.requests, seed, args.device_slots, args.host_slots, args.check_every)
                 print(" ".join(f"{k}={v}" for k, v in row.items()) + f" seed={seed}", flush=True)
+                if not row["loads"]:  # a pass that never brought a page back must not read as one that did
+                    print(f"note: seed {seed} loaded nothing back from host (the device never had to evict what a later "
+                          f"request needed): a pass here says little of the tiers; give more --requests or fewer "
+                          "--device-slots", flush=True)
             except ContractViolation as bug:
                 print(f"{args.target} {policy} seed {seed}: BUG (radixcheck oracle {bug.oracle}): {bug}", flush=True)
                 failed += 1

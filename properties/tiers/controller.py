@@ -45,6 +45,7 @@ class SuiteController:
         self.host_kv: dict[int, int] = {}
         self.log: list[str] = []
         self.transfers = 0
+        self.loads = 0  # load-backs started: a run with none never brought a page back from host
 
     def _number(self) -> int:
         self.transfers += 1
@@ -86,6 +87,7 @@ class SuiteController:
             return None
         self.model.on_load(slots, self.host.in_use)  # checked before the device slots are taken
         device = self.device.alloc(len(slots))
+        self.loads += 1
         self.model.on_load_started(slots, device)
         transfer = Transfer("load", device, slots, self._number())
         self.pending.append(transfer)
