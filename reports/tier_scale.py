@@ -16,8 +16,9 @@ through both tiers, by the requests that share the prefix, and judged at each fo
 
 The tier model's hooks cost what each event touches (the pages of one request, the slots of one
 transfer); only the conservation check reads every slot, which is why it runs every
-``--check-every`` operations, not after each. Prints the requests served, the transfers (and the load-backs among them: a run with none says so), the
-largest tree (pages on device and host) and the time per request; exits 1 with the oracle's
+``--check-every`` operations, not after each. Prints the requests served, the transfers (and the
+load-backs among them: a run with none says so), the largest tree (pages on device and host) and
+the time per request; exits 1 with the oracle's
 sentence if one fires, or with one paragraph if a call overruns the per-operation limit
 (``RADIXCHECK_OP_TIMEOUT``): the seed, the call, the limit, the request and the command that
 replays it (the seed reproduces either: the run is deterministic). It runs the write policies the
