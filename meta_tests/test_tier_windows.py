@@ -4,6 +4,7 @@ the same story; the keyword is sent only to a target that declares the window.""
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import numpy as np
@@ -226,8 +227,19 @@ def test_a_tier_target_declaring_a_window_without_windows_is_refused_at_load() -
 @pytest.mark.deep
 @pytest.mark.parametrize("mutant", WINDOW_TIER_MUTANTS, ids=lambda m: m.__name__)
 def test_each_window_mutant_is_caught_by_the_window_oracle_in_the_tier_machine(mutant: type) -> None:
-    says = {HostMatchIgnoresWindow: "its host part ends after .* a request resumes only where"}.get(
+    says = {HostMatchIgnoresWindow: "its host part ends after .* a request resumes only where",
+            FailedLoadResumesAtDeadWindow: r"its load moved nothing|windows\(\) of .* reports"}.get(
         mutant, r"windows\(\) of .* reports|is live in the host copy of")
+    if getattr(mutant, "streams_to_catch", 1) > 1:  # a rare bug: caught in one of its first streams, by its oracle
+        caught = []
+        for k in range(mutant.streams_to_catch):
+            for machine in machines_for_mutant(mutant, f"stream{k}_{mutant.__name__}"):
+                try:
+                    run_machine(machine, profiles.SETTINGS["mutation"])
+                except mutant.caught_by as exc:
+                    caught.append(str(exc))
+        assert caught and all(re.search(says, message) for message in caught)
+        return
     for machine in machines_for_mutant(mutant):
         with pytest.raises(mutant.caught_by, match=says):
             run_machine(machine, profiles.SETTINGS["mutation"])
