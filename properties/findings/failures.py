@@ -51,10 +51,11 @@ def leaves(exc: BaseException) -> list[BaseException]:
 
 
 def program_of(exc: BaseException) -> str:
-    """The failing program from Hypothesis's notes, without the invariant checks between steps."""
+    """The failing program from Hypothesis's notes, without the invariant checks between steps, nor
+    the time its shrink took (a seeded run's program is the same program however loaded the machine)."""
     lines = "\n".join(getattr(exc, "__notes__", [])).splitlines()
     return "\n".join(ln for ln in lines if ln.strip() and ln.strip() not in INVARIANT_STEPS
-                     and not ln.startswith("You can reproduce this test case"))
+                     and not ln.startswith(("You can reproduce this test case", "radixcheck: shrunk for ")))
 
 
 def message_of(exc: BaseException) -> str:
