@@ -257,15 +257,25 @@ class TierModel:
         self._check_twin_quarantined(what, tokens, len(values), namespace)
         raise TierResidencyViolation(f"{what} returned slots {list(values)[:8]}, the path's device pages hold {device[:8]}")
 
+    def _resume_end_after_failed_load(self, tokens: Sequence[int], device: list[int], before: int | None,
+                                      namespace: Hashable, answered: int) -> int | None:
+        """Where a request resumes on the device path ``device`` after a load-back that moved nothing
+        (its load failed): the longest end whose window is live on device (maybes settled by the
+        cache's ``answered`` end), which may be short of the full KV on device (SGLang's
+        ``init_load_back`` keeps the device match's node). None if the load moved something, or no
+        window is declared."""
+        if self.windows is None or before is None or len(device) > before:
+            return None
+        path = [pg for pg in self.pages_of(tokens, namespace) if not pg.gone]
+        return self.windows.match_ends(path, len(device), len(device), (answered, None))[0]
+
     def _failed_load_resumes(self, tokens: Sequence[int], values: Sequence[int], device: list[int],
                              before: int | None, namespace: Hashable) -> bool:
-        """A load-back that moved nothing (its load failed) leaves the request where its window is
-        live on device, which may be short of the full KV on device (SGLang's ``init_load_back``
-        keeps the device match's node): ``values`` must be the device pages up to that end."""
-        if self.windows is None or before is None or len(device) > before or len(values) >= len(device):
+        """A load-back that moved nothing returned ``values`` short of the device path: exactly the
+        device pages up to where the request resumes."""
+        if len(values) >= len(device):
             return False
-        path = [pg for pg in self.pages_of(tokens, namespace) if not pg.gone]
-        end, _ = self.windows.match_ends(path, len(device), len(device), (len(values), None))
+        end = self._resume_end_after_failed_load(tokens, device, before, namespace, len(values))
         return end == len(values) and list(values) == device[:end]
 
     def check_failed_load_end(self, tokens: Sequence[int], values: Sequence[int], namespace: Hashable = None,
@@ -274,11 +284,10 @@ class TierModel:
         window at its end from host copies, as a load-back does): that path must end where its
         window is live on device, or the request resumes at a tombstone (oracle 21)."""
         device = self.expected_match(tokens, namespace)[0]
-        if self.windows is None or before is None or len(device) > before or not device or list(values) != device:
+        if not device or list(values) != device:
             return
-        path = [pg for pg in self.pages_of(tokens, namespace) if not pg.gone]
-        end, _ = self.windows.match_ends(path, len(device), len(device), (len(device), None))
-        if end != len(device):
+        end = self._resume_end_after_failed_load(tokens, device, before, namespace, len(device))
+        if end is not None and end != len(device):
             last = min(self.windows.window, len(device))
             raise TombstoneViolation(f"load_back of {shown(tokens)}{_under(namespace)}: its load moved nothing, and it returned "
                                      f"the whole device path ({len(device)} tokens), but the last {last} tokens of it do not all "
