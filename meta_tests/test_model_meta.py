@@ -335,6 +335,20 @@ def _shared_kernel_cache(tmp_path_factory: pytest.TempPathFactory):
     return tmp_path_factory.mktemp("kernels")
 
 
+def _statuses_with(edits: list[list[str]], paths: list[str], cache: object) -> dict[str, str]:
+    """Each path's status (built and self-tested in a subprocess, in the kernel cache ``cache``) with
+    ``edits`` ([file, old, new] replacements) applied to the C (``_PATHS_MUTANT``)."""
+    import json
+    import os
+    import subprocess
+    import sys
+
+    res = subprocess.run([sys.executable, "-c", _PATHS_MUTANT, json.dumps(edits), *paths],
+                         env={**os.environ, "RADIXCHECK_CACHE": str(cache)}, capture_output=True, text=True, timeout=300)
+    assert res.returncode == 0, res.stderr
+    return json.loads(res.stdout.strip().splitlines()[-1])
+
+
 @pytest.mark.deep  # compiles mutated kernels in subprocesses
 @pytest.mark.parametrize("mutant", sorted(_RECIPROCAL_MUTANTS), ids=" ".join)
 def test_a_quantisation_by_reciprocal_fails_its_self_test(_shared_kernel_cache, mutant: tuple[str, str]) -> None:
@@ -342,24 +356,15 @@ def test_a_quantisation_by_reciprocal_fails_its_self_test(_shared_kernel_cache, 
     except next to a half-integer) built from C, in a fresh cache, fails its self-test against the
     NumPy path on that quantisation's half-integer cases, on every path this CPU runs that compiles
     the form; the unbroken C, built the same way, passes (the control)."""
-    import json
-    import os
-    import subprocess
-    import sys
-
     from radixcheck.model import kernel_build
 
     name, olds, paths = _RECIPROCAL_MUTANTS[mutant]
     paths = [p for p in paths if not kernel_build.missing_flags(kernel_build.BY_NAME[p])]
     if not paths:
         pytest.skip(f"this CPU runs none of {', '.join(_RECIPROCAL_MUTANTS[mutant][2])}")
-    env = {**os.environ, "RADIXCHECK_CACHE": str(_shared_kernel_cache)}
     for rewrite, control in ((str, True), (_reciprocal, False)):
         edits = [[name, old, rewrite(old)] for old in olds]
-        res = subprocess.run([sys.executable, "-c", _PATHS_MUTANT, json.dumps(edits), *paths], env=env,
-                             capture_output=True, text=True, timeout=300)
-        assert res.returncode == 0, res.stderr
-        for path, status in json.loads(res.stdout.strip().splitlines()[-1]).items():
+        for path, status in _statuses_with(edits, paths, _shared_kernel_cache).items():
             if control:
                 assert status.startswith(f"{path}: passed"), status
             else:
@@ -383,22 +388,13 @@ def test_a_quantisation_by_reciprocal_with_the_division_next_to_half_integers_pa
     both quantisers' scalar loops computing ``x * (1 / scale)`` with the division kept next to a
     half-integer pass it (the portable path, and the vector paths' tails), and the same C without
     the fallback fails it (the control: these rows reach the half-integer cases)."""
-    import json
-    import os
-    import subprocess
-    import sys
-
     from radixcheck.model import kernel_build
 
     scalar = [v for k, v in sorted(_RECIPROCAL_MUTANTS.items()) if k[0] != "attention" and k[1] == "scalar loop"]
     paths = [p for p in scalar[0][2] if not kernel_build.missing_flags(kernel_build.BY_NAME[p])]
-    env = {**os.environ, "RADIXCHECK_CACHE": str(_shared_kernel_cache)}
     for rewrite, passes in ((_reciprocal_with_fallback, True), (_reciprocal, False)):
         edits = [[name, old, rewrite(old)] for name, (old,), _ in scalar]
-        res = subprocess.run([sys.executable, "-c", _PATHS_MUTANT, json.dumps(edits), *paths], env=env, capture_output=True, text=True,
-                             timeout=300)
-        assert res.returncode == 0, res.stderr
-        for path, status in json.loads(res.stdout.strip().splitlines()[-1]).items():
+        for path, status in _statuses_with(edits, paths, _shared_kernel_cache).items():
             if passes:
                 assert status.startswith(f"{path}: passed"), status
             else:
