@@ -529,7 +529,8 @@ def report_card(result: AuditResult) -> str:
     ]
     if findings:
         parts += ["", "## Findings, most fundamental first (one per root cause)"]
-        parts += ["", tier_grouping(result)] if tier_grouping(result) else []
+        grouping = tier_grouping(result)
+        parts += ["", grouping] if grouping else []
     for i, f in enumerate(findings, 1):
         parts += ["", f"### {i}. {f.oracle} ({f.heading})", "", f"{f.exception + ': ' if f.exception else ''}{f.reason}"
                   + (f" (raised at `{f.raised_at}`)" if f.raised_at else ""), "",
@@ -594,8 +595,9 @@ def tier_grouping(result: AuditResult) -> str:
 def print_summary(result: AuditResult) -> None:
     print()
     findings, waived = result.findings, result.waived
-    if tier_grouping(result):
-        print(f"radixcheck: {tier_grouping(result)}")
+    grouping = tier_grouping(result)
+    if grouping:
+        print(f"radixcheck: {grouping}")
     for i, f in enumerate(findings, 1):
         print(f"--- finding {i} of {len(findings)} ({f.heading}): {f.oracle}\n"
               f"{f.exception + ': ' if f.exception else ''}{f.reason}{f' (raised at {f.raised_at})' if f.raised_at else ''}\n"

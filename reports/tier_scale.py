@@ -18,11 +18,11 @@ The tier model's hooks cost what each event touches (the pages of one request, t
 transfer); only the conservation check reads every slot, which is why it runs every
 ``--check-every`` operations, not after each. Prints the requests served, the transfers (and the
 load-backs among them: a run with none says so), the largest tree (pages on device and host) and
-the time per request; exits 1 with the oracle's
-sentence if one fires, or with one paragraph if a call overruns the per-operation limit
-(``RADIXCHECK_OP_TIMEOUT``): the seed, the call, the limit, the request and the command that
-replays it (the seed reproduces either: the run is deterministic). It runs the write policies the
-target declares (``TierCapabilities.write_policies``), or those ``--policy`` names among them.
+the time per request; exits 1 with the oracle's sentence if one fires, or with one paragraph if a
+call overruns the per-operation limit (``RADIXCHECK_OP_TIMEOUT``): the seed, the call, the limit,
+the request and the command that replays it (the seed reproduces either: the run is
+deterministic). It runs the write policies the target declares (``TierCapabilities.write_policies``),
+or those ``--policy`` names among them.
 """
 
 from __future__ import annotations
@@ -37,6 +37,7 @@ from typing import Any
 from radixcheck.argtypes import ArgumentParser, positive_int
 from radixcheck.oracles.violations import ContractViolation
 from radixcheck.properties.target import OperationTimeout, guarded, op_timeout, op_wall_timeout
+from radixcheck.properties.tiers.contract import TierCapabilities
 from radixcheck.properties.tiers.lifecycle import LifecycleTierWorld
 from radixcheck.properties.tiers.world import TierWorld
 from radixcheck.reports.machine import cpu_line
@@ -156,7 +157,7 @@ def main(argv: list[str] | None = None) -> int:
         factory = _factory(args.target)
     except (ImportError, AttributeError, ValueError) as exc:
         parser.error(f"--target {args.target!r}: not a tier factory module:name ({type(exc).__name__}: {exc})")
-    declared = getattr(getattr(factory, "tier_capabilities", None), "write_policies", ("write_through", "write_back"))
+    declared = (getattr(factory, "tier_capabilities", None) or TierCapabilities()).write_policies
     undeclared = [p for p in args.policy or () if p not in declared]
     if undeclared:
         parser.error(f"--policy {undeclared[0]}: {args.target} declares write policies {', '.join(declared)} only")
