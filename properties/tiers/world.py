@@ -184,7 +184,8 @@ class TierWorld:
             if self.windows is not None and len(values) == len(self.model.expected_match(reach, key)[0]):
                 path = self.model.pages_of(tokens[: len(values)], key)
                 self.windows.on_load_back(path, first, f"the load-back of operation {self.operations}")
-                self.model.check_failed_load_end(reach, values, key, first * self.page_size)
+                if len(values) <= first * self.page_size:  # the load moved nothing: where does the request resume?
+                    self.model.check_failed_load_end(reach, values, key, first * self.page_size)
         self._call("inc_lock_ref", handle)
         self.model.lock(tokens[: len(values)], +1, key)
         return Request(tokens, values, handle, namespace, self.priority)
