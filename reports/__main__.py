@@ -172,7 +172,8 @@ def run_live(args: argparse.Namespace, out: Path, which: str) -> None:
     write_json(out / "artifacts" / f"live-{which}.json", live.to_json(results, meta, mach))
     for r in results:
         if r.bit_identical:
-            print(f"  {r.workload:16s} token {r.token_speedup:5.2f}x  live {r.live_speedup:5.2f}x  ratio {r.ratio:.2f}", file=sys.stderr)
+            cpu = "" if r.ratio_cpu is None else f"  (CPU time {r.ratio_cpu:.2f})"
+            print(f"  {r.workload:16s} token {r.token_speedup:5.2f}x  live {r.live_speedup:5.2f}x  ratio {r.ratio:.2f}{cpu}", file=sys.stderr)
         else:
             print(f"  {r.workload:16s} NOT BIT-IDENTICAL: speedup refused ({r.mismatches[:2]})", file=sys.stderr)
     if not args.no_plots:

@@ -47,6 +47,10 @@ class LiveResult:
     radix_s: list[float] = field(default_factory=list)
     mismatches: list[str] = field(default_factory=list)
     logits_compared: int = 0  # logit rows compared with np.array_equal
+    # CPU seconds of this process per repetition, beside the wall-clock ones: on a shared box another
+    # process's burst stretches the wall clock of whichever arm it lands on, not its CPU time
+    baseline_cpu_s: list[float] = field(default_factory=list)
+    radix_cpu_s: list[float] = field(default_factory=list)
 
     @property
     def token_speedup(self) -> float:
@@ -65,6 +69,15 @@ class LiveResult:
     @property
     def ratio(self) -> float:
         return self.live_speedup / self.token_speedup
+
+    @property
+    def ratio_cpu(self) -> float | None:
+        """live ÷ token by CPU time (best of each arm), or None for a result without CPU times."""
+        if not self.bit_identical:
+            raise NotBitIdentical(f"{self.workload}: {self.mismatches[:2]}")
+        if not self.baseline_cpu_s or not self.radix_cpu_s:
+            return None
+        return min(self.baseline_cpu_s) / min(self.radix_cpu_s) / self.token_speedup
 
     @property
     def ratio_per_rep(self) -> list[float]:
@@ -137,18 +150,20 @@ def run_workload(
     res = LiveResult(w.name, len(reqs), w.total_tokens, 0)
     for rep in range(reps):
         base, radix = BaselineArm(model, w.max_len), RadixArm(model, w.total_tokens)
-        t_base = t_radix = 0.0
+        t_base = t_radix = c_base = c_radix = 0.0
         computed = 0
         for i, toks in enumerate(reqs):
             base_first = (i + rep) % 2 == 0  # alternate the arm that runs first
             for arm in ("base", "radix") if base_first else ("radix", "base"):
-                t0 = time.perf_counter()
+                t0, c0 = time.perf_counter(), time.process_time()
                 if arm == "base":
                     full = base.serve(toks, last_only)
                     t_base += time.perf_counter() - t0
+                    c_base += time.process_time() - c0
                 else:
                     cached, part = radix.serve(toks, last_only)
                     t_radix += time.perf_counter() - t0
+                    c_radix += time.process_time() - c0
             computed += len(toks) - cached
             want = full if last_only else full[cached:]
             if not np.array_equal(part, want):
@@ -160,6 +175,8 @@ def run_workload(
         res.computed_tokens = computed
         res.baseline_s.append(t_base)
         res.radix_s.append(t_radix)
+        res.baseline_cpu_s.append(c_base)
+        res.radix_cpu_s.append(c_radix)
     return res
 
 
@@ -211,14 +228,16 @@ def table_rows(results: Sequence[LiveResult]) -> list[list[Any]]:
     for r in results:
         base, radix = min(r.baseline_s), min(r.radix_s)
         if r.bit_identical:
-            speed, ratio, per_rep, ident = (
+            cpu = r.ratio_cpu
+            speed, ratio, ratio_cpu, per_rep, ident = (
                 f"{r.live_speedup:.2f}×",
                 f"{r.ratio:.2f}",
+                "—" if cpu is None else f"{cpu:.2f}",
                 " / ".join(f"{x:.2f}" for x in r.ratio_per_rep),
                 f"yes ({r.logits_compared} logit rows over {len(r.radix_s)} reps)",
             )
         else:
-            speed, ratio, per_rep, ident = "REFUSED", "—", "—", f"NO: {len(r.mismatches)} mismatching requests"
+            speed, ratio, ratio_cpu, per_rep, ident = "REFUSED", "—", "—", "—", f"NO: {len(r.mismatches)} mismatching requests"
         rows.append(
             [
                 r.workload,
@@ -230,6 +249,7 @@ def table_rows(results: Sequence[LiveResult]) -> list[list[Any]]:
                 f"{radix:.2f}",
                 speed,
                 ratio,
+                ratio_cpu,
                 per_rep,
                 ident,
             ]
@@ -247,6 +267,7 @@ HEADERS = [
     "radix s (best)",
     "live speedup",
     "live ÷ token",
+    "live ÷ token (CPU time)",
     "live ÷ token per repetition",
     "bit-identical logits",
 ]
@@ -261,7 +282,9 @@ def markdown(results: Sequence[LiveResult], meta: dict[str, Any], machine_line: 
         f"{'last-position' if meta['last_only'] else 'all computed positions'} logits) on {machine_line}. Box load average at start: "
         f"{meta['load_at_start']}. Both arms' KV pools are allocated and touched before anything is timed, as a server does at "
         "start-up. Only the within-run ratio is meaningful; absolute seconds depend on the machine and its load; the per-repetition "
-        "ratios show how much this machine's speed moved during the run. "
+        "ratios show how much this machine's speed moved during the run. The CPU-time ratio (this process's `time.process_time`, "
+        "best of each arm) is the same ratio without the time this process waited for the CPU: on a shared box, read it beside "
+        "the wall-clock one. "
         "Token speedup is exact (Table 1 of LEDGER.md); every radix-arm request's logits were compared with the baseline's by "
         "`np.array_equal` and a speedup is printed only if all were equal. Where the time goes: `PROFILE-<model>.md` "
         "(`python -m radixcheck.reports.profile_live`)."
@@ -300,6 +323,9 @@ def to_json(results: Sequence[LiveResult], meta: dict[str, Any], machine: dict[s
                 "live_speedup": round(r.live_speedup, 4) if r.bit_identical else None,
                 "live_over_token": round(r.ratio, 4) if r.bit_identical else None,
                 "live_over_token_per_rep": [round(x, 4) for x in r.ratio_per_rep] if r.bit_identical else None,
+                "baseline_cpu_s": [round(x, 4) for x in r.baseline_cpu_s],
+                "radix_cpu_s": [round(x, 4) for x in r.radix_cpu_s],
+                "live_over_token_cpu": round(r.ratio_cpu, 4) if r.bit_identical and r.ratio_cpu is not None else None,
             }
             for r in results
         ],

@@ -156,3 +156,15 @@ def test_live_arm_reports_each_repetitions_ratio() -> None:
     row = dict(zip(HEADERS, table_rows([r])[0], strict=True))
     assert row["live ÷ token"] == "1.50"  # best of each arm: 3.0 / 1.0 / 2
     assert row["live ÷ token per repetition"] == "1.00 / 1.50"
+
+
+def test_live_arm_reports_the_ratio_by_cpu_time_beside_the_wall_clocks() -> None:
+    """A shared box stretches one arm's wall clock while this process waits; its CPU time is the second reading."""
+    from radixcheck.reports.live import HEADERS, LiveResult, table_rows, to_json
+
+    r = LiveResult("x", 2, 20, 10, [4.0, 3.0], [2.0, 1.0], logits_compared=10, baseline_cpu_s=[3.0, 2.8], radix_cpu_s=[1.6, 1.4])
+    row = dict(zip(HEADERS, table_rows([r])[0], strict=True))
+    assert row["live ÷ token (CPU time)"] == "1.00"  # 2.8 / 1.4 / 2
+    assert to_json([r], {}, {})["workloads"][0]["live_over_token_cpu"] == 1.0
+    older = LiveResult("x", 2, 20, 10, [4.0], [2.0], logits_compared=10)  # a result saved before CPU times
+    assert dict(zip(HEADERS, table_rows([older])[0], strict=True))["live ÷ token (CPU time)"] == "—"
