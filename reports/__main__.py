@@ -173,7 +173,8 @@ def run_live(args: argparse.Namespace, out: Path, which: str) -> None:
     for r in results:
         if r.bit_identical:
             cpu = "" if r.ratio_cpu is None else f"  (CPU time {r.ratio_cpu:.2f})"
-            print(f"  {r.workload:16s} token {r.token_speedup:5.2f}x  live {r.live_speedup:5.2f}x  ratio {r.ratio:.2f}{cpu}", file=sys.stderr)
+            line = f"  {r.workload:16s} token {r.token_speedup:5.2f}x  live {r.live_speedup:5.2f}x  ratio {r.ratio:.2f}{cpu}"
+            print(line, file=sys.stderr)
         else:
             print(f"  {r.workload:16s} NOT BIT-IDENTICAL: speedup refused ({r.mismatches[:2]})", file=sys.stderr)
     if not args.no_plots:
