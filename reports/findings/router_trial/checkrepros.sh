@@ -6,7 +6,7 @@ for f in "$@"; do
   nice -n ${NICE:-15} python $f > /tmp/rc_out 2>&1; bug=$?
   fixed=/tmp/fixed_$(basename $f)
   sed -E -e 's/from mybugs import I[0-9]+ as make/from myrouter import make_index as make/' \
-         -e "s/load_target\('mybugs:T[0-9]+'\)/load_target('myrouter:make_tree')/" $f > $fixed
+         -e "s/load_target\('mybugs:[A-Z][0-9]*'\)/load_target('myrouter:make_tree')/" $f > $fixed
   nice -n ${NICE:-15} python $fixed > /tmp/rc_fixed 2>&1; ok=$?
   echo "$(basename $(dirname $(dirname $f))) bug_exit=$bug fixed_exit=$ok lines=$(wc -l < $f) $(basename $f | cut -c1-70)"
   [ $bug != 1 ] && sed 's/^/    bug: /' /tmp/rc_out | tail -3

@@ -327,3 +327,20 @@ class StampsAndMatchesDeep(SplitStampsEveryTenant, MatchDepthIgnoresAvailability
 
 
 T34 = _factory(StampsAndMatchesDeep, TC)
+
+
+class RareEvictOvershoot(TenantTree):
+    """R: a rare bug, to see where a --seed run's repro file replays: evict(t, 11) takes one node more."""
+
+    def evict(self, tenant, amount):
+        removed = super().evict(tenant, amount)
+        if amount == 11 and len(self.present) >= 4:
+            removed += super().evict(tenant, 1)
+        return removed
+
+
+R = _factory(RareEvictOvershoot, TC)
+
+
+# The trusting index declared as if it validated: the declaration is what keeps the suite silent.
+TRUSTING_DECLARED_STRICT = _factory(myrouter.TrustingIndex, IC)
