@@ -76,3 +76,13 @@ def test_a_correct_tree_passes_with_the_waiver_unmet() -> None:
     run_machine(machine_for_tenant_tree_mutant(TenantTree, "waiver_unmet_reference"), settings(FEW, max_examples=10),
                 waived=log)
     assert log.findings() == []
+
+
+def test_a_tenant_tree_failure_says_its_repro_file_reruns_the_test() -> None:
+    """The note above a failing program named the repro file as "this program as plain calls on your
+    factory", which a tenant tree's file is not (it reruns radixcheck's test)."""
+    with pytest.raises(Exception) as caught:  # noqa: PT011 - any finding: the note is the subject
+        run_machine(machine_for_tenant_tree_mutant(MatchNamesUnavailableTenant), FEW)
+    notes = "\n".join(getattr(caught.value, "__notes__", []))
+    assert "is radixcheck's state machine" in notes, notes
+    assert "reruns radixcheck's test on your factory" in notes and "as plain calls" not in notes, notes

@@ -88,6 +88,7 @@ class TenantTreeMachine(RuleBasedStateMachine):
 
     keys = Bundle("keys")
     default_shrink_seconds = 5.0
+    repro_replays_calls = False  # its repro file reruns radixcheck's test (no plain-call writer yet)
 
     def __init__(self) -> None:
         super().__init__()
