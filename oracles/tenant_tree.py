@@ -15,7 +15,7 @@ imports nothing from the suite but its exception classes.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 
 from sortedcontainers import SortedList
 
@@ -78,17 +78,34 @@ class TenantTreeModel:
             most += 1
         return least, most
 
-    def evict(self, tenant: str, removed: int) -> list[Key]:
-        """The tree removed ``removed`` prefixes of ``tenant``: the first ones in eviction order."""
+    def evict(self, tenant: str, removed: int, last_use: dict[Key, float] | None = None) -> list[Key]:
+        """The tree removed ``removed`` prefixes of ``tenant``: the first ones in eviction order
+        (their last uses are written into ``last_use``, where given: ``adopt`` may need them back)."""
         order, mine = self._order[tenant], self.times[tenant]
         if removed > len(order):
             raise TenantTreeEvictionViolation(f"evict({tenant!r}) removed {removed}, but {tenant!r} holds only {len(order)}")
         gone = [order[i][2] for i in range(removed)]
         del order[:removed]
         for prefix in gone:
+            if last_use is not None:
+                last_use[prefix] = mine[prefix]
             del mine[prefix]
             self._drop_holder(prefix, tenant)
         return gone
+
+    def adopt(self, tenant: str, holds: Callable[[Key], bool], evicted: dict[Key, float]) -> None:
+        """After an eviction finding: ``tenant`` holds what the tree says it holds (``holds``), of
+        the prefixes the model had for it and those LRU took (``evicted``, with their last uses),
+        so that a waived finding leaves no echo. Costs the tenant's prefixes: only on a finding."""
+        mine, order = self.times[tenant], self._order[tenant]
+        for prefix, time_s in evicted.items():
+            if prefix not in mine and holds(prefix):  # LRU took it; the tree kept it
+                mine[prefix] = time_s
+                order.add((time_s, -len(prefix), prefix))
+                self.holders.setdefault(prefix, set()).add(tenant)
+        for prefix in [p for p in mine if not holds(p)]:  # the tree took it instead
+            order.remove((mine.pop(prefix), -len(prefix), prefix))
+            self._drop_holder(prefix, tenant)
 
     # ---- what a tree must answer ---------------------------------------------------------------
 

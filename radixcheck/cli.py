@@ -29,7 +29,7 @@ def _parser() -> argparse.ArgumentParser:
     audit = sub.add_parser("audit", help="run the conformance tests against a cache factory",
                            description="Run the conformance tests against FACTORY ('package.module:factory'; the working "
                                        "directory is importable). Exit 0: conforms; 1: does not; 2: usage or load error.")
-    audit.add_argument("factory", help="the cache (or KV-event index) factory, 'package.module:factory'")
+    audit.add_argument("factory", help="the factory of a cache, a KV-event index or a tenant tree, 'package.module:factory'")
     audit.add_argument("--index", action="store_true",
                        help="a factory that declares no capabilities is a KV-event index (one whose capabilities are "
                             "IndexCapabilities is one anyway)")

@@ -572,7 +572,8 @@ def _repro_of(item: pytest.Item, exc: BaseException, log: WaiverLog) -> dict:
     parameters = {k: v for k, v in (callspec.params.items() if callspec else ()) if k != "target"}
     try:
         repro = repro_for(exc, _spec_of(item), item.name, waived=lambda e: log.waiver_for(e) is not None,
-                          plain_test=(item.function, parameters, item.funcargs["target"].capabilities))
+                          plain_test=(item.function, parameters, item.funcargs["target"].capabilities),
+                          seed=item.funcargs["target"].seed)
     except Exception as error:  # noqa: BLE001 - a repro that cannot be made must not hide the finding
         return {"text": None, "why_not": f"radixcheck could not write it: {type(error).__name__}: {error}"}
     if repro.text is not None:

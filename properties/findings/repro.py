@@ -74,12 +74,14 @@ SCRIBBLED = ("\n\nThe caller overwrites every buffer it lent once a call returns
 
 
 def repro_for(failure: BaseException, spec: str, test: str = "", waived: Any = None, seconds: float | None = None,
-              plain_test: tuple[Callable[..., Any], dict[str, Any], Any] | None = None, replays: int | None = None) -> Repro:
+              plain_test: tuple[Callable[..., Any], dict[str, Any], Any] | None = None, replays: int | None = None,
+              seed: int | None = None) -> Repro:
     """The repro file for ``failure`` of the target ``spec`` ('module:factory'), from what it carries:
     the failing machine (:func:`~radixcheck.properties.findings.verdict.run_machine` attaches it; reduced
     for at most ``seconds``, ``waived(exc)`` naming findings to look past), or the serving run
     (the DFS-bound tests); else, for a plain test, ``plain_test`` = (its function, its parameters,
-    the target's capabilities). ``replays`` also bounds the reduction by a count (tests)."""
+    the target's capabilities; ``seed``, the run's ``--seed``, which its file must run too). ``replays``
+    also bounds the reduction by a count (tests)."""
     if isinstance(failure, BaseExceptionGroup):
         return Repro(None, "several failures in one test (an ExceptionGroup): each needs its own run")
     run = getattr(failure, "radixcheck_serving", None)
@@ -96,7 +98,8 @@ def repro_for(failure: BaseException, spec: str, test: str = "", waived: Any = N
     if isinstance(machine, KvIndexMachine):
         return _index_repro(machine, failure, spec, test, seconds)
     if (not isinstance(machine, RadixCacheMachine) or not machine.transcript) and plain_test is not None:
-        return _checked(Repro(_plain_test_script(failure, *plain_test, spec, test), size="radixcheck's test, as it is"), failure)
+        return _checked(Repro(_plain_test_script(failure, *plain_test, spec, test, seed), size="radixcheck's test, as it is"),
+                        failure)
     if not isinstance(machine, RadixCacheMachine) or not machine.transcript:
         return Repro(None, "no transcript: the failure did not come from radixcheck's cache machine or serving protocol, or "
                            "its run kept none (run_machine(..., transcript=True); --radix-repro and radixcheck audit --repro keep one)")
@@ -824,11 +827,12 @@ def _serving_script(failure: BaseException, run: ServingRun, spec: str, test: st
 
 
 def _plain_test_script(failure: BaseException, function: Callable[..., Any], parameters: dict[str, Any], capabilities: Any,
-                       spec: str, test: str) -> str:
+                       spec: str, test: str, seed: int | None = None) -> str:
     """A conformance test with no transcript writer (the construction tests, which make plain
     calls; a router pair's end-to-end machine; a tenant tree's machine) is its own repro: its
     source, run with its own module's names (private ones too) on the target as ``radixcheck
-    audit`` loads it, with the parameters it failed with, under the profile it ran with. It exits 1
+    audit`` loads it (under the run's ``--seed``: its machine's stream), with the parameters it failed
+    with, under the profile it ran with. It exits 1
     only if the test fails as it did (the same exception; for an oracle, the same oracle);
     Hypothesis keeps its files in a temporary directory, not where the file runs."""
     source = textwrap.dedent(inspect.getsource(function))
@@ -856,6 +860,7 @@ def _plain_test_script(failure: BaseException, function: Callable[..., Any], par
         "it cannot run to its check. Needs radixcheck. Writes nothing where it runs. Written by `radixcheck audit --repro`.",
         '"""',
         "import atexit",
+        *(["import dataclasses"] if seed is not None else []),
         "import os",
         "import shutil",
         "import sys",
@@ -873,6 +878,8 @@ def _plain_test_script(failure: BaseException, function: Callable[..., Any], par
         "globals().update({k: v for k, v in vars(_test_module).items() if not k.startswith('__')})  # the names the test uses",
         "try:",
         f"    target = load_target({spec!r}{', index=True' if index else ''})",
+        *([f"    target = dataclasses.replace(target, seed={seed!r})  # the audit's --seed {seed}: its stream"]
+          if seed is not None else []),
         "except Exception as exc:  # noqa: BLE001 - not run, so neither 1 (the bug) nor 0 (fixed)",
         f"    print(f'radixcheck repro: cannot load the target {spec}: {{exc}} (run this file from where you ran radixcheck '",
         "          'audit)', file=sys.stderr)",

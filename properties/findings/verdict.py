@@ -249,19 +249,22 @@ def naming_steps(machine: type[RuleBasedStateMachine]) -> type[RuleBasedStateMac
         if made.recording:
             made.latest = self
             if currently_in_test_context():  # reported just before Hypothesis's `state = <class>()` line
-                note(machine_note(made.__name__))
+                note(machine_note(made.__name__, getattr(made, "repro_replays_calls", True)))
 
     made = _wrapping_steps(machine, lambda function, has_targets: _named(function),
                            {"__init__": __init__, "latest": None, "failing": None, "recording": False})
     return made
 
 
-def machine_note(name: str) -> str:
+def machine_note(name: str, plain_calls: bool = True) -> str:
     """The line a failing program starts with: the ``state = <name>()`` Hypothesis prints under it
     names radixcheck's machine class (named after the target, to key its examples and its stream),
-    which reads like a factory of the user's module; the repro file is the program to use."""
+    which reads like a factory of the user's module; the repro file is the program to use.
+    ``plain_calls=False``: a machine whose repro file reruns radixcheck's test (a tenant tree's, a
+    router pair's), not plain calls."""
+    what = "is this program as plain calls on your factory" if plain_calls else "reruns radixcheck's test on your factory"
     return (f"# `{name}` is radixcheck's state machine, not a name in your code; the repro file "
-            "(radixcheck audit --repro DIR) is this program as plain calls on your factory")
+            f"(radixcheck audit --repro DIR) {what}")
 
 
 def _named(function: Callable[..., Any]) -> Callable[..., Any]:

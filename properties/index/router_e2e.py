@@ -79,6 +79,7 @@ class RouterFollowsEngineMachine(RadixCacheMachine):
 
     pair: RouterPair
     router_capabilities: RouterCapabilities
+    repro_replays_calls = False  # its repro file reruns radixcheck's test (no plain-call writer)
 
     def __init__(self) -> None:
         super().__init__()
