@@ -14,7 +14,12 @@ from radixcheck import profiles
 from radixcheck.audit import Verdict, findings_of
 from radixcheck.oracles.tier_states import TierStates
 from radixcheck.oracles.tier_windows import NONE, sent_window, window_value
-from radixcheck.oracles.violations import SecondValueViolation, TierWindowViolation, TombstoneViolation, WindowMatchViolation
+from radixcheck.oracles.violations import (
+    SecondValueViolation,
+    TierWindowViolation,
+    TombstoneViolation,
+    WindowMatchViolation,
+)
 from radixcheck.properties.cache.contract import SlidingWindow
 from radixcheck.properties.findings.failures import exceptions_of, oracle_of
 from radixcheck.properties.findings.names import oracle_names
@@ -422,3 +427,56 @@ def test_a_failed_load_back_resumes_where_the_window_is_live(factory: Any) -> No
 def test_a_failed_load_back_returning_the_whole_device_path_fails_21() -> None:
     with pytest.raises(TombstoneViolation, match=r"its load moved nothing, and it returned the whole device path"):
         _failed_load_at_a_dead_window(FailedLoadResumesAtDeadWindow)
+
+
+# ---- a match cut short by a tombstone the model does not have names the window (20w, not 13) -----------
+
+class WriteBackStartTombstonesWindow(TieredWindowCache):
+    """Broken (a new user's trial, B9): ``evict`` tombstones a leaf's device window as soon as it
+    starts the leaf's write-back (the values staged for the write), keeping its KV on device until
+    the write lands: a match meanwhile stops before a window that is live."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._staged: dict[Any, np.ndarray] = {}
+
+    def _write_back(self, node: Any) -> None:
+        super()._write_back(node)
+        if node.writing is not None and node in self.device_window:
+            self._staged[node] = self.device_window[node]
+            self.device_window[node] = self._none()
+
+    def _copy_to_host(self, node: Any) -> None:
+        staged = self._staged.pop(node, None)
+        if staged is None:
+            super()._copy_to_host(node)
+        else:
+            self.host_window[node] = staged.copy()
+
+
+def _match_during_write_back(factory: Any) -> TierWorld:
+    """[1, 2, 3] cached (its whole window live, W = 3); an eviction starts its leaf's write-back
+    (its device copy stays until the write lands); a match before the write completes."""
+    world = TierWorld(factory, 1, "write_back")
+    world.serve([1, 2, 3])
+    world.finish()
+    world.evict(1)
+    world.match([1, 2, 3])
+    world.complete_all()
+    world.check()
+    return world
+
+
+@pytest.mark.parametrize("factory", [TieredWindowCache, TrustingWindowTiers], ids=lambda f: f.__name__)
+def test_correct_window_caches_match_a_page_whose_write_back_is_pending(factory: Any) -> None:
+    _match_during_write_back(factory)
+
+
+def test_a_match_stopped_at_a_tombstone_the_model_lacks_names_the_window() -> None:
+    """Its device part stops at 2 (its own tombstone on token 2): 13 said only "returned device slots
+    [..] (2), but the pages on device hold [..] (3)"; the window oracle names the token and its insert."""
+    with pytest.raises(TierWindowViolation, match=r"match\(\[1, 2, 3\]\): its device part stops after 2 tokens, short of 3: "
+                                                   r"the window of token 2 is live on device \(token 2's in Page\(\[1, 2, 3\], "
+                                                   r"device\), given by the insert of operation 2\), with their full KV"):
+        _match_during_write_back(WriteBackStartTombstonesWindow)
+
