@@ -16,6 +16,7 @@ from radixcheck.oracles.tier_states import TierStates
 from radixcheck.oracles.tier_windows import NONE, sent_window, window_value
 from radixcheck.oracles.violations import (
     SecondValueViolation,
+    TenantIsolationViolation,
     TierWindowViolation,
     TombstoneViolation,
     WindowMatchViolation,
@@ -480,3 +481,43 @@ def test_a_match_stopped_at_a_tombstone_the_model_lacks_names_the_window() -> No
                                                    r"device\), given by the insert of operation 2\), with their full KV"):
         _match_during_write_back(WriteBackStartTombstonesWindow)
 
+
+# ---- a window value leaked from another tenant is named as a leak (10, not 20w) --------------------------
+
+class TwinWindowOverwrite(TieredWindowCache):
+    """Broken (a new user's trial, B10): an insert's window values land on the other namespaces'
+    twin pages on device too (a window table keyed by the path's tokens, not its namespace)."""
+
+    def insert(self, tokens: Any, values: Any, namespace: Any = None, priority: int = 0, window: Any = None) -> int:
+        prefix_len = super().insert(tokens, values, namespace, priority, window=window)
+        key = tuple(int(t) for t in tokens)
+        mine = self._walk(key, namespace)
+        for other in [ns for ns in self.roots if ns != namespace]:
+            for twin, own in zip(self._walk(key, other), mine, strict=False):
+                if twin.device is not None:
+                    self.device_window[twin] = self.device_window[own].copy()
+        return prefix_len
+
+
+def _twins(factory: Any) -> TierWorld:
+    """[1, 2, 3] cached under namespace 'a', then under 'b', then served under 'a' again."""
+    world = TierWorld(factory, 1, "write_through")
+    for namespace in ("a", "b", "a"):
+        world.serve([1, 2, 3], namespace=namespace)
+        world.finish()
+    world.check()
+    return world
+
+
+@pytest.mark.parametrize("factory", [TieredWindowCache, TrustingWindowTiers], ids=lambda f: f.__name__)
+def test_correct_window_caches_keep_each_tenants_window(factory: Any) -> None:
+    _twins(factory)
+
+
+def test_a_window_value_of_another_tenant_is_named_a_leak() -> None:
+    """20w said only "reports window value X, not its own Y"; the value is namespace b's for that token."""
+    with pytest.raises(TenantIsolationViolation, match=r"windows\(\) of Request\(\[1, 2, 3\], namespace='a', 3 cached\)'s "
+                                                       r"handle: token 0 \(in Page\(\[1\] under namespace 'a', device\)\) "
+                                                       r"reports window value \d+: namespace 'b''s window value of that token, "
+                                                       r"not its own \d+"):
+        _twins(TwinWindowOverwrite)

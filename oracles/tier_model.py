@@ -52,6 +52,7 @@ from radixcheck.oracles.policy import LeafStats
 from radixcheck.oracles.tier_amount import TierAmount
 from radixcheck.oracles.tier_host_order import HostLeaves, check_host_order
 from radixcheck.oracles.tier_order import DeviceLeaves, check_device_order, check_device_policy, is_device_leaf
+from radixcheck.oracles.tier_windows import window_value
 from radixcheck.oracles.violations import (
     BackupChainViolation,
     EvictionOrderViolation,
@@ -206,6 +207,16 @@ class TierModel:
         for other in list(self.roots):
             if other != namespace and self.content_of(tokens, other)[: len(kv)] == list(kv):
                 return other
+        return None
+
+    def window_tenant(self, tokens: Sequence[int], i: int, value: int, namespace: Hashable = None) -> str | None:
+        """Which other namespace's window value of token ``i`` of ``tokens`` ``value`` is ("namespace
+        'b'"), or None: a window value read from another tenant's page (oracle 10). The suite makes a
+        token's window value from its KV (:func:`~radixcheck.oracles.tier_windows.window_value`), and
+        each namespace's KV differs, so one lookup per namespace the model knows, never a scan."""
+        for other in list(self.roots):
+            if other != namespace and window_value(self.content_of(tokens[: i + 1], other)[i]) == value:
+                return f"namespace {other!r}"
         return None
 
     def content_of(self, tokens: Sequence[int], namespace: Hashable = None) -> list[int]:
