@@ -10,6 +10,7 @@ from typing import Any
 import numpy as np
 import pytest
 
+import radixcheck
 from radixcheck import profiles
 from radixcheck.audit import Verdict, findings_of
 from radixcheck.oracles.tier_states import TierStates
@@ -27,7 +28,7 @@ from radixcheck.properties.findings.names import oracle_names
 from radixcheck.properties.findings.verdict import run_machine
 from radixcheck.properties.findings.waivers import WaiverLog, parse_waivers
 from radixcheck.properties.target import Target, TargetError, check_target
-from radixcheck.properties.tiers.contract import TierCapabilities
+from radixcheck.properties.tiers.contract import TierCapabilities, TieredCacheLike, TieredStateCacheLike, TieredWindowCacheLike
 from radixcheck.properties.tiers.machine import TierStateRules, TierWindowRules, tier_machine_for
 from radixcheck.properties.tiers.mutants import machines_for_mutant
 from radixcheck.properties.tiers.window_mutants import (
@@ -521,3 +522,13 @@ def test_a_window_value_of_another_tenant_is_named_a_leak() -> None:
                                                        r"reports window value \d+: namespace 'b''s window value of that token, "
                                                        r"not its own \d+"):
         _twins(TwinWindowOverwrite)
+
+
+def test_the_second_pool_protocols_hold_the_calls_a_window_or_state_target_adds() -> None:
+    """``TieredWindowCacheLike`` and ``TieredStateCacheLike`` (a new user's trial: ``TieredCacheLike``
+    had neither ``windows`` nor ``states``, so a type checker did not help a window target)."""
+    window, state, plain = (TierWorld(f, 1, "write_through").cache for f in (TieredWindowCache, TieredStateCache, TieredRadixCache))
+    assert isinstance(window, TieredWindowCacheLike) and isinstance(window, TieredCacheLike)
+    assert isinstance(state, TieredStateCacheLike) and not isinstance(state, TieredWindowCacheLike)
+    assert not isinstance(plain, TieredWindowCacheLike) and not isinstance(plain, TieredStateCacheLike)
+    assert radixcheck.TieredWindowCacheLike is TieredWindowCacheLike
