@@ -343,10 +343,10 @@ class TierModel:
         if got < want and slots_agree:  # the model has no tombstone there: the cache stopped at one it made (or lost)
             i = max(got, want - self.windows.window)
             page = path[i // self.page_size]
-            span = f"token {i}" if i == want - 1 else f"tokens {i} to {want - 1}"
+            span, its = (f"token {i}", "its") if i == want - 1 else (f"tokens {i} to {want - 1}", "their")
             raise TierWindowViolation(f"{what}: its {part} part stops after {got} tokens, short of {want}: the window of "
                                       f"{span} is live on device (token {i}'s in {page}, "
-                                      f"{self.windows.why.get(page, 'given by an insert')}), with their full KV; the match "
+                                      f"{self.windows.why.get(page, 'given by an insert')}), with {its} full KV; the match "
                                       "stopped before it, at a window value the cache tombstoned or lost")
 
     def _check_twin_quarantined(self, what: str, tokens: Sequence[int], answered: int, namespace: Hashable) -> None:
