@@ -10,18 +10,25 @@ from typing import Any
 import numpy as np
 import pytest
 
+import radixcheck
 from radixcheck import profiles
 from radixcheck.audit import Verdict, findings_of
 from radixcheck.oracles.tier_states import TierStates
 from radixcheck.oracles.tier_windows import NONE, sent_window, window_value
-from radixcheck.oracles.violations import SecondValueViolation, TierWindowViolation, TombstoneViolation, WindowMatchViolation
+from radixcheck.oracles.violations import (
+    SecondValueViolation,
+    TenantIsolationViolation,
+    TierWindowViolation,
+    TombstoneViolation,
+    WindowMatchViolation,
+)
 from radixcheck.properties.cache.contract import SlidingWindow
 from radixcheck.properties.findings.failures import exceptions_of, oracle_of
 from radixcheck.properties.findings.names import oracle_names
 from radixcheck.properties.findings.verdict import run_machine
 from radixcheck.properties.findings.waivers import WaiverLog, parse_waivers
 from radixcheck.properties.target import Target, TargetError, check_target
-from radixcheck.properties.tiers.contract import TierCapabilities
+from radixcheck.properties.tiers.contract import TierCapabilities, TieredCacheLike, TieredStateCacheLike, TieredWindowCacheLike
 from radixcheck.properties.tiers.machine import TierStateRules, TierWindowRules, tier_machine_for
 from radixcheck.properties.tiers.mutants import machines_for_mutant
 from radixcheck.properties.tiers.window_mutants import (
@@ -422,3 +429,106 @@ def test_a_failed_load_back_resumes_where_the_window_is_live(factory: Any) -> No
 def test_a_failed_load_back_returning_the_whole_device_path_fails_21() -> None:
     with pytest.raises(TombstoneViolation, match=r"its load moved nothing, and it returned the whole device path"):
         _failed_load_at_a_dead_window(FailedLoadResumesAtDeadWindow)
+
+
+# ---- a match cut short by a tombstone the model does not have names the window (20w, not 13) -----------
+
+class WriteBackStartTombstonesWindow(TieredWindowCache):
+    """Broken (a new user's trial, B9): ``evict`` tombstones a leaf's device window as soon as it
+    starts the leaf's write-back (the values staged for the write), keeping its KV on device until
+    the write lands: a match meanwhile stops before a window that is live."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._staged: dict[Any, np.ndarray] = {}
+
+    def _write_back(self, node: Any) -> None:
+        super()._write_back(node)
+        if node.writing is not None and node in self.device_window:
+            self._staged[node] = self.device_window[node]
+            self.device_window[node] = self._none()
+
+    def _copy_to_host(self, node: Any) -> None:
+        staged = self._staged.pop(node, None)
+        if staged is None:
+            super()._copy_to_host(node)
+        else:
+            self.host_window[node] = staged.copy()
+
+
+def _match_during_write_back(factory: Any) -> TierWorld:
+    """[1, 2, 3] cached (its whole window live, W = 3); an eviction starts its leaf's write-back
+    (its device copy stays until the write lands); a match before the write completes."""
+    world = TierWorld(factory, 1, "write_back")
+    world.serve([1, 2, 3])
+    world.finish()
+    world.evict(1)
+    world.match([1, 2, 3])
+    world.complete_all()
+    world.check()
+    return world
+
+
+@pytest.mark.parametrize("factory", [TieredWindowCache, TrustingWindowTiers], ids=lambda f: f.__name__)
+def test_correct_window_caches_match_a_page_whose_write_back_is_pending(factory: Any) -> None:
+    _match_during_write_back(factory)
+
+
+def test_a_match_stopped_at_a_tombstone_the_model_lacks_names_the_window() -> None:
+    """Its device part stops at 2 (its own tombstone on token 2): 13 said only "returned device slots
+    [..] (2), but the pages on device hold [..] (3)"; the window oracle names the token and its insert."""
+    with pytest.raises(TierWindowViolation, match=r"match\(\[1, 2, 3\]\): its device part stops after 2 tokens, short of 3: "
+                                                   r"the window of token 2 is live on device \(token 2's in Page\(\[1, 2, 3\], "
+                                                   r"device\), given by the insert of operation 2\), with its full KV"):
+        _match_during_write_back(WriteBackStartTombstonesWindow)
+
+
+# ---- a window value leaked from another tenant is named as a leak (10, not 20w) --------------------------
+
+class TwinWindowOverwrite(TieredWindowCache):
+    """Broken (a new user's trial, B10): an insert's window values land on the other namespaces'
+    twin pages on device too (a window table keyed by the path's tokens, not its namespace)."""
+
+    def insert(self, tokens: Any, values: Any, namespace: Any = None, priority: int = 0, window: Any = None) -> int:
+        prefix_len = super().insert(tokens, values, namespace, priority, window=window)
+        key = tuple(int(t) for t in tokens)
+        mine = self._walk(key, namespace)
+        for other in [ns for ns in self.roots if ns != namespace]:
+            for twin, own in zip(self._walk(key, other), mine, strict=False):
+                if twin.device is not None:
+                    self.device_window[twin] = self.device_window[own].copy()
+        return prefix_len
+
+
+def _twins(factory: Any) -> TierWorld:
+    """[1, 2, 3] cached under namespace 'a', then under 'b', then served under 'a' again."""
+    world = TierWorld(factory, 1, "write_through")
+    for namespace in ("a", "b", "a"):
+        world.serve([1, 2, 3], namespace=namespace)
+        world.finish()
+    world.check()
+    return world
+
+
+@pytest.mark.parametrize("factory", [TieredWindowCache, TrustingWindowTiers], ids=lambda f: f.__name__)
+def test_correct_window_caches_keep_each_tenants_window(factory: Any) -> None:
+    _twins(factory)
+
+
+def test_a_window_value_of_another_tenant_is_named_a_leak() -> None:
+    """20w said only "reports window value X, not its own Y"; the value is namespace b's for that token."""
+    with pytest.raises(TenantIsolationViolation, match=r"windows\(\) of Request\(\[1, 2, 3\], namespace='a', 3 cached\)'s "
+                                                       r"handle: token 0 \(in Page\(\[1\] under namespace 'a', device\)\) "
+                                                       r"reports window value \d+: namespace 'b''s window value of that token, "
+                                                       r"not its own \d+"):
+        _twins(TwinWindowOverwrite)
+
+
+def test_the_second_pool_protocols_hold_the_calls_a_window_or_state_target_adds() -> None:
+    """``TieredWindowCacheLike`` and ``TieredStateCacheLike`` (a new user's trial: ``TieredCacheLike``
+    had neither ``windows`` nor ``states``, so a type checker did not help a window target)."""
+    window, state, plain = (TierWorld(f, 1, "write_through").cache for f in (TieredWindowCache, TieredStateCache, TieredRadixCache))
+    assert isinstance(window, TieredWindowCacheLike) and isinstance(window, TieredCacheLike)
+    assert isinstance(state, TieredStateCacheLike) and not isinstance(state, TieredWindowCacheLike)
+    assert not isinstance(plain, TieredWindowCacheLike) and not isinstance(plain, TieredStateCacheLike)
+    assert radixcheck.TieredWindowCacheLike is TieredWindowCacheLike

@@ -52,6 +52,7 @@ from radixcheck.oracles.policy import LeafStats
 from radixcheck.oracles.tier_amount import TierAmount
 from radixcheck.oracles.tier_host_order import HostLeaves, check_host_order
 from radixcheck.oracles.tier_order import DeviceLeaves, check_device_order, check_device_policy, is_device_leaf
+from radixcheck.oracles.tier_windows import window_value
 from radixcheck.oracles.violations import (
     BackupChainViolation,
     EvictionOrderViolation,
@@ -208,6 +209,16 @@ class TierModel:
                 return other
         return None
 
+    def window_tenant(self, tokens: Sequence[int], i: int, value: int, namespace: Hashable = None) -> str | None:
+        """Which other namespace's window value of token ``i`` of ``tokens`` ``value`` is ("namespace
+        'b'"), or None: a window value read from another tenant's page (oracle 10). The suite makes a
+        token's window value from its KV (:func:`~radixcheck.oracles.tier_windows.window_value`), and
+        each namespace's KV differs, so one lookup per namespace the model knows, never a scan."""
+        for other in list(self.roots):
+            if other != namespace and window_value(self.content_of(tokens[: i + 1], other)[i]) == value:
+                return f"namespace {other!r}"
+        return None
+
     def content_of(self, tokens: Sequence[int], namespace: Hashable = None) -> list[int]:
         """The KV the suite writes for ``tokens`` under ``namespace`` (each namespace's differs, as a LoRA's does)."""
         self.root_of(namespace)
@@ -229,7 +240,8 @@ class TierModel:
         if len(values) + host_length < len(device) + host:
             self._check_twin_quarantined(what, tokens, len(values) + host_length, namespace)
         if list(values) != device:
-            self._check_window_end(what, "device", len(values), len(device), tokens, namespace)
+            self._check_window_end(what, "device", len(values), len(device), tokens, namespace,
+                                   slots_agree=list(values) == device[: len(values)])
             raise TierResidencyViolation(f"{what} returned device slots {list(values)[:8]} ({len(values)}), but the pages on "
                                          f"device hold {device[:8]} ({len(device)})")
         if host_length == host:
@@ -294,10 +306,13 @@ class TierModel:
                                      f"have their window live on device: a request resumes only after {end}")
 
     def _check_window_end(self, what: str, part: str, got: int, want: int, tokens: Sequence[int],
-                          namespace: Hashable) -> None:
+                          namespace: Hashable, slots_agree: bool = True) -> None:
         """Oracles 21 and 23 on the tiers: a match whose ``part`` ends after ``got`` tokens, not the
         ``want`` its window allows, where the full KV alone reaches ``got``: past ``want``, it ignored
-        the window (23); short of it, at a tombstone, a tombstone hid the live window beyond (21)."""
+        the window (23); short of it, at a tombstone, a tombstone hid the live window beyond (21);
+        short of it where the model has the window live (and, ``slots_agree``, the cache's slots are
+        the path's up to where it stopped), the cache lost or tombstoned a window value (20w: a new
+        user's trial had that filed as residency, 13, naming neither the window nor a token)."""
         if self.windows is None or got == want or got % self.page_size:
             return
         device, host, _ = self.expected_match(tokens, namespace)
@@ -325,6 +340,14 @@ class TierModel:
             raise TombstoneViolation(f"{what}: its {part} part stops after {got} tokens, at the tombstoned window of "
                                      f"token {dead[0]}, but the last {self.windows.window} tokens before {want} have "
                                      f"their window live {tier}: a request resumes there")
+        if got < want and slots_agree:  # the model has no tombstone there: the cache stopped at one it made (or lost)
+            i = max(got, want - self.windows.window)
+            page = path[i // self.page_size]
+            span, its = (f"token {i}", "its") if i == want - 1 else (f"tokens {i} to {want - 1}", "their")
+            raise TierWindowViolation(f"{what}: its {part} part stops after {got} tokens, short of {want}: the window of "
+                                      f"{span} is live on device (token {i}'s in {page}, "
+                                      f"{self.windows.why.get(page, 'given by an insert')}), with {its} full KV; the match "
+                                      "stopped before it, at a window value the cache tombstoned or lost")
 
     def _check_twin_quarantined(self, what: str, tokens: Sequence[int], answered: int, namespace: Hashable) -> None:
         """Oracle 10 across a quarantine: an answer under ``namespace`` that stops short (``answered``

@@ -35,7 +35,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from radixcheck.oracles.violations import TierWindowViolation, shown
+from radixcheck.oracles.violations import TenantIsolationViolation, TierWindowViolation, shown
 
 NONE = -1
 WINDOW_MODULUS = 999_999_937  # keeps the values short enough to read in a message
@@ -179,8 +179,12 @@ class TierWindows:
         got_device, got_reach = answer if answer is not None else (None, None)
         return self._settle(path, device, got_device, False), self._settle(path, reach, got_reach, True)
 
-    def check(self, what: str, tokens: Sequence[int], pages: Sequence[Any], reported: Any) -> None:
-        """``reported`` (the cache's ``windows(handle)``) for the path ``pages`` of ``tokens``."""
+    def check(self, what: str, tokens: Sequence[int], pages: Sequence[Any], reported: Any,
+              tenant_of: Callable[[int, int], str | None] | None = None) -> None:
+        """``reported`` (the cache's ``windows(handle)``) for the path ``pages`` of ``tokens``.
+        ``tenant_of(i, value)`` names the other namespace whose window value of token ``i`` that is
+        (the tier model's :meth:`~radixcheck.oracles.tier_model.TierModel.window_tenant`): such a
+        value is a leak between tenants (oracle 10), as a read of another tenant's KV is."""
         try:
             got = [int(v) for v in reported]
         except (TypeError, ValueError) as exc:
@@ -201,6 +205,12 @@ class TierWindows:
         i = next(i for i, (g, w) in enumerate(zip(got, want, strict=True)) if g != w)
         page = pages[i // p]
         why = self.why.get(page, "")
+        own = window_value(flags[i][0])
+        other = tenant_of(i, got[i]) if tenant_of is not None and got[i] not in (NONE, own) else None
+        if other is not None:
+            mine = {True: f"{own}", False: "(-1: tombstoned there)", None: f"({own} or -1)"}[flags[i][1]]
+            raise TenantIsolationViolation(f"windows() of {what}: token {i} (in {page}) reports window value {got[i]}: "
+                                           f"{other}'s window value of that token, not its own {mine}")
         if flags[i][1] is None:
             say = (f"window value {got[i]}, neither its own {window_value(flags[i][0])} (its host copy's, which a load-back "
                    "may restore further back than the window) nor -1")

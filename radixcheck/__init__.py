@@ -41,6 +41,8 @@ _EXPORTS = {
     "tenant_tree_machine_for": "radixcheck.properties.tenant_tree.machine",
     "TierCapabilities": "radixcheck.properties.tiers.contract",
     "TieredCacheLike": "radixcheck.properties.tiers.contract",
+    "TieredStateCacheLike": "radixcheck.properties.tiers.contract",
+    "TieredWindowCacheLike": "radixcheck.properties.tiers.contract",
     "TierMatch": "radixcheck.properties.tiers.contract",
     "tier_machine_for": "radixcheck.properties.tiers.machine",
     "RadixCacheLike": "radixcheck.properties.cache.contract",

@@ -97,6 +97,9 @@ TIER_OBLIGATIONS: list[tuple[str, str, type[BaseException], list[str]]] = [
     ("second_pool=SlidingWindow(window=W): a match is resumable on each tier: its device part ends where the last W "
      "tokens have their window live on device, its host part where they have it live on device or in a host copy "
      "(composed)", "windows_through_host, serve, match", v.WindowMatchViolation, ["HostMatchIgnoresWindow"]),
+    ("second_pool=SlidingWindow(window=W): a load-back whose load failed and moved nothing returns the device path only "
+     "up to where its last W tokens have their window live on device, not a path whose window is dead at its end "
+     "(composed)", "failed_load_at_a_dead_window, fail_next, serve", v.TombstoneViolation, ["FailedLoadResumesAtDeadWindow"]),
 ]
 
 REGENERATE = "python -m radixcheck.reports.tier_catalogue"

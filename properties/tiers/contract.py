@@ -107,8 +107,8 @@ Obligations (what the tier machine's oracles check)
 * With ``second_pool=SlidingWindow(window=W)`` (SWA KV beside the full KV; SGLang's HiCache over
   its SWA tree): see "A sliding window on the tiers" below (oracle 20w).
 
-The methods (``TieredCacheLike``)
----------------------------------
+The methods (``TieredCacheLike``; with a second pool, ``TieredStateCacheLike`` or ``TieredWindowCacheLike``)
+------------------------------------------------------------------------------------------------------
 ``match_prefix(tokens) -> TierMatch``
     ``device_values`` (slot ids of the longest prefix on device), ``device_handle`` (its last
     node), ``host_length`` (tokens after it on host, whole pages) and ``host_handle`` (the last of
@@ -177,7 +177,8 @@ A target declares ``TierCapabilities(second_pool=StatePool())`` (the base contra
 it): one recurrent state per cached request end, kept beside the KV on whichever tier the page
 is. On a tier the suite owns no state pool: a state is a *value* (an int the suite makes from the
 prefix it ends, each namespace's its own), and what is judged is that the value survives the
-moves. The factory is called as before; the calls change as follows:
+moves. The factory is called as before; the calls change as follows (the Protocol
+``TieredStateCacheLike`` has them, for a type checker):
 
 ``insert(tokens, values, state=s) -> prefix_len``
     ``s`` is the state after the last of ``tokens``. When ``tokens`` is non-empty and
@@ -205,7 +206,8 @@ may keep, beside its full KV, its sliding-window KV (SGLang's SWA pool), *live* 
 (none), as in the base contract's "A second pool". As for a state, the suite owns no window pool
 on a tier: a token's window value is an int the suite makes from the token's KV (so it differs
 from every other token's, and each namespace's), and what is judged is which tokens have it live
-after the moves between the tiers. The calls change as follows:
+after the moves between the tiers. The calls change as follows (the Protocol
+``TieredWindowCacheLike`` has ``insert(..., window=)`` and ``windows``, for a type checker):
 
 ``insert(tokens, values, window=w) -> prefix_len``
     ``w`` is an int64 array as long as ``tokens``: each token's window value, ``-1`` where it slid
@@ -520,6 +522,29 @@ class TieredCacheLike(Protocol):
     def device_size(self) -> int: ...
 
     def host_size(self) -> int: ...
+
+
+@runtime_checkable
+class TieredStateCacheLike(TieredCacheLike, Protocol):
+    """A tiered cache that declares ``second_pool=StatePool()`` ("A second pool on the tiers"):
+    every insert carries ``state=``, and ``states(handle)`` reports each page's state. Annotate
+    your cache with it, so a type checker holds it to those two calls."""
+
+    def insert(self, tokens: Sequence[int], values: np.ndarray, *, state: int | None = None) -> int: ...
+
+    def states(self, handle: Any) -> Sequence[int]: ...
+
+
+@runtime_checkable
+class TieredWindowCacheLike(TieredCacheLike, Protocol):
+    """A tiered cache that declares ``second_pool=SlidingWindow(window=W)`` ("A sliding window on
+    the tiers"): every insert carries ``window=`` (one int per token, ``-1`` where it slid out),
+    and ``windows(handle)`` reports each token's live window value on device. Annotate your cache
+    with it, so a type checker holds it to those two calls."""
+
+    def insert(self, tokens: Sequence[int], values: np.ndarray, *, window: np.ndarray | None = None) -> int: ...
+
+    def windows(self, handle: Any) -> Sequence[int]: ...
 
 
 class HostPool:

@@ -38,7 +38,8 @@ declares a sliding window (``TierCapabilities(second_pool=SlidingWindow(window=W
 window rules (:class:`TierWindowRules`): every insert carries ``window=``, every forward judges
 ``windows(handle)`` (oracle 20w), and a story takes a prompt and an extension at least ``W``
 tokens longer through the host tier and loads the extension back (the prompt's window must stay
-behind) and then the prompt alone.
+behind) and then the prompt alone; another evicts such an extension's pages until the device path
+ends at a dead window and mostly fails the load-back that follows.
 """
 
 from __future__ import annotations
@@ -336,6 +337,45 @@ class TierWindowRules(TierMachine):
         self._to_host(longer)
         world.serve(base, load=load)
         world.finish()
+
+    @precondition(lambda self: not _running(self))
+    @rule(base=TierMachine.sequences, tail=st.lists(ALPHABET, min_size=1, max_size=3), data=st.data())
+    def failed_load_at_a_dead_window(self, base: tuple[int, ...], tail: list[int], data: st.DataObject) -> None:
+        """A prompt with an extension at least a window long is cached, and leaves are evicted one
+        page at a time (written back first, under write-back) until the model knows its device path
+        ends where the window slid out, with host-only pages after it; it is served again, and then
+        the load-back mostly fails (weighted by a draw): a load that moved nothing must resume short
+        of that device path, at its live window (oracle 21). Random rules rarely line a failed load
+        up with a dead device end (``FailedLoadResumesAtDeadWindow`` was missed in 71 of 200 streams)."""
+        world = self.world
+        window = world.windows.window if world.windows is not None else 1
+        extension = tuple(tail) * self.page_size
+        extension *= -(-window // len(extension))
+        longer = base + extension
+        world.serve(longer)
+        world.finish()
+        world.complete_all()
+        for _ in range(len(extension) // self.page_size + 2):  # the oldest leaves go first: a few pages may be others'
+            if _dead_device_end(world, longer):
+                break
+            world.evict(self.page_size)
+            world.complete_all()
+        if _dead_device_end(world, longer) and data.draw(st.sampled_from([True, True, True, False]), label="fail the load"):
+            world.fail_next([True] * 4)  # the whole load, then each page's (and any write-back its nested eviction starts)
+        world.serve(longer)
+        world.finish()
+
+
+def _dead_device_end(world: TierWorld, tokens: tuple[int, ...]) -> bool:
+    """The model knows a load-back of ``tokens`` would load host-only pages after a device path
+    whose window is dead at its end (its last ``W`` tokens not all live on device): where a failed
+    load must resume short of the device path (the pages of one request's path: no scan)."""
+    if world.windows is None:
+        return False
+    device, _, path = world.model.expected_match(tokens)
+    resumes, reach = world.model.expected_match(tokens, windowed=True)[:2]
+    path = [pg for pg in path if not pg.gone]
+    return len(resumes) + reach > len(device) and world.windows.match_ends(path, len(device), len(device))[0] < len(device)
 
 
 def tier_machine_for(factory: Callable[..., Any], page_size: int = 1, write_policy: str = "write_through",

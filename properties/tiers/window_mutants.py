@@ -123,7 +123,8 @@ class FailedLoadResumesAtDeadWindow(WindowTierMutant):
     # 21 where the returned end's window is dead; 20w where the model, taking the whole path as a
     # load-back's, expects the window at its end revived from host copies the cache did not revive
     caught_by = (v.TombstoneViolation, v.TierWindowViolation)
-    streams_to_catch = 5  # a rare composed bug: caught in 129 of 200 streams (TIER_CATALOGUE.md), not always the first
+    # caught in its first stream: the window rules' failed_load_at_a_dead_window lines a failed load up
+    # with a dead device end (before that rule, 129 of 200 streams, and not the first: streams_to_catch was 5)
 
     def _resume_after_failed_load(self, last: TierNode) -> tuple[np.ndarray, TierNode] | None:
         return None

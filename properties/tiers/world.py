@@ -226,7 +226,9 @@ class TierWorld:
         if self.windows is not None:  # and the window values of its prefix's tokens
             prefix = request.tokens[: len(request.values)]
             pages = self.model.pages_of(prefix, namespace_key(request.namespace))
-            self.windows.check(f"{request}'s handle", prefix, pages, guarded("windows", self.cache.windows, request.handle))
+            key = namespace_key(request.namespace)
+            self.windows.check(f"{request}'s handle", prefix, pages, guarded("windows", self.cache.windows, request.handle),
+                               lambda i, value: self.model.window_tenant(prefix, i, value, key))
 
     def _second(self, tokens: tuple[int, ...], key: Any, on_device: int) -> Any:
         """What an insert of ``tokens`` carries for the second pool (None: none declared): a state
