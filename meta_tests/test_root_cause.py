@@ -6,6 +6,7 @@ The fast tests judge the mechanism in this process; the audits (a subprocess eac
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import subprocess
@@ -242,3 +243,54 @@ def test_a_wire_server_s_bug_is_one_finding(server: str, page_sizes: str, oracle
     assert run.returncode == 1, run.stdout[-3000:] + run.stderr[-2000:]
     [finding] = json.loads((tmp_path / "audit.json").read_text())["findings"]
     assert finding["oracle"] == oracle and said in finding["reason"], finding
+
+
+# ---- a tier target: one bug at two page sizes (one test's request a tenant's) is one finding ----------
+
+def _window_story(factory: type, page_size: int, tenant: bool, extension: list[int]) -> Verdict:
+    """[1, 2] and ``extension`` cached, both sent to host, the extension loaded back and read: the
+    test's verdict (at ``page_size``; every request a tenant's when ``tenant``)."""
+    from radixcheck.properties.findings.failures import describe_failure
+    from radixcheck.properties.tiers.world import TierWorld
+
+    said = {"namespace": ("X", None)} if tenant else {}
+    world = TierWorld(factory, page_size, "write_through")
+    try:
+        for tokens in ([1, 2], extension, None):
+            if tokens is None:  # all to host, then the extension again
+                for _ in range(6):
+                    world.evict(10**6)
+                    world.complete_all()
+                tokens = extension
+            world.serve(tokens, **said)
+            world.finish()
+        world.check()
+    except Exception as exc:  # noqa: BLE001 - the finding is what the test wants
+        said = describe_failure(exc)
+        return Verdict(f"test_tier_state_machine[page_size={page_size}]", "failed", 0.1, said["oracle"], said["reason"],
+                       said["program"], said["exceptions"])
+    return Verdict(f"test_tier_state_machine[page_size={page_size}]", "passed", 0.1)
+
+
+def test_a_tier_bug_met_by_a_tenant_at_one_page_size_and_the_default_at_another_is_one_finding() -> None:
+    """A window trial's planted bugs each gave two 20w findings of one cause, one per page size: one
+    test's request was a tenant's (``Request(..., namespace=('X', None), ...)``), the other's the
+    default namespace's (reports/findings/window_trial.md, friction 5). A cache with two window bugs
+    (a load-back that restores no window; one that restores another page's further back) still
+    gives two findings."""
+    from radixcheck.properties.tiers.window_mutants import (
+        WINDOW_TIERS,
+        LoadBackRestoresBeyondWindowFromWrongPage,
+        LoadBackRestoresNoWindow,
+    )
+
+    tenants = dataclasses.replace(WINDOW_TIERS, namespaces=True)
+    one = type("NoWindow", (LoadBackRestoresNoWindow,), {"tier_capabilities": tenants})
+    two = type("TwoBugs", (LoadBackRestoresNoWindow, LoadBackRestoresBeyondWindowFromWrongPage), {"tier_capabilities": tenants})
+    same = [_window_story(one, 1, False, [1, 2, 0, 1, 2, 3]), _window_story(one, 2, True, [1, 2, 0, 1, 2, 3])]
+    assert [v.oracle for v in same] == ["20w window values through the host tier"] * 2
+    assert "namespace=" in same[1].reason and "namespace=" not in same[0].reason
+    assert [f.tests for f in findings_of(same)] == [[v.test for v in same]]
+    distinct = [_window_story(two, 1, False, [1, 2, 0, 1, 2, 3]), _window_story(two, 2, True, [1, 2, 0, 1, 2])]
+    assert "neither its own" in distinct[0].reason and "reports -1 (tombstoned)" in distinct[1].reason
+    assert len(findings_of(distinct)) == 2
