@@ -13,6 +13,7 @@ import subprocess
 import sys
 import textwrap
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -294,3 +295,40 @@ def test_a_tier_bug_met_by_a_tenant_at_one_page_size_and_the_default_at_another_
     distinct = [_window_story(two, 1, False, [1, 2, 0, 1, 2, 3]), _window_story(two, 2, True, [1, 2, 0, 1, 2])]
     assert "neither its own" in distinct[0].reason and "reports -1 (tombstoned)" in distinct[1].reason
     assert len(findings_of(distinct)) == 2
+
+
+
+class _TwoPageSizeBugs:
+    """Two bugs of one load-back, each at one page size: at page size 1 it restores no window, at 2
+    it restores each page's window reversed (``fixed``: the page sizes whose bug is fixed)."""
+
+    fixed: tuple[int, ...] = ()
+
+    def _restore(self: Any, node: Any, in_window: bool) -> None:
+        super()._restore(node, in_window)  # type: ignore[misc]
+        if in_window and self.page_size not in self.fixed:
+            self.device_window[node] = self._none() if self.page_size == 1 else self.device_window[node][::-1].copy()
+
+
+def test_findings_met_at_different_page_sizes_only_are_said_to_maybe_share_a_cause() -> None:
+    """Why a program is not replayed at the other finding's page size to merge them: one story shows
+    the first bug at page size 1 and the second at 2, so each finding's program would show the other
+    both ways, yet fixing the first leaves the second. The card and the summary say instead that the
+    two may be one cause; findings that share a page size are not said so."""
+    from radixcheck.audit import AuditResult, Finding, page_sizes_apart
+    from radixcheck.reference.tiered_window_cache import TieredWindowCache
+
+    def cache(fixed: tuple[int, ...]) -> type:
+        return type("TwoPageSizeBugs", (_TwoPageSizeBugs, TieredWindowCache), {"fixed": fixed})
+
+    story = [1, 2, 0, 1, 2, 3]
+    verdicts = [_window_story(cache(()), size, False, story) for size in (1, 2)]
+    findings = findings_of(verdicts)
+    assert len(findings) == 2, [f.reason for f in findings]
+    first_fixed = [_window_story(cache((1,)), size, False, story) for size in (1, 2)]
+    assert [v.outcome for v in first_fixed] == ["passed", "failed"] and first_fixed[1].reason == verdicts[1].reason  # two bugs
+    said = page_sizes_apart(findings)
+    assert "Findings 1 and 2 (page size 2 against 1) were met at different page sizes only" in said, said
+    assert said in report_card(AuditResult("m:two", "TierCapabilities()", [], "ci", verdicts))
+    shared = [Finding("r", "o", "a", ["t[page_size=1]"], ""), Finding("r", "o", "b", ["t[page_size=1]", "t[page_size=2]"], "")]
+    assert page_sizes_apart(shared) == "" and page_sizes_apart(findings[:1]) == ""
