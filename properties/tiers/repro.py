@@ -16,6 +16,8 @@ fails with the same finding, for at most ``RADIXCHECK_REDUCE_SECONDS``.
 
 from __future__ import annotations
 
+import re
+import textwrap
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -83,10 +85,78 @@ def reduced(factory: Callable[..., Any], world: TierWorld, failure: BaseExceptio
     best = fails(operations)
     if best is None:
         return None, "its operations did not fail the same way when replayed: written from the run itself"
+    best = without_repeats(best, fails, time_left)
     best = leave_out_runs(best, lambda replayed: replayed.operations, fails, time_left)
     stopped = "" if time_left() else f"; stopped at its budget ({budget:g} s, {REDUCE_ENV})"
     return best, (f"Reduced from {len(operations)} operations to {len(best.operations)} ({count} replays, "
                   f"{time.monotonic() - started:.2f} s{stopped}).")
+
+
+def without_repeats(best: TierReplay, fails: Callable[[list[str]], TierReplay | None],
+                    time_left: Callable[[], bool]) -> TierReplay:
+    """Each run of one operation repeated (a machine's rule that evicts until nothing moves writes
+    ``w.evict(1000000)`` a dozen times; 287 of a 463-operation file were) cut to one: every run at
+    once (one replay), else run by run. Delta debugging would get there too, but at hundreds of
+    replays it did not within its budget."""
+    def runs(operations: list[str]) -> list[tuple[int, int]]:  # (start, end) of each run of 2 or more
+        found, i = [], 0
+        while i < len(operations):
+            j = i
+            while j + 1 < len(operations) and operations[j + 1] == operations[i]:
+                j += 1
+            if j > i:
+                found.append((i, j + 1))
+            i = j + 1
+        return found
+
+    def cut(operations: list[str], which: list[tuple[int, int]]) -> list[str]:
+        dropped = {k for start, end in which for k in range(start + 1, end)}
+        return [op for k, op in enumerate(operations) if k not in dropped]
+
+    every = runs(best.operations)
+    if not every or not time_left():
+        return best
+    once = fails(cut(best.operations, every))
+    if once is not None:
+        return once
+    for run in reversed(every):  # from the end, so the earlier runs keep their places
+        if not time_left():
+            break
+        smaller = fails(cut(best.operations, [run]))
+        if smaller is not None and len(smaller.operations) < len(best.operations):
+            best = smaller
+    return best
+
+
+def compact(log: list[str]) -> list[str]:
+    """``log`` as a file writes it: a run of completions as one call (``w.complete(6, 7, 8)``), and
+    the controller's calls under one operation as one comment, wrapped (``#   controller: write #1
+    [16] -> [0], write #2 [29] -> [1]``: transfer 1 writes device slots [16] to host slots [0]). The
+    calls are the same; the file is shorter to read."""
+    out: list[str] = []
+    for line in log:
+        done = re.fullmatch(r"w\.complete\((\d+)\)", line)
+        if done and out and (joined := re.fullmatch(r"w\.complete\(([\d, ]+)\)", out[-1])):
+            out[-1] = f"w.complete({joined[1]}, {done[1]})"
+        elif line.startswith(CONTROLLER):
+            call = line[len(CONTROLLER):]
+            moved = TRANSFER.fullmatch(call)  # write([16]) -> write #1 to host [0]: write #1 [16] -> [0]
+            said = f"{moved['kind']} #{moved['number']} {moved['slots']} -> {moved['to']}" if moved else call
+            if out and out[-1].startswith(CONTROLLER_SAID):
+                out[-1] += ", " + said
+            else:
+                out.append(CONTROLLER_SAID + said)
+        else:
+            out.append(line)
+    return [wrapped for line in out for wrapped in (
+        textwrap.wrap(line, WIDTH, subsequent_indent="#     ", break_on_hyphens=False)
+        if line.startswith(CONTROLLER_SAID) else [line])]
+
+
+CONTROLLER = "#   controller."  # how the world's log says a call the cache made to the controller
+CONTROLLER_SAID = "#   controller: "  # how a file says them, one comment per operation
+TRANSFER = re.compile(r"(?P<kind>write|load)\((?P<slots>\[[\d, ]*\])\) -> (?P=kind) #(?P<number>\d+) to \w+ (?P<to>\[[\d, ]*\])")
+WIDTH = 110
 
 
 def tier_script(world: TierWorld, failure: BaseException, spec: str, made: str = "") -> str:
@@ -128,7 +198,7 @@ def tier_script(world: TierWorld, failure: BaseException, spec: str, made: str =
         "",
         *runs_to_the_check([
             f"w = {type(world).__name__}(make, page_size={world.page_size}, write_policy={world.write_policy!r})",
-            *log[:last],
+            *compact(log[:last]),
             "",
             "# the operation that fails, and radixcheck's checks of it",
             "try:",
