@@ -202,7 +202,7 @@ def tier_script(world: TierWorld, failure: BaseException, spec: str, made: str =
             "",
             "# the operation that fails, and radixcheck's checks of it",
             "try:",
-            *(f"    {line}" for line in log[last:]),
+            *(f"    {line}" for line in compact(log[last:])),
             "    w.check()  # conservation on both tiers, and the sizes",
             *caught,
         ]),
