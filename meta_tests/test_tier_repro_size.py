@@ -69,3 +69,13 @@ def test_the_written_file_has_one_call_per_completion_run(factory: type) -> None
     text = tier_script(world, failure, f"{factory.__module__}:{factory.__name__}")
     assert "w.complete(1, 2, 3, 4, 5)" in text and "w.complete(1)\n" not in text, text
     assert "#   controller: write #1 [" in text
+
+
+def test_a_reduction_still_shrinking_at_its_budget_goes_on_up_to_twice_it() -> None:
+    from radixcheck.properties.tiers.repro import goes_on
+
+    assert goes_on(4.9, 3.0, 5.0)  # within its budget, shrinking or not
+    assert goes_on(6.0, 1.0, 5.0) and goes_on(9.9, 0.5, 5.0)  # past it, shorter within the last 1.25 s
+    assert not goes_on(6.0, 1.5, 5.0)  # past it, and no shorter for 1.5 s: done
+    assert not goes_on(10.0, 0.0, 5.0)  # twice the budget: done, however it shrinks
+    assert not goes_on(0.0, 0.0, 0.0)  # a budget of 0: no reduction
