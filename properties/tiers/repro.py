@@ -9,9 +9,11 @@ nothing of Hypothesis, in the frame every repro file has
 bug is there, 0 once fixed, 2 if it cannot run to its last operation.
 
 The operations come from the failing run (after Hypothesis's shrink, its smallest interleaving),
-then reduced as the cache machine's are (:func:`~radixcheck.properties.findings.reduce.leave_out_runs`):
-runs of operations left out, halving the run each round, while a replay on a fresh world still
-fails with the same finding, for at most ``RADIXCHECK_REDUCE_SECONDS``.
+then reduced: each run of one repeated operation cut to one (:func:`without_repeats`), then, as the
+cache machine's are (:func:`~radixcheck.properties.findings.reduce.leave_out_runs`), runs of
+operations left out, halving the run each round, while a replay on a fresh world still fails with
+the same finding, for at most ``RADIXCHECK_REDUCE_SECONDS``, or up to twice that while it is still
+shrinking (:func:`goes_on`). The file writes the same calls compactly (:func:`compact`).
 """
 
 from __future__ import annotations
@@ -93,8 +95,8 @@ def reduced(factory: Callable[..., Any], world: TierWorld, failure: BaseExceptio
     best = without_repeats(best, fails, time_left)
     best = leave_out_runs(best, lambda replayed: replayed.operations, fails, time_left)
     took = time.monotonic() - started
-    stopped = "" if time_left() else f"; stopped at its budget ({budget:g} s, {REDUCE_ENV}" + (
-        ", and past it while still shrinking)" if took > budget + STILL_SHRINKING * budget else ")")
+    stopped = "" if time_left() else (f"; stopped at its budget ({budget:g} s, {REDUCE_ENV}; past it, up to "
+                                       f"{OVERTIME:g} times, only while still shrinking)")
     return best, (f"Reduced from {len(operations)} operations to {len(best.operations)} ({count} replays, "
                   f"{took:.2f} s{stopped}).")
 
