@@ -211,6 +211,21 @@ def test_a_finding_under_other_namespaces_has_one_shape() -> None:
     assert "its namespace has" in shape_of(one)  # a word after "namespace" is not a namespace
 
 
+def test_a_request_of_another_tenant_has_one_shape() -> None:
+    """A window trial's planted bug (a load-back reviving each page's window from its parent's host
+    copy) gave two 20w findings, one per page size, because one test's request was a tenant's and
+    the other's the default namespace's (reports/findings/window_trial.md, friction 5): one shape."""
+    tenant = ("windows() of Request([0, 0, 0, 0], namespace=('X', None), 4 cached)'s handle: token 2 (in Page([0, 0, 0, 0] "
+              "under namespace ('X', None), device+host)) reports window value 899537215, not its own 271006842 (restored "
+              "from its host copy by the load-back of operation 11, within the last 4 tokens)")
+    default = ("windows() of Request([0, 0], 2 cached)'s handle: token 1 (in Page([0, 0], device+host)) reports window value 1, "
+               "not its own 512697015 (restored from its host copy by the load-back of operation 11, within the last 4 tokens)")
+    assert shape_of(tenant) == shape_of(default)
+    tombstoned = ("windows() of Request([0, 0], 2 cached)'s handle: token 1 (in Page([0, 0], device+host)) reports a live "
+                  "window value 1, but it is tombstoned there (given by the insert of operation 3)")
+    assert shape_of(tombstoned) != shape_of(default)  # another wrong value: another finding
+
+
 def test_a_tier_machine_s_steps_honour_the_shrink_budget() -> None:
     """A new user's trial: a tier target's shrink ran 19 s against its 15 s budget, since only a
     guarded call checked the budget and a tier world calls its cache directly. Every step of a

@@ -6,12 +6,14 @@ The fast tests judge the mechanism in this process; the audits (a subprocess eac
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import subprocess
 import sys
 import textwrap
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -242,3 +244,91 @@ def test_a_wire_server_s_bug_is_one_finding(server: str, page_sizes: str, oracle
     assert run.returncode == 1, run.stdout[-3000:] + run.stderr[-2000:]
     [finding] = json.loads((tmp_path / "audit.json").read_text())["findings"]
     assert finding["oracle"] == oracle and said in finding["reason"], finding
+
+
+# ---- a tier target: one bug at two page sizes (one test's request a tenant's) is one finding ----------
+
+def _window_story(factory: type, page_size: int, tenant: bool, extension: list[int]) -> Verdict:
+    """[1, 2] and ``extension`` cached, both sent to host, the extension loaded back and read: the
+    test's verdict (at ``page_size``; every request a tenant's when ``tenant``)."""
+    from radixcheck.properties.findings.failures import describe_failure
+    from radixcheck.properties.tiers.world import TierWorld
+
+    said = {"namespace": ("X", None)} if tenant else {}
+    world = TierWorld(factory, page_size, "write_through")
+    try:
+        for tokens in ([1, 2], extension, None):
+            if tokens is None:  # all to host, then the extension again
+                for _ in range(6):
+                    world.evict(10**6)
+                    world.complete_all()
+                tokens = extension
+            world.serve(tokens, **said)
+            world.finish()
+        world.check()
+    except Exception as exc:  # noqa: BLE001 - the finding is what the test wants
+        said = describe_failure(exc)
+        return Verdict(f"test_tier_state_machine[page_size={page_size}]", "failed", 0.1, said["oracle"], said["reason"],
+                       said["program"], said["exceptions"])
+    return Verdict(f"test_tier_state_machine[page_size={page_size}]", "passed", 0.1)
+
+
+def test_a_tier_bug_met_by_a_tenant_at_one_page_size_and_the_default_at_another_is_one_finding() -> None:
+    """A window trial's planted bugs each gave two 20w findings of one cause, one per page size: one
+    test's request was a tenant's (``Request(..., namespace=('X', None), ...)``), the other's the
+    default namespace's (reports/findings/window_trial.md, friction 5). A cache with two window bugs
+    (a load-back that restores no window; one that restores another page's further back) still
+    gives two findings."""
+    from radixcheck.properties.tiers.window_mutants import (
+        WINDOW_TIERS,
+        LoadBackRestoresBeyondWindowFromWrongPage,
+        LoadBackRestoresNoWindow,
+    )
+
+    tenants = dataclasses.replace(WINDOW_TIERS, namespaces=True)
+    one = type("NoWindow", (LoadBackRestoresNoWindow,), {"tier_capabilities": tenants})
+    two = type("TwoBugs", (LoadBackRestoresNoWindow, LoadBackRestoresBeyondWindowFromWrongPage), {"tier_capabilities": tenants})
+    same = [_window_story(one, 1, False, [1, 2, 0, 1, 2, 3]), _window_story(one, 2, True, [1, 2, 0, 1, 2, 3])]
+    assert [v.oracle for v in same] == ["20w window values through the host tier"] * 2
+    assert "namespace=" in same[1].reason and "namespace=" not in same[0].reason
+    assert [f.tests for f in findings_of(same)] == [[v.test for v in same]]
+    distinct = [_window_story(two, 1, False, [1, 2, 0, 1, 2, 3]), _window_story(two, 2, True, [1, 2, 0, 1, 2])]
+    assert "neither its own" in distinct[0].reason and "reports -1 (tombstoned)" in distinct[1].reason
+    assert len(findings_of(distinct)) == 2
+
+
+
+class _TwoPageSizeBugs:
+    """Two bugs of one load-back, each at one page size: at page size 1 it restores no window, at 2
+    it restores each page's window reversed (``fixed``: the page sizes whose bug is fixed)."""
+
+    fixed: tuple[int, ...] = ()
+
+    def _restore(self: Any, node: Any, in_window: bool) -> None:
+        super()._restore(node, in_window)  # type: ignore[misc]
+        if in_window and self.page_size not in self.fixed:
+            self.device_window[node] = self._none() if self.page_size == 1 else self.device_window[node][::-1].copy()
+
+
+def test_findings_met_at_different_page_sizes_only_are_said_to_maybe_share_a_cause() -> None:
+    """Why a program is not replayed at the other finding's page size to merge them: one story shows
+    the first bug at page size 1 and the second at 2, so each finding's program would show the other
+    both ways, yet fixing the first leaves the second. The card and the summary say instead that the
+    two may be one cause; findings that share a page size are not said so."""
+    from radixcheck.audit import AuditResult, Finding, page_sizes_apart
+    from radixcheck.reference.tiered_window_cache import TieredWindowCache
+
+    def cache(fixed: tuple[int, ...]) -> type:
+        return type("TwoPageSizeBugs", (_TwoPageSizeBugs, TieredWindowCache), {"fixed": fixed})
+
+    story = [1, 2, 0, 1, 2, 3]
+    verdicts = [_window_story(cache(()), size, False, story) for size in (1, 2)]
+    findings = findings_of(verdicts)
+    assert len(findings) == 2, [f.reason for f in findings]
+    first_fixed = [_window_story(cache((1,)), size, False, story) for size in (1, 2)]
+    assert [v.outcome for v in first_fixed] == ["passed", "failed"] and first_fixed[1].reason == verdicts[1].reason  # two bugs
+    said = page_sizes_apart(findings)
+    assert "Findings 1 and 2 (page size 2 against 1) were met at different page sizes only" in said, said
+    assert said in report_card(AuditResult("m:two", "TierCapabilities()", [], "ci", verdicts))
+    shared = [Finding("r", "o", "a", ["t[page_size=1]"], ""), Finding("r", "o", "b", ["t[page_size=1]", "t[page_size=2]"], "")]
+    assert page_sizes_apart(shared) == "" and page_sizes_apart(findings[:1]) == ""

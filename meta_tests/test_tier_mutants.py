@@ -4,6 +4,8 @@ rule for the right reason; a repro file re-creates the smallest interleaving and
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pytest
 
@@ -118,5 +120,5 @@ def test_repro_file_replays_the_shrunk_interleaving_and_exits_1(monkeypatch) -> 
     repro = tier_repro(machine.world, caught.value, f"{mutant.__module__}:{mutant.__name__}", type(machine).factory)
     assert repro.exit_code == 1, repro.why_not
     assert repro.calls <= sum(not line.startswith("#") for line in machine.world.log)  # reduced (or as small already)
-    assert "w.complete(" in repro.text and "controller.load" in repro.text
+    assert "w.complete(" in repro.text and re.search(r"#   controller: .*load", repro.text), repro.text
     assert "BUG (radixcheck oracle 14 transfers in flight)" in repro.output

@@ -529,8 +529,7 @@ def report_card(result: AuditResult) -> str:
     ]
     if findings:
         parts += ["", "## Findings, most fundamental first (one per root cause)"]
-        grouping = tier_grouping(result)
-        parts += ["", grouping] if grouping else []
+        parts += [line for g in (tier_grouping(result), page_sizes_apart(findings)) if g for line in ("", g)]
     for i, f in enumerate(findings, 1):
         parts += ["", f"### {i}. {f.oracle} ({f.heading})", "", f"{f.exception + ': ' if f.exception else ''}{f.reason}"
                   + (f" (raised at `{f.raised_at}`)" if f.raised_at else ""), "",
@@ -592,12 +591,36 @@ def tier_grouping(result: AuditResult) -> str:
             "past its first failure): two of them may share one root cause; fixing one may clear the other.")
 
 
+def _page_sizes(finding: Finding) -> frozenset[int]:
+    """The page sizes of the tests a finding failed (empty if any of them has none: a plain test)."""
+    sizes = [param.rpartition("page_size=")[2].rstrip("]") for param in finding.tests]
+    return frozenset(int(s) for s in sizes) if all(s.isdigit() for s in sizes) else frozenset()
+
+
+def page_sizes_apart(findings: list[Finding]) -> str:
+    """What two findings met at different page sizes only do not say: that they are separate causes.
+    A program is judged at its own page size only, and replaying it at the other finding's would
+    not tell one bug that reads differently at each page size from two bugs of one page size each:
+    a load-back that restores no window at page size 1 and one that restores a page's window reversed
+    at page size 2 show each other's finding both ways, and fixing one leaves the other
+    (``meta_tests/test_root_cause.py``). So the card says they may share a cause, and leaves them apart."""
+    sizes = [_page_sizes(f) for f in findings]
+    pairs = [(i, j) for i in range(len(findings)) for j in range(i + 1, len(findings))
+             if sizes[i] and sizes[j] and not sizes[i] & sizes[j]]
+    if not pairs:
+        return ""
+    said = ", ".join(f"{i + 1} and {j + 1} (page size {'/'.join(map(str, sorted(sizes[i])))} against "
+                     f"{'/'.join(map(str, sorted(sizes[j])))})" for i, j in pairs)
+    return (f"Findings {said} were met at different page sizes only: a program is judged at its own page size, so "
+            "they may share one root cause (a bug can read differently at each page size) or be two; fixing one shows which.")
+
+
 def print_summary(result: AuditResult) -> None:
     print()
     findings, waived = result.findings, result.waived
-    grouping = tier_grouping(result)
-    if grouping:
-        print(f"radixcheck: {grouping}")
+    for grouping in (tier_grouping(result), page_sizes_apart(findings)):
+        if grouping:
+            print(f"radixcheck: {grouping}")
     for i, f in enumerate(findings, 1):
         print(f"--- finding {i} of {len(findings)} ({f.heading}): {f.oracle}\n"
               f"{f.exception + ': ' if f.exception else ''}{f.reason}{f' (raised at {f.raised_at})' if f.raised_at else ''}\n"

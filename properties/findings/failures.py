@@ -131,6 +131,7 @@ def shape_of(message: str) -> str:
     """A failure's message with the specifics left out (token lists, numbers, namespaces): the first
     differing call and what was wrong with it, the same at every page size and in every test."""
     shape = re.sub(r" under namespace …", "", _without_namespaces(message))  # a tenant's page, or the default one's
+    shape = re.sub(r", namespace=…", "", shape)  # a tenant's request (Request([0], namespace=('X', None), ...)), or the default one's
     shape = re.sub(r"\s*\(\d+ tokens\)", "", shape)
     shape = re.sub(r"\brequest<", "handle<", shape)  # a running request's record (the lifecycle's) holds its match's handle
     shape = re.sub(r"=[^\s,()\[\]]+", "=…", shape)  # a value named in the message: page_size=1.5, t=48

@@ -142,7 +142,7 @@ def needs(imports: list[str]) -> list[str]:
 def bug_lines(oracle: str, target: str = "the cache") -> list[str]:
     """``bug(finding, got)``: the finding's check failed; print radixcheck's sentence and exit 1."""
     label = f"radixcheck: {oracle}" if oracle.startswith(("crash", "hang")) else f"radixcheck oracle {oracle}"
-    return ["def bug(finding, got):", f'    """The check failed: say what radixcheck found, and what {target} did this time."""',
+    return [f"def bug(finding, got):  # the check failed: say what radixcheck found, and what {target} did this time",
             f"    print({'BUG (' + label + '): '!r} + finding)",
             "    shown = repr(got)",
             f"    print('  {target} did:', "
@@ -151,9 +151,7 @@ def bug_lines(oracle: str, target: str = "the cache") -> list[str]:
 
 
 CANNOT_RUN_LINES = [
-    "def cannot_run(exc):",
-    '    """The file did not get to its check (its own code, or a call before the one the finding is about, raised):',
-    '    neither 1 (the bug) nor 0 (fixed)."""',
+    "def cannot_run(exc):  # a call before the finding's check raised: neither 1 (the bug) nor 0 (fixed)",
     "    traceback.print_exception(exc)",
     "    print(f'radixcheck repro: did not run to the check: {type(exc).__name__}: {exc}', file=sys.stderr)",
     "    sys.exit(2)"]

@@ -9,13 +9,17 @@ nothing of Hypothesis, in the frame every repro file has
 bug is there, 0 once fixed, 2 if it cannot run to its last operation.
 
 The operations come from the failing run (after Hypothesis's shrink, its smallest interleaving),
-then reduced as the cache machine's are (:func:`~radixcheck.properties.findings.reduce.leave_out_runs`):
-runs of operations left out, halving the run each round, while a replay on a fresh world still
-fails with the same finding, for at most ``RADIXCHECK_REDUCE_SECONDS``.
+then reduced: each run of one repeated operation cut to one (:func:`without_repeats`), then, as the
+cache machine's are (:func:`~radixcheck.properties.findings.reduce.leave_out_runs`), runs of
+operations left out, halving the run each round, while a replay on a fresh world still fails with
+the same finding, for at most ``RADIXCHECK_REDUCE_SECONDS``, or up to twice that while it is still
+shrinking (:func:`goes_on`). The file writes the same calls compactly (:func:`compact`).
 """
 
 from __future__ import annotations
 
+import re
+import textwrap
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -68,25 +72,112 @@ def reduced(factory: Callable[..., Any], world: TierWorld, failure: BaseExceptio
     """The smallest replay that fails as ``failure`` did (``None``: the run's own operations do not,
     replayed), and a sentence on what the reduction did."""
     started, budget = time.monotonic(), reduce_seconds() if seconds is None else seconds
-    wanted, count = finding_of(failure), 0
+    wanted, count, shortest, shrunk_at = finding_of(failure), 0, len(world.log), started
 
     def fails(operations: list[str]) -> TierReplay | None:
-        nonlocal count
+        nonlocal count, shortest, shrunk_at
         count += 1
         again = replay(factory, world.page_size, world.write_policy, operations, type(world))
-        return again if again.failure is not None and finding_of(again.failure) == wanted else None
+        if again.failure is None or finding_of(again.failure) != wanted:
+            return None
+        if len(again.operations) < shortest:
+            shortest, shrunk_at = len(again.operations), time.monotonic()
+        return again
 
     def time_left() -> bool:
-        return time.monotonic() - started < budget and (replays is None or count < replays)
+        now = time.monotonic()
+        return goes_on(now - started, now - shrunk_at, budget) and (replays is None or count < replays)
 
     operations = [line for line in world.log if not line.startswith("#")]
     best = fails(operations)
     if best is None:
         return None, "its operations did not fail the same way when replayed: written from the run itself"
+    best = without_repeats(best, fails, time_left)
     best = leave_out_runs(best, lambda replayed: replayed.operations, fails, time_left)
-    stopped = "" if time_left() else f"; stopped at its budget ({budget:g} s, {REDUCE_ENV})"
+    took = time.monotonic() - started
+    stopped = "" if time_left() else (f"; stopped at its budget ({budget:g} s, {REDUCE_ENV}; past it, up to "
+                                       f"{OVERTIME:g} times, only while still shrinking)")
     return best, (f"Reduced from {len(operations)} operations to {len(best.operations)} ({count} replays, "
-                  f"{time.monotonic() - started:.2f} s{stopped}).")
+                  f"{took:.2f} s{stopped}).")
+
+
+OVERTIME = 2.0  # a reduction still shrinking at its budget goes on, up to this many budgets in all
+STILL_SHRINKING = 0.25  # still shrinking: its program got shorter within this part of the budget
+
+
+def goes_on(elapsed: float, since_shrunk: float, budget: float) -> bool:
+    """Whether a tier reduction goes on, ``elapsed`` seconds in, its program last shorter
+    ``since_shrunk`` seconds ago: within its budget, or past it while it is still shrinking (up to
+    :data:`OVERTIME` budgets). A 463-operation finding at a load of 10 stopped at its 5 s budget with
+    159 operations still falling; given 7 s it ended by itself at 136."""
+    return elapsed < budget or (elapsed < OVERTIME * budget and since_shrunk < STILL_SHRINKING * budget)
+
+
+def without_repeats(best: TierReplay, fails: Callable[[list[str]], TierReplay | None],
+                    time_left: Callable[[], bool]) -> TierReplay:
+    """Each run of one operation repeated (a machine's rule that evicts until nothing moves writes
+    ``w.evict(1000000)`` a dozen times; 287 of a 463-operation file were) cut to one: every run at
+    once (one replay), else run by run. Delta debugging would get there too, but at hundreds of
+    replays it did not within its budget."""
+    def runs(operations: list[str]) -> list[tuple[int, int]]:  # (start, end) of each run of 2 or more
+        found, i = [], 0
+        while i < len(operations):
+            j = i
+            while j + 1 < len(operations) and operations[j + 1] == operations[i]:
+                j += 1
+            if j > i:
+                found.append((i, j + 1))
+            i = j + 1
+        return found
+
+    def cut(operations: list[str], which: list[tuple[int, int]]) -> list[str]:
+        dropped = {k for start, end in which for k in range(start + 1, end)}
+        return [op for k, op in enumerate(operations) if k not in dropped]
+
+    every = runs(best.operations)
+    if not every or not time_left():
+        return best
+    once = fails(cut(best.operations, every))
+    if once is not None:
+        return once
+    for run in reversed(every):  # from the end, so the earlier runs keep their places
+        if not time_left():
+            break
+        smaller = fails(cut(best.operations, [run]))
+        if smaller is not None and len(smaller.operations) < len(best.operations):
+            best = smaller
+    return best
+
+
+def compact(log: list[str]) -> list[str]:
+    """``log`` as a file writes it: a run of completions as one call (``w.complete(6, 7, 8)``), and
+    the controller's calls under one operation as one comment, wrapped (``#   controller: write #1
+    [16] -> [0], write #2 [29] -> [1]``: transfer 1 writes device slots [16] to host slots [0]). The
+    calls are the same; the file is shorter to read."""
+    out: list[str] = []
+    for line in log:
+        done = re.fullmatch(r"w\.complete\((\d+)\)", line)
+        if done and out and (joined := re.fullmatch(r"w\.complete\(([\d, ]+)\)", out[-1])):
+            out[-1] = f"w.complete({joined[1]}, {done[1]})"
+        elif line.startswith(CONTROLLER):
+            call = line[len(CONTROLLER):]
+            moved = TRANSFER.fullmatch(call)  # write([16]) -> write #1 to host [0]: write #1 [16] -> [0]
+            said = f"{moved['kind']} #{moved['number']} {moved['slots']} -> {moved['to']}" if moved else call
+            if out and out[-1].startswith(CONTROLLER_SAID):
+                out[-1] += ", " + said
+            else:
+                out.append(CONTROLLER_SAID + said)
+        else:
+            out.append(line)
+    return [wrapped for line in out for wrapped in (
+        textwrap.wrap(line, WIDTH, subsequent_indent="#     ", break_on_hyphens=False)
+        if line.startswith(CONTROLLER_SAID) else [line])]
+
+
+CONTROLLER = "#   controller."  # how the world's log says a call the cache made to the controller
+CONTROLLER_SAID = "#   controller: "  # how a file says them, one comment per operation
+TRANSFER = re.compile(r"(?P<kind>write|load)\((?P<slots>\[[\d, ]*\])\) -> (?P=kind) #(?P<number>\d+) to \w+ (?P<to>\[[\d, ]*\])")
+WIDTH = 110
 
 
 def tier_script(world: TierWorld, failure: BaseException, spec: str, made: str = "") -> str:
@@ -105,11 +196,11 @@ def tier_script(world: TierWorld, failure: BaseException, spec: str, made: str =
         f'"""radixcheck finding ({oracle}): {sentence}',
         "",
         f"Target {spec}, {world.write_policy}, page size {world.page_size}: {operations} operations of a serving engine on a",
-        "TierWorld (radixcheck's pools, controller and tier model; its oracles check each event as it happens), each",
-        "completion delivered where `w.complete(n)` says; the controller's calls are the comments under each. " + made,
-        "",
-        "Exits 1 while the bug is there (printing radixcheck's finding), 0 once it is fixed, 2 if it cannot run to its",
-        "last operation. Needs radixcheck. Writes nothing where it runs. Written by `radixcheck audit --repro`.",
+        "TierWorld (radixcheck's pools, controller and oracles, which check each event as it happens). `w.complete(n)`",
+        "delivers transfer n; `# controller: write #n [2] -> [1]` says the cache's calls under an operation (transfer n",
+        "copies device slots [2] to host slots [1]). " + made,
+        "Exits 1 while the bug is there, 0 once it is fixed, 2 if it cannot run to its last operation. Needs radixcheck;",
+        "writes nothing where it runs. Written by `radixcheck audit --repro`.",
         '"""',
         "import os",
         "import sys",
@@ -128,11 +219,11 @@ def tier_script(world: TierWorld, failure: BaseException, spec: str, made: str =
         "",
         *runs_to_the_check([
             f"w = {type(world).__name__}(make, page_size={world.page_size}, write_policy={world.write_policy!r})",
-            *log[:last],
+            *compact(log[:last]),
             "",
             "# the operation that fails, and radixcheck's checks of it",
             "try:",
-            *(f"    {line}" for line in log[last:]),
+            *(f"    {line}" for line in compact(log[last:])),
             "    w.check()  # conservation on both tiers, and the sizes",
             *caught,
         ]),

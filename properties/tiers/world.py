@@ -279,8 +279,13 @@ class TierWorld:
             if slots:
                 SlotAllocator.free(self.device, slots)  # the caller's own copies: not the cache's
 
-    def complete(self, number: int, said: bool = True) -> None:
-        """The suite delivers transfer ``number``'s completion (its copy happens now)."""
+    def complete(self, number: int, *more: int, said: bool = True) -> None:
+        """The suite delivers transfer ``number``'s completion (its copy happens now); ``more``: the
+        next ones, in order (a repro file writes a run of completions as one call)."""
+        if more:
+            for each in (number, *more):
+                self.complete(each, said=said)
+            return
         if said:
             self._say(f"w.complete({number})")
         transfer = next((t for t in self.controller.pending if t.number == number), None)
