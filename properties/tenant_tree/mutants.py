@@ -63,6 +63,8 @@ class SplitLosesOtherTenantsTimes(TenantTree):
     def _split(self, child: Node, at: int, tenant: str, time_s: float) -> Node:
         upper = super()._split(child, at, tenant, time_s)
         upper.times = dict.fromkeys(upper.times, time_s)
+        for holder in upper.times:
+            self._remember(holder, upper, time_s)  # the reference's LRU heap follows the (wrong) times
         return upper
 
 
@@ -140,8 +142,9 @@ class SplitRacesWithoutLock(TenantTree):
         upper = Node(child.segment[:at], child.parent)
         upper.times = dict(child.times)
         time.sleep(0)  # the window: another thread runs here
-        for holder in upper.times:
+        for holder, held_at in upper.times.items():
             self.nodes_of[holder].add(upper)
+            self._remember(holder, upper, held_at)
         child.parent.children[upper.segment[0]] = upper
         child.segment = child.segment[at:]
         child.parent = upper
