@@ -127,6 +127,7 @@ class OpCost:
     flagged: bool = False
     verdict: str = ""  # "" while measuring; then "ok", "flagged", or what stopped it
     stopped: str = ""  # why the larger sizes were not measured (limit hit, error, budget, not offered)
+    size_unit: str = "tokens"  # what a size counts (see TargetCost.size_unit)
 
     def medians(self) -> list[tuple[int, float]]:
         """The median cost per unit at each size measured."""
@@ -157,7 +158,7 @@ class OpCost:
         elif self.exponent is None or not judged:
             self.verdict = f"not judged: {len(sizes)} size(s) measured, a flag needs 3" + (f"; {self.stopped}" if self.stopped else "")
         else:
-            self.verdict = "ok" + (f" up to {sizes[-1]:,} tokens; then {self.stopped}" if self.stopped else "")
+            self.verdict = "ok" + (f" up to {sizes[-1]:,} {self.size_unit}; then {self.stopped}" if self.stopped else "")
 
     @property
     def failed(self) -> bool:
@@ -561,16 +562,16 @@ DEEP_STEPS: list[tuple[tuple[str, ...], _Measure]] = [
 # ---- the run ----------------------------------------------------------------------------------
 
 
-def _stopped_reason(exc: BaseException, size: int) -> str:
+def _stopped_reason(exc: BaseException, size: int, unit: str = "tokens") -> str:
     if isinstance(exc, RestoreFailed):
-        return f"not measured beyond {size:,} tokens: {exc}"
+        return f"not measured beyond {size:,} {unit}: {exc}"
     if isinstance(exc, OperationTimeout):
-        return f"exceeded the {op_timeout():g} s operation limit at {size:,} tokens"
+        return f"exceeded the {op_timeout():g} s operation limit at {size:,} {unit}"
     if isinstance(exc, MemoryLimitExceeded):
-        return f"memory: {exc} at {size:,} tokens"
+        return f"memory: {exc} at {size:,} {unit}"
     if isinstance(exc, RecursionError):
-        return f"{FAILED_MARK} RecursionError at {size:,} tokens (recursion deeper than Python's limit)"
-    return f"{FAILED_MARK} {type(exc).__name__} at {size:,} tokens: {str(exc)[:200]}"
+        return f"{FAILED_MARK} RecursionError at {size:,} {unit} (recursion deeper than Python's limit)"
+    return f"{FAILED_MARK} {type(exc).__name__} at {size:,} {unit}: {str(exc)[:200]}"
 
 
 class _Runner:
@@ -649,7 +650,7 @@ class _Runner:
             return True
         for op in result.ops.values():
             if op.tree == shape and not op.stopped:
-                op.stopped = (f"not measured beyond {result.sizes[shape][-1]:,} tokens: building the next {shape} tree "
+                op.stopped = (f"not measured beyond {result.sizes[shape][-1]:,} {result.size_unit}: building the next {shape} tree "
                               f"would take ~{estimate:.0f} s (max_build_seconds {self.plan.max_build_seconds:g})")
         self.progress(f"{result.spec}: {shape} tree of {n}: skipped, build would take ~{estimate:.0f} s")
         return False
@@ -672,7 +673,7 @@ class _Runner:
         except (BudgetSpent, KeyboardInterrupt):
             raise
         except BaseException as exc:  # noqa: BLE001 - the target's failure is the verdict
-            reason = _stopped_reason(exc, self._planned(shape, n, page_size))
+            reason = _stopped_reason(exc, self._planned(shape, n, page_size), result.size_unit)
             for names, _ in live:
                 for x in names:
                     result.ops[x].stopped = f"building the {shape} tree: {reason}"
@@ -691,7 +692,7 @@ class _Runner:
             except (BudgetSpent, KeyboardInterrupt):
                 raise
             except BaseException as exc:  # noqa: BLE001 - a hang, a memory runaway or an error: its verdict
-                reason = _stopped_reason(exc, tree.size)
+                reason = _stopped_reason(exc, tree.size, result.size_unit)
                 for x in names:
                     result.ops[x].stopped = reason
                 self.progress(f"{target.spec}: {'/'.join(names)}: {reason}")
@@ -700,7 +701,8 @@ class _Runner:
                 tree = self._rebuild(tree, target, page_size, shape, n)
                 if tree is None:
                     return
-        self.progress(f"{target.spec}: {shape} tree, {tree.size:,} tokens: {time.monotonic() - t0:.1f} s")
+        self.progress(f"{target.spec}: {shape} {'tree' if shape != 'world' else ''}, {tree.size:,} {result.size_unit}: "
+                      f"{time.monotonic() - t0:.1f} s".replace(" ,", ","))
         if tree.size > 10_000:
             del tree
             gc.collect()  # a tree is full of parent <-> child cycles: free a big one before the next is built
