@@ -69,10 +69,12 @@ def _sizes(text: str) -> tuple[int, ...]:
 
 def add_bench_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
     bench_parser = sub.add_parser(
-        "bench", help="measure how each cache operation's cost grows with the cache (target beside the reference)",
+        "bench", help="measure how each cache (or index, or tenant tree) operation's cost grows with its size (target beside "
+                      "the reference)",
         description="Measure FACTORY's cost per unit of work for each contract operation at cache sizes from ~10^2 to "
-                    "~10^5 tokens, fit the growth exponent, and flag operations whose cost per unit grows about linearly "
-                    "with the cache. Exit 0: measured; 1: flagged (with --fail-on-flag); 2: usage or load error.")
+                    "~10^5 tokens (a KV-event index or a tenant tree: in a router's world of 16 to 12,500 prompts), fit "
+                    "the growth exponent, and flag operations whose cost per unit grows about linearly with the size. "
+                    "Exit 0: measured; 1: flagged (with --fail-on-flag); 2: usage or load error.")
     bench_parser.add_argument("factory", nargs="?",
                               help=f"the cache (or KV-event index, or tenant tree) factory, 'package.module:factory' "
                                    f"(default: ${TARGET_ENV}, else {DEFAULT_TARGET}, "
