@@ -435,7 +435,7 @@ class _Timed:
             self.cost += clock() - start
             return result
 
-        return guarded(f"{name} on the {self.tree.shape} tree of {self.tree.size:,} tokens", measured)
+        return guarded(f"{name} on the {self.tree.shape} tree of {self.tree.size:,} {getattr(self.tree, 'unit', 'tokens')}", measured)
 
 
 def _untimed(tree: _Tree, name: str, *args: Any) -> Any:

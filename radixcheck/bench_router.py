@@ -81,7 +81,7 @@ def _spread(i: int) -> int:
 class IndexWorld:
     """A target's index fed the events of :data:`WORKERS` workers holding ``n`` prompts."""
 
-    shape = WORLD
+    shape, unit = WORLD, SIZE_UNITS["index"]
 
     def __init__(self, target: Target, n: int, counter: Any, clock: Any, rng: np.random.Generator) -> None:
         self.clock, self.counter, self.rng = clock, counter, rng
@@ -137,7 +137,7 @@ def _store_and_remove(world: IndexWorld, rng: np.random.Generator) -> dict[str, 
 class TreeWorld:
     """A target's tenant tree holding ``n`` prompts routed among :data:`WORKERS` tenants."""
 
-    shape = WORLD
+    shape, unit = WORLD, SIZE_UNITS["tenant_tree"]
 
     def __init__(self, target: Target, n: int, counter: Any, clock: Any, rng: np.random.Generator) -> None:
         self.clock, self.counter, self.rng = clock, counter, rng
