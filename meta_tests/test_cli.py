@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from radixcheck.audit import AuditResult, Verdict, print_summary, report_card, tier_lines
+from radixcheck.audit import AuditResult, Verdict, cost_line, print_summary, report_card, tier_lines
 from radixcheck.cli import main
 from radixcheck.properties.target import load_target
 
@@ -95,6 +95,18 @@ def test_a_tier_card_names_its_write_policies_and_says_production_scale_did_not_
     assert f"python -m radixcheck.reports.tier_scale --target {target.spec}" in card
     assert "production-scale finding" not in card  # the shrink budget of a world that did not run
     assert tier_lines(load_target("radixcheck.reference:RadixCache")) == ("", "")  # a cache's production world runs
+
+
+@pytest.mark.parametrize("spec", ["radixcheck.reference.tenant_tree:TenantTree", "radixcheck.reference.kv_index:KvIndex"])
+def test_an_index_or_tree_card_says_where_its_cost_at_scale_is_measured(spec) -> None:
+    """A router trial's two planted O(n) bugs passed every audit while the tree's card said "Not
+    exercised: nothing": the card now names the bench that measures them."""
+    target = load_target(spec)
+    result = AuditResult(target=target.spec, capabilities=repr(target.capabilities), not_exercised=[], profile="ci",
+                         seconds=3.0, verdicts=[Verdict("test_x", "passed", 1.0)], cost=cost_line(target))
+    assert f"Cost at scale: not measured here (the audit's worlds hold tens of prompts); `radixcheck bench {spec}`" \
+        in report_card(result)
+    assert cost_line(load_target("radixcheck.reference:RadixCache")) == ""  # a cache's production world runs in the audit
 
 
 def test_several_tier_findings_say_they_may_share_a_cause(capsys: pytest.CaptureFixture[str]) -> None:

@@ -268,6 +268,7 @@ class AuditResult:
     seed: int | None = None  # --seed: the stream run (None: the profile's own)
     write_policies: str = ""  # a tier target: the write policies run, and those left out (tier_lines)
     worlds: str = ""  # a tier target: which worlds ran, and where the production-scale one lives (tier_lines)
+    cost: str = ""  # an index or a tenant tree: where its cost at scale is measured (cost_line)
 
     @property
     def failures(self) -> list[Verdict]:
@@ -486,9 +487,20 @@ def run_audit(target: Target, page_sizes: str | None, profile: str, workers: str
                          sorted(collector.verdicts, key=lambda v: v.test), round(time.monotonic() - started, 1),
                          int(exit_code), [w for w in [target.defaults_warning()] if w], unmatched_waivers,
                          target.page_sizes_shown(), target.capabilities.tenant_isolation(), seed, *tier_lines(target))
+    result.cost = cost_line(target)
     for path in one_file_per_finding(result) if repro else ():
         print(f"radixcheck: removed {path}: the same root cause as a finding whose repro file the card cites", flush=True)
     return result
+
+
+def cost_line(target: Target) -> str:
+    """The card's "Cost at scale" line for an index or a tenant tree: the audit's worlds hold tens of
+    prompts, so a lookup or an eviction that scans passes it; ``radixcheck bench`` measures that."""
+    ops = {"index": "apply_event (stored, removed) and find_matches", "tenant_tree": "insert, match and evict"}.get(target.kind)
+    if ops is None:
+        return ""
+    return (f"not measured here (the audit's worlds hold tens of prompts); `radixcheck bench {target.spec}` measures how "
+            f"the cost of {ops} grows with the world, and flags one that grows about linearly")
 
 
 def _isolation_line_says_more(result: AuditResult) -> bool:
@@ -525,6 +537,7 @@ def report_card(result: AuditResult) -> str:
         "",
         *([f"- {gap}" for gap in result.not_exercised] or ["- nothing"]),
         "",
+        *([f"Cost at scale: {result.cost}", ""] if result.cost else []),
         tabulate(rows, headers=["property", "verdict", "oracle / skip reason", "seconds"], tablefmt="github"),
     ]
     if findings:

@@ -38,8 +38,8 @@ delivered (``transfer_done``) as soon as the call that started it returns, insid
 timed cost (an eviction under ``write_back`` frees its device slots only then). Its operations
 are the device tier's: a match is its device part, its handle the device handle; the write
 policy is ``write_through`` where offered (SGLang's default), else the first declared. Any other
-kind of target (a KV-event index, a router pair, a tenant tree) has no such operations:
-:func:`measurable` says why, and the CLI refuses it.
+KV-event index and a tenant tree are measured on their own operations, in a router's world
+(:mod:`radixcheck.bench_router`); a router pair is refused (:func:`measurable` says why).
 
 An operation whose measurement raised (the target's exception, or the bench's) has the verdict
 ``failed``, counted with the flags: never "nothing flagged".
@@ -127,6 +127,7 @@ class OpCost:
     flagged: bool = False
     verdict: str = ""  # "" while measuring; then "ok", "flagged", or what stopped it
     stopped: str = ""  # why the larger sizes were not measured (limit hit, error, budget, not offered)
+    size_unit: str = "tokens"  # what a size counts (see TargetCost.size_unit)
 
     def medians(self) -> list[tuple[int, float]]:
         """The median cost per unit at each size measured."""
@@ -157,7 +158,7 @@ class OpCost:
         elif self.exponent is None or not judged:
             self.verdict = f"not judged: {len(sizes)} size(s) measured, a flag needs 3" + (f"; {self.stopped}" if self.stopped else "")
         else:
-            self.verdict = "ok" + (f" up to {sizes[-1]:,} tokens; then {self.stopped}" if self.stopped else "")
+            self.verdict = "ok" + (f" up to {sizes[-1]:,} {self.size_unit}; then {self.stopped}" if self.stopped else "")
 
     @property
     def failed(self) -> bool:
@@ -182,6 +183,8 @@ class TargetCost:
     ops: dict[str, OpCost]
     seconds: float = 0.0
     sizes: dict[str, list[int]] = field(default_factory=lambda: {"wide": [], "deep": []})
+    size_unit: str = "tokens"
+    """What a size counts: cached tokens (a cache); held blocks (an index); held elements (a tenant tree)."""
 
     def flagged(self) -> list[str]:
         """The operations flagged, those that failed included."""
@@ -197,7 +200,8 @@ class TargetCost:
 
     def to_json(self) -> dict[str, Any]:
         return {"target": self.spec, "page_size": self.page_size, "capabilities": self.capabilities,
-                "seconds": round(self.seconds, 2), "sizes": self.sizes, "ops": {n: op.to_json() for n, op in self.ops.items()}}
+                "seconds": round(self.seconds, 2), "sizes": self.sizes, "size_unit": self.size_unit,
+                "ops": {n: op.to_json() for n, op in self.ops.items()}}
 
 
 @dataclass
@@ -311,11 +315,10 @@ class _Tree:
 
 def measurable(target: Target) -> str | None:
     """``None`` if the bench can measure ``target``, else why not (one line)."""
-    if target.kind in ("cache", "tier"):
+    if target.kind in ("cache", "tier", "index", "tenant_tree"):
         return None
-    what = {"index": "a KV-event index", "router": "a router pair", "tenant_tree": "a router's tenant prefix tree"}[target.kind]
-    return (f"{target.spec} is {what}: the bench measures a radix cache's operations (a cache, or a tiered cache), "
-            "which it does not offer; audit it with `radixcheck audit` instead")
+    return (f"{target.spec} is a router pair: the bench measures a cache, a tiered cache, a KV-event index or a tenant "
+            "tree, one at a time; bench the pair's index (or engine) on its own, and audit the pair with `radixcheck audit`")
 
 
 def tier_write_policy(target: Target) -> str:
@@ -432,7 +435,7 @@ class _Timed:
             self.cost += clock() - start
             return result
 
-        return guarded(f"{name} on the {self.tree.shape} tree of {self.tree.size:,} tokens", measured)
+        return guarded(f"{name} on the {self.tree.shape} tree of {self.tree.size:,} {getattr(self.tree, 'unit', 'tokens')}", measured)
 
 
 def _untimed(tree: _Tree, name: str, *args: Any) -> Any:
@@ -559,16 +562,16 @@ DEEP_STEPS: list[tuple[tuple[str, ...], _Measure]] = [
 # ---- the run ----------------------------------------------------------------------------------
 
 
-def _stopped_reason(exc: BaseException, size: int) -> str:
+def _stopped_reason(exc: BaseException, size: int, unit: str = "tokens") -> str:
     if isinstance(exc, RestoreFailed):
-        return f"not measured beyond {size:,} tokens: {exc}"
+        return f"not measured beyond {size:,} {unit}: {exc}"
     if isinstance(exc, OperationTimeout):
-        return f"exceeded the {op_timeout():g} s operation limit at {size:,} tokens"
+        return f"exceeded the {op_timeout():g} s operation limit at {size:,} {unit}"
     if isinstance(exc, MemoryLimitExceeded):
-        return f"memory: {exc} at {size:,} tokens"
+        return f"memory: {exc} at {size:,} {unit}"
     if isinstance(exc, RecursionError):
-        return f"{FAILED_MARK} RecursionError at {size:,} tokens (recursion deeper than Python's limit)"
-    return f"{FAILED_MARK} {type(exc).__name__} at {size:,} tokens: {str(exc)[:200]}"
+        return f"{FAILED_MARK} RecursionError at {size:,} {unit} (recursion deeper than Python's limit)"
+    return f"{FAILED_MARK} {type(exc).__name__} at {size:,} {unit}: {str(exc)[:200]}"
 
 
 class _Runner:
@@ -612,6 +615,20 @@ class _Runner:
             result.seconds = time.monotonic() - started
         return self.results
 
+    def _build(self, target: Target, page_size: int, shape: str, n: int) -> Any:
+        """The target's cache holding a tree of this shape and size (anything with ``cache``,
+        ``clock``, ``shape`` and ``size``, as :class:`_Timed` needs)."""
+        return _Tree(target, page_size, shape, n, self.tokens, self.clock)
+
+    @staticmethod
+    def _planned(shape: str, n: int, page_size: int) -> int:
+        return planned_tokens(shape, n, page_size)
+
+    @staticmethod
+    def _built_by(shape: str) -> str:
+        """The operation whose calls build a tree of this shape: a limit hit while building is its."""
+        return "insert" if shape == "wide" else "insert_deep"
+
     def _families(self) -> Iterator[tuple[str, tuple[int, ...], list[tuple[tuple[str, ...], _Measure]]]]:
         yield "wide", self.plan.wide_leaves, WIDE_STEPS
         yield "deep", self.plan.deep_levels, DEEP_STEPS
@@ -633,7 +650,7 @@ class _Runner:
             return True
         for op in result.ops.values():
             if op.tree == shape and not op.stopped:
-                op.stopped = (f"not measured beyond {result.sizes[shape][-1]:,} tokens: building the next {shape} tree "
+                op.stopped = (f"not measured beyond {result.sizes[shape][-1]:,} {result.size_unit}: building the next {shape} tree "
                               f"would take ~{estimate:.0f} s (max_build_seconds {self.plan.max_build_seconds:g})")
         self.progress(f"{result.spec}: {shape} tree of {n}: skipped, build would take ~{estimate:.0f} s")
         return False
@@ -651,17 +668,17 @@ class _Runner:
         tree: _Tree | None = None
         t0 = time.monotonic()
         try:
-            tree = _Tree(target, page_size, shape, n, self.tokens, self.clock)
+            tree = self._build(target, page_size, shape, n)
             self._memory.check()
         except (BudgetSpent, KeyboardInterrupt):
             raise
         except BaseException as exc:  # noqa: BLE001 - the target's failure is the verdict
-            reason = _stopped_reason(exc, planned_tokens(shape, n, page_size))
+            reason = _stopped_reason(exc, self._planned(shape, n, page_size), result.size_unit)
             for names, _ in live:
                 for x in names:
                     result.ops[x].stopped = f"building the {shape} tree: {reason}"
             if isinstance(exc, (OperationTimeout, MemoryLimitExceeded)):  # a tree is built by inserts: theirs is the limit
-                result.ops["insert" if shape == "wide" else "insert_deep"].stopped = f"{reason} (building the {shape} tree)"
+                result.ops[self._built_by(shape)].stopped = f"{reason} (building the {shape} tree)"
             self.progress(f"{target.spec}: {shape} tree of {n} leaves/levels: {reason}")
             return
         self._builds[(i, shape)] = (n, time.monotonic() - t0)
@@ -675,7 +692,7 @@ class _Runner:
             except (BudgetSpent, KeyboardInterrupt):
                 raise
             except BaseException as exc:  # noqa: BLE001 - a hang, a memory runaway or an error: its verdict
-                reason = _stopped_reason(exc, tree.size)
+                reason = _stopped_reason(exc, tree.size, result.size_unit)
                 for x in names:
                     result.ops[x].stopped = reason
                 self.progress(f"{target.spec}: {'/'.join(names)}: {reason}")
@@ -684,7 +701,8 @@ class _Runner:
                 tree = self._rebuild(tree, target, page_size, shape, n)
                 if tree is None:
                     return
-        self.progress(f"{target.spec}: {shape} tree, {tree.size:,} tokens: {time.monotonic() - t0:.1f} s")
+        self.progress(f"{target.spec}: {shape} {'tree' if shape != 'world' else ''}, {tree.size:,} {result.size_unit}: "
+                      f"{time.monotonic() - t0:.1f} s".replace(" ,", ","))
         if tree.size > 10_000:
             del tree
             gc.collect()  # a tree is full of parent <-> child cycles: free a big one before the next is built
@@ -693,7 +711,7 @@ class _Runner:
         """A fresh tree after a failed measurement (the old one may be half-changed)."""
         del tree
         try:
-            return _Tree(target, page_size, shape, n, self.tokens, self.clock)
+            return self._build(target, page_size, shape, n)
         except (BudgetSpent, KeyboardInterrupt):
             raise
         except BaseException:  # noqa: BLE001 - the remaining operations at this size are skipped
@@ -705,7 +723,12 @@ def bench(targets: Sequence[tuple[Target, int]], plan: BenchPlan | None = None, 
     """Measure each ``(target, page_size)`` side by side (interleaved, one size at a time).
 
     ``clock`` measures cost: CPU seconds by default; any non-decreasing counter works (the
-    meta-tests count executed lines, which no other process can disturb)."""
+    meta-tests count executed lines, which no other process can disturb). KV-event indexes and
+    tenant trees are measured in a router's world instead (:mod:`radixcheck.bench_router`)."""
+    if targets and targets[0][0].kind in ("index", "tenant_tree"):
+        from radixcheck.bench_router import RouterRunner
+
+        return RouterRunner(targets, plan or BenchPlan(), seed, progress, clock).run()
     return _Runner(targets, plan or BenchPlan(), seed, progress, clock).run()
 
 

@@ -3,9 +3,12 @@
     radixcheck bench mymodule:make                       # table; target beside the reference
     radixcheck bench mymodule:make --json cost.json --report cost.md --plot cost.png --max-seconds 60
 
+A KV-event index or a tenant tree is measured on its own operations in a router's world
+(:mod:`radixcheck.bench_router`), beside the reference of its kind.
+
 Exit 0: measured (flags and failed operations are findings, printed); 1: with ``--fail-on-flag``,
 the target has a flagged or failed operation; 2: usage or load error, a target the bench cannot
-measure (a KV-event index, a router pair, a tenant tree), or no operation measured at all (one line).
+measure (a router pair), or no operation measured at all (one line).
 """
 
 from __future__ import annotations
@@ -25,11 +28,33 @@ from radixcheck.bench import (
     measurable,
     tier_write_policy,
 )
-from radixcheck.properties.target import DEFAULT_TARGET, TARGET_ENV, TIMEOUT_ENV, TargetError, check_target, load_target
+from radixcheck.properties.target import (
+    DEFAULT_TARGET,
+    TARGET_ENV,
+    TIMEOUT_ENV,
+    Target,
+    TargetError,
+    check_target,
+    load_target,
+)
 
 EXIT_MEASURED, EXIT_FLAGGED, EXIT_USAGE = 0, 1, 2
 TIERED_REFERENCE = "radixcheck.reference.tiered_cache:TieredRadixCache"
 """What a tiered target is measured beside."""
+INDEX_REFERENCE = "radixcheck.reference.kv_index:KvIndex"
+TREE_REFERENCES = {"text": "radixcheck.reference.tenant_tree:TenantTree", "tokens": "radixcheck.reference.tenant_tree:TokenTenantTree"}
+ROUTER_KINDS = {"index": "a KV-event index", "tenant_tree": "a tenant tree"}
+
+
+def reference_for(target: Target) -> str:
+    """The reference a target is measured beside: the one of its kind (and key kind)."""
+    if target.kind == "tier":
+        return TIERED_REFERENCE
+    if target.kind == "index":
+        return INDEX_REFERENCE
+    if target.kind == "tenant_tree":
+        return TREE_REFERENCES[target.capabilities.key_kind]
+    return DEFAULT_TARGET
 
 
 def _sizes(text: str) -> tuple[int, ...]:
@@ -44,12 +69,15 @@ def _sizes(text: str) -> tuple[int, ...]:
 
 def add_bench_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
     bench_parser = sub.add_parser(
-        "bench", help="measure how each cache operation's cost grows with the cache (target beside the reference)",
+        "bench", help="measure how each cache (or index, or tenant tree) operation's cost grows with its size (target beside "
+                      "the reference)",
         description="Measure FACTORY's cost per unit of work for each contract operation at cache sizes from ~10^2 to "
-                    "~10^5 tokens, fit the growth exponent, and flag operations whose cost per unit grows about linearly "
-                    "with the cache. Exit 0: measured; 1: flagged (with --fail-on-flag); 2: usage or load error.")
+                    "~10^5 tokens (a KV-event index or a tenant tree: in a router's world of 16 to 12,500 prompts), fit "
+                    "the growth exponent, and flag operations whose cost per unit grows about linearly with the size. "
+                    "Exit 0: measured; 1: flagged (with --fail-on-flag); 2: usage or load error.")
     bench_parser.add_argument("factory", nargs="?",
-                              help=f"the cache factory, 'package.module:factory' (default: ${TARGET_ENV}, else {DEFAULT_TARGET}, "
+                              help=f"the cache (or KV-event index, or tenant tree) factory, 'package.module:factory' "
+                                   f"(default: ${TARGET_ENV}, else {DEFAULT_TARGET}, "
                                    "as the pytest plugin chooses)")
     bench_parser.add_argument("--json", type=output_file, help="write every point, fit and verdict (JSON) here")
     bench_parser.add_argument("--report", type=output_file, help="write a markdown report here (it shows the --plot, if one is written)")
@@ -59,7 +87,8 @@ def add_bench_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser
     bench_parser.add_argument("--op-timeout", type=positive_seconds, help="limit of each call into the target, s of CPU time (default 5)")
     bench_parser.add_argument("--max-memory-mib", type=positive_int, default=DEFAULT_MEMORY_MIB,
                               help=f"resident memory the target may add before it is stopped (default {DEFAULT_MEMORY_MIB})")
-    bench_parser.add_argument("--sizes", type=_sizes, help="wide tree sizes in leaves of 8 tokens (default 16,128,1024,4096,12500)")
+    bench_parser.add_argument("--sizes", type=_sizes, help="wide tree sizes in leaves of 8 tokens, or an index's or tenant tree's "
+                                                          "world in prompts (default 16,128,1024,4096,12500)")
     bench_parser.add_argument("--deep-levels", type=_sizes, help="deep tree depths (default 16,64,256,1024)")
     bench_parser.add_argument("--repeats", type=positive_int, default=DEFAULT_REPEATS,
                               help=f"timed batches a size (default {DEFAULT_REPEATS})")
@@ -90,13 +119,21 @@ def run_bench(args: argparse.Namespace) -> int:
         if refused:
             return fail(refused)
         check_target(target)
-        reference = load_target(TIERED_REFERENCE if target.kind == "tier" else DEFAULT_TARGET)
+        reference = load_target(reference_for(target))
     except TargetError as exc:
         return fail(str(exc))
-    page_size = args.page_size or default_page_size(target)
-    if page_size not in target.capabilities.page_sizes:
-        return fail(f"--page-size {page_size}: {target.spec} declares page sizes {list(target.capabilities.page_sizes)}")
-    with_reference = not args.no_reference and target.spec != reference.spec and page_size in reference.capabilities.page_sizes
+    router = ROUTER_KINDS.get(target.kind)
+    if router:
+        if args.page_size or args.deep_levels:
+            return fail(f"{'--page-size' if args.page_size else '--deep-levels'}: {target.spec} is {router}, which has "
+                        "neither pages nor a deep tree (--sizes counts its world's prompts)")
+        page_size = 1  # no pages: the runner's slot for one
+        with_reference = not args.no_reference and target.spec != reference.spec
+    else:
+        page_size = args.page_size or default_page_size(target)
+        if page_size not in target.capabilities.page_sizes:
+            return fail(f"--page-size {page_size}: {target.spec} declares page sizes {list(target.capabilities.page_sizes)}")
+        with_reference = not args.no_reference and target.spec != reference.spec and page_size in reference.capabilities.page_sizes
     plot_path = args.plot
     try:
         plan = BenchPlan(**{k: v for k, v in (("wide_leaves", args.sizes), ("deep_levels", args.deep_levels)) if v},
@@ -104,7 +141,8 @@ def run_bench(args: argparse.Namespace) -> int:
     except ValueError as exc:
         return fail(str(exc))
     tiered = f", its device tier under {tier_write_policy(target)} (completions delivered at once)" if target.kind == "tier" else ""
-    print(f"radixcheck: bench {target.spec} at page size {page_size}{tiered}"
+    where = f"({router}) in a router's world" if router else f"at page size {page_size}{tiered}"
+    print(f"radixcheck: bench {target.spec} {where}"
           + (" beside the reference (interleaved)" if with_reference else "") + f"; at most {plan.max_seconds:g} s", flush=True)
     pairs = [(target, page_size)] + ([(reference, page_size)] if with_reference else [])
     results = bench(pairs, plan, seed=args.seed, progress=lambda line: print(f"radixcheck: {line}", flush=True))

@@ -12,7 +12,7 @@ from typing import Any
 
 from tabulate import tabulate
 
-from radixcheck.bench import OPERATIONS, BenchPlan, OpCost, TargetCost
+from radixcheck.bench import BenchPlan, OpCost, TargetCost
 from radixcheck.properties.growth import FLAG_EXPONENT
 
 CLOCK = "CPU time (time.process_time), garbage collector off inside a timed batch"
@@ -62,8 +62,15 @@ def rows(result: TargetCost, reference: TargetCost | None) -> list[list[str]]:
 HEADERS = ["operation", "cost", "smallest tree (tokens)", "largest tree (tokens)", "exponent", "reference", "x reference", "verdict"]
 
 
+def headers(result: TargetCost) -> list[str]:
+    """:data:`HEADERS`, the sizes in the target's own unit (held blocks for an index, ...)."""
+    if result.size_unit == "tokens":
+        return HEADERS
+    return [h.replace("tree (tokens)", f"world ({result.size_unit})") for h in HEADERS]
+
+
 def table(result: TargetCost, reference: TargetCost | None, fmt: str = "simple") -> str:
-    return tabulate(rows(result, reference), headers=HEADERS, tablefmt=fmt, disable_numparse=True)
+    return tabulate(rows(result, reference), headers=headers(result), tablefmt=fmt, disable_numparse=True)
 
 
 def to_json(result: TargetCost, reference: TargetCost | None, plan: BenchPlan, machine: dict[str, Any]) -> dict[str, Any]:
@@ -87,10 +94,14 @@ def markdown(result: TargetCost, reference: TargetCost | None, plan: BenchPlan, 
     flags = result.flagged()
     lines += [f"**{len(flags)} operation(s) flagged**: {', '.join(f'`{f}`' for f in flags)}." if flags
               else "**No operation flagged.**", ""]
-    lines += [f"Page size {result.page_size}; capabilities `{result.capabilities}`.",
-              f"Wide tree sizes (cached tokens): {', '.join(f'{s:,}' for s in result.sizes['wide'])}; "
-              f"deep tree: {', '.join(f'{s:,}' for s in result.sizes['deep'])}. {plan.repeats} repeats a size; "
-              f"{CLOCK}; run took {result.seconds:.0f} s.",
+    if "world" in result.sizes:  # a KV-event index or a tenant tree (radixcheck.bench_router)
+        sizes = f"A router's world of {', '.join(f'{n:,}' for n in plan.wide_leaves)} prompts: {result.size_unit} " \
+                f"{', '.join(f'{s:,}' for s in result.sizes['world'])}."
+    else:
+        sizes = (f"Page size {result.page_size}. Wide tree sizes (cached tokens): {', '.join(f'{s:,}' for s in result.sizes['wide'])}; "
+                 f"deep tree: {', '.join(f'{s:,}' for s in result.sizes['deep'])}.")
+    lines += [f"Capabilities `{result.capabilities}`.",
+              f"{sizes} {plan.repeats} repeats a size; {CLOCK}; run took {result.seconds:.0f} s.",
               f"Measured on: {machine_line}. Timings on a shared machine are noisy: read the exponents and the "
               f"ratios to the reference (measured side by side, interleaved), not the absolute figures.", ""]
     lines += [table(result, reference, "github"), ""]
@@ -99,7 +110,7 @@ def markdown(result: TargetCost, reference: TargetCost | None, plan: BenchPlan, 
               f"measured; a flag needs three sizes in the fit), or the operation exceeded the time or memory limit at some "
               f"size. Linear growth fits about 1, a logarithm 0.1-0.25.", ""]
     lines += ["| operation | what is measured |", "|---|---|"]
-    lines += [f"| `{op.name}` | {op.what} (cost per {op.unit}) |" for op in OPERATIONS.values()]
+    lines += [f"| `{op.name}` | {op.what} (cost per {op.unit}) |" for op in result.ops.values()]
     if plot:
         lines += ["", f"![cost against cache size]({plot.name})"]
     return "\n".join(lines) + "\n"
@@ -116,7 +127,7 @@ def plot(results: Sequence[TargetCost], path: Path, title: str = "") -> bool:
     except ImportError:
         print("radixcheck: matplotlib is not installed: no plot (pip install 'radixcheck[plots]')", file=sys.stderr)
         return False
-    names = list(OPERATIONS)
+    names = list(results[0].ops)
     cols = 4
     fig, axes = plt.subplots((len(names) + cols - 1) // cols, cols, figsize=(4.2 * cols, 3.2 * ((len(names) + cols - 1) // cols)),
                              squeeze=False)
@@ -133,8 +144,8 @@ def plot(results: Sequence[TargetCost], path: Path, title: str = "") -> bool:
             ax.plot([s for s, _ in op.points], [c for _, c in op.points], ".", color=color, ms=1.5)
         ax.set_xscale("log")
         ax.set_yscale("log")
-        ax.set_title(f"{name} (per {OPERATIONS[name].unit})", fontsize=9)
-        ax.set_xlabel("cached tokens", fontsize=8)
+        ax.set_title(f"{name} (per {results[0].ops[name].unit})", fontsize=9)
+        ax.set_xlabel("cached tokens" if results[0].size_unit == "tokens" else results[0].size_unit, fontsize=8)
         ax.set_ylabel("CPU seconds", fontsize=8)
         ax.tick_params(labelsize=7)
         if ax.lines:

@@ -157,7 +157,7 @@ class KvIndex:
         active: set[Rank] | None = None
         parent = None
         for depth, tokens_hash in enumerate(query, 1):
-            block_hash = self._child.get((parent, tokens_hash))
+            block_hash = self._lookup(parent, tokens_hash)
             if block_hash is None:
                 break
             holders = set(self._holders[block_hash])
@@ -167,6 +167,10 @@ class KvIndex:
             scores.update(dict.fromkeys(active, depth))
             parent = block_hash
         return scores
+
+    def _lookup(self, parent: int | None, tokens_hash: int) -> int | None:
+        """The block stored under ``parent`` with these tokens: one dictionary lookup."""
+        return self._child.get((parent, tokens_hash))
 
     def sizes(self) -> dict[Rank, int]:
         return {rank: len(blocks) for rank, blocks in self._held.items() if blocks}

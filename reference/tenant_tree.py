@@ -6,12 +6,17 @@ tenant last used it. A tenant holds a node's whole segment or none of it: an ins
 branches mid-segment splits the node, and the new upper half keeps every tenant's time. A match
 walks down while some available tenant holds the next node. LRU eviction of a tenant removes its
 leaves (nodes none of whose children it holds), the least recently used first, until the amount is
-reached; a node no tenant holds any more is unlinked. One lock makes every call atomic
+reached; a node no tenant holds any more is unlinked. Each tenant keeps a heap of its nodes by
+(last use, deepest end first), entries left stale when a node is used again: a parent is never
+older than its children, so the heap's oldest live entry is always one of the tenant's leaves, and
+one eviction costs a logarithm of the tree, not a scan of it (``radixcheck bench`` measures it). One lock makes every call atomic
 (``thread_safe=True``). Contract: ``radixcheck.properties.tenant_tree.contract``.
 """
 
 from __future__ import annotations
 
+import heapq
+import itertools
 import threading
 from collections.abc import Iterable
 
@@ -19,11 +24,12 @@ from radixcheck.properties.tenant_tree.contract import Key, TenantTreeCapabiliti
 
 
 class Node:
-    __slots__ = ("segment", "parent", "children", "times")
+    __slots__ = ("segment", "parent", "children", "times", "end")
 
     def __init__(self, segment: Key, parent: Node | None) -> None:
         self.segment = segment
         self.parent = parent
+        self.end = (parent.end if parent else 0) + len(segment)  # elements from the root to the segment's end: a split keeps it
         self.children: dict[object, Node] = {}
         self.times: dict[str, float] = {}  # tenant -> last use
 
@@ -46,6 +52,8 @@ class TenantTree:
         self.root = Node(self._empty(), None)
         self.nodes_of: dict[str, set[Node]] = {}  # present tenant -> the nodes it holds (root excluded)
         self.size_of: dict[str, int] = {}  # present tenant -> elements it holds
+        self.lru: dict[str, list[tuple[float, int, int, Node]]] = {}  # present tenant -> heap (time, -end, tiebreak, node)
+        self._tiebreak = itertools.count()
         self.nodes = 1
         self.lock = threading.Lock()
 
@@ -58,7 +66,7 @@ class TenantTree:
         with self.lock:
             for tenant in tenants:
                 if tenant not in self.nodes_of:
-                    self.nodes_of[tenant], self.size_of[tenant] = set(), 0
+                    self.nodes_of[tenant], self.size_of[tenant], self.lru[tenant] = set(), 0, []
 
     def remove_tenants(self, tenants: list[str]) -> None:
         with self.lock:
@@ -67,6 +75,7 @@ class TenantTree:
                     self._drop(tenant, node)
                 self.nodes_of.pop(tenant, None)
                 self.size_of.pop(tenant, None)
+                self.lru.pop(tenant, None)
 
     # ---- insert and match --------------------------------------------------------------------
 
@@ -89,8 +98,9 @@ class TenantTree:
         """Cut ``child`` after ``at`` elements; the new upper node keeps every tenant's time."""
         upper = Node(child.segment[:at], child.parent)
         upper.times = dict(child.times)
-        for holder in upper.times:
+        for holder, time_s_held in upper.times.items():
             self.nodes_of[holder].add(upper)
+            self._remember(holder, upper, time_s_held)
         child.parent.children[upper.segment[0]] = upper
         child.segment = child.segment[at:]
         child.parent = upper
@@ -103,6 +113,20 @@ class TenantTree:
             self.nodes_of[tenant].add(node)
             self.size_of[tenant] += len(node.segment)
         node.times[tenant] = time_s
+        self._remember(tenant, node, time_s)
+
+    def _remember(self, tenant: str, node: Node, time_s: float) -> None:
+        """A heap entry for the node's new last use; the old entry goes stale (skipped when popped,
+        and dropped when stale entries outnumber the live ones, so the heap stays O(nodes held))."""
+        heap = self.lru[tenant]
+        heapq.heappush(heap, (time_s, -node.end, next(self._tiebreak), node))
+        if len(heap) > 2 * len(self.nodes_of[tenant]) + 16:
+            self.lru[tenant] = [entry for entry in heap if self._live(tenant, entry)]
+            heapq.heapify(self.lru[tenant])
+
+    def _live(self, tenant: str, entry: tuple[float, int, int, Node]) -> bool:
+        time_s, _, _, node = entry
+        return node in self.nodes_of[tenant] and node.times[tenant] == time_s
 
     def match(self, key: Key, available: Iterable[str]) -> tuple[int, frozenset[str]]:
         with self.lock:
@@ -127,9 +151,12 @@ class TenantTree:
         """Remove ``tenant``'s least recently used leaves until ``amount`` elements are gone."""
         with self.lock:
             removed = 0
+            heap = self.lru.get(tenant, [])
             while removed < amount and self.nodes_of.get(tenant):
-                leaf = min((n for n in self.nodes_of[tenant] if not any(tenant in c.times for c in n.children.values())),
-                           key=lambda n: n.times[tenant])
+                entry = heapq.heappop(heap)
+                if not self._live(tenant, entry):
+                    continue
+                leaf = entry[3]  # the oldest, deepest first: a node's children it holds are never older
                 removed += len(leaf.segment)
                 self._drop(tenant, leaf)
             return removed

@@ -783,3 +783,26 @@ def test_tier_pool_a_prefix_recomputed_over_its_host_copy_keeps_the_host_copy_s_
     world.serve([1, 2], namespace="n")
     world.finish()
     world.check()
+
+
+def test_tenant_tree_lru_heap_stays_bounded_by_what_the_tenant_holds() -> None:
+    """The eviction heap leaves an entry stale each time a node is used again; it is compacted, so
+    a router inserting the same prompts all day keeps a heap as large as its tree, not its history."""
+    tree = TenantTree()
+    tree.add_tenants(["a", "b"], 0.0)
+    for t in range(1, 2001):
+        tree.insert("system prompt: " + "xyz"[t % 3], "ab"[t % 2], float(t))
+    for tenant in "ab":
+        assert len(tree.lru[tenant]) <= 2 * len(tree.nodes_of[tenant]) + 16 + 1
+    held = tree.sizes()["a"]
+    assert held == len("system prompt: ") + 3 and tree.evict("a", 100) == held and tree.sizes()["a"] == 0
+    assert tree.sizes()["b"] == len("system prompt: ") + 3  # b's own prefixes, untouched
+
+
+def test_tenant_tree_evicts_the_oldest_leaf_deepest_first() -> None:
+    tree = TenantTree()
+    tree.add_tenants(["a"], 0.0)
+    tree.insert("abcd", "a", 1.0)
+    tree.insert("abxy", "a", 2.0)  # splits "abcd": "ab" is as new as "xy", "cd" keeps 1.0
+    assert tree.evict("a", 1) == 2 and tree.match("abcd", ["a"])[0] == 2  # "cd", the oldest leaf, went
+    assert tree.evict("a", 1) == 2 and tree.match("abxy", ["a"])[0] == 2  # then "xy" before its parent "ab"

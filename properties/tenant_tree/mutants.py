@@ -21,6 +21,7 @@ from collections.abc import Iterable
 from radixcheck.oracles.violations import TenantTreeEvictionViolation, TenantTreeMemoryViolation, TenantTreeViolation
 from radixcheck.properties.tenant_tree.contract import Key, TenantTreeCapabilities
 from radixcheck.properties.tenant_tree.machine import TenantTreeMachine, tenant_tree_machine_for
+from radixcheck.properties.tenant_tree.slow_variants import EvictScansTenantNodes
 from radixcheck.reference.tenant_tree import Node, TenantTree, TokenTenantTree
 
 
@@ -64,6 +65,12 @@ class SplitLosesOtherTenantsTimes(TenantTree):
         upper = super()._split(child, at, tenant, time_s)
         upper.times = dict.fromkeys(upper.times, time_s)
         return upper
+
+    # The inserting tenant's time may be older than another holder's own times below the split (each
+    # tenant has its own clock), so the reference's heap, which relies on a parent never being older
+    # than its children, would take an inner node: another bug. This one only misorders, so it evicts
+    # as the reference did before its heap: the least recently used of the tenant's leaves, found by a scan.
+    evict = EvictScansTenantNodes.evict
 
 
 class EvictionCrossesTenants(TenantTree):
@@ -140,8 +147,9 @@ class SplitRacesWithoutLock(TenantTree):
         upper = Node(child.segment[:at], child.parent)
         upper.times = dict(child.times)
         time.sleep(0)  # the window: another thread runs here
-        for holder in upper.times:
+        for holder, held_at in upper.times.items():
             self.nodes_of[holder].add(upper)
+            self._remember(holder, upper, held_at)
         child.parent.children[upper.segment[0]] = upper
         child.segment = child.segment[at:]
         child.parent = upper

@@ -1,0 +1,30 @@
+"""A correct but slow KV-event index: it passes every conformance property, and ``radixcheck bench`` flags it.
+
+The smallest change to the reference that makes one operation's cost per unit of work grow with
+the index, named in ``flagged_on``; the bench's meta-tests check both halves (this one is flagged
+on that operation, the reference is not).
+
+Try it: ``radixcheck bench radixcheck.properties.index.slow_variants:LookupScansEveryBlock``.
+"""
+
+from __future__ import annotations
+
+from radixcheck.reference.kv_index import KvIndex
+
+
+class LookupScansEveryBlock(KvIndex):
+    """A query's next block is found by scanning every known ``(parent, tokens hash)`` pair (as a
+    list of blocks searched in order would be) instead of by a hash lookup: each query block costs
+    the number of blocks the index knows, so a router's lookup slows down as its workers cache more."""
+
+    flagged_on = ("find_matches",)
+    sources = ("reports/findings/router_trial.md, bug I6: 42.7 ms against 20 µs per find_matches at 10^4 prompts",)
+
+    def _lookup(self, parent: int | None, tokens_hash: int) -> int | None:
+        for key, block_hash in self._child.items():
+            if key == (parent, tokens_hash):
+                return block_hash
+        return None
+
+
+SLOW_INDEX_VARIANTS: list[type[KvIndex]] = [LookupScansEveryBlock]
