@@ -586,10 +586,11 @@ static int64_t matmul_bytes(int64_t n, int64_t tiles16, int64_t tile8, int64_t K
    the output's two roundings are put()'s, in its order, four lanes at a time.
 
    Layout as AVX-512's widening form: activations packed by pack_tile; a chunk of LANES_CHUNK weight
-   rows widened to int16 once, in groups of LANES_ROWS rows interleaved block by block
-   (wg[(LANES_ROWS b + j) 16 + k] = pair k of block b of the group's row j, rows past r1 zero) with
-   their multipliers as float64 (mg[LANES_ROWS b + j]); the next chunk prefetched from memory while
-   the first tile computes. LANES_ROWS = 4 (was 6): 8 int32 sums in registers instead of 12 leaves
+   rows widened to int16 once per block of tiles, in groups of LANES_ROWS rows interleaved block by
+   block (wg[(LANES_ROWS b + j) 16 + k] = pair k of block b of the group's row j, rows past r1 zero)
+   with their multipliers as float64 (mg[LANES_ROWS b + j]) or, for the int64 fold, read from
+   IntMatrix.mult_groups; the first tile of a block of tiles does the widening as it reaches each
+   block (no separate pass: issue 43, seventh round) and prefetches the next chunk from memory. LANES_ROWS = 4 (was 6): 8 int32 sums in registers instead of 12 leaves
    GCC room for the products' temporaries and the block epilogue; 8-11% faster products on Zen 5's
    avx2 path (C harness, T = 512, a layer's four products: 24.5 -> 22.0 ms), same integers.
    The int64 fold (issue 43, fifth round): where every multiplier is below 2^31 (the caller passes
@@ -650,9 +651,9 @@ static inline __attribute__((always_inline)) void lanes_widen_block(lanes_src sr
    the loops over j, h and k unroll and s[][] lives in registers. The first pair of a block starts its
    int32 sums and the first block its float64 ones (a product of exact integers below 2^53: what the
    FMA onto zero gives). W: this tile is the first of its block of tiles, and widens the group from src
-   into wg and mg or mi block by block as it reaches them (issue 43, seventh round: a separate pass over
-   the chunk cost a short request ~9 ms of CPU); it then reads the pairs back from there like the later
-   tiles, from the store buffer or L1. */
+   into wg (or, src.ring, the same 256 bytes for every block) and into mg or miw block by block as it
+   reaches them (issue 43, seventh round: a separate pass over the chunk before the tiles cost a short
+   request ~9 ms of CPU); it then reads the pairs back from there like the later tiles. */
 static inline __attribute__((always_inline)) void lanes_tile(const int32_t *xt, int32_t *wg, double *mg, int64_t nb,
                                                              const int8_t *pf, int64_t K, double *acc, const int H,
                                                              const int I64, const int32_t *mi, int64_t ms, int32_t *miw,
