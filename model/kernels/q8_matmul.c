@@ -762,13 +762,10 @@ static int64_t matmul_lanes(int64_t n, int64_t tiles16, int64_t tile8, int64_t K
     if (nb == 0) /* no blocks: lanes_tile would set no sums (matmul_rows stores zeros) */
         return -1;
     int32_t *xt = aligned_alloc(64, sizeof(int32_t) * (size_t)(rows * P + LANES_CHUNK * P));
-    /* the int64 fold reads a group's multipliers straight from mgrp (IntMatrix.mult_groups: groups of 8
-       rows, so a group of 4 from a multiple of 4 is 4 of them per block, 8 apart) or, for a range not
-       starting at a multiple of 4 (a thread's), from int32 copies the widening makes (mi) */
-    const int64_t int_mult = mgrp != NULL, direct = int_mult && r0 % LANES_ROWS == 0;
+    const int64_t int_mult = mgrp != NULL;
     double *mg = int_mult ? NULL : malloc(sizeof(double) * (size_t)(LANES_CHUNK * nb));
-    int32_t *mi = int_mult && !direct ? malloc(sizeof(int32_t) * (size_t)(LANES_CHUNK * nb)) : NULL;
-    if (!xt || (!int_mult && !mg) || (int_mult && !direct && !mi)) {
+    int32_t *mi = int_mult ? malloc(sizeof(int32_t) * (size_t)(LANES_CHUNK * nb)) : NULL;
+    if (!xt || (!int_mult && !mg) || (int_mult && !mi)) {
         free(xt);
         free(mg);
         free(mi);
@@ -788,6 +785,12 @@ static int64_t matmul_lanes(int64_t n, int64_t tiles16, int64_t tile8, int64_t K
     for (int64_t tb = 0; tb < tiles; tb += block)
     for (int64_t rc = r0; rc < r1; rc += LANES_CHUNK) {
         const int64_t re = rc + LANES_CHUNK < r1 ? rc + LANES_CHUNK : r1, te = tb + block < tiles ? tb + block : tiles;
+        /* one tile in the block (a short request): nothing reads its widened pairs after it, so they go
+           to the same 256 bytes (src.ring), and the int64 fold reads the multipliers straight from mgrp
+           (IntMatrix.mult_groups: groups of 8 rows, so a group of 4 from a multiple of 4 is 4 of them per
+           block, 8 apart) where the range starts at a multiple of 4 (a thread's may not); else from the
+           int32 copies the widening makes (mi: measured no slower with many tiles) */
+        const int64_t single = te - tb == 1, direct = int_mult && single && r0 % LANES_ROWS == 0;
         for (int64_t t = tb; t < te; t++) {
             const int64_t i0 = 16 * t, lanes = t < tiles16 ? 16 : 8, i1 = i0 + lanes < n ? i0 + lanes : n;
             double sxt[16] = {0}; /* the tile's row scales, zero past n */
@@ -795,9 +798,9 @@ static int64_t matmul_lanes(int64_t n, int64_t tiles16, int64_t tile8, int64_t K
             for (int64_t g = rc; g < re; g += LANES_ROWS) {
                 const int widen = t == tb;
                 const int8_t *pf = widen ? q + (g + LANES_CHUNK) * K : NULL;
-                const lanes_src src = {q + g * K, m + g * nb, re - g < LANES_ROWS ? re - g : LANES_ROWS, te - tb == 1};
+                const lanes_src src = {q + g * K, m + g * nb, re - g < LANES_ROWS ? re - g : LANES_ROWS, single};
                 int32_t *wgg = wg + (g - rc) * P;
-                int32_t *miw = mi ? mi + (g - rc) * nb : NULL;
+                int32_t *miw = mi && !direct ? mi + (g - rc) * nb : NULL;
                 const int32_t *mir = direct ? mgrp + g / 8 * 8 * nb + g % 8 : miw;
                 const int64_t ms = direct ? 8 : LANES_ROWS;
                 if (int_mult && lanes == 16)
