@@ -220,7 +220,7 @@ _LANES_MUTANTS = {
     "a block's first pair dropped": ("s[j][h] = k ? madd_add(", "s[j][h] = k > 1 ? madd_add("),
     "the int64 fold's odd lanes lost": ("b ? _mm256_add_epi64(od, ", "b ? (od, "),
     "only the first block of tiles widens": ("const int widen = t == tb;", "const int widen = t == 0;"),
-    "the widened blocks not kept for the later tiles": ("single = te - tb == 1,", "single = te - tb >= 1,"),
+    "the widened blocks not kept for the later tiles": ("int32_t *wbw = W && R ? wg :", "int32_t *wbw = W ? wg :"),
     "a group's multipliers from its 8-row group's first half": ("mgrp + g / 8 * 8 * nb + g % 8", "mgrp + g / 8 * 8 * nb"),
 }
 

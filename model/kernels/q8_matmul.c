@@ -617,7 +617,6 @@ typedef struct {
     const int8_t *q;
     const float *m;
     int64_t live;
-    int64_t ring; /* no later tile reads the pairs: every block's go to the same 256 bytes at wg (stay in L1) */
 } lanes_src;
 
 /* block b of the group src (LANES_ROWS rows from src.q, K apart) widened to int16 pairs at wb (wb[16 j
@@ -651,23 +650,26 @@ static inline __attribute__((always_inline)) void lanes_widen_block(lanes_src sr
    the loops over j, h and k unroll and s[][] lives in registers. The first pair of a block starts its
    int32 sums and the first block its float64 ones (a product of exact integers below 2^53: what the
    FMA onto zero gives). W: this tile is the first of its block of tiles, and widens the group from src
-   into wg (or, src.ring, the same 256 bytes for every block) and into mg or miw block by block as it
-   reaches them (issue 43, seventh round: a separate pass over the chunk before the tiles cost a short
-   request ~9 ms of CPU); it then reads the pairs back from there like the later tiles. */
+   into wg and into mg or mi block by block as it reaches them (issue 43, seventh round: a separate pass
+   over the chunk before the tiles cost a short request ~9 ms of CPU); it then reads the pairs back from
+   there like the later tiles. R (with W and I64): no later tile reads them, so every block's pairs go to
+   the same 256 bytes at wg (they stay in L1), and mi is IntMatrix.mult_groups (block b's multiplier of
+   row j at mi[8 b + j]), read in place; else block b's are at mi[LANES_ROWS b + j]. R is a constant
+   apart from W: a runtime stride and ring measured 2-3 % slower on products of many tiles. */
 static inline __attribute__((always_inline)) void lanes_tile(const int32_t *xt, int32_t *wg, double *mg, int64_t nb,
                                                              const int8_t *pf, int64_t K, double *acc, const int H,
-                                                             const int I64, const int32_t *mi, int64_t ms, int32_t *miw,
-                                                             int64_t *acc64, const int W, lanes_src src)
+                                                             const int I64, int32_t *mi, int64_t *acc64, const int W, const int R,
+                                                             lanes_src src)
 {
     const int L = 8 * H; /* lanes */
     for (int64_t b = 0; b < nb; b++) {
         if (pf && !(b & 1)) /* the next chunk's weights, from memory, while this one computes */
             for (int j = 0; j < LANES_ROWS; j++) _mm_prefetch((const char *)(pf + j * K + 32 * b), _MM_HINT_T1);
         __m256i s[LANES_ROWS][2];
-        int32_t *wbw = W && src.ring ? wg : wg + 16 * b * LANES_ROWS;
+        int32_t *wbw = W && R ? wg : wg + 16 * b * LANES_ROWS;
         const int32_t *xb = xt + 16 * b * L, *wb = wbw;
         if (W) {
-            lanes_widen_block(src, K, nb, b, wbw, mg + b * LANES_ROWS, miw ? miw + b * LANES_ROWS : NULL, I64);
+            lanes_widen_block(src, K, nb, b, wbw, mg + b * LANES_ROWS, R ? NULL : mi + b * LANES_ROWS, I64);
             /* GCC must not see that wb holds what was just stored: it would broadcast the pairs from the
                registers by shuffles (port 5, the madds' port) instead of by loads */
             __asm__("" : "+r"(wb));
@@ -683,7 +685,7 @@ static inline __attribute__((always_inline)) void lanes_tile(const int32_t *xt, 
         }
         if (I64) { /* the int64 fold: (even lanes, odd lanes) x the int32 multiplier, exact (|.| < 2^59, sums < 2^53) */
             for (int j = 0; j < LANES_ROWS; j++) {
-                const __m256i mj = _mm256_set1_epi32(mi[b * ms + j]);
+                const __m256i mj = _mm256_set1_epi32(mi[b * (W && R ? 8 : LANES_ROWS) + j]);
                 for (int h = 0; h < H; h++) {
                     int64_t *a = acc64 + 16 * j + 8 * h;
                     const __m256i ev = _mm256_mul_epi32(s[j][h], mj), od = _mm256_mul_epi32(_mm256_srli_epi64(s[j][h], 32), mj);
@@ -717,38 +719,42 @@ static void lanes_tile16(const int32_t *xt, int32_t *wg, double *mg, int64_t nb,
                          int widen, lanes_src src)
 {
     if (widen)
-        lanes_tile(xt, wg, mg, nb, pf, K, acc, 2, 0, NULL, 0, NULL, NULL, 1, src);
+        lanes_tile(xt, wg, mg, nb, pf, K, acc, 2, 0, NULL, NULL, 1, 0, src);
     else
-        lanes_tile(xt, wg, mg, nb, pf, K, acc, 2, 0, NULL, 0, NULL, NULL, 0, src);
+        lanes_tile(xt, wg, mg, nb, pf, K, acc, 2, 0, NULL, NULL, 0, 0, src);
 }
 
 static void lanes_tile8(const int32_t *xt, int32_t *wg, double *mg, int64_t nb, const int8_t *pf, int64_t K, double *acc,
                         int widen, lanes_src src)
 {
     if (widen)
-        lanes_tile(xt, wg, mg, nb, pf, K, acc, 1, 0, NULL, 0, NULL, NULL, 1, src);
+        lanes_tile(xt, wg, mg, nb, pf, K, acc, 1, 0, NULL, NULL, 1, 0, src);
     else
-        lanes_tile(xt, wg, mg, nb, pf, K, acc, 1, 0, NULL, 0, NULL, NULL, 0, src);
+        lanes_tile(xt, wg, mg, nb, pf, K, acc, 1, 0, NULL, NULL, 0, 0, src);
 }
 
-/* mi: block b's multiplier of row j at mi[b ms + j]; miw: where the widening writes them (stride
-   LANES_ROWS; NULL: mi is IntMatrix.mult_groups, ms 8) */
-static void lanes_tile16_i64(const int32_t *xt, int32_t *wg, const int32_t *mi, int64_t ms, int32_t *miw, int64_t nb,
-                             const int8_t *pf, int64_t K, double *acc, int64_t *acc64, int widen, lanes_src src)
+/* widen: 0 (a later tile), 1 (the first: widens, and writes the multipliers' int32 copies to mi), 2
+   (the only one: widens into one place, mi is IntMatrix.mult_groups, read in place) */
+static void lanes_tile16_i64(const int32_t *xt, int32_t *wg, int32_t *mi, int64_t nb, const int8_t *pf, int64_t K, double *acc,
+                             int64_t *acc64, int widen, lanes_src src)
 {
-    if (widen)
-        lanes_tile(xt, wg, NULL, nb, pf, K, acc, 2, 1, mi, ms, miw, acc64, 1, src);
+    if (widen == 2)
+        lanes_tile(xt, wg, NULL, nb, pf, K, acc, 2, 1, mi, acc64, 1, 1, src);
+    else if (widen)
+        lanes_tile(xt, wg, NULL, nb, pf, K, acc, 2, 1, mi, acc64, 1, 0, src);
     else
-        lanes_tile(xt, wg, NULL, nb, pf, K, acc, 2, 1, mi, ms, miw, acc64, 0, src);
+        lanes_tile(xt, wg, NULL, nb, pf, K, acc, 2, 1, mi, acc64, 0, 0, src);
 }
 
-static void lanes_tile8_i64(const int32_t *xt, int32_t *wg, const int32_t *mi, int64_t ms, int32_t *miw, int64_t nb,
-                            const int8_t *pf, int64_t K, double *acc, int64_t *acc64, int widen, lanes_src src)
+static void lanes_tile8_i64(const int32_t *xt, int32_t *wg, int32_t *mi, int64_t nb, const int8_t *pf, int64_t K, double *acc,
+                            int64_t *acc64, int widen, lanes_src src)
 {
-    if (widen)
-        lanes_tile(xt, wg, NULL, nb, pf, K, acc, 1, 1, mi, ms, miw, acc64, 1, src);
+    if (widen == 2)
+        lanes_tile(xt, wg, NULL, nb, pf, K, acc, 1, 1, mi, acc64, 1, 1, src);
+    else if (widen)
+        lanes_tile(xt, wg, NULL, nb, pf, K, acc, 1, 1, mi, acc64, 1, 0, src);
     else
-        lanes_tile(xt, wg, NULL, nb, pf, K, acc, 1, 1, mi, ms, miw, acc64, 0, src);
+        lanes_tile(xt, wg, NULL, nb, pf, K, acc, 1, 1, mi, acc64, 0, 0, src);
 }
 
 /* Activation rows 0 <= i < 16 * tiles16 + 8 * tile8 (tiles of 16 rows, then one of 8 if tile8; rows
@@ -786,10 +792,10 @@ static int64_t matmul_lanes(int64_t n, int64_t tiles16, int64_t tile8, int64_t K
     for (int64_t rc = r0; rc < r1; rc += LANES_CHUNK) {
         const int64_t re = rc + LANES_CHUNK < r1 ? rc + LANES_CHUNK : r1, te = tb + block < tiles ? tb + block : tiles;
         /* one tile in the block (a short request): nothing reads its widened pairs after it, so they go
-           to the same 256 bytes (src.ring), and the int64 fold reads the multipliers straight from mgrp
+           to the same 256 bytes, and the int64 fold reads the multipliers straight from mgrp
            (IntMatrix.mult_groups: groups of 8 rows, so a group of 4 from a multiple of 4 is 4 of them per
            block, 8 apart) where the range starts at a multiple of 4 (a thread's may not); else from the
-           int32 copies the widening makes (mi: measured no slower with many tiles) */
+           int32 copies the first tile makes (mi: measured no slower with many tiles) */
         const int64_t single = te - tb == 1, direct = int_mult && single && r0 % LANES_ROWS == 0;
         for (int64_t t = tb; t < te; t++) {
             const int64_t i0 = 16 * t, lanes = t < tiles16 ? 16 : 8, i1 = i0 + lanes < n ? i0 + lanes : n;
@@ -798,15 +804,14 @@ static int64_t matmul_lanes(int64_t n, int64_t tiles16, int64_t tile8, int64_t K
             for (int64_t g = rc; g < re; g += LANES_ROWS) {
                 const int widen = t == tb;
                 const int8_t *pf = widen ? q + (g + LANES_CHUNK) * K : NULL;
-                const lanes_src src = {q + g * K, m + g * nb, re - g < LANES_ROWS ? re - g : LANES_ROWS, single};
+                const lanes_src src = {q + g * K, m + g * nb, re - g < LANES_ROWS ? re - g : LANES_ROWS};
                 int32_t *wgg = wg + (g - rc) * P;
-                int32_t *miw = mi && !direct ? mi + (g - rc) * nb : NULL;
-                const int32_t *mir = direct ? mgrp + g / 8 * 8 * nb + g % 8 : miw;
-                const int64_t ms = direct ? 8 : LANES_ROWS;
+                /* mult_groups is read only (the int32 copies are written only when not direct) */
+                int32_t *mig = direct ? (int32_t *)(mgrp + g / 8 * 8 * nb + g % 8) : mi ? mi + (g - rc) * nb : NULL;
                 if (int_mult && lanes == 16)
-                    lanes_tile16_i64(xt + i0 * P, wgg, mir, ms, miw, nb, pf, K, acc, acc64, widen, src);
+                    lanes_tile16_i64(xt + i0 * P, wgg, mig, nb, pf, K, acc, acc64, direct ? 2 : widen, src);
                 else if (int_mult)
-                    lanes_tile8_i64(xt + i0 * P, wgg, mir, ms, miw, nb, pf, K, acc, acc64, widen, src);
+                    lanes_tile8_i64(xt + i0 * P, wgg, mig, nb, pf, K, acc, acc64, direct ? 2 : widen, src);
                 else if (lanes == 16)
                     lanes_tile16(xt + i0 * P, wgg, mg + (g - rc) * nb, nb, pf, K, acc, widen, src);
                 else
