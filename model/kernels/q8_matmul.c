@@ -588,9 +588,10 @@ static int64_t matmul_bytes(int64_t n, int64_t tiles16, int64_t tile8, int64_t K
    Layout as AVX-512's widening form: activations packed by pack_tile; a chunk of LANES_CHUNK weight
    rows widened to int16 once per block of tiles, in groups of LANES_ROWS rows interleaved block by
    block (wg[(LANES_ROWS b + j) 16 + k] = pair k of block b of the group's row j, rows past r1 zero)
-   with their multipliers as float64 (mg[LANES_ROWS b + j]) or, for the int64 fold, read from
-   IntMatrix.mult_groups; the first tile of a block of tiles does the widening as it reaches each
-   block (no separate pass: issue 43, seventh round) and prefetches the next chunk from memory. LANES_ROWS = 4 (was 6): 8 int32 sums in registers instead of 12 leaves
+   with their multipliers as float64 (mg[LANES_ROWS b + j]) or int32 for the int64 fold (mi); the
+   first tile prefetches the next chunk from memory. A block of one tile (a request of at most 16
+   rows) has no pass: that tile widens as it reaches each block (issue 43, seventh round).
+   LANES_ROWS = 4 (was 6): 8 int32 sums in registers instead of 12 leaves
    GCC room for the products' temporaries and the block epilogue; 8-11% faster products on Zen 5's
    avx2 path (C harness, T = 512, a layer's four products: 24.5 -> 22.0 ms), same integers.
    The int64 fold (issue 43, fifth round): where every multiplier is below 2^31 (the caller passes
@@ -636,8 +637,7 @@ static void lanes_widen_group(const int8_t *q, const float *m, int64_t K, int64_
         }
 }
 
-/* Where the first tile of a block of tiles finds a group's weights, to widen them as it reaches each
-   block (the int8 rows and float multipliers of the group's first row; rows live: below the chunk's
+/* Where a block's one tile finds a group's weights, to widen them as it reaches each block (the int8 rows and float multipliers of the group's first row; rows live: below the chunk's
    end, the others zero). */
 typedef struct {
     const int8_t *q;
@@ -675,13 +675,13 @@ static inline __attribute__((always_inline)) void lanes_widen_block(lanes_src sr
    all blocks; H: the tile's registers (2: 16 rows, 1: 8 rows). Inlined with constant H, I64 and W, so
    the loops over j, h and k unroll and s[][] lives in registers. The first pair of a block starts its
    int32 sums and the first block its float64 ones (a product of exact integers below 2^53: what the
-   FMA onto zero gives). W: this tile is the first of its block of tiles, and widens the group from src
-   into wg and into mg or mi block by block as it reaches them (issue 43, seventh round: a separate pass
-   over the chunk before the tiles cost a short request ~9 ms of CPU); it then reads the pairs back from
-   there like the later tiles. R (with W and I64): no later tile reads them, so every block's pairs go to
-   the same 256 bytes at wg (they stay in L1), and mi is IntMatrix.mult_groups (block b's multiplier of
-   row j at mi[8 b + j]), read in place; else block b's are at mi[LANES_ROWS b + j]. R is a constant
-   apart from W: a runtime stride and ring measured 2-3 % slower on products of many tiles. */
+   FMA onto zero gives). W: this tile is the only one of its block of tiles, and widens the group from
+   src into wg and into mg or mi block by block as it reaches them (issue 43, seventh round: the pass
+   over the chunk before the tiles cost a short request ~13 ms of CPU, this ~4 ms less); it then reads
+   the pairs back from there. R (with W and I64): every block's pairs go to the same 256 bytes at wg
+   (they stay in L1), and mi is IntMatrix.mult_groups (block b's multiplier of row j at mi[8 b + j]),
+   read in place; else block b's are at mi[LANES_ROWS b + j]. Constants, not runtime strides: those
+   measured 2-3 % slower on products of many tiles. */
 static inline __attribute__((always_inline)) void lanes_tile(const int32_t *xt, int32_t *wg, double *mg, int64_t nb,
                                                              const int8_t *pf, int64_t K, double *acc, const int H,
                                                              const int I64, int32_t *mi, int64_t *acc64, const int W, const int R,
@@ -740,7 +740,7 @@ static inline __attribute__((always_inline)) void lanes_tile(const int32_t *xt, 
 }
 
 /* lanes_tile on 16 rows (H = 2) or 8, with the float64 fold or the int64 one (the matrix's multipliers
-   all below 2^31: mi), widening the group from src first if widen (a constant in each call of lanes_tile) */
+   all below 2^31: mi), widening the group from src itself if widen (a constant in each call of lanes_tile) */
 static void lanes_tile16(const int32_t *xt, int32_t *wg, double *mg, int64_t nb, const int8_t *pf, int64_t K, double *acc,
                          int widen, lanes_src src)
 {
@@ -759,8 +759,9 @@ static void lanes_tile8(const int32_t *xt, int32_t *wg, double *mg, int64_t nb, 
         lanes_tile(xt, wg, mg, nb, pf, K, acc, 1, 0, NULL, NULL, 0, 0, src);
 }
 
-/* widen: 0 (a later tile), 1 (the first: widens, and writes the multipliers' int32 copies to mi), 2
-   (the only one: widens into one place, mi is IntMatrix.mult_groups, read in place) */
+/* widen: 0 (the weights were widened by the pass), 1 (the block's one tile, on a thread's range not
+   starting at a multiple of 4: widens, and writes the multipliers' int32 copies to mi), 2 (the block's
+   one tile: widens into one place, mi is IntMatrix.mult_groups, read in place) */
 static void lanes_tile16_i64(const int32_t *xt, int32_t *wg, int32_t *mi, int64_t nb, const int8_t *pf, int64_t K, double *acc,
                              int64_t *acc64, int widen, lanes_src src)
 {
@@ -811,8 +812,7 @@ static int64_t matmul_lanes(int64_t n, int64_t tiles16, int64_t tile8, int64_t K
     double acc[16 * LANES_ROWS];
     int64_t acc64[16 * LANES_ROWS];
     /* the activation tiles in blocks of about LANES_BLOCK_BYTES, each block kept in L2 while every weight
-       chunk passes (all of a long prompt's tiles did not fit: every chunk streamed them from memory);
-       a block's first tile widens each chunk's weights (wg, mg or mi) for the others */
+       chunk passes (all of a long prompt's tiles did not fit: every chunk streamed them from memory) */
     const int64_t block = (int64_t)LANES_BLOCK_BYTES / (32 * K) > 1 ? (int64_t)LANES_BLOCK_BYTES / (32 * K) : 1;
     for (int64_t tb = 0; tb < tiles; tb += block)
     for (int64_t rc = r0; rc < r1; rc += LANES_CHUNK) {
