@@ -210,11 +210,18 @@ print(json.dumps({"status": str(q8kernel.status("avx2"))}))
 
 # the AVX2 lanes form, broken three ways: every activation block after the first starts one tile late
 # (only a product of more than one block shows it), each block's first pair of columns is lost, and
-# the int64 fold (matrices with integer multipliers) drops the odd lanes' block sums after the first block
+# the int64 fold (matrices with integer multipliers) drops the odd lanes' block sums after the first block;
+# and the weight widening (issue 43, seventh round) three more: only the first block of tiles gets a
+# widening pass (the later blocks' tiles read the last chunk's weights), a block's one tile, which widens
+# its weights itself, leaves a group's last row out, and the multipliers of a group of 4 rows are read
+# from its 8-row group's first half
 _LANES_MUTANTS = {
     "a tile skipped after each activation block": ("tb < tiles; tb += block)", "tb < tiles; tb += block + 1)"),
     "a block's first pair dropped": ("s[j][h] = k ? madd_add(", "s[j][h] = k > 1 ? madd_add("),
     "the int64 fold's odd lanes lost": ("b ? _mm256_add_epi64(od, ", "b ? (od, "),
+    "only the first block of tiles widens": ("        if (!single)\n", "        if (!single && tb == 0)\n"),
+    "a one-tile block's group widened without its last row": ("if (j < src.live) {", "if (j + 1 < src.live) {"),
+    "a group's multipliers from its 8-row group's first half": ("mgrp + g / 8 * 8 * nb + g % 8", "mgrp + g / 8 * 8 * nb"),
 }
 
 

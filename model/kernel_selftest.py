@@ -94,9 +94,10 @@ def _products(lib: ctypes.CDLL, rng: np.random.Generator) -> str | None:
         if failure := _first_difference(f"Q8_0 product over rows 10:40, integer multipliers {w.mult_groups is not None}", got, want):
             return failure
     # a long product: the AVX2 lanes form takes its 16-row tiles in blocks of ~192 KB of activations
-    # (4 tiles at 1536 columns), so 150 rows are three blocks, the last ending in an 8-row tile
-    long_w = integerise(Q8Matrix(rng.integers(-128, 128, size=(13, 1536), dtype=np.int8),
-                                 (rng.uniform(0.5, 1.0, (13, 48)) * 2.0**-7).astype(np.float16)))
+    # (4 tiles at 1536 columns), so 150 rows are three blocks, the last ending in an 8-row tile; 29
+    # weight rows are two chunks of its 24 (the first tile of each block widens each chunk again)
+    long_w = integerise(Q8Matrix(rng.integers(-128, 128, size=(29, 1536), dtype=np.int8),
+                                 (rng.uniform(0.5, 1.0, (29, 48)) * 2.0**-7).astype(np.float16)))
     x = rng.standard_normal((150, 1536))
     return _first_difference("Q8_0 product, 150 rows x 1536 columns", c.linear(x, long_w), ref.linear(x, long_w))
 

@@ -586,10 +586,12 @@ static int64_t matmul_bytes(int64_t n, int64_t tiles16, int64_t tile8, int64_t K
    the output's two roundings are put()'s, in its order, four lanes at a time.
 
    Layout as AVX-512's widening form: activations packed by pack_tile; a chunk of LANES_CHUNK weight
-   rows widened to int16 once, in groups of LANES_ROWS rows interleaved block by block
-   (wg[(LANES_ROWS b + j) 16 + k] = pair k of block b of the group's row j, rows past r1 zero) with
-   their multipliers as float64 (mg[LANES_ROWS b + j]); the next chunk prefetched from memory while
-   the first tile computes. LANES_ROWS = 4 (was 6): 8 int32 sums in registers instead of 12 leaves
+   rows widened to int16 once per block of tiles, in groups of LANES_ROWS rows interleaved block by
+   block (wg[(LANES_ROWS b + j) 16 + k] = pair k of block b of the group's row j, rows past r1 zero)
+   with their multipliers as float64 (mg[LANES_ROWS b + j]) or int32 for the int64 fold (mi); the
+   first tile prefetches the next chunk from memory. A block of one tile (a request of at most 16
+   rows) has no pass: that tile widens as it reaches each block (issue 43, seventh round).
+   LANES_ROWS = 4 (was 6): 8 int32 sums in registers instead of 12 leaves
    GCC room for the products' temporaries and the block epilogue; 8-11% faster products on Zen 5's
    avx2 path (C harness, T = 512, a layer's four products: 24.5 -> 22.0 ms), same integers.
    The int64 fold (issue 43, fifth round): where every multiplier is below 2^31 (the caller passes
@@ -609,8 +611,9 @@ static inline __m256i madd_add(__m256i s, __m256i x, __m256i w)
     return s;
 }
 
-/* weight rows r0 .. r0 + LANES_ROWS - 1 (those below r1; zero beyond) as one group wg, mg, and, if mi,
-   their multipliers as int32 too (mi[LANES_ROWS b + j]; the caller knows they are below 2^31) */
+/* weight rows r0 .. r0 + LANES_ROWS - 1 (those below r1; zero beyond) as one group wg, and their
+   multipliers as float64 (mg) or, if mi, as int32 (mi[LANES_ROWS b + j]; the caller knows they are
+   below 2^31): the pass before the tiles of a block of many */
 static void lanes_widen_group(const int8_t *q, const float *m, int64_t K, int64_t r0, int64_t r1, int32_t *wg, double *mg,
                               int32_t *mi)
 {
@@ -627,27 +630,76 @@ static void lanes_widen_group(const int8_t *q, const float *m, int64_t K, int64_
                 _mm256_storeu_si256((__m256i *)w, _mm256_setzero_si256());
                 _mm256_storeu_si256((__m256i *)(w + 8), _mm256_setzero_si256());
             }
-            mg[b * LANES_ROWS + j] = live ? (double)m[(r0 + j) * nb + b] : 0.0;
             if (mi)
                 mi[b * LANES_ROWS + j] = live ? (int32_t)m[(r0 + j) * nb + b] : 0;
+            else
+                mg[b * LANES_ROWS + j] = live ? (double)m[(r0 + j) * nb + b] : 0.0;
         }
 }
 
+/* Where a block's one tile finds a group's weights, to widen them as it reaches each block (the int8 rows and float multipliers of the group's first row; rows live: below the chunk's
+   end, the others zero). */
+typedef struct {
+    const int8_t *q;
+    const float *m;
+    int64_t live;
+} lanes_src;
+
+/* block b of the group src (LANES_ROWS rows from src.q, K apart) widened to int16 pairs at wb (wb[16 j
+   + k] = pair k of row j) with its multipliers: as int32 at mib[j] if I64 and mib (the caller knows
+   they are below 2^31; no mib: the tiles read them from IntMatrix.mult_groups), else as float64 at mgb[j] */
+static inline __attribute__((always_inline)) void lanes_widen_block(lanes_src src, int64_t K, int64_t nb, int64_t b, int32_t *wb,
+                                                                    double *mgb, int32_t *mib, const int I64)
+{
+    for (int j = 0; j < LANES_ROWS; j++) {
+        int32_t *w = wb + 16 * j;
+        float mf = 0.0f;
+        if (j < src.live) {
+            const int8_t *qb = src.q + j * K + 32 * b;
+            _mm256_storeu_si256((__m256i *)w, _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)qb)));
+            _mm256_storeu_si256((__m256i *)(w + 8), _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)(qb + 16))));
+            if (!I64 || mib)
+                mf = src.m[j * nb + b];
+        } else {
+            _mm256_storeu_si256((__m256i *)w, _mm256_setzero_si256());
+            _mm256_storeu_si256((__m256i *)(w + 8), _mm256_setzero_si256());
+        }
+        if (!I64)
+            mgb[j] = (double)mf;
+        else if (mib)
+            mib[j] = (int32_t)mf;
+    }
+}
+
 /* acc[16 j + l] (l < 8 H) = the tile's sums for weight row j of the group and activation row l, over
-   all blocks; H: the tile's registers (2: 16 rows, 1: 8 rows). Inlined with a constant H, so the
-   loops over j, h and k unroll and s[][] lives in registers. The first pair of a block starts its
+   all blocks; H: the tile's registers (2: 16 rows, 1: 8 rows). Inlined with constant H, I64 and W, so
+   the loops over j, h and k unroll and s[][] lives in registers. The first pair of a block starts its
    int32 sums and the first block its float64 ones (a product of exact integers below 2^53: what the
-   FMA onto zero gives). */
-static inline __attribute__((always_inline)) void lanes_tile(const int32_t *xt, const int32_t *wg, const double *mg, int64_t nb,
+   FMA onto zero gives). W: this tile is the only one of its block of tiles, and widens the group from
+   src into wg and into mg or mi block by block as it reaches them (issue 43, seventh round: the pass
+   over the chunk before the tiles cost a short request ~13 ms of CPU, this ~4 ms less); it then reads
+   the pairs back from there. R (with W and I64): every block's pairs go to the same 256 bytes at wg
+   (they stay in L1), and mi is IntMatrix.mult_groups (block b's multiplier of row j at mi[8 b + j]),
+   read in place; else block b's are at mi[LANES_ROWS b + j]. Constants, not runtime strides: those
+   measured 2-3 % slower on products of many tiles. */
+static inline __attribute__((always_inline)) void lanes_tile(const int32_t *xt, int32_t *wg, double *mg, int64_t nb,
                                                              const int8_t *pf, int64_t K, double *acc, const int H,
-                                                             const int I64, const int32_t *mi, int64_t *acc64)
+                                                             const int I64, int32_t *mi, int64_t *acc64, const int W, const int R,
+                                                             lanes_src src)
 {
     const int L = 8 * H; /* lanes */
     for (int64_t b = 0; b < nb; b++) {
         if (pf && !(b & 1)) /* the next chunk's weights, from memory, while this one computes */
             for (int j = 0; j < LANES_ROWS; j++) _mm_prefetch((const char *)(pf + j * K + 32 * b), _MM_HINT_T1);
         __m256i s[LANES_ROWS][2];
-        const int32_t *xb = xt + 16 * b * L, *wb = wg + 16 * b * LANES_ROWS;
+        int32_t *wbw = W && R ? wg : wg + 16 * b * LANES_ROWS;
+        const int32_t *xb = xt + 16 * b * L, *wb = wbw;
+        if (W) {
+            lanes_widen_block(src, K, nb, b, wbw, mg + b * LANES_ROWS, R ? NULL : mi + b * LANES_ROWS, I64);
+            /* GCC must not see that wb holds what was just stored: it would broadcast the pairs from the
+               registers by shuffles (port 5, the madds' port) instead of by loads */
+            __asm__("" : "+r"(wb));
+        }
 #pragma GCC unroll 16
         for (int k = 0; k < 16; k++) {
             __m256i xv[2];
@@ -659,7 +711,7 @@ static inline __attribute__((always_inline)) void lanes_tile(const int32_t *xt, 
         }
         if (I64) { /* the int64 fold: (even lanes, odd lanes) x the int32 multiplier, exact (|.| < 2^59, sums < 2^53) */
             for (int j = 0; j < LANES_ROWS; j++) {
-                const __m256i mj = _mm256_set1_epi32(mi[b * LANES_ROWS + j]);
+                const __m256i mj = _mm256_set1_epi32(mi[b * (W && R ? 8 : LANES_ROWS) + j]);
                 for (int h = 0; h < H; h++) {
                     int64_t *a = acc64 + 16 * j + 8 * h;
                     const __m256i ev = _mm256_mul_epi32(s[j][h], mj), od = _mm256_mul_epi32(_mm256_srli_epi64(s[j][h], 32), mj);
@@ -687,43 +739,66 @@ static inline __attribute__((always_inline)) void lanes_tile(const int32_t *xt, 
                     acc[16 * j + 8 * h + l] = (double)acc64[16 * j + 8 * h + (l & 1) * 4 + l / 2];
 }
 
-static void lanes_tile16(const int32_t *xt, const int32_t *wg, const double *mg, int64_t nb, const int8_t *pf, int64_t K, double *acc)
+/* lanes_tile on 16 rows (H = 2) or 8, with the float64 fold or the int64 one (the matrix's multipliers
+   all below 2^31: mi), widening the group from src itself if widen (a constant in each call of lanes_tile) */
+static void lanes_tile16(const int32_t *xt, int32_t *wg, double *mg, int64_t nb, const int8_t *pf, int64_t K, double *acc,
+                         int widen, lanes_src src)
 {
-    lanes_tile(xt, wg, mg, nb, pf, K, acc, 2, 0, NULL, NULL);
+    if (widen)
+        lanes_tile(xt, wg, mg, nb, pf, K, acc, 2, 0, NULL, NULL, 1, 0, src);
+    else
+        lanes_tile(xt, wg, mg, nb, pf, K, acc, 2, 0, NULL, NULL, 0, 0, src);
 }
 
-static void lanes_tile8(const int32_t *xt, const int32_t *wg, const double *mg, int64_t nb, const int8_t *pf, int64_t K, double *acc)
+static void lanes_tile8(const int32_t *xt, int32_t *wg, double *mg, int64_t nb, const int8_t *pf, int64_t K, double *acc,
+                        int widen, lanes_src src)
 {
-    lanes_tile(xt, wg, mg, nb, pf, K, acc, 1, 0, NULL, NULL);
+    if (widen)
+        lanes_tile(xt, wg, mg, nb, pf, K, acc, 1, 0, NULL, NULL, 1, 0, src);
+    else
+        lanes_tile(xt, wg, mg, nb, pf, K, acc, 1, 0, NULL, NULL, 0, 0, src);
 }
 
-/* the same with the int64 fold (the matrix's multipliers all below 2^31: mi) */
-static void lanes_tile16_i64(const int32_t *xt, const int32_t *wg, const int32_t *mi, int64_t nb, const int8_t *pf, int64_t K,
-                             double *acc, int64_t *acc64)
+/* widen: 0 (the weights were widened by the pass), 1 (the block's one tile, on a thread's range not
+   starting at a multiple of 4: widens, and writes the multipliers' int32 copies to mi), 2 (the block's
+   one tile: widens into one place, mi is IntMatrix.mult_groups, read in place) */
+static void lanes_tile16_i64(const int32_t *xt, int32_t *wg, int32_t *mi, int64_t nb, const int8_t *pf, int64_t K, double *acc,
+                             int64_t *acc64, int widen, lanes_src src)
 {
-    lanes_tile(xt, wg, NULL, nb, pf, K, acc, 2, 1, mi, acc64);
+    if (widen == 2)
+        lanes_tile(xt, wg, NULL, nb, pf, K, acc, 2, 1, mi, acc64, 1, 1, src);
+    else if (widen)
+        lanes_tile(xt, wg, NULL, nb, pf, K, acc, 2, 1, mi, acc64, 1, 0, src);
+    else
+        lanes_tile(xt, wg, NULL, nb, pf, K, acc, 2, 1, mi, acc64, 0, 0, src);
 }
 
-static void lanes_tile8_i64(const int32_t *xt, const int32_t *wg, const int32_t *mi, int64_t nb, const int8_t *pf, int64_t K,
-                            double *acc, int64_t *acc64)
+static void lanes_tile8_i64(const int32_t *xt, int32_t *wg, int32_t *mi, int64_t nb, const int8_t *pf, int64_t K, double *acc,
+                            int64_t *acc64, int widen, lanes_src src)
 {
-    lanes_tile(xt, wg, NULL, nb, pf, K, acc, 1, 1, mi, acc64);
+    if (widen == 2)
+        lanes_tile(xt, wg, NULL, nb, pf, K, acc, 1, 1, mi, acc64, 1, 1, src);
+    else if (widen)
+        lanes_tile(xt, wg, NULL, nb, pf, K, acc, 1, 1, mi, acc64, 1, 0, src);
+    else
+        lanes_tile(xt, wg, NULL, nb, pf, K, acc, 1, 1, mi, acc64, 0, 0, src);
 }
 
 /* Activation rows 0 <= i < 16 * tiles16 + 8 * tile8 (tiles of 16 rows, then one of 8 if tile8; rows
    past n are zero lanes, never stored), weight rows r0 <= r < r1. Returns 0, or -1 if out of memory
    or K < 32 (the caller falls back to matmul_rows). */
 static int64_t matmul_lanes(int64_t n, int64_t tiles16, int64_t tile8, int64_t K, const int16_t *x, const int8_t *q, const float *m,
-                            int64_t r0, int64_t r1, const double *rs, int64_t int_mult, const double *sx, void *out, int64_t ldo,
+                            int64_t r0, int64_t r1, const double *rs, const int32_t *mgrp, const double *sx, void *out, int64_t ldo,
                             int64_t out32)
 {
     const int64_t nb = K / 32, P = K / 2, rows = 16 * tiles16 + 8 * tile8, tiles = tiles16 + tile8;
     if (nb == 0) /* no blocks: lanes_tile would set no sums (matmul_rows stores zeros) */
         return -1;
     int32_t *xt = aligned_alloc(64, sizeof(int32_t) * (size_t)(rows * P + LANES_CHUNK * P));
-    double *mg = malloc(sizeof(double) * (size_t)(LANES_CHUNK * nb));
+    const int64_t int_mult = mgrp != NULL;
+    double *mg = int_mult ? NULL : malloc(sizeof(double) * (size_t)(LANES_CHUNK * nb));
     int32_t *mi = int_mult ? malloc(sizeof(int32_t) * (size_t)(LANES_CHUNK * nb)) : NULL;
-    if (!xt || !mg || (int_mult && !mi)) {
+    if (!xt || (!int_mult && !mg) || (int_mult && !mi)) {
         free(xt);
         free(mg);
         free(mi);
@@ -742,22 +817,36 @@ static int64_t matmul_lanes(int64_t n, int64_t tiles16, int64_t tile8, int64_t K
     for (int64_t tb = 0; tb < tiles; tb += block)
     for (int64_t rc = r0; rc < r1; rc += LANES_CHUNK) {
         const int64_t re = rc + LANES_CHUNK < r1 ? rc + LANES_CHUNK : r1, te = tb + block < tiles ? tb + block : tiles;
-        for (int64_t g = rc; g < re; g += LANES_ROWS)
-            lanes_widen_group(q, m, K, g, re, wg + (g - rc) * P, mg + (g - rc) * nb, mi ? mi + (g - rc) * nb : NULL);
+        /* one tile in the block (a request of at most 16 rows): it widens the weights itself as it reaches
+           them, and nothing reads its pairs after it, so they go to the same 256 bytes, and the int64 fold
+           reads the multipliers straight from mgrp (IntMatrix.mult_groups: groups of 8 rows, so a group of
+           4 from a multiple of 4 is 4 of them per block, 8 apart) where the range starts at a multiple of 4
+           (a thread's may not; then from the int32 copies it makes). Many tiles: a widening pass over the
+           chunk first (widening in the first tile measured no faster there, and up to 14 % slower on
+           all 288-row products) */
+        const int64_t single = te - tb == 1, direct = int_mult && single && r0 % LANES_ROWS == 0;
+        if (!single)
+            for (int64_t g = rc; g < re; g += LANES_ROWS)
+                lanes_widen_group(q, m, K, g, re, wg + (g - rc) * P, mg ? mg + (g - rc) * nb : NULL, mi ? mi + (g - rc) * nb : NULL);
         for (int64_t t = tb; t < te; t++) {
             const int64_t i0 = 16 * t, lanes = t < tiles16 ? 16 : 8, i1 = i0 + lanes < n ? i0 + lanes : n;
             double sxt[16] = {0}; /* the tile's row scales, zero past n */
             for (int64_t i = i0; i < i1; i++) sxt[i - i0] = sx[i];
             for (int64_t g = rc; g < re; g += LANES_ROWS) {
+                const int widen = (int)single;
                 const int8_t *pf = t == tb ? q + (g + LANES_CHUNK) * K : NULL;
-                if (mi && lanes == 16)
-                    lanes_tile16_i64(xt + i0 * P, wg + (g - rc) * P, mi + (g - rc) * nb, nb, pf, K, acc, acc64);
-                else if (mi)
-                    lanes_tile8_i64(xt + i0 * P, wg + (g - rc) * P, mi + (g - rc) * nb, nb, pf, K, acc, acc64);
+                const lanes_src src = {q + g * K, m + g * nb, re - g < LANES_ROWS ? re - g : LANES_ROWS};
+                int32_t *wgg = wg + (g - rc) * P;
+                /* mult_groups is read only (the int32 copies are written only when not direct) */
+                int32_t *mig = direct ? (int32_t *)(mgrp + g / 8 * 8 * nb + g % 8) : mi ? mi + (g - rc) * nb : NULL;
+                if (int_mult && lanes == 16)
+                    lanes_tile16_i64(xt + i0 * P, wgg, mig, nb, pf, K, acc, acc64, direct ? 2 : widen, src);
+                else if (int_mult)
+                    lanes_tile8_i64(xt + i0 * P, wgg, mig, nb, pf, K, acc, acc64, direct ? 2 : widen, src);
                 else if (lanes == 16)
-                    lanes_tile16(xt + i0 * P, wg + (g - rc) * P, mg + (g - rc) * nb, nb, pf, K, acc);
+                    lanes_tile16(xt + i0 * P, wgg, mg + (g - rc) * nb, nb, pf, K, acc, widen, src);
                 else
-                    lanes_tile8(xt + i0 * P, wg + (g - rc) * P, mg + (g - rc) * nb, nb, pf, K, acc);
+                    lanes_tile8(xt + i0 * P, wgg, mg + (g - rc) * nb, nb, pf, K, acc, widen, src);
                 const int64_t ge = g + LANES_ROWS < re ? g + LANES_ROWS : re;
                 for (int64_t r = g; r < ge; r++) { /* put(): (acc * rs[r]) * sx[i], two products in this order */
                     double v[16] = {0}; /* all set below for the lanes read; GCC cannot see it (-Wmaybe-uninitialized) */
@@ -809,7 +898,7 @@ void q8_matmul(int64_t n, int64_t K, const int16_t *x, const int8_t *q, const fl
 #ifdef __AVX2__
     if (n >= LANES_MIN_ROWS) {
         const int64_t tiles16 = n / 16 + (n % 16 > 8), tile8 = n % 16 > 0 && n % 16 <= 8;
-        if (matmul_lanes(n, tiles16, tile8, K, x, q, m, r0, r1, rs, mg != NULL, sx, out, ldo, out32) == 0)
+        if (matmul_lanes(n, tiles16, tile8, K, x, q, m, r0, r1, rs, mg, sx, out, ldo, out32) == 0)
             i_begin = n;
     }
 #endif
