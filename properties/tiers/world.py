@@ -225,8 +225,8 @@ class TierWorld:
             self.states.check(f"{request}'s handle", prefix, pages, guarded("states", self.cache.states, request.handle))
         if self.windows is not None:  # and the window values of its prefix's tokens
             prefix = request.tokens[: len(request.values)]
-            pages = self.model.pages_of(prefix, namespace_key(request.namespace))
             key = namespace_key(request.namespace)
+            pages = self.model.pages_of(prefix, key)
             self.windows.check(f"{request}'s handle", prefix, pages, guarded("windows", self.cache.windows, request.handle),
                                lambda i, value: self.model.window_tenant(prefix, i, value, key))
 
