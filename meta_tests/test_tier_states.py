@@ -133,3 +133,43 @@ def test_each_state_mutant_is_correct_without_a_trip_through_host(mutant: type) 
         world.serve(tokens)
         world.finish()
     world.check()
+
+
+class _StatesByTokens(TieredStateCache):
+    """A state table keyed by the tokens alone (the hybrid trial's ``HostStatesByTokens``, in small):
+    a tenant's page reports the state another tenant inserted for the same tokens."""
+
+    tier_capabilities = TierCapabilities(namespaces=True, second_pool=StatePool())
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.by_tokens: dict[tuple[int, ...], int] = {}
+
+    def insert(self, tokens: Any, values: Any, namespace: Any = None, priority: int = 0, state: Any = -1) -> int:
+        if len(tokens) and len(tokens) % self.page_size == 0 and state != -1:
+            self.by_tokens[tuple(int(t) for t in tokens)] = int(state)
+        return super().insert(tokens, values, namespace=namespace, priority=priority, state=state)
+
+    def states(self, handle: Any) -> list[int]:
+        path = self._path(handle)
+        keys = [sum((node.key for node in path[:i + 1]), ()) for i in range(len(path))]
+        return [self.by_tokens.get(key, -1) for key in keys]
+
+
+def test_a_state_from_another_tenant_names_the_page_it_was_inserted_at() -> None:
+    world = TierWorld(_StatesByTokens, 1, "write_through")
+    world.serve([1, 2], namespace="a")
+    world.finish()
+    world.serve([1, 2], namespace="b")  # the same tokens, another tenant: the table now holds b's state
+    world.finish()
+    world.serve([1, 2], namespace="a")
+    with pytest.raises(SecondValueViolation, match=r"under namespace 'a'.* \(the state inserted at Page\(\[1, 2\] "
+                                                   r"under namespace 'b'"):
+        world.finish()
+
+
+def test_the_reference_reads_each_tenants_own_state() -> None:
+    world = TierWorld(TieredStateCache, 1, "write_through")  # the same story on the correct cache: no finding
+    for namespace in ("a", "b", "a"):
+        world.serve([1, 2], namespace=namespace)
+        world.finish()

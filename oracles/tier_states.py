@@ -32,10 +32,13 @@ class TierStates:
 
     def __init__(self) -> None:
         self.inserted: dict[Any, int] = {}  # a tier model's Page -> the state value inserted at its end
+        self.owner: dict[int, Any] = {}  # a state value -> the page it was inserted at (to name a misplaced one)
 
     def on_insert(self, last_page: Any, value: int) -> None:
         """An insert that ends at ``last_page`` (page-aligned, non-empty) carried state ``value``."""
-        self.inserted.setdefault(last_page, value)
+        if last_page not in self.inserted:
+            self.inserted[last_page] = value
+            self.owner[value] = last_page
 
     def check(self, what: str, tokens: Sequence[int], pages: Sequence[Any], reported: Any) -> None:
         """``reported`` (the cache's ``states(handle)``) for the path ``pages`` of ``tokens``."""
@@ -53,5 +56,8 @@ class TierStates:
         page = pages[i]
         parent = self.inserted.get(page.parent, NONE) if page.parent is not None else NONE
         whose = " (its parent's)" if got[i] == parent != NONE else ""
+        owner = self.owner.get(got[i])
+        if not whose and owner is not None and owner is not page:  # another tenant's, or an earlier page's
+            whose = f" (the state inserted at {owner})"
         had = f"the state {want[i]} inserted there" if want[i] != NONE else "none (no insert ended there)"
         raise SecondValueViolation(f"states() of {what}: {page} reports state {got[i]}{whose}, but it has {had}")
