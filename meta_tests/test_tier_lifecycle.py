@@ -24,6 +24,7 @@ from typing import Any
 
 import numpy as np
 import pytest
+from hypothesis import settings
 
 from radixcheck import profiles
 from radixcheck.oracles.tier_model import check_conservation
@@ -44,6 +45,7 @@ from radixcheck.properties.tiers.mutants import (
     machines_for_mutant,
 )
 from radixcheck.reference.tiered_cache import TieredRadixCache, TierNode
+from radixcheck.reference.tiered_state_cache import TieredStateCache
 
 CORRECT = [TieredRadixCache, LoadLockedTiers, TrustingLifecycleTiers]
 POLICIES = ["write_through", "write_back"]
@@ -405,3 +407,41 @@ def test_a_tier_call_that_hangs_fails_under_the_per_operation_limit(monkeypatch:
     with pytest.raises(OperationTimeout, match="evict"):
         world.evict(100)
     forget_hangs()
+
+
+class _ChecksEveryCall(TieredStateCache):
+    """The reference, refusing (by assertion) any call a correct engine would not send: an unlock with
+    no earlier lock through the same handle, a handle the cache no longer holds, malformed arguments."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.held: dict[int, int] = {}
+
+    def _live(self, handle: Any) -> None:
+        node = handle
+        while node is not None and node.parent is not None:
+            assert node.parent.children.get(node.key) is node, f"a stale or quarantined handle {handle!r} was sent"
+            node = node.parent
+
+    def inc_lock_ref(self, handle: Any) -> None:
+        self._live(handle)
+        self.held[id(handle)] = self.held.get(id(handle), 0) + 1
+        super().inc_lock_ref(handle)
+
+    def dec_lock_ref(self, handle: Any) -> None:
+        assert self.held.get(id(handle), 0) > 0, "an unlock with no earlier lock through this handle was sent"
+        self.held[id(handle)] -= 1
+        super().dec_lock_ref(handle)
+
+    def insert(self, tokens: Any, values: Any, namespace: Any = None, **kwargs: Any) -> int:
+        hash(namespace)
+        assert len(tokens) == len(values) and all(isinstance(t, int) and t >= 0 for t in tokens), "malformed insert"
+        return super().insert(tokens, values, namespace=namespace, **kwargs)
+
+
+@pytest.mark.parametrize("policy", ["write_through", "write_back"])
+def test_the_tier_machine_sends_only_what_a_correct_engine_sends(policy: str) -> None:
+    # TierCapabilities has no checks_locks/validates_input because of this: a cache that checks every call passes
+    assert _ChecksEveryCall.tier_capabilities.lifecycle == "tree" and _ChecksEveryCall.tier_capabilities.namespaces
+    run_machine(tier_machine_for(_ChecksEveryCall, 1, policy, name="checks_every_call"),
+                search=settings(max_examples=25, stateful_step_count=25, deadline=None, database=None))

@@ -342,7 +342,13 @@ TIER_LIFECYCLES = ("off", "tree")
 
 @dataclass(frozen=True)
 class TierCapabilities:
-    """What a tiered target offers."""
+    """What a tiered target offers.
+
+    There is no ``checks_locks`` or ``validates_input`` here, and none is needed: the tier machine
+    sends only what a correct engine sends (every unlock pairs with an earlier lock through the same
+    handle, no stale, foreign or quarantined handle, well-formed tokens, values and namespaces), so
+    a tier cache that trusts its callers, as SGLang's HiCache does, is judged as one. The base
+    contract's refusals (an unmatched unlock, bad input) are not exercised on a tier."""
 
     write_policies: tuple[str, ...] = ("write_through", "write_back")
     """The write policies the factory accepts; the suite runs each."""
