@@ -327,3 +327,21 @@ def test_the_audit_prints_one_finding_for_five_failing_tests(tmp_path: Path) -> 
     [finding] = json.loads((tmp_path / "audit.json").read_text())["findings"]
     assert finding["oracle"] == "bad input refused, state unchanged" and len(finding["tests"]) == 5
     assert "### 1. bad input refused" in (tmp_path / "audit.md").read_text()
+
+
+def test_a_finding_after_two_waived_ones_names_both_as_its_possible_cause() -> None:
+    """The hybrid trial waived a state finding and a tenant-isolation finding; the slot finding that
+    the waived quarantine left behind was said to be an echo of the state finding alone (the first)."""
+    from radixcheck.audit import after_waived
+
+    def waiver(oracle: str, line: int) -> dict[str, str]:
+        return {"oracle": oracle, "type": "X", "waiver": f"w.txt:{line}: known"}
+
+    state, tenants = waiver("20 second-pool value live or tombstoned", 1), waiver("10 tenant isolation", 2)
+    slots = Verdict("t[page_size=1]", "failed", 0.0, "3 slot conservation", "device slots leaked", waived=[state, tenants])
+    alone = Verdict("t[page_size=2]", "failed", 0.0, "3 slot conservation", "device slots leaked", waived=[tenants])
+    (both,) = after_waived(findings_of([slots]), [slots])
+    assert both.echo_of == ("the waived 20 second-pool value live or tombstoned finding (w.txt:1: known) or "
+                            "the waived 10 tenant isolation finding (w.txt:2: known)")
+    (one,) = after_waived(findings_of([alone]), [alone])
+    assert one.echo_of == "the waived 10 tenant isolation finding (w.txt:2: known)"

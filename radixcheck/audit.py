@@ -207,9 +207,14 @@ def after_waived(findings: list[Finding], verdicts: list[Verdict]) -> list[Findi
     """A finding met only in tests that looked past a waived finding is said as its possible echo:
     once a waived step has failed, the model and the cache may disagree from there on (a new user
     waived ``return values`` and got a sizes finding the waived eviction had caused)."""
-    waived = {v.test: v.waived[0] for v in verdicts if v.waived}
-    return [dataclasses.replace(f, echo_of=f"the waived {waived[f.tests[0]]['oracle']} finding ({waived[f.tests[0]]['waiver']})")
-            if not f.echo_of and f.tests and all(t in waived for t in f.tests) else f for f in findings]
+    waived = {v.test: v.waived for v in verdicts if v.waived}
+
+    def causes(f: Finding) -> str:  # every waived finding its tests looked past: the first alone may not be its cause
+        met = dict.fromkeys((w["oracle"], w["waiver"]) for t in f.tests for w in waived[t])
+        return " or ".join(f"the waived {oracle} finding ({where})" for oracle, where in met)
+
+    return [dataclasses.replace(f, echo_of=causes(f)) if not f.echo_of and f.tests and all(t in waived for t in f.tests)
+            else f for f in findings]
 
 
 def with_echoes_last(findings: list[Finding]) -> list[Finding]:
