@@ -168,6 +168,20 @@ class HybridHiCache:
             if not self._write(node, write_back=False):
                 return
 
+    def _demote(self, node: Node) -> None:
+        """A backed-up device page leaves the device; its state stays with its host copy."""
+        self.allocator.free(node.device)
+        self._set_device(node, None)
+        self._push(node)
+
+    def _promote(self, node: Node, slots: np.ndarray) -> None:
+        """A host-only page takes an inserting caller's device KV (it is on both tiers again)."""
+        self._set_device(node, slots)
+
+    def _loaded(self, node: Node) -> None:
+        """A load-back's completion: the page's KV has arrived (its state never left the node)."""
+        node.loading = None
+
     def _path(self, handle: Node) -> list[Node]:
         path = []
         while not handle.root:
@@ -241,7 +255,7 @@ class HybridHiCache:
             elif child.device is not None:
                 prefix += len(page)
             else:                                       # on host only: it takes the caller's KV
-                self._set_device(child, mine)
+                self._promote(child, mine)
             child.hits += 1
             child.priority = max(child.priority, priority)
             child.last_use = self.clock
@@ -278,9 +292,7 @@ class HybridHiCache:
             size = len(node.key)
             counted += size
             if node.host is not None:                   # backed up: demote to host
-                self.allocator.free(node.device)
-                self._set_device(node, None)
-                self._push(node)
+                self._demote(node)
                 freed += size
             elif self.write_policy == "write_back" and self._write(node, write_back=True):
                 continue                                # freed at the write's completion
@@ -353,11 +365,10 @@ class HybridHiCache:
                     continue
                 self._set_host(node, transfer.host_slots)
                 if node.evicting and node.lock == 0 and node.dev_children == 0:
-                    self.allocator.free(node.device)
-                    self._set_device(node, None)
+                    self._demote(node)
                 node.evicting = False
             else:
-                node.loading = None
+                self._loaded(node)
                 if node.removed:
                     self.allocator.free(node.device)
                     self.host_pool.free(node.host)
