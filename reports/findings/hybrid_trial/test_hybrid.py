@@ -1,13 +1,12 @@
 """My own tests: radixcheck's tier machine as a library, on my cache and on one planted bug."""
 
+import bugs
 import pytest
+from hybridcache import make
 from hypothesis import settings
 
 from radixcheck import run_machine, tier_machine_for
 from radixcheck.oracles.violations import SecondValueViolation
-
-import bugs
-from hybridcache import make
 
 SEARCH = settings(max_examples=60, stateful_step_count=40, deadline=None)
 
