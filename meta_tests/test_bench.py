@@ -346,3 +346,24 @@ def test_a_target_with_nothing_measurable_exits_2_with_one_line(capsys) -> None:
     assert main(["bench", "meta_tests.test_bench:TieredInsertBreaks", *SMALL]) == 2
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and "nothing measured" in err and "raised AttributeError" in err, err
+
+
+def test_the_sizes_of_both_trees_are_measured_smallest_first_so_a_spent_budget_cuts_both() -> None:
+    """A new user's tiered cache at load 9 spent --max-seconds 120 on the wide tree and never reached
+    the deep one (where recursive walks break); its last line said only "1 flagged". The sizes now
+    interleave, wide and deep by rank."""
+    lines: list[str] = []
+    bench([(load_target(REFERENCE), 1)], BenchPlan(wide_leaves=(16, 32, 64), deep_levels=(4, 8, 16), repeats=1),
+          clock=LineClock(), progress=lines.append)
+    sys.settrace(None)
+    shapes = [shape for line in lines for shape in ("wide", "deep") if f": {shape} tree" in line]
+    assert shapes[:4] == ["wide", "deep", "wide", "deep"], lines
+
+
+def test_an_operation_left_unjudged_is_named_on_the_last_line(capsys) -> None:
+    """Measured at two sizes only (a flag needs three), the deep tree's operations are said so on the summary
+    line, not hidden behind "nothing flagged"."""
+    assert main(["bench", REFERENCE, "--sizes", "16,32,64", "--deep-levels", "4,8", "--repeats", "1", "--no-reference",
+                 "--max-seconds", "60"]) == 0
+    last = capsys.readouterr().out.strip().splitlines()[-1]
+    assert "not judged" in last and "match_prefix_deep" in last and "nothing flagged" not in last, last

@@ -601,12 +601,11 @@ class _Runner:
         try:
             with memory_limit(resident_bytes() + self.plan.memory_mib * 2**20) as self._memory, \
                     time_budget(self.plan.max_seconds):
-                for shape, sizes, steps in self._families():
-                    for index in range(len(sizes)):
-                        for i, (result, (target, page_size)) in enumerate(zip(self.results, self.targets, strict=True)):
-                            n = self._size(shape, sizes, index, page_size)
-                            if n is not None and self._affordable(i, result, shape, n):
-                                self._measure(i, result, target, page_size, shape, n, steps)
+                for shape, sizes, steps, index in self._smallest_first():
+                    for i, (result, (target, page_size)) in enumerate(zip(self.results, self.targets, strict=True)):
+                        n = self._size(shape, sizes, index, page_size)
+                        if n is not None and self._affordable(i, result, shape, n):
+                            self._measure(i, result, target, page_size, shape, n, steps)
         except BudgetSpent:
             self._stop_all(f"not measured: --max-seconds {self.plan.max_seconds:g} reached")
         for result in self.results:
@@ -628,6 +627,16 @@ class _Runner:
     def _built_by(shape: str) -> str:
         """The operation whose calls build a tree of this shape: a limit hit while building is its."""
         return "insert" if shape == "wide" else "insert_deep"
+
+    def _smallest_first(self) -> Iterator[tuple[str, tuple[int, ...], list[tuple[tuple[str, ...], _Measure]], int]]:
+        """Every family's sizes, interleaved by rank (wide 1, deep 1, wide 2, ...): a spent
+        ``--max-seconds`` then cuts the largest sizes of each, not a whole family (a new user's
+        tiered cache, at load 9, never reached the deep tree, where recursive walks break)."""
+        families = list(self._families())
+        for index in range(max((len(sizes) for _, sizes, _ in families), default=0)):
+            for shape, sizes, steps in families:
+                if index < len(sizes):
+                    yield shape, sizes, steps, index
 
     def _families(self) -> Iterator[tuple[str, tuple[int, ...], list[tuple[tuple[str, ...], _Measure]]]]:
         yield "wide", self.plan.wide_leaves, WIDE_STEPS

@@ -164,5 +164,7 @@ def run_bench(args: argparse.Namespace) -> int:
     said = [f"{len(failed)} failed: " + "; ".join(f"{name} ({mine.ops[name].stopped})" for name in failed)] if failed else []
     grown = [name for name in flags if name not in failed]
     said += [f"{len(grown)} flagged: {', '.join(grown)}"] if grown else []
+    unjudged = [name for name, op in mine.ops.items() if op.verdict.startswith("not judged")]
+    said += [f"{len(unjudged)} not judged (too few sizes measured; see the table): {', '.join(unjudged)}"] if unjudged else []
     print(f"radixcheck: {target.spec}: " + ("; ".join(said) if said else "nothing flagged"))
     return EXIT_FLAGGED if flags and args.fail_on_flag else EXIT_MEASURED
