@@ -322,7 +322,8 @@ class HybridHiCache:
                 return 0
         rest = tuple(int(t) for t in tokens[cut * ps:])
         removed = 0
-        for key in [k for k in node.children if k[:len(rest)] == rest]:
+        keys = [rest] if len(rest) == ps else [k for k in node.children if k[:len(rest)] == rest]   # a partial page: scan
+        for key in [k for k in keys if k in node.children]:
             top = node.children[key]
             if top.device is not None:
                 node.dev_children -= 1
