@@ -163,8 +163,8 @@ def test_a_state_from_another_tenant_names_the_page_it_was_inserted_at() -> None
     world.serve([1, 2], namespace="b")  # the same tokens, another tenant: the table now holds b's state
     world.finish()
     world.serve([1, 2], namespace="a")
-    with pytest.raises(SecondValueViolation, match=r"under namespace 'a'.* \(the state inserted at Page\(\[1, 2\] "
-                                                   r"under namespace 'b'"):
+    with pytest.raises(SecondValueViolation, match=r"under namespace 'a'.* \(another tenant's: the state inserted at "
+                                                   r"Page\(\[1, 2\] under namespace 'b'"):
         world.finish()
 
 

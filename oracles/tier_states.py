@@ -58,6 +58,7 @@ class TierStates:
         whose = " (its parent's)" if got[i] == parent != NONE else ""
         owner = self.owner.get(got[i])
         if not whose and owner is not None and owner is not page:  # another tenant's, or an earlier page's
-            whose = f" (the state inserted at {owner})"
+            tenant = "another tenant's" if owner.namespace != page.namespace else "another page's"
+            whose = f" ({tenant}: the state inserted at {owner})"
         had = f"the state {want[i]} inserted there" if want[i] != NONE else "none (no insert ended there)"
         raise SecondValueViolation(f"states() of {what}: {page} reports state {got[i]}{whose}, but it has {had}")
