@@ -25,17 +25,17 @@ def test_a_hang_at_scale_is_one_paragraph_and_exit_1(monkeypatch: pytest.MonkeyP
                                                       capsys: pytest.CaptureFixture[str]) -> None:
     monkeypatch.setenv(TIMEOUT_ENV, "0.2")
     spec = f"{__name__}:SpinsInHostEviction"
-    assert main(["--target", spec, "--policy", "write_through", "--requests", "60", "--seed", "3"]) == 1
+    assert main(["--target", spec, "--policy", "write_through", "--requests", "60", "--seed", "3", "--no-stories"]) == 1
     out, err = capsys.readouterr()
     finding = [line for line in out.splitlines() if "HANG" in line]
     assert len(finding) == 1 and "Traceback" not in out + err
     for phrase in ("write_through seed 3", "evict_host did not return within 0.2 s of CPU time", "serving request",
-                   f"tier_scale --target {spec} --policy write_through --seed 3 --requests 60"):
+                   f"tier_scale --target {spec} --policy write_through --seed 3 --requests 60", "--no-stories"):
         assert phrase in finding[0]
 
 
 def test_the_reference_at_a_small_scale_has_no_finding(capsys: pytest.CaptureFixture[str]) -> None:
-    assert main(["--policy", "write_through", "--requests", "60", "--seed", "3"]) == 0
+    assert main(["--policy", "write_through", "--requests", "60", "--seed", "3", "--no-stories"]) == 0
     assert "HANG" not in capsys.readouterr().out
 
 
@@ -50,7 +50,7 @@ class SpinsInItsFactory(TieredRadixCache):
 def test_a_factory_that_hangs_is_one_paragraph_too(monkeypatch: pytest.MonkeyPatch,
                                                     capsys: pytest.CaptureFixture[str]) -> None:
     monkeypatch.setenv(TIMEOUT_ENV, "0.2")
-    assert main(["--target", f"{__name__}:SpinsInItsFactory", "--policy", "write_back", "--requests", "5"]) == 1
+    assert main(["--target", f"{__name__}:SpinsInItsFactory", "--policy", "write_back", "--requests", "5", "--no-stories"]) == 1
     out, err = capsys.readouterr()
     finding = [line for line in out.splitlines() if "HANG" in line]
     assert len(finding) == 1 and "Traceback" not in out + err
@@ -62,7 +62,7 @@ class WritesBackOnly(TieredRadixCache):
 
 
 def test_it_runs_the_policies_the_target_declares(capsys: pytest.CaptureFixture[str]) -> None:
-    assert main(["--target", f"{__name__}:WritesBackOnly", "--requests", "20"]) == 0
+    assert main(["--target", f"{__name__}:WritesBackOnly", "--requests", "20", "--no-stories"]) == 0
     rows = [line for line in capsys.readouterr().out.splitlines() if "policy=" in line]
     assert [row.split("policy=")[1].split()[0] for row in rows] == ["write_back"]
 
@@ -80,7 +80,7 @@ def test_a_bad_target_or_policy_exits_2_in_one_line(argv: list[str], says: str, 
 
 
 def test_a_run_that_moves_nothing_between_the_tiers_says_so(capsys: pytest.CaptureFixture[str]) -> None:
-    assert main(["--policy", "write_through", "--requests", "3"]) == 0
+    assert main(["--policy", "write_through", "--requests", "3", "--no-stories"]) == 0
     assert "loaded nothing back from host" in capsys.readouterr().out
-    assert main(["--policy", "write_through", "--requests", "30", "--device-slots", "64", "--host-slots", "128"]) == 0
+    assert main(["--policy", "write_through", "--requests", "30", "--device-slots", "64", "--host-slots", "128", "--no-stories"]) == 0
     assert "loaded nothing back" not in capsys.readouterr().out

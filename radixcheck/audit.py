@@ -106,8 +106,8 @@ def _shrink_budget(result: AuditResult) -> str:
         return f"{shrink_seconds(KvIndexMachine):g} s"
     if result.capabilities.startswith("TenantTreeCapabilities"):
         return f"{shrink_seconds(TenantTreeMachine):g} s"
-    if result.capabilities.startswith("TierCapabilities"):  # no production world ran: its line would mislead
-        return f"{shrink_seconds(TierMachine):g} s"
+    if result.capabilities.startswith("TierCapabilities"):  # its production world is deterministic: nothing to shrink
+        return f"{shrink_seconds(TierMachine):g} s; the tier production world is not shrunk (a fixed stream)"
     world = shrink_seconds(ProductionScaleMachine)
     return f"{shrink_seconds(None):g} s; a production-scale finding is " + (
         "not shrunk (reduced instead)" if world <= 0 else f"shrunk for {world:g} s")
@@ -417,8 +417,8 @@ class _Collector:
 
 def tier_lines(target: Target) -> tuple[str, str]:
     """For a tier target, the card's "Write policies" and "Worlds" lines: the policies run (each at
-    every page size) and the undeclared ones never sent; the tier machine's small worlds are all the
-    audit runs, the production-scale tier world is a command of its own."""
+    every page size) and the undeclared ones never sent; the worlds: the tier machine's small ones
+    and the bounded production-scale one (``radixcheck.properties.tiers.scale``)."""
     if target.kind != "tier":
         return "", ""
     from radixcheck.properties.tiers.contract import WRITE_POLICIES
@@ -427,9 +427,14 @@ def tier_lines(target: Target) -> tuple[str, str]:
     left = [p for p in WRITE_POLICIES if p not in run]
     policies = f"run {', '.join(run)} (each at every page size)" + (
         f"; not declared, so never sent: {', '.join(left)}" if left else "")
-    worlds = ("the tier machine's small worlds only (many short programs, in each write policy at each page size); "
-              "production scale did not run (the audit has no production-scale tier world; "
-              f"`python -m radixcheck.reports.tier_scale --target {target.spec}` runs one)")
+    from radixcheck.properties.tiers.scale import DEEP_TURNS, MASS_EVICTION_LEAVES, WIDE_REQUESTS
+
+    smallest = min(target.capabilities.page_sizes_tested(), default=1)
+    worlds = ("the tier machine's small worlds (many short programs, in each write policy at each page size), and the "
+              f"tier production world at page size {smallest} in each write policy: a wide tree of {WIDE_REQUESTS} requests "
+              f"then one evict of everything on device (at least {MASS_EVICTION_LEAVES} leaves), and a conversation "
+              f"{DEEP_TURNS} pages deep, each call under the per-operation limit (longer random traffic: "
+              f"`python -m radixcheck.reports.tier_scale --target {target.spec}`)")
     return policies, worlds
 
 

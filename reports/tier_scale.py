@@ -23,6 +23,13 @@ call overruns the per-operation limit (``RADIXCHECK_OP_TIMEOUT``): the seed, the
 the request and the command that replays it (the seed reproduces either: the run is
 deterministic). It runs the write policies the target declares (``TierCapabilities.write_policies``),
 or those ``--policy`` names among them.
+
+Each run starts with the audit's tier production world (:mod:`radixcheck.properties.tiers.scale`:
+a wide tree then one mass eviction, and a conversation 1,200 pages deep; ``--no-stories`` leaves
+it out), where an O(n) scan per evicted leaf or a recursive walk up a deep path fails in seconds.
+The whole command is bounded by ``--budget`` seconds of wall clock: when it is spent, the run in
+progress stops after its current request and says how far it got and that the rest was not judged
+(a cache whose every call stays under the limit but whose traffic crawls no longer runs unbounded).
 """
 
 from __future__ import annotations
@@ -39,6 +46,7 @@ from radixcheck.oracles.violations import ContractViolation
 from radixcheck.properties.target import OperationTimeout, guarded, op_timeout, op_wall_timeout
 from radixcheck.properties.tiers.contract import TierCapabilities
 from radixcheck.properties.tiers.lifecycle import LifecycleTierWorld
+from radixcheck.properties.tiers.scale import production_stories, world_for
 from radixcheck.properties.tiers.world import TierWorld
 from radixcheck.reports.machine import cpu_line
 
@@ -50,10 +58,22 @@ def _factory(spec: str) -> Any:
     return getattr(importlib.import_module(module), name)
 
 
+class BudgetSpent(Exception):
+    """The command's ``--budget`` ran out during a run: how far it got (no finding in what ran)."""
+
+
 def run(spec: str, policy: str, requests: int, seed: int, device: int, host: int, check_every: int,
-        page_size: int = 1) -> dict[str, Any]:
+        page_size: int = 1, stories: bool = False, deadline: float = float("inf")) -> dict[str, Any]:
+    """One run; ``stories``: the tier production world first (module docstring); ``deadline``: a
+    ``time.monotonic()`` past which it stops (:class:`BudgetSpent`) after its current request."""
     rng = random.Random(seed)
     factory = _factory(spec)
+    if stories:
+        try:
+            production_stories(world_for(factory, page_size, policy, seed=seed), random.Random(seed))
+        except OperationTimeout as hang:
+            hang.stage = " ".join(getattr(hang, "__notes__", [])).removeprefix("radixcheck: ")  # type: ignore[attr-defined]
+            raise
     caps = getattr(factory, "tier_capabilities", None)
     lifecycle = caps is not None and caps.lifecycle == "tree"
     states = caps is not None and getattr(caps, "second_pool", None) is not None
@@ -65,6 +85,9 @@ def run(spec: str, policy: str, requests: int, seed: int, device: int, host: int
                         device_slots=device, host_slots=host, seed=seed)
         world.log = _Tail()  # the world's log is a repro's; at scale keep only the last lines
         for request in range(1, requests + 1):
+            if time.monotonic() > deadline:
+                raise BudgetSpent(f"--budget spent: served {request - 1} of {requests} requests in "
+                                  f"{time.perf_counter() - start:.0f} s with no finding; the rest was not judged")
             stage = f"serving request {request} of {requests}"
             tokens = rng.choice(prefixes)[: rng.randrange(1, 9) * 32 * page_size] + [rng.randrange(50_000)
                                                                                      for _ in range(rng.randrange(8, 96))]
@@ -136,6 +159,7 @@ def hang_finding(args: argparse.Namespace, policy: str, seed: int, hang: Operati
     the command that replays it (a run is deterministic in its seed)."""
     replay = [f"--target {args.target}", f"--policy {policy}", f"--seed {seed}", f"--requests {args.requests}",
               f"--device-slots {args.device_slots}", f"--host-slots {args.host_slots}", f"--check-every {args.check_every}"]
+    replay += ["--no-stories"] if args.no_stories else []
     where = getattr(hang, "stage", "")
     return (f"{args.target} {policy} seed {seed}: HANG (per-operation limit {op_timeout():g} s of CPU time, "
             f"{op_wall_timeout():g} s of wall clock for a call that blocks), {where}: {hang}. The run is deterministic: "
@@ -152,6 +176,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--check-every", type=positive_int, default=100)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--seeds", type=positive_int, default=1, help="runs with seeds --seed, --seed + 1, ... (default 1)")
+    parser.add_argument("--budget", type=positive_int, default=600,
+                        help="seconds of wall clock for the whole command; a run in progress then stops (default 600)")
+    parser.add_argument("--no-stories", action="store_true",
+                        help="leave out the tier production world (a wide tree, a deep conversation) before each run")
     args = parser.parse_args(argv)
     try:
         factory = _factory(args.target)
@@ -163,11 +191,15 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(f"--policy {undeclared[0]}: {args.target} declares write policies {', '.join(declared)} only")
     policies = args.policy or list(declared)  # a target is driven as its callers would: its declared policies only
     print(cpu_line())
-    failed = 0
+    failed, deadline = 0, time.monotonic() + args.budget
     for policy in policies:
         for seed in range(args.seed, args.seed + args.seeds):
+            if time.monotonic() > deadline:
+                print(f"{args.target} {policy} seed {seed}: not run (--budget {args.budget} s spent)", flush=True)
+                continue
             try:
-                row = run(args.target, policy, args.requests, seed, args.device_slots, args.host_slots, args.check_every)
+                row = run(args.target, policy, args.requests, seed, args.device_slots, args.host_slots, args.check_every,
+                          stories=not args.no_stories, deadline=deadline)
                 print(" ".join(f"{k}={v}" for k, v in row.items()) + f" seed={seed}", flush=True)
                 if not row["loads"]:  # a pass that never brought a page back must not read as one that did
                     print(f"note: seed {seed} loaded nothing back from host (the device never had to evict what a later "
@@ -178,6 +210,12 @@ def main(argv: list[str] | None = None) -> int:
                 failed += 1
             except OperationTimeout as hang:
                 print(hang_finding(args, policy, seed, hang), flush=True)
+                failed += 1
+            except BudgetSpent as spent:
+                print(f"{args.target} {policy} seed {seed}: CUT SHORT: {spent}", flush=True)
+            except RecursionError as crash:  # a recursive walk at scale: the finding, not a traceback
+                print(f"{args.target} {policy} seed {seed}: CRASH (RecursionError: {crash}): "
+                      + " ".join(getattr(crash, "__notes__", [])), flush=True)
                 failed += 1
     if args.seeds > 1:
         print(f"{failed} of {args.seeds * len(policies)} runs failed")

@@ -1,16 +1,32 @@
-"""The conformance test of tiered caches (a host tier: ``radixcheck.properties.tiers.contract``),
+"""The conformance tests of tiered caches (a host tier: ``radixcheck.properties.tiers.contract``),
 run against a tier target (``radixcheck audit mymodule:make``; the factory's ``tier_capabilities``
-is a ``TierCapabilities``): the tier machine, whose scheduler delivers the controller's
-completions in any order, at each page size, in each write policy the target declares."""
+is a ``TierCapabilities``): the tier production world (a wide tree, then a conversation > 1000
+pages deep: ``radixcheck.properties.tiers.scale``) at the smallest page size, then the tier
+machine, whose scheduler delivers the controller's completions in any order, at each page size,
+in each write policy the target declares. The production world runs first: it is deterministic
+and bounded (seconds on a correct cache), and a cost or depth bug gets its verdict before the
+small worlds' minutes."""
 
 from __future__ import annotations
+
+import random
 
 import pytest
 
 from radixcheck.properties.findings.verdict import run_machine
 from radixcheck.properties.tiers.machine import tier_machine_for
+from radixcheck.properties.tiers.scale import production_stories, world_for
 
 pytestmark = pytest.mark.radix_tier
+
+
+def test_tier_at_production_scale(target, page_size) -> None:
+    """Every declared write policy in turn, at the smallest declared page size (a deep path costs
+    turns**2 * page_size tokens sent); each call under the per-operation limit."""
+    if page_size != min(target.capabilities.page_sizes_tested()):
+        pytest.skip("the tier production world is built once, at the smallest page size")
+    for policy in target.capabilities.write_policies:
+        production_stories(world_for(target.factory, page_size, policy), random.Random(0))
 
 
 def test_tier_state_machine(target, page_size, radix_waivers) -> None:

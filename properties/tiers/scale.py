@@ -1,0 +1,123 @@
+"""The bounded production-scale stories of a tier world: a wide tree and a long conversation.
+
+A tier cache's small worlds (the tier machine) hold tens of pages; bugs that live only at
+production scale pass them: an eviction that scans every node per leaf it frees (O(n) a leaf), a
+lock walk that recurses up the path (a Python RecursionError past ~1000 pages deep). These two
+stories build that world through the ordinary :class:`~radixcheck.properties.tiers.world.TierWorld`
+(every call judged by the tier model's incremental hooks, every call under the per-operation limit,
+``RADIXCHECK_OP_TIMEOUT``), with only what the target declares (its write policy, its second pool,
+its lifecycle world):
+
+1. **A wide tree.** :data:`WIDE_REQUESTS` requests on a few shared system prompts, each with its own
+   question (served, finished, their backups completed), then memory pressure: one ``evict`` of
+   everything on device, which must free at least :data:`MASS_EVICTION_LEAVES` leaves.
+2. **A long conversation.** One conversation of :data:`DEEP_TURNS` turns, each turn a page more:
+   served whole (match and ``inc_lock_ref`` along the whole path), then finished (insert, then
+   ``dec_lock_ref``), so its path is :data:`DEEP_TURNS` pages deep.
+
+The audit runs both (``radixcheck.properties.conformance.test_tier_machine``) and so does
+``python -m radixcheck.reports.tier_scale``, before its random traffic: one place, one world. A
+failure carries a note naming the story, the tree's size and the limit.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Callable
+from typing import Any
+
+from radixcheck.properties.target import op_timeout
+from radixcheck.properties.tiers.contract import TierCapabilities
+from radixcheck.properties.tiers.lifecycle import LifecycleTierWorld
+from radixcheck.properties.tiers.world import TierWorld
+
+WIDE_REQUESTS = 1500  # ~1500 leaves: a scan per evicted leaf costs ~10^6 node visits, over the limit
+MASS_EVICTION_LEAVES = 500  # the one eviction under memory pressure frees at least this many leaves
+DEEP_TURNS = 1200  # pages deep: past Python's recursion limit (1000 frames) with room for the caller's stack
+SYSTEM_PROMPTS = 4
+VOCABULARY = 50_000
+
+
+def world_for(factory: Callable[..., Any], page_size: int, policy: str, seed: int = 0,
+              device_slots: int | None = None, host_slots: int | None = None) -> TierWorld:
+    """A tier world big enough that neither story evicts before its memory pressure (unless asked
+    for smaller pools): the lifecycle world for a target that declares ``lifecycle="tree"``."""
+    caps: TierCapabilities | None = getattr(factory, "tier_capabilities", None)
+    lifecycle = caps is not None and caps.lifecycle == "tree"
+    device = device_slots or (WIDE_REQUESTS * 24 + DEEP_TURNS + 64) * page_size
+    host = host_slots or 2 * device
+    return (LifecycleTierWorld if lifecycle else TierWorld)(factory, page_size, policy, device_slots=device,
+                                                              host_slots=host, seed=seed)
+
+
+def _settle(world: TierWorld, rng: random.Random) -> None:
+    """The backups in flight complete, in random order (a real controller's do)."""
+    pending = world.pending()
+    rng.shuffle(pending)
+    for number in pending:
+        if any(t.number == number for t in world.controller.pending):
+            world.complete(number, said=False)
+
+
+def wide_tree(world: TierWorld, rng: random.Random, requests: int = WIDE_REQUESTS) -> int:
+    """Story 1 (module docstring); returns the leaves the mass eviction had to free at least."""
+    p = world.page_size
+    prompts = [[rng.randrange(VOCABULARY) for _ in range(4 * p)] for _ in range(SYSTEM_PROMPTS)]
+    for i in range(requests):
+        question = [rng.randrange(VOCABULARY) for _ in range(rng.randint(8, 16) * p)]
+        world.serve(prompts[i % SYSTEM_PROMPTS] + question, load=True)
+        world.finish()
+        if i % 64 == 63:
+            _settle(world, rng)
+    _settle(world, rng)
+    world.check()
+    on_device = int(world.cache.device_size())
+    leaves = on_device // (16 * p)  # each question's leaf holds at most 16 pages
+    if leaves < MASS_EVICTION_LEAVES:
+        raise AssertionError(f"radixcheck: the wide tree holds {on_device} tokens on device, too few for an eviction "
+                             f"of {MASS_EVICTION_LEAVES} leaves (is the world too small?)")
+    world.evict(on_device, said=False)
+    _settle(world, rng)
+    world.check()
+    return leaves
+
+
+def long_conversation(world: TierWorld, rng: random.Random, turns: int = DEEP_TURNS) -> None:
+    """Story 2 (module docstring): each turn is served on the whole history, then adds a page."""
+    p = world.page_size
+    history = [rng.randrange(VOCABULARY) for _ in range(p)]
+    world.serve(history)
+    world.finish()
+    for _ in range(turns - 1):
+        history = history + [rng.randrange(VOCABULARY) for _ in range(p)]
+        world.serve(history)  # matches the path so far whole and locks it: inc_lock_ref at its deepest node
+        world.finish()  # inserts the new page below it and unlocks: dec_lock_ref from there
+        if len(world.pending()) > 256:
+            _settle(world, rng)
+    _settle(world, rng)
+    world.check()
+
+
+def production_stories(world: TierWorld, rng: random.Random, requests: int = WIDE_REQUESTS,
+                       turns: int = DEEP_TURNS) -> None:
+    """Both stories, in order; a failure says which story, how big the tree was and the limit."""
+    stories: list[tuple[str, Callable[[], Any]]] = [
+        (f"a wide tree of {requests} requests on {SYSTEM_PROMPTS} system prompts, then one evict of everything on device "
+         f"(at least {MASS_EVICTION_LEAVES} leaves)", lambda: wide_tree(world, rng, requests)),
+        (f"a conversation of {turns} turns, its path {turns} pages deep", lambda: long_conversation(world, rng, turns)),
+    ]
+    for story, run in stories:
+        try:
+            run()
+        except Exception as exc:
+            exc.add_note(f"radixcheck: in the tier production world ({world.write_policy}, page size {world.page_size}), "
+                         f"while: {story}; the tree then held {_size(world)}; per-operation limit {op_timeout():g} s of CPU")
+            raise
+
+
+def _size(world: TierWorld) -> str:
+    """The tree's size as the cache says it (what a finding can name; guarded: the cache may be broken)."""
+    try:
+        return f"{int(world.cache.device_size())} tokens on device and {int(world.cache.host_size())} on host"
+    except Exception:  # noqa: BLE001 - a broken size must not hide the finding
+        return "(its size could not be read)"
