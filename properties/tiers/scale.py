@@ -26,7 +26,7 @@ import random
 from collections.abc import Callable
 from typing import Any
 
-from radixcheck.properties.target import op_timeout
+from radixcheck.properties.target import guarded, op_timeout
 from radixcheck.properties.tiers.contract import TierCapabilities
 from radixcheck.properties.tiers.lifecycle import LifecycleTierWorld
 from radixcheck.properties.tiers.world import TierWorld
@@ -88,10 +88,14 @@ def long_conversation(world: TierWorld, rng: random.Random, turns: int = DEEP_TU
     history = [rng.randrange(VOCABULARY) for _ in range(p)]
     world.serve(history)
     world.finish()
-    for _ in range(turns - 1):
+    for turn in range(2, turns + 1):
         history = history + [rng.randrange(VOCABULARY) for _ in range(p)]
-        world.serve(history)  # matches the path so far whole and locks it: inc_lock_ref at its deepest node
-        world.finish()  # inserts the new page below it and unlocks: dec_lock_ref from there
+        try:
+            world.serve(history)  # matches the path so far whole and locks it: inc_lock_ref at its deepest node
+            world.finish()  # inserts the new page below it and unlocks: dec_lock_ref from there
+        except Exception as exc:
+            exc.add_note(f"radixcheck: at turn {turn} of the conversation: its cached path {turn - 1} pages deep")
+            raise
         if len(world.pending()) > 256:
             _settle(world, rng)
     _settle(world, rng)
@@ -111,8 +115,19 @@ def production_stories(world: TierWorld, rng: random.Random, requests: int = WID
             run()
         except Exception as exc:
             exc.add_note(f"radixcheck: in the tier production world ({world.write_policy}, page size {world.page_size}), "
-                         f"while: {story}; the tree then held {_size(world)}; per-operation limit {op_timeout():g} s of CPU")
+                         f"while: {story}; in the call {_call_of(exc)} (operation {world.operations}); the tree then held "
+                         f"{_size(world)}; per-operation limit {op_timeout():g} s of CPU")
             raise
+
+
+def _call_of(exc: BaseException) -> str:
+    """The target's method the failure came from: the innermost ``guarded(what, ...)`` on its traceback."""
+    tb, what = exc.__traceback__, "(none: it came from radixcheck's own checks)"
+    while tb is not None:
+        if tb.tb_frame.f_code is guarded.__code__:
+            what = str(tb.tb_frame.f_locals.get("what", what))
+        tb = tb.tb_next
+    return what
 
 
 def _size(world: TierWorld) -> str:
