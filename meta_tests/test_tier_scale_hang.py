@@ -84,3 +84,12 @@ def test_a_run_that_moves_nothing_between_the_tiers_says_so(capsys: pytest.Captu
     assert "loaded nothing back from host" in capsys.readouterr().out
     assert main(["--policy", "write_through", "--requests", "30", "--device-slots", "64", "--host-slots", "128", "--no-stories"]) == 0
     assert "loaded nothing back" not in capsys.readouterr().out
+
+
+def test_a_run_past_its_budget_stops_with_a_verdict(capsys: pytest.CaptureFixture[str]) -> None:
+    """A cache whose calls each stay under the limit but whose traffic crawls (the trial's
+    EvictScansLeaves ran 10 min 52 s with no verdict) is cut by --budget: what ran is judged, the rest said."""
+    assert main(["--policy", "write_through", "--requests", "1000000", "--budget", "1", "--seeds", "2", "--no-stories"]) == 0
+    out = capsys.readouterr().out
+    assert "seed 0: CUT SHORT: --budget spent: served" in out and "the rest was not judged" in out
+    assert "seed 1: not run (--budget 1 s spent)" in out

@@ -72,7 +72,7 @@ def run(spec: str, policy: str, requests: int, seed: int, device: int, host: int
         try:
             production_stories(world_for(factory, page_size, policy, seed=seed), random.Random(seed))
         except OperationTimeout as hang:
-            hang.stage = " ".join(getattr(hang, "__notes__", [])).removeprefix("radixcheck: ")  # type: ignore[attr-defined]
+            hang.stage = "; ".join(getattr(hang, "__notes__", [])).removeprefix("radixcheck: ")  # type: ignore[attr-defined]
             raise
     caps = getattr(factory, "tier_capabilities", None)
     lifecycle = caps is not None and caps.lifecycle == "tree"
@@ -215,7 +215,7 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"{args.target} {policy} seed {seed}: CUT SHORT: {spent}", flush=True)
             except RecursionError as crash:  # a recursive walk at scale: the finding, not a traceback
                 print(f"{args.target} {policy} seed {seed}: CRASH (RecursionError: {crash}): "
-                      + " ".join(getattr(crash, "__notes__", [])), flush=True)
+                      + "; ".join(getattr(crash, "__notes__", [])), flush=True)
                 failed += 1
     if args.seeds > 1:
         print(f"{failed} of {args.seeds * len(policies)} runs failed")
