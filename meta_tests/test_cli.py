@@ -92,7 +92,8 @@ def test_a_tier_card_names_its_write_policies_and_its_production_world() -> None
     card = report_card(result)
     assert "Write policies: run write_through, write_back" in card
     assert "never sent: write_through_selective" in card
-    assert "tier production world at page size 1 in each write policy" in card and "pages deep" in card
+    assert "tier production world at page size 1: in each write policy a wide tree" in card
+    assert "and in write_through a conversation 1200 pages deep" in card
     assert f"python -m radixcheck.reports.tier_scale --target {target.spec}" in card
     assert "production-scale finding" not in card  # the plain cache's world's shrink line: not this one
     assert tier_lines(load_target("radixcheck.reference:RadixCache")) == ("", "")  # a cache's production world runs

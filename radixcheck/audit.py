@@ -431,9 +431,9 @@ def tier_lines(target: Target) -> tuple[str, str]:
 
     smallest = min(target.capabilities.page_sizes_tested(), default=1)
     worlds = ("the tier machine's small worlds (many short programs, in each write policy at each page size), and the "
-              f"tier production world at page size {smallest} in each write policy: a wide tree of {WIDE_REQUESTS} requests "
-              f"then one evict of everything on device (at least {MASS_EVICTION_LEAVES} leaves), and a conversation "
-              f"{DEEP_TURNS} pages deep, each call under the per-operation limit (longer random traffic: "
+              f"tier production world at page size {smallest}: in each write policy a wide tree of {WIDE_REQUESTS} requests "
+              f"then one evict of everything on device (at least {MASS_EVICTION_LEAVES} leaves), and in {run[0]} a "
+              f"conversation {DEEP_TURNS} pages deep, each call under the per-operation limit (longer random traffic: "
               f"`python -m radixcheck.reports.tier_scale --target {target.spec}`)")
     return policies, worlds
 

@@ -736,7 +736,7 @@ def _source_lines(engine: Engine, rows: list[dict]) -> list[str]:
 # Property families: the summary grid's columns, each a set of conformance tests (by name, parameters aside).
 FAMILIES: list[tuple[str, tuple[str, ...]]] = [
     ("state machine", ("test_cache_state_machine",)),
-    ("production scale", ("test_cache_at_production_scale",)),
+    ("production scale", ("test_cache_at_production_scale", "test_tier_at_production_scale")),
     ("construction", ("test_bad_page_size_is_refused", "test_handle_from_another_cache_is_refused", "test_reset_empties_the_cache")),
     ("scheduling (DFS)", ("test_dfs_order_meets_the_bound", "test_no_order_beats_dfs", "test_bound_holds_under_any_budget")),
     ("host tier", ("test_tier_state_machine",)),

@@ -25,8 +25,8 @@ deterministic). It runs the write policies the target declares (``TierCapabiliti
 or those ``--policy`` names among them.
 
 Each run starts with the audit's tier production world (:mod:`radixcheck.properties.tiers.scale`:
-a wide tree then one mass eviction, and a conversation 1,200 pages deep; ``--no-stories`` leaves
-it out), where an O(n) scan per evicted leaf or a recursive walk up a deep path fails in seconds.
+a wide tree then one mass eviction, and, in each policy's first seed, a conversation 1,200 pages
+deep; ``--no-stories`` leaves it out), where an O(n) scan per evicted leaf or a recursive walk up a deep path fails in seconds.
 The whole command is bounded by ``--budget`` seconds of wall clock: when it is spent, the run in
 progress stops after its current request and says how far it got and that the rest was not judged
 (a cache whose every call stays under the limit but whose traffic crawls no longer runs unbounded).
@@ -63,14 +63,15 @@ class BudgetSpent(Exception):
 
 
 def run(spec: str, policy: str, requests: int, seed: int, device: int, host: int, check_every: int,
-        page_size: int = 1, stories: bool = False, deadline: float = float("inf")) -> dict[str, Any]:
-    """One run; ``stories``: the tier production world first (module docstring); ``deadline``: a
-    ``time.monotonic()`` past which it stops (:class:`BudgetSpent`) after its current request."""
+        page_size: int = 1, stories: str = "", deadline: float = float("inf")) -> dict[str, Any]:
+    """One run; ``stories``: the tier production world first (module docstring), ``"wide"`` or
+    ``"both"`` (with the deep conversation); ``deadline``: a ``time.monotonic()`` past which it stops
+    (:class:`BudgetSpent`) after its current request."""
     rng = random.Random(seed)
     factory = _factory(spec)
     if stories:
         try:
-            production_stories(world_for(factory, page_size, policy, seed=seed), random.Random(seed))
+            production_stories(world_for(factory, page_size, policy, seed=seed), random.Random(seed), deep=stories == "both")
         except OperationTimeout as hang:
             hang.stage = "; ".join(getattr(hang, "__notes__", [])).removeprefix("radixcheck: ")  # type: ignore[attr-defined]
             raise
@@ -199,7 +200,7 @@ def main(argv: list[str] | None = None) -> int:
                 continue
             try:
                 row = run(args.target, policy, args.requests, seed, args.device_slots, args.host_slots, args.check_every,
-                          stories=not args.no_stories, deadline=deadline)
+                          stories="" if args.no_stories else "both" if seed == args.seed else "wide", deadline=deadline)
                 print(" ".join(f"{k}={v}" for k, v in row.items()) + f" seed={seed}", flush=True)
                 if not row["loads"]:  # a pass that never brought a page back must not read as one that did
                     print(f"note: seed {seed} loaded nothing back from host (the device never had to evict what a later "

@@ -21,12 +21,13 @@ pytestmark = pytest.mark.radix_tier
 
 
 def test_tier_at_production_scale(target, page_size) -> None:
-    """Every declared write policy in turn, at the smallest declared page size (a deep path costs
-    turns**2 * page_size tokens sent); each call under the per-operation limit."""
+    """The wide tree in every declared write policy, the deep conversation in the first (it costs
+    turns**2 * page_size tokens sent: once per target, as the plain cache's deep history), at the
+    smallest declared page size; each call under the per-operation limit."""
     if page_size != min(target.capabilities.page_sizes_tested()):
         pytest.skip("the tier production world is built once, at the smallest page size")
-    for policy in target.capabilities.write_policies:
-        production_stories(world_for(target.factory, page_size, policy), random.Random(0))
+    for i, policy in enumerate(target.capabilities.write_policies):
+        production_stories(world_for(target.factory, page_size, policy), random.Random(0), deep=i == 0)
 
 
 def test_tier_state_machine(target, page_size, radix_waivers) -> None:

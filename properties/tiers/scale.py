@@ -15,8 +15,9 @@ its lifecycle world):
    served whole (match and ``inc_lock_ref`` along the whole path), then finished (insert, then
    ``dec_lock_ref``), so its path is :data:`DEEP_TURNS` pages deep.
 
-The audit runs both (``radixcheck.properties.conformance.test_tier_machine``) and so does
-``python -m radixcheck.reports.tier_scale``, before its random traffic: one place, one world. A
+The audit runs both (``radixcheck.properties.conformance.test_tier_machine``: the wide tree in each
+declared write policy, the conversation in the first) and so does ``python -m
+radixcheck.reports.tier_scale``, before its random traffic: one place, one world. A
 failure carries a note naming the story, the tree's size and the limit.
 """
 
@@ -103,13 +104,15 @@ def long_conversation(world: TierWorld, rng: random.Random, turns: int = DEEP_TU
 
 
 def production_stories(world: TierWorld, rng: random.Random, requests: int = WIDE_REQUESTS,
-                       turns: int = DEEP_TURNS) -> None:
-    """Both stories, in order; a failure says which story, how big the tree was and the limit."""
+                       turns: int = DEEP_TURNS, deep: bool = True) -> None:
+    """Both stories, in order (``deep=False``: the wide tree only; the conversation costs turns**2 / 2
+    pages sent, so a caller runs it once per target); a failure says which story, in which call,
+    how big the tree was and the limit."""
     stories: list[tuple[str, Callable[[], Any]]] = [
         (f"a wide tree of {requests} requests on {SYSTEM_PROMPTS} system prompts, then one evict of everything on device "
          f"(at least {MASS_EVICTION_LEAVES} leaves)", lambda: wide_tree(world, rng, requests)),
         (f"a conversation of {turns} turns, its path {turns} pages deep", lambda: long_conversation(world, rng, turns)),
-    ]
+    ][: 2 if deep else 1]
     for story, run in stories:
         try:
             run()
