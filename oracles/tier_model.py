@@ -198,15 +198,18 @@ class TierModel:
             device, host = device[:device_end], reach - device_end
         return device, host, self.pages_of(tokens, namespace)
 
-    def tenant_whose(self, tokens: Sequence[int], kv: Sequence[Any], namespace: Hashable = None) -> Hashable | None:
-        """The other namespace whose KV for ``tokens`` starts with ``kv`` where ``namespace``'s does not
-        (a read of another tenant's copy), or ``None``. Each namespace's KV differs from its first token
-        on (:meth:`content_of`), so this is exact, never a coincidence of a few values."""
+    def tenant_whose(self, tokens: Sequence[int], kv: Sequence[Any], namespace: Hashable = None) -> str | None:
+        """Which other namespace's KV for ``tokens`` starts with ``kv`` where ``namespace``'s does not
+        (a read of another tenant's copy: "namespace 'b'", "namespace None" for the default one), or
+        ``None``: no leak. Each namespace's KV differs from its first token on (:meth:`content_of`),
+        so this is exact, never a coincidence of a few values. The answer is a name, never the
+        namespace itself: the default namespace is ``None``, which would read as "no leak" (a leak
+        from it was filed under oracle 13)."""
         if not kv or self.content_of(tokens, namespace)[: len(kv)] == list(kv):
             return None
         for other in list(self.roots):
             if other != namespace and self.content_of(tokens, other)[: len(kv)] == list(kv):
-                return other
+                return f"namespace {other!r}"
         return None
 
     def window_tenant(self, tokens: Sequence[int], i: int, value: int, namespace: Hashable = None) -> str | None:

@@ -216,7 +216,7 @@ class TierWorld:
         if got != want[: len(got)]:
             other = self.model.tenant_whose(request.tokens[: len(got)], got, namespace_key(request.namespace))
             if other is not None:  # the KV of another tenant's copy of these tokens: a leak (oracle 10), not a slip
-                raise TenantIsolationViolation(f"{request} reads KV {got[:6]} for its cached prefix: namespace {other!r}'s "
+                raise TenantIsolationViolation(f"{request} reads KV {got[:6]} for its cached prefix: {other}'s "
                                                f"KV of those tokens, not its own {want[:6]}")
             raise TierResidencyViolation(f"{request} reads KV {got[:6]} for its cached prefix, not its own {want[:6]}")
         if self.states is not None:  # and the states of its prefix's pages, loaded back or not
