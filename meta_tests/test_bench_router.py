@@ -127,7 +127,26 @@ def test_bench_command_measures_an_index_and_a_tree(spec, ops, tmp_path: Path, c
     doc = json.loads(out.read_text())
     assert set(doc["ops"]) == ops and all(doc["ops"][n]["points"] for n in ops)
     assert doc["size_unit"] in ("held blocks", "held elements") and doc["reference"] is None  # the reference itself
+    assert "page_size" not in doc and doc["plan"]["prompts"] == [4, 8] and "deep_levels" not in doc["plan"]  # a router's has none
     assert "router's world" in capsys.readouterr().out and "router's world" in (tmp_path / "cost.md").read_text()
+
+
+class InsertRaises(TenantTree):
+    """Raises on its fifth insert: the world is never built."""
+
+    def insert(self, key: object, tenant: str, now: float) -> None:
+        self.inserts = getattr(self, "inserts", 0) + 1
+        if self.inserts == 5:
+            raise RuntimeError("broken insert")
+        super().insert(key, tenant, now)
+
+
+def test_a_world_that_cannot_be_built_is_said_as_a_routers_world() -> None:
+    """The cache bench's words were "building the world tree" for a router's world."""
+    said: list[str] = []
+    (result,) = bench([(load_target(f"{__name__}:InsertRaises"), 1)], BenchPlan(wide_leaves=(4, 8), repeats=1), progress=said.append)
+    assert all(op.stopped.startswith("building the router's world: ") for op in result.ops.values()), result.ops
+    assert said and not any("world tree" in line for line in said) and "the router's world of 4 prompts" in said[0], said
 
 
 @pytest.mark.parametrize("argv", [
