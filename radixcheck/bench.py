@@ -655,8 +655,9 @@ class _Runner:
             return True
         for op in result.ops.values():
             if op.tree == shape and not op.stopped:
-                op.stopped = (f"not measured beyond {result.sizes[shape][-1]:,} {result.size_unit}: building the next {_built(shape).removeprefix('the ')} "
-                              f"would take ~{estimate:.0f} s (max_build_seconds {self.plan.max_build_seconds:g})")
+                op.stopped = (f"not measured beyond {result.sizes[shape][-1]:,} {result.size_unit}: building the next "
+                              f"{_built(shape).removeprefix('the ')} would take ~{estimate:.0f} s "
+                              f"(max_build_seconds {self.plan.max_build_seconds:g})")
         self.progress(f"{result.spec}: {_built(shape)} of {n}: skipped, build would take ~{estimate:.0f} s")
         return False
 
