@@ -479,7 +479,8 @@ def test_a_match_stopped_at_a_tombstone_the_model_lacks_names_the_window() -> No
     [..] (2), but the pages on device hold [..] (3)"; the window oracle names the token and its insert."""
     with pytest.raises(TierWindowViolation, match=r"match\(\[1, 2, 3\]\): its device part stops after 2 tokens, short of 3: "
                                                    r"the window of token 2 is live on device \(token 2's in Page\(\[1, 2, 3\], "
-                                                   r"device\), given by the insert of operation 2\), with its full KV"):
+                                                   r"device\), since operation 2: given by the insert; 1 operation\(s\) ran "
+                                                   r"before this read\), with its full KV"):
         _match_during_write_back(WriteBackStartTombstonesWindow)
 
 

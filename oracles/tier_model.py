@@ -349,7 +349,7 @@ class TierModel:
             span, its = (f"token {i}", "its") if i == want - 1 else (f"tokens {i} to {want - 1}", "their")
             raise TierWindowViolation(f"{what}: its {part} part stops after {got} tokens, short of {want}: the window of "
                                       f"{span} is live on device (token {i}'s in {page}, "
-                                      f"{self.windows.why.get(page, 'given by an insert')}), with {its} full KV; the match "
+                                      f"{self.windows.history(page, 'given by an insert')}), with {its} full KV; the match "
                                       "stopped before it, at a window value the cache tombstoned or lost")
 
     def _check_twin_quarantined(self, what: str, tokens: Sequence[int], answered: int, namespace: Hashable) -> None:

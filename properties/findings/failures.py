@@ -134,6 +134,8 @@ def shape_of(message: str) -> str:
     # a tenant tree's threaded round that fails on one thread too: the machine's check, marked (ONE_THREAD_NOTE)
     shape = re.sub(r" \[stress_with_threads round \d+, seed \d+, on one thread[^\]]*\]", "", shape)
     shape = re.sub(r", namespace=…", "", shape)  # a tenant's request (Request([0], namespace=('X', None), ...)), or the default one's
+    # a window's history (oracle 20w, TierWindows.history): how it went live is not the finding
+    shape = re.sub(r"since operation (\d+): [^;]*;", r"since operation \1: …;", shape)
     shape = re.sub(r"\s*\(\d+ tokens\)", "", shape)
     shape = re.sub(r"\brequest<", "handle<", shape)  # a running request's record (the lifecycle's) holds its match's handle
     shape = re.sub(r"=[^\s,()\[\]]+", "=…", shape)  # a value named in the message: page_size=1.5, t=48

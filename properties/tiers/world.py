@@ -96,6 +96,8 @@ class TierWorld:
                                      caps.lifecycle if caps is not None else "off")  # declared parts add to each call
         self.states = TierStates() if second == "state" else None  # oracle 20 on the tiers (a state pool)
         self.windows = TierWindows(pool.window, page_size) if second == "window" else None  # oracle 20w (a window)
+        if self.windows is not None:
+            self.windows.clock = lambda: self.operations  # when each window went live, for a finding's message
         self.model.windows = self.windows  # a window makes matches resumable (the model's expected_match)
         self.priority = 0  # the priority= the next requests carry (a policy that takes one)
         self.device = DevicePool(device_slots, self.model, seed=seed)
