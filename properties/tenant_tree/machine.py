@@ -561,12 +561,9 @@ def stress_with_threads(factory: Callable[[], Any], capabilities: TenantTreeCapa
             try:
                 _stress_round(machine, capabilities, seed, n, threaded=False)
             except Exception as alone:  # noqa: BLE001 - any failure of one thread: the machine's kind
-                note_line = (ONE_THREAD_NOTE.format(n=n, seed=seed) + ": the threads' calls fail run one after another, so a bug "
-                             "of one thread, not of thread safety]")
-                if isinstance(alone, ContractViolation):
-                    alone.args = (f"{alone.args[0]} {note_line}", *alone.args[1:])
-                else:
-                    alone.add_note(f"radixcheck: {note_line}")
+                if isinstance(alone, ContractViolation):  # a crash is raised as it is: its type and message are the machine's
+                    alone.args = (f"{alone.args[0]} {ONE_THREAD_NOTE.format(n=n, seed=seed)}: the threads' calls fail run "
+                                  "one after another, so a bug of one thread, not of thread safety]", *alone.args[1:])
                 raise alone from None
             if isinstance(exc, ContractViolation):
                 exc.args = (f"{exc.args[0]} [stress_with_threads round {n}, seed {seed}; the same calls on one thread "
