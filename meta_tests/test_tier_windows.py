@@ -525,6 +525,32 @@ def test_a_window_value_of_another_tenant_is_named_a_leak() -> None:
         _twins(TwinWindowOverwrite)
 
 
+def _twin_window_matched(factory: Any) -> TierWorld:
+    """[2, 1, 2, 1] cached under 'b' (its first token's window slid: tombstoned), then [2, 1, 2] under
+    'a' (all live), then [2] served under 'b': a match under b may end only where b's window is live."""
+    world = TierWorld(factory, 1, "write_through")
+    for tokens, namespace in (([2, 1, 2, 1], "b"), ([2, 1, 2], "a"), ([2], "b")):
+        world.serve(tokens, namespace=namespace)
+        world.finish()
+    world.check()
+    return world
+
+
+@pytest.mark.parametrize("factory", [TieredWindowCache, TrustingWindowTiers], ids=lambda f: f.__name__)
+def test_correct_window_caches_match_by_their_own_tenants_window(factory: Any) -> None:
+    _twin_window_matched(factory)
+
+
+def test_a_match_reaching_on_another_tenants_window_is_named_a_leak() -> None:
+    """B10 at page size 1: a's insert gives b's twin page a's live window, and b's match ends on it.
+    It was 23 (match length); the window it read is another tenant's, as the value read is at page
+    size 2 (oracle 10 there): a leak, named."""
+    with pytest.raises(TenantIsolationViolation, match=r"match\(\[2\] under namespace 'b'\): its device part ends after 1 "
+                                                       r"tokens, where only Page\(\[2\] under namespace 'a', device\), its "
+                                                       r"twin, has the window of the last 1 tokens live on device"):
+        _twin_window_matched(TwinWindowOverwrite)
+
+
 def test_the_second_pool_protocols_hold_the_calls_a_window_or_state_target_adds() -> None:
     """``TieredWindowCacheLike`` and ``TieredStateCacheLike`` (a new user's trial: ``TieredCacheLike``
     had neither ``windows`` nor ``states``, so a type checker did not help a window target)."""

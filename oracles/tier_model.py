@@ -323,6 +323,7 @@ class TierModel:
         full = len(device) if part == "device" else len(device) + host
         tier = "on device" if part == "device" else "on device or in a host copy"
         if want < got <= full:
+            self._check_window_of_twin(what, part, got, tokens, namespace)
             raise WindowMatchViolation(f"{what}: its {part} part ends after {got} tokens, but a request resumes only where "
                                        f"the last {self.windows.window} tokens have their window live {tier}: after "
                                        f"{want} (the full KV alone reaches {full})")
@@ -351,6 +352,23 @@ class TierModel:
                                       f"{span} is live on device (token {i}'s in {page}, "
                                       f"{self.windows.history(page, 'given by an insert')}), with {its} full KV; the match "
                                       "stopped before it, at a window value the cache tombstoned or lost")
+
+    def _check_window_of_twin(self, what: str, part: str, got: int, tokens: Sequence[int], namespace: Hashable) -> None:
+        """Oracle 10 through a window: a match under ``namespace`` whose device part ends after
+        ``got`` tokens, further than its own window allows, where the window of another namespace's
+        twin pages (the same tokens) is live on device over the last ``min(W, got)`` tokens: the
+        answer read that tenant's window (a window table keyed by the tokens alone), a leak, not a
+        match-length slip (a new user's B10 was filed under 23 at one page size, 10 at the other)."""
+        if part != "device" or self.windows is None:
+            return
+        start = max(0, got - self.windows.window)
+        for other in list(self.roots):
+            twins = [pg for pg in self.pages_of(tokens, other) if not pg.gone] if other != namespace else []
+            if len(twins) * self.page_size >= got and all(self.windows.live(twins, i, False) for i in range(start, got)):
+                raise TenantIsolationViolation(f"{what}: its device part ends after {got} tokens, where only "
+                                               f"{_of_tenant(twins[(got - 1) // self.page_size])}, its twin, has the "
+                                               f"window of the last {got - start} tokens live on device (a window kept "
+                                               "by the tokens alone?)")
 
     def _check_twin_quarantined(self, what: str, tokens: Sequence[int], answered: int, namespace: Hashable) -> None:
         """Oracle 10 across a quarantine: an answer under ``namespace`` that stops short (``answered``
