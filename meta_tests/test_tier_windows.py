@@ -519,7 +519,8 @@ def test_correct_window_caches_keep_each_tenants_window(factory: Any) -> None:
 def test_a_window_value_of_another_tenant_is_named_a_leak() -> None:
     """20w said only "reports window value X, not its own Y"; the value is namespace b's for that token."""
     with pytest.raises(TenantIsolationViolation, match=r"windows\(\) of Request\(\[1, 2, 3\], namespace='a', 3 cached\)'s "
-                                                       r"handle: token 0 \(in Page\(\[1\] under namespace 'a', device\)\) "
+                                                       r"handle: it read another tenant's window on device: token 0 "
+                                                       r"\(in Page\(\[1\] under namespace 'a', device\)\) "
                                                        r"reports window value \d+: namespace 'b''s window value of that token, "
                                                        r"not its own \d+"):
         _twins(TwinWindowOverwrite)
@@ -545,7 +546,8 @@ def test_a_match_reaching_on_another_tenants_window_is_named_a_leak() -> None:
     """B10 at page size 1: a's insert gives b's twin page a's live window, and b's match ends on it.
     It was 23 (match length); the window it read is another tenant's, as the value read is at page
     size 2 (oracle 10 there): a leak, named."""
-    with pytest.raises(TenantIsolationViolation, match=r"match\(\[2\] under namespace 'b'\): its device part ends after 1 "
+    with pytest.raises(TenantIsolationViolation, match=r"match\(\[2\] under namespace 'b'\): it read another tenant's window "
+                                                       r"on device: its device part ends after 1 "
                                                        r"tokens, where only Page\(\[2\] under namespace 'a', device\), its "
                                                        r"twin, has the window of the last 1 tokens live on device"):
         _twin_window_matched(TwinWindowOverwrite)
@@ -559,3 +561,31 @@ def test_the_second_pool_protocols_hold_the_calls_a_window_or_state_target_adds(
     assert isinstance(state, TieredStateCacheLike) and not isinstance(state, TieredWindowCacheLike)
     assert not isinstance(plain, TieredWindowCacheLike) and not isinstance(plain, TieredStateCacheLike)
     assert radixcheck.TieredWindowCacheLike is TieredWindowCacheLike
+
+
+def test_one_window_leak_read_two_ways_is_one_finding() -> None:
+    """B10 read as a window value at page size 2 and as a match's end at 1: both oracle 10, saying
+    ``TWIN_WINDOW``, one finding. A KV leak in the same audit (another bug) stays a finding of its own."""
+    from meta_tests.test_root_cause import _verdict
+    from meta_tests.test_tier_compose import ReadsTwinsKv
+    from radixcheck.audit import findings_of
+
+    window = [_verdict("test_tier_state_machine[page_size=2]", lambda: _twins(TwinWindowOverwrite)),
+              _verdict("test_tier_state_machine[page_size=1]", lambda: _twin_window_matched(TwinWindowOverwrite))]
+    assert [v.oracle for v in window] == ["10 tenant isolation"] * 2 and window[0].reason != window[1].reason
+    assert [f.tests for f in findings_of(window)] == [sorted(v.test for v in window)]
+    kv_story = _verdict("test_tier_lifecycle[page_size=1]", lambda: _kv_leak(ReadsTwinsKv))
+    assert kv_story.oracle == "10 tenant isolation" and len(findings_of([*window, kv_story])) == 2
+
+
+def _kv_leak(factory: Any) -> None:
+    """a's [1] loaded back from host reads b's KV (``ReadsTwinsKv``: a KV leak, not a window's)."""
+    world = TierWorld(factory, 1, "write_through")
+    for namespace in ("a", "b"):
+        world.serve([1], namespace=namespace)
+        world.finish()
+        world.complete_all()
+    world.evict(100)
+    world.complete_all()
+    world.serve([1], namespace="a")
+    world.finish()

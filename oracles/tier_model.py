@@ -52,7 +52,7 @@ from radixcheck.oracles.policy import LeafStats
 from radixcheck.oracles.tier_amount import TierAmount
 from radixcheck.oracles.tier_host_order import HostLeaves, check_host_order
 from radixcheck.oracles.tier_order import DeviceLeaves, check_device_order, check_device_policy, is_device_leaf
-from radixcheck.oracles.tier_windows import window_value
+from radixcheck.oracles.tier_windows import TWIN_WINDOW, window_value
 from radixcheck.oracles.violations import (
     BackupChainViolation,
     EvictionOrderViolation,
@@ -365,7 +365,7 @@ class TierModel:
         for other in list(self.roots):
             twins = [pg for pg in self.pages_of(tokens, other) if not pg.gone] if other != namespace else []
             if len(twins) * self.page_size >= got and all(self.windows.live(twins, i, False) for i in range(start, got)):
-                raise TenantIsolationViolation(f"{what}: its device part ends after {got} tokens, where only "
+                raise TenantIsolationViolation(f"{what}: {TWIN_WINDOW}: its device part ends after {got} tokens, where only "
                                                f"{_of_tenant(twins[(got - 1) // self.page_size])}, its twin, has the "
                                                f"window of the last {got - start} tokens live on device (a window kept "
                                                "by the tokens alone?)")

@@ -44,6 +44,12 @@ read (:meth:`TierWindows.history`): the event's words follow, up to a ``;``."""
 WINDOW_MODULUS = 999_999_937  # keeps the values short enough to read in a message
 
 
+TWIN_WINDOW = "it read another tenant's window on device"
+"""What a window leak between tenants says, whichever read met it (a ``windows()`` value, a match
+that ends on a twin's live window): one finding (``failures.signature_of`` groups oracle 10's
+messages that say it by this alone; a new user's B10 read one way at page size 1, the other at 2)."""
+
+
 def window_value(kv: int) -> int:
     """The window value the suite sends for a token whose KV is ``kv``."""
     return int(kv) % WINDOW_MODULUS
@@ -233,8 +239,8 @@ class TierWindows:
         other = tenant_of(i, got[i]) if tenant_of is not None and got[i] not in (NONE, own) else None
         if other is not None:
             mine = {True: f"{own}", False: "(-1: tombstoned there)", None: f"({own} or -1)"}[flags[i][1]]
-            raise TenantIsolationViolation(f"windows() of {what}: token {i} (in {page}) reports window value {got[i]}: "
-                                           f"{other}'s window value of that token, not its own {mine}")
+            raise TenantIsolationViolation(f"windows() of {what}: {TWIN_WINDOW}: token {i} (in {page}) reports window value "
+                                           f"{got[i]}: {other}'s window value of that token, not its own {mine}")
         if flags[i][1] is None:
             say = (f"window value {got[i]}, neither its own {window_value(flags[i][0])} (its host copy's, which a load-back "
                    "may restore further back than the window) nor -1")

@@ -12,6 +12,7 @@ import traceback
 from pathlib import Path
 from typing import Any
 
+from radixcheck.oracles.tier_windows import TWIN_WINDOW
 from radixcheck.oracles.violations import ContractViolation
 from radixcheck.properties.target import caused_by_hang
 
@@ -174,9 +175,12 @@ def signature_of(oracle: str, message: str) -> str:
     bumped on re-insert showed 24 shapes and one whose split loses the count 11, 10 of them shared:
     no message tells two order bugs apart. A waiver's ``as <policy>`` can
     (:mod:`radixcheck.properties.findings.waivers`). A tenant tree's message is read without its
-    keys and tenants (:func:`tenant_tree_shape`)."""
+    keys and tenants (:func:`tenant_tree_shape`); a window leak between tenants by its
+    :data:`~radixcheck.oracles.tier_windows.TWIN_WINDOW` alone."""
     if oracle in ORDER_ORACLES:
         return ""
+    if oracle == "10 tenant isolation" and TWIN_WINDOW in message:  # one window leak, whichever read met it
+        return TWIN_WINDOW
     return tenant_tree_shape(shape_of(message)) if oracle in TENANT_TREE_ORACLES else shape_of(message)
 
 
