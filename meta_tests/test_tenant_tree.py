@@ -191,3 +191,18 @@ def test_a_race_met_in_a_threaded_round_is_said_to_be_one() -> None:
             assert "the same calls on one thread pass: a thread-safety bug" in str(exc), exc
             return
     pytest.skip("no seed of 5 met the race (the interleaving varies; the catalogue gives its rate)")
+
+
+def test_a_bug_of_one_thread_that_reads_unlike_the_machines_is_said_to_maybe_share_its_cause() -> None:
+    """A split that loses other tenants' times reads one way in the machine and another in a
+    threaded round run again on one thread: two findings, and the card says the threaded one is a
+    bug of one thread that may be the machine's."""
+    from radixcheck.audit import AuditResult, one_thread_apart, report_card
+    from radixcheck.properties.tenant_tree.mutants import SplitLosesOtherTenantsTimes
+
+    verdicts = _both_tests(SplitLosesOtherTenantsTimes)
+    findings = findings_of(verdicts)
+    assert len(findings) == 2, [f.reason for f in findings]
+    said = one_thread_apart(findings)
+    assert "the threaded test's) fail on one thread too" in said and said in report_card(AuditResult("m:t", "", [], "ci", verdicts))
+    assert one_thread_apart(findings_of(_both_tests(EvictionCrossesTenants))) == ""  # one finding: nothing to say

@@ -633,12 +633,31 @@ def page_sizes_apart(findings: list[Finding]) -> str:
             "they may share one root cause (a bug can read differently at each page size) or be two; fixing one shows which.")
 
 
+ONE_THREAD = "on one thread: the threads' calls fail run one after another"
+"""How a tenant tree's threaded finding says it needs no second thread (``tenant_tree.machine.ONE_THREAD_NOTE``)."""
+
+
+def one_thread_apart(findings: list[Finding]) -> str:
+    """What a tenant tree's threaded finding that fails on one thread too does not say when it reads
+    unlike the machine's: that it may be the machine's bug, met in other calls (the two are grouped
+    by shape only, and a round's calls are not the machine's program)."""
+    machine = [i + 1 for i, f in enumerate(findings) if "test_tenant_tree_state_machine" in f.tests]
+    threaded = [i + 1 for i, f in enumerate(findings) if ONE_THREAD in f.reason and i + 1 not in machine]
+    if not machine or not threaded:
+        return ""
+    mine, theirs = (", ".join(map(str, n)) for n in (threaded, machine))
+    return (f"Finding(s) {mine} (the threaded test's) fail on one thread too, so they are bugs of one thread, as the "
+            f"machine's finding(s) {theirs} are: they may share one root cause or be two; fixing {theirs} shows which.")
+
+
 def grouping(result: AuditResult) -> str:
     """The one sentence above several findings the grouping could not tell apart from one cause: a
     tier target's (:func:`tier_grouping`), those met at different page sizes only
     (:func:`page_sizes_apart`), or both reasons in one sentence (a tier card with findings at
     several page sizes printed two sentences that each said "may share one root cause")."""
     tier, said = tier_grouping(result), _apart(result.findings)
+    if not (tier or said):
+        return one_thread_apart(result.findings)
     if not (tier and said):
         return tier or page_sizes_apart(result.findings)
     return ("A tier target's findings are grouped by oracle and message shape only (a tier program is not replayed "
