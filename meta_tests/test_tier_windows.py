@@ -478,10 +478,29 @@ def test_a_match_stopped_at_a_tombstone_the_model_lacks_names_the_window() -> No
     """Its device part stops at 2 (its own tombstone on token 2): 13 said only "returned device slots
     [..] (2), but the pages on device hold [..] (3)"; the window oracle names the token and its insert."""
     with pytest.raises(TierWindowViolation, match=r"match\(\[1, 2, 3\]\): its device part stops after 2 tokens, short of 3: "
-                                                   r"the window of token 2 is live on device \(token 2's in Page\(\[1, 2, 3\], "
-                                                   r"device\), since operation 2: given by the insert; 1 operation\(s\) ran "
-                                                   r"before this read\), with its full KV"):
+                                                   r"the window of the 1 token\(s\) from token 2 is live on device \(token 2's in "
+                                                   r"Page\(\[1, 2, 3\], device\), since operation 2: given by the insert; 1 "
+                                                   r"operation\(s\) ran before this read\), with the full KV"):
         _match_during_write_back(WriteBackStartTombstonesWindow)
+
+
+def test_a_match_stopped_short_of_one_token_or_of_several_is_one_finding() -> None:
+    """B9 read "the window of token 0 ... with its full KV" at page size 1 and "of tokens 2 to 3 ...
+    with their full KV" at 2: two shapes, two findings of one bug. One wording now."""
+    from meta_tests.test_root_cause import _verdict
+    from radixcheck.audit import findings_of
+
+    def story(page_size: int, tokens: list[int]) -> None:  # the leaf's write-back starts: its window is lost
+        world = TierWorld(WriteBackStartTombstonesWindow, page_size, "write_back")
+        world.serve(tokens)
+        world.finish()
+        world.evict(page_size)
+        world.match(tokens)
+
+    verdicts = [_verdict(f"test_tier_state_machine[page_size={n}]", lambda n=n, t=t: story(n, t)) for n, t in ((1, [1, 2, 3]), (2, [1, 2]))]
+    reasons = [v.reason for v in verdicts]
+    assert "the 1 token(s) from token 2" in reasons[0] and "the 2 token(s) from token 0" in reasons[1], reasons
+    assert [f.tests for f in findings_of(verdicts)] == [[v.test for v in verdicts]], reasons
 
 
 # ---- a window value leaked from another tenant is named as a leak (10, not 20w) --------------------------

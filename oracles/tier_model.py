@@ -347,10 +347,11 @@ class TierModel:
         if got < want and slots_agree:  # the model has no tombstone there: the cache stopped at one it made (or lost)
             i = max(got, want - self.windows.window)
             page = path[i // self.page_size]
-            span, its = (f"token {i}", "its") if i == want - 1 else (f"tokens {i} to {want - 1}", "their")
+            # one wording however many tokens (a window trial's B9 read "token 0 ... its" at one page size and
+            # "tokens 2 to 3 ... their" at the other: two shapes, two findings)
             raise TierWindowViolation(f"{what}: its {part} part stops after {got} tokens, short of {want}: the window of "
-                                      f"{span} is live on device (token {i}'s in {page}, "
-                                      f"{self.windows.history(page, 'given by an insert')}), with {its} full KV; the match "
+                                      f"the {want - i} token(s) from token {i} is live on device (token {i}'s in {page}, "
+                                      f"{self.windows.history(page, 'given by an insert')}), with the full KV; the match "
                                       "stopped before it, at a window value the cache tombstoned or lost")
 
     def _check_window_of_twin(self, what: str, part: str, got: int, tokens: Sequence[int], namespace: Hashable) -> None:
