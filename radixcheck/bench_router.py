@@ -58,7 +58,7 @@ SHARED_ELEMENTS = 16
 """Characters (or token ids) of the system prompt every tenant holds (a tree)."""
 SUFFIX_ELEMENTS = 24
 """Characters (or token ids) of a prompt's own suffix (a tree): random, so the tree branches as real prompts do."""
-LEAVER_PROMPTS = 8
+LEAVER_PROMPTS = 2
 """Held prompts a worker (or tenant) joins with before it is measured leaving: its share, the same at every size."""
 LEAVERS = 4
 """Leaves timed per batch (each after an untimed join)."""
