@@ -803,11 +803,8 @@ static int64_t matmul_lanes(int64_t n, int64_t tiles16, int64_t tile8, int64_t K
     int32_t *xt = aligned_alloc(64, sizeof(int32_t) * (size_t)(rows * P + LANES_CHUNK * P));
     const int64_t int_mult = mgrp != NULL;
     double *mg = int_mult ? NULL : malloc(sizeof(double) * (size_t)(LANES_CHUNK * nb));
-    /* the tiles read integer multipliers in place from mgrp where the range starts at a multiple of 4
-       (groups of 4 in its groups of 8); a thread's range may not: then from int32 copies */
-    const int64_t inplace = int_mult && r0 % LANES_ROWS == 0;
-    int32_t *mi = int_mult && !inplace ? malloc(sizeof(int32_t) * (size_t)(LANES_CHUNK * nb)) : NULL;
-    if (!xt || (!int_mult && !mg) || (int_mult && !inplace && !mi)) {
+    int32_t *mi = int_mult ? malloc(sizeof(int32_t) * (size_t)(LANES_CHUNK * nb)) : NULL;
+    if (!xt || (!int_mult && !mg) || (int_mult && !mi)) {
         free(xt);
         free(mg);
         free(mi);
@@ -827,15 +824,19 @@ static int64_t matmul_lanes(int64_t n, int64_t tiles16, int64_t tile8, int64_t K
     for (int64_t rc = r0; rc < r1; rc += LANES_CHUNK) {
         const int64_t re = rc + LANES_CHUNK < r1 ? rc + LANES_CHUNK : r1, te = tb + block < tiles ? tb + block : tiles;
         /* one tile in the block (a request of at most 16 rows): it widens the weights itself as it reaches
-           them, and nothing reads its pairs after it, so they go to the same 256 bytes (with the int64 fold
-           in place). Many tiles: a widening pass over the chunk first (weights only where the multipliers
-           are read in place); widening in the first tile measured no faster there, even for two tiles
-           (eighth round), and the seventh round's "up to 14 % slower on 288-row products" was this box's
-           spread: two builds of the same source differ by as much */
-        const int64_t single = te - tb == 1;
+           them, and nothing reads its pairs after it, so they go to the same 256 bytes. Many tiles: a
+           widening pass over the chunk first; widening in the first tile measured no faster there, even
+           for two tiles (eighth round). The int64 fold of a block of one or two tiles reads the multipliers
+           in place from mgrp (IntMatrix.mult_groups: groups of 8 rows, so a group of 4 from a multiple of 4
+           is 4 of them per block, 8 apart) where the range starts at a multiple of 4 (a thread's may not),
+           and the pass then writes the weights only: 2 % off a request of two tiles (eighth round); longer
+           blocks keep the pass's int32 copies (in place there measured 1 % slower on prompts of 150-270
+           tokens, within this box's spread but not a gain) */
+        const int64_t single = te - tb == 1, inplace = int_mult && r0 % LANES_ROWS == 0 && te - tb <= 2;
         if (!single)
             for (int64_t g = rc; g < re; g += LANES_ROWS)
-                lanes_widen_group(q, m, K, g, re, wg + (g - rc) * P, mg ? mg + (g - rc) * nb : NULL, mi ? mi + (g - rc) * nb : NULL);
+                lanes_widen_group(q, m, K, g, re, wg + (g - rc) * P, mg ? mg + (g - rc) * nb : NULL,
+                                  mi && !inplace ? mi + (g - rc) * nb : NULL);
         for (int64_t t = tb; t < te; t++) {
             const int64_t i0 = 16 * t, lanes = t < tiles16 ? 16 : 8, i1 = i0 + lanes < n ? i0 + lanes : n;
             double sxt[16] = {0}; /* the tile's row scales, zero past n */
