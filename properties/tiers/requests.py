@@ -20,6 +20,10 @@ request against the tier model after each call:
   page a request holds); conservation between steps finds a duplicate kept (a leak) or an own
   slot freed that the request still holds;
 * a lock left behind or missing shows in eviction (oracles 4t and 2), as on the ``"tree"`` world.
+
+**Story.** Beside the lifecycle rules, :class:`TierRequestRules` adds ``evict_under_a_publish``: a
+request publishes chunks whose write-through backups are pending, some land, and the device is
+evicted while it still runs: its lock, not a pending write, must keep the pages it reads.
 """
 
 from __future__ import annotations
@@ -28,12 +32,14 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
+from hypothesis import strategies as st
+from hypothesis.stateful import precondition, rule
 
 from radixcheck.oracles.tier_model import NOT_SERVING, as_ints
 from radixcheck.oracles.violations import ReturnValueViolation, SlotViolation, TierResidencyViolation, shown
 from radixcheck.properties.cache.layers import UNSAID, namespace_key
 from radixcheck.properties.tiers.contract import TierRequest
-from radixcheck.properties.tiers.lifecycle import ENDINGS, LifecycleTierWorld, Live
+from radixcheck.properties.tiers.lifecycle import ENDINGS, LifecycleTierWorld, Live, TierLifecycleRules, _idle
 from radixcheck.properties.tiers.world import Use
 
 
@@ -151,3 +157,28 @@ class RequestsTierWorld(LifecycleTierWorld):
         self.model.lock(live.tokens[: len(live.values)], -1, key)
         if outcome == "retract" and live.filled:
             self.requeued = (self.requeued + [(live.tokens[: live.filled], live.namespace)])[-4:]
+
+
+class TierRequestRules(TierLifecycleRules):
+    """The lifecycle rules plus a story for a cache that runs its own request methods (module docstring)."""
+
+    world: RequestsTierWorld
+
+    @precondition(_idle)
+    @rule(base=TierLifecycleRules.sequences, tail=st.lists(st.integers(0, 2), min_size=1, max_size=6),
+          chunks=st.lists(st.integers(1, 4), min_size=1, max_size=3), land=st.integers(0, 3),
+          outcome=st.sampled_from(ENDINGS))
+    def evict_under_a_publish(self, base: tuple[int, ...], tail: list[int], chunks: list[int], land: int,
+                              outcome: str) -> None:
+        """A request on a prompt plus a tail publishes chunk after chunk (their backups pending);
+        ``land`` backups complete; the device is evicted while it runs; it ends as ``outcome``."""
+        world, p = self.world, self.page_size
+        world.admit(base + tuple(tail) * p)
+        for size in chunks:
+            world.compute(0, size * p)
+            world.publish(0)
+        for number in world.pending()[:land]:
+            world.complete(number)
+        world.evict(10**6)
+        world.end(0, outcome)
+        world.complete_all()
