@@ -21,9 +21,12 @@ request against the tier model after each call:
   slot freed that the request still holds;
 * a lock left behind or missing shows in eviction (oracles 4t and 2), as on the ``"tree"`` world.
 
-**Story.** Beside the lifecycle rules, :class:`TierRequestRules` adds ``evict_under_a_publish``: a
+**Stories.** Beside the lifecycle rules, :class:`TierRequestRules` adds ``evict_under_a_publish``: a
 request publishes chunks whose write-through backups are pending, some land, and the device is
-evicted while it still runs: its lock, not a pending write, must keep the pages it reads.
+evicted while it still runs: its lock, not a pending write, must keep the pages it reads; and
+``racing_publish``: two requests on one prompt compute the same chunk, the second's publish is all
+duplicates (it must read the first's pages from then on), and the first ends as a finish, a
+retract or an abort while the second goes on.
 """
 
 from __future__ import annotations
@@ -182,3 +185,22 @@ class TierRequestRules(TierLifecycleRules):
         world.evict(10**6)
         world.end(0, outcome)
         world.complete_all()
+
+    @precondition(lambda self: len(self.world.lives) <= 1)
+    @rule(base=TierLifecycleRules.sequences, tail=st.lists(st.integers(0, 2), min_size=1, max_size=6),
+          size=st.integers(1, 4), outcome=st.sampled_from(ENDINGS), load=st.booleans())
+    def racing_publish(self, base: tuple[int, ...], tail: list[int], size: int, outcome: str, load: bool) -> None:
+        """Two requests on one prompt plus a tail compute the same chunk and publish it in turn; the
+        first ends as ``outcome``; the second computes one more token, publishes and finishes."""
+        world, p = self.world, self.page_size
+        prompt = base + tuple(tail) * p
+        first, second = len(world.lives), len(world.lives) + 1
+        world.admit(prompt, load=load)
+        world.admit(prompt, load=load)
+        for index in (first, second):
+            world.compute(index, size * p)
+            world.publish(index)
+        world.end(first, outcome)
+        world.compute(first, 1)  # the second, now at the first's index
+        world.publish(first)
+        world.end(first, "finish")
