@@ -42,7 +42,7 @@ from radixcheck.oracles.tier_model import NOT_SERVING, as_ints
 from radixcheck.oracles.violations import ReturnValueViolation, SlotViolation, TierResidencyViolation, shown
 from radixcheck.properties.cache.layers import UNSAID, namespace_key
 from radixcheck.properties.tiers.contract import TierRequest
-from radixcheck.properties.tiers.lifecycle import ENDINGS, LifecycleTierWorld, Live, TierLifecycleRules, _idle
+from radixcheck.properties.tiers.lifecycle import ENDINGS, LifecycleTierWorld, Live, TierLifecycleRules
 from radixcheck.properties.tiers.world import Use
 
 
@@ -56,6 +56,12 @@ class RequestLive(Live):
 
 class RequestsTierWorld(LifecycleTierWorld):
     """The lifecycle world whose admission, publish and end are the cache's request methods."""
+
+    def _running(self, index: int) -> tuple[RequestLive, TierRequest]:
+        """Running request ``index``: the suite's account of it, and the request the cache reads."""
+        live = self.lives[index]
+        assert isinstance(live, RequestLive) and live.request is not None  # admit made it
+        return live, live.request
 
     def _request_call(self, name: str, live: RequestLive, *args: Any) -> None:
         """A request method of ``live``'s, which may free the slots ``live`` holds of its own (and only
@@ -105,22 +111,20 @@ class RequestsTierWorld(LifecycleTierWorld):
         return live
 
     def compute(self, index: int, tokens: int) -> None:
-        live = self.lives[index]
+        live, req = self._running(index)
         before = len(live.own)
         super().compute(index, tokens)
         fresh = live.own[before:]
         if fresh:
-            assert isinstance(live, RequestLive) and live.request is not None
-            live.request.compute(fresh)
+            req.compute(fresh)
 
     def publish(self, index: int) -> None:
         """``cache_unfinished_req``: the request must then read the tree's slots of its aligned prefix."""
         self._say(f"w.publish({index})")
-        live = self.lives[index]
-        assert isinstance(live, RequestLive) and live.request is not None
+        live, req = self._running(index)
         if live.filled < self.page_size:
             return
-        req, key = live.request, namespace_key(live.namespace)
+        key = namespace_key(live.namespace)
         tokens = live.tokens[: live.filled]
         aligned = len(tokens) // self.page_size * self.page_size
         row = live.values + live.own
@@ -146,8 +150,7 @@ class RequestsTierWorld(LifecycleTierWorld):
         if outcome not in ENDINGS:
             raise ValueError(f"outcome must be one of {ENDINGS}, got {outcome!r}")
         self._say(f"w.end({index}, {outcome!r})")
-        live = self.lives[index]
-        assert isinstance(live, RequestLive) and live.request is not None
+        live, _ = self._running(index)
         key = namespace_key(live.namespace)
         if outcome == "finish":
             self._forward(live)
@@ -160,6 +163,10 @@ class RequestsTierWorld(LifecycleTierWorld):
         self.model.lock(live.tokens[: len(live.values)], -1, key)
         if outcome == "retract" and live.filled:
             self.requeued = (self.requeued + [(live.tokens[: live.filled], live.namespace)])[-4:]
+
+
+def _idle(self: TierRequestRules) -> bool:
+    return not self.world.running and not self.world.lives
 
 
 class TierRequestRules(TierLifecycleRules):
