@@ -54,6 +54,7 @@ from radixcheck.properties.tiers.request_mutants import (
 )
 from radixcheck.properties.tiers.requests import RequestsTierWorld, TierRequestRules
 from radixcheck.reference.tier_requests import RequestTiers
+from radixcheck.reference.tiered_cache import TieredRadixCache
 
 CORRECT = [RequestTiers, TrustingRequestTiers]
 POLICIES = ["write_through", "write_back"]
@@ -260,7 +261,7 @@ def test_a_match_req_that_leaves_filled_past_protected_is_refused() -> None:
 def test_the_machine_has_the_request_story_only_when_requests_are_declared() -> None:
     machine = tier_machine_for(RequestTiers)
     assert issubclass(machine, TierRequestRules) and machine.world_class is RequestsTierWorld
-    assert not hasattr(tier_machine_for(TrustingRequestTiers.__mro__[-2]), "evict_under_a_publish")
+    assert not hasattr(tier_machine_for(TieredRadixCache), "evict_under_a_publish")  # lifecycle="tree"
 
 
 @pytest.mark.deep
