@@ -404,15 +404,13 @@ ENGINES += [
             "moves on to another oracle-13 failure). Their earlier `4 eviction amount` was the adapter's: a state-only copy "
             "SGLang made (for the adapter's own prefix state) waited, in SGLang's in-order ack queue, behind a suite write "
             "still in flight, its node locked where the tier model saw no transfer; the adapter now acts on such a done "
-            "copy first (findings/sglang_trees.md). The SWA rows get past the whole-segment restore (the tier rule now "
-            "lets a load-back restore, further back than the window, each token's own host value, as SGLang's "
-            "`SWAComponent` LOAD_BACK does): the Python row fails 20w (a device page within the window at a load-back's "
-            "end keeps its window tombstoned where its host copy has it), the Rust row 23 (a host part longer than the "
-            "model allows); neither analysed yet, and SGLang's later SWA backups are still not modelled.",
+            "copy first (findings/sglang_trees.md). The SWA rows follow SGLang's window through the tiers: a load-back "
+            "restores whole host segments (each token's own value), a host copy may gain its window later (SGLang's "
+            "incremental SWA backup), a failed load resumes where the window is live on device, and the match's host part "
+            "runs to SGLang's `best_match_node` (its `host_hit_length` leaves out a device-only node behind a host-only "
+            "window, which its load-back returns: findings/sglang_trees.md, \"The SWA window under HiCache\").",
         ],
         _phrases([("tokens on host, but", "M1 state attached during an in-flight write never backed up (findings/sglang_trees.md)"),
-                  ("a request resumes only where", "blocked: SGLang backs up a node's SWA after its KV backup, which the tier "
-                   "model does not follow (findings/sglang_trees.md)"),
                   ("the device tier evicts least recently used first", "#3 mid-edge hit refreshes the unused suffix "
                    "(RADIXCHECK_SGLANG_FIX=3 passes this program; findings/sglang_trees.md)")]),
     ),
