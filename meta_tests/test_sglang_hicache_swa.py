@@ -22,7 +22,12 @@ import pytest
 
 from radixcheck.oracles.tier_model import TierModel
 from radixcheck.oracles.tier_windows import TierWindows
-from radixcheck.oracles.violations import TierResidencyViolation, TierWindowViolation, WindowMatchViolation
+from radixcheck.oracles.violations import (
+    TierResidencyViolation,
+    TierWindowViolation,
+    TombstoneViolation,
+    WindowMatchViolation,
+)
 from radixcheck.properties.adapters import sglang_hicache, sglang_hicache_hybrid
 from radixcheck.properties.tiers.world import TierWorld
 
@@ -60,11 +65,13 @@ def test_a_failed_load_back_resumes_where_the_window_is_live() -> None:
     _failed_load_back()
 
 
-def test_the_full_only_path_after_a_failed_load_fails_20w(monkeypatch: pytest.MonkeyPatch) -> None:
-    """The adapter's old answer (the plain HiCache adapter's: the FULL KV's device path)."""
+def test_the_full_only_path_after_a_failed_load_fails_21(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The adapter's old answer (the plain HiCache adapter's: the FULL KV's device path). It failed
+    20w at the forward's ``windows()``; since the tier world judges a failed load's end
+    (``TierModel.check_failed_load_end``, oracle 21) it fails there, one step earlier."""
     monkeypatch.setattr(sglang_hicache_hybrid.SGLangHiCacheSWA, "_device_ancestor",
                         sglang_hicache.SGLangHiCache._device_ancestor)
-    with pytest.raises(TierWindowViolation, match=r"token 2 .* reports -1 \(tombstoned\), but .* \(revived from its host copy"):
+    with pytest.raises(TombstoneViolation, match=r"its load moved nothing, and it returned the whole device path \(4 tokens\)"):
         _failed_load_back()
 
 
@@ -110,3 +117,40 @@ def test_without_the_later_backup_maybe_the_host_match_fails_23(factory: Any, mo
     monkeypatch.setattr(TierWindows, "_may_back_up", lambda self, page: None)
     with pytest.raises(WindowMatchViolation, match=r"match\(\[0\]\): its host part ends after 1 tokens"):
         _window_backed_up_later(factory)
+
+
+def _device_page_behind_a_host_window(factory: Any) -> TierWorld:
+    """The rows' 20w program after the rule ``failed_load_at_a_dead_window``, reduced to 13
+    operations: ``[0]*8``'s nodes ``[0]*4`` (no window) and ``[0]*4`` (window on host only) have
+    their FULL KV on device and host; ``[1]`` after them is on device only (its write failed), its
+    window live. SGLang's ``host_hit_length`` counts only the FULL host copies (8), while its
+    ``best_match_node`` is ``[1]`` (9), and a load-back returns 9 tokens."""
+    w = TierWorld(factory, page_size=1, write_policy="write_through")
+    w.serve([0] * 8, load=True)
+    w.finish(-1)
+    w.serve([0] * 12, load=True)
+    w.finish(-1)
+    w.complete(3)
+    w.fail_next([True, True])
+    w.serve([0] * 8, load=True)
+    w.finish(-1)
+    w.evict(1)
+    w.evict(1)
+    w.serve([0] * 8 + [1, 1, 1, 1], load=True)  # its load fails, then its write
+    w.finish(-1)
+    w.serve([0] * 8 + [1, 0, 1, 0], load=True)
+    w.check()
+    return w
+
+
+@pytest.mark.parametrize("factory", CORES, ids=["python", "rust"])
+def test_a_device_page_behind_a_host_window_is_in_the_host_part(factory: Any) -> None:
+    _device_page_behind_a_host_window(factory)
+
+
+@pytest.mark.parametrize("factory", CORES, ids=["python", "rust"])
+def test_host_hit_length_as_the_host_part_fails_20w(factory: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The adapter's old answer (SGLang's ``host_hit_length`` as the host part): the matrix's 20w."""
+    monkeypatch.setattr(sglang_hicache_hybrid.SGLangHiCacheSWA, "_match_prefix", sglang_hicache.SGLangHiCache._match_prefix)
+    with pytest.raises(TierWindowViolation, match=r"its host part stops after 8 tokens, short of 9: the window of token 8"):
+        _device_page_behind_a_host_window(factory)

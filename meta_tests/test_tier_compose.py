@@ -13,6 +13,7 @@ the catalogue's (``python -m radixcheck.reports.tier_catalogue``) and the ``deep
 from __future__ import annotations
 
 import dataclasses
+import re
 from typing import Any
 
 import pytest
@@ -224,18 +225,22 @@ class ReadsTwinsKv(TieredRadixCache):
                     self.controller.device_kv[int(slot)] = value  # a copy of the twin's, not of its own host copy
 
 
-def test_a_request_reading_another_tenants_kv_fails_isolation() -> None:
+@pytest.mark.parametrize(("owner", "reader", "named"), [("b", "a", "namespace 'b'"), ("a", UNSAID, "namespace 'a'"),
+                                                      (UNSAID, "a", "namespace None")],
+                         ids=["between-tenants", "into-the-default", "out-of-the-default"])
+def test_a_request_reading_another_tenants_kv_fails_isolation(owner: Any, reader: Any, named: str) -> None:
     """The request's forward reads KV that is exactly another tenant's for the same tokens: oracle
-    10 (each namespace's KV differs from its first token on), not 13."""
+    10 (each namespace's KV differs from its first token on), not 13; the default namespace is a
+    tenant like any other, from or into it (its key is ``None``: a leak from it was filed as 13)."""
     world = TierWorld(ReadsTwinsKv, 1, "write_through")
-    for namespace in ("a", "b"):
+    for namespace in (reader, owner):  # the owner's copy is written last: the one the bug reads
         world.serve([1], namespace=namespace)
         world.finish()
         world.complete_all()
     world.evict(100)
     world.complete_all()
-    world.serve([1], namespace="a")
-    with pytest.raises(TenantIsolationViolation, match=r"reads KV .* namespace 'b''s KV of those tokens"):
+    world.serve([1], namespace=reader)
+    with pytest.raises(TenantIsolationViolation, match=rf"reads KV .* {re.escape(named)}'s KV of those tokens"):
         world.finish()
 
 

@@ -478,9 +478,29 @@ def test_a_match_stopped_at_a_tombstone_the_model_lacks_names_the_window() -> No
     """Its device part stops at 2 (its own tombstone on token 2): 13 said only "returned device slots
     [..] (2), but the pages on device hold [..] (3)"; the window oracle names the token and its insert."""
     with pytest.raises(TierWindowViolation, match=r"match\(\[1, 2, 3\]\): its device part stops after 2 tokens, short of 3: "
-                                                   r"the window of token 2 is live on device \(token 2's in Page\(\[1, 2, 3\], "
-                                                   r"device\), given by the insert of operation 2\), with its full KV"):
+                                                   r"the window of the 1 token\(s\) from token 2 is live on device \(token 2's in "
+                                                   r"Page\(\[1, 2, 3\], device\), since operation 2: given by the insert; 1 "
+                                                   r"operation\(s\) ran before this read\), with the full KV"):
         _match_during_write_back(WriteBackStartTombstonesWindow)
+
+
+def test_a_match_stopped_short_of_one_token_or_of_several_is_one_finding() -> None:
+    """B9 read "the window of token 0 ... with its full KV" at page size 1 and "of tokens 2 to 3 ...
+    with their full KV" at 2: two shapes, two findings of one bug. One wording now."""
+    from meta_tests.test_root_cause import _verdict
+    from radixcheck.audit import findings_of
+
+    def story(page_size: int, tokens: list[int]) -> None:  # the leaf's write-back starts: its window is lost
+        world = TierWorld(WriteBackStartTombstonesWindow, page_size, "write_back")
+        world.serve(tokens)
+        world.finish()
+        world.evict(page_size)
+        world.match(tokens)
+
+    verdicts = [_verdict(f"test_tier_state_machine[page_size={n}]", lambda n=n, t=t: story(n, t)) for n, t in ((1, [1, 2, 3]), (2, [1, 2]))]
+    reasons = [v.reason for v in verdicts]
+    assert "the 1 token(s) from token 2" in reasons[0] and "the 2 token(s) from token 0" in reasons[1], reasons
+    assert [f.tests for f in findings_of(verdicts)] == [[v.test for v in verdicts]], reasons
 
 
 # ---- a window value leaked from another tenant is named as a leak (10, not 20w) --------------------------
@@ -518,10 +538,38 @@ def test_correct_window_caches_keep_each_tenants_window(factory: Any) -> None:
 def test_a_window_value_of_another_tenant_is_named_a_leak() -> None:
     """20w said only "reports window value X, not its own Y"; the value is namespace b's for that token."""
     with pytest.raises(TenantIsolationViolation, match=r"windows\(\) of Request\(\[1, 2, 3\], namespace='a', 3 cached\)'s "
-                                                       r"handle: token 0 \(in Page\(\[1\] under namespace 'a', device\)\) "
+                                                       r"handle: it read another tenant's window on device: token 0 "
+                                                       r"\(in Page\(\[1\] under namespace 'a', device\)\) "
                                                        r"reports window value \d+: namespace 'b''s window value of that token, "
                                                        r"not its own \d+"):
         _twins(TwinWindowOverwrite)
+
+
+def _twin_window_matched(factory: Any) -> TierWorld:
+    """[2, 1, 2, 1] cached under 'b' (its first token's window slid: tombstoned), then [2, 1, 2] under
+    'a' (all live), then [2] served under 'b': a match under b may end only where b's window is live."""
+    world = TierWorld(factory, 1, "write_through")
+    for tokens, namespace in (([2, 1, 2, 1], "b"), ([2, 1, 2], "a"), ([2], "b")):
+        world.serve(tokens, namespace=namespace)
+        world.finish()
+    world.check()
+    return world
+
+
+@pytest.mark.parametrize("factory", [TieredWindowCache, TrustingWindowTiers], ids=lambda f: f.__name__)
+def test_correct_window_caches_match_by_their_own_tenants_window(factory: Any) -> None:
+    _twin_window_matched(factory)
+
+
+def test_a_match_reaching_on_another_tenants_window_is_named_a_leak() -> None:
+    """B10 at page size 1: a's insert gives b's twin page a's live window, and b's match ends on it.
+    It was 23 (match length); the window it read is another tenant's, as the value read is at page
+    size 2 (oracle 10 there): a leak, named."""
+    with pytest.raises(TenantIsolationViolation, match=r"match\(\[2\] under namespace 'b'\): it read another tenant's window "
+                                                       r"on device: its device part ends after 1 "
+                                                       r"tokens, where only Page\(\[2\] under namespace 'a', device\), its "
+                                                       r"twin, has the window of the last 1 tokens live on device"):
+        _twin_window_matched(TwinWindowOverwrite)
 
 
 def test_the_second_pool_protocols_hold_the_calls_a_window_or_state_target_adds() -> None:
@@ -532,3 +580,31 @@ def test_the_second_pool_protocols_hold_the_calls_a_window_or_state_target_adds(
     assert isinstance(state, TieredStateCacheLike) and not isinstance(state, TieredWindowCacheLike)
     assert not isinstance(plain, TieredWindowCacheLike) and not isinstance(plain, TieredStateCacheLike)
     assert radixcheck.TieredWindowCacheLike is TieredWindowCacheLike
+
+
+def test_one_window_leak_read_two_ways_is_one_finding() -> None:
+    """B10 read as a window value at page size 2 and as a match's end at 1: both oracle 10, saying
+    ``TWIN_WINDOW``, one finding. A KV leak in the same audit (another bug) stays a finding of its own."""
+    from meta_tests.test_root_cause import _verdict
+    from meta_tests.test_tier_compose import ReadsTwinsKv
+    from radixcheck.audit import findings_of
+
+    window = [_verdict("test_tier_state_machine[page_size=2]", lambda: _twins(TwinWindowOverwrite)),
+              _verdict("test_tier_state_machine[page_size=1]", lambda: _twin_window_matched(TwinWindowOverwrite))]
+    assert [v.oracle for v in window] == ["10 tenant isolation"] * 2 and window[0].reason != window[1].reason
+    assert [f.tests for f in findings_of(window)] == [sorted(v.test for v in window)]
+    kv_story = _verdict("test_tier_lifecycle[page_size=1]", lambda: _kv_leak(ReadsTwinsKv))
+    assert kv_story.oracle == "10 tenant isolation" and len(findings_of([*window, kv_story])) == 2
+
+
+def _kv_leak(factory: Any) -> None:
+    """a's [1] loaded back from host reads b's KV (``ReadsTwinsKv``: a KV leak, not a window's)."""
+    world = TierWorld(factory, 1, "write_through")
+    for namespace in ("a", "b"):
+        world.serve([1], namespace=namespace)
+        world.finish()
+        world.complete_all()
+    world.evict(100)
+    world.complete_all()
+    world.serve([1], namespace="a")
+    world.finish()

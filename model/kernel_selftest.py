@@ -73,7 +73,7 @@ def _products(lib: ctypes.CDLL, rng: np.random.Generator) -> str | None:
                 f"weight sums {spread_w.wsum is not None} / {random_w.wsum is not None}")
     # the same blocks without the integer multipliers: the widening form, where the byte form would run
     ungrouped_w = replace(random_w, mult_groups=None)
-    for n in (1, 2, 3, 5, 8, 13, 16, 24, 37):
+    for n in (1, 2, 3, 5, 8, 13, 16, 24, 32, 37):  # 24 and 32: a block of two tiles (16 + 8, 16 + 16)
         x = rng.standard_normal((n, nb * 32)) * 10.0 ** rng.integers(-3, 4, (n, 1))
         x[rng.random(x.shape) < 0.05] = 0
         xe = np.where(rng.random((n, 64)) < 0.5, -1.0, 1.0) * 3.0  # every element quantises to +-(2**bits - 1)

@@ -52,7 +52,7 @@ from radixcheck.oracles.policy import LeafStats
 from radixcheck.oracles.tier_amount import TierAmount
 from radixcheck.oracles.tier_host_order import HostLeaves, check_host_order
 from radixcheck.oracles.tier_order import DeviceLeaves, check_device_order, check_device_policy, is_device_leaf
-from radixcheck.oracles.tier_windows import window_value
+from radixcheck.oracles.tier_windows import TWIN_WINDOW, window_value
 from radixcheck.oracles.violations import (
     BackupChainViolation,
     EvictionOrderViolation,
@@ -198,15 +198,18 @@ class TierModel:
             device, host = device[:device_end], reach - device_end
         return device, host, self.pages_of(tokens, namespace)
 
-    def tenant_whose(self, tokens: Sequence[int], kv: Sequence[Any], namespace: Hashable = None) -> Hashable | None:
-        """The other namespace whose KV for ``tokens`` starts with ``kv`` where ``namespace``'s does not
-        (a read of another tenant's copy), or ``None``. Each namespace's KV differs from its first token
-        on (:meth:`content_of`), so this is exact, never a coincidence of a few values."""
+    def tenant_whose(self, tokens: Sequence[int], kv: Sequence[Any], namespace: Hashable = None) -> str | None:
+        """Which other namespace's KV for ``tokens`` starts with ``kv`` where ``namespace``'s does not
+        (a read of another tenant's copy: "namespace 'b'", "namespace None" for the default one), or
+        ``None``: no leak. Each namespace's KV differs from its first token on (:meth:`content_of`),
+        so this is exact, never a coincidence of a few values. The answer is a name, never the
+        namespace itself: the default namespace is ``None``, which would read as "no leak" (a leak
+        from it was filed under oracle 13)."""
         if not kv or self.content_of(tokens, namespace)[: len(kv)] == list(kv):
             return None
         for other in list(self.roots):
             if other != namespace and self.content_of(tokens, other)[: len(kv)] == list(kv):
-                return other
+                return f"namespace {other!r}"
         return None
 
     def window_tenant(self, tokens: Sequence[int], i: int, value: int, namespace: Hashable = None) -> str | None:
@@ -320,6 +323,7 @@ class TierModel:
         full = len(device) if part == "device" else len(device) + host
         tier = "on device" if part == "device" else "on device or in a host copy"
         if want < got <= full:
+            self._check_window_of_twin(what, part, got, tokens, namespace)
             raise WindowMatchViolation(f"{what}: its {part} part ends after {got} tokens, but a request resumes only where "
                                        f"the last {self.windows.window} tokens have their window live {tier}: after "
                                        f"{want} (the full KV alone reaches {full})")
@@ -343,11 +347,29 @@ class TierModel:
         if got < want and slots_agree:  # the model has no tombstone there: the cache stopped at one it made (or lost)
             i = max(got, want - self.windows.window)
             page = path[i // self.page_size]
-            span, its = (f"token {i}", "its") if i == want - 1 else (f"tokens {i} to {want - 1}", "their")
+            # one wording however many tokens (a window trial's B9 read "token 0 ... its" at one page size and
+            # "tokens 2 to 3 ... their" at the other: two shapes, two findings)
             raise TierWindowViolation(f"{what}: its {part} part stops after {got} tokens, short of {want}: the window of "
-                                      f"{span} is live on device (token {i}'s in {page}, "
-                                      f"{self.windows.why.get(page, 'given by an insert')}), with {its} full KV; the match "
+                                      f"the {want - i} token(s) from token {i} is live on device (token {i}'s in {page}, "
+                                      f"{self.windows.history(page, 'given by an insert')}), with the full KV; the match "
                                       "stopped before it, at a window value the cache tombstoned or lost")
+
+    def _check_window_of_twin(self, what: str, part: str, got: int, tokens: Sequence[int], namespace: Hashable) -> None:
+        """Oracle 10 through a window: a match under ``namespace`` whose device part ends after
+        ``got`` tokens, further than its own window allows, where the window of another namespace's
+        twin pages (the same tokens) is live on device over the last ``min(W, got)`` tokens: the
+        answer read that tenant's window (a window table keyed by the tokens alone), a leak, not a
+        match-length slip (a new user's B10 was filed under 23 at one page size, 10 at the other)."""
+        if part != "device" or self.windows is None:
+            return
+        start = max(0, got - self.windows.window)
+        for other in list(self.roots):
+            twins = [pg for pg in self.pages_of(tokens, other) if not pg.gone] if other != namespace else []
+            if len(twins) * self.page_size >= got and all(self.windows.live(twins, i, False) for i in range(start, got)):
+                raise TenantIsolationViolation(f"{what}: {TWIN_WINDOW}: its device part ends after {got} tokens, where only "
+                                               f"{_of_tenant(twins[(got - 1) // self.page_size])}, its twin, has the "
+                                               f"window of the last {got - start} tokens live on device (a window kept "
+                                               "by the tokens alone?)")
 
     def _check_twin_quarantined(self, what: str, tokens: Sequence[int], answered: int, namespace: Hashable) -> None:
         """Oracle 10 across a quarantine: an answer under ``namespace`` that stops short (``answered``

@@ -38,7 +38,16 @@ from typing import Any
 from radixcheck.oracles.violations import TenantIsolationViolation, TierWindowViolation, shown
 
 NONE = -1
+SINCE = "since operation {at}: "
+"""How a finding says the event that made a window live when operations ran between it and the
+read (:meth:`TierWindows.history`): the event's words follow, up to a ``;``."""
 WINDOW_MODULUS = 999_999_937  # keeps the values short enough to read in a message
+
+
+TWIN_WINDOW = "it read another tenant's window on device"
+"""What a window leak between tenants says, whichever read met it (a ``windows()`` value, a match
+that ends on a twin's live window): one finding (``failures.signature_of`` groups oracle 10's
+messages that say it by this alone; a new user's B10 read one way at page size 1, the other at 2)."""
 
 
 def window_value(kv: int) -> int:
@@ -77,13 +86,15 @@ class TierWindows:
         self.device: dict[Any, tuple[bool, ...]] = {}  # a tier model's Page -> its device copy's live flags
         self.host: dict[Any, tuple[bool, ...]] = {}  # ... -> its host copy's live flags
         self.why: dict[Any, str] = {}  # ... -> the event that set its device flags (for a message)
+        self.at: dict[Any, int] = {}  # ... -> the operation of that event (clock's), for :meth:`history`
+        self.clock: Callable[[], int] | None = None  # the world's operation count (None: no history said)
 
     def on_insert(self, pages: Sequence[Any], first: int, sent: Sequence[int], what: str) -> None:
         """An insert put ``pages`` on device (its page ``first`` onwards), with ``window=sent``."""
         p = self.page_size
         for k, page in enumerate(pages, start=first):
             self.device[page] = tuple(v != NONE for v in sent[k * p : (k + 1) * p])
-            self.why[page] = f"given by {what}"
+            self._set_why(page, f"given by {what}")
             self._may_back_up(page)
 
     def on_write_done(self, pages: Sequence[Any]) -> None:
@@ -111,13 +122,32 @@ class TierWindows:
             if k >= start:  # in the window: restored (a maybe in either copy stays one)
                 flags = tuple(True if True in (d, h) else None if None in (d, h) else False for d, h in zip(own, host, strict=True))
                 say = "restored" if k >= first else "revived"
-                self.why[page] = f"{say} from its host copy by {what}, within the last {self.window} tokens"
+                self._set_why(page, f"{say} from its host copy by {what}, within the last {self.window} tokens")
             else:  # further back: the cache may restore the host copy's values or leave them tombstoned
                 flags = tuple(d if d is not False or h is False else None for d, h in zip(own, host, strict=True))
                 if k >= first:
-                    self.why[page] = f"loaded back by {what}, further back than the window at the path's end"
+                    self._set_why(page, f"loaded back by {what}, further back than the window at the path's end")
             self.device[page] = flags
             self._may_back_up(page)
+
+    def _set_why(self, page: Any, why: str) -> None:
+        self.why[page] = why
+        if self.clock is not None:
+            self.at[page] = self.clock()
+
+    def history(self, page: Any, default: str = "") -> str:
+        """Why ``page``'s window is live, for a finding read now. Read right after the event that
+        made it live (no operation between), the event is said as it is: it is the likely cause (a
+        load-back that did not restore a page is not one that did not revive one; two bugs, two
+        findings). Read later, the event is history, said after :data:`SINCE` and left out of the
+        finding's shape (``failures.shape_of``): a value lost by a later call (a tenant's insert
+        onto its twin, a new user's trial's B10) is one finding whether a load-back restored it, one
+        revived it or an insert gave it (it gave one per event)."""
+        why = self.why.get(page, default)
+        at, now = self.at.get(page), self.clock() if self.clock is not None else None
+        if not why or at is None or now is None or now - at <= 1:
+            return why
+        return f"{SINCE.format(at=at)}{why.replace(f' of operation {at}', '')}; {now - at - 1} operation(s) ran before this read"
 
     def _may_back_up(self, page: Any) -> None:
         """The cache may back a page's live window up into its existing host copy later, with no KV
@@ -204,13 +234,13 @@ class TierWindows:
                                        f"({shown(tokens)})")
         i = next(i for i, (g, w) in enumerate(zip(got, want, strict=True)) if g != w)
         page = pages[i // p]
-        why = self.why.get(page, "")
+        why = self.history(page)
         own = window_value(flags[i][0])
         other = tenant_of(i, got[i]) if tenant_of is not None and got[i] not in (NONE, own) else None
         if other is not None:
             mine = {True: f"{own}", False: "(-1: tombstoned there)", None: f"({own} or -1)"}[flags[i][1]]
-            raise TenantIsolationViolation(f"windows() of {what}: token {i} (in {page}) reports window value {got[i]}: "
-                                           f"{other}'s window value of that token, not its own {mine}")
+            raise TenantIsolationViolation(f"windows() of {what}: {TWIN_WINDOW}: token {i} (in {page}) reports window value "
+                                           f"{got[i]}: {other}'s window value of that token, not its own {mine}")
         if flags[i][1] is None:
             say = (f"window value {got[i]}, neither its own {window_value(flags[i][0])} (its host copy's, which a load-back "
                    "may restore further back than the window) nor -1")

@@ -39,7 +39,7 @@ from radixcheck.properties.cache.contract import (
 from radixcheck.properties.index.contract import DEFAULT_INDEX_CAPABILITIES, IndexCapabilities, required_index_methods
 from radixcheck.properties.index.router_contract import RouterCapabilities, RouterPair
 from radixcheck.properties.tenant_tree.contract import TenantTreeCapabilities, required_tenant_tree_methods
-from radixcheck.properties.tiers.contract import TierCapabilities
+from radixcheck.properties.tiers.contract import TIER_REQUEST_METHODS, TierCapabilities
 
 DEFAULT_TARGET = "radixcheck.reference:RadixCache"
 TARGET_ENV = "RADIXCHECK_TARGET"
@@ -278,6 +278,8 @@ def _check_tier(target: Target) -> None:
     needed = [m for m in needed if caps.supports_quarantine or m != "evict_prefix"]
     if caps.second_pool is not None:  # a state pool's report, or a window's (the tier contract)
         needed.append("windows" if isinstance(caps.second_pool, SlidingWindow) else "states")
+    if caps.lifecycle == "requests":  # its own request methods (the tier contract's "The request lifecycle on the tiers")
+        needed += list(TIER_REQUEST_METHODS)
     for page_size in caps.page_sizes_tested():
         try:
             with _alarm(max(op_timeout(), LOAD_TIMEOUT), f"factory(..., page_size={page_size}) while loading the target"):

@@ -44,6 +44,8 @@ _EXPORTS = {
     "TieredStateCacheLike": "radixcheck.properties.tiers.contract",
     "TieredWindowCacheLike": "radixcheck.properties.tiers.contract",
     "TierMatch": "radixcheck.properties.tiers.contract",
+    "TierRequest": "radixcheck.properties.tiers.contract",
+    "TieredRequestCacheLike": "radixcheck.properties.tiers.contract",
     "tier_machine_for": "radixcheck.properties.tiers.machine",
     "RadixCacheLike": "radixcheck.properties.cache.contract",
     "SlotAllocator": "radixcheck.properties.cache.contract",

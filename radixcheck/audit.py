@@ -552,7 +552,7 @@ def report_card(result: AuditResult) -> str:
     ]
     if findings:
         parts += ["", "## Findings, most fundamental first (one per root cause)"]
-        parts += [line for g in (tier_grouping(result), page_sizes_apart(findings)) if g for line in ("", g)]
+        parts += ["", said] if (said := grouping(result)) else []
     for i, f in enumerate(findings, 1):
         parts += ["", f"### {i}. {f.oracle} ({f.heading})", "", f"{f.exception + ': ' if f.exception else ''}{f.reason}"
                   + (f" (raised at `{f.raised_at}`)" if f.raised_at else ""), "",
@@ -620,6 +620,15 @@ def _page_sizes(finding: Finding) -> frozenset[int]:
     return frozenset(int(s) for s in sizes) if all(s.isdigit() for s in sizes) else frozenset()
 
 
+def _apart(findings: list[Finding]) -> str:
+    """The pairs of findings met at different page sizes only, said ("1 and 2 (page size 1 against 2)"), or ""."""
+    sizes = [_page_sizes(f) for f in findings]
+    pairs = [(i, j) for i in range(len(findings)) for j in range(i + 1, len(findings))
+             if sizes[i] and sizes[j] and not sizes[i] & sizes[j]]
+    return ", ".join(f"{i + 1} and {j + 1} (page size {'/'.join(map(str, sorted(sizes[i])))} against "
+                     f"{'/'.join(map(str, sorted(sizes[j])))})" for i, j in pairs)
+
+
 def page_sizes_apart(findings: list[Finding]) -> str:
     """What two findings met at different page sizes only do not say: that they are separate causes.
     A program is judged at its own page size only, and replaying it at the other finding's would
@@ -627,23 +636,51 @@ def page_sizes_apart(findings: list[Finding]) -> str:
     a load-back that restores no window at page size 1 and one that restores a page's window reversed
     at page size 2 show each other's finding both ways, and fixing one leaves the other
     (``meta_tests/test_root_cause.py``). So the card says they may share a cause, and leaves them apart."""
-    sizes = [_page_sizes(f) for f in findings]
-    pairs = [(i, j) for i in range(len(findings)) for j in range(i + 1, len(findings))
-             if sizes[i] and sizes[j] and not sizes[i] & sizes[j]]
-    if not pairs:
+    said = _apart(findings)
+    if not said:
         return ""
-    said = ", ".join(f"{i + 1} and {j + 1} (page size {'/'.join(map(str, sorted(sizes[i])))} against "
-                     f"{'/'.join(map(str, sorted(sizes[j])))})" for i, j in pairs)
     return (f"Findings {said} were met at different page sizes only: a program is judged at its own page size, so "
             "they may share one root cause (a bug can read differently at each page size) or be two; fixing one shows which.")
+
+
+ONE_THREAD = "on one thread: the threads' calls fail run one after another"
+"""How a tenant tree's threaded finding says it needs no second thread (``tenant_tree.machine.ONE_THREAD_NOTE``)."""
+
+
+def one_thread_apart(findings: list[Finding]) -> str:
+    """What a tenant tree's threaded finding that fails on one thread too does not say when it reads
+    unlike the machine's: that it may be the machine's bug, met in other calls (the two are grouped
+    by shape only, and a round's calls are not the machine's program)."""
+    machine = [i + 1 for i, f in enumerate(findings) if "test_tenant_tree_state_machine" in f.tests]
+    threaded = [i + 1 for i, f in enumerate(findings) if ONE_THREAD in f.reason and i + 1 not in machine]
+    if not machine or not threaded:
+        return ""
+    mine, theirs = (", ".join(map(str, n)) for n in (threaded, machine))
+    return (f"Finding(s) {mine} (the threaded test's) fail on one thread too, so they are bugs of one thread, as the "
+            f"machine's finding(s) {theirs} are: they may share one root cause or be two; fixing {theirs} shows which.")
+
+
+def grouping(result: AuditResult) -> str:
+    """The one sentence above several findings the grouping could not tell apart from one cause: a
+    tier target's (:func:`tier_grouping`), those met at different page sizes only
+    (:func:`page_sizes_apart`), or both reasons in one sentence (a tier card with findings at
+    several page sizes printed two sentences that each said "may share one root cause")."""
+    tier, said = tier_grouping(result), _apart(result.findings)
+    if not (tier or said):
+        return one_thread_apart(result.findings)
+    if not (tier and said):
+        return tier or page_sizes_apart(result.findings)
+    return ("A tier target's findings are grouped by oracle and message shape only (a tier program is not replayed "
+            f"past its first failure), and findings {said} were met at different page sizes only (a program is judged "
+            "at its own page size; a bug can read differently at each): two of them may share one root cause or be "
+            "two; fixing one shows which.")
 
 
 def print_summary(result: AuditResult) -> None:
     print()
     findings, waived = result.findings, result.waived
-    for grouping in (tier_grouping(result), page_sizes_apart(findings)):
-        if grouping:
-            print(f"radixcheck: {grouping}")
+    if said := grouping(result):
+        print(f"radixcheck: {said}")
     for i, f in enumerate(findings, 1):
         print(f"--- finding {i} of {len(findings)} ({f.heading}): {f.oracle}\n"
               f"{f.exception + ': ' if f.exception else ''}{f.reason}{f' (raised at {f.raised_at})' if f.raised_at else ''}\n"

@@ -230,6 +230,11 @@ class BenchPlan:
 # ---- the trees --------------------------------------------------------------------------------
 
 
+def _built(shape: str) -> str:
+    """What a size of ``shape`` builds, for a message: a cache's wide or deep tree, a router's world."""
+    return "the router's world" if shape == "world" else f"the {shape} tree"
+
+
 class RestoreFailed(Exception):
     """An untimed call that puts the tree back after a measurement failed: the measured operation
     is not to blame, so it is stopped without a flag."""
@@ -659,9 +664,10 @@ class _Runner:
             return True
         for op in result.ops.values():
             if op.tree == shape and not op.stopped:
-                op.stopped = (f"not measured beyond {result.sizes[shape][-1]:,} {result.size_unit}: building the next {shape} tree "
-                              f"would take ~{estimate:.0f} s (max_build_seconds {self.plan.max_build_seconds:g})")
-        self.progress(f"{result.spec}: {shape} tree of {n}: skipped, build would take ~{estimate:.0f} s")
+                op.stopped = (f"not measured beyond {result.sizes[shape][-1]:,} {result.size_unit}: building the next "
+                              f"{_built(shape).removeprefix('the ')} would take ~{estimate:.0f} s "
+                              f"(max_build_seconds {self.plan.max_build_seconds:g})")
+        self.progress(f"{result.spec}: {_built(shape)} of {n}: skipped, build would take ~{estimate:.0f} s")
         return False
 
     def _stop_all(self, reason: str) -> None:
@@ -685,10 +691,10 @@ class _Runner:
             reason = _stopped_reason(exc, self._planned(shape, n, page_size), result.size_unit)
             for names, _ in live:
                 for x in names:
-                    result.ops[x].stopped = f"building the {shape} tree: {reason}"
+                    result.ops[x].stopped = f"building {_built(shape)}: {reason}"
             if isinstance(exc, (OperationTimeout, MemoryLimitExceeded)):  # a tree is built by inserts: theirs is the limit
-                result.ops[self._built_by(shape)].stopped = f"{reason} (building the {shape} tree)"
-            self.progress(f"{target.spec}: {shape} tree of {n} leaves/levels: {reason}")
+                result.ops[self._built_by(shape)].stopped = f"{reason} (building {_built(shape)})"
+            self.progress(f"{target.spec}: {_built(shape)} of {n} {'prompts' if shape == 'world' else 'leaves/levels'}: {reason}")
             return
         self._builds[(i, shape)] = (n, time.monotonic() - t0)
         result.sizes[shape].append(tree.size)

@@ -74,13 +74,21 @@ def table(result: TargetCost, reference: TargetCost | None, fmt: str = "simple")
 
 
 def to_json(result: TargetCost, reference: TargetCost | None, plan: BenchPlan, machine: dict[str, Any]) -> dict[str, Any]:
-    doc = result.to_json()
-    doc["reference"] = reference.to_json() if reference else None
+    router = "world" in result.sizes  # a KV-event index or a tenant tree: no page size, no deep tree (radixcheck.bench_router)
+    doc = _without_page_size(result.to_json()) if router else result.to_json()
+    doc["reference"] = None if reference is None else _without_page_size(reference.to_json()) if router else reference.to_json()
     doc["flag_exponent"] = FLAG_EXPONENT
     doc["clock"] = CLOCK
-    doc["plan"] = {"wide_leaves": list(plan.wide_leaves), "deep_levels": list(plan.deep_levels), "repeats": plan.repeats,
-                   "max_seconds": plan.max_seconds, "memory_mib": plan.memory_mib}
+    sizes = {"prompts": list(plan.wide_leaves)} if router else {"wide_leaves": list(plan.wide_leaves),
+                                                                 "deep_levels": list(plan.deep_levels)}
+    doc["plan"] = {**sizes, "repeats": plan.repeats, "max_seconds": plan.max_seconds, "memory_mib": plan.memory_mib}
     doc["machine"] = machine
+    return doc
+
+
+def _without_page_size(doc: dict[str, Any]) -> dict[str, Any]:
+    """A router structure's JSON: it has no page size (the cache bench's field, 1 there, read as one)."""
+    doc.pop("page_size", None)
     return doc
 
 

@@ -20,14 +20,20 @@ operation        unit           where
 apply_stored     stored block   a ``BlockStored`` of a new prompt's blocks on one worker
 apply_removed    removed block  the ``BlockRemoved`` of those blocks (leaves first): size restored
 find_matches     query block    a held prompt's tokens hashes, the shared prefix first
+remove_worker    leaver's block ``remove_worker`` of a worker that joined holding the shared prefix
+                                and :data:`LEAVER_PROMPTS` held prompts (re-routed to it)
+apply_cleared    leaver's block the same worker's ``AllBlocksCleared`` (it stays, empty)
 insert           key element    a new prompt routed to one tenant
 match            key element    a held prompt, every tenant available
 evict            call           ``evict(tenant, one prompt's suffix)``: a router trimming a
                                 replica a little (``supports_eviction`` only)
+remove_tenants   leaver's elem. ``remove_tenants`` of a tenant that joined holding
+                                :data:`LEAVER_PROMPTS` held prompts (``supports_removal`` only)
 ================ ============== ===============================================================
 
-Not measured: ``remove_worker`` / ``AllBlocksCleared`` / ``remove_tenants`` (their cost is the
-leaving worker's share, linear by nature), and the optional reads (sizes, dump, memory counts).
+A leaving worker's or tenant's cost is per unit of its share, which is the same at every size: a
+removal that walks the whole index or tree grows with the world, and is flagged. Not measured:
+the optional reads (sizes, dump, memory counts).
 """
 
 from __future__ import annotations
@@ -39,7 +45,7 @@ from typing import Any
 import numpy as np
 
 from radixcheck.bench import BATCH_CALLS, OpCost, Operation, TargetCost, _Runner, _Timed
-from radixcheck.properties.index.contract import BlockRemoved, BlockStored, StoredBlock
+from radixcheck.properties.index.contract import AllBlocksCleared, BlockRemoved, BlockStored, StoredBlock
 from radixcheck.properties.target import Target, guarded
 
 WORKERS = 4
@@ -52,6 +58,10 @@ SHARED_ELEMENTS = 16
 """Characters (or token ids) of the system prompt every tenant holds (a tree)."""
 SUFFIX_ELEMENTS = 24
 """Characters (or token ids) of a prompt's own suffix (a tree): random, so the tree branches as real prompts do."""
+LEAVER_PROMPTS = 2
+"""Held prompts a worker (or tenant) joins with before it is measured leaving: its share, the same at every size."""
+LEAVERS = 4
+"""Leaves timed per batch (each after an untimed join)."""
 SECOND_WORKER_EVERY = 4
 """Every this-many-th prompt is also routed to the next worker: shared holders below the prefix."""
 WORLD = "world"
@@ -62,12 +72,17 @@ ROUTER_OPERATIONS: dict[str, dict[str, Operation]] = {
         Operation("apply_removed", "removed block", WORLD, "the BlockRemoved of those blocks, leaves first"),
         Operation("find_matches", "query block", WORLD, f"a held prompt's {SHARED_BLOCKS + PROMPT_BLOCKS} tokens hashes, "
                   f"the shared prefix ({WORKERS} holders) first"),
+        Operation("remove_worker", "leaver's block", WORLD, f"remove_worker of a worker holding the shared prefix and "
+                  f"{LEAVER_PROMPTS} held prompts"),
+        Operation("apply_cleared", "leaver's block", WORLD, "AllBlocksCleared of such a worker"),
     ]},
     "tenant_tree": {op.name: op for op in [
         Operation("insert", "key element", WORLD, f"a new prompt ({SHARED_ELEMENTS} shared + {SUFFIX_ELEMENTS} own) "
                   "routed to one tenant"),
         Operation("match", "key element", WORLD, f"a held prompt, all {WORKERS} tenants available"),
         Operation("evict", "call", WORLD, f"evict(tenant, {SUFFIX_ELEMENTS}): one prompt's suffix trimmed by LRU"),
+        Operation("remove_tenants", "leaver's element", WORLD, f"remove_tenants of a tenant holding {LEAVER_PROMPTS} "
+                  "held prompts"),
     ]},
 }
 SIZE_UNITS = {"index": "held blocks", "tenant_tree": "held elements"}
@@ -112,6 +127,13 @@ class IndexWorld:
     def query(self, blocks: list[StoredBlock]) -> list[int]:
         return [b.tokens_hash for b in self.shared + blocks]
 
+    def join(self, worker: int, rng: np.random.Generator) -> int:
+        """Untimed: ``worker`` stores the shared prefix and :data:`LEAVER_PROMPTS` held prompts; the blocks it holds."""
+        self.store(worker, None, self.shared)
+        for i in rng.integers(0, len(self.prompts), size=LEAVER_PROMPTS):
+            self.store(worker, self.shared[-1].block_hash, self.prompts[int(i)])
+        return SHARED_BLOCKS + LEAVER_PROMPTS * PROMPT_BLOCKS  # a prompt drawn twice is counted twice: stored twice
+
 
 def _find_matches(world: IndexWorld, rng: np.random.Generator) -> dict[str, tuple[float, float]]:
     queries = [world.query(world.prompts[i]) for i in rng.integers(0, len(world.prompts), size=BATCH_CALLS)]
@@ -132,6 +154,21 @@ def _store_and_remove(world: IndexWorld, rng: np.random.Generator) -> dict[str, 
             removed("apply_event", worker, 0, BlockRemoved(tuple(b.block_hash for b in reversed(blocks))))
     units = BATCH_CALLS * PROMPT_BLOCKS
     return {"apply_stored": (stored.cost, units), "apply_removed": (removed.cost, units)}
+
+
+def _leaving_worker(world: IndexWorld, rng: np.random.Generator) -> dict[str, tuple[float, float]]:
+    """A worker outside the world joins (untimed) and leaves, by ``remove_worker`` and by ``AllBlocksCleared``:
+    the world is as it was after each."""
+    leaver, held = WORKERS, 0
+    with _Timed(world) as removed:
+        for _ in range(LEAVERS):
+            held += world.join(leaver, rng)
+            removed("remove_worker", leaver)
+    with _Timed(world) as cleared:
+        for _ in range(LEAVERS):
+            world.join(leaver, rng)
+            cleared("apply_event", leaver, 0, AllBlocksCleared())
+    return {"remove_worker": (removed.cost, held), "apply_cleared": (cleared.cost, held)}
 
 
 class TreeWorld:
@@ -186,6 +223,15 @@ class TreeWorld:
         """Prompts certainly held: the newer half."""
         return self.prompts[-max(1, len(self.prompts) // 2):]
 
+    def join(self, tenant: str, rng: np.random.Generator) -> int:
+        """Untimed: ``tenant`` joins and is routed :data:`LEAVER_PROMPTS` held prompts; the elements it holds."""
+        guarded("add_tenants", self.cache.add_tenants, [tenant], self.now())
+        young = self.young()
+        keys = {young[int(i)]: None for i in rng.integers(0, len(young), size=LEAVER_PROMPTS)}
+        for key in keys:
+            guarded("insert", self.cache.insert, key, tenant, self.now())
+        return SHARED_ELEMENTS + SUFFIX_ELEMENTS * len(keys)
+
 
 def _match(world: TreeWorld, rng: np.random.Generator) -> dict[str, tuple[float, float]]:
     young = world.young()
@@ -223,10 +269,21 @@ def _evict(world: TreeWorld, rng: np.random.Generator) -> dict[str, tuple[float,
     return {"evict": (timed.cost, calls)}
 
 
+def _leaving_tenant(world: TreeWorld, rng: np.random.Generator) -> dict[str, tuple[float, float]]:
+    """A tenant outside the world joins (untimed) and leaves by ``remove_tenants``: the world is as it was after each."""
+    held = 0
+    with _Timed(world) as timed:
+        for _ in range(LEAVERS):
+            held += world.join("leaver", rng)
+            timed("remove_tenants", ["leaver"])
+    return {"remove_tenants": (timed.cost, held)}
+
+
 _Steps = list[tuple[tuple[str, ...], Any]]
 STEPS: dict[str, _Steps] = {
-    "index": [(("find_matches",), _find_matches), (("apply_stored", "apply_removed"), _store_and_remove)],
-    "tenant_tree": [(("match",), _match), (("insert",), _insert), (("evict",), _evict)],
+    "index": [(("find_matches",), _find_matches), (("apply_stored", "apply_removed"), _store_and_remove),
+              (("remove_worker", "apply_cleared"), _leaving_worker)],
+    "tenant_tree": [(("match",), _match), (("insert",), _insert), (("evict",), _evict), (("remove_tenants",), _leaving_tenant)],
 }
 WORLDS = {"index": IndexWorld, "tenant_tree": TreeWorld}
 
@@ -249,6 +306,8 @@ class RouterRunner(_Runner):
             ops[name] = OpCost(op.name, op.unit, op.tree, op.what, size_unit=SIZE_UNITS[target.kind])
         if target.kind == "tenant_tree" and not target.capabilities.supports_eviction:
             ops["evict"].stopped = "not offered (supports_eviction=False: never sent)"
+        if target.kind == "tenant_tree" and not target.capabilities.supports_removal:
+            ops["remove_tenants"].stopped = "not offered (supports_removal=False: never sent)"
         return TargetCost(target.spec, page_size, str(target.capabilities), ops, sizes={WORLD: []},
                           size_unit=SIZE_UNITS[target.kind])
 

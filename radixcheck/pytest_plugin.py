@@ -584,11 +584,17 @@ def _repro_of(item: pytest.Item, exc: BaseException, log: WaiverLog) -> dict:
             "printed_finding": "BUG (radixcheck" in repro.output, "name": name}
 
 
+def _size(repro: dict) -> tuple[int, int]:
+    """How long a repro is: its calls, then its lines (two files that rerun radixcheck's tests, of
+    no calls each, as a tenant tree's machine and threaded test write for one finding)."""
+    return repro["calls"], repro["text"].count("\n")
+
+
 class ReproFiles:
     """Writes each failing test's repro file into ``--radix-repro DIR`` as its report arrives (in
     the controller, also under pytest-xdist): one file per distinct finding (its oracle, the
     shape of its message, the target and a crash's site: :func:`~radixcheck.properties.findings.repro.file_name`),
-    the one with the fewest calls kept."""
+    the shortest kept (:func:`_size`)."""
 
     def __init__(self, directory: Path) -> None:
         self.directory = directory
@@ -604,7 +610,7 @@ class ReproFiles:
         from radixcheck.properties.findings.repro import file_name
 
         name = repro.get("name") or file_name(repro["oracle"], repro["message"])
-        if name in self.written and self.written[name]["calls"] <= repro["calls"]:
+        if name in self.written and _size(self.written[name]) <= _size(repro):
             return
         self.directory.mkdir(parents=True, exist_ok=True)
         (self.directory / name).write_text(repro["text"], encoding="utf-8")

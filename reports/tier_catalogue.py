@@ -82,6 +82,16 @@ TIER_OBLIGATIONS: list[tuple[str, str, type[BaseException], list[str]]] = [
     ("namespaces=True + write_back: a write-back's completion lands on the node it wrote, not on another tenant's "
      "copy of the same tokens (composed)", "tenant_quarantine, tenants_through_host, complete",
      v.TransferInFlightViolation, ["WriteBackAckWrongTenant"]),
+    ("lifecycle='requests': a retract or an abort (cache_finished_req without the insert) frees only the request's own "
+     "slots, never the pages its load-back still fills", "abort_during_load, admit_request, end_request",
+     v.TransferInFlightViolation, ["AbortFreesLoadingPages"]),
+    ("lifecycle='requests': a retract or an abort after a load-back releases the request's lock (the load's completion "
+     "does not)", "abort_during_load, evict", v.LRUOrderViolation, ["AbortKeepsItsLock"]),
+    ("lifecycle='requests' under write_through: cache_unfinished_req moves the request's lock to the published pages "
+     "even while their backups are in flight", "evict_under_a_publish, publish_chunk", v.RefcountViolation,
+     ["PublishSkipsRelockWhileBacking"]),
+    ("lifecycle='requests': after cache_unfinished_req the request reads the tree's slots, never a duplicate it freed",
+     "racing_publish, publish_chunk", v.SlotViolation, ["PublishReadsFreedDuplicates"]),
     ("lifecycle='tree': a chunk published while its backups (or its prefix's write-back) are pending; running "
      "requests' own slots counted by conservation", "publish_during_backup, publish_chunk, compute_chunk",
      v.SlotViolation, []),
@@ -220,7 +230,9 @@ def render(rows: list[dict[str, Any]], variants: list[dict[str, Any]], meta: dic
              "(namespaces, the lifecycle and a sliding window whose values follow their pages through the host tier, restored "
              "only at the end of a loaded path: `reference/tiered_window_cache.py`), `TrustingWindowTiers` (the same, "
              "trusting its callers) and `RestoresWholeHostSegment` (the same, restoring every loaded page's own host values, "
-             "beyond the window too, as SGLang's whole-segment load-back does), in each write policy "
+             "beyond the window too, as SGLang's whole-segment load-back does), `RequestTiers` (namespaces and "
+             "`lifecycle=\"requests\"`: the reference's own request methods, `reference/tier_requests.py`) and "
+             "`TrustingRequestTiers` (the same, trusting its callers), in each write policy "
              "and page size, each stream derandomized under its own name; every stream must pass.", "",
              false or "(not measured)", "",
              "## Minimal reproductions", "",

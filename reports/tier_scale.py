@@ -46,8 +46,7 @@ from radixcheck.oracles.violations import ContractViolation
 from radixcheck.properties.target import OperationTimeout, guarded, op_timeout, op_wall_timeout
 from radixcheck.properties.tiers.contract import TierCapabilities
 from radixcheck.properties.tiers.lifecycle import LifecycleTierWorld
-from radixcheck.properties.tiers.scale import production_stories, world_for
-from radixcheck.properties.tiers.world import TierWorld
+from radixcheck.properties.tiers.scale import production_stories, world_class_for, world_for
 from radixcheck.reports.machine import cpu_line
 
 REFERENCE = "radixcheck.reference.tiered_cache:TieredRadixCache"
@@ -76,13 +75,14 @@ def run(spec: str, policy: str, requests: int, seed: int, device: int, host: int
             hang.stage = "; ".join(getattr(hang, "__notes__", [])).removeprefix("radixcheck: ")  # type: ignore[attr-defined]
             raise
     caps = getattr(factory, "tier_capabilities", None)
-    lifecycle = caps is not None and caps.lifecycle == "tree"
+    lifecycle = caps is not None and caps.lifecycle in ("tree", "requests")
+    world_class = world_class_for(caps)
     states = caps is not None and getattr(caps, "second_pool", None) is not None
     prefixes = [[rng.randrange(50_000) for _ in range(rng.choice((64, 128, 256)) * page_size)] for _ in range(24)]
     ops, peak_device, peak_host, start = 0, 0, 0, time.perf_counter()
     stage = "building the cache (its factory)"  # where the run is, for a hang's finding
     try:
-        world = guarded("factory", (LifecycleTierWorld if lifecycle else TierWorld), factory, page_size, policy,
+        world = guarded("factory", world_class, factory, page_size, policy,
                         device_slots=device, host_slots=host, seed=seed)
         world.log = _Tail()  # the world's log is a repro's; at scale keep only the last lines
         for request in range(1, requests + 1):
@@ -129,9 +129,10 @@ def run(spec: str, policy: str, requests: int, seed: int, device: int, host: int
 
 
 def _lifecycle_step(world: LifecycleTierWorld, rng: random.Random, tokens: list[int]) -> None:
-    """For a target declaring ``lifecycle="tree"``: a running request is admitted on ``tokens`` (its
-    load-back left in flight), and each running one computes a chunk, perhaps publishes it, and
-    perhaps ends (a finish, or a retract or an abort that does not wait for its transfers)."""
+    """For a target declaring ``lifecycle="tree"`` (or ``"requests"``: the same steps, by the cache's
+    own methods): a running request is admitted on ``tokens`` (its load-back left in flight), and
+    each running one computes a chunk, perhaps publishes it, and perhaps ends (a finish, or a
+    retract or an abort that does not wait for its transfers)."""
     for index in range(len(world.lives) - 1, -1, -1):
         if rng.random() < 0.1:  # before its next forward: its load-back may still be in flight
             world.end(index, rng.choice(("retract", "abort")))

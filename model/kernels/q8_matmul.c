@@ -613,7 +613,8 @@ static inline __m256i madd_add(__m256i s, __m256i x, __m256i w)
 
 /* weight rows r0 .. r0 + LANES_ROWS - 1 (those below r1; zero beyond) as one group wg, and their
    multipliers as float64 (mg) or, if mi, as int32 (mi[LANES_ROWS b + j]; the caller knows they are
-   below 2^31): the pass before the tiles of a block of many */
+   below 2^31), or neither (both NULL: the tiles read IntMatrix.mult_groups in place): the pass before
+   the tiles of a block of many */
 static void lanes_widen_group(const int8_t *q, const float *m, int64_t K, int64_t r0, int64_t r1, int32_t *wg, double *mg,
                               int32_t *mi)
 {
@@ -632,7 +633,7 @@ static void lanes_widen_group(const int8_t *q, const float *m, int64_t K, int64_
             }
             if (mi)
                 mi[b * LANES_ROWS + j] = live ? (int32_t)m[(r0 + j) * nb + b] : 0;
-            else
+            else if (mg)
                 mg[b * LANES_ROWS + j] = live ? (double)m[(r0 + j) * nb + b] : 0.0;
         }
 }
@@ -678,14 +679,16 @@ static inline __attribute__((always_inline)) void lanes_widen_block(lanes_src sr
    FMA onto zero gives). W: this tile is the only one of its block of tiles, and widens the group from
    src into wg and into mg or mi block by block as it reaches them (issue 43, seventh round: the pass
    over the chunk before the tiles cost a short request ~13 ms of CPU, this ~4 ms less); it then reads
-   the pairs back from there. R (with W and I64): every block's pairs go to the same 256 bytes at wg
-   (they stay in L1), and mi is IntMatrix.mult_groups (block b's multiplier of row j at mi[8 b + j]),
-   read in place; else block b's are at mi[LANES_ROWS b + j]. Constants, not runtime strides: those
-   measured 2-3 % slower on products of many tiles. */
+   the pairs back from there. R (with W): every block's pairs go to the same 256 bytes at wg (they stay
+   in L1). M8 (with I64): mi is IntMatrix.mult_groups (block b's multiplier of row j at mi[8 b + j]),
+   read in place, whether this tile widens or a pass did (issue 43, eighth round: the pass's int32
+   copies cost a request of two tiles ~2 ms); else block b's are at mi[LANES_ROWS b + j], written by
+   the pass or by this tile. Constants, not runtime strides: those measured 2-3 % slower on products
+   of many tiles. */
 static inline __attribute__((always_inline)) void lanes_tile(const int32_t *xt, int32_t *wg, double *mg, int64_t nb,
                                                              const int8_t *pf, int64_t K, double *acc, const int H,
                                                              const int I64, int32_t *mi, int64_t *acc64, const int W, const int R,
-                                                             lanes_src src)
+                                                             const int M8, lanes_src src)
 {
     const int L = 8 * H; /* lanes */
     for (int64_t b = 0; b < nb; b++) {
@@ -695,7 +698,7 @@ static inline __attribute__((always_inline)) void lanes_tile(const int32_t *xt, 
         int32_t *wbw = W && R ? wg : wg + 16 * b * LANES_ROWS;
         const int32_t *xb = xt + 16 * b * L, *wb = wbw;
         if (W) {
-            lanes_widen_block(src, K, nb, b, wbw, mg + b * LANES_ROWS, R ? NULL : mi + b * LANES_ROWS, I64);
+            lanes_widen_block(src, K, nb, b, wbw, mg + b * LANES_ROWS, M8 ? NULL : mi + b * LANES_ROWS, I64);
             /* GCC must not see that wb holds what was just stored: it would broadcast the pairs from the
                registers by shuffles (port 5, the madds' port) instead of by loads */
             __asm__("" : "+r"(wb));
@@ -711,7 +714,7 @@ static inline __attribute__((always_inline)) void lanes_tile(const int32_t *xt, 
         }
         if (I64) { /* the int64 fold: (even lanes, odd lanes) x the int32 multiplier, exact (|.| < 2^59, sums < 2^53) */
             for (int j = 0; j < LANES_ROWS; j++) {
-                const __m256i mj = _mm256_set1_epi32(mi[b * (W && R ? 8 : LANES_ROWS) + j]);
+                const __m256i mj = _mm256_set1_epi32(mi[b * (M8 ? 8 : LANES_ROWS) + j]);
                 for (int h = 0; h < H; h++) {
                     int64_t *a = acc64 + 16 * j + 8 * h;
                     const __m256i ev = _mm256_mul_epi32(s[j][h], mj), od = _mm256_mul_epi32(_mm256_srli_epi64(s[j][h], 32), mj);
@@ -745,44 +748,47 @@ static void lanes_tile16(const int32_t *xt, int32_t *wg, double *mg, int64_t nb,
                          int widen, lanes_src src)
 {
     if (widen)
-        lanes_tile(xt, wg, mg, nb, pf, K, acc, 2, 0, NULL, NULL, 1, 0, src);
+        lanes_tile(xt, wg, mg, nb, pf, K, acc, 2, 0, NULL, NULL, 1, 0, 0, src);
     else
-        lanes_tile(xt, wg, mg, nb, pf, K, acc, 2, 0, NULL, NULL, 0, 0, src);
+        lanes_tile(xt, wg, mg, nb, pf, K, acc, 2, 0, NULL, NULL, 0, 0, 0, src);
 }
 
 static void lanes_tile8(const int32_t *xt, int32_t *wg, double *mg, int64_t nb, const int8_t *pf, int64_t K, double *acc,
                         int widen, lanes_src src)
 {
     if (widen)
-        lanes_tile(xt, wg, mg, nb, pf, K, acc, 1, 0, NULL, NULL, 1, 0, src);
+        lanes_tile(xt, wg, mg, nb, pf, K, acc, 1, 0, NULL, NULL, 1, 0, 0, src);
     else
-        lanes_tile(xt, wg, mg, nb, pf, K, acc, 1, 0, NULL, NULL, 0, 0, src);
+        lanes_tile(xt, wg, mg, nb, pf, K, acc, 1, 0, NULL, NULL, 0, 0, 0, src);
 }
 
-/* widen: 0 (the weights were widened by the pass), 1 (the block's one tile, on a thread's range not
-   starting at a multiple of 4: widens, and writes the multipliers' int32 copies to mi), 2 (the block's
-   one tile: widens into one place, mi is IntMatrix.mult_groups, read in place) */
+/* how a tile of the int64 fold finds its group: widen (it widens the group itself as it reaches each
+   block; else a pass or the block's first tile did), ring (the pairs all go to the same 256 bytes: the
+   block's one tile, nobody reads them after it) and inplace (mi is IntMatrix.mult_groups, read in
+   place, 8 apart; else the int32 copies at mi, which a widening tile or the pass writes); constants in
+   each call of lanes_tile */
+#define LANES_I64_MODES(H)                                                                                              \
+    if (widen && ring)                                                                                                  \
+        lanes_tile(xt, wg, NULL, nb, pf, K, acc, H, 1, mi, acc64, 1, 1, 1, src);                                        \
+    else if (widen)                                                                                                     \
+        lanes_tile(xt, wg, NULL, nb, pf, K, acc, H, 1, mi, acc64, 1, 0, 0, src);                                        \
+    else if (inplace)                                                                                                   \
+        lanes_tile(xt, wg, NULL, nb, pf, K, acc, H, 1, mi, acc64, 0, 0, 1, src);                                        \
+    else                                                                                                                \
+        lanes_tile(xt, wg, NULL, nb, pf, K, acc, H, 1, mi, acc64, 0, 0, 0, src);
+
 static void lanes_tile16_i64(const int32_t *xt, int32_t *wg, int32_t *mi, int64_t nb, const int8_t *pf, int64_t K, double *acc,
-                             int64_t *acc64, int widen, lanes_src src)
+                             int64_t *acc64, int widen, int ring, int inplace, lanes_src src)
 {
-    if (widen == 2)
-        lanes_tile(xt, wg, NULL, nb, pf, K, acc, 2, 1, mi, acc64, 1, 1, src);
-    else if (widen)
-        lanes_tile(xt, wg, NULL, nb, pf, K, acc, 2, 1, mi, acc64, 1, 0, src);
-    else
-        lanes_tile(xt, wg, NULL, nb, pf, K, acc, 2, 1, mi, acc64, 0, 0, src);
+    LANES_I64_MODES(2)
 }
 
 static void lanes_tile8_i64(const int32_t *xt, int32_t *wg, int32_t *mi, int64_t nb, const int8_t *pf, int64_t K, double *acc,
-                            int64_t *acc64, int widen, lanes_src src)
+                            int64_t *acc64, int widen, int ring, int inplace, lanes_src src)
 {
-    if (widen == 2)
-        lanes_tile(xt, wg, NULL, nb, pf, K, acc, 1, 1, mi, acc64, 1, 1, src);
-    else if (widen)
-        lanes_tile(xt, wg, NULL, nb, pf, K, acc, 1, 1, mi, acc64, 1, 0, src);
-    else
-        lanes_tile(xt, wg, NULL, nb, pf, K, acc, 1, 1, mi, acc64, 0, 0, src);
+    LANES_I64_MODES(1)
 }
+#undef LANES_I64_MODES
 
 /* Activation rows 0 <= i < 16 * tiles16 + 8 * tile8 (tiles of 16 rows, then one of 8 if tile8; rows
    past n are zero lanes, never stored), weight rows r0 <= r < r1. Returns 0, or -1 if out of memory
@@ -818,31 +824,34 @@ static int64_t matmul_lanes(int64_t n, int64_t tiles16, int64_t tile8, int64_t K
     for (int64_t rc = r0; rc < r1; rc += LANES_CHUNK) {
         const int64_t re = rc + LANES_CHUNK < r1 ? rc + LANES_CHUNK : r1, te = tb + block < tiles ? tb + block : tiles;
         /* one tile in the block (a request of at most 16 rows): it widens the weights itself as it reaches
-           them, and nothing reads its pairs after it, so they go to the same 256 bytes, and the int64 fold
-           reads the multipliers straight from mgrp (IntMatrix.mult_groups: groups of 8 rows, so a group of
-           4 from a multiple of 4 is 4 of them per block, 8 apart) where the range starts at a multiple of 4
-           (a thread's may not; then from the int32 copies it makes). Many tiles: a widening pass over the
-           chunk first (widening in the first tile measured no faster there, and up to 14 % slower on
-           all 288-row products) */
-        const int64_t single = te - tb == 1, direct = int_mult && single && r0 % LANES_ROWS == 0;
+           them, and nothing reads its pairs after it, so they go to the same 256 bytes. Many tiles: a
+           widening pass over the chunk first; widening in the first tile measured no faster there, even
+           for two tiles (eighth round). The int64 fold of a block of one or two tiles reads the multipliers
+           in place from mgrp (IntMatrix.mult_groups: groups of 8 rows, so a group of 4 from a multiple of 4
+           is 4 of them per block, 8 apart) where the range starts at a multiple of 4 (a thread's may not),
+           and the pass then writes the weights only: 2 % off a request of two tiles (eighth round); longer
+           blocks keep the pass's int32 copies (in place there measured 1 % slower on prompts of 150-270
+           tokens, within this box's spread but not a gain) */
+        const int64_t single = te - tb == 1, inplace = int_mult && r0 % LANES_ROWS == 0 && te - tb <= 2;
         if (!single)
             for (int64_t g = rc; g < re; g += LANES_ROWS)
-                lanes_widen_group(q, m, K, g, re, wg + (g - rc) * P, mg ? mg + (g - rc) * nb : NULL, mi ? mi + (g - rc) * nb : NULL);
+                lanes_widen_group(q, m, K, g, re, wg + (g - rc) * P, mg ? mg + (g - rc) * nb : NULL,
+                                  mi && !inplace ? mi + (g - rc) * nb : NULL);
         for (int64_t t = tb; t < te; t++) {
             const int64_t i0 = 16 * t, lanes = t < tiles16 ? 16 : 8, i1 = i0 + lanes < n ? i0 + lanes : n;
             double sxt[16] = {0}; /* the tile's row scales, zero past n */
             for (int64_t i = i0; i < i1; i++) sxt[i - i0] = sx[i];
             for (int64_t g = rc; g < re; g += LANES_ROWS) {
-                const int widen = (int)single;
+                const int widen = (int)single, ring = single && inplace;
                 const int8_t *pf = t == tb ? q + (g + LANES_CHUNK) * K : NULL;
                 const lanes_src src = {q + g * K, m + g * nb, re - g < LANES_ROWS ? re - g : LANES_ROWS};
                 int32_t *wgg = wg + (g - rc) * P;
-                /* mult_groups is read only (the int32 copies are written only when not direct) */
-                int32_t *mig = direct ? (int32_t *)(mgrp + g / 8 * 8 * nb + g % 8) : mi ? mi + (g - rc) * nb : NULL;
+                /* mult_groups is read only (the int32 copies are written only when not in place) */
+                int32_t *mig = inplace ? (int32_t *)(mgrp + g / 8 * 8 * nb + g % 8) : mi ? mi + (g - rc) * nb : NULL;
                 if (int_mult && lanes == 16)
-                    lanes_tile16_i64(xt + i0 * P, wgg, mig, nb, pf, K, acc, acc64, direct ? 2 : widen, src);
+                    lanes_tile16_i64(xt + i0 * P, wgg, mig, nb, pf, K, acc, acc64, widen, ring, (int)inplace, src);
                 else if (int_mult)
-                    lanes_tile8_i64(xt + i0 * P, wgg, mig, nb, pf, K, acc, acc64, direct ? 2 : widen, src);
+                    lanes_tile8_i64(xt + i0 * P, wgg, mig, nb, pf, K, acc, acc64, widen, ring, (int)inplace, src);
                 else if (lanes == 16)
                     lanes_tile16(xt + i0 * P, wgg, mg + (g - rc) * nb, nb, pf, K, acc, widen, src);
                 else

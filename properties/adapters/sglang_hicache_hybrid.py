@@ -55,6 +55,8 @@ How it is run on CPU (on top of ``sglang_hicache``'s seams, which it inherits)
 
 from __future__ import annotations
 
+import dataclasses
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -63,7 +65,7 @@ from radixcheck.properties.adapters import factory_lookup
 from radixcheck.properties.adapters import sglang_hicache as _hc
 from radixcheck.properties.adapters import sglang_trees as _trees
 from radixcheck.properties.cache.contract import SlidingWindow, SlotAllocator, StatePool
-from radixcheck.properties.tiers.contract import TierCapabilities
+from radixcheck.properties.tiers.contract import TierCapabilities, TierMatch
 
 PIP_REQUIREMENTS: list[str] = []
 """No packages beyond the audit environment's."""
@@ -389,6 +391,20 @@ class SGLangHiCacheSWA(_Polling):
                 for peer, value in zip(_hc._sr._np(peers), new[dead:], strict=True):
                     self._device_window[int(peer)] = value
         return super()._insert(tokens, values, priority)
+
+    def _match_prefix(self, tokens: Sequence[int]) -> TierMatch:
+        """The host part runs to SGLang's ``best_match_node``, the load-back target. SGLang's
+        ``host_hit_length`` (``FullComponent.finalize_match_result_in_tree_core``) counts only the
+        nodes there with a FULL host copy, so a node whose FULL KV is on device without one (its
+        write failed, say) behind a host-only window is left out; its load-back still returns it
+        (``init_load_back``: ``collect_full_device_indices(best_match_node, ...)``), and the
+        scheduler takes that longer prefix ("A load can expose resident FULL behind host-only aux
+        state", ``PrefillAdder.add_one_req``). The contract counts every token of the host part."""
+        found = super()._match_prefix(tokens)
+        if found.host_handle is found.device_handle:
+            return found
+        path = self.cache.tree_core.collect_path_info([self._node(found.host_handle)])[0]
+        return dataclasses.replace(found, host_length=path[-1].path_end - len(found.device_values))
 
     def _device_ancestor(self, node_id: Any) -> Any:
         """The deepest node on root..node_id whose FULL KV is on device and whose window is too: a

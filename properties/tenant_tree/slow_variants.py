@@ -31,4 +31,28 @@ class EvictScansTenantNodes(TenantTree):
             return removed
 
 
-SLOW_TENANT_TREE_VARIANTS: list[type[TenantTree]] = [EvictScansTenantNodes]
+class LeaverScansEveryNode(TenantTree):
+    """A tenant that leaves (``remove_tenants``) is taken off by walking the whole tree from the
+    root (a tree with no per-tenant set of nodes) instead of its own nodes: each element a leaving
+    tenant held costs the whole tree."""
+
+    flagged_on = ("remove_tenants",)
+    sources = ("radixcheck bench's router world: a leaving tenant's cost per element of its share",)
+
+    def remove_tenants(self, tenants: list[str]) -> None:
+        with self.lock:
+            for tenant in tenants:
+                stack, found = list(self.root.children.values()), []
+                while stack:
+                    node = stack.pop()
+                    stack.extend(node.children.values())
+                    if tenant in node.times:
+                        found.append(node)
+                for node in sorted(found, key=lambda n: -n.end):  # leaves first: a node is unlinked after its children
+                    self._drop(tenant, node)
+                self.nodes_of.pop(tenant, None)
+                self.size_of.pop(tenant, None)
+                self.lru.pop(tenant, None)
+
+
+SLOW_TENANT_TREE_VARIANTS: list[type[TenantTree]] = [EvictScansTenantNodes, LeaverScansEveryNode]

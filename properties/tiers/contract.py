@@ -102,6 +102,8 @@ Obligations (what the tier machine's oracles check)
   request held locked, a load-back filling or a write reading stays as it is until the transfer
   completes, whoever unlocks first; an abort leaves no lock behind (a page nobody holds is a
   candidate for eviction, oracle 4t) and frees no page another request holds (oracle 2).
+  With ``lifecycle="requests"`` the same, done by the cache's own request methods: see "The
+  request lifecycle on the tiers" below.
 * With ``second_pool=StatePool()`` (a Mamba-like state per node; SGLang's ``HiMambaRadixCache``
   backs it up to host): see "A second pool on the tiers" below (oracle 20).
 * With ``second_pool=SlidingWindow(window=W)`` (SWA KV beside the full KV; SGLang's HiCache over
@@ -316,6 +318,55 @@ Not judged on a tier: the window pool's own eviction (``evict_window`` is not se
 value follows its page), its pins, and slot conservation of a window pool (a window value here
 is a value, not a slot). ``SlidingWindow(refills_tombstones=True)``
 or ``pins_whole_nodes=True`` is refused on a tier (not driven).
+
+The request lifecycle on the tiers (``lifecycle="requests"``)
+-------------------------------------------------------------
+``lifecycle="tree"`` has the suite play the engine with the tier calls. ``"requests"`` has the
+cache run its own request methods, as SGLang's HiCache does (``HiRadixCache`` inherits
+``cache_unfinished_req`` and ``cache_finished_req`` from ``RadixCache``, ``mem_cache/radix_cache.py``,
+and adds the load-back the scheduler asks for after a match: ``HiRadixCache.init_load_back`` then
+``ready_to_load_host_cache``, ``mem_cache/hiradix_cache.py``, called from
+``PrefillAdder.add_one_req``, ``managers/schedule_policy.py``). The request is a
+:class:`TierRequest`: the base contract's ``Request`` (``tokens``, ``namespace``, ``slots``,
+``filled``, ``protected``, ``handle``; see its "The request lifecycle") plus its *host part*:
+``host_length`` and ``host_handle`` (SGLang's ``req.host_hit_length`` and ``req.last_host_node``)
+and ``priority``. The methods, each doing exactly what the ``"tree"`` steps do with the tier calls:
+
+``match_req(req)``
+    ``match_prefix(req.tokens)`` (under ``req.namespace``): ``req.slots`` the device part's slots,
+    ``req.filled = req.protected = len(slots)``, ``req.handle`` its last node, and the host part:
+    ``req.host_length`` and ``req.host_handle`` as ``TierMatch`` says. No lock; nothing moved.
+``lock_req(req)``
+    The admission: when ``req.host_length > 0``, load the host part back (``load_back(req.host_handle)``:
+    the loads may stay in flight, the pages count as on device from then on), then lock the path's
+    device prefix for the request. Afterwards ``req.slots[:req.filled]`` are that prefix's slots
+    (loading pages included), ``req.filled = req.protected = len(...)``, ``req.handle`` its last
+    node, locked; ``req.host_length = 0``. The suite sets ``req.host_length = 0`` before the call
+    when it declines the load-back (SGLang's ``load_back_threshold``): then it only locks.
+``cache_unfinished_req(req)``
+    Publish ``req.tokens[:req.filled]`` (the request's row ``req.slots[:req.filled]``): insert it,
+    free into the device pool the request's own copies of pages the tree already had
+    (``slots[protected:prefix_len]``), match the page-aligned prefix again, lock its node, unlock
+    ``req.handle``; then ``req.slots[:aligned]`` are the tree's slots, ``req.protected = aligned``
+    and ``req.handle`` the new node. Backups of earlier chunks may still be in flight: the lock,
+    not a pending write, is what keeps the request's pages on device.
+``cache_finished_req(req, insert)``
+    End the request: with ``insert`` (a finish; the suite calls it after the request's loads
+    completed) insert as above and free the duplicates and the unaligned tail; without (a retract
+    or an abort, possibly while its load-back is in flight or a backup of its pages pending) free
+    every slot of its own (``slots[protected:filled]``), and no other. Then unlock ``req.handle``.
+    Afterwards the request holds no lock. A page its load-back fills stays as it is until the load
+    lands (oracle 14); what the cache locked for the load it releases, whoever ends first.
+
+What judges them is what judges the ``"tree"`` steps: the match and the load-back against the
+tier model (residency, oracle 10 under namespaces), the re-match of a publish (the request must
+read the tree's slots, never a duplicate it freed), device and host conservation between steps
+with the running requests' own slots counted (a duplicate kept is a leak; an own slot freed
+while the request holds it shows too), oracle 14 for a slot a transfer uses, oracle 2 for a
+page a request holds that leaves the device, and oracle 4t for a lock left behind. The device
+pool accepts a free of a request's own slot only inside a request method of that request.
+Refused on a tier (not driven): ``lifecycle="requests"`` with a ``second_pool`` (the request's
+window or state is not modelled on the tiers yet: declare ``lifecycle="tree"``).
 """
 
 from __future__ import annotations
@@ -328,7 +379,7 @@ import numpy as np
 
 from radixcheck.oracles.policy import LeafStats
 from radixcheck.oracles.violations import HostSlotViolation
-from radixcheck.properties.cache.contract import NAMESPACE_KINDS, SlidingWindow, StatePool
+from radixcheck.properties.cache.contract import NAMESPACE_KINDS, Request, SlidingWindow, StatePool
 from radixcheck.properties.cache.policies import Policy
 
 WRITE_POLICIES = ("write_through", "write_back", "write_through_selective")
@@ -336,8 +387,8 @@ WRITE_POLICIES = ("write_through", "write_back", "write_through_selective")
 was hit often enough (SGLang: its second hit), so an inserted page may leave the device without
 a host copy; every other obligation is write-through's."""
 
-TIER_LIFECYCLES = ("off", "tree")
-"""The values of ``TierCapabilities.lifecycle`` (``"requests"`` is refused with its reason)."""
+TIER_LIFECYCLES = ("off", "tree", "requests")
+"""The values of ``TierCapabilities.lifecycle`` (module docstring, "The request lifecycle on the tiers")."""
 
 
 @dataclass(frozen=True)
@@ -387,7 +438,9 @@ class TierCapabilities:
     chunks into slots of its own, publishes each (insert, re-match, lock the new handle, unlock
     the old) while the backups of the earlier ones may still be in flight, and ends as a finish, a
     retract or an abort, the last two possibly while its load-back is in flight or a write-back
-    is pending). ``"requests"`` is refused: the suite's ``Request`` has no host part to drive."""
+    is pending) or ``"requests"`` (the same steps run by the cache's own ``match_req``, ``lock_req``,
+    ``cache_unfinished_req`` and ``cache_finished_req`` on a :class:`TierRequest`, whose host part
+    the admission loads back: module docstring, "The request lifecycle on the tiers")."""
     second_pool: StatePool | SlidingWindow | None = None
     """A second pool beside the KV on both tiers (the base contract's ``Capabilities.second_pool``):
     ``StatePool()``, one state value per cached request end, which ``insert`` takes (``state=``)
@@ -448,9 +501,9 @@ class TierCapabilities:
         if unsent and not self.namespaces:
             raise ValueError("TierCapabilities.unsent_namespaces needs namespaces=True")
         object.__setattr__(self, "unsent_namespaces", tuple(unsent))
-        if self.lifecycle == "requests":
-            raise ValueError("TierCapabilities.lifecycle='requests' is not driven on a tier: the suite's Request has no "
-                             "host part (its load-back and pending transfers); declare lifecycle='tree'")
+        if self.lifecycle == "requests" and self.second_pool is not None:
+            raise ValueError("TierCapabilities.lifecycle='requests' with a second_pool is not driven on a tier: the "
+                             "request's window or state is not modelled there; declare lifecycle='tree'")
         if self.lifecycle not in TIER_LIFECYCLES:
             raise ValueError(f"TierCapabilities.lifecycle must be one of {', '.join(map(repr, TIER_LIFECYCLES))}, got "
                              f"{self.lifecycle!r}")
@@ -591,3 +644,36 @@ class HostPool:
         self.in_use.difference_update(ids_list)
         self._free.extend(reversed(ids_list))
         self.freed_log.extend(ids_list)
+
+
+TIER_REQUEST_METHODS = ("match_req", "lock_req", "cache_unfinished_req", "cache_finished_req")
+
+
+class TierRequest(Request):
+    """A running request on a ``lifecycle="requests"`` tier cache (module docstring, "The request
+    lifecycle on the tiers"): the base contract's :class:`Request` plus its host part, the pages
+    after its device prefix on host only (``host_length`` tokens, ending at ``host_handle``), which
+    ``lock_req`` loads back, and the ``priority`` its match and inserts carry (a policy that takes one)."""
+
+    def __init__(self, tokens: Sequence[int], namespace: Any = None, priority: int = 0) -> None:
+        super().__init__(tokens, namespace)
+        self.priority = int(priority)
+        self.host_length = 0
+        self.host_handle: Any = None
+
+    def __repr__(self) -> str:
+        return f"{super().__repr__()[:-1]}, host_length={self.host_length})"
+
+
+@runtime_checkable
+class TieredRequestCacheLike(TieredCacheLike, Protocol):
+    """A tiered cache that declares ``lifecycle="requests"``: its own request methods. Annotate your
+    cache with it, so a type checker holds it to them."""
+
+    def match_req(self, req: TierRequest) -> None: ...
+
+    def lock_req(self, req: TierRequest) -> None: ...
+
+    def cache_unfinished_req(self, req: TierRequest) -> None: ...
+
+    def cache_finished_req(self, req: TierRequest, insert: bool = True) -> None: ...

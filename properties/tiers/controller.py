@@ -25,11 +25,17 @@ class DevicePool(SlotAllocator):
     def __init__(self, pool_size: int, model: TierModel, seed: int = 0) -> None:
         super().__init__(pool_size, seed=seed)
         self.model = model
+        # a running request's own slots, which its request method may free now (lifecycle="requests";
+        # set by the suite around the call): no cached page holds them, so the tier model does not judge them
+        self.releasable: set[int] = set()
 
     def free(self, ids: Any) -> None:
         ids_list = as_ints(ids)
         if set(ids_list) <= self.in_use and len(set(ids_list)) == len(ids_list):
-            self.model.on_device_free(ids_list)
+            cached = [s for s in ids_list if s not in self.releasable]
+            if cached:
+                self.model.on_device_free(cached)
+            self.releasable.difference_update(ids_list)
         super().free(ids)
 
 

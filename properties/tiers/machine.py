@@ -29,7 +29,10 @@ that takes a frequently hit prompt through the host tier and back before an evic
 that declares the request lifecycle (``TierCapabilities(lifecycle="tree")``) gets running
 requests (:class:`~radixcheck.properties.tiers.lifecycle.TierLifecycleRules`, on a
 :class:`~radixcheck.properties.tiers.lifecycle.LifecycleTierWorld`): chunks published while
-backups are pending, retracts and aborts while a load-back is in flight. A target that declares
+backups are pending, retracts and aborts while a load-back is in flight; with
+``lifecycle="requests"`` the same rules on a
+:class:`~radixcheck.properties.tiers.requests.RequestsTierWorld`, whose steps are the cache's own
+request methods. A target that declares
 a state pool (``TierCapabilities(second_pool=StatePool())``) gets the state rules
 (:class:`TierStateRules`): every insert carries ``state=``, every forward judges ``states(handle)``
 (oracle 20), and a story takes a prompt with a state at its end and at its extension's end
@@ -54,6 +57,7 @@ from radixcheck.properties.cache.contract import SlidingWindow, StatePool
 from radixcheck.properties.cache.layers import UNSAID
 from radixcheck.properties.cache.tenants import NAMESPACES, PAIRS, kinds_of, pair_kinds, sendable
 from radixcheck.properties.tiers.lifecycle import LifecycleTierWorld, TierLifecycleRules
+from radixcheck.properties.tiers.requests import RequestsTierWorld, TierRequestRules
 from radixcheck.properties.tiers.world import TierWorld
 
 ALPHABET = st.integers(0, 2)
@@ -394,7 +398,8 @@ def tier_machine_for(factory: Callable[..., Any], page_size: int = 1, write_poli
     if caps is not None and isinstance(caps.second_pool, SlidingWindow):
         bases.append(TierWindowRules)
     attributes: dict[str, Any] = {"factory": staticmethod(factory), "page_size": page_size, "write_policy": write_policy}
-    if caps is not None and caps.lifecycle == "tree":
-        bases = [TierLifecycleRules, *bases] if bases else [TierLifecycleRules, TierMachine]  # type: ignore[list-item]
-        attributes["world_class"] = LifecycleTierWorld
+    if caps is not None and caps.lifecycle in ("tree", "requests"):  # "requests": the same rules and one story more
+        rules = TierLifecycleRules if caps.lifecycle == "tree" else TierRequestRules
+        bases = [rules, *bases] if bases else [rules, TierMachine]  # type: ignore[list-item]
+        attributes["world_class"] = LifecycleTierWorld if caps.lifecycle == "tree" else RequestsTierWorld
     return type(name or f"TierMachine_{write_policy}_p{page_size}", tuple(bases) or (TierMachine,), attributes)

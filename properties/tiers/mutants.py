@@ -607,3 +607,10 @@ from radixcheck.properties.tiers.window_mutants import CORRECT_WINDOW_TIERS, WIN
 
 TIER_MUTANTS += WINDOW_TIER_MUTANTS  # type: ignore[arg-type]
 CORRECT_TIER_VARIANTS |= CORRECT_WINDOW_TIERS
+
+
+# ---- a tier cache's own request methods (lifecycle="requests" + the host tier) ---------------------
+from radixcheck.properties.tiers.request_mutants import CORRECT_REQUEST_TIERS, REQUEST_TIER_MUTANTS  # noqa: E402
+
+TIER_MUTANTS += REQUEST_TIER_MUTANTS  # type: ignore[arg-type]
+CORRECT_TIER_VARIANTS |= CORRECT_REQUEST_TIERS

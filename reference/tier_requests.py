@@ -1,0 +1,88 @@
+"""The request lifecycle of the reference tiered cache, run by the cache itself
+(``TierCapabilities(lifecycle="requests")``; the tier contract's "The request lifecycle on the tiers").
+
+Each step is a sequence of the tier's own calls, as SGLang's scheduler and HiCache run them
+(``match_prefix``, then ``init_load_back`` and the lock at admission; ``cache_unfinished_req``,
+``cache_finished_req``): nothing here touches a node. The request
+(:class:`~radixcheck.properties.tiers.contract.TierRequest`) is the caller's; the cache reads it,
+frees into the suite's device pool what it must, and updates the request's row, its protected
+length, its handle and its host part.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from radixcheck.properties.tiers.contract import TierCapabilities, TierRequest
+from radixcheck.reference.tiered_cache import TieredRadixCache
+
+
+class TierRequestSteps:
+    """``match_req``, ``lock_req``, ``cache_unfinished_req`` and ``cache_finished_req`` over the
+    tier calls (a mixin of :class:`~radixcheck.reference.tiered_cache.TieredRadixCache`, which has them)."""
+
+    page_size: int
+    allocator: Any
+    match_prefix: Any
+    load_back: Any
+    insert: Any
+    inc_lock_ref: Any
+    dec_lock_ref: Any
+
+    def match_req(self, req: TierRequest) -> None:
+        """Admission's match: the row starts with the device part; the host part is noted; no lock."""
+        match = self.match_prefix(req.tokens, namespace=req.namespace, priority=req.priority)
+        self._set_prefix(req, match.device_values, match.device_handle)
+        req.host_length, req.host_handle = int(match.host_length), match.host_handle
+
+    def lock_req(self, req: TierRequest) -> None:
+        """The admission succeeded: load the host part back (its loads may stay in flight), then lock."""
+        if req.host_length:
+            values, handle = self.load_back(req.host_handle)
+            self._set_prefix(req, values, handle)
+        req.host_length, req.host_handle = 0, None
+        self.inc_lock_ref(req.handle)
+
+    def cache_unfinished_req(self, req: TierRequest) -> None:
+        """Publish every whole page computed so far; the request then reads the tree's copy and its
+        lock moves to the node the publish ended on (the lock, not a pending backup, keeps them)."""
+        aligned = self._insert_req(req)
+        match = self.match_prefix(req.tokens[:aligned], namespace=req.namespace, priority=req.priority)
+        values = match.device_values
+        req.slots[: len(values)] = values  # the duplicates just freed are never read again
+        self.inc_lock_ref(match.device_handle)
+        self.dec_lock_ref(req.handle)
+        req.handle, req.protected = match.device_handle, len(values)
+
+    def cache_finished_req(self, req: TierRequest, insert: bool = True) -> None:
+        """End the request: with ``insert``, cache what it computed (its duplicates and unaligned tail
+        freed); without (retract, abort), free every slot of its own, and nothing its load fills."""
+        end = self._insert_req(req) if insert else req.protected
+        self._free_own(req.slots[end : req.filled])
+        self.dec_lock_ref(req.handle)
+        req.handle = None
+
+    def _set_prefix(self, req: TierRequest, values: Any, handle: Any) -> None:
+        req.slots = np.array(values, dtype=np.int64)
+        req.filled = req.protected = len(req.slots)
+        req.handle = handle
+
+    def _insert_req(self, req: TierRequest) -> int:
+        """Insert ``req.tokens[:req.filled]`` with the request's row and free the slots of it the tree
+        already had, behind the protected prefix; returns the page-aligned length."""
+        prefix_len = self.insert(req.tokens[: req.filled], req.slots[: req.filled], namespace=req.namespace,
+                                 priority=req.priority)
+        self._free_own(req.slots[req.protected : prefix_len])
+        return req.filled // self.page_size * self.page_size
+
+    def _free_own(self, slots: np.ndarray) -> None:
+        if len(slots):
+            self.allocator.free(slots)
+
+
+class RequestTiers(TierRequestSteps, TieredRadixCache):
+    """The reference tiered cache running its own request methods (with namespaces)."""
+
+    tier_capabilities = TierCapabilities(page_sizes=(1, 2), namespaces=True, lifecycle="requests")
