@@ -1,4 +1,8 @@
-"""The matrix attributes every verdict to its target, and never lets an empty row replace one."""
+"""The matrix attributes every verdict to its target, and never lets an empty row (or run) replace one."""
+
+import json
+
+import pytest
 
 from radixcheck.audit import Verdict
 from radixcheck.reports import matrix
@@ -39,3 +43,37 @@ def test_a_row_run_by_name_replaces_only_its_own_row() -> None:
     rows, kept = matrix.merge_rows(saved, [again, new], partial="rows")
     assert [r["name"] for r in rows] == ["reference", "TrustingReference", "TrustingTenants", "sglang.radix_lru"] and not kept
     assert rows[1] is again and rows[0] is saved[0] and rows[3] is saved[2]
+
+
+BROKEN_SUITES = {  # a suite in place of the conformance tests: files, and the cause the run must name
+    "conftest": ({"conftest.py": "import sybil_not_installed\n"}, "ImportError while loading conftest"),
+    "collection": ({"test_broken.py": "import sybil_not_installed\n"}, "collection error in"),
+    "nothing": ({"test_empty.py": "X = 1\n"}, "NO_TESTS_COLLECTED"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(BROKEN_SUITES))
+def test_a_run_that_judged_nothing_leaves_the_saved_matrix_as_it_was(case, tmp_path, monkeypatch, capsys) -> None:
+    """A run whose pytest did not load its conftest (a venv without ``sybil``), failed collection, or
+    collected nothing exits 1 naming pytest's cause, and writes neither matrix.json nor MATRIX.md."""
+    files, cause = BROKEN_SUITES[case]
+    package = tmp_path / f"broken_{case}_suite"  # a package: its modules' names clash with no loaded conftest
+    package.mkdir()
+    (package / "__init__.py").write_text("")
+    for name, text in files.items():
+        (package / name).write_text(text)
+    monkeypatch.chdir(tmp_path)  # no pytest ini above it: the suite's own conftest is the session's
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.setattr(matrix, "CONFORMANCE", package.name)
+    out = tmp_path / "out"
+    (out / "artifacts").mkdir(parents=True)
+    saved = {"meta": {"command": "an earlier run", "wall_seconds": 99.0},
+             "rows": [{"name": "reference", "spec": "x:y", "seconds": 9.0, "tests": {"test_x": {"outcome": "passed"}}}]}
+    (out / "artifacts" / "matrix.json").write_text(json.dumps(saved))
+    (out / "MATRIX.md").write_text("the earlier report\n")
+    assert matrix.main(["--target", "reference", "-n", "0", "--out", str(out)]) == 1
+    said = [ln for ln in capsys.readouterr().err.splitlines() if ln.startswith("[matrix]")]
+    assert len(said) == 1 and "not recorded" in said[0] and cause in said[0], said
+    assert case == "nothing" or "sybil_not_installed" in said[0]
+    assert json.loads((out / "artifacts" / "matrix.json").read_text()) == saved
+    assert (out / "MATRIX.md").read_text() == "the earlier report\n"

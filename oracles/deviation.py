@@ -51,7 +51,9 @@ class Deviation:
 
 class SuffixRefreshedOnMidEdgeUse(Deviation):
     """SGLang #3: a match or insert stamps every node it walks into, then splits the last one
-    where it diverges; the lower half (the unused suffix) keeps the fresh stamp."""
+    where it diverges; the lower half (the unused suffix) keeps the fresh stamp. The upper half is
+    stamped by the split too, which a use shows only when the split lies past its answer (a dead
+    window ends the answer, the walk goes on: reports/findings/sglang_trees.md)."""
 
     name = "suffix-refreshed-on-mid-edge-use"
 
@@ -65,6 +67,11 @@ class SuffixRefreshedOnMidEdgeUse(Deviation):
         while page is not None and page is not upper:
             self.used[page] = clock
             page = page.parent
+        while page is not None and page.parent is not None:  # the upper half: up to the node above it
+            self.used[page] = clock
+            page = page.parent
+            if page.ends_node:
+                break
 
     def unlinked(self, entry: Any) -> None:
         when = self.used.pop(entry, None)

@@ -490,7 +490,15 @@ class TierModel:
                 page.hits += 1
             self._refile(page)
         if self.deviations:
-            self._node_ends(covered)
+            self._node_ends(self._walked(tokens, namespace))
+
+    def _walked(self, tokens: Sequence[int], namespace: Hashable = None) -> list[Page]:
+        """The pages a match walks: every page of ``tokens`` cached on a tier. A cache splits the node
+        where that walk ends, which may lie past the answer's end: a dead window ends the answer, but
+        SGLang's walk (``UnifiedTreeCore._match_prefix_helper``) reads the full KV only. Without a
+        window the two ends are one."""
+        device, host, _ = self.expected_match(tokens, namespace)
+        return [pg for pg in self.pages_of(tokens, namespace) if not pg.gone][: (len(device) + host) // self.page_size]
 
     def _node_ends(self, path: list[Page]) -> None:
         """A cache node ends after ``path[-1]``; if the use ended inside one (a page below it on a

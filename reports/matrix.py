@@ -22,7 +22,8 @@ commit it ran.
 A run writes its rows over the same rows of ``artifacts/matrix.json``: with ``--only`` the other
 rows are kept as they were (with ``--target NAME`` every row but the named ones), and a row this
 run could not run (no checkout) never replaces verdicts already there, so no run leaves a weaker
-report than the one it found.
+report than the one it found. A run whose pytest judged nothing (its conftest did not load, a
+collection error, nothing collected) is not recorded at all: it exits 1 with pytest's cause on one line.
 
 Known findings are waived, not declared away: every ``reports/waivers/*.txt`` (the ``radixcheck audit
 --waive`` format, target globs naming the matrix's targets, e.g. ``mini_sglang.*``) is passed to the
@@ -41,7 +42,7 @@ import json
 import os
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Generator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -592,17 +593,57 @@ def engine_of(name: str) -> Engine | None:
     return next((e for e in ENGINES if name.startswith(e.key + ".")), None)
 
 
+class RunNotRecorded(Exception):
+    """A run whose pytest judged nothing (its conftest did not load, collection failed, nothing was
+    collected): recording it would replace the saved matrix with a weaker one."""
+
+
+class _ConftestWatch:
+    """A pytest plugin object: keeps why the session's conftest did not load (pytest only prints it)."""
+
+    def __init__(self) -> None:
+        self.failure = ""
+
+    @pytest.hookimpl(wrapper=True)
+    def pytest_load_initial_conftests(self) -> Generator[None, None, None]:
+        try:
+            return (yield)
+        except Exception as exc:  # pytest's ConftestImportFailure: .path and .cause
+            cause = getattr(exc, "cause", exc)
+            self.failure = f"ImportError while loading conftest '{getattr(exc, 'path', '?')}': {type(cause).__name__}: {cause}"
+            raise
+
+
+def not_recorded_cause(code: int, conftest_failure: str, verdicts: list) -> str:
+    """Why a run must not be recorded ("" when it may be): pytest's own words for it, on one line."""
+    collection = [v for v in verdicts if v.oracle == "collection error"]
+    if conftest_failure:
+        return conftest_failure
+    if collection:
+        last = next((ln for ln in reversed(collection[0].reason.splitlines()) if ln.strip()), "")
+        return f"collection error in {collection[0].test}: {last.strip().removeprefix('E').strip()}"
+    if code in (pytest.ExitCode.NO_TESTS_COLLECTED, pytest.ExitCode.USAGE_ERROR, pytest.ExitCode.INTERNAL_ERROR,
+                pytest.ExitCode.INTERRUPTED) or not verdicts:
+        name = code.name if isinstance(code, pytest.ExitCode) else str(code)
+        return f"pytest exited {name} with {len(verdicts)} verdicts (its output above says why)"
+    return ""
+
+
 def run_matrix(targets: dict[str, str], profile: str, xdist: list[str]) -> tuple[list[dict], float]:
-    """One pytest run over every target; returns one row per target and the wall time."""
+    """One pytest run over every target; returns one row per target and the wall time. Raises
+    :class:`RunNotRecorded` when the run judged nothing (see :func:`not_recorded_cause`)."""
     started = time.monotonic()
-    collector = _Collector(started, one_target=False)
+    collector, conftest = _Collector(started, one_target=False), _ConftestWatch()
     args = ["--pyargs", CONFORMANCE, f"--hypothesis-profile={profile}", *SESSION_ARGS, *xdist]
     for path in waiver_files():
         args += ["--radix-waive", str(path)]
     for name, spec in targets.items():
         args += ["--radix-target", f"{name}={spec}"]
-    pytest.main(args, plugins=[collector])
+    code = pytest.main(args, plugins=[collector, conftest])
     wall = round(time.monotonic() - started, 1)
+    cause = not_recorded_cause(code, conftest.failure, collector.verdicts)
+    if cause:
+        raise RunNotRecorded(cause)
     return rows_of(targets, collector.verdicts), wall
 
 
@@ -1013,7 +1054,11 @@ def main(argv: list[str] | None = None) -> int:
     if not args.tx and args.workers not in ("0", "1"):
         xdist = ["-n", args.workers, "--dist", "load"]
     print(f"[matrix] {len(targets)} targets, one pytest run ({' '.join(xdist) or 'in process'})", flush=True)
-    rows, wall = run_matrix(targets, args.profile, xdist) if targets else ([], 0.0)
+    try:
+        rows, wall = run_matrix(targets, args.profile, xdist) if targets else ([], 0.0)
+    except RunNotRecorded as exc:  # never a weaker report over the saved one
+        print(f"[matrix] not recorded ({out_json.name} and {out_md.name} unchanged): {exc}", file=sys.stderr, flush=True)
+        return 1
     for row in rows:
         if row["name"] in sources:
             row["source"] = sources[row["name"]]
@@ -1025,9 +1070,10 @@ def main(argv: list[str] | None = None) -> int:
             "environment": {e.key: _env_line(e) for e in ENGINES if e.key in only}}
     partial = "rows" if args.target else args.kit_only or bool(args.only)
     previous = json.loads(out_json.read_text()) if out_json.exists() else {"meta": meta, "rows": []}
+    why_empty = {r["name"]: r.get("not_run") or "no verdict" for r in rows}  # a row run without verdicts needs no checkout
     rows, kept = merge_rows(previous["rows"], rows, partial)
     for name in kept:
-        print(f"[matrix] {name}: kept the verdicts already in {out_json.name} ({NOT_RUN} in this run)", flush=True)
+        print(f"[matrix] {name}: kept the verdicts already in {out_json.name} ({why_empty[name]} in this run)", flush=True)
     if partial and previous["rows"]:
         environment = previous["meta"].get("environment", {}) | meta.pop("environment")
         rerun = {**meta, "targets": len(targets), "engines": sorted(only)}  # with its own generated_by

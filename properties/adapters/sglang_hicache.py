@@ -138,7 +138,7 @@ FIX_ENV = "RADIXCHECK_SGLANG_FIX"
 (``RADIXCHECK_SGLANG_FIX=3,N3``): how a verdict is shown to be the finding's and nothing else's."""
 
 FIXES = {
-    "3": "sglang_findings.md #3: a split leaves the unmatched suffix's last use as it was (match and insert)",
+    "3": "sglang_findings.md #3: a split leaves the last use of both halves as it was (match and insert)",
     "N3": "findings/sglang_trees.md N3: under write_back an insert still counts its nodes' hits, a new leaf's too",
     "M1": "findings/sglang_trees.md M1: a write-through ack backs up the state a node gained while its KV write was in flight",
 }
@@ -174,13 +174,16 @@ def apply_fixes(names: str | Sequence[str]) -> list[str]:
 
 def _fix_split_refresh(core: Any) -> None:
     """#3: ``_split_node`` stamps the suffix (``child.last_access_time = now``), and the insert walk
-    touches the node before splitting it. Fixed: the suffix keeps the last use it had."""
+    touches the node before splitting it. The new upper half is stamped too (a new node's
+    ``last_access_time`` is its creation), which shows when the split lies past the match's answer
+    (a dead SWA window ends it; findings/sglang_trees.md). Fixed: both halves keep the last use the
+    node had (a use of either is stamped by the match or insert as before)."""
     split, walk = core._split_node, core._insert_walk_step
 
     def split_node(self: Any, key: Any, child: Any, split_len: int) -> Any:
         before = child.last_access_time
         result = split(self, key, child, split_len)
-        child.last_access_time = before
+        child.last_access_time = result[0].last_access_time = before
         return result
 
     def insert_walk_step(self: Any, state: Any) -> None:
