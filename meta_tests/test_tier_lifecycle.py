@@ -53,9 +53,10 @@ CORRECT = [TieredRadixCache, LoadLockedTiers, TrustingLifecycleTiers]
 POLICIES = ["write_through", "write_back"]
 
 
-def _on_host(factory: Any, policy: str, tokens: list[int], page_size: int = 1) -> LifecycleTierWorld:
+def _on_host(factory: Any, policy: str, tokens: list[int], page_size: int = 1,
+             world_class: type[LifecycleTierWorld] = LifecycleTierWorld) -> LifecycleTierWorld:
     """``tokens`` cached, then evicted to host only (every transfer landed)."""
-    world = LifecycleTierWorld(factory, page_size, policy)
+    world = world_class(factory, page_size, policy)
     world.serve(tokens)
     world.finish()
     world.complete_all()

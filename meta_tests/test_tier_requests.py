@@ -56,20 +56,16 @@ from radixcheck.properties.tiers.requests import RequestsTierWorld, TierRequestR
 from radixcheck.reference.tier_requests import RequestTiers
 from radixcheck.reference.tiered_cache import TieredRadixCache
 
+from .test_tier_lifecycle import _on_host as on_host
+
 CORRECT = [RequestTiers, TrustingRequestTiers]
 POLICIES = ["write_through", "write_back"]
 
 
 def _on_host(factory: Any, policy: str, tokens: list[int]) -> RequestsTierWorld:
     """``tokens`` cached, then evicted to host only (every transfer landed)."""
-    world = RequestsTierWorld(factory, 1, policy)
-    world.serve(tokens)
-    world.finish()
-    world.complete_all()
-    for _ in range(3):
-        world.evict(100)
-        world.complete_all()
-    assert world.cache.match_prefix(tokens).host_length == len(tokens)
+    world = on_host(factory, policy, tokens, world_class=RequestsTierWorld)
+    assert isinstance(world, RequestsTierWorld)
     return world
 
 
