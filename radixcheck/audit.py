@@ -235,8 +235,8 @@ def _repro_of(oracle: str, shape: str, verdicts: list[Verdict]) -> str:
     repros = [v.repro for v in verdicts if v.repro and v.repro.get("oracle") == oracle
               and signature_of(oracle, v.repro.get("message", "")) == shape]
     written = [r for r in repros if r.get("path")]
-    if written:  # the shortest: a production-scale test's of the same finding may be longer
-        return min(written, key=lambda r: r.get("calls", 0))["path"]
+    if written:  # the shortest program: a production-scale test's of the same finding may be longer, or a rerun of the test
+        return min(written, key=lambda r: (r.get("calls", 0) == 0, r.get("calls", 0)))["path"]
     return f"(none: {repros[0]['why_not']})" if repros else ""
 
 

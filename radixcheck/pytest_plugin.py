@@ -559,7 +559,7 @@ def _repro_of(item: pytest.Item, exc: BaseException, log: WaiverLog) -> dict:
 
     described = describe_failure(exc)
     name = file_name(described["oracle"], described["reason"], _spec_of(item), finding_site(exc))
-    if _REDUCED.get(name, (None, SHORT_REPRO + 1, []))[1] <= SHORT_REPRO:  # a short file for it already: reducing again costs time
+    if 0 < _REDUCED.get(name, (None, 0, []))[1] <= SHORT_REPRO:  # a short program for it already: reducing again costs time
         return {"text": None, "why_not": f"written from {_REDUCED[name][0]}", "oracle": described["oracle"], "message": described["reason"],
                 "name": name, "shows": _REDUCED[name][2]}
     directory = item.config.getoption("--radix-repro")
@@ -584,10 +584,11 @@ def _repro_of(item: pytest.Item, exc: BaseException, log: WaiverLog) -> dict:
             "printed_finding": "BUG (radixcheck" in repro.output, "name": name}
 
 
-def _size(repro: dict) -> tuple[int, int]:
-    """How long a repro is: its calls, then its lines (two files that rerun radixcheck's tests, of
-    no calls each, as a tenant tree's machine and threaded test write for one finding)."""
-    return repro["calls"], repro["text"].count("\n")
+def _size(repro: dict) -> tuple[bool, int, int]:
+    """How long a repro is: a program of plain calls before a file that reruns radixcheck's test (no
+    calls: a tier production world's), then its calls, then its lines (two files that rerun tests, as
+    a tenant tree's machine and threaded test write for one finding)."""
+    return repro["calls"] == 0, repro["calls"], repro["text"].count("\n")
 
 
 class ReproFiles:
