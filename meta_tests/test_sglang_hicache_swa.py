@@ -152,5 +152,6 @@ def test_a_device_page_behind_a_host_window_is_in_the_host_part(factory: Any) ->
 def test_host_hit_length_as_the_host_part_fails_20w(factory: Any, monkeypatch: pytest.MonkeyPatch) -> None:
     """The adapter's old answer (SGLang's ``host_hit_length`` as the host part): the matrix's 20w."""
     monkeypatch.setattr(sglang_hicache_hybrid.SGLangHiCacheSWA, "_match_prefix", sglang_hicache.SGLangHiCache._match_prefix)
-    with pytest.raises(TierWindowViolation, match=r"its host part stops after 8 tokens, short of 9: the window of the 1 token\(s\) from token 8 is live"):
+    expected = r"its host part stops after 8 tokens, short of 9: the window of the 1 token\(s\) from token 8 is live"
+    with pytest.raises(TierWindowViolation, match=expected):
         _device_page_behind_a_host_window(factory)

@@ -46,7 +46,8 @@ from radixcheck.oracles.violations import ContractViolation
 from radixcheck.properties.target import OperationTimeout, guarded, op_timeout, op_wall_timeout
 from radixcheck.properties.tiers.contract import TierCapabilities
 from radixcheck.properties.tiers.lifecycle import LifecycleTierWorld
-from radixcheck.properties.tiers.scale import production_stories, world_class_for, world_for
+from radixcheck.properties.tiers.requests import world_class_for
+from radixcheck.properties.tiers.scale import production_stories, world_for
 from radixcheck.reports.machine import cpu_line
 
 REFERENCE = "radixcheck.reference.tiered_cache:TieredRadixCache"

@@ -56,8 +56,8 @@ from hypothesis.stateful import Bundle, RuleBasedStateMachine, initialize, invar
 from radixcheck.properties.cache.contract import SlidingWindow, StatePool
 from radixcheck.properties.cache.layers import UNSAID
 from radixcheck.properties.cache.tenants import NAMESPACES, PAIRS, kinds_of, pair_kinds, sendable
-from radixcheck.properties.tiers.lifecycle import LifecycleTierWorld, TierLifecycleRules
-from radixcheck.properties.tiers.requests import RequestsTierWorld, TierRequestRules
+from radixcheck.properties.tiers.lifecycle import TierLifecycleRules
+from radixcheck.properties.tiers.requests import TierRequestRules, world_class_for
 from radixcheck.properties.tiers.world import TierWorld
 
 ALPHABET = st.integers(0, 2)
@@ -401,5 +401,5 @@ def tier_machine_for(factory: Callable[..., Any], page_size: int = 1, write_poli
     if caps is not None and caps.lifecycle in ("tree", "requests"):  # "requests": the same rules and one story more
         rules = TierLifecycleRules if caps.lifecycle == "tree" else TierRequestRules
         bases = [rules, *bases] if bases else [rules, TierMachine]  # type: ignore[list-item]
-        attributes["world_class"] = LifecycleTierWorld if caps.lifecycle == "tree" else RequestsTierWorld
+        attributes["world_class"] = world_class_for(caps)
     return type(name or f"TierMachine_{write_policy}_p{page_size}", tuple(bases) or (TierMachine,), attributes)

@@ -41,9 +41,9 @@ from hypothesis.stateful import precondition, rule
 from radixcheck.oracles.tier_model import NOT_SERVING, as_ints
 from radixcheck.oracles.violations import ReturnValueViolation, SlotViolation, TierResidencyViolation, shown
 from radixcheck.properties.cache.layers import UNSAID, namespace_key
-from radixcheck.properties.tiers.contract import TierRequest
+from radixcheck.properties.tiers.contract import TierCapabilities, TierRequest
 from radixcheck.properties.tiers.lifecycle import ENDINGS, LifecycleTierWorld, Live, TierLifecycleRules
-from radixcheck.properties.tiers.world import Use
+from radixcheck.properties.tiers.world import TierWorld, Use
 
 
 @dataclass
@@ -211,3 +211,9 @@ class TierRequestRules(TierLifecycleRules):
         world.compute(first, 1)  # the second, now at the first's index
         world.publish(first)
         world.end(first, "finish")
+
+
+def world_class_for(caps: TierCapabilities | None) -> type[TierWorld]:
+    """The tier world a target's declared lifecycle calls for (``"tree"``, ``"requests"``, or none)."""
+    lifecycle = caps.lifecycle if caps is not None else "off"
+    return RequestsTierWorld if lifecycle == "requests" else LifecycleTierWorld if lifecycle == "tree" else TierWorld

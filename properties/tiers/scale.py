@@ -28,9 +28,7 @@ from collections.abc import Callable
 from typing import Any
 
 from radixcheck.properties.target import guarded, op_timeout
-from radixcheck.properties.tiers.contract import TierCapabilities
-from radixcheck.properties.tiers.lifecycle import LifecycleTierWorld
-from radixcheck.properties.tiers.requests import RequestsTierWorld
+from radixcheck.properties.tiers.requests import world_class_for
 from radixcheck.properties.tiers.world import TierWorld
 
 WIDE_REQUESTS = 1500  # ~1500 leaves: a scan per evicted leaf costs ~10^6 node visits, over the limit
@@ -48,12 +46,6 @@ def world_for(factory: Callable[..., Any], page_size: int, policy: str, seed: in
     host = host_slots or 2 * device
     return world_class_for(getattr(factory, "tier_capabilities", None))(factory, page_size, policy, device_slots=device,
                                                                        host_slots=host, seed=seed)
-
-
-def world_class_for(caps: TierCapabilities | None) -> type[TierWorld]:
-    """The tier world a target's declared lifecycle calls for (``"tree"``, ``"requests"``, or none)."""
-    lifecycle = caps.lifecycle if caps is not None else "off"
-    return RequestsTierWorld if lifecycle == "requests" else LifecycleTierWorld if lifecycle == "tree" else TierWorld
 
 
 def _settle(world: TierWorld, rng: random.Random) -> None:
