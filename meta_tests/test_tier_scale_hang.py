@@ -32,6 +32,7 @@ def test_a_hang_at_scale_is_one_paragraph_and_exit_1(monkeypatch: pytest.MonkeyP
     for phrase in ("write_through seed 3", "evict_host did not return within 0.2 s of CPU time", "serving request",
                    f"tier_scale --target {spec} --policy write_through --seed 3 --requests 60", "--no-stories"):
         assert phrase in finding[0]
+    assert finding[0].count("limit") == 1, finding[0]  # the limit is said once, by the timeout's own message
 
 
 def test_the_reference_at_a_small_scale_has_no_finding(capsys: pytest.CaptureFixture[str]) -> None:
@@ -93,3 +94,13 @@ def test_a_run_past_its_budget_stops_with_a_verdict(capsys: pytest.CaptureFixtur
     out = capsys.readouterr().out
     assert "seed 0: CUT SHORT: --budget spent: served" in out and "the rest was not judged" in out
     assert "seed 1: not run (--budget 1 s spent)" in out
+
+
+def test_a_run_shorter_than_check_every_still_reports_its_peaks(capsys: pytest.CaptureFixture[str]) -> None:
+    """The hybrid trial's ``--requests 30`` printed ``peak_device_tokens=0`` after 2,267 transfers:
+    the peaks were sampled only at each ``--check-every``-th request."""
+    assert main(["--policy", "write_through", "--requests", "30", "--device-slots", "64", "--host-slots", "128",
+                 "--check-every", "100", "--no-stories"]) == 0
+    row = next(line for line in capsys.readouterr().out.splitlines() if "policy=" in line)
+    fields = dict(field.split("=", 1) for field in row.split())
+    assert int(fields["transfers"]) > 0 and int(fields["peak_device_tokens"]) > 0 and int(fields["peak_host_tokens"]) > 0, row
