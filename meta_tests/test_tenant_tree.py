@@ -139,6 +139,25 @@ def test_a_race_is_caught_by_the_threaded_stress_and_only_there(mutant) -> None:
     stress_with_threads(TenantTree, TenantTree.capabilities, rounds=3)  # the locked reference passes the same rounds
 
 
+def test_the_race_mutant_two_splits_of_one_node_lose_an_update_not_crash(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Two threads split one node at once, the second in the first's window (played here by the
+    window's ``time.sleep``): the mutant loses the first holder's time on the path (the oracle's
+    match sees it), and raises nothing of its own. Before, its window lay between reading the
+    node's segment and cutting it, and the first split cut an empty segment: an IndexError, a
+    crash that its ``caught_by`` admitted (3 rounds in 15 of the threaded test under load)."""
+    from radixcheck.properties.tenant_tree import mutants
+
+    race = THREAD_MUTANTS[0]
+    tree = race()
+    tree.add_tenants(["a", "b"], 0.0)
+    tree.insert("aaaa", "a", 1.0)
+    other_thread = iter([lambda: tree.insert("aab", "b", 3.0)])  # runs once, in the first split's window
+    monkeypatch.setattr(mutants.time, "sleep", lambda _s: next(other_thread, lambda: None)())
+    tree.insert("aaab", "b", 2.0)  # splits "aaaa" at 3; the other thread splits the same node at 2 meanwhile
+    assert tree.match("aaaa", ["a"])[0] < 4  # 'a' still holds "aaaa": its time on the new upper node was lost
+    assert all(issubclass(caught, ContractViolation) for caught in race.caught_by)  # by its oracle, never by a crash
+
+
 def test_every_tenant_tree_mutant_is_in_the_catalogue() -> None:
     from radixcheck.reports.tenant_tree_catalogue import OBLIGATIONS
 
