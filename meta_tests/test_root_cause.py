@@ -15,6 +15,7 @@ import textwrap
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 
 from radixcheck.audit import Verdict, findings_of, report_card
@@ -24,8 +25,9 @@ from radixcheck.properties.cache.machine import machine_for
 from radixcheck.properties.cache.mutants import SplitKeepsStaleValues
 from radixcheck.properties.findings.root_cause import checked_after_every_act, same_causes, shown_by, shown_by_serving
 from radixcheck.properties.findings.transcript import Act
-from radixcheck.properties.tiers.window_mutants import LoadBackSkipsDeviceWindow
+from radixcheck.properties.tiers.window_mutants import LoadBackSkipsDeviceWindow, WindowTierMutant
 from radixcheck.reference import RadixCache
+from radixcheck.reference.tiered_window_cache import NONE
 
 SLOTS = ("3 slot conservation", "free() of ids not in use (double free or never allocated): […]")
 EVICTED = ("return values", "evict(N) returned N but freed N slots")
@@ -296,6 +298,42 @@ def test_a_tier_bug_met_by_a_tenant_at_one_page_size_and_the_default_at_another_
     distinct = [_window_story(two, 1, False, [1, 2, 0, 1, 2, 3]), _window_story(two, 2, True, [1, 2, 0, 1, 2])]
     assert "neither its own" in distinct[0].reason and "reports -1 (tombstoned)" in distinct[1].reason
     assert len(findings_of(distinct)) == 2
+
+
+def test_a_wrong_window_value_loaded_back_within_the_window_or_further_back_is_one_finding() -> None:
+    """A window trial's B1 (a load-back giving each page a value of another's host copy) gave two
+    20w findings: a page loaded within the window "not its own X (restored ..., within the last W
+    tokens)", one further back "neither its own X (...) nor -1 (loaded back ..., further back ...)".
+    Where the program's path ended is not the bug: one wording, one shape. A cache that also
+    revives no tombstone of a device page (two bugs) still gives two findings."""
+    from radixcheck.properties.tiers.window_mutants import TrustingWindowTiers
+    from radixcheck.reference.tiered_window_cache import TieredWindowCache
+
+    one = [_window_story(_LoadsBackOffByOne, 1, False, [1, 2, 0, 1, 2, 3]), _window_story(_LoadsBackOffByOne, 2, False, [1, 2])]
+    reasons = [v.reason for v in one]
+    assert "further back than the window" in reasons[0] and "within the last" in reasons[1], reasons
+    assert [f.tests for f in findings_of(one)] == [[v.test for v in one]], reasons
+    from meta_tests.test_tier_windows import _revived
+
+    two = type("TwoBugs", (_LoadsBackOffByOne, LoadBackSkipsDeviceWindow), {"first_token": 3})  # off by one on paths from 3 only
+    distinct = [_verdict("test_tier_state_machine[page_size=1]", lambda: _restored_then_read(two, False, first=3)),
+                _verdict("test_tier_state_machine[page_size=2]", lambda: _revived(two, "write_through"))]
+    assert "neither its own" in distinct[0].reason and "revived from its host copy" in distinct[1].reason, distinct
+    assert len(findings_of(distinct)) == 2
+    for correct in (TieredWindowCache, TrustingWindowTiers):
+        assert [_window_story(correct, p, False, ext).outcome for p, ext in ((1, [1, 2, 0, 1, 2, 3]), (2, [1, 2]))] == ["passed"] * 2
+
+
+class _LoadsBackOffByOne(WindowTierMutant):
+    """A load-back gives each page it loads its host copy's window values plus one (within the window and further back)."""
+
+    first_token: int | None = None  # set: only on a path starting with that token
+
+    def _restore(self, node: Any, in_window: bool) -> None:
+        if self.first_token is not None and self._path(node)[0].key[0] != self.first_token:
+            return super()._restore(node, in_window)
+        host = self.host_window.get(node)
+        self.device_window[node] = np.where(host == NONE, NONE, host + 1) if host is not None else self._none()
 
 
 

@@ -137,6 +137,10 @@ def shape_of(message: str) -> str:
     shape = re.sub(r", namespace=…", "", shape)  # a tenant's request (Request([0], namespace=('X', None), ...)), or the default one's
     # a window's history (oracle 20w, TierWindows.history): how it went live is not the finding
     shape = re.sub(r"since operation (\d+): [^;]*;", r"since operation \1: …;", shape)
+    # a page a load-back brought from host: whether it lay within the window at the path's end (restored) or further
+    # back (restored or not) is where the program's path ended, not the cache's bug (a trial's B1: two findings)
+    shape = re.sub(r"\((?:restored from its host copy|loaded back) by (the load-back of operation \d+), (?:within the last "
+                   r"\d+ tokens|further back than the window at the path's end[^)]*)\)", r"(loaded back by \1)", shape)
     shape = re.sub(r"\s*\(\d+ tokens\)", "", shape)
     shape = re.sub(r"\brequest<", "handle<", shape)  # a running request's record (the lifecycle's) holds its match's handle
     shape = re.sub(r"=[^\s,()\[\]]+", "=…", shape)  # a value named in the message: page_size=1.5, t=48
