@@ -5,6 +5,7 @@ the same story; the keyword is sent only to a target that declares the window.""
 from __future__ import annotations
 
 import re
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
@@ -313,6 +314,36 @@ def test_a_host_match_that_ignores_the_window_is_named_so() -> None:
                                                     r"resumes only where the last 3 tokens have their window live on device "
                                                     r"or in a host copy: after 0"):
         world.serve([1, 2, 3])
+
+
+def _slid_out_to_host_beside_a_twin(factory: Any) -> TierWorld:
+    """``_slid_out_to_host``, tenant 'a''s, after tenant 'b' cached the same [1..6] (its twin, on
+    host too): a's host copies of 1, 2, 3 carry no window, and so do b's."""
+    world = TierWorld(type(factory.__name__, (factory,), {"tier_capabilities": replace(factory.tier_capabilities,
+                                                                                           namespaces=True)}),
+                      1, "write_through")
+    for tenant in ("b", "a"):
+        world.serve([1, 2, 3, 4, 5, 6], namespace=tenant)
+        world.finish()
+    _to_host(world)
+    return world
+
+
+def test_a_host_match_past_its_own_dead_window_beside_a_twin_is_a_window_slip_not_a_leak() -> None:
+    """A window trial's B2 (a tombstone in a host copy reads as another page's old value) counted
+    host tokens past its window: with another tenant's twin copies there, oracle 10 called it a leak
+    ("counted 2 tokens on host past the 0 its namespace has: those are the host copies of ...
+    under namespace None") although the tenant's own copies were there. It is 23's, as without a
+    twin; a match that counts host copies a tenant does not have is still 10's (the tier
+    catalogue's ``HostLookupIgnoresNamespace``)."""
+    world = _slid_out_to_host_beside_a_twin(HostMatchIgnoresWindow)
+    with pytest.raises(WindowMatchViolation, match=r"its host part ends after 3 tokens, but a request resumes only where"):
+        world.serve([1, 2, 3], namespace="a")
+    for correct in (TieredWindowCache, TrustingWindowTiers):
+        world = _slid_out_to_host_beside_a_twin(correct)
+        world.serve([1, 2, 3], namespace="a")
+        world.finish()
+        world.check()
 
 
 def test_a_host_part_that_needs_the_window_on_device_is_named_so() -> None:
