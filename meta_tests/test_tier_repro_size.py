@@ -79,3 +79,36 @@ def test_a_reduction_still_shrinking_at_its_budget_goes_on_up_to_twice_it() -> N
     assert not goes_on(6.0, 1.5, 5.0)  # past it, and no shorter for 1.5 s: done
     assert not goes_on(10.0, 0.0, 5.0)  # twice the budget: done, however it shrinks
     assert not goes_on(0.0, 0.0, 0.0)  # a budget of 0: no reduction
+
+
+def test_a_completion_follows_its_transfer_when_an_operation_that_started_another_is_left_out() -> None:
+    """Transfers are numbered as they start, so a reduction that left out an operation starting one
+    made every later ``w.complete(n)`` name another transfer or none, and each such candidate failed
+    otherwise: a hybrid trial's finding stayed at 399 operations (526 lines). Each completion now
+    follows its transfer (renumbered; left out with it), so the writes of a prompt the finding does
+    not need go, and only the needed transfer's completion stays."""
+    from radixcheck.properties.tiers.repro import renumbered, transfer_starts
+
+    log = ["w.serve([1])", "#   controller.write([3]) -> write #1 to host [0]", "w.serve([2])",
+           "#   controller.write([4]) -> write #2 to host [1]", "w.complete(2)", "w.complete(1)"]
+    starts = transfer_starts(log)
+    assert starts == {1: 0, 2: 2}
+    assert [line for _, line in renumbered([(2, log[2]), (4, log[4]), (5, log[5])], starts)] == ["w.serve([2])", "w.complete(1)"]
+
+    world, failure = TierWorld(LoadBackRestoresNoWindow, 1, "write_through"), None
+    try:
+        for tokens in ([1, 2], [7, 8, 9]):  # writes #1-#2, then #3-#5; only [7, 8, 9]'s are needed
+            world.serve(tokens)
+            world.finish()
+        world.complete(5)  # the last page's copy; the rest are left in flight
+        world.evict(10**6)
+        world.serve([7, 8, 9])
+        world.finish()
+    except TierWindowViolation as exc:
+        failure = exc
+    assert failure is not None
+    best, said = reduced(LoadBackRestoresNoWindow, world, failure, seconds=60)
+    assert best is not None, said
+    log = best.world.log
+    first_serve = log.index(next(line for line in log if line.startswith("w.serve([7, 8, 9]")))
+    assert not any(line.startswith("#   controller.write") for line in log[:first_serve]), log  # [1, 2]'s writes left out

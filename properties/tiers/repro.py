@@ -45,7 +45,7 @@ class TierReplay:
     """Operations (lines of the world's log, ``w.serve(...)``) sent to a fresh world: the world, and
     the failure (``None``: every operation and the final check passed), at the last operation sent."""
 
-    operations: list[str]
+    operations: list[Any]  # lines of the log; a reduction's own (:data:`Operation`) while it runs
     world: TierWorld
     failure: BaseException | None
 
@@ -73,13 +73,16 @@ def reduced(factory: Callable[..., Any], world: TierWorld, failure: BaseExceptio
     replayed), and a sentence on what the reduction did."""
     started, budget = time.monotonic(), reduce_seconds() if seconds is None else seconds
     wanted, count, shortest, shrunk_at = finding_of(failure), 0, len(world.log), started
+    starts = transfer_starts(world.log)
 
-    def fails(operations: list[str]) -> TierReplay | None:
+    def fails(operations: list[Operation]) -> TierReplay | None:
         nonlocal count, shortest, shrunk_at
         count += 1
-        again = replay(factory, world.page_size, world.write_policy, operations, type(world))
+        sent = renumbered(operations, starts)
+        again = replay(factory, world.page_size, world.write_policy, [line for _, line in sent], type(world))
         if again.failure is None or finding_of(again.failure) != wanted:
             return None
+        again.operations = [op for op, _ in sent[: len(again.operations)]]  # as the reduction knows them
         if len(again.operations) < shortest:
             shortest, shrunk_at = len(again.operations), time.monotonic()
         return again
@@ -88,12 +91,13 @@ def reduced(factory: Callable[..., Any], world: TierWorld, failure: BaseExceptio
         now = time.monotonic()
         return goes_on(now - started, now - shrunk_at, budget) and (replays is None or count < replays)
 
-    operations = [line for line in world.log if not line.startswith("#")]
+    operations = [(i, line) for i, line in enumerate(world.log) if not line.startswith("#")]
     best = fails(operations)
     if best is None:
         return None, "its operations did not fail the same way when replayed: written from the run itself"
     best = without_repeats(best, fails, time_left)
     best = leave_out_runs(best, lambda replayed: replayed.operations, fails, time_left)
+    best = TierReplay([line for line in best.world.log if not line.startswith("#")], best.world, best.failure)  # as sent
     took = time.monotonic() - started
     stopped = "" if time_left() else (f"; stopped at its budget ({budget:g} s, {REDUCE_ENV}; past it, up to "
                                        f"{OVERTIME:g} times, only while still shrinking)")
@@ -113,24 +117,62 @@ def goes_on(elapsed: float, since_shrunk: float, budget: float) -> bool:
     return elapsed < budget or (elapsed < OVERTIME * budget and since_shrunk < STILL_SHRINKING * budget)
 
 
-def without_repeats(best: TierReplay, fails: Callable[[list[str]], TierReplay | None],
+Operation = tuple[int, str]
+"""An operation as a reduction knows it: its place in the failing run's log, and its line there."""
+
+COMPLETION = re.compile(r"w\.complete\((\d+)\)")
+
+
+def transfer_starts(log: list[str]) -> dict[int, int]:
+    """Each transfer of the failing run (by its number) and the place in ``log`` of the operation
+    that started it (the controller's calls are logged under the operation that made them)."""
+    starts, at = {}, -1
+    for i, line in enumerate(log):
+        if not line.startswith("#"):
+            at = i
+        elif line.startswith(CONTROLLER) and (moved := TRANSFER.fullmatch(line[len(CONTROLLER):])):
+            starts[int(moved["number"])] = at
+    return starts
+
+
+def renumbered(operations: list[Operation], starts: dict[int, int]) -> list[tuple[Operation, str]]:
+    """``operations`` (some of the failing run's) as a replay sends them: a transfer is numbered as
+    it starts, so leaving out an operation that started one renumbers every later one, and each
+    ``w.complete(n)`` is rewritten to the number its transfer then gets, if its operations started
+    the same transfers as in the run; a completion of a transfer no operation kept starts is left
+    out. Without it a reduction could leave out nothing that started a transfer: each later
+    completion then named another transfer or none, and a 472-operation finding stayed at 322
+    (a hybrid trial's 526-line file). A replay still judges each candidate."""
+    kept = {at for at, _ in operations}
+    number = {n: k for k, n in enumerate((n for n in sorted(starts) if starts[n] in kept), start=1)}
+    out: list[tuple[Operation, str]] = []
+    for at, line in operations:
+        done = COMPLETION.fullmatch(line)
+        if done and int(done[1]) not in starts:
+            out.append(((at, line), line))
+        elif not done or int(done[1]) in number:
+            out.append(((at, line), f"w.complete({number[int(done[1])]})" if done else line))
+    return out
+
+
+def without_repeats(best: TierReplay, fails: Callable[[list[Operation]], TierReplay | None],
                     time_left: Callable[[], bool]) -> TierReplay:
     """Each run of one operation repeated (a machine's rule that evicts until nothing moves writes
     ``w.evict(1000000)`` a dozen times; 287 of a 463-operation file were) cut to one: every run at
     once (one replay), else run by run. Delta debugging would get there too, but at hundreds of
     replays it did not within its budget."""
-    def runs(operations: list[str]) -> list[tuple[int, int]]:  # (start, end) of each run of 2 or more
+    def runs(operations: list[Operation]) -> list[tuple[int, int]]:  # (start, end) of each run of 2 or more
         found, i = [], 0
         while i < len(operations):
             j = i
-            while j + 1 < len(operations) and operations[j + 1] == operations[i]:
+            while j + 1 < len(operations) and operations[j + 1][1] == operations[i][1]:
                 j += 1
             if j > i:
                 found.append((i, j + 1))
             i = j + 1
         return found
 
-    def cut(operations: list[str], which: list[tuple[int, int]]) -> list[str]:
+    def cut(operations: list[Operation], which: list[tuple[int, int]]) -> list[Operation]:
         dropped = {k for start, end in which for k in range(start + 1, end)}
         return [op for k, op in enumerate(operations) if k not in dropped]
 
