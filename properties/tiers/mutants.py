@@ -614,3 +614,10 @@ from radixcheck.properties.tiers.request_mutants import CORRECT_REQUEST_TIERS, R
 
 TIER_MUTANTS += REQUEST_TIER_MUTANTS  # type: ignore[arg-type]
 CORRECT_TIER_VARIANTS |= CORRECT_REQUEST_TIERS
+
+
+# ---- the request methods with a second pool (lifecycle="requests" + a state or a window + the host tier)
+from radixcheck.properties.tiers.pool_request_mutants import CORRECT_POOL_REQUEST_TIERS, POOL_REQUEST_MUTANTS  # noqa: E402
+
+TIER_MUTANTS += POOL_REQUEST_MUTANTS
+CORRECT_TIER_VARIANTS |= CORRECT_POOL_REQUEST_TIERS
