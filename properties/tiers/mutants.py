@@ -362,7 +362,8 @@ CORRECT_TIER_VARIANTS: dict[str, Callable[..., Any]] = {
 
 
 def page_size_for(mutant: type[TierMutant]) -> int:
-    return 2 if mutant is WritesPageReversed else 1
+    """The page size a mutant's machine runs at: 2 for a bug inside a page, else its smallest declared."""
+    return 2 if mutant is WritesPageReversed else min(mutant.tier_capabilities.page_sizes)
 
 
 def machines_for_mutant(mutant: type[TierMutant], name: str | None = None) -> list[type[TierMachine]]:

@@ -48,7 +48,7 @@ from radixcheck.properties.tiers.lifecycle import ENDINGS, LifecycleTierWorld, L
 from radixcheck.properties.tiers.world import TierWorld, Use
 
 
-@dataclass
+@dataclass(repr=False)
 class RequestLive(Live):
     """A running request of the cache's own methods: the suite's account (``values``, ``own``) beside
     the :class:`TierRequest` the cache reads and updates."""
@@ -239,6 +239,35 @@ class TierRequestRules(TierLifecycleRules):
         world.compute(first, 1)  # the second, now at the first's index
         world.publish(first)
         world.end(first, "finish")
+
+    @precondition(lambda self: _idle(self) and (self.world.states is not None or self.world.windows is not None))
+    @rule(base=TierLifecycleRules.sequences, tail=st.lists(st.integers(0, 2), min_size=1, max_size=3),
+          cut=st.integers(1, 6), chunks=st.lists(st.integers(1, 5), min_size=1, max_size=3),
+          outcome=st.sampled_from(ENDINGS), publish=st.booleans())
+    def chunks_beside_a_second_pool(self, base: tuple[int, ...], tail: list[int], cut: int, chunks: list[int],
+                                    outcome: str, publish: bool) -> None:
+        """With a second pool: a prompt at least a window longer than ``base`` is cached (its window
+        live at its end only); a request on its first ``cut`` pages and fresh tokens computes chunks
+        of any length (ending inside a page too), publishing each if ``publish`` (a re-match may stop
+        short at a tombstoned window of the pages the tree had), and ends as ``outcome``; the prompt
+        is served again and reads its pages' states or windows."""
+        world, p = self.world, self.page_size
+        window = world.windows.window if world.windows is not None else 1
+        extension = tuple(tail) * p
+        extension *= -(-window // len(extension))
+        prompt = base + extension
+        world.serve(prompt)
+        world.finish()
+        world.complete_all()
+        world.admit(prompt[: min(cut, len(prompt) // p) * p] + (3,) * (2 * p + 1))
+        for size in chunks:
+            world.compute(0, size)
+            if publish:
+                world.publish(0)
+        world.compute(0, 1)
+        world.end(0, outcome)
+        world.serve(prompt)
+        world.finish()
 
 
 def world_class_for(caps: TierCapabilities | None) -> type[TierWorld]:
