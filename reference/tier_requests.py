@@ -6,7 +6,10 @@ Each step is a sequence of the tier's own calls, as SGLang's scheduler and HiCac
 ``cache_finished_req``): nothing here touches a node. The request
 (:class:`~radixcheck.properties.tiers.contract.TierRequest`) is the caller's; the cache reads it,
 frees into the suite's device pool what it must, and updates the request's row, its protected
-length, its handle and its host part.
+length, its handle and its host part. Over a tier with a second pool (``RequestStateTiers``,
+``RequestWindowTiers``) its inserts carry the request's state or window values, and a publish whose
+re-match a tombstoned window stops short resumes there (the tier contract's "A second pool with the
+request methods").
 """
 
 from __future__ import annotations
