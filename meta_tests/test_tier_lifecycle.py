@@ -10,8 +10,8 @@ right reason, and correct caches pass it:
   SGLang does, and on one that trusts its callers;
 * device conservation counts the running requests' own slots, and still finds a leak beside them;
   a publish's ``prefix_len`` below what the request had locked is refused;
-* ``lifecycle="requests"`` with a second pool on a tier is refused at load in one line (without one it is driven:
-  ``test_tier_requests``); the lifecycle is a layer.
+* ``lifecycle="requests"`` with a second pool on a tier is driven (``test_tier_pool_requests``); a target
+  declaring it without the methods is refused at load in one line; the lifecycle is a layer.
 
 The stories are a few calls each (the fast tier); the kill rates over the tier machine are the
 catalogue's (``python -m radixcheck.reports.tier_catalogue --only AbortCancelsLoad --only
@@ -33,7 +33,7 @@ from radixcheck.oracles.violations import LRUOrderViolation, RefcountViolation, 
 from radixcheck.properties.cache.contract import StatePool
 from radixcheck.properties.cache.layers import LifecycleLayer, NamespaceLayer, Tags, keywords_for, layers_for, with_lifecycle
 from radixcheck.properties.findings.verdict import run_machine
-from radixcheck.properties.target import TIMEOUT_ENV, OperationTimeout, TargetError, forget_hangs, load_target
+from radixcheck.properties.target import TIMEOUT_ENV, OperationTimeout, TargetError, check_target, forget_hangs, load_target
 from radixcheck.properties.tiers.contract import TierCapabilities
 from radixcheck.properties.tiers.lifecycle import LifecycleTierWorld, TierLifecycleRules
 from radixcheck.properties.tiers.machine import tier_machine_for
@@ -69,17 +69,15 @@ def _on_host(factory: Any, policy: str, tokens: list[int], page_size: int = 1,
 
 # ---- the declaration and the layer ----------------------------------------------------------------
 
-def test_requests_lifecycle_with_a_second_pool_on_a_tier_is_refused_with_its_reason() -> None:
+def test_requests_lifecycle_with_a_second_pool_on_a_tier_is_declared() -> None:
     assert TierCapabilities(lifecycle="requests").lifecycle == "requests"
-    with pytest.raises(ValueError, match=r"lifecycle='requests' with a second_pool is not driven on a tier: .*declare "
-                                         r"lifecycle='tree'"):
-        TierCapabilities(lifecycle="requests", second_pool=StatePool())
+    assert isinstance(TierCapabilities(lifecycle="requests", second_pool=StatePool()).second_pool, StatePool)
     with pytest.raises(ValueError, match="lifecycle must be one of 'off', 'tree', 'requests'"):
         TierCapabilities(lifecycle="trees")
 
 
-def test_a_tier_target_declaring_requests_with_a_state_pool_is_refused_at_load_in_one_line(tmp_path: Any,
-                                                                                              monkeypatch: Any) -> None:
+def test_a_tier_target_declaring_requests_with_a_state_pool_lacking_their_calls_is_refused_at_load_in_one_line(
+        tmp_path: Any, monkeypatch: Any) -> None:
     (tmp_path / "requests_tier.py").write_text(
         "from radixcheck.properties.cache.contract import StatePool\n"
         "from radixcheck.properties.tiers.contract import TierCapabilities\n"
@@ -88,8 +86,8 @@ def test_a_tier_target_declaring_requests_with_a_state_pool_is_refused_at_load_i
         "    tier_capabilities = TierCapabilities(lifecycle='requests', second_pool=StatePool())\n", encoding="utf-8")
     monkeypatch.chdir(tmp_path)
     with pytest.raises(TargetError) as refused:
-        load_target("requests_tier:Cache")
-    assert "lifecycle='requests' with a second_pool is not driven on a tier" in str(refused.value)
+        check_target(load_target("requests_tier:Cache"))
+    assert "lacks states, match_req, lock_req, cache_unfinished_req, cache_finished_req" in str(refused.value)
     assert "\n" not in str(refused.value)
 
 

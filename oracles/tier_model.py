@@ -255,6 +255,16 @@ class TierModel:
         beyond = path[(len(device) + host) // self.page_size] if len(path) * self.page_size > len(device) + host else None
         self._counted_wrongly(f"{what} counted {host_length} tokens on host, {host} are", beyond)
 
+    def rematch(self, what: str, tokens: Sequence[int], values: Sequence[int], namespace: Hashable = None) -> list[int]:
+        """The device slots a publish's re-match of ``tokens`` (the cache's own, inside a request
+        method) answers, the request reading ``values``; a window's end judged as a match's device
+        part is (oracles 20w, 21, 23). The caller judges the slots."""
+        device = self.expected_match(tokens, namespace, windowed=True, answer=(len(values), None))[0]
+        if list(values) != device:
+            self._check_window_end(what, "device", len(values), len(device), tokens, namespace,
+                                   slots_agree=list(values) == device[: len(values)])
+        return device
+
     def check_load_back(self, tokens: Sequence[int], values: Sequence[int], namespace: Hashable = None,
                         before: int | None = None) -> None:
         """``before``: the path's tokens on device before the load-back (a window declared)."""

@@ -6,7 +6,10 @@ Each step is a sequence of the tier's own calls, as SGLang's scheduler and HiCac
 ``cache_finished_req``): nothing here touches a node. The request
 (:class:`~radixcheck.properties.tiers.contract.TierRequest`) is the caller's; the cache reads it,
 frees into the suite's device pool what it must, and updates the request's row, its protected
-length, its handle and its host part.
+length, its handle and its host part. Over a tier with a second pool (``RequestStateTiers``,
+``RequestWindowTiers``) its inserts carry the request's state or window values, and a publish whose
+re-match a tombstoned window stops short resumes there (the tier contract's "A second pool with the
+request methods").
 """
 
 from __future__ import annotations
@@ -15,8 +18,11 @@ from typing import Any
 
 import numpy as np
 
+from radixcheck.properties.cache.contract import SlidingWindow, StatePool
 from radixcheck.properties.tiers.contract import TierCapabilities, TierRequest
 from radixcheck.reference.tiered_cache import TieredRadixCache
+from radixcheck.reference.tiered_state_cache import TieredStateCache
+from radixcheck.reference.tiered_window_cache import WINDOW, TieredWindowCache
 
 
 class TierRequestSteps:
@@ -25,6 +31,7 @@ class TierRequestSteps:
 
     page_size: int
     allocator: Any
+    tier_capabilities: TierCapabilities
     match_prefix: Any
     load_back: Any
     insert: Any
@@ -51,6 +58,9 @@ class TierRequestSteps:
         aligned = self._insert_req(req)
         match = self.match_prefix(req.tokens[:aligned], namespace=req.namespace, priority=req.priority)
         values = match.device_values
+        if len(values) < aligned:  # a window tombstoned on pages the tree had: resume at the re-match, recompute the rest
+            self._free_own(req.slots[aligned : req.filled])
+            req.slots, req.filled = req.slots[: len(values)].copy(), len(values)
         req.slots[: len(values)] = values  # the duplicates just freed are never read again
         self.inc_lock_ref(match.device_handle)
         self.dec_lock_ref(req.handle)
@@ -73,9 +83,18 @@ class TierRequestSteps:
         """Insert ``req.tokens[:req.filled]`` with the request's row and free the slots of it the tree
         already had, behind the protected prefix; returns the page-aligned length."""
         prefix_len = self.insert(req.tokens[: req.filled], req.slots[: req.filled], namespace=req.namespace,
-                                 priority=req.priority)
+                                 priority=req.priority, **self._second_of(req))
         self._free_own(req.slots[req.protected : prefix_len])
         return req.filled // self.page_size * self.page_size
+
+    def _second_of(self, req: TierRequest) -> dict[str, Any]:
+        """What an insert of the request carries for a second pool: its state, or its window values."""
+        pool = self.tier_capabilities.second_pool
+        if isinstance(pool, StatePool):
+            return {"state": req.state}
+        if isinstance(pool, SlidingWindow):
+            return {"window": req.window[: req.filled]}
+        return {}
 
     def _free_own(self, slots: np.ndarray) -> None:
         if len(slots):
@@ -86,3 +105,20 @@ class RequestTiers(TierRequestSteps, TieredRadixCache):
     """The reference tiered cache running its own request methods (with namespaces)."""
 
     tier_capabilities = TierCapabilities(page_sizes=(1, 2), namespaces=True, lifecycle="requests")
+
+
+class RequestStateTiers(TierRequestSteps, TieredStateCache):
+    """The reference tiered cache with a state pool running its own request methods (with
+    namespaces): its inserts carry the request's state (the tier contract's "A second pool with
+    the request methods")."""
+
+    tier_capabilities = TierCapabilities(page_sizes=(1, 2), namespaces=True, second_pool=StatePool(), lifecycle="requests")
+
+
+class RequestWindowTiers(TierRequestSteps, TieredWindowCache):
+    """The reference tiered cache with a sliding window running its own request methods (with
+    namespaces): its inserts carry the request's window values, and a publish whose re-match a
+    tombstoned window stops short resumes there."""
+
+    tier_capabilities = TierCapabilities(page_sizes=(1, 2), namespaces=True, second_pool=SlidingWindow(WINDOW),
+                                         lifecycle="requests")

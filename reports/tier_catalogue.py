@@ -231,8 +231,11 @@ def render(rows: list[dict[str, Any]], variants: list[dict[str, Any]], meta: dic
              "only at the end of a loaded path: `reference/tiered_window_cache.py`), `TrustingWindowTiers` (the same, "
              "trusting its callers) and `RestoresWholeHostSegment` (the same, restoring every loaded page's own host values, "
              "beyond the window too, as SGLang's whole-segment load-back does), `RequestTiers` (namespaces and "
-             "`lifecycle=\"requests\"`: the reference's own request methods, `reference/tier_requests.py`) and "
-             "`TrustingRequestTiers` (the same, trusting its callers), in each write policy "
+             "`lifecycle=\"requests\"`: the reference's own request methods, `reference/tier_requests.py`), "
+             "`TrustingRequestTiers` (the same, trusting its callers), `RequestStateTiers` and `RequestWindowTiers` "
+             "(namespaces, `lifecycle=\"requests\"` and a state pool or a sliding window: the request methods' inserts "
+             "carry the request's state or window values) and `TrustingRequestStateTiers` and `TrustingRequestWindowTiers` "
+             "(the same, trusting their callers), in each write policy "
              "and page size, each stream derandomized under its own name; every stream must pass.", "",
              false or "(not measured)", "",
              "## Minimal reproductions", "",

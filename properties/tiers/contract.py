@@ -365,8 +365,43 @@ with the running requests' own slots counted (a duplicate kept is a leak; an own
 while the request holds it shows too), oracle 14 for a slot a transfer uses, oracle 2 for a
 page a request holds that leaves the device, and oracle 4t for a lock left behind. The device
 pool accepts a free of a request's own slot only inside a request method of that request.
-Refused on a tier (not driven): ``lifecycle="requests"`` with a ``second_pool`` (the request's
-window or state is not modelled on the tiers yet: declare ``lifecycle="tree"``).
+
+A second pool with the request methods (``lifecycle="requests"`` and a ``second_pool``)
+~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
+On a tier a state or a window is a *value* (the suite owns no second pool there: "A second pool
+on the tiers"), so the request holds values, not slots, and the cache frees none of them. The
+suite sets them whenever the request's ``filled`` changes (at admission, after each chunk, after a
+publish that stopped short), as the engine's forward computes them:
+
+* ``req.state`` (``StatePool()``): the state after ``req.tokens[:req.filled]`` (``-1`` when
+  nothing is filled). ``cache_unfinished_req`` and a finishing ``cache_finished_req`` insert
+  ``req.tokens[:req.filled]`` with ``state=req.state``, so the page that ends at them keeps it when
+  ``filled`` is page-aligned, and no page takes it otherwise (the state is of the whole filled
+  prefix, not of its page-aligned part). A retract or an abort inserts nothing and gives the state
+  to no page. Why: SGLang 0.5.23's ``UnifiedRadixCache.checkpoint_into_tree``
+  (``mem_cache/unified_radix_cache.py``) builds the insert's ``InsertParams`` from every
+  component's ``prepare_for_caching_req``; ``MambaComponent.prepare_for_caching_req``
+  (``mem_cache/unified_cache/components/mamba.py``) gives it the request's own state
+  (``req.kv.mamba_pool_idx``, a copy when the request goes on) and caps the cached length at the
+  tokens that state follows.
+* ``req.window`` (``SlidingWindow(window=W)``): one value per filled token, live for the last
+  ``W`` of them and ``-1`` before (they slid out of the request's window: SGLang's
+  ``swa_evicted_seqlen``). The inserts carry ``window=req.window[:req.filled]``; the pages an
+  insert puts on device take them, a page already on device keeps its own (as for ``insert``).
+  The publish's re-match is *resumable* (``match_prefix``'s device part on a window): when a
+  window tombstoned on a page the tree already had stops it short of the inserted pages, the
+  request resumes there as the ``"tree"`` publish does: ``req.slots[:m]`` the re-match's slots,
+  ``req.filled = req.protected = m``, its own slots after the inserted pages freed (it recomputes
+  them), ``req.handle`` the re-match's node. Why: SGLang 0.5.23's ``checkpoint_into_tree`` notes
+  that "SWA matching can stop short of the inserted path" and takes
+  ``SWAComponent.prepare_for_caching_req`` / ``free_out_of_window_slots``
+  (``components/swa.py``) for the request's window; it then locks the insert's last node, where
+  the contract has the request resume at its window (no window KV is read past a tombstone).
+
+What judges them, beside the above: oracle 20 (``states(handle)`` at every forward) and 20w
+(``windows(handle)``), and the publish's re-match as a match's device part (oracles 20w, 21, 23);
+the load-back of ``lock_req`` as ``load_back``'s on a window (a failed load resumes at a live
+window; the window at the loaded path's end comes back).
 """
 
 from __future__ import annotations
@@ -440,7 +475,8 @@ class TierCapabilities:
     retract or an abort, the last two possibly while its load-back is in flight or a write-back
     is pending) or ``"requests"`` (the same steps run by the cache's own ``match_req``, ``lock_req``,
     ``cache_unfinished_req`` and ``cache_finished_req`` on a :class:`TierRequest`, whose host part
-    the admission loads back: module docstring, "The request lifecycle on the tiers")."""
+    the admission loads back, and with a second pool its state or window values: module docstring,
+    "The request lifecycle on the tiers")."""
     second_pool: StatePool | SlidingWindow | None = None
     """A second pool beside the KV on both tiers (the base contract's ``Capabilities.second_pool``):
     ``StatePool()``, one state value per cached request end, which ``insert`` takes (``state=``)
@@ -501,9 +537,6 @@ class TierCapabilities:
         if unsent and not self.namespaces:
             raise ValueError("TierCapabilities.unsent_namespaces needs namespaces=True")
         object.__setattr__(self, "unsent_namespaces", tuple(unsent))
-        if self.lifecycle == "requests" and self.second_pool is not None:
-            raise ValueError("TierCapabilities.lifecycle='requests' with a second_pool is not driven on a tier: the "
-                             "request's window or state is not modelled there; declare lifecycle='tree'")
         if self.lifecycle not in TIER_LIFECYCLES:
             raise ValueError(f"TierCapabilities.lifecycle must be one of {', '.join(map(repr, TIER_LIFECYCLES))}, got "
                              f"{self.lifecycle!r}")
@@ -653,7 +686,9 @@ class TierRequest(Request):
     """A running request on a ``lifecycle="requests"`` tier cache (module docstring, "The request
     lifecycle on the tiers"): the base contract's :class:`Request` plus its host part, the pages
     after its device prefix on host only (``host_length`` tokens, ending at ``host_handle``), which
-    ``lock_req`` loads back, and the ``priority`` its match and inserts carry (a policy that takes one)."""
+    ``lock_req`` loads back, and the ``priority`` its match and inserts carry (a policy that takes one).
+    With a second pool, ``state`` and ``window`` (the base ``Request``'s) hold *values* here, which
+    the suite sets and the inserts carry (module docstring, "A second pool with the request methods")."""
 
     def __init__(self, tokens: Sequence[int], namespace: Any = None, priority: int = 0) -> None:
         super().__init__(tokens, namespace)

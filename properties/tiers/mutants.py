@@ -362,7 +362,8 @@ CORRECT_TIER_VARIANTS: dict[str, Callable[..., Any]] = {
 
 
 def page_size_for(mutant: type[TierMutant]) -> int:
-    return 2 if mutant is WritesPageReversed else 1
+    """The page size a mutant's machine runs at: 2 for a bug inside a page, else its smallest declared."""
+    return 2 if mutant is WritesPageReversed else min(mutant.tier_capabilities.page_sizes)
 
 
 def machines_for_mutant(mutant: type[TierMutant], name: str | None = None) -> list[type[TierMachine]]:
@@ -614,3 +615,10 @@ from radixcheck.properties.tiers.request_mutants import CORRECT_REQUEST_TIERS, R
 
 TIER_MUTANTS += REQUEST_TIER_MUTANTS  # type: ignore[arg-type]
 CORRECT_TIER_VARIANTS |= CORRECT_REQUEST_TIERS
+
+
+# ---- the request methods with a second pool (lifecycle="requests" + a state or a window + the host tier)
+from radixcheck.properties.tiers.pool_request_mutants import CORRECT_POOL_REQUEST_TIERS, POOL_REQUEST_MUTANTS  # noqa: E402
+
+TIER_MUTANTS += POOL_REQUEST_MUTANTS
+CORRECT_TIER_VARIANTS |= CORRECT_POOL_REQUEST_TIERS

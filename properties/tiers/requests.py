@@ -39,6 +39,8 @@ from hypothesis import strategies as st
 from hypothesis.stateful import precondition, rule
 
 from radixcheck.oracles.tier_model import NOT_SERVING, as_ints
+from radixcheck.oracles.tier_states import NONE, state_value
+from radixcheck.oracles.tier_windows import sent_window
 from radixcheck.oracles.violations import ReturnValueViolation, SlotViolation, TierResidencyViolation, shown
 from radixcheck.properties.cache.layers import UNSAID, namespace_key
 from radixcheck.properties.tiers.contract import TierCapabilities, TierRequest
@@ -46,7 +48,7 @@ from radixcheck.properties.tiers.lifecycle import ENDINGS, LifecycleTierWorld, L
 from radixcheck.properties.tiers.world import TierWorld, Use
 
 
-@dataclass
+@dataclass(repr=False)
 class RequestLive(Live):
     """A running request of the cache's own methods: the suite's account (``values``, ``own``) beside
     the :class:`TierRequest` the cache reads and updates."""
@@ -94,6 +96,7 @@ class RequestsTierWorld(LifecycleTierWorld):
         loads = bool(req.host_length) and load
         if not load:
             req.host_length = 0  # the scheduler declines the load-back
+        first = self._before_load(reach, key) if loads else 0
         self.model.serving = key if loads else NOT_SERVING  # a load-back under N reads only N's host copies
         try:
             self._call("lock_req", req)
@@ -101,10 +104,11 @@ class RequestsTierWorld(LifecycleTierWorld):
             self.model.serving = NOT_SERVING
         after = self._prefix(req, f"lock_req({req})")
         if loads:
-            self.model.check_load_back(reach, after, key)
+            self._judge_load_back(reach, after, key, first)
         elif after != values:
             raise TierResidencyViolation(f"lock_req({req}) without a load-back changed the request's prefix from "
                                          f"{shown(values)} to {shown(after)}")
+        self._hand_second(req, key)
         self.model.lock(tokens[: len(after)], +1, key)
         live = RequestLive(tokens, after, req.handle, namespace, self.priority, request=req)
         self.lives.append(live)
@@ -117,6 +121,19 @@ class RequestsTierWorld(LifecycleTierWorld):
         fresh = live.own[before:]
         if fresh:
             req.compute(fresh)
+            self._hand_second(req, namespace_key(live.namespace))
+
+    def _hand_second(self, req: TierRequest, key: Any) -> None:
+        """With a second pool, what the request holds of it after its ``filled`` tokens (the contract's
+        "A second pool with the request methods"): the state after them (``req.state``), or each
+        one's window value, ``-1`` where it slid out of the request's window (``req.window``). The
+        suite's values, as the tier calls' ``state=`` and ``window=`` carry them."""
+        tokens = req.tokens[: req.filled]
+        content = self.model.content_of(tokens, key)
+        if self.states is not None:
+            req.state = state_value(content[-1]) if tokens else NONE
+        if self.windows is not None:
+            req.window = np.asarray(sent_window(content, self.windows.window), dtype=np.int64)
 
     def publish(self, index: int) -> None:
         """``cache_unfinished_req``: the request must then read the tree's slots of its aligned prefix."""
@@ -129,20 +146,30 @@ class RequestsTierWorld(LifecycleTierWorld):
         aligned = len(tokens) // self.page_size * self.page_size
         row = live.values + live.own
         what = Use("cache_unfinished_req", tokens, self._tenant(live.namespace), self.operations)
-        self.model.on_insert(tokens, row, key, what, live.priority)  # before the call: its backups start inside it
+        on_device = self.model.on_insert(tokens, row, key, what, live.priority)  # before the call: its backups start inside it
+        self._second(tokens, key, on_device)  # what its insert takes of the request's state or window (the oracle's record)
         self._request_call("cache_unfinished_req", live)
         self.model.use(tokens[:aligned], key, what)  # its re-match
-        cached = self.model.expected_match(tokens[:aligned], key)[0]
-        got = as_ints(np.asarray(req.slots)[: len(cached)])
+        got = as_ints(np.asarray(req.slots)[: req.protected])
+        cached = self.model.rematch(f"the re-match of cache_unfinished_req({req})", tokens[:aligned], got, key)
+        # a window tombstoned on cached pages it covered stops the re-match short: the request resumes
+        # there (it frees its slots after the cached pages and recomputes them), as the "tree" publish does
+        own = row[aligned:] if len(cached) == aligned else []
         if req.protected != len(cached) or got != cached:
             freed = sorted(set(got) - set(cached) - self.device.in_use)
             raise SlotViolation(f"after cache_unfinished_req({req}) the request reads {shown(got)} (protected "
                                 f"{req.protected}) where the tree holds {shown(cached)}"
                                 + (f": slots {freed[:8]} were freed and it still reads them" if freed else ""))
+        if req.filled != len(cached) + len(own):
+            raise ReturnValueViolation(f"after cache_unfinished_req({req}) the request has {req.filled} tokens filled; it "
+                                       f"resumes after {len(cached) + len(own)} (its re-match's {len(cached)}"
+                                       + (", and its own tail after them)" if own else ": a window stopped it short)"))
         self.model.lock(tokens[: len(cached)], +1, key)
         self.model.lock(live.tokens[: len(live.values)], -1, key)
-        live.own = row[len(cached) :]
+        live.own = own
         live.values, live.handle = cached, req.handle
+        if len(cached) < aligned:
+            self._hand_second(req, key)
 
     def end(self, index: int, outcome: str) -> None:
         """``cache_finished_req(req, insert)``: a finish (after its loads) inserts; a retract or an
@@ -155,9 +182,10 @@ class RequestsTierWorld(LifecycleTierWorld):
         if outcome == "finish":
             self._forward(live)
             tokens = live.tokens[: live.filled]
-            self.model.on_insert(tokens, live.values + live.own, key,
-                                 Use("cache_finished_req", tokens, self._tenant(live.namespace), self.operations),
-                                 live.priority)
+            on_device = self.model.on_insert(tokens, live.values + live.own, key,
+                                             Use("cache_finished_req", tokens, self._tenant(live.namespace),
+                                                 self.operations), live.priority)
+            self._second(tokens, key, on_device)
         self._request_call("cache_finished_req", live, outcome == "finish")
         self.lives.pop(index)
         self.model.lock(live.tokens[: len(live.values)], -1, key)
@@ -211,6 +239,35 @@ class TierRequestRules(TierLifecycleRules):
         world.compute(first, 1)  # the second, now at the first's index
         world.publish(first)
         world.end(first, "finish")
+
+    @precondition(lambda self: _idle(self) and (self.world.states is not None or self.world.windows is not None))
+    @rule(base=TierLifecycleRules.sequences, tail=st.lists(st.integers(0, 2), min_size=1, max_size=3),
+          cut=st.integers(1, 6), chunks=st.lists(st.integers(1, 5), min_size=1, max_size=3),
+          outcome=st.sampled_from(ENDINGS), publish=st.booleans())
+    def chunks_beside_a_second_pool(self, base: tuple[int, ...], tail: list[int], cut: int, chunks: list[int],
+                                    outcome: str, publish: bool) -> None:
+        """With a second pool: a prompt at least a window longer than ``base`` is cached (its window
+        live at its end only); a request on its first ``cut`` pages and fresh tokens computes chunks
+        of any length (ending inside a page too), publishing each if ``publish`` (a re-match may stop
+        short at a tombstoned window of the pages the tree had), and ends as ``outcome``; the prompt
+        is served again and reads its pages' states or windows."""
+        world, p = self.world, self.page_size
+        window = world.windows.window if world.windows is not None else 1
+        extension = tuple(tail) * p
+        extension *= -(-window // len(extension))
+        prompt = base + extension
+        world.serve(prompt)
+        world.finish()
+        world.complete_all()
+        world.admit(prompt[: min(cut, len(prompt) // p) * p] + (3,) * (2 * p + 1))
+        for size in chunks:
+            world.compute(0, size)
+            if publish:
+                world.publish(0)
+        world.compute(0, 1)
+        world.end(0, outcome)
+        world.serve(prompt)
+        world.finish()
 
 
 def world_class_for(caps: TierCapabilities | None) -> type[TierWorld]:

@@ -173,24 +173,32 @@ class TierWorld:
         handle = match.device_handle
         if match.host_length and load:
             reach = tokens[: len(values) + int(match.host_length)]
-            if self.windows is not None:  # the path's pages on device already (before the load-back moves any)
-                first = len(self.model.expected_match(reach, key)[0]) // self.page_size
+            first = self._before_load(reach, key)
             self.model.serving = key
             try:
                 loaded, handle = self._call("load_back", match.host_handle)
             finally:
                 self.model.serving = NOT_SERVING
             values = as_ints(loaded)
-            self.model.check_load_back(reach, values, key, first * self.page_size if self.windows is not None else None)
-            # the window at the loaded path's end comes back (a failed load that resumed short moved none)
-            if self.windows is not None and len(values) == len(self.model.expected_match(reach, key)[0]):
-                path = self.model.pages_of(tokens[: len(values)], key)
-                self.windows.on_load_back(path, first, f"the load-back of operation {self.operations}")
-                if len(values) <= first * self.page_size:  # the load moved nothing: where does the request resume?
-                    self.model.check_failed_load_end(reach, values, key, first * self.page_size)
+            self._judge_load_back(reach, values, key, first)
         self._call("inc_lock_ref", handle)
         self.model.lock(tokens[: len(values)], +1, key)
         return Request(tokens, values, handle, namespace, self.priority)
+
+    def _before_load(self, reach: tuple[int, ...], key: Any) -> int:
+        """With a window declared, the pages of the path ``reach`` on device before a load-back moves any (else 0)."""
+        return len(self.model.expected_match(reach, key)[0]) // self.page_size if self.windows is not None else 0
+
+    def _judge_load_back(self, reach: tuple[int, ...], values: list[int], key: Any, first: int) -> None:
+        """The load-back of ``reach`` returned the prefix ``values`` (``first``: :meth:`_before_load`):
+        judged against the model, and with a window, the window at the loaded path's end comes back
+        (a failed load that resumed short moved none)."""
+        self.model.check_load_back(reach, values, key, first * self.page_size if self.windows is not None else None)
+        if self.windows is not None and len(values) == len(self.model.expected_match(reach, key)[0]):
+            path = self.model.pages_of(reach[: len(values)], key)
+            self.windows.on_load_back(path, first, f"the load-back of operation {self.operations}")
+            if len(values) <= first * self.page_size:  # the load moved nothing: where does the request resume?
+                self.model.check_failed_load_end(reach, values, key, first * self.page_size)
 
     def match(self, tokens: Sequence[int], namespace: Any = UNSAID) -> None:
         """A lookup alone (a scheduler's cache-aware ordering): a use of the pages, nothing moved."""
