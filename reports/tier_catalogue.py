@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import sys
 import time
 from concurrent.futures import ProcessPoolExecutor
@@ -33,7 +32,7 @@ from radixcheck.properties.findings.verdict import run_machine
 from radixcheck.properties.tiers.machine import tier_machine_for
 from radixcheck.properties.tiers.mutants import CORRECT_TIER_VARIANTS, TIER_MUTANTS, machines_for_mutant
 from radixcheck.properties.tiers.repro import tier_repro
-from radixcheck.provenance import generated_by
+from radixcheck.provenance import commit, generated_by
 from radixcheck.reports import default_out
 from radixcheck.reports.machine import cpu_line
 from radixcheck.reports.report_rows import ExpectedRows, _tables
@@ -212,7 +211,7 @@ def render(rows: list[dict[str, Any]], variants: list[dict[str, Any]], meta: dic
                      headers=["correct cache", "world", "streams failed", "first failure"], tablefmt="github")
     parts = ["# Tier bug catalogue", "",
              f"{generated_by()} Command: `{meta['command']}`, in {meta['seconds']:.0f} s ({meta['machine']}). "
-             f"{meta['kept'] + ' ' if meta.get('kept') else ''}Each row is "
+             f"{_runs_sentence(meta.get('runs', []))}Each row is "
              "a class of bug SGLang's hierarchical cache (HiCache) met in 2026, reproduced as a one-idea mutant of the "
              "reference tiered cache (`reference/tiered_cache.py`, mutants in `properties/tiers/mutants.py`) and run through "
              "the tier machine (`properties/tiers/machine.py`: the suite completes, fails or holds back every transfer) at "
@@ -246,7 +245,32 @@ def render(rows: list[dict[str, Any]], variants: list[dict[str, Any]], meta: dic
         parts += [f"### {r['bug_class']} — `{r['mutant']}`", "", r["what"], "", f"Reason: {r.get('reason', '')}", "",
                   f"Repro: {r.get('operations', 0)} operations, exit code {r.get('repro_exit')}.", "",
                   "```python", (r.get("program") or "(not caught)").rstrip(), "```", ""]
+    if len(meta.get("runs", [])) > 1:
+        parts += ["## Runs", "", "The runs the rows above come from, newest first: each row is from the newest run that "
+                  "measured it (`--only` re-runs some rows and keeps the others).", "", _runs_table(meta["runs"]), ""]
     return "\n".join(parts)
+
+
+def _runs_sentence(runs: list[dict[str, Any]]) -> str:
+    if len(runs) < 2:
+        return ""
+    return (f"That command re-ran {len(runs[0]['rows'])} row(s); the others are kept from {len(runs) - 1} earlier "
+            "run(s), listed under \"Runs\" at the end. ")
+
+
+def _runs_table(runs: list[dict[str, Any]]) -> str:
+    return tabulate([[f"`{r['commit']}`", f"`{r['command']}`",
+                      f"{r['seconds']:.0f} s ({r['machine']})" if r.get("seconds") is not None else r.get("machine") or "(not recorded)",
+                      ", ".join(f"`{n}`" for n in r["rows"])] for r in runs],
+                    headers=["commit", "command", "time (machine)", "rows from this run"], tablefmt="github")
+
+
+def runs_after(this_run: dict[str, Any], earlier: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """This run first, then each earlier run with the rows this one re-ran taken out; a run with
+    no row left is dropped (nothing in the catalogue comes from it any more)."""
+    again = set(this_run["rows"])
+    kept = [{**r, "rows": [n for n in r["rows"] if n not in again]} for r in earlier]
+    return [this_run] + [r for r in kept if r["rows"]]
 
 
 def saved_streams(out: Path) -> int:
@@ -257,9 +281,10 @@ def saved_streams(out: Path) -> int:
         return 0
 
 
-def merged(rows: list[dict[str, Any]], variants: list[dict[str, Any]], out: Path) -> tuple[list[dict[str, Any]], list[dict[str, Any]], str]:
+def merged(rows: list[dict[str, Any]], variants: list[dict[str, Any]],
+           out: Path) -> tuple[list[dict[str, Any]], list[dict[str, Any]], list[dict[str, Any]]]:
     """The saved catalogue's rows with the fresh ``rows`` and ``variants`` in place of theirs (in
-    the catalogue's order), and the commit the kept rows were measured at. A kept mutant row's time
+    the catalogue's order), and the saved runs the rows came from. A kept mutant row's time
     to kill comes from the saved markdown (the JSON leaves times out, to keep diffs to verdicts)."""
     saved = json.loads((out / "artifacts" / "tier_catalogue.json").read_text(encoding="utf-8"))
     text = (out / "TIER_CATALOGUE.md").read_text(encoding="utf-8")
@@ -276,13 +301,7 @@ def merged(rows: list[dict[str, Any]], variants: list[dict[str, Any]], out: Path
     worlds = [f"{policy}, page size {page}" for policy, page in VARIANT_WORLDS]
     all_variants = [fresh_v.get((n, w)) or kept_v[(n, w)] for n in CORRECT_TIER_VARIANTS for w in worlds
                     if (n, w) in fresh_v or (n, w) in kept_v]
-    commit = re.search(r"at commit `([0-9a-f]+)", text)
-    command = re.search(r"Command: `([^`]+)`", text)
-    earlier = re.search(r"(That command re-ran .*?\.) Each row", text)
-    previous = f"the run at commit `{commit.group(1) if commit else '?'}`"
-    previous += f" (`{command.group(1)}`" + (f"; {earlier.group(1)[0].lower()}{earlier.group(1)[1:-1]})" if earlier else ")") \
-        if command else ""
-    return all_rows, all_variants, previous
+    return all_rows, all_variants, saved.get("runs", [])
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -311,15 +330,17 @@ def main(argv: list[str] | None = None) -> None:
             "seconds": time.perf_counter() - started,
             "machine": f"{cpu_line()}, {os.cpu_count()} cores, load average "
                        f"{', '.join(f'{x:.1f}' for x in os.getloadavg())} at the end"}
+    measured = [r["mutant"] for r in rows] + list(dict.fromkeys(x["variant"] for x in variants))
+    this_run = {"commit": commit() or "(no checkout)", **meta, "rows": measured}
+    meta["runs"] = [this_run]
     if args.only:
-        rows, variants, previous = merged(rows, variants, out)
-        meta["kept"] = (f"That command re-ran the rows of {', '.join(f'`{n}`' for n in args.only)}; the other rows are "
-                        f"kept from {previous}.")
+        rows, variants, earlier = merged(rows, variants, out)
+        meta["runs"] = runs_after(this_run, earlier)
     (out / "artifacts").mkdir(parents=True, exist_ok=True)
     (out / "TIER_CATALOGUE.md").write_text(render(rows, variants, meta) + "\n", encoding="utf-8")
     stable = [{k: val for k, val in r.items() if k != "seconds"} for r in rows]
-    (out / "artifacts" / "tier_catalogue.json").write_text(json.dumps({"mutants": stable, "variants": variants}, indent=2) + "\n",
-                                                           encoding="utf-8")
+    saved = {"mutants": stable, "variants": variants, "runs": meta["runs"]}
+    (out / "artifacts" / "tier_catalogue.json").write_text(json.dumps(saved, indent=2) + "\n", encoding="utf-8")
     print(render(rows, variants, meta).split("## Minimal")[0])
 
 
