@@ -481,8 +481,22 @@ class TierModel:
             node = child
             path.append(child)
         if self.deviations:
+            self._cap_new_leaf(path)
             self._node_ends(path)
         return len(device)
+
+    def _cap_new_leaf(self, path: list[Page]) -> None:
+        """Under a declared window, a new leaf longer than one window (rounded up to pages) ends a
+        node that far from its end: SGLang caps a fresh leaf so that locking it pins one window
+        (``SWAComponent._maybe_split_leaf_for_swa_lock``, from ``commit_insert_component_data``).
+        Both halves are used by this insert; a later use that diverges in the upper half splits
+        only that half, so a deviation must not stamp the window's node with it."""
+        if self.windows is None:
+            return
+        new = [pg for pg in path if pg.created == self.clock]
+        tail = -(-self.windows.window // self.page_size)  # the window, in pages
+        if len(new) > tail:
+            new[len(new) - tail - 1].ends_node = True
 
     def _refile(self, page: Page) -> None:
         """``page`` moved, changed tier or was used: file it again among the device and the host-only leaves."""
