@@ -77,3 +77,20 @@ def test_a_run_that_judged_nothing_leaves_the_saved_matrix_as_it_was(case, tmp_p
     assert case == "nothing" or "sybil_not_installed" in said[0]
     assert json.loads((out / "artifacts" / "matrix.json").read_text()) == saved
     assert (out / "MATRIX.md").read_text() == "the earlier report\n"
+
+
+def test_a_run_in_which_no_row_could_run_leaves_the_saved_matrix_as_it_was(tmp_path, monkeypatch, capsys) -> None:
+    """``--only tokenspeed`` without its checkout ran nothing, yet recorded a 0-target re-run that
+    superseded the earlier run of the same rows (their provenance dropped); now it exits 1 unrecorded."""
+    monkeypatch.delenv("RADIXCHECK_TOKENSPEED_SRC", raising=False)
+    out = tmp_path / "out"
+    (out / "artifacts").mkdir(parents=True)
+    saved = {"meta": {"command": "an earlier run", "wall_seconds": 99.0, "reruns": [{"engines": ["tokenspeed"]}]},
+             "rows": [{"name": "tokenspeed.x", "spec": "x:y", "seconds": 9.0, "tests": {"test_x": {"outcome": "passed"}}}]}
+    (out / "artifacts" / "matrix.json").write_text(json.dumps(saved))
+    (out / "MATRIX.md").write_text("the earlier report\n")
+    assert matrix.main(["--only", "tokenspeed", "-n", "0", "--out", str(out)]) == 1
+    said = [ln for ln in capsys.readouterr().err.splitlines() if ln.startswith("[matrix]")]
+    assert len(said) == 1 and "not recorded" in said[0] and "no row could run" in said[0], said
+    assert json.loads((out / "artifacts" / "matrix.json").read_text()) == saved
+    assert (out / "MATRIX.md").read_text() == "the earlier report\n"
