@@ -37,6 +37,7 @@ import numpy as np
 from hypothesis import strategies as st
 from hypothesis.stateful import invariant, rule
 
+from radixcheck.oracles.isolation import check_match_isolated
 from radixcheck.oracles.refcount import check_none_locked
 from radixcheck.oracles.second_pool import NONE, StateModel, WindowModel, check_second_count, check_second_frees
 from radixcheck.oracles.violations import (
@@ -215,6 +216,8 @@ class WindowMachine(RadixCacheMachine):
         self.clock_calls[self.model.clock] = f"call {self.calls_sent}: match_prefix({shown(tokens)})"
         expected = cached[:length]
         expected_window = self.windows.windows(expected)
+        if self.capabilities.namespaces:  # another tenant's KV is oracle 10's, named so, as in the plain machine
+            check_match_isolated(self.model, key, tokens, values.tolist(), self._inserted_by)
         self._judge_match(tokens, values.tolist(), window.tolist(), cached, expected, expected_window)
         if self.options.reuses_buffers:
             _scribble(values)
@@ -474,6 +477,8 @@ class StateMachine(WindowMachine):
             raise WindowMatchViolation(f"match_prefix({shown(tokens)}) returned {type(answer).__name__}, not (values, handle, state slot)",
                                        Check("len(result) == 3 and isinstance(result[2], int)", "result"))
         values, handle, state = _as_slot_array(answer[0], "match_prefix").tolist(), answer[1], int(answer[2])
+        if self.capabilities.namespaces:  # another tenant's KV is oracle 10's, named so, as in the plain machine
+            check_match_isolated(self.model, key, tokens, values, self._inserted_by)
         cached = self.model.values_of(self.model.longest_cached(tokens, key))
         length = self.windows.resumable(cached)
         path = self.model.match(tokens[:length], key)
