@@ -9,9 +9,9 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
+from vllm_like import VllmLikeCache, make
 
 from radixcheck import Request
-from vllm_like import VllmLikeCache, make
 
 
 class SaltKeyedByStr(VllmLikeCache):
@@ -146,3 +146,10 @@ BUGS = [SaltKeyedByStr, ExtraKeysConcatenated, RequestPathDropsSalt, WindowPinsL
         DuplicateBlockTakesNewSlots, SizesScanEveryBlock, TouchWalksQueue]
 for _cls in BUGS:  # each class is its own factory: cls(allocator, page_size, second_allocator=...)
     _cls.capabilities = make.capabilities
+
+
+class SaltByStrAndEvictLeaksWindow(SaltKeyedByStr, EvictLeaksWindow):
+    """Two bugs at once (tenant + window), to check that a waiver silences exactly its own finding."""
+
+
+SaltByStrAndEvictLeaksWindow.capabilities = make.capabilities

@@ -1,12 +1,12 @@
 """My own tests: radixcheck's state machine as a library, on my cache and on two planted bugs."""
 
+import bugs
 import pytest
 from hypothesis import settings
+from vllm_like import make, make_full
 
-import bugs
 from radixcheck import machine_for, run_machine
 from radixcheck.oracles.violations import ContractViolation
-from vllm_like import make, make_full
 
 SEARCH = settings(max_examples=40, stateful_step_count=30, deadline=None)
 
