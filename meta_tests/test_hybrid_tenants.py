@@ -9,7 +9,7 @@ import pytest
 from hypothesis import settings
 
 from radixcheck import machine_for, run_machine
-from radixcheck.oracles.violations import TenantIsolationViolation
+from radixcheck.oracles.violations import TenantIsolationViolation, WindowMatchViolation
 from radixcheck.reference.hybrid_cache import WindowRadixCache
 from radixcheck.reference.state_cache import StateRadixCache
 
@@ -39,3 +39,14 @@ def test_a_leak_through_a_second_pool_cache_is_oracle_10s(cls: type) -> None:
 def test_the_correct_second_pool_cache_with_tenants_passes(cls: type) -> None:
     tenants = _tenants(cls)
     run_machine(machine_for(tenants, tenants.capabilities, 1, name=tenants.__name__), search=SEARCH)
+
+
+def test_a_window_finding_names_the_namespace_of_its_match() -> None:
+    """A tenant's short match is oracle 23's, and its message says whose match it was."""
+    def match_prefix(self, tokens, namespace=None, *args, **kwargs):  # a tenant's match finds nothing
+        found = WindowRadixCache.match_prefix(self, tokens, namespace, *args, **kwargs)
+        return found if namespace is None else WindowRadixCache.match_prefix(self, [], namespace, *args, **kwargs)
+    caps = replace(WindowRadixCache.capabilities, namespaces=True, validates_input=False)
+    short = type("TenantMatchesNothing", (WindowRadixCache,), {"match_prefix": match_prefix, "capabilities": caps})
+    with pytest.raises(WindowMatchViolation, match=r"match_prefix\(.*, namespace=.*\) matched 0 tokens"):
+        run_machine(machine_for(short, caps, 1, name="short"), search=SEARCH)

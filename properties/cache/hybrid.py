@@ -218,15 +218,15 @@ class WindowMachine(RadixCacheMachine):
         expected_window = self.windows.windows(expected)
         if self.capabilities.namespaces:  # another tenant's KV is oracle 10's, named so, as in the plain machine
             check_match_isolated(self.model, key, tokens, values.tolist(), self._inserted_by)
-        self._judge_match(tokens, values.tolist(), window.tolist(), cached, expected, expected_window)
+        self._judge_match(tokens, values.tolist(), window.tolist(), cached, expected, expected_window, namespace)
         if self.options.reuses_buffers:
             _scribble(values)
             _scribble(window)
         return HandleRecord(handle, path, tokens[:length], namespace=namespace)
 
     def _judge_match(self, tokens: tuple[int, ...], got: list[int], got_window: list[int], cached: list[int],
-                     expected: list[int], expected_window: list[int]) -> None:
-        what = f"match_prefix({shown(tokens)})"
+                     expected: list[int], expected_window: list[int], namespace: Any = UNSAID) -> None:
+        what = f"match_prefix({shown(tokens)}{'' if namespace is UNSAID else f', namespace={namespace!r}'})"  # whose match
         check = Check("(values.tolist(), window.tolist()) == (expected, expected_window)", "(values.tolist(), window.tolist())",
                       {"expected": expected, "expected_window": expected_window})
         if len(got) % self.page_size or len(got) > len(tokens) or len(got_window) != len(got):
@@ -485,7 +485,7 @@ class StateMachine(WindowMachine):
         self.clock_calls[self.model.clock] = f"call {self.calls_sent}: match_prefix({shown(tokens)})"
         expected = cached[:length]
         expected_state = self.windows.of_kv[expected[-1]] if expected else NONE
-        what = f"match_prefix({shown(tokens)})"
+        what = f"match_prefix({shown(tokens)}{'' if namespace is UNSAID else f', namespace={namespace!r}'})"  # whose match
         check = Check("(values.tolist(), state) == (expected, expected_state)", "(values.tolist(), state)",
                       {"expected": expected, "expected_state": expected_state})
         if len(values) % self.page_size or len(values) > len(tokens):
