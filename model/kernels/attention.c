@@ -170,23 +170,32 @@ static inline void exp4x4(__m256d x[4])
 }
 
 /* softmax_row on 4 rows at once (the lanes; column S[j * RP], keys j < le, lane l sees keys j <=
-   pos lane l): each element through softmax_row's IEEE operations in its order (the max and the
+   pos lane l, every lane keys j < js): each element through softmax_row's IEEE operations in its order (the max and the
    exact integer sums in another order). The quantised probabilities times the value scales (0 for
    keys a row does not see; integers p < 2^21) go to ph, pl split as p = 2^11 ph + pl, keys paired
    as p.v reads them: ph[(j / 2) RP + l] = ph_j | ph_(j+1) << 16 (int16 halves), pl alike, for keys
    up to lb >= le (0 past le: the block's other rows may read that far). Returns each row's factor
    for its p.v sums. */
-static __m256d softmax_rows4(double *S, int64_t RP, int64_t le, int64_t lb, __m256i pos, __m256d a, const double *sk,
+static __m256d softmax_rows4(double *S, int64_t RP, int64_t js, int64_t le, int64_t lb, __m256i pos, __m256d a, const double *sk,
                              const double *sv, double ptop, double dscale, double dunscale, int32_t *ph, int32_t *pl)
 {
     const int round = _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC;
-    __m256d m = _mm256_set1_pd(-INFINITY);
-    for (int64_t j = 0; j < le; j++) {
+    const __m256d ninf = _mm256_set1_pd(-INFINITY);
+    __m256d m = ninf, m1 = ninf; /* two chains of maxima (a maximum: exact in any order) */
+    int64_t j = 0;
+    for (; j + 2 <= js; j += 2) { /* keys every row sees */
+        const __m256d x0 = _mm256_mul_pd(_mm256_mul_pd(_mm256_loadu_pd(S + j * RP), a), _mm256_set1_pd(sk[j]));
+        const __m256d x1 = _mm256_mul_pd(_mm256_mul_pd(_mm256_loadu_pd(S + (j + 1) * RP), a), _mm256_set1_pd(sk[j + 1]));
+        _mm256_storeu_pd(S + j * RP, x0), _mm256_storeu_pd(S + (j + 1) * RP, x1);
+        m = _mm256_max_pd(m, x0), m1 = _mm256_max_pd(m1, x1);
+    }
+    for (; j < le; j++) { /* the rest: a row's maximum over the keys it sees */
         const __m256d unseen = _mm256_castsi256_pd(_mm256_cmpgt_epi64(_mm256_set1_epi64x(j), pos));
         const __m256d x = _mm256_mul_pd(_mm256_mul_pd(_mm256_loadu_pd(S + j * RP), a), _mm256_set1_pd(sk[j]));
         _mm256_storeu_pd(S + j * RP, x);
-        m = _mm256_blendv_pd(_mm256_max_pd(m, x), m, unseen);
+        m1 = _mm256_max_pd(m1, _mm256_blendv_pd(x, ninf, unseen));
     }
+    m = _mm256_max_pd(m, m1);
     __m256d denom = _mm256_setzero_pd(), amax = _mm256_setzero_pd();
     const __m256d ds = _mm256_set1_pd(dscale);
     for (int64_t j0 = 0; j0 < le; j0 += 4) {
@@ -357,7 +366,9 @@ int64_t exact_attention(int64_t H, int64_t Hkv, int64_t D, const double *q, cons
                 int64_t pos[4];
                 const int64_t rows = nr - 4 * v < 4 ? nr - 4 * v : 4;
                 for (int64_t l = 0; l < 4; l++) pos[l] = q_pos[tb + (4 * v + (l < rows ? l : 0)) / G]; /* lanes past the rows: row 0's */
-                const __m256d fv4 = softmax_rows4(S + 4 * v, RP, tile_keys(q_pos, tb, G, 4 * v, rows), le,
+                int64_t js = pos[0] + 1; /* keys every lane sees */
+                for (int64_t l = 1; l < 4; l++) js = pos[l] + 1 < js ? pos[l] + 1 : js;
+                const __m256d fv4 = softmax_rows4(S + 4 * v, RP, js, tile_keys(q_pos, tb, G, 4 * v, rows), le,
                                                   _mm256_loadu_si256((const __m256i *)pos), _mm256_loadu_pd(f + 4 * v), skh, svh, ptop,
                                                   dscale, dunscale, ph + 4 * v, pl + 4 * v);
                 _mm256_storeu_pd(f + 4 * v, fv4);
