@@ -320,10 +320,6 @@ int64_t exact_attention(int64_t H, int64_t Hkv, int64_t D, const double *q, cons
                 continue;
             }
             const float *kr = kv_row(j, n_cached, slots, mk, fk, Hkv, kh, D);
-            if (j + 8 < le_max) { /* the rows are scattered in the memo: ask for later keys' K and V rows ahead */
-                const float *kp = kv_row(j + 8, n_cached, slots, mk, fk, Hkv, kh, D), *vp = kv_row(j + 8, n_cached, slots, mv, fv, Hkv, kh, D);
-                for (int64_t d = 0; d < D; d += 16) _mm_prefetch((const char *)(kp + d), _MM_HINT_T0), _mm_prefetch((const char *)(vp + d), _MM_HINT_T1);
-            }
             for (; d + 4 <= D; d += 4) _mm256_storeu_pd(kd + d, _mm256_cvtps_pd(_mm_loadu_ps(kr + d)));
             for (; d < D; d++) kd[d] = (double)kr[d];
             const int64_t row = j < n_cached ? slots[j] : j - n_cached;
