@@ -273,7 +273,7 @@ _PV_MUTANTS = {
     "unseen keys' exponentials counted": ("const __m256d e = _mm256_andnot_pd(unseen, x[i]);", "const __m256d e = x[i];"),
     "the unmasked maximum over the first lane's keys": ("for (int64_t l = 1; l < 4; l++) js", "for (int64_t l = 1; l < 1; l++) js"),
     "probabilities past a vector's keys not zero": ("if (j < le) /* exact conversions", "if (j < lb) /* exact conversions"),
-    "a value row's tail loses its last dimension": ("for (int64_t i = 0; i < D - d; i++) t[i]", "for (int64_t i = 0; i + 1 < D - d; i++) t[i]"),
+    "a value row's tail loses its last dimension": ("i < D - d; i++) t[i]", "i + 1 < D - d; i++) t[i]"),
 }
 
 
