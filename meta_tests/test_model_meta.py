@@ -78,7 +78,8 @@ def test_serving_state_machine_rejects_the_float_blas_model() -> None:
     class FloatServing(ServingMachine):
         MODEL = FLOAT
 
-    cfg = settings(deadline=None, max_examples=30, stateful_step_count=10, database=None, phases=[Phase.generate])
+    cfg = settings(deadline=None, max_examples=30, stateful_step_count=10, database=None, phases=[Phase.generate],
+                   derandomize=True)  # the same 30 programs every run: a gate test must not depend on a draw
     with pytest.raises(AssertionError, match="reused"):
         run_state_machine_as_test(FloatServing, settings=cfg)
 
