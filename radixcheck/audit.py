@@ -395,7 +395,9 @@ class _Collector:
         elif verdict.outcome == "failed" and verdict.oracle and not verdict.oracle.startswith(NOT_AN_ORACLE):
             self.judged.append(verdict.oracle)
         if verdict.waived:
-            detail += "  (waived: " + ", ".join(f"{w['oracle']}{known_deviation(w)} ({w['waiver']})" for w in verdict.waived) + ")"
+            by_oracle = ", by oracle, not re-judged"  # a known:/as line met in the tier production world
+            detail += "  (waived: " + ", ".join(f"{w['oracle']}{known_deviation(w)}{by_oracle if w.get('not_rejudged') else ''} "
+                                              f"({w['waiver']})" for w in verdict.waived) + ")"
         print(f"[{time.monotonic() - self.started:6.1f} s] {mark} {verdict.test} ({verdict.seconds:.1f} s){detail}", flush=True)
 
     def _add_repro(self, test: str, repro: dict[str, Any]) -> None:
