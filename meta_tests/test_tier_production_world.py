@@ -124,6 +124,7 @@ def test_a_waived_order_finding_of_the_production_world_is_waived_in_every_world
     assert found["oracle"] == "4 LRU order" and found["known_deviation"] == "suffix-refreshed-on-mid-edge-use", found
     assert found["times_met"] == len(MruFirstTier.tier_capabilities.write_policies), found  # every policy's world was built
     assert found["not_rejudged"] == NOT_REJUDGED and "not built: the rest of the" in found["cut_short"], found
+    assert all(f"the rest of the {policy} world" in found["cut_short"] for policy in MruFirstTier.tier_capabilities.write_policies)
     assert log.met() == ["<waivers>:1"]
 
 

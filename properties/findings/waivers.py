@@ -292,8 +292,9 @@ class WaiverLog:
                 entry["known_deviation"] = waiver.known
             if not rejudge and (waiver.known or waiver.follows):
                 entry["not_rejudged"] = NOT_REJUDGED
-            if cut_short:
-                entry["cut_short"] = cut_short
+            if cut_short and cut_short not in entry.get("cut_short", ""):  # each world it ended (a tier target's: one a policy)
+                unbuilt = cut_short.removeprefix(WORLD_CUT_SHORT.removeprefix("radixcheck: "))
+                entry["cut_short"] = f"{entry['cut_short']}; {unbuilt}" if entry.get("cut_short") else cut_short
         return True
 
     def findings(self) -> list[dict[str, Any]]:
