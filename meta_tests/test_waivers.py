@@ -533,3 +533,31 @@ def test_a_known_waiver_met_in_the_tier_production_world_is_matched_by_oracle_an
     plain = WaiverLog.for_test(parse_waivers("* * 4 LRU order  # every order finding"), ("x:y",), "test_tier_at_production_scale")
     assert plain.at_scale(order) and "not_rejudged" not in plain.findings()[0]
     assert not_rejudged({"oracle": "x"}) == ""
+
+
+@pytest.mark.deep
+def test_the_plain_production_world_rejudges_a_known_waiver() -> None:
+    """The plain production-scale machine keeps the deviation's statistics (``known_deviations``, as
+    every cache machine), so there a ``known:`` line is re-judged, not matched by oracle: a split
+    that refreshes the suffix (#3) at scale is waived; the same finding under another oracle's waiver
+    fails; a correct cache meets no waiver."""
+    from radixcheck.properties.cache.scale_machine import scale_machine_for
+    from radixcheck.reference import RadixCache
+
+    def run(factory: type, waiver: str) -> tuple[BaseException | None, WaiverLog]:
+        log = WaiverLog.for_test(parse_waivers(waiver), ("x:y",), "test_cache_at_production_scale[page_size=1]")
+        try:
+            run_machine(scale_machine_for(factory, factory.capabilities, 1, "meta_plain_scale"), profiles.SETTINGS["mutation"],
+                        waived=log)
+        except Exception as exc:  # noqa: BLE001 - the failure is what is judged
+            return exc, log
+        return None, log
+
+    known = "* * 4 LRU order  known: suffix-refreshed-on-mid-edge-use  # 3"
+    failure, log = run(SplitRefreshesSuffix, known)
+    assert failure is None and [f["oracle"] for f in log.findings()] == ["4 LRU order"], failure
+    assert "not_rejudged" not in log.findings()[0]
+    failure, log = run(SplitRefreshesSuffix, "* * 4 eviction amount  # another oracle")
+    assert isinstance(failure, LRUOrderViolation) and log.findings() == [], failure
+    failure, log = run(RadixCache, known)
+    assert failure is None and log.findings() == [], failure
