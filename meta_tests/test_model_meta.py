@@ -258,11 +258,22 @@ def test_the_avx2_lanes_form_broken_fails_its_self_test(tmp_path, mutant: str) -
 
 # the AVX2 attention's int16 p.v (issue 43), broken two ways: the second key of every pair loses its
 # probability's high part, and a block's last key is dropped when its key count is odd; and (sixth
-# round) the value pairs, now read straight from the float32 rows, take the pair's first key's row twice
+# round) the value pairs, now read straight from the float32 rows, take the pair's first key's row twice;
+# and (ninth round: query rows in the lanes) the q.k tile reads its fourth key from the third's row, the
+# softmax counts the exponentials of keys a row does not see, takes the unmasked maximum over the keys its
+# first lane sees (not every lane), quantises probabilities past a vector's keys (up to the block's
+# longest row) from scores the softmax never processed, and a value row's last dimension of a tail of
+# fewer than 8 (D not a multiple of 8) is lost
 _PV_MUTANTS = {
-    "a pair's second key's high part lost": ("ph[r * ldp + k] = (p0 >> 11) | (p1 >> 11) << 16;", "ph[r * ldp + k] = p0 >> 11;"),
+    "a pair's second key's high part lost": ("_mm_or_si128(_mm_srli_epi32(i0, 11), _mm_slli_epi32(_mm_srli_epi32(i1, 11), 16))",
+                                             "_mm_srli_epi32(i0, 11)"),
     "an odd block's last key dropped": ("const int64_t npairs = (n + 1) / 2;", "const int64_t npairs = n / 2;"),
     "a value pair's second row read from its first key": ("? kv_row(2 * k + 1, n_cached", "? kv_row(2 * k, n_cached"),
+    "a q.k tile's fourth key read from the third's row": ("*k3 = k2 + D;", "*k3 = k2;"),
+    "unseen keys' exponentials counted": ("const __m256d e = _mm256_andnot_pd(unseen, x[i]);", "const __m256d e = x[i];"),
+    "the unmasked maximum over the first lane's keys": ("for (int64_t l = 1; l < 4; l++) js", "for (int64_t l = 1; l < 1; l++) js"),
+    "probabilities past a vector's keys not zero": ("if (j < le) /* exact conversions", "if (j < lb) /* exact conversions"),
+    "a value row's tail loses its last dimension": ("i < D - d; i++) t[i]", "i + 1 < D - d; i++) t[i]"),
 }
 
 
@@ -309,10 +320,10 @@ print(json.dumps({path: str(q8kernel.status(path)) for path in sys.argv[2:]}))
 # half-integer (model/NOTES.md, issue 43, fifth round: this mutant passed the self-test before its
 # half-integer cases), in each form of each quantisation: the int16 one (q8_matmul.c: q8_quantize),
 # the float64 one (kernels.h: round_quotients, for quantize_f64 and attention's queries) and
-# attention's probabilities (attention.c: softmax_row, and the AVX-512 form's p = rint(e / sp)).
+# attention's probabilities (attention.c: softmax_row, and the vector forms' p = rint(e / sp)).
 # A form's paths: the AVX-512 loop is the avx512 path's, the AVX2 loop the avx2 path's; the scalar
 # loop is the portable path's and the vector paths' tails (rows not a multiple of 8 or 4 wide; the
-# AVX-512 attention has no scalar softmax).
+# vector attentions have no scalar softmax: attention's scalar loop is the portable path's only).
 _RECIPROCAL_MUTANTS = {
     ("int16", "avx512 loop"): ("q8_matmul.c", ["_mm512_div_pd(_mm512_loadu_pd(xr + j), _mm512_set1_pd(scale))"], ("avx512",)),
     ("int16", "avx2 loop"): ("q8_matmul.c", ["_mm256_div_pd(_mm256_loadu_pd(xr + j), _mm256_set1_pd(scale))"], ("avx2",)),
@@ -322,19 +333,22 @@ _RECIPROCAL_MUTANTS = {
     ("float64", "scalar loop"): ("kernels.h", ["out[j] = round_even(x[j] / scale);"], ("portable", "avx2", "avx512")),
     ("attention", "avx512 form"): ("attention.c", ["_mm512_div_pd(_mm512_load_pd(S + j * RP), sp)",
                                                    "_mm512_div_pd(_mm512_load_pd(S + (j + 1) * RP), sp)"], ("avx512",)),
-    ("attention", "avx2 loop"): ("attention.c", ["_mm256_div_pd(_mm256_loadu_pd(s + j), vsp)"], ("avx2",)),
-    ("attention", "scalar loop"): ("attention.c", ["s[j] = round_even(s[j] / sp);"], ("portable", "avx2")),
+    ("attention", "avx2 form"): ("attention.c", ["_mm256_div_pd(_mm256_loadu_pd(S + j * RP), sp)",
+                                                 "_mm256_div_pd(_mm256_loadu_pd(S + (j + 1) * RP), sp)"], ("avx2",)),
+    ("attention", "scalar loop"): ("attention.c", ["s[j] = round_even(s[j] / sp);"], ("portable",)),
 }
 _HALF_INTEGER_FAILURE = {"int16": "int16 quantisation", "float64": "float64 quantisation", "attention": "attention probabilities"}
 
 
 def _reciprocal(old: str) -> str:
-    """``old`` (a division by ``scale``, ``vsp`` or ``sp``) as a multiplication by its reciprocal."""
+    """``old`` (a division by ``scale`` or ``sp``) as a multiplication by its reciprocal."""
     if old.startswith("_mm512_div_pd(_mm512_load_pd(S"):  # sp: a register of 8 rows' scales
         return old.replace("_mm512_div_pd(", "_mm512_mul_pd(").replace(", sp)", ", _mm512_div_pd(_mm512_set1_pd(1.0), sp))")
+    if old.startswith("_mm256_div_pd(_mm256_loadu_pd(S"):  # sp: a register of 4 rows' scales
+        return old.replace("_mm256_div_pd(", "_mm256_mul_pd(").replace(", sp)", ", _mm256_div_pd(_mm256_set1_pd(1.0), sp))")
     for div, mul in (("_mm512_div_pd(", "_mm512_mul_pd("), ("_mm256_div_pd(", "_mm256_mul_pd(")):
         if old.startswith(div):
-            return old.replace(div, mul).replace("set1_pd(scale)", "set1_pd(1.0 / scale)").replace("vsp)", "_mm256_set1_pd(1.0 / sp))")
+            return old.replace(div, mul).replace("set1_pd(scale)", "set1_pd(1.0 / scale)")
     return old.replace("/ scale", "* (1.0 / scale)").replace("/ sp", "* (1.0 / sp)")
 
 

@@ -223,3 +223,12 @@ def test_the_report_card_says_whether_tenant_isolation_was_checked() -> None:
     card = report_card(AuditResult("mine:make", repr(plain), plain.not_exercised(), "ci",
                                    tenant_isolation=plain.tenant_isolation()))
     assert "Tenant isolation:" not in card and "- tenant isolation (no namespaces declared" in card
+
+
+def test_the_header_says_lifecycle_requests_carry_no_namespace() -> None:
+    """The lifecycle's requests are all in the default namespace: a target that declares both is told so
+    (a vLLM-shaped cache whose request path dropped its salt passed with "tenant isolation: checked")."""
+    both = Capabilities(namespaces=True, lifecycle="requests").not_exercised()
+    assert any(gap.startswith("the request lifecycle under a tenant's namespace") for gap in both)
+    for caps in (Capabilities(namespaces=True), Capabilities(lifecycle="tree")):
+        assert not any("under a tenant's namespace" in gap for gap in caps.not_exercised())

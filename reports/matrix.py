@@ -23,8 +23,9 @@ A run writes its rows over the same rows of ``artifacts/matrix.json``: with ``--
 rows are kept as they were (with ``--target NAME`` every row but the named ones), and a row this
 run could not run (no checkout) never replaces verdicts already there, so no run leaves a weaker
 report than the one it found. A run whose pytest judged nothing (its conftest did not load, a
-collection error, nothing collected), or in which no named row could run (no checkout), is not
-recorded at all: it exits 1 with the cause on one line.
+collection error, nothing collected) is not recorded at all: it exits 1 with pytest's cause on one
+line; a run in which no named row could run (no checkout) adds its "not run" rows where there were
+no verdicts, and no run of its own to the record.
 
 Known findings are waived, not declared away: every ``reports/waivers/*.txt`` (the ``radixcheck audit
 --waive`` format, target globs naming the matrix's targets, e.g. ``mini_sglang.*``) is passed to the
@@ -1054,13 +1055,9 @@ def main(argv: list[str] | None = None) -> int:
     xdist = [f"--tx={spec}" for spec in args.tx] + (["--dist", "load"] if args.tx else [])
     if not args.tx and args.workers not in ("0", "1"):
         xdist = ["-n", args.workers, "--dist", "load"]
-    if not targets:  # every named row lacks its engine: a record of this run would only drop earlier provenance
-        print(f"[matrix] not recorded ({out_json.name} and {out_md.name} unchanged): no row could run here "
-              f"({len(skipped)} not run: the lines above say what each needs)", file=sys.stderr, flush=True)
-        return 1
     print(f"[matrix] {len(targets)} targets, one pytest run ({' '.join(xdist) or 'in process'})", flush=True)
     try:
-        rows, wall = run_matrix(targets, args.profile, xdist)
+        rows, wall = run_matrix(targets, args.profile, xdist) if targets else ([], 0.0)
     except RunNotRecorded as exc:  # never a weaker report over the saved one
         print(f"[matrix] not recorded ({out_json.name} and {out_md.name} unchanged): {exc}", file=sys.stderr, flush=True)
         return 1
@@ -1079,7 +1076,10 @@ def main(argv: list[str] | None = None) -> int:
     rows, kept = merge_rows(previous["rows"], rows, partial)
     for name in kept:
         print(f"[matrix] {name}: kept the verdicts already in {out_json.name} ({why_empty[name]} in this run)", flush=True)
-    if partial and previous["rows"]:
+    if not targets and previous["rows"]:  # nothing ran: the saved run stays the record of every row it holds
+        meta = previous["meta"]
+        print(f"[matrix] no row could run here: {out_json.name} keeps its runs' record", flush=True)
+    elif partial and previous["rows"]:
         environment = previous["meta"].get("environment", {}) | meta.pop("environment")
         rerun = {**meta, "targets": len(targets), "engines": sorted(only)}  # with its own generated_by
         if args.target:  # a few rows supersede no earlier run

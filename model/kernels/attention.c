@@ -1,10 +1,24 @@
-/* Exact attention (exact.ExactOps.attention_quantised: the same IEEE operations, in the same order). */
+/* Exact attention (exact.ExactOps.attention_quantised: the same IEEE operations, in the same order).
+   Three forms: portable (scalar), AVX2 and AVX-512. Both vector forms keep a block's query rows in
+   the lanes of the registers and read each key's row where it is kept; every element goes through
+   the same IEEE operations, and the integer sums (q.k, p.v, the softmax's denominator) are exact in
+   any order, so the three forms give the same bits. */
 #include "kernels.h"
 
-#ifndef RADIXCHECK_AVX512 /* the AVX2 and portable forms (the AVX-512 form's tiles are further down) */
+enum { ATT_QUERIES = 16, ATT_KEYS = 32 }; /* rows per pass; keys per p.v block (32 keys' values stay in L1) */
+
+/* How many keys rows r .. r + n - 1 of a block need: as far as the longest row goes (the other
+   rows' extra scores are never read, and their probabilities are 0 there). Row i is query tb + i / G. */
+static inline int64_t tile_keys(const int64_t *q_pos, int64_t tb, int64_t G, int64_t r, int64_t n)
+{
+    int64_t le = 0;
+    for (int64_t i = r; i < r + n; i++) le = q_pos[tb + i / G] + 1 > le ? q_pos[tb + i / G] + 1 : le;
+    return le;
+}
+
+#ifndef __AVX2__ /* the portable form */
 /* s[j] = sum_d qi[d] * kt[d * ldk + j] for j0 <= j < j1 (kt: one head's keys transposed, D x ldk):
-   integers (|qi|, |k| < 2^20, D < 2^13), every partial sum an integer below 2^53, so exact in any
-   order. The portable form; with AVX2 the 6 x 8 tile below does the work. */
+   integers (|qi|, |k| < 2^20, D < 2^13), every partial sum an integer below 2^53, so exact in any order */
 static void qk_cols(const double *qi, const double *kt, int64_t ldk, int64_t D, int64_t j0, int64_t j1, double *s)
 {
     for (int64_t j = j0; j < j1; j++) {
@@ -15,7 +29,7 @@ static void qk_cols(const double *qi, const double *kt, int64_t ldk, int64_t D, 
 }
 
 /* num[d] += sum_j p[j] * v[j * D + d] for d < D, j < n: integers (|p| < 2^21, |v| < 2^15, all keys
-   < 2^16), every partial sum below 2^53, so exact in any order. The portable form. */
+   < 2^16), every partial sum below 2^53, so exact in any order */
 static void pv_exact(const double *p, const double *v, int64_t n, int64_t D, double *num)
 {
     for (int64_t d = 0; d < D; d++) {
@@ -25,52 +39,192 @@ static void pv_exact(const double *p, const double *v, int64_t n, int64_t D, dou
     }
 }
 
-enum { TILE_ROWS = 6, TILE_COLS = 8 };
-
-#ifdef __AVX2__
-/* C[0:6, 0:8] = A[0:6, 0:kd] . B[0:kd, 0:8] (plus C if acc): a register tile (12 accumulators, as
-   in BLAS micro-kernels), row r of A at A + r * lda, row p of B at B + p * ldb. Used for q.k and
-   p.v, whose operands are integers with every partial sum below 2^53: exact, in any order. */
-static void tile_6x8(const double *A, int64_t lda, const double *B, int64_t ldb, int64_t kd, double *C, int64_t ldc, int acc)
+/* One query row's softmax: s[j] (the exact integer q.k of key j < le) becomes the row's quantised
+   probability times the value scale; returns the factor its p.v sums are multiplied by. sk, sv:
+   the KV head's scales, contiguous. Each element goes through exp.ExactOps' IEEE operations in
+   NumPy's order; only the max and the (exact integer) sums are taken in another order. */
+static double softmax_row(double *s, int64_t le, double a, const double *sk, const double *sv, double ptop, double dscale,
+                          double dunscale)
 {
-    double *C1 = C + ldc, *C2 = C1 + ldc, *C3 = C2 + ldc, *C4 = C3 + ldc, *C5 = C4 + ldc;
-    const __m256d z = _mm256_setzero_pd();
-    __m256d c00 = acc ? _mm256_loadu_pd(C) : z, c01 = acc ? _mm256_loadu_pd(C + 4) : z;
-    __m256d c10 = acc ? _mm256_loadu_pd(C1) : z, c11 = acc ? _mm256_loadu_pd(C1 + 4) : z;
-    __m256d c20 = acc ? _mm256_loadu_pd(C2) : z, c21 = acc ? _mm256_loadu_pd(C2 + 4) : z;
-    __m256d c30 = acc ? _mm256_loadu_pd(C3) : z, c31 = acc ? _mm256_loadu_pd(C3 + 4) : z;
-    __m256d c40 = acc ? _mm256_loadu_pd(C4) : z, c41 = acc ? _mm256_loadu_pd(C4 + 4) : z;
-    __m256d c50 = acc ? _mm256_loadu_pd(C5) : z, c51 = acc ? _mm256_loadu_pd(C5 + 4) : z;
-    const double *a0 = A, *a1 = A + lda, *a2 = a1 + lda, *a3 = a2 + lda, *a4 = a3 + lda, *a5 = a4 + lda;
-    for (int64_t p = 0; p < kd; p++) {
-        const __m256d b0 = _mm256_loadu_pd(B + p * ldb), b1 = _mm256_loadu_pd(B + p * ldb + 4);
-        __m256d a = _mm256_broadcast_sd(a0 + p);
-        c00 = _mm256_fmadd_pd(a, b0, c00), c01 = _mm256_fmadd_pd(a, b1, c01);
-        a = _mm256_broadcast_sd(a1 + p);
-        c10 = _mm256_fmadd_pd(a, b0, c10), c11 = _mm256_fmadd_pd(a, b1, c11);
-        a = _mm256_broadcast_sd(a2 + p);
-        c20 = _mm256_fmadd_pd(a, b0, c20), c21 = _mm256_fmadd_pd(a, b1, c21);
-        a = _mm256_broadcast_sd(a3 + p);
-        c30 = _mm256_fmadd_pd(a, b0, c30), c31 = _mm256_fmadd_pd(a, b1, c31);
-        a = _mm256_broadcast_sd(a4 + p);
-        c40 = _mm256_fmadd_pd(a, b0, c40), c41 = _mm256_fmadd_pd(a, b1, c41);
-        a = _mm256_broadcast_sd(a5 + p);
-        c50 = _mm256_fmadd_pd(a, b0, c50), c51 = _mm256_fmadd_pd(a, b1, c51);
+    double m = -INFINITY, denom = 0.0, amax = 0.0;
+    for (int64_t j = 0; j < le; j++) {
+        double x = (s[j] * a) * sk[j];
+        s[j] = x;
+        m = x > m ? x : m;
     }
-    _mm256_storeu_pd(C, c00), _mm256_storeu_pd(C + 4, c01), _mm256_storeu_pd(C1, c10), _mm256_storeu_pd(C1 + 4, c11);
-    _mm256_storeu_pd(C2, c20), _mm256_storeu_pd(C2 + 4, c21), _mm256_storeu_pd(C3, c30), _mm256_storeu_pd(C3 + 4, c31);
-    _mm256_storeu_pd(C4, c40), _mm256_storeu_pd(C4 + 4, c41), _mm256_storeu_pd(C5, c50), _mm256_storeu_pd(C5 + 4, c51);
+    exp_row(s, le, m);
+    for (int64_t j = 0; j < le; j++) {
+        denom += round_even(s[j] * dscale);
+        double e = s[j] * sv[j];
+        s[j] = e;
+        amax = e > amax ? e : amax;
+    }
+    double sp = amax / ptop;
+    sp = sp > 0 ? sp : 1.0;
+    for (int64_t j = 0; j < le; j++) s[j] = round_even(s[j] / sp);
+    return sp / (denom * dunscale);
 }
 
-/* tile_6x8 for one row (the rows of a block left over after its 6-row tiles) */
-static void tile_1x8(const double *A, const double *B, int64_t ldb, int64_t kd, double *C, int acc)
+/* Queries t0 <= t < t1 of exact attention (exact.ExactOps.attention_quantised: the same IEEE
+   operations in the same order). q (T, H, D) rotated, unquantised; query t sees keys 0..q_pos[t].
+   Keys j < n_cached are rows slots[j] of the memo arrays mk, mv ((rows, Hkv, D) float32 integers)
+   and msk, msv ((rows, Hkv) scales); keys j >= n_cached are rows j - n_cached of fk, fsk, fv, fsv
+   (same layout). out (T, H, D). Per KV head: its keys transposed and its values as float64, then
+   each query row's q.k, softmax and p.v. Returns 1 if q holds a NaN or an infinity, -1 if out of
+   memory, else 0. */
+int64_t exact_attention(int64_t H, int64_t Hkv, int64_t D, const double *q, const int64_t *q_pos, int64_t n_cached,
+                        const int64_t *slots, const float *mk, const double *msk, const float *mv, const double *msv,
+                        const float *fk, const double *fsk, const float *fv, const double *fsv, double inv_sqrt_d,
+                        int64_t qk_bits, int64_t p_bits, int64_t denom_bits, int64_t t0, int64_t t1, double *out)
 {
-    __m256d c0 = acc ? _mm256_loadu_pd(C) : _mm256_setzero_pd(), c1 = acc ? _mm256_loadu_pd(C + 4) : _mm256_setzero_pd();
-    for (int64_t p = 0; p < kd; p++) {
-        const __m256d a = _mm256_broadcast_sd(A + p);
-        c0 = _mm256_fmadd_pd(a, _mm256_loadu_pd(B + p * ldb), c0), c1 = _mm256_fmadd_pd(a, _mm256_loadu_pd(B + p * ldb + 4), c1);
+    const int64_t G = H / Hkv, R = G * ATT_QUERIES;
+    const double qtop = (double)((1LL << qk_bits) - 1), ptop = (double)((1LL << p_bits) - 1);
+    const double dscale = ldexp(1.0, (int)denom_bits), dunscale = ldexp(1.0, -(int)denom_bits);
+    int64_t le_max = 0;
+    for (int64_t t = t0; t < t1; t++) le_max = q_pos[t] + 1 > le_max ? q_pos[t] + 1 : le_max;
+    const int64_t ld = le_max; /* keys transposed (D, ld), values (le_max, D); per row: q.k / p row, qi, num */
+    double *buf = malloc(sizeof(double) * (ld * D + le_max * D + 2 * le_max + R * (ld + 2 * D) + R + 1));
+    if (!buf)
+        return -1;
+    double *kt = buf, *v = kt + ld * D, *s = v + le_max * D, *qi = s + R * ld, *num = qi + R * D, *f = num + R * D;
+    double *skh = f + R, *svh = skh + le_max;
+    int64_t bad = 0;
+    for (int64_t kh = 0; kh < Hkv; kh++) {
+        for (int64_t j = 0; j < le_max; j++) { /* this head's keys and values as float64 */
+            const int64_t row = j < n_cached ? slots[j] : j - n_cached;
+            const float *kr = (j < n_cached ? mk : fk) + (row * Hkv + kh) * D, *vr = (j < n_cached ? mv : fv) + (row * Hkv + kh) * D;
+            for (int64_t d = 0; d < D; d++) {
+                kt[d * ld + j] = (double)kr[d];
+                v[j * D + d] = (double)vr[d];
+            }
+            skh[j] = (j < n_cached ? msk : fsk)[row * Hkv + kh];
+            svh[j] = (j < n_cached ? msv : fsv)[row * Hkv + kh];
+        }
+        for (int64_t tb = t0; tb < t1; tb += ATT_QUERIES) {
+            /* row r: query tb + r / G, head kh * G + r % G */
+            const int64_t nr = G * ((tb + ATT_QUERIES < t1 ? tb + ATT_QUERIES : t1) - tb);
+            for (int64_t r = 0; r < nr; r++) {
+                const double *qr = q + ((tb + r / G) * H + kh * G + r % G) * D;
+                const double sq = row_scale(qr, D, qtop, &bad);
+                round_quotients(qr, D, sq, qi + r * D);
+                const int64_t le = q_pos[tb + r / G] + 1;
+                qk_cols(qi + r * D, kt, ld, D, 0, le, s + r * ld);
+                f[r] = softmax_row(s + r * ld, le, sq * inv_sqrt_d, skh, svh, ptop, dscale, dunscale);
+                for (int64_t d = 0; d < D; d++) num[r * D + d] = 0.0;
+                for (int64_t jb = 0; jb < le; jb += ATT_KEYS) /* p.v */
+                    pv_exact(s + r * ld + jb, v + jb * D, le - jb < ATT_KEYS ? le - jb : ATT_KEYS, D, num + r * D);
+                double *o = out + ((tb + r / G) * H + kh * G + r % G) * D;
+                for (int64_t d = 0; d < D; d++) o[d] = num[r * D + d] * f[r];
+            }
+        }
     }
-    _mm256_storeu_pd(C, c0), _mm256_storeu_pd(C + 4, c1);
+    free(buf);
+    return bad;
+}
+#endif
+
+#if defined(__AVX2__) && !defined(RADIXCHECK_AVX512)
+/* The AVX2 form (issue 43, ninth round: the AVX-512 form's layout on four lanes). One block of
+   ATT_QUERIES queries of one KV head at a time, its R = G x (queries) rows in the lanes (4 rows a
+   vector, rows past R zero): q.k broadcasts each key's value, so the keys are converted to float64
+   once per call as rows (no transpose); the softmax works on 4 rows at a time, key by key, each
+   element through softmax_row's IEEE operations (exp.c: exp_row's) in its order; p.v in int16
+   (value dimensions in the lanes, each row's probabilities broadcast). */
+enum { QK_VECS = 3, PV_ROWS = 6 }; /* row vectors per q.k tile (x 4 keys: 12 accumulators); rows per p.v tile */
+
+/* S[c * RP + 4 v + l] = sum_d qt[d * RP + 4 v + l] * k[c * D + d] for keys c < 4 and row vectors
+   v < NV (k: 4 keys' float64 rows): integers (|q|, |k| < 2^20, D < 2^13), every partial sum below
+   2^53: exact in any order */
+static inline __attribute__((always_inline)) void qk_tile4(const int NV, const double *qt, int64_t RP, const double *k, int64_t D,
+                                                           double *S)
+{
+    __m256d a[QK_VECS][4];
+    for (int v = 0; v < NV; v++) a[v][0] = a[v][1] = a[v][2] = a[v][3] = _mm256_setzero_pd();
+    const double *k0 = k, *k1 = k0 + D, *k2 = k1 + D, *k3 = k2 + D;
+    for (int64_t d = 0; d < D; d++) {
+        __m256d x[QK_VECS];
+        for (int v = 0; v < NV; v++) x[v] = _mm256_loadu_pd(qt + d * RP + 4 * v);
+        __m256d b = _mm256_broadcast_sd(k0 + d);
+        for (int v = 0; v < NV; v++) a[v][0] = _mm256_fmadd_pd(x[v], b, a[v][0]);
+        b = _mm256_broadcast_sd(k1 + d);
+        for (int v = 0; v < NV; v++) a[v][1] = _mm256_fmadd_pd(x[v], b, a[v][1]);
+        b = _mm256_broadcast_sd(k2 + d);
+        for (int v = 0; v < NV; v++) a[v][2] = _mm256_fmadd_pd(x[v], b, a[v][2]);
+        b = _mm256_broadcast_sd(k3 + d);
+        for (int v = 0; v < NV; v++) a[v][3] = _mm256_fmadd_pd(x[v], b, a[v][3]);
+    }
+    for (int v = 0; v < NV; v++)
+        for (int c = 0; c < 4; c++) _mm256_storeu_pd(S + c * RP + 4 * v, a[v][c]);
+}
+
+/* fixed_exp(x) on 4 x 4 lanes at once (four Horner chains in flight), exp_row's operations */
+static inline void exp4x4(__m256d x[4])
+{
+    __m256d ok[4], big[4], k[4], r[4], p[4];
+    for (int i = 0; i < 4; i++) r[i] = exp_reduce(x[i], &ok[i], &big[i], &k[i]), p[i] = _mm256_set1_pd(EXP_POLY[EXP_DEGREE]);
+    for (int d = EXP_DEGREE - 1; d >= 0; d--) {
+        const __m256d c = _mm256_set1_pd(EXP_POLY[d]);
+        for (int i = 0; i < 4; i++) p[i] = _mm256_add_pd(_mm256_mul_pd(p[i], r[i]), c);
+    }
+    for (int i = 0; i < 4; i++) x[i] = exp_scale(p[i], k[i], ok[i], big[i]);
+}
+
+/* softmax_row on 4 rows at once (the lanes; column S[j * RP], keys j < le, lane l sees keys j <=
+   pos lane l, every lane keys j < js): each element through softmax_row's IEEE operations in its order (the max and the
+   exact integer sums in another order). The quantised probabilities times the value scales (0 for
+   keys a row does not see; integers p < 2^21) go to ph, pl split as p = 2^11 ph + pl, keys paired
+   as p.v reads them: ph[(j / 2) RP + l] = ph_j | ph_(j+1) << 16 (int16 halves), pl alike, for keys
+   up to lb >= le (0 past le: the block's other rows may read that far). Returns each row's factor
+   for its p.v sums. */
+static __m256d softmax_rows4(double *S, int64_t RP, int64_t js, int64_t le, int64_t lb, __m256i pos, __m256d a, const double *sk,
+                             const double *sv, double ptop, double dscale, double dunscale, int32_t *ph, int32_t *pl)
+{
+    const int round = _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC;
+    const __m256d ninf = _mm256_set1_pd(-INFINITY);
+    __m256d m = ninf, m1 = ninf; /* two chains of maxima (a maximum: exact in any order) */
+    int64_t j = 0;
+    for (; j + 2 <= js; j += 2) { /* keys every row sees */
+        const __m256d x0 = _mm256_mul_pd(_mm256_mul_pd(_mm256_loadu_pd(S + j * RP), a), _mm256_set1_pd(sk[j]));
+        const __m256d x1 = _mm256_mul_pd(_mm256_mul_pd(_mm256_loadu_pd(S + (j + 1) * RP), a), _mm256_set1_pd(sk[j + 1]));
+        _mm256_storeu_pd(S + j * RP, x0), _mm256_storeu_pd(S + (j + 1) * RP, x1);
+        m = _mm256_max_pd(m, x0), m1 = _mm256_max_pd(m1, x1);
+    }
+    for (; j < le; j++) { /* the rest: a row's maximum over the keys it sees */
+        const __m256d unseen = _mm256_castsi256_pd(_mm256_cmpgt_epi64(_mm256_set1_epi64x(j), pos));
+        const __m256d x = _mm256_mul_pd(_mm256_mul_pd(_mm256_loadu_pd(S + j * RP), a), _mm256_set1_pd(sk[j]));
+        _mm256_storeu_pd(S + j * RP, x);
+        m1 = _mm256_max_pd(m1, _mm256_blendv_pd(x, ninf, unseen));
+    }
+    m = _mm256_max_pd(m, m1);
+    __m256d denom = _mm256_setzero_pd(), amax = _mm256_setzero_pd();
+    const __m256d ds = _mm256_set1_pd(dscale);
+    for (int64_t j0 = 0; j0 < le; j0 += 4) {
+        __m256d x[4];
+        for (int i = 0; i < 4; i++) x[i] = _mm256_sub_pd(_mm256_loadu_pd(S + (j0 + i) * RP), m); /* S is padded to 4 keys */
+        exp4x4(x);
+        for (int i = 0; i < 4 && j0 + i < le; i++) {
+            const int64_t j = j0 + i;
+            const __m256d unseen = _mm256_castsi256_pd(_mm256_cmpgt_epi64(_mm256_set1_epi64x(j), pos));
+            const __m256d e = _mm256_andnot_pd(unseen, x[i]);
+            denom = _mm256_add_pd(denom, _mm256_round_pd(_mm256_mul_pd(e, ds), round)); /* integers < 2^53: exact */
+            const __m256d ev = _mm256_mul_pd(e, _mm256_set1_pd(sv[j]));
+            _mm256_storeu_pd(S + j * RP, ev);
+            amax = _mm256_max_pd(amax, ev); /* ev >= 0 */
+        }
+    }
+    __m256d sp = _mm256_div_pd(amax, _mm256_set1_pd(ptop));
+    sp = _mm256_blendv_pd(_mm256_set1_pd(1.0), sp, _mm256_cmp_pd(sp, _mm256_setzero_pd(), _CMP_GT_OQ));
+    const __m128i lo11 = _mm_set1_epi32(2047);
+    for (int64_t j = 0; j < lb; j += 2) { /* p = rint(e / sp) for keys j, j + 1 (0 past le), as p.v's int16 halves */
+        __m128i i0 = _mm_setzero_si128(), i1 = i0;
+        if (j < le) /* exact conversions: integers below 2^21 */
+            i0 = _mm256_cvtpd_epi32(_mm256_round_pd(_mm256_div_pd(_mm256_loadu_pd(S + j * RP), sp), round));
+        if (j + 1 < le)
+            i1 = _mm256_cvtpd_epi32(_mm256_round_pd(_mm256_div_pd(_mm256_loadu_pd(S + (j + 1) * RP), sp), round));
+        _mm_storeu_si128((__m128i *)(ph + (j / 2) * RP), _mm_or_si128(_mm_srli_epi32(i0, 11), _mm_slli_epi32(_mm_srli_epi32(i1, 11), 16)));
+        _mm_storeu_si128((__m128i *)(pl + (j / 2) * RP), _mm_or_si128(_mm_and_si128(i0, lo11), _mm_slli_epi32(_mm_and_si128(i1, lo11), 16)));
+    }
+    return _mm256_div_pd(sp, _mm256_mul_pd(denom, _mm256_set1_pd(dunscale)));
 }
 
 /* s + the int32 lanes of vpmaddwd(x, the int32 at w broadcast): one instruction group with one
@@ -83,29 +237,29 @@ static inline __m256i madd_bcast_add(__m256i s, __m256i x, const int32_t *w)
     return s;
 }
 
-/* num[i * D + d] += sum_k (2^11 ph[i * ldp + k] + pl[i * ldp + k]) . (key pair k's values at d) for
-   rows i < NR and d < D (D a multiple of 8), key pairs k < npairs <= 16 (issue 43, fourth round: p.v
-   in int16, as the AVX-512 form does it). The probabilities p < 2^21 are split as p = 2^11 ph + pl
-   (ph < 2^10, pl < 2^11), two keys to an int32 (key 2k in the low int16, 2k + 1 in the high one);
-   v2[k * D + d] holds key 2k's and 2k + 1's values (|v| < 2^15) alike. vpmaddwd multiplies both
-   keys of a pair at once into int32 lanes: |sum pl v| <= 32 x 2047 x 32767 < 2^31, so exact; then
-   folded into float64 as 2^11 H + L (exact integers below 2^53, as every partial sum of p.v is). */
-static inline __attribute__((always_inline)) void pv_tile_i16(const int NR, const int32_t *ph, const int32_t *pl, int64_t ldp,
-                                                              const int32_t *v2, int64_t D, int64_t npairs, double *num)
+/* num[i * DP + d] += sum_k (2^11 ph[k * RP + i] + pl[k * RP + i]) . (key pair k's values at d) for
+   rows i < NR, d < DP (a multiple of 8) and key pairs k < npairs <= 16: softmax_rows4's
+   probabilities p < 2^21 split as p = 2^11 ph + pl (ph < 2^10, pl < 2^11), two keys to an int32 (key
+   2k in the low int16, 2k + 1 in the high one); v2[k * DP + d] holds key 2k's and 2k + 1's values
+   (|v| < 2^15) alike. vpmaddwd multiplies both keys of a pair at once into int32 lanes: |sum pl v|
+   <= 32 x 2047 x 32767 < 2^31, so exact; then folded into float64 as 2^11 H + L (exact integers
+   below 2^53, as every partial sum of p.v is). */
+static inline __attribute__((always_inline)) void pv_tile_i16(const int NR, const int32_t *ph, const int32_t *pl, int64_t RP,
+                                                              const int32_t *v2, int64_t DP, int64_t npairs, double *num)
 {
     const __m256d scale = _mm256_set1_pd(2048.0);
-    for (int64_t d0 = 0; d0 < D; d0 += 8) {
-        __m256i h[TILE_ROWS], l[TILE_ROWS];
+    for (int64_t d0 = 0; d0 < DP; d0 += 8) {
+        __m256i h[PV_ROWS], l[PV_ROWS];
         for (int i = 0; i < NR; i++) h[i] = l[i] = _mm256_setzero_si256();
         for (int64_t k = 0; k < npairs; k++) {
-            const __m256i x = _mm256_loadu_si256((const __m256i *)(v2 + k * D + d0));
+            const __m256i x = _mm256_loadu_si256((const __m256i *)(v2 + k * DP + d0));
             for (int i = 0; i < NR; i++) {
-                h[i] = madd_bcast_add(h[i], x, ph + i * ldp + k);
-                l[i] = madd_bcast_add(l[i], x, pl + i * ldp + k);
+                h[i] = madd_bcast_add(h[i], x, ph + k * RP + i);
+                l[i] = madd_bcast_add(l[i], x, pl + k * RP + i);
             }
         }
         for (int i = 0; i < NR; i++) { /* num += 2^11 H + L: exact integers */
-            double *n = num + i * D + d0;
+            double *n = num + i * DP + d0;
             const __m256d hlo = _mm256_cvtepi32_pd(_mm256_castsi256_si128(h[i])), hhi = _mm256_cvtepi32_pd(_mm256_extracti128_si256(h[i], 1));
             const __m256d llo = _mm256_cvtepi32_pd(_mm256_castsi256_si128(l[i])), lhi = _mm256_cvtepi32_pd(_mm256_extracti128_si256(l[i], 1));
             _mm256_storeu_pd(n, _mm256_add_pd(_mm256_loadu_pd(n), _mm256_fmadd_pd(hlo, scale, llo)));
@@ -113,252 +267,134 @@ static inline __attribute__((always_inline)) void pv_tile_i16(const int NR, cons
         }
     }
 }
-#endif
-#endif
 
-#ifndef RADIXCHECK_AVX512
-/* One query row's softmax: s[j] (the exact integer q.k of key j < le) becomes the row's quantised
-   probability times the value scale; returns the factor its p.v sums are multiplied by. sk, sv:
-   the KV head's scales, contiguous. Each element goes through exp.ExactOps' IEEE operations in
-   NumPy's order; only the max and the (exact integer) sums are taken in another order. */
-static double softmax_row(double *s, int64_t le, double a, const double *sk, const double *sv, double ptop, double dscale,
-                          double dunscale)
-{
-    double m = -INFINITY, denom = 0.0, amax = 0.0;
-    int64_t j = 0;
-#ifdef __AVX2__
-    const int round = _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC;
-    __m256d va = _mm256_set1_pd(a), vm = _mm256_set1_pd(-INFINITY);
-    for (; j + 4 <= le; j += 4) {
-        __m256d x = _mm256_mul_pd(_mm256_mul_pd(_mm256_loadu_pd(s + j), va), _mm256_loadu_pd(sk + j));
-        _mm256_storeu_pd(s + j, x);
-        vm = _mm256_max_pd(vm, x);
-    }
-    m = max_lanes4(vm, m);
-#endif
-    for (; j < le; j++) {
-        double x = (s[j] * a) * sk[j];
-        s[j] = x;
-        m = x > m ? x : m;
-    }
-    exp_row(s, le, m);
-    j = 0;
-#ifdef __AVX2__
-    __m256d vden = _mm256_setzero_pd(), vmax = _mm256_setzero_pd(), vds = _mm256_set1_pd(dscale);
-    for (; j + 4 <= le; j += 4) {
-        __m256d e = _mm256_loadu_pd(s + j);
-        vden = _mm256_add_pd(vden, _mm256_round_pd(_mm256_mul_pd(e, vds), round)); /* integers < 2^53: exact */
-        e = _mm256_mul_pd(e, _mm256_loadu_pd(sv + j));
-        _mm256_storeu_pd(s + j, e);
-        vmax = _mm256_max_pd(vmax, e); /* e >= 0: |e| = e */
-    }
-    double t4[4];
-    _mm256_storeu_pd(t4, vden);
-    denom = (t4[0] + t4[1]) + (t4[2] + t4[3]);
-    amax = max_lanes4(vmax, amax);
-#endif
-    for (; j < le; j++) {
-        denom += round_even(s[j] * dscale);
-        double e = s[j] * sv[j];
-        s[j] = e;
-        amax = e > amax ? e : amax;
-    }
-    double sp = amax / ptop;
-    sp = sp > 0 ? sp : 1.0;
-    j = 0;
-#ifdef __AVX2__
-    __m256d vsp = _mm256_set1_pd(sp);
-    for (; j + 4 <= le; j += 4) _mm256_storeu_pd(s + j, _mm256_round_pd(_mm256_div_pd(_mm256_loadu_pd(s + j), vsp), round));
-#endif
-    for (; j < le; j++) s[j] = round_even(s[j] / sp);
-    return sp / (denom * dunscale);
-}
-#endif
-
-enum { ATT_QUERIES = 16, ATT_KEYS = 32 }; /* rows per pass; keys per p.v block (32 x D doubles stay in L1) */
-
-/* How many keys rows r .. r + n - 1 of a block need: as far as the longest row goes (the other
-   rows' extra scores are never read, and their probabilities are 0 there). Row i is query tb + i / G. */
-static inline int64_t tile_keys(const int64_t *q_pos, int64_t tb, int64_t G, int64_t r, int64_t n)
-{
-    int64_t le = 0;
-    for (int64_t i = r; i < r + n; i++) le = q_pos[tb + i / G] + 1 > le ? q_pos[tb + i / G] + 1 : le;
-    return le;
-}
-
-#ifndef RADIXCHECK_AVX512 /* the AVX2 and portable forms (the AVX-512 form is below) */
-#ifdef __AVX2__
 /* Key j's row of KV head kh: a memo row (slots[j]) for the n_cached first keys, else a fresh row */
 static inline const float *kv_row(int64_t j, int64_t n_cached, const int64_t *slots, const float *m, const float *f, int64_t Hkv,
                                   int64_t kh, int64_t D)
 {
     return j < n_cached ? m + (slots[j] * Hkv + kh) * D : f + ((j - n_cached) * Hkv + kh) * D;
 }
-#endif
+
+/* 8 floats of a row as int32 (its dimensions d .. d + 7; 0 past D): |v| < 2^15 integers, exact */
+static inline __m256i row8_i32(const float *r, int64_t d, int64_t D)
+{
+    if (D - d >= 8)
+        return _mm256_cvttps_epi32(_mm256_loadu_ps(r + d));
+    float t[8] = {0};
+    for (int64_t i = 0; i < D - d; i++) t[i] = r[d + i];
+    return _mm256_cvttps_epi32(_mm256_loadu_ps(t));
+}
 
 /* Queries t0 <= t < t1 of exact attention (exact.ExactOps.attention_quantised: the same IEEE
    operations in the same order). q (T, H, D) rotated, unquantised; query t sees keys 0..q_pos[t].
    Keys j < n_cached are rows slots[j] of the memo arrays mk, mv ((rows, Hkv, D) float32 integers)
    and msk, msv ((rows, Hkv) scales); keys j >= n_cached are rows j - n_cached of fk, fsk, fv, fsv
-   (same layout): read in place, no gathered copy. out (T, H, D). Per KV head and block of
-   ATT_QUERIES queries, its G * ATT_QUERIES rows are done like a small GEMM: q.k and p.v in tiles
-   of 6 rows x 8 columns (keys, or value dimensions), p.v blocked over ATT_KEYS keys, so a block of
-   keys is read from memory once for all rows; with AVX2 and D a multiple of 8, p.v in int16
-   (pv_tile_i16: the head's values paired once per call, straight from their float32 rows, each row's
-   probabilities after its softmax). Returns 1 if q holds a NaN or an infinity, -1 if
-   out of memory, else 0. */
+   (same layout): read in place. out (T, H, D). Returns 1 if q holds a NaN or an infinity, -1 if out
+   of memory, else 0. */
 int64_t exact_attention(int64_t H, int64_t Hkv, int64_t D, const double *q, const int64_t *q_pos, int64_t n_cached,
                         const int64_t *slots, const float *mk, const double *msk, const float *mv, const double *msv,
                         const float *fk, const double *fsk, const float *fv, const double *fsv, double inv_sqrt_d,
                         int64_t qk_bits, int64_t p_bits, int64_t denom_bits, int64_t t0, int64_t t1, double *out)
 {
-    const int64_t G = H / Hkv, R = G * ATT_QUERIES;
+    const int64_t G = H / Hkv, RP = 4 * ((G * ATT_QUERIES + 3) / 4); /* rows of a block, padded to whole vectors */
     const double qtop = (double)((1LL << qk_bits) - 1), ptop = (double)((1LL << p_bits) - 1);
     const double dscale = ldexp(1.0, (int)denom_bits), dunscale = ldexp(1.0, -(int)denom_bits);
     int64_t le_max = 0;
     for (int64_t t = t0; t < t1; t++) le_max = q_pos[t] + 1 > le_max ? q_pos[t] + 1 : le_max;
-    /* one KV head's keys, transposed (D, le_max), and values (le_max, D) as float64; per row: q.k / p row, qi, num.
-       The transposed keys' and the rows' stride ld is le_max padded off a power of two: at 512 keys a
-       stride of 4 KB put every d of a q.k tile in one L1 set */
-    const int64_t ld = (le_max + 3) / 4 * 4 + 4;
-    /* with AVX2 and D a multiple of 8, p.v in int16 (pv_tile_i16): the values as key pairs v2
-       ((le_max + 1) / 2 x D), the probabilities as ph, pl (R x ld / 2 key pairs each) */
-    const int64_t ldp = ld / 2, np_max = (le_max + 1) / 2;
-    double *buf = malloc(sizeof(double) * (ld * D + le_max * D + 2 * le_max + R * (ld + 2 * D) + R) +
-                         sizeof(int32_t) * (np_max * D + 2 * R * ldp));
+    const int64_t LP = (le_max + 3) / 4 * 4; /* keys padded to whole q.k tiles */
+    const int64_t DP = (D + 7) / 8 * 8, NP = (le_max + 1) / 2; /* value dimensions padded to 8 lanes; key pairs */
+    double *buf = malloc(sizeof(double) * (size_t)(RP * (D + LP + 1 + DP) + LP * D + D + 2 * le_max) +
+                         sizeof(int32_t) * (size_t)(2 * RP * NP + NP * DP));
     if (!buf)
         return -1;
-    double *kt = buf, *v = kt + ld * D, *s = v + le_max * D, *qi = s + R * ld, *num = qi + R * D, *f = num + R * D;
-    double *skh = f + R, *svh = skh + le_max;
-#ifdef __AVX2__
-    int32_t *v2 = (int32_t *)(svh + le_max), *ph = v2 + np_max * D, *pl = ph + R * ldp;
-    const int pv_i16 = D % 8 == 0;
-#endif
+    double *qt = buf, *S = qt + RP * D, *f = S + RP * LP, *num = f + RP, *k64 = num + RP * DP, *qrow = k64 + LP * D;
+    double *skh = qrow + D, *svh = skh + le_max;
+    int32_t *v2 = (int32_t *)(svh + le_max), *ph = v2 + NP * DP, *pl = ph + RP * NP;
     int64_t bad = 0;
     for (int64_t kh = 0; kh < Hkv; kh++) {
-        int64_t j0 = 0;
-#ifdef __AVX2__
-        for (; j0 + 4 <= le_max && D % 4 == 0; j0 += 4) { /* four keys at a time: values as rows, keys through a 4 x 4 transpose */
-            const float *kr[4], *vr[4];
-            for (int i = 0; i < 4; i++) {
-                const int64_t j = j0 + i, row = j < n_cached ? slots[j] : j - n_cached;
-                kr[i] = (j < n_cached ? mk : fk) + (row * Hkv + kh) * D, vr[i] = (j < n_cached ? mv : fv) + (row * Hkv + kh) * D;
-                skh[j] = (j < n_cached ? msk : fsk)[row * Hkv + kh];
-                svh[j] = (j < n_cached ? msv : fsv)[row * Hkv + kh];
+        for (int64_t j = 0; j < LP; j++) { /* this head's keys as float64 rows (exact), a zero row past le_max */
+            double *kd = k64 + j * D;
+            int64_t d = 0;
+            if (j >= le_max) {
+                for (; d < D; d++) kd[d] = 0.0;
+                continue;
             }
-            for (int64_t d = 0; d < D; d += 4) {
-                __m256d a[4];
-                for (int i = 0; i < 4; i++) {
-                    a[i] = _mm256_cvtps_pd(_mm_loadu_ps(kr[i] + d));
-                    if (!pv_i16) /* the int16 p.v reads the values from the rows themselves (below) */
-                        _mm256_storeu_pd(v + (j0 + i) * D + d, _mm256_cvtps_pd(_mm_loadu_ps(vr[i] + d)));
-                }
-                const __m256d t0 = _mm256_unpacklo_pd(a[0], a[1]), t1 = _mm256_unpackhi_pd(a[0], a[1]);
-                const __m256d t2 = _mm256_unpacklo_pd(a[2], a[3]), t3 = _mm256_unpackhi_pd(a[2], a[3]);
-                _mm256_storeu_pd(kt + d * ld + j0, _mm256_permute2f128_pd(t0, t2, 0x20));
-                _mm256_storeu_pd(kt + (d + 1) * ld + j0, _mm256_permute2f128_pd(t1, t3, 0x20));
-                _mm256_storeu_pd(kt + (d + 2) * ld + j0, _mm256_permute2f128_pd(t0, t2, 0x31));
-                _mm256_storeu_pd(kt + (d + 3) * ld + j0, _mm256_permute2f128_pd(t1, t3, 0x31));
-            }
-        }
-#endif
-        for (int64_t j = j0; j < le_max; j++) { /* this head's keys and values as float64 (the rest, one by one) */
+            const float *kr = kv_row(j, n_cached, slots, mk, fk, Hkv, kh, D);
+            for (; d + 4 <= D; d += 4) _mm256_storeu_pd(kd + d, _mm256_cvtps_pd(_mm_loadu_ps(kr + d)));
+            for (; d < D; d++) kd[d] = (double)kr[d];
             const int64_t row = j < n_cached ? slots[j] : j - n_cached;
-            const float *kr = (j < n_cached ? mk : fk) + (row * Hkv + kh) * D, *vr = (j < n_cached ? mv : fv) + (row * Hkv + kh) * D;
-            for (int64_t d = 0; d < D; d++) {
-                kt[d * ld + j] = (double)kr[d];
-                v[j * D + d] = (double)vr[d];
-            }
             skh[j] = (j < n_cached ? msk : fsk)[row * Hkv + kh];
             svh[j] = (j < n_cached ? msv : fsv)[row * Hkv + kh];
         }
-#ifdef __AVX2__
-        /* values as int16 key pairs, straight from their float32 rows (|v| < 2^15 integers: exact; a key past le_max: 0) */
-        for (int64_t k = 0; pv_i16 && k < np_max; k++) {
+        /* values as int16 key pairs, straight from their float32 rows (a key past le_max: 0) */
+        for (int64_t k = 0; k < NP; k++) {
             const float *v0 = kv_row(2 * k, n_cached, slots, mv, fv, Hkv, kh, D);
             const float *v1 = 2 * k + 1 < le_max ? kv_row(2 * k + 1, n_cached, slots, mv, fv, Hkv, kh, D) : NULL;
-            for (int64_t d = 0; d < D; d += 8) {
-                const __m256i lo = _mm256_cvttps_epi32(_mm256_loadu_ps(v0 + d));
-                const __m256i hi = v1 ? _mm256_cvttps_epi32(_mm256_loadu_ps(v1 + d)) : _mm256_setzero_si256();
-                _mm256_storeu_si256((__m256i *)(v2 + k * D + d),
+            for (int64_t d = 0; d < DP; d += 8) {
+                const __m256i lo = row8_i32(v0, d, D), hi = v1 ? row8_i32(v1, d, D) : _mm256_setzero_si256();
+                _mm256_storeu_si256((__m256i *)(v2 + k * DP + d),
                                     _mm256_or_si256(_mm256_and_si256(lo, _mm256_set1_epi32(0xffff)), _mm256_slli_epi32(hi, 16)));
             }
         }
-#endif
         for (int64_t tb = t0; tb < t1; tb += ATT_QUERIES) {
             /* row r: query tb + r / G, head kh * G + r % G */
-            const int64_t nr = G * ((tb + ATT_QUERIES < t1 ? tb + ATT_QUERIES : t1) - tb);
-            for (int64_t r = 0; r < nr; r++) {
+            const int64_t nr = G * ((tb + ATT_QUERIES < t1 ? tb + ATT_QUERIES : t1) - tb), nv = (nr + 3) / 4;
+            for (int64_t r = 0; r < 4 * nv; r++) { /* the rows' quantised queries, transposed (rows past nr: 0) */
+                if (r >= nr) {
+                    for (int64_t d = 0; d < D; d++) qt[d * RP + r] = 0.0;
+                    f[r] = 0.0;
+                    continue;
+                }
                 const double *qr = q + ((tb + r / G) * H + kh * G + r % G) * D;
                 const double sq = row_scale(qr, D, qtop, &bad);
-                round_quotients(qr, D, sq, qi + r * D);
+                round_quotients(qr, D, sq, qrow);
+                for (int64_t d = 0; d < D; d++) qt[d * RP + r] = qrow[d];
                 f[r] = sq * inv_sqrt_d;
             }
-            for (int64_t r = 0; r < nr; r += TILE_ROWS) { /* q.k */
-                const int64_t rows = nr - r < TILE_ROWS ? nr - r : TILE_ROWS, le = tile_keys(q_pos, tb, G, r, rows);
-                int64_t j = 0;
-#ifdef __AVX2__
-                for (; j < le && j + TILE_COLS <= le_max; j += TILE_COLS) {
-                    if (rows == TILE_ROWS) {
-                        tile_6x8(qi + r * D, D, kt + j, ld, D, s + r * ld + j, ld, 0);
-                        continue;
+            const int64_t le = tile_keys(q_pos, tb, G, 0, nr); /* keys up to the block's longest row */
+            for (int64_t v0 = 0; v0 < nv; v0 += QK_VECS) /* q.k */
+                for (int64_t j = 0; j < le; j += 4) {
+                    const double *qv = qt + 4 * v0, *kj = k64 + j * D;
+                    double *Sj = S + j * RP + 4 * v0;
+                    switch (nv - v0) {
+                    case 1: qk_tile4(1, qv, RP, kj, D, Sj); break;
+                    case 2: qk_tile4(2, qv, RP, kj, D, Sj); break;
+                    default: qk_tile4(3, qv, RP, kj, D, Sj); break;
                     }
-                    for (int64_t i = r; i < r + rows; i++) tile_1x8(qi + i * D, kt + j, ld, D, s + i * ld + j, 0);
                 }
-#endif
-                for (int64_t i = r; i < r + rows; i++) qk_cols(qi + i * D, kt, ld, D, j, le, s + i * ld);
+            for (int64_t v = 0; v < nv; v++) { /* softmax, 4 rows at a time */
+                int64_t pos[4];
+                const int64_t rows = nr - 4 * v < 4 ? nr - 4 * v : 4;
+                for (int64_t l = 0; l < 4; l++) pos[l] = q_pos[tb + (4 * v + (l < rows ? l : 0)) / G]; /* lanes past the rows: row 0's */
+                int64_t js = pos[0] + 1; /* keys every lane sees */
+                for (int64_t l = 1; l < 4; l++) js = pos[l] + 1 < js ? pos[l] + 1 : js;
+                const __m256d fv4 = softmax_rows4(S + 4 * v, RP, js, tile_keys(q_pos, tb, G, 4 * v, rows), le,
+                                                  _mm256_loadu_si256((const __m256i *)pos), _mm256_loadu_pd(f + 4 * v), skh, svh, ptop,
+                                                  dscale, dunscale, ph + 4 * v, pl + 4 * v);
+                _mm256_storeu_pd(f + 4 * v, fv4);
             }
-            for (int64_t r = 0; r < nr; r++) {
-                const int64_t le = q_pos[tb + r / G] + 1;
-                f[r] = softmax_row(s + r * ld, le, f[r], skh, svh, ptop, dscale, dunscale);
-                for (int64_t j = le; j < ld; j++) s[r * ld + j] = 0.0; /* masked keys: p = 0 */
-                for (int64_t d = 0; d < D; d++) num[r * D + d] = 0.0;
-#ifdef __AVX2__
-                for (int64_t k = 0; pv_i16 && k < np_max; k++) { /* p = 2^11 ph + pl, as key pairs (integers < 2^21: exact) */
-                    const int32_t p0 = (int32_t)s[r * ld + 2 * k], p1 = (int32_t)s[r * ld + 2 * k + 1];
-                    ph[r * ldp + k] = (p0 >> 11) | (p1 >> 11) << 16;
-                    pl[r * ldp + k] = (p0 & 2047) | (p1 & 2047) << 16;
-                }
-#endif
-            }
-            for (int64_t jb = 0; jb < le_max; jb += ATT_KEYS) /* p.v */
-                for (int64_t r = 0; r < nr; r += TILE_ROWS) {
-                    const int64_t rows = nr - r < TILE_ROWS ? nr - r : TILE_ROWS, le = tile_keys(q_pos, tb, G, r, rows);
-                    const int64_t n = le - jb < ATT_KEYS ? le - jb : ATT_KEYS;
+            for (int64_t i = 0; i < nr * DP; i++) num[i] = 0.0;
+            for (int64_t jb = 0; jb < le; jb += ATT_KEYS) /* p.v, a block of keys for every row tile */
+                for (int64_t r = 0; r < nr; r += PV_ROWS) {
+                    const int64_t rows = nr - r < PV_ROWS ? nr - r : PV_ROWS, n0 = tile_keys(q_pos, tb, G, r, rows) - jb;
+                    const int64_t n = n0 < ATT_KEYS ? n0 : ATT_KEYS;
                     if (n <= 0)
                         continue;
-#ifdef __AVX2__
-                    if (pv_i16) {
-                        const int32_t *h = ph + r * ldp + jb / 2, *l = pl + r * ldp + jb / 2;
-                        const int64_t npairs = (n + 1) / 2;
-                        double *nm = num + r * D;
-                        switch (rows) {
-                        case 1: pv_tile_i16(1, h, l, ldp, v2 + jb / 2 * D, D, npairs, nm); break;
-                        case 2: pv_tile_i16(2, h, l, ldp, v2 + jb / 2 * D, D, npairs, nm); break;
-                        case 3: pv_tile_i16(3, h, l, ldp, v2 + jb / 2 * D, D, npairs, nm); break;
-                        case 4: pv_tile_i16(4, h, l, ldp, v2 + jb / 2 * D, D, npairs, nm); break;
-                        case 5: pv_tile_i16(5, h, l, ldp, v2 + jb / 2 * D, D, npairs, nm); break;
-                        default: pv_tile_i16(6, h, l, ldp, v2 + jb / 2 * D, D, npairs, nm); break;
-                        }
-                        continue;
+                    const int32_t *h = ph + jb / 2 * RP + r, *l = pl + jb / 2 * RP + r, *vb = v2 + jb / 2 * DP;
+                    const int64_t npairs = (n + 1) / 2;
+                    double *nm = num + r * DP;
+                    switch (rows) {
+                    case 1: pv_tile_i16(1, h, l, RP, vb, DP, npairs, nm); break;
+                    case 2: pv_tile_i16(2, h, l, RP, vb, DP, npairs, nm); break;
+                    case 3: pv_tile_i16(3, h, l, RP, vb, DP, npairs, nm); break;
+                    case 4: pv_tile_i16(4, h, l, RP, vb, DP, npairs, nm); break;
+                    case 5: pv_tile_i16(5, h, l, RP, vb, DP, npairs, nm); break;
+                    default: pv_tile_i16(6, h, l, RP, vb, DP, npairs, nm); break;
                     }
-                    if (D % TILE_COLS == 0) {
-                        for (int64_t d = 0; d < D; d += TILE_COLS) {
-                            if (rows == TILE_ROWS) {
-                                tile_6x8(s + r * ld + jb, ld, v + jb * D + d, D, n, num + r * D + d, D, 1);
-                                continue;
-                            }
-                            for (int64_t i = r; i < r + rows; i++)
-                                tile_1x8(s + i * ld + jb, v + jb * D + d, D, n, num + i * D + d, 1);
-                        }
-                        continue;
-                    }
-#endif
-                    for (int64_t i = r; i < r + rows; i++) pv_exact(s + i * ld + jb, v + jb * D, n, D, num + i * D);
                 }
             for (int64_t r = 0; r < nr; r++) {
                 double *o = out + ((tb + r / G) * H + kh * G + r % G) * D;
-                for (int64_t d = 0; d < D; d++) o[d] = num[r * D + d] * f[r];
+                for (int64_t d = 0; d < D; d++) o[d] = num[r * DP + d] * f[r];
             }
         }
     }

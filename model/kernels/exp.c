@@ -18,26 +18,6 @@ static double fixed_exp_1(double x)
     return ldexp(p, (int)k);
 }
 
-#ifdef __AVX2__
-/* fixed_exp_1's range reduction on four lanes; *ok: lanes in range, *big: lanes above EXP_MAX */
-static inline __m256d exp_reduce(__m256d x, __m256d *ok, __m256d *big, __m256d *k)
-{
-    *big = _mm256_cmp_pd(x, _mm256_set1_pd(EXP_MAX), _CMP_GT_OQ);
-    *ok = _mm256_and_pd(_mm256_cmp_pd(x, _mm256_set1_pd(EXP_MIN), _CMP_GE_OQ), _mm256_cmp_pd(x, _mm256_set1_pd(EXP_MAX), _CMP_LE_OQ));
-    x = _mm256_and_pd(x, *ok); /* out-of-range lanes computed on 0, replaced in exp_scale */
-    *k = _mm256_round_pd(_mm256_mul_pd(x, _mm256_set1_pd(EXP_LOG2E)), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-    return _mm256_sub_pd(_mm256_sub_pd(x, _mm256_mul_pd(*k, _mm256_set1_pd(EXP_LN2_HI))), _mm256_mul_pd(*k, _mm256_set1_pd(EXP_LN2_LO)));
-}
-
-static inline __m256d exp_scale(__m256d p, __m256d k, __m256d ok, __m256d big) /* p * 2^k, 2^k from its bits: exact */
-{
-    __m256i e = _mm256_slli_epi64(_mm256_add_epi64(_mm256_cvtepi32_epi64(_mm256_cvtpd_epi32(k)), _mm256_set1_epi64x(1023)), 52);
-    __m256d in = _mm256_and_pd(_mm256_mul_pd(p, _mm256_castsi256_pd(e)), ok);
-    return _mm256_or_pd(in, _mm256_and_pd(big, _mm256_set1_pd(INFINITY)));
-}
-#endif
-
-
 /* s[j] = fixed_exp_1(s[j] - m) for j < n, each lane the same IEEE operations as fixed_exp_1, with
    several Horner chains in flight (one chain is latency-bound): AVX-512 four chains of 8 lanes,
    AVX2 four of 4, then one of 4 (and the last 0-3 one by one) */

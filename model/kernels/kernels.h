@@ -119,6 +119,25 @@ static inline void transpose8_pd(__m512d r[8])
 }
 #endif
 
+#ifdef __AVX2__
+/* fixed_exp's range reduction on four lanes (exp.c: fixed_exp_1); *ok: lanes in range, *big: lanes above EXP_MAX */
+static inline __m256d exp_reduce(__m256d x, __m256d *ok, __m256d *big, __m256d *k)
+{
+    *big = _mm256_cmp_pd(x, _mm256_set1_pd(EXP_MAX), _CMP_GT_OQ);
+    *ok = _mm256_and_pd(_mm256_cmp_pd(x, _mm256_set1_pd(EXP_MIN), _CMP_GE_OQ), _mm256_cmp_pd(x, _mm256_set1_pd(EXP_MAX), _CMP_LE_OQ));
+    x = _mm256_and_pd(x, *ok); /* out-of-range lanes computed on 0, replaced in exp_scale */
+    *k = _mm256_round_pd(_mm256_mul_pd(x, _mm256_set1_pd(EXP_LOG2E)), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    return _mm256_sub_pd(_mm256_sub_pd(x, _mm256_mul_pd(*k, _mm256_set1_pd(EXP_LN2_HI))), _mm256_mul_pd(*k, _mm256_set1_pd(EXP_LN2_LO)));
+}
+
+static inline __m256d exp_scale(__m256d p, __m256d k, __m256d ok, __m256d big) /* p * 2^k, 2^k from its bits: exact */
+{
+    __m256i e = _mm256_slli_epi64(_mm256_add_epi64(_mm256_cvtepi32_epi64(_mm256_cvtpd_epi32(k)), _mm256_set1_epi64x(1023)), 52);
+    __m256d in = _mm256_and_pd(_mm256_mul_pd(p, _mm256_castsi256_pd(e)), ok);
+    return _mm256_or_pd(in, _mm256_and_pd(big, _mm256_set1_pd(INFINITY)));
+}
+#endif
+
 #ifdef RADIXCHECK_AVX512
 /* s += each int32 lane's int16 pair of xv times the int16 pair at w (vpdpwssd with an embedded
    broadcast; int32 lanes, wrapping: exact where the sum fits). Written as one instruction because

@@ -574,6 +574,9 @@ class Capabilities:
         if self.lifecycle == "off":
             gaps.append("the request lifecycle (lifecycle='off': chunked prefill, retract, abort, a skipped insert and a failed "
                         "admission are never sent)")
+        if self.namespaces and self.lifecycle != "off":
+            gaps.append("the request lifecycle under a tenant's namespace (lifecycle requests are sent in the default namespace "
+                        "only: a request path that drops or mixes up the namespace is not caught)")
         if self.key_mode == "bigram":
             gaps.append("the scheduling bound and the construction tests' foreign handle and reset (key_mode='bigram': they "
                         "send raw sequences of their own; the state machines send keys)")

@@ -37,6 +37,7 @@ import numpy as np
 from hypothesis import strategies as st
 from hypothesis.stateful import invariant, rule
 
+from radixcheck.oracles.isolation import check_match_isolated
 from radixcheck.oracles.refcount import check_none_locked
 from radixcheck.oracles.second_pool import NONE, StateModel, WindowModel, check_second_count, check_second_frees
 from radixcheck.oracles.violations import (
@@ -215,15 +216,17 @@ class WindowMachine(RadixCacheMachine):
         self.clock_calls[self.model.clock] = f"call {self.calls_sent}: match_prefix({shown(tokens)})"
         expected = cached[:length]
         expected_window = self.windows.windows(expected)
-        self._judge_match(tokens, values.tolist(), window.tolist(), cached, expected, expected_window)
+        if self.capabilities.namespaces:  # another tenant's KV is oracle 10's, named so, as in the plain machine
+            check_match_isolated(self.model, key, tokens, values.tolist(), self._inserted_by)
+        self._judge_match(tokens, values.tolist(), window.tolist(), cached, expected, expected_window, namespace)
         if self.options.reuses_buffers:
             _scribble(values)
             _scribble(window)
         return HandleRecord(handle, path, tokens[:length], namespace=namespace)
 
     def _judge_match(self, tokens: tuple[int, ...], got: list[int], got_window: list[int], cached: list[int],
-                     expected: list[int], expected_window: list[int]) -> None:
-        what = f"match_prefix({shown(tokens)})"
+                     expected: list[int], expected_window: list[int], namespace: Any = UNSAID) -> None:
+        what = f"match_prefix({shown(tokens)}{'' if namespace is UNSAID else f', namespace={namespace!r}'})"  # whose match
         check = Check("(values.tolist(), window.tolist()) == (expected, expected_window)", "(values.tolist(), window.tolist())",
                       {"expected": expected, "expected_window": expected_window})
         if len(got) % self.page_size or len(got) > len(tokens) or len(got_window) != len(got):
@@ -474,13 +477,15 @@ class StateMachine(WindowMachine):
             raise WindowMatchViolation(f"match_prefix({shown(tokens)}) returned {type(answer).__name__}, not (values, handle, state slot)",
                                        Check("len(result) == 3 and isinstance(result[2], int)", "result"))
         values, handle, state = _as_slot_array(answer[0], "match_prefix").tolist(), answer[1], int(answer[2])
+        if self.capabilities.namespaces:  # another tenant's KV is oracle 10's, named so, as in the plain machine
+            check_match_isolated(self.model, key, tokens, values, self._inserted_by)
         cached = self.model.values_of(self.model.longest_cached(tokens, key))
         length = self.windows.resumable(cached)
         path = self.model.match(tokens[:length], key)
         self.clock_calls[self.model.clock] = f"call {self.calls_sent}: match_prefix({shown(tokens)})"
         expected = cached[:length]
         expected_state = self.windows.of_kv[expected[-1]] if expected else NONE
-        what = f"match_prefix({shown(tokens)})"
+        what = f"match_prefix({shown(tokens)}{'' if namespace is UNSAID else f', namespace={namespace!r}'})"  # whose match
         check = Check("(values.tolist(), state) == (expected, expected_state)", "(values.tolist(), state)",
                       {"expected": expected, "expected_state": expected_state})
         if len(values) % self.page_size or len(values) > len(tokens):
