@@ -13,8 +13,11 @@ from typing import Any
 
 import pytest
 
+from radixcheck.oracles.violations import LRUOrderViolation
 from radixcheck.properties.conformance.test_tier_machine import test_tier_at_production_scale as production_world
+from radixcheck.properties.findings.waivers import NOT_REJUDGED, WaiverLog, parse_waivers
 from radixcheck.properties.target import OperationTimeout, caused_by_hang, forget_hangs, load_target
+from radixcheck.properties.tiers.mutants import MruFirstTier
 from radixcheck.properties.tiers.scale import MASS_EVICTION_LEAVES
 from radixcheck.reference.tiered_cache import TieredRadixCache
 
@@ -55,14 +58,24 @@ class RecursiveLocks(TieredRadixCache):
             self._lock_up(node.parent)
 
 
-def _run(spec: str) -> BaseException | None:
+class MruFirstRecursiveLocks(MruFirstTier, RecursiveLocks):
+    """Two bugs: an MRU-first device eviction (the wide tree's mass evict) and a recursive lock walk (the conversation)."""
+
+
+def _run(spec: str, waivers: str | WaiverLog = "") -> BaseException | None:
+    """The production test's failure on ``spec`` (``None``: it passed), with the waivers of ``waivers`` (a waiver file's text)."""
     forget_hangs()  # a hang is remembered within one test only (as the plugin does between tests)
     target = load_target(spec)
+    log = waivers if isinstance(waivers, WaiverLog) else _log(waivers)
     try:
-        production_world(target, page_size=min(target.capabilities.page_sizes_tested()))
+        production_world(target, page_size=min(target.capabilities.page_sizes_tested()), radix_waivers=log)
     except Exception as exc:  # noqa: BLE001 - the test's failure is what is judged
         return exc
     return None
+
+
+def _log(waivers: str) -> WaiverLog:
+    return WaiverLog.for_test(parse_waivers(waivers), ("x:y",), "test_tier_at_production_scale[page_size=1]")
 
 
 def _note(exc: BaseException) -> str:
@@ -93,3 +106,53 @@ def test_a_recursive_lock_walk_crashes_in_the_long_conversation() -> None:
 def test_correct_caches_pass_the_production_world(spec: str) -> None:
     assert _run(spec) is None
 
+
+
+# ---- one findings pipeline: a waiver silences its finding in the production world too, and nothing else ----
+
+SCALE_WAIVER = "*  *  4 LRU order  known: suffix-refreshed-on-mid-edge-use  # as reports/waivers/sglang_hicache.txt waives #3"
+
+
+def test_a_waived_order_finding_of_the_production_world_is_waived_in_every_world_and_says_it_was_not_rejudged() -> None:
+    """MRU-first device eviction fails the wide tree's mass evict (4 LRU order) in each write policy's
+    world; under a ``known:`` waiver of that oracle the test passes, its finding recorded once per world,
+    with what it left unbuilt and that the ``known:`` was not re-judged there (the matching is by oracle)."""
+    assert isinstance(_run("radixcheck.properties.tiers.mutants:MruFirstTier"), LRUOrderViolation)  # unwaived: the finding
+    log = _log(SCALE_WAIVER)
+    assert _run("radixcheck.properties.tiers.mutants:MruFirstTier", log) is None
+    [found] = log.findings()
+    assert found["oracle"] == "4 LRU order" and found["known_deviation"] == "suffix-refreshed-on-mid-edge-use", found
+    assert found["times_met"] == len(MruFirstTier.tier_capabilities.write_policies), found  # every policy's world was built
+    assert found["not_rejudged"] == NOT_REJUDGED and "not built: the rest of the" in found["cut_short"], found
+    assert all(f"the rest of the {policy} world" in found["cut_short"] for policy in MruFirstTier.tier_capabilities.write_policies)
+    assert log.met() == ["<waivers>:1"]
+
+
+@pytest.mark.parametrize("waiver", [
+    "*  *  4h host eviction order  known: suffix-refreshed-on-mid-edge-use  # the host tier's, not the device's",
+    "*  *  4 eviction amount  # another oracle of the same eviction",
+    "*  test_tier_state_machine  4 LRU order  # the small worlds' test only",
+])
+def test_a_waiver_of_another_finding_or_test_leaves_the_production_worlds_failure(waiver: str) -> None:
+    log = _log(waiver)
+    assert isinstance(_run("radixcheck.properties.tiers.mutants:MruFirstTier", log), LRUOrderViolation)
+    assert log.findings() == []
+
+
+def test_a_waived_wide_tree_still_builds_the_conversation_whose_own_bug_fails() -> None:
+    """The waived order finding ends each wide tree before the conversation: the conversation is
+    then built alone, and a second bug there (a recursive lock walk) is still the test's failure."""
+    log = _log(SCALE_WAIVER)
+    failure = _run(f"{__name__}:MruFirstRecursiveLocks", log)
+    assert isinstance(failure, RecursionError), failure
+    assert "a conversation of" in _note(failure)
+    assert [f["oracle"] for f in log.findings()] == ["4 LRU order"]
+
+
+@pytest.mark.parametrize("spec", [
+    "radixcheck.reference.tiered_cache:TieredRadixCache",
+    "radixcheck.properties.tiers.mutants:TrustingTenantTiers",
+])
+def test_correct_caches_meet_no_waiver_in_the_production_world(spec: str) -> None:
+    log = _log(SCALE_WAIVER)
+    assert _run(spec, log) is None and log.findings() == [] and log.met() == []

@@ -506,3 +506,58 @@ def test_an_order_oracles_failures_are_one_finding_whatever_their_shape() -> Non
     assert [(f.oracle, len(f.tests)) for f in found] == [("4 eviction order", 3), ("4 eviction amount", 1), ("4 eviction amount", 1)]
     [order_finding] = [f for f in found if f.oracle == "4 eviction order"]
     assert order_finding.program == "state.0()" and order_finding.reason == messages[0][1]  # the shortest program's
+
+
+# ---- the tier production world matches a waiver by its finding (one findings pipeline) ------------------------
+
+
+def test_a_known_waiver_met_in_the_tier_production_world_is_matched_by_oracle_and_says_so() -> None:
+    """The tier production world keeps no deviation's statistics (too costly there), so its order
+    finding carries no ``explained_by``: the state machine's rule would not waive it, ``at_scale``
+    does, by the oracle alone, and the audit card says the ``known:`` was not re-judged. A plain
+    waiver (nothing to re-judge) says nothing more; a finding of another oracle is not waived."""
+    from radixcheck.audit import Verdict, not_rejudged, waived_of
+    from radixcheck.properties.findings.waivers import NOT_REJUDGED
+
+    known = "* * 4 LRU order  known: suffix-refreshed-on-mid-edge-use  # #3"
+    order = LRUOrderViolation("evict(5) evicted leaf [1] while leaf [0] survived")
+    log = WaiverLog.for_test(parse_waivers(known), ("x:y",), "test_tier_at_production_scale[page_size=1]")
+    assert log.waiver_for(order) is None and not log.at_scale(RefcountViolation("lock count -1"))
+    assert log.at_scale(order, "the write_through production world")
+    [found] = log.findings()
+    assert found["not_rejudged"] == NOT_REJUDGED and found["known_deviation"] == "suffix-refreshed-on-mid-edge-use"
+    rejudged = {k: v for k, v in found.items() if k != "not_rejudged"}  # the state machine's meeting of it, re-judged
+    [merged] = waived_of([Verdict("test_tier_state_machine[page_size=1]", "passed", 1.0, waived=[rejudged]),
+                          Verdict("test_tier_at_production_scale[page_size=1]", "passed", 1.0, waived=[found])])
+    assert not_rejudged(merged) == f" — {NOT_REJUDGED}" and len(merged["tests"]) == 2
+    plain = WaiverLog.for_test(parse_waivers("* * 4 LRU order  # every order finding"), ("x:y",), "test_tier_at_production_scale")
+    assert plain.at_scale(order) and "not_rejudged" not in plain.findings()[0]
+    assert not_rejudged({"oracle": "x"}) == ""
+
+
+@pytest.mark.deep
+def test_the_plain_production_world_rejudges_a_known_waiver() -> None:
+    """The plain production-scale machine keeps the deviation's statistics (``known_deviations``, as
+    every cache machine), so there a ``known:`` line is re-judged, not matched by oracle: a split
+    that refreshes the suffix (#3) at scale is waived; the same finding under another oracle's waiver
+    fails; a correct cache meets no waiver."""
+    from radixcheck.properties.cache.scale_machine import scale_machine_for
+    from radixcheck.reference import RadixCache
+
+    def run(factory: type, waiver: str) -> tuple[BaseException | None, WaiverLog]:
+        log = WaiverLog.for_test(parse_waivers(waiver), ("x:y",), "test_cache_at_production_scale[page_size=1]")
+        try:
+            run_machine(scale_machine_for(factory, factory.capabilities, 1, "meta_plain_scale"), profiles.SETTINGS["mutation"],
+                        waived=log)
+        except Exception as exc:  # noqa: BLE001 - the failure is what is judged
+            return exc, log
+        return None, log
+
+    known = "* * 4 LRU order  known: suffix-refreshed-on-mid-edge-use  # 3"
+    failure, log = run(SplitRefreshesSuffix, known)
+    assert failure is None and [f["oracle"] for f in log.findings()] == ["4 LRU order"], failure
+    assert "not_rejudged" not in log.findings()[0]
+    failure, log = run(SplitRefreshesSuffix, "* * 4 eviction amount  # another oracle")
+    assert isinstance(failure, LRUOrderViolation) and log.findings() == [], failure
+    failure, log = run(RadixCache, known)
+    assert failure is None and log.findings() == [], failure

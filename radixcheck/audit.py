@@ -254,6 +254,9 @@ def waived_of(verdicts: list[Verdict]) -> list[dict[str, Any]]:
         for w in v.waived:
             entry = merged.setdefault((w["oracle"], w["type"], w["waiver"]), {**w, "tests": []})
             entry["tests"].append(v.test)
+            for key in ("cut_short", "not_rejudged"):  # said of one test's meeting (a production world's), kept whichever came first
+                if w.get(key):
+                    entry.setdefault(key, w[key])
     return list(merged.values())
 
 
@@ -392,7 +395,9 @@ class _Collector:
         elif verdict.outcome == "failed" and verdict.oracle and not verdict.oracle.startswith(NOT_AN_ORACLE):
             self.judged.append(verdict.oracle)
         if verdict.waived:
-            detail += "  (waived: " + ", ".join(f"{w['oracle']}{known_deviation(w)} ({w['waiver']})" for w in verdict.waived) + ")"
+            by_oracle = ", by oracle, not re-judged"  # a known:/as line met in the tier production world
+            detail += "  (waived: " + ", ".join(f"{w['oracle']}{known_deviation(w)}{by_oracle if w.get('not_rejudged') else ''} "
+                                              f"({w['waiver']})" for w in verdict.waived) + ")"
         print(f"[{time.monotonic() - self.started:6.1f} s] {mark} {verdict.test} ({verdict.seconds:.1f} s){detail}", flush=True)
 
     def _add_repro(self, test: str, repro: dict[str, Any]) -> None:
@@ -563,7 +568,7 @@ def report_card(result: AuditResult) -> str:
     if waived:
         parts += ["", "## Waived findings (--waive)", ""]
         parts += [f"- {w['oracle']} ({w['type']}){known_deviation(w)}: {w['message']} — waived by {w['waiver']}; met in "
-                  + ", ".join(f"`{t}`" for t in w["tests"]) + cut_short(w) for w in waived]
+                  + ", ".join(f"`{t}`" for t in w["tests"]) + cut_short(w) + not_rejudged(w) for w in waived]
     return "\n".join(parts) + "\n"
 
 
@@ -581,6 +586,12 @@ def same_root_cause(finding: Finding) -> str:
 def cut_short(waived: dict[str, Any]) -> str:
     """What a waived finding left unbuilt of a production world (the verdict does not cover it)."""
     return f" — {waived['cut_short']}: the verdict does not cover it" if waived.get("cut_short") else ""
+
+
+def not_rejudged(waived: dict[str, Any]) -> str:
+    """A ``known:``/``as`` waiver that matched a tier production world's finding by its oracle alone
+    (:meth:`~radixcheck.properties.findings.waivers.WaiverLog.at_scale`): the reader must know."""
+    return f" — {waived['not_rejudged']}" if waived.get("not_rejudged") else ""
 
 
 def with_waived(waived: list[dict[str, Any]]) -> str:
@@ -690,7 +701,7 @@ def print_summary(result: AuditResult) -> None:
               + f"{f.program}\n", file=sys.stdout)
     for w in waived:
         print(f"--- waived: {w['oracle']} ({w['type']}){known_deviation(w)}: {w['message']}\n"
-              f"waived by {w['waiver']}; met in {', '.join(w['tests'])}{cut_short(w)}\n", file=sys.stdout)
+              f"waived by {w['waiver']}; met in {', '.join(w['tests'])}{cut_short(w)}{not_rejudged(w)}\n", file=sys.stdout)
     for warning in result.unmatched_waivers:
         print(f"radixcheck: warning: {warning}", file=sys.stderr, flush=True)
     if result.conforms:

@@ -51,7 +51,7 @@ from pathlib import Path
 import pytest
 
 from radixcheck.argtypes import ArgumentParser, refuse_weaker, workers
-from radixcheck.audit import CONFORMANCE, SESSION_ARGS, _Collector, cut_short
+from radixcheck.audit import CONFORMANCE, SESSION_ARGS, _Collector, cut_short, not_rejudged
 from radixcheck.profiles import PROFILES
 from radixcheck.properties.cache.mutants import CORRECT_VARIANTS, MUTANTS
 from radixcheck.properties.index.mutants import CORRECT_INDEX_VARIANTS, INDEX_MUTANTS
@@ -727,7 +727,7 @@ def _failures(rows: list[dict], finding_of: Callable[[str, str, str], str] | Non
         for t, w in waived:
             finding = finding_of(r["name"], t, w["message"]) if finding_of else ""
             out += [f"- `{t}` — waived: oracle *{w['oracle']}*{f' — **finding {finding}**' if finding else ''}: "
-                    f"{w['message']} ({waiver_cited(w)}){cut_short(w)}"]
+                    f"{w['message']} ({waiver_cited(w)}){cut_short(w)}{not_rejudged(w)}"]
         out.append("")
     return out
 

@@ -53,7 +53,10 @@ longer describes the cache, and what follows is likely its echo.
 A waived finding ends the step it was raised in (the rest of that rule is not run). For the
 production-scale machine, whose first step builds the whole world, a finding waived there leaves
 a smaller world for the steps that follow: the finding records which stories were not built
-(``cut_short``), and the audit says so beside it.
+(``cut_short``), and the audit says so beside it. The tier production world (no machine: one
+deterministic build a write policy) matches a failure by its finding alone (:meth:`WaiverLog.at_scale`):
+a line's ``known:`` or ``as`` is not re-judged there (too costly at that scale), the waived finding
+says so (``not_rejudged``), and the next write policy's world is still built.
 """
 
 from __future__ import annotations
@@ -73,6 +76,10 @@ from radixcheck.properties.cache.deviations import KNOWN, DeviationError, resolv
 from radixcheck.properties.cache.policies import NAMED
 from radixcheck.properties.findings.failures import WORLD_CUT_SHORT, leaves, message_of, oracle_of
 from radixcheck.properties.findings.names import conformance_test_names, oracle_names
+
+# said beside a known:/as waiver's finding that the tier production world matched by its oracle alone (WaiverLog.at_scale)
+NOT_REJUDGED = ("matched by its oracle in the tier production world, its 'known:'/'as' not re-judged there "
+                "(no deviation's statistics are kept at that scale)")
 
 
 class WaiverError(ValueError):
@@ -99,10 +106,14 @@ class Waiver:
         return (any(_glob(name, self.target) for name in target_names)
                 and (self.test == test_id or _glob(test_id, self.test) or _glob(test_name, self.test)))
 
-    def waives(self, exc: BaseException) -> bool:
+    def waives(self, exc: BaseException, rejudge: bool = True) -> bool:
+        """``rejudge=False``: by the finding alone (oracle or class), its ``as``/``known:`` not judged
+        (a tier production world keeps no deviation's statistics: :meth:`WaiverLog.at_scale`)."""
         names = [oracle_of(exc)] + [cls.__name__ for cls in type(exc).__mro__]
         if not any(_glob(name, self.finding) for name in names):
             return False
+        if not rejudge:
+            return True
         if self.known is not None:  # set by the cache machine on an order finding a waived deviation explains
             return self.known in getattr(exc, "explained_by", ())
         if self.follows is None:
@@ -251,13 +262,23 @@ class WaiverLog:
         """The factories of the known deviations these waivers name (``known:``), once each."""
         return list({w.known: w.deviation for w in self.applicable if w.deviation is not None}.values())
 
-    def waiver_for(self, exc: BaseException) -> Waiver | None:
+    def waiver_for(self, exc: BaseException, rejudge: bool = True) -> Waiver | None:
         """The waiver of ``exc``; a group is waived only if every exception in it is."""
-        found = [next((w for w in self.applicable if w.waives(e)), None) for e in leaves(exc)]
+        found = [next((w for w in self.applicable if w.waives(e, rejudge)), None) for e in leaves(exc)]
         return found[0] if found and all(found) else None
 
-    def __call__(self, exc: BaseException, step: str = "") -> bool:
-        waiver = self.waiver_for(exc)
+    def at_scale(self, exc: BaseException, step: str = "") -> bool:
+        """Waive (and record) a failure of the tier production world by its finding alone, the
+        line's ``as``/``known:`` not re-judged: that world keeps no known deviation's statistics
+        (the #3 model's check of one mass eviction took over the per-operation limit on SGLang's
+        Rust core). An order finding has one shape whatever its message
+        (:func:`~radixcheck.properties.findings.failures.signature_of`), so its oracle is all a
+        shape could match: any order finding of that oracle there is waived, and the record says
+        it was not re-judged. A finding of another oracle still fails."""
+        return self(exc, step, rejudge=False)
+
+    def __call__(self, exc: BaseException, step: str = "", rejudge: bool = True) -> bool:
+        waiver = self.waiver_for(exc, rejudge)
         if waiver is None:
             return False
         # a waived finding that ended a production world: the verdict does not cover what it left out
@@ -269,8 +290,11 @@ class WaiverLog:
             entry["times_met"] += 1
             if waiver.known is not None:
                 entry["known_deviation"] = waiver.known
-            if cut_short:
-                entry["cut_short"] = cut_short
+            if not rejudge and (waiver.known or waiver.follows):
+                entry["not_rejudged"] = NOT_REJUDGED
+            if cut_short and cut_short not in entry.get("cut_short", ""):  # each world it ended (a tier target's: one a policy)
+                unbuilt = cut_short.removeprefix(WORLD_CUT_SHORT.removeprefix("radixcheck: "))
+                entry["cut_short"] = f"{entry['cut_short']}; {unbuilt}" if entry.get("cut_short") else cut_short
         return True
 
     def findings(self) -> list[dict[str, Any]]:

@@ -101,19 +101,21 @@ def long_conversation(world: TierWorld, rng: random.Random, turns: int = DEEP_TU
 
 
 def production_stories(world: TierWorld, rng: random.Random, requests: int = WIDE_REQUESTS,
-                       turns: int = DEEP_TURNS, deep: bool = True) -> None:
+                       turns: int = DEEP_TURNS, deep: bool = True, wide: bool = True) -> None:
     """Both stories, in order (``deep=False``: the wide tree only; the conversation costs turns**2 / 2
-    pages sent, so a caller runs it once per target); a failure says which story, in which call,
-    how big the tree was and the limit."""
-    stories: list[tuple[str, Callable[[], Any]]] = [
-        (f"a wide tree of {requests} requests on {SYSTEM_PROMPTS} system prompts, then one evict of everything on device "
-         f"(at least {MASS_EVICTION_LEAVES} leaves)", lambda: wide_tree(world, rng, requests)),
-        (f"a conversation of {turns} turns, its path {turns} pages deep", lambda: long_conversation(world, rng, turns)),
-    ][: 2 if deep else 1]
-    for story, run in stories:
+    pages sent, so a caller runs it once per target; ``wide=False``: the conversation alone, after a
+    waived finding ended the wide tree); a failure says which story, in which call, how big the tree
+    was and the limit, and carries the story's name as ``production_story`` (``"wide"``, ``"deep"``)."""
+    stories: list[tuple[str, str, Callable[[], Any]]] = [
+        ("wide", f"a wide tree of {requests} requests on {SYSTEM_PROMPTS} system prompts, then one evict of everything on "
+         f"device (at least {MASS_EVICTION_LEAVES} leaves)", lambda: wide_tree(world, rng, requests)),
+        ("deep", f"a conversation of {turns} turns, its path {turns} pages deep", lambda: long_conversation(world, rng, turns)),
+    ]
+    for name, story, run in [s for s in stories if (s[0] == "wide" and wide) or (s[0] == "deep" and deep)]:
         try:
             run()
         except Exception as exc:
+            exc.production_story = name  # type: ignore[attr-defined]  # the caller may build the other story alone
             exc.add_note(f"radixcheck: in the tier production world ({world.write_policy}, page size {world.page_size}), "
                          f"while: {story}; in the call {_call_of(exc)} (operation {world.operations}); the tree then held "
                          f"{_size(world)}; per-operation limit {op_timeout():g} s of CPU")
