@@ -331,11 +331,16 @@ TIERED = "radixcheck.reference.tiered_cache:TieredRadixCache"
 @pytest.mark.deep
 def test_a_tiered_target_is_measured_on_every_operation() -> None:
     """A tiered cache (``tier_capabilities``) is driven through its device tier, its transfers
-    completed as they start: every operation it offers gets points, none fails."""
+    completed as they start: every operation it offers gets points, none fails. Its contract has
+    ``device_size`` (measured as ``total_size``) and no evictable or protected size: never sent."""
+    from radixcheck.bench import TIER_LACKS
+
     (result,) = bench([(load_target(TIERED), 1)], BenchPlan(wide_leaves=(16, 32, 64), deep_levels=(4, 8, 16), repeats=1),
                       clock=LineClock())
     sys.settrace(None)
-    assert result.measured() == list(result.ops) and not result.failed(), {n: o.stopped for n, o in result.ops.items()}
+    offered = [n for n in result.ops if n not in TIER_LACKS]
+    assert result.measured() == offered and not result.failed(), {n: o.stopped for n, o in result.ops.items()}
+    assert all(result.ops[n].stopped.startswith("not offered") for n in TIER_LACKS)
 
 
 class BreaksOnEvictPrefix:
