@@ -22,6 +22,7 @@ from radixcheck.properties.cache.mutants import CORRECT_VARIANTS
 from radixcheck.properties.growth import FLAG_EXPONENT, grows_too_fast, growth_exponent
 from radixcheck.properties.memory_limit import MemoryLimitExceeded, memory_limit, resident_bytes
 from radixcheck.properties.target import load_target
+from radixcheck.reference import RadixCache
 
 SIZES = (16, 64, 256)  # three sizes: the fewest a flag needs (counted lines make them deterministic)
 
@@ -96,6 +97,8 @@ class LineClock:
 REFERENCE = "radixcheck.reference:RadixCache"
 RESCANS = "radixcheck.properties.cache.slow_variants:EvictRescansPerLeaf"
 SCANS = "radixcheck.properties.cache.slow_variants:ChildLookupScans"
+COUNTED = "meta_tests.counted_sizes:CountedSizes"  # the reference with O(1) size calls
+SIZE_CALLS = ("total_size", "evictable_size", "protected_size")
 
 
 CORRECT = [f"radixcheck.properties.cache.mutants:{v.__name__}" for v in CORRECT_VARIANTS]
@@ -103,7 +106,7 @@ CORRECT = [f"radixcheck.properties.cache.mutants:{v.__name__}" for v in CORRECT_
 
 @pytest.fixture(scope="module")
 def measured():
-    targets = [(load_target(spec), 1) for spec in (REFERENCE, RESCANS, SCANS, *CORRECT)]
+    targets = [(load_target(spec), 1) for spec in (REFERENCE, RESCANS, SCANS, COUNTED, *CORRECT)]
     results = bench(targets, BenchPlan(wide_leaves=SIZES, deep_levels=(4, 8, 16), repeats=1), clock=LineClock())
     sys.settrace(None)
     return {r.spec: r for r in results}
@@ -134,6 +137,51 @@ def test_scanning_child_lookup_is_flagged_on_match_and_insert(measured) -> None:
     assert ops["insert"].flagged, ops["insert"].medians()
     assert not ops["evict"].flagged
     assert not ops["match_prefix_deep"].flagged  # two children a node: the deep tree does not see it
+
+
+@pytest.mark.deep  # shares the benchmark of four targets
+@pytest.mark.xdist_group("bench")
+def test_size_calls_are_flagged_when_they_recount_the_tree_and_not_when_counted(measured) -> None:
+    """The reference recounts every node on each size call (by design: simple to verify), as the
+    vllm trial's SizesScanEveryBlock did; a cache that keeps running counts costs the same at any size."""
+    for name in SIZE_CALLS:
+        recount, counted = measured[REFERENCE].ops[name], measured[COUNTED].ops[name]
+        assert recount.flagged, (name, recount.exponent, recount.medians())
+        assert counted.points and not counted.flagged, (name, counted.exponent, counted.medians())
+    assert not any(measured[COUNTED].ops[x].flagged for x in ("match_prefix", "insert", "evict"))
+
+
+def test_the_counted_sizes_agree_with_the_reference_recount() -> None:
+    """The O(1) control above is a correct cache: its counts equal the reference's recount."""
+    import random
+
+    from meta_tests.counted_sizes import CountedSizes
+    from radixcheck.properties.cache.contract import SlotAllocator
+
+    rng, allocator = random.Random(0), SlotAllocator(4096)
+    cache, locked, seqs = CountedSizes(allocator, 2), [], []
+    for step in range(400):
+        roll = rng.random()
+        if roll < 0.5 or not seqs:
+            seq = (seqs[rng.randrange(len(seqs))][: rng.randrange(1, 9)] if seqs and rng.random() < 0.5 else []) + \
+                  [rng.randrange(50) for _ in range(rng.randrange(1, 12))]
+            if allocator.available() < len(seq):
+                cache.evict(64)
+                continue
+            values = allocator.alloc(len(seq))
+            allocator.free(values[: cache.insert(seq, values)])
+            seqs.append(seq)
+        elif roll < 0.7:
+            handle = cache.match_prefix(seqs[rng.randrange(len(seqs))])[1]
+            cache.inc_lock_ref(handle)
+            locked.append(handle)
+        elif roll < 0.85 and locked:
+            cache.dec_lock_ref(locked.pop(rng.randrange(len(locked))))
+        else:
+            cache.evict(rng.randrange(1, 20))
+        for name in SIZE_CALLS:
+            assert getattr(cache, name)() == getattr(RadixCache, name)(cache), (step, name)
+    assert cache.protected_size() > 0 and cache.evictable_size() > 0  # both counts were exercised
 
 
 def test_an_operation_the_target_does_not_offer_is_never_sent() -> None:
@@ -283,11 +331,16 @@ TIERED = "radixcheck.reference.tiered_cache:TieredRadixCache"
 @pytest.mark.deep
 def test_a_tiered_target_is_measured_on_every_operation() -> None:
     """A tiered cache (``tier_capabilities``) is driven through its device tier, its transfers
-    completed as they start: every operation it offers gets points, none fails."""
+    completed as they start: every operation it offers gets points, none fails. Its contract has
+    ``device_size`` (measured as ``total_size``) and no evictable or protected size: never sent."""
+    from radixcheck.bench import TIER_LACKS
+
     (result,) = bench([(load_target(TIERED), 1)], BenchPlan(wide_leaves=(16, 32, 64), deep_levels=(4, 8, 16), repeats=1),
                       clock=LineClock())
     sys.settrace(None)
-    assert result.measured() == list(result.ops) and not result.failed(), {n: o.stopped for n, o in result.ops.items()}
+    offered = [n for n in result.ops if n not in TIER_LACKS]
+    assert result.measured() == offered and not result.failed(), {n: o.stopped for n, o in result.ops.items()}
+    assert all(result.ops[n].stopped.startswith("not offered") for n in TIER_LACKS)
 
 
 class BreaksOnEvictPrefix:

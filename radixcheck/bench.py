@@ -16,6 +16,9 @@ inc/dec_lock_ref   call           a leaf's handle (depth 2) on the wide tree
 evict              evicted leaf   one ``evict`` freeing a quarter of the wide tree
 evict_small        call           ``evict(1)``: one leaf, the engine's "free a little under pressure"
 evict_prefix       call           one leaf's branch (``supports_quarantine`` only)
+total_size,        call           a size read on the wide tree with one leaf locked, as a scheduler
+evictable_size,                     reads them every step (a tiered cache: ``device_size`` as
+protected_size                      ``total_size``; its contract has no other two)
 match_prefix_deep  query token    a full hit down a *deep* tree (a chain of d one-page nodes,
 insert_deep        query token      each with a one-page side leaf), and a new leaf at depth d-1
 inc/dec_lock_ref_  locked node    the handle at depth d (the cost per call divided by d)
@@ -105,6 +108,8 @@ OPERATIONS: dict[str, Operation] = {
         Operation("evict", "evicted leaf", "wide", f"one evict() freeing {EVICT_FRACTION:.0%} of the cache"),
         Operation("evict_small", "call", "wide", "evict(1): one leaf freed, as an engine frees a little under pressure"),
         Operation("evict_prefix", "call", "wide", "evict_prefix of one leaf's branch", needs_quarantine=True),
+        *(Operation(name, "call", "wide", f"{name}() with one leaf locked, as a scheduler reads it every step")
+          for name in ("total_size", "evictable_size", "protected_size")),
         Operation("match_prefix_deep", "query token", "deep", "a full hit down a chain of d one-page nodes"),
         Operation("insert_deep", "query token", "deep", "a new one-page leaf at depth d-1"),
         Operation("inc_lock_ref_deep", "locked node", "deep", "lock the handle at depth d (cost per call / d)"),
@@ -525,6 +530,24 @@ def _evict_prefix(tree: _Tree, rng: np.random.Generator) -> dict[str, tuple[floa
     return {"evict_prefix": (timed.cost, len(doomed))}
 
 
+def _size_read(name: str) -> _Measure:
+    """Times ``BATCH_CALLS`` calls of the size method ``name``, one young leaf locked meanwhile
+    (a scheduler reads the sizes while requests hold their prefixes)."""
+
+    def measure(tree: _Tree, rng: np.random.Generator) -> dict[str, tuple[float, float]]:
+        handle = _untimed(tree, "match_prefix", _sample(rng, tree.young(), 1)[0])[1]
+        _untimed(tree, "inc_lock_ref", handle)
+        try:
+            with _Timed(tree) as timed:
+                for _ in range(BATCH_CALLS):
+                    timed(name)
+        finally:
+            _untimed(tree, "dec_lock_ref", handle)
+        return {name: (timed.cost, BATCH_CALLS)}
+
+    return measure
+
+
 def _match_deep(tree: _Tree, rng: np.random.Generator) -> dict[str, tuple[float, float]]:
     with _Timed(tree) as timed:
         for _ in range(BATCH_CALLS):
@@ -548,10 +571,14 @@ def _locks_deep(tree: _Tree, rng: np.random.Generator) -> dict[str, tuple[float,
     return _locks(tree, rng, suffix="_deep")
 
 
+TIER_LACKS = ("evictable_size", "protected_size")
+"""Size calls the base contract has and the tiered contract does not (``radixcheck.properties.tiers.contract``)."""
+
 # In the order they run on one tree: the destructive ones last.
 WIDE_STEPS: list[tuple[tuple[str, ...], _Measure]] = [
     (("match_prefix",), _match_wide),
     (("inc_lock_ref", "dec_lock_ref"), _locks),
+    *(((name,), _size_read(name)) for name in ("total_size", "evictable_size", "protected_size")),
     (("insert",), _insert_wide),
     (("evict_prefix",), _evict_prefix),
     (("evict_small",), _evict_small),
@@ -598,6 +625,8 @@ class _Runner:
             cost = OpCost(op.name, op.unit, op.tree, op.what)
             if op.needs_quarantine and not target.capabilities.supports_quarantine:
                 cost.stopped = "not offered (supports_quarantine=False: never sent)"
+            if target.kind == "tier" and name in TIER_LACKS:
+                cost.stopped = "not offered (a tiered cache's contract has device_size, measured as total_size: never sent)"
             ops[name] = cost
         return TargetCost(target.spec, page_size, str(target.capabilities), ops)
 

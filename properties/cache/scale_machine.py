@@ -27,7 +27,12 @@ checked by the same oracles as every other call (a failure names the story it ha
    most :data:`MAX_LEAF_TOKENS` tokens, in whole pages), so it must evict at least 500.
 
 Steps cost what they touch (the oracles are incremental: ``radixcheck.oracles.prefix_set``), so
-a world this size is built in about a second on the reference. The machine asks for its own settings
+a world this size is built in about a second on the reference. The world reads the three sizes at
+its checks only (after each story, at the crowd's checkpoints, after each rule: 16-18 reads), not
+after every request as a scheduler does: the reference recounts its sizes on each call (O(n), by
+design), so reads per request would cost the reference's world (and every variant's) tens of
+seconds, and an O(n) size call would still not fail there: ~10 ms a call at 10^5 tokens is far
+under the per-call limit. An O(n) size call is found by ``radixcheck bench`` (its size calls). The machine asks for its own settings
 (:meth:`ProductionScaleMachine.settings_for`): few examples, each a whole production world.
 """
 
