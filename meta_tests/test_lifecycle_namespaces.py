@@ -17,7 +17,7 @@ from radixcheck.oracles.violations import TenantIsolationViolation
 from radixcheck.properties.cache.machine import machine_for
 from radixcheck.properties.findings.verdict import run_machine
 from radixcheck.reference import RadixCache
-from radixcheck.reference.hybrid_requests import WindowRequestsCache
+from radixcheck.reference.hybrid_requests import StateRequestsCache, WindowRequestsCache
 
 SEARCH = settings(profiles.SETTINGS["mutation"], max_examples=15)
 
@@ -38,7 +38,13 @@ class WindowRequestsDropNamespace(_DropsNamespace, WindowRequestsCache):
     pass
 
 
-WINDOW_TENANTS = replace(WindowRequestsCache.capabilities, namespaces=True)  # the window reference takes namespace= too
+class StateRequestsDropNamespace(_DropsNamespace, StateRequestsCache):
+    pass
+
+
+WINDOW_TENANTS = replace(WindowRequestsCache.capabilities, namespaces=True)  # the hybrid references take namespace= too
+STATE_TENANTS = replace(StateRequestsCache.capabilities, namespaces=True)
+STREAMS = 20  # derandomized streams per mutant (each its own machine name), 15 programs each
 
 
 def test_lifecycle_requests_carry_a_namespace_when_declared() -> None:
@@ -47,3 +53,36 @@ def test_lifecycle_requests_carry_a_namespace_when_declared() -> None:
     run_machine(machine_for(RadixCache, RadixCache.capabilities, 4, "ns_requests_reference"), SEARCH)
     with pytest.raises(TenantIsolationViolation):
         run_machine(machine_for(RequestsDropNamespace, RadixCache.capabilities, 4, "ns_requests_drop"), SEARCH)
+
+
+def _outcomes(cls: type, caps: Any, streams: int) -> list[str]:
+    """The first failure's class name per stream (``"pass"`` where none was found)."""
+    outcomes = []
+    for i in range(streams):
+        try:
+            run_machine(machine_for(cls, caps, 4, f"ns_requests_{cls.__name__}_{i}"), SEARCH)
+            outcomes.append("pass")
+        except Exception as exc:  # noqa: BLE001 - any finding counts; its class is what is judged
+            outcomes.append(type(exc).__name__)
+    return outcomes
+
+
+@pytest.mark.deep  # 20 streams per mutant: about a second of CPU each
+@pytest.mark.parametrize(("cls", "caps", "by_oracle_10"), [
+    (RequestsDropNamespace, RadixCache.capabilities, 15),  # measured 9/10 first by oracle 10 (the rest: oracle 1)
+    (WindowRequestsDropNamespace, WINDOW_TENANTS, 5),  # measured 7/10 (the rest: slot and window frees)
+    (StateRequestsDropNamespace, STATE_TENANTS, 1),  # measured 2/10 (a state's frees usually say it first)
+])
+def test_a_request_path_that_drops_the_namespace_is_caught_in_every_stream(cls: type, caps: Any, by_oracle_10: int) -> None:
+    """Every stream catches the mutant; oracle 10 (the request matched another namespace's KV) is the
+    first finding in at least ``by_oracle_10`` of them."""
+    outcomes = _outcomes(cls, caps, STREAMS)
+    assert "pass" not in outcomes, outcomes
+    assert outcomes.count(TenantIsolationViolation.__name__) >= by_oracle_10, outcomes
+
+
+@pytest.mark.deep  # the false-alarm side: seconds of CPU per cache
+@pytest.mark.parametrize(("cls", "caps"), [(RadixCache, RadixCache.capabilities), (WindowRequestsCache, WINDOW_TENANTS),
+                                           (StateRequestsCache, STATE_TENANTS)])
+def test_correct_request_caches_pass_with_namespaced_requests(cls: type, caps: Any) -> None:
+    assert _outcomes(cls, caps, 5) == ["pass"] * 5
