@@ -33,14 +33,16 @@ def _leak(entry: Entry, inserted_by: InsertedBy) -> str:
 
 
 def check_match_isolated(model: PrefixSetModel, namespace: Hashable, tokens: Sequence[int], values: Sequence[int],
-                         inserted_by: InsertedBy) -> None:
-    """A match under ``namespace`` returned ``values``: none may be a slot another namespace cached."""
+                         inserted_by: InsertedBy, call: str = "match_prefix", answer: str = "values.tolist()") -> None:
+    """A match under ``namespace`` returned ``values``: none may be a slot another namespace cached.
+    ``call`` and ``answer`` name the match and its slots as a repro file reads them (a running
+    request's ``match_req`` leaves them in ``req.slots``)."""
     leaked = _owners_elsewhere(model, values, namespace)
     if leaked:
         foreign = sorted(s for e in leaked for s in e.values)
         raise TenantIsolationViolation(
-            f"match_prefix({shown(tokens)}, namespace={namespace!r}) returned the KV of {_leak(leaked[0], inserted_by)}",
-            Check("set(values.tolist()).isdisjoint(other_namespace)", "sorted(set(values.tolist()) & set(other_namespace))",
+            f"{call}({shown(tokens)}, namespace={namespace!r}) returned the KV of {_leak(leaked[0], inserted_by)}",
+            Check(f"set({answer}).isdisjoint(other_namespace)", f"sorted(set({answer}) & set(other_namespace))",
                   {"other_namespace": foreign}))
 
 

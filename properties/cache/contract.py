@@ -165,8 +165,13 @@ through these steps (``Capabilities.lifecycle``):
 Slot conservation judges every step (a page both in the tree and freed, or held by nobody, is
 caught at the step that did it), the prefix-set model judges every match and insert, and the sizes
 judge the locks (a lock a failed admission forgot, or a re-published chunk that locked twice).
-The suite sends lifecycle requests in the default namespace, keeps at most three in flight, and ends
-them (as aborts) before a ``reset`` or an ``evict_prefix``, as a server aborts what runs before it
+A request carries its namespace (``Request.namespace``: vLLM's ``cache_salt``, SGLang's ``extra_key``
+on the request; ``None``, the default one). For a target that also declares ``namespaces=True`` the
+suite draws one per request, a tenant's or the default, and a ``"requests"`` cache must match,
+publish and cache under it: ``match_req`` is judged by oracle 10 as ``match_prefix`` is (none of the
+slots it leaves in ``req.slots`` another namespace's), and every later step against that namespace's
+prefixes; a ``"tree"`` lifecycle sends it as ``namespace=`` on its calls. The suite keeps at most
+three requests in flight, and ends them (as aborts) before a ``reset`` or an ``evict_prefix``, as a server aborts what runs before it
 flushes. ``"off"`` (the default) runs none of these steps.
 
 Key modes (EAGLE bigram keys)
@@ -574,9 +579,6 @@ class Capabilities:
         if self.lifecycle == "off":
             gaps.append("the request lifecycle (lifecycle='off': chunked prefill, retract, abort, a skipped insert and a failed "
                         "admission are never sent)")
-        if self.namespaces and self.lifecycle != "off":
-            gaps.append("the request lifecycle under a tenant's namespace (lifecycle requests are sent in the default namespace "
-                        "only: a request path that drops or mixes up the namespace is not caught)")
         if self.key_mode == "bigram":
             gaps.append("the scheduling bound and the construction tests' foreign handle and reset (key_mode='bigram': they "
                         "send raw sequences of their own; the state machines send keys)")
@@ -609,7 +611,8 @@ class Request:
     and updates it (see "The request lifecycle" above): SGLang's ``Req`` reduced to what its cache
     reads. ``slots[:filled]`` is the request's row (SGLang's ``req_to_token`` row): the KV slots of
     ``tokens[:filled]``; ``slots[:protected]`` are the tree's (under the request's lock, through
-    ``handle``), the rest are the request's own."""
+    ``handle``), the rest are the request's own. ``namespace`` is the tenant it runs under (vLLM's
+    ``cache_salt``, SGLang's ``extra_key``; ``None``: the default namespace)."""
 
     def __init__(self, tokens: Sequence[int], namespace: Any = None) -> None:
         self.tokens: tuple[int, ...] = tuple(int(t) for t in tokens)

@@ -561,7 +561,7 @@ class WindowLifecycleMachine(WindowMachine, LifecycleMachine):
     def _can_publish(self, record: RequestRecord) -> bool:
         request, own = record.request, self._own(record)
         aligned = request.filled // self.page_size * self.page_size
-        cached = self.model.values_of(self.model.longest_cached(request.tokens[:aligned]))
+        cached = self.model.values_of(self.model.longest_cached(request.tokens[:aligned], record.key))
         for i in range(max(0, aligned - self.window), aligned):
             if not (i in own if i >= len(cached) else self.windows.live(cached[i]) or (self.refills and i in own)):
                 return False
@@ -579,7 +579,7 @@ class WindowLifecycleMachine(WindowMachine, LifecycleMachine):
         for i in [*range(prefix_len, aligned), *self.adopted]:
             if i in own:
                 self.held_window.discard(own.pop(i))
-        cached = self.model.values_of(self.model.longest_cached(request.tokens[:aligned]))
+        cached = self.model.values_of(self.model.longest_cached(request.tokens[:aligned], record.key))
         self._free_window(record, [i for i in own if record.protected <= i < prefix_len and self.windows.live(cached[i])])
         for i in range(aligned):
             if i not in own:

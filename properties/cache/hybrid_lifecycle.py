@@ -53,13 +53,13 @@ class _SecondPoolRequests:
     model: Any
     windows: Any
 
-    def _cache_match_path(self, tokens: tuple[int, ...]) -> list[Any]:
-        cached = self.model.values_of(self.model.longest_cached(tokens))
-        return self.model.match(tokens[: self.windows.resumable(cached)])
+    def _cache_match_path(self, tokens: tuple[int, ...], key: Any) -> list[Any]:
+        cached = self.model.values_of(self.model.longest_cached(tokens, key))
+        return self.model.match(tokens[: self.windows.resumable(cached)], key)
 
     def _second_before(self, record: RequestRecord) -> Any:
         request = record.request
-        return self.model.values_of(self.model.longest_cached(request.tokens[: request.filled])), self._mark2()
+        return self.model.values_of(self.model.longest_cached(request.tokens[: request.filled], record.key)), self._mark2()
 
 
 class _FinishAfterDecode:
@@ -68,11 +68,11 @@ class _FinishAfterDecode:
 
     @precondition(_room)
     @rule(base=RadixCacheMachine.sequences, cut=CUTS, tail=TAILS, prefill=st.tuples(CHUNK_BLOCKS, CHUNK_EXTRA),
-          decode=st.tuples(CHUNK_BLOCKS, CHUNK_EXTRA), seed=st.integers(0, 15))
+          decode=st.tuples(CHUNK_BLOCKS, CHUNK_EXTRA), seed=st.integers(0, 15), data=st.data())
     def finish_after_decode(self, base: tuple[int, ...], cut: Length, tail: Span, prefill: tuple[int, int],
-                            decode: tuple[int, int], seed: int) -> None:
+                            decode: tuple[int, int], seed: int, data: st.DataObject) -> None:
         prompt = self._query(base, cut, tail, min_shared=1) + tail.tokens(self.block)
-        record = self._admit_request(prompt, False, True)
+        record = self._admit_request(prompt, False, True, self._request_namespace(data))
         assert record is not None
         self._compute(record, self._chunk(*prefill), seed)
         self._publish(record)
@@ -188,7 +188,7 @@ class StateLifecycleMachine(_FinishAfterDecode, _SecondPoolRequests, StateMachin
         aligned = request.filled // self.page_size * self.page_size
         if not aligned:
             return False
-        cached = self.model.values_of(self.model.longest_cached(request.tokens[:aligned]))
+        cached = self.model.values_of(self.model.longest_cached(request.tokens[:aligned], record.key))
         if len(cached) >= aligned and self.windows.live(cached[aligned - 1]):
             return True
         return self._ends_aligned(record) and self._own_state(record) != NONE

@@ -39,9 +39,11 @@ import numpy as np
 from hypothesis import strategies as st
 from hypothesis.stateful import Bundle, consumes, invariant, multiple, precondition, rule
 
+from radixcheck.oracles.isolation import check_match_isolated
 from radixcheck.oracles.slots import check_conservation, check_freed
 from radixcheck.oracles.violations import Check, PrefixSetViolation, SlotViolation, shown
 from radixcheck.properties.cache.contract import Request
+from radixcheck.properties.cache.layers import UNSAID, namespace_key
 from radixcheck.properties.cache.machine import (
     CUTS,
     TAILS,
@@ -51,6 +53,7 @@ from radixcheck.properties.cache.machine import (
     SentCall,
     Span,
 )
+from radixcheck.properties.cache.tenants import fixed_namespaces
 from radixcheck.properties.findings.transcript import act
 
 MAX_IN_FLIGHT = 3  # lifecycle requests running at once (beside the plain machine's locks)
@@ -73,12 +76,18 @@ class RequestRecord(HandleRecord):
     skip_insert: bool = False
     done: bool = False
 
+    @property
+    def key(self) -> Any:
+        """The namespace the model files the request under (``None``: the default one)."""
+        return namespace_key(self.namespace)
+
     def own(self) -> list[int]:
         """The slots the request holds of its own (computed, not the tree's)."""
         return self.row[self.protected :]
 
     def __repr__(self) -> str:
-        return f"request<{shown(self.request.tokens)}>"
+        where = "" if self.namespace is UNSAID else f", namespace={self.namespace!r}"
+        return f"request<{shown(self.request.tokens)}{where}>"
 
 
 def _room(self: LifecycleMachine, needed: int = 1) -> bool:
@@ -94,7 +103,7 @@ class LifecycleMachine(RadixCacheMachine):
         super().__init__()
         self.in_flight: list[RequestRecord] = []
         self.own_slots: set[int] = set()  # the slots running requests hold of their own
-        self.requeued: list[tuple[int, ...]] = []  # what retracted requests had computed: they wait to run again
+        self.requeued: list[tuple[Any, tuple[int, ...]]] = []  # (namespace, computed tokens) of retracted requests: they run again
 
     @property
     def _by_cache(self) -> bool:
@@ -119,17 +128,22 @@ class LifecycleMachine(RadixCacheMachine):
     # ---- the steps ----------------------------------------------------------------------------------
 
     @act
-    def _admit_request(self, tokens: tuple[int, ...], skip_insert: bool, admitted: bool) -> RequestRecord | None:
-        """A request is matched; if ``admitted`` it is locked and runs, else (the batch was full) it
+    def _admit_request(self, tokens: tuple[int, ...], skip_insert: bool, admitted: bool,
+                       namespace: Any = UNSAID) -> RequestRecord | None:
+        """A request (under ``namespace``: its ``Request.namespace``, SGLang's ``extra_key``, vLLM's
+        ``cache_salt``) is matched; if ``admitted`` it is locked and runs, else (the batch was full) it
         is turned away: no lock, no insert, nothing freed."""
-        request = Request(tokens)
-        self._caller("Request", tokens, result=request)
+        key = namespace_key(namespace)
+        request = Request(tokens, key)
+        self._caller("Request", tokens, *(() if namespace is UNSAID else (namespace,)), result=request)
         if self._by_cache:
             self._call("match_req", request)
-            path = self._cache_match_path(tokens)
+            path = self._cache_match_path(tokens, key)
             self.clock_calls[self.model.clock] = f"call {self.calls_sent}: match_req({shown(tokens)})"
             expected = self.model.values_of(path)
             got = np.asarray(request.slots).tolist()[: request.filled]
+            if self.capabilities.namespaces:  # oracle 10: the request's match holds no other namespace's KV
+                check_match_isolated(self.model, key, tokens, got, self._inserted_by, "match_req", "req.slots[:req.filled].tolist()")
             if request.filled != len(expected) or request.protected != len(expected) or got != expected:
                 raise PrefixSetViolation(
                     f"match_req({shown(tokens)}) left the request with {request.filled} tokens filled, {request.protected} "
@@ -138,14 +152,14 @@ class LifecycleMachine(RadixCacheMachine):
                           "(req.filled, req.protected, req.slots[:req.filled].tolist())", {"n": len(expected), "expected": expected}))
             handle = request.handle
         else:
-            matched = self._match(tokens)
+            matched = self._match(tokens, namespace=namespace)
             path, expected, handle = matched.path, self.model.values_of(matched.path), matched.handle
             request.slots, request.filled, request.protected, request.handle = (
                 np.asarray(expected, dtype=np.int64), len(expected), len(expected), handle)
         if not admitted:
             return None
         record = RequestRecord(handle, path, tokens[: len(expected)], request=request, row=list(expected), protected=len(expected),
-                               prompt=len(tokens), skip_insert=skip_insert)
+                               prompt=len(tokens), skip_insert=skip_insert, namespace=namespace)
         if self._by_cache:
             self._call("lock_req", request)
             self.model.lock(path)
@@ -185,9 +199,9 @@ class LifecycleMachine(RadixCacheMachine):
             mark, second = self._mark(), self._second_before(record)
             self._call("cache_unfinished_req", request)
             freed = self._freed_since(mark)
-            prefix_len = self.model.insert(tokens, record.row, None)
+            prefix_len = self.model.insert(tokens, record.row, record.key)
             self.clock_calls[self.model.clock] = f"call {self.calls_sent}: cache_unfinished_req({record})"
-            new_path = self.model.match(tokens[:aligned])
+            new_path = self.model.match(tokens[:aligned], record.key)
             self.model.lock(new_path)
             unlocked = self.model.unlock(old_path)
             check_freed(freed, set(record.row[record.protected : prefix_len]) | unlocked, f"cache_unfinished_req({record})")
@@ -195,10 +209,10 @@ class LifecycleMachine(RadixCacheMachine):
             handle = request.handle
         else:
             self._make_room(tokens)
-            prefix_len = self._insert(tokens, np.asarray(record.row, dtype=np.int64), **self._second_keywords(record))
+            prefix_len = self._insert(tokens, np.asarray(record.row, dtype=np.int64), record.namespace, **self._second_keywords(record))
             self._caller_free(record.row[record.protected : prefix_len])
             self._second_inserted(record, prefix_len, aligned)
-            moved = self._match(tokens[:aligned])
+            moved = self._match(tokens[:aligned], namespace=record.namespace)
             self._lock(moved)
             self._release(record)
             new_path, handle = moved.path, moved.handle
@@ -242,7 +256,7 @@ class LifecycleMachine(RadixCacheMachine):
             freed = self._freed_since(mark)
             expected, prefix_len = set(record.own()), None
             if insert:
-                prefix_len = self.model.insert(tokens, record.row, None)
+                prefix_len = self.model.insert(tokens, record.row, record.key)
                 self.clock_calls[self.model.clock] = f"call {self.calls_sent}: cache_finished_req({record}, True)"
                 expected = set(record.row[record.protected : prefix_len] + record.row[aligned:])
             unlocked = self.model.unlock(record.path)
@@ -251,7 +265,7 @@ class LifecycleMachine(RadixCacheMachine):
         else:
             if insert:
                 self._make_room(tokens)
-                prefix_len = self._insert(tokens, np.asarray(record.row, dtype=np.int64), **self._second_keywords(record))
+                prefix_len = self._insert(tokens, np.asarray(record.row, dtype=np.int64), record.namespace, **self._second_keywords(record))
                 self._caller_free(record.row[record.protected : prefix_len] + record.row[aligned:])
                 self._second_inserted(record, prefix_len, aligned)
             else:
@@ -262,9 +276,9 @@ class LifecycleMachine(RadixCacheMachine):
         self.own_slots.difference_update(record.own())
         self.in_flight.remove(record)
         if insert:
-            self._remember(tokens)
+            self._remember(tokens, record.namespace)
         if outcome == "retract" and tokens:
-            self.requeued = (self.requeued + [tokens])[-8:]
+            self.requeued = (self.requeued + [(record.namespace, tokens)])[-8:]
 
     # ---- a second pool's part of each step (a hybrid machine fills these in; see properties/cache/hybrid.py) ----
 
@@ -288,9 +302,10 @@ class LifecycleMachine(RadixCacheMachine):
     def _second_ended(self, record: RequestRecord) -> None:
         """The request ends: it frees what it still holds of the second pool."""
 
-    def _cache_match_path(self, tokens: tuple[int, ...]) -> list[Any]:
-        """The model's path of what ``match_req(tokens)`` must match (a second pool: where a request can resume)."""
-        return self.model.match(tokens)
+    def _cache_match_path(self, tokens: tuple[int, ...], key: Any) -> list[Any]:
+        """The model's path of what ``match_req(tokens)`` under namespace ``key`` must match (a second pool: where a
+        request can resume)."""
+        return self.model.match(tokens, key)
 
     def _second_before(self, record: RequestRecord) -> Any:
         """What a second pool's judge of a request method (``_second_by_cache``) needs from before the call."""
@@ -310,20 +325,28 @@ class LifecycleMachine(RadixCacheMachine):
 
     # ---- rules --------------------------------------------------------------------------------------
 
+    def _request_namespace(self, data: st.DataObject) -> Any:
+        """The namespace a request runs under: one of the tenants' (the default among them) when the
+        target declares namespaces, else the default one, never sent."""
+        if not self.capabilities.namespaces:
+            return UNSAID
+        return data.draw(fixed_namespaces(self.capabilities.unsent_namespaces), label="request namespace")
+
     def _chunk(self, blocks: int, extra: int) -> int:
         return Length(blocks, extra).tokens(self.block)
 
     @precondition(_room)
-    @rule(target=requests, base=RadixCacheMachine.sequences, cut=CUTS, tail=TAILS, skip=SKIPS)
-    def request_arrives(self, base: tuple[int, ...], cut: Length, tail: Span, skip: bool) -> Any:
-        """A request is admitted on its prompt: matched, then locked."""
-        record = self._admit_request(self._query(base, cut, tail, min_shared=1), skip, True)
+    @rule(target=requests, base=RadixCacheMachine.sequences, cut=CUTS, tail=TAILS, skip=SKIPS, data=st.data())
+    def request_arrives(self, base: tuple[int, ...], cut: Length, tail: Span, skip: bool, data: st.DataObject) -> Any:
+        """A request is admitted on its prompt: matched, then locked. Under a tenant's namespace the
+        prompt (mostly another namespace's) must match only what that tenant cached."""
+        record = self._admit_request(self._query(base, cut, tail, min_shared=1), skip, True, self._request_namespace(data))
         return record if record is not None else multiple()
 
-    @rule(base=RadixCacheMachine.sequences, cut=CUTS, tail=TAILS)
-    def admission_fails(self, base: tuple[int, ...], cut: Length, tail: Span) -> None:
+    @rule(base=RadixCacheMachine.sequences, cut=CUTS, tail=TAILS, data=st.data())
+    def admission_fails(self, base: tuple[int, ...], cut: Length, tail: Span, data: st.DataObject) -> None:
         """A request is matched, then turned away (the batch is full): no lock, no insert."""
-        self._admit_request(self._query(base, cut, tail, min_shared=1), False, False)
+        self._admit_request(self._query(base, cut, tail, min_shared=1), False, False, self._request_namespace(data))
 
     @rule(record=requests, blocks=CHUNK_BLOCKS, extra=CHUNK_EXTRA, seed=st.integers(0, 15))
     def compute_chunk(self, record: RequestRecord, blocks: int, extra: int, seed: int) -> None:
@@ -352,23 +375,24 @@ class LifecycleMachine(RadixCacheMachine):
     @rule(target=requests, pick=st.integers(0, 7))
     def readmit_retracted(self, pick: int) -> Any:
         """A retracted request runs again: it must match what it published before."""
-        tokens = self.requeued.pop(pick % len(self.requeued))
-        record = self._admit_request(tokens, False, True)
+        namespace, tokens = self.requeued.pop(pick % len(self.requeued))
+        record = self._admit_request(tokens, False, True, namespace)
         return record if record is not None else multiple()
 
     @precondition(_room)
     @rule(base=RadixCacheMachine.sequences, cut=CUTS, tail=TAILS, chunks=st.lists(st.tuples(CHUNK_BLOCKS, CHUNK_EXTRA), min_size=1,
-          max_size=4), outcome=st.sampled_from((*ENDINGS, "skip")), seed=st.integers(0, 15))
+          max_size=4), outcome=st.sampled_from((*ENDINGS, "skip")), seed=st.integers(0, 15), data=st.data())
     def chunked_request(self, base: tuple[int, ...], cut: Length, tail: Span, chunks: list[tuple[int, int]], outcome: str,
-                        seed: int) -> None:
-        """One request's life in one step: an earlier request cached the start of its prompt; it is
+                        seed: int, data: st.DataObject) -> None:
+        """One request's life in one step: an earlier request of its namespace cached the start of its prompt; it is
         turned away once (matched, batch full), then admitted, prefills chunk by chunk publishing
         each, and ends as ``outcome`` ("skip": it finishes with its insert skipped, and so never
         publishes); an abort comes before the prompt is done."""
-        self._insert_request(base[: max(self.page_size, cut.tokens(self.block))])
+        namespace = self._request_namespace(data)
+        self._insert_request(base[: max(self.page_size, cut.tokens(self.block))], namespace)
         prompt = self._query(base, cut, tail, min_shared=1) + tail.tokens(self.block)
-        self._admit_request(prompt, False, False)
-        record = self._admit_request(prompt, outcome == "skip", True)
+        self._admit_request(prompt, False, False, namespace)
+        record = self._admit_request(prompt, outcome == "skip", True, namespace)
         assert record is not None
         for blocks, extra in chunks:
             size = self._chunk(blocks, extra)
@@ -380,17 +404,20 @@ class LifecycleMachine(RadixCacheMachine):
 
     @precondition(lambda self: _room(self, 2))
     @rule(base=RadixCacheMachine.sequences, cut=CUTS, tail=TAILS, chunk=st.tuples(CHUNK_BLOCKS, CHUNK_EXTRA),
-          outcome=st.sampled_from(ENDINGS), seed=st.integers(0, 15))
-    def racing_prefill(self, base: tuple[int, ...], cut: Length, tail: Span, chunk: tuple[int, int], outcome: str, seed: int) -> None:
+          outcome=st.sampled_from(ENDINGS), seed=st.integers(0, 15), data=st.data())
+    def racing_prefill(self, base: tuple[int, ...], cut: Length, tail: Span, chunk: tuple[int, int], outcome: str, seed: int,
+                       data: st.DataObject) -> None:
         """Two requests on one prompt are admitted before either publishes (both on the cached start
         of it). The first publishes its first chunk; the second computes the same chunk and publishes
         it: all duplicates, freed, and it must read the first's pages from then on (mini-sglang #142).
         Then the first ends as ``outcome``: retracted or aborted, its published pages stay in the tree
-        and are not its to free (sglang #38319). The second goes on a chunk, publishes, and finishes."""
+        and are not its to free (sglang #38319). The second goes on a chunk, publishes, and finishes.
+        Both run under one namespace; the start of the prompt is the base model's (a tenant's must not see it)."""
         self._insert_request(base[: max(self.page_size, cut.tokens(self.block))])
         prompt = self._query(base, cut, tail, min_shared=1) + tail.tokens(self.block)
-        first = self._admit_request(prompt, False, True)
-        second = self._admit_request(prompt, False, True)
+        namespace = self._request_namespace(data)
+        first = self._admit_request(prompt, False, True, namespace)
+        second = self._admit_request(prompt, False, True, namespace)
         assert first is not None and second is not None
         size = self._chunk(*chunk)
         for record in (first, second):

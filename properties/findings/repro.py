@@ -405,7 +405,8 @@ class _Writer:
         if call.name == "Request":
             name = f"r{sum(1 for key in self.bound.values() if key.startswith('r')) + 1}"
             self.bound[id(call.result)] = name
-            return f"{name} = Request({self.tokens(call.args[0], definitions)})"
+            namespace = f", namespace={literal(call.args[1])}" if len(call.args) > 1 else ""  # a tenant's request
+            return f"{name} = Request({self.tokens(call.args[0], definitions)}{namespace})"
         if call.name == "compute":
             request, slots, more = call.args
             generated = f", {_ints(list(more))}" if more else ""
