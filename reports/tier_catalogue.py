@@ -232,7 +232,8 @@ def render(rows: list[dict[str, Any]], variants: list[dict[str, Any]], meta: dic
              "trusting its callers) and `RestoresWholeHostSegment` (the same, restoring every loaded page's own host values, "
              "beyond the window too, as SGLang's whole-segment load-back does), `RequestTiers` (namespaces and "
              "`lifecycle=\"requests\"`: the reference's own request methods, `reference/tier_requests.py`) and "
-             "`TrustingRequestTiers` (the same, trusting its callers), in each write policy "
+             "`TrustingRequestTiers` (the same, trusting its callers) and `LoadLockedRequestTiers` (the same, its load-back "
+             "protected by `LoadLockedTiers`' load lock until it lands), in each write policy "
              "and page size, each stream derandomized under its own name; every stream must pass.", "",
              false or "(not measured)", "",
              "## Minimal reproductions", "",
