@@ -17,6 +17,12 @@ The factories (``factory(allocator, host_pool, controller, page_size, write_poli
     ``hicache_write_policy`` = the suite's ``write_policy``: ``write_through``,
     ``write_through_selective`` (SGLang backs a node up on its second hit:
     ``write_through_threshold = 2``) and ``write_back``. Page sizes 1, 2 and 4.
+``hicache_*_<policy>_salted[_tree]``, ``hicache_*_lru_extra_key``
+    Tenants through SGLang's ``Req`` under a named eviction policy; ``_tree`` adds running requests
+    the suite plays with the tier calls (``lifecycle="tree"``).
+``hicache_{python,rust}_requests``, ``hicache_{python,rust}_fifo_salted_requests``
+    Running requests through SGLang's own request methods, run as its scheduler runs them
+    (``lifecycle="requests"``: ``sglang_hicache_requests``).
 
 How SGLang is run on CPU (stand-ins and targeted patches; nothing of SGLang's is copied)
 ----------------------------------------------------------------------------------------
