@@ -9,9 +9,9 @@ right reason, and correct caches pass them:
   reads (oracle 2);
 * a publish that leaves the request's row on the duplicates it freed (``PublishReadsFreedDuplicates``)
   is a slot violation;
-* each is correct where its trigger is absent; the reference's request steps and a cache that
-  trusts its callers pass every story in both write policies; a repro file of a request-method
-  bug exits 1, and 0 with the correct cache.
+* each is correct where its trigger is absent; the reference's request steps, a cache that
+  trusts its callers and one whose load-back holds a load lock until it lands pass every story in
+  both write policies; a repro file of a request-method bug exits 1, and 0 with the correct cache.
 
 The fast tier runs one test (the four stories, a few calls each); the rest is ``deep``. Kill rates
 over the tier machine are the catalogue's (``python -m radixcheck.reports.tier_catalogue --only
@@ -43,7 +43,7 @@ from radixcheck.properties.findings.verdict import run_machine
 from radixcheck.properties.target import TargetError, check_target, load_target
 from radixcheck.properties.tiers.contract import TierRequest
 from radixcheck.properties.tiers.machine import tier_machine_for
-from radixcheck.properties.tiers.mutants import machines_for_mutant
+from radixcheck.properties.tiers.mutants import LoadLockedRequestTiers, machines_for_mutant
 from radixcheck.properties.tiers.request_mutants import (
     REQUEST_TIER_MUTANTS,
     AbortFreesLoadingPages,
@@ -58,7 +58,7 @@ from radixcheck.reference.tiered_cache import TieredRadixCache
 
 from .test_tier_lifecycle import _on_host as on_host
 
-CORRECT = [RequestTiers, TrustingRequestTiers]
+CORRECT = [RequestTiers, TrustingRequestTiers, LoadLockedRequestTiers]
 POLICIES = ["write_through", "write_back"]
 
 

@@ -379,7 +379,10 @@ ENGINES += [
             "suffix-refreshed-on-mid-edge-use` on oracle 4t, `reports/waivers/sglang_hicache.txt`): an eviction right only "
             "by #3's stamps is waived once a run, any other order finding shows, such as N3 (no hits counted under "
             "write_back; `findings/sglang_trees.md`, \"HiCache composed\"). `hicache_*_<policy>_salted_tree` add running "
-            "requests (`lifecycle=\"tree\"`): every part at once, under each named policy.",
+            "requests (`lifecycle=\"tree\"`): every part at once, under each named policy. `hicache_*_requests` and "
+            "`hicache_*_fifo_salted_requests` (`lifecycle=\"requests\"`) run SGLang's own request methods as its scheduler "
+            "runs them (`match_kv_cache`, `init_load_back` under `PrefillAdder.add_one_req`'s pins, `checkpoint_kv_cache`, "
+            "`release_kv_cache`: `properties/adapters/sglang_hicache_requests.py`).",
         ],
         _phrases([("counted", "N1 LoRA id appended to extra_key (findings/sglang_trees.md)"),
                   (") stayed:", "#3 (and N3 under write_back for lfu/slru; findings/sglang_trees.md)")]),

@@ -17,6 +17,12 @@ The factories (``factory(allocator, host_pool, controller, page_size, write_poli
     ``hicache_write_policy`` = the suite's ``write_policy``: ``write_through``,
     ``write_through_selective`` (SGLang backs a node up on its second hit:
     ``write_through_threshold = 2``) and ``write_back``. Page sizes 1, 2 and 4.
+``hicache_*_<policy>_salted[_tree]``, ``hicache_*_lru_extra_key``
+    Tenants through SGLang's ``Req`` under a named eviction policy; ``_tree`` adds running requests
+    the suite plays with the tier calls (``lifecycle="tree"``).
+``hicache_{python,rust}_requests``, ``hicache_{python,rust}_fifo_salted_requests``
+    Running requests through SGLang's own request methods, run as its scheduler runs them
+    (``lifecycle="requests"``: ``sglang_hicache_requests``).
 
 How SGLang is run on CPU (stand-ins and targeted patches; nothing of SGLang's is copied)
 ----------------------------------------------------------------------------------------
@@ -660,8 +666,11 @@ def _factory(name: str, backend: str, write_policies: tuple[str, ...], eviction_
              salt_field: str | None = None, lifecycle: str = "off"):
     def factory(allocator: Any, host_pool: Any, controller: Any, page_size: int = 1,
                 write_policy: str = "write_through") -> SGLangHiCache:
-        return SGLangHiCache(allocator, host_pool, controller, page_size, write_policy, backend=backend,
-                             eviction_policy=eviction_policy, salt_field=salt_field)
+        cls = SGLangHiCache
+        if lifecycle == "requests":  # SGLang's own request methods (sglang_hicache_requests)
+            from radixcheck.properties.adapters.sglang_hicache_requests import SGLangHiCacheRequests as cls
+        return cls(allocator, host_pool, controller, page_size, write_policy, backend=backend,
+                   eviction_policy=eviction_policy, salt_field=salt_field)
 
     factory.__name__ = factory.__qualname__ = name
     namespaced = salt_field is not None
@@ -670,7 +679,7 @@ def _factory(name: str, backend: str, write_policies: tuple[str, ...], eviction_
         namespaces=namespaced, unsent_namespaces=UNSENT_NAMESPACES if namespaced else (),
         eviction_policy=declared_policy(eviction_policy), lifecycle=lifecycle)
     where = f", namespaces in Req.{salt_field} + lora_id" if namespaced else ""
-    where += ", running requests (lifecycle='tree')" if lifecycle != "off" else ""
+    where += f", running requests (lifecycle={lifecycle!r})" if lifecycle != "off" else ""
     factory.__doc__ = (f"radixcheck tier target {name}: UnifiedRadixCache ({backend} core, eviction_policy="
                        f"{eviction_policy!r}{where}) + init_hicache")
     return factory
@@ -689,6 +698,12 @@ for _b in ("python", "rust"):
     for _p in EVICTION_POLICIES:
         FACTORIES[f"hicache_{_b}_{_p}_salted_tree"] = _factory(f"hicache_{_b}_{_p}_salted_tree", _b, POLICIES, _p,
                                                               "cache_salt", "tree")
+    # The same, with SGLang's own request methods run as its scheduler runs them (match_kv_cache,
+    # init_load_back under PrefillAdder's pins, checkpoint_kv_cache, release_kv_cache):
+    # sglang_hicache_requests. Plain (LRU, one namespace) and every part at once under FIFO.
+    FACTORIES[f"hicache_{_b}_requests"] = _factory(f"hicache_{_b}_requests", _b, POLICIES, lifecycle="requests")
+    FACTORIES[f"hicache_{_b}_fifo_salted_requests"] = _factory(f"hicache_{_b}_fifo_salted_requests", _b, POLICIES,
+                                                              "fifo", "cache_salt", "requests")
 del _b, _p
 hicache_python = FACTORIES["hicache_python"]
 hicache_rust = FACTORIES["hicache_rust"]

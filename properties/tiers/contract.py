@@ -322,11 +322,12 @@ or ``pins_whole_nodes=True`` is refused on a tier (not driven).
 The request lifecycle on the tiers (``lifecycle="requests"``)
 -------------------------------------------------------------
 ``lifecycle="tree"`` has the suite play the engine with the tier calls. ``"requests"`` has the
-cache run its own request methods, as SGLang's HiCache does (``HiRadixCache`` inherits
-``cache_unfinished_req`` and ``cache_finished_req`` from ``RadixCache``, ``mem_cache/radix_cache.py``,
-and adds the load-back the scheduler asks for after a match: ``HiRadixCache.init_load_back`` then
-``ready_to_load_host_cache``, ``mem_cache/hiradix_cache.py``, called from
-``PrefillAdder.add_one_req``, ``managers/schedule_policy.py``). The request is a
+cache run its own request methods, as SGLang's HiCache does (in 0.5.23 ``UnifiedRadixCache`` +
+``init_hicache``, driven by the scheduler's ``mem_cache/common.py``: ``match_kv_cache``,
+``checkpoint_kv_cache``, ``release_kv_cache``; and the load-back it asks for after a match:
+``UnifiedRadixCache.init_load_back``, from ``PrefillAdder.add_one_req``,
+``managers/schedule_policy.py``, then ``ready_to_load_host_cache`` as the batch is built; the
+adapter ``sglang_hicache:hicache_*_requests`` runs exactly these). The request is a
 :class:`TierRequest`: the base contract's ``Request`` (``tokens``, ``namespace``, ``slots``,
 ``filled``, ``protected``, ``handle``; see its "The request lifecycle") plus its *host part*:
 ``host_length`` and ``host_handle`` (SGLang's ``req.host_hit_length`` and ``req.last_host_node``)

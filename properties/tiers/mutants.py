@@ -612,9 +612,22 @@ CORRECT_TIER_VARIANTS |= CORRECT_WINDOW_TIERS
 
 # ---- a tier cache's own request methods (lifecycle="requests" + the host tier) ---------------------
 from radixcheck.properties.tiers.request_mutants import CORRECT_REQUEST_TIERS, REQUEST_TIER_MUTANTS  # noqa: E402
+from radixcheck.reference.tier_requests import TierRequestSteps  # noqa: E402
 
 TIER_MUTANTS += REQUEST_TIER_MUTANTS  # type: ignore[arg-type]
 CORRECT_TIER_VARIANTS |= CORRECT_REQUEST_TIERS
+
+
+class LoadLockedRequestTiers(TierRequestSteps, LoadLockedTiers):
+    """Correct, running its own request methods with namespaces, its load-back protected by the load
+    lock of :class:`LoadLockedTiers` (released when the load lands, as SGLang's ``load_back`` holds
+    the path it loads until ``loading_check`` consumes the ack): a request retracted or aborted while
+    its load is in flight drops only its own lock, and the load lock keeps the loading pages."""
+
+    tier_capabilities = TierCapabilities(page_sizes=(1, 2), namespaces=True, lifecycle="requests")
+
+
+CORRECT_TIER_VARIANTS["LoadLockedRequestTiers"] = LoadLockedRequestTiers
 
 
 # ---- the request methods with a second pool (lifecycle="requests" + a state or a window + the host tier)
