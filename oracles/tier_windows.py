@@ -140,7 +140,8 @@ class TierWindows:
             if k >= start:  # in the window: restored (a maybe in either copy stays one)
                 flags = tuple(True if True in (d, h) else None if None in (d, h) else False for d, h in zip(own, host, strict=True))
                 say = "restored" if k >= first else "revived"
-                self._set_why(page, f"{say} from its host copy by {what}, within the last {self.window} tokens")
+                copy = "host copy" if page.host is not None else "window host copy, kept when its KV host copy was freed"
+                self._set_why(page, f"{say} from its {copy} by {what}, within the last {self.window} tokens")
             else:  # further back: the cache may restore the host copy's values or leave them tombstoned
                 flags = tuple(d if d is not False or h is False else None for d, h in zip(own, host, strict=True))
                 if k >= first:
