@@ -105,7 +105,11 @@ class TierWindows:
     def on_write_done(self, pages: Sequence[Any]) -> None:
         """A write of ``pages`` completed: each host copy carries the page's live values."""
         for page in pages:
-            self.host[page] = self.device.get(page, (False,) * self.page_size)
+            own = self.device.get(page, (False,) * self.page_size)
+            kept = self.host.get(page) if page in self.kept else None
+            if kept is not None:  # a kept window host copy may stay where the device has none to write (SGLang's does)
+                own = tuple(None if d is False and k is None else d for d, k in zip(own, kept, strict=True))
+            self.host[page] = own
 
     def on_host_released(self, page: Any) -> None:
         """The cache freed ``page``'s KV host copy while its device copy lives: its window host copy

@@ -305,7 +305,8 @@ The obligation (oracle 20w, ``TierWindowViolation``):
   on each value live in it may count or not, at each match anew (a match's host part may resume
   on it, or stop before it), and a load-back may revive from it as from a host copy (at the
   path's end, or further back under the relaxed rule); what it revives must be the token's own
-  value, never another. A new write of the page replaces it. Why: under write-back, SGLang
+  value, never another. A new write of the page's KV may leave it in place where the device has
+  the window tombstoned (those values stay maybes, now in the new host copy). Why: under write-back, SGLang
   0.5.23 frees the full host copies of nodes whose KV is also on device when a backup needs host
   room (``UnifiedTreeCore.drive_host_eviction`` -> ``_reclaim_full_host_duplicates`` ->
   ``_release_full_host_duplicate``, ``mem_cache/unified_cache/unified_tree_core.py``: "Free only

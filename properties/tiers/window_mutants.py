@@ -239,8 +239,10 @@ class ReleasesHostDuplicates(TieredWindowCache):
         return kept if kept is not None else super()._host_values(node)
 
     def _copy_to_host(self, node: TierNode) -> None:
-        self.kept_window.pop(node, None)  # a new host copy carries the window anew
+        kept = self.kept_window.pop(node, None)
         super()._copy_to_host(node)
+        if kept is not None:  # a new write keeps the kept values where the device window is tombstoned (SGLang's)
+            self.host_window[node] = np.where(self.host_window[node] == NONE, kept, self.host_window[node])
 
     def _free_device(self, node: TierNode) -> int:
         self.kept_window.pop(node, None)
