@@ -264,7 +264,7 @@ class KeepsStaleWindowOfReleasedDuplicate(ReleasesHostDuplicates, WindowTierMuta
     policies = ("write_back",)
     # rare: it shows only when a load-back revives from a kept copy, which needs a page loaded back
     # further back than the window (tombstoned on device), then released, then in a load-back's window.
-    # First caught in stream 6 of 12 (page size 2; releasing every duplicate at once, not just enough, did not help)
+    # 12 of 20 catalogue streams catch it, not the first (page size 2)
     streams_to_catch = 7
 
     def _kept(self, host: np.ndarray) -> np.ndarray:
