@@ -40,6 +40,7 @@ from radixcheck.properties.tiers.window_mutants import (
     LoadBackRestoresBeyondWindowFromWrongPage,
     LoadBackRestoresNoWindow,
     LoadBackSkipsDeviceWindow,
+    ReleasesHostDuplicates,
     RestoresWholeHostSegment,
     TrustingWindowTiers,
     WriteBackDropsWindow,
@@ -639,3 +640,35 @@ def _kv_leak(factory: Any) -> None:
     world.complete_all()
     world.serve([1], namespace="a")
     world.finish()
+
+
+# ---- a window host copy may outlive its page's KV host copy (SGLang's write-back duplicate release) ----
+
+class _CountsKeptWindows(ReleasesHostDuplicates):
+    """The correct variant, counting its releases and the revives that read a kept copy."""
+
+    released = revived = 0
+
+    def _release_host_duplicates(self, wanted: int, spared: set[Any]) -> None:
+        before = len(self.kept_window)
+        super()._release_host_duplicates(wanted, spared)
+        type(self).released += len(self.kept_window) - before
+
+    def _revive(self, node: Any) -> None:
+        kept, own = self.kept_window.get(node), self.device_window.get(node)
+        if kept is not None and own is not None and ((own == NONE) & (kept != NONE)).any():
+            type(self).revived += 1
+        super()._revive(node)
+
+
+@pytest.mark.deep
+@pytest.mark.parametrize("page_size", [1, 2])
+def test_a_cache_that_releases_host_duplicates_and_keeps_their_window_passes(page_size: int) -> None:
+    """Under write-back, KV host copies of pages on device freed, their window host copies kept
+    (SGLang 0.5.23's ``_release_full_host_duplicate``): the tier machine passes over several
+    streams, and those streams did release duplicates (the rule was exercised, not skipped)."""
+    _CountsKeptWindows.released = _CountsKeptWindows.revived = 0
+    for k in range(7):
+        run_machine(tier_machine_for(_CountsKeptWindows, page_size, "write_back", name=f"stream{k}_kept_p{page_size}"),
+                    profiles.SETTINGS["mutation"])
+    assert _CountsKeptWindows.released > 0

@@ -806,6 +806,8 @@ class TierModel:
                 if page.device is None:  # it left its last tier
                     for deviation in self.deviations:
                         deviation.unlinked(page)
+                elif self.windows is not None:  # a host duplicate released: its window host copy may stay
+                    self.windows.on_host_released(page)
 
     def settle(self) -> None:
         """At the end of each cache call: a page that left the device left no page below it there

@@ -16,6 +16,10 @@ token, per page of the tier model (by identity), on each tier:
 * ``host[page]``: the flags of its host copy, the device flags at the write's completion. A token
   tombstoned there while live on device is a maybe: the cache may back its window up later, alone
   (SGLang does), settled as a device maybe is.
+* ``kept``: pages whose KV host copy was freed while their device copy lives. Their window host
+  copy *may be kept* (SGLang frees only the full host duplicate): each of its live flags becomes a
+  maybe that a match may count or not, each match anew (the suite sees no frees of window host
+  copies, so a kept one may go any time), and that a load-back may restore, with its own values.
 
 Each event costs the pages it touches (no scan of the tree); a page the model drops and caches
 again is a new page, so nothing is ever cleared. When a request's forward reads its prefix, the
@@ -88,6 +92,7 @@ class TierWindows:
         self.why: dict[Any, str] = {}  # ... -> the event that set its device flags (for a message)
         self.at: dict[Any, int] = {}  # ... -> the operation of that event (clock's), for :meth:`history`
         self.clock: Callable[[], int] | None = None  # the world's operation count (None: no history said)
+        self.kept: set[Any] = set()  # pages whose window host copy may outlive their KV host copy (:meth:`on_host_released`)
 
     def on_insert(self, pages: Sequence[Any], first: int, sent: Sequence[int], what: str) -> None:
         """An insert put ``pages`` on device (its page ``first`` onwards), with ``window=sent``."""
@@ -100,7 +105,24 @@ class TierWindows:
     def on_write_done(self, pages: Sequence[Any]) -> None:
         """A write of ``pages`` completed: each host copy carries the page's live values."""
         for page in pages:
-            self.host[page] = self.device.get(page, (False,) * self.page_size)
+            own = self.device.get(page, (False,) * self.page_size)
+            kept = self.host.get(page) if page in self.kept else None
+            if kept is not None:  # a kept window host copy may stay where the device has none to write (SGLang's does)
+                own = tuple(None if d is False and k is None else d for d, k in zip(own, kept, strict=True))
+            self.host[page] = own
+
+    def on_host_released(self, page: Any) -> None:
+        """The cache freed ``page``'s KV host copy while its device copy lives: its window host copy
+        may stay (the tier contract's "may be kept"), so each token live there is now a maybe."""
+        host = self.host.get(page)
+        if host is None:
+            return
+        self.host[page] = tuple(None if h is not False else False for h in host)
+        self.kept.add(page)
+
+    def _has_host(self, page: Any) -> bool:
+        """Whether ``page`` has a window host copy to count: its KV host copy's, or a kept one."""
+        return page.host is not None or page in self.kept
 
     def on_load_back(self, path: Sequence[Any], first: int, what: str) -> None:
         """A load-back returned the path ``path`` (its pages on device) and loaded its pages from
@@ -111,7 +133,7 @@ class TierWindows:
         length = len(path) * p
         start = (length - min(self.window, length)) // p  # the first page of the window at the path's end
         for k, page in enumerate(path):
-            host = self.host.get(page) if page.host is not None else None
+            host = self.host.get(page) if self._has_host(page) else None
             if k >= first:  # loaded: it had no device copy, its flags come from host
                 own: tuple[bool | None, ...] = (False,) * p
             elif host is None:  # on device, no completed host copy: nothing to restore from
@@ -122,7 +144,8 @@ class TierWindows:
             if k >= start:  # in the window: restored (a maybe in either copy stays one)
                 flags = tuple(True if True in (d, h) else None if None in (d, h) else False for d, h in zip(own, host, strict=True))
                 say = "restored" if k >= first else "revived"
-                self._set_why(page, f"{say} from its host copy by {what}, within the last {self.window} tokens")
+                copy = "host copy" if page.host is not None else "window host copy, kept when its KV host copy was freed"
+                self._set_why(page, f"{say} from its {copy} by {what}, within the last {self.window} tokens")
             else:  # further back: the cache may restore the host copy's values or leave them tombstoned
                 flags = tuple(d if d is not False or h is False else None for d, h in zip(own, host, strict=True))
                 if k >= first:
@@ -177,7 +200,7 @@ class TierWindows:
         page = path[i // p]
         if page.device is not None and self.device.get(page, (False,) * p)[i % p] is None:
             return self.device
-        if host_too and page.host is not None and self.host.get(page, (False,) * p)[i % p] is None:
+        if host_too and self._has_host(page) and self.host.get(page, (False,) * p)[i % p] is None:
             return self.host
         return None
 
@@ -196,6 +219,8 @@ class TierWindows:
             return strict
         for i, flags in needed.items():
             page = path[i // p]
+            if flags is self.host and page.host is None:  # a kept window host copy: may go before the next match
+                continue
             settled = list(flags[page])
             settled[i % p] = True
             flags[page] = tuple(settled)

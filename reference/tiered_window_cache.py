@@ -101,7 +101,7 @@ class TieredWindowCache(TieredRadixCache):
         best, run, depth = 0, 0, 0
         for i, node in enumerate(path):
             own = self.device_window.get(node) if node.device is not None else None
-            host = self.host_window.get(node) if host_too and node.host is not None else None
+            host = self._host_values(node) if host_too else None
             for k in range(len(node.key)):
                 live = (own is not None and own[k] != NONE) or (host is not None and host[k] != NONE)
                 run = run + 1 if live else 0
@@ -152,10 +152,14 @@ class TieredWindowCache(TieredRadixCache):
     def _revive(self, node: TierNode) -> None:
         """A node of the window at the end of a load-back, on device already: its tombstoned
         window values come back from its host copy, if it has one."""
-        host = self.host_window.get(node)
-        if node.host is not None and host is not None:
+        host = self._host_values(node)
+        if host is not None:
             own = self.device_window[node]
             self.device_window[node] = np.where(own == NONE, host, own)
+
+    def _host_values(self, node: TierNode) -> np.ndarray | None:
+        """The window values a match may count and a load-back revive from: its host copy's."""
+        return self.host_window.get(node) if node.host is not None else None
 
     def _copy_to_host(self, node: TierNode) -> None:
         """A write of the node completed: its host copy carries its live window values."""

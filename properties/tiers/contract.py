@@ -300,6 +300,19 @@ The obligation (oracle 20w, ``TierWindowViolation``):
   and revives nothing. Why: SGLang 0.5.23's ``UnifiedRadixCache.init_load_back`` returns
   ``(0, req.last_node)`` when ``load_back`` fails: the request keeps its match's device node,
   whose window ``SWAComponent.create_match_validator(match_device_only=True)`` accepted.
+* *A window host copy may outlive its page's KV host copy*: when the cache frees the KV host
+  copy of a page whose device copy stays, that page's window host copy *may be kept*: from then
+  on each value live in it may count or not, at each match anew (a match's host part may resume
+  on it, or stop before it), and a load-back may revive from it as from a host copy (at the
+  path's end, or further back under the relaxed rule); what it revives must be the token's own
+  value, never another. A new write of the page's KV may leave it in place where the device has
+  the window tombstoned (those values stay maybes, now in the new host copy). Why: under write-back, SGLang
+  0.5.23 frees the full host copies of nodes whose KV is also on device when a backup needs host
+  room (``UnifiedTreeCore.drive_host_eviction`` -> ``_reclaim_full_host_duplicates`` ->
+  ``_release_full_host_duplicate``, ``mem_cache/unified_cache/unified_tree_core.py``: "Free only
+  the Full host layer; aux host slices stay under their own pools' LRU"), and keeps the node's
+  SWA host copy, which a later match rightly counts as resumable. The suite sees no free of a
+  window host copy, so a kept one may go at any time: hence each match anew.
 * A page that leaves the device takes its device window values along; a page that leaves both
   tiers is forgotten (cached again, it has only what its new insert gives it).
 

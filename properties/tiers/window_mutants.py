@@ -175,8 +175,106 @@ class BacksUpWindowOnInsert(TieredWindowCache):
         return prefix_len
 
 
+class ReleasesHostDuplicates(TieredWindowCache):
+    """Correct under the "may be kept" rule: under write-back, a backup that finds the host full
+    first frees the KV host copies of nodes also on device (host duplicates), and keeps their
+    window host copies, as SGLang 0.5.23 does (``UnifiedTreeCore.drive_host_eviction`` ->
+    ``_reclaim_full_host_duplicates`` -> ``_release_full_host_duplicate``: "Free only the Full host
+    layer; aux host slices stay under their own pools' LRU"). A match counts a kept copy and a
+    load-back revives from it, with the token's own values. Any duplicate but those
+    the path being backed up hangs from is released; a released node whose write-back then fails
+    leaves the cache with the host-only pages below it."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.kept_window: dict[TierNode, np.ndarray] = {}  # node on device -> its window host copy, KV host copy freed
+
+    def _write(self, node: TierNode) -> bool:
+        if self.write_policy != "write_back":
+            return super()._write(node)
+        transfer = self.controller.write(self._write_source(node))
+        if transfer is None:  # the host is full: free duplicates first, then host-only leaves
+            self._release_host_duplicates(len(node.key), set(self._path(node)))
+            transfer = self.controller.write(self._write_source(node))
+        if transfer is None:
+            return super()._write(node)
+        node.writing = transfer
+        self._pending[transfer.number] = [node]
+        return True
+
+    def _release_host_duplicates(self, wanted: int, spared: set[TierNode]) -> None:
+        """Free KV host copies of nodes on device until ``wanted`` tokens; ``spared``: the path being
+        backed up (its parents' host copies are what its backup hangs from)."""
+        freed = 0
+        nodes = list(self._nodes())  # naive: a scan of the tree, only when the host is full
+        # as SGLang's two passes: inner nodes first (a device leaf's eviction would free its copy anyway)
+        for dup in sorted(nodes, key=self._device_leaf):
+            if freed >= wanted:
+                return
+            if dup in spared or dup.device is None or dup.host is None or dup.writing is not None or dup.loading is not None \
+                    or dup.pin:
+                continue
+            self.host_pool.free(dup.host)
+            freed += len(dup.host)
+            dup.host = None
+            self.kept_window[dup] = self._kept(self.host_window.pop(dup))
+
+    def _kept(self, host: np.ndarray) -> np.ndarray:
+        """The window host copy that stays when its KV host copy goes: as it was."""
+        return host
+
+    def _after_failed_write_back(self, node: TierNode) -> int:
+        """A released duplicate may have host-only pages below: if its write-back cannot be
+        allocated, it leaves the cache with them (the tiered cache's own nodes have none)."""
+        stack = list(node.children.values())
+        while stack:
+            victim = stack.pop()
+            stack.extend(victim.children.values())
+            victim.linked = False
+            self._release_removed(victim)
+        return super()._after_failed_write_back(node)
+
+    def _host_values(self, node: TierNode) -> np.ndarray | None:
+        kept = self.kept_window.get(node) if node.device is not None else None
+        return kept if kept is not None else super()._host_values(node)
+
+    def _copy_to_host(self, node: TierNode) -> None:
+        kept = self.kept_window.pop(node, None)
+        super()._copy_to_host(node)
+        if kept is not None:  # a new write keeps the kept values where the device window is tombstoned (SGLang's)
+            self.host_window[node] = np.where(self.host_window[node] == NONE, kept, self.host_window[node])
+
+    def _free_device(self, node: TierNode) -> int:
+        self.kept_window.pop(node, None)
+        return super()._free_device(node)
+
+    def _forget(self, node: TierNode) -> None:
+        self.kept_window.pop(node, None)
+        super()._forget(node)
+
+
+class KeepsStaleWindowOfReleasedDuplicate(ReleasesHostDuplicates, WindowTierMutant):
+    """Composed (window + host tier + write-back's duplicate release): the window host copy kept
+    when a host duplicate's KV host copy is freed is not the token's own: its slice is read one
+    value off (each live value plus one), as an aux host slice left pointing at the wrong place
+    would be. A load-back that revives from it gives a value no token has."""
+
+    bug_class = "kept-window-host-copy-with-wrong-values"
+    sources = ()  # SGLang's _release_full_host_duplicate keeps the SWA host slice; the contract's "may be kept"
+    policies = ("write_back",)
+    # rare: it shows only when a load-back revives from a kept copy, which needs a page loaded back
+    # further back than the window (tombstoned on device), then released, then in a load-back's window.
+    # 12 of 20 catalogue streams catch it, not the first (page size 2)
+    streams_to_catch = 7
+
+    def _kept(self, host: np.ndarray) -> np.ndarray:
+        return np.where(host == NONE, NONE, host + 1)
+
+
 WINDOW_TIER_MUTANTS: list[type[WindowTierMutant]] = [LoadBackRestoresBeyondWindowFromWrongPage, LoadBackRestoresNoWindow,
                                                      WriteBackDropsWindow, LoadBackSkipsDeviceWindow,
-                                                     HostMatchIgnoresWindow, FailedLoadResumesAtDeadWindow]
+                                                     HostMatchIgnoresWindow, FailedLoadResumesAtDeadWindow,
+                                                     KeepsStaleWindowOfReleasedDuplicate]
 CORRECT_WINDOW_TIERS: dict[str, Any] = {"TieredWindowCache": TieredWindowCache, "TrustingWindowTiers": TrustingWindowTiers,
-                                         "RestoresWholeHostSegment": RestoresWholeHostSegment}
+                                         "RestoresWholeHostSegment": RestoresWholeHostSegment,
+                                         "ReleasesHostDuplicates": ReleasesHostDuplicates}
