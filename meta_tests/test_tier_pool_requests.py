@@ -20,14 +20,13 @@ PublishWithoutState ...``, reports/TIER_CATALOGUE.md).
 
 from __future__ import annotations
 
-import subprocess
-import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from meta_tests.audit_repro import assert_audit_repro_round_trip
 from radixcheck import profiles
 from radixcheck.oracles.violations import SecondValueViolation, SlotViolation, TierWindowViolation
 from radixcheck.properties.findings.verdict import run_machine
@@ -193,18 +192,6 @@ def test_pool_request_mutants_die_in_every_write_policy_by_their_oracle(mutant: 
 
 @pytest.mark.deep  # an audit in a subprocess, then its repro file on the bug and on the fix
 def test_the_audit_writes_a_repro_that_exits_1_on_the_bug_and_0_on_the_fix(tmp_path: Path) -> None:
-    spec = "radixcheck.properties.tiers.pool_request_mutants:PublishWithoutState"
-    cmd = [sys.executable, "-m", "radixcheck", "audit", spec, "--page-sizes", "1", "-n", "0", "--repro", str(tmp_path)]
-    result = subprocess.run(cmd, cwd=tmp_path, capture_output=True, text=True, timeout=600)
-    assert result.returncode == 1, result.stdout[-2000:] + result.stderr[-2000:]
-    assert "20 second-pool value" in result.stdout
-    (repro,) = tmp_path.glob("repro-*.py")
-    text = repro.read_text()
+    text = assert_audit_repro_round_trip(tmp_path, "radixcheck.properties.tiers.pool_request_mutants:PublishWithoutState",
+                                         "radixcheck.reference.tier_requests:RequestStateTiers", "20 second-pool value", timeout=600)
     assert "RequestsTierWorld(make, page_size=1" in text and "w.admit(" in text and "import hypothesis" not in text
-    ran = subprocess.run([sys.executable, str(repro)], cwd=tmp_path, capture_output=True, text=True, timeout=120)
-    assert ran.returncode == 1 and "BUG (radixcheck oracle 20" in ran.stdout, ran.stdout + ran.stderr
-    fixed = tmp_path / "fixed.py"
-    fixed.write_text(text.replace("from radixcheck.properties.tiers.pool_request_mutants import PublishWithoutState as make",
-                                  "from radixcheck.reference.tier_requests import RequestStateTiers as make"), encoding="utf-8")
-    ran = subprocess.run([sys.executable, str(fixed)], cwd=tmp_path, capture_output=True, text=True, timeout=120)
-    assert ran.returncode == 0 and "no bug" in ran.stdout, ran.stdout + ran.stderr

@@ -21,8 +21,6 @@ PublishReadsFreedDuplicates --only RequestTiers --only TrustingRequestTiers``).
 
 from __future__ import annotations
 
-import subprocess
-import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -30,6 +28,7 @@ from typing import Any
 import numpy as np
 import pytest
 
+from meta_tests.audit_repro import assert_audit_repro_round_trip
 from radixcheck import profiles
 from radixcheck.oracles.violations import (
     EvictionAmountViolation,
@@ -282,18 +281,6 @@ def test_a_requests_tier_target_lacking_a_request_method_is_refused_at_load(tmp_
 
 @pytest.mark.deep  # an audit in a subprocess, then its repro file on the bug and on the fix
 def test_the_audit_writes_a_repro_that_exits_1_on_the_bug_and_0_on_the_fix(tmp_path: Path) -> None:
-    spec = "radixcheck.properties.tiers.request_mutants:AbortFreesLoadingPages"
-    cmd = [sys.executable, "-m", "radixcheck", "audit", spec, "--page-sizes", "1", "-n", "0", "--repro", str(tmp_path)]
-    result = subprocess.run(cmd, cwd=tmp_path, capture_output=True, text=True, timeout=300)
-    assert result.returncode == 1, result.stdout[-2000:] + result.stderr[-2000:]
-    assert "14 transfers in flight" in result.stdout
-    (repro,) = tmp_path.glob("repro-*.py")
-    text = repro.read_text()
+    text = assert_audit_repro_round_trip(tmp_path, "radixcheck.properties.tiers.request_mutants:AbortFreesLoadingPages",
+                                         "radixcheck.reference.tier_requests:RequestTiers", "14 transfers in flight", timeout=300)
     assert "RequestsTierWorld(make, page_size=1" in text and "w.admit(" in text and "import hypothesis" not in text
-    ran = subprocess.run([sys.executable, str(repro)], cwd=tmp_path, capture_output=True, text=True, timeout=120)
-    assert ran.returncode == 1 and "BUG (radixcheck oracle 14 transfers in flight)" in ran.stdout, ran.stdout + ran.stderr
-    fixed = tmp_path / "fixed.py"
-    fixed.write_text(text.replace("from radixcheck.properties.tiers.request_mutants import AbortFreesLoadingPages as make",
-                                  "from radixcheck.reference.tier_requests import RequestTiers as make"), encoding="utf-8")
-    ran = subprocess.run([sys.executable, str(fixed)], cwd=tmp_path, capture_output=True, text=True, timeout=120)
-    assert ran.returncode == 0 and "no bug" in ran.stdout, ran.stdout + ran.stderr
