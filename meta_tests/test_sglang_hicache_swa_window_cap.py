@@ -18,10 +18,11 @@ import importlib.util
 
 import pytest
 
+from meta_tests.sglang_fix_3 import fix_3_for_this_test
 from radixcheck.oracles.deviation import SuffixRefreshedOnMidEdgeUse
 from radixcheck.oracles.tier_model import TierModel
 from radixcheck.oracles.violations import LRUOrderViolation
-from radixcheck.properties.adapters import sglang_hicache, sglang_hicache_hybrid
+from radixcheck.properties.adapters import sglang_hicache_hybrid
 from radixcheck.properties.tiers.world import TierWorld
 
 pytestmark = [pytest.mark.deep, pytest.mark.skipif(importlib.util.find_spec("sglang") is None,
@@ -66,12 +67,7 @@ def test_a_model_without_the_cap_misses_the_boundary(monkeypatch: pytest.MonkeyP
 
 def test_sglang_with_the_split_stamps_undone_passes(monkeypatch: pytest.MonkeyPatch) -> None:
     """``RADIXCHECK_SGLANG_FIX=3`` for this test only (both halves keep the node's last use)."""
-    sglang_hicache._load()  # SGLang imports on CPU only after the adapter's setup
-    from sglang.srt.mem_cache.unified_cache.unified_tree_core import UnifiedTreeCore
-
-    monkeypatch.setattr(UnifiedTreeCore, "_split_node", UnifiedTreeCore._split_node)  # restored after the test
-    monkeypatch.setattr(UnifiedTreeCore, "_insert_walk_step", UnifiedTreeCore._insert_walk_step)
-    sglang_hicache._fix_split_refresh(UnifiedTreeCore)
+    fix_3_for_this_test(monkeypatch)
     w = _capped_leaf_then_split_above_it(known_3=False)
     w.evict(1000000)
     w.check()
