@@ -193,6 +193,10 @@ def test_a_conforming_verdict_says_what_it_did_not_check(capsys) -> None:  # noq
     # a handle held by the machine, or by a running request (the lifecycle's record): the same argument; a wire
     # server numbering handles per cache failed so at page size 1 and 4 (two findings)
     ("inc_lock_ref(handle<[5]>) raised WireRefused: unknown handle", "inc_lock_ref(request<[5, 6]>) raised WireRefused: unknown handle"),
+    # ... and a tenant's running request: its namespace is said up to the '>' that closes the record (CI's two findings)
+    ("inc_lock_ref(handle<[]>) raised WireRefused: ValueError: unknown handle Node(key=(1, 2), lock_ref=1, linked)",
+     "inc_lock_ref(request<[3, 3, … 0, 3] (21 tokens), namespace=(None, 'X')>) raised WireRefused: ValueError: unknown "
+     "handle Node(key=(2, 0, 3), lock_ref=1, linked)"),
 ])
 def test_the_same_failure_with_other_specifics_has_one_shape(one: str, other: str) -> None:
     assert shape_of(one) == shape_of(other)

@@ -114,9 +114,9 @@ def _without_namespaces(message: str) -> str:
                 quote = "" if c == quote and message[end - 1] != "\\" else quote
             elif c in "'\"":
                 quote = c
-            elif c in "([{":
+            elif c in "([{<":  # <…>: an object's repr
                 depth += 1
-            elif c in ")]}":
+            elif c in ")]}>":  # at depth 0: what closes the record that names it, e.g. request<…, namespace=('X', None)>
                 if depth == 0:
                     break
                 depth -= 1
