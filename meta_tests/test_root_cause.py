@@ -9,6 +9,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+import re
 import subprocess
 import sys
 import textwrap
@@ -240,13 +241,36 @@ wire_server.main(sys.argv[1:])
 ], ids=["wrong reply id", "per-cache handle numbering"])
 def test_a_wire_server_s_bug_is_one_finding(server: str, page_sizes: str, oracle: str, said: str, tmp_path: Path) -> None:
     (tmp_path / "server.py").write_text(textwrap.dedent(server))
-    env = {**os.environ, "RADIXCHECK_WIRE_CMD": f"{sys.executable} {tmp_path / 'server.py'}"}
+    # Not shrunk: a shrink stops at its time budget, so on another machine it stops at another failure; the first
+    # failures found are the same on every machine (and a harder test: their specifics are not shrunk away).
+    env = {**os.environ, "RADIXCHECK_WIRE_CMD": f"{sys.executable} {tmp_path / 'server.py'}", "RADIXCHECK_SHRINK_SECONDS": "0"}
     run = subprocess.run([sys.executable, "-m", "radixcheck", "audit", "radixcheck.properties.adapters.wire:server", "--page-sizes",
                           page_sizes, "--repro", "repros", "--json", "audit.json", "-n", "2"], cwd=tmp_path, env=env,
                          capture_output=True, text=True, timeout=900)
     assert run.returncode == 1, run.stdout[-3000:] + run.stderr[-2000:]
     [finding] = json.loads((tmp_path / "audit.json").read_text())["findings"]
     assert finding["oracle"] == oracle and said in finding["reason"], finding
+
+
+@pytest.mark.deep  # pytest in a subprocess
+def test_each_conformance_test_starts_the_wire_server_afresh(tmp_path: Path) -> None:
+    """A bug that leaks between one server's caches must show the same way whichever tests ran
+    before in that worker (CI's schedule is not this machine's): each test gets its own server."""
+    (tmp_path / "server.py").write_text(textwrap.dedent(f'''
+        import os, sys
+        with open({str(tmp_path / "pids")!r}, "a") as out:
+            out.write(f"{{os.getpid()}}\\n")
+        from radixcheck.reference import wire_server
+        wire_server.main(sys.argv[1:])
+        '''))
+    env = {**os.environ, "RADIXCHECK_WIRE_CMD": f"{sys.executable} {tmp_path / 'server.py'}"}
+    run = subprocess.run([sys.executable, "-m", "pytest", "-q", "-n", "0", "-p", "no:cacheprovider", "--pyargs",
+                          "radixcheck.properties.conformance", "--radix-target", "radixcheck.properties.adapters.wire:server",
+                          "--radix-page-sizes", "1", "-k", "reset_empties or handle_from_another or bad_page_size"],
+                         cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
+    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-2000:]
+    ran = int(re.search(r"(\d+) passed", run.stdout)[1])
+    assert ran >= 3 and len(set((tmp_path / "pids").read_text().split())) >= ran, run.stdout[-2000:]
 
 
 # ---- a tier target: one bug at two page sizes (one test's request a tenant's) is one finding ----------

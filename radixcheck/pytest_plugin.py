@@ -506,6 +506,22 @@ def _waiver_log(item: pytest.Item) -> WaiverLog:
 
 def pytest_runtest_setup(item: pytest.Item) -> None:
     forget_hangs()  # a hang is remembered within one test only
+    if _is_conformance(item):
+        _start_afresh(item)
+
+
+def _start_afresh(item: pytest.Item) -> None:
+    """A factory that serves every cache from one long-lived process (a wire server) starts it
+    afresh for each test (its ``start_afresh``): a bug that leaks between a server's caches then
+    shows the same way whichever tests ran before in that worker, and whatever a reduction
+    before it did, so a verdict and its grouping do not depend on pytest-xdist's schedule."""
+    name = getattr(getattr(item, "callspec", None), "params", {}).get("target")
+    if name is OTHER_KIND:
+        return
+    target = target_of(item.config) if name is None else targets_of(item.config).get(name)
+    start_afresh = getattr(getattr(target, "factory", None), "start_afresh", None)
+    if callable(start_afresh):
+        start_afresh()
 
 
 @pytest.hookimpl(wrapper=True)

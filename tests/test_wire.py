@@ -185,3 +185,19 @@ def test_a_cache_keyed_by_str_is_caught_over_the_wire() -> None:
             run_machine(machine_for(factory, factory.capabilities, 1, "wire_NamespaceKeyedByStr"), profiles.SETTINGS["mutation"])
     finally:
         factory.close()
+
+
+def test_start_afresh_stops_the_server_and_the_next_cache_starts_another() -> None:
+    """What the plugin calls before each conformance test: nothing an earlier test left in a
+    long-lived server reaches the next one."""
+    factory = wire_factory(reference_command())
+    try:
+        cache = factory(SlotAllocator(8), 1)
+        cache.insert([1, 2], np.array([3, 4]))
+        first = factory.connection().process
+        factory.start_afresh()
+        assert first.poll() is not None  # stopped
+        again = factory(SlotAllocator(8), 1)
+        assert factory.connection().process.pid != first.pid and again.total_size() == 0
+    finally:
+        factory.close()

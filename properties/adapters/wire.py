@@ -442,9 +442,14 @@ class WireFactory:
     def __call__(self, allocator: SlotAllocator, page_size: int = 1) -> WireCache:
         return WireCache(self.connection(), allocator, page_size)
 
-    def close(self) -> None:
+    def close(self, why: str = "closed") -> None:
         if self._connection is not None:
-            self._connection.close()
+            self._connection.close(why)
+
+    def start_afresh(self) -> None:
+        """Stop the server; the next cache starts a new one (the plugin calls it before each
+        conformance test, so that no test meets what an earlier test left in the server)."""
+        self.close("restarted for the next test")
 
 
 def wire_factory(command: Sequence[str] | str) -> WireFactory:
