@@ -185,3 +185,80 @@ def test_a_cache_keyed_by_str_is_caught_over_the_wire() -> None:
             run_machine(machine_for(factory, factory.capabilities, 1, "wire_NamespaceKeyedByStr"), profiles.SETTINGS["mutation"])
     finally:
         factory.close()
+
+
+def test_the_card_names_the_wire_server_audited() -> None:
+    """Every server is audited through one target, `...adapters.wire:server`: the card (and the
+    terminal, through the same line) names the command run and the server's own name, so a bug's
+    card and its fix's differ; an in-process target has no such line."""
+    from radixcheck.audit import AuditResult, report_card, server_line
+    from radixcheck.properties.target import Target
+    from radixcheck.reference import RadixCache
+
+    factory = faulty("slow")
+    try:
+        line = server_line(Target("radixcheck.properties.adapters.wire:server", factory, factory.capabilities))
+    finally:
+        factory.close()
+    assert "-c" in line and "slow" in line and "'faulty'" in line
+    card = report_card(AuditResult("radixcheck.properties.adapters.wire:server", "Capabilities()", [], "ci", server=line))
+    assert f"Wire server: {line}" in card
+    assert server_line(Target("radixcheck.reference:RadixCache", RadixCache, RadixCache.capabilities)) == ""
+
+
+# The reference server behind a relay whose refusals (error 1000) lose their request id, as a server
+# whose error path forgets the request does (a wire trial's planted bug, reports/findings/wire_trial.md).
+NO_ID_ON_REFUSAL = r"""
+import json, subprocess, sys
+inner = subprocess.Popen(sys.argv[1:], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, bufsize=1)
+for line in sys.stdin:
+    inner.stdin.write(line); inner.stdin.flush()
+    reply = json.loads(inner.stdout.readline())
+    if reply.get("error") == 1000:
+        reply["id"] = None
+    print(json.dumps(reply), flush=True)
+"""
+
+
+def refusals_without_id() -> WireFactory:
+    return wire_factory([sys.executable, "-c", NO_ID_ON_REFUSAL, *reference_command()])
+
+
+def test_a_broken_reply_where_a_refusal_is_due_is_the_finding_not_its_echo() -> None:
+    """A refusal whose reply breaks the protocol is no refusal: the foreign-handle test fails with the
+    protocol error itself. It took the error for the refusal, and its next call failed with "not
+    running (its reply to inc_lock_ref broke the protocol)", which did not say what broke."""
+    from radixcheck.properties.conformance.test_construction import test_handle_from_another_cache_is_refused
+    from radixcheck.properties.target import Target
+
+    factory = refusals_without_id()
+    try:
+        with pytest.raises(WireProtocolError, match=r"the reply to inc_lock_ref \(id \d+\) has id None"):
+            test_handle_from_another_cache_is_refused(Target("wire:no_id", factory, factory.capabilities), 1)
+    finally:
+        factory.close()
+
+
+@pytest.mark.deep  # a server process through a state machine
+def test_the_machine_names_a_broken_refusal_reply() -> None:
+    """The state machine's expected refusals (bad input, forbidden locks) let a protocol error through too."""
+    factory = refusals_without_id()
+    try:
+        with pytest.raises(WireProtocolError, match="has id None"):
+            run_machine(machine_for(factory, factory.capabilities, 1, "wire_no_id"), profiles.SETTINGS["mutation"])
+    finally:
+        factory.close()
+
+
+def test_a_broken_reply_is_one_shape_whichever_op_and_text_met_it() -> None:
+    """The envelope is one code path in a server: a reply without its id is one finding, whether a
+    refused `new` or a refused `match_prefix` met it, whatever the server's text; another fault of
+    the envelope, or another id, is another."""
+    from radixcheck.properties.findings.failures import shape_of
+
+    who = "wire server ./router --bug x"
+    new = f"""{who}: the reply to new (id 2) has id None, not 2: b'{{"id":null,"error":1000,"text":"got 1.5"}}'"""
+    match = f"""{who}: the reply to match_prefix (id 93) has id None, not 93: b'{{"id":null,"error":1000,"text":"unhashable [1]"}}'"""
+    assert shape_of(new) == shape_of(match)
+    assert shape_of(new) != shape_of(f"{who}: the reply to new (id 2) has id 7, not 2: b'{{}}'")
+    assert shape_of(new) != shape_of(f"{who}: the reply to new (id 2) is not JSON: b'Traceback'")

@@ -142,6 +142,10 @@ def shape_of(message: str) -> str:
     shape = re.sub(r"\((?:restored from its host copy|loaded back) by (the load-back of operation \d+), (?:within the last "
                    r"\d+ tokens|further back than the window at the path's end[^)]*)\)", r"(loaded back by \1)", shape)
     shape = re.sub(r"\s*\(\d+ tokens\)", "", shape)
+    # a wire server's broken reply: what broke, not which op met it nor the reply's own text (the envelope is one
+    # code path in a server: a refusal's reply without its id was 6 findings, one per op and message it met)
+    shape = re.sub(r"(?:the reply to|its reply to) \w+(?: \(id \d+\))?", "a reply", shape)
+    shape = re.sub(r": b(['\"]).*\1$", "", shape)
     shape = re.sub(r"\brequest<", "handle<", shape)  # a running request's record (the lifecycle's) holds its match's handle
     shape = re.sub(r"=[^\s,()\[\]]+", "=…", shape)  # a value named in the message: page_size=1.5, t=48
     shape = re.sub(r"\(-?\d+(?:,(?: -?\d+)?)+\)", "[]", shape)  # a tuple of tokens, as a node's key prints

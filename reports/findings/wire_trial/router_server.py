@@ -57,7 +57,7 @@ SEQ = itertools.count()  # heap tie-breaker
 class Node:
     __slots__ = ("id", "key", "value", "children", "parent", "lock", "stamp", "alive", "linked")
 
-    def __init__(self, nid: int, key: list, value: list, parent: "Node | None", stamp: int) -> None:
+    def __init__(self, nid: int, key: list, value: list, parent: Node | None, stamp: int) -> None:
         self.id, self.key, self.value, self.parent, self.stamp = nid, key, value, parent, stamp
         self.children: dict = {}
         self.lock = 0
@@ -74,7 +74,7 @@ class Server:
         self.next_worker = 1
         self.late_frees: list[list[int]] = []  # freed-one-reply-late bug
 
-    def new_id(self, worker: "Worker") -> int:
+    def new_id(self, worker: Worker) -> int:
         if BUG == "handles-per-cache":
             worker.local_ids += 1
             return worker.local_ids
@@ -272,7 +272,7 @@ class Worker:
                 sys.stderr.write("thread 'main' has overflowed its stack\nfatal runtime error: stack overflow\n")
                 sys.stderr.flush()
                 os._exit(134)
-        for node_id, (worker, node) in list(self.server.handles.items()):
+        for _node_id, (worker, node) in list(self.server.handles.items()):
             if worker is self and node is not self.root:
                 self.free(node)
         self.root.children = {}
