@@ -262,3 +262,46 @@ def test_a_broken_reply_is_one_shape_whichever_op_and_text_met_it() -> None:
     assert shape_of(new) == shape_of(match)
     assert shape_of(new) != shape_of(f"{who}: the reply to new (id 2) has id 7, not 2: b'{{}}'")
     assert shape_of(new) != shape_of(f"{who}: the reply to new (id 2) is not JSON: b'Traceback'")
+
+
+class FreesIntoTheNextCache:
+    """The reference whose evictions hand their slots back on a later call, through one log shared by
+    every instance: the in-process twin of a wire server with one global free log (a trial's
+    planted bug), whose frees reach whichever cache the suite builds next."""
+
+    late: list = []
+
+    def __new__(cls, allocator: SlotAllocator, page_size: int = 1):
+        from radixcheck.reference import RadixCache
+
+        class Deferred:
+            def free(self, ids) -> None:
+                FreesIntoTheNextCache.late.append(np.array(ids, copy=True))
+
+        class Cache(RadixCache):
+            def evict(self, n: int) -> int:
+                self.allocator = Deferred()
+                try:
+                    return super().evict(n)
+                finally:
+                    self.allocator = allocator
+
+            def total_size(self) -> int:
+                while FreesIntoTheNextCache.late:
+                    allocator.free(FreesIntoTheNextCache.late.pop(0))  # into this cache's pool, whoever evicted them
+                return super().total_size()
+
+        return Cache(allocator, page_size=page_size)
+
+
+def test_a_target_whose_state_outlives_its_cache_is_named_so() -> None:
+    """Hypothesis replays a failing program on a fresh cache; a target whose state outlives the cache
+    (here, frees that reach the next one) answers differently, and Hypothesis reports a *test* whose
+    data generation depends on external state. The finding says what that means for the target."""
+    from radixcheck.properties.findings.verdict import UnreplayableTarget
+    from radixcheck.reference import RadixCache
+
+    FreesIntoTheNextCache.late.clear()
+    with pytest.raises(UnreplayableTarget, match="keeps state outside the cache it was asked for"):
+        run_machine(machine_for(FreesIntoTheNextCache, RadixCache.capabilities, 1, "frees_into_next"), profiles.SETTINGS["mutation"])
+    FreesIntoTheNextCache.late.clear()
