@@ -38,9 +38,9 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 from hypothesis import Phase, given, note, settings, stateful
-from hypothesis.errors import Flaky, FlakyFailure
 from hypothesis.control import currently_in_test_context
 from hypothesis.database import ExampleDatabase, MultiplexedDatabase
+from hypothesis.errors import Flaky, FlakyFailure
 from hypothesis.stateful import RuleBasedStateMachine, multiple, run_state_machine_as_test
 from hypothesis.strategies import SearchStrategy
 
