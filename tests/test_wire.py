@@ -305,3 +305,25 @@ def test_a_target_whose_state_outlives_its_cache_is_named_so() -> None:
     with pytest.raises(UnreplayableTarget, match="keeps state outside the cache it was asked for"):
         run_machine(machine_for(FreesIntoTheNextCache, RadixCache.capabilities, 1, "frees_into_next"), profiles.SETTINGS["mutation"])
     FreesIntoTheNextCache.late.clear()
+
+
+def test_a_hang_files_limit_takes_the_wire_clients_verdict() -> None:
+    """A wire server that computes forever is stopped by the wire client (its CPU time, not this
+    process's): a hang's repro file must read that as the hang (exit 1), where it exited 2 ("did not
+    run to the check: OperationTimeout") and the audit offered no file for a server's hang."""
+    import os
+    import signal
+    import time
+
+    from radixcheck.properties.findings.standalone import hang_limit_lines
+
+    helpers: dict = {"os": os, "signal": signal, "time": time}
+    exec("\n".join(hang_limit_lines()), helpers)  # noqa: S102 - the file's own helper, as the file runs it
+
+    def served() -> None:
+        raise OperationTimeout("wire server ./router did not answer evict within 5 s of its CPU time; it was killed")
+
+    with pytest.raises(TimeoutError, match="did not answer evict"):
+        helpers["within_limit"](served)
+    with pytest.raises(ValueError):  # any other exception is not the hang
+        helpers["within_limit"](lambda: int("x"))
