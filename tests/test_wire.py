@@ -327,3 +327,17 @@ def test_a_hang_files_limit_takes_the_wire_clients_verdict() -> None:
         helpers["within_limit"](served)
     with pytest.raises(ValueError):  # any other exception is not the hang
         helpers["within_limit"](lambda: int("x"))
+
+
+def test_a_servers_hang_is_one_finding_whichever_clock_stopped_it() -> None:
+    """On a loaded machine a spinning server meets the wire client's limit (its CPU time) in one test
+    and the suite's wall-clock backstop in another: one hang of evict, one finding; a hang of another
+    call is another."""
+    from radixcheck.properties.findings.failures import HANG, signature_of
+
+    by_client = ("wire server ./router did not answer evict within 5 s of its CPU time (it computed for 5.0 s); "
+                 "it was killed")
+    by_backstop = ("evict did not return within 60 s of wall-clock time, the backstop for a call that blocks (it computed "
+                   "for only 0.1 s; set RADIXCHECK_OP_WALL_TIMEOUT to change it)")
+    assert signature_of(HANG, by_client) == signature_of(HANG, by_backstop)
+    assert signature_of(HANG, by_client) != signature_of(HANG, by_client.replace("evict", "match_prefix"))
