@@ -341,3 +341,26 @@ def test_a_servers_hang_is_one_finding_whichever_clock_stopped_it() -> None:
                    "for only 0.1 s; set RADIXCHECK_OP_WALL_TIMEOUT to change it)")
     assert signature_of(HANG, by_client) == signature_of(HANG, by_backstop)
     assert signature_of(HANG, by_client) != signature_of(HANG, by_client.replace("evict", "match_prefix"))
+
+
+@pytest.mark.deep  # a state machine, its reduction and two runs of the file
+def test_a_broken_refusal_reply_s_repro_exits_0_once_the_server_refuses(monkeypatch) -> None:
+    """The file of a broken reply where a refusal is due exits 1 on the server that broke it and 0 on
+    one that refuses within the protocol (it exited 2 there: the refusal was "another exception")."""
+    import shlex
+
+    from radixcheck.properties.adapters.wire import CMD_ENV, server
+    from radixcheck.properties.findings.repro import repro_for, run_repro
+
+    broken = [sys.executable, "-c", NO_ID_ON_REFUSAL, *reference_command()]
+    monkeypatch.setenv(CMD_ENV, shlex.join(broken))
+    try:
+        with pytest.raises(WireProtocolError) as caught:
+            run_machine(machine_for(server, server.capabilities, 1, "wire_no_id_repro"), profiles.SETTINGS["mutation"],
+                        transcript=True)
+        repro = repro_for(caught.value, "radixcheck.properties.adapters.wire:server")
+        assert repro.exit_code == 1, repro.output
+        monkeypatch.setenv(CMD_ENV, shlex.join(reference_command()))
+        assert run_repro(repro.text)[0] == 0
+    finally:
+        server.close()
