@@ -56,6 +56,12 @@ class OperationTimeout(Exception):
     """A call into the target took longer than the per-operation limit."""
 
 
+class TransportError(Exception):
+    """The call got no answer from the cache: a wire server broke the protocol or is not running.
+    Never a refusal: a check that expects one (bad input, a forbidden lock) lets it through, so the
+    finding is the transport's fault itself, not an echo of it on the next call."""
+
+
 def caused_by_hang(exc: BaseException | None) -> bool:
     """Whether ``exc``, or an exception it was raised from or during, is an :class:`OperationTimeout`."""
     while exc is not None:

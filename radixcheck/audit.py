@@ -40,6 +40,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+import shlex
 import sys
 import time
 from dataclasses import asdict, dataclass, field
@@ -277,6 +278,7 @@ class AuditResult:
     write_policies: str = ""  # a tier target: the write policies run, and those left out (tier_lines)
     worlds: str = ""  # a tier target: which worlds ran, and where the production-scale one lives (tier_lines)
     cost: str = ""  # an index or a tenant tree: where its cost at scale is measured (cost_line)
+    server: str = ""  # a wire target: the command the audit ran and the name its server gave (server_line)
 
     @property
     def failures(self) -> list[Verdict]:
@@ -503,9 +505,22 @@ def run_audit(target: Target, page_sizes: str | None, profile: str, workers: str
                          int(exit_code), [w for w in [target.defaults_warning()] if w], unmatched_waivers,
                          target.page_sizes_shown(), target.capabilities.tenant_isolation(), seed, *tier_lines(target))
     result.cost = cost_line(target)
+    result.server = server_line(target)
     for path in one_file_per_finding(result) if repro else ():
         print(f"radixcheck: removed {path}: the same root cause as a finding whose repro file the card cites", flush=True)
     return result
+
+
+def server_line(target: Target) -> str:
+    """A wire target's server: the command the audit ran and the name its ``init`` reply gave. The
+    target is the same (``...adapters.wire:server``) for every server, so without this line two
+    servers' cards, or a bug's and its fix's, could not be told apart."""
+    from radixcheck.properties.adapters.wire import WireFactory
+
+    if not isinstance(target.factory, WireFactory):
+        return ""
+    connection = target.factory.connection()  # started already, to read its capabilities
+    return f"`{shlex.join(connection.command)}`, which names itself {connection.server_name!r}"
 
 
 def cost_line(target: Target) -> str:
@@ -543,6 +558,7 @@ def report_card(result: AuditResult) -> str:
         "",
         f"Capabilities: `{result.capabilities}`",
         "",
+        *([f"Wire server: {result.server}", ""] if result.server else []),
         *([f"Page sizes: {result.page_sizes}", ""] if result.page_sizes else []),
         *([f"Write policies: {result.write_policies}", ""] if result.write_policies else []),
         *([f"Worlds: {result.worlds}", ""] if result.worlds else []),

@@ -70,6 +70,7 @@ def _audit(args: argparse.Namespace) -> int:
         EXIT_USAGE,
         print_summary,
         run_audit,
+        server_line,
         tier_lines,
         workers_for,
         write_outputs,
@@ -98,6 +99,8 @@ def _audit(args: argparse.Namespace) -> int:
     if target.defaults_warning():
         print(f"radixcheck: warning: {target.defaults_warning()}", file=sys.stderr, flush=True)
     print(f"radixcheck: auditing {target.spec}: {target.declared_capabilities()}", flush=True)  # the run's page sizes: next line
+    if server_line(target):
+        print(f"radixcheck: wire server: {server_line(target)}")
     if target.kind not in ("index", "tenant_tree"):
         print(f"radixcheck: page sizes: {target.page_sizes_shown()}")
     policies, worlds = tier_lines(target)

@@ -187,6 +187,183 @@ def test_a_cache_keyed_by_str_is_caught_over_the_wire() -> None:
         factory.close()
 
 
+def test_the_card_names_the_wire_server_audited() -> None:
+    """Every server is audited through one target, `...adapters.wire:server`: the card (and the
+    terminal, through the same line) names the command run and the server's own name, so a bug's
+    card and its fix's differ; an in-process target has no such line."""
+    from radixcheck.audit import AuditResult, report_card, server_line
+    from radixcheck.properties.target import Target
+    from radixcheck.reference import RadixCache
+
+    factory = faulty("slow")
+    try:
+        line = server_line(Target("radixcheck.properties.adapters.wire:server", factory, factory.capabilities))
+    finally:
+        factory.close()
+    assert "-c" in line and "slow" in line and "'faulty'" in line
+    card = report_card(AuditResult("radixcheck.properties.adapters.wire:server", "Capabilities()", [], "ci", server=line))
+    assert f"Wire server: {line}" in card
+    assert server_line(Target("radixcheck.reference:RadixCache", RadixCache, RadixCache.capabilities)) == ""
+
+
+# The reference server behind a relay whose refusals (error 1000) lose their request id, as a server
+# whose error path forgets the request does (a wire trial's planted bug, reports/findings/wire_trial.md).
+NO_ID_ON_REFUSAL = r"""
+import json, subprocess, sys
+inner = subprocess.Popen(sys.argv[1:], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, bufsize=1)
+for line in sys.stdin:
+    inner.stdin.write(line); inner.stdin.flush()
+    reply = json.loads(inner.stdout.readline())
+    if reply.get("error") == 1000:
+        reply["id"] = None
+    print(json.dumps(reply), flush=True)
+"""
+
+
+def refusals_without_id() -> WireFactory:
+    return wire_factory([sys.executable, "-c", NO_ID_ON_REFUSAL, *reference_command()])
+
+
+def test_a_broken_reply_where_a_refusal_is_due_is_the_finding_not_its_echo() -> None:
+    """A refusal whose reply breaks the protocol is no refusal: the foreign-handle test fails with the
+    protocol error itself. It took the error for the refusal, and its next call failed with "not
+    running (its reply to inc_lock_ref broke the protocol)", which did not say what broke."""
+    from radixcheck.properties.conformance.test_construction import test_handle_from_another_cache_is_refused
+    from radixcheck.properties.target import Target
+
+    factory = refusals_without_id()
+    try:
+        with pytest.raises(WireProtocolError, match=r"the reply to inc_lock_ref \(id \d+\) has id None"):
+            test_handle_from_another_cache_is_refused(Target("wire:no_id", factory, factory.capabilities), 1)
+    finally:
+        factory.close()
+
+
+@pytest.mark.deep  # a server process through a state machine
+def test_the_machine_names_a_broken_refusal_reply() -> None:
+    """The state machine's expected refusals (bad input, forbidden locks) let a protocol error through too."""
+    factory = refusals_without_id()
+    try:
+        with pytest.raises(WireProtocolError, match="has id None"):
+            run_machine(machine_for(factory, factory.capabilities, 1, "wire_no_id"), profiles.SETTINGS["mutation"])
+    finally:
+        factory.close()
+
+
+def test_a_broken_reply_is_one_shape_whichever_op_and_text_met_it() -> None:
+    """The envelope is one code path in a server: a reply without its id is one finding, whether a
+    refused `new` or a refused `match_prefix` met it, whatever the server's text; another fault of
+    the envelope, or another id, is another."""
+    from radixcheck.properties.findings.failures import shape_of
+
+    who = "wire server ./router --bug x"
+    new = f"""{who}: the reply to new (id 2) has id None, not 2: b'{{"id":null,"error":1000,"text":"got 1.5"}}'"""
+    match = f"""{who}: the reply to match_prefix (id 93) has id None, not 93: b'{{"id":null,"error":1000,"text":"unhashable [1]"}}'"""
+    assert shape_of(new) == shape_of(match)
+    assert shape_of(new) != shape_of(f"{who}: the reply to new (id 2) has id 7, not 2: b'{{}}'")
+    assert shape_of(new) != shape_of(f"{who}: the reply to new (id 2) is not JSON: b'Traceback'")
+
+
+class FreesIntoTheNextCache:
+    """The reference whose evictions hand their slots back on a later call, through one log shared by
+    every instance: the in-process twin of a wire server with one global free log (a trial's
+    planted bug), whose frees reach whichever cache the suite builds next."""
+
+    late: list = []
+
+    def __new__(cls, allocator: SlotAllocator, page_size: int = 1):
+        from radixcheck.reference import RadixCache
+
+        class Deferred:
+            def free(self, ids) -> None:
+                FreesIntoTheNextCache.late.append(np.array(ids, copy=True))
+
+        class Cache(RadixCache):
+            def evict(self, n: int) -> int:
+                self.allocator = Deferred()
+                try:
+                    return super().evict(n)
+                finally:
+                    self.allocator = allocator
+
+            def total_size(self) -> int:
+                while FreesIntoTheNextCache.late:
+                    allocator.free(FreesIntoTheNextCache.late.pop(0))  # into this cache's pool, whoever evicted them
+                return super().total_size()
+
+        return Cache(allocator, page_size=page_size)
+
+
+def test_a_target_whose_state_outlives_its_cache_is_named_so() -> None:
+    """Hypothesis replays a failing program on a fresh cache; a target whose state outlives the cache
+    (here, frees that reach the next one) answers differently, and Hypothesis reports a *test* whose
+    data generation depends on external state. The finding says what that means for the target."""
+    from radixcheck.properties.findings.verdict import UnreplayableTarget
+    from radixcheck.reference import RadixCache
+
+    FreesIntoTheNextCache.late.clear()
+    with pytest.raises(UnreplayableTarget, match="keeps state outside the cache it was asked for"):
+        run_machine(machine_for(FreesIntoTheNextCache, RadixCache.capabilities, 1, "frees_into_next"), profiles.SETTINGS["mutation"])
+    FreesIntoTheNextCache.late.clear()
+
+
+def test_a_hang_files_limit_takes_the_wire_clients_verdict() -> None:
+    """A wire server that computes forever is stopped by the wire client (its CPU time, not this
+    process's): a hang's repro file must read that as the hang (exit 1), where it exited 2 ("did not
+    run to the check: OperationTimeout") and the audit offered no file for a server's hang."""
+    import os
+    import signal
+    import time
+
+    from radixcheck.properties.findings.standalone import hang_limit_lines
+
+    helpers: dict = {"os": os, "signal": signal, "time": time}
+    exec("\n".join(hang_limit_lines()), helpers)  # noqa: S102 - the file's own helper, as the file runs it
+
+    def served() -> None:
+        raise OperationTimeout("wire server ./router did not answer evict within 5 s of its CPU time; it was killed")
+
+    with pytest.raises(TimeoutError, match="did not answer evict"):
+        helpers["within_limit"](served)
+    with pytest.raises(ValueError):  # any other exception is not the hang
+        helpers["within_limit"](lambda: int("x"))
+
+
+def test_a_servers_hang_is_one_finding_whichever_clock_stopped_it() -> None:
+    """On a loaded machine a spinning server meets the wire client's limit (its CPU time) in one test
+    and the suite's wall-clock backstop in another: one hang of evict, one finding; a hang of another
+    call is another."""
+    from radixcheck.properties.findings.failures import HANG, signature_of
+
+    by_client = ("wire server ./router did not answer evict within 5 s of its CPU time (it computed for 5.0 s); "
+                 "it was killed")
+    by_backstop = ("evict did not return within 60 s of wall-clock time, the backstop for a call that blocks (it computed "
+                   "for only 0.1 s; set RADIXCHECK_OP_WALL_TIMEOUT to change it)")
+    assert signature_of(HANG, by_client) == signature_of(HANG, by_backstop)
+    assert signature_of(HANG, by_client) != signature_of(HANG, by_client.replace("evict", "match_prefix"))
+
+
+@pytest.mark.deep  # a state machine, its reduction and two runs of the file
+def test_a_broken_refusal_reply_s_repro_exits_0_once_the_server_refuses(monkeypatch) -> None:
+    """The file of a broken reply where a refusal is due exits 1 on the server that broke it and 0 on
+    one that refuses within the protocol (it exited 2 there: the refusal was "another exception")."""
+    import shlex
+
+    from radixcheck.properties.adapters.wire import CMD_ENV, server
+    from radixcheck.properties.findings.repro import repro_for, run_repro
+
+    broken = [sys.executable, "-c", NO_ID_ON_REFUSAL, *reference_command()]
+    monkeypatch.setenv(CMD_ENV, shlex.join(broken))
+    try:
+        with pytest.raises(WireProtocolError) as caught:
+            run_machine(machine_for(server, server.capabilities, 1, "wire_no_id_repro"), profiles.SETTINGS["mutation"],
+                        transcript=True)
+        repro = repro_for(caught.value, "radixcheck.properties.adapters.wire:server")
+        assert repro.exit_code == 1, repro.output
+        monkeypatch.setenv(CMD_ENV, shlex.join(reference_command()))
+        assert run_repro(repro.text)[0] == 0
+    finally:
+        server.close()
 def test_start_afresh_stops_the_server_and_the_next_cache_starts_another() -> None:
     """What the plugin calls before each conformance test: nothing an earlier test left in a
     long-lived server reaches the next one."""

@@ -48,7 +48,7 @@ import numpy as np
 
 from radixcheck.properties.cache.canonical import canonical_namespace
 from radixcheck.properties.cache.contract import Capabilities, SlotAllocator
-from radixcheck.properties.target import OperationTimeout, op_timeout, op_wall_timeout, outside_the_limit
+from radixcheck.properties.target import OperationTimeout, TransportError, op_timeout, op_wall_timeout, outside_the_limit
 
 CMD_ENV = "RADIXCHECK_WIRE_CMD"
 PROTOCOL = 1
@@ -67,11 +67,11 @@ class WireError(Exception):
     """Something went wrong on the wire (base class)."""
 
 
-class WireServerDied(WireError):
+class WireServerDied(WireError, TransportError):
     """The server process exited (or was killed after it hung)."""
 
 
-class WireProtocolError(WireError):
+class WireProtocolError(WireError, TransportError):
     """A reply that breaks the protocol, or an error code saying the request was not understood."""
 
 
@@ -276,7 +276,7 @@ class WireConnection:
 
     def _parse(self, raw: bytes, rid: int, op: str) -> dict[str, Any]:
         def broken(what: str) -> WireProtocolError:
-            self.close(f"its reply to {op} broke the protocol")
+            self.close(f"its reply to {op} broke the protocol: it {what}")  # a later call's "not running" says why
             return WireProtocolError(f"{self._who()}: the reply to {op} (id {rid}) {what}: {raw[:300]!r}")
 
         try:

@@ -27,6 +27,10 @@ WORLD_CUT_SHORT = "radixcheck: the production world stopped here; not built: "
 (``radixcheck.properties.cache.scale_machine``): a waived finding there ends the world, so the
 audit says what it left out (``radixcheck.properties.findings.waivers``)."""
 HANG = "hang (per-operation time limit)"
+HUNG_CALL = re.compile(r"did not answer (\w+) within|(\w+) did not return within")
+"""The call a hang's message names, whichever clock stopped it: a wire server computing on a loaded
+machine meets either the wire client's limit (its CPU time) or the suite's wall-clock backstop
+first (a trial's evict that spins forever was two findings, one per clock)."""
 ASSERTION = "assertion"
 CRASH = "crash ({} raised during a legal call)"  # formatted with the exception's class name
 
@@ -142,6 +146,10 @@ def shape_of(message: str) -> str:
     shape = re.sub(r"\((?:restored from its host copy|loaded back) by (the load-back of operation \d+), (?:within the last "
                    r"\d+ tokens|further back than the window at the path's end[^)]*)\)", r"(loaded back by \1)", shape)
     shape = re.sub(r"\s*\(\d+ tokens\)", "", shape)
+    # a wire server's broken reply: what broke, not which op met it nor the reply's own text (the envelope is one
+    # code path in a server: a refusal's reply without its id was 6 findings, one per op and message it met)
+    shape = re.sub(r"(?:the reply to|its reply to) \w+(?: \(id \d+\))?", "a reply", shape)
+    shape = re.sub(r": b(['\"]).*\1$", "", shape)
     shape = re.sub(r"\brequest<", "handle<", shape)  # a running request's record (the lifecycle's) holds its match's handle
     shape = re.sub(r"=[^\s,()\[\]]+", "=…", shape)  # a value named in the message: page_size=1.5, t=48
     shape = re.sub(r"\(-?\d+(?:,(?: -?\d+)?)+\)", "[]", shape)  # a tuple of tokens, as a node's key prints
@@ -183,6 +191,8 @@ def signature_of(oracle: str, message: str) -> str:
     :data:`~radixcheck.oracles.tier_windows.TWIN_WINDOW` alone."""
     if oracle in ORDER_ORACLES:
         return ""
+    if oracle == HANG and (hung := HUNG_CALL.search(message)):
+        return f"{hung.group(1) or hung.group(2)} did not return"
     if oracle == "10 tenant isolation" and TWIN_WINDOW in message:  # one window leak, whichever read met it
         return TWIN_WINDOW
     return tenant_tree_shape(shape_of(message)) if oracle in TENANT_TREE_ORACLES else shape_of(message)

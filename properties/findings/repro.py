@@ -57,7 +57,7 @@ from radixcheck.properties.findings.standalone import (
 from radixcheck.properties.findings.transcript import Act
 from radixcheck.properties.index.machine import KvIndexMachine
 from radixcheck.properties.index.repro import CannotWrite, IndexProgram, failing_program, index_script, shortest_program
-from radixcheck.properties.target import caused_by_hang, declared_page_sizes
+from radixcheck.properties.target import TransportError, caused_by_hang, declared_page_sizes
 
 __all__ = ["Repro", "file_name", "finding_site", "literal", "repro_for", "run_repro"]
 
@@ -539,6 +539,12 @@ class _Writer:
                             f"print('no bug: {shown_call} returned within the limit')"]
         raised = type(failure).__name__
         what = f"{shown_call} raised {raised}: {message_of(failure)} (a legal call)"
+        if isinstance(failure, TransportError):  # a broken reply or a dead server: any answer in the protocol fixes it
+            return lines + ["try:", f"    {expression}", "except Exception as exc:  # noqa: BLE001",
+                            f"    if type(exc).__name__ == {raised!r}:",
+                            f"        bug({what!r}, got=f'{{type(exc).__name__}}: {{exc}} (raised at {{raised_at(exc)}})')",
+                            "    if type(exc).__name__ != 'WireRefused':  # a refusal (error 1000) is an answer too", "        raise",
+                            "print('no bug: the server answered within the protocol')"]
         return lines + ["try:", f"    {expression}", "except Exception as exc:  # noqa: BLE001",
                         f"    if type(exc).__name__ != {raised!r}:  # another exception: not this finding", "        raise",
                         f"    bug({what!r}, got=f'{{type(exc).__name__}}: {{exc}} (raised at {{raised_at(exc)}})')",

@@ -170,7 +170,9 @@ def hang_limit_lines() -> list[str]:
     """``LIMIT`` (the per-operation limit, ``RADIXCHECK_OP_TIMEOUT`` as radixcheck reads it; the
     audit's by default), ``WALL`` (its wall-clock backstop) and ``within_limit(call)``: a call that
     computes for longer than LIMIT seconds of CPU time, or blocks past WALL, raises ``TimeoutError``
-    (a SIGALRM timer that ticks and looks at both clocks, as radixcheck's limit)."""
+    (a SIGALRM timer that ticks and looks at both clocks, as radixcheck's limit), as does a wire server
+    that the wire client stopped for its own CPU time (``OperationTimeout``: the server computes, not
+    this process, so the file's own clock would wait for WALL and the client's error was exit 2)."""
     return [f"LIMIT = float(os.environ.get({TIMEOUT_ENV!r}) or {op_timeout():g})  # radixcheck's per-operation limit (s of CPU)",
             f"WALL = float(os.environ.get({WALL_TIMEOUT_ENV!r}) or max({WALL_BACKSTOP_MIN:g}, {WALL_BACKSTOP_FACTOR:g} * LIMIT))"
             "  # its wall-clock backstop (s)",
@@ -189,6 +191,10 @@ def hang_limit_lines() -> list[str]:
             "    signal.setitimer(signal.ITIMER_REAL, LIMIT, max(0.01, min(0.25, LIMIT / 4)))",
             "    try:",
             "        return call()",
+            "    except Exception as exc:  # a wire server's hang: radixcheck's client judged its CPU time and killed it",
+            "        if type(exc).__name__ == 'OperationTimeout':",
+            "            raise TimeoutError(str(exc)) from exc",
+            "        raise",
             "    finally:",
             "        signal.setitimer(signal.ITIMER_REAL, 0)",
             "        signal.signal(signal.SIGALRM, previous)"]

@@ -40,6 +40,7 @@ from typing import Any
 from hypothesis import Phase, given, note, settings, stateful
 from hypothesis.control import currently_in_test_context
 from hypothesis.database import ExampleDatabase, MultiplexedDatabase
+from hypothesis.errors import Flaky, FlakyFailure
 from hypothesis.stateful import RuleBasedStateMachine, multiple, run_state_machine_as_test
 from hypothesis.strategies import SearchStrategy
 
@@ -155,13 +156,38 @@ def run_property(test: Callable[..., None], search: settings | None = None, **st
         _find_shrink_replay(lambda phase: settings(phase)(given(**strategies)(example))(), search, shrink_seconds())
 
 
+class UnreplayableTarget(Exception):
+    """The same calls behaved differently when Hypothesis ran them again (its ``Flaky``): the target
+    keeps state outside the cache the suite built, which the next cache meets (a global of the
+    module, or a wire server's state shared by the caches it serves)."""
+
+
+def _replayable(exc: Exception) -> Exception:
+    """``exc``, or, for Hypothesis's own report that a replay drew differently (which names no call
+    of the target's and asks about the *test's* data generation), what that means for a target."""
+    if not isinstance(exc, Flaky) or isinstance(exc, FlakyFailure):  # a FlakyFailure holds the target's own failures
+        return exc
+    said = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+    plain = UnreplayableTarget(
+        "the same calls behaved differently when run again on a fresh cache: the target keeps state outside the "
+        "cache it was asked for (a global, or a wire server's state shared by every cache it serves: frees, handles "
+        f"or answers that reach the next cache) [Hypothesis: {type(exc).__name__}: {said}]")
+    plain.__notes__ = list(getattr(exc, "__notes__", []))
+    return plain
+
+
 def _find_shrink_replay(run: Callable[[settings], None], search: settings, budget: float,
                         found: Callable[[], None] = lambda: None, raising: Callable[[bool], None] = lambda shrunk: None) -> None:
     """The three phases (module docstring) over ``run``, one Hypothesis run under the settings it is given. ``found()``
     is called when the find phase failed; ``raising(shrunk)`` just before the failure is raised: the shrunk one
     (True), or the first (False)."""
     if Phase.shrink not in search.phases:
-        run(search)
+        try:
+            run(search)
+        except Exception as exc:  # noqa: BLE001 - Hypothesis's Flaky said as what it means for a target
+            if (plain := _replayable(exc)) is not exc:
+                raise plain from None
+            raise
         return
     examples = _Examples()
     saved = examples if search.database is None else MultiplexedDatabase(examples, search.database)
@@ -171,7 +197,7 @@ def _find_shrink_replay(run: Callable[[settings], None], search: settings, budge
         run(find)
         return
     except Exception as exc:  # noqa: BLE001 - any failure is the verdict; what follows only shrinks it
-        first = exc
+        first = _replayable(exc)
     found()
     if caused_by_hang(first):
         first.add_note("radixcheck: not shrunk (a hang: every replay would cost the time limit)")
@@ -195,6 +221,12 @@ def _find_shrink_replay(run: Callable[[settings], None], search: settings, budge
         raising(False)
         raise first from None
     except Exception as shrunk:  # noqa: BLE001
+        if isinstance(_replayable(shrunk), UnreplayableTarget) and not isinstance(first, UnreplayableTarget):
+            first.add_note("radixcheck: not shrunk (its replay behaved differently: the target keeps state outside "
+                           "the cache it was asked for?); this is the first failure")
+            raising(False)
+            raise first from None
+        shrunk = _replayable(shrunk)
         shrunk.add_note(f"radixcheck: shrunk for {spent:.1f} s (budget {budget:g} s, {SHRINK_ENV})")
         raising(True)
         raise shrunk from None
