@@ -47,6 +47,15 @@ CASES: list[tuple[str, list[str], str]] = [
     ("radixcheck.reports.catalogue", ["--variant-streams", "-1"], "--variant-streams"),
     ("radixcheck.reports.catalogue", ["--variant", "NoSuchCache"], "--variant"),
     ("radixcheck.reports.catalogue", ["--variant", "RadixCache", "--variant-streams", "0"], "--variant"),
+    ("radixcheck.reports.tier_catalogue", ["--only", "NoSuchMutant"], "--only"),
+    ("radixcheck.reports.tenant_tree_catalogue", ["--only", "NoSuchMutant"], "--only"),
+    ("radixcheck.reports.index_catalogue", ["--only", "NoSuchMutant"], "--only"),
+    # --only keeps the other rows from a saved catalogue: none in an empty --out
+    ("radixcheck.reports.tenant_tree_catalogue", ["--only", "TenantTree", "--out", "/nonexistent-radixcheck"], "--only"),
+    ("radixcheck.reports.index_catalogue", ["--only", "KvIndex", "--out", "/nonexistent-radixcheck"], "--only"),
+    # a row re-run over fewer streams than the committed catalogue's is a weaker report too
+    ("radixcheck.reports.tenant_tree_catalogue", ["--only", "SplitRacesWithoutLock", "--streams", "3"], "--streams"),
+    ("radixcheck.reports.index_catalogue", ["--only", "LeaksRemovedNodes", "--streams", "3"], "--streams"),
     ("radixcheck.reports.machine_speed", ["--tokens", "0"], "--tokens"),
     ("radixcheck.reports.machine_speed", ["--steps", "x"], "--steps"),
     ("radixcheck.reports.kill_rates", ["--jobs", "0"], "--jobs"),

@@ -2,7 +2,7 @@
 that measured it, and a run no row comes from any more leaves the list (the header used to nest
 every earlier run's sentence inside the next, 15 levels deep)."""
 
-from radixcheck.reports.tier_catalogue import _runs_table, runs_after
+from radixcheck.reports.rerun import runs_after, runs_table
 
 
 def _run(commit: str, *rows: str) -> dict:
@@ -18,6 +18,6 @@ def test_a_rerun_takes_its_rows_from_the_earlier_runs_and_drops_an_emptied_run()
 
 def test_the_runs_table_names_every_row_once_and_says_when_a_time_was_not_recorded() -> None:
     runs = [_run("c", "TieredLfu"), {**_run("a", "BackupChainGap"), "seconds": None, "machine": ""}]
-    table = _runs_table(runs)
+    table = runs_table(runs)
     assert table.count("`TieredLfu`") == 1 and table.count("`BackupChainGap`") == 1
     assert "(not recorded)" in table and "1 s (test)" in table

@@ -4,6 +4,7 @@ over many streams, its shrunk program, and the false-alarm streams of the correc
 
     python -m radixcheck.reports.index_catalogue                  # INDEX_CATALOGUE.md, artifacts/index_catalogue.json
     python -m radixcheck.reports.index_catalogue --streams 200 --variant-streams 50
+    python -m radixcheck.reports.index_catalogue --only LeaksRemovedNodes --only KvIndex   # re-run these rows only
 
 Kill rates as in ``radixcheck.reports.kill_rates``: the gate's budget (the `mutation` profile)
 once per stream, each stream derandomized under its own name. The shrunk program comes from a
@@ -13,6 +14,7 @@ bounded shrink under the `audit` profile.
 from __future__ import annotations
 
 import json
+import os
 import time
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
@@ -23,12 +25,22 @@ from tabulate import tabulate
 from radixcheck.argtypes import ArgumentParser, non_negative_int, positive_int, refuse_weaker
 from radixcheck.oracles import violations as v
 from radixcheck.properties.index.mutants import INDEX_MUTANTS, machine_for_index_mutant
-from radixcheck.provenance import generated_by
+from radixcheck.provenance import commit, generated_by
 from radixcheck.reports import default_out
 from radixcheck.reports.catalogue import first_kill
 from radixcheck.reports.kill_rates import false_alarms, measure, variant_names
 from radixcheck.reports.machine import cpu_line
 from radixcheck.reports.report_rows import ExpectedRows
+from radixcheck.reports.rerun import (
+    add_only,
+    check_only,
+    in_order,
+    kept_seconds,
+    runs_after,
+    runs_section,
+    runs_sentence,
+    saved_runs,
+)
 
 # (obligation, rule of the index machine that exercises it, the oracle's exception, mutants that break it)
 INDEX_OBLIGATIONS: list[tuple[str, str, type[BaseException], list[str]]] = [
@@ -64,13 +76,15 @@ def _first_kill(name: str) -> dict[str, Any]:
     return first_kill(machine_for_index_mutant(next(m for m in INDEX_MUTANTS if m.__name__ == name)))
 
 
-def build(streams: int, jobs: int) -> list[dict[str, Any]]:
-    names = [m.__name__ for m in INDEX_MUTANTS]
+def build(streams: int, jobs: int, only: list[str] | None = None) -> list[dict[str, Any]]:
+    """Every mutant's row (``only``: just those named)."""
+    mutants = [m for m in INDEX_MUTANTS if only is None or m.__name__ in only]
+    names = [m.__name__ for m in mutants]
     with ProcessPoolExecutor(jobs) as pool:
         first = dict(zip(names, pool.map(_first_kill, names), strict=True))
     rates = {r.mutant: r for r in measure(names, streams, jobs)} if streams else {}
     rows = []
-    for mutant in INDEX_MUTANTS:
+    for mutant in mutants:
         rate = rates.get(mutant.__name__)
         rows.append({"bug_class": mutant.bug_class, "sources": list(mutant.sources),
                      "mutant": f"radixcheck.properties.index.mutants:{mutant.__name__}",
@@ -96,7 +110,8 @@ def render(rows: list[dict[str, Any]], variants: list[dict[str, Any]], meta: dic
     false = tabulate([[f"`{x['variant']}`", x["machine"], f"{x['failed']}/{x['streams']}", x["first_failure"]] for x in variants],
                      headers=["correct index", "machine", "streams failed", "first failure"], tablefmt="github")
     parts = ["# Index bug catalogue", "",
-             f"{generated_by()} Command: `{meta['command']}`, in {meta['seconds']:.0f} s ({meta['machine']}). Each row is a class of bug "
+             f"{generated_by()} Command: `{meta['command']}`, in {meta['seconds']:.0f} s ({meta['machine']}). "
+             f"{runs_sentence(meta.get('runs', []))}Each row is a class of bug "
              "Dynamo's KV router index met in production (or, without a source, one a new user's trial planted), reproduced "
              "as a one-idea mutant of the reference index (`properties/index/mutants.py`) and run through the index state "
              "machine at the gate's budget (100 examples x 50 steps, no shrinking). The kill rate counts the streams, each "
@@ -109,6 +124,7 @@ def render(rows: list[dict[str, Any]], variants: list[dict[str, Any]], meta: dic
     for r in rows:
         parts += [f"### {r['bug_class']} — `{r['mutant']}`", "", r["what"], "", f"Reason: {r.get('reason', '')}", "",
                   "```python", r.get("program") or "(not caught)", "```", ""]
+    parts += runs_section(meta.get("runs", []))
     return "\n".join(parts)
 
 
@@ -120,6 +136,24 @@ def saved_streams(out: Path) -> int:
         return 0
 
 
+def _name(row: dict[str, Any]) -> str:
+    return row["mutant"].split(":")[1]
+
+
+def merged(rows: list[dict[str, Any]], variants: list[dict[str, Any]],
+           out: Path) -> tuple[list[dict[str, Any]], list[dict[str, Any]], list[dict[str, Any]]]:
+    """The saved catalogue's rows with the fresh ``rows`` and ``variants`` in place of theirs (in
+    the catalogue's order), and the saved runs the rows came from."""
+    saved = json.loads((out / "artifacts" / "index_catalogue.json").read_text(encoding="utf-8"))
+    text = (out / "INDEX_CATALOGUE.md").read_text(encoding="utf-8")
+    all_rows = in_order(rows, saved["mutants"], [m.__name__ for m in INDEX_MUTANTS], _name,
+                        kept_seconds(text, "Mutants", "time to kill (s)"), "seconds_to_kill")
+    all_variants = in_order(variants, saved["variants"], [(n, kind) for n in variant_names(index=True) for kind in ("ordinary", "churn")],
+                            lambda x: (x["variant"], x["machine"]))
+    names = [_name(r) for r in saved["mutants"]] + list(dict.fromkeys(x["variant"] for x in saved["variants"]))
+    return all_rows, all_variants, saved_runs(saved, text, names)
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = ArgumentParser(prog="python -m radixcheck.reports.index_catalogue", description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, default=None, help="output directory (default: reports/ in a checkout)")
@@ -127,25 +161,34 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--variant-streams", type=non_negative_int, default=50, help="streams per correct index and machine")
     parser.add_argument("--jobs", type=positive_int, default=2, help="worker processes (default 2)")
     parser.add_argument("--force", action="store_true", help="replace the saved catalogue even with fewer streams")
+    add_only(parser, "mutant or correct index")
     args = parser.parse_args(argv)
     out = args.out or default_out()
+    check_only(parser, args.only, [m.__name__ for m in INDEX_MUTANTS] + variant_names(index=True), "index mutant or correct index",
+               out / "artifacts" / "index_catalogue.json")
     if args.out is None and args.streams < saved_streams(out):
         refuse_weaker(parser, out / "INDEX_CATALOGUE.md",
                       [f"--streams {args.streams} where it has kill rates over {saved_streams(out)}"], args.force)
-    import os
-
     started = time.perf_counter()
-    rows = build(args.streams, args.jobs)
-    variants = false_alarms(args.variant_streams, args.jobs, index=True) if args.variant_streams else []
-    meta = {"command": f"python -m radixcheck.reports.index_catalogue --streams {args.streams} --variant-streams "
-                       f"{args.variant_streams}", "seconds": time.perf_counter() - started,
+    rows = build(args.streams, args.jobs, args.only or None)
+    variants = false_alarms(args.variant_streams, args.jobs, index=True, only=args.only or None) if args.variant_streams else []
+    only = "".join(f" --only {n}" for n in args.only)
+    meta = {"command": f"{REGENERATE} --streams {args.streams} --variant-streams {args.variant_streams}{only}",
+            "seconds": time.perf_counter() - started,
             "machine": f"{cpu_line()}, {os.cpu_count()} cores, load average "
                        f"{', '.join(f'{x:.1f}' for x in os.getloadavg())} at the end"}
+    this_run = {"commit": commit() or "(no checkout)", **meta,
+                "rows": [_name(r) for r in rows] + list(dict.fromkeys(x["variant"] for x in variants))}
+    meta["runs"] = [this_run]
+    if args.only:
+        rows, variants, earlier = merged(rows, variants, out)
+        meta["runs"] = runs_after(this_run, earlier)
     (out / "artifacts").mkdir(parents=True, exist_ok=True)
     (out / "INDEX_CATALOGUE.md").write_text(render(rows, variants, meta) + "\n", encoding="utf-8")
     stable = [{k: val for k, val in r.items() if k != "seconds_to_kill"} for r in rows]
     (out / "artifacts" / "index_catalogue.json").write_text(
-        json.dumps({"mutants": stable, "variants": [{k: x[k] for k in x if k != "seconds"} for x in variants]}, indent=2) + "\n",
+        json.dumps({"mutants": stable, "variants": [{k: x[k] for k in x if k != "seconds"} for x in variants],
+                    "runs": meta["runs"]}, indent=2) + "\n",
         encoding="utf-8")
     print(render(rows, variants, meta).split("## Minimal")[0])
 

@@ -5,6 +5,7 @@ false alarms of the correct trees.
 
     python -m radixcheck.reports.tenant_tree_catalogue              # TENANT_TREE_CATALOGUE.md, artifacts/tenant_tree_catalogue.json
     python -m radixcheck.reports.tenant_tree_catalogue --streams 200 --variant-streams 50
+    python -m radixcheck.reports.tenant_tree_catalogue --only SplitRacesWithoutLock   # re-run this row only
 
 Kill rates as in ``radixcheck.reports.kill_rates``: the gate's budget (the `mutation` profile)
 once per stream, each stream derandomized under its own name. The threaded stress test
@@ -35,12 +36,22 @@ from radixcheck.properties.tenant_tree.mutants import (
     THREAD_MUTANTS,
     machine_for_tenant_tree_mutant,
 )
-from radixcheck.provenance import generated_by
+from radixcheck.provenance import commit, generated_by
 from radixcheck.reference.tenant_tree import TenantTree
 from radixcheck.reports import default_out
 from radixcheck.reports.catalogue import first_kill
 from radixcheck.reports.machine import cpu_line
 from radixcheck.reports.report_rows import ExpectedRows
+from radixcheck.reports.rerun import (
+    add_only,
+    check_only,
+    in_order,
+    kept_seconds,
+    runs_after,
+    runs_section,
+    runs_sentence,
+    saved_runs,
+)
 
 ALL_MUTANTS = [*TENANT_TREE_MUTANTS, *THREAD_MUTANTS]
 CORRECT = [TenantTree, *CORRECT_TENANT_TREE_VARIANTS]
@@ -102,12 +113,14 @@ def _stress(job: tuple[str, int]) -> tuple[str, bool] | None:
     return _failure(tree, lambda: stress_with_threads(tree, tree.capabilities, seed=k))
 
 
-def build(streams: int, jobs: int) -> list[dict[str, Any]]:
-    names = [m.__name__ for m in ALL_MUTANTS]
+def build(streams: int, jobs: int, only: list[str] | None = None) -> list[dict[str, Any]]:
+    """Every mutant's row (``only``: just those named)."""
+    mutants = [m for m in ALL_MUTANTS if only is None or m.__name__ in only]
+    names = [m.__name__ for m in mutants]
     rows = []
     with ProcessPoolExecutor(jobs) as pool:
         first = dict(zip(names, pool.map(_first_kill, names), strict=True))
-        for mutant in ALL_MUTANTS:
+        for mutant in mutants:
             name = mutant.__name__
             # a race is invisible to the single-threaded machine by design: its streams are not run (each would pass whole)
             machine = [] if mutant in THREAD_MUTANTS else list(pool.map(_stream, [(name, k) for k in range(streams)]))
@@ -122,10 +135,11 @@ def build(streams: int, jobs: int) -> list[dict[str, Any]]:
     return rows
 
 
-def false_alarms(streams: int, jobs: int) -> list[dict[str, Any]]:
+def false_alarms(streams: int, jobs: int, only: list[str] | None = None) -> list[dict[str, Any]]:
+    """Every correct tree's false-alarm rows (``only``: just those named)."""
     out = []
     with ProcessPoolExecutor(jobs) as pool:
-        for tree in CORRECT:
+        for tree in [t for t in CORRECT if only is None or t.__name__ in only]:
             for kind, run in (("machine", _stream), ("threads", _stress)):
                 if kind == "threads" and not tree.capabilities.thread_safe:
                     continue
@@ -154,7 +168,8 @@ def render(rows: list[dict[str, Any]], variants: list[dict[str, Any]], meta: dic
     false = tabulate([[f"`{x['variant']}`", x["machine"], f"{x['failed']}/{x['streams']}", x["first_failure"]] for x in variants],
                      headers=["correct tree", "test", "streams failed", "first failure"], tablefmt="github")
     parts = ["# Tenant-tree bug catalogue", "",
-             f"{generated_by()} Command: `{meta['command']}`, in {meta['seconds']:.0f} s ({meta['machine']}). Each row is a class "
+             f"{generated_by()} Command: `{meta['command']}`, in {meta['seconds']:.0f} s ({meta['machine']}). "
+             f"{runs_sentence(meta.get('runs', []))}Each row is a class "
              "of bug a router's multi-tenant prefix tree can have, planted as a one-idea mutant of the reference tree "
              "(`properties/tenant_tree/mutants.py`). The machine kill rate counts the streams of the tenant-tree state machine "
              "at the gate's budget (100 examples x 50 steps, no shrinking), each derandomized under its own name, that caught "
@@ -170,6 +185,7 @@ def render(rows: list[dict[str, Any]], variants: list[dict[str, Any]], meta: dic
     for r in rows:
         parts += [f"### {r['bug_class']} — `{r['mutant']}`", "", r["what"], "", f"Reason: {r.get('reason', '')}", "",
                   "```python", r.get("program") or "(not caught by the machine)", "```", ""]
+    parts += runs_section(meta.get("runs", []))
     return "\n".join(parts)
 
 
@@ -181,6 +197,24 @@ def saved_streams(out: Path) -> int:
         return 0
 
 
+def _name(row: dict[str, Any]) -> str:
+    return row["mutant"].split(":")[1]
+
+
+def merged(rows: list[dict[str, Any]], variants: list[dict[str, Any]],
+           out: Path) -> tuple[list[dict[str, Any]], list[dict[str, Any]], list[dict[str, Any]]]:
+    """The saved catalogue's rows with the fresh ``rows`` and ``variants`` in place of theirs (in
+    the catalogue's order), and the saved runs the rows came from."""
+    saved = json.loads((out / "artifacts" / "tenant_tree_catalogue.json").read_text(encoding="utf-8"))
+    text = (out / "TENANT_TREE_CATALOGUE.md").read_text(encoding="utf-8")
+    all_rows = in_order(rows, saved["mutants"], [m.__name__ for m in ALL_MUTANTS], _name,
+                        kept_seconds(text, "Mutants", "time to kill (s)"), "seconds_to_kill")
+    all_variants = in_order(variants, saved["variants"], [(t.__name__, kind) for t in CORRECT for kind in ("machine", "threads")],
+                            lambda x: (x["variant"], x["machine"]))
+    names = [_name(r) for r in saved["mutants"]] + list(dict.fromkeys(x["variant"] for x in saved["variants"]))
+    return all_rows, all_variants, saved_runs(saved, text, names)
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = ArgumentParser(prog="python -m radixcheck.reports.tenant_tree_catalogue", description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, default=None, help="output directory (default: reports/ in a checkout)")
@@ -188,23 +222,34 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--variant-streams", type=non_negative_int, default=50, help="streams per correct tree and test")
     parser.add_argument("--jobs", type=positive_int, default=2, help="worker processes (default 2)")
     parser.add_argument("--force", action="store_true", help="replace the saved catalogue even with fewer streams")
+    add_only(parser, "mutant or correct tree")
     args = parser.parse_args(argv)
     out = args.out or default_out()
+    check_only(parser, args.only, [t.__name__ for t in [*ALL_MUTANTS, *CORRECT]], "tenant-tree mutant or correct tree",
+               out / "artifacts" / "tenant_tree_catalogue.json")
     if args.out is None and args.streams < saved_streams(out):
         refuse_weaker(parser, out / "TENANT_TREE_CATALOGUE.md",
                       [f"--streams {args.streams} where it has kill rates over {saved_streams(out)}"], args.force)
     started = time.perf_counter()
-    rows = build(args.streams, args.jobs)
-    variants = false_alarms(args.variant_streams, args.jobs) if args.variant_streams else []
-    meta = {"command": f"{REGENERATE} --streams {args.streams} --variant-streams {args.variant_streams}",
+    rows = build(args.streams, args.jobs, args.only or None)
+    variants = false_alarms(args.variant_streams, args.jobs, args.only or None) if args.variant_streams else []
+    only = "".join(f" --only {n}" for n in args.only)
+    meta = {"command": f"{REGENERATE} --streams {args.streams} --variant-streams {args.variant_streams}{only}",
             "seconds": time.perf_counter() - started,
             "machine": f"{cpu_line()}, {os.cpu_count()} cores, load average "
                        f"{', '.join(f'{x:.1f}' for x in os.getloadavg())} at the end"}
+    this_run = {"commit": commit() or "(no checkout)", **meta,
+                "rows": [_name(r) for r in rows] + list(dict.fromkeys(x["variant"] for x in variants))}
+    meta["runs"] = [this_run]
+    if args.only:
+        rows, variants, earlier = merged(rows, variants, out)
+        meta["runs"] = runs_after(this_run, earlier)
     (out / "artifacts").mkdir(parents=True, exist_ok=True)
     (out / "TENANT_TREE_CATALOGUE.md").write_text(render(rows, variants, meta) + "\n", encoding="utf-8")
     stable = [{k: val for k, val in r.items() if k != "seconds_to_kill"} for r in rows]
     (out / "artifacts" / "tenant_tree_catalogue.json").write_text(
-        json.dumps({"mutants": stable, "variants": [{k: x[k] for k in x if k != "seconds"} for x in variants]}, indent=2) + "\n",
+        json.dumps({"mutants": stable, "variants": [{k: x[k] for k in x if k != "seconds"} for x in variants],
+                    "runs": meta["runs"]}, indent=2) + "\n",
         encoding="utf-8")
     print(render(rows, variants, meta).split("## Minimal")[0])
 

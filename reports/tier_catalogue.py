@@ -35,7 +35,17 @@ from radixcheck.properties.tiers.repro import tier_repro
 from radixcheck.provenance import commit, generated_by
 from radixcheck.reports import default_out
 from radixcheck.reports.machine import cpu_line
-from radixcheck.reports.report_rows import ExpectedRows, _tables
+from radixcheck.reports.report_rows import ExpectedRows
+from radixcheck.reports.rerun import (
+    add_only,
+    check_only,
+    in_order,
+    kept_seconds,
+    runs_after,
+    runs_section,
+    runs_sentence,
+    saved_runs,
+)
 
 # (obligation, rule or scenario of the tier machine that exercises it, the oracle's exception, mutants that break it)
 TIER_OBLIGATIONS: list[tuple[str, str, type[BaseException], list[str]]] = [
@@ -211,7 +221,7 @@ def render(rows: list[dict[str, Any]], variants: list[dict[str, Any]], meta: dic
                      headers=["correct cache", "world", "streams failed", "first failure"], tablefmt="github")
     parts = ["# Tier bug catalogue", "",
              f"{generated_by()} Command: `{meta['command']}`, in {meta['seconds']:.0f} s ({meta['machine']}). "
-             f"{_runs_sentence(meta.get('runs', []))}Each row is "
+             f"{runs_sentence(meta.get('runs', []))}Each row is "
              "a class of bug SGLang's hierarchical cache (HiCache) met in 2026, reproduced as a one-idea mutant of the "
              "reference tiered cache (`reference/tiered_cache.py`, mutants in `properties/tiers/mutants.py`) and run through "
              "the tier machine (`properties/tiers/machine.py`: the suite completes, fails or holds back every transfer) at "
@@ -248,32 +258,8 @@ def render(rows: list[dict[str, Any]], variants: list[dict[str, Any]], meta: dic
         parts += [f"### {r['bug_class']} — `{r['mutant']}`", "", r["what"], "", f"Reason: {r.get('reason', '')}", "",
                   f"Repro: {r.get('operations', 0)} operations, exit code {r.get('repro_exit')}.", "",
                   "```python", (r.get("program") or "(not caught)").rstrip(), "```", ""]
-    if len(meta.get("runs", [])) > 1:
-        parts += ["## Runs", "", "The runs the rows above come from, newest first: each row is from the newest run that "
-                  "measured it (`--only` re-runs some rows and keeps the others).", "", _runs_table(meta["runs"]), ""]
+    parts += runs_section(meta.get("runs", []))
     return "\n".join(parts)
-
-
-def _runs_sentence(runs: list[dict[str, Any]]) -> str:
-    if len(runs) < 2:
-        return ""
-    return (f"That command re-ran {len(runs[0]['rows'])} row(s); the others are kept from {len(runs) - 1} earlier "
-            "run(s), listed under \"Runs\" at the end. ")
-
-
-def _runs_table(runs: list[dict[str, Any]]) -> str:
-    return tabulate([[f"`{r['commit']}`", f"`{r['command']}`",
-                      f"{r['seconds']:.0f} s ({r['machine']})" if r.get("seconds") is not None else r.get("machine") or "(not recorded)",
-                      ", ".join(f"`{n}`" for n in r["rows"])] for r in runs],
-                    headers=["commit", "command", "time (machine)", "rows from this run"], tablefmt="github")
-
-
-def runs_after(this_run: dict[str, Any], earlier: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """This run first, then each earlier run with the rows this one re-ran taken out; a run with
-    no row left is dropped (nothing in the catalogue comes from it any more)."""
-    again = set(this_run["rows"])
-    kept = [{**r, "rows": [n for n in r["rows"] if n not in again]} for r in earlier]
-    return [this_run] + [r for r in kept if r["rows"]]
 
 
 def saved_streams(out: Path) -> int:
@@ -291,20 +277,13 @@ def merged(rows: list[dict[str, Any]], variants: list[dict[str, Any]],
     to kill comes from the saved markdown (the JSON leaves times out, to keep diffs to verdicts)."""
     saved = json.loads((out / "artifacts" / "tier_catalogue.json").read_text(encoding="utf-8"))
     text = (out / "TIER_CATALOGUE.md").read_text(encoding="utf-8")
-    seconds = {}
-    for section, header, cells in _tables(text):
-        if section == "Mutants" and "mutant" in header:
-            at, when = header.index("mutant"), header.index("time to kill and shrink (s)")
-            seconds |= {row[at].strip("`"): float(row[when]) for row in cells if len(row) > when}
-    fresh = {r["mutant"]: r for r in rows}
-    kept = {r["mutant"]: {**r, "seconds": seconds.get(r["mutant"], float("nan"))} for r in saved["mutants"]}
-    all_rows = [fresh.get(m.__name__) or kept[m.__name__] for m in TIER_MUTANTS if m.__name__ in fresh or m.__name__ in kept]
-    fresh_v = {(x["variant"], x["world"]): x for x in variants}
-    kept_v = {(x["variant"], x["world"]): x for x in saved["variants"]}
+    seconds = kept_seconds(text, "Mutants", "time to kill and shrink (s)")
+    all_rows = in_order(rows, saved["mutants"], [m.__name__ for m in TIER_MUTANTS], lambda r: r["mutant"], seconds)
     worlds = [f"{policy}, page size {page}" for policy, page in VARIANT_WORLDS]
-    all_variants = [fresh_v.get((n, w)) or kept_v[(n, w)] for n in CORRECT_TIER_VARIANTS for w in worlds
-                    if (n, w) in fresh_v or (n, w) in kept_v]
-    return all_rows, all_variants, saved.get("runs", [])
+    all_variants = in_order(variants, saved["variants"], [(n, w) for n in CORRECT_TIER_VARIANTS for w in worlds],
+                            lambda x: (x["variant"], x["world"]))
+    names = [r["mutant"] for r in saved["mutants"]] + list(dict.fromkeys(x["variant"] for x in saved["variants"]))
+    return all_rows, all_variants, saved_runs(saved, text, names)
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -315,14 +294,11 @@ def main(argv: list[str] | None = None) -> None:
                         help="streams per correct cache, write policy and page size")
     parser.add_argument("--jobs", type=positive_int, default=2, help="worker processes (default 2)")
     parser.add_argument("--force", action="store_true", help="replace the saved catalogue even with fewer streams")
-    parser.add_argument("--only", action="append", default=[], metavar="NAME",
-                        help="re-run only this mutant or correct cache (repeatable); the other rows are kept from the saved catalogue")
+    add_only(parser, "mutant or correct cache")
     args = parser.parse_args(argv)
-    known = [m.__name__ for m in TIER_MUTANTS] + list(CORRECT_TIER_VARIANTS)
-    unknown = [n for n in args.only if n not in known]
-    if unknown:
-        parser.error(f"--only {unknown[0]}: no such tier mutant or correct cache (one of {', '.join(known)})")
     out = args.out or default_out()
+    check_only(parser, args.only, [m.__name__ for m in TIER_MUTANTS] + list(CORRECT_TIER_VARIANTS),
+               "tier mutant or correct cache", out / "artifacts" / "tier_catalogue.json")
     if args.out is None and args.streams < saved_streams(out):
         refuse_weaker(parser, out / "TIER_CATALOGUE.md",
                       [f"--streams {args.streams} where it has kill rates over {saved_streams(out)}"], args.force)
