@@ -19,6 +19,16 @@ def test_a_single_target_run_keeps_its_verdicts() -> None:
     assert row["seconds"] == 1.5
 
 
+def test_a_single_tenant_tree_run_keeps_its_verdicts() -> None:
+    """A tenant tree's tests take no page size: with one target their ids have no parameter at all,
+    and they are still the target's (a one-target re-run kept the old verdicts)."""
+    verdicts = [Verdict("test_tenant_tree_state_machine", "failed", 2.0, "11 tenant-tree eviction", "evicted"),
+                Verdict("test_cache_aware_order_is_dfs_preorder", "passed", 0.0)]
+    [row] = matrix.rows_of({"tenant_tree.split-races-without-lock": "x:y"}, verdicts)
+    assert row["tests"] == {"test_tenant_tree_state_machine": {"outcome": "failed", "oracle": "11 tenant-tree eviction",
+                                                               "reason": "evicted"}}
+
+
 def test_several_targets_are_told_apart_by_the_longest_name() -> None:
     verdicts = [Verdict("test_cache_state_machine[mini.newest_strict-page_size=1]", "passed", 1.0),
                 Verdict("test_cache_state_machine[mini.newest-page_size=1]", "failed", 2.0)]

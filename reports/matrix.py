@@ -54,6 +54,7 @@ from radixcheck.argtypes import ArgumentParser, refuse_weaker, workers
 from radixcheck.audit import CONFORMANCE, SESSION_ARGS, _Collector, cut_short, not_rejudged
 from radixcheck.profiles import PROFILES
 from radixcheck.properties.cache.mutants import CORRECT_VARIANTS, MUTANTS
+from radixcheck.properties.findings.names import conformance_tests
 from radixcheck.properties.index.mutants import CORRECT_INDEX_VARIANTS, INDEX_MUTANTS
 from radixcheck.properties.tenant_tree.mutants import CORRECT_TENANT_TREE_VARIANTS, TENANT_TREE_MUTANTS, THREAD_MUTANTS
 from radixcheck.provenance import generated_by
@@ -657,10 +658,11 @@ def rows_of(targets: dict[str, str], verdicts: list) -> list[dict]:
     rows = {name: {"name": name, "spec": spec, "seconds": 0.0, "tests": {}} for name, spec in targets.items()}
     by_length = sorted(targets, key=len, reverse=True)  # names may contain '-': match the longest first
     only = by_length[0] if len(targets) == 1 else None  # one target: the plugin leaves its name out of the ids
+    takes_target = {test for _, test, takes in conformance_tests() if takes}  # a tenant tree's or an index's have no parameter
     for v in verdicts:
         test, _, param = v.test.partition("[")
         if only is not None:
-            name, rest = (only, param.rstrip("]")) if param else (None, "")
+            name, rest = (only, param.rstrip("]")) if param or test in takes_target else (None, "")
         else:
             name = next((n for n in by_length if param.startswith(n + "-") or param == n + "]"), None)
             rest = param[len(name) + 1:].rstrip("]") if name else ""
