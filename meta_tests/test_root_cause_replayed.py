@@ -4,14 +4,15 @@ past its failures (:mod:`radixcheck.properties.tenant_tree.replay`,
 other's are one (:func:`radixcheck.properties.findings.root_cause.same_causes`).
 
 A router trial (reports/findings/router_trial.md) met T2 (a split leaves the lower half's parent
-pointer stale) as the machine's ``KeyError`` and a threaded round's match length, and T5 (tenant ids
-folded into 2 bits) as a sizes finding and an eviction's: two findings per bug. Replayed on, each
-program meets the other's check. Two bugs in one tree stay two; a correct tree's and a correct
-tiered cache's programs show nothing."""
+pointer stale) as the machine's ``KeyError`` and a threaded round's match length, and T1 (evicting
+one tenant's leaf unlinks it for all) at times as a sizes finding and an eviction's: two findings
+per bug. Replayed on, each program meets the other's check. Two bugs in one tree stay two; a
+correct tree's and a correct tiered cache's programs show nothing.
+"""
 
 from __future__ import annotations
 
-import importlib
+import importlib.util
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -41,9 +42,14 @@ SEEDS = range(3)  # as `radixcheck audit --seed 0..2`: the machine's stream is n
 
 def _trial_bug(name: str) -> Any:
     """A planted bug of the router trial (its factory, ``mybugs.T2`` ...)."""
-    if str(ROUTER_TRIAL) not in sys.path:
-        sys.path.insert(0, str(ROUTER_TRIAL))
-    return getattr(importlib.import_module("mybugs"), name)
+    if "router_trial_mybugs" not in sys.modules:  # under its own name: another trial has a mybugs.py too
+        if str(ROUTER_TRIAL) not in sys.path:
+            sys.path.insert(0, str(ROUTER_TRIAL))  # its `import myrouter`
+        spec = importlib.util.spec_from_file_location("router_trial_mybugs", ROUTER_TRIAL / "mybugs.py")
+        module = importlib.util.module_from_spec(spec)  # type: ignore[arg-type]
+        sys.modules[spec.name] = module  # type: ignore[union-attr]
+        spec.loader.exec_module(module)  # type: ignore[union-attr]
+    return getattr(sys.modules["router_trial_mybugs"], name)
 
 
 def _seeded() -> settings:
@@ -61,7 +67,7 @@ def _verdict(test: str, run: Callable[[], None]) -> Verdict:
         machine = getattr(exc, "radixcheck_machine", None)
         shows = shown_by_tenant_tree(machine) if isinstance(machine, TenantTreeMachine) and machine.program else []
         return Verdict(test, "failed", 0.1, said["oracle"], said["reason"], said["program"], said["exceptions"],
-                       repro={"oracle": said["oracle"], "message": said["reason"], "shows": [list(s) for s in shows]})
+                       repro={"oracle": said["oracle"], "message": said["reason"], "why_not": "", "shows": [list(s) for s in shows]})
     return Verdict(test, "passed", 0.1)
 
 
@@ -74,7 +80,7 @@ def _audit(factory: Any, seed: int) -> list[Verdict]:
 
 
 @pytest.mark.deep
-@pytest.mark.parametrize("bug", ["T2", "T5"])
+@pytest.mark.parametrize("bug", ["T1", "T2"])
 def test_a_router_trial_bug_met_by_both_tenant_tree_tests_is_one_finding_in_every_stream(bug: str) -> None:
     for seed in SEEDS:
         verdicts = _audit(_trial_bug(bug), seed)

@@ -5,11 +5,12 @@ each add, insert, match, eviction, removal and check of every known key, with it
 whether a rule of the state machine or a threaded round's rerun on one thread made it). The
 audit's root cause (:mod:`radixcheck.properties.findings.root_cause`) sends that program to a
 fresh tree, with the sizes and memory checks after each call, **going on past each failure**, then
-probes what another check would read: every known key matched against the present tenants and
-against each alone, and each tenant trimmed by LRU one element at a time. A router trial's bug
-that splits a node's recency met the machine at "removed other prefixes than the least recently
-used" and a threaded round at "removed 4: more than the 1 asked"; each program, replayed on, meets
-the other's check, so they are one finding. A second bug in the same tree meets only its own.
+probes what another check would read: every known key routed to every present tenant, matched
+against the present tenants and against each alone, and each tenant trimmed by LRU one element at
+a time. A router trial's bug that leaves a split's lower half under its old parent met the machine
+as a ``KeyError`` and a threaded round (rerun on one thread) as a match too long; each program,
+replayed on, meets the other's, so they are one finding. A second bug in the same tree is met by
+its own program, and the first bug's program does not meet it back: two findings.
 """
 
 from __future__ import annotations
@@ -54,17 +55,24 @@ def shown_by_tenant_tree(machine: TenantTreeMachine, waived: Callable[[BaseExcep
 
 
 def _probe(tree: TenantTreeMachine, sent: Callable[[Callable[[], object]], bool]) -> None:
-    """What another check of the tree would read: every known key against the present tenants and
-    against each alone, then each tenant trimmed by LRU one element at a time (each eviction judged)."""
+    """What another check of the tree would read: every known key routed to every present tenant
+    (shared prefixes across tenants, where a tenant's own times and sizes can be lost), matched against
+    the present tenants and against each alone, then each tenant trimmed by LRU one element at a
+    time (each eviction judged)."""
+    for tenant in list(tree.present):
+        for key in list(tree.known):
+            if not sent(lambda key=key, tenant=tenant: tree._insert(key, tenant)):
+                return
     if not sent(tree._check_every_known):
         return
     for tenant in list(tree.present):
         for key in list(tree.known):
             if not sent(lambda key=key, tenant=tenant: tree._match(key, frozenset([tenant]))):
                 return
-    if not tree.capabilities.supports_eviction:
-        return
-    for tenant in list(tree.present):
-        for _ in range(TRIMS):
-            if tree.model.size(tenant) == 0 or not sent(lambda tenant=tenant: tree._evict(tenant, 1)):
-                break
+    if tree.capabilities.supports_eviction:
+        for tenant in list(tree.present):
+            for _ in range(TRIMS):
+                if tree.model.size(tenant) == 0:
+                    break
+                if not sent(lambda tenant=tenant: tree._evict(tenant, 1)):
+                    return
