@@ -5,12 +5,12 @@ each add, insert, match, eviction, removal and check of every known key, with it
 whether a rule of the state machine or a threaded round's rerun on one thread made it). The
 audit's root cause (:mod:`radixcheck.properties.findings.root_cause`) sends that program to a
 fresh tree, with the sizes and memory checks after each call, **going on past each failure**, then
-probes what another check would read: every known key routed to every present tenant, matched
-against the present tenants and against each alone, and each tenant trimmed by LRU one element at
-a time. A router trial's bug that leaves a split's lower half under its old parent met the machine
-as a ``KeyError`` and a threaded round (rerun on one thread) as a match too long; each program,
-replayed on, meets the other's, so they are one finding. A second bug in the same tree is met by
-its own program, and the first bug's program does not meet it back: two findings.
+probes what another check would read (:func:`_probe`: reads only).
+
+Measured on a router trial's bugs (reports/findings/router_trial.md), this joins none of T1, T2, T3
+or T5's two findings: each program meets its own check, and the other program's only after probes
+that insert and evict. Those broader probes did join T1 and T2, but they also joined a tree's two
+distinct bugs: with three oracles, "another oracle in any shape" (``shows_cause``) is met by an echo.
 """
 
 from __future__ import annotations
@@ -19,8 +19,6 @@ from collections.abc import Callable
 
 from radixcheck.properties.findings.root_cause import Signature, shown_past_failures
 from radixcheck.properties.tenant_tree.machine import TenantTreeMachine, tenant_tree_machine_for
-
-TRIMS = 64  # the most one-element evictions a probe sends per tenant (a tenant holds at most a few hundred elements)
 
 
 def shown_by_tenant_tree(machine: TenantTreeMachine, waived: Callable[[BaseException], bool] | None = None) -> list[Signature]:
@@ -55,24 +53,13 @@ def shown_by_tenant_tree(machine: TenantTreeMachine, waived: Callable[[BaseExcep
 
 
 def _probe(tree: TenantTreeMachine, sent: Callable[[Callable[[], object]], bool]) -> None:
-    """What another check of the tree would read: every known key routed to every present tenant
-    (shared prefixes across tenants, where a tenant's own times and sizes can be lost), matched against
-    the present tenants and against each alone, then each tenant trimmed by LRU one element at a
-    time (each eviction judged)."""
-    for tenant in list(tree.present):
-        for key in list(tree.known):
-            if not sent(lambda key=key, tenant=tenant: tree._insert(key, tenant)):
-                return
+    """What another check of the tree would read, reads only: every known key matched against the
+    present tenants, then against each alone. No insert or eviction: a probe that routes every key
+    to every tenant and trims each one meets every bug a tree has, from any program, so a tree with
+    two bugs (``MatchLongerThanQuery`` and ``EvictionCrossesTenants``) gave one finding."""
     if not sent(tree._check_every_known):
         return
     for tenant in list(tree.present):
         for key in list(tree.known):
             if not sent(lambda key=key, tenant=tenant: tree._match(key, frozenset([tenant]))):
                 return
-    if tree.capabilities.supports_eviction:
-        for tenant in list(tree.present):
-            for _ in range(TRIMS):
-                if tree.model.size(tenant) == 0:
-                    break
-                if not sent(lambda tenant=tenant: tree._evict(tenant, 1)):
-                    return

@@ -276,20 +276,22 @@ def tier_script(world: TierWorld, failure: BaseException, spec: str, made: str =
     return "\n".join(line.rstrip() for line in lines) + "\n"
 
 
-PROBED = 16  # the most recent requests served again at the end of a replay past failures
+PROBED = 16  # the most recent prompts matched again at the end of a replay past failures
 
 
 def shown_by_tier(factory: Callable[..., Any], world: TierWorld, waived: Callable[[BaseException], bool] | None = None
                   ) -> list[Signature]:
     """Every signature ``world``'s operations show on a fresh world of the same kind, going on past
-    each failure, with conservation checked after each, then probed: every pending transfer
-    delivered, and each of the last :data:`PROBED` requests served (its match judged, its host part
-    loaded back) and finished (its forward reads its KV and second pool), as the engine would serve
-    it again. In the order first met (a finding ``waived`` accepts is not counted). A B2-like bug of
-    a window trial (a host window copy of a dead value comes back live) met one program at a match
-    too long (23) and another at a ``windows()`` read too live (20w): replayed on, each meets both."""
+    each failure, with conservation checked after each, then probed with reads only: every pending
+    transfer delivered, and each of the last :data:`PROBED` prompts served matched again (judged as
+    a request's match is). In the order first met (a finding ``waived`` accepts is not counted).
+    A window trial's bug (a host window copy of a dead value comes back live, B2) met one page size
+    at a match too long (23) and the other at a ``windows()`` read too live (20w): each program shows
+    its own page size's reading only, so they stay two (as :mod:`~radixcheck.properties.findings.root_cause`
+    says of findings met at different page sizes)."""
     operations = [line for line in world.log if not line.startswith("#")]
-    served = list(dict.fromkeys(line for line in operations if line.startswith("w.serve(")))[-PROBED:]
+    served = list(dict.fromkeys(re.sub(r", load=\w+", "", line[len("w.serve("):])  # its tokens and namespace
+                                for line in operations if line.startswith("w.serve(")))[-PROBED:]
 
     def run(seen: Callable[[BaseException], bool]) -> None:
         again = type(world)(factory, world.page_size, world.write_policy)
@@ -309,7 +311,7 @@ def shown_by_tier(factory: Callable[..., Any], world: TierWorld, waived: Callabl
         for operation in operations:
             if not sent(operation):
                 return
-        for operation in ["w.complete_all()", *(x for line in served for x in (line, "w.finish()"))]:
+        for operation in ["w.complete_all()", *(f"w.match({request}" for request in served)]:
             if not sent(operation):
                 return
 
