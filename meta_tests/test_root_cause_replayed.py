@@ -3,8 +3,8 @@ past its failures (:mod:`radixcheck.properties.tenant_tree.replay`,
 :func:`radixcheck.properties.tiers.repro.shown_by_tier`), and findings whose programs each show the
 other's are one (:func:`radixcheck.properties.findings.root_cause.same_causes`).
 
-Their probes read only (matches): a tenant-tree probe that also routed every key to every tenant
-and trimmed each joined a router trial's T1 and T2 (two findings each), but it joined a tree's two
+Their probes read only (matches): a tenant-tree probe that also trimmed each tenant (and routed
+every key to every tenant) joined a router trial's T1 and T2 (two findings each), but it joined a tree's two
 distinct bugs too, in every stream; :func:`test_two_bugs_in_one_tenant_tree_stay_two_findings_in_every_stream`
 is what failed. A correct tree's and a correct tiered cache's programs show nothing; a broken one's
 shows its own finding first.

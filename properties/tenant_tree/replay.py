@@ -8,9 +8,10 @@ fresh tree, with the sizes and memory checks after each call, **going on past ea
 probes what another check would read (:func:`_probe`: reads only).
 
 Measured on a router trial's bugs (reports/findings/router_trial.md), this joins none of T1, T2, T3
-or T5's two findings: each program meets its own check, and the other program's only after probes
-that insert and evict. Those broader probes did join T1 and T2, but they also joined a tree's two
-distinct bugs: with three oracles, "another oracle in any shape" (``shows_cause``) is met by an echo.
+or T5's two findings: each program meets its own check only. Probes that also trimmed each tenant
+one element at a time (and routed every key to every tenant) did join T1 and T2, but they also
+joined a tree's two distinct bugs in every stream: with three oracles, "another oracle in any shape"
+(``shows_cause``) is met by an echo.
 """
 
 from __future__ import annotations
