@@ -27,7 +27,7 @@ from radixcheck.properties.tenant_tree.machine import TenantTreeMachine, stress_
 from radixcheck.properties.tenant_tree.mutants import EvictionCrossesTenants, MatchLongerThanQuery
 from radixcheck.properties.tenant_tree.replay import shown_by_tenant_tree
 from radixcheck.properties.tiers.machine import tier_machine_for
-from radixcheck.properties.tiers.mutants import TierEvictOvershoots
+from radixcheck.properties.tiers.mutants import TierEvictOvershoots, WritesPageReversed
 from radixcheck.properties.tiers.repro import shown_by_tier
 from radixcheck.properties.tiers.world import TierWorld
 from radixcheck.reference.tenant_tree import TenantTree
@@ -129,3 +129,30 @@ def test_a_tier_program_replayed_on_shows_its_own_finding_first() -> None:
         assert shown and shown[0] == signature(exc), (signature(exc), shown)
     else:
         pytest.fail("TierEvictOvershoots passed")
+
+
+class _TwoTierBugs(TierEvictOvershoots, WritesPageReversed):
+    """Two tier bugs: an eviction that keeps going past its amount, and a write that copies a page reversed."""
+
+
+def _tier_verdict(page_size: int, seed: int) -> Verdict:
+    """The tier machine's verdict on :class:`_TwoTierBugs` at ``page_size`` (stream ``seed``), with what its
+    failing program shows replayed on."""
+    machine = tier_machine_for(_TwoTierBugs, page_size, "write_through", name=f"meta_replayed_two_p{page_size}_seed{seed}")
+    try:
+        run_machine(machine, _seeded())
+    except Exception as exc:  # noqa: BLE001 - the finding is what the test wants
+        said = describe_failure(exc)
+        shows = shown_by_tier(_TwoTierBugs, exc.radixcheck_machine.world)  # type: ignore[attr-defined]
+        return Verdict(f"test_tier_state_machine[page_size={page_size}]", "failed", 0.1, said["oracle"], said["reason"],
+                       said["program"], said["exceptions"],
+                       repro={"oracle": said["oracle"], "message": said["reason"], "why_not": "", "shows": [list(s) for s in shows]})
+    return Verdict(f"test_tier_state_machine[page_size={page_size}]", "passed", 0.1)
+
+
+@pytest.mark.deep
+def test_two_bugs_in_one_tiered_cache_stay_two_findings_in_every_stream() -> None:
+    for seed in SEEDS:
+        verdicts = [_tier_verdict(page_size, seed) for page_size in (1, 2, 4)]
+        findings = findings_of(verdicts)
+        assert len(findings) >= 2, (seed, [f"{f.oracle}: {f.reason}" for f in findings])
