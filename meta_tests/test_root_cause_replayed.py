@@ -6,8 +6,8 @@ other's are one (:func:`radixcheck.properties.findings.root_cause.same_causes`).
 Their probes read only (matches): a tenant-tree probe that also trimmed each tenant (and routed
 every key to every tenant) joined a router trial's T1 and T2 (two findings each), but it joined a tree's two
 distinct bugs too, in every stream; :func:`test_two_bugs_in_one_tenant_tree_stay_two_findings_in_every_stream`
-is what failed. A correct tree's and a correct tiered cache's programs show nothing; a broken one's
-shows its own finding first.
+is what failed. Two bugs in one tiered cache stay two as well. A correct tree's and a correct tiered
+cache's programs show nothing; a broken one's shows its own finding first.
 """
 
 from __future__ import annotations
