@@ -94,12 +94,12 @@ def repro_for(failure: BaseException, spec: str, test: str = "", waived: Any = N
     from radixcheck.properties.tiers.world import TierWorld
 
     if isinstance(getattr(machine, "world", None), TierWorld):  # the tier machine: its world's log is the file
-        return tier_repro(machine.world, failure, spec, type(machine).factory, seconds, replays)
+        return tier_repro(machine.world, failure, spec, type(machine).factory, seconds, replays, waived)
     if isinstance(machine, KvIndexMachine):
         return _index_repro(machine, failure, spec, test, seconds)
     if (not isinstance(machine, RadixCacheMachine) or not machine.transcript) and plain_test is not None:
-        return _checked(Repro(_plain_test_script(failure, *plain_test, spec, test, seed), size="radixcheck's test, as it is"),
-                        failure)
+        return _checked(Repro(_plain_test_script(failure, *plain_test, spec, test, seed), size="radixcheck's test, as it is",
+                              shows=_shown_by_tenant_tree(failure, machine, waived)), failure)
     if not isinstance(machine, RadixCacheMachine) or not machine.transcript:
         return Repro(None, "no transcript: the failure did not come from radixcheck's cache machine or serving protocol, or "
                            "its run kept none (run_machine(..., transcript=True); --radix-repro and radixcheck audit --repro keep one)")
@@ -132,6 +132,18 @@ def _shown_by_serving(failure: BaseException, run: ServingRun, spec: str, waived
         return [signature(failure)]
     target = load_target(spec)
     return shown_by_serving(machine_for(target.factory, target.capabilities, run.page_size, "root_cause"), run, waived)
+
+
+def _shown_by_tenant_tree(failure: BaseException, machine: Any, waived: Any) -> list[Signature]:
+    """What a tenant tree's failing program shows replayed past its failures
+    (:func:`~radixcheck.properties.tenant_tree.replay.shown_by_tenant_tree`); a hang's only itself, and
+    a failure with no program (a plain test's, a thread-safety bug's) nothing."""
+    from radixcheck.properties.tenant_tree.machine import TenantTreeMachine
+    from radixcheck.properties.tenant_tree.replay import shown_by_tenant_tree
+
+    if not isinstance(machine, TenantTreeMachine) or not machine.program:
+        return []
+    return [signature(failure)] if caused_by_hang(failure) else shown_by_tenant_tree(machine, waived)
 
 
 def _index_repro(machine: KvIndexMachine, failure: BaseException, spec: str, test: str, seconds: float | None) -> Repro:

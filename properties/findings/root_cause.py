@@ -17,9 +17,14 @@ Two findings are **the same root cause** when each one's program shows the other
 other way round, and two unrelated bugs in one cache each show only their own. Merging is
 transitive (a chain of mutual pairs is one cause).
 
-A program can show nothing of the kind: the index, tier and tenant-tree machines' findings, a
-plain test's, a hang's (a replay past a hang would cost the time limit per call), and any finding
-of an audit without ``--repro``: those keep the grouping by signature alone.
+A tier world's program (its log's operations) and a tenant tree's (its checked calls, recorded as
+the machine or a threaded round's one-thread rerun makes them) are replayed the same way, each by
+its own replayer (:data:`Replayer`: :func:`~radixcheck.properties.tiers.repro.shown_by_tier`,
+:func:`~radixcheck.properties.tenant_tree.replay.shown_by_tenant_tree`), each ending with probes of
+its own. A program can show nothing of the kind: the index machine's findings, a plain test's, a
+hang's (a replay past a hang would cost the time limit per call), a thread-safety bug's (its
+calls pass on one thread), and any finding of an audit without ``--repro``: those keep the
+grouping by signature alone.
 """
 
 from __future__ import annotations
@@ -94,6 +99,23 @@ def shown_by(machine_class: type[RadixCacheMachine], acts: list[Act], options: A
     replayed with every oracle and both invariant checks after it, going on past each failure
     (a finding ``waived`` accepts is not counted; ``trim_queries`` as the reduced replay had it). A hang ends the replay (each further call
     could cost the time limit again). In the order they were first met."""
+    probing = type(machine_class.__name__, (_Probing, machine_class), {})
+
+    def run(seen: Callable[[BaseException], bool]) -> None:
+        replay(probing, checked_after_every_act(acts), options, seen, trim_queries)
+    return shown_past_failures(run, waived)
+
+
+Replayer = Callable[[Callable[[BaseException], bool]], None]
+"""A program replayed going on past each failure: it hands each failure to its argument (``seen``)
+and goes on while ``seen`` returns True. Each machine has its own (the cache machine's acts, a tier
+world's operations, a tenant tree's checked calls); what they show is grouped the same way."""
+
+
+def shown_past_failures(run: Replayer, waived: Callable[[BaseException], bool] | None = None) -> list[Signature]:
+    """Every signature ``run`` reports on the way (a finding ``waived`` accepts is not counted), in the
+    order first met. A hang ends it (each further call could cost the time limit again), and so does
+    :data:`REPLAY_SECONDS`."""
     shown: dict[Signature, None] = {}
     hung = False
 
@@ -105,10 +127,9 @@ def shown_by(machine_class: type[RadixCacheMachine], acts: list[Act], options: A
             shown[signature(exc)] = None
         return not hung  # go on past it, except after a hang
 
-    probing = type(machine_class.__name__, (_Probing, machine_class), {})
     try:
         with time_budget(REPLAY_SECONDS):
-            replay(probing, checked_after_every_act(acts), options, seen, trim_queries)
+            run(seen)
     except BudgetSpent:
         pass  # what it showed so far
     except Exception:  # noqa: BLE001 - the factory itself raised: the program shows what it showed, the repro is still written

@@ -24,6 +24,7 @@ are fixed by a seed; what varies between runs is only the interleaving.
 
 from __future__ import annotations
 
+import functools
 import random
 import threading
 from collections.abc import Callable, Iterable
@@ -80,6 +81,22 @@ def _names(tenants: Any) -> frozenset[str]:
     return frozenset() if tenants is None else frozenset(tenants)
 
 
+def _recorded(method: Callable[..., Any]) -> Callable[..., Any]:
+    """A checked call the machine's program is made of: appended to ``self.program`` with its
+    arguments, unless another recorded one is running it (a replay past a failure sends the
+    program again: :mod:`radixcheck.properties.tenant_tree.replay`)."""
+    @functools.wraps(method)
+    def recording(self: TenantTreeMachine, *args: Any, **kwargs: Any) -> Any:
+        outer, self.inside = self.inside, True
+        if not outer:
+            self.program.append((method.__name__, args, kwargs))
+        try:
+            return method(self, *args, **kwargs)
+        finally:
+            self.inside = outer
+    return recording
+
+
 class TenantTreeMachine(RuleBasedStateMachine):
     """Override ``factory`` and ``capabilities`` (see :func:`tenant_tree_machine_for`)."""
 
@@ -99,6 +116,8 @@ class TenantTreeMachine(RuleBasedStateMachine):
         self.known: list[Key] = []
         self.clock = 0.0
         self.calls_sent = 0
+        self.program: list[tuple[str, tuple[Any, ...], dict[str, Any]]] = []  # the checked calls made, in order (_recorded)
+        self.inside = False  # within a recorded call
 
     def teardown(self) -> None:
         close = getattr(self.tree, "close", None)  # an adapter's background thread or event loop
@@ -145,6 +164,7 @@ class TenantTreeMachine(RuleBasedStateMachine):
 
     # ---- the calls, each checked -------------------------------------------------------------
 
+    @_recorded
     def _add(self, tenant: str) -> None:
         self._call(f"add_tenants([{tenant!r}], {self.clock})", "add_tenants", [tenant], self.clock)
         self.model.add(tenant)
@@ -154,11 +174,16 @@ class TenantTreeMachine(RuleBasedStateMachine):
             self.gone.remove(tenant)
 
     def _insert(self, key: Key, tenant: str) -> None:
-        t = self._tick()
+        self._insert_at(key, tenant, self._tick())
+
+    @_recorded
+    def _insert_at(self, key: Key, tenant: str, t: float) -> None:
+        self.clock = max(self.clock, t)
         self._call(f"insert({key!r}, {tenant!r}, {t})", "insert", key, tenant, t)
         self.model.insert(key, tenant, t)
         self._remember(key)
 
+    @_recorded
     def _match(self, key: Key, available: frozenset[str], quiet: bool = False) -> tuple[int, frozenset[str]]:
         text = f"match({key!r}, {sorted(available)})"
         result = (guarded("match", self.tree.match, key, available) if quiet else self._call(text, "match", key, available))
@@ -214,6 +239,7 @@ class TenantTreeMachine(RuleBasedStateMachine):
             return "no available tenant is present"
         return "each available tenant holds: " + ", ".join(f"{t} {n}" for t, n in held.items())
 
+    @_recorded
     def _evict(self, tenant: str, amount: int) -> None:
         evicted: dict[Key, float] = {}  # what the model's LRU took, with its last uses
         try:
@@ -306,6 +332,7 @@ class TenantTreeMachine(RuleBasedStateMachine):
         got = guarded("sizes", self.tree.sizes)
         return {t: n for t, n in dict(got).items() if n}
 
+    @_recorded
     def _remove(self, tenant: str) -> None:
         self._call(f"remove_tenants([{tenant!r}])", "remove_tenants", [tenant])
         self.model.remove(tenant)
@@ -356,6 +383,10 @@ class TenantTreeMachine(RuleBasedStateMachine):
 
     @rule()
     def check_every_known(self) -> None:
+        self._check_every_known()
+
+    @_recorded
+    def _check_every_known(self) -> None:
         for key in self.known:
             self._match(key, frozenset(self.present), quiet=True)
 
@@ -495,9 +526,7 @@ class TenantTreeMachine(RuleBasedStateMachine):
         for tenant, plan in plans:
             for kind, key, arg in plan:
                 if kind == "insert":
-                    self._call(f"insert({key!r}, {tenant!r}, {arg})", "insert", key, tenant, arg)
-                    self.model.insert(key, tenant, arg)
-                    self._remember(key)
+                    self._insert_at(key, tenant, arg)
                 elif kind == "match":
                     self._match(key, available)
                 else:
@@ -585,6 +614,10 @@ def _stress_round(machine: type[TenantTreeMachine], capabilities: TenantTreeCapa
         if capabilities.reports_sizes:
             tree.sizes_agree()
         tree._check_memory()
+    except Exception as exc:
+        if not threaded:  # its calls, in order, are a program a replay can send again (the audit's root cause)
+            exc.radixcheck_machine = tree  # type: ignore[attr-defined]
+        raise
     finally:
         tree.teardown()
 

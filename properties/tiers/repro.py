@@ -28,6 +28,7 @@ from typing import Any
 from radixcheck.oracles.violations import ContractViolation
 from radixcheck.properties.findings.failures import message_of, oracle_of
 from radixcheck.properties.findings.reduce import REDUCE_ENV, finding_of, leave_out_runs, reduce_seconds
+from radixcheck.properties.findings.root_cause import Signature, shown_past_failures, signature
 from radixcheck.properties.findings.standalone import (
     CANNOT_RUN_LINES,
     Repro,
@@ -37,6 +38,7 @@ from radixcheck.properties.findings.standalone import (
     needs,
     runs_to_the_check,
 )
+from radixcheck.properties.target import caused_by_hang
 from radixcheck.properties.tiers.world import TierWorld
 
 
@@ -274,10 +276,54 @@ def tier_script(world: TierWorld, failure: BaseException, spec: str, made: str =
     return "\n".join(line.rstrip() for line in lines) + "\n"
 
 
+PROBED = 16  # the most recent prompts matched again at the end of a replay past failures
+
+
+def shown_by_tier(factory: Callable[..., Any], world: TierWorld, waived: Callable[[BaseException], bool] | None = None
+                  ) -> list[Signature]:
+    """Every signature ``world``'s operations show on a fresh world of the same kind, going on past
+    each failure, with conservation checked after each, then probed with reads only: every pending
+    transfer delivered, and each of the last :data:`PROBED` prompts served matched again (judged as
+    a request's match is). In the order first met (a finding ``waived`` accepts is not counted).
+    A window trial's bug (a host window copy of a dead value comes back live, B2) met one page size
+    at a match too long (23) and the other at a ``windows()`` read too live (20w): each program shows
+    its own page size's reading only, so they stay two (as :mod:`~radixcheck.properties.findings.root_cause`
+    says of findings met at different page sizes)."""
+    operations = [line for line in world.log if not line.startswith("#")]
+    served = list(dict.fromkeys(re.sub(r", load=\w+", "", line[len("w.serve("):])  # its tokens and namespace
+                                for line in operations if line.startswith("w.serve(")))[-PROBED:]
+
+    def run(seen: Callable[[BaseException], bool]) -> None:
+        again = type(world)(factory, world.page_size, world.write_policy)
+
+        def sent(operation: str) -> bool:  # False: stop (a hang)
+            done = COMPLETION.fullmatch(operation)
+            if done and int(done[1]) not in again.pending() or operation.startswith("w.finish(") and not again.running:
+                return True  # its transfer or request is not there: an earlier failure cut its operation short
+            for step in (lambda: exec(operation, {"w": again}), again.check):  # noqa: S102 - a line of the world's own log
+                try:
+                    step()
+                except Exception as exc:  # noqa: BLE001 - a failure is what the replay looks for
+                    if not seen(exc):
+                        return False
+            return True
+
+        for operation in operations:
+            if not sent(operation):
+                return
+        for operation in ["w.complete_all()", *(f"w.match({request}" for request in served)]:
+            if not sent(operation):
+                return
+
+    return shown_past_failures(run, waived)
+
+
 def tier_repro(world: TierWorld, failure: BaseException, spec: str, factory: Callable[..., Any] | None = None,
-               seconds: float | None = None, replays: int | None = None) -> Repro:
+               seconds: float | None = None, replays: int | None = None,
+               waived: Callable[[BaseException], bool] | None = None) -> Repro:
     """The repro file of a tier machine's ``failure`` (its ``world``; ``factory``, the machine's, to
-    reduce it), run once as a user would: it is offered only if it exits 1 with radixcheck's sentence."""
+    reduce it and to replay it past its failure for what else it shows, ``waived`` not counted),
+    run once as a user would: it is offered only if it exits 1 with radixcheck's sentence."""
     made, notes = "", []
     if factory is not None:
         best, made = reduced(factory, world, failure, seconds, replays)
@@ -288,4 +334,5 @@ def tier_repro(world: TierWorld, failure: BaseException, spec: str, factory: Cal
             made = ""
     text = tier_script(world, failure, spec, made)
     calls = sum(not line.startswith("#") for line in world.log)
-    return confirm(Repro(text, calls=calls, notes=notes, size=f"{calls} operations"))
+    shows = [] if factory is None else [signature(failure)] if caused_by_hang(failure) else shown_by_tier(factory, world, waived)
+    return confirm(Repro(text, calls=calls, notes=notes, size=f"{calls} operations", shows=shows))
