@@ -32,7 +32,11 @@ where a cache's nodes end (a use ended there, or the trie forked there), tells e
 use that ends inside a node (a split), of a page that leaves the device (staying on host, or not)
 and of a page that leaves its last tier, and marks an order finding of 4t or 4h ``explained_by``
 the deviations by whose statistics the pick was right (the world waives it once a run; a pick
-right by none is still the finding).
+right by none is still the finding). Each deviation's device leaves are kept in its own order
+(``deviated``), refiled with the contract's and after each hook it is told of, so explaining a pick
+reads that order's oldest candidate, as oracle 4t reads its own: the production world's mass evict
+costs 1.5 to 2 times the contract's alone, not a scan of every leaf a pick (which took over the
+5 s limit there).
 
 Every method costs what it reads or changes (the pages of one request, the slots of one call);
 only :meth:`TierModel.held` reads every slot, for the conservation check of a small world.
