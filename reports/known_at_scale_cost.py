@@ -13,12 +13,12 @@ reports/findings/sglang_trees.md ("Since then", session 56).
 
 from __future__ import annotations
 
-import argparse
 import os
 import random
 import time
 from typing import Any
 
+from radixcheck.argtypes import ArgumentParser
 from radixcheck.properties.cache.deviations import resolve
 from radixcheck.properties.target import load_target
 from radixcheck.properties.tiers.scale import production_stories, world_for
@@ -49,7 +49,7 @@ def measure(spec: str, policy: str, deviation: str | None) -> dict[str, Any]:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("spec")
     parser.add_argument("--policy", default="write_through")
     parser.add_argument("--deviation", default="suffix-refreshed-on-mid-edge-use")
