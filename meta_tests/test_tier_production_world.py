@@ -15,11 +15,12 @@ import pytest
 
 from radixcheck.oracles.violations import LRUOrderViolation
 from radixcheck.properties.conformance.test_tier_machine import test_tier_at_production_scale as production_world
-from radixcheck.properties.findings.waivers import NOT_REJUDGED, WaiverLog, parse_waivers
+from radixcheck.properties.findings.waivers import WaiverLog, parse_waivers
 from radixcheck.properties.target import OperationTimeout, caused_by_hang, forget_hangs, load_target
-from radixcheck.properties.tiers.mutants import MruFirstTier
 from radixcheck.properties.tiers.scale import MASS_EVICTION_LEAVES
 from radixcheck.reference.tiered_cache import TieredRadixCache
+
+from . import planted_tier_order as planted
 
 pytestmark = pytest.mark.deep
 
@@ -56,10 +57,6 @@ class RecursiveLocks(TieredRadixCache):
         if node.parent is not None:
             node.lock_ref += 1
             self._lock_up(node.parent)
-
-
-class MruFirstRecursiveLocks(MruFirstTier, RecursiveLocks):
-    """Two bugs: an MRU-first device eviction (the wide tree's mass evict) and a recursive lock walk (the conversation)."""
 
 
 def _run(spec: str, waivers: str | WaiverLog = "") -> BaseException | None:
@@ -111,21 +108,48 @@ def test_correct_caches_pass_the_production_world(spec: str) -> None:
 # ---- one findings pipeline: a waiver silences its finding in the production world too, and nothing else ----
 
 SCALE_WAIVER = "*  *  4 LRU order  known: suffix-refreshed-on-mid-edge-use  # as reports/waivers/sglang_hicache.txt waives #3"
+SUFFIX_REFRESHED = f"{planted.__name__}:SuffixRefreshedTiers"  # SGLang's #3 planted in the reference tiered cache
 
 
-def test_a_waived_order_finding_of_the_production_world_is_waived_in_every_world_and_says_it_was_not_rejudged() -> None:
-    """MRU-first device eviction fails the wide tree's mass evict (4 LRU order) in each write policy's
-    world; under a ``known:`` waiver of that oracle the test passes, its finding recorded once per world,
-    with what it left unbuilt and that the ``known:`` was not re-judged there (the matching is by oracle)."""
-    assert isinstance(_run("radixcheck.properties.tiers.mutants:MruFirstTier"), LRUOrderViolation)  # unwaived: the finding
+class SuffixRefreshedMruTiers(planted.SuffixRefreshedTiers):
+    """#3, and a different device-order bug behind it: the most recently used leaf goes first."""
+
+    def _eviction_key(self, node: Any) -> tuple[int, int]:
+        return -node.last_access, node.serial
+
+
+class SuffixRefreshedRecursiveLocks(planted.SuffixRefreshedTiers, RecursiveLocks):
+    """Two bugs: #3 (the wide tree's mass evict) and a recursive lock walk (the conversation)."""
+
+
+def test_3_at_scale_is_waived_as_the_same_known_cause_in_every_world() -> None:
+    """#3 planted fails the wide tree's mass evict (4 LRU order) unwaived; under its ``known:``
+    waiver the world keeps #3's order beside the model, the finding is re-judged and explained by
+    it: waived once per write policy's world, with what it left unbuilt, never 'not re-judged'."""
+    unwaived = _run(SUFFIX_REFRESHED)
+    assert isinstance(unwaived, LRUOrderViolation) and "a wide tree of" in _note(unwaived), unwaived
     log = _log(SCALE_WAIVER)
-    assert _run("radixcheck.properties.tiers.mutants:MruFirstTier", log) is None
+    assert _run(SUFFIX_REFRESHED, log) is None
     [found] = log.findings()
     assert found["oracle"] == "4 LRU order" and found["known_deviation"] == "suffix-refreshed-on-mid-edge-use", found
-    assert found["times_met"] == len(MruFirstTier.tier_capabilities.write_policies), found  # every policy's world was built
-    assert found["not_rejudged"] == NOT_REJUDGED and "not built: the rest of the" in found["cut_short"], found
-    assert all(f"the rest of the {policy} world" in found["cut_short"] for policy in MruFirstTier.tier_capabilities.write_policies)
+    assert "not_rejudged" not in found, found
+    policies = planted.SuffixRefreshedTiers.tier_capabilities.write_policies
+    assert found["times_met"] == len(policies), found  # every policy's world was built, each re-judged
+    assert all(f"the rest of the {policy} world" in found["cut_short"] for policy in policies), found
     assert log.met() == ["<waivers>:1"]
+
+
+@pytest.mark.parametrize("spec", [
+    "radixcheck.properties.tiers.mutants:MruFirstTier",  # another LRU-order bug alone
+    f"{__name__}:SuffixRefreshedMruTiers",  # another one behind #3
+])
+def test_a_different_order_bug_under_the_same_known_waiver_still_fails_at_scale(spec: str) -> None:
+    """The same oracle (4 LRU order), the same waiver, a different cause: #3's order does not explain
+    the pick, so the production world fails with it, and the waiver records nothing."""
+    log = _log(SCALE_WAIVER)
+    failure = _run(spec, log)
+    assert isinstance(failure, LRUOrderViolation) and failure.explained_by == frozenset(), failure
+    assert "a wide tree of" in _note(failure) and log.findings() == [], (failure, log.findings())
 
 
 @pytest.mark.parametrize("waiver", [
@@ -135,7 +159,7 @@ def test_a_waived_order_finding_of_the_production_world_is_waived_in_every_world
 ])
 def test_a_waiver_of_another_finding_or_test_leaves_the_production_worlds_failure(waiver: str) -> None:
     log = _log(waiver)
-    assert isinstance(_run("radixcheck.properties.tiers.mutants:MruFirstTier", log), LRUOrderViolation)
+    assert isinstance(_run(SUFFIX_REFRESHED, log), LRUOrderViolation)
     assert log.findings() == []
 
 
@@ -143,7 +167,7 @@ def test_a_waived_wide_tree_still_builds_the_conversation_whose_own_bug_fails() 
     """The waived order finding ends each wide tree before the conversation: the conversation is
     then built alone, and a second bug there (a recursive lock walk) is still the test's failure."""
     log = _log(SCALE_WAIVER)
-    failure = _run(f"{__name__}:MruFirstRecursiveLocks", log)
+    failure = _run(f"{__name__}:SuffixRefreshedRecursiveLocks", log)
     assert isinstance(failure, RecursionError), failure
     assert "a conversation of" in _note(failure)
     assert [f["oracle"] for f in log.findings()] == ["4 LRU order"]

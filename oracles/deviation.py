@@ -15,7 +15,10 @@ from the model's two hooks:
 - :meth:`Deviation.left_device`: on a tiered cache, a page left the device but stays cached on
   host (its host copy is done or being written); by default as :meth:`Deviation.unlinked`.
 
-:meth:`Deviation.stats` then gives a leaf's statistics as the deviating cache keeps them.
+:meth:`Deviation.stats` then gives a leaf's statistics as the deviating cache keeps them. A hook
+may change the statistics of the pages of the node it is told of (a split: the split node's pages;
+a page that leaves: its parent), no others: the tier model refiles those in the deviation's order
+(:class:`~radixcheck.oracles.tier_model.TierModel`), never the whole tree.
 Nothing here reads a cache: these model the bug from its description (reports/sglang_findings.md
 #3, reports/findings/sglang_trees.md #9), not from the code that has it.
 """

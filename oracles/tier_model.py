@@ -32,7 +32,11 @@ where a cache's nodes end (a use ended there, or the trie forked there), tells e
 use that ends inside a node (a split), of a page that leaves the device (staying on host, or not)
 and of a page that leaves its last tier, and marks an order finding of 4t or 4h ``explained_by``
 the deviations by whose statistics the pick was right (the world waives it once a run; a pick
-right by none is still the finding).
+right by none is still the finding). Each deviation's device leaves are kept in its own order
+(``deviated``), refiled with the contract's and after each hook it is told of, so explaining a pick
+reads that order's oldest candidate, as oracle 4t reads its own: the production world's mass evict
+costs 1.5 to 2 times the contract's alone, not a scan of every leaf a pick (which took over the
+5 s limit there).
 
 Every method costs what it reads or changes (the pages of one request, the slots of one call);
 only :meth:`TierModel.held` reads every slot, for the conservation check of a small world.
@@ -150,8 +154,25 @@ class TierModel:
         self.in_flight_host: set[int] = set()
         self.left_now: list[tuple[Page, str]] = []  # pages that lost a tier during the current call
         self.host_freed_now: set[int] = set()  # host slots freed during the current call
-        self.deviations: list[Deviation] = []  # known order bugs a waiver names (``known:``): their stamps are kept too
+        self.deviated: list[tuple[Deviation, DeviceLeaves]] = []  # each known deviation, and the device leaves in its order
         self.windows: Any = None  # a declared window's TierWindows (oracle 20w): matches are then resumable
+
+    @property
+    def deviations(self) -> list[Deviation]:
+        """The known order bugs a waiver names (``known:``): their stamps are kept too."""
+        return [deviation for deviation, _ in self.deviated]
+
+    @deviations.setter
+    def deviations(self, deviations: list[Deviation]) -> None:
+        """Keep, beside each deviation, the device leaves in the order a cache with that bug keeps
+        them, refiled as the contract's are, and after each hook the deviation is told of: its order
+        is then read from its oldest leaf (as oracle 4t's), never by a scan of every leaf."""
+        self.deviated = []
+        for deviation in deviations:
+            leaves = DeviceLeaves(lambda pg, d=deviation: self._deviated_order(pg, d))
+            for _, _, page in self.leaves.by_use:  # set before the first call in every world: none, or a few
+                leaves.refile(page)
+            self.deviated.append((deviation, leaves))
 
     # ---- reading ---------------------------------------------------------------------------
 
@@ -502,6 +523,8 @@ class TierModel:
         """``page`` moved, changed tier or was used: file it again among the device and the host-only leaves."""
         self.leaves.refile(page)
         self.host_leaves.refile(page)
+        for _, leaves in self.deviated:
+            leaves.refile(page)
 
     def _tick(self, what: Any) -> None:
         self.clock += 1
@@ -550,6 +573,13 @@ class TierModel:
         if inside:
             for deviation in self.deviations:
                 deviation.split(path[-1], on_device or entry, self.clock)
+            for page in _split_node(path[-1], on_device or entry):  # what a split may have restamped
+                self._refile_deviated(page)
+
+    def _refile_deviated(self, page: Page) -> None:
+        """A deviation's hook may have changed ``page``'s statistics: file it again in each deviation's order."""
+        for _, leaves in self.deviated:
+            leaves.refile(page)
 
     def _deviated_order(self, page: Page, deviation: Deviation) -> Any:
         """``page``'s place in the eviction order as a cache with the known bug ``deviation`` keeps it."""
@@ -558,13 +588,11 @@ class TierModel:
 
     def _deviations_explaining(self, picked: list[Page]) -> frozenset[str]:
         """The known deviations by whose statistics picking ``picked`` (and leaving the other candidates) is right."""
-        skip = {id(pg) for pg in picked}
-        left = [pg for _, _, pg in self.leaves.by_use if id(pg) not in skip and not pg.locks and not self.busy(pg)]
         names = set()
-        for deviation in self.deviations:
-            def order(pg: Page, d: Deviation = deviation) -> Any:
-                return self._deviated_order(pg, d)
-            if not left or not order(min(left, key=order)) < order(max(picked, key=order)):
+        for deviation, leaves in self.deviated:
+            oldest = leaves.oldest_candidate(picked, self.busy)  # the first candidate left in that order
+            if oldest is None or not self._deviated_order(oldest, deviation) < max(
+                    self._deviated_order(pg, deviation) for pg in picked):
                 names.add(deviation.name)
         return frozenset(names)
 
@@ -783,6 +811,7 @@ class TierModel:
                 stays = page.host is not None or page.writing is not None  # still cached, on host
                 for deviation in self.deviations:
                     deviation.left_device(page) if stays else deviation.unlinked(page)
+                self._refile_deviated(page.parent)  # a deviation hands a page's stamp to its parent
 
     def on_host_free(self, slots: Sequence[int]) -> None:
         busy = [int(s) for s in slots if int(s) in self.in_flight_host]
@@ -806,6 +835,7 @@ class TierModel:
                 if page.device is None:  # it left its last tier
                     for deviation in self.deviations:
                         deviation.unlinked(page)
+                    self._refile_deviated(page.parent)
                 elif self.windows is not None:  # a host duplicate released: its window host copy may stay
                     self.windows.on_host_released(page)
 
@@ -944,6 +974,21 @@ def _of_tenant(page: Page) -> str:
 
 def _under(namespace: Any) -> str:
     return "" if namespace is None or namespace is NOT_SERVING else f" under namespace {namespace!r}"
+
+
+def _split_node(upper: Page, lower: Page) -> list[Page]:
+    """The pages of the node a use ended inside: ``lower`` up to ``upper`` (where it is split), then
+    up to the node above. A deviation's split may restamp these, no others (:class:`Deviation`)."""
+    pages, page = [], lower
+    while page is not None and page is not upper:
+        pages.append(page)
+        page = page.parent
+    while page is not None and page.parent is not None:
+        pages.append(page)
+        page = page.parent
+        if page.ends_node:
+            break
+    return pages
 
 
 def as_ints(values: np.ndarray | Sequence[int]) -> list[int]:

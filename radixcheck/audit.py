@@ -397,7 +397,7 @@ class _Collector:
         elif verdict.outcome == "failed" and verdict.oracle and not verdict.oracle.startswith(NOT_AN_ORACLE):
             self.judged.append(verdict.oracle)
         if verdict.waived:
-            by_oracle = ", by oracle, not re-judged"  # a known:/as line met in the tier production world
+            by_oracle = ", by oracle, not re-judged"  # an as line met in the tier production world
             detail += "  (waived: " + ", ".join(f"{w['oracle']}{known_deviation(w)}{by_oracle if w.get('not_rejudged') else ''} "
                                               f"({w['waiver']})" for w in verdict.waived) + ")"
         print(f"[{time.monotonic() - self.started:6.1f} s] {mark} {verdict.test} ({verdict.seconds:.1f} s){detail}", flush=True)
@@ -605,7 +605,7 @@ def cut_short(waived: dict[str, Any]) -> str:
 
 
 def not_rejudged(waived: dict[str, Any]) -> str:
-    """A ``known:``/``as`` waiver that matched a tier production world's finding by its oracle alone
+    """An ``as`` waiver that matched a tier production world's finding by its oracle alone
     (:meth:`~radixcheck.properties.findings.waivers.WaiverLog.at_scale`): the reader must know."""
     return f" — {waived['not_rejudged']}" if waived.get("not_rejudged") else ""
 

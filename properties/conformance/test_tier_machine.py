@@ -25,7 +25,8 @@ def test_tier_at_production_scale(target, page_size, radix_waivers) -> None:
     """The wide tree in every declared write policy, the deep conversation in the first (it costs
     turns**2 * page_size tokens sent: once per target, as the plain cache's deep history), at the
     smallest declared page size; each call under the per-operation limit. A failure a waiver covers
-    (matched by its finding: ``WaiverLog.at_scale``) ends that world and is recorded as waived, with
+    (``WaiverLog.at_scale``: a ``known:`` line's deviation is kept beside the model, and re-judged)
+    ends that world and is recorded as waived, with
     what it left unbuilt; the next policy's world is built all the same, and a conversation the
     waived finding kept from being built is built alone in a fresh world. Any other failure is the test's."""
     if page_size != min(target.capabilities.page_sizes_tested()):
@@ -34,8 +35,10 @@ def test_tier_at_production_scale(target, page_size, radix_waivers) -> None:
 
     def build(policy: str, deep: bool, wide: bool = True) -> str | None:
         """Build one world; ``None`` once built, else the story a waived finding ended."""
+        world = world_for(target.factory, page_size, policy)
+        world.model.deviations = [make() for make in radix_waivers.deviations()] if radix_waivers else []
         try:
-            production_stories(world_for(target.factory, page_size, policy), random.Random(0), deep=deep, wide=wide)
+            production_stories(world, random.Random(0), deep=deep, wide=wide)
         except Exception as exc:
             story = getattr(exc, "production_story", None)
             again = "; the conversation is built alone, in a fresh world" if deep and story == "wide" else ""

@@ -54,9 +54,12 @@ A waived finding ends the step it was raised in (the rest of that rule is not ru
 production-scale machine, whose first step builds the whole world, a finding waived there leaves
 a smaller world for the steps that follow: the finding records which stories were not built
 (``cut_short``), and the audit says so beside it. The tier production world (no machine: one
-deterministic build a write policy) matches a failure by its finding alone (:meth:`WaiverLog.at_scale`):
-a line's ``known:`` or ``as`` is not re-judged there (too costly at that scale), the waived finding
-says so (``not_rejudged``), and the next write policy's world is still built.
+deterministic build a write policy) keeps the deviations a ``known:`` line names as every machine
+does, each in its own incrementally kept order (:class:`~radixcheck.oracles.tier_model.TierModel`),
+so there too a ``known:`` line waives only an order finding that deviation explains
+(:meth:`WaiverLog.at_scale`); an ``as`` line is matched by its finding alone there (a tier order
+finding carries no choice to judge), and the waived finding says so (``not_rejudged``). The next
+write policy's world is still built.
 """
 
 from __future__ import annotations
@@ -77,9 +80,9 @@ from radixcheck.properties.cache.policies import NAMED
 from radixcheck.properties.findings.failures import WORLD_CUT_SHORT, leaves, message_of, oracle_of
 from radixcheck.properties.findings.names import conformance_test_names, oracle_names
 
-# said beside a known:/as waiver's finding that the tier production world matched by its oracle alone (WaiverLog.at_scale)
-NOT_REJUDGED = ("matched by its oracle in the tier production world, its 'known:'/'as' not re-judged there "
-                "(no deviation's statistics are kept at that scale)")
+# said beside an 'as' waiver's finding that the tier production world matched by its oracle alone (WaiverLog.at_scale)
+NOT_REJUDGED = ("matched by its oracle in the tier production world, its 'as' not re-judged there "
+                "(a tier order finding carries no choice to judge)")
 
 
 class WaiverError(ValueError):
@@ -107,16 +110,14 @@ class Waiver:
                 and (self.test == test_id or _glob(test_id, self.test) or _glob(test_name, self.test)))
 
     def waives(self, exc: BaseException, rejudge: bool = True) -> bool:
-        """``rejudge=False``: by the finding alone (oracle or class), its ``as``/``known:`` not judged
-        (a tier production world keeps no deviation's statistics: :meth:`WaiverLog.at_scale`)."""
+        """``rejudge=False``: an ``as`` line by the finding alone (oracle or class), its policy not
+        judged (the tier production world: :meth:`WaiverLog.at_scale`); a ``known:`` line is always re-judged."""
         names = [oracle_of(exc)] + [cls.__name__ for cls in type(exc).__mro__]
         if not any(_glob(name, self.finding) for name in names):
             return False
-        if not rejudge:
-            return True
         if self.known is not None:  # set by the cache machine on an order finding a waived deviation explains
             return self.known in getattr(exc, "explained_by", ())
-        if self.follows is None:
+        if self.follows is None or not rejudge:
             return True
         choice = getattr(exc, "choice", None)  # set by the cache machine on an order finding (oracles.policy.Choice)
         return choice is not None and choice.made_by(NAMED[self.follows]().key)
@@ -268,13 +269,13 @@ class WaiverLog:
         return found[0] if found and all(found) else None
 
     def at_scale(self, exc: BaseException, step: str = "") -> bool:
-        """Waive (and record) a failure of the tier production world by its finding alone, the
-        line's ``as``/``known:`` not re-judged: that world keeps no known deviation's statistics
-        (the #3 model's check of one mass eviction took over the per-operation limit on SGLang's
-        Rust core). An order finding has one shape whatever its message
-        (:func:`~radixcheck.properties.findings.failures.signature_of`), so its oracle is all a
-        shape could match: any order finding of that oracle there is waived, and the record says
-        it was not re-judged. A finding of another oracle still fails."""
+        """Waive (and record) a failure of the tier production world. A ``known:`` line is re-judged
+        there as in every machine: that world keeps the deviations (:meth:`deviations`) beside the
+        tier model, each in its own incrementally kept order, so an order finding is waived only if
+        the named deviation explains it (the same known cause); another order bug under the same
+        oracle still fails. An ``as`` line matches by its finding alone (a tier order finding
+        carries no choice), and the record says it was not re-judged. A finding of another oracle
+        still fails."""
         return self(exc, step, rejudge=False)
 
     def __call__(self, exc: BaseException, step: str = "", rejudge: bool = True) -> bool:
@@ -290,7 +291,7 @@ class WaiverLog:
             entry["times_met"] += 1
             if waiver.known is not None:
                 entry["known_deviation"] = waiver.known
-            if not rejudge and (waiver.known or waiver.follows):
+            if not rejudge and waiver.follows:
                 entry["not_rejudged"] = NOT_REJUDGED
             if cut_short and cut_short not in entry.get("cut_short", ""):  # each world it ended (a tier target's: one a policy)
                 unbuilt = cut_short.removeprefix(WORLD_CUT_SHORT.removeprefix("radixcheck: "))
