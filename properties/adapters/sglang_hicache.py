@@ -195,7 +195,11 @@ def _fix_split_refresh(core: Any) -> None:
     def insert_walk_step(self: Any, state: Any) -> None:
         key = state.key
         node = state.node.children.get(key.child_key(self.page_size) if len(key) else None)
-        before = (node.parent, node.last_access_time) if node is not None else None
+        # Only a split where the insert diverges inside `node` leaves it an unused suffix. SWA splits a
+        # node the insert covers whole too (`SWAComponent._clip_to_window` at the request's window start,
+        # from `recover_after_unevict` or the overlap step): that node was used and keeps the fresh stamp.
+        diverges = node is not None and node.key.match(key, page_size=self.page_size) < len(node.key)
+        before = (node.parent, node.last_access_time) if diverges else None
         walk(self, state)
         if before is not None and node.parent is not before[0]:  # split: `node` is the unused suffix now
             node.last_access_time = before[1]
