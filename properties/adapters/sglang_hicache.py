@@ -183,7 +183,9 @@ def _fix_split_refresh(core: Any) -> None:
     touches the node before splitting it. The new upper half is stamped too (a new node's
     ``last_access_time`` is its creation), which shows when the split lies past the match's answer
     (a dead SWA window ends it; findings/sglang_trees.md). Fixed: both halves keep the last use the
-    node had (a use of either is stamped by the match or insert as before)."""
+    node had (a use of either is stamped by the match or insert as before), and an insert that diverges
+    inside a node gives its unused suffix back the stamp from before the walk step (a node the insert
+    covers whole, which SWA may split too, keeps its fresh stamp)."""
     split, walk = core._split_node, core._insert_walk_step
 
     def split_node(self: Any, key: Any, child: Any, split_len: int) -> Any:
