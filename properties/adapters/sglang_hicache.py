@@ -183,7 +183,9 @@ def _fix_split_refresh(core: Any) -> None:
     touches the node before splitting it. The new upper half is stamped too (a new node's
     ``last_access_time`` is its creation), which shows when the split lies past the match's answer
     (a dead SWA window ends it; findings/sglang_trees.md). Fixed: both halves keep the last use the
-    node had (a use of either is stamped by the match or insert as before)."""
+    node had (a use of either is stamped by the match or insert as before), and an insert that diverges
+    inside a node gives its unused suffix back the stamp from before the walk step (a node the insert
+    covers whole, which SWA may split too, keeps its fresh stamp)."""
     split, walk = core._split_node, core._insert_walk_step
 
     def split_node(self: Any, key: Any, child: Any, split_len: int) -> Any:
@@ -195,7 +197,11 @@ def _fix_split_refresh(core: Any) -> None:
     def insert_walk_step(self: Any, state: Any) -> None:
         key = state.key
         node = state.node.children.get(key.child_key(self.page_size) if len(key) else None)
-        before = (node.parent, node.last_access_time) if node is not None else None
+        # Only a split where the insert diverges inside `node` leaves it an unused suffix. SWA splits a
+        # node the insert covers whole too (`SWAComponent._clip_to_window` at the request's window start,
+        # from `recover_after_unevict` or the overlap step): that node was used and keeps the fresh stamp.
+        diverges = node is not None and node.key.match(key, page_size=self.page_size) < len(node.key)
+        before = (node.parent, node.last_access_time) if diverges else None
         walk(self, state)
         if before is not None and node.parent is not before[0]:  # split: `node` is the unused suffix now
             node.last_access_time = before[1]
