@@ -485,6 +485,22 @@ def check_budget(what: str) -> None:
         raise BudgetSpent(what)
 
 
+_meter: Callable[[str, tuple[Any, ...], float], None] | None = None  # metering(): told each call's CPU time
+
+
+@contextmanager
+def metering(observe: Callable[[str, tuple[Any, ...], float], None]):
+    """Within this block, each :func:`guarded` call that returns tells ``observe(what, args, seconds)``
+    the CPU time it spent (the production world's step-cost watch, ``radixcheck.properties.cache.step_cost``).
+    ``observe`` only records: a verdict raised from it would read as the call's own exception."""
+    global _meter
+    previous, _meter = _meter, observe
+    try:
+        yield
+    finally:
+        _meter = previous
+
+
 _hung: dict[Any, tuple[str, int | None]] = {}  # the code that hung (a cache class and method, or a function) -> how, and at which call
 _calls: dict[Any, int] = {}  # the calls of each code since the example began (new_example)
 _positions = False  # whether new_example() marked where the example began: a hang is then known by its position
@@ -532,7 +548,12 @@ def guarded(what: str, fn: Callable[..., T], *args: Any, **keywords: Any) -> T:
             raise OperationTimeout(how)  # the call that hung, replayed: not called again
     try:
         with _alarm(op_timeout(), what):
-            return fn(*args, **keywords)
+            if _meter is None:
+                return fn(*args, **keywords)
+            started = time.process_time()
+            result = fn(*args, **keywords)
+            _meter(what, args, time.process_time() - started)
+            return result
     except OperationTimeout as exc:
         _hung.setdefault(owner, (str(exc), at if _positions else None))
         raise

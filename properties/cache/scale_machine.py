@@ -40,6 +40,7 @@ from __future__ import annotations
 
 import random
 from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 from hypothesis import settings
@@ -50,8 +51,10 @@ from radixcheck.oracles.prefix_set import Entry
 from radixcheck.oracles.violations import Check, PrefixSetViolation, shown
 from radixcheck.properties.cache.contract import BIGRAM_START
 from radixcheck.properties.cache.machine import HandleRecord, RadixCacheMachine, _as_slot_array, _scribble
+from radixcheck.properties.cache.step_cost import StepCostWatch
 from radixcheck.properties.findings.failures import WORLD_CUT_SHORT
 from radixcheck.properties.findings.transcript import act
+from radixcheck.properties.target import metering
 
 CROWD_CHECKPOINTS = (1024, 512, 256)  # requests still running when memory pressure hits: where narrow counters read 0
 CROWD = (1025, 1100)  # requests admitted at once on one prompt (the least, the most): no machine locks a node more often
@@ -107,22 +110,35 @@ class ProductionScaleMachine(RadixCacheMachine):
         stories = self._stories(crowd, requests, system_prompts, history_turns, stream)
         made: list[tuple[int, ...]] = []
         self._running_history: HandleRecord | None = None
-        for i, (story, run) in enumerate(stories):
-            try:
-                with self.quietly(story):
-                    made += run()
-                self.sizes_add_up()  # the invariants after each story, not only after the whole step
-                self.slots_conserved()
-            except Exception as exc:  # a violation or a crash: either way, say which story it happened in
-                exc.add_note(f"radixcheck: in production_world, while: {story}")
-                if later := [name for name, _ in stories[i + 1 :]]:  # a waiver that looks past it leaves them unbuilt
-                    exc.add_note(f"{WORLD_CUT_SHORT}{'; '.join(later)}")
-                raise
+        self.step_costs = StepCostWatch(self.model.total)  # checked as calls come (_call) and after each story
+        with metering(self.step_costs.observe):
+            for i, (story, run) in enumerate(stories):
+                try:
+                    with self.quietly(story):
+                        made += run()
+                        self.step_costs.check(final=True)
+                    self.sizes_add_up()  # the invariants after each story, not only after the whole step
+                    self.slots_conserved()
+                except Exception as exc:  # a violation or a crash: either way, say which story it happened in
+                    exc.add_note(f"radixcheck: in production_world, while: {story}")
+                    if later := [name for name, _ in stories[i + 1 :]]:  # a waiver that looks past it leaves them unbuilt
+                        exc.add_note(f"{WORLD_CUT_SHORT}{'; '.join(later)}")
+                    raise
+        self.step_costs = None
         if self._running_history is not None:  # the long conversation's request finishes last
             self._release(self._running_history)
         return multiple(*made)
 
     deep_history = True  # the long history is one of the stories
+    step_costs: StepCostWatch | None = None  # while the world is built: its calls' costs (radixcheck.properties.cache.step_cost)
+
+    def _call(self, name: str, *args: Any, **keywords: Any) -> Any:
+        """The machine's call; while the world is built, a step whose cost has grown with the cache
+        fails here, after the call that completed the evidence (not inside it: the call returned)."""
+        result = super()._call(name, *args, **keywords)
+        if self.step_costs is not None and self.step_costs.due:
+            self.step_costs.check()
+        return result
 
     def _stories(self, crowd: int, requests: int, system_prompts: int, history_turns: int,
                  stream: random.Random) -> list[tuple[str, Callable[[], list[tuple[int, ...]]]]]:

@@ -10,8 +10,13 @@ Try one: ``radixcheck bench radixcheck.properties.cache.slow_variants:EvictResca
 
 from __future__ import annotations
 
+from collections.abc import Hashable, Sequence
+from typing import Any
+
+import numpy as np
+
 from radixcheck.reference.radix_cache import Node, RadixCache
-from radixcheck.reference.validation import as_count
+from radixcheck.reference.validation import as_count, as_tokens
 
 
 class EvictRescansPerLeaf(RadixCache):
@@ -54,4 +59,49 @@ class ChildLookupScans(RadixCache):
         return None
 
 
-SLOW_VARIANTS: list[type[RadixCache]] = [EvictRescansPerLeaf, ChildLookupScans]
+class TouchScansRecencyList(RadixCache):
+    """Keeps its nodes in a recency list beside the tree, as a naive LRU queue does, and finds each node a
+    match or an insert touches by searching that list: a call touching d nodes of an n-node tree costs
+    d*n. The tree and its eviction order are the reference's (the list is only kept, never read), so it
+    passes every oracle; the production world's step-cost watch fails it in its first story
+    (``radixcheck.properties.cache.step_cost``)."""
+
+    flagged_on = ("match_prefix", "insert")
+    sources = ("reports/findings/vllm_trial.md: TouchWalksQueue, a vLLM-shaped free-block queue searched on every touch, "
+               "got no verdict in 25 min of production world",)
+
+    def __init__(self, allocator: Any, page_size: int = 1) -> None:
+        super().__init__(allocator, page_size)
+        self._recency: list[Node] = []  # least recently touched first
+
+    def match_prefix(self, tokens: Sequence[int], namespace: Hashable = None, priority: int = 0) -> tuple[np.ndarray, Node]:
+        values, node = super().match_prefix(tokens, namespace, priority)
+        self._touch(node)
+        return values, node
+
+    def insert(self, tokens: Sequence[int], values: np.ndarray, namespace: Hashable = None, priority: int = 0) -> int:
+        cached = super().insert(tokens, values, namespace, priority)
+        key = as_tokens(tokens, "tokens")
+        node, pos, aligned = self._root_for(namespace), 0, len(key) // self.page_size * self.page_size
+        while pos < aligned and (child := self._child(node, key[pos : pos + self.page_size])) is not None:
+            node, pos = child, pos + len(child.key)  # the edges end where the insert split them: its own path
+        self._touch(node)
+        return cached
+
+    def _touch(self, deepest: Node) -> None:
+        for node in self._path(deepest):
+            if node in self._recency:  # the search: O(n)
+                self._recency.remove(node)
+            self._recency.append(node)
+
+    def _free(self, node: Node) -> None:
+        if node in self._recency:
+            self._recency.remove(node)
+        super()._free(node)
+
+    def reset(self) -> None:
+        super().reset()
+        self._recency.clear()
+
+
+SLOW_VARIANTS: list[type[RadixCache]] = [EvictRescansPerLeaf, ChildLookupScans, TouchScansRecencyList]
