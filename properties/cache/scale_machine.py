@@ -32,7 +32,10 @@ its checks only (after each story, at the crowd's checkpoints, after each rule: 
 after every request as a scheduler does: the reference recounts its sizes on each call (O(n), by
 design), so reads per request would cost the reference's world (and every variant's) tens of
 seconds, and an O(n) size call would still not fail there: ~10 ms a call at 10^5 tokens is far
-under the per-call limit. An O(n) size call is found by ``radixcheck bench`` (its size calls). The machine asks for its own settings
+under the per-call limit. An O(n) size call is found by ``radixcheck bench`` (its size calls). While the world is built, the
+CPU time of every match and insert is watched (:mod:`radixcheck.properties.cache.step_cost`): a step
+whose cost grows with the tree stops the world with a ``StepCostViolation`` and its figures, in its
+first story, instead of letting it run for half an hour. The machine asks for its own settings
 (:meth:`ProductionScaleMachine.settings_for`): few examples, each a whole production world.
 """
 
