@@ -123,7 +123,7 @@ def _world(factory: Callable, capabilities, page_size: int, name: str) -> None: 
 
 
 @pytest.mark.deep  # a production world's crowd
-@pytest.mark.parametrize("page_size", [1, 16])
+@pytest.mark.parametrize("page_size", [1, 2])  # at 16 the crowd's 5-page touches are cheap next to a call: the traffic finds it
 def test_a_cache_whose_touch_scans_fails_in_the_first_story(page_size: int) -> None:
     with pytest.raises(StepCostViolation, match=r"(insert|match_prefix) of .* tokens costs") as failure:
         _world(TouchScansRecencyList, RadixCache.capabilities, page_size, f"touch_scans_{page_size}")
