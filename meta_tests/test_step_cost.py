@@ -102,6 +102,12 @@ def test_a_step_cost_finding_has_no_repro_file_and_says_where_to_measure_it() ->
     assert repro.text is None and "radixcheck bench" in repro.why_not
 
 
+def test_a_step_cost_finding_ranks_after_every_finding_about_answers() -> None:
+    from radixcheck.audit import RANKS, rank_of
+
+    assert rank_of(StepCostViolation.oracle) == len(RANKS) - 1 and RANKS[-1][0] == "the cost of a step"
+
+
 # ---- production worlds (deep): the verdict on real CPU times ------------------------------------------------------
 
 
