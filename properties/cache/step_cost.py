@@ -11,8 +11,9 @@ tree 100-fold, four times over, and the traffic story 50-fold.
 (:func:`~radixcheck.properties.target.metering`: the call alone, not the oracles), with the cached
 tokens before it (the model's count). Calls are compared only with calls of the same kind and the
 same size (tokens sent, within a quarter octave), so a longer request is never mistaken for a larger
-tree. Every :data:`CHECK_EVERY` calls of one kind and size it sorts them by tree size and compares
-the tenth with the smallest trees with the tenth with the largest (at least :data:`MIN_CALLS` each):
+tree. Every :data:`CHECK_EVERY` calls of one kind and size (an eighth of them, once there are more) it
+sorts them by tree size and compares the tenth with the smallest trees with the tenth with the largest
+(at least :data:`MIN_CALLS` each):
 the large trees' median cost :data:`GROWTH` times the small ones', over trees :data:`SPAN` times
 larger, is a :class:`~radixcheck.oracles.violations.StepCostViolation` with the figures.
 
@@ -43,7 +44,7 @@ SPAN = 8  # the large trees' median size over the small trees' at least this
 GROWTH = 3.0  # the large trees' median cost over the small trees' that is a finding
 MIN_CALLS = 32  # calls in each group, at least
 GROUP_SHARE = 0.1  # each group is this share of the calls of its kind and size (at least MIN_CALLS)
-CHECK_EVERY = 128  # calls of one kind and size between two comparisons
+CHECK_EVERY = 128  # calls of one kind and size between two comparisons, at least (an eighth of its calls, at most)
 SHAPES_PER_OCTAVE = 4  # calls are of the same size when their tokens are within a quarter octave
 
 
@@ -55,6 +56,7 @@ class StepCostWatch:
         self.tree_tokens = tree_tokens  # the cached tokens now (the model's count: O(1))
         self.calls: dict[tuple[str, int], list[tuple[int, float]]] = {}  # (call, size class) -> [(tree, seconds)]
         self.tokens: dict[tuple[str, int], tuple[int, int]] = {}  # (call, size class) -> the fewest and most tokens sent
+        self.next_check: dict[tuple[str, int], int] = {}  # (call, size class) -> its calls at its next comparison
         self.due: set[tuple[str, int]] = set()
 
     def observe(self, what: str, args: tuple[Any, ...], seconds: float) -> None:
@@ -68,7 +70,8 @@ class StepCostWatch:
         fewest, most = self.tokens.get(key, (tokens, tokens))
         self.tokens[key] = (min(fewest, tokens), max(most, tokens))
         calls.append((self.tree_tokens(), seconds))
-        if len(calls) % CHECK_EVERY == 0:
+        if len(calls) >= self.next_check.get(key, CHECK_EVERY):  # each check sorts them all: spaced by an eighth of them
+            self.next_check[key] = len(calls) + max(CHECK_EVERY, len(calls) // 8)
             self.due.add(key)
 
     def check(self, final: bool = False) -> None:
