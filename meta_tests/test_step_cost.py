@@ -89,10 +89,11 @@ def test_the_watch_records_as_calls_come_and_judges_only_when_checked() -> None:
     assert not watch.due
 
 
-def test_metering_tells_each_guarded_call_its_cpu_time_and_only_within_its_block() -> None:
+def test_metering_tells_the_calls_named_their_cpu_time_and_only_within_its_block() -> None:
     told: list[tuple[str, tuple, float]] = []
-    with metering(lambda what, args, seconds: told.append((what, args, seconds))):
+    with metering(lambda what, args, seconds: told.append((what, args, seconds)), ("insert",)):
         assert guarded("insert", lambda tokens: len(tokens), [1, 2, 3]) == 3
+        guarded("total_size", lambda: 0)  # not watched
     guarded("insert", lambda tokens: len(tokens), [4])
     assert [(what, args) for what, args, _ in told] == [("insert", ([1, 2, 3],))] and told[0][2] >= 0
 

@@ -486,19 +486,20 @@ def check_budget(what: str) -> None:
 
 
 _meter: Callable[[str, tuple[Any, ...], float], None] | None = None  # metering(): told each call's CPU time
+_metered: tuple[str, ...] = ()  # the calls it is told of
 
 
 @contextmanager
-def metering(observe: Callable[[str, tuple[Any, ...], float], None]):
-    """Within this block, each :func:`guarded` call that returns tells ``observe(what, args, seconds)``
-    the CPU time it spent (the production world's step-cost watch, ``radixcheck.properties.cache.step_cost``).
+def metering(observe: Callable[[str, tuple[Any, ...], float], None], calls: tuple[str, ...]):
+    """Within this block, each :func:`guarded` call named in ``calls`` that returns tells ``observe(what, args,
+    seconds)`` the CPU time it spent (the production world's step-cost watch, ``radixcheck.properties.cache.step_cost``).
     ``observe`` only records: a verdict raised from it would read as the call's own exception."""
-    global _meter
-    previous, _meter = _meter, observe
+    global _meter, _metered
+    previous, (_meter, _metered) = (_meter, _metered), (observe, calls)
     try:
         yield
     finally:
-        _meter = previous
+        _meter, _metered = previous
 
 
 _hung: dict[Any, tuple[str, int | None]] = {}  # the code that hung (a cache class and method, or a function) -> how, and at which call
@@ -548,7 +549,7 @@ def guarded(what: str, fn: Callable[..., T], *args: Any, **keywords: Any) -> T:
             raise OperationTimeout(how)  # the call that hung, replayed: not called again
     try:
         with _alarm(op_timeout(), what):
-            if _meter is None:
+            if _meter is None or what not in _metered:
                 return fn(*args, **keywords)
             started = time.process_time()
             result = fn(*args, **keywords)

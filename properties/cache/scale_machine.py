@@ -54,7 +54,7 @@ from radixcheck.oracles.prefix_set import Entry
 from radixcheck.oracles.violations import Check, PrefixSetViolation, shown
 from radixcheck.properties.cache.contract import BIGRAM_START
 from radixcheck.properties.cache.machine import HandleRecord, RadixCacheMachine, _as_slot_array, _scribble
-from radixcheck.properties.cache.step_cost import StepCostWatch
+from radixcheck.properties.cache.step_cost import WATCHED, StepCostWatch
 from radixcheck.properties.findings.failures import WORLD_CUT_SHORT
 from radixcheck.properties.findings.transcript import act
 from radixcheck.properties.target import metering
@@ -114,7 +114,7 @@ class ProductionScaleMachine(RadixCacheMachine):
         made: list[tuple[int, ...]] = []
         self._running_history: HandleRecord | None = None
         self.step_costs = StepCostWatch(self.model.total)  # checked as calls come (_call) and after each story
-        with metering(self.step_costs.observe):
+        with metering(self.step_costs.observe, WATCHED):
             for i, (story, run) in enumerate(stories):
                 try:
                     with self.quietly(story):
