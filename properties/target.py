@@ -492,7 +492,7 @@ _metered: tuple[str, ...] = ()  # the calls it is told of
 @contextmanager
 def metering(observe: Callable[[str, tuple[Any, ...], float], None], calls: tuple[str, ...]):
     """Within this block, each :func:`guarded` call named in ``calls`` that returns tells ``observe(what, args,
-    seconds)`` the CPU time it spent (the production world's step-cost watch, ``radixcheck.properties.cache.step_cost``).
+    seconds)`` the CPU time its thread spent (the production world's step-cost watch, ``radixcheck.properties.cache.step_cost``).
     ``observe`` only records: a verdict raised from it would read as the call's own exception."""
     global _meter, _metered
     previous, (_meter, _metered) = (_meter, _metered), (observe, calls)
@@ -551,9 +551,9 @@ def guarded(what: str, fn: Callable[..., T], *args: Any, **keywords: Any) -> T:
         with _alarm(op_timeout(), what):
             if _meter is None or what not in _metered:
                 return fn(*args, **keywords)
-            started = time.process_time()
+            started = time.thread_time()  # this thread's: an engine's background threads are not the call's cost
             result = fn(*args, **keywords)
-            _meter(what, args, time.process_time() - started)
+            _meter(what, args, time.thread_time() - started)
             return result
     except OperationTimeout as exc:
         _hung.setdefault(owner, (str(exc), at if _positions else None))

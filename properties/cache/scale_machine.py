@@ -51,7 +51,7 @@ from hypothesis import strategies as st
 from hypothesis.stateful import initialize, multiple
 
 from radixcheck.oracles.prefix_set import Entry
-from radixcheck.oracles.violations import Check, PrefixSetViolation, shown
+from radixcheck.oracles.violations import Check, PrefixSetViolation, StepCostViolation, shown
 from radixcheck.properties.cache.contract import BIGRAM_START
 from radixcheck.properties.cache.machine import HandleRecord, RadixCacheMachine, _as_slot_array, _scribble
 from radixcheck.properties.cache.step_cost import WATCHED, StepCostWatch
@@ -119,7 +119,7 @@ class ProductionScaleMachine(RadixCacheMachine):
                 try:
                     with self.quietly(story):
                         made += run()
-                        self.step_costs.check(final=True)
+                        self._judge_step_costs(final=True)
                     self.sizes_add_up()  # the invariants after each story, not only after the whole step
                     self.slots_conserved()
                 except Exception as exc:  # a violation or a crash: either way, say which story it happened in
@@ -137,11 +137,25 @@ class ProductionScaleMachine(RadixCacheMachine):
 
     def _call(self, name: str, *args: Any, **keywords: Any) -> Any:
         """The machine's call; while the world is built, a step whose cost has grown with the cache
-        fails here, after the call that completed the evidence (not inside it: the call returned)."""
+        fails here, after the call that completed the evidence (not inside it: the call returned). A replay
+        of the same program fails at the same call with the same figures: timings differ from run to run,
+        and a verdict that came and went would read as a flaky target."""
         result = super()._call(name, *args, **keywords)
-        if self.step_costs is not None and self.step_costs.due:
-            self.step_costs.check()
+        if self.step_costs is None:
+            return result
+        self._judge_step_costs(final=False)
         return result
+
+    def _judge_step_costs(self, final: bool) -> None:
+        found = getattr(type(self), "step_cost_found", None)
+        if found is not None and found[0] == self.calls_sent:  # Hypothesis replays the failing program: the same verdict
+            raise StepCostViolation(*found[1:])
+        if self.step_costs is not None and (final or self.step_costs.due):
+            try:
+                self.step_costs.check(final)
+            except StepCostViolation as exc:  # kept on the run's class (a new one per run), as a hang is kept by its call
+                type(self).step_cost_found = (self.calls_sent, str(exc), exc.check)
+                raise
 
     def _stories(self, crowd: int, requests: int, system_prompts: int, history_turns: int,
                  stream: random.Random) -> list[tuple[str, Callable[[], list[tuple[int, ...]]]]]:

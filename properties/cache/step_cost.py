@@ -18,7 +18,8 @@ the large trees' median cost :data:`GROWTH` times the small ones', over trees :d
 larger, is a :class:`~radixcheck.oracles.violations.StepCostViolation` with the figures.
 
 Why it holds on a loaded, shared machine: it compares the CPU time of like calls within one run, never
-a duration with a constant. CPU time does not count the time a process waits for a core; what load
+a duration with a constant. The CPU time of the calling thread does not count the time it waits for a
+core, nor an engine's background threads; what load
 adds (caches and a hyperthread shared with other processes) moves both groups, and medians of 30+
 calls each ignore a call that met a garbage collection or a page fault. In the crowd, small and
 large trees alternate every few hundred calls, so the groups were measured side by side. Over a
