@@ -261,3 +261,11 @@ class WindowMatchViolation(ContractViolation):
     wrong shape."""
 
     oracle = "23 hybrid match length"
+
+
+class StepCostViolation(ContractViolation):
+    """In the production world, the CPU time of a per-request call grew with the cache: calls of one kind
+    and size cost several times more in a tree many times larger (an O(n) scan per step;
+    :mod:`radixcheck.properties.cache.step_cost`). A measurement, not a program: it has no repro file."""
+
+    oracle = "S step cost"

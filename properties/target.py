@@ -491,6 +491,23 @@ def check_budget(what: str) -> None:
         raise BudgetSpent(what)
 
 
+_meter: Callable[[str, tuple[Any, ...], float], None] | None = None  # metering(): told each call's CPU time
+_metered: tuple[str, ...] = ()  # the calls it is told of
+
+
+@contextmanager
+def metering(observe: Callable[[str, tuple[Any, ...], float], None], calls: tuple[str, ...]):
+    """Within this block, each :func:`guarded` call named in ``calls`` that returns tells ``observe(what, args,
+    seconds)`` the CPU time its thread spent (the production world's step-cost watch, ``radixcheck.properties.cache.step_cost``).
+    ``observe`` only records: a verdict raised from it would read as the call's own exception."""
+    global _meter, _metered
+    previous, (_meter, _metered) = (_meter, _metered), (observe, calls)
+    try:
+        yield
+    finally:
+        _meter, _metered = previous
+
+
 _hung: dict[Any, tuple[str, int | None]] = {}  # the code that hung (a cache class and method, or a function) -> how, and at which call
 _calls: dict[Any, int] = {}  # the calls of each code since the example began (new_example)
 _positions = False  # whether new_example() marked where the example began: a hang is then known by its position
@@ -538,7 +555,12 @@ def guarded(what: str, fn: Callable[..., T], *args: Any, **keywords: Any) -> T:
             raise OperationTimeout(how)  # the call that hung, replayed: not called again
     try:
         with _alarm(op_timeout(), what):
-            return fn(*args, **keywords)
+            if _meter is None or what not in _metered:
+                return fn(*args, **keywords)
+            started = time.thread_time()  # this thread's: an engine's background threads are not the call's cost
+            result = fn(*args, **keywords)
+            _meter(what, args, time.thread_time() - started)
+            return result
     except OperationTimeout as exc:
         _hung.setdefault(owner, (str(exc), at if _positions else None))
         raise

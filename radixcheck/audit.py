@@ -24,7 +24,8 @@ answers (matches, sizes, dump; the engine's events); refcounts; a
 crash or a hang in a legal call (after those, because a corrupted tree or a lost lock often
 surfaces later as a crash: EvictsLockedLeaf's evicted locked node makes the serving protocol's
 unlock raise "stale handle" in the DFS tests; before LRU order and DFS, which a crash keeps from
-being judged); eviction amount and order; the DFS bound. **The cause before its echo**: in a run
+being judged); eviction amount and order; the DFS bound; the cost of a step (last: it judges how
+fast the answers came, not what they were). **The cause before its echo**: in a run
 where an oracle found something, a crash of the target's own (its handle check's ``ValueError``)
 goes after every oracle's finding and is said to be possibly an echo of the first of them; its
 live FAIL line says so too when that oracle's FAIL came first.
@@ -93,6 +94,7 @@ RANKS: list[tuple[str, tuple[str, ...]]] = [
     ("eviction amount and order", ("4 ", "4h ", "11 tenant-tree eviction")),
     ("index memory", ("8 index memory", "12 tenant-tree memory")),
     ("DFS bound", ("6 DFS",)),
+    ("the cost of a step", ("S step cost",)),
 ]
 
 

@@ -32,7 +32,10 @@ its checks only (after each story, at the crowd's checkpoints, after each rule: 
 after every request as a scheduler does: the reference recounts its sizes on each call (O(n), by
 design), so reads per request would cost the reference's world (and every variant's) tens of
 seconds, and an O(n) size call would still not fail there: ~10 ms a call at 10^5 tokens is far
-under the per-call limit. An O(n) size call is found by ``radixcheck bench`` (its size calls). The machine asks for its own settings
+under the per-call limit. An O(n) size call is found by ``radixcheck bench`` (its size calls). While the world is built, the
+CPU time of every match and insert is watched (:mod:`radixcheck.properties.cache.step_cost`): a step
+whose cost grows with the tree stops the world with a ``StepCostViolation`` and its figures, in its
+first story, instead of letting it run for half an hour. The machine asks for its own settings
 (:meth:`ProductionScaleMachine.settings_for`): few examples, each a whole production world.
 """
 
@@ -40,6 +43,7 @@ from __future__ import annotations
 
 import random
 from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 from hypothesis import settings
@@ -47,11 +51,13 @@ from hypothesis import strategies as st
 from hypothesis.stateful import initialize, multiple
 
 from radixcheck.oracles.prefix_set import Entry
-from radixcheck.oracles.violations import Check, PrefixSetViolation, shown
+from radixcheck.oracles.violations import Check, PrefixSetViolation, StepCostViolation, shown
 from radixcheck.properties.cache.contract import BIGRAM_START
 from radixcheck.properties.cache.machine import HandleRecord, RadixCacheMachine, _as_slot_array, _scribble
+from radixcheck.properties.cache.step_cost import WATCHED, StepCostWatch
 from radixcheck.properties.findings.failures import WORLD_CUT_SHORT
 from radixcheck.properties.findings.transcript import act
+from radixcheck.properties.target import metering
 
 CROWD_CHECKPOINTS = (1024, 512, 256)  # requests still running when memory pressure hits: where narrow counters read 0
 CROWD = (1025, 1100)  # requests admitted at once on one prompt (the least, the most): no machine locks a node more often
@@ -107,22 +113,49 @@ class ProductionScaleMachine(RadixCacheMachine):
         stories = self._stories(crowd, requests, system_prompts, history_turns, stream)
         made: list[tuple[int, ...]] = []
         self._running_history: HandleRecord | None = None
-        for i, (story, run) in enumerate(stories):
-            try:
-                with self.quietly(story):
-                    made += run()
-                self.sizes_add_up()  # the invariants after each story, not only after the whole step
-                self.slots_conserved()
-            except Exception as exc:  # a violation or a crash: either way, say which story it happened in
-                exc.add_note(f"radixcheck: in production_world, while: {story}")
-                if later := [name for name, _ in stories[i + 1 :]]:  # a waiver that looks past it leaves them unbuilt
-                    exc.add_note(f"{WORLD_CUT_SHORT}{'; '.join(later)}")
-                raise
+        self.step_costs = StepCostWatch(self.model.total)  # checked as calls come (_call) and after each story
+        with metering(self.step_costs.observe, WATCHED):
+            for i, (story, run) in enumerate(stories):
+                try:
+                    with self.quietly(story):
+                        made += run()
+                        self._judge_step_costs(final=True)
+                    self.sizes_add_up()  # the invariants after each story, not only after the whole step
+                    self.slots_conserved()
+                except Exception as exc:  # a violation or a crash: either way, say which story it happened in
+                    exc.add_note(f"radixcheck: in production_world, while: {story}")
+                    if later := [name for name, _ in stories[i + 1 :]]:  # a waiver that looks past it leaves them unbuilt
+                        exc.add_note(f"{WORLD_CUT_SHORT}{'; '.join(later)}")
+                    raise
+        self.step_costs = None
         if self._running_history is not None:  # the long conversation's request finishes last
             self._release(self._running_history)
         return multiple(*made)
 
     deep_history = True  # the long history is one of the stories
+    step_costs: StepCostWatch | None = None  # while the world is built: its calls' costs (radixcheck.properties.cache.step_cost)
+
+    def _call(self, name: str, *args: Any, **keywords: Any) -> Any:
+        """The machine's call; while the world is built, a step whose cost has grown with the cache
+        fails here, after the call that completed the evidence (not inside it: the call returned). A replay
+        of the same program fails at the same call with the same figures: timings differ from run to run,
+        and a verdict that came and went would read as a flaky target."""
+        result = super()._call(name, *args, **keywords)
+        if self.step_costs is None:
+            return result
+        self._judge_step_costs(final=False)
+        return result
+
+    def _judge_step_costs(self, final: bool) -> None:
+        found = getattr(type(self), "step_cost_found", None)
+        if found is not None and found[0] == self.calls_sent:  # Hypothesis replays the failing program: the same verdict
+            raise StepCostViolation(*found[1:])
+        if self.step_costs is not None and (final or self.step_costs.due):
+            try:
+                self.step_costs.check(final)
+            except StepCostViolation as exc:  # kept on the run's class (a new one per run), as a hang is kept by its call
+                type(self).step_cost_found = (self.calls_sent, str(exc), exc.check)
+                raise
 
     def _stories(self, crowd: int, requests: int, system_prompts: int, history_turns: int,
                  stream: random.Random) -> list[tuple[str, Callable[[], list[tuple[int, ...]]]]]:

@@ -33,7 +33,7 @@ from typing import Any
 import numpy as np
 
 from radixcheck import profiles
-from radixcheck.oracles.violations import ContractViolation, shown
+from radixcheck.oracles.violations import ContractViolation, StepCostViolation, shown
 from radixcheck.properties.cache import serving
 from radixcheck.properties.cache.batches import ServingRun
 from radixcheck.properties.cache.contract import Request
@@ -84,6 +84,9 @@ def repro_for(failure: BaseException, spec: str, test: str = "", waived: Any = N
     also bounds the reduction by a count (tests)."""
     if isinstance(failure, BaseExceptionGroup):
         return Repro(None, "several failures in one test (an ExceptionGroup): each needs its own run")
+    if isinstance(failure, StepCostViolation):  # a replay would take as long as the run, and prove nothing by its exit code
+        return Repro(None, "a step's cost measured as the cache grew, not a program that fails: `radixcheck bench` "
+                           "measures each operation's cost per cache size")
     run = getattr(failure, "radixcheck_serving", None)
     if isinstance(run, ServingRun):
         return _checked(Repro(_serving_script(failure, run, spec, test), calls=len(run.requests),

@@ -1,0 +1,156 @@
+"""The production world's step-cost watch (radixcheck.properties.cache.step_cost): a cache whose every
+match or insert scans the tree fails the world in its first story, with the figures, instead of
+running it for half an hour; a correct cache is never flagged.
+
+The gate's tests feed the watch made-up costs (no clock is read): they are exact. The deep ones run
+production worlds on caches whose touch scans a recency list and on correct caches, on whatever
+machine and load they get: the verdict rests on a ratio of like calls' CPU times within one run."""
+
+from __future__ import annotations
+
+import importlib
+import math
+import random
+import sys
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+from radixcheck import profiles
+from radixcheck.oracles.violations import StepCostViolation
+from radixcheck.properties.cache.scale_machine import scale_machine_for
+from radixcheck.properties.cache.slow_variants import TouchScansRecencyList
+from radixcheck.properties.cache.step_cost import SPAN, StepCostWatch
+from radixcheck.properties.findings.repro import repro_for
+from radixcheck.properties.findings.verdict import run_machine
+from radixcheck.properties.target import guarded, metering
+from radixcheck.reference import RadixCache
+
+TRIAL = Path(__file__).resolve().parents[1] / "reports" / "findings" / "vllm_trial"
+
+
+def crowd_trees() -> Iterator[int]:
+    """Cache sizes as the crowd story grows them: four times from a prompt to a thousand or two tokens."""
+    for top in (300, 2064, 1040, 1040):
+        yield from range(16, top, 4)
+
+
+def fed(costs: Callable[[int, int], float], trees: Iterator[int], tokens: Callable[[int], int] = lambda tree: 20) -> StepCostWatch:
+    """A watch told one insert per cache size in ``trees`` that cost ``costs(tree, tokens)`` seconds."""
+    size = [0]
+    watch = StepCostWatch(lambda: size[0])
+    for tree in trees:
+        size[0] = tree
+        sent = tokens(tree)
+        watch.observe("insert", (list(range(sent)),), costs(tree, sent))
+    return watch
+
+
+def test_a_cost_that_grows_with_the_cache_is_a_finding_with_its_figures() -> None:
+    watch = fed(lambda tree, _: 20e-6 + 0.05e-6 * tree, crowd_trees())  # TouchWalksQueue's shape: a scan per call
+    with pytest.raises(StepCostViolation, match=r"^insert of 20 tokens costs \d+\.\dx more CPU time in a cache of [\d,]+ "
+                                                r"tokens than in one of [\d,]+ \(median of \d+ calls each: .* By cache size: 16: 21 us"):
+        watch.check(final=True)
+
+
+def test_a_flat_or_logarithmic_cost_is_not_even_with_noise() -> None:
+    """Each call's cost jitters by up to 2x either way (a loaded machine), as a heap's log n grows."""
+    jitter = random.Random(0)
+    flat = fed(lambda tree, _: 20e-6 * jitter.uniform(0.5, 2.0), crowd_trees())
+    logarithmic = fed(lambda tree, _: 2e-6 * math.log2(tree) * jitter.uniform(0.5, 2.0), crowd_trees())
+    for watch in (flat, logarithmic):
+        watch.check(final=True)
+
+
+def test_a_growth_over_a_narrow_span_of_sizes_is_not_judged() -> None:
+    """Costs proportional to the cache, over caches from 100 to 100 * (SPAN - 1) tokens: not yet evidence."""
+    watch = fed(lambda tree, _: 1e-6 * tree, iter(range(100, 100 * (SPAN - 1), 10)))
+    watch.check(final=True)
+
+
+def test_calls_are_compared_only_with_calls_of_their_size() -> None:
+    """Longer requests arrive as the cache grows (a conversation's later turns), each costing its length:
+    never compared with the short requests of a small cache."""
+    def length(tree: int) -> int:
+        return 16 + tree // 100
+
+    fed(lambda tree, tokens: 1e-6 * tokens, iter(range(16, 64_000, 16)), tokens=length).check(final=True)
+    blind = fed(lambda tree, _: 1e-6 * length(tree), iter(range(16, 64_000, 16)))  # the same costs, said of 20-token calls
+    with pytest.raises(StepCostViolation):
+        blind.check(final=True)
+
+
+def test_the_watch_records_as_calls_come_and_judges_only_when_checked() -> None:
+    watch = fed(lambda tree, _: 1e-6 * tree, crowd_trees())  # observe raised nothing while told every call
+    assert watch.due
+    with pytest.raises(StepCostViolation):
+        watch.check()
+    assert not watch.due
+
+
+def test_metering_tells_the_calls_named_their_cpu_time_and_only_within_its_block() -> None:
+    told: list[tuple[str, tuple, float]] = []
+    with metering(lambda what, args, seconds: told.append((what, args, seconds)), ("insert",)):
+        assert guarded("insert", lambda tokens: len(tokens), [1, 2, 3]) == 3
+        guarded("total_size", lambda: 0)  # not watched
+    guarded("insert", lambda tokens: len(tokens), [4])
+    assert [(what, args) for what, args, _ in told] == [("insert", ([1, 2, 3],))] and told[0][2] >= 0
+
+
+def test_a_step_cost_finding_has_no_repro_file_and_says_where_to_measure_it() -> None:
+    repro = repro_for(StepCostViolation("insert of 20 tokens costs 4.0x more"), "mymodule:make")
+    assert repro.text is None and "radixcheck bench" in repro.why_not
+
+
+def test_a_step_cost_finding_ranks_after_every_finding_about_answers() -> None:
+    from radixcheck.audit import RANKS, rank_of
+
+    assert rank_of(StepCostViolation.oracle) == len(RANKS) - 1 and RANKS[-1][0] == "the cost of a step"
+
+
+# ---- production worlds (deep): the verdict on real CPU times ------------------------------------------------------
+
+
+@pytest.fixture
+def trial(monkeypatch: pytest.MonkeyPatch) -> Iterator[Callable[[str], type]]:
+    """The vLLM-shaped trial's classes (reports/findings/vllm_trial: its modules import each other by name)."""
+    monkeypatch.syspath_prepend(str(TRIAL))
+    yield lambda name: getattr(importlib.import_module("bugs"), name)
+    for module in ("bugs", "vllm_like"):
+        sys.modules.pop(module, None)
+
+
+def _world(factory: Callable, capabilities, page_size: int, name: str) -> None:  # noqa: ANN001 - a Capabilities
+    """One production world at ``page_size``, as if the target declared it alone (so the deep history runs there)."""
+    import dataclasses
+
+    declared = dataclasses.replace(capabilities, page_sizes=(page_size,))
+    run_machine(scale_machine_for(factory, declared, page_size, f"meta_step_cost_{name}"), profiles.SETTINGS["ci"])
+
+
+@pytest.mark.deep  # a production world's crowd
+@pytest.mark.parametrize("page_size", [1, 2])  # at 16 the crowd's 5-page touches are cheap next to a call: the traffic finds it
+def test_a_cache_whose_touch_scans_fails_in_the_first_story(page_size: int) -> None:
+    with pytest.raises(StepCostViolation, match=r"(insert|match_prefix) of .* tokens costs") as failure:
+        _world(TouchScansRecencyList, RadixCache.capabilities, page_size, f"touch_scans_{page_size}")
+    assert "requests admitted on one prompt" in "\n".join(failure.value.__notes__)
+
+
+@pytest.mark.deep  # a production world's crowd
+def test_the_trial_s_touch_walks_queue_fails_in_the_first_story(trial: Callable[[str], type]) -> None:
+    """The trial's audit ran this cache's world for 25 min without a verdict (reports/findings/vllm_trial.md)."""
+    bug = trial("TouchWalksQueue")
+    with pytest.raises(StepCostViolation, match=r"insert of .* tokens costs") as failure:
+        _world(bug, bug.capabilities, 2, "touch_walks_queue")
+    assert "requests admitted on one prompt" in "\n".join(failure.value.__notes__)
+
+
+@pytest.mark.deep  # whole production worlds, the deep history included
+def test_correct_caches_pass_the_watch(trial: Callable[[str], type]) -> None:
+    """The reference at page 1 and the trial's correct cache at page 2 (both with the 3,000-deep history),
+    the reference at 16 (its largest calls): a whole world each, however loaded the machine."""
+    correct = importlib.import_module("vllm_like").make
+    _world(RadixCache, RadixCache.capabilities, 1, "reference_1")
+    _world(RadixCache, RadixCache.capabilities, 16, "reference_16")
+    _world(correct, correct.capabilities, 2, "vllm_like_2")

@@ -1,0 +1,133 @@
+"""Whether a step's cost grows with the cache, measured in the production world as it is built.
+
+The per-operation limit (``radixcheck.properties.target``) stops one call that runs for seconds. A
+cache whose every match or insert scans the tree (a recency list searched on every touch) never
+meets it: each call costs milliseconds, and the production world (~3*10^4 calls, a history whose
+matches touch thousands of pages) just runs for half an hour. Yet it is the production problem the
+world is there to find, and its growth shows within the first second: the crowd story grows the
+tree 100-fold, four times over, and the traffic story 50-fold.
+
+:class:`StepCostWatch` is told the CPU time of every ``match_prefix`` and ``insert`` the world sends
+(:func:`~radixcheck.properties.target.metering`: the call alone, not the oracles), with the cached
+tokens before it (the model's count). Calls are compared only with calls of the same kind and the
+same size (tokens sent, within a quarter octave), so a longer request is never mistaken for a larger
+tree. Every :data:`CHECK_EVERY` calls of one kind and size (an eighth of them, once there are more) it
+sorts them by tree size and compares the tenth with the smallest trees with the tenth with the largest
+(at least :data:`MIN_CALLS` each):
+the large trees' median cost :data:`GROWTH` times the small ones', over trees :data:`SPAN` times
+larger, is a :class:`~radixcheck.oracles.violations.StepCostViolation` with the figures.
+
+Why it holds on a loaded, shared machine: it compares the CPU time of like calls within one run, never
+a duration with a constant. The CPU time of the calling thread does not count the time it waits for a
+core, nor an engine's background threads; what load
+adds (caches and a hyperthread shared with other processes) moves both groups, and medians of 30+
+calls each ignore a call that met a garbage collection or a page fault. In the crowd, small and
+large trees alternate every few hundred calls, so the groups were measured side by side. Over a
+span of 8 an O(log n) step grows at most 1.75x (log2 n from 4 to 7, with no fixed cost at all), an
+O(n) one up to 8x: a factor of 3 sits between them with room for noise and memory effects. In the
+traffic story the tree grows as the calls come, so a span of 8 also keeps the two groups close in time. Sizes and evictions are not
+watched: the world reads sizes only at its checks (the reference recounts them, by design), and an
+eviction's work is its amount (``radixcheck bench`` measures both). A wire target computes in its
+own process, whose CPU time is not seen here: only this side's cost is judged.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from collections.abc import Callable
+from typing import Any
+
+from radixcheck.oracles.violations import Check, StepCostViolation
+
+WATCHED = ("match_prefix", "insert")  # the calls every request makes
+SPAN = 8  # the large trees' median size over the small trees' at least this
+GROWTH = 3.0  # the large trees' median cost over the small trees' that is a finding
+MIN_CALLS = 32  # calls in each group, at least
+GROUP_SHARE = 0.1  # each group is this share of the calls of its kind and size (at least MIN_CALLS)
+CHECK_EVERY = 128  # calls of one kind and size between two comparisons, at least (an eighth of its calls, at most)
+SHAPES_PER_OCTAVE = 4  # calls are of the same size when their tokens are within a quarter octave
+
+
+class StepCostWatch:
+    """Told each watched call's CPU time (:meth:`observe`, via ``metering``); :meth:`check` raises a
+    :class:`StepCostViolation` once one kind of call costs :data:`GROWTH` times more in large trees."""
+
+    def __init__(self, tree_tokens: Callable[[], int]) -> None:
+        self.tree_tokens = tree_tokens  # the cached tokens now (the model's count: O(1))
+        self.calls: dict[tuple[str, int], list[tuple[int, float]]] = {}  # (call, size class) -> [(tree, seconds)]
+        self.tokens: dict[tuple[str, int], tuple[int, int]] = {}  # (call, size class) -> the fewest and most tokens sent
+        self.next_check: dict[tuple[str, int], int] = {}  # (call, size class) -> its calls at its next comparison
+        self.due: set[tuple[str, int]] = set()
+
+    def observe(self, what: str, args: tuple[Any, ...], seconds: float) -> None:
+        if what not in WATCHED or not args:
+            return
+        tokens = len(args[0])
+        if tokens == 0:
+            return
+        key = (what, round(math.log2(tokens) * SHAPES_PER_OCTAVE))
+        calls = self.calls.setdefault(key, [])
+        fewest, most = self.tokens.get(key, (tokens, tokens))
+        self.tokens[key] = (min(fewest, tokens), max(most, tokens))
+        calls.append((self.tree_tokens(), seconds))
+        if len(calls) >= self.next_check.get(key, CHECK_EVERY):  # each check sorts them all: spaced by an eighth of them
+            self.next_check[key] = len(calls) + max(CHECK_EVERY, len(calls) // 8)
+            self.due.add(key)
+
+    def check(self, final: bool = False) -> None:
+        """Compare the kinds of call that have had :data:`CHECK_EVERY` more calls (``final``: every kind)."""
+        keys, self.due = (list(self.calls) if final else sorted(self.due)), set()
+        for key in keys:
+            growth = compare(self.calls[key])
+            if growth is not None and growth.flagged:
+                raise StepCostViolation(growth.sentence(key[0], self.tokens[key], self.calls[key]),
+                                        Check("cost grows less than GROWTH times", "measured CPU time per call"))
+
+
+class Growth:
+    """The two groups of one kind and size of call: their trees' and costs' medians."""
+
+    def __init__(self, small: list[tuple[int, float]], large: list[tuple[int, float]]) -> None:
+        self.calls = len(small)
+        self.small_tree = statistics.median(t for t, _ in small)
+        self.large_tree = statistics.median(t for t, _ in large)
+        self.small_cost = statistics.median(s for _, s in small)
+        self.large_cost = statistics.median(s for _, s in large)
+
+    @property
+    def span(self) -> float:
+        return self.large_tree / max(self.small_tree, 1)
+
+    @property
+    def ratio(self) -> float:
+        return self.large_cost / max(self.small_cost, 1e-9)
+
+    @property
+    def flagged(self) -> bool:
+        return self.span >= SPAN and self.ratio >= GROWTH
+
+    def sentence(self, what: str, tokens: tuple[int, int], calls: list[tuple[int, float]]) -> str:
+        sent = f"{tokens[0]}" if tokens[0] == tokens[1] else f"{tokens[0]}-{tokens[1]}"
+        return (f"{what} of {sent} tokens costs {self.ratio:.1f}x more CPU time in a cache of {self.large_tree:,.0f} tokens than "
+                f"in one of {self.small_tree:,.0f} (median of {self.calls} calls each: {self.large_cost * 1e6:,.0f} us against "
+                f"{self.small_cost * 1e6:,.0f} us): the cost of a step grows with the cache, as a scan of it on every call does. "
+                f"By cache size: {curve(calls)}. radixcheck bench measures it per operation.")
+
+
+def compare(calls: list[tuple[int, float]]) -> Growth | None:
+    """The tenth of ``calls`` in the smallest trees against the tenth in the largest, or None while too few."""
+    size = max(MIN_CALLS, int(len(calls) * GROUP_SHARE))
+    if len(calls) < 2 * size:
+        return None
+    ordered = sorted(calls, key=lambda call: call[0])
+    return Growth(ordered[:size], ordered[-size:])
+
+
+def curve(calls: list[tuple[int, float]]) -> str:
+    """The median cost per power-of-two cache size (those with 8 calls or more), for the message."""
+    by_size: dict[int, list[float]] = {}
+    for tree, seconds in calls:
+        by_size.setdefault(1 << max(tree, 1).bit_length() - 1, []).append(seconds)
+    return ", ".join(f"{size:,}: {statistics.median(costs) * 1e6:,.0f} us" for size, costs in sorted(by_size.items())
+                     if len(costs) >= 8)
