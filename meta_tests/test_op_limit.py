@@ -16,7 +16,15 @@ from typing import Any
 
 import pytest
 
-from radixcheck.properties.target import TIMEOUT_ENV, WALL_TIMEOUT_ENV, OperationTimeout, forget_hangs, guarded, op_wall_timeout
+from radixcheck.properties.target import (
+    TIMEOUT_ENV,
+    WALL_TIMEOUT_ENV,
+    OperationTimeout,
+    _alarm,
+    forget_hangs,
+    guarded,
+    op_wall_timeout,
+)
 
 
 @pytest.fixture(autouse=True)
@@ -142,3 +150,16 @@ def test_a_guarded_call_inside_another_that_hangs_is_named(monkeypatch: pytest.M
     monkeypatch.setenv(WALL_TIMEOUT_ENV, "600")
     with pytest.raises(OperationTimeout, match=r"^inner did not return"):
         guarded("evict", lambda: guarded("inner", spin, 30))
+
+
+def test_a_longer_limit_keeps_the_ratio_of_wall_clock_to_cpu_time(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A target's load (an engine's import) has a CPU limit of its own, ten times the operations'
+    here: its backstop is ten times theirs too (1 s), so 0.6 s of waiting for a CPU is not a hang.
+    With the operations' backstop (or the CPU limit itself, 0.5 s) as its wall limit, it was."""
+    monkeypatch.setenv(TIMEOUT_ENV, "0.05")
+    monkeypatch.setenv(WALL_TIMEOUT_ENV, "0.1")
+    with _alarm(0.5, "factory() while loading the target"):
+        time.sleep(0.6)
+    with pytest.raises(OperationTimeout, match=r"^factory\(\) while loading the target did not return within 1 s of wall-clock"):
+        with _alarm(0.5, "factory() while loading the target"):
+            time.sleep(30)

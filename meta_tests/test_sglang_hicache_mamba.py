@@ -111,3 +111,19 @@ def test_a_state_copy_held_behind_a_suite_write_looks_like_an_amount_bug(monkeyp
     monkeypatch.setattr(sglang_hicache_hybrid._Polling, "_own_copies_first", lambda self: None)
     with pytest.raises(EvictionAmountViolation, match=r"evict\(16\) freed 1 tokens.*unlocked device leaf Page\(\[0\]"):
         _state_copy_behind_a_write_then_evict(sglang_hicache_hybrid.hicache_mamba_python)
+
+
+def test_the_state_pool_holds_a_state_per_cached_token(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every cached token boundary is a request end with a Mamba state of its own (the adapter's
+    ``_inserted``), so a world caches up to one state per device slot. The private state pool had a
+    fixed size (4,096), and the tier production world (~37,000 device slots) ran it out: "slot pool
+    exhausted" reported as the target's crash. Here the least size is 16 and the world caches 32
+    token boundaries in 128 device slots: it must not run out."""
+    monkeypatch.setattr(sglang_hicache_hybrid, "_STATES", 16)
+    w = TierWorld(sglang_hicache_hybrid.hicache_mamba_python, page_size=1, write_policy="write_through",
+                  device_slots=128, host_slots=256)
+    for request in range(4):
+        w.serve([100 * (request + 1) + t for t in range(8)])
+        w.finish(-1)
+        w.check()
+    assert int(w.cache.device_size()) == 32  # every token cached, each with its state

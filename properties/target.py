@@ -368,13 +368,23 @@ _current_call: _Call | None = None  # the running guarded call, for the timer's 
 _handler_installed = False
 
 
+def _wall_limit(cpu_limit: float) -> float:
+    """A guarded call's wall-clock backstop: the operations' (:func:`op_wall_timeout`), scaled to
+    the call's own CPU limit, so a target's load (``LOAD_TIMEOUT`` of CPU: importing an engine)
+    keeps the operations' ratio of wall clock to CPU time; a fixed 120 s failed it on a machine
+    loaded ~8 times over its cores (the matrix's HiCache rows, session 56)."""
+    op = op_timeout()
+    scale = cpu_limit / op if op > 0 else 1.0
+    return max(cpu_limit, op_wall_timeout() * max(1.0, scale))
+
+
 def _on_limit(signum: int, frame: Any) -> None:
     call = _current_call
     if call is None or (frame is not None and frame.f_code in _BOOKKEEPING):
         return  # no call runs, or the timer is being armed or disarmed: not the target's time
     cpu = time.process_time() - call.cpu_start
     wall = time.monotonic() - call.wall_start
-    wall_limit = max(call.cpu_limit, op_wall_timeout())  # read here, not per call: a call's start is kept cheap
+    wall_limit = _wall_limit(call.cpu_limit)  # read here, not per call: a call's start is kept cheap
     if cpu >= call.cpu_limit:
         raise OperationTimeout(f"{call.what} did not return within {call.cpu_limit:g} s of CPU time "
                                f"(it computed for {cpu:.1f} s, {wall:.1f} s of wall-clock time; set {TIMEOUT_ENV} to change the limit)")

@@ -386,6 +386,7 @@ ENGINES += [
             "`release_kv_cache`: `properties/adapters/sglang_hicache_requests.py`).",
         ],
         _phrases([("counted", "N1 LoRA id appended to extra_key (findings/sglang_trees.md)"),
+                  ("which holds Page(", "N1 LoRA id appended to extra_key (findings/sglang_trees.md)"),  # oracle 10, a device slot
                   (") stayed:", "#3 (and N3 under write_back for lfu/slru; findings/sglang_trees.md)")]),
     ),
     Engine(

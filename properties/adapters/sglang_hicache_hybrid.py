@@ -71,7 +71,9 @@ PIP_REQUIREMENTS: list[str] = []
 """No packages beyond the audit environment's."""
 
 _STATES = 1 << 12
-"""The private state pool's size (the tier worlds cache at most a few hundred request ends)."""
+"""The private state pool's least size. It is at least the device pool's too: every cached token
+boundary is a request end with a state of its own (``_inserted``), so the tier production world's
+~37,000 device slots need as many states (4,096 alone ran out there: a false crash)."""
 
 
 class _Polling(_hc.SGLangHiCache):
@@ -141,7 +143,7 @@ class SGLangHiCacheMamba(_Polling):
     def __init__(self, allocator: Any, host_pool: Any, controller: Any, page_size: int, write_policy: str,
                  backend: str = "python") -> None:
         _trees._page_one(page_size, "HiCache over UnifiedRadixCache FULL+MAMBA")
-        self.state_slots = SlotAllocator(_STATES, seed=2, churned=False)
+        self.state_slots = SlotAllocator(max(_STATES, allocator.pool_size), seed=2, churned=False)
         self._state_value: int | None = None  # the suite's state= of the insert running now (its first slot only)
         super().__init__(allocator, host_pool, controller, page_size, write_policy, backend=backend)
 
@@ -259,7 +261,7 @@ class SGLangHiCacheMamba(_Polling):
         tx = _trees._load()
         shape = tx.Mamba2StateShape.create(tp_world_size=1, **_trees._MAMBA_SHAPE)
         self.req_pool = tx.HybridReqToTokenPool(
-            size=1, mamba_size=_STATES, mamba_spec_state_size=1, max_context_len=8, device="cpu",
+            size=1, mamba_size=self.state_slots.pool_size, mamba_spec_state_size=1, max_context_len=8, device="cpu",
             enable_memory_saver=False, cache_params=tx.Mamba2CacheParams(shape=shape, layers=[0]),
             mamba_layer_ids=[0], enable_mamba_extra_buffer=False)
         self.req_pool.mamba_allocator = _trees._ForwardingStates(self.state_slots)
