@@ -112,6 +112,20 @@ and goes on while ``seen`` returns True. Each machine has its own (the cache mac
 world's operations, a tenant tree's checked calls); what they show is grouped the same way."""
 
 
+def each_step(steps: Iterable[Callable[[], object] | None], seen: Callable[[BaseException], bool]) -> bool:
+    """Run ``steps`` (``None``: skipped) for a replayer, each failure told to ``seen``; False once
+    ``seen`` says stop (a hang)."""
+    for step in steps:
+        if step is None:
+            continue
+        try:
+            step()
+        except Exception as exc:  # noqa: BLE001 - a failure is what the replay looks for
+            if not seen(exc):
+                return False
+    return True
+
+
 def shown_past_failures(run: Replayer, waived: Callable[[BaseException], bool] | None = None) -> list[Signature]:
     """Every signature ``run`` reports on the way (a finding ``waived`` accepts is not counted), in the
     order first met. A hang ends it (each further call could cost the time limit again), and so does

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from radixcheck.properties.findings.root_cause import Signature, shown_past_failures
+from radixcheck.properties.findings.root_cause import Signature, each_step, shown_past_failures
 from radixcheck.properties.tenant_tree.machine import TenantTreeMachine, tenant_tree_machine_for
 
 
@@ -32,15 +32,7 @@ def shown_by_tenant_tree(machine: TenantTreeMachine, waived: Callable[[BaseExcep
         tree = made()
 
         def sent(call: Callable[[], object]) -> bool:  # False: stop (a hang)
-            for step in (call, tree.sizes_agree if tree.capabilities.reports_sizes else None, tree._check_memory):
-                if step is None:
-                    continue
-                try:
-                    step()
-                except Exception as exc:  # noqa: BLE001 - a failure is what the replay looks for
-                    if not seen(exc):
-                        return False
-            return True
+            return each_step((call, tree.sizes_agree if tree.capabilities.reports_sizes else None, tree._check_memory), seen)
 
         try:
             for name, args, kwargs in program:

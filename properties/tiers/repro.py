@@ -28,7 +28,7 @@ from typing import Any
 from radixcheck.oracles.violations import ContractViolation
 from radixcheck.properties.findings.failures import message_of, oracle_of
 from radixcheck.properties.findings.reduce import REDUCE_ENV, finding_of, leave_out_runs, reduce_seconds
-from radixcheck.properties.findings.root_cause import Signature, shown_past_failures, signature
+from radixcheck.properties.findings.root_cause import Signature, each_step, shown_past_failures, signature
 from radixcheck.properties.findings.standalone import (
     CANNOT_RUN_LINES,
     Repro,
@@ -300,13 +300,7 @@ def shown_by_tier(factory: Callable[..., Any], world: TierWorld, waived: Callabl
             done = COMPLETION.fullmatch(operation)
             if done and int(done[1]) not in again.pending() or operation.startswith("w.finish(") and not again.running:
                 return True  # its transfer or request is not there: an earlier failure cut its operation short
-            for step in (lambda: exec(operation, {"w": again}), again.check):  # noqa: S102 - a line of the world's own log
-                try:
-                    step()
-                except Exception as exc:  # noqa: BLE001 - a failure is what the replay looks for
-                    if not seen(exc):
-                        return False
-            return True
+            return each_step((lambda: exec(operation, {"w": again}), again.check), seen)  # noqa: S102 - a line of the world's own log
 
         for operation in operations:
             if not sent(operation):
