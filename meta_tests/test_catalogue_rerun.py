@@ -5,15 +5,17 @@ recorded is credited to the run its header names."""
 
 from __future__ import annotations
 
+import argparse
 import json
 import math
 import shutil
+import time
 from pathlib import Path
 
 import pytest
 
-from radixcheck.reports import index_catalogue, tenant_tree_catalogue
-from radixcheck.reports.rerun import in_order, kept_seconds, legacy_run, runs_after, runs_section
+from radixcheck.reports import index_catalogue, tenant_tree_catalogue, tier_catalogue
+from radixcheck.reports.rerun import SavedCatalogue, in_order, kept_seconds, legacy_run, runs_after, runs_section
 
 REPORTS = Path(__file__).resolve().parent.parent / "reports"
 
@@ -52,25 +54,46 @@ def test_the_runs_section_appears_only_when_rows_come_from_more_than_one_run() -
     assert "## Runs" in runs_section(runs) and [r["rows"] for r in runs] == [["B"], ["A"]]
 
 
-@pytest.mark.parametrize("module, report, artifact", [
-    (tenant_tree_catalogue, "TENANT_TREE_CATALOGUE.md", "tenant_tree_catalogue.json"),
-    (index_catalogue, "INDEX_CATALOGUE.md", "index_catalogue.json"),
-])
-def test_merging_a_rerun_into_the_committed_catalogue_changes_its_rows_only(tmp_path: Path, module, report: str,
-                                                                             artifact: str) -> None:
+@pytest.mark.parametrize("catalogue", [tenant_tree_catalogue.CATALOGUE, index_catalogue.CATALOGUE, tier_catalogue.CATALOGUE],
+                         ids=lambda c: c.markdown)
+def test_merging_a_rerun_into_the_committed_catalogue_changes_its_rows_only(tmp_path: Path, catalogue: SavedCatalogue) -> None:
     """The committed catalogue with one mutant row and one correct row re-measured: every other row
     kept as it was (verdict and time), the two fresh ones in their places."""
     (tmp_path / "artifacts").mkdir()
-    shutil.copy(REPORTS / report, tmp_path / report)
-    shutil.copy(REPORTS / "artifacts" / artifact, tmp_path / "artifacts" / artifact)
-    saved = json.loads((tmp_path / "artifacts" / artifact).read_text(encoding="utf-8"))
+    shutil.copy(REPORTS / catalogue.markdown, tmp_path / catalogue.markdown)
+    shutil.copy(REPORTS / "artifacts" / catalogue.artifact, catalogue.artifact_path(tmp_path))
+    saved = json.loads(catalogue.artifact_path(tmp_path).read_text(encoding="utf-8"))
     mutant, variant = saved["mutants"][-1], saved["variants"][0]
-    fresh = {**mutant, "kills": -1, "seconds_to_kill": 123.0}
+    name, seconds = catalogue.mutant_key, catalogue.seconds_field
+    fresh = {**mutant, "kills": -1, seconds: 123.0}
     fresh_variant = {**variant, "failed": -1}
-    rows, variants, earlier = module.merged([fresh], [fresh_variant], tmp_path)
-    assert [module._name(r) for r in rows] == [module._name(r) for r in saved["mutants"]]
-    assert rows[-1]["kills"] == -1 and rows[-1]["seconds_to_kill"] == 123.0
+    rows, variants, earlier = catalogue.merged([fresh], [fresh_variant], tmp_path)
+    assert [name(r) for r in rows] == [name(r) for r in saved["mutants"]]
+    assert rows[-1]["kills"] == -1 and rows[-1][seconds] == 123.0
     for row, was in zip(rows[:-1], saved["mutants"][:-1], strict=True):
-        assert row["kills"] == was["kills"] and not math.isnan(row["seconds_to_kill"])
+        assert row["kills"] == was["kills"] and not math.isnan(row[seconds])
     assert variants[0]["failed"] == -1 and variants[1:] == saved["variants"][1:]
-    assert earlier and {n for run in earlier for n in run["rows"]} >= {module._name(mutant), variant["variant"]}
+    assert earlier and {n for run in earlier for n in run["rows"]} >= {name(mutant), variant["variant"]}
+
+
+@pytest.mark.parametrize("catalogue", [tenant_tree_catalogue.CATALOGUE, index_catalogue.CATALOGUE, tier_catalogue.CATALOGUE],
+                         ids=lambda c: c.markdown)
+def test_saving_a_rerun_that_measured_the_same_again_keeps_the_catalogues_rows(tmp_path: Path, catalogue: SavedCatalogue,
+                                                                               capsys: pytest.CaptureFixture[str]) -> None:
+    """``save`` of an ``--only`` run whose one row came out as saved: the JSON's rows and the
+    markdown's tables are the committed ones; only the runs (and the header naming them) change."""
+    (tmp_path / "artifacts").mkdir()
+    shutil.copy(REPORTS / catalogue.markdown, tmp_path / catalogue.markdown)
+    shutil.copy(REPORTS / "artifacts" / catalogue.artifact, catalogue.artifact_path(tmp_path))
+    before = (tmp_path / catalogue.markdown).read_text(encoding="utf-8")
+    saved = json.loads(catalogue.artifact_path(tmp_path).read_text(encoding="utf-8"))
+    last = saved["mutants"][-1]
+    again = {**last, catalogue.seconds_field: kept_seconds(before, "Mutants", catalogue.seconds_column)[catalogue.mutant_key(last)]}
+    args = argparse.Namespace(streams=last["streams"], variant_streams=0, only=[catalogue.mutant_key(last)])
+    catalogue.save(tmp_path, args, time.perf_counter(), [again], [])
+    after = json.loads(catalogue.artifact_path(tmp_path).read_text(encoding="utf-8"))
+    assert after["mutants"] == saved["mutants"] and after["variants"] == saved["variants"]
+    assert after["runs"][0]["rows"] == [catalogue.mutant_key(last)]
+    text = (tmp_path / catalogue.markdown).read_text(encoding="utf-8")
+    assert text.split("## Mutants")[1].split("## Runs")[0] == before.split("## Mutants")[1].split("## Runs")[0]
+    assert "## Mutants" in capsys.readouterr().out

@@ -13,8 +13,6 @@ bounded shrink under the `audit` profile.
 
 from __future__ import annotations
 
-import json
-import os
 import time
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
@@ -25,22 +23,12 @@ from tabulate import tabulate
 from radixcheck.argtypes import ArgumentParser, non_negative_int, positive_int, refuse_weaker
 from radixcheck.oracles import violations as v
 from radixcheck.properties.index.mutants import INDEX_MUTANTS, machine_for_index_mutant
-from radixcheck.provenance import commit, generated_by
+from radixcheck.provenance import generated_by
 from radixcheck.reports import default_out
 from radixcheck.reports.catalogue import first_kill
 from radixcheck.reports.kill_rates import false_alarms, measure, variant_names
-from radixcheck.reports.machine import cpu_line
 from radixcheck.reports.report_rows import ExpectedRows
-from radixcheck.reports.rerun import (
-    add_only,
-    check_only,
-    in_order,
-    kept_seconds,
-    runs_after,
-    runs_section,
-    runs_sentence,
-    saved_runs,
-)
+from radixcheck.reports.rerun import SavedCatalogue, add_only, check_only, runs_section, runs_sentence
 
 # (obligation, rule of the index machine that exercises it, the oracle's exception, mutants that break it)
 INDEX_OBLIGATIONS: list[tuple[str, str, type[BaseException], list[str]]] = [
@@ -128,30 +116,15 @@ def render(rows: list[dict[str, Any]], variants: list[dict[str, Any]], meta: dic
     return "\n".join(parts)
 
 
-def saved_streams(out: Path) -> int:
-    try:
-        saved = json.loads((out / "artifacts" / "index_catalogue.json").read_text(encoding="utf-8"))
-        return max((r["streams"] for r in saved["mutants"] if r.get("kills") is not None), default=0)
-    except (OSError, ValueError, KeyError, TypeError):
-        return 0
-
-
 def _name(row: dict[str, Any]) -> str:
     return row["mutant"].split(":")[1]
 
 
-def merged(rows: list[dict[str, Any]], variants: list[dict[str, Any]],
-           out: Path) -> tuple[list[dict[str, Any]], list[dict[str, Any]], list[dict[str, Any]]]:
-    """The saved catalogue's rows with the fresh ``rows`` and ``variants`` in place of theirs (in
-    the catalogue's order), and the saved runs the rows came from."""
-    saved = json.loads((out / "artifacts" / "index_catalogue.json").read_text(encoding="utf-8"))
-    text = (out / "INDEX_CATALOGUE.md").read_text(encoding="utf-8")
-    all_rows = in_order(rows, saved["mutants"], [m.__name__ for m in INDEX_MUTANTS], _name,
-                        kept_seconds(text, "Mutants", "time to kill (s)"), "seconds_to_kill")
-    all_variants = in_order(variants, saved["variants"], [(n, kind) for n in variant_names(index=True) for kind in ("ordinary", "churn")],
-                            lambda x: (x["variant"], x["machine"]))
-    names = [_name(r) for r in saved["mutants"]] + list(dict.fromkeys(x["variant"] for x in saved["variants"]))
-    return all_rows, all_variants, saved_runs(saved, text, names)
+CATALOGUE = SavedCatalogue(
+    REGENERATE, "INDEX_CATALOGUE.md", "index_catalogue.json",
+    [m.__name__ for m in INDEX_MUTANTS], _name,
+    [(n, kind) for n in variant_names(index=True) for kind in ("ordinary", "churn")], lambda x: (x["variant"], x["machine"]),
+    "time to kill (s)", "seconds_to_kill", render)
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -165,32 +138,14 @@ def main(argv: list[str] | None = None) -> None:
     args = parser.parse_args(argv)
     out = args.out or default_out()
     check_only(parser, args.only, [m.__name__ for m in INDEX_MUTANTS] + variant_names(index=True), "index mutant or correct index",
-               out / "artifacts" / "index_catalogue.json")
-    if args.out is None and args.streams < saved_streams(out):
+               CATALOGUE.artifact_path(out))
+    if args.out is None and args.streams < CATALOGUE.saved_streams(out):
         refuse_weaker(parser, out / "INDEX_CATALOGUE.md",
-                      [f"--streams {args.streams} where it has kill rates over {saved_streams(out)}"], args.force)
+                      [f"--streams {args.streams} where it has kill rates over {CATALOGUE.saved_streams(out)}"], args.force)
     started = time.perf_counter()
     rows = build(args.streams, args.jobs, args.only or None)
     variants = false_alarms(args.variant_streams, args.jobs, index=True, only=args.only or None) if args.variant_streams else []
-    only = "".join(f" --only {n}" for n in args.only)
-    meta = {"command": f"{REGENERATE} --streams {args.streams} --variant-streams {args.variant_streams}{only}",
-            "seconds": time.perf_counter() - started,
-            "machine": f"{cpu_line()}, {os.cpu_count()} cores, load average "
-                       f"{', '.join(f'{x:.1f}' for x in os.getloadavg())} at the end"}
-    this_run = {"commit": commit() or "(no checkout)", **meta,
-                "rows": [_name(r) for r in rows] + list(dict.fromkeys(x["variant"] for x in variants))}
-    meta["runs"] = [this_run]
-    if args.only:
-        rows, variants, earlier = merged(rows, variants, out)
-        meta["runs"] = runs_after(this_run, earlier)
-    (out / "artifacts").mkdir(parents=True, exist_ok=True)
-    (out / "INDEX_CATALOGUE.md").write_text(render(rows, variants, meta) + "\n", encoding="utf-8")
-    stable = [{k: val for k, val in r.items() if k != "seconds_to_kill"} for r in rows]
-    (out / "artifacts" / "index_catalogue.json").write_text(
-        json.dumps({"mutants": stable, "variants": [{k: x[k] for k in x if k != "seconds"} for x in variants],
-                    "runs": meta["runs"]}, indent=2) + "\n",
-        encoding="utf-8")
-    print(render(rows, variants, meta).split("## Minimal")[0])
+    CATALOGUE.save(out, args, started, rows, variants)
 
 
 if __name__ == "__main__":

@@ -11,14 +11,20 @@ its markdown's header line.
 from __future__ import annotations
 
 import argparse
+import json
 import math
+import os
 import re
+import time
 from collections.abc import Callable, Iterable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from tabulate import tabulate
 
+from radixcheck.provenance import commit
+from radixcheck.reports.machine import cpu_line
 from radixcheck.reports.report_rows import _tables
 
 Row = dict[str, Any]
@@ -112,3 +118,69 @@ def runs_section(runs: list[Run]) -> list[str]:
         return []
     return ["## Runs", "", "The runs the rows above come from, newest first: each row is from the newest run that "
             "measured it (`--only` re-runs some rows and keeps the others).", "", runs_table(runs), ""]
+
+
+@dataclass(frozen=True)
+class SavedCatalogue:
+    """What tells one catalogue's saved files and rows apart from another's: where it is saved,
+    how its rows are named and ordered, and how it renders. Its ``save`` is every catalogue's
+    end of a run, ``--only`` or not."""
+
+    regenerate: str  # the command, "python -m radixcheck.reports.tier_catalogue"
+    markdown: str  # "TIER_CATALOGUE.md"
+    artifact: str  # "tier_catalogue.json", under artifacts/
+    mutant_order: list[str]
+    mutant_key: Callable[[Row], str]
+    variant_order: list[Any]
+    variant_key: Callable[[Row], Any]
+    seconds_column: str  # the markdown's time column: "time to kill (s)"
+    seconds_field: str  # a mutant row's field for it (left out of the JSON, to keep diffs to verdicts)
+    render: Callable[[list[Row], list[Row], dict[str, Any]], str]
+    streams_of: Callable[[Row], int] = lambda row: row["streams"] if row.get("kills") is not None else 0
+
+    def artifact_path(self, out: Path) -> Path:
+        return out / "artifacts" / self.artifact
+
+    def saved_streams(self, out: Path) -> int:
+        """The most streams a saved row's kill rate is over (0 with none saved): a run with fewer is weaker."""
+        try:
+            saved = json.loads(self.artifact_path(out).read_text(encoding="utf-8"))
+            return max((self.streams_of(r) for r in saved["mutants"]), default=0)
+        except (OSError, ValueError, KeyError, TypeError):
+            return 0
+
+    def merged(self, rows: list[Row], variants: list[Row], out: Path) -> tuple[list[Row], list[Row], list[Run]]:
+        """The saved catalogue's rows with the fresh ``rows`` and ``variants`` in place of theirs
+        (in the catalogue's order), and the saved runs the rows came from. A kept mutant row's
+        time comes from the saved markdown."""
+        saved = json.loads(self.artifact_path(out).read_text(encoding="utf-8"))
+        text = (out / self.markdown).read_text(encoding="utf-8")
+        all_rows = in_order(rows, saved["mutants"], self.mutant_order, self.mutant_key,
+                            kept_seconds(text, "Mutants", self.seconds_column), self.seconds_field)
+        all_variants = in_order(variants, saved["variants"], self.variant_order, self.variant_key)
+        names = [self.mutant_key(r) for r in saved["mutants"]] + list(dict.fromkeys(x["variant"] for x in saved["variants"]))
+        return all_rows, all_variants, saved_runs(saved, text, names)
+
+    def save(self, out: Path, args: argparse.Namespace, started: float, rows: list[Row], variants: list[Row]) -> None:
+        """Write the markdown and the JSON of a run begun at ``started`` (``time.perf_counter``)
+        with ``args`` (``streams``, ``variant_streams``, ``only``); an ``--only`` run keeps the
+        other rows from the saved catalogue. Prints the report above its reproductions."""
+        only = "".join(f" --only {n}" for n in args.only)
+        meta: dict[str, Any] = {
+            "command": f"{self.regenerate} --streams {args.streams} --variant-streams {args.variant_streams}{only}",
+            "seconds": time.perf_counter() - started,
+            "machine": f"{cpu_line()}, {os.cpu_count()} cores, load average "
+                       f"{', '.join(f'{x:.1f}' for x in os.getloadavg())} at the end"}
+        measured = [self.mutant_key(r) for r in rows] + list(dict.fromkeys(x["variant"] for x in variants))
+        this_run = {"commit": commit() or "(no checkout)", **meta, "rows": measured}
+        meta["runs"] = [this_run]
+        if args.only:
+            rows, variants, earlier = self.merged(rows, variants, out)
+            meta["runs"] = runs_after(this_run, earlier)
+        (out / "artifacts").mkdir(parents=True, exist_ok=True)
+        text = self.render(rows, variants, meta)
+        (out / self.markdown).write_text(text + "\n", encoding="utf-8")
+        stable = {"mutants": [{k: val for k, val in r.items() if k != self.seconds_field} for r in rows],
+                  "variants": [{k: x[k] for k in x if k != "seconds"} for x in variants], "runs": meta["runs"]}
+        self.artifact_path(out).write_text(json.dumps(stable, indent=2) + "\n", encoding="utf-8")
+        print(text.split("## Minimal")[0])

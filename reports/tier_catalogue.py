@@ -15,8 +15,6 @@ The repro file comes from a bounded shrink under the `audit` profile.
 
 from __future__ import annotations
 
-import json
-import os
 import sys
 import time
 from concurrent.futures import ProcessPoolExecutor
@@ -32,20 +30,10 @@ from radixcheck.properties.findings.verdict import run_machine
 from radixcheck.properties.tiers.machine import tier_machine_for
 from radixcheck.properties.tiers.mutants import CORRECT_TIER_VARIANTS, TIER_MUTANTS, machines_for_mutant
 from radixcheck.properties.tiers.repro import tier_repro
-from radixcheck.provenance import commit, generated_by
+from radixcheck.provenance import generated_by
 from radixcheck.reports import default_out
-from radixcheck.reports.machine import cpu_line
 from radixcheck.reports.report_rows import ExpectedRows
-from radixcheck.reports.rerun import (
-    add_only,
-    check_only,
-    in_order,
-    kept_seconds,
-    runs_after,
-    runs_section,
-    runs_sentence,
-    saved_runs,
-)
+from radixcheck.reports.rerun import SavedCatalogue, add_only, check_only, runs_section, runs_sentence
 
 # (obligation, rule or scenario of the tier machine that exercises it, the oracle's exception, mutants that break it)
 TIER_OBLIGATIONS: list[tuple[str, str, type[BaseException], list[str]]] = [
@@ -262,28 +250,12 @@ def render(rows: list[dict[str, Any]], variants: list[dict[str, Any]], meta: dic
     return "\n".join(parts)
 
 
-def saved_streams(out: Path) -> int:
-    try:
-        saved = json.loads((out / "artifacts" / "tier_catalogue.json").read_text(encoding="utf-8"))
-        return max((r["streams"] for r in saved["mutants"] if r.get("kills") is not None), default=0)
-    except (OSError, ValueError, KeyError, TypeError):
-        return 0
-
-
-def merged(rows: list[dict[str, Any]], variants: list[dict[str, Any]],
-           out: Path) -> tuple[list[dict[str, Any]], list[dict[str, Any]], list[dict[str, Any]]]:
-    """The saved catalogue's rows with the fresh ``rows`` and ``variants`` in place of theirs (in
-    the catalogue's order), and the saved runs the rows came from. A kept mutant row's time
-    to kill comes from the saved markdown (the JSON leaves times out, to keep diffs to verdicts)."""
-    saved = json.loads((out / "artifacts" / "tier_catalogue.json").read_text(encoding="utf-8"))
-    text = (out / "TIER_CATALOGUE.md").read_text(encoding="utf-8")
-    seconds = kept_seconds(text, "Mutants", "time to kill and shrink (s)")
-    all_rows = in_order(rows, saved["mutants"], [m.__name__ for m in TIER_MUTANTS], lambda r: r["mutant"], seconds)
-    worlds = [f"{policy}, page size {page}" for policy, page in VARIANT_WORLDS]
-    all_variants = in_order(variants, saved["variants"], [(n, w) for n in CORRECT_TIER_VARIANTS for w in worlds],
-                            lambda x: (x["variant"], x["world"]))
-    names = [r["mutant"] for r in saved["mutants"]] + list(dict.fromkeys(x["variant"] for x in saved["variants"]))
-    return all_rows, all_variants, saved_runs(saved, text, names)
+CATALOGUE = SavedCatalogue(
+    REGENERATE, "TIER_CATALOGUE.md", "tier_catalogue.json",
+    [m.__name__ for m in TIER_MUTANTS], lambda r: r["mutant"],
+    [(n, f"{policy}, page size {page}") for n in CORRECT_TIER_VARIANTS for policy, page in VARIANT_WORLDS],
+    lambda x: (x["variant"], x["world"]),
+    "time to kill and shrink (s)", "seconds", render)
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -298,29 +270,13 @@ def main(argv: list[str] | None = None) -> None:
     args = parser.parse_args(argv)
     out = args.out or default_out()
     check_only(parser, args.only, [m.__name__ for m in TIER_MUTANTS] + list(CORRECT_TIER_VARIANTS),
-               "tier mutant or correct cache", out / "artifacts" / "tier_catalogue.json")
-    if args.out is None and args.streams < saved_streams(out):
+               "tier mutant or correct cache", CATALOGUE.artifact_path(out))
+    if args.out is None and args.streams < CATALOGUE.saved_streams(out):
         refuse_weaker(parser, out / "TIER_CATALOGUE.md",
-                      [f"--streams {args.streams} where it has kill rates over {saved_streams(out)}"], args.force)
+                      [f"--streams {args.streams} where it has kill rates over {CATALOGUE.saved_streams(out)}"], args.force)
     started = time.perf_counter()
     rows, variants = build(args.streams, args.variant_streams, args.jobs, args.only or None)
-    only = "".join(f" --only {n}" for n in args.only)
-    meta = {"command": f"{REGENERATE} --streams {args.streams} --variant-streams {args.variant_streams}{only}",
-            "seconds": time.perf_counter() - started,
-            "machine": f"{cpu_line()}, {os.cpu_count()} cores, load average "
-                       f"{', '.join(f'{x:.1f}' for x in os.getloadavg())} at the end"}
-    measured = [r["mutant"] for r in rows] + list(dict.fromkeys(x["variant"] for x in variants))
-    this_run = {"commit": commit() or "(no checkout)", **meta, "rows": measured}
-    meta["runs"] = [this_run]
-    if args.only:
-        rows, variants, earlier = merged(rows, variants, out)
-        meta["runs"] = runs_after(this_run, earlier)
-    (out / "artifacts").mkdir(parents=True, exist_ok=True)
-    (out / "TIER_CATALOGUE.md").write_text(render(rows, variants, meta) + "\n", encoding="utf-8")
-    stable = [{k: val for k, val in r.items() if k != "seconds"} for r in rows]
-    saved = {"mutants": stable, "variants": variants, "runs": meta["runs"]}
-    (out / "artifacts" / "tier_catalogue.json").write_text(json.dumps(saved, indent=2) + "\n", encoding="utf-8")
-    print(render(rows, variants, meta).split("## Minimal")[0])
+    CATALOGUE.save(out, args, started, rows, variants)
 
 
 if __name__ == "__main__":
