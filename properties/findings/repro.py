@@ -102,7 +102,8 @@ def repro_for(failure: BaseException, spec: str, test: str = "", waived: Any = N
         return _index_repro(machine, failure, spec, test, seconds)
     if (not isinstance(machine, RadixCacheMachine) or not machine.transcript) and plain_test is not None:
         return _checked(Repro(_plain_test_script(failure, *plain_test, spec, test, seed), size="radixcheck's test, as it is",
-                              shows=_shown_by_tenant_tree(failure, machine, waived)), failure)
+                              shows=_shown_by_tenant_tree(failure, machine, waived)
+                              or _shown_by_construction_test(failure, plain_test, spec, waived)), failure)
     if not isinstance(machine, RadixCacheMachine) or not machine.transcript:
         return Repro(None, "no transcript: the failure did not come from radixcheck's cache machine or serving protocol, or "
                            "its run kept none (run_machine(..., transcript=True); --radix-repro and radixcheck audit --repro keep one)")
@@ -147,6 +148,23 @@ def _shown_by_tenant_tree(failure: BaseException, machine: Any, waived: Any) -> 
     if not isinstance(machine, TenantTreeMachine) or not machine.program:
         return []
     return [signature(failure)] if caused_by_hang(failure) else shown_by_tenant_tree(machine, waived)
+
+
+def _shown_by_construction_test(failure: BaseException, plain_test: tuple[Callable[..., Any], dict[str, Any], Any], spec: str,
+                                waived: Any) -> list[Signature]:
+    """What a construction test's program shows, as the cache machine's acts on the target
+    (:mod:`~radixcheck.properties.findings.construction_replay`); a hang's only itself, a test with
+    no such program nothing."""
+    from radixcheck.properties.findings.construction_replay import construction_program, shown_by_construction_test
+    from radixcheck.properties.target import load_target
+
+    function, parameters, capabilities = plain_test
+    page_size = parameters.get("page_size")
+    if not isinstance(page_size, int) or construction_program(function.__name__, page_size, capabilities) is None:
+        return []
+    if caused_by_hang(failure):
+        return [signature(failure)]
+    return shown_by_construction_test(function.__name__, page_size, load_target(spec).factory, capabilities, waived)
 
 
 def _index_repro(machine: KvIndexMachine, failure: BaseException, spec: str, test: str, seconds: float | None) -> Repro:
