@@ -38,7 +38,7 @@ from radixcheck.properties.cache import serving
 from radixcheck.properties.cache.batches import ServingRun
 from radixcheck.properties.cache.contract import Request
 from radixcheck.properties.cache.machine import NO_ANSWER, POOL_SIZE, SCRIBBLE_TOKEN, SIZE_CALLS, RadixCacheMachine, SentCall
-from radixcheck.properties.findings.failures import message_of, oracle_of, raised_at, signature_of
+from radixcheck.properties.findings.failures import leaves, message_of, oracle_of, raised_at, signature_of
 from radixcheck.properties.findings.reduce import REDUCE_ENV, Reduced, Replay, reduce, reduce_seconds
 from radixcheck.properties.findings.root_cause import Signature, shown_by, shown_by_serving, signature
 from radixcheck.properties.findings.second_pool_repro import KEYWORDS, POOL_NAME, SecondPool
@@ -83,7 +83,9 @@ def repro_for(failure: BaseException, spec: str, test: str = "", waived: Any = N
     the target's capabilities; ``seed``, the run's ``--seed``, which its file must run too). ``replays``
     also bounds the reduction by a count (tests)."""
     if isinstance(failure, BaseExceptionGroup):
-        return Repro(None, "several failures in one test (an ExceptionGroup): each needs its own run")
+        if len(inner := leaves(failure)) > 1:
+            return Repro(None, "several failures in one test (an ExceptionGroup): each needs its own run")
+        failure = _as_its_failure(inner[0], failure)
     if isinstance(failure, StepCostViolation):  # a replay would take as long as the run, and prove nothing by its exit code
         return Repro(None, "a step's cost measured as the cache grew, not a program that fails: `radixcheck bench` "
                            "measures each operation's cost per cache size")
@@ -124,6 +126,17 @@ def repro_for(failure: BaseException, spec: str, test: str = "", waived: Any = N
                                                                                       waived, reduced.replay.trim_queries)
     return _checked(Repro(text, calls=writer.calls_written, notes=notes, size=f"{writer.calls_written} contract calls", shows=shows),
                     failure)
+
+
+def _as_its_failure(leaf: BaseException, group: BaseExceptionGroup) -> BaseException:
+    """The one failure inside ``group``, with what the group carries (its machine or serving run).
+    Hypothesis wraps a failure whose replay passed in a ``FlakyFailure`` of one: a wire server
+    whose handle table all its caches share failed a stream's state machine so (``--seed``), and
+    the finding got no file and nothing to join its construction test's by."""
+    for carried in ("radixcheck_machine", "radixcheck_serving"):
+        if not hasattr(leaf, carried) and hasattr(group, carried):
+            setattr(leaf, carried, getattr(group, carried))
+    return leaf
 
 
 def _shown_by_serving(failure: BaseException, run: ServingRun, spec: str, waived: Any) -> list[Signature]:
