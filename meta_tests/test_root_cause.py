@@ -7,6 +7,7 @@ The fast tests judge the mechanism in this process; the audits (a subprocess eac
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import json
 import os
 import re
@@ -18,14 +19,24 @@ from typing import Any
 
 import numpy as np
 import pytest
+from hypothesis import settings
+from hypothesis.errors import FlakyFailure
 
+from radixcheck import profiles
 from radixcheck.audit import Verdict, findings_of, report_card
+from radixcheck.oracles.violations import RefcountViolation, SlotViolation
 from radixcheck.properties.cache.batches import ServingRun
 from radixcheck.properties.cache.contract import DEFAULT_CAPABILITIES
 from radixcheck.properties.cache.machine import machine_for
-from radixcheck.properties.cache.mutants import SplitKeepsStaleValues
-from radixcheck.properties.findings.root_cause import checked_after_every_act, same_causes, shown_by, shown_by_serving
+from radixcheck.properties.cache.mutants import PerHandleLockReference, SplitKeepsStaleValues, TrustingReference
+from radixcheck.properties.conformance import test_construction as construction
+from radixcheck.properties.findings.construction_replay import FOREIGN_HANDLE_TEST, construction_program, shown_by_construction_test
+from radixcheck.properties.findings.failures import leaves
+from radixcheck.properties.findings.repro import _as_its_failure
+from radixcheck.properties.findings.root_cause import checked_after_every_act, same_causes, shown_by, shown_by_serving, signature
 from radixcheck.properties.findings.transcript import Act
+from radixcheck.properties.findings.verdict import run_machine
+from radixcheck.properties.target import load_target
 from radixcheck.properties.tiers.window_mutants import LoadBackSkipsDeviceWindow, WindowTierMutant
 from radixcheck.reference import RadixCache
 from radixcheck.reference.tiered_window_cache import NONE
@@ -70,6 +81,64 @@ def test_a_serving_run_is_judged_by_the_cache_machine() -> None:
     shown = shown_by_serving(machine_for(SplitKeepsStaleValues, DEFAULT_CAPABILITIES, 1, "meta_serving"), run)
     assert SLOTS in shown, shown
     assert shown_by_serving(machine_for(RadixCache, DEFAULT_CAPABILITIES, 1, "meta_serving"), run) == []
+
+
+def test_a_construction_test_s_program_shows_its_own_finding_and_a_correct_cache_s_nothing() -> None:
+    """The foreign-handle test's program (its calls as the machine's acts, in its order): a cache that
+    accepts another cache's handle shows the test's own failure first; the reference, one with per-handle
+    locks and one that trusts its callers (never sent a foreign handle) show nothing."""
+    broken = load_target("radixcheck.properties.cache.mutants:ForeignHandleAccepted")
+    for page_size in (1, 4):
+        with pytest.raises(RefcountViolation) as failed:
+            construction.test_handle_from_another_cache_is_refused(broken, page_size)
+        shown = shown_by_construction_test(FOREIGN_HANDLE_TEST, page_size, broken.factory, broken.capabilities)
+        assert shown and shown[0] == signature(failed.value), (signature(failed.value), shown)
+    for correct in (RadixCache, PerHandleLockReference, TrustingReference):
+        assert shown_by_construction_test(FOREIGN_HANDLE_TEST, 1, correct, correct.capabilities) == []
+    assert construction_program("test_reset_empties_the_cache", 1, DEFAULT_CAPABILITIES) is None  # no twin: its own finding
+
+
+def test_a_program_s_foreign_handle_is_replayed_in_the_construction_test_s_order_too() -> None:
+    acts = checked_after_every_act([Act("_insert_request", ((0, 1),)), Act("_refuse_foreign", ("inc_lock_ref", (0, 1)))])
+    assert [a.name for a in acts][3:9] == ["_refuse_foreign", "sizes_add_up", "slots_conserved",
+                                           "_refuse_foreign_twin", "sizes_add_up", "slots_conserved"]
+    assert acts[6].args == ("inc_lock_ref", (0, 1))
+
+
+def test_a_refused_legal_call_is_one_event_whatever_the_cache_said() -> None:
+    """A wire server numbering handles per cache refused legal locks in two words (which other cache had
+    been dropped): the same event for the root cause. Another call, or another exception, is another event."""
+    said = "inc_lock_ref(handle<[…]>) raised WireRefused: {}; the call was legal"
+    stale, foreign = (("2 refcount safety", said.format(words))
+                      for words in ("unknown or stale handle N", "handle N belongs to another worker"))
+    accepted = ("2 refcount safety", "inc_lock_ref of a handle from another cache: inc_lock_ref accepted it instead of raising")
+    assert same_causes({accepted: [accepted, stale], foreign: [foreign, accepted]}) == [[accepted, foreign]]
+    unlock = ("2 refcount safety", "dec_lock_ref(handle<[…]>) raised WireRefused: unknown or stale handle N; the call was legal")
+    crash = ("2 refcount safety", "inc_lock_ref(handle<[…]>) raised KeyError: N; the call was legal")
+    assert same_causes({accepted: [accepted, unlock, crash], foreign: [foreign, accepted]}) == [[accepted], [foreign]]
+
+
+class _LiesOnce(RadixCache):
+    """``total_size()`` is one too many on the 40th call in the process only: a run fails, and Hypothesis's
+    replay of it passes (its ``FlakyFailure`` of one failure), as a wire server whose state outlives its
+    caches failed a stream's state machine."""
+
+    calls = itertools.count()
+
+    def total_size(self) -> int:
+        return super().total_size() + (next(type(self).calls) == 40)
+
+
+def test_a_failure_whose_replay_passed_is_judged_by_the_run_that_failed() -> None:
+    _LiesOnce.calls = itertools.count()
+    machine = machine_for(_LiesOnce, DEFAULT_CAPABILITIES, 1, "meta_flaky")
+    with pytest.raises(FlakyFailure) as failed:
+        run_machine(machine, settings(profiles.SETTINGS["ci"], database=None), transcript=True)
+    [leaf] = leaves(failed.value)
+    failing = _as_its_failure(leaf, failed.value)
+    assert failing is leaf and isinstance(leaf, SlotViolation | RefcountViolation), leaf
+    # the instance whose check failed (its transcript ends there), not Hypothesis's replay that passed
+    assert failing.radixcheck_machine.transcript[-1].name == "sizes_add_up", failing.radixcheck_machine.transcript[-3:]
 
 
 def _failed(test: str, oracle: str, message: str, shows: list) -> Verdict:
@@ -250,6 +319,32 @@ def test_a_wire_server_s_bug_is_one_finding(server: str, page_sizes: str, oracle
     assert run.returncode == 1, run.stdout[-3000:] + run.stderr[-2000:]
     [finding] = json.loads((tmp_path / "audit.json").read_text())["findings"]
     assert finding["oracle"] == oracle and said in finding["reason"], finding
+
+
+TRIAL_SERVER = Path(__file__).resolve().parents[1] / "reports" / "findings" / "wire_trial" / "router_server.py"
+
+
+@pytest.mark.deep  # an audit of a wire server in a subprocess
+def test_a_server_numbering_handles_per_cache_is_one_finding_with_its_construction_test(tmp_path: Path) -> None:
+    """The wire trial's planted server (handle ids counted per worker), the profile's own stream: the
+    construction test sees another cache's handle accepted, the state machine a legal lock refused
+    once another cache came. The construction test's program replayed as the machine's acts shows the
+    refusal, the machine's program replayed with its foreign handle sent in the test's order shows the
+    acceptance: one finding naming both tests. (Under ``--seed 1``-``3`` the machine's finding is one
+    whose replay passed, met through a cache of an earlier example: its program shows nothing, and it
+    stays a finding of its own; reports/findings/wire_trial.md.)"""
+    env = {**os.environ, "RADIXCHECK_WIRE_CMD": f"{sys.executable} {TRIAL_SERVER} --bug handles-per-cache",
+           "RADIXCHECK_SHRINK_SECONDS": "0"}
+    run = subprocess.run([sys.executable, "-m", "radixcheck", "audit", "radixcheck.properties.adapters.wire:server", "--page-sizes",
+                          "1", "--repro", "repros", "--json", "audit.json", "-n", "2"], cwd=tmp_path, env=env,
+                         capture_output=True, text=True, timeout=900)
+    assert run.returncode == 1, run.stdout[-3000:] + run.stderr[-2000:]
+    findings = json.loads((tmp_path / "audit.json").read_text())["findings"]
+    assert len(findings) == 1, [(f["oracle"], f["reason"], f["tests"], f["also"]) for f in findings]
+    [finding] = findings
+    assert finding["oracle"] == "2 refcount safety" and "of a handle from another cache" in finding["reason"], finding
+    assert {t.partition("[")[0] for t in finding["tests"]} >= {"test_handle_from_another_cache_is_refused",
+                                                              "test_cache_state_machine"}, finding["tests"]
 
 
 @pytest.mark.deep  # pytest in a subprocess

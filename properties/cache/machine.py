@@ -1138,12 +1138,25 @@ class RadixCacheMachine(RuleBasedStateMachine):
     def _refuse_foreign(self, op: str, base: tuple[int, ...]) -> None:
         """Build another cache, cache ``base`` there and lock it (so an unlock would be legal
         there), then send ``op`` of that cache's handle to this one: it must be refused."""
+        self._send_foreign(op, base, cache_it_here=False)
+
+    @act
+    def _refuse_foreign_twin(self, op: str, base: tuple[int, ...]) -> None:
+        """:meth:`_refuse_foreign` in the construction test's order (``test_handle_from_another_cache_is_refused``):
+        this cache caches ``base`` too, after the other cache made its handle. A cache that numbers its
+        handles per cache then gives the other's handle and its own node one number, as in that test.
+        Sent by replays only (:mod:`radixcheck.properties.findings.root_cause`), never by a rule."""
+        self._send_foreign(op, base, cache_it_here=True)
+
+    def _send_foreign(self, op: str, base: tuple[int, ...], cache_it_here: bool) -> None:
         other_allocator = SlotAllocator(POOL_SIZE)
         other = self._build(other_allocator)
         raw = [BIGRAM_START, *base] if self._bigram else list(base)  # a bigram cache's keys are those of the raw tokens
         self._other_call(other, "insert", raw, other_allocator.alloc(len(raw)))
         foreign = self._other_call(other, "match_prefix", list(raw))[1]  # a hybrid match also answers its second pool
         self._other_call(other, "inc_lock_ref", foreign)
+        if cache_it_here:
+            self._insert_request(base)
         self._expect_refusal(f"{op} of a handle from another cache", op, foreign)
 
     def _other_call(self, other: Any, name: str, *args: Any) -> Any:

@@ -61,7 +61,8 @@ def test_handle_from_another_cache_is_refused(target, page_size: int) -> None:
         except Exception:  # noqa: BLE001 - any clear exception; the state must not move
             pass
         else:
-            raise RefcountViolation(f"{op.__name__} accepted a handle from another cache")
+            # the state machine's sentence for the same event (its foreign_handle rule): one finding when both meet it
+            raise RefcountViolation(f"{op.__name__} of a handle from another cache: {op.__name__} accepted it instead of raising")
         after = (cache.total_size(), cache.protected_size(), set(mine.in_use))
         if after != before:
             raise RefcountViolation(f"{op.__name__} refused a foreign handle but changed the cache: {before[:2]} -> {after[:2]}")

@@ -38,7 +38,7 @@ from radixcheck.properties.cache import serving
 from radixcheck.properties.cache.batches import ServingRun
 from radixcheck.properties.cache.contract import Request
 from radixcheck.properties.cache.machine import NO_ANSWER, POOL_SIZE, SCRIBBLE_TOKEN, SIZE_CALLS, RadixCacheMachine, SentCall
-from radixcheck.properties.findings.failures import message_of, oracle_of, raised_at, signature_of
+from radixcheck.properties.findings.failures import leaves, message_of, oracle_of, raised_at, signature_of
 from radixcheck.properties.findings.reduce import REDUCE_ENV, Reduced, Replay, reduce, reduce_seconds
 from radixcheck.properties.findings.root_cause import Signature, shown_by, shown_by_serving, signature
 from radixcheck.properties.findings.second_pool_repro import KEYWORDS, POOL_NAME, SecondPool
@@ -83,7 +83,9 @@ def repro_for(failure: BaseException, spec: str, test: str = "", waived: Any = N
     the target's capabilities; ``seed``, the run's ``--seed``, which its file must run too). ``replays``
     also bounds the reduction by a count (tests)."""
     if isinstance(failure, BaseExceptionGroup):
-        return Repro(None, "several failures in one test (an ExceptionGroup): each needs its own run")
+        if len(inner := leaves(failure)) > 1:
+            return Repro(None, "several failures in one test (an ExceptionGroup): each needs its own run")
+        failure = _as_its_failure(inner[0], failure)
     if isinstance(failure, StepCostViolation):  # a replay would take as long as the run, and prove nothing by its exit code
         return Repro(None, "a step's cost measured as the cache grew, not a program that fails: `radixcheck bench` "
                            "measures each operation's cost per cache size")
@@ -102,7 +104,8 @@ def repro_for(failure: BaseException, spec: str, test: str = "", waived: Any = N
         return _index_repro(machine, failure, spec, test, seconds)
     if (not isinstance(machine, RadixCacheMachine) or not machine.transcript) and plain_test is not None:
         return _checked(Repro(_plain_test_script(failure, *plain_test, spec, test, seed), size="radixcheck's test, as it is",
-                              shows=_shown_by_tenant_tree(failure, machine, waived)), failure)
+                              shows=_shown_by_tenant_tree(failure, machine, waived)
+                              or _shown_by_construction_test(failure, plain_test, spec, waived)), failure)
     if not isinstance(machine, RadixCacheMachine) or not machine.transcript:
         return Repro(None, "no transcript: the failure did not come from radixcheck's cache machine or serving protocol, or "
                            "its run kept none (run_machine(..., transcript=True); --radix-repro and radixcheck audit --repro keep one)")
@@ -123,6 +126,17 @@ def repro_for(failure: BaseException, spec: str, test: str = "", waived: Any = N
                                                                                       waived, reduced.replay.trim_queries)
     return _checked(Repro(text, calls=writer.calls_written, notes=notes, size=f"{writer.calls_written} contract calls", shows=shows),
                     failure)
+
+
+def _as_its_failure(leaf: BaseException, group: BaseExceptionGroup) -> BaseException:
+    """The one failure inside ``group``, with what the group carries (its machine or serving run).
+    Hypothesis wraps a failure whose replay passed in a ``FlakyFailure`` of one: a wire server
+    whose handle table all its caches share failed a stream's state machine so (``--seed``), and
+    the finding got no file and nothing to join its construction test's by."""
+    for carried in ("radixcheck_machine", "radixcheck_serving"):
+        if not hasattr(leaf, carried) and hasattr(group, carried):
+            setattr(leaf, carried, getattr(group, carried))
+    return leaf
 
 
 def _shown_by_serving(failure: BaseException, run: ServingRun, spec: str, waived: Any) -> list[Signature]:
@@ -147,6 +161,23 @@ def _shown_by_tenant_tree(failure: BaseException, machine: Any, waived: Any) -> 
     if not isinstance(machine, TenantTreeMachine) or not machine.program:
         return []
     return [signature(failure)] if caused_by_hang(failure) else shown_by_tenant_tree(machine, waived)
+
+
+def _shown_by_construction_test(failure: BaseException, plain_test: tuple[Callable[..., Any], dict[str, Any], Any], spec: str,
+                                waived: Any) -> list[Signature]:
+    """What a construction test's program shows, as the cache machine's acts on the target
+    (:mod:`~radixcheck.properties.findings.construction_replay`); a hang's only itself, a test with
+    no such program nothing."""
+    from radixcheck.properties.findings.construction_replay import construction_program, shown_by_construction_test
+    from radixcheck.properties.target import load_target
+
+    function, parameters, capabilities = plain_test
+    page_size = parameters.get("page_size")
+    if not isinstance(page_size, int) or construction_program(function.__name__, page_size, capabilities) is None:
+        return []
+    if caused_by_hang(failure):
+        return [signature(failure)]
+    return shown_by_construction_test(function.__name__, page_size, load_target(spec).factory, capabilities, waived)
 
 
 def _index_repro(machine: KvIndexMachine, failure: BaseException, spec: str, test: str, seconds: float | None) -> Repro:

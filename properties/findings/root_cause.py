@@ -29,6 +29,7 @@ grouping by signature alone.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Iterable
 from typing import Any
 
@@ -65,8 +66,14 @@ def checked_after_every_act(acts: Iterable[Act]) -> list[Act]:
         if a.name in INVARIANTS:
             continue
         out += [a, *_invariants(a)]
+        if a.name == "_refuse_foreign":  # the same handle sent as the construction test sends it: that finding's twin
+            twin = Act("_refuse_foreign_twin", a.args, "probe", a.story, a.step_number)
+            out += [twin, *_invariants(twin)]
+            a = twin
         if a.name in ("_insert_request", "_serve_insert"):
             inserted[tuple(int(t) for t in a.args[0])] = None
+        elif a.name == "_refuse_foreign_twin":  # it caches its tokens here too
+            inserted[tuple(int(t) for t in a.args[1])] = None
     last = out[-1] if out else Act("", ())
     for tokens in list(inserted)[-PROBED:]:
         probe = Act("_match", (tokens,), "probe", step_number=last.step_number + 1)
@@ -181,13 +188,26 @@ def shown_by_serving(machine_class: type[RadixCacheMachine], run: ServingRun,
     return shown_by(machine_class, serving_acts(run), None, waived)
 
 
+LEGAL_CALL_REFUSED = re.compile(r"^(\w+\(.*\) raised \w+): .*(; the call was legal)$")
+"""A legal lock or unlock the cache refused (``RadixCacheMachine._legal``), and the cache's own words for it."""
+
+
+def event_of(s: Signature) -> Signature:
+    """``s`` as the event a program shows: a legal call refused without the cache's words for the
+    refusal, which say what state the bug had left (a wire server numbering handles per cache
+    refused one legal lock as "unknown or stale handle 1" and another as "handle 1 belongs to
+    another worker", depending on which other cache had been dropped)."""
+    return s[0], LEGAL_CALL_REFUSED.sub(r"\1: …\2", s[1])
+
+
 def shows_cause(shown: set[Signature], of: Signature, own: Signature) -> bool:
     """Whether a program that showed ``shown`` (its own finding ``own``) shows the finding ``of``:
-    its signature, or, when ``of`` is another oracle's, that oracle in any shape. One event reads
-    differently in different harnesses (the caller's double free is "free() of ids not in use"
-    in a serving run, "slots freed while still cached or held" in the state machine), but an
-    oracle a program fails besides its own is a cause it shows."""
-    return of in shown or (of[0] != own[0] and any(oracle == of[0] for oracle, _ in shown))
+    its signature (as an event: :func:`event_of`), or, when ``of`` is another oracle's, that oracle
+    in any shape. One event reads differently in different harnesses (the caller's double free is
+    "free() of ids not in use" in a serving run, "slots freed while still cached or held" in the
+    state machine), but an oracle a program fails besides its own is a cause it shows."""
+    return (event_of(of) in {event_of(s) for s in shown}
+            or (of[0] != own[0] and any(oracle == of[0] for oracle, _ in shown)))
 
 
 def same_causes(shows: dict[Signature, Iterable[Signature]]) -> list[list[Signature]]:

@@ -121,15 +121,15 @@ def run_machine(machine: type[RuleBasedStateMachine], search: settings | None = 
             exc.radixcheck_machine = machine.failing or machine.latest  # the instance that raised it, with its transcript
             raise
         finally:  # Hypothesis keeps the class (its rules, by class): it must not keep a world alive too
-            machine.recording, machine.latest, machine.failing = False, None, None
+            machine.recording, machine.latest, machine.failing, machine.raised = False, None, None, None
 
 
 def _run_machine(machine: type[RuleBasedStateMachine], search: settings) -> None:
     first_machine = None
 
     def found() -> None:  # the instance that failed first: reported if the shrunk program is not
-        nonlocal first_machine
-        first_machine = machine.failing = machine.latest
+        nonlocal first_machine  # (the latest made may be Hypothesis's replay of it, which passed: a FlakyFailure)
+        first_machine = machine.failing = machine.raised or machine.latest
 
     def raising(shrunk: bool) -> None:
         machine.failing = machine.latest if shrunk else first_machine
@@ -284,7 +284,7 @@ def naming_steps(machine: type[RuleBasedStateMachine]) -> type[RuleBasedStateMac
                 note(machine_note(made.__name__, getattr(made, "repro_replays_calls", True)))
 
     made = _wrapping_steps(machine, lambda function, has_targets: _named(function),
-                           {"__init__": __init__, "latest": None, "failing": None, "recording": False})
+                           {"__init__": __init__, "latest": None, "failing": None, "raised": None, "recording": False})
     return made
 
 
@@ -308,6 +308,10 @@ def _named(function: Callable[..., Any]) -> Callable[..., Any]:
             check_budget(f"step {function.__name__}")  # the shrink budget, for a machine whose calls are not guarded
         try:
             return function(self, *args, **arguments)
+        except Exception:
+            if type(self).recording:
+                type(self).raised = self  # the latest instance that failed (naming_steps)
+            raise
         finally:  # an invariant the step called itself (production_world) hands the step back
             self.step = outer
     return step
