@@ -54,7 +54,7 @@ from tabulate import tabulate
 from radixcheck.cache_dir import hypothesis_storage_in_cache
 from radixcheck.properties.findings.failures import signature_of
 from radixcheck.properties.findings.repro import file_name
-from radixcheck.properties.findings.root_cause import same_causes
+from radixcheck.properties.findings.root_cause import same_causes, shows_cause
 from radixcheck.properties.findings.standalone import NOT_OFFERED
 from radixcheck.properties.findings.verdict import shrink_seconds
 from radixcheck.properties.findings.waivers import read_waivers, unmatched, unmatched_warning
@@ -161,18 +161,19 @@ def findings_of(verdicts: list[Verdict]) -> list[Finding]:
         found[oracle, shape] = Finding(RANKS[rank_of(oracle)][0] if rank_of(oracle) < len(RANKS) else "other", oracle,
                                        shortest["message"], tests, shortest["program"], shortest.get("type", ""),
                                        shortest.get("raised_at", ""), _repro_of(oracle, shape, [v for v in verdicts if v.test in tests]))
-    merged = by_root_cause(found, verdicts)
-    merged.sort(key=lambda f: (rank_of(f.oracle), -len(f.tests), f.oracle, f.reason))
-    return after_waived(with_echoes_last(merged), verdicts)
-
-
-def by_root_cause(found: dict[tuple[str, str], Finding], verdicts: list[Verdict]) -> list[Finding]:
-    """Findings whose programs each show the other's signature merged into one (:mod:`~radixcheck.properties.findings.root_cause`,
-    with ``--repro``): the most fundamental of them (:data:`RANKS`, then the most tests) is the finding, the others are
-    listed in its ``also``, and it names every test of them all."""
     shows = {key: {tuple(s) for v in verdicts if v.repro and v.test in f.tests and v.repro.get("oracle") == key[0]
                    and signature_of(key[0], v.repro.get("message", "")) == key[1] for s in v.repro.get("shows", [])}
              for key, f in found.items()}
+    merged = by_root_cause(found, shows)
+    merged.sort(key=lambda f: (rank_of(f.oracle), -len(f.tests), f.oracle, f.reason))
+    return after_waived(with_echoes_last(merged, shows), verdicts)
+
+
+def by_root_cause(found: dict[tuple[str, str], Finding], shows: dict[tuple[str, str], set[tuple[str, str]]]) -> list[Finding]:
+    """Findings whose programs each show the other's signature (``shows``: what each finding's program showed, replayed)
+    merged into one (:mod:`~radixcheck.properties.findings.root_cause`, with ``--repro``): the most fundamental of them
+    (:data:`RANKS`, then the most tests) is the finding, the others are listed in its ``also``, and it names every test
+    of them all."""
     out = []
     for keys in same_causes(shows):
         members = sorted((found[k] for k in keys), key=lambda f: (rank_of(f.oracle), -len(f.tests), f.oracle, f.reason))
@@ -220,17 +221,51 @@ def after_waived(findings: list[Finding], verdicts: list[Verdict]) -> list[Findi
             else f for f in findings]
 
 
-def with_echoes_last(findings: list[Finding]) -> list[Finding]:
-    """A crash the target's own check raised in a legal call (a ``ValueError: stale handle`` from
-    its unlock) is most often the echo of a bug an oracle found in the same run (a locked node
-    evicted earlier): with such a finding, the crash goes after every oracle's finding and names
-    the first of them as its likely cause."""
+MEASURED_THROUGH_THE_CACHE = ("6 DFS bound",)
+"""Oracles that judge a figure the serving protocol computed by driving the cache (tokens computed),
+not a call's answer: a cache that lost or mis-matched what a request left computes a wrong figure."""
+
+
+def _signatures(f: Finding) -> list[tuple[str, str]]:
+    """The signatures a finding stands for: its own and those merged into it (its ``also``)."""
+    merged = [line.partition(": ") for line in f.also]
+    return [(f.oracle, signature_of(f.oracle, f.reason))] + [(oracle, signature_of(oracle, message)) for oracle, _, message in merged]
+
+
+def _explained_by(f: Finding, causes: list[Finding], shows: dict[tuple[str, str], set[tuple[str, str]]]) -> Finding | None:
+    """The first of ``causes`` whose signature (or one merged into it) ``f``'s replayed program showed."""
+    own = (f.oracle, signature_of(f.oracle, f.reason))
+    shown = shows.get(own, set())
+    return next((c for c in causes if any(shows_cause(shown, key, own) for key in _signatures(c))), None)
+
+
+def with_echoes_last(findings: list[Finding], shows: dict[tuple[str, str], set[tuple[str, str]]]) -> list[Finding]:
+    """Findings that most often echo another go after every other finding and name it as their
+    possible cause:
+
+    - a crash the target's own check raised in a legal call (a ``ValueError: stale handle`` from
+      its unlock), with an oracle's finding in the same run (a locked node evicted earlier): the
+      first of them;
+    - a DFS-bound finding whose own serving run, replayed on the cache machine (``shows``), fails
+      another finding of this audit: that one. The figure was computed through a cache already
+      wrong (a split that copies the wrong slots mis-matches what the previous request left). The
+      other way round cannot be asked (no machine program computes the figure), so
+      :func:`by_root_cause` never merges the two; a DFS-bound finding whose run replays clean stays
+      a finding of its own."""
     judged = [f for f in findings if not f.oracle.startswith(NOT_AN_ORACLE)]
     if not judged:
         return findings
-    first = [f for f in findings if not f.oracle.startswith("crash")]
-    cause = f"finding {first.index(judged[0]) + 1} ({judged[0].oracle})"
-    return first + [dataclasses.replace(f, echo_of=cause) for f in findings if f.oracle.startswith("crash")]
+    causes = [f for f in judged if not f.oracle.startswith(MEASURED_THROUGH_THE_CACHE)]
+    explained = {id(f): c for f in judged if f.oracle.startswith(MEASURED_THROUGH_THE_CACHE)
+                 and (c := _explained_by(f, causes, shows)) is not None}
+    first = [f for f in findings if not f.oracle.startswith("crash") and id(f) not in explained]
+
+    def named(cause: Finding) -> str:
+        return f"finding {first.index(cause) + 1} ({cause.oracle})"
+
+    measurements = [dataclasses.replace(f, echo_of=named(explained[id(f)])) for f in findings if id(f) in explained]
+    oracle_first = next(f for f in first if not f.oracle.startswith(NOT_AN_ORACLE))  # a cause is never moved
+    return first + measurements + [dataclasses.replace(f, echo_of=named(oracle_first)) for f in findings if f.oracle.startswith("crash")]
 
 
 def _repro_of(oracle: str, shape: str, verdicts: list[Verdict]) -> str:
