@@ -186,3 +186,25 @@ def test_a_negative_resident_count_is_caught_by_the_memory_check() -> None:
 
     with pytest.raises(IndexMemoryViolation, match="a negative count of entries"):
         run_machine(index_machine_for(NegativeResident, KvIndex.capabilities, "meta_negative_resident"), find_only())
+
+
+class _DumpsWrongTokensHash(KvIndex):
+    """A dump that keeps each block's parent but not its tokens hash (a u64 kept as i63, say)."""
+
+    def dump(self):
+        return [(w, r, BlockStored(e.parent_hash, tuple(StoredBlock(b.block_hash, b.tokens_hash ^ 1) for b in e.blocks)))
+                for w, r, e in super().dump()]
+
+
+def test_a_dump_with_the_wrong_tokens_hash_is_said_so_not_blamed_on_its_parent() -> None:
+    """Issue from the index trial (reports/findings/index_trial.md): the message named only the parent,
+    "under parent None; it was stored under None", when the tokens hash was what differed."""
+    from radixcheck.properties.index.machine import Blocks
+
+    machine = machine_for_index_mutant(_DumpsWrongTokensHash, name="dump_tokens")()
+    machine.start_workers(workers=2, ranks=[1, 1, 1, 1])
+    machine.serve_everywhere(machine.new_sequence(Blocks(blocks=1, seed=0)))
+    with pytest.raises(IndexViolation) as caught:
+        machine.check_dump()
+    message = str(caught.value)
+    assert "with tokens hash" in message and "under parent" not in message, message

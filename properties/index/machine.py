@@ -516,6 +516,18 @@ class KvIndexMachine(RuleBasedStateMachine):
                                            f"{self._shown_hash(dumped[0][2])} of rank {dumped[0][0]}",
                                            Check("not listed(result)", "listed(result)"))
 
+    def _misplaced(self, h: int, parent: int | None, t: int) -> str:
+        """What a dump got wrong about a block it lists: its parent, its tokens hash, or both (a
+        message that named only the parent said "under parent None; it was stored under None" when
+        the tokens hash was what differed)."""
+        stored_parent, stored_tokens = self.model.parent_hash(h), self.model.tokens_hash(h)
+        wrong = []
+        if parent != stored_parent:
+            wrong.append(f"under parent {self._shown_hash(parent)}; it was stored under {self._shown_hash(stored_parent)}")
+        if t != stored_tokens:
+            wrong.append(f"with tokens hash {t!r}; it was stored with {stored_tokens!r}")
+        return f"dump() lists block {self._shown_hash(h)} " + ", and ".join(wrong)
+
     @precondition(lambda self: self.capabilities.offers_dump)
     @rule()
     def check_dump(self) -> None:
@@ -529,8 +541,7 @@ class KvIndexMachine(RuleBasedStateMachine):
                                      f"by its events (removed, cleared, or never stored there)",
                                      Check("block not in listed(result)", "sorted(listed(result))", {"block": (rank, h)}))
             if (parent, t) != (self.model.parent_hash(h), self.model.tokens_hash(h)):
-                raise IndexViolation(f"dump() lists block {self._shown_hash(h)} under parent {self._shown_hash(parent)}; "
-                                     f"it was stored under {self._shown_hash(self.model.parent_hash(h))}",
+                raise IndexViolation(self._misplaced(h, parent, t),
                                      Check("stored_under(result, block) == parent", "stored_under(result, block)",
                                            {"block": (rank, h), "parent": (self.model.parent_hash(h), self.model.tokens_hash(h))}))
         missing = sorted(r for r in self.model.reachable() - listed if r[0][0] != SCRATCH[0])
