@@ -208,3 +208,43 @@ def test_a_dump_with_the_wrong_tokens_hash_is_said_so_not_blamed_on_its_parent()
         machine.check_dump()
     message = str(caught.value)
     assert "with tokens hash" in message and "under parent" not in message, message
+
+
+class _DumpsChildrenFirst(KvIndex):
+    """A dump in the wrong order: each rank's deepest blocks first (the index trial's B10: set order)."""
+
+    def dump(self):
+        return list(reversed(super().dump()))
+
+
+def test_a_dump_that_lists_a_child_before_its_parent_is_caught() -> None:
+    """Replayed in order (a warm restart), such a dump stores a child under a parent not held yet: a
+    validating index refuses it. The set of blocks is right, so only the order shows it."""
+    from radixcheck.properties.index.machine import Blocks
+
+    machine = machine_for_index_mutant(_DumpsChildrenFirst, name="dump_order")()
+    machine.start_workers(workers=2, ranks=[1, 1, 1, 1])
+    machine.serve_everywhere(machine.new_sequence(Blocks(blocks=2, seed=0)))
+    with pytest.raises(IndexViolation, match="before its parent"):
+        machine.check_dump()
+    right = machine_for_index_mutant(KvIndex, name="dump_order_reference")()
+    right.start_workers(workers=2, ranks=[1, 1, 1, 1])
+    right.serve_everywhere(right.new_sequence(Blocks(blocks=2, seed=0)))
+    right.check_dump()
+
+
+@pytest.mark.deep  # an index machine to a verdict, and its repro file run twice
+def test_a_dump_out_of_order_has_a_repro_file_that_exits_1_then_0() -> None:
+    with pytest.raises(IndexViolation, match="before its parent") as caught:
+        run_machine(machine_for_index_mutant(_DumpsChildrenFirst, name="dump_order_repro"), find_only(), transcript=True)
+    repro = repro_for(caught.value, "meta_tests.test_index_mutants:_DumpsChildrenFirst")
+    assert repro.text is not None, repro.why_not
+    assert repro.exit_code == 1 and "BUG (radixcheck" in repro.output, repro.output[-2000:]
+    fixed = repro.text.replace("from meta_tests.test_index_mutants import _DumpsChildrenFirst as make",
+                               "from radixcheck.reference.kv_index import KvIndex as make")
+    assert fixed != repro.text
+    code, printed = run_repro(fixed)
+    assert code == 0 and "no bug" in printed, printed[-2000:]
+
+
+_DumpsChildrenFirst.capabilities = KvIndex.capabilities  # type: ignore[attr-defined]

@@ -70,7 +70,8 @@ The queries a router makes (``KvIndexLike``)
 ``dump() -> list[(worker_id, dp_rank, BlockStored)]`` (``offers_dump=True``)
     Events that would rebuild the index (Dynamo's ``dump_tree_as_events``, a router's warm
     restart): every block a rank holds with all its ancestors must be in it, and no block a rank
-    does not hold.
+    does not hold; replayed in order they rebuild it, so a block comes after its parent when the
+    dump lists both for that rank.
 ``resident() -> int`` (``reports_resident=True``)
     How many entries the index keeps in memory, of whatever kind (nodes, lookup entries): the
     memory check. Once nothing is held it must be 0, and it must stay bounded by what is held

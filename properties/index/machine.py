@@ -323,17 +323,34 @@ class KvIndexMachine(RuleBasedStateMachine):
         return tuple(state)
 
     def _dumped(self, shown: bool = True) -> frozenset:
+        return frozenset(self._dumped_in_order(shown))
+
+    def _dumped_in_order(self, shown: bool = True) -> list[tuple[Rank, int | None, int, int]]:
+        """The dump's blocks as ``(rank, parent, block_hash, tokens_hash)``, in the order its events list them."""
         dump = self._call("dump()", "dump") if shown else self._ask("dump")
-        out = set()
+        out = []
         try:
             for worker_id, dp_rank, event in dump:
                 parent = event.parent_hash
                 for block in event.blocks:
-                    out.add(((worker_id, dp_rank), parent, block.block_hash, block.tokens_hash))
+                    out.append(((worker_id, dp_rank), parent, block.block_hash, block.tokens_hash))
                     parent = block.block_hash
         except (TypeError, ValueError, AttributeError) as exc:
             raise IndexViolation(f"dump() returned {dump!r:.200}, not a list of (worker_id, dp_rank, BlockStored): {exc}") from exc
-        return frozenset(out)
+        return out
+
+    def _check_dump_order(self, in_order: list[tuple[Rank, int | None, int, int]]) -> None:
+        """Replayed in order, the dump must rebuild the index: a block whose parent the dump lists
+        for the same rank comes after it (a child stored first is refused: an unheld parent)."""
+        listed = {(rank, h) for rank, _, h, _ in in_order}
+        seen: set[tuple[Rank, int]] = set()
+        for rank, parent, h, _ in in_order:
+            if parent is not None and (rank, parent) in listed and (rank, parent) not in seen:
+                raise IndexViolation(f"dump() lists block {self._shown_hash(h)} of rank {rank} before its parent "
+                                     f"{self._shown_hash(parent)}: replayed in order (a warm restart), its store is "
+                                     f"refused, since the rank does not hold its parent yet",
+                                     Check("out_of_order(result) is None", "out_of_order(result)"))
+            seen.add((rank, h))
 
     # ---- rules -----------------------------------------------------------------------------
 
@@ -533,7 +550,8 @@ class KvIndexMachine(RuleBasedStateMachine):
     def check_dump(self) -> None:
         """The dump lists every block each rank holds with all its ancestors, under its real
         parent, and nothing a rank does not hold (a router rebuilt from it routes the same)."""
-        dumped = {d for d in self._dumped() if d[0][0] != SCRATCH[0]}
+        in_order = [d for d in self._dumped_in_order() if d[0][0] != SCRATCH[0]]
+        dumped = set(in_order)
         listed = {(rank, h) for rank, _, h, _ in dumped}
         for rank, parent, h, t in sorted(dumped, key=lambda d: (d[0], d[2])):
             if not self.model.holds(rank, h):
@@ -550,6 +568,7 @@ class KvIndexMachine(RuleBasedStateMachine):
             raise IndexViolation(f"dump() leaves out block {self._shown_hash(h)} of rank {rank} (held, with every "
                                  f"ancestor), and {len(missing) - 1} more", Check("block in listed(result)", "sorted(listed(result))",
                                                                                 {"block": (rank, h)}))
+        self._check_dump_order(in_order)
 
     # ---- bad events (validates_events) -------------------------------------------------------
 
