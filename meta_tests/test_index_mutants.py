@@ -248,3 +248,51 @@ def test_a_dump_out_of_order_has_a_repro_file_that_exits_1_then_0() -> None:
 
 
 _DumpsChildrenFirst.capabilities = KvIndex.capabilities  # type: ignore[attr-defined]
+
+
+class _DumpKeepsRemoved(KvIndex):
+    """A dump that still lists every block a rank ever stored (a stale snapshot)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.ever: dict[tuple[int, int, int], BlockStored] = {}
+
+    def apply_event(self, worker_id, dp_rank, event) -> None:
+        super().apply_event(worker_id, dp_rank, event)
+        if isinstance(event, BlockStored):
+            parent = event.parent_hash
+            for b in event.blocks:
+                self.ever[(worker_id, dp_rank, b.block_hash)] = BlockStored(parent, (b,))
+                parent = b.block_hash
+
+    def dump(self):
+        return [(w, r, e) for (w, r, _), e in self.ever.items()]
+
+
+def test_a_dump_finding_after_a_long_program_is_reduced() -> None:
+    """A dump check names one block; its expected values were never recomputed, so a dump finding's
+    repro file kept every call of its run (a churn test's: 6,001 calls, 1.8 MB; index trial, B6).
+    The reduction keeps a shorter program while the oracle still says what the check assumes."""
+    from radixcheck.oracles.violations import Check
+    from radixcheck.properties.index.machine import IndexCall
+    from radixcheck.properties.index.repro import IndexProgram, shortest_program
+
+    rank = (1, 0)
+    events = []
+    for n in range(40):  # churn: distinct one-block prompts, each stored then removed
+        events += [_stored(None, (1000 + n, 500 + n)), BlockRemoved((1000 + n,))]
+    program = [IndexCall("apply_event", (*rank, e), shown=True) for e in events]
+    check = Check("block not in listed(result)", "sorted(listed(result))", {"block": (rank, 1039)})
+    found = IndexProgram(program, IndexCall("dump", (), shown=True), check, dict(check.names))
+
+    def fails(candidate: IndexProgram) -> bool:
+        index = _DumpKeepsRemoved()
+        for call in candidate.program:
+            index.apply_event(*call.args)
+        listed = {((w, r), b.block_hash) for w, r, e in index.dump() for b in e.blocks}
+        return candidate.names["block"] in listed
+
+    assert fails(found)
+    shortest = shortest_program(found, counts_copies=False, fails=fails, seconds=30)
+    assert len(shortest.program) <= 2, [c.args for c in shortest.program]
+
