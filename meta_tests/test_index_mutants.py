@@ -11,7 +11,7 @@ from hypothesis import settings
 
 from radixcheck import profiles
 from radixcheck.oracles.kv_index import IndexModel
-from radixcheck.oracles.violations import EngineEventsViolation, IndexMemoryViolation, IndexViolation
+from radixcheck.oracles.violations import BadInputViolation, EngineEventsViolation, IndexMemoryViolation, IndexViolation
 from radixcheck.properties.findings.repro import repro_for, run_repro
 from radixcheck.properties.findings.verdict import run_machine
 from radixcheck.properties.index.contract import AllBlocksCleared, BlockRemoved, BlockStored, IndexCapabilities, StoredBlock
@@ -296,3 +296,39 @@ def test_a_dump_finding_after_a_long_program_is_reduced() -> None:
     shortest = shortest_program(found, counts_copies=False, fails=fails, seconds=30)
     assert len(shortest.program) <= 2, [c.args for c in shortest.program]
 
+
+class _ParksOrphanStores(KvIndex):
+    """Refuses nothing it could use later: a store under a parent the rank does not hold waits, and
+    is applied once that parent is stored (an index tolerant of out-of-order delivery; index trial, B4)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.parked: list[tuple[int, int, BlockStored]] = []
+
+    def apply_event(self, worker_id, dp_rank, event) -> None:
+        held = self._held.get((worker_id, dp_rank), ())
+        if isinstance(event, BlockStored) and event.parent_hash is not None and event.parent_hash not in held:
+            self.parked.append((worker_id, dp_rank, event))
+            return
+        super().apply_event(worker_id, dp_rank, event)
+        waiting, self.parked = self.parked, []
+        for parked in waiting:
+            try:
+                self.apply_event(*parked)
+            except ValueError:
+                pass
+
+
+_ParksOrphanStores.capabilities = KvIndex.capabilities  # type: ignore[attr-defined]
+
+
+def test_a_refused_store_applied_once_its_parent_comes_is_caught() -> None:
+    """Before, the malformed store's parent was a hash no rank ever stored: parking it changed
+    nothing the suite could see, and the index conformed in 4 of 4 streams."""
+    machine = machine_for_index_mutant(_ParksOrphanStores, name="parks_orphans")()
+    machine.start_workers(workers=2, ranks=[1, 1, 1, 1])
+    with pytest.raises(BadInputViolation, match="applied later"):
+        machine.bad_events(["unknown_parent"], pick=0)
+    right = machine_for_index_mutant(KvIndex, name="parks_orphans_reference")()
+    right.start_workers(workers=2, ranks=[1, 1, 1, 1])
+    right.bad_events(["unknown_parent", "remove_unheld", "unknown_parent"], pick=1)

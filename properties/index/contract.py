@@ -84,8 +84,9 @@ Bad events
 An index that declares ``validates_events=True`` must refuse a malformed event (an exception,
 or ignoring it) *and leave itself unchanged*: a ``BlockStored`` whose parent is one of its own
 blocks (ai-dynamo/dynamo#4394: the indexer panicked and every request then saw it offline) or
-that names a block twice, a ``BlockStored`` under a parent the rank does not hold, a
-``BlockRemoved`` of a block the rank does not hold, hashes that are not ints in ``[0, 2**64)``
+that names a block twice, a ``BlockStored`` under a parent the rank does not hold (for good:
+not kept and applied once that parent is stored, as an index that buffers out-of-order stores
+would), a ``BlockRemoved`` of a block the rank does not hold, hashes that are not ints in ``[0, 2**64)``
 (in any block of a store, the first included: a store refused at its second block must not have
 stored its first). The suite checks "unchanged" by comparing matches (and sizes and the dump,
 where offered) before and after, and checks the index still answers. Left open, and never sent: a

@@ -61,6 +61,12 @@ SCRATCH: Rank = (2**62 + 3, 0)  # the rank malformed events come from: whatever 
 SCRATCH_CHAIN: Chain = (ALPHABET + 7, ALPHABET + 8)  # what it holds (legally stored), so a self-parent has a parent
 
 
+def later_parent(n: int) -> Chain:
+    """The scratch rank's ``n``-th parent-to-be: a chain it does not hold yet, stored right after a
+    malformed store under it (ids below :data:`CHURN_BASE`, past every request's)."""
+    return (*SCRATCH_CHAIN, CHURN_BASE // 2 + n)
+
+
 def without_scratch(ranks: dict[Rank, int]) -> dict[Rank, int]:
     """Scores or sizes without the scratch rank's."""
     return {r: n for r, n in ranks.items() if r[0] != SCRATCH[0]}
@@ -588,8 +594,10 @@ class KvIndexMachine(RuleBasedStateMachine):
             return BlockStored(parent, (StoredBlock(parent, t),))
         if kind == "repeated_block":  # one block twice in a chain: a cycle
             return BlockStored(None, (StoredBlock(fresh, t), StoredBlock(fresh + 1, t), StoredBlock(fresh, t)))
-        if kind == "unknown_parent":
-            return BlockStored(fresh, (StoredBlock(fresh + 1, t),))
+        if kind == "unknown_parent":  # under a block the rank stores right after (bad_events): it must stay refused
+            parent_chain = later_parent(self.bad_sent)
+            self.chain_of_hash.setdefault(self.hashes.of(parent_chain), parent_chain)
+            return BlockStored(self.hashes.of(parent_chain), (StoredBlock(fresh + 1, t),))
         if kind == "remove_unheld":
             return BlockRemoved((fresh,))
         if kind == "remove_other_ranks":  # a block another rank holds, this one not
@@ -658,6 +666,23 @@ class KvIndexMachine(RuleBasedStateMachine):
             if after != before:
                 raise BadInputViolation(f"the malformed event ({kind}) {text} changed the index: "
                                         f"{self._difference(before, after, probes)}", _unchanged(probes))
+            if kind == "unknown_parent":
+                self._check_stays_refused(r, event, text)
+
+    def _check_stays_refused(self, r: Rank, event: BlockStored, text: str) -> None:
+        """The rank now stores the parent of the store it sent under an unheld parent: that store
+        must stay refused, not be kept and applied once its parent arrives (an index that parks
+        out-of-order stores passed every check while that parent never came)."""
+        parent_chain = self.chain_of_hash[event.parent_hash]
+        self._send(r, self.engines[r].serve(parent_chain, False))  # not remembered: known sequences stay the requests'
+        query = [tokens_hash(b) for b in parent_chain] + [event.blocks[0].tokens_hash]
+        got = self._call(f"find_matches({shown_chain(parent_chain)}.+)", "find_matches", query)
+        want = self.model.overlaps(query).get(r, 0)
+        if not isinstance(got, dict) or got.get(r, 0) != want:
+            seen = got.get(r, 0) if isinstance(got, dict) else got
+            raise BadInputViolation(f"the malformed event (unknown_parent) {text} was applied later: once rank {r} "
+                                    f"stored its parent, find_matches gives it {seen}, its events {want}",
+                                    Check("result.get(rank, 0) == overlap", "result.get(rank, 0)", {"rank": r, "overlap": want}))
 
     # ---- churn -------------------------------------------------------------------------------
 

@@ -181,6 +181,8 @@ def expected_after(found: IndexProgram, counts_copies: bool) -> dict[str, Any] |
         names["held"] = without_scratch(model.overlaps(found.last.args[0]))
     elif "limit" in names:
         names["limit"] = resident_limit(model.total_held)
+    elif "overlap" in names and found.last.name == "find_matches":  # one rank's overlap (a refused store's, later)
+        names["overlap"] = model.overlaps(found.last.args[0]).get(names["rank"], 0)
     elif "block" in names and found.check is not None:  # the dump's checks name one block: still that block's truth?
         return _dump_check_holds(model, found.check.holds, names)
     elif names.keys() - {"probes", "probe_chains"}:
