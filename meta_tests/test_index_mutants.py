@@ -332,3 +332,11 @@ def test_a_refused_store_applied_once_its_parent_comes_is_caught() -> None:
     right = machine_for_index_mutant(KvIndex, name="parks_orphans_reference")()
     right.start_workers(workers=2, ranks=[1, 1, 1, 1])
     right.bad_events(["unknown_parent", "remove_unheld", "unknown_parent"], pick=1)
+
+
+def test_redelivery_declared_with_copies_counted_is_said_not_exercised() -> None:
+    """Index trial: an index reading vLLM's raw stream that also declared tolerates_redelivery=True got
+    no redelivery (the machine never sends it with counts_copies) and a card that did not say so."""
+    said = IndexCapabilities(counts_copies=True, tolerates_redelivery=True).not_exercised()
+    assert any("delivered twice" in gap for gap in said), said
+    assert not any("delivered twice" in gap for gap in IndexCapabilities(tolerates_redelivery=True).not_exercised())

@@ -200,6 +200,8 @@ class IndexCapabilities:
             gaps.append("refusal of malformed events (validates_events=False: none sent)")
         if not self.tolerates_redelivery:
             gaps.append("an event delivered twice (tolerates_redelivery=False: never sent)")
+        elif self.counts_copies:  # declared, but a repeated store would be another copy: the machine sends none
+            gaps.append("an event delivered twice (never sent with counts_copies=True: a repeated store is another copy)")
         if not self.reports_sizes:
             gaps.append("per-rank sizes (reports_sizes=False)")
         if not self.offers_dump:
