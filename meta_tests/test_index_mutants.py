@@ -340,3 +340,30 @@ def test_redelivery_declared_with_copies_counted_is_said_not_exercised() -> None
     said = IndexCapabilities(counts_copies=True, tolerates_redelivery=True).not_exercised()
     assert any("delivered twice" in gap for gap in said), said
     assert not any("delivered twice" in gap for gap in IndexCapabilities(tolerates_redelivery=True).not_exercised())
+
+
+class _RawStreamReadAsSet(KvIndex):
+    """Declares vLLM's raw stream but keeps one copy per block: the first copy's remove drops the
+    block while the rank still holds another copy (index trial, B2)."""
+
+    capabilities = IndexCapabilities(counts_copies=True)
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.counts_copies = False
+
+
+def test_a_raw_stream_read_as_a_set_is_caught_by_a_duplicate_copy_evicted() -> None:
+    from radixcheck.properties.index.machine import Blocks
+    from radixcheck.properties.index.mutants import CopyCountingKvIndex
+
+    for index, wrong in ((_RawStreamReadAsSet, True), (CopyCountingKvIndex, False), (KvIndex, False)):
+        machine = machine_for_index_mutant(index, name="duplicate_copy")()
+        machine.start_workers(workers=2, ranks=[1, 1, 1, 1])
+        base = machine.new_sequence(Blocks(blocks=2, seed=0))
+        if wrong:
+            with pytest.raises(IndexViolation, match="disagrees with what the events say"):
+                machine.duplicate_then_evict_one(rank=0, base=base)
+        else:
+            machine.duplicate_then_evict_one(rank=0, base=base)
+            machine.duplicate_then_evict_one(rank=0, base=base)

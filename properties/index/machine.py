@@ -398,6 +398,21 @@ class KvIndexMachine(RuleBasedStateMachine):
         r = self._rank(rank)
         self._send(r, self.engines[r].evict(count))
 
+    @rule(rank=PICKS, base=sequences)
+    def duplicate_then_evict_one(self, rank: int, base: Chain) -> None:
+        """vLLM's duplicate copy, then one copy gone: a cached block-aligned prompt recomputes its
+        last block into a second copy, and one copy is evicted while the other stays (raw stream: a
+        remove the index must count against the copies; deduplicated: no remove at all). Left to
+        ``serve`` and ``evict``, an index that reads the raw stream as a set passed 1 stream in 4
+        (index trial, B2)."""
+        r = self._rank(rank)
+        engine = self.engines[r]
+        self._serve(r, base, aligned=False)
+        self._serve(r, base, aligned=True)
+        if engine.copies[base] > 1:
+            self._send(r, engine.evict_chain(base))
+        self._check_query(base)
+
     @precondition(lambda self: self.capabilities.accepts_any_removal_order)
     @rule(rank=PICKS, pick=PICKS)
     def evict_parent(self, rank: int, pick: int) -> None:
