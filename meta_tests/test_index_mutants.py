@@ -367,3 +367,20 @@ def test_a_raw_stream_read_as_a_set_is_caught_by_a_duplicate_copy_evicted() -> N
         else:
             machine.duplicate_then_evict_one(rank=0, base=base)
             machine.duplicate_then_evict_one(rank=0, base=base)
+
+
+def test_a_reduced_program_keeps_a_redelivery_after_its_first_delivery() -> None:
+    """Without its first delivery a redelivered store (sent through may_refuse, left out of the
+    oracle) is a first delivery a correct index takes, and the file failed on the reference: two index
+    mutants' files did, once the duplicate-copy rule moved their streams (index trial)."""
+    from radixcheck.oracles.violations import Check
+    from radixcheck.properties.index.machine import IndexCall
+    from radixcheck.properties.index.repro import IndexProgram, shortest_program
+
+    store = _stored(None, (10, 1), (11, 2))
+    program = [IndexCall("apply_event", (1, 0, store), shown=True), IndexCall("apply_event", (1, 0, store), shown=True, may_refuse=True)]
+    check = Check("result <= limit", "result", {"limit": 24})
+    found = IndexProgram(program, IndexCall("resident", (), shown=False), check, dict(check.names))
+    shortest = shortest_program(found, counts_copies=False, fails=lambda candidate: bool(candidate.program), seconds=30)
+    kinds = [c.may_refuse for c in shortest.program]
+    assert kinds in ([], [False], [False, True]), kinds  # never the redelivery alone
