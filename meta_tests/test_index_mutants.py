@@ -11,7 +11,7 @@ from hypothesis import settings
 
 from radixcheck import profiles
 from radixcheck.oracles.kv_index import IndexModel
-from radixcheck.oracles.violations import EngineEventsViolation, IndexMemoryViolation, IndexViolation
+from radixcheck.oracles.violations import BadInputViolation, EngineEventsViolation, IndexMemoryViolation, IndexViolation
 from radixcheck.properties.findings.repro import repro_for, run_repro
 from radixcheck.properties.findings.verdict import run_machine
 from radixcheck.properties.index.contract import AllBlocksCleared, BlockRemoved, BlockStored, IndexCapabilities, StoredBlock
@@ -186,3 +186,201 @@ def test_a_negative_resident_count_is_caught_by_the_memory_check() -> None:
 
     with pytest.raises(IndexMemoryViolation, match="a negative count of entries"):
         run_machine(index_machine_for(NegativeResident, KvIndex.capabilities, "meta_negative_resident"), find_only())
+
+
+class _DumpsWrongTokensHash(KvIndex):
+    """A dump that keeps each block's parent but not its tokens hash (a u64 kept as i63, say)."""
+
+    def dump(self):
+        return [(w, r, BlockStored(e.parent_hash, tuple(StoredBlock(b.block_hash, b.tokens_hash ^ 1) for b in e.blocks)))
+                for w, r, e in super().dump()]
+
+
+def test_a_dump_with_the_wrong_tokens_hash_is_said_so_not_blamed_on_its_parent() -> None:
+    """Issue from the index trial (reports/findings/index_trial.md): the message named only the parent,
+    "under parent None; it was stored under None", when the tokens hash was what differed."""
+    from radixcheck.properties.index.machine import Blocks
+
+    machine = machine_for_index_mutant(_DumpsWrongTokensHash, name="dump_tokens")()
+    machine.start_workers(workers=2, ranks=[1, 1, 1, 1])
+    machine.serve_everywhere(machine.new_sequence(Blocks(blocks=1, seed=0)))
+    with pytest.raises(IndexViolation) as caught:
+        machine.check_dump()
+    message = str(caught.value)
+    assert "with tokens hash" in message and "under parent" not in message, message
+
+
+class _DumpsChildrenFirst(KvIndex):
+    """A dump in the wrong order: each rank's deepest blocks first (the index trial's B10: set order)."""
+
+    def dump(self):
+        return list(reversed(super().dump()))
+
+
+def test_a_dump_that_lists_a_child_before_its_parent_is_caught() -> None:
+    """Replayed in order (a warm restart), such a dump stores a child under a parent not held yet: a
+    validating index refuses it. The set of blocks is right, so only the order shows it."""
+    from radixcheck.properties.index.machine import Blocks
+
+    machine = machine_for_index_mutant(_DumpsChildrenFirst, name="dump_order")()
+    machine.start_workers(workers=2, ranks=[1, 1, 1, 1])
+    machine.serve_everywhere(machine.new_sequence(Blocks(blocks=2, seed=0)))
+    with pytest.raises(IndexViolation, match="before its parent"):
+        machine.check_dump()
+    right = machine_for_index_mutant(KvIndex, name="dump_order_reference")()
+    right.start_workers(workers=2, ranks=[1, 1, 1, 1])
+    right.serve_everywhere(right.new_sequence(Blocks(blocks=2, seed=0)))
+    right.check_dump()
+
+
+@pytest.mark.deep  # an index machine to a verdict, and its repro file run twice
+def test_a_dump_out_of_order_has_a_repro_file_that_exits_1_then_0() -> None:
+    with pytest.raises(IndexViolation, match="before its parent") as caught:
+        run_machine(machine_for_index_mutant(_DumpsChildrenFirst, name="dump_order_repro"), find_only(), transcript=True)
+    repro = repro_for(caught.value, "meta_tests.test_index_mutants:_DumpsChildrenFirst")
+    assert repro.text is not None, repro.why_not
+    assert repro.exit_code == 1 and "BUG (radixcheck" in repro.output, repro.output[-2000:]
+    fixed = repro.text.replace("from meta_tests.test_index_mutants import _DumpsChildrenFirst as make",
+                               "from radixcheck.reference.kv_index import KvIndex as make")
+    assert fixed != repro.text
+    code, printed = run_repro(fixed)
+    assert code == 0 and "no bug" in printed, printed[-2000:]
+
+
+_DumpsChildrenFirst.capabilities = KvIndex.capabilities  # type: ignore[attr-defined]
+
+
+class _DumpKeepsRemoved(KvIndex):
+    """A dump that still lists every block a rank ever stored (a stale snapshot)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.ever: dict[tuple[int, int, int], BlockStored] = {}
+
+    def apply_event(self, worker_id, dp_rank, event) -> None:
+        super().apply_event(worker_id, dp_rank, event)
+        if isinstance(event, BlockStored):
+            parent = event.parent_hash
+            for b in event.blocks:
+                self.ever[(worker_id, dp_rank, b.block_hash)] = BlockStored(parent, (b,))
+                parent = b.block_hash
+
+    def dump(self):
+        return [(w, r, e) for (w, r, _), e in self.ever.items()]
+
+
+def test_a_dump_finding_after_a_long_program_is_reduced() -> None:
+    """A dump check names one block; its expected values were never recomputed, so a dump finding's
+    repro file kept every call of its run (a churn test's: 6,001 calls, 1.8 MB; index trial, B6).
+    The reduction keeps a shorter program while the oracle still says what the check assumes."""
+    from radixcheck.oracles.violations import Check
+    from radixcheck.properties.index.machine import IndexCall
+    from radixcheck.properties.index.repro import IndexProgram, shortest_program
+
+    rank = (1, 0)
+    events = []
+    for n in range(40):  # churn: distinct one-block prompts, each stored then removed
+        events += [_stored(None, (1000 + n, 500 + n)), BlockRemoved((1000 + n,))]
+    program = [IndexCall("apply_event", (*rank, e), shown=True) for e in events]
+    check = Check("block not in listed(result)", "sorted(listed(result))", {"block": (rank, 1039)})
+    found = IndexProgram(program, IndexCall("dump", (), shown=True), check, dict(check.names))
+
+    def fails(candidate: IndexProgram) -> bool:
+        index = _DumpKeepsRemoved()
+        for call in candidate.program:
+            index.apply_event(*call.args)
+        listed = {((w, r), b.block_hash) for w, r, e in index.dump() for b in e.blocks}
+        return candidate.names["block"] in listed
+
+    assert fails(found)
+    shortest = shortest_program(found, counts_copies=False, fails=fails, seconds=30)
+    assert len(shortest.program) <= 2, [c.args for c in shortest.program]
+
+
+class _ParksOrphanStores(KvIndex):
+    """Refuses nothing it could use later: a store under a parent the rank does not hold waits, and
+    is applied once that parent is stored (an index tolerant of out-of-order delivery; index trial, B4)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.parked: list[tuple[int, int, BlockStored]] = []
+
+    def apply_event(self, worker_id, dp_rank, event) -> None:
+        held = self._held.get((worker_id, dp_rank), ())
+        if isinstance(event, BlockStored) and event.parent_hash is not None and event.parent_hash not in held:
+            self.parked.append((worker_id, dp_rank, event))
+            return
+        super().apply_event(worker_id, dp_rank, event)
+        waiting, self.parked = self.parked, []
+        for parked in waiting:
+            try:
+                self.apply_event(*parked)
+            except ValueError:
+                pass
+
+
+_ParksOrphanStores.capabilities = KvIndex.capabilities  # type: ignore[attr-defined]
+
+
+def test_a_refused_store_applied_once_its_parent_comes_is_caught() -> None:
+    """Before, the malformed store's parent was a hash no rank ever stored: parking it changed
+    nothing the suite could see, and the index conformed in 4 of 4 streams."""
+    machine = machine_for_index_mutant(_ParksOrphanStores, name="parks_orphans")()
+    machine.start_workers(workers=2, ranks=[1, 1, 1, 1])
+    with pytest.raises(BadInputViolation, match="applied later"):
+        machine.bad_events(["unknown_parent"], pick=0)
+    right = machine_for_index_mutant(KvIndex, name="parks_orphans_reference")()
+    right.start_workers(workers=2, ranks=[1, 1, 1, 1])
+    right.bad_events(["unknown_parent", "remove_unheld", "unknown_parent"], pick=1)
+
+
+def test_redelivery_declared_with_copies_counted_is_said_not_exercised() -> None:
+    """Index trial: an index reading vLLM's raw stream that also declared tolerates_redelivery=True got
+    no redelivery (the machine never sends it with counts_copies) and a card that did not say so."""
+    said = IndexCapabilities(counts_copies=True, tolerates_redelivery=True).not_exercised()
+    assert any("delivered twice" in gap for gap in said), said
+    assert not any("delivered twice" in gap for gap in IndexCapabilities(tolerates_redelivery=True).not_exercised())
+
+
+class _RawStreamReadAsSet(KvIndex):
+    """Declares vLLM's raw stream but keeps one copy per block: the first copy's remove drops the
+    block while the rank still holds another copy (index trial, B2)."""
+
+    capabilities = IndexCapabilities(counts_copies=True)
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.counts_copies = False
+
+
+def test_a_raw_stream_read_as_a_set_is_caught_by_a_duplicate_copy_evicted() -> None:
+    from radixcheck.properties.index.machine import Blocks
+    from radixcheck.properties.index.mutants import CopyCountingKvIndex
+
+    for index, wrong in ((_RawStreamReadAsSet, True), (CopyCountingKvIndex, False), (KvIndex, False)):
+        machine = machine_for_index_mutant(index, name="duplicate_copy")()
+        machine.start_workers(workers=2, ranks=[1, 1, 1, 1])
+        base = machine.new_sequence(Blocks(blocks=2, seed=0))
+        if wrong:
+            with pytest.raises(IndexViolation, match="disagrees with what the events say"):
+                machine.duplicate_then_evict_one(rank=0, base=base)
+        else:
+            machine.duplicate_then_evict_one(rank=0, base=base)
+            machine.duplicate_then_evict_one(rank=0, base=base)
+
+
+def test_a_reduced_program_keeps_a_redelivery_after_its_first_delivery() -> None:
+    """Without its first delivery a redelivered store (sent through may_refuse, left out of the
+    oracle) is a first delivery a correct index takes, and the file failed on the reference: two index
+    mutants' files did, once the duplicate-copy rule moved their streams (index trial)."""
+    from radixcheck.oracles.violations import Check
+    from radixcheck.properties.index.machine import IndexCall
+    from radixcheck.properties.index.repro import IndexProgram, shortest_program
+
+    store = _stored(None, (10, 1), (11, 2))
+    program = [IndexCall("apply_event", (1, 0, store), shown=True), IndexCall("apply_event", (1, 0, store), shown=True, may_refuse=True)]
+    check = Check("result <= limit", "result", {"limit": 24})
+    found = IndexProgram(program, IndexCall("resident", (), shown=False), check, dict(check.names))
+    shortest = shortest_program(found, counts_copies=False, fails=lambda candidate: bool(candidate.program), seconds=30)
+    kinds = [c.may_refuse for c in shortest.program]
+    assert kinds in ([], [False], [False, True]), kinds  # never the redelivery alone

@@ -32,3 +32,23 @@ def test_a_programs_text_leaves_out_how_long_its_shrink_took() -> None:
     exc.add_note("state = Machine()\nstate.evict(1)")
     exc.add_note("radixcheck: shrunk for 0.1 s (budget 15 s, RADIXCHECK_SHRINK_SECONDS)")
     assert program_of(exc) == "state = Machine()\nstate.evict(1)"
+
+
+def test_a_shrink_cut_short_by_its_budget_is_said_beside_the_program(monkeypatch) -> None:
+    """Index trial: at load 11 the 5 s budget left 24 no-op dump() steps in a finding's program, and
+    neither the card nor the console said the program was not shrunk to the end."""
+    from radixcheck.audit import AuditResult, Verdict, report_card
+    from radixcheck.oracles.violations import IndexViolation
+    from radixcheck.properties.findings.failures import exceptions_of
+    from radixcheck.properties.index.mutants import SizeCountsNewBlocksOnly, machine_for_index_mutant
+
+    monkeypatch.setenv("RADIXCHECK_SHRINK_SECONDS", "0.001")
+    with pytest.raises(IndexViolation) as caught:
+        run_machine(machine_for_index_mutant(SizeCountsNewBlocksOnly, name="cut_short"), profiles.SETTINGS["audit"])
+    said = exceptions_of(caught.value)[0]["shrink"]
+    assert said.startswith("shrinking stopped at its budget (0.001 s)") and "--shrink-seconds" in said, said
+    assert "shrinking stopped" not in program_of(caught.value)  # the program's text stays the same on any machine
+    failed = Verdict("test_index_state_machine", "failed", 1.0, "7 index model", str(caught.value), program_of(caught.value),
+                     exceptions_of(caught.value))
+    card = report_card(AuditResult("m:make", "IndexCapabilities()", [], "ci", [failed]))
+    assert f"Note: {said}." in card, card

@@ -134,6 +134,7 @@ class Finding:
     repro: str = ""  # --repro: its standalone repro file (or why there is none)
     echo_of: str = ""  # a crash in a run that also has an oracle's finding: that finding (the likely cause)
     also: list[str] = field(default_factory=list)  # the same root cause, found by other oracles: each "oracle: message"
+    shrink: str = ""  # its program's shrink ran out of time: the sentence that says so
 
     @property
     def heading(self) -> str:
@@ -160,7 +161,8 @@ def findings_of(verdicts: list[Verdict]) -> list[Finding]:
         tests = sorted(dict.fromkeys(test for test, _ in members), key=_test_order)
         found[oracle, shape] = Finding(RANKS[rank_of(oracle)][0] if rank_of(oracle) < len(RANKS) else "other", oracle,
                                        shortest["message"], tests, shortest["program"], shortest.get("type", ""),
-                                       shortest.get("raised_at", ""), _repro_of(oracle, shape, [v for v in verdicts if v.test in tests]))
+                                       shortest.get("raised_at", ""), _repro_of(oracle, shape, [v for v in verdicts if v.test in tests]),
+                                       shrink=shortest.get("shrink", ""))
     shows = {key: {tuple(s) for v in verdicts if v.repro and v.test in f.tests and v.repro.get("oracle") == key[0]
                    and signature_of(key[0], v.repro.get("message", "")) == key[1] for s in v.repro.get("shows", [])}
              for key, f in found.items()}
@@ -617,6 +619,7 @@ def report_card(result: AuditResult) -> str:
                   f"Failed {len(f.tests)} test(s): " + ", ".join(f"`{t}`" for t in f.tests), "",
                   *([same_root_cause(f), *[f"- {other}" for other in f.also], ""] if f.also else []),
                   *([f"Repro: `{f.repro}`" if not f.repro.startswith("(") else f"Repro: {f.repro}", ""] if f.repro else []),
+                  *([f"Note: {f.shrink}.", ""] if f.shrink else []),
                   "```python", f.program or "(no program: the test failed outside a Hypothesis run)", "```"]
     if waived:
         parts += ["", "## Waived findings (--waive)", ""]
@@ -751,6 +754,7 @@ def print_summary(result: AuditResult) -> None:
               f"failed {len(f.tests)} test(s): {', '.join(f.tests)}\n"
               + "".join(f"{line}\n" for line in ([same_root_cause(f)] + [f"- {other}" for other in f.also] if f.also else []))
               + (f"repro: {f.repro}\n" if f.repro else "")
+              + (f"note: {f.shrink}\n" if f.shrink else "")
               + f"{f.program}\n", file=sys.stdout)
     for w in waived:
         print(f"--- waived: {w['oracle']} ({w['type']}){known_deviation(w)}: {w['message']}\n"

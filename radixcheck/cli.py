@@ -56,7 +56,8 @@ def _parser() -> argparse.ArgumentParser:
     audit.add_argument("--op-timeout", type=positive_seconds,
                        help="per-operation time limit in seconds of CPU time (default 5; a call that blocks meets "
                             "a wall-clock backstop, RADIXCHECK_OP_WALL_TIMEOUT, default 12 times it and at least 60 s)")
-    audit.add_argument("--shrink-seconds", type=positive_seconds, help="time to shrink each failure (default 15)")
+    audit.add_argument("--shrink-seconds", type=positive_seconds,
+                       help="time to shrink each failure (default 15; 5 for a KV-event index or a tenant tree)")
     add_bench_parser(sub)
     reports = sub.add_parser("reports", help="regenerate the ledger reports (same as python -m radixcheck.reports)", add_help=False)
     reports.add_argument("args", nargs=argparse.REMAINDER)

@@ -60,7 +60,14 @@ def program_of(exc: BaseException) -> str:
     the time its shrink took (a seeded run's program is the same program however loaded the machine)."""
     lines = "\n".join(getattr(exc, "__notes__", [])).splitlines()
     return "\n".join(ln for ln in lines if ln.strip() and ln.strip() not in INVARIANT_STEPS
-                     and not ln.startswith(("You can reproduce this test case", "radixcheck: shrunk for ")))
+                     and not ln.startswith(("You can reproduce this test case", "radixcheck: shrunk for ",
+                                            "radixcheck: shrinking stopped")))
+
+
+def shrink_cut_short(exc: BaseException) -> str:
+    """The note saying the failure's shrink ran out of time (without "radixcheck: "), or ""."""
+    return next((n.removeprefix("radixcheck: ") for n in getattr(exc, "__notes__", [])
+                 if n.startswith("radixcheck: shrinking stopped")), "")
 
 
 def message_of(exc: BaseException) -> str:
@@ -79,7 +86,7 @@ def raised_at(exc: BaseException) -> str:
 def exceptions_of(exc: BaseException) -> list[dict[str, str]]:
     """Each exception inside ``exc`` with its type, message, oracle, program and (a crash) where it was raised."""
     return [{"type": type(e).__name__, "message": message_of(e), "oracle": oracle_of(e), "program": program_of(e),
-             "raised_at": raised_at(e)} for e in leaves(exc)]
+             "raised_at": raised_at(e), "shrink": shrink_cut_short(e)} for e in leaves(exc)]
 
 
 def describe_failure(exc: BaseException) -> dict[str, Any]:

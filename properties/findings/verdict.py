@@ -60,6 +60,10 @@ SHRINK_ENV = "RADIXCHECK_SHRINK_SECONDS"
 DEFAULT_SHRINK_SECONDS = 15.0
 
 
+SHRINK_CUT_SHORT = "radixcheck: shrinking stopped at its budget"
+"""The note on a failure whose shrink ran out of time (a loaded machine, a slow target): the card says so."""
+
+
 def shrink_seconds(machine: type | None = None) -> float:
     """The shrink budget: ``RADIXCHECK_SHRINK_SECONDS`` if set, else the machine's own
     ``default_shrink_seconds`` if it has one, else 15 s."""
@@ -208,10 +212,13 @@ def _find_shrink_replay(run: Callable[[settings], None], search: settings, budge
     examples.demote_failures()
     own = settings(find, database=examples)
     started = time.monotonic()
+    cut_short = False
     try:
         with time_budget(budget):
             run(settings(own, phases=[Phase.reuse, Phase.shrink]))
-    except (BudgetSpent, Exception):  # noqa: BLE001 - the smallest failure is replayed below, cleanly
+    except BudgetSpent:  # the best program so far is replayed below; the report says it may not be minimal
+        cut_short = True
+    except Exception:  # noqa: BLE001 - the smallest failure is replayed below, cleanly
         pass
     spent = time.monotonic() - started
     try:
@@ -228,6 +235,9 @@ def _find_shrink_replay(run: Callable[[settings], None], search: settings, budge
             raise first from None
         shrunk = _replayable(shrunk)
         shrunk.add_note(f"radixcheck: shrunk for {spent:.1f} s (budget {budget:g} s, {SHRINK_ENV})")
+        if cut_short:
+            shrunk.add_note(f"{SHRINK_CUT_SHORT} ({budget:g} s): this program may be longer than it needs; --shrink-seconds "
+                            f"(or {SHRINK_ENV}) gives it longer")
         raising(True)
         raise shrunk from None
     first.add_note("radixcheck: the shrunk program did not fail again (a flaky target?); this is the first failure")

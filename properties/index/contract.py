@@ -70,7 +70,8 @@ The queries a router makes (``KvIndexLike``)
 ``dump() -> list[(worker_id, dp_rank, BlockStored)]`` (``offers_dump=True``)
     Events that would rebuild the index (Dynamo's ``dump_tree_as_events``, a router's warm
     restart): every block a rank holds with all its ancestors must be in it, and no block a rank
-    does not hold.
+    does not hold; replayed in order they rebuild it, so a block comes after its parent when the
+    dump lists both for that rank.
 ``resident() -> int`` (``reports_resident=True``)
     How many entries the index keeps in memory, of whatever kind (nodes, lookup entries): the
     memory check. Once nothing is held it must be 0, and it must stay bounded by what is held
@@ -83,8 +84,9 @@ Bad events
 An index that declares ``validates_events=True`` must refuse a malformed event (an exception,
 or ignoring it) *and leave itself unchanged*: a ``BlockStored`` whose parent is one of its own
 blocks (ai-dynamo/dynamo#4394: the indexer panicked and every request then saw it offline) or
-that names a block twice, a ``BlockStored`` under a parent the rank does not hold, a
-``BlockRemoved`` of a block the rank does not hold, hashes that are not ints in ``[0, 2**64)``
+that names a block twice, a ``BlockStored`` under a parent the rank does not hold (for good:
+not kept and applied once that parent is stored, as an index that buffers out-of-order stores
+would), a ``BlockRemoved`` of a block the rank does not hold, hashes that are not ints in ``[0, 2**64)``
 (in any block of a store, the first included: a store refused at its second block must not have
 stored its first). The suite checks "unchanged" by comparing matches (and sizes and the dump,
 where offered) before and after, and checks the index still answers. Left open, and never sent: a
@@ -198,6 +200,8 @@ class IndexCapabilities:
             gaps.append("refusal of malformed events (validates_events=False: none sent)")
         if not self.tolerates_redelivery:
             gaps.append("an event delivered twice (tolerates_redelivery=False: never sent)")
+        elif self.counts_copies:  # declared, but a repeated store would be another copy: the machine sends none
+            gaps.append("an event delivered twice (never sent with counts_copies=True: a repeated store is another copy)")
         if not self.reports_sizes:
             gaps.append("per-rank sizes (reports_sizes=False)")
         if not self.offers_dump:

@@ -61,6 +61,12 @@ SCRATCH: Rank = (2**62 + 3, 0)  # the rank malformed events come from: whatever 
 SCRATCH_CHAIN: Chain = (ALPHABET + 7, ALPHABET + 8)  # what it holds (legally stored), so a self-parent has a parent
 
 
+def later_parent(n: int) -> Chain:
+    """The scratch rank's ``n``-th parent-to-be: a chain it does not hold yet, stored right after a
+    malformed store under it (ids below :data:`CHURN_BASE`, past every request's)."""
+    return (*SCRATCH_CHAIN, CHURN_BASE // 2 + n)
+
+
 def without_scratch(ranks: dict[Rank, int]) -> dict[Rank, int]:
     """Scores or sizes without the scratch rank's."""
     return {r: n for r, n in ranks.items() if r[0] != SCRATCH[0]}
@@ -323,17 +329,34 @@ class KvIndexMachine(RuleBasedStateMachine):
         return tuple(state)
 
     def _dumped(self, shown: bool = True) -> frozenset:
+        return frozenset(self._dumped_in_order(shown))
+
+    def _dumped_in_order(self, shown: bool = True) -> list[tuple[Rank, int | None, int, int]]:
+        """The dump's blocks as ``(rank, parent, block_hash, tokens_hash)``, in the order its events list them."""
         dump = self._call("dump()", "dump") if shown else self._ask("dump")
-        out = set()
+        out = []
         try:
             for worker_id, dp_rank, event in dump:
                 parent = event.parent_hash
                 for block in event.blocks:
-                    out.add(((worker_id, dp_rank), parent, block.block_hash, block.tokens_hash))
+                    out.append(((worker_id, dp_rank), parent, block.block_hash, block.tokens_hash))
                     parent = block.block_hash
         except (TypeError, ValueError, AttributeError) as exc:
             raise IndexViolation(f"dump() returned {dump!r:.200}, not a list of (worker_id, dp_rank, BlockStored): {exc}") from exc
-        return frozenset(out)
+        return out
+
+    def _check_dump_order(self, in_order: list[tuple[Rank, int | None, int, int]]) -> None:
+        """Replayed in order, the dump must rebuild the index: a block whose parent the dump lists
+        for the same rank comes after it (a child stored first is refused: an unheld parent)."""
+        listed = {(rank, h) for rank, _, h, _ in in_order}
+        seen: set[tuple[Rank, int]] = set()
+        for rank, parent, h, _ in in_order:
+            if parent is not None and (rank, parent) in listed and (rank, parent) not in seen:
+                raise IndexViolation(f"dump() lists block {self._shown_hash(h)} of rank {rank} before its parent "
+                                     f"{self._shown_hash(parent)}: replayed in order (a warm restart), its store is "
+                                     f"refused, since the rank does not hold its parent yet",
+                                     Check("out_of_order(result) is None", "out_of_order(result)"))
+            seen.add((rank, h))
 
     # ---- rules -----------------------------------------------------------------------------
 
@@ -374,6 +397,21 @@ class KvIndexMachine(RuleBasedStateMachine):
         """Memory pressure on one rank: its oldest free blocks go."""
         r = self._rank(rank)
         self._send(r, self.engines[r].evict(count))
+
+    @rule(rank=PICKS, base=sequences)
+    def duplicate_then_evict_one(self, rank: int, base: Chain) -> None:
+        """vLLM's duplicate copy, then one copy gone: a cached block-aligned prompt recomputes its
+        last block into a second copy, and one copy is evicted while the other stays (raw stream: a
+        remove the index must count against the copies; deduplicated: no remove at all). Left to
+        ``serve`` and ``evict``, an index that reads the raw stream as a set passed 1 stream in 4
+        (index trial, B2)."""
+        r = self._rank(rank)
+        engine = self.engines[r]
+        self._serve(r, base, aligned=False)
+        self._serve(r, base, aligned=True)
+        if engine.copies[base] > 1:
+            self._send(r, engine.evict_chain(base))
+        self._check_query(base)
 
     @precondition(lambda self: self.capabilities.accepts_any_removal_order)
     @rule(rank=PICKS, pick=PICKS)
@@ -516,12 +554,25 @@ class KvIndexMachine(RuleBasedStateMachine):
                                            f"{self._shown_hash(dumped[0][2])} of rank {dumped[0][0]}",
                                            Check("not listed(result)", "listed(result)"))
 
+    def _misplaced(self, h: int, parent: int | None, t: int) -> str:
+        """What a dump got wrong about a block it lists: its parent, its tokens hash, or both (a
+        message that named only the parent said "under parent None; it was stored under None" when
+        the tokens hash was what differed)."""
+        stored_parent, stored_tokens = self.model.parent_hash(h), self.model.tokens_hash(h)
+        wrong = []
+        if parent != stored_parent:
+            wrong.append(f"under parent {self._shown_hash(parent)}; it was stored under {self._shown_hash(stored_parent)}")
+        if t != stored_tokens:
+            wrong.append(f"with tokens hash {t!r}; it was stored with {stored_tokens!r}")
+        return f"dump() lists block {self._shown_hash(h)} " + ", and ".join(wrong)
+
     @precondition(lambda self: self.capabilities.offers_dump)
     @rule()
     def check_dump(self) -> None:
         """The dump lists every block each rank holds with all its ancestors, under its real
         parent, and nothing a rank does not hold (a router rebuilt from it routes the same)."""
-        dumped = {d for d in self._dumped() if d[0][0] != SCRATCH[0]}
+        in_order = [d for d in self._dumped_in_order() if d[0][0] != SCRATCH[0]]
+        dumped = set(in_order)
         listed = {(rank, h) for rank, _, h, _ in dumped}
         for rank, parent, h, t in sorted(dumped, key=lambda d: (d[0], d[2])):
             if not self.model.holds(rank, h):
@@ -529,8 +580,7 @@ class KvIndexMachine(RuleBasedStateMachine):
                                      f"by its events (removed, cleared, or never stored there)",
                                      Check("block not in listed(result)", "sorted(listed(result))", {"block": (rank, h)}))
             if (parent, t) != (self.model.parent_hash(h), self.model.tokens_hash(h)):
-                raise IndexViolation(f"dump() lists block {self._shown_hash(h)} under parent {self._shown_hash(parent)}; "
-                                     f"it was stored under {self._shown_hash(self.model.parent_hash(h))}",
+                raise IndexViolation(self._misplaced(h, parent, t),
                                      Check("stored_under(result, block) == parent", "stored_under(result, block)",
                                            {"block": (rank, h), "parent": (self.model.parent_hash(h), self.model.tokens_hash(h))}))
         missing = sorted(r for r in self.model.reachable() - listed if r[0][0] != SCRATCH[0])
@@ -539,6 +589,7 @@ class KvIndexMachine(RuleBasedStateMachine):
             raise IndexViolation(f"dump() leaves out block {self._shown_hash(h)} of rank {rank} (held, with every "
                                  f"ancestor), and {len(missing) - 1} more", Check("block in listed(result)", "sorted(listed(result))",
                                                                                 {"block": (rank, h)}))
+        self._check_dump_order(in_order)
 
     # ---- bad events (validates_events) -------------------------------------------------------
 
@@ -558,8 +609,10 @@ class KvIndexMachine(RuleBasedStateMachine):
             return BlockStored(parent, (StoredBlock(parent, t),))
         if kind == "repeated_block":  # one block twice in a chain: a cycle
             return BlockStored(None, (StoredBlock(fresh, t), StoredBlock(fresh + 1, t), StoredBlock(fresh, t)))
-        if kind == "unknown_parent":
-            return BlockStored(fresh, (StoredBlock(fresh + 1, t),))
+        if kind == "unknown_parent":  # under a block the rank stores right after (bad_events): it must stay refused
+            parent_chain = later_parent(self.bad_sent)
+            self.chain_of_hash.setdefault(self.hashes.of(parent_chain), parent_chain)
+            return BlockStored(self.hashes.of(parent_chain), (StoredBlock(fresh + 1, t),))
         if kind == "remove_unheld":
             return BlockRemoved((fresh,))
         if kind == "remove_other_ranks":  # a block another rank holds, this one not
@@ -628,6 +681,23 @@ class KvIndexMachine(RuleBasedStateMachine):
             if after != before:
                 raise BadInputViolation(f"the malformed event ({kind}) {text} changed the index: "
                                         f"{self._difference(before, after, probes)}", _unchanged(probes))
+            if kind == "unknown_parent":
+                self._check_stays_refused(r, event, text)
+
+    def _check_stays_refused(self, r: Rank, event: BlockStored, text: str) -> None:
+        """The rank now stores the parent of the store it sent under an unheld parent: that store
+        must stay refused, not be kept and applied once its parent arrives (an index that parks
+        out-of-order stores passed every check while that parent never came)."""
+        parent_chain = self.chain_of_hash[event.parent_hash]
+        self._send(r, self.engines[r].serve(parent_chain, False))  # not remembered: known sequences stay the requests'
+        query = [tokens_hash(b) for b in parent_chain] + [event.blocks[0].tokens_hash]
+        got = self._call(f"find_matches({shown_chain(parent_chain)}.+)", "find_matches", query)
+        want = self.model.overlaps(query).get(r, 0)
+        if not isinstance(got, dict) or got.get(r, 0) != want:
+            seen = got.get(r, 0) if isinstance(got, dict) else got
+            raise BadInputViolation(f"the malformed event (unknown_parent) {text} was applied later: once rank {r} "
+                                    f"stored its parent, find_matches gives it {seen}, its events {want}",
+                                    Check("result.get(rank, 0) == overlap", "result.get(rank, 0)", {"rank": r, "overlap": want}))
 
     # ---- churn -------------------------------------------------------------------------------
 
