@@ -2,9 +2,11 @@
 stopped at, with #3 waived by its behaviour, is SGLang's #3; the tier model missed a node boundary
 (``deep``, and skipped without SGLang: ``python -m radixcheck.reports.audit_env``).
 
-SGLang caps a fresh leaf longer than one window: ``SWAComponent.commit_insert_component_data`` ->
-``_populate_range`` -> ``_maybe_split_leaf_for_swa_lock`` splits it one window from its end, so that
-locking it pins one window of the SWA pool. A later use that diverges inside the upper half splits
+SGLang splits a fresh leaf longer than one window one window from its end:
+``SWAComponent.commit_insert_component_data`` -> ``_populate_range`` -> ``_clip_to_window``, at the
+request's window start (session 57: every new-leaf split of a traced 454-operation program was this one;
+the adapter's window is the request's last one, so ``_maybe_split_leaf_for_swa_lock``'s cap, credited
+before, finds the fragment one window long already and does not split). A later use that diverges inside the upper half splits
 that half only (``UnifiedTreeCore._split_node``: #3 stamps its lower half, not the window node below).
 The #3 deviation, which did not know that boundary, stamped the whole chain down to the leaf, so it
 could not explain SGLang evicting that (older) leaf first. The story below is the audit's 117-operation
@@ -58,7 +60,7 @@ def test_without_the_deviation_it_is_a_finding() -> None:
 
 def test_a_model_without_the_cap_misses_the_boundary(monkeypatch: pytest.MonkeyPatch) -> None:
     """The tier model's rule before: a leaf ends a node only where a use ended or the trie forked."""
-    monkeypatch.setattr(TierModel, "_cap_new_leaf", lambda self, path: None)
+    monkeypatch.setattr(TierModel, "_window_start_ends_node", lambda self, path, on_device: None)
     w = _capped_leaf_then_split_above_it(known_3=True)
     with pytest.raises(LRUOrderViolation) as raised:
         w.evict(1000000)

@@ -502,22 +502,24 @@ class TierModel:
             node = child
             path.append(child)
         if self.deviations:
-            self._cap_new_leaf(path)
+            self._window_start_ends_node(path, len(device) // p)
             self._node_ends(path)
         return len(device)
 
-    def _cap_new_leaf(self, path: list[Page]) -> None:
-        """Under a declared window, a new leaf longer than one window (rounded up to pages) ends a
-        node that far from its end: SGLang caps a fresh leaf so that locking it pins one window
-        (``SWAComponent._maybe_split_leaf_for_swa_lock``, from ``commit_insert_component_data``).
-        Both halves are used by this insert; a later use that diverges in the upper half splits
-        only that half, so a deviation must not stamp the window's node with it."""
+    def _window_start_ends_node(self, path: list[Page], on_device: int) -> None:
+        """Under a declared window, an insert whose first ``on_device`` pages were on device, and whose
+        window (its last window of tokens, rounded up to pages) starts past them, ends a node where its
+        window starts. SGLang splits there whatever holds that token: the new leaf, or the host-only
+        node the insert un-evicts (``SWAComponent._clip_to_window``, from ``commit_insert_component_data``
+        and from ``recover_after_unevict``, both by ``_populate_range``); the adapter's window start
+        (``swa_evicted_seqlen``) is 0, no split, once the device prefix reaches the window. Both halves
+        are used by this insert; a later use that diverges in the upper half splits only that half, so a
+        deviation must not stamp the window's node with it."""
         if self.windows is None:
             return
-        new = [pg for pg in path if pg.created == self.clock]
-        tail = -(-self.windows.window // self.page_size)  # the window, in pages
-        if len(new) > tail:
-            new[len(new) - tail - 1].ends_node = True
+        start = len(path) - -(-self.windows.window // self.page_size)  # the window's first page
+        if start > on_device:
+            path[start - 1].ends_node = True
 
     def _refile(self, page: Page) -> None:
         """``page`` moved, changed tier or was used: file it again among the device and the host-only leaves."""
