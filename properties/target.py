@@ -355,13 +355,46 @@ def _tick(cpu_limit: float) -> float:
 
 
 class _Call:
-    """The running guarded call: its name, its CPU limit, and its clocks at its start."""
+    """The running guarded call: its name, its CPU limit, its clocks at its start, and (while it waits
+    for another process to compute: :func:`computed_elsewhere`) who computes and their CPU time."""
 
-    __slots__ = ("what", "cpu_limit", "cpu_start", "wall_start")
+    __slots__ = ("what", "cpu_limit", "cpu_start", "wall_start", "elsewhere")
 
     def __init__(self, what: str, cpu_limit: float) -> None:
         self.what, self.cpu_limit = what, cpu_limit
         self.cpu_start, self.wall_start = time.process_time(), time.monotonic()
+        self.elsewhere: tuple[str, Callable[[], float | None]] | None = None
+
+
+@contextmanager
+def computed_elsewhere(who: str, cpu_spent: Callable[[], float | None]):
+    """A block of a guarded call in which another process computes the answer (a wire server):
+    if the wall-clock backstop stops the call there, its message gives that process's CPU time
+    (``cpu_spent()``, seconds; ``None`` if it cannot be read), not this one's, which only waited."""
+    call = _current_call
+    if call is None:
+        yield
+        return
+    outer, call.elsewhere = call.elsewhere, (who, cpu_spent)
+    try:
+        yield
+    finally:
+        call.elsewhere = outer
+
+
+def _backstop_computed(call: _Call, cpu: float) -> str:
+    """What the backstop's message says was computed: by the process that was computing the answer."""
+    if call.elsewhere is None:
+        return f"it computed for only {cpu:.1f} s"
+    who, cpu_spent = call.elsewhere
+    try:
+        spent = cpu_spent()
+    except Exception:  # noqa: BLE001 - a message: never a second failure inside the signal handler
+        spent = None
+    if spent is None:
+        return (f"{who}'s CPU time cannot be read here, so only the wall clock was judged; radixcheck's own process, "
+                f"which waited for its answer, computed for {cpu:.1f} s")
+    return f"{who} computed for only {spent:.1f} s of its CPU time on it"
 
 
 _current_call: _Call | None = None  # the running guarded call, for the timer's checks and message
@@ -390,7 +423,7 @@ def _on_limit(signum: int, frame: Any) -> None:
                                f"(it computed for {cpu:.1f} s, {wall:.1f} s of wall-clock time; set {TIMEOUT_ENV} to change the limit)")
     if wall >= wall_limit:
         raise OperationTimeout(f"{call.what} did not return within {wall_limit:g} s of wall-clock time, the backstop for a "
-                               f"call that blocks (it computed for only {cpu:.1f} s; set {WALL_TIMEOUT_ENV} to change it)")
+                               f"call that blocks ({_backstop_computed(call, cpu)}; set {WALL_TIMEOUT_ENV} to change it)")
 
 
 @contextmanager

@@ -119,7 +119,7 @@ def test_a_server_that_dies_is_named_with_its_stderr() -> None:
 
 
 @pytest.mark.deep  # waits out an operation limit
-@pytest.mark.parametrize(("mode", "named"), [("spin", "0.3 s of its CPU time"), ("hang", "within the limit")])
+@pytest.mark.parametrize(("mode", "named"), [("spin", "0.3 s of its CPU time"), ("hang", "within the wall-clock backstop")])
 def test_a_hanging_server_is_a_timeout_and_is_killed(monkeypatch, mode: str, named: str) -> None:
     """A server that computes is stopped by its own CPU time; one that blocks, by the wall-clock backstop."""
     monkeypatch.setenv(TIMEOUT_ENV, "0.3")
@@ -376,5 +376,48 @@ def test_start_afresh_stops_the_server_and_the_next_cache_starts_another() -> No
         assert first.poll() is not None  # stopped
         again = factory(SlotAllocator(8), 1)
         assert factory.connection().process.pid != first.pid and again.total_size() == 0
+    finally:
+        factory.close()
+
+
+@pytest.mark.parametrize(("spent", "said"), [(1.5, "the wire server computed for only 1.5 s of its CPU time on it"),
+                                             (None, "the wire server's CPU time cannot be read here, so only the wall clock")])
+def test_the_backstop_says_whose_cpu_time_it_quotes(monkeypatch, spent, said: str) -> None:  # noqa: ANN001
+    """A call that waits for another process (a wire server) and meets the suite's wall-clock backstop
+    quotes that process's CPU time, or says it cannot: it quoted radixcheck's own, which only waited
+    ("it computed for only 0.1 s", a trial's spinning server)."""
+    import time
+
+    from radixcheck.properties.target import computed_elsewhere, guarded
+
+    monkeypatch.setenv(TIMEOUT_ENV, "0.05")
+    monkeypatch.setenv(WALL_TIMEOUT_ENV, "0.3")
+
+    def waits() -> None:
+        with computed_elsewhere("the wire server", lambda: spent):
+            time.sleep(5)
+
+    with pytest.raises(OperationTimeout, match="backstop") as caught:
+        guarded("evict", waits)
+    assert said in str(caught.value) and "it computed for" not in str(caught.value), caught.value
+    with pytest.raises(OperationTimeout, match="it computed for only"):  # an in-process call's own CPU time, as before
+        guarded("evict", lambda: time.sleep(5))
+
+
+def test_a_blocked_servers_backstop_quotes_the_servers_cpu_time(monkeypatch) -> None:
+    """The wire client hands the suite's backstop the server's clock: a server blocked on a request
+    is stopped there with its own CPU time quoted (the client's own deadline set far off here)."""
+    from radixcheck.properties.adapters import wire
+    from radixcheck.properties.target import guarded
+
+    monkeypatch.setenv(TIMEOUT_ENV, "0.05")
+    monkeypatch.setenv(WALL_TIMEOUT_ENV, "0.5")
+    monkeypatch.setattr(wire, "op_wall_timeout", lambda: 600.0)
+    factory = faulty("hang")
+    try:
+        cache = factory(SlotAllocator(8), 1)
+        with pytest.raises(OperationTimeout, match=r"the wire server computed for only 0\.\d s of its CPU time on it"):
+            guarded("total_size", cache.total_size)
+        assert factory._connection.process.poll() is not None  # killed, not left running
     finally:
         factory.close()

@@ -48,7 +48,14 @@ import numpy as np
 
 from radixcheck.properties.cache.canonical import canonical_namespace
 from radixcheck.properties.cache.contract import Capabilities, SlotAllocator
-from radixcheck.properties.target import OperationTimeout, TransportError, op_timeout, op_wall_timeout, outside_the_limit
+from radixcheck.properties.target import (
+    OperationTimeout,
+    TransportError,
+    computed_elsewhere,
+    op_timeout,
+    op_wall_timeout,
+    outside_the_limit,
+)
 
 CMD_ENV = "RADIXCHECK_WIRE_CMD"
 PROTOCOL = 1
@@ -127,6 +134,7 @@ class WireConnection:
         self._buffer = b""
         self._next_id = 1
         self.dead: str | None = None  # why the connection is unusable
+        self.request_cpu_start: float | None = None  # the server's CPU time when the awaited reply was first late
         self.handles: dict[int, WireHandle] = {}
         self.pending_drops: list[int] = []  # ids of caches the suite no longer holds
         hello = self.request("init", {"protocol": PROTOCOL}, timeout=startup_timeout())
@@ -195,6 +203,11 @@ class WireConnection:
         except (OSError, ValueError, IndexError):
             return None
 
+    def request_cpu(self) -> float | None:
+        """The server's CPU time (s) on the request it is answering, once read (a reply CPU_POLL late)."""
+        start, now = self.request_cpu_start, self.server_cpu()
+        return None if start is None or now is None else now - start
+
     def _read_line(self, deadline: float, op: str, cpu_limit: float | None = None) -> bytes:
         """One line of the server's output. It is given until ``deadline`` (wall clock) and, with
         ``cpu_limit``, only that much of its own CPU time: a server that computes for longer is
@@ -203,15 +216,21 @@ class WireConnection:
         hang is judged after the limit plus at most that."""
         fd, sent = self.process.stdout.fileno(), time.monotonic()
         cpu_start: float | None = None
+        self.request_cpu_start = None
         while b"\n" not in self._buffer:
             left = deadline - time.monotonic()
             now = self.server_cpu() if cpu_limit is not None and time.monotonic() - sent >= CPU_POLL else None
             if cpu_start is None:
-                cpu_start = now
+                cpu_start = self.request_cpu_start = now
             spent = now - cpu_start if now is not None and cpu_start is not None else 0.0
             if left <= 0 or (cpu_limit is not None and spent > cpu_limit):
                 self.close(f"it did not answer {op} in time and was killed", kill=True)
-                how = (f"{cpu_limit:g} s of its CPU time" if left > 0 else "the limit") + f" (it computed for {spent:.1f} s)"
+                if left > 0:
+                    how = f"{cpu_limit:g} s of its CPU time (it computed for {spent:.1f} s)"
+                elif cpu_limit is not None:
+                    how = f"the wall-clock backstop, {time.monotonic() - sent:.0f} s (it computed for only {spent:.1f} s of its CPU time)"
+                else:  # init, or its CPU time cannot be read here: the wall clock alone was judged
+                    how = f"{time.monotonic() - sent:.0f} s of wall-clock time (its CPU time is not read here)"
                 raise OperationTimeout(f"{self._who()} did not answer {op} within {how}; it was killed")
             ready, _, _ = select.select([fd], [], [], min(left, CPU_POLL))
             if ready:
@@ -268,7 +287,8 @@ class WireConnection:
         else:
             deadline, cpu_limit = time.monotonic() + op_timeout() + 1.0, None
         try:
-            return rid, self._read_line(deadline, op, cpu_limit)
+            with computed_elsewhere("the wire server", self.request_cpu):  # what the suite's backstop says, if it fires first
+                return rid, self._read_line(deadline, op, cpu_limit)
         except BaseException as exc:  # the per-operation alarm, or ^C: the reply would come late
             if not isinstance(exc, WireServerDied):
                 self.close(f"it was stopped while answering {op} ({type(exc).__name__})", kill=True)
