@@ -59,7 +59,11 @@ class OperationTimeout(Exception):
 class TransportError(Exception):
     """The call got no answer from the cache: a wire server broke the protocol or is not running.
     Never a refusal: a check that expects one (bad input, a forbidden lock) lets it through, so the
-    finding is the transport's fault itself, not an echo of it on the next call."""
+    finding is the transport's fault itself, not an echo of it on the next call. It may meet a call
+    with bad input as well as a legal one: its finding says what happened (``what_happened``), not
+    that the call was legal."""
+
+    what_happened = "the call got no answer"
 
 
 def caused_by_hang(exc: BaseException | None) -> bool:

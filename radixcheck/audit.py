@@ -90,7 +90,7 @@ RANKS: list[tuple[str, tuple[str, ...]]] = [
     ("what the index answers", ("7 index", "9 engine events")),
     ("what the tenant tree answers", ("11 tenant-tree model",)),
     ("refcounts", ("2 refcount",)),
-    ("crash or hang in a legal call", ("crash", "hang", "assertion")),
+    ("crash or hang", ("crash", "hang", "assertion")),
     ("eviction amount and order", ("4 ", "4h ", "11 tenant-tree eviction")),
     ("index memory", ("8 index memory", "12 tenant-tree memory")),
     ("DFS bound", ("6 DFS",)),

@@ -421,3 +421,24 @@ def test_a_blocked_servers_backstop_quotes_the_servers_cpu_time(monkeypatch) -> 
         assert factory._connection.process.poll() is not None  # killed, not left running
     finally:
         factory.close()
+
+
+def test_a_wire_crash_says_what_happened_not_that_the_call_was_legal() -> None:
+    """A refusal whose reply lost its id met ``new(page_size=-1)``, bad input, and the finding was
+    headed "crash (WireProtocolError raised during a legal call)" (a wire trial). A wire server's
+    failure says what happened; an in-process crash, met only in legal calls, keeps its name."""
+    from radixcheck.properties.conformance.test_construction import test_bad_page_size_is_refused
+    from radixcheck.properties.findings.failures import oracle_of
+    from radixcheck.properties.findings.waivers import _finding_problem
+    from radixcheck.properties.target import Target
+
+    factory = refusals_without_id()
+    try:
+        with pytest.raises(WireProtocolError, match="has id None") as caught:
+            test_bad_page_size_is_refused(Target("wire:no_id", factory, factory.capabilities), -1)
+    finally:
+        factory.close()
+    assert oracle_of(caught.value) == "crash (WireProtocolError: the wire server's reply broke the protocol)"
+    assert oracle_of(WireServerDied("exited with code 134")) == "crash (WireServerDied: the wire server stopped)"
+    assert oracle_of(ValueError("stale handle")) == "crash (ValueError raised during a legal call)"
+    assert _finding_problem("crash (WireServerDied: *)") is None  # a waiver may name them

@@ -77,13 +77,20 @@ class WireError(Exception):
 class WireServerDied(WireError, TransportError):
     """The server process exited (or was killed after it hung)."""
 
+    what_happened = "the wire server stopped"  # its finding's name (findings.failures.oracle_of)
+
 
 class WireProtocolError(WireError, TransportError):
     """A reply that breaks the protocol, or an error code saying the request was not understood."""
 
+    what_happened = "the wire server's reply broke the protocol"
+
 
 class WireCrash(WireError):
-    """The server answered error 13 (crash): its cache's state is unknown."""
+    """The server answered error 13 (crash): its cache's state is unknown. Met only in a legal call:
+    where a refusal is due, any error answers (the state must still not move)."""
+
+    what_happened = "the wire server answered error 13 (crash) to a legal call"
 
 
 class WireRefused(ValueError):
