@@ -29,7 +29,7 @@ from radixcheck.properties.target import TIMEOUT_ENV, WALL_TIMEOUT_ENV, Operatio
 
 # A server that answers init and new as a real one does, then misbehaves on the next request as
 # its argument says: "die" exits 3 after a line on stderr, "hang" never answers (blocked), "spin" never
-# answers (computing), the rest answer wrongly.
+# answers (computing), "slow" answers after 1 s blocked, "busy" after 0.05 s of CPU time, the rest answer wrongly.
 FAULTY = r"""
 import json, sys, time
 mode = sys.argv[1]
@@ -41,6 +41,10 @@ for line in sys.stdin:
         out = {"id": req["id"], "ok": 1}
     elif mode == "slow":
         time.sleep(1); out = {"id": req["id"], "ok": 0}
+    elif mode == "busy":
+        spent = time.process_time() + 0.05
+        while time.process_time() < spent: pass
+        out = {"id": req["id"], "ok": 0}
     elif mode == "die":
         print("boom: segfault in the tree", file=sys.stderr, flush=True)
         sys.exit(3)
@@ -442,3 +446,25 @@ def test_a_wire_crash_says_what_happened_not_that_the_call_was_legal() -> None:
     assert oracle_of(WireServerDied("exited with code 134")) == "crash (WireServerDied: the wire server stopped)"
     assert oracle_of(ValueError("stale handle")) == "crash (ValueError raised during a legal call)"
     assert _finding_problem("crash (WireServerDied: *)") is None  # a waiver may name them
+
+
+def test_the_bench_times_a_wire_server_on_the_servers_cpu_time_too() -> None:
+    """``radixcheck bench`` timed a wire target on its own CPU time, which only encodes and waits: a
+    trial's O(n) ``evictable_size`` showed there as 95 us against 34 (the server spent 450). A wire
+    target's clock adds the server's CPU time; an in-process target's is this process's, as before."""
+    import time
+
+    from radixcheck.bench_cli import server_counted
+    from radixcheck.properties.target import Target
+    from radixcheck.reference import RadixCache
+
+    factory = faulty("busy")
+    try:
+        cache = factory(SlotAllocator(8), 1)
+        start, mine = factory.cpu_time(), time.process_time()
+        cache.total_size()  # 0.05 s of the server's CPU time
+        assert factory.cpu_time() - start >= 0.04 and time.process_time() - mine < 0.02
+        assert server_counted(Target("wire:busy", factory, factory.capabilities)) == factory.cpu_time
+    finally:
+        factory.close()
+    assert server_counted(Target("radixcheck.reference:RadixCache", RadixCache, RadixCache.capabilities)) is time.process_time
