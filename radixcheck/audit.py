@@ -545,7 +545,8 @@ def cost_line(target: Target) -> str:
         run = f"`{CMD_ENV}=... radixcheck bench {target.spec}` (the same server)" if target.factory.from_environment else bench
         return (f"not judged here: the wire server computes in its own process, whose CPU time the production world's step-cost "
                 f"watch does not see; {run} measures how the cost of each operation grows with the cache, counting the "
-                f"server's CPU time, {grows}")
+                f"server's CPU time, {grows} (a round trip costs more than a call in process: give it `--max-seconds 300` "
+                f"if its table stops short of 100,008 tokens)")
     return (f"the production world judges match_prefix and insert (`S step cost`); the size calls, evict and evict_prefix are "
             f"not judged here: {bench} measures how the cost of each operation grows with the cache, {grows}")
 
