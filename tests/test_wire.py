@@ -468,3 +468,31 @@ def test_the_bench_times_a_wire_server_on_the_servers_cpu_time_too() -> None:
     finally:
         factory.close()
     assert server_counted(Target("radixcheck.reference:RadixCache", RadixCache, RadixCache.capabilities)) is time.process_time
+
+
+# The reference server behind a relay that exits when asked for a lock, as a server that crashes there.
+DIES_ON_LOCK = r"""
+import json, subprocess, sys
+inner = subprocess.Popen(sys.argv[1:], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, bufsize=1)
+for line in sys.stdin:
+    if json.loads(line)["op"] == "inc_lock_ref":
+        print("segfault in inc_lock_ref", file=sys.stderr, flush=True)
+        sys.exit(139)
+    inner.stdin.write(line); inner.stdin.flush()
+    print(inner.stdout.readline(), end="", flush=True)
+"""
+
+
+@pytest.mark.deep  # a server process through a state machine
+def test_a_server_that_dies_in_a_legal_lock_is_its_death_not_a_refusal() -> None:
+    """A legal lock whose server died was read as the cache refusing it: "2 refcount safety ...
+    raised WireServerDied ...; the call was legal". The finding is the server's death."""
+    from radixcheck.properties.findings.failures import oracle_of
+
+    factory = wire_factory([sys.executable, "-c", DIES_ON_LOCK, *reference_command()])
+    try:
+        with pytest.raises(WireServerDied, match="exited with code 139.*segfault in inc_lock_ref") as caught:
+            run_machine(machine_for(factory, factory.capabilities, 1, "wire_dies_on_lock"), profiles.SETTINGS["mutation"])
+    finally:
+        factory.close()
+    assert oracle_of(caught.value) == "crash (WireServerDied: the wire server stopped)"
