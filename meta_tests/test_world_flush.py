@@ -6,6 +6,7 @@ passes. A wire trial's server died resetting a tree 1,000 nodes deep, and no tes
 from __future__ import annotations
 
 import dataclasses
+import traceback
 
 import pytest
 
@@ -43,9 +44,12 @@ def _world(factory, name: str, **declared) -> type:  # noqa: ANN001, ANN003 - a 
 @pytest.mark.deep  # a production world
 def test_a_reset_that_recurses_down_the_deep_history_fails_at_the_flush(monkeypatch) -> None:
     monkeypatch.setenv("RADIXCHECK_SHRINK_SECONDS", "0")
+    """Raised in its reset: at the flush, or at a ``reset`` step if one is drawn first in another stream."""
     with pytest.raises(RecursionError) as caught:
         run_machine(_world(ResetsRecursively, "meta_flush_recursive"), profiles.SETTINGS["mutation"])
-    assert any(ProductionScaleMachine.FLUSH in note for note in caught.value.__notes__), caught.value.__notes__
+    assert any(frame.name == "_walk" for frame in traceback.extract_tb(caught.value.__traceback__))
+    notes = "\n".join(caught.value.__notes__)
+    assert ProductionScaleMachine.FLUSH in notes or "state.reset" in notes, notes[-2000:]
 
 
 @pytest.mark.deep  # production worlds
