@@ -362,12 +362,13 @@ class _Call:
     """The running guarded call: its name, its CPU limit, its clocks at its start, and (while it waits
     for another process to compute: :func:`computed_elsewhere`) who computes and their CPU time."""
 
-    __slots__ = ("what", "cpu_limit", "cpu_start", "wall_start", "elsewhere")
+    __slots__ = ("what", "cpu_limit", "cpu_start", "wall_start", "elsewhere", "stopped")
 
     def __init__(self, what: str, cpu_limit: float) -> None:
         self.what, self.cpu_limit = what, cpu_limit
         self.cpu_start, self.wall_start = time.process_time(), time.monotonic()
         self.elsewhere: tuple[str, Callable[[], float | None]] | None = None
+        self.stopped: str | None = None  # the limit's message, once raised: a later tick raises it again, unchanged
 
 
 @contextmanager
@@ -419,15 +420,19 @@ def _on_limit(signum: int, frame: Any) -> None:
     call = _current_call
     if call is None or (frame is not None and frame.f_code in _BOOKKEEPING):
         return  # no call runs, or the timer is being armed or disarmed: not the target's time
+    if call.stopped is not None:  # raised already, and swallowed or still unwinding (a wire server being killed)
+        raise OperationTimeout(call.stopped)
     cpu = time.process_time() - call.cpu_start
     wall = time.monotonic() - call.wall_start
     wall_limit = _wall_limit(call.cpu_limit)  # read here, not per call: a call's start is kept cheap
     if cpu >= call.cpu_limit:
-        raise OperationTimeout(f"{call.what} did not return within {call.cpu_limit:g} s of CPU time "
-                               f"(it computed for {cpu:.1f} s, {wall:.1f} s of wall-clock time; set {TIMEOUT_ENV} to change the limit)")
-    if wall >= wall_limit:
-        raise OperationTimeout(f"{call.what} did not return within {wall_limit:g} s of wall-clock time, the backstop for a "
-                               f"call that blocks ({_backstop_computed(call, cpu)}; set {WALL_TIMEOUT_ENV} to change it)")
+        call.stopped = (f"{call.what} did not return within {call.cpu_limit:g} s of CPU time (it computed for {cpu:.1f} s, "
+                        f"{wall:.1f} s of wall-clock time; set {TIMEOUT_ENV} to change the limit)")
+    elif wall >= wall_limit:
+        call.stopped = (f"{call.what} did not return within {wall_limit:g} s of wall-clock time, the backstop for a call that "
+                        f"blocks ({_backstop_computed(call, cpu)}; set {WALL_TIMEOUT_ENV} to change it)")
+    if call.stopped is not None:
+        raise OperationTimeout(call.stopped)
 
 
 @contextmanager
