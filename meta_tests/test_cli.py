@@ -12,7 +12,8 @@ import pytest
 
 from radixcheck.audit import AuditResult, Verdict, cost_line, print_summary, report_card, tier_lines
 from radixcheck.cli import main
-from radixcheck.properties.target import load_target
+from radixcheck.properties.cache.contract import Capabilities
+from radixcheck.properties.target import Target, load_target
 
 
 @pytest.mark.parametrize(
@@ -108,7 +109,20 @@ def test_an_index_or_tree_card_says_where_its_cost_at_scale_is_measured(spec) ->
                          seconds=3.0, verdicts=[Verdict("test_x", "passed", 1.0)], cost=cost_line(target))
     assert f"Cost at scale: not measured here (the audit's worlds hold tens of prompts); `radixcheck bench {spec}`" \
         in report_card(result)
-    assert cost_line(load_target("radixcheck.reference:RadixCache")) == ""  # a cache's production world runs in the audit
+
+
+def test_a_cache_card_says_where_the_cost_the_audit_cannot_judge_is_measured() -> None:
+    """A wire trial's O(n) ``evictable_size`` passed its audit and the card never pointed to the bench:
+    a cache's production world judges matches and inserts only, and a wire server's cost not at all."""
+    from radixcheck.properties.adapters.wire import WireFactory
+
+    line = cost_line(load_target("radixcheck.reference:RadixCache"))
+    assert "judges match_prefix and insert" in line and "`radixcheck bench radixcheck.reference:RadixCache`" in line
+    wire = Target("radixcheck.properties.adapters.wire:server", WireFactory(), Capabilities())  # not started: not needed
+    line = cost_line(wire)
+    assert line.startswith("not judged here: the wire server computes in its own process"), line
+    assert "`RADIXCHECK_WIRE_CMD=... radixcheck bench radixcheck.properties.adapters.wire:server`" in line
+    assert "counting the server's CPU time" in line
 
 
 def test_several_tier_findings_say_they_may_share_a_cause(capsys: pytest.CaptureFixture[str]) -> None:

@@ -105,7 +105,7 @@ def test_a_crash_of_the_targets_own_check_is_listed_after_the_oracle_finding_as_
     assert "possibly an echo of finding 1 (2 refcount safety)" in card
     print_summary(result)
     out = capsys.readouterr().out
-    assert "--- finding 2 of 2 (crash or hang in a legal call; possibly an echo of finding 1 (2 refcount safety))" in out
+    assert "--- finding 2 of 2 (crash or hang; possibly an echo of finding 1 (2 refcount safety))" in out
     assert "(2 refcount safety, crash (ValueError raised during a legal call))" in out.splitlines()[-1]
 
 

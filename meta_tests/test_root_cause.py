@@ -344,7 +344,7 @@ wire_server.main(sys.argv[1:])
 @pytest.mark.parametrize(("server", "page_sizes", "oracle", "said"), [
     # every test that evicts meets the protocol error; the server is restarted for the next cache inside the factory
     # call, which counts against init's limit: never a second finding blaming ``factory``
-    (WRONG_ID_SERVER, "1", "crash (WireProtocolError raised during a legal call)", "has id"),
+    (WRONG_ID_SERVER, "1", "crash (WireProtocolError: the wire server's reply broke the protocol)", "has id"),
     # a handle of another cache is taken for this one's: at page size 1 through a handle the machine holds, at 4
     # through a running request's (handle<…> and request<…>: one shape)
     (PER_CACHE_SERVER, "1,4", "2 refcount safety", "unknown handle"),

@@ -59,7 +59,11 @@ class OperationTimeout(Exception):
 class TransportError(Exception):
     """The call got no answer from the cache: a wire server broke the protocol or is not running.
     Never a refusal: a check that expects one (bad input, a forbidden lock) lets it through, so the
-    finding is the transport's fault itself, not an echo of it on the next call."""
+    finding is the transport's fault itself, not an echo of it on the next call. It may meet a call
+    with bad input as well as a legal one: its finding says what happened (``what_happened``), not
+    that the call was legal."""
+
+    what_happened = "the call got no answer"
 
 
 def caused_by_hang(exc: BaseException | None) -> bool:
@@ -355,13 +359,47 @@ def _tick(cpu_limit: float) -> float:
 
 
 class _Call:
-    """The running guarded call: its name, its CPU limit, and its clocks at its start."""
+    """The running guarded call: its name, its CPU limit, its clocks at its start, and (while it waits
+    for another process to compute: :func:`computed_elsewhere`) who computes and their CPU time."""
 
-    __slots__ = ("what", "cpu_limit", "cpu_start", "wall_start")
+    __slots__ = ("what", "cpu_limit", "cpu_start", "wall_start", "elsewhere", "stopped")
 
     def __init__(self, what: str, cpu_limit: float) -> None:
         self.what, self.cpu_limit = what, cpu_limit
         self.cpu_start, self.wall_start = time.process_time(), time.monotonic()
+        self.elsewhere: tuple[str, Callable[[], float | None]] | None = None
+        self.stopped: str | None = None  # the limit's message, once raised: a later tick raises it again, unchanged
+
+
+@contextmanager
+def computed_elsewhere(who: str, cpu_spent: Callable[[], float | None]):
+    """A block of a guarded call in which another process computes the answer (a wire server):
+    if the wall-clock backstop stops the call there, its message gives that process's CPU time
+    (``cpu_spent()``, seconds; ``None`` if it cannot be read), not this one's, which only waited."""
+    call = _current_call
+    if call is None:
+        yield
+        return
+    outer, call.elsewhere = call.elsewhere, (who, cpu_spent)
+    try:
+        yield
+    finally:
+        call.elsewhere = outer
+
+
+def _backstop_computed(call: _Call, cpu: float) -> str:
+    """What the backstop's message says was computed: by the process that was computing the answer."""
+    if call.elsewhere is None:
+        return f"it computed for only {cpu:.1f} s"
+    who, cpu_spent = call.elsewhere
+    try:
+        spent = cpu_spent()
+    except Exception:  # noqa: BLE001 - a message: never a second failure inside the signal handler
+        spent = None
+    if spent is None:
+        return (f"{who}'s CPU time cannot be read here, so only the wall clock was judged; radixcheck's own process, "
+                f"which waited for its answer, computed for {cpu:.1f} s")
+    return f"{who} computed for only {spent:.1f} s of its CPU time on it"
 
 
 _current_call: _Call | None = None  # the running guarded call, for the timer's checks and message
@@ -382,15 +420,19 @@ def _on_limit(signum: int, frame: Any) -> None:
     call = _current_call
     if call is None or (frame is not None and frame.f_code in _BOOKKEEPING):
         return  # no call runs, or the timer is being armed or disarmed: not the target's time
+    if call.stopped is not None:  # raised already, and swallowed or still unwinding (a wire server being killed)
+        raise OperationTimeout(call.stopped)
     cpu = time.process_time() - call.cpu_start
     wall = time.monotonic() - call.wall_start
     wall_limit = _wall_limit(call.cpu_limit)  # read here, not per call: a call's start is kept cheap
     if cpu >= call.cpu_limit:
-        raise OperationTimeout(f"{call.what} did not return within {call.cpu_limit:g} s of CPU time "
-                               f"(it computed for {cpu:.1f} s, {wall:.1f} s of wall-clock time; set {TIMEOUT_ENV} to change the limit)")
-    if wall >= wall_limit:
-        raise OperationTimeout(f"{call.what} did not return within {wall_limit:g} s of wall-clock time, the backstop for a "
-                               f"call that blocks (it computed for only {cpu:.1f} s; set {WALL_TIMEOUT_ENV} to change it)")
+        call.stopped = (f"{call.what} did not return within {call.cpu_limit:g} s of CPU time (it computed for {cpu:.1f} s, "
+                        f"{wall:.1f} s of wall-clock time; set {TIMEOUT_ENV} to change the limit)")
+    elif wall >= wall_limit:
+        call.stopped = (f"{call.what} did not return within {wall_limit:g} s of wall-clock time, the backstop for a call that "
+                        f"blocks ({_backstop_computed(call, cpu)}; set {WALL_TIMEOUT_ENV} to change it)")
+    if call.stopped is not None:
+        raise OperationTimeout(call.stopped)
 
 
 @contextmanager

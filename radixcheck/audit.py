@@ -90,7 +90,7 @@ RANKS: list[tuple[str, tuple[str, ...]]] = [
     ("what the index answers", ("7 index", "9 engine events")),
     ("what the tenant tree answers", ("11 tenant-tree model",)),
     ("refcounts", ("2 refcount",)),
-    ("crash or hang in a legal call", ("crash", "hang", "assertion")),
+    ("crash or hang", ("crash", "hang", "assertion")),
     ("eviction amount and order", ("4 ", "4h ", "11 tenant-tree eviction")),
     ("index memory", ("8 index memory", "12 tenant-tree memory")),
     ("DFS bound", ("6 DFS",)),
@@ -316,7 +316,7 @@ class AuditResult:
     seed: int | None = None  # --seed: the stream run (None: the profile's own)
     write_policies: str = ""  # a tier target: the write policies run, and those left out (tier_lines)
     worlds: str = ""  # a tier target: which worlds ran, and where the production-scale one lives (tier_lines)
-    cost: str = ""  # an index or a tenant tree: where its cost at scale is measured (cost_line)
+    cost: str = ""  # where the cost at scale the audit cannot judge is measured (cost_line)
     server: str = ""  # a wire target: the command the audit ran and the name its server gave (server_line)
 
     @property
@@ -563,13 +563,29 @@ def server_line(target: Target) -> str:
 
 
 def cost_line(target: Target) -> str:
-    """The card's "Cost at scale" line for an index or a tenant tree: the audit's worlds hold tens of
-    prompts, so a lookup or an eviction that scans passes it; ``radixcheck bench`` measures that."""
-    ops = {"index": "apply_event (stored, removed) and find_matches", "tenant_tree": "insert, match and evict"}.get(target.kind)
-    if ops is None:
+    """The card's "Cost at scale" line: where the cost the audit cannot judge is measured. An index's
+    or a tenant tree's worlds hold tens of prompts, so a lookup or an eviction that scans passes them;
+    a cache's production world judges the CPU time of its matches and inserts only (the step-cost
+    watch), and of a wire server none (it computes in its own process). ``radixcheck bench``
+    measures each (a wire trial's O(n) ``evictable_size`` passed its audit, and no card said so)."""
+    bench = f"`radixcheck bench {target.spec}`"
+    grows = "and flags one that grows about linearly"
+    if target.kind in ("index", "tenant_tree"):
+        ops = {"index": "apply_event (stored, removed) and find_matches", "tenant_tree": "insert, match and evict"}[target.kind]
+        return f"not measured here (the audit's worlds hold tens of prompts); {bench} measures how the cost of {ops} grows " \
+               f"with the world, {grows}"
+    if target.kind != "cache":
         return ""
-    return (f"not measured here (the audit's worlds hold tens of prompts); `radixcheck bench {target.spec}` measures how "
-            f"the cost of {ops} grows with the world, and flags one that grows about linearly")
+    from radixcheck.properties.adapters.wire import CMD_ENV, WireFactory
+
+    if isinstance(target.factory, WireFactory):
+        run = f"`{CMD_ENV}=... radixcheck bench {target.spec}` (the same server)" if target.factory.from_environment else bench
+        return (f"not judged here: the wire server computes in its own process, whose CPU time the production world's step-cost "
+                f"watch does not see; {run} measures how the cost of each operation grows with the cache, counting the "
+                f"server's CPU time, {grows} (a round trip costs more than a call in process: give it `--max-seconds 300` "
+                f"if its table stops short of 100,008 tokens)")
+    return (f"the production world judges match_prefix and insert (`S step cost`); the size calls, evict and evict_prefix are "
+            f"not judged here: {bench} measures how the cost of each operation grows with the cache, {grows}")
 
 
 def _isolation_line_says_more(result: AuditResult) -> bool:

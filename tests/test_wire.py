@@ -29,7 +29,7 @@ from radixcheck.properties.target import TIMEOUT_ENV, WALL_TIMEOUT_ENV, Operatio
 
 # A server that answers init and new as a real one does, then misbehaves on the next request as
 # its argument says: "die" exits 3 after a line on stderr, "hang" never answers (blocked), "spin" never
-# answers (computing), the rest answer wrongly.
+# answers (computing), "slow" answers after 1 s blocked, "busy" after 0.05 s of CPU time, the rest answer wrongly.
 FAULTY = r"""
 import json, sys, time
 mode = sys.argv[1]
@@ -41,6 +41,10 @@ for line in sys.stdin:
         out = {"id": req["id"], "ok": 1}
     elif mode == "slow":
         time.sleep(1); out = {"id": req["id"], "ok": 0}
+    elif mode == "busy":
+        spent = time.process_time() + 0.05
+        while time.process_time() < spent: pass
+        out = {"id": req["id"], "ok": 0}
     elif mode == "die":
         print("boom: segfault in the tree", file=sys.stderr, flush=True)
         sys.exit(3)
@@ -119,7 +123,7 @@ def test_a_server_that_dies_is_named_with_its_stderr() -> None:
 
 
 @pytest.mark.deep  # waits out an operation limit
-@pytest.mark.parametrize(("mode", "named"), [("spin", "0.3 s of its CPU time"), ("hang", "within the limit")])
+@pytest.mark.parametrize(("mode", "named"), [("spin", "0.3 s of its CPU time"), ("hang", "within the wall-clock backstop")])
 def test_a_hanging_server_is_a_timeout_and_is_killed(monkeypatch, mode: str, named: str) -> None:
     """A server that computes is stopped by its own CPU time; one that blocks, by the wall-clock backstop."""
     monkeypatch.setenv(TIMEOUT_ENV, "0.3")
@@ -378,3 +382,110 @@ def test_start_afresh_stops_the_server_and_the_next_cache_starts_another() -> No
         assert factory.connection().process.pid != first.pid and again.total_size() == 0
     finally:
         factory.close()
+
+
+@pytest.mark.parametrize(("spent", "said"), [(1.5, "the wire server computed for only 1.5 s of its CPU time on it"),
+                                             (None, "the wire server's CPU time cannot be read here, so only the wall clock")])
+def test_the_backstop_says_whose_cpu_time_it_quotes(spent, said: str) -> None:  # noqa: ANN001
+    """A call that waits for another process (a wire server) and meets the suite's wall-clock backstop
+    quotes that process's CPU time, or says it cannot: it quoted radixcheck's own, which only waited
+    ("it computed for only 0.1 s", a trial's spinning server). The message's part, without a clock to wait on."""
+    from radixcheck.properties.target import _backstop_computed, _Call, computed_elsewhere
+
+    call = _Call("evict", 5.0)
+    assert _backstop_computed(call, 0.1) == "it computed for only 0.1 s"  # an in-process call's own CPU time, as before
+    with computed_elsewhere("the wire server", lambda: spent):  # no guarded call runs: nothing to mark
+        pass
+    call.elsewhere = ("the wire server", lambda: spent)
+    assert said in _backstop_computed(call, 0.1)
+
+
+@pytest.mark.deep  # waits out a wall-clock backstop of 3 s
+def test_a_blocked_servers_backstop_quotes_the_servers_cpu_time(monkeypatch) -> None:
+    """The wire client hands the suite's backstop the server's clock: a server blocked on a request
+    is stopped there with its own CPU time quoted (the client's own deadline set far off here)."""
+    from radixcheck.properties.adapters import wire
+    from radixcheck.properties.target import guarded
+
+    monkeypatch.setenv(TIMEOUT_ENV, "0.05")
+    monkeypatch.setenv(WALL_TIMEOUT_ENV, "3")  # the request is sent long before it, however loaded the machine
+    monkeypatch.setattr(wire, "op_wall_timeout", lambda: 600.0)
+    factory = faulty("hang")
+    try:
+        cache = factory(SlotAllocator(8), 1)
+        with pytest.raises(OperationTimeout, match=r"the wire server computed for only 0\.\d s of its CPU time on it"):
+            guarded("total_size", cache.total_size)
+        assert factory._connection.process.poll() is not None  # killed, not left running
+    finally:
+        factory.close()
+
+
+def test_a_wire_crash_says_what_happened_not_that_the_call_was_legal() -> None:
+    """A refusal whose reply lost its id met ``new(page_size=-1)``, bad input, and the finding was
+    headed "crash (WireProtocolError raised during a legal call)" (a wire trial). A wire server's
+    failure says what happened; an in-process crash, met only in legal calls, keeps its name."""
+    from radixcheck.properties.conformance.test_construction import test_bad_page_size_is_refused
+    from radixcheck.properties.findings.failures import oracle_of
+    from radixcheck.properties.findings.waivers import _finding_problem
+    from radixcheck.properties.target import Target
+
+    factory = refusals_without_id()
+    try:
+        with pytest.raises(WireProtocolError, match="has id None") as caught:
+            test_bad_page_size_is_refused(Target("wire:no_id", factory, factory.capabilities), -1)
+    finally:
+        factory.close()
+    assert oracle_of(caught.value) == "crash (WireProtocolError: the wire server's reply broke the protocol)"
+    assert oracle_of(WireServerDied("exited with code 134")) == "crash (WireServerDied: the wire server stopped)"
+    assert oracle_of(ValueError("stale handle")) == "crash (ValueError raised during a legal call)"
+    assert _finding_problem("crash (WireServerDied: *)") is None  # a waiver may name them
+
+
+def test_the_bench_times_a_wire_server_on_the_servers_cpu_time_too() -> None:
+    """``radixcheck bench`` timed a wire target on its own CPU time, which only encodes and waits: a
+    trial's O(n) ``evictable_size`` showed there as 95 us against 34 (the server spent 450). A wire
+    target's clock adds the server's CPU time; an in-process target's is this process's, as before."""
+    import time
+
+    from radixcheck.bench_cli import server_counted
+    from radixcheck.properties.target import Target
+    from radixcheck.reference import RadixCache
+
+    factory = faulty("busy")
+    try:
+        cache = factory(SlotAllocator(8), 1)
+        start, mine = factory.cpu_time(), time.process_time()
+        cache.total_size()  # 0.05 s of the server's CPU time
+        assert factory.cpu_time() - start >= 0.04 and time.process_time() - mine < 0.02
+        assert server_counted(Target("wire:busy", factory, factory.capabilities)) == factory.cpu_time
+    finally:
+        factory.close()
+    assert server_counted(Target("radixcheck.reference:RadixCache", RadixCache, RadixCache.capabilities)) is time.process_time
+
+
+# The reference server behind a relay that exits when asked for a lock, as a server that crashes there.
+DIES_ON_LOCK = r"""
+import json, subprocess, sys
+inner = subprocess.Popen(sys.argv[1:], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, bufsize=1)
+for line in sys.stdin:
+    if json.loads(line)["op"] == "inc_lock_ref":
+        print("segfault in inc_lock_ref", file=sys.stderr, flush=True)
+        sys.exit(139)
+    inner.stdin.write(line); inner.stdin.flush()
+    print(inner.stdout.readline(), end="", flush=True)
+"""
+
+
+@pytest.mark.deep  # a server process through a state machine
+def test_a_server_that_dies_in_a_legal_lock_is_its_death_not_a_refusal() -> None:
+    """A legal lock whose server died was read as the cache refusing it: "2 refcount safety ...
+    raised WireServerDied ...; the call was legal". The finding is the server's death."""
+    from radixcheck.properties.findings.failures import oracle_of
+
+    factory = wire_factory([sys.executable, "-c", DIES_ON_LOCK, *reference_command()])
+    try:
+        with pytest.raises(WireServerDied, match="exited with code 139.*segfault in inc_lock_ref") as caught:
+            run_machine(machine_for(factory, factory.capabilities, 1, "wire_dies_on_lock"), profiles.SETTINGS["mutation"])
+    finally:
+        factory.close()
+    assert oracle_of(caught.value) == "crash (WireServerDied: the wire server stopped)"

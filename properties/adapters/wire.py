@@ -48,7 +48,14 @@ import numpy as np
 
 from radixcheck.properties.cache.canonical import canonical_namespace
 from radixcheck.properties.cache.contract import Capabilities, SlotAllocator
-from radixcheck.properties.target import OperationTimeout, TransportError, op_timeout, op_wall_timeout, outside_the_limit
+from radixcheck.properties.target import (
+    OperationTimeout,
+    TransportError,
+    computed_elsewhere,
+    op_timeout,
+    op_wall_timeout,
+    outside_the_limit,
+)
 
 CMD_ENV = "RADIXCHECK_WIRE_CMD"
 PROTOCOL = 1
@@ -70,13 +77,20 @@ class WireError(Exception):
 class WireServerDied(WireError, TransportError):
     """The server process exited (or was killed after it hung)."""
 
+    what_happened = "the wire server stopped"  # its finding's name (findings.failures.oracle_of)
+
 
 class WireProtocolError(WireError, TransportError):
     """A reply that breaks the protocol, or an error code saying the request was not understood."""
 
+    what_happened = "the wire server's reply broke the protocol"
+
 
 class WireCrash(WireError):
-    """The server answered error 13 (crash): its cache's state is unknown."""
+    """The server answered error 13 (crash): its cache's state is unknown. Met only in a legal call:
+    where a refusal is due, any error answers (the state must still not move)."""
+
+    what_happened = "the wire server answered error 13 (crash) to a legal call"
 
 
 class WireRefused(ValueError):
@@ -108,6 +122,56 @@ def _stop_server(process: subprocess.Popen, stderr: Any) -> None:
                 pass
 
 
+class ServerClock:
+    """A server's CPU time (s) to the nanosecond: every thread's time on a CPU, from
+    ``/proc/PID/task/*/schedstat`` (``/proc/PID/stat`` counts in ticks of 10 ms, too coarse to time
+    one call). For ``radixcheck bench``, which times each call of a wire target on this clock plus
+    its own. Its threads are listed again at most once a second (a read costs ~2 us a thread); a
+    thread that ended keeps its time in the sum, so the clock never runs back."""
+
+    RELIST = 1.0  # seconds between listings of the server's threads
+
+    def __init__(self, pid: int) -> None:
+        self.pid = pid
+        self.fds: dict[str, int] = {}
+        self.last: dict[str, int] = {}  # each thread's last reading (ns)
+        self.retired = 0  # the time of threads that ended (ns)
+        self.listed = float("-inf")
+
+    def _list(self) -> None:
+        try:
+            tids = os.listdir(f"/proc/{self.pid}/task")
+        except OSError:
+            return
+        for tid in tids:
+            if tid not in self.fds:
+                try:
+                    self.fds[tid] = os.open(f"/proc/{self.pid}/task/{tid}/schedstat", os.O_RDONLY)
+                except OSError:
+                    pass
+
+    def __call__(self) -> float | None:
+        """The CPU time its threads have spent, or ``None`` where schedstat cannot be read."""
+        if time.monotonic() - self.listed > self.RELIST:
+            self._list()
+            self.listed = time.monotonic()
+        total = self.retired
+        for tid, fd in list(self.fds.items()):
+            try:
+                total += (reading := int(os.pread(fd, 64, 0).split()[0]))
+                self.last[tid] = reading
+            except (OSError, ValueError, IndexError):  # the thread ended
+                os.close(self.fds.pop(tid))
+                self.retired += (ended := self.last.pop(tid, 0))
+                total += ended
+        return total / 1e9 if self.fds or self.retired else None
+
+    def close(self) -> None:
+        for fd in self.fds.values():
+            os.close(fd)
+        self.fds.clear()
+
+
 class WireConnection:
     """One server process and the request/reply loop with it (thread-safe: one request at a time)."""
 
@@ -127,6 +191,7 @@ class WireConnection:
         self._buffer = b""
         self._next_id = 1
         self.dead: str | None = None  # why the connection is unusable
+        self.request_cpu_start: float | None = None  # the server's CPU time when the awaited reply was first late
         self.handles: dict[int, WireHandle] = {}
         self.pending_drops: list[int] = []  # ids of caches the suite no longer holds
         hello = self.request("init", {"protocol": PROTOCOL}, timeout=startup_timeout())
@@ -195,6 +260,11 @@ class WireConnection:
         except (OSError, ValueError, IndexError):
             return None
 
+    def request_cpu(self) -> float | None:
+        """The server's CPU time (s) on the request it is answering, once read (a reply CPU_POLL late)."""
+        start, now = self.request_cpu_start, self.server_cpu()
+        return None if start is None or now is None else now - start
+
     def _read_line(self, deadline: float, op: str, cpu_limit: float | None = None) -> bytes:
         """One line of the server's output. It is given until ``deadline`` (wall clock) and, with
         ``cpu_limit``, only that much of its own CPU time: a server that computes for longer is
@@ -203,15 +273,21 @@ class WireConnection:
         hang is judged after the limit plus at most that."""
         fd, sent = self.process.stdout.fileno(), time.monotonic()
         cpu_start: float | None = None
+        self.request_cpu_start = None
         while b"\n" not in self._buffer:
             left = deadline - time.monotonic()
             now = self.server_cpu() if cpu_limit is not None and time.monotonic() - sent >= CPU_POLL else None
             if cpu_start is None:
-                cpu_start = now
+                cpu_start = self.request_cpu_start = now
             spent = now - cpu_start if now is not None and cpu_start is not None else 0.0
             if left <= 0 or (cpu_limit is not None and spent > cpu_limit):
                 self.close(f"it did not answer {op} in time and was killed", kill=True)
-                how = (f"{cpu_limit:g} s of its CPU time" if left > 0 else "the limit") + f" (it computed for {spent:.1f} s)"
+                if left > 0:
+                    how = f"{cpu_limit:g} s of its CPU time (it computed for {spent:.1f} s)"
+                elif cpu_limit is not None:
+                    how = f"the wall-clock backstop, {time.monotonic() - sent:.0f} s (it computed for only {spent:.1f} s of its CPU time)"
+                else:  # init, or its CPU time cannot be read here: the wall clock alone was judged
+                    how = f"{time.monotonic() - sent:.0f} s of wall-clock time (its CPU time is not read here)"
                 raise OperationTimeout(f"{self._who()} did not answer {op} within {how}; it was killed")
             ready, _, _ = select.select([fd], [], [], min(left, CPU_POLL))
             if ready:
@@ -268,7 +344,8 @@ class WireConnection:
         else:
             deadline, cpu_limit = time.monotonic() + op_timeout() + 1.0, None
         try:
-            return rid, self._read_line(deadline, op, cpu_limit)
+            with computed_elsewhere("the wire server", self.request_cpu):  # what the suite's backstop says, if it fires first
+                return rid, self._read_line(deadline, op, cpu_limit)
         except BaseException as exc:  # the per-operation alarm, or ^C: the reply would come late
             if not isinstance(exc, WireServerDied):
                 self.close(f"it was stopped while answering {op} ({type(exc).__name__})", kill=True)
@@ -417,6 +494,8 @@ class WireFactory:
     def __init__(self, command: Sequence[str] | None = None) -> None:
         self._command = list(command) if command is not None else None
         self._connection: WireConnection | None = None
+        self._clock: tuple[WireConnection, ServerClock, float] | None = None  # cpu_time's: its connection, clock, offset
+        self._clock_carried = 0.0  # the server CPU time cpu_time has counted so far
 
     @property
     def command(self) -> list[str]:
@@ -441,6 +520,23 @@ class WireFactory:
 
     def __call__(self, allocator: SlotAllocator, page_size: int = 1) -> WireCache:
         return WireCache(self.connection(), allocator, page_size)
+
+    def cpu_time(self) -> float:
+        """This process's CPU time plus its server's (s): the clock ``radixcheck bench`` times a wire
+        target on, so a call's cost counts where it is spent, in the server. It runs on across a
+        restart (the new server's time is added from where the last one's stopped)."""
+        connection = self.connection()
+        if self._clock is None or self._clock[0] is not connection:
+            if self._clock is not None:
+                self._clock[1].close()
+            clock = ServerClock(connection.process.pid)
+            start = clock() or 0.0
+            self._clock = (connection, clock, self._clock_carried - start)
+        _, clock, offset = self._clock
+        server = clock()
+        if server is not None:
+            self._clock_carried = server + offset
+        return time.process_time() + self._clock_carried
 
     def close(self, why: str = "closed") -> None:
         if self._connection is not None:

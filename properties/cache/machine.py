@@ -536,8 +536,8 @@ class RadixCacheMachine(RuleBasedStateMachine):
         refcount violation (the cache's counters disagree with the locks actually taken)."""
         try:
             self._call(name, record.handle)
-        except (OperationTimeout, ContractViolation, RecursionError, MemoryError):
-            raise  # a hang, a finding of its own, or a crash: not a refusal
+        except (OperationTimeout, ContractViolation, RecursionError, MemoryError, TransportError):
+            raise  # a hang, a finding of its own, a crash, or a wire server that stopped or broke the protocol: not a refusal
         except Exception as exc:  # noqa: BLE001 - the target refused a legal call
             raise RefcountViolation(f"{name}({record}) raised {type(exc).__name__}: {exc}; the call was legal",
                                     Check("raised is None", "repr(raised)")) from exc

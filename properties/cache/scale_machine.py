@@ -26,6 +26,13 @@ checked by the same oracles as every other call (a failure names the story it ha
 4. **Memory pressure.** One ``evict`` whose amount no 500 leaves can cover (each leaf holds at
    most :data:`MAX_LEAF_TOKENS` tokens, in whole pages), so it must evict at least 500.
 
+When the example ends without a failure, the world is flushed (``teardown``: one ``reset``, checked
+as the ``reset`` rule is), as an engine flushes its cache between benchmark runs (SGLang's
+``Scheduler.flush_cache`` calls ``tree_cache.reset()``) and as a router drops a worker's tree: a
+reset or teardown that recurses down the deep history dies there (a wire trial's server exited 134
+on a tree 1,000 nodes deep, and no test had reset one). It costs one call; a target without
+``supports_reset`` is not sent it.
+
 Steps cost what they touch (the oracles are incremental: ``radixcheck.oracles.prefix_set``), so
 a world this size is built in about a second on the reference. The world reads the three sizes at
 its checks only (after each story, at the crowd's checkpoints, after each rule: 16-18 reads), not
@@ -42,6 +49,7 @@ first story, instead of letting it run for half an hour. The machine asks for it
 from __future__ import annotations
 
 import random
+import sys
 from collections.abc import Callable
 from typing import Any
 
@@ -131,6 +139,26 @@ class ProductionScaleMachine(RadixCacheMachine):
         if self._running_history is not None:  # the long conversation's request finishes last
             self._release(self._running_history)
         return multiple(*made)
+
+    FLUSH = "the world flushed: one reset of the whole cache, as an engine's flush between runs"
+
+    def teardown(self) -> None:
+        """Flush the world the example built (see the module docstring), unless a failure is on its
+        way out: Hypothesis calls this in a ``finally``, and a second failure would hide the first."""
+        super().teardown()
+        if sys.exc_info()[1] is not None or not self.capabilities.supports_reset or not hasattr(self, "_running_history"):
+            return  # a failure in flight, no reset offered, or no world built (it failed before)
+        self.step, self.step_number = "teardown", self.step_number + 1  # its act is named like a step's
+        try:
+            with self.quietly(self.FLUSH):
+                self._reset()
+            self.sizes_add_up()
+            self.slots_conserved()
+        except Exception as exc:
+            exc.add_note(f"radixcheck: in the production world's teardown, while: {self.FLUSH}")
+            raise
+        finally:
+            self.step = None
 
     deep_history = True  # the long history is one of the stories
     step_costs: StepCostWatch | None = None  # while the world is built: its calls' costs (radixcheck.properties.cache.step_cost)

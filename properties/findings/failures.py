@@ -33,6 +33,9 @@ machine meets either the wire client's limit (its CPU time) or the suite's wall-
 first (a trial's evict that spins forever was two findings, one per clock)."""
 ASSERTION = "assertion"
 CRASH = "crash ({} raised during a legal call)"  # formatted with the exception's class name
+CRASH_SAID = "crash ({}: {})"
+"""A crash whose exception says what happened (``what_happened``: a wire server that stopped or broke
+the protocol, which may meet a call with bad input as well as a legal one), with its class name."""
 
 
 def oracle_of(exc: BaseException) -> str:
@@ -45,6 +48,8 @@ def oracle_of(exc: BaseException) -> str:
         return HANG
     if isinstance(exc, AssertionError):
         return ASSERTION
+    if happened := getattr(type(exc), "what_happened", None):
+        return CRASH_SAID.format(type(exc).__name__, happened)
     return CRASH.format(type(exc).__name__)
 
 

@@ -14,7 +14,7 @@ from functools import cache
 from pathlib import Path
 
 from radixcheck.oracles import violations
-from radixcheck.properties.findings.failures import ASSERTION, CRASH, HANG
+from radixcheck.properties.findings.failures import ASSERTION, CRASH, CRASH_SAID, HANG
 
 CONFORMANCE_PACKAGE = "radixcheck.properties.conformance"
 
@@ -22,10 +22,11 @@ CONFORMANCE_PACKAGE = "radixcheck.properties.conformance"
 @cache
 def oracle_names() -> tuple[str, ...]:
     """Every oracle name a finding can carry, as the audit prints it; a crash's with ``*`` for its
-    exception's class (``crash (* raised during a legal call)``)."""
+    exception's class (``crash (* raised during a legal call)``), or a wire server's with what
+    happened (``crash (*: *)``: ``crash (WireServerDied: the wire server stopped)``)."""
     declared = [cls.oracle for cls in vars(violations).values()
                 if isinstance(cls, type) and issubclass(cls, violations.ContractViolation)]
-    return (*dict.fromkeys(declared), HANG, ASSERTION, CRASH.format("*"))
+    return (*dict.fromkeys(declared), HANG, ASSERTION, CRASH.format("*"), CRASH_SAID.format("*", "*"))
 
 
 @cache

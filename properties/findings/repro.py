@@ -586,6 +586,7 @@ class _Writer:
         raised = type(failure).__name__
         what = f"{shown_call} raised {raised}: {message_of(failure)} (a legal call)"
         if isinstance(failure, TransportError):  # a broken reply or a dead server: any answer in the protocol fixes it
+            what = f"{shown_call} raised {raised}: {message_of(failure)} ({failure.what_happened})"
             return lines + ["try:", f"    {expression}", "except Exception as exc:  # noqa: BLE001",
                             f"    if type(exc).__name__ == {raised!r}:",
                             f"        bug({what!r}, got=f'{{type(exc).__name__}}: {{exc}} (raised at {{raised_at(exc)}})')",

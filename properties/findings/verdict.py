@@ -276,7 +276,9 @@ def waiving(machine: type[RuleBasedStateMachine], waived: Callable[..., bool]) -
     :class:`~radixcheck.properties.findings.waivers.WaiverLog` with ``known:`` waivers) has the
     machine keep their statistics too (``known_deviations``), so that it can tell them apart."""
     known = getattr(waived, "deviations", None)
-    namespace = {"known_deviations": tuple(known())} if known is not None and known() else None
+    namespace: dict[str, Any] = {"known_deviations": tuple(known())} if known is not None and known() else {}
+    # its teardown too: the production world's flush (a reset) meets what its steps met
+    namespace["teardown"] = _swallowing(machine.teardown, waived, False)
     return _wrapping_steps(machine, lambda function, has_targets: _swallowing(function, waived, has_targets), namespace)
 
 
