@@ -37,6 +37,7 @@ from radixcheck.properties.tiers.window_mutants import (
     BacksUpWindowOnInsert,
     FailedLoadResumesAtDeadWindow,
     HostMatchIgnoresWindow,
+    KeepsStaleWindowOfReleasedDuplicate,
     LoadBackRestoresBeyondWindowFromWrongPage,
     LoadBackRestoresNoWindow,
     LoadBackSkipsDeviceWindow,
@@ -672,3 +673,26 @@ def test_a_cache_that_releases_host_duplicates_and_keeps_their_window_passes(pag
         run_machine(tier_machine_for(_CountsKeptWindows, page_size, "write_back", name=f"stream{k}_kept_p{page_size}"),
                     profiles.SETTINGS["mutation"])
     assert _CountsKeptWindows.released > 0
+
+
+def _full_host_story(factory: Any, page_size: int) -> None:
+    """The tier machine's ``duplicate_through_a_full_host`` story, once, under write-back: a prompt
+    (5 pages) recomputed over its host copies (duplicates, their window at the prompt's end live
+    on host only), a fresh prompt written back into a full host, then the prompt served again."""
+    machine = tier_machine_for(factory, page_size, "write_back")()
+    machine.duplicate_through_a_full_host(base=(0, 1, 2, 0, 1) * page_size, tail=[1])
+    machine.world.check()
+
+
+@pytest.mark.parametrize("page_size", [1, 2])
+def test_the_full_host_story_revives_a_kept_window_host_copy(page_size: int) -> None:
+    """The story releases the prompt's duplicates with live window host copies kept, and the
+    load-back that follows revives from one: the correct cache passes with each token's own values,
+    as does one that trusts its callers; a kept copy read one value off is caught by oracle 20w,
+    which says the value came from the kept copy."""
+    _CountsKeptWindows.released = _CountsKeptWindows.revived = 0
+    _full_host_story(_CountsKeptWindows, page_size)
+    assert _CountsKeptWindows.released > 0 and _CountsKeptWindows.revived > 0
+    _full_host_story(TrustingWindowTiers, page_size)
+    with pytest.raises(TierWindowViolation, match=r"neither its own \d+ nor -1 \(revived from its window host copy, kept"):
+        _full_host_story(KeepsStaleWindowOfReleasedDuplicate, page_size)
