@@ -17,6 +17,7 @@ from radixcheck.audit import Verdict, findings_of
 from radixcheck.oracles.tier_states import TierStates
 from radixcheck.oracles.tier_windows import NONE, sent_window, window_value
 from radixcheck.oracles.violations import (
+    LRUOrderViolation,
     SecondValueViolation,
     TenantIsolationViolation,
     TierWindowViolation,
@@ -37,6 +38,7 @@ from radixcheck.properties.tiers.window_mutants import (
     BacksUpWindowOnInsert,
     FailedLoadResumesAtDeadWindow,
     HostMatchIgnoresWindow,
+    KeepsStaleWindowOfReleasedDuplicate,
     LoadBackRestoresBeyondWindowFromWrongPage,
     LoadBackRestoresNoWindow,
     LoadBackSkipsDeviceWindow,
@@ -661,6 +663,69 @@ class _CountsKeptWindows(ReleasesHostDuplicates):
         super()._revive(node)
 
 
+class _UsesOnlyWhatItReachesWithoutKeptCopies(ReleasesHostDuplicates):
+    """Broken: a match counts a kept window host copy in its answer, but uses (stamps) only the
+    nodes it would reach without kept copies, so a node loaded back through one looks older than it is."""
+
+    def match_prefix(self, tokens: Any, namespace: Any = None, priority: int = 0) -> Any:
+        kept, self.kept_window = self.kept_window, {}
+        try:
+            super().match_prefix(tokens, namespace, priority)  # stamps what it reaches without them
+        finally:
+            self.kept_window = kept
+        stamps = {node: node.last_access for node in self._nodes()}  # naive: a test cache
+        match = super().match_prefix(tokens, namespace, priority)  # the answer, counting them
+        for node, stamp in stamps.items():
+            node.last_access = stamp
+        return match
+
+
+def _used_through_a_kept_window(factory: Any, page_size: int) -> TierWorld:
+    """A prompt's last page, shorter than the window, on host only, under the prompt's other pages
+    recomputed on device (their window at the prompt's end tombstoned there) whose KV host copies a
+    write-back into a full host released, their window host copies kept; the prompt is served: its
+    match reaches the last page only through a kept window host copy, and loads it back. A mass
+    evict then frees the older fresh prompt's pages first (the session-56 false alarm, reduced from
+    480 operations of the ``duplicate_through_a_full_host`` story run four times)."""
+    p = page_size
+    world = TierWorld(factory, p, "write_back")
+    prompt, end = (0, 1, 2, 0) * p, (1,) * p
+    for tokens in (prompt, prompt + end):  # the prompt's end is live in its window host copy
+        world.serve(tokens)
+        world.finish()
+    for _ in range(len(prompt + end) // p + 2):
+        world.evict(10**6)
+        world.complete_all()
+    world.serve((3,) * (world.host.available() // p * p + len(prompt)))  # fills the host past the prompt's copies
+    world.finish()
+    world.serve(prompt + (2,) * 3 * p, load=False)  # recomputed: duplicates, their window tombstoned on device
+    world.finish()
+    world.evict(p)  # the fresh prompt's write-back releases the duplicates' KV host copies
+    world.complete_all()
+    world.serve(prompt + end)
+    world.finish()
+    world.evict(10**6)
+    return world
+
+
+@pytest.mark.parametrize("page_size", [1, 2])
+def test_a_match_through_a_kept_window_host_copy_uses_what_it_counted(page_size: int) -> None:
+    """Oracle 4t's recency follows the match's answer: a match that counted a kept window host copy
+    used every node it counted. The model used to re-derive the match's end without the answer (a
+    kept copy is a maybe each match anew) and flagged the correct cache's mass evict (4 LRU order,
+    the fresh prompt freed while the loaded-back page, used since, stayed); a cache that does not
+    use what it counted through a kept copy is caught by 4t, naming that page."""
+    _CountsKeptWindows.released = _CountsKeptWindows.revived = 0
+    _used_through_a_kept_window(_CountsKeptWindows, page_size)
+    assert _CountsKeptWindows.released > 0 and _CountsKeptWindows.revived > 0
+    _used_through_a_kept_window(TrustingWindowTiers, page_size)
+    last = re.escape(repr(list((0, 1, 2, 0) * page_size + (1,) * page_size)))
+    with pytest.raises(LRUOrderViolation, match=rf"evict\(1000000\) freed Page\({last}, device\+host\) \(last used by the "
+                                                 rf"match_prefix\({last}\) of operation \d+\) while the unlocked device "
+                                                 r"leaf Page\(\[3, 3"):
+        _used_through_a_kept_window(_UsesOnlyWhatItReachesWithoutKeptCopies, page_size)
+
+
 @pytest.mark.deep
 @pytest.mark.parametrize("page_size", [1, 2])
 def test_a_cache_that_releases_host_duplicates_and_keeps_their_window_passes(page_size: int) -> None:
@@ -672,3 +737,26 @@ def test_a_cache_that_releases_host_duplicates_and_keeps_their_window_passes(pag
         run_machine(tier_machine_for(_CountsKeptWindows, page_size, "write_back", name=f"stream{k}_kept_p{page_size}"),
                     profiles.SETTINGS["mutation"])
     assert _CountsKeptWindows.released > 0
+
+
+def _full_host_story(factory: Any, page_size: int) -> None:
+    """The tier machine's ``duplicate_through_a_full_host`` story, once, under write-back: a prompt
+    (5 pages) recomputed over its host copies (duplicates, their window at the prompt's end live
+    on host only), a fresh prompt written back into a full host, then the prompt served again."""
+    machine = tier_machine_for(factory, page_size, "write_back")()
+    machine.duplicate_through_a_full_host(base=(0, 1, 2, 0, 1) * page_size, tail=[1])
+    machine.world.check()
+
+
+@pytest.mark.parametrize("page_size", [1, 2])
+def test_the_full_host_story_revives_a_kept_window_host_copy(page_size: int) -> None:
+    """The story releases the prompt's duplicates with live window host copies kept, and the
+    load-back that follows revives from one: the correct cache passes with each token's own values,
+    as does one that trusts its callers; a kept copy read one value off is caught by oracle 20w,
+    which says the value came from the kept copy."""
+    _CountsKeptWindows.released = _CountsKeptWindows.revived = 0
+    _full_host_story(_CountsKeptWindows, page_size)
+    assert _CountsKeptWindows.released > 0 and _CountsKeptWindows.revived > 0
+    _full_host_story(TrustingWindowTiers, page_size)
+    with pytest.raises(TierWindowViolation, match=r"neither its own \d+ nor -1 \(revived from its window host copy, kept"):
+        _full_host_story(KeepsStaleWindowOfReleasedDuplicate, page_size)

@@ -532,9 +532,13 @@ class TierModel:
         self.clock += 1
         self.used_by[self.clock] = what or f"time {self.clock}"
 
-    def use(self, tokens: Sequence[int], namespace: Hashable = None, what: Any = "") -> None:
-        """A ``match_prefix`` answered (and checked): the pages it covered, device and host part, are used now."""
-        device, host, _ = self.expected_match(tokens, namespace, windowed=True)
+    def use(self, tokens: Sequence[int], namespace: Hashable = None, what: Any = "",
+            answer: tuple[int, int] | None = None) -> None:
+        """A ``match_prefix`` answered (and checked): the pages it covered, device and host part, are
+        used now. ``answer``, the match's two ends (as :meth:`check_match` took them): a kept window
+        host copy is a maybe each match anew, never settled, so without the answer a match that
+        counted one would cover fewer pages here than the cache used (a false alarm of oracle 4t)."""
+        device, host, _ = self.expected_match(tokens, namespace, windowed=True, answer=answer)
         self._tick(what)
         covered = [pg for pg in self.pages_of(tokens, namespace) if not pg.gone][: (len(device) + host) // self.page_size]
         for page in covered:

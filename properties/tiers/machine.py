@@ -370,6 +370,37 @@ class TierWindowRules(TierMachine):
         world.finish()
 
 
+    @precondition(lambda self: not _running(self) and self.write_policy == "write_back")
+    @rule(base=TierMachine.sequences, tail=st.lists(ALPHABET, min_size=1, max_size=3))
+    def duplicate_through_a_full_host(self, base: tuple[int, ...], tail: list[int]) -> None:
+        """A prompt goes to host only and is cached again with an extension at least a window long,
+        recomputed (its pages on device again, with its end's window tombstoned there and live in its
+        host copy: host duplicates); an older fresh prompt is written back into a full host (a
+        write-back may first free the duplicates' KV host copies and keep their window host copies,
+        as SGLang does); then the prompt alone is served: its load-back revives the window at its
+        end from the host copy, or a kept one, with the token's own values. Random rules rarely
+        line these up (``KeepsStaleWindowOfReleasedDuplicate`` was missed in 8 of 20 streams)."""
+        if not base:  # a served query may be empty: nothing to duplicate
+            return
+        world, p = self.world, self.page_size
+        window = world.windows.window if world.windows is not None else 1
+        extension = tuple(tail) * p
+        extension *= -(-window // len(extension))
+        world.serve(base)
+        world.finish()
+        self._to_host(base)
+        over = -(-len(base) // p) * p  # as many tokens more than the host holds as the duplicates have
+        fresh = (3,) * (world.host.available() // p * p + over)  # a prefix no other request has
+        world.serve(fresh)
+        world.finish()
+        world.serve(base + extension, load=False)  # recomputed: the duplicates' windows as this request sends them
+        world.finish()
+        world.evict(p)  # the oldest leaf, the fresh prompt's: its write-back (top-down, the whole prompt) fills the host
+        world.complete_all()
+        world.serve(base)
+        world.finish()
+
+
 def _dead_device_end(world: TierWorld, tokens: tuple[int, ...]) -> bool:
     """The model knows a load-back of ``tokens`` would load host-only pages after a device path
     whose window is dead at its end (its last ``W`` tokens not all live on device): where a failed

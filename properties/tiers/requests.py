@@ -91,7 +91,8 @@ class RequestsTierWorld(LifecycleTierWorld):
         self._call("match_req", req)
         values = self._prefix(req, f"match_req({shown(tokens)})")
         self.model.check_match(tokens, values, int(req.host_length), key)
-        self.model.use(tokens, key, Use("match_req", tokens, self._tenant(namespace), self.operations))
+        self.model.use(tokens, key, Use("match_req", tokens, self._tenant(namespace), self.operations),
+                       answer=(len(values), len(values) + int(req.host_length)))
         reach = tokens[: len(values) + int(req.host_length)]
         loads = bool(req.host_length) and load
         if not load:

@@ -262,10 +262,10 @@ class KeepsStaleWindowOfReleasedDuplicate(ReleasesHostDuplicates, WindowTierMuta
     bug_class = "kept-window-host-copy-with-wrong-values"
     sources = ()  # SGLang's _release_full_host_duplicate keeps the SWA host slice; the contract's "may be kept"
     policies = ("write_back",)
-    # rare: it shows only when a load-back revives from a kept copy, which needs a page loaded back
-    # further back than the window (tombstoned on device), then released, then in a load-back's window.
-    # 12 of 20 catalogue streams catch it, not the first (page size 2)
-    streams_to_catch = 7
+    # it shows only when a load-back revives from a kept copy: a page whose window is tombstoned on
+    # device and live on host, released by a write-back into a full host, then in a load-back's window.
+    # Random rules drew that in 12 of 20 streams; the tier machine's duplicate_through_a_full_host
+    # story draws it in one step (caught in stream 0)
 
     def _kept(self, host: np.ndarray) -> np.ndarray:
         return np.where(host == NONE, NONE, host + 1)

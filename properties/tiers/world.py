@@ -154,7 +154,8 @@ class TierWorld:
         key = namespace_key(namespace)
         match: TierMatch = self._call("match_prefix", list(tokens), namespace=namespace, priority=self.priority)
         self.model.check_match(tokens, as_ints(match.device_values), int(match.host_length), key)
-        self.model.use(tokens, key, Use("match_prefix", tokens, self._tenant(namespace), self.operations))
+        self.model.use(tokens, key, Use("match_prefix", tokens, self._tenant(namespace), self.operations),
+                       answer=(len(match.device_values), len(match.device_values) + int(match.host_length)))
         return match
 
     def serve(self, tokens: Sequence[int], load: bool = True, namespace: Any = UNSAID) -> Request:
