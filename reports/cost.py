@@ -148,8 +148,9 @@ def _cell(op: OpCost) -> str:
     if op.stopped.startswith("not offered"):
         return "not offered"
     e = "-" if op.exponent is None else f"{op.exponent:+.2f}"
-    if op.flagged:
-        return f"**{e} FLAG**" + (" (limit)" if op.verdict.startswith("flagged:") else "")
+    if op.flagged:  # say why when the exponent alone does not: a limit hit, or the measurement raised
+        why = " (limit)" if op.verdict.startswith("flagged:") else " (failed)" if op.failed else ""
+        return f"**{e} FLAG**{why}"
     return e
 
 
