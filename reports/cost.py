@@ -335,6 +335,9 @@ def _throughput_section(doc: dict[str, Any], entries: list[Entry]) -> list[str]:
         lines.append(f"| {name} | {w['instances']} | {w['requests']:,} | " + " | ".join(cells) + " |")
     if len(runs) == 1 and {**runs[0], "rows": []} == {**_run_of(doc), "rows": []}:
         return lines + ["", f"Every row from this run ({runs[0]['machine']})."]
+    if not any({**r, "rows": []} == {**_run_of(doc), "rows": []} for r in runs):
+        lines += ["", "None of this run's replays is in the table: each was cut short by its time bound, and every row "
+                  "is kept from an earlier complete run."]
     lines += ["", "Where the rows come from, newest run first (a replay cut short by its time bound never replaces a "
               "complete one of the same target and workload: the saved row is kept, with its run). Compare engines "
               "within one run: runs on other machines or at other loads differ by tens of percent.", "",
