@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import gc
+
 from radixcheck.properties.target import Target, load_target
 from radixcheck.reference import RadixCache
 from radixcheck.reports.throughput import cached_tokens, instances_for, replay, requests_at_scale
@@ -27,6 +29,7 @@ def test_a_full_pool_makes_requests_evict_and_every_call_is_counted() -> None:
     assert r.evict_calls > 0  # 4 preambles of 256 do not fit in 1,200 slots
     assert r.calls == 4 * r.requests + r.evict_calls
     assert 0.5 < r.hit_rate < 1 and r.calls_per_second > 0
+    assert gc.isenabled() and gc.get_freeze_count() == 0  # the replay's collector settings undone
 
 
 class BreaksOnTenthInsert(RadixCache):
