@@ -36,22 +36,63 @@ def crowd_trees() -> Iterator[int]:
         yield from range(16, top, 4)
 
 
-def fed(costs: Callable[[int, int], float], trees: Iterator[int], tokens: Callable[[int], int] = lambda tree: 20) -> StepCostWatch:
-    """A watch told one insert per cache size in ``trees`` that cost ``costs(tree, tokens)`` seconds."""
+def fed(costs: Callable[[int, int], float], trees: Iterator[int], tokens: Callable[[int], int] = lambda tree: 20,
+        checked: bool = True) -> StepCostWatch:
+    """A watch told one insert per cache size in ``trees`` that cost ``costs(tree, tokens)`` seconds, and
+    checked whenever due, as the production world checks it (``checked=False``: never)."""
     size = [0]
     watch = StepCostWatch(lambda: size[0])
     for tree in trees:
         size[0] = tree
         sent = tokens(tree)
         watch.observe("insert", (list(range(sent)),), costs(tree, sent))
+        if checked and watch.due:
+            watch.check()
     return watch
 
 
 def test_a_cost_that_grows_with_the_cache_is_a_finding_with_its_figures() -> None:
-    watch = fed(lambda tree, _: 20e-6 + 0.05e-6 * tree, crowd_trees())  # TouchWalksQueue's shape: a scan per call
     with pytest.raises(StepCostViolation, match=r"^insert of 20 tokens costs \d+\.\dx more CPU time in a cache of [\d,]+ "
-                                                r"tokens than in one of [\d,]+ \(median of \d+ calls each: .* By cache size: 16: 21 us"):
-        watch.check(final=True)
+                                                r"tokens than in one of [\d,]+ \(median of \d+ calls each: .* By cache size: 16: 21 us"
+                                                r".* radixcheck bench measures it per operation\."):
+        fed(lambda tree, _: 20e-6 + 0.05e-6 * tree, crowd_trees())  # TouchWalksQueue's shape: a scan per call
+
+
+def test_a_growth_measured_only_as_the_tree_grew_is_a_finding_at_its_second_check() -> None:
+    """The traffic's shape: every small-tree call came before every large-tree one."""
+    def grown(calls: int) -> Iterator[int]:
+        return (int(16 * 1.03**i) for i in range(calls))
+
+    watch = fed(lambda tree, _: 1e-6 * tree, grown(128))  # one check, that reads it: remembered
+    assert watch.flagged
+    with pytest.raises(StepCostViolation, match=r"It read 3x or more at two checks, 128 calls apart \(its small trees were "
+                                                r"all measured before its large ones\)\.$"):
+        fed(lambda tree, _: 1e-6 * tree, grown(256))
+
+
+def test_a_growth_measured_side_by_side_is_a_finding_at_its_first_check() -> None:
+    """The crowd's shape, once it alternates: small trees measured after large ones."""
+    watch = fed(lambda tree, _: 1e-6 * tree, crowd_trees(), checked=False)
+    with pytest.raises(StepCostViolation, match=r"per operation\.$"):
+        watch.check()
+
+
+def test_one_check_that_reads_growth_is_not_a_verdict_until_the_next_reads_it_too() -> None:
+    """A burst of load on the latest calls (the large trees' group, where the tree grows as calls come)
+    reads as growth at one check: the next one, 128 calls later, judges other calls."""
+    trees = list(range(16, 16 + 4 * 400, 4))  # the tree grows as the calls come, as in the traffic story
+    burst = set(range(len(trees) - 60, len(trees)))  # the last 60 calls ran under a burst of load: 4x slower
+
+    size = [0]
+    watch = StepCostWatch(lambda: size[0])
+    for i, size[0] in enumerate(trees):
+        watch.observe("insert", (list(range(20)),), 20e-6 * (4 if i in burst else 1))
+    watch.check(final=True)  # reads 4x: remembered, no verdict
+    assert watch.flagged and next(iter(watch.highest.values())).ratio == pytest.approx(4)
+    for size[0] in range(trees[-1], trees[-1] + 4 * 128, 4):  # the burst is over: the next check reads the same cost
+        watch.observe("insert", (list(range(20)),), 20e-6)
+    watch.check(final=True)
+    assert not watch.flagged
 
 
 def test_a_flat_or_logarithmic_cost_is_not_even_with_noise() -> None:
@@ -61,6 +102,7 @@ def test_a_flat_or_logarithmic_cost_is_not_even_with_noise() -> None:
     logarithmic = fed(lambda tree, _: 2e-6 * math.log2(tree) * jitter.uniform(0.5, 2.0), crowd_trees())
     for watch in (flat, logarithmic):
         watch.check(final=True)
+        watch.check(final=True)  # twice, with no new calls: no verdict either
 
 
 def test_a_growth_over_a_narrow_span_of_sizes_is_not_judged() -> None:
@@ -76,13 +118,12 @@ def test_calls_are_compared_only_with_calls_of_their_size() -> None:
         return 16 + tree // 100
 
     fed(lambda tree, tokens: 1e-6 * tokens, iter(range(16, 64_000, 16)), tokens=length).check(final=True)
-    blind = fed(lambda tree, _: 1e-6 * length(tree), iter(range(16, 64_000, 16)))  # the same costs, said of 20-token calls
-    with pytest.raises(StepCostViolation):
-        blind.check(final=True)
+    with pytest.raises(StepCostViolation):  # the same costs, said of 20-token calls
+        fed(lambda tree, _: 1e-6 * length(tree), iter(range(16, 64_000, 16)))
 
 
 def test_the_watch_records_as_calls_come_and_judges_only_when_checked() -> None:
-    watch = fed(lambda tree, _: 1e-6 * tree, crowd_trees())  # observe raised nothing while told every call
+    watch = fed(lambda tree, _: 1e-6 * tree, crowd_trees(), checked=False)  # observe raised nothing while told every call
     assert watch.due
     with pytest.raises(StepCostViolation):
         watch.check()

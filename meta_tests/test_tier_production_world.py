@@ -1,11 +1,13 @@
 """The audit's tier production world (``radixcheck.properties.tiers.scale``) catches the two
 production-scale bugs of a new user's tiered cache (reports/findings/hybrid_trial.md), each for its
-own reason, and is silent on correct caches, the trusting one included.
+own reason, and a lookup whose cost grows with the tree (its step-cost watch), and is silent on
+correct caches, the trusting one included.
 
 No wall-clock figure is asserted: the scanning eviction counts the nodes it visits and stands in
 for the CPU limit by work (it raises the limit's own ``OperationTimeout`` past
 :data:`WORK_LIMIT` visits in one call, about a second of Python), and the recursive lock walk fails
-by depth (a ``RecursionError``), not by time."""
+by depth (a ``RecursionError``), not by time. The step-cost verdict is a ratio of like calls' CPU
+times within one world (``radixcheck.properties.cache.step_cost``), on whatever load the machine has."""
 
 from __future__ import annotations
 
@@ -13,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from radixcheck.oracles.violations import LRUOrderViolation
+from radixcheck.oracles.violations import LRUOrderViolation, StepCostViolation
 from radixcheck.properties.conformance.test_tier_machine import test_tier_at_production_scale as production_world
 from radixcheck.properties.findings.waivers import WaiverLog, parse_waivers
 from radixcheck.properties.target import OperationTimeout, caused_by_hang, forget_hangs, load_target
@@ -59,6 +61,26 @@ class RecursiveLocks(TieredRadixCache):
             self._lock_up(node.parent)
 
 
+class HostLookupWalksTree(TieredRadixCache):
+    """A match looks for each page it cannot find on device (where a host copy would continue it)
+    among every node of the tree, as a cache whose host copies are kept beside the tree would search
+    them: every request whose prompt is not wholly on device pays a walk of the tree. Its answers are
+    the reference's (the node it finds is the child the reference follows)."""
+
+    def _walk(self, key: tuple[int, ...], namespace: Any = None) -> list[Any]:
+        p, node, path = self.page_size, self._root_for(namespace), []
+        for pos in range(0, len(key) // p * p, p):
+            page = key[pos : pos + p]
+            child = node.children.get(page)
+            if child is None or child.device is None:  # not on device: the host lookup, a walk of every node
+                child = next((n for n in self._nodes() if n.parent is node and n.key == page), None)
+            if child is None:
+                break
+            path.append(child)
+            node = child
+        return path
+
+
 def _run(spec: str, waivers: str | WaiverLog = "") -> BaseException | None:
     """The production test's failure on ``spec`` (``None``: it passed), with the waivers of ``waivers`` (a waiver file's text)."""
     forget_hangs()  # a hang is remembered within one test only (as the plugin does between tests)
@@ -96,11 +118,21 @@ def test_a_recursive_lock_walk_crashes_in_the_long_conversation() -> None:
     assert "in the call inc_lock_ref" in note and "a conversation of" in note and "pages deep" in note, note
 
 
+def test_a_host_lookup_that_walks_the_tree_fails_the_step_cost_watch_in_the_wide_tree() -> None:
+    failure = _run(f"{__name__}:HostLookupWalksTree")
+    assert isinstance(failure, StepCostViolation), failure
+    assert str(failure).startswith("match_prefix of "), failure  # the lookup; its inserts cost what the reference's do
+    assert "a wide tree of" in _note(failure) and "write_through" in _note(failure), _note(failure)
+
+
 @pytest.mark.parametrize("spec", [
     "radixcheck.reference.tiered_cache:TieredRadixCache",
+    "radixcheck.reference.tiered_state_cache:TieredStateCache",
+    "radixcheck.reference.tier_requests:RequestWindowTiers",  # the request methods and a window: the most each call does
     "radixcheck.properties.tiers.mutants:TrustingTenantTiers",  # trusts its callers, as SGLang's HiRadixCache does
 ])
 def test_correct_caches_pass_the_production_world(spec: str) -> None:
+    """Both stories, the wide tree in each write policy, under the step-cost watch too."""
     assert _run(spec) is None
 
 

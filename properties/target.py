@@ -17,6 +17,7 @@ catches a call that blocks without computing.
 from __future__ import annotations
 
 import dataclasses
+import gc
 import importlib
 import os
 import signal
@@ -609,9 +610,16 @@ def guarded(what: str, fn: Callable[..., T], *args: Any, **keywords: Any) -> T:
         with _alarm(op_timeout(), what):
             if _meter is None or what not in _metered:
                 return fn(*args, **keywords)
-            started = time.thread_time()  # this thread's: an engine's background threads are not the call's cost
-            result = fn(*args, **keywords)
-            _meter(what, args, time.thread_time() - started)
+            collecting = gc.isenabled()
+            gc.disable()  # a collection the call's allocations set off walks the whole heap: not the call's cost
+            try:
+                started = time.thread_time()  # this thread's: an engine's background threads are not the call's cost
+                result = fn(*args, **keywords)
+                seconds = time.thread_time() - started
+            finally:
+                if collecting:
+                    gc.enable()
+            _meter(what, args, seconds)
             return result
     except OperationTimeout as exc:
         _hung.setdefault(owner, (str(exc), at if _positions else None))

@@ -10,10 +10,15 @@ its lifecycle world):
 
 1. **A wide tree.** :data:`WIDE_REQUESTS` requests on a few shared system prompts, each with its own
    question (served, finished, their backups completed), then memory pressure: one ``evict`` of
-   everything on device, which must free at least :data:`MASS_EVICTION_LEAVES` leaves.
+   everything on device, which must free at least :data:`MASS_EVICTION_LEAVES` leaves. While the
+   tree grows, the CPU time of every ``match_prefix`` and ``insert`` is watched, as in the plain
+   production world (:mod:`radixcheck.properties.cache.step_cost`): a cache whose lookup walks the
+   tree (a host part searched for among every node) fails here with the figures, not after minutes.
 2. **A long conversation.** One conversation of :data:`DEEP_TURNS` turns, each turn a page more:
    served whole (match and ``inc_lock_ref`` along the whole path), then finished (insert, then
-   ``dec_lock_ref``), so its path is :data:`DEEP_TURNS` pages deep.
+   ``dec_lock_ref``), so its path is :data:`DEEP_TURNS` pages deep. Not watched: each turn sends
+   the whole path, so calls of one size meet one size of tree (nothing to compare), and their work
+   is the path's by design.
 
 The audit runs both (``radixcheck.properties.conformance.test_tier_machine``: the wide tree in each
 declared write policy, the conversation in the first) and so does ``python -m
@@ -27,7 +32,8 @@ import random
 from collections.abc import Callable
 from typing import Any
 
-from radixcheck.properties.target import guarded, op_timeout
+from radixcheck.properties.cache.step_cost import WATCHED, StepCostWatch
+from radixcheck.properties.target import guarded, metering, op_timeout
 from radixcheck.properties.tiers.requests import world_class_for
 from radixcheck.properties.tiers.world import TierWorld
 
@@ -61,12 +67,18 @@ def wide_tree(world: TierWorld, rng: random.Random, requests: int = WIDE_REQUEST
     """Story 1 (module docstring); returns the leaves the mass eviction had to free at least."""
     p = world.page_size
     prompts = [[rng.randrange(VOCABULARY) for _ in range(4 * p)] for _ in range(SYSTEM_PROMPTS)]
-    for i in range(requests):
-        question = [rng.randrange(VOCABULARY) for _ in range(rng.randint(8, 16) * p)]
-        world.serve(prompts[i % SYSTEM_PROMPTS] + question, load=True)
-        world.finish()
-        if i % 64 == 63:
-            _settle(world, rng)
+    # the tree's size as the suite's pools count it (O(1)): slots in use on device and on host
+    watch = StepCostWatch(lambda: len(world.device.in_use) + len(world.host.in_use))
+    with metering(watch.observe, WATCHED):
+        for i in range(requests):
+            question = [rng.randrange(VOCABULARY) for _ in range(rng.randint(8, 16) * p)]
+            world.serve(prompts[i % SYSTEM_PROMPTS] + question, load=True)
+            world.finish()
+            if i % 64 == 63:
+                _settle(world, rng)
+            if watch.due:
+                watch.check()
+        watch.check(final=True)
     _settle(world, rng)
     world.check()
     on_device = int(world.cache.device_size())
