@@ -9,6 +9,7 @@ import pytest
 
 from radixcheck.oracles.violations import BadInputViolation, RefcountViolation, SecondSlotViolation, SlotViolation
 from radixcheck.properties.cache.contract import SlidingWindow, SlotAllocator, StatePool, second_pool_keywords
+from radixcheck.properties.findings.construction_replay import foreign_handle_ops, foreign_handle_tokens
 from radixcheck.properties.target import TransportError
 
 
@@ -43,16 +44,14 @@ def test_handle_from_another_cache_is_refused(target, page_size: int) -> None:
     other_second = second_pool_keywords(target.capabilities)
     cache = target.factory(mine, page_size, **second)
     other = target.factory(theirs, page_size, **other_second)
-    tokens = list(range(1, 2 * page_size + 1))
+    tokens = foreign_handle_tokens(page_size)
     other.insert(tokens, theirs.alloc(len(tokens)), **_second_values(target.capabilities, other_second, len(tokens)))
     foreign = other.match_prefix(tokens)[1]  # a hybrid match answers (values, handle, window or state)
     other.inc_lock_ref(foreign)  # so that unlocking it is legal in the cache it came from
     slots = mine.alloc(len(tokens))
     cache.insert(tokens, slots.copy(), **_second_values(target.capabilities, second, len(tokens)))
     before = (cache.total_size(), cache.protected_size(), set(mine.in_use))
-    # A cache that locks only through a fresh match locks by the handle's tokens, in itself: only
-    # its unlock can mistake another cache's node for its own (contract, "Adapting a match-and-lock API").
-    ops = [cache.dec_lock_ref] if target.capabilities.locks_only_after_match else [cache.inc_lock_ref, cache.dec_lock_ref]
+    ops = [getattr(cache, name) for name in foreign_handle_ops(target.capabilities)]
     for op in ops:
         try:
             op(foreign)

@@ -28,13 +28,25 @@ from radixcheck.properties.findings.transcript import Act
 FOREIGN_HANDLE_TEST = "test_handle_from_another_cache_is_refused"
 
 
+def foreign_handle_tokens(page_size: int) -> list[int]:
+    """The tokens the foreign-handle test caches in both caches (two pages)."""
+    return list(range(1, 2 * page_size + 1))
+
+
+def foreign_handle_ops(capabilities: Any) -> list[str]:
+    """The lock calls the foreign-handle test sends another cache's handle to. A cache that locks only
+    through a fresh match locks by the handle's tokens, in itself: only its unlock can mistake another
+    cache's node for its own (contract, "Adapting a match-and-lock API")."""
+    return ["dec_lock_ref"] if capabilities.locks_only_after_match else ["inc_lock_ref", "dec_lock_ref"]
+
+
 def construction_program(test: str, page_size: int, capabilities: Any) -> list[Act] | None:
     """The construction test ``test``'s calls as the cache machine's acts at ``page_size``, or
-    ``None`` if it has no twin there. The tokens and ops are the test's own."""
+    ``None`` if it has no twin there. The tokens and ops are the test's own (it reads them here)."""
     if test != FOREIGN_HANDLE_TEST or not capabilities.checks_locks or capabilities.key_mode != "tokens":
         return None  # the test skips such a cache (its own skips): it never fails there
-    tokens = tuple(range(1, 2 * page_size + 1))
-    ops = ["dec_lock_ref"] if capabilities.locks_only_after_match else ["inc_lock_ref", "dec_lock_ref"]
+    tokens = tuple(foreign_handle_tokens(page_size))
+    ops = foreign_handle_ops(capabilities)
     record = HandleRecord(None, [], tokens)  # the request's match (a replay maps it to the one it makes)
     return [*(Act("_refuse_foreign_twin", (op, tokens), "construction", step_number=1) for op in ops),
             Act("_match", (tokens,), "construction", step_number=2, result=record),
