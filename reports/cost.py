@@ -333,9 +333,11 @@ def _throughput_section(doc: dict[str, Any], entries: list[Entry]) -> list[str]:
             cells.append(cell)
         w = setup["workloads"][name]
         lines.append(f"| {name} | {w['instances']} | {w['requests']:,} | " + " | ".join(cells) + " |")
-    if len(runs) == 1 and {**runs[0], "rows": []} == {**_run_of(doc), "rows": []}:
+    this_run = {**_run_of(doc), "rows": []}
+    is_this_run = [{**r, "rows": []} == this_run for r in runs]
+    if is_this_run == [True]:
         return lines + ["", f"Every row from this run ({runs[0]['machine']})."]
-    if not any({**r, "rows": []} == {**_run_of(doc), "rows": []} for r in runs):
+    if not any(is_this_run):
         lines += ["", "None of this run's replays is in the table: each was cut short by its time bound, and every row "
                   "is kept from an earlier complete run."]
     lines += ["", "Where the rows come from, newest run first (a replay cut short by its time bound never replaces a "
