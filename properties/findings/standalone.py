@@ -133,11 +133,19 @@ def factory_import(spec: str, name: str = "make") -> str:
 
 def needs(imports: list[str]) -> list[str]:
     """The imports a file needs beyond Python's own (NumPy, radixcheck): one that fails is exit 2 in
-    one line (another interpreter, radixcheck not installed), never Python's exit 1."""
+    one line (another interpreter, radixcheck not installed), never Python's exit 1. The message
+    names the packages these imports need, and only those (an index file needs no NumPy)."""
     return ["try:", *(f"    {line}" for line in imports),
             "except ImportError as exc:  # not run, so neither 1 (the bug) nor 0 (fixed)",
-            "    print(f'radixcheck repro: cannot import {exc.name}: {exc} (this file needs numpy and radixcheck)', file=sys.stderr)",
+            f"    print(f'radixcheck repro: cannot import {{exc.name}}: {{exc}} (this file needs {_packages(imports)})', file=sys.stderr)",
             "    sys.exit(2)"]
+
+
+def _packages(imports: list[str]) -> str:
+    """The top-level packages of ``imports`` (``import numpy as np`` -> numpy), in order, joined
+    for a sentence."""
+    names = list(dict.fromkeys(line.split()[1].split(".")[0] for line in imports))
+    return " and ".join(names) if len(names) <= 2 else ", ".join(names[:-1]) + " and " + names[-1]
 
 
 def bug_lines(oracle: str, target: str = "the cache") -> list[str]:
