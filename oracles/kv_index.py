@@ -124,6 +124,28 @@ class IndexModel:
             parent = chain
         return out
 
+    def query_chains(self, tokens_hashes: Sequence[int]) -> list[int]:
+        """The chains of a query's leading blocks, as far as any store named them."""
+        out, parent = [], ROOT
+        for tokens_hash in tokens_hashes:
+            chain = self._chains.get((parent, tokens_hash))
+            if chain is None:
+                break
+            out.append(chain)
+            parent = chain
+        return out
+
+    def holders(self, chain: int) -> set[Rank]:
+        return self._holders.get(chain, set())
+
+    def path(self, block_hash: int) -> list[int]:
+        """The chains from the sequence's first block to this one (the dump check only)."""
+        out, node = [], self.chain_of[block_hash]
+        while node != ROOT:
+            out.append(node)
+            node = self._parent[node][0]
+        return out[::-1]
+
     def overlaps(self, tokens_hashes: Sequence[int]) -> dict[Rank, int]:
         """Each rank's overlap with the query (ranks with 0 left out): O(query x ranks)."""
         scores: dict[Rank, int] = {}

@@ -94,6 +94,32 @@ where offered) before and after, and checks the index still answers. Left open, 
 applying its held part are both defensible: the engine did evict those; Dynamo 1.6.1 does the
 latter).
 
+An index that forgets on its own (``evicts_on_its_own``)
+------------------------------------------------------
+A router may bound its index and forget blocks that ranks still hold: llm-d's in-memory index is
+an LRU of block keys (``pkg/kvcache/kvblock/in_memory.go``, ``NewInMemoryIndex``: a
+``golang-lru`` cache of ``Size`` keys, each with an LRU of at most ``PodCacheSize`` pods;
+``Lookup`` refreshes every key it finds, ``Evict`` of a key it no longer has is a no-op); Dynamo's
+``PruneManager`` (``lib/kv-router/src/indexer/pruning.rs``) expires blocks after a TTL and, past
+``max_tree_size``, prunes the earliest-expiring down to ``max_tree_size * prune_target_ratio``
+(a store renews a block's timer). Such an index declares ``evicts_on_its_own=True``, and the
+contract becomes one of bounds:
+
+* it never answers *more* than the events say: each rank's overlap, size and dumped blocks are
+  at most what the rank holds (a block it never stored, or removed, is never matched);
+* every legal event is still taken: a ``BlockRemoved`` of a block it forgot, and a
+  ``BlockStored`` under a parent it forgot (it cannot tell such a parent from one the rank never
+  held, so no store under an unheld parent is sent to it as malformed);
+* ``keeps_recent_blocks=K`` (0: no promise, e.g. a TTL alone, which the suite has no clock for)
+  says which blocks it keeps: a ``(rank, block)`` stored and not removed since is still known if
+  fewer than ``K`` other ``(rank, block)`` pairs were stored or looked up after that store. An LRU
+  of ``C`` entries, refreshed by stores and (or not) by lookups, keeps ``K = C``; Dynamo's
+  size pruning keeps ``K = max_tree_size * prune_target_ratio``. So each rank's overlap is at
+  least its run of leading blocks that are all held and kept, and a dump lists every block kept
+  with all its ancestors. A pair is counted per rank: a key shared by several ranks (llm-d's
+  ``PodCache``) is as many pairs, which the bound allows for, but an LRU of pods per key smaller
+  than the ranks that hold it can drop a rank the bound still promises (not modelled).
+
 Target selection
 ----------------
 An index target is a factory named ``package.module:attribute``, called with no arguments, that
@@ -170,15 +196,27 @@ class IndexCapabilities:
     """Whether ``dump()`` exists."""
     reports_resident: bool = True
     """Whether ``resident()`` exists (the in-process memory check)."""
+    evicts_on_its_own: bool = False
+    """True: the index may forget blocks ranks still hold (an LRU or TTL bound); its answers are
+    checked as bounds (see "An index that forgets on its own" above)."""
+    keeps_recent_blocks: int = 0
+    """With ``evicts_on_its_own``: a (rank, block) stored with fewer than this many other pairs
+    stored or looked up since (and not removed) is still known. 0: no promise."""
 
     def __post_init__(self) -> None:
         for flag in ("counts_copies", "accepts_any_removal_order", "validates_events", "tolerates_redelivery",
-                     "reports_sizes", "offers_dump", "reports_resident"):
+                     "reports_sizes", "offers_dump", "reports_resident", "evicts_on_its_own"):
             if not isinstance(getattr(self, flag), bool):
                 raise TypeError(f"IndexCapabilities.{flag} must be a bool, got {getattr(self, flag)!r}")
         ranks = self.max_dp_ranks
         if isinstance(ranks, bool) or not isinstance(ranks, int) or ranks < 1:
             raise ValueError(f"IndexCapabilities.max_dp_ranks must be a positive int, got {ranks!r}")
+        keeps = self.keeps_recent_blocks
+        if isinstance(keeps, bool) or not isinstance(keeps, int) or keeps < 0:
+            raise ValueError(f"IndexCapabilities.keeps_recent_blocks must be an int >= 0, got {keeps!r}")
+        if keeps and not self.evicts_on_its_own:
+            raise ValueError("IndexCapabilities.keeps_recent_blocks is a promise of an index that evicts on its own: "
+                             "set evicts_on_its_own=True too (an index that never forgets keeps every block)")
 
     def tenant_isolation(self) -> str:
         """The report card's "Tenant isolation" line."""
@@ -202,6 +240,12 @@ class IndexCapabilities:
             gaps.append("an event delivered twice (tolerates_redelivery=False: never sent)")
         elif self.counts_copies:  # declared, but a repeated store would be another copy: the machine sends none
             gaps.append("an event delivered twice (never sent with counts_copies=True: a repeated store is another copy)")
+        if self.evicts_on_its_own:
+            gaps.append("a store under a parent the rank never held staying refused (evicts_on_its_own: a forgotten "
+                        "parent looks the same)")
+            gaps.append("exact answers (evicts_on_its_own: matches, sizes and dump are checked as bounds; "
+                        + (f"blocks stored among the last {self.keeps_recent_blocks} pairs must be kept)" if self.keeps_recent_blocks
+                           else "keeps_recent_blocks=0: no block must be kept, only never more than the events)"))
         if not self.reports_sizes:
             gaps.append("per-rank sizes (reports_sizes=False)")
         if not self.offers_dump:

@@ -38,6 +38,7 @@ from hypothesis import strategies as st
 from hypothesis.stateful import Bundle, RuleBasedStateMachine, initialize, invariant, precondition, rule
 
 from radixcheck.oracles.kv_index import IndexModel
+from radixcheck.oracles.kv_index_recent import RecentStores
 from radixcheck.oracles.violations import BadInputViolation, Check, ContractViolation, IndexMemoryViolation, IndexViolation
 from radixcheck.properties.index.contract import (
     DEFAULT_INDEX_CAPABILITIES,
@@ -177,6 +178,8 @@ class KvIndexMachine(RuleBasedStateMachine):
         super().__init__()
         self.index = guarded("factory", type(self).factory)
         self.model = IndexModel(counts_copies=self.capabilities.counts_copies)
+        # an index that forgets on its own: which held blocks it must still know (None: it forgets nothing)
+        self.recent = RecentStores(self.capabilities.keeps_recent_blocks) if self.capabilities.evicts_on_its_own else None
         self.hashes = Hashes()
         self.engines: dict[Rank, EngineRank] = {}
         self.ranks: list[Rank] = []
@@ -217,6 +220,8 @@ class KvIndexMachine(RuleBasedStateMachine):
         call = IndexCall(name, args, shown, text, may_refuse=may_refuse)
         if self.sent_calls is not None:
             self.sent_calls.append(call)
+        if name == "find_matches" and self.recent is not None:  # a lookup may refresh what it finds (llm-d's Lookup)
+            self.recent.used(self._pairs_named(args[0]))
         try:
             return guarded(name, getattr(self.index, name), *args)
         except BaseException as exc:
@@ -272,14 +277,44 @@ class KvIndexMachine(RuleBasedStateMachine):
         self._apply_to_model(rank, event)
 
     def _why_legal(self, rank: Rank, event: KvEvent) -> str:
+        forgot = "; an index that forgets on its own must take it even if it forgot " if self.capabilities.evicts_on_its_own else ""
         if isinstance(event, BlockRemoved):
-            return f"rank {rank} holds every block it names, by its own events"
+            return f"rank {rank} holds every block it names, by its own events" + (forgot and forgot + "some of them")
         if isinstance(event, BlockStored):
-            return f"its parent is held by rank {rank}" if event.parent_hash is not None else "a sequence's first blocks"
+            return (f"its parent is held by rank {rank}" + (forgot and forgot + "that parent") if event.parent_hash is not None
+                    else "a sequence's first blocks")
         return "a rank may always clear"
 
     def _apply_to_model(self, rank: Rank, event: KvEvent) -> None:
         apply_to_model(self.model, rank, event)
+        if self.recent is None:
+            return
+        if isinstance(event, BlockStored):
+            self.recent.stored(rank, [self.model.chain_of[b.block_hash] for b in event.blocks])
+        elif isinstance(event, BlockRemoved):
+            for h in event.block_hashes:
+                self.recent.removed(rank, self.model.chain_of[h])
+        else:
+            self.recent.cleared(rank)
+
+    def _pairs_named(self, tokens_hashes: Any) -> list[tuple[Rank, int]]:
+        """Every (rank, chain) a query names that a rank holds: what a lookup may refresh."""
+        chains = self.model.query_chains(list(tokens_hashes)) if isinstance(tokens_hashes, list) else []
+        return [(r, chain) for chain in chains for r in sorted(self.model.holders(chain))]
+
+    def _kept_overlaps(self, query: Chain, want: dict[Rank, int]) -> dict[Rank, int]:
+        """Each rank's run of leading query blocks held *and* kept (an index that forgets on its own
+        must answer at least this)."""
+        assert self.recent is not None
+        chains = self.model.query_chains([tokens_hash(b) for b in query])
+        kept = {}
+        for r, n in want.items():
+            run = 0
+            while run < n and self.recent.kept(r, chains[run]):
+                run += 1
+            if run:
+                kept[r] = run
+        return kept
 
     def _remember(self, chain: Chain) -> None:
         for n in range(1, len(chain) + 1):
@@ -309,14 +344,34 @@ class KvIndexMachine(RuleBasedStateMachine):
         return scores
 
     def _check_query(self, query: Chain) -> None:
-        got = without_scratch(self._scores(query))
         want = without_scratch(self.model.overlaps([tokens_hash(b) for b in query]))
-        if got != want:
+        # what it must keep, before this lookup refreshes anything (a lookup answers first, and forgets nothing)
+        kept = self._kept_overlaps(query, want) if self.recent is not None else {}
+        got = without_scratch(self._scores(query))
+        if self.recent is not None:
+            self._check_bounded_query(query, got, want, kept)
+        elif got != want:
             wrong = sorted(set(got) | set(want))
             lines = "; ".join(f"rank {r}: index {got.get(r, 0)}, events {want.get(r, 0)}" for r in wrong if got.get(r, 0) != want.get(r, 0))
             raise IndexViolation(f"find_matches({shown_chain(query)}) disagrees with what the events say each rank holds: {lines} "
                                  f"(block hashes of the query: {self.model.chain_hashes([tokens_hash(b) for b in query])})",
                                  Check("per_rank(result) == held", "per_rank(result)", {"held": want}))
+
+    def _check_bounded_query(self, query: Chain, got: dict[Rank, int], want: dict[Rank, int], kept: dict[Rank, int]) -> None:
+        """An index that forgets on its own: never more than the events, never less than what it keeps."""
+        more = [r for r in sorted(got) if got[r] > want.get(r, 0)]
+        if more:
+            lines = "; ".join(f"rank {r}: index {got[r]}, events {want.get(r, 0)}" for r in more)
+            raise IndexViolation(f"find_matches({shown_chain(query)}) answers more than the events say each rank holds "
+                                 f"(an index that forgets may answer less, never more): {lines}",
+                                 Check("at_most(per_rank(result), held)", "per_rank(result)", {"held": want}))
+        less = [r for r in sorted(kept) if got.get(r, 0) < kept[r]]
+        if less:
+            keep = self.capabilities.keeps_recent_blocks
+            lines = "; ".join(f"rank {r}: index {got.get(r, 0)}, kept {kept[r]}, events {want[r]}" for r in less)
+            raise IndexViolation(f"find_matches({shown_chain(query)}) forgot blocks it promises to keep (stored, not "
+                                 f"removed, with fewer than keeps_recent_blocks={keep} other blocks stored or looked up "
+                                 f"since): {lines}", Check("at_least(per_rank(result), kept)", "per_rank(result)", {"kept": kept}))
 
     def _snapshot(self, probes: list[Chain]) -> tuple:
         """What the index answers (matches of ``probes``, sizes and dump where offered), asked
@@ -475,6 +530,9 @@ class KvIndexMachine(RuleBasedStateMachine):
         worker_id = self._rank(worker)[0]
         self._call(f"remove_worker({worker_id})", "remove_worker", worker_id)
         self.model.remove_worker(worker_id)
+        for r in self.ranks if self.recent is not None else ():
+            if r[0] == worker_id:
+                self.recent.cleared(r)
         gone = [r for r in self.ranks if r[0] == worker_id]
         for r in gone:
             self.engines[r] = self._engine()
@@ -501,6 +559,12 @@ class KvIndexMachine(RuleBasedStateMachine):
             raise
         except Exception:  # noqa: BLE001 - refusing the repeat is allowed
             pass
+        if self.recent is not None:  # a repeated store may bring back a block it forgot: more, but never more than held
+            if isinstance(event, BlockStored):
+                self.recent.used([(r, self.model.chain_of[b.block_hash]) for b in event.blocks])
+            for probe in probes[:MAX_PROBES]:
+                self._check_query(probe)
+            return
         after = self._snapshot(probes)
         if after != before:
             raise IndexViolation(f"{self._shown_event(event)} delivered a second time changed the index "
@@ -521,7 +585,13 @@ class KvIndexMachine(RuleBasedStateMachine):
     def sizes_agree(self) -> None:
         got = without_scratch({r: n for r, n in self._ask("sizes").items() if n})  # asked after every step: not shown
         want = without_scratch(self.model.sizes())
-        if got != want:
+        if self.recent is not None:  # it may have forgotten some: never more than held
+            more = [r for r in sorted(got) if got[r] > want.get(r, 0)]
+            if more:
+                raise IndexViolation("sizes() counts more blocks than the events say a rank holds: " + "; ".join(
+                    f"rank {r}: index {got[r]}, events {want.get(r, 0)}" for r in more),
+                    Check("at_most(per_rank(result), held)", "per_rank(result)", {"held": want}))
+        elif got != want:
             lines = "; ".join(f"rank {r}: index {got.get(r, 0)}, events {want.get(r, 0)}"
                               for r in sorted(set(got) | set(want)) if got.get(r, 0) != want.get(r, 0))
             raise IndexViolation(f"sizes() disagrees with the blocks each rank holds by its events: {lines}",
@@ -554,6 +624,11 @@ class KvIndexMachine(RuleBasedStateMachine):
                                            f"{self._shown_hash(dumped[0][2])} of rank {dumped[0][0]}",
                                            Check("not listed(result)", "listed(result)"))
 
+    def _must_list(self, rank: Rank, h: int) -> bool:
+        """Whether a dump must list this held block: always, unless the index forgets on its own;
+        then only if it must still know the block and every ancestor."""
+        return self.recent is None or all(self.recent.kept(rank, chain) for chain in self.model.path(h))
+
     def _misplaced(self, h: int, parent: int | None, t: int) -> str:
         """What a dump got wrong about a block it lists: its parent, its tokens hash, or both (a
         message that named only the parent said "under parent None; it was stored under None" when
@@ -583,12 +658,14 @@ class KvIndexMachine(RuleBasedStateMachine):
                 raise IndexViolation(self._misplaced(h, parent, t),
                                      Check("stored_under(result, block) == parent", "stored_under(result, block)",
                                            {"block": (rank, h), "parent": (self.model.parent_hash(h), self.model.tokens_hash(h))}))
-        missing = sorted(r for r in self.model.reachable() - listed if r[0][0] != SCRATCH[0])
+        missing = sorted(r for r in self.model.reachable() - listed if r[0][0] != SCRATCH[0] and self._must_list(*r))
         if missing:
             rank, h = missing[0]
-            raise IndexViolation(f"dump() leaves out block {self._shown_hash(h)} of rank {rank} (held, with every "
-                                 f"ancestor), and {len(missing) - 1} more", Check("block in listed(result)", "sorted(listed(result))",
-                                                                                {"block": (rank, h)}))
+            why = "held, with every ancestor" if self.recent is None else (
+                f"held and kept, with every ancestor: stored with fewer than keeps_recent_blocks="
+                f"{self.capabilities.keeps_recent_blocks} other blocks stored or looked up since")
+            raise IndexViolation(f"dump() leaves out block {self._shown_hash(h)} of rank {rank} ({why}), and {len(missing) - 1} more",
+                                 Check("block in listed(result)", "sorted(listed(result))", {"block": (rank, h)}))
         self._check_dump_order(in_order)
 
     # ---- bad events (validates_events) -------------------------------------------------------
@@ -651,6 +728,8 @@ class KvIndexMachine(RuleBasedStateMachine):
     @precondition(lambda self: self.capabilities.validates_events)
     @rule(kinds=st.lists(st.sampled_from(BAD_EVENTS), min_size=1, max_size=4, unique=True), pick=PICKS)
     def bad_events(self, kinds: list[str], pick: int) -> None:
+        if self.capabilities.evicts_on_its_own:  # a parent it forgot looks the same as one never held: must be taken
+            kinds = [k for k in kinds if k != "unknown_parent"] or ["remove_unheld"]
         """Malformed events are refused (or ignored), the index is unchanged and still answers.
         They come from a rank of their own (:data:`SCRATCH`), which first stores a chain legally,
         so that whatever an index does with them is compared here and nowhere else (a waived
