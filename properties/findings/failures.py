@@ -176,6 +176,18 @@ TEXT_KEY = re.compile(r"'[abé]*'")  # a text key the tenant-tree machine drew (
 TENANT = re.compile(r"'?\b(?:r\d|replica-\d)\b'?")  # a tenant it named (TENANT_NAMES), quoted or not
 
 
+INDEX_ORACLES = ("7 index model", "8 index memory")
+INDEX_RANK = re.compile(r"(rank \[…\]: [^;()]*[^;()\s])(?:; rank \[…\]: [^;()]*[^;()\s])+")  # one rank's "index N, events N", and more
+
+
+def index_shape(shape: str) -> str:
+    """An index message's shape (:func:`shape_of`) with each rank's numbers said once and a query's
+    chain of token-block ids as one: the machine draws which ranks and which query meet a bug, the
+    bug does not choose them (a sizes() bug read "rank (1, 1) …; rank (1, 2) …; rank (1, 3) …" in
+    the state machine and "rank (1, 0) …; rank (1, 1) …" in the churn test: two findings, index trial B5)."""
+    return re.sub(r"\bN(?:\.N)+\b", "N", INDEX_RANK.sub(r"\1", shape))
+
+
 def tenant_tree_shape(shape: str) -> str:
     """A tenant-tree message's shape (:func:`shape_of`) with its text keys and tenants left out, and
     each tenant's count said once, as token lists are: the machine draws them, a bug does not choose
@@ -207,6 +219,8 @@ def signature_of(oracle: str, message: str) -> str:
         return f"{hung.group(1) or hung.group(2)} did not return"
     if oracle == "10 tenant isolation" and TWIN_WINDOW in message:  # one window leak, whichever read met it
         return TWIN_WINDOW
+    if oracle in INDEX_ORACLES:
+        return index_shape(shape_of(message))
     return tenant_tree_shape(shape_of(message)) if oracle in TENANT_TREE_ORACLES else shape_of(message)
 
 
