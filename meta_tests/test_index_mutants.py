@@ -384,3 +384,38 @@ def test_a_reduced_program_keeps_a_redelivery_after_its_first_delivery() -> None
     shortest = shortest_program(found, counts_copies=False, fails=lambda candidate: bool(candidate.program), seconds=30)
     kinds = [c.may_refuse for c in shortest.program]
     assert kinds in ([], [False], [False, True]), kinds  # never the redelivery alone
+
+
+def _pairs_then_a_clear() -> tuple:
+    """A query, then a chain of 10 blocks stored one by one and removed leaves first, then the store
+    and clear a memory finding needs; the check: nothing held, nothing dumped."""
+    from radixcheck.oracles.violations import Check
+    from radixcheck.properties.index.machine import IndexCall
+    from radixcheck.properties.index.repro import IndexProgram
+
+    program = [IndexCall("find_matches", ([1],), shown=True)]
+    program += [IndexCall("apply_event", (1, 0, _stored(100 + n - 1 if n else None, (100 + n, n))), shown=True) for n in range(10)]
+    program += [IndexCall("apply_event", (1, 0, BlockRemoved((100 + n,))), shown=True) for n in reversed(range(10))]
+    needed = [IndexCall("apply_event", (1, 0, _stored(None, (7, 70))), shown=True),
+              IndexCall("apply_event", (1, 0, AllBlocksCleared()), shown=True)]
+    check = Check("not listed(result)", "listed(result)")
+    return IndexProgram(program + needed, IndexCall("dump", (), shown=False), check, {}), needed
+
+
+def test_a_reduction_cut_short_by_its_budget_is_said_in_the_file() -> None:
+    """The index trial's B7 file kept 112 calls of its program at load 24-26, and its header did not
+    say whether the reduction's budget had run out; now it says so, and only then."""
+    from types import SimpleNamespace
+
+    from radixcheck.properties.index.repro import index_script, shortest_program
+
+    found, needed = _pairs_then_a_clear()
+    shortest = shortest_program(found, counts_copies=False, seconds=0, fails=lambda candidate: True)  # no time: nothing tried
+    assert shortest.program == found.program and shortest.cut_short == 0
+    text, _ = index_script(SimpleNamespace(capabilities=KvIndex.capabilities),
+                           IndexMemoryViolation("no rank holds anything, but dump() lists 1 block(s)"), "m:make", "", shortest)
+    assert "Reduction stopped at its budget" in text and "RADIXCHECK_REDUCE_SECONDS=60" in text
+    full, _ = index_script(SimpleNamespace(capabilities=KvIndex.capabilities),
+                           IndexMemoryViolation("no rank holds anything, but dump() lists 1 block(s)"), "m:make", "",
+                           shortest_program(found, counts_copies=False, seconds=30, fails=lambda c: all(x in c.program for x in needed)))
+    assert "Reduction stopped" not in full

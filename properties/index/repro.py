@@ -14,6 +14,7 @@ oracle gives for it, still fails.
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -22,6 +23,7 @@ from typing import Any
 from radixcheck.oracles.kv_index import IndexModel
 from radixcheck.oracles.violations import Check, ContractViolation
 from radixcheck.properties.findings.failures import message_of, oracle_of
+from radixcheck.properties.findings.reduce import REDUCE_ENV
 from radixcheck.properties.findings.standalone import CANNOT_RUN_LINES, bug_lines, factory_import, needs, runs_to_the_check
 from radixcheck.properties.index.contract import AllBlocksCleared, BlockRemoved, BlockStored, StoredBlock
 from radixcheck.properties.index.machine import SCRATCH, IndexCall, KvIndexMachine, apply_to_model, resident_limit, without_scratch
@@ -146,6 +148,7 @@ class IndexProgram:
     check: Check | None
     names: dict[str, Any]
     reduced: bool = False  # calls were left out: the run's own numbers (in its sentence) no longer apply
+    cut_short: float | None = None  # its budget (s) if the reduction ran out before trying every call: it may be longer than it needs
 
 
 def failing_program(machine: KvIndexMachine, failure: BaseException) -> IndexProgram:
@@ -230,7 +233,8 @@ def _redeliveries_follow_their_first(candidate: IndexProgram, legal: set[str]) -
 def shortest_program(found: IndexProgram, counts_copies: bool, fails: Callable[[IndexProgram], bool],
                      seconds: float) -> IndexProgram:
     """Delta debugging over the program's calls: a smaller program is kept if its stream is legal
-    and its file (expected values recomputed by the oracle) still fails. At most ``seconds``."""
+    and its file (expected values recomputed by the oracle) still fails. At most ``seconds``; if
+    they run out first, the program says so (``cut_short``)."""
     deadline = time.monotonic() + seconds
     best, chunk = found, max(1, len(found.program) // 2)
     legal = {repr(c.args) for c in found.program if c.name == "apply_event" and not c.may_refuse}
@@ -248,6 +252,8 @@ def shortest_program(found: IndexProgram, counts_copies: bool, fails: Callable[[
             start += chunk
         if not shrunk:
             chunk //= 2
+    if chunk >= 1 and best.program:  # the budget ran out with sizes left to try (index trial B7: 112 calls, and nothing said why)
+        best = dataclasses.replace(best, cut_short=seconds)
     return best
 
 
@@ -261,6 +267,8 @@ def index_script(machine: KvIndexMachine, failure: BaseException, spec: str, tes
         elif "limit" in names:
             sentence = (f"resident() is over {names['limit']}, the most the blocks the ranks hold by their events allow: "
                         f"the index keeps entries for blocks nobody holds")
+    cut = (["", f"Reduction stopped at its budget ({found.cut_short:g} s) before trying every call: this file may make more calls",
+            f"than it needs (a longer budget, {REDUCE_ENV}=60, may give a shorter one)."] if found.cut_short is not None else [])
     body = [call_text(c, refused=c.raised is not None) + _comment_of(c) for c in program]
     helpers: list[list[str]] = []  # functions the file uses, each a block of lines
     if any(c.may_refuse or c.raised is not None for c in program) or last.may_refuse:
@@ -297,6 +305,7 @@ def index_script(machine: KvIndexMachine, failure: BaseException, spec: str, tes
         "Exits 1 while the bug is there, 0 once it is fixed, 2 if it cannot run to its check (the factory does not",
         "import, or a call before the last raised). Needs radixcheck (its event classes). Written by",
         "`radixcheck audit --repro`.",
+        *cut,
         '"""',
         "import os",
         "import sys",
