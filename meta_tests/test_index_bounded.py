@@ -78,17 +78,20 @@ def test_capabilities_say_what_a_forgetting_index_is_not_asked() -> None:
     assert "exact answers" not in " ".join(KvIndex.capabilities.not_exercised())
 
 
+@pytest.mark.sampled  # a catalogue (conftest.FAST_SAMPLE): the gate runs a share, the deep tier the rest
 @pytest.mark.parametrize("variant", BOUNDED_INDEX_VARIANTS, ids=lambda v: v.__name__)
 def test_a_correct_bounded_index_passes(variant) -> None:
     run_machine(index_machine_for(variant, variant.capabilities, f"bounded_{variant.__name__}"),
                 settings(find_only(), max_examples=VARIANT_EXAMPLES))
 
 
+@pytest.mark.deep  # one more machine run
 def test_an_index_that_never_forgets_passes_as_one_that_may() -> None:
     caps = dataclasses.replace(KvIndex.capabilities, evicts_on_its_own=True, keeps_recent_blocks=CAPACITY)
     run_machine(index_machine_for(KvIndex, caps, "bounded_reference"), settings(find_only(), max_examples=VARIANT_EXAMPLES))
 
 
+@pytest.mark.sampled
 @pytest.mark.parametrize("mutant", [*BOUNDED_INDEX_MUTANTS, BoundedOneShort], ids=lambda m: m.__name__)
 def test_a_bounded_index_that_forgets_the_wrong_blocks_or_answers_more_is_caught(mutant, monkeypatch) -> None:
     monkeypatch.setenv("RADIXCHECK_SHRINK_SECONDS", "0")
