@@ -357,12 +357,14 @@ def _trim_run(best: Replay, start: int, period: int, reps: int, options: Machine
               fails: Callable[..., Replay | None], time_left: Callable[[], bool]) -> Replay:
     """The run of ``reps`` repetitions at ``start``, none of whose halves can go, cut by bisection: the
     most leading repetitions that can go, then the most trailing ones (a chain of matches 1,500 deep
-    where a stack overflows at 1,000: about 20 replays to the shortest failing chain, where leaving
-    out acts one run at a time took the whole budget and wrote it as three loops)."""
+    where a stack overflows at 1,000: about 12 replays to the shortest failing chain, where leaving
+    out acts one run at a time took the whole budget and wrote it as three loops). Each end is probed
+    with one repetition first: if that cannot go, no more can, and the bisection costs one replay."""
     for leading in (True, False):
         can, cannot = 0, reps // 2  # repetitions that can go (known), and a count that cannot
+        probe = True  # one repetition first: where none can go (a chain's far end, whose length is all that counts) one replay says so
         while cannot - can > 1 and time_left():
-            middle = (can + cannot) // 2
+            middle, probe = (1 if probe else (can + cannot) // 2), False
             acts = best.acts
             cut = (slice(start, start + middle * period) if leading
                    else slice(start + (reps - middle) * period, start + reps * period))
