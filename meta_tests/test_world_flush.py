@@ -12,6 +12,8 @@ import pytest
 
 from radixcheck import profiles
 from radixcheck.properties.cache.scale_machine import ProductionScaleMachine, scale_machine_for
+from radixcheck.properties.findings.reduce import reduce
+from radixcheck.properties.findings.repro import _Writer
 from radixcheck.properties.findings.verdict import run_machine
 from radixcheck.reference import RadixCache
 
@@ -60,3 +62,21 @@ def test_a_correct_cache_or_one_without_reset_passes_the_flush(monkeypatch, fact
     """A cache that declares no reset is never sent one, so the recursive one passes undeclared."""
     monkeypatch.setenv("RADIXCHECK_SHRINK_SECONDS", "0")
     run_machine(_world(factory, f"meta_flush_{factory.__name__}", **declared), profiles.SETTINGS["mutation"])
+
+
+@pytest.mark.deep  # a production world, and its reduction
+def test_a_reset_that_dies_under_the_deep_history_reduces_to_the_history_in_few_replays(monkeypatch) -> None:
+    """Its repro was the whole world, reduced until the budget ran out (a wire server's: 7,231 calls,
+    288 lines, 2 replays in 60 s; in process, 1,061 calls after 93 replays, the chain left out act by
+    act). The failing step with the history alone, then the chain bisected, finishes in 50 replays:
+    no note says it stopped, and the file is the history's one loop and the reset."""
+    monkeypatch.setenv("RADIXCHECK_SHRINK_SECONDS", "0")
+    with pytest.raises(RecursionError) as caught:
+        run_machine(_world(ResetsRecursively, "meta_flush_reduced"), profiles.SETTINGS["mutation"], transcript=True)
+    reduced = reduce(caught.value.radixcheck_machine, caught.value, seconds=float("inf"), replays=50)
+    assert reduced is not None and not reduced.notes, (reduced and reduced.notes, reduced and reduced.replays)
+    failing = reduced.replay.acts[-1]
+    kept = {a.story for a in reduced.replay.acts if a.step_number != failing.step_number}
+    assert len(kept) == 1 and "deep" in str(kept), kept  # the history's story, nothing else before the reset
+    text = _Writer(reduced, "meta_tests.test_world_flush:ResetsRecursively", "").script()
+    assert text.count("\n") <= 120 and text.count("for i in range(") == 1, text

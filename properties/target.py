@@ -67,6 +67,17 @@ class TransportError(Exception):
     what_happened = "the call got no answer"
 
 
+class TargetCrash(Exception):
+    """The target said it failed (a wire server's error 13): its state is unknown. Never a refusal
+    either: a crash where bad input or a forbidden lock is due is the finding, not the refusal asked for."""
+
+    what_happened = "the target said it crashed"
+
+
+NOT_A_REFUSAL = (OperationTimeout, TransportError, TargetCrash)
+"""What a check that expects a refusal lets through: a hang, no answer, a crash."""
+
+
 def caused_by_hang(exc: BaseException | None) -> bool:
     """Whether ``exc``, or an exception it was raised from or during, is an :class:`OperationTimeout`."""
     while exc is not None:

@@ -14,6 +14,7 @@ from hypothesis import settings
 
 from radixcheck import profiles
 from radixcheck.properties.adapters.wire import (
+    WireCrash,
     WireFactory,
     WireProtocolError,
     WireRefused,
@@ -489,3 +490,41 @@ def test_a_server_that_dies_in_a_legal_lock_is_its_death_not_a_refusal() -> None
     finally:
         factory.close()
     assert oracle_of(caught.value) == "crash (WireServerDied: the wire server stopped)"
+
+
+# The reference server behind a relay that answers every refusal (error 1000) with a crash (error 13),
+# as a server whose error path fails where it should refuse.
+CRASH_FOR_REFUSAL = r"""
+import json, subprocess, sys
+inner = subprocess.Popen(sys.argv[1:], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, bufsize=1)
+for line in sys.stdin:
+    inner.stdin.write(line); inner.stdin.flush()
+    reply = json.loads(inner.stdout.readline())
+    if reply.get("error") == 1000:
+        reply["error"], reply["text"] = 13, "panic in the refusal path"
+    print(json.dumps(reply), flush=True)
+"""
+
+
+def crashes_for_refusals() -> WireFactory:
+    return wire_factory([sys.executable, "-c", CRASH_FOR_REFUSAL, *reference_command()])
+
+
+def test_a_crash_where_a_refusal_is_due_is_the_finding_not_a_refusal() -> None:
+    """Error 13 says the server failed and its state is unknown; error 1000 is the refusal. The
+    foreign-handle test and the machine's expected refusals took any error, a crash included, for the
+    refusal: a server that crashed on every forbidden lock and bad input passed them."""
+    from radixcheck.properties.conformance.test_construction import test_handle_from_another_cache_is_refused
+    from radixcheck.properties.findings.failures import oracle_of
+    from radixcheck.properties.target import Target
+
+    factory = crashes_for_refusals()
+    try:
+        with pytest.raises(WireCrash, match="panic in the refusal path") as caught:
+            test_handle_from_another_cache_is_refused(Target("wire:crash_for_refusal", factory, factory.capabilities), 1)
+        machine = machine_for(factory, factory.capabilities, 1, "wire_crash_for_refusal")()
+        with pytest.raises(WireCrash, match="panic in the refusal path"):
+            machine._expect_refusal("bad input (a negative amount)", "evict", -1)
+    finally:
+        factory.close()
+    assert oracle_of(caught.value) == "crash (WireCrash: the wire server answered error 13 (crash))"

@@ -50,6 +50,7 @@ from radixcheck.properties.cache.canonical import canonical_namespace
 from radixcheck.properties.cache.contract import Capabilities, SlotAllocator
 from radixcheck.properties.target import (
     OperationTimeout,
+    TargetCrash,
     TransportError,
     computed_elsewhere,
     op_timeout,
@@ -86,11 +87,11 @@ class WireProtocolError(WireError, TransportError):
     what_happened = "the wire server's reply broke the protocol"
 
 
-class WireCrash(WireError):
-    """The server answered error 13 (crash): its cache's state is unknown. Met only in a legal call:
-    where a refusal is due, any error answers (the state must still not move)."""
+class WireCrash(WireError, TargetCrash):
+    """The server answered error 13 (crash): its cache's state is unknown. Where a refusal is due it
+    is no refusal (error 1000 is): the crash is the finding."""
 
-    what_happened = "the wire server answered error 13 (crash) to a legal call"
+    what_happened = "the wire server answered error 13 (crash)"
 
 
 class WireRefused(ValueError):

@@ -81,7 +81,7 @@ from radixcheck.oracles.violations import (
 from radixcheck.properties.cache.contract import BIGRAM_START, DEFAULT_CAPABILITIES, Capabilities, SlotAllocator
 from radixcheck.properties.cache.layers import UNSAID, Tags, keywords_for, layers_for, namespace_key
 from radixcheck.properties.findings.transcript import Act, act
-from radixcheck.properties.target import OperationTimeout, TransportError, guarded
+from radixcheck.properties.target import NOT_A_REFUSAL, OperationTimeout, TransportError, guarded
 
 POOL_SIZE = 1 << 24  # more slots than any run allocates
 NEVER_A_SLOT = POOL_SIZE + 7  # slot ids in bad input: never handed out, in case a cache accepts them
@@ -732,7 +732,7 @@ class RadixCacheMachine(RuleBasedStateMachine):
         before = before or self._snapshot()
         try:
             self._call(name, *args, namespace=namespace)
-        except (OperationTimeout, TransportError):  # a hang, or a server that broke the protocol: not a refusal
+        except NOT_A_REFUSAL:  # a hang, a server that broke the protocol or said it crashed: not a refusal
             raise
         except Exception:  # noqa: BLE001 - any clear exception will do; the state must not move
             pass

@@ -7,15 +7,17 @@ fresh machine, with every oracle, and keeps any change after which the replay st
 the same finding (the same oracle, and a message of the same shape):
 
 1. every invariant check but the failing one left out at once;
-2. whole steps (or stories of a production world) left out, largest first;
+2. a production world's failing step with one other story or step alone, smallest first (each a fraction
+   of the world's replay), else whole steps (or stories) left out, largest first;
 3. simpler tokens and callers, all at once first (one replay), else one by one: token ids renamed
    in the order they are first sent (:func:`renamed`: the first prompt becomes ``0, 1, 2, ...``,
    every prefix shared as before, so a file writes ``list(range(0, 3000))``, not 3,000 random ids);
    buffers left alone, tokens as lists only, ascending slot ids (:class:`~radixcheck.properties.cache.machine.MachineOptions`);
    and match queries cut to what they match;
 4. long runs of one kind of act (a production world's 3,000 matches that deepen one path, its
-   crowd of 1,025 locks) halved, again and again: a shallower chain, a smaller crowd;
-5. runs of acts left out, halving the run length each round (delta debugging);
+   crowd of 1,025 locks) halved, again and again: a shallower chain, a smaller crowd; a run neither
+   of whose halves can go is cut by bisection at each end;
+5. runs of acts left out, halving the run length each round (delta debugging), a long run as one;
 6. each inserted prompt cut to half its pages, again and again (a 161-token prompt where 2 do).
 
 An act that needs one left out (a lock of a match that is gone) goes with it, and one that
@@ -209,7 +211,9 @@ def reduce(machine: RadixCacheMachine, failure: BaseException, waived: Callable[
     # Whole stories first, before any replay of the whole world: a smaller world is cheaper to replay. The first
     # goes with every simpler caller and token (3. below) at once: a scale world may allow few replays in the budget.
     simplest = dataclasses.replace(options, **{k: v for change in SIMPLER for k, v in change.items() if k in OPTIONS})
-    best = _leave_out_stories(renamed(lean), simplest, fails, time_left, trim=True, first_only=True)
+    best = _keep_one_story(renamed(lean), simplest, fails, time_left)
+    if best is None:
+        best = _leave_out_stories(renamed(lean), simplest, fails, time_left, trim=True, first_only=True)
     if best is None and replays == 0 and time_left():  # no story can go (a world of one story): still one replay for both
         best = fails(renamed(lean), simplest, True)
     simplified = best is not None
@@ -343,9 +347,65 @@ def _halve_long_runs(best: Replay, options: MachineOptions, fails: Callable[...,
             if smaller is not None and len(smaller.acts) < len(acts):
                 best = smaller
                 break
-        else:
-            start = end  # neither half can go: the next run
+        else:  # neither half can go: as few of its repetitions as still fail, then the next run
+            best = _trim_run(best, start, period, reps, options, fails, time_left)
+            start += period * _run_at(best.acts, start)[1] if len(best.acts) > start else 1
     return best
+
+
+def _trim_run(best: Replay, start: int, period: int, reps: int, options: MachineOptions,
+              fails: Callable[..., Replay | None], time_left: Callable[[], bool]) -> Replay:
+    """The run of ``reps`` repetitions at ``start``, none of whose halves can go, cut by bisection: the
+    most leading repetitions that can go, then the most trailing ones (a chain of matches 1,500 deep
+    where a stack overflows at 1,000: about 12 replays to the shortest failing chain, where leaving
+    out acts one run at a time took the whole budget and wrote it as three loops). Each end is probed
+    with one repetition first: if that cannot go, no more can, and the bisection costs one replay."""
+    for leading in (True, False):
+        can, cannot = 0, reps // 2  # repetitions that can go (known), and a count that cannot
+        probe = True  # one repetition first: where none can go (a chain's far end, whose length is all that counts) one replay says so
+        while cannot - can > 1 and time_left():
+            middle, probe = (1 if probe else (can + cannot) // 2), False
+            acts = best.acts
+            cut = (slice(start, start + middle * period) if leading
+                   else slice(start + (reps - middle) * period, start + reps * period))
+            smaller = fails(acts[: cut.start] + acts[cut.stop :], options, best.trim_queries)
+            if smaller is not None and len(smaller.acts) < len(acts):
+                best, reps, cannot, can = smaller, reps - middle, cannot - middle, 0
+            else:
+                cannot = middle
+    return best
+
+
+def _groups(acts: list[Act]) -> list[list[Act]]:
+    """``acts`` by step (and story of a production world), in order."""
+    groups: list[list[Act]] = []
+    for a in acts:
+        if groups and (groups[-1][-1].step, groups[-1][-1].story) == (a.step, a.story):
+            groups[-1].append(a)
+        else:
+            groups.append([a])
+    return groups
+
+
+def _keep_one_story(acts: list[Act], options: MachineOptions, fails: Callable[..., Replay | None],
+                    time_left: Callable[[], bool]) -> Replay | None:
+    """The failing act's step alone, then with one other step (or story) before it, smallest first,
+    one replay each, while the acts tried stay under half the program: the first that fails the same
+    way, or ``None``. Each costs a fraction of the whole world's replay, where leaving out the largest
+    story still replays the others (a reset that dies under the deep history: the history alone)."""
+    if not any(a.story for a in acts):
+        return None  # no world: the ordinary machine's steps are left out largest first
+    *others, failing = _groups(acts)
+    tried = 0
+    for group in [[], *sorted(others, key=len)]:
+        tried += len(group) + len(failing)
+        if tried > len(acts) // 2 or not time_left():
+            break
+        kept_ids = {id(a) for a in group + failing}
+        found = fails([a for a in acts if id(a) in kept_ids], options, True)
+        if found is not None:
+            return found
+    return None
 
 
 def _leave_out_stories(acts: list[Act], options: MachineOptions, fails: Callable[..., Replay | None],
@@ -353,12 +413,7 @@ def _leave_out_stories(acts: list[Act], options: MachineOptions, fails: Callable
     """Leave out whole steps (or stories of a production world), largest first, one replay each:
     the smallest replay that still failed the same way, or ``None`` if none did (``first_only``:
     if the first did not)."""
-    groups: list[list[Act]] = []
-    for a in acts:
-        if groups and (groups[-1][-1].step, groups[-1][-1].story) == (a.step, a.story):
-            groups[-1].append(a)
-        else:
-            groups.append([a])
+    groups = _groups(acts)
     best: Replay | None = None
     for group in sorted(groups[:-1], key=len, reverse=True):  # never the failing act's own
         if len(group) < 2 or not time_left():
@@ -374,9 +429,26 @@ def _leave_out_stories(acts: list[Act], options: MachineOptions, fails: Callable
 
 def _leave_out_runs(best: Replay, options: MachineOptions, fails: Callable[..., Replay | None],
                     time_left: Callable[[], bool]) -> Replay:
-    """Delta debugging over the acts (:func:`leave_out_runs`)."""
+    """Delta debugging over the acts (:func:`leave_out_runs`), a long run of one pattern as one item:
+    :func:`_halve_long_runs` has cut it already, and one act out of a deep chain's matches is one
+    replay each for every act of the chain (its budget, at production scale), to the same end."""
     trim = best.trim_queries
-    return leave_out_runs(best, lambda replayed: replayed.acts, lambda acts: fails(acts, options, trim), time_left)
+    return leave_out_runs(best, lambda replayed: _units(replayed.acts),
+                          lambda units: fails([a for unit in units for a in unit], options, trim), time_left)
+
+
+def _units(acts: list[Act]) -> list[list[Act]]:
+    """``acts`` as delta debugging's items: each run of ``LONG_RUN`` or more repetitions of one pattern
+    (without the failing act) one item, every other act its own."""
+    units, i = [], 0
+    while i < len(acts):
+        period, reps = _run_at(acts, i)
+        end = min(i + period * reps, len(acts) - 1)
+        if reps < LONG_RUN or end - i < LONG_RUN:
+            end = i + 1
+        units.append(acts[i:end])
+        i = end
+    return units
 
 
 R = TypeVar("R")

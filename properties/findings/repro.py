@@ -57,7 +57,7 @@ from radixcheck.properties.findings.standalone import (
 from radixcheck.properties.findings.transcript import Act
 from radixcheck.properties.index.machine import KvIndexMachine
 from radixcheck.properties.index.repro import CannotWrite, IndexProgram, failing_program, index_script, shortest_program
-from radixcheck.properties.target import TransportError, caused_by_hang, declared_page_sizes
+from radixcheck.properties.target import TargetCrash, TransportError, caused_by_hang, declared_page_sizes
 
 __all__ = ["Repro", "file_name", "finding_site", "literal", "repro_for", "run_repro"]
 
@@ -585,7 +585,7 @@ class _Writer:
                             f"print('no bug: {shown_call} returned within the limit')"]
         raised = type(failure).__name__
         what = f"{shown_call} raised {raised}: {message_of(failure)} (a legal call)"
-        if isinstance(failure, TransportError):  # a broken reply or a dead server: any answer in the protocol fixes it
+        if isinstance(failure, (TransportError, TargetCrash)):  # no answer, or a crash: any answer in the protocol fixes it
             what = f"{shown_call} raised {raised}: {message_of(failure)} ({failure.what_happened})"
             return lines + ["try:", f"    {expression}", "except Exception as exc:  # noqa: BLE001",
                             f"    if type(exc).__name__ == {raised!r}:",
