@@ -157,8 +157,8 @@ def replay_only(saved: dict[str, Any], field: list[tuple[Entry, Target]], replay
                 wall_seconds: float | None, command: str) -> dict[str, Any]:
     """``saved`` with its throughput re-measured by this run (``replay_run`` says which run that is)
     and everything else, the bench included, kept from the run that measured it."""
-    fresh = replays(field, replay_seconds, wall_seconds)
-    return saved | fresh | {"replay_run": {"generated_by": generated_by(), "machine": describe(), "command": command}}
+    run = {"generated_by": generated_by(), "machine": describe(), "command": command}  # read first: the code that runs
+    return saved | replays(field, replay_seconds, wall_seconds) | {"replay_run": run}
 
 
 # ---- keeping complete replays -----------------------------------------------------------------
