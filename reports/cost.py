@@ -335,10 +335,11 @@ def _provenance(doc: dict[str, Any]) -> str:
     runs = throughput_runs(doc)
     if "replay_run" not in doc and _from_this_run(doc, runs) == [True]:
         return f"{bench} One run: the bench took {doc['bench_seconds']:.0f} s, then the throughput replays."
-    last = f"`{runs[0]['command']}` at commit `{runs[0]['commit']}`"
+    last = f"`{runs[0]['command']}` at commit `{runs[0]['commit']}` ({runs[0]['machine']})"
+    rows = (f"all from another run, {last}" if len(runs) == 1
+            else f"from {len(runs)} runs, listed under their table (the newest: {last})")
     return (f"The bench (growth exponents, cost at the largest tree): {bench[0].lower()}{bench[1:]} It took "
-            f"{doc['bench_seconds']:.0f} s. The throughput rows come from {len(runs)} run(s), listed under their table "
-            f"(the newest: {last}).")
+            f"{doc['bench_seconds']:.0f} s. The throughput rows are {rows}.")
 
 
 def _from_this_run(doc: dict[str, Any], runs: list[Run]) -> list[bool]:
