@@ -156,9 +156,9 @@ from radixcheck.properties.cache.contract import Capabilities, SlotAllocator
 PIP_REQUIREMENTS: list[str] = [
     # What importing vllm.v1.core.kv_cache_manager needs on top of the sglang audit environment
     # (which already has numpy, regex, psutil, pyzmq, msgspec, pydantic, transformers, aiohttp,
-    # requests, openai, pillow, pybase64, partial-json-parser, packaging, starlette: unpinned in
-    # reports/audit_env.py IMPORT_DEPS, so their versions move; transformers was 5.24 here and is
-    # 5.25.0 in today's audit venv), found by importing until it stopped failing. The pins below
+    # requests, openai, pillow, pybase64, partial-json-parser, packaging, starlette: unpinned, named
+    # in reports/audit_env.py IMPORT_DEPS or pulled in by them, so their versions move; transformers
+    # was 5.24 here and is 5.25.0 in today's audit venv), found by importing until it stopped failing. The pins below
     # are exact versions verified together (today's audit venv has every one of them).
     "cachetools==8.0.2",  # vllm.utils
     "cbor2==6.3.0",  # vllm.utils.hashing (sha256_cbor; imported unconditionally)
