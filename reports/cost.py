@@ -1,16 +1,18 @@
 """``reports/COST.md``: what each operation costs as the cache grows, every engine of the field side by side.
 
     .audit-venv/bin/python -m radixcheck.reports.cost            # the engines need the audit environment
+    .audit-venv/bin/python -m radixcheck.reports.cost --replay-only   # the throughput table alone; the bench is kept
     .audit-venv/bin/python -m radixcheck.reports.cost --report-only   # re-render from artifacts/cost.json
 
 One run, interleaved: ``radixcheck.bench`` builds every target's tree at one size in turn before
 the next size, so the machine's load falls on all of them alike, then the same run replays the
 four ledger workloads through each cache (``reports/throughput.py``; again workload by workload,
-target by target). Writes ``reports/COST.md``, ``reports/artifacts/cost.json`` and
-``reports/plots/cost.png``. A run in which a target cannot be loaded (say, outside the audit
-environment, or without ``RADIXCHECK_MINISGLANG_SRC`` / ``RADIXCHECK_LIGHTLLM_SRC`` naming the
-engines' checkouts) stops before measuring rather than replace a committed COST.md, unless
-``--force`` is given.
+target by target). ``--replay-only`` runs the replays alone (minutes, where the bench takes ten)
+and keeps the saved bench; the report then says which run each part comes from. Writes
+``reports/COST.md``, ``reports/artifacts/cost.json`` and ``reports/plots/cost.png``. A run in
+which a target cannot be loaded (say, outside the audit environment, or without
+``RADIXCHECK_MINISGLANG_SRC`` / ``RADIXCHECK_LIGHTLLM_SRC`` naming the engines' checkouts) stops
+before measuring rather than replace a committed COST.md, unless ``--force`` is given.
 
 A replay is bounded by CPU time (``--replay-seconds``, with a wall backstop), so a loaded machine
 gives complete replays, only later. One cut short all the same (the backstop) never replaces a
@@ -112,27 +114,16 @@ def load(entries: list[Entry]) -> tuple[list[tuple[Entry, Target]], dict[str, st
 
 def measure(field: list[tuple[Entry, Target]], missing: dict[str, str], plan: BenchPlan, replay_seconds: float,
             wall_seconds: float | None = None, command: str = "python -m radixcheck.reports.cost") -> dict[str, Any]:
-    loaded = [entry for entry, _ in field]
-    targets = [(target, entry.page_size) for entry, target in field]
+    """One full run: the bench, then the replays."""
     t0 = time.monotonic()
-    results = bench(targets, plan, progress=lambda line: print(f"[cost] {line}", file=sys.stderr, flush=True))
+    results = bench([(target, entry.page_size) for entry, target in field], plan,
+                    progress=lambda line: print(f"[cost] {line}", file=sys.stderr, flush=True))
     bench_seconds = time.monotonic() - t0
-    throughput: dict[str, list[dict[str, Any]]] = {e.key: [] for e in loaded}
-    load_before = os.getloadavg()[0]
-    for workload in ledger_workloads(DEFAULT_SCALE):
-        for entry, (target, page_size) in zip(loaded, targets, strict=True):
-            copies = instances_for(workload, DEFAULT_CAPACITY, DEFAULT_FILL)
-            r = replay(target, page_size, workload, copies, DEFAULT_CAPACITY, replay_seconds, wall_seconds)
-            row = asdict(r) | {"calls_per_second": r.calls_per_second}
-            throughput[entry.key].append(row)
-            print(f"[cost] {entry.key}: {workload.name}: {r.calls_per_second:,.0f} calls/s {r.stopped}", file=sys.stderr, flush=True)
     return {
-        "field": [asdict(e) for e in loaded],
+        "field": [asdict(e) for e, _ in field],
         "missing": missing,
-        "results": {e.key: r.to_json() for e, r in zip(loaded, results, strict=True)},
-        "throughput": throughput,
-        "throughput_setup": describe_setup(DEFAULT_SCALE, DEFAULT_CAPACITY, DEFAULT_FILL),
-        "throughput_load": [round(load_before, 1), round(os.getloadavg()[0], 1)],
+        "results": {e.key: r.to_json() for (e, _), r in zip(field, results, strict=True)},
+        **replays(field, replay_seconds, wall_seconds),
         "command": command,
         "plan": asdict(plan),
         "generated_by": generated_by(),
@@ -143,6 +134,33 @@ def measure(field: list[tuple[Entry, Target]], missing: dict[str, str], plan: Be
     }
 
 
+def replays(field: list[tuple[Entry, Target]], replay_seconds: float, wall_seconds: float | None = None) -> dict[str, Any]:
+    """The throughput part of a run: the four ledger workloads through every target (workload by
+    workload, target by target), with the load before and after."""
+    throughput: dict[str, list[dict[str, Any]]] = {e.key: [] for e, _ in field}
+    load_before, t0 = os.getloadavg()[0], time.monotonic()
+    for workload in ledger_workloads(DEFAULT_SCALE):
+        for entry, target in field:
+            copies = instances_for(workload, DEFAULT_CAPACITY, DEFAULT_FILL)
+            r = replay(target, entry.page_size, workload, copies, DEFAULT_CAPACITY, replay_seconds, wall_seconds)
+            throughput[entry.key].append(asdict(r) | {"calls_per_second": r.calls_per_second})
+            print(f"[cost] {entry.key}: {workload.name}: {r.calls_per_second:,.0f} calls/s {r.stopped}", file=sys.stderr, flush=True)
+    return {
+        "throughput": throughput,
+        "throughput_setup": describe_setup(DEFAULT_SCALE, DEFAULT_CAPACITY, DEFAULT_FILL),
+        "throughput_load": [round(load_before, 1), round(os.getloadavg()[0], 1)],
+        "throughput_seconds": round(time.monotonic() - t0, 1),
+    }
+
+
+def replay_only(saved: dict[str, Any], field: list[tuple[Entry, Target]], replay_seconds: float,
+                wall_seconds: float | None, command: str) -> dict[str, Any]:
+    """``saved`` with its throughput re-measured by this run (``replay_run`` says which run that is)
+    and everything else, the bench included, kept from the run that measured it."""
+    run = {"generated_by": generated_by(), "machine": describe(), "command": command}  # read first: the code that runs
+    return saved | replays(field, replay_seconds, wall_seconds) | {"replay_run": run}
+
+
 # ---- keeping complete replays -----------------------------------------------------------------
 
 
@@ -151,12 +169,15 @@ def _row_name(key: str, workload: str) -> str:
 
 
 def _run_of(doc: dict[str, Any]) -> Run:
-    """The run ``doc`` was measured in, with every throughput row of it (a doc saved before runs were kept)."""
-    at = re.search(r"at commit `([^`]+)`", doc.get("generated_by", ""))
-    m = doc["machine"]
+    """The run ``doc``'s fresh throughput rows were measured in (its ``replay_run`` after ``--replay-only``,
+    else the bench's run), with every throughput row of it (a doc saved before runs were kept)."""
+    run = doc.get("replay_run", doc)
+    at = re.search(r"at commit `([^`]+)`", run.get("generated_by", ""))
+    m = run["machine"]
     load = doc.get("throughput_load")
-    return {"commit": at.group(1) if at else "(not recorded)", "command": doc.get("command", "python -m radixcheck.reports.cost"),
-            "seconds": None, "machine": f"{m['cpu']}, {m['cores']} cores" + (f", load {load[0]:g}-{load[1]:g}" if load else ""),
+    return {"commit": at.group(1) if at else "(not recorded)", "command": run.get("command", "python -m radixcheck.reports.cost"),
+            "seconds": doc.get("throughput_seconds"),
+            "machine": f"{m['cpu']}, {m['cores']} cores" + (f", load {load[0]:g}-{load[1]:g}" if load else ""),
             "rows": [_row_name(k, r["workload"]) for k, rows in doc["throughput"].items() for r in rows]}
 
 
@@ -239,14 +260,14 @@ def render(doc: dict[str, Any], out: Path) -> str:
     lines = [
         "# The cost of a cache: how each operation grows with the cache, across the field",
         "",
-        doc.get("generated_by", "Generated by an older radixcheck (no version recorded).") + " "
+        _provenance(doc) + " "
         "Regenerate: `python -m radixcheck.reports.audit_env`, then with `RADIXCHECK_MINISGLANG_SRC` and "
         "`RADIXCHECK_LIGHTLLM_SRC` naming checkouts at the commits below, `.audit-venv/bin/python -m radixcheck.reports.cost` "
-        f"(one run: the bench part took {doc['bench_seconds']:.0f} s, then the throughput replays), then "
+        "(the bench, then the throughput replays; `--replay-only` re-runs the replays alone and keeps the saved bench), then "
         "`python -m radixcheck.reports.cost --report-only` in the main environment for the plot (the audit environment "
         "has no matplotlib). One target alone: `radixcheck bench module:factory`.",
         "",
-        f"Measured on {one_line(m)}; {doc['clock']}. The machine is shared (2 cores, other jobs running): absolute "
+        f"The bench was measured on {one_line(m)}; {doc['clock']}. The machine is shared (2 cores, other jobs running): absolute "
         "figures are noisy, so every target's tree was built and measured in turn at each size (interleaved), and the "
         "exponents (fits over every repeat) and the ratios to the reference are the figures to read.",
         "",
@@ -308,6 +329,25 @@ def render(doc: dict[str, Any], out: Path) -> str:
     return text
 
 
+def _provenance(doc: dict[str, Any]) -> str:
+    """Which run each part comes from: the bench from one run, the throughput rows from those its table lists."""
+    bench = doc.get("generated_by", "Generated by an older radixcheck (no version recorded).")
+    runs = throughput_runs(doc)
+    if "replay_run" not in doc and _from_this_run(doc, runs) == [True]:
+        return f"{bench} One run: the bench took {doc['bench_seconds']:.0f} s, then the throughput replays."
+    last = f"`{runs[0]['command']}` at commit `{runs[0]['commit']}` ({runs[0]['machine']})"
+    rows = (f"all from another run, {last}" if len(runs) == 1
+            else f"from {len(runs)} runs, listed under their table (the newest: {last})")
+    return (f"The bench (growth exponents, cost at the largest tree): {bench[0].lower()}{bench[1:]} It took "
+            f"{doc['bench_seconds']:.0f} s. The throughput rows are {rows}.")
+
+
+def _from_this_run(doc: dict[str, Any], runs: list[Run]) -> list[bool]:
+    """For each run, whether it is the one that wrote ``doc`` (its replays, or its bench and replays)."""
+    this_run = {**_run_of(doc), "rows": []}
+    return [{**r, "rows": []} == this_run for r in runs]
+
+
 def _throughput_section(doc: dict[str, Any], entries: list[Entry]) -> list[str]:
     setup = doc["throughput_setup"]
     lines = ["## Throughput: the ledger workloads at scale", "",
@@ -333,8 +373,7 @@ def _throughput_section(doc: dict[str, Any], entries: list[Entry]) -> list[str]:
             cells.append(cell)
         w = setup["workloads"][name]
         lines.append(f"| {name} | {w['instances']} | {w['requests']:,} | " + " | ".join(cells) + " |")
-    this_run = {**_run_of(doc), "rows": []}
-    is_this_run = [{**r, "rows": []} == this_run for r in runs]
+    is_this_run = _from_this_run(doc, runs)
     if is_this_run == [True]:
         return lines + ["", f"Every row from this run ({runs[0]['machine']})."]
     if not any(is_this_run):
@@ -380,21 +419,33 @@ def main(argv: list[str] | None = None) -> int:
                     help=f"wall-time backstop of each replay (default {WALL_FACTOR} x --replay-seconds); a replay it cuts short "
                          "keeps the saved complete one in the report")
     ap.add_argument("--report-only", action="store_true", help="re-render from artifacts/cost.json")
+    ap.add_argument("--replay-only", action="store_true",
+                    help="re-measure the throughput table only, for every target of artifacts/cost.json; the bench is kept")
     ap.add_argument("--force", action="store_true", help="replace COST.md even with a run that lacks some of its engines")
     args = ap.parse_args(argv)
     artifact = args.out / "artifacts" / "cost.json"
     if args.report_only:
         write(json.loads(artifact.read_text()), args.out)
         return 0
+    command = "python -m radixcheck.reports.cost" + "".join(f" {a}" for a in (argv if argv is not None else sys.argv[1:]))
+    wall = None if args.replay_wall_seconds is None else float(args.replay_wall_seconds)
+    saved = json.loads(artifact.read_text()) if artifact.is_file() else None
+    if args.replay_only:
+        if saved is None or args.only:
+            ap.error("--replay-only re-measures the saved artifact's whole field: it needs artifacts/cost.json and no --only")
+        keys = [e["key"] for e in saved["field"]]
+        field, missing = load([e for e in FIELD if e.key in keys])
+        if missing or len(field) != len(keys):  # a row the run cannot measure would be left out of the table
+            ap.error(f"--replay-only: cannot load {sorted(set(keys) - {e.key for e, _ in field})}")
+        write(keep_complete(replay_only(saved, field, float(args.replay_seconds), wall, command), saved), args.out)
+        return 0
     entries = [e for e in FIELD if not args.only or e.key in args.only or e.key.startswith("reference")]
     field, missing = load(entries)
     if (args.out / "COST.md").exists():
         weaker = [f"{key} cannot be loaded" for key in missing] + (["only " + ", ".join(args.only)] if args.only else [])
         refuse_weaker(ap, args.out / "COST.md", weaker, args.force)
-    wall = None if args.replay_wall_seconds is None else float(args.replay_wall_seconds)
-    doc = measure(field, missing, BenchPlan(max_seconds=float(args.max_seconds)), float(args.replay_seconds), wall,
-                  "python -m radixcheck.reports.cost" + "".join(f" {a}" for a in (argv if argv is not None else sys.argv[1:])))
-    write(keep_complete(doc, json.loads(artifact.read_text()) if artifact.is_file() else None), args.out)
+    doc = measure(field, missing, BenchPlan(max_seconds=float(args.max_seconds)), float(args.replay_seconds), wall, command)
+    write(keep_complete(doc, saved), args.out)
     return 0
 
 

@@ -43,7 +43,11 @@ vLLM's scheduler makes, with ``vllm.v1.request.Request`` objects carrying vLLM's
   no cached data come first in the queue; taking them evicts nothing, exactly as in vLLM.
   The return value is the evicted blocks times the block size, counted from the events.
 * ``total_size()`` / ``protected_size()`` / ``evictable_size()``: tokens in blocks that carry a
-  block hash (``KVCacheBlock.block_hash``), split by ``ref_cnt > 0``, read from the pool.
+  block hash (``KVCacheBlock.block_hash``), split by ``ref_cnt > 0``. vLLM keeps no such token
+  counts (its scheduler reads ``BlockPool.get_num_free_blocks()``, a counter); the adapter keeps
+  them as its calls change them (stores and removals from the events, holds from its locks), so a
+  size call is O(1) and the bench times vLLM, not a rescan (``meta_tests/test_vllm_adapter_sizes.py``
+  checks them against a rescan of the pool after every call).
 * ``page_size`` is vLLM's block size (``scheduler_block_size == hash_block_size``).
 
 Slots (how the suite's :class:`SlotAllocator` sees eviction)
@@ -151,9 +155,11 @@ from radixcheck.properties.cache.contract import Capabilities, SlotAllocator
 
 PIP_REQUIREMENTS: list[str] = [
     # What importing vllm.v1.core.kv_cache_manager needs on top of the sglang audit environment
-    # (which already has numpy, regex, psutil, pyzmq, msgspec, pydantic, transformers 5.24,
-    # aiohttp, requests, openai, pillow, pybase64, partial-json-parser, packaging, starlette),
-    # found by importing until it stopped failing. Exact versions that were verified together.
+    # (which already has numpy, regex, psutil, pyzmq, msgspec, pydantic, transformers, aiohttp,
+    # requests, openai, pillow, pybase64, partial-json-parser, packaging, starlette: unpinned, named
+    # in reports/audit_env.py IMPORT_DEPS or pulled in by them, so their versions move; transformers
+    # was 5.24 here and is 5.25.0 in today's audit venv), found by importing until it stopped failing. The pins below
+    # are exact versions verified together (today's audit venv has every one of them).
     "cachetools==8.0.2",  # vllm.utils
     "cbor2==6.3.0",  # vllm.utils.hashing (sha256_cbor; imported unconditionally)
     "cloudpickle==3.1.3",  # vllm.utils / multiprocessing helpers
@@ -279,6 +285,12 @@ class VLLMPrefixCache:
         self._slots: dict[int, np.ndarray] = {}  # block id -> the caller's slot ids for its tokens (copies share them)
         self._by_hash: dict[Any, list[int]] = {}  # external block hash -> recorded block ids (physical copies)
         self._pages_gone = 0  # block hashes whose last copy was evicted, counted by _drain_events
+        # What the size calls and evict read, kept as the adapter's calls change it (vLLM's scheduler
+        # reads counters too, BlockPool.get_num_free_blocks; a rescan per call would time the adapter).
+        # Between calls the only requests holding blocks are the locks' (an insert frees its own).
+        self._lock_blocks: dict[str, list[tuple[int, Any]]] = {}  # lock request id -> (block id, hash) it holds
+        self._holds: dict[int, int] = {}  # block id -> lock requests holding it (only blocks held: > 0)
+        self._page_holds: dict[Any, int] = {}  # block hash -> holds over its copies (only protected pages: > 0)
         self.tap_events = False  # the end-to-end check sets it: keep vLLM's events for take_published()
         self._published: list[Any] = []
 
@@ -336,17 +348,26 @@ class VLLMPrefixCache:
             self.allocator.free(slots)
             self._pages_gone += 1
 
-    def _pages(self) -> list[bool]:
-        """One entry per cached page (a block hash some recorded block carries): whether any copy is held."""
-        blocks = self.pool.blocks
-        return [any(blocks[b].ref_cnt > 0 for b in ids) for ids in self._by_hash.values()
-                if any(blocks[b].block_hash is not None for b in ids)]
+    def _hold(self, request_id: str, blocks: Sequence[Any]) -> None:
+        """A lock request now holds ``blocks`` (``ref_cnt += 1`` each, in vLLM)."""
+        held = [(b.block_id, self._external_hash(b)) for b in blocks]
+        self._lock_blocks[request_id] = held
+        for block_id, h in held:
+            self._holds[block_id] = self._holds.get(block_id, 0) + 1
+            self._page_holds[h] = self._page_holds.get(h, 0) + 1
 
-    def _cached_blocks(self) -> list[Any]:
-        """The blocks vLLM holds as cached, among those the adapter saw stored (every cached block:
-        each ``BlockStored`` is checked against the blocks an insert allocated). Reading only those
-        keeps the sizes O(cached) instead of O(pool)."""
-        return [b for b in map(self.pool.blocks.__getitem__, self._slots) if b.block_hash is not None]
+    def _unhold(self, request_id: str) -> None:
+        """A lock request was freed: its blocks lose one holder (a request that held nothing: no change)."""
+        for block_id, h in self._lock_blocks.pop(request_id, []):
+            for counts, key in ((self._holds, block_id), (self._page_holds, h)):
+                counts[key] -= 1
+                if counts[key] == 0:
+                    del counts[key]
+
+    def idle_cached_blocks(self) -> int:
+        """Cached blocks no request holds (vLLM's evictable blocks, copies counted): every recorded
+        block is cached between calls (an evicted one is forgotten at its ``BlockRemoved``)."""
+        return len(self._slots) - len(self._holds)
 
     # -- the contract ------------------------------------------------------------------------
     def match_prefix(self, tokens: Sequence[int]) -> tuple[np.ndarray, Any]:
@@ -399,6 +420,7 @@ class VLLMPrefixCache:
         if self.manager.allocate_slots(request, 0, num_hit, computed) is None:
             raise RuntimeError("vLLM refused to admit the request holding the prefix")
         handle.requests.append(request)
+        self._hold(request.request_id, computed.blocks[0])
         self._drain_events()
 
     def dec_lock_ref(self, handle: Any) -> None:
@@ -407,6 +429,7 @@ class VLLMPrefixCache:
         # No lock outstanding: free a request that holds nothing (vLLM's free is a no-op then).
         request = handle.requests.pop() if handle.requests else self._request(handle.tokens)
         self.manager.free(request)
+        self._unhold(request.request_id)
         self._drain_events()
 
     def evict(self, num_tokens: int) -> int:
@@ -416,8 +439,7 @@ class VLLMPrefixCache:
         if need > 0:
             # The free blocks that hold no cached data come first in vLLM's queue; a request
             # takes them before it evicts anything. Take them in one call (as a request would).
-            idle = sum(b.ref_cnt == 0 for b in self._cached_blocks())
-            uncached = self.pool.get_num_free_blocks() - idle
+            uncached = self.pool.get_num_free_blocks() - self.idle_cached_blocks()
             if uncached > 0:
                 taken += self.pool.get_new_blocks(uncached)
                 evicted += self._count_removed()
@@ -437,14 +459,16 @@ class VLLMPrefixCache:
     def evict_prefix(self, tokens: Sequence[int]) -> int:
         raise NotImplementedError("vLLM has no prefix-keyed eviction (supports_quarantine=False)")
 
+    # The sizes count pages (block hashes; a spare copy adds none), O(1): every recorded hash is cached
+    # between calls, and a page is protected while a lock request holds one of its copies.
     def total_size(self) -> int:
-        return len(self._pages()) * self.page_size
+        return len(self._by_hash) * self.page_size
 
     def evictable_size(self) -> int:
-        return sum(not held for held in self._pages()) * self.page_size
+        return (len(self._by_hash) - len(self._page_holds)) * self.page_size
 
     def protected_size(self) -> int:
-        return sum(self._pages()) * self.page_size
+        return len(self._page_holds) * self.page_size
 
     # -- for the end-to-end check (radixcheck.properties.index.router_e2e): what a router sees -------
 
