@@ -99,7 +99,7 @@ def test_tokens_are_renamed_by_prefix_in_the_order_they_are_sent() -> None:
 
 
 def test_the_header_advises_a_longer_budget_only_when_a_shorter_one_ran_out() -> None:
-    ran_out = ["reduction stopped at its budget (5 s, RADIXCHECK_REDUCE_SECONDS)"]
+    ran_out = ["reduction stopped at its budget (5 s of CPU, RADIXCHECK_REDUCE_SECONDS)"]
     assert "RADIXCHECK_REDUCE_SECONDS=60" in budget_advice(Reduced(None, None, 0, notes=ran_out, budget=5.0))
     assert budget_advice(Reduced(None, None, 0, notes=ran_out, budget=60.0)) == ""  # the trial's: 60 s was what it had
     assert budget_advice(Reduced(None, None, 0, notes=["reduction stopped after 8 replays"], budget=5.0)) == ""

@@ -29,6 +29,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
+from radixcheck.properties.budget_clock import BudgetWatch, WallWatch
 from radixcheck.properties.cache.contract import (
     DEFAULT_CAPABILITIES,
     MAX_PAGE_SIZE_TESTED,
@@ -533,25 +534,28 @@ def outside_the_limit():
             _set_timer(left, _tick(call.cpu_limit))
 
 
-_deadline: float | None = None  # monotonic time after which calls raise BudgetSpent
+_budget: BudgetWatch | None = None  # the time_budget block's clocks: past it, calls raise BudgetSpent
 
 
 @contextmanager
-def time_budget(seconds: float):
-    """Within this block, a call into the target after ``seconds`` raises :class:`BudgetSpent`."""
-    global _deadline
-    previous, _deadline = _deadline, time.monotonic() + seconds
+def time_budget(seconds: float, wall_clock: bool = False):
+    """Within this block, a call into the target once ``seconds`` of CPU time are spent raises
+    :class:`BudgetSpent` (:mod:`radixcheck.properties.budget_clock`: this process's CPU and a wire
+    server's), or once its wall-clock backstop passes (a target that sleeps or blocks). With
+    ``wall_clock``, ``seconds`` are of wall-clock time. A budget of 0 or less is spent at once."""
+    global _budget
+    previous, _budget = _budget, (WallWatch if wall_clock else BudgetWatch)(seconds)
     try:
         yield
     finally:
-        _deadline = previous
+        _budget = previous
 
 
 def check_budget(what: str) -> None:
     """Raise :class:`BudgetSpent` if the :func:`time_budget` block this runs in has run out of time: the
     stop check of code that makes no :func:`guarded` call itself (a state machine's step: a tier
     world calls its cache directly)."""
-    if _deadline is not None and time.monotonic() > _deadline:
+    if _budget is not None and _budget.spent():
         raise BudgetSpent(what)
 
 

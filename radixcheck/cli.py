@@ -57,7 +57,8 @@ def _parser() -> argparse.ArgumentParser:
                        help="per-operation time limit in seconds of CPU time (default 5; a call that blocks meets "
                             "a wall-clock backstop, RADIXCHECK_OP_WALL_TIMEOUT, default 12 times it and at least 60 s)")
     audit.add_argument("--shrink-seconds", type=positive_seconds,
-                       help="time to shrink each failure (default 15; 5 for a KV-event index or a tenant tree)")
+                       help="seconds of CPU time to shrink each failure (default 15; 5 for a KV-event index or a tenant tree; "
+                            "a wall-clock backstop, RADIXCHECK_BUDGET_WALL_FACTOR, default 20 times it)")
     add_bench_parser(sub)
     reports = sub.add_parser("reports", help="regenerate the ledger reports (same as python -m radixcheck.reports)", add_help=False)
     reports.add_argument("args", nargs=argparse.REMAINDER)

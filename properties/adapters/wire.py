@@ -31,6 +31,7 @@ expects for bad input and forbidden locks, and a failure anywhere else.
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import select
@@ -46,6 +47,7 @@ from typing import Any
 
 import numpy as np
 
+from radixcheck.properties.budget_clock import count_cpu_of, forget_cpu_of
 from radixcheck.properties.cache.canonical import canonical_namespace
 from radixcheck.properties.cache.contract import Capabilities, SlotAllocator
 from radixcheck.properties.target import (
@@ -110,8 +112,20 @@ def command_from_env() -> list[str]:
     return shlex.split(text) if text else reference_command()
 
 
+def _process_cpu(pid: int) -> float | None:
+    """The CPU time (user and system, s) process ``pid`` has spent, from ``/proc``; ``None``
+    where that cannot be read (not Linux, or it was reaped)."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as stat:
+            fields = stat.read().rpartition(b")")[2].split()  # after the command name, which may hold spaces
+        return (int(fields[11]) + int(fields[12])) / _CLOCK_TICKS  # utime, stime: fields 14 and 15 of proc(5)
+    except (OSError, ValueError, IndexError):
+        return None
+
+
 def _stop_server(process: subprocess.Popen, stderr: Any) -> None:
     """Kill a server still running, reap it, and close its pipes and stderr file."""
+    forget_cpu_of(process.pid)  # its CPU so far stays counted in the shrink and reduction budgets
     if process.poll() is None:
         process.kill()
         process.wait()
@@ -185,6 +199,7 @@ class WireConnection:
         except OSError as exc:
             raise WireServerDied(f"cannot start the wire server {shlex.join(self.command)}: {exc}") from None
         self.cpu_readable = self.server_cpu() is not None  # else (not Linux) its requests are judged by the wall clock
+        count_cpu_of(self.process.pid, functools.partial(_process_cpu, self.process.pid))  # the budgets count its CPU
         # A connection dropped without close() (a factory never closed) still stops its server and
         # releases its pipes and stderr file when it is collected, or at exit.
         weakref.finalize(self, _stop_server, self.process, self._stderr)
@@ -226,6 +241,7 @@ class WireConnection:
         once with ``kill``: a server that hung will not read its stdin)."""
         if self.dead is None:
             self.dead = why
+        forget_cpu_of(self.process.pid)  # read before it is reaped: its CPU so far stays counted
         if kill and self.process.poll() is None:
             self.process.kill()
             self.process.wait()
@@ -254,12 +270,7 @@ class WireConnection:
     def server_cpu(self) -> float | None:
         """The CPU time (user and system, s) the server process has spent, from ``/proc``; ``None``
         where that cannot be read (not Linux)."""
-        try:
-            with open(f"/proc/{self.process.pid}/stat", "rb") as stat:
-                fields = stat.read().rpartition(b")")[2].split()  # after the command name, which may hold spaces
-            return (int(fields[11]) + int(fields[12])) / _CLOCK_TICKS  # utime, stime: fields 14 and 15 of proc(5)
-        except (OSError, ValueError, IndexError):
-            return None
+        return _process_cpu(self.process.pid)
 
     def request_cpu(self) -> float | None:
         """The server's CPU time (s) on the request it is answering, once read (a reply CPU_POLL late)."""

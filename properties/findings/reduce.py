@@ -24,9 +24,9 @@ An act that needs one left out (a lock of a match that is gone) goes with it, an
 would no longer be legal (an unlock whose lock is gone) is not sent.
 
 Each replay is judged by the same machine and oracles as the run, so a smaller failure is as
-real as the first one. It is bounded in time (``RADIXCHECK_REDUCE_SECONDS``, default 5; a production world's 60: one
-replay of it costs seconds), and
-what it has at the end is the answer. A hang is reduced the same way: a replay that does not
+real as the first one. It is bounded in CPU time (``RADIXCHECK_REDUCE_SECONDS``, default 5; a production world's
+60: one replay of it costs seconds; a wall-clock backstop stops a target that blocks: :mod:`~radixcheck.properties.budget_clock`),
+and what it has at the end is the answer. A hang is reduced the same way: a replay that does not
 hang costs what any replay does, one that still hangs (the same call, in the same shape) costs the
 per-operation limit, so a hang's budget is the reduction's plus ``HANG_REPLAYS`` limits (its last
 replay may end one limit past it).
@@ -37,7 +37,6 @@ from __future__ import annotations
 import dataclasses
 import os
 import sys
-import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -46,6 +45,7 @@ from typing import TypeVar
 import numpy as np
 
 from radixcheck.oracles.violations import ContractViolation
+from radixcheck.properties.budget_clock import BudgetWatch
 from radixcheck.properties.cache.machine import HandleRecord, MachineOptions, RadixCacheMachine, namespace_key
 from radixcheck.properties.findings.failures import message_of, oracle_of, raised_at, shape_of
 from radixcheck.properties.findings.transcript import Act, kept
@@ -178,10 +178,10 @@ def reduce(machine: RadixCacheMachine, failure: BaseException, waived: Callable[
     (default ``RADIXCHECK_REDUCE_SECONDS``) and, if given, at most ``replays`` replays (a budget
     that does not depend on the machine's speed, for tests). ``None`` if its replay does not fail
     the same way (a target that does not repeat itself)."""
-    started = time.monotonic()
     budget = reduce_seconds(type(machine)) if seconds is None else seconds
     if caused_by_hang(failure) and budget > 0:  # a replay that still hangs costs the time limit: room for two of them
         budget += HANG_REPLAYS * op_timeout()
+    watch = BudgetWatch(budget)  # CPU seconds (and a wall-clock backstop): the same reduction on a loaded machine
     machine_class, wanted = type(machine), finding_of(failure)
     options = machine.options
     acts = list(machine.transcript)
@@ -197,7 +197,7 @@ def reduce(machine: RadixCacheMachine, failure: BaseException, waived: Callable[
         nonlocal replays, spent
         replays += 1
         try:
-            with time_budget(max(0.0, budget - (time.monotonic() - started))):
+            with time_budget(watch.left()):
                 again = replay(machine_class, acts, options, waived, trim)
         except BudgetSpent:
             spent = True
@@ -205,7 +205,7 @@ def reduce(machine: RadixCacheMachine, failure: BaseException, waived: Callable[
         return again if again.failure is not None and finding_of(again.failure) == wanted else None
 
     def time_left() -> bool:
-        return not spent and time.monotonic() - started < budget and (limit is None or replays < limit)
+        return not spent and not watch.spent() and (limit is None or replays < limit)
 
     lean = [a for a in acts if a.name not in INVARIANTS or a is acts[-1]]  # usually enough, and a replay saved
     # Whole stories first, before any replay of the whole world: a smaller world is cheaper to replay. The first
@@ -224,7 +224,7 @@ def reduce(machine: RadixCacheMachine, failure: BaseException, waived: Callable[
     if best is None and time_left():
         best = (fails(lean, options, False) if len(lean) < len(acts) else None) or (fails(acts, options, False) if time_left() else None)
     if best is None and spent:
-        as_run.notes.append(f"not reduced: its budget ({budget:g} s, {REDUCE_ENV}) ran out before a replay failed the same way")
+        as_run.notes.append(f"not reduced: its budget ({budget:g} s of CPU, {REDUCE_ENV}) ran out before a replay failed the same way")
         return as_run
     if best is None:
         return None
@@ -234,8 +234,8 @@ def reduce(machine: RadixCacheMachine, failure: BaseException, waived: Callable[
     best = _leave_out_runs(best, options, fails, time_left)
     best = _shorten_prompts(best, options, fails, time_left)
     notes = [] if time_left() else [f"reduction stopped after {replays} replays" if limit is not None and replays >= limit
-                                    else f"reduction stopped at its budget ({budget:g} s, {REDUCE_ENV})"]
-    return Reduced(best, options, len(acts), acts, replays, round(time.monotonic() - started, 2), notes, budget)
+                                    else f"reduction stopped at its budget ({budget:g} s of CPU, {REDUCE_ENV})"]
+    return Reduced(best, options, len(acts), acts, replays, round(watch.wall(), 2), notes, budget)
 
 
 SIMPLER = ({"renamed": True}, {"churned_slots": False}, {"reuses_buffers": False}, {"tokens_as_lists": True}, {"trim": True})

@@ -32,7 +32,6 @@ import dataclasses
 import functools
 import inspect
 import os
-import time
 import unittest
 from collections.abc import Callable, Iterable
 from typing import Any
@@ -45,6 +44,7 @@ from hypothesis.stateful import RuleBasedStateMachine, multiple, run_state_machi
 from hypothesis.strategies import SearchStrategy
 
 from radixcheck.profiles import current
+from radixcheck.properties.budget_clock import BudgetWatch
 from radixcheck.properties.findings.draws import seed_only_draws
 from radixcheck.properties.target import (
     BudgetSpent,
@@ -211,7 +211,7 @@ def _find_shrink_replay(run: Callable[[settings], None], search: settings, budge
         raise first
     examples.demote_failures()
     own = settings(find, database=examples)
-    started = time.monotonic()
+    watch = BudgetWatch(budget)  # the shrink's CPU seconds, as time_budget counts them (its note says them)
     cut_short = False
     try:
         with time_budget(budget):
@@ -220,7 +220,7 @@ def _find_shrink_replay(run: Callable[[settings], None], search: settings, budge
         cut_short = True
     except Exception:  # noqa: BLE001 - the smallest failure is replayed below, cleanly
         pass
-    spent = time.monotonic() - started
+    spent, wall = watch.cpu(), watch.wall()
     try:
         run(settings(own, phases=[Phase.reuse]))
     except unittest.SkipTest:  # nothing to replay: a forced seed (--hypothesis-seed) uses no example database
@@ -234,7 +234,8 @@ def _find_shrink_replay(run: Callable[[settings], None], search: settings, budge
             raising(False)
             raise first from None
         shrunk = _replayable(shrunk)
-        shrunk.add_note(f"radixcheck: shrunk for {spent:.1f} s (budget {budget:g} s, {SHRINK_ENV})")
+        shrunk.add_note(f"radixcheck: shrunk for {spent:.1f} s of CPU time, {wall:.1f} s of wall clock "
+                       f"(budget {budget:g} s of CPU, {SHRINK_ENV})")
         if cut_short:
             shrunk.add_note(f"{SHRINK_CUT_SHORT} ({budget:g} s): this program may be longer than it needs; --shrink-seconds "
                             f"(or {SHRINK_ENV}) gives it longer")

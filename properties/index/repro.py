@@ -15,13 +15,13 @@ oracle gives for it, still fails.
 from __future__ import annotations
 
 import dataclasses
-import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 from radixcheck.oracles.kv_index import IndexModel
 from radixcheck.oracles.violations import Check, ContractViolation
+from radixcheck.properties.budget_clock import BudgetWatch
 from radixcheck.properties.findings.failures import message_of, oracle_of
 from radixcheck.properties.findings.reduce import REDUCE_ENV
 from radixcheck.properties.findings.standalone import CANNOT_RUN_LINES, bug_lines, factory_import, needs, runs_to_the_check
@@ -235,12 +235,12 @@ def shortest_program(found: IndexProgram, counts_copies: bool, fails: Callable[[
     """Delta debugging over the program's calls: a smaller program is kept if its stream is legal
     and its file (expected values recomputed by the oracle) still fails. At most ``seconds``; if
     they run out first, the program says so (``cut_short``)."""
-    deadline = time.monotonic() + seconds
+    watch = BudgetWatch(seconds)  # CPU seconds, with a wall-clock backstop (budget_clock)
     best, chunk = found, max(1, len(found.program) // 2)
     legal = {repr(c.args) for c in found.program if c.name == "apply_event" and not c.may_refuse}
-    while chunk >= 1 and time.monotonic() < deadline:
+    while chunk >= 1 and not watch.spent():
         start, shrunk = 0, False
-        while start < len(best.program) and time.monotonic() < deadline:
+        while start < len(best.program) and not watch.spent():
             kept = best.program[:start] + best.program[start + chunk:]
             candidate = IndexProgram(kept, best.last, best.check, best.names, reduced=True)
             names = expected_after(candidate, counts_copies) if _redeliveries_follow_their_first(candidate, legal) else None

@@ -20,12 +20,12 @@ from __future__ import annotations
 
 import re
 import textwrap
-import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 from radixcheck.oracles.violations import ContractViolation
+from radixcheck.properties.budget_clock import BudgetWatch
 from radixcheck.properties.findings.failures import message_of, oracle_of
 from radixcheck.properties.findings.reduce import REDUCE_ENV, finding_of, leave_out_runs, reduce_seconds
 from radixcheck.properties.findings.root_cause import Signature, each_step, shown_past_failures, signature
@@ -73,8 +73,9 @@ def reduced(factory: Callable[..., Any], world: TierWorld, failure: BaseExceptio
             replays: int | None = None) -> tuple[TierReplay | None, str]:
     """The smallest replay that fails as ``failure`` did (``None``: the run's own operations do not,
     replayed), and a sentence on what the reduction did."""
-    started, budget = time.monotonic(), reduce_seconds() if seconds is None else seconds
-    wanted, count, shortest, shrunk_at = finding_of(failure), 0, len(world.log), started
+    budget = reduce_seconds() if seconds is None else seconds
+    watch = BudgetWatch(OVERTIME * budget)  # CPU seconds (budget_clock), and the wall-clock backstop of its overtime
+    wanted, count, shortest, shrunk_at = finding_of(failure), 0, len(world.log), 0.0
     starts = transfer_starts(world.log)
 
     def fails(operations: list[Operation]) -> TierReplay | None:
@@ -86,12 +87,13 @@ def reduced(factory: Callable[..., Any], world: TierWorld, failure: BaseExceptio
             return None
         again.operations = [op for op, _ in sent[: len(again.operations)]]  # as the reduction knows them
         if len(again.operations) < shortest:
-            shortest, shrunk_at = len(again.operations), time.monotonic()
+            shortest, shrunk_at = len(again.operations), watch.cpu()
         return again
 
     def time_left() -> bool:
-        now = time.monotonic()
-        return goes_on(now - started, now - shrunk_at, budget) and (replays is None or count < replays)
+        now = watch.cpu()
+        return (goes_on(now, now - shrunk_at, budget) and watch.wall() < watch.wall_limit
+                and (replays is None or count < replays))
 
     operations = [(i, line) for i, line in enumerate(world.log) if not line.startswith("#")]
     best = fails(operations)
@@ -100,8 +102,8 @@ def reduced(factory: Callable[..., Any], world: TierWorld, failure: BaseExceptio
     best = without_repeats(best, fails, time_left)
     best = leave_out_runs(best, lambda replayed: replayed.operations, fails, time_left)
     best = TierReplay([line for line in best.world.log if not line.startswith("#")], best.world, best.failure)  # as sent
-    took = time.monotonic() - started
-    stopped = "" if time_left() else (f"; stopped at its budget ({budget:g} s, {REDUCE_ENV}; past it, up to "
+    took = watch.wall()
+    stopped = "" if time_left() else (f"; stopped at its budget ({budget:g} s of CPU, {REDUCE_ENV}; past it, up to "
                                        f"{OVERTIME:g} times, only while still shrinking)")
     return best, (f"Reduced from {len(operations)} operations to {len(best.operations)} ({count} replays, "
                   f"{took:.2f} s{stopped}).")
