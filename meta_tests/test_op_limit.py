@@ -172,12 +172,12 @@ def test_a_metered_call_that_hangs_leaves_the_collector_on(monkeypatch: pytest.M
     ``gc.enable()`` (a loaded machine stalls the process anywhere; simulated by a restore that
     computes past several ticks), left the collector off for the rest of the worker, and a later
     test that checks it failed (tests/test_throughput.py). The restore now runs off the call's timer."""
-    monkeypatch.setenv(TIMEOUT_ENV, "0.2")  # ticks every 0.05 s once the limit has passed
+    monkeypatch.setenv(TIMEOUT_ENV, "0.05")  # ticks every 0.0125 s once the limit has passed
     monkeypatch.setenv(WALL_TIMEOUT_ENV, "600")
     was, enable = gc.isenabled(), gc.enable
 
     def stalled_enable() -> None:
-        spin(0.3)
+        spin(0.05)
         enable()
 
     enable()
