@@ -7,6 +7,7 @@ The installed plugin does neither in other projects (``radixcheck.profiles``).
 
 from __future__ import annotations
 
+import gc
 import hashlib
 import importlib
 import importlib.abc
@@ -54,6 +55,19 @@ pytest_collect_file = DOCS.pytest()
 def pytest_configure(config: pytest.Config) -> None:
     if not config.getoption("hypothesis_profile", None):  # else Hypothesis's plugin has loaded the one asked for
         settings.load_profile(profiles.default_profile())
+
+
+@pytest.fixture(autouse=True)
+def _collector_left_on():  # noqa: ANN202 - a fixture
+    """A test that leaves the garbage collector off or frozen (the step-cost metering and the
+    throughput replay switch it off for a while) fails itself, and the collector is put back:
+    else a later test of the same xdist worker that checks it (tests/test_throughput.py) failed
+    instead, in one run of many, for a reason of another test's."""
+    yield
+    if not gc.isenabled() or gc.get_freeze_count():
+        gc.unfreeze()
+        gc.enable()
+        pytest.fail("this test left the garbage collector off or frozen", pytrace=False)
 
 
 # ---- Test tiers (README "Test tiers") ------------------------------------------------------------------------------

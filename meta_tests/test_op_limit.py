@@ -23,6 +23,7 @@ from radixcheck.properties.target import (
     _alarm,
     forget_hangs,
     guarded,
+    metering,
     op_wall_timeout,
 )
 
@@ -163,3 +164,29 @@ def test_a_longer_limit_keeps_the_ratio_of_wall_clock_to_cpu_time(monkeypatch: p
     with pytest.raises(OperationTimeout, match=r"^factory\(\) while loading the target did not return within 1 s of wall-clock"):
         with _alarm(0.5, "factory() while loading the target"):
             time.sleep(30)
+
+
+def test_a_metered_call_that_hangs_leaves_the_collector_on(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A metered call (the step-cost watch) runs with the collector off. Once it hangs, every tick
+    raises the interrupt again until the call is left: a tick that landed in the restore, before
+    ``gc.enable()`` (a loaded machine stalls the process anywhere; simulated by a restore that
+    computes past several ticks), left the collector off for the rest of the worker, and a later
+    test that checks it failed (tests/test_throughput.py). The restore now runs off the call's timer."""
+    monkeypatch.setenv(TIMEOUT_ENV, "0.05")  # ticks every 0.0125 s once the limit has passed
+    monkeypatch.setenv(WALL_TIMEOUT_ENV, "600")
+    was, enable = gc.isenabled(), gc.enable
+
+    def stalled_enable() -> None:
+        spin(0.05)
+        enable()
+
+    enable()
+    monkeypatch.setattr(gc, "enable", stalled_enable)
+    try:
+        with metering(lambda *told: None, ("insert",)), pytest.raises(OperationTimeout, match="^insert did not return"):
+            guarded("insert", spin, 30)
+        collecting = gc.isenabled()
+    finally:
+        monkeypatch.setattr(gc, "enable", enable)
+        (gc.enable if was else gc.disable)()  # this worker's later tests get the collector as it was
+    assert collecting

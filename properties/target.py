@@ -603,6 +603,27 @@ def _code_of(fn: Callable[..., Any]) -> Any:
     return (type(fn.__self__), fn.__name__) if hasattr(fn, "__self__") else fn
 
 
+def _metered_call(what: str, fn: Callable[..., T], args: tuple[Any, ...], keywords: dict[str, Any]) -> tuple[T, float]:
+    """``fn``'s result and the CPU time its thread spent, under the per-operation limit, with the
+    collector off: a collection the call's allocations set off walks the whole heap, not the call's cost.
+
+    The collector is switched back on after the call's timer is off: once a call has hung, every
+    tick raises its interrupt again until the call is left, and one that landed before
+    ``gc.enable()`` (the restore used to run inside the timer) left the collector off for the rest
+    of the process. Not part of _BOOKKEEPING: a tick landing here as a C call returns past the limit
+    must still raise."""
+    collecting = gc.isenabled()
+    gc.disable()
+    try:
+        with _alarm(op_timeout(), what):
+            started = time.thread_time()  # this thread's: an engine's background threads are not the call's cost
+            result = fn(*args, **keywords)
+            return result, time.thread_time() - started
+    finally:
+        if collecting:
+            gc.enable()
+
+
 def guarded(what: str, fn: Callable[..., T], *args: Any, **keywords: Any) -> T:
     """Call ``fn(*args, **keywords)`` (the keyword: ``namespace=``) under the per-operation time limit (and the shrink budget, if any).
 
@@ -622,20 +643,12 @@ def guarded(what: str, fn: Callable[..., T], *args: Any, **keywords: Any) -> T:
         if where == at:
             raise OperationTimeout(how)  # the call that hung, replayed: not called again
     try:
-        with _alarm(op_timeout(), what):
-            if _meter is None or what not in _metered:
+        if _meter is None or what not in _metered:
+            with _alarm(op_timeout(), what):
                 return fn(*args, **keywords)
-            collecting = gc.isenabled()
-            gc.disable()  # a collection the call's allocations set off walks the whole heap: not the call's cost
-            try:
-                started = time.thread_time()  # this thread's: an engine's background threads are not the call's cost
-                result = fn(*args, **keywords)
-                seconds = time.thread_time() - started
-            finally:
-                if collecting:
-                    gc.enable()
-            _meter(what, args, seconds)
-            return result
+        result, seconds = _metered_call(what, fn, args, keywords)
+        _meter(what, args, seconds)
+        return result
     except OperationTimeout as exc:
         _hung.setdefault(owner, (str(exc), at if _positions else None))
         raise
