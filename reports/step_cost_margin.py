@@ -60,7 +60,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--declared", action="store_true",
                         help="keep the target's declared page sizes (as an audit that builds a world at each: the deep history "
                              "only at the smallest); default: the page size declared alone, the deep history there")
-    parser.add_argument("--dump", metavar="FILE", help="write every watched call (kind, size class, tree, seconds) as JSON")
+    parser.add_argument("--dump", metavar="FILE", help="write every watched call (kind, size class, tree, seconds, probe seconds) as JSON")
     parser.add_argument("--tiers", action="store_true", help="the tier production world (its write policy: the first declared)")
     args = parser.parse_args(argv)
     factory = _factory(args.target or (TIER_REFERENCE if args.tiers else REFERENCE))
@@ -88,10 +88,11 @@ def main(argv: list[str] | None = None) -> int:
     for (what, size), growth in sorted(highest, key=lambda item: -item[1].ratio)[:8]:
         print(f"{what:>13} ~{2 ** (size / step_cost.SHAPES_PER_OCTAVE):6.0f} tokens: highest ratio {growth.ratio:5.2f} "
               f"(span {growth.span:5.1f}, groups of {growth.calls} calls: {growth.small_cost * 1e6:,.0f} us in "
-              f"{growth.small_tree:,.0f} tokens, {growth.large_cost * 1e6:,.0f} us in {growth.large_tree:,.0f})")
+              f"{growth.small_tree:,.0f} tokens, {growth.large_cost * 1e6:,.0f} us in {growth.large_tree:,.0f}; "
+              f"probe {growth.load:4.2f}x, unprobed {growth.ratio * growth.load:5.2f})")
     if args.dump:
-        rows = [[what, size, tree, seconds] for watch in watches for (what, size), calls in watch.calls.items()
-                for tree, seconds in calls]
+        rows = [[what, size, tree, seconds, probe] for watch in watches for (what, size), calls in watch.calls.items()
+                for tree, seconds, probe in calls]
         Path(args.dump).write_text(json.dumps(rows))
     print(f"{factory.__name__} page {page}: {verdict}; GROWTH {step_cost.GROWTH}, SPAN {step_cost.SPAN}; "
           f"{time.monotonic() - started:.0f} s wall, {time.process_time() - cpu:.0f} s CPU")

@@ -44,6 +44,7 @@ from __future__ import annotations
 
 import math
 import statistics
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -58,13 +59,31 @@ CHECK_EVERY = 128  # calls of one kind and size between two comparisons, at leas
 SHAPES_PER_OCTAVE = 4  # calls are of the same size when their tokens are within a quarter octave
 
 
+_PROBE_TABLE = {i * 7919 % 65521: i for i in range(512)}  # a fixed dict, small enough to stay in a core's own cache
+_PROBE_KEYS = [i * 7919 % 65521 for i in range(0, 500, 5)]  # 100 lookups spread over it
+
+
+def probe() -> float:
+    """The CPU time of a fixed piece of work (100 dict lookups: ~3 us): what load does to it (a hyperthread
+    shared, preemptions charged to the thread), it does to a call measured beside it, and a call's cost is
+    judged in probes. Its data stays in the core's own cache, so a large tree the call walked does not make
+    it dearer (that would cancel the very growth judged). It allocates nothing a collection would count."""
+    table, total = _PROBE_TABLE, 0
+    started = time.thread_time()
+    for key in _PROBE_KEYS:
+        total += table[key]
+    return time.thread_time() - started
+
+
 class StepCostWatch:
     """Told each watched call's CPU time (:meth:`observe`, via ``metering``); :meth:`check` raises a
-    :class:`StepCostViolation` once one kind of call costs :data:`GROWTH` times more in large trees."""
+    :class:`StepCostViolation` once one kind of call costs :data:`GROWTH` times more in large trees.
+    ``probe``: the fixed work timed beside each call (tests pass a made-up one)."""
 
-    def __init__(self, tree_tokens: Callable[[], int]) -> None:
+    def __init__(self, tree_tokens: Callable[[], int], probe: Callable[[], float] = probe) -> None:
         self.tree_tokens = tree_tokens  # the cached tokens now (the model's count: O(1))
-        self.calls: dict[tuple[str, int], list[tuple[int, float]]] = {}  # (call, size class) -> [(tree, seconds)]
+        self.probe = probe
+        self.calls: dict[tuple[str, int], list[Call]] = {}  # (call, size class) -> [(tree, seconds, probe's seconds)]
         self.tokens: dict[tuple[str, int], tuple[int, int]] = {}  # (call, size class) -> the fewest and most tokens sent
         self.next_check: dict[tuple[str, int], int] = {}  # (call, size class) -> its calls at its next comparison
         self.due: set[tuple[str, int]] = set()
@@ -81,7 +100,7 @@ class StepCostWatch:
         calls = self.calls.setdefault(key, [])
         fewest, most = self.tokens.get(key, (tokens, tokens))
         self.tokens[key] = (min(fewest, tokens), max(most, tokens))
-        calls.append((self.tree_tokens(), seconds))
+        calls.append((self.tree_tokens(), seconds, self.probe()))  # the probe right after the call: the same load
         if len(calls) >= self.next_check.get(key, CHECK_EVERY):
             self.next_check[key] = len(calls) + spacing(len(calls))
             self.due.add(key)
@@ -116,38 +135,50 @@ def spacing(calls: int) -> int:
     return max(CHECK_EVERY, calls // 8)
 
 
-class Growth:
-    """The two groups of one kind and size of call: their trees' and costs' medians."""
+Call = tuple[int, float, float]  # one watched call: the cached tokens before it, its CPU time, the probe's beside it
 
-    def __init__(self, small: list[tuple[int, float]], large: list[tuple[int, float]], side_by_side: bool = True) -> None:
+
+class Growth:
+    """The two groups of one kind and size of call: their trees', costs' and probes' medians."""
+
+    def __init__(self, small: list[Call], large: list[Call], side_by_side: bool = True) -> None:
         self.calls = len(small)
         self.side_by_side = side_by_side  # some small-tree call came after a large-tree call (the crowd's alternation)
-        self.small_tree = statistics.median(t for t, _ in small)
-        self.large_tree = statistics.median(t for t, _ in large)
-        self.small_cost = statistics.median(s for _, s in small)
-        self.large_cost = statistics.median(s for _, s in large)
+        self.small_tree = statistics.median(t for t, _, _ in small)
+        self.large_tree = statistics.median(t for t, _, _ in large)
+        self.small_cost = statistics.median(s for _, s, _ in small)
+        self.large_cost = statistics.median(s for _, s, _ in large)
+        self.small_probe = statistics.median(p for _, _, p in small)
+        self.large_probe = statistics.median(p for _, _, p in large)
 
     @property
     def span(self) -> float:
         return self.large_tree / max(self.small_tree, 1)
 
     @property
+    def load(self) -> float:
+        """How much dearer the same fixed work was beside the large trees' calls (the load's change between the groups)."""
+        return self.large_probe / max(self.small_probe, 1e-9)
+
+    @property
     def ratio(self) -> float:
-        return self.large_cost / max(self.small_cost, 1e-9)
+        """The large trees' cost over the small trees', each in probes: a ratio of ratios, that the load's change cancels."""
+        return self.large_cost / max(self.small_cost, 1e-9) / self.load
 
     @property
     def flagged(self) -> bool:
         return self.span >= SPAN and self.ratio >= GROWTH
 
-    def sentence(self, what: str, tokens: tuple[int, int], calls: list[tuple[int, float]]) -> str:
+    def sentence(self, what: str, tokens: tuple[int, int], calls: list[Call]) -> str:
         sent = f"{tokens[0]}" if tokens[0] == tokens[1] else f"{tokens[0]}-{tokens[1]}"
         return (f"{what} of {sent} tokens costs {self.ratio:.1f}x more CPU time in a cache of {self.large_tree:,.0f} tokens than "
                 f"in one of {self.small_tree:,.0f} (median of {self.calls} calls each: {self.large_cost * 1e6:,.0f} us against "
-                f"{self.small_cost * 1e6:,.0f} us): the cost of a step grows with the cache, as a scan of it on every call does. "
+                f"{self.small_cost * 1e6:,.0f} us, a fixed probe beside them {self.load:.2f}x dearer in the large): the cost of a "
+                f"step grows with the cache, as a scan of it on every call does. "
                 f"By cache size: {curve(calls)}. radixcheck bench measures it per operation.")
 
 
-def compare(calls: list[tuple[int, float]]) -> Growth | None:
+def compare(calls: list[Call]) -> Growth | None:
     """The tenth of ``calls`` (in the order they came) in the smallest trees against the tenth in the
     largest, or None while too few."""
     size = max(MIN_CALLS, int(len(calls) * GROUP_SHARE))
@@ -158,10 +189,10 @@ def compare(calls: list[tuple[int, float]]) -> Growth | None:
     return Growth([calls[i] for i in small], [calls[i] for i in large], side_by_side=max(small) > min(large))
 
 
-def curve(calls: list[tuple[int, float]]) -> str:
+def curve(calls: list[Call]) -> str:
     """The median cost per power-of-two cache size (those with 8 calls or more), for the message."""
     by_size: dict[int, list[float]] = {}
-    for tree, seconds in calls:
+    for tree, seconds, _ in calls:
         by_size.setdefault(1 << max(tree, 1).bit_length() - 1, []).append(seconds)
     return ", ".join(f"{size:,}: {statistics.median(costs) * 1e6:,.0f} us" for size, costs in sorted(by_size.items())
                      if len(costs) >= 8)
