@@ -114,7 +114,7 @@ def test_a_load_that_rises_as_the_tree_grows_is_read_in_probes_and_is_not_a_find
     watch = fed(lambda tree, _: 20e-6 * load(tree), grown(1024), load=load)
     watch.check(final=True)
     [growth] = watch.highest.values()
-    assert growth.ratio == pytest.approx(1, rel=0.05) and growth.load > 2
+    assert growth.ratio == pytest.approx(1, rel=0.05) and growth.load > 1.5  # dearer by half, in probes flat
     with pytest.raises(StepCostViolation):  # the same costs, with a probe that did not see the load: read as growth
         fed(lambda tree, _: 20e-6 * load(tree), grown(1024))
     with pytest.raises(StepCostViolation, match=r"a fixed probe beside them \d\.\d\dx dearer in the large"):  # growth, in probes

@@ -89,7 +89,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{what:>13} ~{2 ** (size / step_cost.SHAPES_PER_OCTAVE):6.0f} tokens: highest ratio {growth.ratio:5.2f} "
               f"(span {growth.span:5.1f}, groups of {growth.calls} calls: {growth.small_cost * 1e6:,.0f} us in "
               f"{growth.small_tree:,.0f} tokens, {growth.large_cost * 1e6:,.0f} us in {growth.large_tree:,.0f}; "
-              f"probe {growth.load:4.2f}x, unprobed {growth.ratio * growth.load:5.2f})")
+              f"probe {growth.load:4.2f}x, unprobed {growth.large_cost / max(growth.small_cost, 1e-9):5.2f})")
     if args.dump:
         rows = [[what, size, tree, seconds, probe] for watch in watches for (what, size), calls in watch.calls.items()
                 for tree, seconds, probe in calls]

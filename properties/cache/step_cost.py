@@ -24,10 +24,14 @@ a duration with a constant, and reads each in probes. The CPU time of the callin
 the time it waits for a core, nor an engine's background threads; what load adds to it (a hyperthread
 shared, preemptions and the caches refilled after them) it adds to the probe timed beside the call, so a
 load that rises while the tree grows (the traffic's large trees are its latest calls) cancels in the
-ratio of ratios. Before the probe, vLLM's adapter at page 16 read 1.27 to 2.51 in five worlds at loads of
-10 to 17, once 3.28; in probes it reads 1.1 to 1.4 at loads of ~18 (reports/step_cost_margin.py measures
-the margin), and the references 1.0 to 1.2. The probe's data stays in the core's own cache, so a large
-tree the call walked does not make the probe dearer (that would cancel the very growth judged). Medians of
+ratio of ratios. Each call is read in its own probe, then the groups' medians are taken: load comes and
+goes within a group too (vLLM's adapter at page 16 once read 2.13 in microseconds, its large trees'
+group a mix of calls under load and calls without, and 1.17 in probes). Before the probe, that adapter
+read 1.27 to 2.51 in five worlds at loads of 10 to 17, once 3.28; in probes it reads 1.1 to 1.2 at loads of
+18 to 25 (reports/step_cost_margin.py measures the margin). The probe's data is small (a core's own
+cache holds it), yet a call that sweeps that cache leaves the probe after it dearer: HostLookupWalksTree's
+walk of 25,000 nodes made it ~2.5x dearer, so that growth read 9x in probes (22x in microseconds). That
+understates a growth whose calls sweep memory; it never invents one. Medians of
 30+ calls each ignore a call that met a page fault; the garbage collector is off inside a metered call (a
 collection there is the whole heap's work, set off by whoever allocated last).
 
@@ -156,6 +160,10 @@ class Growth:
         self.large_cost = statistics.median(s for _, s, _ in large)
         self.small_probe = statistics.median(p for _, _, p in small)
         self.large_probe = statistics.median(p for _, _, p in large)
+        # each call in probes, then the median: load changes within a group too (vLLM's large trees' group
+        # read 2.1x in microseconds and 1.1x in probes: its calls under load and its calls without, mixed)
+        self.small_in_probes = statistics.median(s / max(p, 1e-9) for _, s, p in small)
+        self.large_in_probes = statistics.median(s / max(p, 1e-9) for _, s, p in large)
 
     @property
     def span(self) -> float:
@@ -168,8 +176,8 @@ class Growth:
 
     @property
     def ratio(self) -> float:
-        """The large trees' cost over the small trees', each in probes: a ratio of ratios, that the load's change cancels."""
-        return self.large_cost / max(self.small_cost, 1e-9) / self.load
+        """The large trees' cost over the small trees', each call's cost in probes: a ratio of ratios, that load cancels."""
+        return self.large_in_probes / max(self.small_in_probes, 1e-9)
 
     @property
     def flagged(self) -> bool:
