@@ -186,9 +186,9 @@ class Growth:
     def sentence(self, what: str, tokens: tuple[int, int], calls: list[Call]) -> str:
         sent = f"{tokens[0]}" if tokens[0] == tokens[1] else f"{tokens[0]}-{tokens[1]}"
         return (f"{what} of {sent} tokens costs {self.ratio:.1f}x more CPU time in a cache of {self.large_tree:,.0f} tokens than "
-                f"in one of {self.small_tree:,.0f} (median of {self.calls} calls each: {self.large_cost * 1e6:,.0f} us against "
-                f"{self.small_cost * 1e6:,.0f} us, a fixed probe beside them {self.load:.2f}x dearer in the large): the cost of a "
-                f"step grows with the cache, as a scan of it on every call does. "
+                f"in one of {self.small_tree:,.0f} (median of {self.calls} calls each, each call in the time of a fixed probe "
+                f"beside it: {self.large_cost * 1e6:,.0f} us against {self.small_cost * 1e6:,.0f} us, the probe {self.load:.2f}x "
+                f"dearer in the large): the cost of a step grows with the cache, as a scan of it on every call does. "
                 f"By cache size: {curve(calls)}. radixcheck bench measures it per operation.")
 
 
