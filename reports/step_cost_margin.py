@@ -12,7 +12,9 @@ is its margin. The plain world is built as the deep meta-tests build it (the pag
 alone, so the deep history runs there; ``--declared``: as an audit builds it, the history at the
 smallest declared page size only); ``--tiers``: the tier production world's watched story
 (:mod:`radixcheck.properties.tiers.scale`). Prints one line per kind of call and size (the highest
-ratio among the comparisons judged: span at least ``SPAN``), then the verdict; exits 1 on a finding.
+ratio among the comparisons judged: span at least ``SPAN``), then the verdict; exits 1 on a finding, 2 when
+another oracle's finding ended the world (a known one: SGLang HiCache's order, #3, ends its wide tree at the
+mass evict, after every watched call).
 """
 
 from __future__ import annotations
@@ -84,6 +86,9 @@ def main(argv: list[str] | None = None) -> int:
         verdict, code = "passes the watch", 0
     except StepCostViolation as exc:
         verdict, code = f"FAILS the watch: {exc}", 1
+    except Exception as exc:  # noqa: BLE001 - another oracle's finding ends the world: the calls watched till then still count
+        first = str(exc).splitlines()[0] if str(exc) else ""
+        verdict, code = f"stopped by another finding, not the watch's ({type(exc).__name__}: {first[:200]})", 2
     highest = [(key, growth) for watch in watches for key, growth in watch.highest.items()]
     for (what, size), growth in sorted(highest, key=lambda item: -item[1].ratio)[:8]:
         print(f"{what:>13} ~{2 ** (size / step_cost.SHAPES_PER_OCTAVE):6.0f} tokens: highest ratio {growth.ratio:5.2f} "
