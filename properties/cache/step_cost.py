@@ -27,12 +27,14 @@ load that rises while the tree grows (the traffic's large trees are its latest c
 ratio of ratios. Each call is read in its own probe, then the groups' medians are taken: load comes and
 goes within a group too (vLLM's adapter at page 16 once read 2.13 in microseconds, its large trees'
 group a mix of calls under load and calls without, and 1.17 in probes). Before the probe, that adapter
-read 1.27 to 2.51 in five worlds at loads of 10 to 17, once 3.28; in probes it reads 1.1 to 1.2 at loads of
-18 to 25 (reports/step_cost_margin.py measures the margin). The probe's data is small (a core's own
-cache holds it), yet a call that sweeps that cache leaves the probe after it dearer: HostLookupWalksTree's
-walk of 25,000 nodes made it ~2.5x dearer, so that growth read 9x in probes (22x in microseconds). That
-understates a growth whose calls sweep memory; it never invents one. Medians of
-30+ calls each ignore a call that met a page fault; the garbage collector is off inside a metered call (a
+read 1.27 to 2.51 in five worlds at loads of 10 to 17, once 3.28; in probes it reads 1.06 to 1.22 in ten
+worlds at loads of 10 to 31 (reports/step_cost_margin.py measures the margin; the others' margins are in
+docs/reference/production-scale.md). What load adds to the calling thread and not to the probe (a library's
+worker threads the caller spins for) is not undone: SGLang's Rust HiCache core read 2.66 once (5.24
+unprobed). The probe's data is small (a core's own cache holds it), yet a call that sweeps that cache
+leaves the probe after it dearer: HostLookupWalksTree's walk of 25,000 nodes made it ~2.5x dearer, so that
+growth read 9x in probes (22x in microseconds). That understates a growth whose calls sweep memory; it
+never invents one. Medians of 30+ calls each ignore a call that met a page fault; the garbage collector is off inside a metered call (a
 collection there is the whole heap's work, set off by whoever allocated last).
 
 Over a span of 8 an O(log n) step grows at most 1.75x (log2 n from 4 to 7, with no fixed cost at all;
