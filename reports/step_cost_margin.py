@@ -12,7 +12,9 @@ is its margin. The plain world is built as the deep meta-tests build it (the pag
 alone, so the deep history runs there; ``--declared``: as an audit builds it, the history at the
 smallest declared page size only); ``--tiers``: the tier production world's watched story
 (:mod:`radixcheck.properties.tiers.scale`). Prints one line per kind of call and size (the highest
-ratio among the comparisons judged: span at least ``SPAN``), then the verdict; exits 1 on a finding.
+ratio among the comparisons judged: span at least ``SPAN``), then the verdict; exits 1 on a finding, 2 when
+another oracle's finding ended the world (a known one: SGLang HiCache's order, #3, ends its wide tree at the
+mass evict, after every watched call).
 """
 
 from __future__ import annotations
@@ -60,7 +62,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--declared", action="store_true",
                         help="keep the target's declared page sizes (as an audit that builds a world at each: the deep history "
                              "only at the smallest); default: the page size declared alone, the deep history there")
-    parser.add_argument("--dump", metavar="FILE", help="write every watched call (kind, size class, tree, seconds) as JSON")
+    parser.add_argument("--dump", metavar="FILE", help="write every watched call (kind, size class, tree, seconds, probe seconds) as JSON")
     parser.add_argument("--tiers", action="store_true", help="the tier production world (its write policy: the first declared)")
     args = parser.parse_args(argv)
     factory = _factory(args.target or (TIER_REFERENCE if args.tiers else REFERENCE))
@@ -84,14 +86,18 @@ def main(argv: list[str] | None = None) -> int:
         verdict, code = "passes the watch", 0
     except StepCostViolation as exc:
         verdict, code = f"FAILS the watch: {exc}", 1
+    except Exception as exc:  # noqa: BLE001 - another oracle's finding ends the world: the calls watched till then still count
+        first = str(exc).splitlines()[0] if str(exc) else ""
+        verdict, code = f"stopped by another finding, not the watch's ({type(exc).__name__}: {first[:200]})", 2
     highest = [(key, growth) for watch in watches for key, growth in watch.highest.items()]
     for (what, size), growth in sorted(highest, key=lambda item: -item[1].ratio)[:8]:
         print(f"{what:>13} ~{2 ** (size / step_cost.SHAPES_PER_OCTAVE):6.0f} tokens: highest ratio {growth.ratio:5.2f} "
               f"(span {growth.span:5.1f}, groups of {growth.calls} calls: {growth.small_cost * 1e6:,.0f} us in "
-              f"{growth.small_tree:,.0f} tokens, {growth.large_cost * 1e6:,.0f} us in {growth.large_tree:,.0f})")
+              f"{growth.small_tree:,.0f} tokens, {growth.large_cost * 1e6:,.0f} us in {growth.large_tree:,.0f}; "
+              f"probe {growth.load:4.2f}x, unprobed {growth.large_cost / max(growth.small_cost, 1e-9):5.2f})")
     if args.dump:
-        rows = [[what, size, tree, seconds] for watch in watches for (what, size), calls in watch.calls.items()
-                for tree, seconds in calls]
+        rows = [[what, size, tree, seconds, probe] for watch in watches for (what, size), calls in watch.calls.items()
+                for tree, seconds, probe in calls]
         Path(args.dump).write_text(json.dumps(rows))
     print(f"{factory.__name__} page {page}: {verdict}; GROWTH {step_cost.GROWTH}, SPAN {step_cost.SPAN}; "
           f"{time.monotonic() - started:.0f} s wall, {time.process_time() - cpu:.0f} s CPU")

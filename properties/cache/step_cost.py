@@ -9,41 +9,54 @@ tree 100-fold, four times over, and the traffic story 50-fold.
 
 :class:`StepCostWatch` is told the CPU time of every ``match_prefix`` and ``insert`` the world sends
 (:func:`~radixcheck.properties.target.metering`: the call alone, not the oracles), with the cached
-tokens before it (the model's count). Calls are compared only with calls of the same kind and the
-same size (tokens sent, within a quarter octave), so a longer request is never mistaken for a larger
-tree. Every :data:`CHECK_EVERY` calls of one kind and size (an eighth of them, once there are more) it
-sorts them by tree size and compares the tenth with the smallest trees with the tenth with the largest
-(at least :data:`MIN_CALLS` each):
-the large trees' median cost :data:`GROWTH` times the small ones', over trees :data:`SPAN` times
-larger, is a :class:`~radixcheck.oracles.violations.StepCostViolation` with the figures; when all the
-small-tree calls came before the large-tree ones, at two successive checks of that kind and size.
+tokens before it (the model's count), and times a fixed probe (:func:`probe`) right after it. Calls are
+compared only with calls of the same kind and the same size (tokens sent, within a quarter octave), so a
+longer request is never mistaken for a larger tree. Every :data:`CHECK_EVERY` calls of one kind and size
+(an eighth of them, once there are more) it sorts them by tree size and compares the tenth with the
+smallest trees with the tenth with the largest (at least :data:`MIN_CALLS` each): the large trees' median
+cost over the small ones', divided by the same ratio of the probes beside them, :data:`GROWTH` or more over
+trees :data:`SPAN` times larger, is a :class:`~radixcheck.oracles.violations.StepCostViolation` with the
+figures; when all the small-tree calls came before the large-tree ones, at two successive checks of that
+kind and size.
 
 Why it holds on a loaded, shared machine: it compares the CPU time of like calls within one run, never
-a duration with a constant. The CPU time of the calling thread does not count the time it waits for a
-core, nor an engine's background threads; what load
-adds (caches and a hyperthread shared with other processes) moves both groups, and medians of 30+
-calls each ignore a call that met a page fault; the garbage collector is off inside a metered call
-(a collection there is the whole heap's work, set off by whoever allocated last). In the crowd, small and
-large trees alternate every few hundred calls, so the groups were measured side by side. Over a
-span of 8 an O(log n) step grows at most 1.75x (log2 n from 4 to 7, with no fixed cost at all), an
-O(n) one up to 8x: a factor of 3 sits between them with room for noise and memory effects. In the
-traffic story the tree grows as the calls come, so a span of 8 also keeps the two groups close in time;
-still, there the large trees' group is the latest calls, and a burst of load on them alone (vLLM's
-adapter read 3.28 once at a load of ~10, 1.1-1.5 after) would read as growth: there a second check,
-an eighth of the calls later, judges other calls. The crowd's verdicts stand at one check (a
-scan per call in the crowd at page 4 read 3.09: a second check can miss it, and the traffic then
-takes half an hour). What it does not undo is a load that rises and stays
-up while the tree grows: vLLM's adapter at page 16 read 1.27 to 2.51 in five worlds at loads of 10 to
-17 (reports/step_cost_margin.py measures the margin). Sizes and evictions are not
-watched: the world reads sizes only at its checks (the reference recounts them, by design), and an
-eviction's work is its amount (``radixcheck bench`` measures both). A wire target computes in its
-own process, whose CPU time is not seen here: only this side's cost is judged.
+a duration with a constant, and reads each in probes. The CPU time of the calling thread does not count
+the time it waits for a core, nor an engine's background threads; what load adds to it (a hyperthread
+shared, preemptions and the caches refilled after them) it adds to the probe timed beside the call, so a
+load that rises while the tree grows (the traffic's large trees are its latest calls) cancels in the
+ratio of ratios. Each call is read in its own probe, then the groups' medians are taken: load comes and
+goes within a group too (vLLM's adapter at page 16 once read 2.13 in microseconds, its large trees'
+group a mix of calls under load and calls without, and 1.17 in probes). Before the probe, that adapter
+read 1.27 to 2.51 in five worlds at loads of 10 to 17, once 3.28; in probes it reads 1.06 to 1.22 in ten
+worlds at loads of 10 to 31 (reports/step_cost_margin.py measures the margin; the others' margins are in
+docs/reference/production-scale.md). What load adds to the calling thread and not to the probe (a library's
+worker threads the caller spins for) is not undone: SGLang's Rust HiCache core read 2.66 once (5.24
+unprobed). The probe's data is small (a core's own cache holds it), yet a call that sweeps that cache
+leaves the probe after it dearer: HostLookupWalksTree's walk of 25,000 nodes made it ~2.5x dearer, so that
+growth read 9x in probes (22x in microseconds). That understates a growth whose calls sweep memory; it
+never invents one. Medians of 30+ calls each ignore a call that met a page fault; the garbage collector is off inside a metered call (a
+collection there is the whole heap's work, set off by whoever allocated last).
+
+Over a span of 8 an O(log n) step grows at most 1.75x (log2 n from 4 to 7, with no fixed cost at all;
+the smallest trees' group is ~70 tokens or more in every world, where it is 1.5x), an O(n) one up to 8x.
+With load no longer in the reading, :data:`GROWTH` is 2.5: a scan per call that is small next to the
+call's fixed cost (the trial's TouchWalksQueue at page 4, a copy of its queue on every touch) reads 2.7
+to 2.9 in the crowd, and was missed at 3. In the crowd, small and large trees alternate every few
+hundred calls, so the groups were measured side by side and one check stands. In the traffic the tree
+grows as the calls come and the large trees' group is the latest calls: a burst the probe did not share
+(it is 3 us beside a call of 100) would read as growth, so there a second check, an eighth of the calls
+later, must read it too. Sizes and evictions are not watched: the world reads sizes only at its checks
+(the reference recounts them, by design), and an eviction's work is its amount (``radixcheck bench``
+measures both); nor are the request methods (their first argument is a request, not its tokens) and the
+lock calls. A wire target computes in its own process, whose CPU time is not seen here: only this side's
+cost is judged.
 """
 
 from __future__ import annotations
 
 import math
 import statistics
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -51,20 +64,38 @@ from radixcheck.oracles.violations import Check, StepCostViolation
 
 WATCHED = ("match_prefix", "insert")  # the calls every request makes
 SPAN = 8  # the large trees' median size over the small trees' at least this
-GROWTH = 3.0  # the large trees' median cost over the small trees' that is a finding
+GROWTH = 2.5  # the large trees' median cost over the small trees', in probes, that is a finding
 MIN_CALLS = 32  # calls in each group, at least
 GROUP_SHARE = 0.1  # each group is this share of the calls of its kind and size (at least MIN_CALLS)
 CHECK_EVERY = 128  # calls of one kind and size between two comparisons, at least (an eighth of its calls, at most)
 SHAPES_PER_OCTAVE = 4  # calls are of the same size when their tokens are within a quarter octave
 
 
+_PROBE_TABLE = {i * 7919 % 65521: i for i in range(512)}  # a fixed dict, small enough to stay in a core's own cache
+_PROBE_KEYS = [i * 7919 % 65521 for i in range(0, 500, 5)]  # 100 lookups spread over it
+
+
+def probe() -> float:
+    """The CPU time of a fixed piece of work (100 dict lookups: ~3 us): what load does to it (a hyperthread
+    shared, preemptions charged to the thread), it does to a call measured beside it, and a call's cost is
+    judged in probes. Its data stays in the core's own cache, so a large tree the call walked does not make
+    it dearer (that would cancel the very growth judged). It allocates nothing a collection would count."""
+    table, total = _PROBE_TABLE, 0
+    started = time.thread_time()
+    for key in _PROBE_KEYS:
+        total += table[key]
+    return time.thread_time() - started
+
+
 class StepCostWatch:
     """Told each watched call's CPU time (:meth:`observe`, via ``metering``); :meth:`check` raises a
-    :class:`StepCostViolation` once one kind of call costs :data:`GROWTH` times more in large trees."""
+    :class:`StepCostViolation` once one kind of call costs :data:`GROWTH` times more in large trees.
+    ``probe``: the fixed work timed beside each call (tests pass a made-up one)."""
 
-    def __init__(self, tree_tokens: Callable[[], int]) -> None:
+    def __init__(self, tree_tokens: Callable[[], int], probe: Callable[[], float] = probe) -> None:
         self.tree_tokens = tree_tokens  # the cached tokens now (the model's count: O(1))
-        self.calls: dict[tuple[str, int], list[tuple[int, float]]] = {}  # (call, size class) -> [(tree, seconds)]
+        self.probe = probe
+        self.calls: dict[tuple[str, int], list[Call]] = {}  # (call, size class) -> [(tree, seconds, probe's seconds)]
         self.tokens: dict[tuple[str, int], tuple[int, int]] = {}  # (call, size class) -> the fewest and most tokens sent
         self.next_check: dict[tuple[str, int], int] = {}  # (call, size class) -> its calls at its next comparison
         self.due: set[tuple[str, int]] = set()
@@ -81,7 +112,7 @@ class StepCostWatch:
         calls = self.calls.setdefault(key, [])
         fewest, most = self.tokens.get(key, (tokens, tokens))
         self.tokens[key] = (min(fewest, tokens), max(most, tokens))
-        calls.append((self.tree_tokens(), seconds))
+        calls.append((self.tree_tokens(), seconds, self.probe()))  # the probe right after the call: the same load
         if len(calls) >= self.next_check.get(key, CHECK_EVERY):
             self.next_check[key] = len(calls) + spacing(len(calls))
             self.due.add(key)
@@ -116,38 +147,54 @@ def spacing(calls: int) -> int:
     return max(CHECK_EVERY, calls // 8)
 
 
-class Growth:
-    """The two groups of one kind and size of call: their trees' and costs' medians."""
+Call = tuple[int, float, float]  # one watched call: the cached tokens before it, its CPU time, the probe's beside it
 
-    def __init__(self, small: list[tuple[int, float]], large: list[tuple[int, float]], side_by_side: bool = True) -> None:
+
+class Growth:
+    """The two groups of one kind and size of call: their trees', costs' and probes' medians."""
+
+    def __init__(self, small: list[Call], large: list[Call], side_by_side: bool = True) -> None:
         self.calls = len(small)
         self.side_by_side = side_by_side  # some small-tree call came after a large-tree call (the crowd's alternation)
-        self.small_tree = statistics.median(t for t, _ in small)
-        self.large_tree = statistics.median(t for t, _ in large)
-        self.small_cost = statistics.median(s for _, s in small)
-        self.large_cost = statistics.median(s for _, s in large)
+        self.small_tree = statistics.median(t for t, _, _ in small)
+        self.large_tree = statistics.median(t for t, _, _ in large)
+        self.small_cost = statistics.median(s for _, s, _ in small)
+        self.large_cost = statistics.median(s for _, s, _ in large)
+        self.small_probe = statistics.median(p for _, _, p in small)
+        self.large_probe = statistics.median(p for _, _, p in large)
+        # each call in probes, then the median: load changes within a group too (vLLM's large trees' group
+        # read 2.1x in microseconds and 1.1x in probes: its calls under load and its calls without, mixed)
+        self.small_in_probes = statistics.median(s / max(p, 1e-9) for _, s, p in small)
+        self.large_in_probes = statistics.median(s / max(p, 1e-9) for _, s, p in large)
 
     @property
     def span(self) -> float:
         return self.large_tree / max(self.small_tree, 1)
 
     @property
+    def load(self) -> float:
+        """How much dearer the same fixed work was beside the large trees' calls (the load's change between the groups)."""
+        return self.large_probe / max(self.small_probe, 1e-9)
+
+    @property
     def ratio(self) -> float:
-        return self.large_cost / max(self.small_cost, 1e-9)
+        """The large trees' cost over the small trees', each call's cost in probes: a ratio of ratios, that load cancels."""
+        return self.large_in_probes / max(self.small_in_probes, 1e-9)
 
     @property
     def flagged(self) -> bool:
         return self.span >= SPAN and self.ratio >= GROWTH
 
-    def sentence(self, what: str, tokens: tuple[int, int], calls: list[tuple[int, float]]) -> str:
+    def sentence(self, what: str, tokens: tuple[int, int], calls: list[Call]) -> str:
         sent = f"{tokens[0]}" if tokens[0] == tokens[1] else f"{tokens[0]}-{tokens[1]}"
         return (f"{what} of {sent} tokens costs {self.ratio:.1f}x more CPU time in a cache of {self.large_tree:,.0f} tokens than "
-                f"in one of {self.small_tree:,.0f} (median of {self.calls} calls each: {self.large_cost * 1e6:,.0f} us against "
-                f"{self.small_cost * 1e6:,.0f} us): the cost of a step grows with the cache, as a scan of it on every call does. "
+                f"in one of {self.small_tree:,.0f} (median of {self.calls} calls each, each call in the time of a fixed probe "
+                f"beside it: {self.large_cost * 1e6:,.0f} us against {self.small_cost * 1e6:,.0f} us, the probe {self.load:.2f}x "
+                f"dearer in the large): the cost of a step grows with the cache, as a scan of it on every call does. "
                 f"By cache size: {curve(calls)}. radixcheck bench measures it per operation.")
 
 
-def compare(calls: list[tuple[int, float]]) -> Growth | None:
+def compare(calls: list[Call]) -> Growth | None:
     """The tenth of ``calls`` (in the order they came) in the smallest trees against the tenth in the
     largest, or None while too few."""
     size = max(MIN_CALLS, int(len(calls) * GROUP_SHARE))
@@ -158,10 +205,10 @@ def compare(calls: list[tuple[int, float]]) -> Growth | None:
     return Growth([calls[i] for i in small], [calls[i] for i in large], side_by_side=max(small) > min(large))
 
 
-def curve(calls: list[tuple[int, float]]) -> str:
+def curve(calls: list[Call]) -> str:
     """The median cost per power-of-two cache size (those with 8 calls or more), for the message."""
     by_size: dict[int, list[float]] = {}
-    for tree, seconds in calls:
+    for tree, seconds, _ in calls:
         by_size.setdefault(1 << max(tree, 1).bit_length() - 1, []).append(seconds)
     return ", ".join(f"{size:,}: {statistics.median(costs) * 1e6:,.0f} us" for size, costs in sorted(by_size.items())
                      if len(costs) >= 8)
