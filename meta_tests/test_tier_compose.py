@@ -440,3 +440,26 @@ def test_a_policy_over_node_boundaries_is_refused_at_load_with_the_reason() -> N
     with pytest.raises(ValueError, match="must be a radixcheck Policy"):
         TierCapabilities(eviction_policy="lfu")
     assert TierCapabilities(eviction_policy=lfu()).policy is not None
+
+
+def test_a_tier_message_shortens_a_long_namespace_and_the_repro_line_keeps_it_whole() -> None:
+    """The suite's 250-character tenant keys are said by their ends and length in a message (the
+    layers trial's FAIL line named one twice, 600 characters of 'x'), whole in a repro line."""
+    from radixcheck.oracles.violations import TenantIsolationViolation
+    from radixcheck.properties.cache.tenants import LONG_KEY
+    from radixcheck.properties.tiers.mutants import HostLookupIgnoresNamespace
+    from radixcheck.properties.tiers.world import TierWorld
+
+    first, second = LONG_KEY + "-1", LONG_KEY + "-2"
+    w = TierWorld(HostLookupIgnoresNamespace, page_size=1, write_policy="write_through")
+    w.serve([1, 2], namespace=first)
+    w.finish()
+    w.complete_all()
+    w.evict(100)
+    w.complete_all()
+    with pytest.raises(TenantIsolationViolation) as caught:
+        w.serve([1, 2, 0], namespace=second)
+    message = str(caught.value)
+    assert LONG_KEY not in message and len(message) < 300
+    assert "xx-1' (251 characters)" in message and "xx-2' (251 characters)" in message  # the pair told apart
+    assert f"namespace={second!r})" in w.log[-1]  # the repro line: whole

@@ -77,6 +77,7 @@ from radixcheck.oracles.violations import (
     TransferInFlightViolation,
     WindowMatchViolation,
     shown,
+    shown_namespace,
 )
 
 MASK = (1 << 62) - 1
@@ -979,7 +980,7 @@ def _of_tenant(page: Page) -> str:
 
 
 def _under(namespace: Any) -> str:
-    return "" if namespace is None or namespace is NOT_SERVING else f" under namespace {namespace!r}"
+    return "" if namespace is None or namespace is NOT_SERVING else f" under namespace {shown_namespace(namespace)}"
 
 
 def _split_node(upper: Page, lower: Page) -> list[Page]:

@@ -116,7 +116,7 @@ class LifecycleTierWorld(TierWorld):
         aligned = len(tokens) // self.page_size * self.page_size
         row = np.asarray(live.values + live.own, dtype=np.int64)
         key = namespace_key(live.namespace)
-        expected = self.model.on_insert(tokens, as_ints(row), key, Use("insert", tokens, self._tenant(live.namespace),
+        expected = self.model.on_insert(tokens, as_ints(row), key, Use("insert", tokens, self._tenant(live.namespace, short=True),
                                                                        self.operations), live.priority)
         prefix_len = self._call("insert", list(tokens), row, namespace=live.namespace, priority=live.priority,
                                 second=self._second(tokens, key, expected))
