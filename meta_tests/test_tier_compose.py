@@ -463,3 +463,38 @@ def test_a_tier_message_shortens_a_long_namespace_and_the_repro_line_keeps_it_wh
     assert LONG_KEY not in message and len(message) < 300
     assert "xx-1' (251 characters)" in message and "xx-2' (251 characters)" in message  # the pair told apart
     assert f"namespace={second!r})" in w.log[-1]  # the repro line: whole
+
+
+def _quarantine_beside_a_twin(factory: Any) -> None:
+    """Tenants 'a' and 'b' cache [1, 2] (and 'a' [3] too), all on host only; 'a' quarantines [1, 2]."""
+    from radixcheck.properties.tiers.world import TierWorld
+
+    w = TierWorld(factory, page_size=1, write_policy="write_through")
+    for namespace, tokens in (("a", [1, 2]), ("b", [1, 2]), ("a", [3])):
+        w.serve(tokens, namespace=namespace)
+        w.finish()
+        w.complete_all()
+    w.evict(100)
+    w.complete_all()
+    w.quarantine([1, 2], namespace="a")
+    w.check()
+
+
+def test_a_quarantine_that_frees_pages_off_its_branch_fails_and_the_reference_passes() -> None:
+    """A free inside ``evict_prefix`` of a page not at or below its cut is judged: another tenant's is
+    oracle 10, one's own the never-saw oracle. Before, the tier model took it as a nested host
+    eviction, so the layers trial's ``quarantine_purges_host_twins`` (a quarantine that purges the
+    host copies of its tokens in every namespace) conformed."""
+    from radixcheck.oracles.violations import NeverSawViolation, TenantIsolationViolation
+    from radixcheck.reference.tiered_cache import TieredRadixCache
+
+    class QuarantineTrimsTheHostTier(TieredRadixCache):
+        def evict_prefix(self, tokens: Any, namespace: Any = None) -> int:
+            removed = super().evict_prefix(tokens, namespace=namespace)
+            self.evict_host(10**6)  # every host-only leaf, whoever's
+            return int(removed)
+
+    _quarantine_beside_a_twin(TieredRadixCache)
+    with pytest.raises((TenantIsolationViolation, NeverSawViolation)) as caught:
+        _quarantine_beside_a_twin(QuarantineTrimsTheHostTier)
+    assert "evict_prefix under namespace 'a' freed the host copy of Page(" in str(caught.value)

@@ -376,7 +376,11 @@ class TierWorld:
         self._say(f"w.quarantine({list(tokens)}{self._tenant(namespace)})")
         self._match(tokens, namespace)  # what the operator sees first
         doomed, ghosts = self.model.quarantine(tokens, namespace_key(namespace))
-        removed = self._call("evict_prefix", list(tokens), namespace=namespace)
+        self.model.quarantining = (doomed, namespace_key(namespace))  # a free of any other page inside the call fails
+        try:
+            removed = self._call("evict_prefix", list(tokens), namespace=namespace)
+        finally:
+            self.model.quarantining = None
         if removed > len(doomed) * self.page_size and ghosts:
             raise FailedBackupViolation(f"evict_prefix({shown(tokens)}) removed {removed} tokens, {len(doomed) * self.page_size} "
                                         f"were cached: it still held {ghosts[0]}, which left the device when its backup "
