@@ -440,3 +440,61 @@ def test_a_policy_over_node_boundaries_is_refused_at_load_with_the_reason() -> N
     with pytest.raises(ValueError, match="must be a radixcheck Policy"):
         TierCapabilities(eviction_policy="lfu")
     assert TierCapabilities(eviction_policy=lfu()).policy is not None
+
+
+def test_a_tier_message_shortens_a_long_namespace_and_the_repro_line_keeps_it_whole() -> None:
+    """The suite's 250-character tenant keys are said by their ends and length in a message (the
+    layers trial's FAIL line named one twice, 600 characters of 'x'), whole in a repro line."""
+    from radixcheck.oracles.violations import TenantIsolationViolation
+    from radixcheck.properties.cache.tenants import LONG_KEY
+    from radixcheck.properties.tiers.mutants import HostLookupIgnoresNamespace
+    from radixcheck.properties.tiers.world import TierWorld
+
+    first, second = LONG_KEY + "-1", LONG_KEY + "-2"
+    w = TierWorld(HostLookupIgnoresNamespace, page_size=1, write_policy="write_through")
+    w.serve([1, 2], namespace=first)
+    w.finish()
+    w.complete_all()
+    w.evict(100)
+    w.complete_all()
+    with pytest.raises(TenantIsolationViolation) as caught:
+        w.serve([1, 2, 0], namespace=second)
+    message = str(caught.value)
+    assert LONG_KEY not in message and len(message) < 300
+    assert "xx-1' (251 characters)" in message and "xx-2' (251 characters)" in message  # the pair told apart
+    assert f"namespace={second!r})" in w.log[-1]  # the repro line: whole
+
+
+def _quarantine_beside_a_twin(factory: Any) -> None:
+    """Tenants 'a' and 'b' cache [1, 2] (and 'a' [3] too), all on host only; 'a' quarantines [1, 2]."""
+    from radixcheck.properties.tiers.world import TierWorld
+
+    w = TierWorld(factory, page_size=1, write_policy="write_through")
+    for namespace, tokens in (("a", [1, 2]), ("b", [1, 2]), ("a", [3])):
+        w.serve(tokens, namespace=namespace)
+        w.finish()
+        w.complete_all()
+    w.evict(100)
+    w.complete_all()
+    w.quarantine([1, 2], namespace="a")
+    w.check()
+
+
+def test_a_quarantine_that_frees_pages_off_its_branch_fails_and_the_reference_passes() -> None:
+    """A free inside ``evict_prefix`` of a page not at or below its cut is judged: another tenant's is
+    oracle 10, one's own the never-saw oracle. Before, the tier model took it as a nested host
+    eviction, so the layers trial's ``quarantine_purges_host_twins`` (a quarantine that purges the
+    host copies of its tokens in every namespace) conformed."""
+    from radixcheck.oracles.violations import NeverSawViolation, TenantIsolationViolation
+    from radixcheck.reference.tiered_cache import TieredRadixCache
+
+    class QuarantineTrimsTheHostTier(TieredRadixCache):
+        def evict_prefix(self, tokens: Any, namespace: Any = None) -> int:
+            removed = super().evict_prefix(tokens, namespace=namespace)
+            self.evict_host(10**6)  # every host-only leaf, whoever's
+            return int(removed)
+
+    _quarantine_beside_a_twin(TieredRadixCache)
+    with pytest.raises((TenantIsolationViolation, NeverSawViolation)) as caught:
+        _quarantine_beside_a_twin(QuarantineTrimsTheHostTier)
+    assert "evict_prefix under namespace 'a' freed the host copy of Page(" in str(caught.value)

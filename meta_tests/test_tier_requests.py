@@ -31,6 +31,7 @@ import pytest
 from meta_tests.audit_repro import assert_audit_repro_round_trip
 from radixcheck import profiles
 from radixcheck.oracles.violations import (
+    ContractViolation,
     EvictionAmountViolation,
     LRUOrderViolation,
     RefcountViolation,
@@ -284,3 +285,27 @@ def test_the_audit_writes_a_repro_that_exits_1_on_the_bug_and_0_on_the_fix(tmp_p
     text = assert_audit_repro_round_trip(tmp_path, "radixcheck.properties.tiers.request_mutants:AbortFreesLoadingPages",
                                          "radixcheck.reference.tier_requests:RequestTiers", "14 transfers in flight", timeout=300)
     assert "RequestsTierWorld(make, page_size=1" in text and "w.admit(" in text and "import hypothesis" not in text
+
+
+class LockReqLoadsTheDefaultTenant(RequestTiers):
+    """``lock_req`` re-matches the request's tokens to find its host part, the namespace forgotten: a
+    tenant's request loads back the default namespace's host copies (or none) in place of its own.
+    It needs namespaces, the host tier and the request methods at once (the layers trial's
+    ``reload_default_ns``, ``reports/findings/layers_trial.md``)."""
+
+    def lock_req(self, req: TierRequest) -> None:
+        if req.host_length and req.namespace is not None:
+            req.host_handle = self.match_prefix(req.tokens, priority=req.priority).host_handle
+        super().lock_req(req)
+
+
+@pytest.mark.deep
+@pytest.mark.parametrize("policy", POLICIES)
+def test_running_requests_on_a_tier_carry_tenants_namespaces(policy: str) -> None:
+    """The tier lifecycle admits requests under the tenants' namespaces too (as the plain machine's
+    lifecycle does), so a request method that loses the namespace is caught; before, every running
+    request on a tier ran in the default namespace and this mutant conformed."""
+    assert LockReqLoadsTheDefaultTenant.tier_capabilities.namespaces
+    with pytest.raises(ContractViolation):
+        run_machine(tier_machine_for(LockReqLoadsTheDefaultTenant, page_size=1, write_policy=policy),
+                    profiles.SETTINGS["mutation"])

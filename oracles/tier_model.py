@@ -77,6 +77,7 @@ from radixcheck.oracles.violations import (
     TransferInFlightViolation,
     WindowMatchViolation,
     shown,
+    shown_namespace,
 )
 
 MASK = (1 << 62) - 1
@@ -148,6 +149,7 @@ class TierModel:
         self.order_violation: Exception | None = None  # oracle 4t's first finding in that call, raised when it returns
         self.amount: TierAmount | None = None  # the steps of the evict or evict_host call running now (their amount)
         self.serving: Any = NOT_SERVING  # the namespace of the load-back running now
+        self.quarantining: tuple[list[Page], Any] | None = None  # the evict_prefix running now: its doomed pages, its namespace
         self.device_owner: dict[int, Page] = {}  # device slot -> the page it holds (cached, or in flight)
         self.host_owner: dict[int, Page] = {}  # host slot -> the page it holds (a copy, or a pending write)
         self.in_flight_device: set[int] = set()
@@ -801,6 +803,7 @@ class TierModel:
                 raise SlotViolation(f"the cache freed device slot {int(s)}, which no cached page holds (a caller's?)")
             if page.locks and not page.gone:
                 raise RefcountViolation(f"{page} left the device while a request holds a lock on it")
+            self._judge_quarantine_scope(page, "device")
             if page not in pages:
                 pages.append(page)
         self._judge_pick([pg for pg in pages if not pg.gone], "freed")
@@ -825,6 +828,10 @@ class TierModel:
             raise TransferInFlightViolation(f"host slots {busy[:8]} freed while a write to them is pending or a load reads "
                                             "them")
         self.host_freed_now.update(int(s) for s in slots)
+        for s in slots:
+            page = self.host_owner.get(int(s))
+            if page is not None:
+                self._judge_quarantine_scope(page, "host")
         self._judge_host_pick([int(s) for s in slots])
         if self.evicting_host is not None and self.amount is not None:
             page = self.host_owner.get(int(slots[0])) if len(slots) else None
@@ -844,6 +851,20 @@ class TierModel:
                     self._refile_deviated(page.parent)
                 elif self.windows is not None:  # a host duplicate released: its window host copy may stay
                     self.windows.on_host_released(page)
+
+    def _judge_quarantine_scope(self, page: Page, tier: str) -> None:
+        """Inside ``evict_prefix`` a free is of a page at or below the cut: the call makes no room (no
+        backup, no load), so it evicts nothing else; another namespace's page is oracle 10's, one of
+        its own namespace off the branch the never-saw oracle's (the rest of the tree is unchanged)."""
+        if self.quarantining is None or page.gone:
+            return
+        doomed, namespace = self.quarantining
+        if any(page is d for d in doomed):
+            return
+        said = f"evict_prefix{_under(namespace)} freed the {tier} copy of {_of_tenant(page)}, which is not at or below its cut"
+        if page.namespace != namespace:
+            raise TenantIsolationViolation(f"{said}: it belongs to another namespace")
+        raise NeverSawViolation(f"{said}: the rest of the tree must stay as it was")
 
     def settle(self) -> None:
         """At the end of each cache call: a page that left the device left no page below it there
@@ -979,7 +1000,7 @@ def _of_tenant(page: Page) -> str:
 
 
 def _under(namespace: Any) -> str:
-    return "" if namespace is None or namespace is NOT_SERVING else f" under namespace {namespace!r}"
+    return "" if namespace is None or namespace is NOT_SERVING else f" under namespace {shown_namespace(namespace)}"
 
 
 def _split_node(upper: Page, lower: Page) -> list[Page]:

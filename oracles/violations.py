@@ -165,6 +165,16 @@ def shown(tokens: tuple[int, ...] | list[int]) -> str:
     return f"[{', '.join(map(str, items[:6]))}, … {', '.join(map(str, items[-2:]))}] ({len(items)} tokens)"
 
 
+def shown_namespace(namespace: object) -> str:
+    """A namespace for a message: its repr when short, else its ends and its length (the suite's
+    250-character tenant keys would fill a line twice; the ends tell its pair apart). A repro file
+    keeps the namespace whole: this is for messages only."""
+    text = repr(namespace)
+    if len(text) <= 40:
+        return text
+    return f"{text[:16]}…{text[-8:]} ({len(text)} characters)"
+
+
 class TierResidencyViolation(ContractViolation):
     """A tiered cache's answer disagrees with where its pages are: a match's device slot ids or
     host length, a load-back's slot ids, the sizes, or the KV a copy between tiers carried."""

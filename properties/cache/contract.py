@@ -69,7 +69,9 @@ The methods (``RadixCacheLike``)
     Policy eviction ("quarantine"). Afterwards no match returns a prefix that starts with
     ``tokens``, and the match of any query that does not start with ``tokens`` is unchanged.
     The cut falls at position ``(len(tokens) - 1) // page_size * page_size``: everything cached
-    below it on the branch of ``tokens`` goes. Unlocked nodes are freed at once; locked ones are
+    below it on the branch of ``tokens`` goes. The tokens after the cut may be fewer than a page:
+    every cached page there that starts with them goes (at page size 2, ``evict_prefix([2])``
+    removes ``[2, 0]`` and ``[2, 1]`` and all below them). Unlocked nodes are freed at once; locked ones are
     unlinked at once (no new request can match them) and freed when their last lock is released.
     Returns the number of tokens unlinked from the tree. ``tokens`` must be non-empty.
 ``total_size()``, ``evictable_size()``, ``protected_size()``

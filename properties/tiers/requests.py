@@ -91,7 +91,7 @@ class RequestsTierWorld(LifecycleTierWorld):
         self._call("match_req", req)
         values = self._prefix(req, f"match_req({shown(tokens)})")
         self.model.check_match(tokens, values, int(req.host_length), key)
-        self.model.use(tokens, key, Use("match_req", tokens, self._tenant(namespace), self.operations),
+        self.model.use(tokens, key, Use("match_req", tokens, self._tenant(namespace, short=True), self.operations),
                        answer=(len(values), len(values) + int(req.host_length)))
         reach = tokens[: len(values) + int(req.host_length)]
         loads = bool(req.host_length) and load
@@ -146,7 +146,7 @@ class RequestsTierWorld(LifecycleTierWorld):
         tokens = live.tokens[: live.filled]
         aligned = len(tokens) // self.page_size * self.page_size
         row = live.values + live.own
-        what = Use("cache_unfinished_req", tokens, self._tenant(live.namespace), self.operations)
+        what = Use("cache_unfinished_req", tokens, self._tenant(live.namespace, short=True), self.operations)
         on_device = self.model.on_insert(tokens, row, key, what, live.priority)  # before the call: its backups start inside it
         self._second(tokens, key, on_device)  # what its insert takes of the request's state or window (the oracle's record)
         self._request_call("cache_unfinished_req", live)
@@ -184,7 +184,7 @@ class RequestsTierWorld(LifecycleTierWorld):
             self._forward(live)
             tokens = live.tokens[: live.filled]
             on_device = self.model.on_insert(tokens, live.values + live.own, key,
-                                             Use("cache_finished_req", tokens, self._tenant(live.namespace),
+                                             Use("cache_finished_req", tokens, self._tenant(live.namespace, short=True),
                                                  self.operations), live.priority)
             self._second(tokens, key, on_device)
         self._request_call("cache_finished_req", live, outcome == "finish")

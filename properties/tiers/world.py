@@ -43,6 +43,7 @@ from radixcheck.oracles.violations import (
     TenantIsolationViolation,
     TierResidencyViolation,
     shown,
+    shown_namespace,
 )
 from radixcheck.properties.cache.contract import SlidingWindow, SlotAllocator
 from radixcheck.properties.cache.layers import UNSAID, Tags, keywords_for, layers_for, namespace_key, with_lifecycle
@@ -125,15 +126,18 @@ class TierWorld:
         self.model.settle()
         return result
 
-    def _tenant(self, namespace: Any) -> str:
-        """How a logged call says its namespace (nothing for the default one said without the keyword).
+    def _tenant(self, namespace: Any, short: bool = False) -> str:
+        """How a logged call says its namespace (nothing for the default one said without the keyword);
+        ``short``: as a message names it (:func:`shown_namespace`), where a repro line needs it whole.
         A namespace the target does not declare, or of a kind it declares unsent, is refused: never sent."""
         keywords_for(self.layers, "serve", Tags(namespace))  # refuses one the target does not declare
         unsent = set(self.unsent) & (kinds_of(namespace) if namespace is not UNSAID else set())
         if unsent:
             raise ValueError(f"namespace={namespace!r} is of a kind the target declares unsent ({sorted(unsent)}): "
                              "it is never sent")
-        return "" if namespace is UNSAID else f", namespace={namespace!r}"
+        if namespace is UNSAID:
+            return ""
+        return f", namespace={shown_namespace(namespace) if short else repr(namespace)}"
 
     def pending(self) -> list[int]:
         return [t.number for t in self.controller.pending]
@@ -154,7 +158,7 @@ class TierWorld:
         key = namespace_key(namespace)
         match: TierMatch = self._call("match_prefix", list(tokens), namespace=namespace, priority=self.priority)
         self.model.check_match(tokens, as_ints(match.device_values), int(match.host_length), key)
-        self.model.use(tokens, key, Use("match_prefix", tokens, self._tenant(namespace), self.operations),
+        self.model.use(tokens, key, Use("match_prefix", tokens, self._tenant(namespace, short=True), self.operations),
                        answer=(len(match.device_values), len(match.device_values) + int(match.host_length)))
         return match
 
@@ -276,7 +280,7 @@ class TierWorld:
             self.controller.device_kv[slot] = content[cached + i]
         values = np.concatenate([np.asarray(request.values, dtype=np.int64), new])
         expected = self.model.on_insert(tokens, as_ints(values), key,
-                                        Use("insert", tokens, self._tenant(request.namespace), self.operations),
+                                        Use("insert", tokens, self._tenant(request.namespace, short=True), self.operations),
                                         request.priority)
         prefix_len = self._call("insert", list(tokens), values, namespace=request.namespace, priority=request.priority,
                                 second=self._second(tokens, key, expected))
@@ -372,7 +376,11 @@ class TierWorld:
         self._say(f"w.quarantine({list(tokens)}{self._tenant(namespace)})")
         self._match(tokens, namespace)  # what the operator sees first
         doomed, ghosts = self.model.quarantine(tokens, namespace_key(namespace))
-        removed = self._call("evict_prefix", list(tokens), namespace=namespace)
+        self.model.quarantining = (doomed, namespace_key(namespace))  # a free of any other page inside the call fails
+        try:
+            removed = self._call("evict_prefix", list(tokens), namespace=namespace)
+        finally:
+            self.model.quarantining = None
         if removed > len(doomed) * self.page_size and ghosts:
             raise FailedBackupViolation(f"evict_prefix({shown(tokens)}) removed {removed} tokens, {len(doomed) * self.page_size} "
                                         f"were cached: it still held {ghosts[0]}, which left the device when its backup "
