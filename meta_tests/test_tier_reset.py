@@ -82,7 +82,7 @@ def test_reset_is_sent_only_when_declared_and_nothing_runs() -> None:
     assert TieredRadixCache.tier_capabilities.supports_reset
     world = TierWorld(TieredRadixCache, 1, "write_through")
     world.serve([1])
-    with pytest.raises(ValueError, match="no request running"):
+    with pytest.raises(ValueError, match="no request running"):  # its transfers would land first
         world.reset()
     check_target(load_target("radixcheck.reference.tiered_cache:TieredRadixCache"))
     with pytest.raises(TargetError, match="lacks reset"):

@@ -87,6 +87,8 @@ class TierWorld:
     def __init__(self, factory: Callable[..., Any], page_size: int = 1, write_policy: str = "write_through",
                  device_slots: int = DEVICE_SLOTS, host_slots: int = HOST_SLOTS, seed: int = 0) -> None:
         self.page_size, self.write_policy = page_size, write_policy
+        # the pools' sizes and seed, as a replay must build them (a production world's are large)
+        self.pools = {"device_slots": device_slots, "host_slots": host_slots, "seed": seed}
         caps = getattr(factory, "tier_capabilities", None)
         self.caps = caps
         self.unsent: tuple[str, ...] = caps.unsent_namespaces if caps is not None else ()
@@ -106,6 +108,12 @@ class TierWorld:
         self.operations = 0  # the operations said so far (a repro file's lines, in order)
         self.deviation_met: set[str] = set()  # the known deviations an eviction of this run has followed (said once)
         self.host_deviation_met: set[str] = set()  # the same on the host tier (oracle 4h: its own waiver line, said once)
+
+    def pools_said(self) -> str:
+        """The keywords a repro file's world needs to be this one's: its pools' sizes and seed where
+        they are not the defaults (a replay with other pools evicts at other moments)."""
+        defaults = {"device_slots": DEVICE_SLOTS, "host_slots": HOST_SLOTS, "seed": 0}
+        return "".join(f", {name}={value}" for name, value in self.pools.items() if value != defaults[name])
 
     def _new_model(self) -> None:
         """The tier model of an empty cache, and its second pool's oracle (a state's, a window's)."""
@@ -393,13 +401,16 @@ class TierWorld:
 
     def reset(self) -> None:
         """``reset()`` (``supports_reset``): the whole cache flushed, as an engine flushes it between
-        runs. Sent with no request running and no transfer in flight. Its frees are not judged one by
-        one (a flush takes every page, locked by no one); what it leaves is: no slot allocated on
-        either tier (a leak, oracle 3), both sizes 0. The model then starts over with an empty tree
-        (the known deviations a waiver keeps, fresh)."""
-        if self.running or self.controller.pending or self.callers_slots():
-            raise ValueError("reset is sent only with no request running and no transfer in flight")
+        runs. Sent with no request running; the transfers still in flight land first, in order (part
+        of this operation: a reduced repro file that left out a completion still flushes). Its frees
+        are not judged one by one (a flush takes every page, locked by no one); what it leaves is: no
+        slot allocated on either tier (a leak, oracle 3), both sizes 0. The model then starts over
+        with an empty tree (the known deviations a waiver keeps, fresh)."""
+        if self.running or self.callers_slots():
+            raise ValueError("reset is sent only with no request running")
         self._say("w.reset()")
+        for number in self.pending():
+            self.complete(number, said=False)
         self.model.flushing = True
         try:
             self._call("reset")
