@@ -16,7 +16,7 @@ import pytest
 from radixcheck.properties.findings.failures import WORLD_CUT_SHORT
 from radixcheck.properties.findings.verdict import run_machine
 from radixcheck.properties.tiers.machine import tier_machine_for
-from radixcheck.properties.tiers.scale import ProductionRun, production_stories, world_for
+from radixcheck.properties.tiers.scale import production_stories, world_for
 
 pytestmark = pytest.mark.radix_tier
 
@@ -42,7 +42,6 @@ def test_tier_at_production_scale(target, page_size, radix_waivers) -> None:
         try:
             production_stories(world, random.Random(0), deep=deep, wide=wide, flush=target.capabilities.supports_reset)
         except Exception as exc:
-            exc.radixcheck_machine = ProductionRun(world, target.factory)  # type: ignore[attr-defined]  # its repro file's
             story = getattr(exc, "production_story", None)
             again = "; the conversation is built alone, in a fresh world" if deep and story == "wide" else ""
             exc.add_note(f"{WORLD_CUT_SHORT}the rest of the {policy} world after that call{again}")
