@@ -11,15 +11,20 @@ times within one world (``radixcheck.properties.cache.step_cost``), on whatever 
 
 from __future__ import annotations
 
+import dataclasses
+import random
 from typing import Any
 
 import pytest
 
-from radixcheck.oracles.violations import LRUOrderViolation, StepCostViolation
+from radixcheck.oracles.violations import HostSlotViolation, LRUOrderViolation, StepCostViolation
+from radixcheck.properties.cache.flush import FLUSH
 from radixcheck.properties.conformance.test_tier_machine import test_tier_at_production_scale as production_world
+from radixcheck.properties.findings.standalone import run_file
 from radixcheck.properties.findings.waivers import WaiverLog, parse_waivers
 from radixcheck.properties.target import OperationTimeout, caused_by_hang, forget_hangs, load_target
-from radixcheck.properties.tiers.scale import MASS_EVICTION_LEAVES
+from radixcheck.properties.tiers.repro import tier_repro
+from radixcheck.properties.tiers.scale import MASS_EVICTION_LEAVES, production_stories, world_for
 from radixcheck.reference.tiered_cache import TieredRadixCache
 
 from . import planted_tier_order as planted
@@ -212,3 +217,68 @@ def test_a_waived_wide_tree_still_builds_the_conversation_whose_own_bug_fails() 
 def test_correct_caches_meet_no_waiver_in_the_production_world(spec: str) -> None:
     log = _log(SCALE_WAIVER)
     assert _run(spec, log) is None and log.findings() == [] and log.met() == []
+
+
+# ---- the world's end: one flush, as the plain production world's (radixcheck.properties.cache.flush) ----
+
+class ResetKeepsHostCopies(TieredRadixCache):
+    """``reset`` flushes the device tier only: each node's host copy is forgotten, not freed, as a
+    HiCache reset that resets the device tree and not the host pool would leave it."""
+
+    def reset(self) -> None:
+        for node in list(self._nodes()):
+            node.host = None
+        super().reset()
+
+
+class ResetsRecursively(TieredRadixCache):
+    """``reset`` frees the tree depth first, one frame a level: the 1,200-page conversation overflows it."""
+
+    def reset(self) -> None:
+        for root in list(self.roots.values()):
+            self._free_below(root)
+        super().reset()
+
+    def _free_below(self, node: Any) -> None:
+        for child in node.children.values():
+            self._free_below(child)
+
+
+def test_a_reset_that_keeps_the_host_pages_fails_the_flush() -> None:
+    """The flush's leak, named on the host tier, in the flush story (found by radixcheck's check
+    after the reset returned)."""
+    failure = _run(f"{__name__}:ResetKeepsHostCopies")
+    assert isinstance(failure, HostSlotViolation), failure
+    assert str(failure).startswith("host slots leaked: reset() left "), failure
+    assert f"while: {FLUSH}" in _note(failure), _note(failure)
+
+
+def test_the_flush_finding_has_a_repro_that_exits_1_on_the_bug_and_0_on_the_fix() -> None:
+    """The same stories, smaller (a conversation of 40 turns, then the flush): the repro file,
+    reduced from the world's log, exits 1 on the mutant and 0 on the reference, the fix."""
+    spec = f"{__name__}:ResetKeepsHostCopies"
+    world = world_for(ResetKeepsHostCopies, 1, "write_through", device_slots=256, host_slots=512)
+    with pytest.raises(HostSlotViolation) as caught:
+        production_stories(world, random.Random(0), turns=40, wide=False, flush=True)
+    repro = tier_repro(world, caught.value, spec, ResetKeepsHostCopies, seconds=20)
+    assert repro.exit_code == 1 and "BUG (radixcheck oracle 3h host slot conservation)" in repro.output, repro.why_not
+    assert repro.text is not None and "w.reset()" in repro.text and repro.calls < 20, repro.text
+    fixed = repro.text.replace(f"from {__name__} import ResetKeepsHostCopies as make",
+                               "from radixcheck.reference.tiered_cache import TieredRadixCache as make")
+    assert fixed != repro.text, repro.text[:2000]
+    assert run_file(fixed, 60.0)[0] == 0
+
+
+def test_a_reset_that_recurses_down_the_conversation_fails_the_flush() -> None:
+    failure = _run(f"{__name__}:ResetsRecursively")
+    assert isinstance(failure, RecursionError), failure
+    assert FLUSH in _note(failure) and "in the call reset" in _note(failure), _note(failure)
+
+
+def test_a_cache_without_a_declared_reset_is_never_flushed() -> None:
+    """The same recursive reset, undeclared: never sent, the world passes."""
+    assert _run(f"{__name__}:UndeclaredRecursiveReset") is None
+
+
+class UndeclaredRecursiveReset(ResetsRecursively):
+    tier_capabilities = dataclasses.replace(TieredRadixCache.tier_capabilities, supports_reset=False)

@@ -158,6 +158,7 @@ class TierModel:
         self.host_freed_now: set[int] = set()  # host slots freed during the current call
         self.deviated: list[tuple[Deviation, DeviceLeaves]] = []  # each known deviation, and the device leaves in its order
         self.windows: Any = None  # a declared window's TierWindows (oracle 20w): matches are then resumable
+        self.flushing = False  # a reset runs: its frees take every page, judged by what it leaves (the world's reset)
 
     @property
     def deviations(self) -> list[Deviation]:
@@ -535,11 +536,12 @@ class TierModel:
         self.used_by[self.clock] = what or f"time {self.clock}"
 
     def use(self, tokens: Sequence[int], namespace: Hashable = None, what: Any = "",
-            answer: tuple[int, int] | None = None) -> None:
+            answer: tuple[int, int | None] | None = None) -> None:
         """A ``match_prefix`` answered (and checked): the pages it covered, device and host part, are
         used now. ``answer``, the match's two ends (as :meth:`check_match` took them): a kept window
         host copy is a maybe each match anew, never settled, so without the answer a match that
-        counted one would cover fewer pages here than the cache used (a false alarm of oracle 4t)."""
+        counted one would cover fewer pages here than the cache used (a false alarm of oracle 4t).
+        A publish's re-match reports its device end only (``None`` for the other)."""
         device, host, _ = self.expected_match(tokens, namespace, windowed=True, answer=answer)
         self._tick(what)
         covered = [pg for pg in self.pages_of(tokens, namespace) if not pg.gone][: (len(device) + host) // self.page_size]
@@ -793,6 +795,8 @@ class TierModel:
             self._mark_path(page, -1)
 
     def on_device_free(self, slots: Sequence[int]) -> None:
+        if self.flushing:
+            return
         busy = [int(s) for s in slots if int(s) in self.in_flight_device]
         if busy:
             raise TransferInFlightViolation(f"device slots {busy[:8]} freed while a transfer still reads or fills them")
@@ -823,6 +827,8 @@ class TierModel:
                 self._refile_deviated(page.parent)  # a deviation hands a page's stamp to its parent
 
     def on_host_free(self, slots: Sequence[int]) -> None:
+        if self.flushing:
+            return
         busy = [int(s) for s in slots if int(s) in self.in_flight_host]
         if busy:
             raise TransferInFlightViolation(f"host slots {busy[:8]} freed while a write to them is pending or a load reads "
@@ -870,6 +876,8 @@ class TierModel:
         """At the end of each cache call: a page that left the device left no page below it there
         (the device pages stay prefix-closed); pages that left their last tier are gone, and must
         have taken everything below them along."""
+        if self.flushing:
+            return
         left, self.left_now = self.left_now, []
         self.host_freed_now = set()
         for page, tier in left:

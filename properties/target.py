@@ -292,13 +292,14 @@ def _built(target: Target) -> Any:
 
 def _check_tier(target: Target) -> None:
     """A tiered cache: built once per page size (its first write policy) in a tier world, with the
-    tier contract's methods (``evict_prefix`` only if it declares ``supports_quarantine``)."""
+    tier contract's methods (``evict_prefix`` only if it declares ``supports_quarantine``, ``reset`` only
+    with ``supports_reset``)."""
     from radixcheck.properties.tiers.world import TierWorld
 
     caps = target.capabilities
     needed = ["match_prefix", "load_back", "insert", "inc_lock_ref", "dec_lock_ref", "evict", "evict_host",
               "evict_prefix", "transfer_done", "device_size", "host_size"]
-    needed = [m for m in needed if caps.supports_quarantine or m != "evict_prefix"]
+    needed = [m for m in needed if caps.supports_quarantine or m != "evict_prefix"] + ["reset"] * caps.supports_reset
     if caps.second_pool is not None:  # a state pool's report, or a window's (the tier contract)
         needed.append("windows" if isinstance(caps.second_pool, SlidingWindow) else "states")
     if caps.lifecycle == "requests":  # its own request methods (the tier contract's "The request lifecycle on the tiers")

@@ -104,7 +104,7 @@ class TierRequestSteps:
 class RequestTiers(TierRequestSteps, TieredRadixCache):
     """The reference tiered cache running its own request methods (with namespaces)."""
 
-    tier_capabilities = TierCapabilities(page_sizes=(1, 2), namespaces=True, lifecycle="requests")
+    tier_capabilities = TierCapabilities(page_sizes=(1, 2), namespaces=True, supports_reset=True, lifecycle="requests")
 
 
 class RequestStateTiers(TierRequestSteps, TieredStateCache):
@@ -112,7 +112,8 @@ class RequestStateTiers(TierRequestSteps, TieredStateCache):
     namespaces): its inserts carry the request's state (the tier contract's "A second pool with
     the request methods")."""
 
-    tier_capabilities = TierCapabilities(page_sizes=(1, 2), namespaces=True, second_pool=StatePool(), lifecycle="requests")
+    tier_capabilities = TierCapabilities(page_sizes=(1, 2), namespaces=True, supports_reset=True, second_pool=StatePool(),
+                                         lifecycle="requests")
 
 
 class RequestWindowTiers(TierRequestSteps, TieredWindowCache):
@@ -120,5 +121,5 @@ class RequestWindowTiers(TierRequestSteps, TieredWindowCache):
     namespaces): its inserts carry the request's window values, and a publish whose re-match a
     tombstoned window stops short resumes there."""
 
-    tier_capabilities = TierCapabilities(page_sizes=(1, 2), namespaces=True, second_pool=SlidingWindow(WINDOW),
+    tier_capabilities = TierCapabilities(page_sizes=(1, 2), namespaces=True, supports_reset=True, second_pool=SlidingWindow(WINDOW),
                                          lifecycle="requests")

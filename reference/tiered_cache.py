@@ -95,13 +95,13 @@ class TierNode:
 class TieredRadixCache:
     """Reference tiered cache: ``allocator`` (device pool), ``host_pool``, ``controller``."""
 
-    tier_capabilities = TierCapabilities(page_sizes=(1, 2), namespaces=True, lifecycle="tree")
+    tier_capabilities = TierCapabilities(page_sizes=(1, 2), namespaces=True, supports_reset=True, lifecycle="tree")
     policy: Policy | None = None  # None: least recently used first; else the key of this Policy (see with_policy)
 
     @classmethod
     def with_policy(cls, policy: Policy, name: str | None = None) -> type[TieredRadixCache]:
         """This cache evicting its device leaves by ``policy``'s key, declaring it."""
-        caps = TierCapabilities(page_sizes=(1, 2), namespaces=True, eviction_policy=policy, lifecycle="tree")
+        caps = TierCapabilities(page_sizes=(1, 2), namespaces=True, supports_reset=True, eviction_policy=policy, lifecycle="tree")
         return type(name or f"{cls.__name__}_{policy.name}", (cls,), {"policy": policy, "tier_capabilities": caps,
                                                                    "__module__": cls.__module__})
 
@@ -478,6 +478,15 @@ class TieredRadixCache:
         if node.host is not None and node.loading is None:
             self.host_pool.free(node.host)
             node.host = None
+
+    def reset(self) -> None:
+        """Flush both tiers (SGLang's ``HiRadixCache.reset`` clears the host pool too): every node's
+        device and host slots freed, then the cache starts over. Sent with no request running and
+        no transfer in flight; the nodes are walked with a stack (a tree thousands of pages deep)."""
+        for node in list(self._nodes()):
+            node.linked = False
+            self._release_removed(node)
+        type(self).__init__(self, self.allocator, self.host_pool, self.controller, self.page_size, self.write_policy)
 
     # ---- completions -------------------------------------------------------------------------
 

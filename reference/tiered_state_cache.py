@@ -34,7 +34,7 @@ from radixcheck.reference.validation import as_namespace, as_tokens
 class TieredStateCache(TieredRadixCache):
     """Reference tiered cache with a state pool: a node's state follows its KV between the tiers."""
 
-    tier_capabilities = TierCapabilities(page_sizes=(1, 2), namespaces=True, second_pool=StatePool(), lifecycle="tree")
+    tier_capabilities = TierCapabilities(page_sizes=(1, 2), namespaces=True, supports_reset=True, second_pool=StatePool(), lifecycle="tree")
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)

@@ -44,7 +44,7 @@ class TieredWindowCache(TieredRadixCache):
     the tiers, and a load-back restores them only at the end of the path it loads (the stricter
     choice the tier contract allows; ``RestoresWholeHostSegment`` takes the other)."""
 
-    tier_capabilities = TierCapabilities(page_sizes=(1, 2), namespaces=True, second_pool=SlidingWindow(WINDOW),
+    tier_capabilities = TierCapabilities(page_sizes=(1, 2), namespaces=True, supports_reset=True, second_pool=SlidingWindow(WINDOW),
                                          lifecycle="tree")
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:

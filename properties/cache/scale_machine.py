@@ -49,7 +49,6 @@ first story, instead of letting it run for half an hour. The machine asks for it
 from __future__ import annotations
 
 import random
-import sys
 from collections.abc import Callable
 from typing import Any
 
@@ -61,6 +60,7 @@ from hypothesis.stateful import initialize, multiple
 from radixcheck.oracles.prefix_set import Entry
 from radixcheck.oracles.violations import Check, PrefixSetViolation, StepCostViolation, shown
 from radixcheck.properties.cache.contract import BIGRAM_START
+from radixcheck.properties.cache.flush import FLUSH, flush_due, flush_world
 from radixcheck.properties.cache.machine import HandleRecord, RadixCacheMachine, _as_slot_array, _scribble
 from radixcheck.properties.cache.step_cost import WATCHED, StepCostWatch
 from radixcheck.properties.findings.failures import WORLD_CUT_SHORT
@@ -140,25 +140,26 @@ class ProductionScaleMachine(RadixCacheMachine):
             self._release(self._running_history)
         return multiple(*made)
 
-    FLUSH = "the world flushed: one reset of the whole cache, as an engine's flush between runs"
+    FLUSH = FLUSH
 
     def teardown(self) -> None:
-        """Flush the world the example built (see the module docstring), unless a failure is on its
-        way out: Hypothesis calls this in a ``finally``, and a second failure would hide the first."""
+        """Flush the world the example built (:mod:`radixcheck.properties.cache.flush`), unless a
+        failure is on its way out: Hypothesis calls this in a ``finally``, and a second failure would hide the first."""
         super().teardown()
-        if sys.exc_info()[1] is not None or not self.capabilities.supports_reset or not hasattr(self, "_running_history"):
+        if not flush_due(self.capabilities.supports_reset) or not hasattr(self, "_running_history"):
             return  # a failure in flight, no reset offered, or no world built (it failed before)
         self.step, self.step_number = "teardown", self.step_number + 1  # its act is named like a step's
         try:
-            with self.quietly(self.FLUSH):
-                self._reset()
-            self.sizes_add_up()
-            self.slots_conserved()
-        except Exception as exc:
-            exc.add_note(f"radixcheck: in the production world's teardown, while: {self.FLUSH}")
-            raise
+            flush_world(self._flush)
         finally:
             self.step = None
+
+    def _flush(self) -> None:
+        """The flush: one reset, checked as the ``reset`` rule's, then the invariants."""
+        with self.quietly(FLUSH):
+            self._reset()
+        self.sizes_add_up()
+        self.slots_conserved()
 
     deep_history = True  # the long history is one of the stories
     step_costs: StepCostWatch | None = None  # while the world is built: its calls' costs (radixcheck.properties.cache.step_cost)

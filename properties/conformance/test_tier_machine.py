@@ -28,7 +28,9 @@ def test_tier_at_production_scale(target, page_size, radix_waivers) -> None:
     (``WaiverLog.at_scale``: a ``known:`` line's deviation is kept beside the model, and re-judged)
     ends that world and is recorded as waived, with
     what it left unbuilt; the next policy's world is built all the same, and a conversation the
-    waived finding kept from being built is built alone in a fresh world. Any other failure is the test's."""
+    waived finding kept from being built is built alone in a fresh world. Each world built ends with
+    one flush (a checked ``reset``) if the target declares ``supports_reset``, as the plain production
+    world does. Any other failure is the test's."""
     if page_size != min(target.capabilities.page_sizes_tested()):
         pytest.skip("the tier production world is built once, at the smallest page size")
     policies = target.capabilities.write_policies
@@ -38,7 +40,7 @@ def test_tier_at_production_scale(target, page_size, radix_waivers) -> None:
         world = world_for(target.factory, page_size, policy)
         world.model.deviations = [make() for make in radix_waivers.deviations()] if radix_waivers else []
         try:
-            production_stories(world, random.Random(0), deep=deep, wide=wide)
+            production_stories(world, random.Random(0), deep=deep, wide=wide, flush=target.capabilities.supports_reset)
         except Exception as exc:
             story = getattr(exc, "production_story", None)
             again = "; the conversation is built alone, in a fresh world" if deep and story == "wide" else ""

@@ -98,8 +98,8 @@ def repro_for(failure: BaseException, spec: str, test: str = "", waived: Any = N
     from radixcheck.properties.tiers.repro import tier_repro  # it imports this module
     from radixcheck.properties.tiers.world import TierWorld
 
-    if isinstance(getattr(machine, "world", None), TierWorld):  # the tier machine: its world's log is the file
-        return tier_repro(machine.world, failure, spec, type(machine).factory, seconds, replays, waived)
+    if isinstance(getattr(machine, "world", None), TierWorld):  # the tier machine or production world: its log is the file
+        return tier_repro(machine.world, failure, spec, machine.factory, seconds, replays, waived)
     if isinstance(machine, KvIndexMachine):
         return _index_repro(machine, failure, spec, test, seconds)
     if (not isinstance(machine, RadixCacheMachine) or not machine.transcript) and plain_test is not None:

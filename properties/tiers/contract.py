@@ -168,6 +168,13 @@ The methods (``TieredCacheLike``; with a second pool, ``TieredStateCacheLike`` o
     ``ReturnValueViolation``.
 ``transfer_done(transfer)``
     A completion, delivered by the suite.
+``reset()`` (only with ``supports_reset=True``)
+    Flush the cache, as an engine flushes it between runs (SGLang's ``Scheduler.flush_cache``
+    calls ``HiRadixCache.reset``, which clears the host pool too): every device and host slot a
+    cached page holds is freed, and the cache is empty (both sizes 0) and usable. The suite sends
+    it with no request running and no transfer in flight, at the end of the production world (as
+    the plain production world's ``teardown``); a slot left allocated on either tier is a leak
+    (oracle 3 there).
 ``device_size()``, ``host_size()``
     Tokens on device (a page whose load is pending included), and tokens on host (completed
     copies), of cached pages.
@@ -455,6 +462,9 @@ class TierCapabilities:
     page_sizes: tuple[int, ...] = (1, 2)
     supports_quarantine: bool = True
     """``evict_prefix``: when False the suite never sends it (no never-saw check on the tiers)."""
+    supports_reset: bool = False
+    """``reset()`` (the tier calls above): when True the production world ends with one flush,
+    checked on both tiers. Off unless declared: a tier target offers one only if it says so."""
     write_back_order: str = "top_down"
     """Under ``write_back``: ``top_down`` (a page is written only once its parent is on host or
     being written: the backup chain, oracle 18) or ``leaf_first`` (the evicted leaf alone is
@@ -512,6 +522,8 @@ class TierCapabilities:
 
     def not_exercised(self) -> list[str]:
         gaps = [] if self.supports_quarantine else ["evict_prefix on both tiers (supports_quarantine=False)"]
+        if not self.supports_reset:
+            gaps.append("reset() of both tiers (supports_reset=False: never sent)")
         if self.write_back_order == "leaf_first" and "write_back" in self.write_policies:
             gaps.append("the backup chain under write_back (write_back_order='leaf_first')")
         for kind in self.unsent_namespaces:

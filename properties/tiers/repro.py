@@ -53,10 +53,11 @@ class TierReplay:
 
 
 def replay(factory: Callable[..., Any], page_size: int, write_policy: str, operations: list[str],
-           world_class: type[TierWorld] = TierWorld) -> TierReplay:
+           world_class: type[TierWorld] = TierWorld, pools: dict[str, int] | None = None) -> TierReplay:
     """Send ``operations`` to a fresh world (of ``world_class``: the lifecycle's has running
-    requests), as the file does, then check conservation; stop at the first failure."""
-    world = world_class(factory, page_size, write_policy)
+    requests; ``pools``, its pools' sizes and seed: :attr:`TierWorld.pools`), as the file does, then
+    check conservation; stop at the first failure."""
+    world = world_class(factory, page_size, write_policy, **(pools or {}))
     for i, operation in enumerate(operations):
         try:
             exec(operation, {"w": world})  # noqa: S102 - a line of the world's own log
@@ -82,7 +83,7 @@ def reduced(factory: Callable[..., Any], world: TierWorld, failure: BaseExceptio
         nonlocal count, shortest, shrunk_at
         count += 1
         sent = renumbered(operations, starts)
-        again = replay(factory, world.page_size, world.write_policy, [line for _, line in sent], type(world))
+        again = replay(factory, world.page_size, world.write_policy, [line for _, line in sent], type(world), world.pools)
         if again.failure is None or finding_of(again.failure) != wanted:
             return None
         again.operations = [op for op, _ in sent[: len(again.operations)]]  # as the reduction knows them
@@ -264,7 +265,8 @@ def tier_script(world: TierWorld, failure: BaseException, spec: str, made: str =
         "",
         "",
         *runs_to_the_check([
-            f"w = {type(world).__name__}(make, page_size={world.page_size}, write_policy={world.write_policy!r})",
+            f"w = {type(world).__name__}(make, page_size={world.page_size}, write_policy={world.write_policy!r}"
+            f"{world.pools_said()})",
             *compact(log[:last]),
             "",
             "# the operation that fails, and radixcheck's checks of it",
@@ -296,7 +298,7 @@ def shown_by_tier(factory: Callable[..., Any], world: TierWorld, waived: Callabl
                                 for line in operations if line.startswith("w.serve(")))[-PROBED:]
 
     def run(seen: Callable[[BaseException], bool]) -> None:
-        again = type(world)(factory, world.page_size, world.write_policy)
+        again = type(world)(factory, world.page_size, world.write_policy, **world.pools)
 
         def sent(operation: str) -> bool:  # False: stop (a hang)
             done = COMPLETION.fullmatch(operation)

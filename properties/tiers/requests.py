@@ -150,9 +150,11 @@ class RequestsTierWorld(LifecycleTierWorld):
         on_device = self.model.on_insert(tokens, row, key, what, live.priority)  # before the call: its backups start inside it
         self._second(tokens, key, on_device)  # what its insert takes of the request's state or window (the oracle's record)
         self._request_call("cache_unfinished_req", live)
-        self.model.use(tokens[:aligned], key, what)  # its re-match
         got = as_ints(np.asarray(req.slots)[: req.protected])
         cached = self.model.rematch(f"the re-match of cache_unfinished_req({req})", tokens[:aligned], got, key)
+        # its re-match, checked, is used as the cache answered it (as the admission's match): the device
+        # end the request reads settles the window maybes it relied on; its host part is not reported
+        self.model.use(tokens[:aligned], key, what, answer=(len(got), None))
         # a window tombstoned on cached pages it covered stops the re-match short: the request resumes
         # there (it frees its slots after the cached pages and recomputes them), as the "tree" publish does
         own = row[aligned:] if len(cached) == aligned else []

@@ -20,6 +20,12 @@ its lifecycle world):
    the whole path, so calls of one size meet one size of tree (nothing to compare), and their work
    is the path's by design.
 
+3. **The flush.** With ``supports_reset`` declared, the world ends as the plain production world
+   does (:mod:`radixcheck.properties.cache.flush`): every transfer lands, then one ``reset``,
+   checked on both tiers (:meth:`~radixcheck.properties.tiers.world.TierWorld.reset`: no slot left
+   on device or host, both sizes 0). A reset that walks the 1,200-page path recursively, or keeps
+   the host tier's pages, fails here.
+
 The audit runs both (``radixcheck.properties.conformance.test_tier_machine``: the wide tree in each
 declared write policy, the conversation in the first) and so does ``python -m
 radixcheck.reports.tier_scale``, before its random traffic: one place, one world. A
@@ -30,8 +36,10 @@ from __future__ import annotations
 
 import random
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
+from radixcheck.properties.cache.flush import FLUSH, flush_world
 from radixcheck.properties.cache.step_cost import WATCHED, StepCostWatch
 from radixcheck.properties.target import guarded, metering, op_timeout
 from radixcheck.properties.tiers.requests import world_class_for
@@ -42,6 +50,15 @@ MASS_EVICTION_LEAVES = 500  # the one eviction under memory pressure frees at le
 DEEP_TURNS = 1200  # pages deep: past Python's recursion limit (1000 frames) with room for the caller's stack
 SYSTEM_PROMPTS = 4
 VOCABULARY = 50_000
+
+
+@dataclass
+class ProductionRun:
+    """What a failure in a tier production world carries (``exc.radixcheck_machine``, as a tier
+    machine's does): its world, whose log a repro file replays, and the factory it was built from."""
+
+    world: TierWorld
+    factory: Callable[..., Any]
 
 
 def world_for(factory: Callable[..., Any], page_size: int, policy: str, seed: int = 0,
@@ -60,7 +77,7 @@ def _settle(world: TierWorld, rng: random.Random) -> None:
     rng.shuffle(pending)
     for number in pending:
         if any(t.number == number for t in world.controller.pending):
-            world.complete(number, said=False)
+            world.complete(number)  # said: a repro file replays the world's log
 
 
 def wide_tree(world: TierWorld, rng: random.Random, requests: int = WIDE_REQUESTS) -> int:
@@ -86,7 +103,7 @@ def wide_tree(world: TierWorld, rng: random.Random, requests: int = WIDE_REQUEST
     if leaves < MASS_EVICTION_LEAVES:
         raise AssertionError(f"radixcheck: the wide tree holds {on_device} tokens on device, too few for an eviction "
                              f"of {MASS_EVICTION_LEAVES} leaves (is the world too small?)")
-    world.evict(on_device, said=False)
+    world.evict(on_device)
     _settle(world, rng)
     world.check()
     return leaves
@@ -113,17 +130,21 @@ def long_conversation(world: TierWorld, rng: random.Random, turns: int = DEEP_TU
 
 
 def production_stories(world: TierWorld, rng: random.Random, requests: int = WIDE_REQUESTS,
-                       turns: int = DEEP_TURNS, deep: bool = True, wide: bool = True) -> None:
+                       turns: int = DEEP_TURNS, deep: bool = True, wide: bool = True, flush: bool = False) -> None:
     """Both stories, in order (``deep=False``: the wide tree only; the conversation costs turns**2 / 2
     pages sent, so a caller runs it once per target; ``wide=False``: the conversation alone, after a
-    waived finding ended the wide tree); a failure says which story, in which call, how big the tree
-    was and the limit, and carries the story's name as ``production_story`` (``"wide"``, ``"deep"``)."""
+    waived finding ended the wide tree), then with ``flush`` the world's end (story 3: the audit's
+    test asks for it when the target declares ``supports_reset``); a failure says which story, in
+    which call, how big the tree was and the limit, and carries the story's name as
+    ``production_story`` (``"wide"``, ``"deep"``, ``"flush"``)."""
     stories: list[tuple[str, str, Callable[[], Any]]] = [
         ("wide", f"a wide tree of {requests} requests on {SYSTEM_PROMPTS} system prompts, then one evict of everything on "
          f"device (at least {MASS_EVICTION_LEAVES} leaves)", lambda: wide_tree(world, rng, requests)),
         ("deep", f"a conversation of {turns} turns, its path {turns} pages deep", lambda: long_conversation(world, rng, turns)),
+        ("flush", FLUSH, lambda: flush_world(lambda: _flush(world, rng))),
     ]
-    for name, story, run in [s for s in stories if (s[0] == "wide" and wide) or (s[0] == "deep" and deep)]:
+    chosen = {"wide": wide, "deep": deep, "flush": flush}  # a failure in a story raises: no flush after it
+    for name, story, run in [s for s in stories if chosen[s[0]]]:
         try:
             run()
         except Exception as exc:
@@ -132,6 +153,12 @@ def production_stories(world: TierWorld, rng: random.Random, requests: int = WID
                          f"while: {story}; in the call {_call_of(exc)} (operation {world.operations}); the tree then held "
                          f"{_size(world)}; per-operation limit {op_timeout():g} s of CPU")
             raise
+
+
+def _flush(world: TierWorld, rng: random.Random) -> None:
+    """Story 3 (module docstring): the transfers still in flight land, then one checked reset."""
+    _settle(world, rng)
+    world.reset()
 
 
 def _call_of(exc: BaseException) -> str:

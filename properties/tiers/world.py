@@ -39,13 +39,15 @@ from radixcheck.oracles.tier_states import TierStates, state_value
 from radixcheck.oracles.tier_windows import TierWindows, sent_window
 from radixcheck.oracles.violations import (
     FailedBackupViolation,
+    HostSlotViolation,
     ReturnValueViolation,
+    SlotViolation,
     TenantIsolationViolation,
     TierResidencyViolation,
     shown,
     shown_namespace,
 )
-from radixcheck.properties.cache.contract import SlidingWindow, SlotAllocator
+from radixcheck.properties.cache.contract import SlidingWindow, SlotAllocator, StatePool
 from radixcheck.properties.cache.layers import UNSAID, Tags, keywords_for, layers_for, namespace_key, with_lifecycle
 from radixcheck.properties.cache.tenants import kinds_of
 from radixcheck.properties.target import guarded
@@ -86,20 +88,16 @@ class TierWorld:
     def __init__(self, factory: Callable[..., Any], page_size: int = 1, write_policy: str = "write_through",
                  device_slots: int = DEVICE_SLOTS, host_slots: int = HOST_SLOTS, seed: int = 0) -> None:
         self.page_size, self.write_policy = page_size, write_policy
+        # the pools' sizes and seed, as a replay must build them (a production world's are large)
+        self.pools = {"device_slots": device_slots, "host_slots": host_slots, "seed": seed}
         caps = getattr(factory, "tier_capabilities", None)
-        leaf_first = caps is not None and caps.write_back_order == "leaf_first" and write_policy == "write_back"
-        policy = caps.policy if caps is not None else None
-        self.model = TierModel(page_size, write_policy, chain_checked=not leaf_first, policy=policy)
+        self.caps = caps
         self.unsent: tuple[str, ...] = caps.unsent_namespaces if caps is not None else ()
         pool = caps.second_pool if caps is not None else None
         second = None if pool is None else "window" if isinstance(pool, SlidingWindow) else "state"  # its insert keyword
-        self.layers = with_lifecycle(layers_for(caps is not None and caps.namespaces, policy, second),  # what the
-                                     caps.lifecycle if caps is not None else "off")  # declared parts add to each call
-        self.states = TierStates() if second == "state" else None  # oracle 20 on the tiers (a state pool)
-        self.windows = TierWindows(pool.window, page_size) if second == "window" else None  # oracle 20w (a window)
-        if self.windows is not None:
-            self.windows.clock = lambda: self.operations  # when each window went live, for a finding's message
-        self.model.windows = self.windows  # a window makes matches resumable (the model's expected_match)
+        self.layers = with_lifecycle(layers_for(caps is not None and caps.namespaces, caps.policy if caps else None, second),
+                                     caps.lifecycle if caps is not None else "off")  # what the declared parts add to each call
+        self._new_model()
         self.priority = 0  # the priority= the next requests carry (a policy that takes one)
         self.device = DevicePool(device_slots, self.model, seed=seed)
         self.host = HostPool(host_slots)
@@ -111,6 +109,25 @@ class TierWorld:
         self.operations = 0  # the operations said so far (a repro file's lines, in order)
         self.deviation_met: set[str] = set()  # the known deviations an eviction of this run has followed (said once)
         self.host_deviation_met: set[str] = set()  # the same on the host tier (oracle 4h: its own waiver line, said once)
+
+    def pools_said(self) -> str:
+        """The keywords a repro file's world needs to be this one's: its pools' sizes and seed where
+        they are not the defaults (a replay with other pools evicts at other moments)."""
+        defaults = {"device_slots": DEVICE_SLOTS, "host_slots": HOST_SLOTS, "seed": 0}
+        return "".join(f", {name}={value}" for name, value in self.pools.items() if value != defaults[name])
+
+    def _new_model(self) -> None:
+        """The tier model of an empty cache, and its second pool's oracle (a state's, a window's)."""
+        caps, write_policy = self.caps, self.write_policy
+        leaf_first = caps is not None and caps.write_back_order == "leaf_first" and write_policy == "write_back"
+        self.model = TierModel(self.page_size, write_policy, chain_checked=not leaf_first,
+                               policy=caps.policy if caps is not None else None)
+        pool = caps.second_pool if caps is not None else None
+        self.states = TierStates() if isinstance(pool, StatePool) else None  # oracle 20 on the tiers (a state pool)
+        self.windows = TierWindows(pool.window, self.page_size) if isinstance(pool, SlidingWindow) else None  # 20w
+        if self.windows is not None:
+            self.windows.clock = lambda: self.operations  # when each window went live, for a finding's message
+        self.model.windows = self.windows  # a window makes matches resumable (the model's expected_match)
 
     # ---- plumbing ----------------------------------------------------------------------------
 
@@ -389,6 +406,39 @@ class TierWorld:
             raise ReturnValueViolation(f"evict_prefix({shown(tokens)}) returned {removed}, but {len(doomed) * self.page_size} "
                                        "cached tokens were below the cut")
         self._match(tokens, namespace)
+
+    def reset(self) -> None:
+        """``reset()`` (``supports_reset``): the whole cache flushed, as an engine flushes it between
+        runs. Sent with no request running; the transfers still in flight land first, in order (part
+        of this operation: a reduced repro file that left out a completion still flushes). Its frees
+        are not judged one by one (a flush takes every page, locked by no one); what it leaves is: no
+        slot allocated on either tier (a leak, oracle 3), both sizes 0. The model then starts over
+        with an empty tree (the known deviations a waiver keeps, fresh)."""
+        if self.running or self.callers_slots():
+            raise ValueError("reset is sent only with no request running")
+        self._say("w.reset()")
+        for number in self.pending():
+            self.complete(number, said=False)
+        self.model.flushing = True
+        try:
+            self._call("reset")
+        finally:
+            self.model.flushing = False
+        deviations = [type(deviation)() for deviation in self.model.deviations]
+        pages, hosts = self.model.sizes()
+        self._new_model()
+        self.model.deviations = deviations
+        self.device.model = self.model
+        self.host.on_free = self.model.on_host_free
+        self.controller.model = self.model
+        device, host = sorted(self.device.in_use), sorted(self.host.in_use)
+        cached = f"(the tree held {pages} tokens on device and {hosts} on host)"
+        if host:
+            raise HostSlotViolation(f"host slots leaked: reset() left {len(host)} host slots allocated {host[:8]} {cached}; "
+                                    "a flush frees both tiers (SGLang's HiRadixCache.reset clears the host pool)")
+        if device:
+            raise SlotViolation(f"device slots leaked: reset() left {len(device)} device slots allocated {device[:8]} {cached}")
+        self.check()  # both sizes 0 now
 
     def callers_slots(self) -> set[int]:
         """The device slots the running requests hold of their own between operations (none: a
