@@ -36,7 +36,6 @@ from __future__ import annotations
 
 import random
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any
 
 from radixcheck.properties.cache.flush import FLUSH, flush_world
@@ -50,15 +49,6 @@ MASS_EVICTION_LEAVES = 500  # the one eviction under memory pressure frees at le
 DEEP_TURNS = 1200  # pages deep: past Python's recursion limit (1000 frames) with room for the caller's stack
 SYSTEM_PROMPTS = 4
 VOCABULARY = 50_000
-
-
-@dataclass
-class ProductionRun:
-    """What a failure in a tier production world carries (``exc.radixcheck_machine``, as a tier
-    machine's does): its world, whose log a repro file replays, and the factory it was built from."""
-
-    world: TierWorld
-    factory: Callable[..., Any]
 
 
 def world_for(factory: Callable[..., Any], page_size: int, policy: str, seed: int = 0,
