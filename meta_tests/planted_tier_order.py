@@ -39,7 +39,9 @@ class SuffixRefreshedTiers(TieredRadixCache):
             lower.append(node)
             if node in self._ends:
                 break
-        return lower
+        on_device = [i for i, n in enumerate(lower) if n.device is not None]
+        # a node is on one tier whole: host-only pages below a device page are another node's
+        return lower[: on_device[-1] + 1] if on_device else lower
 
     def _refresh(self, lower: list[TierNode]) -> None:
         for node in lower:  # the bug: the unused lower half keeps the use's stamp

@@ -207,14 +207,11 @@ class TierLifecycleRules:
 
     def _request_namespace(self, data: st.DataObject) -> Any:
         """The namespace a running request carries: a tenant's (the default among them) when the target
-        declares namespaces and runs its own request methods (``lifecycle="requests"``: they must read
-        ``req.namespace``), as the plain machine's lifecycle draws it; else none, never sent. Under
-        ``"tree"`` the suite sends ``namespace=`` on each tier call itself, as ``tenant_serve`` does
-        (left on the default namespace: with tenants there, the #3 waiver of
-        ``meta_tests/test_tier_known_deviations.py`` meets a 4h finding it does not explain; see
-        ``reports/findings/layers_trial.md``)."""
+        declares namespaces, as the plain machine's lifecycle draws it; else none, never sent. Under
+        ``lifecycle="requests"`` the cache's own request methods must read ``req.namespace``; under
+        ``"tree"`` the suite sends ``namespace=`` on each tier call of the request itself."""
         caps = getattr(type(self).factory, "tier_capabilities", None)
-        if caps is None or not caps.namespaces or caps.lifecycle != "requests":
+        if caps is None or not caps.namespaces:
             return UNSAID
         return data.draw(fixed_namespaces(caps.unsent_namespaces), label="request namespace")
 
