@@ -49,4 +49,4 @@ def test_a_failing_dfs_property_is_shrunk_within_the_budget(monkeypatch) -> None
     broken = Target("SplitOffByOne", SplitOffByOne, DEFAULT_CAPABILITIES)
     with pytest.raises(Exception) as caught:  # noqa: B017,PT011 - what it fails by is the catalogue's matter; the budget is this test's
         test_no_order_beats_dfs(broken, 1)
-    assert any("(budget 0.5 s, RADIXCHECK_SHRINK_SECONDS)" in note for note in caught.value.__notes__)
+    assert any("(budget 0.5 s of CPU, RADIXCHECK_SHRINK_SECONDS)" in note for note in caught.value.__notes__)
