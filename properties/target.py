@@ -547,7 +547,7 @@ def time_budget(seconds: float, wall_clock: bool = False):
     global _budget
     previous, _budget = _budget, (WallWatch if wall_clock else BudgetWatch)(seconds)
     try:
-        yield
+        yield _budget  # its clocks: what the block spent, read after it
     finally:
         _budget = previous
 

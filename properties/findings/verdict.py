@@ -44,7 +44,6 @@ from hypothesis.stateful import RuleBasedStateMachine, multiple, run_state_machi
 from hypothesis.strategies import SearchStrategy
 
 from radixcheck.profiles import current
-from radixcheck.properties.budget_clock import BudgetWatch
 from radixcheck.properties.findings.draws import seed_only_draws
 from radixcheck.properties.target import (
     BudgetSpent,
@@ -211,10 +210,9 @@ def _find_shrink_replay(run: Callable[[settings], None], search: settings, budge
         raise first
     examples.demote_failures()
     own = settings(find, database=examples)
-    watch = BudgetWatch(budget)  # the shrink's CPU seconds, as time_budget counts them (its note says them)
     cut_short = False
     try:
-        with time_budget(budget):
+        with time_budget(budget) as watch:  # the shrink's CPU seconds and wall clock (its note says them)
             run(settings(own, phases=[Phase.reuse, Phase.shrink]))
     except BudgetSpent:  # the best program so far is replayed below; the report says it may not be minimal
         cut_short = True
