@@ -11,7 +11,8 @@ import traceback
 import pytest
 
 from radixcheck import profiles
-from radixcheck.properties.cache.scale_machine import ProductionScaleMachine, scale_machine_for
+from radixcheck.properties.cache.flush import FLUSH
+from radixcheck.properties.cache.scale_machine import scale_machine_for
 from radixcheck.properties.findings.reduce import reduce
 from radixcheck.properties.findings.repro import _Writer
 from radixcheck.properties.findings.verdict import run_machine
@@ -51,7 +52,7 @@ def test_a_reset_that_recurses_down_the_deep_history_fails_at_the_flush(monkeypa
         run_machine(_world(ResetsRecursively, "meta_flush_recursive"), profiles.SETTINGS["mutation"])
     assert any(frame.name == "_walk" for frame in traceback.extract_tb(caught.value.__traceback__))
     notes = "\n".join(caught.value.__notes__)
-    assert ProductionScaleMachine.FLUSH in notes or "state.reset" in notes, notes[-2000:]
+    assert FLUSH in notes or "state.reset" in notes, notes[-2000:]
 
 
 @pytest.mark.deep  # production worlds

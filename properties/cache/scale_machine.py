@@ -140,8 +140,6 @@ class ProductionScaleMachine(RadixCacheMachine):
             self._release(self._running_history)
         return multiple(*made)
 
-    FLUSH = FLUSH
-
     def teardown(self) -> None:
         """Flush the world the example built (:mod:`radixcheck.properties.cache.flush`), unless a
         failure is on its way out: Hypothesis calls this in a ``finally``, and a second failure would hide the first."""
