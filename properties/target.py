@@ -580,15 +580,18 @@ def metering(observe: Callable[[str, tuple[Any, ...], float], None], calls: tupl
 _hung: dict[Any, tuple[str, int | None]] = {}  # the code that hung (a cache class and method, or a function) -> how, and at which call
 _calls: dict[Any, int] = {}  # the calls of each code since the example began (new_example)
 _positions = False  # whether new_example() marked where the example began: a hang is then known by its position
+_run: int | None = None  # the run of a program begun last (new_run), None once a test or search starts (forget_hangs)
+_runs_begun = 0
 
 
 def forget_hangs() -> None:
     """A new test (or state-machine run) starts: a method that hung in an earlier one is called
     again (one slow call on a loaded machine must not fail every later test of the same class)."""
-    global _positions
+    global _positions, _run
     _hung.clear()
     _calls.clear()
     _positions = False
+    _run = None
 
 
 def new_example() -> None:
@@ -597,6 +600,21 @@ def new_example() -> None:
     global _positions
     _calls.clear()
     _positions = True
+    new_run()
+
+
+def new_run() -> None:
+    """A run of one program begins: an example, or radixcheck's replay of one (a reduction's, a
+    root cause's). What a target keeps for a run (a wire server's caches) ends when the next run
+    begins, at a point the stream fixes, not when the garbage collector happens to free it."""
+    global _run, _runs_begun
+    _runs_begun += 1
+    _run = _runs_begun
+
+
+def current_run() -> int | None:
+    """Which run is going on (a number that changes with each :func:`new_run`), or None outside one."""
+    return _run
 
 
 def _code_of(fn: Callable[..., Any]) -> Any:

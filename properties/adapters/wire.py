@@ -8,7 +8,9 @@ one reply per line. :func:`wire_factory` makes a factory for any command, e.g. i
 a module of your own: ``mine = wire_factory(["./target/release/my-cache-server"])``.
 
 One server process serves every cache the suite builds (``new`` gives each an id), started on
-the first factory call and again after it died. The server declares its capabilities in its
+the first factory call and again after it died. A cache is dropped (``drop``) when the run of a
+program that made it (an example, or radixcheck's replay of one) ends, at a point the stream fixes;
+outside such a run, when Python frees it. The server declares its capabilities in its
 ``init`` reply; the factory's ``capabilities`` attribute asks for them, starting the server.
 
 The suite owns the slot pool: the server reports what its cache freed (``"freed"`` in a reply)
@@ -55,6 +57,7 @@ from radixcheck.properties.target import (
     TargetCrash,
     TransportError,
     computed_elsewhere,
+    current_run,
     op_timeout,
     op_wall_timeout,
     outside_the_limit,
@@ -210,6 +213,13 @@ class WireConnection:
         self.request_cpu_start: float | None = None  # the server's CPU time when the awaited reply was first late
         self.handles: dict[int, WireHandle] = {}
         self.pending_drops: list[int] = []  # ids of caches the suite no longer holds
+        # The caches made in the current run of a program (an example or a replay: target.current_run), dropped when it
+        # ends whether or not Python has freed them: a drop sent when the cyclic garbage collector ran (which depends on
+        # all the process allocated before: its path, its worker, the tests before) made a server's state, and so a
+        # verdict, vary from one checkout or worker to another.
+        self.run = current_run()
+        self.run_caches: list[int] = []
+        self.dropped: set[int] = set()  # caches dropped with their run (their finalizer then sends nothing)
         hello = self.request("init", {"protocol": PROTOCOL}, timeout=startup_timeout())
         if not isinstance(hello, dict) or hello.get("protocol") != PROTOCOL or not isinstance(hello.get("capabilities"), dict):
             self.close(f"its init reply is not protocol {PROTOCOL} with capabilities: {hello!r}")
@@ -318,7 +328,12 @@ class WireConnection:
         with self._lock:
             if self.dead is not None:
                 raise WireServerDied(f"{self._who()} is not running ({self.dead}); {op} not sent")
-            while self.pending_drops:  # caches collected since the last call (never sent from a finalizer)
+            if current_run() != self.run:  # a run ended: its caches go, in the order made
+                ended, self.run_caches, self.run = self.run_caches, [], current_run()
+                self.dropped.update(ended)
+                for cache_id in ended:
+                    self._exchange("drop", {"cache": cache_id}, timeout)
+            while self.pending_drops:  # caches made outside a run and collected since the last call
                 self._exchange("drop", {"cache": self.pending_drops.pop()}, timeout)
             rid, raw = self._exchange(op, args, timeout)
         reply = self._parse(raw, rid, op)
@@ -436,6 +451,8 @@ class WireCache:
         if type(self.cache_id) is not int:
             raise WireProtocolError(f"new: the cache id must be an integer, got {self.cache_id!r}")
         self.page_size = page_size
+        if connection.run is not None:  # dropped when its run ends (WireConnection.call)
+            connection.run_caches.append(self.cache_id)
         weakref.finalize(self, _drop, connection, self.cache_id)
 
     def _call(self, op: str, namespace: Any = None, said: bool = False, **args: Any) -> Any:
@@ -495,8 +512,10 @@ class WireCache:
 
 def _drop(connection: WireConnection, cache_id: int) -> None:
     """A cache is gone: the next request tells the server first (a finalizer sends nothing itself:
-    it may run in the middle of another request)."""
-    connection.pending_drops.append(cache_id)
+    it may run in the middle of another request). A cache made in a run of a program is dropped when
+    the run ends instead, at a point the stream fixes."""
+    if cache_id not in connection.dropped and cache_id not in connection.run_caches:
+        connection.pending_drops.append(cache_id)
 
 
 class WireFactory:

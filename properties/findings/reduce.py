@@ -49,7 +49,7 @@ from radixcheck.properties.budget_clock import BudgetWatch
 from radixcheck.properties.cache.machine import HandleRecord, MachineOptions, RadixCacheMachine, namespace_key
 from radixcheck.properties.findings.failures import message_of, oracle_of, raised_at, shape_of
 from radixcheck.properties.findings.transcript import Act, kept
-from radixcheck.properties.target import BudgetSpent, alarm_handler, caused_by_hang, forget_hangs, op_timeout, time_budget
+from radixcheck.properties.target import BudgetSpent, alarm_handler, caused_by_hang, forget_hangs, new_run, op_timeout, time_budget
 
 REDUCE_ENV = "RADIXCHECK_REDUCE_SECONDS"
 DEFAULT_REDUCE_SECONDS = 5.0
@@ -91,6 +91,7 @@ def replay(machine_class: type[RadixCacheMachine], acts: list[Act], options: Mac
     top-level match query to the part the model says is cached."""
     machine_class = type(machine_class.__name__, (machine_class,), {"options": options or machine_class.options, "records": True})
     forget_hangs()
+    new_run()  # what the target keeps for this replay (a wire server's caches) ends with it, not at a collection
     with alarm_handler(), standalone_stack():
         machine = machine_class()
         records: dict[int, HandleRecord] = {}  # id(original record) -> the replayed one
