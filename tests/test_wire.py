@@ -549,6 +549,33 @@ wire_server.main(sys.argv[2:])
 """
 
 
+def test_a_runs_caches_are_dropped_when_the_next_run_begins(tmp_path: Any) -> None:
+    """A cache made in a run of a program (an example, a replay) is dropped just before the next
+    run's first request, with the run's other caches in the order made, held or not; one made
+    outside a run is dropped once Python frees it (before the next request)."""
+    from radixcheck.properties.target import forget_hangs, new_run
+
+    log = tmp_path / "server.log"
+    factory = wire_factory([sys.executable, "-c", LOGGING, str(log)])
+    try:
+        new_run()
+        held = factory(SlotAllocator(8), 1)  # 1
+        factory(SlotAllocator(8), 1)  # 2: freed at once
+        gc.collect()
+        held.total_size()  # its run goes on: nothing dropped
+        new_run()
+        factory(SlotAllocator(8), 1).total_size()  # 3: run 1's caches dropped first
+        forget_hangs()  # a new test: no run
+        factory(SlotAllocator(8), 1)  # 4: made outside a run, freed at once
+        factory(SlotAllocator(8), 1).total_size()  # 5
+    finally:
+        forget_hangs()
+        factory.close()
+    assert log.read_text().split("\n")[1:-1] == [
+        "new ", "new ", "total_size 1", "drop 1", "drop 2", "new ", "total_size 3", "drop 3", "new ", "drop 4", "new ",
+        "total_size 5"]
+
+
 def _server_saw(log: Any, threshold: int | None) -> list[str]:
     """The requests a derandomized machine's run sent (op and cache), with the cyclic garbage
     collector run every ``threshold`` allocations (None: never)."""
