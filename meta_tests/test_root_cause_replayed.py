@@ -27,13 +27,20 @@ from radixcheck.properties.tenant_tree.machine import TenantTreeMachine, stress_
 from radixcheck.properties.tenant_tree.mutants import EvictionCrossesTenants, MatchLongerThanQuery
 from radixcheck.properties.tenant_tree.replay import shown_by_tenant_tree
 from radixcheck.properties.tiers.machine import tier_machine_for
-from radixcheck.properties.tiers.mutants import TierEvictOvershoots, WritesPageReversed
+from radixcheck.properties.tiers.mutants import (
+    MruFirstTier,
+    TieredPriority,
+    TierEvictHostOvershoots,
+    TierEvictOvershoots,
+    WritesPageReversed,
+)
 from radixcheck.properties.tiers.repro import shown_by_tier
 from radixcheck.properties.tiers.world import TierWorld
 from radixcheck.reference.tenant_tree import TenantTree
 from radixcheck.reference.tiered_cache import TieredRadixCache
 
 SEEDS = range(3)  # as `radixcheck audit --seed 0..2`: the machine's stream is named by its seed
+SEED = 2  # one pinned stream for the tests of one cause read on both tiers
 
 
 def _seeded() -> settings:
@@ -156,3 +163,57 @@ def test_two_bugs_in_one_tiered_cache_stay_two_findings_in_every_stream() -> Non
         verdicts = [_tier_verdict(page_size, seed) for page_size in (1, 2, 4)]
         findings = findings_of(verdicts)
         assert len(findings) >= 2, (seed, [f"{f.oracle}: {f.reason}" for f in findings])
+
+
+class _InsertDropsPriority(TieredPriority):
+    """One tier bug that reads as two: an insert drops the request's priority (each page keeps 0),
+    so a page's eviction key is wrong on whichever tier evicts it, device (4) or host (4h), as a
+    trial cache's ``publish_drops_priority`` did (reports/findings/layers_trial.md: two findings)."""
+
+    def insert(self, tokens: Any, values: Any, namespace: Any = None, priority: int = 0) -> int:
+        return super().insert(tokens, values, namespace, 0)
+
+
+class _DeviceOrderAndHostAmount(MruFirstTier, TierEvictHostOvershoots):
+    """Two tier bugs: device eviction takes the most recent leaf first, and host eviction frees one leaf too many."""
+
+
+def _tier_verdicts(factory: Any, seed: int) -> list[Verdict]:
+    """The tier machine's verdicts on ``factory`` at page sizes 1 and 2, in both write policies (stream
+    ``seed``), each failure's program replayed past its failures as ``--repro`` does."""
+    verdicts = []
+    for page_size in (1, 2):
+        for policy in ("write_through", "write_back"):
+            test = f"test_tier_state_machine[{policy}-page_size={page_size}]"
+            machine = tier_machine_for(factory, page_size, policy, name=f"meta_cause_{factory.__name__}_{policy}_p{page_size}_s{seed}")
+            try:
+                run_machine(machine, _seeded())
+            except Exception as exc:  # noqa: BLE001 - the finding is what the test wants
+                said = describe_failure(exc)
+                shows = shown_by_tier(factory, exc.radixcheck_machine.world)  # type: ignore[attr-defined]
+                verdicts.append(Verdict(test, "failed", 0.1, said["oracle"], said["reason"], said["program"], said["exceptions"],
+                                        repro={"oracle": said["oracle"], "message": said["reason"], "why_not": "",
+                                               "shows": [list(s) for s in shows]}))
+            else:
+                verdicts.append(Verdict(test, "passed", 0.1))
+    return verdicts
+
+
+@pytest.mark.deep
+def test_one_wrong_eviction_key_met_on_both_tiers_is_one_finding_naming_both() -> None:
+    """Its device-order and host-order failures are one finding, the other named in ``also``: each
+    program's failing state, evicted on both tiers (``across_tiers``), shows the other tier's order."""
+    verdicts = _tier_verdicts(_InsertDropsPriority, SEED)
+    met = {v.oracle for v in verdicts if v.outcome == "failed"}
+    assert met == {"4 eviction order", "4h host eviction order"}, met  # the stream meets both readings
+    findings = findings_of(verdicts)
+    assert len(findings) == 1, [f"{f.oracle}: {f.reason}" for f in findings]
+    named = {findings[0].oracle, *(also.partition(": ")[0] for also in findings[0].also)}
+    assert named == met, named
+
+
+@pytest.mark.deep
+def test_a_device_order_bug_and_a_host_amount_bug_stay_two_findings() -> None:
+    verdicts = _tier_verdicts(_DeviceOrderAndHostAmount, SEED)
+    findings = findings_of(verdicts)
+    assert len(findings) >= 2, [f"{f.oracle}: {f.reason}" for f in findings]

@@ -686,17 +686,6 @@ def write_outputs(result: AuditResult, report: Path | None, json_path: Path | No
         json_path.write_text(json.dumps(payload, indent=2) + "\n", encoding="utf-8")
 
 
-def tier_grouping(result: AuditResult) -> str:
-    """What a tier target's several findings do not say: that they are separate causes. A tier program
-    is not replayed past its first failure (most tier oracles raise inside an operation, whose rest a
-    replay could not judge), so its findings are grouped by oracle and message shape only
-    (``radixcheck.properties.findings.root_cause``; reports/findings/composed_trial.md, friction 6)."""
-    if not result.write_policies or len(result.findings) < 2:
-        return ""
-    return ("A tier target's findings are grouped by oracle and message shape only (a tier program is not replayed "
-            "past its first failure): two of them may share one root cause; fixing one may clear the other.")
-
-
 def _page_sizes(finding: Finding) -> frozenset[int]:
     """The page sizes of the tests a finding failed (empty if any of them has none: a plain test)."""
     sizes = [param.rpartition("page_size=")[2].rstrip("]") for param in finding.tests]
@@ -744,19 +733,13 @@ def one_thread_apart(findings: list[Finding]) -> str:
 
 
 def grouping(result: AuditResult) -> str:
-    """The one sentence above several findings the grouping could not tell apart from one cause: a
-    tier target's (:func:`tier_grouping`), those met at different page sizes only
-    (:func:`page_sizes_apart`), or both reasons in one sentence (a tier card with findings at
-    several page sizes printed two sentences that each said "may share one root cause")."""
-    tier, said = tier_grouping(result), _apart(result.findings)
-    if not (tier or said):
-        return one_thread_apart(result.findings)
-    if not (tier and said):
-        return tier or page_sizes_apart(result.findings)
-    return ("A tier target's findings are grouped by oracle and message shape only (a tier program is not replayed "
-            f"past its first failure), and findings {said} were met at different page sizes only (a program is judged "
-            "at its own page size; a bug can read differently at each): two of them may share one root cause or be "
-            "two; fixing one shows which.")
+    """The one sentence above several findings the grouping could not tell apart from one cause:
+    those met at different page sizes only (:func:`page_sizes_apart`), else a tenant tree's threaded
+    finding beside its machine's (:func:`one_thread_apart`). A tier target's findings have none of
+    their own: with ``--repro`` its programs are replayed past their failures and grouped by root
+    cause as a cache's are (:func:`~radixcheck.properties.tiers.repro.shown_by_tier`); the card said
+    they were grouped by shape only after that had stopped being so."""
+    return page_sizes_apart(result.findings) or one_thread_apart(result.findings)
 
 
 def print_summary(result: AuditResult) -> None:

@@ -26,6 +26,7 @@ from typing import Any
 
 from radixcheck.oracles.violations import ContractViolation
 from radixcheck.properties.budget_clock import BudgetWatch
+from radixcheck.properties.cache.layers import UNSAID
 from radixcheck.properties.findings.failures import message_of, oracle_of
 from radixcheck.properties.findings.reduce import REDUCE_ENV, finding_of, leave_out_runs, reduce_seconds
 from radixcheck.properties.findings.root_cause import Signature, each_step, shown_past_failures, signature
@@ -281,6 +282,7 @@ def tier_script(world: TierWorld, failure: BaseException, spec: str, made: str =
 
 
 PROBED = 16  # the most recent prompts matched again at the end of a replay past failures
+EVERYTHING = 10**6  # an eviction's amount that takes everything evictable on its tier
 
 
 def shown_by_tier(factory: Callable[..., Any], world: TierWorld, waived: Callable[[BaseException], bool] | None = None
@@ -288,7 +290,8 @@ def shown_by_tier(factory: Callable[..., Any], world: TierWorld, waived: Callabl
     """Every signature ``world``'s operations show on a fresh world of the same kind, going on past
     each failure, with conservation checked after each, then probed with reads only: every pending
     transfer delivered, and each of the last :data:`PROBED` prompts served matched again (judged as
-    a request's match is). In the order first met (a finding ``waived`` accepts is not counted).
+    a request's match is). Then the state its failing operation met, on both tiers
+    (:func:`across_tiers`). In the order first met (a finding ``waived`` accepts is not counted).
     A window trial's bug (a host window copy of a dead value comes back live, B2) met one page size
     at a match too long (23) and the other at a ``windows()`` read too live (20w): each program shows
     its own page size's reading only, so they stay two (as :mod:`~radixcheck.properties.findings.root_cause`
@@ -300,11 +303,11 @@ def shown_by_tier(factory: Callable[..., Any], world: TierWorld, waived: Callabl
     def run(seen: Callable[[BaseException], bool]) -> None:
         again = type(world)(factory, world.page_size, world.write_policy, **world.pools)
 
-        def sent(operation: str) -> bool:  # False: stop (a hang)
+        def sent(operation: str, on: TierWorld = again) -> bool:  # False: stop (a hang)
             done = COMPLETION.fullmatch(operation)
-            if done and int(done[1]) not in again.pending() or operation.startswith("w.finish(") and not again.running:
+            if done and int(done[1]) not in on.pending() or operation.startswith("w.finish(") and not on.running:
                 return True  # its transfer or request is not there: an earlier failure cut its operation short
-            return each_step((lambda: exec(operation, {"w": again}), again.check), seen)  # noqa: S102 - a line of the world's own log
+            return each_step((lambda: exec(operation, {"w": on}), on.check), seen)  # noqa: S102 - a line of the world's own log
 
         for operation in operations:
             if not sent(operation):
@@ -312,8 +315,42 @@ def shown_by_tier(factory: Callable[..., Any], world: TierWorld, waived: Callabl
         for operation in ["w.complete_all()", *(f"w.match({request}" for request in served)]:
             if not sent(operation):
                 return
+        for coldest_first in (True, False):
+            before = type(world)(factory, world.page_size, world.write_policy, **world.pools)
+            if not (all(sent(operation, before) for operation in operations[:-1]) and across_tiers(before, seen, coldest_first)):
+                return
 
     return shown_past_failures(run, waived)
+
+
+def across_tiers(world: TierWorld, seen: Callable[[BaseException], bool], coldest_first: bool = True) -> bool:
+    """The cross-tier probes of a replay past failures, on ``world`` as its failing operation met it:
+    each host-only leaf loaded back (in the model's order, coldest first, or hottest first; at the
+    lowest priority any page has, so the loads raise none), then everything evicted on device and
+    everything on host, each eviction's picks judged for order. A page's wrong eviction key (a
+    priority an insert dropped) is met on the tier its program evicted (4 or 4h) and here on the
+    other one too, so the two findings' programs each show the other's: one cause (a trial cache's
+    ``publish_drops_priority`` gave two findings, one per tier). Both load orders, because a load
+    stamps recency: loaded coldest first, the cache's recency agrees with the model's order and
+    hides a key that falls back to recency; hottest first hides one that does not. A bug of one
+    tier's eviction alone (its amount, a write) is not met on the other. Failures go to ``seen``
+    as the replay's do; False once ``seen`` says stop (a hang)."""
+
+    def step(call: Callable[[], object]) -> bool:
+        return each_step((call, world.check), seen)
+
+    if not step(world.complete_all):
+        return False
+    pages = [page for _, _, page in world.model.host_leaves.by_order][:: 1 if coldest_first else -1]
+    if pages and not step(lambda: world.next_priority(min([0, *(page.priority for page in pages)]))):
+        return False
+    for page in pages:
+        running = len(world.running)
+        if not step(lambda page=page: world.serve(page.prefix, load=True, namespace=UNSAID if page.namespace is None else page.namespace)):
+            return False
+        if len(world.running) > running and not step(world.finish):
+            return False
+    return all(step(call) for call in (lambda: world.evict(EVERYTHING), world.complete_all, lambda: world.evict_host(EVERYTHING)))
 
 
 def tier_repro(world: TierWorld, failure: BaseException, spec: str, factory: Callable[..., Any] | None = None,
