@@ -213,8 +213,11 @@ def after_waived(findings: list[Finding], verdicts: list[Verdict]) -> list[Findi
     """A finding met only in tests that looked past a waived finding is said as its possible echo:
     once a waived step has failed, the model and the cache may disagree from there on (a new user
     waived ``return values`` and got a sizes finding the waived eviction had caused). A waived order
-    finding (:data:`LEAVE_NO_ECHO`) is no such cause: the model took the cache's choice before it was raised."""
-    waived = {v.test: [w for w in v.waived if w["oracle"] not in LEAVE_NO_ECHO] for v in verdicts}
+    finding (:data:`LEAVE_NO_ECHO`) is no such cause: the model took the cache's choice before it was raised;
+    nor is one that the replay of the finding's reduced program (its repro) never met on its way to the
+    finding: there the finding happened without it."""
+    waived = {v.test: [w for w in v.waived if w["oracle"] not in LEAVE_NO_ECHO and _met_on_the_way(v, w["oracle"])]
+              for v in verdicts}
 
     def causes(f: Finding) -> str:  # every waived finding its tests looked past: the first alone may not be its cause
         met = dict.fromkeys((w["oracle"], w["waiver"]) for t in f.tests for w in waived[t])
@@ -222,6 +225,16 @@ def after_waived(findings: list[Finding], verdicts: list[Verdict]) -> list[Findi
 
     return [dataclasses.replace(f, echo_of=causes(f)) if not f.echo_of and f.tests and all(waived.get(t) for t in f.tests)
             else f for f in findings]
+
+
+def _met_on_the_way(verdict: Verdict, oracle: str) -> bool:
+    """Whether the waived finding of ``oracle`` may have come before ``verdict``'s finding: the replay of
+    its reduced program met it, or did not reach the finding (no replay, or one cut short: it cannot say)."""
+    repro = verdict.repro or {}
+    if "waived_shown" not in repro or not repro.get("oracle"):
+        return True
+    own = [repro["oracle"], signature_of(repro["oracle"], repro.get("message", ""))]
+    return own not in [list(s) for s in repro.get("shows", [])] or oracle in repro["waived_shown"]
 
 
 LEAVE_NO_ECHO = ("4 LRU order", "4 eviction order", "4h host eviction order", "11 tenant-tree eviction")
