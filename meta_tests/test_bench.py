@@ -343,6 +343,22 @@ def test_a_tiered_target_is_measured_on_every_operation() -> None:
     assert all(result.ops[n].stopped.startswith("not offered") for n in TIER_LACKS)
 
 
+def test_a_tiered_target_is_measured_on_its_host_tier_too() -> None:
+    """The after-verdict trial (session 59): a tiered cache's bench measured its device tier alone, so
+    a host eviction that walks every node on each call (the trial's cache: ``evict_host`` heapifies
+    every node) was never timed, and the table said nothing of it. Now ``evict_host(1)`` (on the
+    host-only leaves the device evictions left) and ``host_size()`` get points at every size; a
+    one-tier cache has no such rows."""
+    from radixcheck.bench import TIER_OPERATIONS
+
+    tiered, plain = bench([(load_target(TIERED), 1), (load_target(REFERENCE), 1)],
+                          BenchPlan(wide_leaves=(16, 32), deep_levels=(4, 8), repeats=1))
+    for name in TIER_OPERATIONS:
+        assert name in tiered.ops and not tiered.ops[name].stopped, (name, tiered.ops.get(name))
+        assert [size for size, _ in tiered.ops[name].points] == tiered.sizes["wide"], tiered.ops[name].points
+        assert name not in plain.ops
+
+
 class BreaksOnEvictPrefix:
     """A correct cache, but its evict_prefix raises: a measurement that fails."""
 

@@ -10,6 +10,7 @@ import sys
 import textwrap
 from pathlib import Path
 from types import SimpleNamespace
+from typing import Any
 
 import pytest
 from hypothesis import given, settings
@@ -349,3 +350,49 @@ def test_a_finding_after_two_waived_ones_names_both_as_its_possible_cause() -> N
                             "the waived 10 tenant isolation finding (w.txt:2: known)")
     (one,) = after_waived(findings_of([alone]), [alone])
     assert one.echo_of == "the waived 10 tenant isolation finding (w.txt:2: known)"
+
+
+def test_a_finding_after_a_waived_order_finding_is_not_said_as_its_echo() -> None:
+    """The after-verdict trial (session 59): a layers cache with a tenant leak and an order bug, the
+    order one waived; the leak (the same program as without the waiver) was said to be "possibly an
+    echo of the waived 4 eviction order finding". An order model applies the cache's choice before it
+    raises, so a waived order finding leaves no echo (docs/how-to/waivers.md); another waived finding
+    beside it still names only itself."""
+    from radixcheck.audit import after_waived
+
+    def waiver(oracle: str, line: int) -> dict[str, str]:
+        return {"oracle": oracle, "type": "X", "waiver": f"w.txt:{line}: known"}
+
+    order, host_order, tenants = waiver("4 eviction order", 1), waiver("4h host eviction order", 2), waiver("10 tenant isolation", 3)
+    leak = Verdict("t[page_size=1]", "failed", 0.0, "10 tenant isolation", "a match counted the default namespace's pages",
+                   waived=[order, host_order])
+    (alone,) = after_waived(findings_of([leak]), [leak])
+    assert alone.echo_of == ""
+    slots = Verdict("t[page_size=2]", "failed", 0.0, "3 slot conservation", "device slots leaked", waived=[order, tenants])
+    (echo,) = after_waived(findings_of([slots]), [slots])
+    assert echo.echo_of == "the waived 10 tenant isolation finding (w.txt:3: known)"
+
+
+def test_a_finding_whose_replay_never_met_the_waived_one_is_not_said_as_its_echo() -> None:
+    """The after-verdict trial (session 59): a layers cache's tenant leak waived, its order bug was said
+    to be "possibly an echo of the waived 10 tenant isolation finding", though its reduced program has
+    no tenant in it and runs clean on the cache without the order bug. The replay of the reduced
+    program records the waived findings it met (``waived_shown``); one that reached the finding
+    without meeting the waived one is no echo of it. A replay that met it, or never reached the
+    finding, or none at all: the label stays."""
+    from radixcheck.audit import after_waived
+
+    tenants = {"oracle": "10 tenant isolation", "type": "X", "waiver": "w.txt:1: known"}
+    reason = "evict(4) freed Page([0, 0]) while Page([0, 2]) stayed: under priority it goes first"
+
+    def labelled(**repro: Any) -> str:
+        order = Verdict("t[page_size=1]", "failed", 0.0, "4 eviction order", reason, waived=[tenants],
+                        repro={"text": None, "why_not": "", "oracle": "4 eviction order", "message": reason, **repro})
+        (finding,) = after_waived(findings_of([order]), [order])
+        return finding.echo_of
+
+    reached = [["4 eviction order", ""]]  # an order finding's signature has no shape
+    assert labelled(shows=reached, waived_shown=[]) == ""
+    assert labelled(shows=reached, waived_shown=["10 tenant isolation"]) == "the waived 10 tenant isolation finding (w.txt:1: known)"
+    assert labelled(shows=[], waived_shown=[]) == "the waived 10 tenant isolation finding (w.txt:1: known)"  # cut short
+    assert labelled(shows=reached) == "the waived 10 tenant isolation finding (w.txt:1: known)"  # no record: cannot say

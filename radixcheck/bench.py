@@ -40,7 +40,8 @@ pool, a host pool as large, and a transfer controller whose copies are instant; 
 delivered (``transfer_done``) as soon as the call that started it returns, inside that call's
 timed cost (an eviction under ``write_back`` frees its device slots only then). Its operations
 are the device tier's: a match is its device part, its handle the device handle; the write
-policy is ``write_through`` where offered (SGLang's default), else the first declared. Any other
+policy is ``write_through`` where offered (SGLang's default), else the first declared. Its host
+tier adds :data:`TIER_OPERATIONS` (``evict_host(1)`` and ``host_size()``). Any other
 KV-event index and a tenant tree are measured on their own operations, in a router's world
 (:mod:`radixcheck.bench_router`); a router pair is refused (:func:`measurable` says why).
 
@@ -116,6 +117,15 @@ OPERATIONS: dict[str, Operation] = {
         Operation("dec_lock_ref_deep", "locked node", "deep", "release that lock (cost per call / d)"),
     ]
 }
+TIER_OPERATIONS: dict[str, Operation] = {
+    op.name: op
+    for op in [
+        Operation("evict_host_small", "call", "wide",
+                  "evict_host(1) with host-only leaves: one host leaf freed, as an engine makes a little host room"),
+        Operation("host_size", "call", "wide", "host_size() with one leaf locked, as a scheduler reads it every step"),
+    ]
+}
+"""A tiered target's host-tier operations, measured on it alone (a one-tier cache has none: no row)."""
 
 
 @dataclass
@@ -403,6 +413,12 @@ class TieredAsCache:
     def total_size(self) -> int:
         return self.tiered.device_size()
 
+    def evict_host(self, num_tokens: int) -> int:
+        return self._settled(self.tiered.evict_host(num_tokens))
+
+    def host_size(self) -> int:
+        return self.tiered.host_size()
+
 
 def build_cache(target: Target, allocator: SlotAllocator, page_size: int) -> Any:
     """One cache of ``target`` over ``allocator``: a tiered one behind :class:`TieredAsCache`."""
@@ -516,6 +532,22 @@ def _evict_small(tree: _Tree, rng: np.random.Generator) -> dict[str, tuple[float
     return {"evict_small": (timed.cost, calls)}
 
 
+def _evict_host_small(tree: _Tree, rng: np.random.Generator) -> dict[str, tuple[float, float]]:
+    """``evict_host(1)`` calls on the host-only leaves the steps before left (each eviction moved
+    device leaves to host only): the device tree is unchanged."""
+    host = tree.cache.host
+    calls = min(BATCH_CALLS // 2, max(1, tree.n // 4))
+    before = len(host.freed_log)
+    with _Timed(tree) as timed:
+        for _ in range(calls):
+            timed("evict_host", 1)
+    freed = len(host.freed_log) - before
+    if freed < calls:
+        raise RuntimeError(f"{calls} calls of evict_host(1) freed {freed} host slots after device evictions of a tree "
+                           f"of {tree.n} leaves")
+    return {"evict_host_small": (timed.cost, calls)}
+
+
 def _evict_prefix(tree: _Tree, rng: np.random.Generator) -> dict[str, tuple[float, float]]:
     young = tree.young()
     picks = sorted(set(rng.choice(len(young), size=min(BATCH_CALLS // 2, len(young)), replace=False).tolist()))
@@ -578,11 +610,12 @@ TIER_LACKS = ("evictable_size", "protected_size")
 WIDE_STEPS: list[tuple[tuple[str, ...], _Measure]] = [
     (("match_prefix",), _match_wide),
     (("inc_lock_ref", "dec_lock_ref"), _locks),
-    *(((name,), _size_read(name)) for name in ("total_size", "evictable_size", "protected_size")),
+    *(((name,), _size_read(name)) for name in ("total_size", "evictable_size", "protected_size", "host_size")),
     (("insert",), _insert_wide),
     (("evict_prefix",), _evict_prefix),
     (("evict_small",), _evict_small),
     (("evict",), _evict_bulk),
+    (("evict_host_small",), _evict_host_small),  # after the evictions that left host-only leaves
 ]
 DEEP_STEPS: list[tuple[tuple[str, ...], _Measure]] = [
     (("match_prefix_deep",), _match_deep),
@@ -628,6 +661,8 @@ class _Runner:
             if target.kind == "tier" and name in TIER_LACKS:
                 cost.stopped = "not offered (a tiered cache's contract has device_size, measured as total_size: never sent)"
             ops[name] = cost
+        if target.kind == "tier":
+            ops.update((name, OpCost(op.name, op.unit, op.tree, op.what)) for name, op in TIER_OPERATIONS.items())
         return TargetCost(target.spec, page_size, str(target.capabilities), ops)
 
     def run(self) -> list[TargetCost]:
@@ -706,7 +741,7 @@ class _Runner:
 
     def _measure(self, i: int, result: TargetCost, target: Target, page_size: int, shape: str, n: int,
                  steps: list[tuple[tuple[str, ...], _Measure]]) -> None:
-        live = [(names, fn) for names, fn in steps if not any(result.ops[x].stopped for x in names)]
+        live = [(names, fn) for names, fn in steps if all(x in result.ops and not result.ops[x].stopped for x in names)]
         if not live:
             return
         tree: _Tree | None = None
@@ -782,5 +817,5 @@ def default_page_size(target: Target) -> int:
     return 1 if 1 in sizes else min(sizes)
 
 
-__all__ = ["FLAG_EXPONENT", "OPERATIONS", "BenchPlan", "OpCost", "TargetCost", "TieredAsCache", "bench", "default_page_size",
-           "measurable"]
+__all__ = ["FLAG_EXPONENT", "OPERATIONS", "TIER_OPERATIONS", "BenchPlan", "OpCost", "TargetCost", "TieredAsCache", "bench",
+           "default_page_size", "measurable"]

@@ -586,8 +586,16 @@ def _repro_of(item: pytest.Item, exc: BaseException, log: WaiverLog) -> dict:
                 "message": described["reason"], "name": small.name, "shows": _REDUCED.get(small.name, (None, 0, []))[2]}
     callspec = getattr(item, "callspec", None)
     parameters = {k: v for k, v in (callspec.params.items() if callspec else ()) if k != "target"}
+    met: set[str] = set()  # the oracles of the waived findings the replays of its program met (an echo needs one)
+
+    def waived(e: BaseException) -> bool:
+        if log.waiver_for(e) is None:
+            return False
+        met.add(describe_failure(e)["oracle"])
+        return True
+
     try:
-        repro = repro_for(exc, _spec_of(item), item.name, waived=lambda e: log.waiver_for(e) is not None,
+        repro = repro_for(exc, _spec_of(item), item.name, waived=waived,
                           plain_test=(item.function, parameters, item.funcargs["target"].capabilities),
                           seed=item.funcargs["target"].seed)
     except Exception as error:  # noqa: BLE001 - a repro that cannot be made must not hide the finding
@@ -595,7 +603,7 @@ def _repro_of(item: pytest.Item, exc: BaseException, log: WaiverLog) -> dict:
     if repro.text is not None:
         _REDUCED[name] = (item.name, repro.calls, [list(s) for s in repro.shows])
     return {"text": repro.text, "why_not": repro.why_not, "calls": repro.calls, "notes": repro.notes, "size": repro.size,
-            "shows": [list(s) for s in repro.shows],
+            "shows": [list(s) for s in repro.shows], "waived_shown": sorted(met),
             "exit_code": repro.exit_code, "oracle": described["oracle"], "message": described["reason"],
             "printed_finding": "BUG (radixcheck" in repro.output, "name": name}
 
