@@ -129,3 +129,18 @@ def test_the_small_machine_is_dispatched_first_and_the_production_world_last(tmp
     assert tests[-2:] == [world] * 2 and tests.count(world) == 2, tests
     if "tiers" not in target:
         assert tests.index("test_dfs_order_meets_the_bound") < tests.index(world)
+
+
+def test_no_production_skips_the_worlds_and_says_the_run_was_partial(tmp_path: Path) -> None:
+    """``--radix-no-production``: the production-scale test is skipped with the reason, the header says
+    so, and the verdict line calls the run partial (never a plain "conforms")."""
+    result = _conformance_run(tmp_path, "-rs", "-n", "0", "--pyargs", "radixcheck.properties.conformance",
+                              "-k", "production_scale or reset_empties", "--radix-target", "radixcheck.reference:RadixCache",
+                              "--radix-page-sizes", "1", "--radix-no-production")
+    assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-2000:]
+    assert "radixcheck production-scale worlds: not run (--radix-no-production): the verdict covers the small worlds only" \
+        in result.stdout
+    assert "SKIPPED [1]" in result.stdout and "1 passed, 1 skipped" in result.stdout
+    last = [line for line in result.stdout.splitlines() if line.startswith("radixcheck: ")]
+    assert last == ["radixcheck: radixcheck.reference:RadixCache conforms in a partial run (production-scale worlds: not run "
+                    "(--radix-no-production)); not checked: lock counters wider than 10 bits"], last
