@@ -144,3 +144,9 @@ def test_no_production_skips_the_worlds_and_says_the_run_was_partial(tmp_path: P
     last = [line for line in result.stdout.splitlines() if line.startswith("radixcheck: ")]
     assert last == ["radixcheck: radixcheck.reference:RadixCache conforms in a partial run (production-scale worlds: not run "
                     "(--radix-no-production)); not checked: lock counters wider than 10 bits"], last
+    several = _conformance_run(tmp_path, "--collect-only", "-q", "--pyargs", "radixcheck.properties.conformance.test_cache_machine",
+                               "--radix-target", "a=radixcheck.reference:RadixCache", "--radix-target",
+                               "b=radixcheck.reference.kv_index:KvIndex", "--radix-no-production")  # an index: nothing to skip
+    assert several.returncode == 0, several.stdout[-2000:] + several.stderr[-2000:]
+    assert "radixcheck production-scale worlds: not run (--radix-no-production): the verdicts cover the small worlds only" \
+        in several.stdout

@@ -341,6 +341,8 @@ def header_lines(config: pytest.Config) -> list[str]:
             if isinstance(loaded, Target) and loaded.defaults_warning():
                 detail += "; WARNING: no `capabilities`, the defaults apply"
             lines.append(f"radixcheck target {name}: {named_specs(config)[name]} ({detail})")
+        if config.getoption(NO_PRODUCTION):  # each target's worlds skipped: the matrix's verdicts are partial too
+            lines.append(f"radixcheck {production_not_run(NO_PRODUCTION)}: the verdicts cover the small worlds only")
         return lines
     try:
         return report_header(target_of(config), config.stash[PROFILE], config.getoption(NO_PRODUCTION))
