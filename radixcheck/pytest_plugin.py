@@ -468,7 +468,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 # collection, so the small machines go first, the other small tests next and the production-scale
 # worlds last: in process (what -n auto picks on a busy machine) a world of 10^4 nodes took 38-366 s
 # of a tier audit, and a small world's FAIL waited for it (reports/findings/layers_trial.md). Under
-# worksteal the last items are the second worker's from the start, so there a world still starts at once.
+# pytest-xdist each worker runs its share in this order too (``radixcheck audit --no-production`` skips them).
 SMALL_MACHINES = ("test_cache_state_machine", "test_index_state_machine", "test_tenant_tree_state_machine")
 PRODUCTION_WORLDS = ("test_cache_at_production_scale", "test_tier_at_production_scale")
 DISPATCH_ORDER = (*SMALL_MACHINES, "(the rest)", *PRODUCTION_WORLDS)
