@@ -55,6 +55,8 @@ def test_a_partial_pass_is_never_a_plain_conforms(tmp_path: Path, capsys: pytest
     card = report_card(result)
     assert "Verdict: conforms in a partial run (production-scale worlds not run: --no-production); not checked: reset()" in card
     assert "Production-scale worlds: not run (--no-production): the verdict covers the small worlds only" in card
+    assert "production world is not shrunk" not in card  # the shrink budget says nothing of a world not built
+    assert "production world is not shrunk" in report_card(_result("run"))
     assert re.search(r"\| `test_tier_at_production_scale\[page_size=1\]` \| skip +\| production-scale worlds: not run "
                      r"\(--no-production\)", card), card
     print_summary(result)

@@ -120,8 +120,11 @@ def _shrink_budget(result: AuditResult) -> str:
     if result.capabilities.startswith("TenantTreeCapabilities"):
         return f"{shrink_seconds(TenantTreeMachine):g} s"
     if result.capabilities.startswith("TierCapabilities"):  # its production world is deterministic: nothing to shrink
-        return f"{shrink_seconds(TierMachine):g} s; the tier production world is not shrunk (a fixed stream)"
+        world = "" if result.partial else "; the tier production world is not shrunk (a fixed stream)"
+        return f"{shrink_seconds(TierMachine):g} s{world}"
     world = shrink_seconds(ProductionScaleMachine)
+    if result.partial:  # no production world ran: its shrink would say nothing
+        return f"{shrink_seconds(None):g} s"
     return f"{shrink_seconds(None):g} s; a production-scale finding is " + (
         "not shrunk (reduced instead)" if world <= 0 else f"shrunk for {world:g} s")
 
