@@ -111,12 +111,42 @@ def test_under_xdist_the_controller_prints_the_header_once_with_both_page_size_l
                                                  "not checked: refusal of unmatched unlocks"), last  # the run's verdict, last
 
 
-def test_the_small_machine_is_dispatched_first(tmp_path: Path) -> None:
-    """pytest-xdist hands out items in collection order: the small state machine (the cause, in a few
-    calls) comes first, the production-scale test next, the scheduling tests after both."""
+@pytest.mark.parametrize(("target", "small", "world"), [
+    ("radixcheck.reference:RadixCache", "test_cache_state_machine", "test_cache_at_production_scale"),
+    ("radixcheck.properties.tiers.mutants:TieredLfu", "test_tier_state_machine", "test_tier_at_production_scale"),
+])
+def test_the_small_machine_is_dispatched_first_and_the_production_world_last(tmp_path: Path, target: str, small: str,
+                                                                             world: str) -> None:
+    """pytest-xdist hands out items in collection order, and in process they run in it: the small state
+    machine (the cause, in a few calls) comes first, the other small tests next, the production-scale
+    worlds last (a tier audit's world took 38-366 s, and a small world's FAIL waited for it:
+    reports/findings/layers_trial.md, friction 2)."""
     result = _conformance_run(tmp_path, "--collect-only", "-q", "--pyargs", "radixcheck.properties.conformance",
-                              "--radix-target", "radixcheck.reference:RadixCache", "--radix-page-sizes", "1,4")
+                              "--radix-target", target, "--radix-page-sizes", "1,2" if "tiers" in target else "1,4")
     assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-2000:]
     tests = [line.partition("::")[2].partition("[")[0] for line in result.stdout.splitlines() if "::" in line]
-    assert tests[:4] == ["test_cache_state_machine"] * 2 + ["test_cache_at_production_scale"] * 2
-    assert "test_dfs_order_meets_the_bound" in tests[4:]
+    assert tests[:2] == [small] * 2
+    assert tests[-2:] == [world] * 2 and tests.count(world) == 2, tests
+    if "tiers" not in target:
+        assert tests.index("test_dfs_order_meets_the_bound") < tests.index(world)
+
+
+def test_no_production_skips_the_worlds_and_says_the_run_was_partial(tmp_path: Path) -> None:
+    """``--radix-no-production``: the production-scale test is skipped with the reason, the header says
+    so, and the verdict line calls the run partial (never a plain "conforms")."""
+    result = _conformance_run(tmp_path, "-rs", "-n", "0", "--pyargs", "radixcheck.properties.conformance",
+                              "-k", "production_scale or reset_empties", "--radix-target", "radixcheck.reference:RadixCache",
+                              "--radix-page-sizes", "1", "--radix-no-production")
+    assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-2000:]
+    assert "radixcheck production-scale worlds: not run (--radix-no-production): the verdict covers the small worlds only" \
+        in result.stdout
+    assert "SKIPPED [1]" in result.stdout and "1 passed, 1 skipped" in result.stdout
+    last = [line for line in result.stdout.splitlines() if line.startswith("radixcheck: ")]
+    assert last == ["radixcheck: radixcheck.reference:RadixCache conforms in a partial run (production-scale worlds: not run "
+                    "(--radix-no-production)); not checked: lock counters wider than 10 bits"], last
+    several = _conformance_run(tmp_path, "--collect-only", "-q", "--pyargs", "radixcheck.properties.conformance.test_cache_machine",
+                               "--radix-target", "a=radixcheck.reference:RadixCache", "--radix-target",
+                               "b=radixcheck.reference.kv_index:KvIndex", "--radix-no-production")  # an index: nothing to skip
+    assert several.returncode == 0, several.stdout[-2000:] + several.stderr[-2000:]
+    assert "radixcheck production-scale worlds: not run (--radix-no-production): the verdicts cover the small worlds only" \
+        in several.stdout

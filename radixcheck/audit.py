@@ -59,10 +59,20 @@ from radixcheck.properties.findings.standalone import NOT_OFFERED
 from radixcheck.properties.findings.verdict import shrink_seconds
 from radixcheck.properties.findings.waivers import read_waivers, unmatched, unmatched_warning
 from radixcheck.properties.target import Target, op_timeout
-from radixcheck.pytest_plugin import SMALL_MACHINES, WAIVED_PREFIX, WAIVERS_MET, in_short
+from radixcheck.pytest_plugin import (
+    NO_PRODUCTION,
+    SMALL_MACHINES,
+    WAIVED_PREFIX,
+    WAIVERS_MET,
+    WORLD_KINDS,
+    in_short,
+    production_not_run,
+)
 
 CONFORMANCE = "radixcheck.properties.conformance"
 EXIT_CONFORMS, EXIT_NONCONFORMING, EXIT_USAGE = 0, 1, 2
+NO_PRODUCTION_OPTION = "--no-production"  # the audit's name for the plugin's NO_PRODUCTION
+LEFT_OUT = production_not_run(NO_PRODUCTION_OPTION)  # "production-scale worlds: not run (--no-production)"
 
 
 @dataclass
@@ -110,8 +120,11 @@ def _shrink_budget(result: AuditResult) -> str:
     if result.capabilities.startswith("TenantTreeCapabilities"):
         return f"{shrink_seconds(TenantTreeMachine):g} s"
     if result.capabilities.startswith("TierCapabilities"):  # its production world is deterministic: nothing to shrink
-        return f"{shrink_seconds(TierMachine):g} s; the tier production world is not shrunk (a fixed stream)"
+        world = "" if result.partial else "; the tier production world is not shrunk (a fixed stream)"
+        return f"{shrink_seconds(TierMachine):g} s{world}"
     world = shrink_seconds(ProductionScaleMachine)
+    if result.partial:  # no production world ran: its shrink would say nothing
+        return f"{shrink_seconds(None):g} s"
     return f"{shrink_seconds(None):g} s; a production-scale finding is " + (
         "not shrunk (reduced instead)" if world <= 0 else f"shrunk for {world:g} s")
 
@@ -339,6 +352,12 @@ class AuditResult:
     worlds: str = ""  # a tier target: which worlds ran, and where the production-scale one lives (tier_lines)
     cost: str = ""  # where the cost at scale the audit cannot judge is measured (cost_line)
     server: str = ""  # a wire target: the command the audit ran and the name its server gave (server_line)
+    production_worlds: str = ""  # a cache or a tier target: "run", or LEFT_OUT (--no-production); "" for a kind with none
+
+    @property
+    def partial(self) -> bool:
+        """Whether the run left its production-scale worlds out: its verdict covers the small worlds only."""
+        return self.production_worlds == LEFT_OUT
 
     @property
     def failures(self) -> list[Verdict]:
@@ -422,6 +441,7 @@ class _Collector:
                 outcome = "waived"
             elif report.skipped and isinstance(report.longrepr, tuple):
                 reason = report.longrepr[2].removeprefix("Skipped: ")
+                reason = LEFT_OUT if reason == production_not_run(NO_PRODUCTION) else reason  # the audit's own option
             if report.failed and not props:  # a failure outside the test body: an error in setup
                 props = {"oracle": "error", "reason": str(report.longrepr).strip().splitlines()[-1][:300]}
             self._add(Verdict(report.nodeid.rpartition("::")[2], outcome, round(report.duration, 2),
@@ -482,10 +502,11 @@ class _Collector:
                 print(f"[{time.monotonic() - self.started:6.1f} s] {line}", flush=True)
 
 
-def tier_lines(target: Target) -> tuple[str, str]:
+def tier_lines(target: Target, production: bool = True) -> tuple[str, str]:
     """For a tier target, the card's "Write policies" and "Worlds" lines: the policies run (each at
     every page size) and the undeclared ones never sent; the worlds: the tier machine's small ones
-    and the bounded production-scale one (``radixcheck.properties.tiers.scale``)."""
+    and the bounded production-scale one (``radixcheck.properties.tiers.scale``), or that it was
+    left out (``production=False``: ``--no-production``)."""
     if target.kind != "tier":
         return "", ""
     from radixcheck.properties.tiers.contract import WRITE_POLICIES
@@ -497,6 +518,9 @@ def tier_lines(target: Target) -> tuple[str, str]:
     from radixcheck.properties.tiers.scale import DEEP_TURNS, MASS_EVICTION_LEAVES, WIDE_REQUESTS
 
     smallest = min(target.capabilities.page_sizes_tested(), default=1)
+    if not production:
+        return policies, ("the tier machine's small worlds (many short programs, in each write policy at each page size); "
+                          f"the tier production world: not run ({NO_PRODUCTION_OPTION})")
     worlds = ("the tier machine's small worlds (many short programs, in each write policy at each page size), and the "
               f"tier production world at page size {smallest}: in each write policy a wide tree of {WIDE_REQUESTS} requests "
               f"then one evict of everything on device (at least {MASS_EVICTION_LEAVES} leaves), and in {run[0]} a "
@@ -535,10 +559,12 @@ def workers_for(asked: str, cores: int | None = None, load: float | None = None)
 
 
 def run_audit(target: Target, page_sizes: str | None, profile: str, workers: str, waive: Path | None = None,
-              repro: Path | None = None, seed: int | None = None) -> AuditResult:
+              repro: Path | None = None, seed: int | None = None, production: bool = True) -> AuditResult:
     """Run the conformance tests against ``target`` (already loaded and checked); ``waive``: a
     waiver file (already read once, so its errors are the caller's); ``repro``: a directory for a
-    standalone repro file per finding; ``seed``: the stream to run (``--radix-seed``)."""
+    standalone repro file per finding; ``seed``: the stream to run (``--radix-seed``); ``production``:
+    False leaves the production-scale worlds out (``--no-production``: a cache or a tier target only,
+    :func:`~radixcheck.pytest_plugin.no_world_problem`), and the result says the run was partial."""
     started = time.monotonic()
     repro = Path(repro).resolve() if repro else None
     collector = _Collector(started, repro)
@@ -551,6 +577,8 @@ def run_audit(target: Target, page_sizes: str | None, profile: str, workers: str
         args += ["--radix-repro", str(repro)]
     if seed is not None:
         args += ["--radix-seed", str(seed)]
+    if not production:
+        args += [NO_PRODUCTION]
     if target.kind == "index" and not target.capabilities_declared:
         args += ["--radix-index"]
     if workers not in ("0", "1"):
@@ -563,9 +591,11 @@ def run_audit(target: Target, page_sizes: str | None, profile: str, workers: str
     result = AuditResult(target.spec, repr(target.declared_capabilities()), target.capabilities.not_exercised(), profile,
                          sorted(collector.verdicts, key=lambda v: v.test), round(time.monotonic() - started, 1),
                          int(exit_code), [w for w in [target.defaults_warning()] if w], unmatched_waivers,
-                         target.page_sizes_shown(), target.capabilities.tenant_isolation(), seed, *tier_lines(target))
-    result.cost = cost_line(target)
+                         target.page_sizes_shown(), target.capabilities.tenant_isolation(), seed,
+                         *tier_lines(target, production))
+    result.cost = cost_line(target, production)
     result.server = server_line(target)
+    result.production_worlds = ("run" if production else LEFT_OUT) if target.kind in WORLD_KINDS else ""
     for path in one_file_per_finding(result) if repro else ():
         print(f"radixcheck: removed {path}: the same root cause as a finding whose repro file the card cites", flush=True)
     return result
@@ -583,7 +613,7 @@ def server_line(target: Target) -> str:
     return f"`{shlex.join(connection.command)}`, which names itself {connection.server_name!r}"
 
 
-def cost_line(target: Target) -> str:
+def cost_line(target: Target, production: bool = True) -> str:
     """The card's "Cost at scale" line: where the cost the audit cannot judge is measured. An index's
     or a tenant tree's worlds hold tens of prompts, so a lookup or an eviction that scans passes them;
     a cache's production world judges the CPU time of its matches and inserts only (the step-cost
@@ -605,6 +635,9 @@ def cost_line(target: Target) -> str:
                 f"watch does not see; {run} measures how the cost of each operation grows with the cache, counting the "
                 f"server's CPU time, {grows} (a round trip costs more than a call in process: give it `--max-seconds 300` "
                 f"if its table stops short of 100,008 tokens)")
+    if not production:
+        return (f"not judged in this run ({LEFT_OUT}, and with it the step-cost watch on match_prefix and insert): "
+                f"{bench} measures how the cost of each operation grows with the cache, {grows}")
     return (f"the production world judges match_prefix and insert (`S step cost`); the size calls, evict and evict_prefix are "
             f"not judged here: {bench} measures how the cost of each operation grows with the cache, {grows}")
 
@@ -621,8 +654,9 @@ def _isolation_line_says_more(result: AuditResult) -> bool:
 def report_card(result: AuditResult) -> str:
     """The audit as markdown."""
     findings, waived = result.findings, result.waived
-    verdict = (f"conforms{with_waived(waived)}{not_checked(result)}" if result.conforms else
-               f"**does not conform**: {len(findings)} finding(s) in {len(result.failures)} failing test(s){with_waived(waived)}")
+    verdict = (f"conforms{in_part(result)}{with_waived(waived)}{not_checked(result)}" if result.conforms else
+               f"**does not conform**: {len(findings)} finding(s) in {len(result.failures)} failing test(s){with_waived(waived)}"
+               + (" (a partial run)" if result.partial else ""))
     rows = [[f"`{v.test}`", {"passed": "pass", "failed": "**FAIL**", "skipped": "skip", "waived": "waived"}[v.outcome],
              v.oracle or v.reason, f"{v.seconds:.1f}"] for v in result.verdicts]
     parts = [
@@ -638,6 +672,8 @@ def report_card(result: AuditResult) -> str:
         *([f"Page sizes: {result.page_sizes}", ""] if result.page_sizes else []),
         *([f"Write policies: {result.write_policies}", ""] if result.write_policies else []),
         *([f"Worlds: {result.worlds}", ""] if result.worlds else []),
+        *([f"Production-scale worlds: not run ({NO_PRODUCTION_OPTION}): the verdict covers the small worlds only; an audit "
+           f"without {NO_PRODUCTION_OPTION} builds them too.", ""] if result.partial else []),
         *([f"Tenant isolation: {result.tenant_isolation}", ""] if _isolation_line_says_more(result) else []),
         *[f"**Warning:** {w}\n" for w in result.warnings + result.unmatched_waivers],
         "Not exercised, by capability (never sent, so never failed):",
@@ -691,6 +727,12 @@ def with_waived(waived: list[dict[str, Any]]) -> str:
     return f", with {len(waived)} waived finding(s)" if waived else ""
 
 
+def in_part(result: AuditResult) -> str:
+    """A passing verdict of a run that left its production-scale worlds out says so, in its own words:
+    never a plain "conforms"."""
+    return f" in a partial run (production-scale worlds not run: {NO_PRODUCTION_OPTION})" if result.partial else ""
+
+
 def not_checked(result: AuditResult) -> str:
     """A passing verdict repeats what it did not cover: it is a verdict on the rest only."""
     return f"; not checked: {result.not_checked}" if result.not_checked else ""
@@ -702,7 +744,7 @@ def write_outputs(result: AuditResult, report: Path | None, json_path: Path | No
         report.write_text(report_card(result), encoding="utf-8")
     if json_path:
         json_path.parent.mkdir(parents=True, exist_ok=True)
-        payload: dict[str, Any] = asdict(result) | {"conforms": result.conforms,
+        payload: dict[str, Any] = asdict(result) | {"conforms": result.conforms, "partial": result.partial,
                                                     "findings": [asdict(f) for f in result.findings], "waived": result.waived}
         json_path.write_text(json.dumps(payload, indent=2) + "\n", encoding="utf-8")
 
@@ -782,8 +824,9 @@ def print_summary(result: AuditResult) -> None:
     for warning in result.unmatched_waivers:
         print(f"radixcheck: warning: {warning}", file=sys.stderr, flush=True)
     if result.conforms:
-        print(f"radixcheck: {result.target} conforms{with_waived(waived)}{not_checked(result)} "
+        print(f"radixcheck: {result.target} conforms{in_part(result)}{with_waived(waived)}{not_checked(result)} "
               f"({len(result.verdicts)} checks, {result.seconds:.0f} s)")
     else:
         print(f"radixcheck: {result.target} does NOT conform: {len(findings)} finding(s) in {len(result.failures)} failing "
-              f"test(s) ({', '.join(dict.fromkeys(f.oracle for f in findings))}){with_waived(waived)}; {result.seconds:.0f} s")
+              f"test(s) ({', '.join(dict.fromkeys(f.oracle for f in findings))}){with_waived(waived)}"
+              f"{'; a partial run: ' + LEFT_OUT if result.partial else ''}; {result.seconds:.0f} s")

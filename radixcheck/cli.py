@@ -5,6 +5,7 @@
     radixcheck audit mymodule:make --waive known.txt      # known findings: reported as waived, looked past
     radixcheck audit mymodule:make --repro repros/        # a standalone repro file per finding
     radixcheck audit mymodule:make --seed 3               # another stream of programs (independent of seed 2's)
+    radixcheck audit mymodule:make --no-production        # iterating on a bug: the small worlds only (a partial verdict)
     radixcheck audit mymodule:make_index                 # a KV-event index (its capabilities: IndexCapabilities)
     radixcheck bench mymodule:make --report cost.md      # how each operation's cost grows (beside the reference)
     radixcheck reports --out my-reports                  # regenerate the ledger (python -m radixcheck.reports)
@@ -50,6 +51,12 @@ def _parser() -> argparse.ArgumentParser:
     audit.add_argument("--waive", type=Path, metavar="FILE",
                        help="known findings, one '<target glob> <test glob> <oracle or exception>  # reason' a line: "
                             "reported as waived, and the search goes on past them (exit 0 if nothing else fails)")
+    audit.add_argument("--no-production", action="store_true",
+                       help="leave the production-scale worlds out (a cache's or a tier target's: 10^4-node trees, a "
+                            "deep conversation; most of an audit's time, minutes on a busy machine) while iterating on "
+                            "a bug: the small worlds alone, whose verdict the card, the JSON ('partial') and the last "
+                            "line call partial (exit 0 then means no finding in what ran). Without it they run after "
+                            "the small worlds, whose verdicts come first")
     audit.add_argument("-n", dest="workers", default="auto", type=workers,
                        help="pytest-xdist workers (default: auto, one per core when about two cores are idle, else in "
                             "process; 0: in process)")
@@ -70,6 +77,8 @@ def _audit(args: argparse.Namespace) -> int:
         EXIT_CONFORMS,
         EXIT_NONCONFORMING,
         EXIT_USAGE,
+        LEFT_OUT,
+        NO_PRODUCTION_OPTION,
         print_summary,
         run_audit,
         server_line,
@@ -80,7 +89,7 @@ def _audit(args: argparse.Namespace) -> int:
     from radixcheck.properties.findings.verdict import SHRINK_ENV
     from radixcheck.properties.findings.waivers import WaiverError, read_waivers
     from radixcheck.properties.target import TIMEOUT_ENV, TargetError, check_target, load_target
-    from radixcheck.pytest_plugin import restrict_page_sizes
+    from radixcheck.pytest_plugin import no_world_problem, restrict_page_sizes
 
     if args.op_timeout:
         os.environ[TIMEOUT_ENV] = args.op_timeout  # read by the pytest-xdist workers too
@@ -95,6 +104,8 @@ def _audit(args: argparse.Namespace) -> int:
         target = load_target(args.factory, index=args.index)
         check_target(target)
         target = restrict_page_sizes(target, args.page_sizes, origin="--page-sizes")
+        if args.no_production and (problem := no_world_problem(target, NO_PRODUCTION_OPTION)):
+            raise TargetError(problem)
     except TargetError as exc:
         print(f"radixcheck: error: {exc}", file=sys.stderr)
         return EXIT_USAGE
@@ -105,13 +116,15 @@ def _audit(args: argparse.Namespace) -> int:
         print(f"radixcheck: wire server: {server_line(target)}")
     if target.kind not in ("index", "tenant_tree"):
         print(f"radixcheck: page sizes: {target.page_sizes_shown()}")
-    policies, worlds = tier_lines(target)
+    policies, worlds = tier_lines(target, production=not args.no_production)
     if policies:
         print(f"radixcheck: write policies: {policies}")
         print(f"radixcheck: worlds: {worlds}")
     for gap in target.capabilities.not_exercised():
         print(f"radixcheck: not exercised: {gap}")
     print(f"radixcheck: tenant isolation: {target.capabilities.tenant_isolation()}")
+    if args.no_production:
+        print(f"radixcheck: {LEFT_OUT}: the verdict will cover the small worlds only")
     if waivers:
         print(f"radixcheck: {len(waivers)} waiver(s) from {args.waive}")
     earlier = sorted(args.repro.glob("repro-*.py")) if args.repro and args.repro.is_dir() else []
@@ -122,7 +135,8 @@ def _audit(args: argparse.Namespace) -> int:
     workers, why = workers_for(args.workers)
     if why:
         print(f"radixcheck: {why}")
-    result = run_audit(target, args.page_sizes, args.profile, workers, args.waive, args.repro, seed=args.seed)
+    result = run_audit(target, args.page_sizes, args.profile, workers, args.waive, args.repro, seed=args.seed,
+                       production=not args.no_production)
     write_outputs(result, args.report, args.json)
     print_summary(result)
     if result.pytest_exit not in (0, 1, 5):  # interrupted, internal or usage error

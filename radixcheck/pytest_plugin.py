@@ -81,6 +81,21 @@ OTHER_KIND_MARKS = (INDEX_MARK, ROUTER_MARK, TENANT_TREE_MARK, TIER_MARK)  # the
 NO_PAGE_SIZES = ("index", "tenant_tree")  # target kinds whose tests take no page size
 KIND_SHOWN = {"index": "KV-event index (radixcheck.properties.index.contract)",
               "tenant_tree": "tenant prefix tree (radixcheck.properties.tenant_tree.contract)"}
+NO_PRODUCTION = "--radix-no-production"  # leaves the production-scale worlds out (radixcheck audit --no-production)
+WORLD_KINDS = ("cache", "tier")  # the target kinds whose tests build a production-scale world (PRODUCTION_WORLDS)
+
+
+def production_not_run(option: str) -> str:
+    """What a run that left the production-scale worlds out says of them (skip reason, header, verdict)."""
+    return f"production-scale worlds: not run ({option})"
+
+
+def no_world_problem(target: Target, option: str) -> str:
+    """Why ``option`` (leave the production-scale worlds out) cannot apply to ``target``, or "" if it can."""
+    if target.kind in WORLD_KINDS:
+        return ""
+    shown = KIND_SHOWN.get(target.kind, "router pair (an engine and its index)").partition(" (")[0]
+    return f"{option}: {target.spec} is a {shown}, whose tests build no production-scale world (nothing to leave out)"
 
 
 class _OtherKind:
@@ -135,6 +150,13 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         metavar="N",
         help="run the conformance tests' own derandomized stream N (independent of the default stream and of other "
         "seeds; no saved failures are replayed); the same N replays the same run",
+    )
+    group.addoption(
+        NO_PRODUCTION,
+        action="store_true",
+        default=False,
+        help="leave the production-scale worlds out (the cache's and the tier's: thousands of requests, a deep "
+        "conversation); their tests are skipped and the verdict line says the run was partial",
     )
     parser.addini("radix_target", help=f"cache factory the conformance tests run against (--radix-target and {TARGET_ENV} win)")
     parser.addini("radix_page_sizes", help="comma-separated page sizes the conformance tests run (--radix-page-sizes wins)")
@@ -226,6 +248,8 @@ def target_of(config: pytest.Config) -> Target:
             target = load_target(target_spec(config), index=config.getoption("--radix-index"))
             check_target(target)
             target = restrict_page_sizes(target, page_sizes_option(config), origin=page_sizes_origin(config))
+            if config.getoption(NO_PRODUCTION) and (problem := no_world_problem(target, NO_PRODUCTION)):
+                raise TargetError(problem)
             config.stash[TARGET] = dataclasses.replace(target, seed=config.getoption("--radix-seed"))
         except TargetError as exc:
             raise pytest.UsageError(f"radixcheck: {exc}") from exc
@@ -279,7 +303,7 @@ def restrict_page_sizes(target: Target, option: str | None, strict: bool = True,
     return dataclasses.replace(target, capabilities=dataclasses.replace(caps, page_sizes=wanted), **declared)
 
 
-def report_header(target: Target, profile: str) -> list[str]:
+def report_header(target: Target, profile: str, no_production: bool = False) -> list[str]:
     module = target.spec.partition(":")[0]
     origin = getattr(__import__(module, fromlist=["_"]), "__file__", "?")
     env = {k: v for k, v in os.environ.items() if k.startswith(("RADIXCHECK_", "OPENBLAS_", "HYPOTHESIS_"))}
@@ -295,6 +319,8 @@ def report_header(target: Target, profile: str) -> list[str]:
     ]
     lines += [f"radixcheck not exercised: {gap}" for gap in target.capabilities.not_exercised()]
     lines.append(f"radixcheck tenant isolation: {target.capabilities.tenant_isolation()}")
+    if no_production:
+        lines.append(f"radixcheck {production_not_run(NO_PRODUCTION)}: the verdict covers the small worlds only")
     if target.defaults_warning():
         lines.append(f"radixcheck WARNING: {target.defaults_warning()}")
     return lines
@@ -315,9 +341,11 @@ def header_lines(config: pytest.Config) -> list[str]:
             if isinstance(loaded, Target) and loaded.defaults_warning():
                 detail += "; WARNING: no `capabilities`, the defaults apply"
             lines.append(f"radixcheck target {name}: {named_specs(config)[name]} ({detail})")
+        if config.getoption(NO_PRODUCTION):  # each target's worlds skipped: the matrix's verdicts are partial too
+            lines.append(f"radixcheck {production_not_run(NO_PRODUCTION)}: the verdicts cover the small worlds only")
         return lines
     try:
-        return report_header(target_of(config), config.stash[PROFILE])
+        return report_header(target_of(config), config.stash[PROFILE], config.getoption(NO_PRODUCTION))
     except pytest.UsageError as exc:  # already reported where the tests were collected
         return [f"radixcheck target: cannot be tested: {exc}"]
 
@@ -353,6 +381,8 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pyte
     failed = sum(1 for r in reports if r.outcome == "failed")
     gaps = in_short(target.capabilities.not_exercised())
     verdict = f"does not conform ({failed} conformance test(s) failed)" if failed else "conforms"
+    if config.getoption(NO_PRODUCTION):  # a partial run is never a plain "conforms"
+        verdict += f" in a partial run ({production_not_run(NO_PRODUCTION)})"
     terminalreporter.write_line(f"radixcheck: {target.spec} {verdict}" + (f"; not checked: {gaps}" if gaps else ""),
                                 red=bool(failed), green=not failed)
 
@@ -425,19 +455,33 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         config.hook.pytest_deselected(items=other)
         items[:] = [item for item in items if item not in other]
     cause_first(items)
+    if config.getoption(NO_PRODUCTION):
+        skip = pytest.mark.skip(reason=production_not_run(NO_PRODUCTION))
+        for item in items:
+            if _is_conformance(item) and _function_name(item) in PRODUCTION_WORLDS:
+                item.add_marker(skip)
 
 
 # The small machines find most bugs in a few calls and name the cause (an oracle's verdict); the
 # other tests meet the same bug later or only as its echo (a crash in the serving protocol). Every
 # pytest-xdist scheduler (load, loadgroup, worksteal) hands items out from the front of the
-# collection, so the small machines go first; the production-scale test next (long: it starts early).
+# collection, so the small machines go first, the other small tests next and the production-scale
+# worlds last: in process (what -n auto picks on a busy machine) a world of 10^4 nodes took 38-366 s
+# of a tier audit, and a small world's FAIL waited for it (reports/findings/layers_trial.md). Under
+# pytest-xdist each worker runs its share in this order too (``radixcheck audit --no-production`` skips them).
 SMALL_MACHINES = ("test_cache_state_machine", "test_index_state_machine", "test_tenant_tree_state_machine")
-DISPATCH_ORDER = (*SMALL_MACHINES, "test_cache_at_production_scale")
+PRODUCTION_WORLDS = ("test_cache_at_production_scale", "test_tier_at_production_scale")
+DISPATCH_ORDER = (*SMALL_MACHINES, "(the rest)", *PRODUCTION_WORLDS)
+
+
+def _function_name(item: pytest.Item) -> str:
+    """The test's function name, without its parameters."""
+    return getattr(item, "originalname", None) or item.name.partition("[")[0]
 
 
 def _dispatch_rank(item: pytest.Item) -> int:
-    name = getattr(item, "originalname", item.name)
-    return DISPATCH_ORDER.index(name) if name in DISPATCH_ORDER else len(DISPATCH_ORDER)
+    name = _function_name(item)
+    return DISPATCH_ORDER.index(name) if name in DISPATCH_ORDER else DISPATCH_ORDER.index("(the rest)")
 
 
 def cause_first(items: list[pytest.Item]) -> None:

@@ -2,7 +2,8 @@
 the ordinary one (many small worlds) and the production-scale one (a few worlds of 10^4 nodes; with
 both pools for a target that declares a second one).
 Findings waived by ``--radix-waive`` are recorded and looked past (``radix_waivers``). The plugin
-dispatches the ordinary machine first, then the scale one (``radixcheck.pytest_plugin.DISPATCH_ORDER``)."""
+dispatches the ordinary machine first and the scale one last (``radixcheck.pytest_plugin.DISPATCH_ORDER``);
+``radixcheck audit --no-production`` leaves the scale one out."""
 
 from __future__ import annotations
 
