@@ -111,3 +111,34 @@ def test_the_aborts_a_quarantine_forces_do_not_count_as_the_requests_layers(monk
     world.quarantine([0, 1], namespace="tenant")
     TALLY.end_step()
     assert TALLY.as_dict() == {"tenants": 1}
+
+
+SESSION = """
+import json, pytest
+from radixcheck.audit import CONFORMANCE, SESSION_ARGS, _Collector
+collector = _Collector(0.0)
+pytest.main(["--pyargs", CONFORMANCE, "--radix-target", "radixcheck.reference.tier_requests:RequestTiers", "-k",
+             "test_tier_state_machine", "--hypothesis-profile=gate", *SESSION_ARGS, "-n", "2"], plugins=[collector])
+print("LAYERS " + json.dumps({v.test: v.layers for v in collector.verdicts}))
+"""
+
+
+@pytest.mark.deep
+def test_each_workers_tally_reaches_the_audit(tmp_path: Path) -> None:
+    """Under pytest-xdist each test's tally is made in a worker: it reaches the audit's collector on
+    the test's report (``radixcheck_layers``), one per test, and the section sums them."""
+    import os
+    import subprocess
+    import sys
+
+    run = subprocess.run([sys.executable, "-c", SESSION], cwd=tmp_path, capture_output=True, text=True, timeout=900,
+                         env={**os.environ, "RADIXCHECK_SHRINK_SECONDS": "0"})
+    line = next((line for line in run.stdout.splitlines() if line.startswith("LAYERS ")), None)
+    assert line is not None, run.stdout[-2000:] + run.stderr[-2000:]
+    tallies = json.loads(line.removeprefix("LAYERS "))
+    assert sorted(tallies) == ["test_tier_state_machine[page_size=1]", "test_tier_state_machine[page_size=2]"]
+    assert all(tallies.values())
+    driven = layers_driven(DECLARED, [Verdict(test, "passed", 0.0, layers=t) for test, t in tallies.items()])
+    assert gaps_line(driven) == ""
+    assert driven.total["tenants × running requests"] == sum(
+        steps for name, steps in driven.sets.items() if {"tenants", "running requests"} <= set(name.split(" + ")))
