@@ -14,7 +14,7 @@ So each machine step notes what it actually sent, layer by layer:
   or a match that answered host pages.
 
 A step is one rule of a state machine (:func:`~radixcheck.properties.findings.verdict.naming_steps`
-opens and closes it); touches outside any step (a production world's stories) are not counted. The
+opens and closes it); touches outside any step (the tier production world's stories) are not counted. The
 tally lives in this process; the pytest plugin resets it before each conformance test and carries
 it on the test's report (``radixcheck_layers``), so pytest-xdist's workers' tallies reach the audit.
 Cheap by design: a touch is one set insertion, a step's close one counter update per layer it touched.

@@ -106,7 +106,7 @@ def layers_section(driven: LayersDriven, failed: bool = False) -> list[str]:
     shown = contracts if len(contracts) > 1 else []
     rows = [[row, driven.total[row], *(driven.by_contract[c][row] for c in shown)] for row in driven.rows]
     lines = ["Layers driven together (state-machine steps that touched each declared layer, and both layers of each pair, "
-             "in one step; production worlds not counted):", "",
+             "in one step; the tier production world is no state machine and is not counted):", "",
              tabulate(rows, headers=["layers", "steps", *(f"`{c}`" for c in shown)], tablefmt="github"), ""]
     gaps = gaps_line(driven)
     if gaps:
