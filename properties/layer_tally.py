@@ -60,7 +60,7 @@ class Tally:
 
     def __init__(self) -> None:
         self.touched: set[str] = set()  # the layers the open step touched so far
-        self.steps: Counter[str] = Counter()
+        self.steps: Counter[frozenset[str]] = Counter()  # named only in as_dict: a step's close stays one hash
 
     def reset(self) -> None:
         self.touched.clear()
@@ -71,12 +71,12 @@ class Tally:
 
     def end_step(self) -> None:
         if self.touched:
-            self.steps[set_name(self.touched)] += 1
+            self.steps[frozenset(self.touched)] += 1
             self.touched.clear()
 
     def as_dict(self) -> dict[str, int]:
-        """What a test's report carries (a plain dict: pytest-xdist serializes it)."""
-        return dict(self.steps)
+        """What a test's report carries (a plain dict keyed by :func:`set_name`: pytest-xdist serializes it)."""
+        return {set_name(layers): steps for layers, steps in self.steps.items()}
 
 
 TALLY = Tally()
