@@ -52,12 +52,14 @@ import pytest
 from tabulate import tabulate
 
 from radixcheck.cache_dir import hypothesis_storage_in_cache
+from radixcheck.layer_card import LayersDriven, gaps_line, layers_driven, layers_section
 from radixcheck.properties.findings.failures import signature_of
 from radixcheck.properties.findings.repro import file_name
 from radixcheck.properties.findings.root_cause import same_causes, shows_cause
 from radixcheck.properties.findings.standalone import NOT_OFFERED
 from radixcheck.properties.findings.verdict import shrink_seconds
 from radixcheck.properties.findings.waivers import read_waivers, unmatched, unmatched_warning
+from radixcheck.properties.layer_tally import declared_layers
 from radixcheck.properties.target import Target, op_timeout
 from radixcheck.pytest_plugin import (
     NO_PRODUCTION,
@@ -88,6 +90,7 @@ class Verdict:
     exceptions: list[dict[str, str]] = field(default_factory=list)  # each one's type, message, oracle, program
     waived: list[dict[str, Any]] = field(default_factory=list)  # findings waived on the way (and their waiver)
     repro: dict[str, Any] = field(default_factory=dict)  # --repro: the file's text (or why there is none), calls, exit code
+    layers: dict[str, int] = field(default_factory=dict)  # steps per set of layers touched together (layer_tally)
 
 
 # The order findings are listed in, most fundamental first: (rank, oracle names starting so).
@@ -353,11 +356,17 @@ class AuditResult:
     cost: str = ""  # where the cost at scale the audit cannot judge is measured (cost_line)
     server: str = ""  # a wire target: the command the audit ran and the name its server gave (server_line)
     production_worlds: str = ""  # a cache or a tier target: "run", or LEFT_OUT (--no-production); "" for a kind with none
+    layers_declared: list[str] = field(default_factory=list)  # the layers its capabilities declare (layer_tally.declared_layers)
 
     @property
     def partial(self) -> bool:
         """Whether the run left its production-scale worlds out: its verdict covers the small worlds only."""
         return self.production_worlds == LEFT_OUT
+
+    @property
+    def layers_driven(self) -> LayersDriven:
+        """The declared layers and pairs the machines drove, summed over the tests (the card's "Layers driven together")."""
+        return layers_driven(self.layers_declared, self.verdicts)
 
     @property
     def failures(self) -> list[Verdict]:
@@ -446,7 +455,7 @@ class _Collector:
                 props = {"oracle": "error", "reason": str(report.longrepr).strip().splitlines()[-1][:300]}
             self._add(Verdict(report.nodeid.rpartition("::")[2], outcome, round(report.duration, 2),
                               props.get("oracle", ""), reason or props.get("reason", ""), props.get("program", ""),
-                              list(props.get("exceptions", [])), list(props.get("waived", []))))
+                              list(props.get("exceptions", [])), list(props.get("waived", [])), layers=props.get("layers", {})))
 
     def _add(self, verdict: Verdict) -> None:
         self.verdicts.append(verdict)
@@ -594,6 +603,7 @@ def run_audit(target: Target, page_sizes: str | None, profile: str, workers: str
                          target.page_sizes_shown(), target.capabilities.tenant_isolation(), seed,
                          *tier_lines(target, production))
     result.cost = cost_line(target, production)
+    result.layers_declared = declared_layers(target.capabilities, tier=target.kind == "tier") if target.kind in ("cache", "tier") else []
     result.server = server_line(target)
     result.production_worlds = ("run" if production else LEFT_OUT) if target.kind in WORLD_KINDS else ""
     for path in one_file_per_finding(result) if repro else ():
@@ -680,6 +690,7 @@ def report_card(result: AuditResult) -> str:
         "",
         *([f"- {gap}" for gap in result.not_exercised] or ["- nothing"]),
         "",
+        *layers_section(result.layers_driven, failed=bool(result.failures)),
         *([f"Cost at scale: {result.cost}", ""] if result.cost else []),
         tabulate(rows, headers=["property", "verdict", "oracle / skip reason", "seconds"], tablefmt="github"),
     ]
@@ -745,6 +756,7 @@ def write_outputs(result: AuditResult, report: Path | None, json_path: Path | No
     if json_path:
         json_path.parent.mkdir(parents=True, exist_ok=True)
         payload: dict[str, Any] = asdict(result) | {"conforms": result.conforms, "partial": result.partial,
+                                                    "layers_driven": result.layers_driven.as_json(),
                                                     "findings": [asdict(f) for f in result.findings], "waived": result.waived}
         json_path.write_text(json.dumps(payload, indent=2) + "\n", encoding="utf-8")
 
@@ -823,6 +835,8 @@ def print_summary(result: AuditResult) -> None:
               f"waived by {w['waiver']}; met in {', '.join(w['tests'])}{cut_short(w)}{not_rejudged(w)}\n", file=sys.stdout)
     for warning in result.unmatched_waivers:
         print(f"radixcheck: warning: {warning}", file=sys.stderr, flush=True)
+    if gaps := gaps_line(result.layers_driven):
+        print(f"radixcheck: {gaps}")
     if result.conforms:
         print(f"radixcheck: {result.target} conforms{in_part(result)}{with_waived(waived)}{not_checked(result)} "
               f"({len(result.verdicts)} checks, {result.seconds:.0f} s)")

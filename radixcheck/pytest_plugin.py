@@ -48,6 +48,7 @@ from radixcheck.cache_dir import hypothesis_storage_in_cache
 from radixcheck.properties.findings.failures import describe_failure, explaining_the_cache
 from radixcheck.properties.findings.names import CONFORMANCE_PACKAGE, conformance_tests
 from radixcheck.properties.findings.waivers import Waiver, WaiverError, WaiverLog, read_waivers, unmatched, unmatched_warning
+from radixcheck.properties.layer_tally import TALLY
 from radixcheck.properties.target import (
     DEFAULT_TARGET,
     TARGET_ENV,
@@ -68,6 +69,7 @@ HEADER_SHOWN = pytest.StashKey[bool]()
 WAIVERS = pytest.StashKey[list[Waiver]]()
 WAIVER_LOG = pytest.StashKey[WaiverLog]()
 WAIVED_PREFIX = "radixcheck waiver"  # report.wasxfail of a test whose only failures were waived
+LAYERS_DRIVEN = "radixcheck_layers"  # report property: the test's steps per set of layers they touched together
 WAIVERS_MET = "radixcheck_waivers_met"  # report property: the waivers (file:line) that waived a finding in the test
 FAILED = pytest.StashKey[BaseException]()  # a failure whose repro file is written at the test's teardown
 _REDUCED: dict[str, tuple[str, int, list]] = {}  # in this process (a worker): repro file name -> the test it was written from,
@@ -551,6 +553,7 @@ def _waiver_log(item: pytest.Item) -> WaiverLog:
 def pytest_runtest_setup(item: pytest.Item) -> None:
     forget_hangs()  # a hang is remembered within one test only
     if _is_conformance(item):
+        TALLY.reset()  # the layers this test's machines drive together (carried on its report: LAYERS_DRIVEN)
         _start_afresh(item)
 
 
@@ -599,6 +602,8 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
             report.wasxfail = f"{WAIVED_PREFIX} {waiver.where}: {waiver.reason}"
     if log.findings():
         report.user_properties.append(("radixcheck_waived", log.findings()))
+    if _is_conformance(item) and TALLY.steps:  # to the audit, also from pytest-xdist's workers
+        report.user_properties.append((LAYERS_DRIVEN, TALLY.as_dict()))
     if _is_conformance(item) and item.config.stash.get(WAIVERS, []):  # carried to the controller (WaiverUse), also from workers
         report.user_properties.append((WAIVERS_MET, log.met()))
     return report

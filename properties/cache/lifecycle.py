@@ -42,6 +42,7 @@ from hypothesis.stateful import Bundle, consumes, invariant, multiple, precondit
 from radixcheck.oracles.isolation import check_match_isolated
 from radixcheck.oracles.slots import check_conservation, check_freed
 from radixcheck.oracles.violations import Check, PrefixSetViolation, SlotViolation, shown
+from radixcheck.properties import layer_tally
 from radixcheck.properties.cache.contract import Request
 from radixcheck.properties.cache.layers import UNSAID, namespace_key
 from radixcheck.properties.cache.machine import (
@@ -125,6 +126,13 @@ class LifecycleMachine(RadixCacheMachine):
             self.allocator.free(np.asarray(slots, dtype=np.int64))
             self._caller("free", list(slots))
 
+    def _tally_request(self, key: Any) -> None:
+        """This step acts for a running request under ``key`` (the card's "Layers driven together"); under
+        ``lifecycle="requests"`` the request carries its namespace and second-pool values, not a keyword."""
+        layer_tally.request(key)
+        if self._by_cache and self.capabilities.second_pool is not None:
+            layer_tally.touch(layer_tally.SECOND_POOL)
+
     # ---- the steps ----------------------------------------------------------------------------------
 
     @act
@@ -134,6 +142,7 @@ class LifecycleMachine(RadixCacheMachine):
         ``cache_salt``) is matched; if ``admitted`` it is locked and runs, else (the batch was full) it
         is turned away: no lock, no insert, nothing freed."""
         key = namespace_key(namespace)
+        self._tally_request(key)
         request = Request(tokens, key)
         self._caller("Request", tokens, *(() if namespace is UNSAID else (namespace,)), result=request)
         if self._by_cache:
@@ -177,6 +186,7 @@ class LifecycleMachine(RadixCacheMachine):
         request = record.request
         if record.done or tokens <= 0:
             return
+        self._tally_request(record.key)
         beyond = request.filled + tokens - len(request.tokens)
         more = Span(0, beyond, seed).tokens(self.block) if beyond > 0 else ()
         fresh = self.allocator.alloc(tokens)
@@ -191,6 +201,7 @@ class LifecycleMachine(RadixCacheMachine):
         """Publish every whole page the request computed (a request that skips its insert publishes nothing)."""
         if record.done or record.skip_insert or not self._can_publish(record):
             return
+        self._tally_request(record.key)
         request = record.request
         tokens = request.tokens[: request.filled]
         aligned = len(tokens) // self.page_size * self.page_size
@@ -246,6 +257,7 @@ class LifecycleMachine(RadixCacheMachine):
         ``retract`` (back to the queue) and ``abort`` free every slot of its own."""
         if record.done:
             return
+        self._tally_request(record.key)
         request = record.request
         insert = outcome == "finish" and not record.skip_insert
         tokens = request.tokens[: request.filled]
@@ -320,8 +332,9 @@ class LifecycleMachine(RadixCacheMachine):
         """A flush aborts every running request first (a server refuses to flush under them); so does a
         quarantine (their rows would read unlinked pages). The base machine's ``_reset`` and
         ``_quarantine`` (and the window machine's, before its marks) call it first."""
-        for record in list(self.in_flight):
-            self._end(record, "abort")
+        with layer_tally.aside():  # the flush's or quarantine's doing: no layer the requests carry is driven here
+            for record in list(self.in_flight):
+                self._end(record, "abort")
 
     # ---- rules --------------------------------------------------------------------------------------
 

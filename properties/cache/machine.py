@@ -78,6 +78,7 @@ from radixcheck.oracles.violations import (
     ReturnValueViolation,
     shown,
 )
+from radixcheck.properties import layer_tally
 from radixcheck.properties.cache.contract import BIGRAM_START, DEFAULT_CAPABILITIES, Capabilities, SlotAllocator
 from radixcheck.properties.cache.layers import UNSAID, Tags, keywords_for, layers_for, namespace_key
 from radixcheck.properties.findings.transcript import Act, act
@@ -357,6 +358,7 @@ class RadixCacheMachine(RuleBasedStateMachine):
         second = extra.pop("second", None)  # an insert's second-pool value (window slots or a state): its layer's keyword
         keywords = keywords_for(self.layers, name, Tags(namespace, self.request_priority, second))
         keywords.update(extra)
+        layer_tally.sent(name, keywords, self.policy)  # which layers this step drove (the card's "Layers driven together")
         sent = SentCall(self.calls_sent, name, tuple(_snapshot(a) for a in args), kwargs={k: _snapshot(v) for k, v in keywords.items()})
         if self.acting is not None:
             self.acting.calls.append(sent)

@@ -45,6 +45,7 @@ from hypothesis.strategies import SearchStrategy
 
 from radixcheck.profiles import current
 from radixcheck.properties.findings.draws import seed_only_draws
+from radixcheck.properties.layer_tally import TALLY
 from radixcheck.properties.target import (
     BudgetSpent,
     alarm_handler,
@@ -317,6 +318,7 @@ def _named(function: Callable[..., Any]) -> Callable[..., Any]:
         if outer is None:  # a step of the run (not an invariant a step called itself)
             self.step_number = getattr(self, "step_number", 0) + 1
             check_budget(f"step {function.__name__}")  # the shrink budget, for a machine whose calls are not guarded
+            TALLY.begin_step()  # the layers this step drives (radixcheck.properties.layer_tally)
         try:
             return function(self, *args, **arguments)
         except Exception:
@@ -325,6 +327,8 @@ def _named(function: Callable[..., Any]) -> Callable[..., Any]:
             raise
         finally:  # an invariant the step called itself (production_world) hands the step back
             self.step = outer
+            if outer is None:
+                TALLY.end_step()
     return step
 
 

@@ -15,6 +15,7 @@ import numpy as np
 
 from radixcheck.oracles.tier_model import TierModel, as_ints
 from radixcheck.oracles.violations import HostSlotViolation
+from radixcheck.properties import layer_tally
 from radixcheck.properties.cache.contract import SlotAllocator
 from radixcheck.properties.tiers.contract import HostPool, Transfer
 
@@ -62,6 +63,7 @@ class SuiteController:
         return planned or n > available
 
     def write(self, device_slots: Any) -> Transfer | None:
+        layer_tally.touch(layer_tally.HOST_TIER)  # a backup asked: the step drove the host tier
         slots = np.asarray(device_slots, dtype=np.int64).reshape(-1).copy()
         if self._fails(len(slots), self.host.available()):
             self.model.on_write(slots, None)
@@ -86,6 +88,7 @@ class SuiteController:
         self.log.append(f"#   controller.refused({as_ints(slots)}) (no host room: {self.host.available()} free)")
 
     def load(self, host_slots: Any) -> Transfer | None:
+        layer_tally.touch(layer_tally.HOST_TIER)  # a load-back asked
         slots = np.asarray(host_slots, dtype=np.int64).reshape(-1).copy()
         if self._fails(len(slots), self.device.available()):
             self.model.on_load(slots, self.host.in_use)
@@ -102,6 +105,7 @@ class SuiteController:
 
     def copy(self, transfer: Transfer) -> None:
         """The transfer's copy, done at its completion."""
+        layer_tally.touch(layer_tally.HOST_TIER)
         source, target = (self.device_kv, self.host_kv) if transfer.kind == "write" else (self.host_kv, self.device_kv)
         src, dst = ((transfer.device_slots, transfer.host_slots) if transfer.kind == "write"
                     else (transfer.host_slots, transfer.device_slots))

@@ -46,6 +46,7 @@ from hypothesis.stateful import Bundle, precondition, rule
 
 from radixcheck.oracles.tier_model import as_ints
 from radixcheck.oracles.violations import ReturnValueViolation
+from radixcheck.properties import layer_tally
 from radixcheck.properties.cache.contract import SlotAllocator
 from radixcheck.properties.cache.layers import UNSAID, namespace_key
 from radixcheck.properties.cache.tenants import fixed_namespaces
@@ -85,6 +86,7 @@ class LifecycleTierWorld(TierWorld):
         """A request is admitted: matched, its host part loaded back (left in flight), locked."""
         tokens = tuple(int(t) for t in tokens)
         self._say(f"w.admit({list(tokens)}, load={load}{self._tenant(namespace)})")
+        layer_tally.request(namespace_key(namespace), self.priority)
         request = self._admit(tokens, load, namespace)
         live = Live(request.tokens, request.values, request.handle, request.namespace, request.priority)
         self.lives.append(live)
@@ -96,6 +98,7 @@ class LifecycleTierWorld(TierWorld):
         after an eviction: the engine would retract it)."""
         self._say(f"w.compute({index}, {tokens})")
         live = self.lives[index]
+        layer_tally.request(namespace_key(live.namespace), live.priority)
         self._forward(live)
         n = min(tokens, len(live.tokens) - live.filled)
         if n <= 0:
@@ -133,6 +136,7 @@ class LifecycleTierWorld(TierWorld):
         inserted pages again, lock the new handle, unlock the old one; it reads the tree's slots from now on."""
         self._say(f"w.publish({index})")
         live = self.lives[index]
+        layer_tally.request(namespace_key(live.namespace), live.priority)
         if live.filled < self.page_size:
             return
         tokens, aligned, _ = self._insert_computed(live)
@@ -157,6 +161,7 @@ class LifecycleTierWorld(TierWorld):
             raise ValueError(f"outcome must be one of {ENDINGS}, got {outcome!r}")
         self._say(f"w.end({index}, {outcome!r})")
         live = self.lives.pop(index)
+        layer_tally.request(namespace_key(live.namespace), live.priority)
         if outcome == "finish":
             self._forward(live)
             tokens, aligned, _ = self._insert_computed(live)
@@ -172,8 +177,9 @@ class LifecycleTierWorld(TierWorld):
 
     def abort_all(self) -> None:
         """A flush or an ``evict_prefix`` aborts the running requests first, as a server does."""
-        while self.lives:
-            self.end(len(self.lives) - 1, "abort")
+        with layer_tally.aside():  # the flush's or quarantine's doing: no layer the requests carry is driven here
+            while self.lives:
+                self.end(len(self.lives) - 1, "abort")
 
     def quarantine(self, tokens: Any, namespace: Any = UNSAID) -> None:
         self.abort_all()

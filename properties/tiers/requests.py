@@ -42,6 +42,7 @@ from radixcheck.oracles.tier_model import NOT_SERVING, as_ints
 from radixcheck.oracles.tier_states import NONE, state_value
 from radixcheck.oracles.tier_windows import sent_window
 from radixcheck.oracles.violations import ReturnValueViolation, SlotViolation, TierResidencyViolation, shown
+from radixcheck.properties import layer_tally
 from radixcheck.properties.cache.layers import UNSAID, namespace_key
 from radixcheck.properties.tiers.contract import TierCapabilities, TierRequest
 from radixcheck.properties.tiers.lifecycle import ENDINGS, LifecycleTierWorld, Live, TierLifecycleRules
@@ -87,9 +88,12 @@ class RequestsTierWorld(LifecycleTierWorld):
         tokens = tuple(int(t) for t in tokens)
         self._say(f"w.admit({list(tokens)}, load={load}{self._tenant(namespace)})")
         key = namespace_key(namespace)
+        layer_tally.request(key, self.priority)  # the request carries both: no keyword says them
         req = TierRequest(tokens, key, self.priority)
         self._call("match_req", req)
         values = self._prefix(req, f"match_req({shown(tokens)})")
+        if req.host_length:
+            layer_tally.touch(layer_tally.HOST_TIER)  # host pages answered
         self.model.check_match(tokens, values, int(req.host_length), key)
         self.model.use(tokens, key, Use("match_req", tokens, self._tenant(namespace, short=True), self.operations),
                        answer=(len(values), len(values) + int(req.host_length)))
@@ -130,6 +134,8 @@ class RequestsTierWorld(LifecycleTierWorld):
         one's window value, ``-1`` where it slid out of the request's window (``req.window``). The
         suite's values, as the tier calls' ``state=`` and ``window=`` carry them."""
         tokens = req.tokens[: req.filled]
+        if self.states is not None or self.windows is not None:
+            layer_tally.touch(layer_tally.SECOND_POOL)  # the request carries its state or window: no keyword says it
         content = self.model.content_of(tokens, key)
         if self.states is not None:
             req.state = state_value(content[-1]) if tokens else NONE
@@ -140,6 +146,7 @@ class RequestsTierWorld(LifecycleTierWorld):
         """``cache_unfinished_req``: the request must then read the tree's slots of its aligned prefix."""
         self._say(f"w.publish({index})")
         live, req = self._running(index)
+        layer_tally.request(namespace_key(live.namespace), live.priority)
         if live.filled < self.page_size:
             return
         key = namespace_key(live.namespace)
@@ -181,6 +188,7 @@ class RequestsTierWorld(LifecycleTierWorld):
             raise ValueError(f"outcome must be one of {ENDINGS}, got {outcome!r}")
         self._say(f"w.end({index}, {outcome!r})")
         live, _ = self._running(index)
+        layer_tally.request(namespace_key(live.namespace), live.priority)
         key = namespace_key(live.namespace)
         if outcome == "finish":
             self._forward(live)

@@ -47,6 +47,7 @@ from radixcheck.oracles.violations import (
     shown,
     shown_namespace,
 )
+from radixcheck.properties import layer_tally
 from radixcheck.properties.cache.contract import SlidingWindow, SlotAllocator, StatePool
 from radixcheck.properties.cache.layers import UNSAID, Tags, keywords_for, layers_for, namespace_key, with_lifecycle
 from radixcheck.properties.cache.tenants import kinds_of
@@ -138,8 +139,9 @@ class TierWorld:
     def _call(self, name: str, *args: Any, namespace: Any = UNSAID, priority: int = 0, second: Any = None) -> Any:
         self.controller.log = self.log  # the controller's calls appear under the call that made them
         # under the per-operation limit, as the plain machine's calls: a hung tier cache fails, it does not hang the audit
-        result = guarded(name, getattr(self.cache, name), *args,
-                         **keywords_for(self.layers, name, Tags(namespace, priority, second)))
+        keywords = keywords_for(self.layers, name, Tags(namespace, priority, second))
+        layer_tally.sent(name, keywords, self.model.policy)  # which layers this step drove (the card's "Layers driven together")
+        result = guarded(name, getattr(self.cache, name), *args, **keywords)
         self.model.settle()
         return result
 
@@ -175,6 +177,8 @@ class TierWorld:
         key = namespace_key(namespace)
         match: TierMatch = self._call("match_prefix", list(tokens), namespace=namespace, priority=self.priority)
         self.model.check_match(tokens, as_ints(match.device_values), int(match.host_length), key)
+        if match.host_length:
+            layer_tally.touch(layer_tally.HOST_TIER)  # host pages answered
         self.model.use(tokens, key, Use("match_prefix", tokens, self._tenant(namespace, short=True), self.operations),
                        answer=(len(match.device_values), len(match.device_values) + int(match.host_length)))
         return match
