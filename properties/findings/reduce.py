@@ -167,7 +167,7 @@ class Reduced:
     acts_before: int
     original: list[Act] = field(default_factory=list)  # the run's transcript
     replays: int = 0
-    seconds: float = 0.0
+    seconds: float = 0.0  # CPU seconds (this process's and a wire server's: budget_clock), as its budget counts them
     notes: list[str] = field(default_factory=list)
     budget: float = DEFAULT_REDUCE_SECONDS  # the seconds it was allowed
 
@@ -235,7 +235,7 @@ def reduce(machine: RadixCacheMachine, failure: BaseException, waived: Callable[
     best = _shorten_prompts(best, options, fails, time_left)
     notes = [] if time_left() else [f"reduction stopped after {replays} replays" if limit is not None and replays >= limit
                                     else f"reduction stopped at its budget ({budget:g} s of CPU, {REDUCE_ENV})"]
-    return Reduced(best, options, len(acts), acts, replays, round(watch.wall(), 2), notes, budget)
+    return Reduced(best, options, len(acts), acts, replays, round(watch.cpu(), 2), notes, budget)
 
 
 SIMPLER = ({"renamed": True}, {"churned_slots": False}, {"reuses_buffers": False}, {"tokens_as_lists": True}, {"trim": True})
