@@ -18,7 +18,9 @@ the same finding (the same oracle, and a message of the same shape):
    crowd of 1,025 locks) halved, again and again: a shallower chain, a smaller crowd; a run neither
    of whose halves can go is cut by bisection at each end;
 5. runs of acts left out, halving the run length each round (delta debugging), a long run as one;
-6. each inserted prompt cut to half its pages, again and again (a 161-token prompt where 2 do).
+6. each inserted prompt cut, in one replay, to what the rest of the program shares of it plus a page
+   (a deep history's 3,000-token prompt to its chain's deepest match, its next turn cut alike);
+7. each inserted prompt cut to half its pages, again and again (a 161-token prompt where 2 do).
 
 An act that needs one left out (a lock of a match that is gone) goes with it, and one that
 would no longer be legal (an unlock whose lock is gone) is not sent.
@@ -231,8 +233,8 @@ def reduce(machine: RadixCacheMachine, failure: BaseException, waived: Callable[
     if not simplified:
         best, options = _simpler(best, options, fails, time_left)
     best = _halve_long_runs(best, options, fails, time_left)
-    best = _cut_prompts(best, options, fails, time_left, rename=simplified)
     best = _leave_out_runs(best, options, fails, time_left)
+    best = _cut_prompts(best, options, fails, time_left, rename=simplified)  # after: its replay a prompt, once delta debugging left few
     best = _shorten_prompts(best, options, fails, time_left)
     notes = [] if time_left() else [f"reduction stopped after {replays} replays" if limit is not None and replays >= limit
                                     else f"reduction stopped at its budget ({budget:g} s of CPU, {REDUCE_ENV})"]
