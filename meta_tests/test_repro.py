@@ -8,6 +8,7 @@ from __future__ import annotations
 import subprocess
 import sys
 import textwrap
+import time
 from pathlib import Path
 
 import numpy as np
@@ -57,6 +58,30 @@ def test_a_reduced_failure_is_smaller_and_the_same_finding() -> None:
     sent = sum(len(a.calls) for a in reduced.replay.machine.transcript)
     assert sent < sum(len(a.calls) for a in machine.transcript)
 
+
+
+class SlowEvictsLockedLeaf(EvictsLockedLeaf):
+    """EvictsLockedLeaf whose inserts wait (no CPU spent) once ``waits`` is set: a server on a loaded machine."""
+
+    waits = False
+
+    def insert(self, *args, **kwargs) -> int:  # noqa: ANN002, ANN003 - the reference's
+        if SlowEvictsLockedLeaf.waits:
+            time.sleep(0.02)
+        return super().insert(*args, **kwargs)
+
+
+def test_the_reduction_reports_the_cpu_seconds_its_budget_counts_not_the_wall_clock(monkeypatch) -> None:
+    """The header's "N replays, X s" counts what the budget counts (CPU; a wire server's too): it read the
+    wall clock, 50 times the CPU at a load of 25, while a budget of 60 s of CPU bounded the reduction."""
+    failure = _failure(machine_for(SlowEvictsLockedLeaf, DEFAULT_CAPABILITIES, 1, "meta_repro_slow_evicts"))
+    monkeypatch.setattr(SlowEvictsLockedLeaf, "waits", True)
+    started = time.monotonic()
+    reduced = reduce(failure.radixcheck_machine, failure, seconds=float("inf"), replays=3)
+    wall = time.monotonic() - started
+    assert reduced is not None and reduced.replays == 3 and wall > 0.1, (reduced and reduced.replays, wall)
+    assert reduced.seconds < wall / 2, (reduced.seconds, wall)
+    assert f"3 replays, {reduced.seconds:g} s of CPU" in reduction_note(reduced)
 
 def test_runs_of_calls_in_arithmetic_progression_become_loops() -> None:
     matches = [[f"_, h[{2 + 2 * i}] = cache.match_prefix(T1)", f"cache.inc_lock_ref(h[{2 + 2 * i}])"] for i in range(5)]
@@ -110,7 +135,7 @@ def test_the_header_says_what_the_reduction_did_before_any_advice() -> None:
     ... may give a shorter file': the advice without the sentence it belongs to."""
     ran_out = ["the 5 s budget ran out"]
     note = reduction_note(Reduced(None, None, 12, replays=3, seconds=5.0, notes=ran_out, budget=5.0))
-    assert note.startswith("No act left out (3 replays, 5 s; the 5 s budget ran out).") and "RADIXCHECK_REDUCE_SECONDS=60" in note
+    assert note.startswith("No act left out (3 replays, 5 s of CPU; the 5 s budget ran out).") and "RADIXCHECK_REDUCE_SECONDS=60" in note
     assert reduction_note(Reduced(None, None, 12)) == ""  # nothing tried, nothing to say
 
 

@@ -6,15 +6,20 @@ passes. A wire trial's server died resetting a tree 1,000 nodes deep, and no tes
 from __future__ import annotations
 
 import dataclasses
+import os
+import re
+import subprocess
+import sys
 import traceback
+from pathlib import Path
 
 import pytest
 
 from radixcheck import profiles
 from radixcheck.properties.cache.flush import FLUSH
 from radixcheck.properties.cache.scale_machine import scale_machine_for
-from radixcheck.properties.findings.reduce import reduce
-from radixcheck.properties.findings.repro import _Writer
+from radixcheck.properties.findings.reduce import reduce, reduce_seconds
+from radixcheck.properties.findings.repro import _Writer, repro_for
 from radixcheck.properties.findings.verdict import run_machine
 from radixcheck.reference import RadixCache
 
@@ -81,3 +86,53 @@ def test_a_reset_that_dies_under_the_deep_history_reduces_to_the_history_in_few_
     assert len(kept) == 1 and "deep" in str(kept), kept  # the history's story, nothing else before the reset
     text = _Writer(reduced, "meta_tests.test_world_flush:ResetsRecursively", "").script()
     assert text.count("\n") <= 120 and text.count("for i in range(") == 1, text
+    # the history's prompt is cut to what its chain matches of it, plus the page its deepest match splits off
+    # (halving it stopped at 1,500 tokens for a chain ~1,050 deep)
+    prompt = next(a.args[0] for a in reduced.replay.acts if a.name == "_insert_request")
+    deepest = max(len(a.args[0]) for a in reduced.replay.acts if a.name == "_match_along")
+    assert len(prompt) == deepest + 1, (len(prompt), deepest)
+
+
+TRIAL_SERVER = Path(__file__).resolve().parents[1] / "reports" / "findings" / "wire_trial" / "router_server.py"
+HISTORY = re.compile(r"insert\(list\(range\(0, (\d+)\)\).*\n    for i in range\((\d+)\):\n"
+                     r"        cache\.match_prefix\(np\.array\(list\(range\(0, (\d+) - i\)\)\)\)")
+
+
+@pytest.mark.deep  # a production world over the wire, and its reduction
+def test_over_the_wire_the_deep_reset_reduces_within_its_budget_to_the_chain_it_needs(monkeypatch, tmp_path: Path) -> None:
+    """The wire trial's server that dies resetting a tree 1,000 nodes deep: each replay of the history sends
+    ~10^6 tokens as JSON. The reduction ends by itself, in fewer replays than a bound and within the CPU
+    budget it has by default (60 s, the server's CPU counted), and its file is the history's prompt cut to
+    the chain's deepest match (plus a page), the chain (one loop), its next turn and the reset: exit 1 on the
+    server, 0 on the server without the bug. (Before: the prompt was halved to 1,500 tokens for a chain 993
+    deep; the header gave wall seconds, ~4 times the CPU at a load of 10.)"""
+    monkeypatch.setenv("RADIXCHECK_SHRINK_SECONDS", "0")
+    buggy = f"{sys.executable} {TRIAL_SERVER} --bug dies-on-deep-reset"
+    monkeypatch.setenv("RADIXCHECK_WIRE_CMD", buggy)
+    from radixcheck.properties.adapters.wire import WireServerDied, server
+
+    try:
+        with pytest.raises(WireServerDied) as caught:
+            run_machine(_world(server, "meta_flush_wire"), profiles.SETTINGS["mutation"], transcript=True)
+        budget = reduce_seconds(type(caught.value.radixcheck_machine))
+        repro = repro_for(caught.value, "radixcheck.properties.adapters.wire:server", seconds=float("inf"), replays=45)
+    finally:
+        server.close()
+    assert repro.text is not None and repro.exit_code == 1, (repro.why_not, repro.notes)
+    text = repro.text
+    said = re.search(r"Reduced from \d+ acts to \d+ \((\d+) replays, ([\d.]+) s of CPU\)\.", text)
+    assert said is not None and not repro.notes, (text[:1500], repro.notes)  # no note: it was not stopped
+    assert float(said[2]) < budget, said[0]  # within the default budget (CPU seconds: this process and the server)
+    history = HISTORY.search(text)
+    assert history is not None, text
+    prompt, loop, deepest = (int(n) for n in history.groups())
+    assert prompt == deepest + 1 and loop > 900, history[0]  # the prompt cut to the chain: no tokens it does not need
+    assert text.count("\n") <= 110 and text.count("for i in range(") == 1, text
+    path = tmp_path / "wire_repro.py"
+    path.write_text(text)
+    environment = {**os.environ, "RADIXCHECK_WIRE_CMD": buggy}
+    bug = subprocess.run([sys.executable, str(path)], cwd=tmp_path, env=environment, capture_output=True, text=True, timeout=600)
+    assert bug.returncode == 1, bug.stdout[-2000:] + bug.stderr[-2000:]
+    environment["RADIXCHECK_WIRE_CMD"] = f"{sys.executable} {TRIAL_SERVER}"
+    fixed = subprocess.run([sys.executable, str(path)], cwd=tmp_path, env=environment, capture_output=True, text=True, timeout=600)
+    assert fixed.returncode == 0 and "no bug" in fixed.stdout, fixed.stdout[-2000:] + fixed.stderr[-2000:]

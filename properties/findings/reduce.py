@@ -18,7 +18,9 @@ the same finding (the same oracle, and a message of the same shape):
    crowd of 1,025 locks) halved, again and again: a shallower chain, a smaller crowd; a run neither
    of whose halves can go is cut by bisection at each end;
 5. runs of acts left out, halving the run length each round (delta debugging), a long run as one;
-6. each inserted prompt cut to half its pages, again and again (a 161-token prompt where 2 do).
+6. each inserted prompt cut, in one replay, to what the rest of the program shares of it plus a page
+   (a deep history's 3,000-token prompt to its chain's deepest match, its next turn cut alike);
+7. each inserted prompt cut to half its pages, again and again (a 161-token prompt where 2 do).
 
 An act that needs one left out (a lock of a match that is gone) goes with it, and one that
 would no longer be legal (an unlock whose lock is gone) is not sent.
@@ -168,7 +170,7 @@ class Reduced:
     acts_before: int
     original: list[Act] = field(default_factory=list)  # the run's transcript
     replays: int = 0
-    seconds: float = 0.0
+    seconds: float = 0.0  # CPU seconds (this process's and a wire server's: budget_clock), as its budget counts them
     notes: list[str] = field(default_factory=list)
     budget: float = DEFAULT_REDUCE_SECONDS  # the seconds it was allowed
 
@@ -233,10 +235,11 @@ def reduce(machine: RadixCacheMachine, failure: BaseException, waived: Callable[
         best, options = _simpler(best, options, fails, time_left)
     best = _halve_long_runs(best, options, fails, time_left)
     best = _leave_out_runs(best, options, fails, time_left)
+    best = _cut_prompts(best, options, fails, time_left, rename=simplified)  # after: its replay a prompt, once delta debugging left few
     best = _shorten_prompts(best, options, fails, time_left)
     notes = [] if time_left() else [f"reduction stopped after {replays} replays" if limit is not None and replays >= limit
                                     else f"reduction stopped at its budget ({budget:g} s of CPU, {REDUCE_ENV})"]
-    return Reduced(best, options, len(acts), acts, replays, round(watch.wall(), 2), notes, budget)
+    return Reduced(best, options, len(acts), acts, replays, round(watch.cpu(), 2), notes, budget)
 
 
 SIMPLER = ({"renamed": True}, {"churned_slots": False}, {"reuses_buffers": False}, {"tokens_as_lists": True}, {"trim": True})
@@ -479,6 +482,76 @@ def leave_out_runs(best: R, items_of: Callable[[R], list[T]], fails: Callable[[l
         if size == 1:
             break
         size = size // 2 if size > 3 else size - 1
+    return best
+
+
+def _flat_tokens(arg: object) -> np.ndarray | None:
+    """A token argument as a 1-D array, or ``None`` if it is no flat sequence of ids."""
+    if isinstance(arg, np.ndarray):
+        return arg if arg.ndim == 1 and arg.dtype.kind in "iu" else None
+    if isinstance(arg, (tuple, list)) and all(type(v) is int for v in arg):
+        return np.asarray(arg, dtype=np.int64)
+    return None
+
+
+def _common_prefix(a: np.ndarray, b: np.ndarray) -> int:
+    n = min(len(a), len(b))
+    differ = np.flatnonzero(a[:n] != b[:n])
+    return int(differ[0]) if len(differ) else n
+
+
+def _as_before(tokens: np.ndarray, like: object) -> object:
+    """``tokens`` in the type of the argument it replaces (a tuple, a list or an array)."""
+    if isinstance(like, np.ndarray):
+        return tokens.astype(like.dtype)
+    return type(like)(tokens.tolist())
+
+
+def _cut_prompts(best: Replay, options: MachineOptions, fails: Callable[..., Replay | None],
+                 time_left: Callable[[], bool], rename: bool = False) -> Replay:
+    """Each inserted prompt (``_insert_request``) cut, in one replay, to what the program shares of it: the
+    longest prefix any other sequence has in common with it (a deep chain's deepest match), plus one page
+    (so that match still ends inside an edge: a split), every sequence that extends it (the history's next
+    turn) losing the same tokens and keeping its own tail. A history of 3,000 pages matched 1,000 deep is
+    cut to 1,001 pages at once, where halving it stopped at 1,500 after two replays of the chain (each ~10^6
+    tokens of JSON over the wire). ``rename``: the ids were renamed already; the cut program is renamed
+    again in the same replay (its kept story starts at 0, not where the world's first story left off)."""
+    page = best.machine.page_size
+    i = 0
+    while i < len(best.acts) and time_left():
+        act = best.acts[i]
+        prompt = _flat_tokens(act.args[0]) if act.name == "_insert_request" and act.args else None
+        i += 1
+        if prompt is None or len(prompt) <= page:
+            continue
+        shared, extensions = 0, []
+        for j, other in enumerate(best.acts):
+            for k in TOKEN_ARGUMENTS.get(other.name, ()):
+                if (j, k) == (i - 1, 0) or k >= len(other.args):
+                    continue
+                arg = other.args[k]
+                pair = isinstance(arg, tuple) and bool(arg) and isinstance(arg[0], tuple)  # (tokens, n, ...): not rewritten here
+                tokens = _flat_tokens(arg[0] if pair else arg)
+                if tokens is None:
+                    continue
+                common = _common_prefix(prompt, tokens)
+                if common < len(prompt):
+                    shared = max(shared, common)
+                elif pair:
+                    shared = len(prompt)  # an extension this step cannot rewrite: the prompt stays whole
+                else:
+                    extensions.append((j, k))
+        keep = -(-(shared + page) // page) * page  # whole pages, one past what is shared
+        if keep >= len(prompt):
+            continue
+        acts = list(best.acts)
+        for j, k in [(i - 1, 0), *extensions]:
+            arg = acts[j].args[k]
+            cut = np.concatenate([prompt[:keep], _flat_tokens(arg)[len(prompt):]])
+            acts[j] = dataclasses.replace(acts[j], args=tuple(_as_before(cut, arg) if n == k else a for n, a in enumerate(acts[j].args)))
+        again = fails(renamed(acts) if rename else acts, options, best.trim_queries)
+        if again is not None:
+            best = again
     return best
 
 

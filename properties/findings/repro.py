@@ -705,11 +705,12 @@ class _Writer:
 
 
 def reduction_note(reduced: Reduced) -> str:
-    """The header's sentence on the reduction: how many acts it left out, with what, and the budget
+    """The header's sentence on the reduction: how many acts it left out, with what (replays, and CPU
+    seconds: the clock its budget counts, a wire server's included; a loaded machine's wall clock is not), and the budget
     advice (said also when no act could go, so an advice never stands alone)."""
     before = reduced.acts_before
     after = len(reduced.replay.acts) if reduced.replay is not None else before
-    how = f"{reduced.replays} replays, {reduced.seconds:g} s" + "".join(f"; {note}" for note in reduced.notes)
+    how = f"{reduced.replays} replays, {reduced.seconds:g} s of CPU" + "".join(f"; {note}" for note in reduced.notes)
     made = (f"Reduced from {before} acts to {after} ({how})." if before != after
             else f"No act left out ({how})." if reduced.replays or reduced.notes else "")
     return made + budget_advice(reduced)
