@@ -291,3 +291,13 @@ def test_a_production_world_finding_of_a_users_cache_is_reduced_to_a_page() -> N
     assert repro.text is not None and repro.exit_code == 1, repro.why_not
     lines, size = len(repro.text.splitlines()), len(repro.text.encode())
     assert lines <= 120 and size <= 16 * 1024, f"{lines} lines, {size} bytes"
+
+
+def test_the_reason_a_file_is_not_offered_quotes_whole_words() -> None:
+    from radixcheck.properties.findings.standalone import last_words
+
+    said = "the page is " + "not at or below its cut, " * 20 + "done"
+    assert last_words("short enough") == "short enough"
+    cut = last_words(said)
+    assert cut.startswith("…") and said.endswith(cut[1:]) and len(cut) <= 301
+    assert cut[1:].split(" ", 1)[0] in said.split(" ")  # a whole word, not "ot"

@@ -224,6 +224,15 @@ def run_file(text: str, seconds: float = RUN_SECONDS) -> tuple[int | None, str]:
     return done.returncode, done.stdout.decode(errors="replace")
 
 
+def last_words(text: str, most: int = 300) -> str:
+    """The end of ``text`` in at most ``most`` characters, cut at a space and marked with "…" when it is
+    cut (a reason that starts mid-word reads as a typo: "…: ot at or below its cut")."""
+    if len(text) <= most:
+        return text
+    tail = text[-most:]
+    return "…" + (tail.split(" ", 1)[1] if " " in tail else tail)
+
+
 def confirm(repro: Repro, hang: bool = False) -> Repro:
     """Run the file once (:func:`run_file`; a hang's is given the wall-clock backstop more): it is offered
     only if it exits 1 with radixcheck's sentence. Otherwise its text is dropped and ``why_not``
@@ -232,7 +241,7 @@ def confirm(repro: Repro, hang: bool = False) -> Repro:
         return repro
     repro.exit_code, repro.output = run_file(repro.text, RUN_SECONDS + (op_wall_timeout() if hang else 0.0))
     if repro.exit_code != FOUND or BUG_MARK not in repro.output:
-        said = " ".join(repro.output.strip().splitlines()[-3:])[-300:]
+        said = last_words(" ".join(repro.output.strip().splitlines()[-3:]))
         ran = "did not finish" if repro.exit_code is None else f"exited {repro.exit_code}"
         repro.why_not = (f"{NOT_OFFERED}: radixcheck ran the file it wrote and it {ran}"
                          + (" without the finding" if repro.exit_code == FOUND else ", not 1") + (f": {said}" if said else ""))
