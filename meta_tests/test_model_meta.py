@@ -216,7 +216,9 @@ print(json.dumps({"status": str(q8kernel.status("avx2"))}))
 # widening pass (the later blocks' tiles read the last chunk's weights), a block's one tile, which widens
 # its weights itself, leaves a group's last row out, and the multipliers of a group of 4 rows are read
 # from its 8-row group's first half; and (eighth round) a block of many tiles, whose tiles now read the
-# integer multipliers in place after the pass, reads them 4 apart (the pass's copies' stride) instead of 8
+# integer multipliers in place after the pass, reads them 4 apart (the pass's copies' stride) instead of 8;
+# and (eleventh round: a block's one tile widens two blocks ahead into four rings) its tile reads the ring
+# of the block after its own
 _LANES_MUTANTS = {
     "a tile skipped after each activation block": ("tb < tiles; tb += block)", "tb < tiles; tb += block + 1)"),
     "a block's first pair dropped": ("s[j][h] = k ? madd_add(", "s[j][h] = k > 1 ? madd_add("),
@@ -225,6 +227,7 @@ _LANES_MUTANTS = {
     "a one-tile block's group widened without its last row": ("if (j < src.live) {", "if (j + 1 < src.live) {"),
     "a group's multipliers from its 8-row group's first half": ("mgrp + g / 8 * 8 * nb + g % 8", "mgrp + g / 8 * 8 * nb"),
     "a pass's tiles read the multipliers in place 4 apart": ("mi[b * (M8 ? 8 : LANES_ROWS) + j]", "mi[b * (M8 && W ? 8 : LANES_ROWS) + j]"),
+    "a one-tile block's tile reads the next block's ring": ("W && R ? wg + 64 * (b & 3) :", "W && R ? wg + 64 * ((b + 1) & 3) :"),
 }
 
 

@@ -679,8 +679,9 @@ static inline __attribute__((always_inline)) void lanes_widen_block(lanes_src sr
    FMA onto zero gives). W: this tile is the only one of its block of tiles, and widens the group from
    src into wg and into mg or mi block by block as it reaches them (issue 43, seventh round: the pass
    over the chunk before the tiles cost a short request ~13 ms of CPU, this ~4 ms less); it then reads
-   the pairs back from there. R (with W): every block's pairs go to the same 256 bytes at wg (they stay
-   in L1). M8 (with I64): mi is IntMatrix.mult_groups (block b's multiplier of row j at mi[8 b + j]),
+   the pairs back from there. R (with W, I64 and M8 only: nothing but pairs is written): block b's
+   pairs go to ring b mod 4 of four 256-byte rings at wg (they stay in L1; a group's 4 P int32 at wg
+   hold them: P = 16 nb), widened two blocks ahead. M8 (with I64): mi is IntMatrix.mult_groups (block b's multiplier of row j at mi[8 b + j]),
    read in place, whether this tile widens or a pass did (issue 43, eighth round: the pass's int32
    copies cost a request of two tiles ~2 ms); else block b's are at mi[LANES_ROWS b + j], written by
    the pass or by this tile. Constants, not runtime strides: those measured 2-3 % slower on products
@@ -695,9 +696,17 @@ static inline __attribute__((always_inline)) void lanes_tile(const int32_t *xt, 
         if (pf && !(b & 1)) /* the next chunk's weights, from memory, while this one computes */
             for (int j = 0; j < LANES_ROWS; j++) _mm_prefetch((const char *)(pf + j * K + 32 * b), _MM_HINT_T1);
         __m256i s[LANES_ROWS][2];
-        int32_t *wbw = W && R ? wg : wg + 16 * b * LANES_ROWS;
+        int32_t *wbw = W && R ? wg + 64 * (b & 3) : wg + 16 * b * LANES_ROWS;
         const int32_t *xb = xt + 16 * b * L, *wb = wbw;
-        if (W) {
+        if (W && R) { /* block b + 2 widened before block b's tile, into four 256-byte rings: the tile's
+                         broadcasts read pairs stored two blocks ago instead of waiting on this block's
+                         stores (issue 43, eleventh round: 6 % off a 16-row product on Zen 4) */
+            if (b == 0)
+                for (int64_t b0 = 0; b0 < 2 && b0 < nb; b0++) lanes_widen_block(src, K, nb, b0, wg + 64 * b0, mg, NULL, I64);
+            if (b + 2 < nb)
+                lanes_widen_block(src, K, nb, b + 2, wg + 64 * ((b + 2) & 3), mg, NULL, I64);
+            __asm__("" : "+r"(wb));
+        } else if (W) {
             lanes_widen_block(src, K, nb, b, wbw, mg + b * LANES_ROWS, M8 ? NULL : mi + b * LANES_ROWS, I64);
             /* GCC must not see that wb holds what was just stored: it would broadcast the pairs from the
                registers by shuffles (port 5, the madds' port) instead of by loads */
