@@ -24,8 +24,10 @@ kind the target declares in ``unsent_namespaces`` is never sent: the draw stays 
 next namespace (or pair) the target takes is sent instead (``tenants.sendable``), so streams stay
 comparable across targets. A target that
 declares a Policy (``TierCapabilities(eviction_policy=...)``) gets the policy rules
-(:class:`TierPolicyRules`): request priorities, sent through the priority layer, and a story
-that takes a frequently hit prompt through the host tier and back before an eviction. A target
+(:class:`TierPolicyRules`): request priorities, sent through the priority layer, a story
+that takes a frequently hit prompt through the host tier and back before an eviction, and (a
+policy that takes priorities) one that recomputes a low-priority host-only prompt at a higher
+priority before an eviction beside a leaf of a priority between the two. A target
 that declares the request lifecycle (``TierCapabilities(lifecycle="tree")``) gets running
 requests (:class:`~radixcheck.properties.tiers.lifecycle.TierLifecycleRules`, on a
 :class:`~radixcheck.properties.tiers.lifecycle.LifecycleTierWorld`): chunks published while
@@ -283,6 +285,35 @@ class TierPolicyRules(TierMachine):
             world.finish()
         world.complete_all()
         world.evict(self.page_size)
+
+
+    @precondition(lambda self: not _running(self) and _takes_priority(self))
+    @rule(prompt=TierMachine.sequences, tail=st.lists(ALPHABET, min_size=1, max_size=3), low=st.integers(0, 1))
+    def priority_through_host(self, prompt: tuple[int, ...], tail: list[int], low: int) -> None:
+        """A prompt cached at priority ``low`` goes to host only (the host emptied first: under
+        priority its low pages would be the first a full host drops); a request of priority
+        ``low + 2`` recomputes it (``load=False``: the insert revives its host-only pages with new
+        device slots, and raises their priority); a fresh prompt (a prefix no other request has)
+        is cached at ``low + 1``, and one page is evicted: the fresh leaf goes first, if the revival
+        raised the priority. Random rules rarely line these up (``RevivedPageKeepsOldPriority``, a
+        new user's planted bug, was caught by one audit stream of two)."""
+        if not prompt:  # a served query may be empty: nothing to revive
+            return
+        world, p = self.world, self.page_size
+        self._to_host(prompt)
+        world.evict_host(10**6)
+        world.next_priority(low)
+        world.serve(prompt)
+        world.finish()
+        self._to_host(prompt)
+        world.next_priority(low + 2)
+        world.serve(prompt, load=False)
+        world.finish()
+        world.next_priority(low + 1)
+        world.serve((3,) * p + tuple(tail) * p)
+        world.finish()
+        world.complete_all()
+        world.evict(p)
 
 
 class TierStateRules(TierMachine):
