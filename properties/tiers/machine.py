@@ -45,6 +45,10 @@ window rules (:class:`TierWindowRules`): every insert carries ``window=``, every
 tokens longer through the host tier and loads the extension back (the prompt's window must stay
 behind) and then the prompt alone; another evicts such an extension's pages until the device path
 ends at a dead window and mostly fails the load-back that follows.
+
+**Flush.** A target that declares ``supports_reset`` is flushed mid-world now and then (``reset``,
+with no request running, at most once every ``RESET_EVERY`` operations), and the traffic goes on:
+what a flush leaves behind shows in the requests after it. Undeclared, it is never sent.
 """
 
 from __future__ import annotations
@@ -85,6 +89,20 @@ def _pending(self: TierMachine) -> bool:
     return bool(self.world.controller.pending)
 
 
+RESET_EVERY = 60  # operations of traffic between two resets of a small world (and before the first)
+
+
+def _may_reset(self: TierMachine) -> bool:
+    """A mid-world flush is due: the target offers ``reset`` (``TierCapabilities.supports_reset``), no
+    request runs (a lifecycle world's included: a flush with one running is refused), and the world
+    has served ``RESET_EVERY`` operations since its start or its last reset (rare: most of a world is
+    traffic, and a flush empties the tree the other rules build on)."""
+    caps = getattr(type(self).factory, "tier_capabilities", None)
+    world = self.world
+    return (caps is not None and caps.supports_reset and not world.running and not getattr(world, "lives", ())
+            and world.operations - self.reset_at >= RESET_EVERY)
+
+
 class TierMachine(RuleBasedStateMachine):
     factory: Callable[..., Any]
     page_size = 1
@@ -98,6 +116,7 @@ class TierMachine(RuleBasedStateMachine):
         super().__init__()
         self.world = type(self).world_class(type(self).factory, self.page_size, self.write_policy)
         self.world.model.deviations = [make() for make in self.known_deviations]  # waived known order bugs (oracle 4t)
+        self.reset_at = 0  # the world's operations at its last reset (``reset``)
 
     def _query(self, base: tuple[int, ...], cut: int, tail: list[int]) -> tuple[int, ...]:
         p = self.page_size
@@ -149,6 +168,15 @@ class TierMachine(RuleBasedStateMachine):
     def quarantine(self, base: tuple[int, ...], cut: int) -> None:
         if base:
             self.world.quarantine(base[: cut * self.page_size] or base[:1])
+
+    @precondition(_may_reset)
+    @rule()
+    def reset(self) -> None:
+        """The whole cache flushed mid-world, as an engine flushes it (a weight update, a benchmark's
+        next run), the transfers in flight landing first; the traffic that follows meets what the
+        flush left (a stale index of the host copies). Never sent to a target that does not offer it."""
+        self.world.reset()
+        self.reset_at = self.world.operations
 
     # ---- scenarios ---------------------------------------------------------------------------
 
