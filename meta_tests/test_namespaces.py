@@ -233,3 +233,37 @@ def test_lifecycle_requests_run_under_tenants_namespaces_when_both_are_declared(
         both = Capabilities(namespaces=True, lifecycle=lifecycle).not_exercised()
         assert not any("namespace" in gap for gap in both), both
     assert any(gap.startswith("tenant isolation") for gap in Capabilities(lifecycle="requests").not_exercised())
+
+
+def test_plain_isolation_and_order_messages_shorten_a_long_namespace() -> None:
+    """The plain cache's isolation (10), LRU (4) and policy order (4) messages say the suite's
+    250-character tenant keys by their ends and length, as the tier messages do (the layers trial's
+    FAIL line was 600 characters of 'x'); the pair is still told apart. Repro lines are written from
+    the calls, not from these messages: they keep the namespace whole."""
+    from radixcheck.oracles.isolation import check_insert_isolated, check_quarantine_isolated, check_quarantine_left_others
+    from radixcheck.oracles.lru import check_lru
+    from radixcheck.oracles.policy import check_order
+    from radixcheck.oracles.prefix_set import Entry
+    from radixcheck.oracles.violations import ContractViolation
+    from radixcheck.properties.cache.tenants import LONG_KEY
+
+    first, second = LONG_KEY + "-1", LONG_KEY + "-2"
+    model = PrefixSetModel()
+    model.insert([1, 2], [10, 11], namespace=first)
+    said = lambda born: f"call {born}"  # noqa: E731
+    newer = Entry((1,), (10,), None, last_use=5, namespace=first)
+    older = Entry((1,), (11,), None, last_use=2, namespace=second)
+    checks = {
+        "match": lambda: check_match_isolated(model, second, [1, 2], [10, 11], said),
+        "insert": lambda: check_insert_isolated(model, second, [1, 2], 2, 0, said),
+        "quarantine": lambda: check_quarantine_isolated(model.longest_cached([1, 2], first), second, [1], said),
+        "quarantine, the other tenant": lambda: check_quarantine_left_others(first, [1], second, [1, 2], 0, 2),
+        "lru": lambda: check_lru([(0, newer), (1, older)], None, 1, 1),
+        "policy": lambda: check_order([newer], older, False, 1, lambda e: e.last_use, lambda e: "stats", "lru"),
+    }
+    for name, check in checks.items():
+        with pytest.raises(ContractViolation) as caught:
+            check()
+        message = str(caught.value)
+        assert LONG_KEY not in message and len(message) < 400, (name, message)
+        assert "xx-1' (251 characters)" in message and "xx-2' (251 characters)" in message, (name, message)

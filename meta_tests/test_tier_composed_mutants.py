@@ -8,7 +8,10 @@ reason, and are correct with either part alone:
   (``WriteBackAckWrongTenant``: namespaces + write-back) fails oracle 14 (that node's device pages
   freed while its own write still reads them); with one tenant it is correct;
 * a load-back that forgets the hit count LFU keys on (``LoadBackForgetsHits``: a Policy + host
-  tier) fails oracle 4 (eviction order).
+  tier) fails oracle 4 (eviction order);
+* an insert that revives a host-only page keeping its old priority (``RevivedPageKeepsOldPriority``:
+  priority + host tier) fails oracle 4 (a low-priority prompt recomputed at a high priority goes
+  before a leaf of a priority between the two; the tier machine's ``priority_through_host``).
 
 The stories are a few calls each (fast); the full runs are ``deep``; the kill rates are the tier
 catalogue's (``python -m radixcheck.reports.tier_catalogue --only RetractFreesWritingHost --only
@@ -23,13 +26,15 @@ from typing import Any
 import pytest
 
 from radixcheck import profiles
-from radixcheck.oracles.violations import TransferInFlightViolation
+from radixcheck.oracles.violations import EvictionOrderViolation, TransferInFlightViolation
 from radixcheck.properties.findings.verdict import run_machine
 from radixcheck.properties.tiers.lifecycle import LifecycleTierWorld
 from radixcheck.properties.tiers.machine import tier_machine_for
 from radixcheck.properties.tiers.mutants import (
     LoadBackForgetsHits,
     RetractFreesWritingHost,
+    RevivedPageKeepsOldPriority,
+    TieredPriority,
     WriteBackAckWrongTenant,
     machines_for_mutant,
 )
@@ -85,12 +90,47 @@ def test_the_same_story_with_one_tenant_is_correct() -> None:
     world.check()
 
 
+def _revived_at_a_higher_priority(factory: Any, policy: str) -> TierWorld:
+    """[1, 2] cached at priority 0 goes to host only; a request of priority 2 recomputes it (no
+    load-back: the insert revives its pages); [3] is cached at priority 1."""
+    world = TierWorld(factory, 1, policy)
+    world.serve([1, 2])
+    world.finish()
+    world.complete_all()
+    for _ in range(3):
+        world.evict(100)
+        world.complete_all()
+    for priority, tokens in ((2, [1, 2]), (1, [3])):
+        world.next_priority(priority)
+        world.serve(tokens, load=False)
+        world.finish()
+    world.complete_all()
+    return world
+
+
+@pytest.mark.parametrize("policy", ["write_through", "write_back"])
+def test_a_revived_page_that_keeps_its_old_priority_fails_the_policy_order(policy: str) -> None:
+    world = _revived_at_a_higher_priority(RevivedPageKeepsOldPriority, policy)
+    with pytest.raises(EvictionOrderViolation, match=r"evict\(1\) freed Page\(\[1, 2\].*priority 2.*under priority it goes first"):
+        world.evict(1)
+
+
+@pytest.mark.parametrize("policy", ["write_through", "write_back"])
+def test_a_correct_priority_tier_raises_a_revived_pages_priority(policy: str) -> None:
+    world = _revived_at_a_higher_priority(TieredPriority, policy)
+    world.evict(1)  # [3] (priority 1) goes
+    world.complete_all()
+    world.check()
+    assert world.cache.match_prefix([1, 2]).device_values.tolist() != []
+
+
 # ---- the tier machine (deep: each is a full run at the gate's budget) -----------------------------
 
 REASONS = {
     RetractFreesWritingHost: "host slots .* freed while a write to them is pending",
     WriteBackAckWrongTenant: "device slots .* freed while a transfer still reads",
     LoadBackForgetsHits: r"hits, priority .* stayed: under .* it goes first",
+    RevivedPageKeepsOldPriority: r"hits, priority .* stayed: under priority it goes first",
 }
 
 

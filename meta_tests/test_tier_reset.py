@@ -2,20 +2,29 @@
 :mod:`radixcheck.properties.cache.flush`): after it neither tier holds a slot and both sizes are 0,
 and the world goes on with an empty model. A reset that keeps the host tier's pages fails on the
 host tier (oracle 3h) naming what it left; the tiered references (the request methods and a
-window: the most each reset frees) pass, and serve again after it."""
+window: the most each reset frees) pass, and serve again after it.
+
+The small tier worlds flush too (the tier machine's rare ``reset`` rule, when declared): a reset
+whose own frees are right but that leaves a stale index behind (``ResetKeepsHostIndex``) passes the
+production world's one final flush and is caught by the traffic that follows a mid-world one."""
 
 from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
 import pytest
 
-from radixcheck.oracles.violations import HostSlotViolation, SlotViolation
+from radixcheck import profiles
+from radixcheck.oracles.violations import ContractViolation, HostSlotViolation, SlotViolation
+from radixcheck.properties.findings.verdict import run_machine
 from radixcheck.properties.target import TargetError, check_target, load_target
+from radixcheck.properties.tiers.contract import TierCapabilities
+from radixcheck.properties.tiers.machine import tier_machine_for
 from radixcheck.properties.tiers.requests import world_class_for
 from radixcheck.properties.tiers.world import TierWorld
 from radixcheck.reference.tier_requests import RequestWindowTiers
-from radixcheck.reference.tiered_cache import TieredRadixCache
+from radixcheck.reference.tiered_cache import TieredRadixCache, TierNode
 from radixcheck.reference.tiered_state_cache import TieredStateCache
 
 
@@ -91,3 +100,98 @@ def test_reset_is_sent_only_when_declared_and_nothing_runs() -> None:
 
 class DeclaresResetWithout(TieredRadixCache):
     reset = None  # type: ignore[assignment]
+
+
+class ResetKeepsHostIndex(TieredRadixCache):
+    """A backup skips pages whose tokens already have a host copy, found in an index of the host
+    copies (tokens -> the node and its host slots), kept as the copies land and leave. ``reset``
+    frees both tiers right, and rebuilds the tree, but keeps the index: the next backup of the same
+    tokens after it takes the freed host slots of a copy the flush dropped, writing nothing. With no
+    traffic after the reset (the production world's one final flush) it is correct."""
+
+    tier_capabilities = TierCapabilities(page_sizes=(1, 2), supports_reset=True)
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._host_index: dict[tuple[int, ...], tuple[TierNode, np.ndarray]] = {}
+
+    def _tokens(self, node: TierNode) -> tuple[int, ...]:
+        return tuple(t for n in self._path(node) for t in n.key)
+
+    def _prune(self) -> None:
+        """The index keeps only the copies still on host."""
+        self._host_index = {k: (n, s) for k, (n, s) in self._host_index.items() if n.linked and n.host is not None}
+
+    def _write(self, node: TierNode) -> bool:
+        known = self._host_index.get(self._tokens(node))
+        if known is not None:  # "already on host": take its slots, write nothing
+            node.host = known[1]
+            return True
+        return super()._write(node)
+
+    def transfer_done(self, transfer: Any) -> None:
+        nodes = list(self._pending.get(transfer.number, ()))
+        super().transfer_done(transfer)
+        for node in nodes if transfer.kind == "write" else ():
+            if node.linked and node.host is not None:
+                self._host_index[self._tokens(node)] = (node, node.host)
+        self._prune()
+
+    def evict_host(self, num_tokens: int) -> int:
+        freed = super().evict_host(num_tokens)
+        self._prune()
+        return freed
+
+    def evict_prefix(self, tokens: Any, namespace: Any = None) -> int:
+        removed = super().evict_prefix(tokens, namespace)
+        self._prune()
+        return removed
+
+    def reset(self) -> None:
+        index = self._host_index
+        super().reset()
+        self._host_index = index  # BUG: the flush forgets to clear it
+
+
+class NeverReset(TieredRadixCache):
+    """Declares no reset; one sent would fail loudly."""
+
+    tier_capabilities = TierCapabilities(page_sizes=(1, 2), supports_reset=False)
+
+    def reset(self) -> None:
+        raise AssertionError("reset() was sent to a tier target that declares supports_reset=False")
+
+
+@pytest.mark.parametrize("policy", ["write_through", "write_back"])
+def test_a_reset_that_keeps_a_stale_host_index_passes_the_final_flush_and_fails_the_traffic_after(policy: str) -> None:
+    world = _flushed(ResetKeepsHostIndex, policy)  # the production world's flush: right
+    world.check()
+    with pytest.raises(ContractViolation):  # the same prompt again: its backup takes the stale host slots
+        world.serve([1, 2, 3, 4])
+        world.finish()
+        world.complete_all()
+        world.evict(100)
+        world.complete_all()
+        world.check()
+
+
+def test_a_lifecycle_world_refuses_a_reset_while_a_request_runs() -> None:
+    world = world_class_for(TieredRadixCache.tier_capabilities)(TieredRadixCache, 1, "write_through")
+    world.admit([1, 2])
+    with pytest.raises(ValueError, match="no request running"):
+        world.reset()
+
+
+@pytest.mark.deep
+@pytest.mark.parametrize("policy", ["write_through", "write_back"])
+def test_the_small_tier_worlds_flush_mid_world_and_catch_a_stale_index(policy: str) -> None:
+    """The tier machine's ``reset`` rule (declared: drawn now and then, traffic after it) catches the
+    stale index; its reset alone, at the production world's end, does not."""
+    machine = tier_machine_for(ResetKeepsHostIndex, 1, policy, name=f"ResetKeepsHostIndex_{policy}")
+    with pytest.raises(ContractViolation):
+        run_machine(machine, profiles.SETTINGS["mutation"])
+
+
+@pytest.mark.deep
+def test_the_small_tier_worlds_never_reset_a_target_that_does_not_offer_it() -> None:
+    run_machine(tier_machine_for(NeverReset, 1, "write_through", name="NeverReset"), profiles.SETTINGS["mutation"])

@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Callable, Hashable, Iterable, Sequence
 
 from radixcheck.oracles.prefix_set import Entry, PrefixSetModel
-from radixcheck.oracles.violations import Check, TenantIsolationViolation, shown
+from radixcheck.oracles.violations import Check, TenantIsolationViolation, shown, shown_namespace
 
 InsertedBy = Callable[[int], str]
 """The model's clock at an insert -> the call that made it (for messages)."""
@@ -29,7 +29,7 @@ def _owners_elsewhere(model: PrefixSetModel, slots: Iterable[int], namespace: Ha
 
 
 def _leak(entry: Entry, inserted_by: InsertedBy) -> str:
-    return f"{shown(entry.prefix)} cached under namespace {entry.namespace!r} by {inserted_by(entry.born)}"
+    return f"{shown(entry.prefix)} cached under namespace {shown_namespace(entry.namespace)} by {inserted_by(entry.born)}"
 
 
 def check_match_isolated(model: PrefixSetModel, namespace: Hashable, tokens: Sequence[int], values: Sequence[int],
@@ -41,7 +41,7 @@ def check_match_isolated(model: PrefixSetModel, namespace: Hashable, tokens: Seq
     if leaked:
         foreign = sorted(s for e in leaked for s in e.values)
         raise TenantIsolationViolation(
-            f"{call}({shown(tokens)}, namespace={namespace!r}) returned the KV of {_leak(leaked[0], inserted_by)}",
+            f"{call}({shown(tokens)}, namespace={shown_namespace(namespace)}) returned the KV of {_leak(leaked[0], inserted_by)}",
             Check(f"set({answer}).isdisjoint(other_namespace)", f"sorted(set({answer}) & set(other_namespace))",
                   {"other_namespace": foreign}))
 
@@ -67,9 +67,9 @@ def check_insert_isolated(model: PrefixSetModel, namespace: Hashable, tokens: Se
     leaked = sorted(exact or found, key=lambda path: -path[-1].born)  # the latest insert first
     if leaked:
         said = _leak(leaked[0][-1], inserted_by) + "".join(
-            f", or under namespace {path[-1].namespace!r} by {inserted_by(path[-1].born)}" for path in leaked[1:])
+            f", or under namespace {shown_namespace(path[-1].namespace)} by {inserted_by(path[-1].born)}" for path in leaked[1:])
         raise TenantIsolationViolation(
-            f"insert({shown(tokens)}, namespace={namespace!r}) returned prefix_len {prefix_len}, but the namespace "
+            f"insert({shown(tokens)}, namespace={shown_namespace(namespace)}) returned prefix_len {prefix_len}, but the namespace "
             f"had {own} cached: it found {said}",
             Check("result == expected", "result", {"expected": own}))
 
@@ -81,7 +81,7 @@ def check_quarantine_isolated(freed_owners: Iterable[Entry | None], namespace: H
     leaked = sorted((e for e in freed_owners if e is not None and e.namespace != namespace), key=lambda e: e.serial)
     if leaked:
         raise TenantIsolationViolation(
-            f"evict_prefix({shown(tokens)}, namespace={namespace!r}) freed the KV of {_leak(leaked[0], inserted_by)}",
+            f"evict_prefix({shown(tokens)}, namespace={shown_namespace(namespace)}) freed the KV of {_leak(leaked[0], inserted_by)}",
             Check("set(freed).isdisjoint(other_namespace)", "sorted(set(freed) & set(other_namespace))",
                   {"other_namespace": sorted(s for e in leaked for s in e.values)}))
 
@@ -92,6 +92,7 @@ def check_quarantine_left_others(namespace: Hashable, tokens: Sequence[int], pro
     matched before."""
     if probe_namespace != namespace and matched != before:
         raise TenantIsolationViolation(
-            f"after evict_prefix({shown(tokens)}, namespace={namespace!r}), namespace {probe_namespace!r}'s query "
+            f"after evict_prefix({shown(tokens)}, namespace={shown_namespace(namespace)}), namespace "
+            f"{shown_namespace(probe_namespace)}'s query "
             f"{shown(probe)} matches {matched} tokens; it matched {before} before",
             Check("len(values) == expected_length", "len(values)", {"expected_length": before}))

@@ -18,7 +18,7 @@ import itertools
 from collections.abc import Callable
 
 from radixcheck.oracles.prefix_set import Entry
-from radixcheck.oracles.violations import Check, LRUOrderViolation, shown
+from radixcheck.oracles.violations import Check, LRUOrderViolation, shown, shown_namespace
 
 
 def check_lru(evicted: list[tuple[int, Entry]], oldest_survivor: Entry | None, num_tokens: int, page_size: int,
@@ -46,7 +46,7 @@ def check_lru(evicted: list[tuple[int, Entry]], oldest_survivor: Entry | None, n
         older = min(pages, key=lambda e: e.last_use)
         if newer is not None and newer.last_use > older.last_use:
             apart = newer.namespace != older.namespace  # the same tokens may then be two pages: name their tenants
-            tenant = {e.serial: f" under namespace {e.namespace!r}" if apart else "" for e in (newer, older)}
+            tenant = {e.serial: f" under namespace {shown_namespace(e.namespace)}" if apart else "" for e in (newer, older)}
             raise LRUOrderViolation(
                 f"evict({num_tokens}) evicted out of LRU order: page {shown(newer.prefix)}{tenant[newer.serial]} (last used by "
                 f"{at(newer.last_use)}) went before page {shown(older.prefix)}{tenant[older.serial]} (last used by {at(older.last_use)}); "

@@ -20,7 +20,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from radixcheck.oracles.violations import Check, EvictionOrderViolation, shown
+from radixcheck.oracles.violations import Check, EvictionOrderViolation, shown, shown_namespace
 
 
 @dataclass(frozen=True, slots=True)
@@ -78,7 +78,7 @@ def check_order(victims: list[Any], colder: Any | None, colder_freed_later: bool
     apart = hotter.namespace != colder.namespace  # then the same tokens may be two leaves: name their tenants
 
     def leaf(e: Any) -> str:
-        return f"{shown(e.prefix)}" + (f" under namespace {e.namespace!r}" if apart else "")
+        return f"{shown(e.prefix)}" + (f" under namespace {shown_namespace(e.namespace)}" if apart else "")
 
     if colder_freed_later:
         raise EvictionOrderViolation(

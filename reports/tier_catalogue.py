@@ -65,8 +65,10 @@ TIER_OBLIGATIONS: list[tuple[str, str, type[BaseException], list[str]]] = [
      "evict_host, to_host", v.HostEvictionAmountViolation, ["TierEvictHostOvershoots", "TierEvictHostStopsShort"]),
     ("namespaces=True: a match under N counts, and a load-back under N reads, only N's pages on both tiers (composed)",
      "tenants_through_host, tenant_serve, tenant_quarantine", v.TenantIsolationViolation, ["HostLookupIgnoresNamespace"]),
-    ("eviction_policy=Policy: device eviction by the policy's key; a page keeps its hits through a load-back (composed)",
-     "frequent_through_host, next_priority, evict", v.EvictionOrderViolation, ["LoadBackForgetsHits"]),
+    ("eviction_policy=Policy: device eviction by the policy's key; a page keeps its hits through a load-back, and an "
+     "insert that revives it from host raises its priority (composed)",
+     "frequent_through_host, priority_through_host, next_priority, evict", v.EvictionOrderViolation,
+     ["LoadBackForgetsHits", "RevivedPageKeepsOldPriority"]),
     ("lifecycle='tree': a retract or an abort while a load-back is in flight frees no page another request holds (composed)",
      "abort_during_load, admit_request, end_request", v.RefcountViolation, ["AbortCancelsLoad"]),
     ("lifecycle='tree': a retract or an abort leaves no lock behind: a page nobody holds is a candidate for eviction "

@@ -173,8 +173,9 @@ The methods (``TieredCacheLike``; with a second pool, ``TieredStateCacheLike`` o
     calls ``HiRadixCache.reset``, which clears the host pool too): every device and host slot a
     cached page holds is freed, and the cache is empty (both sizes 0) and usable. The suite sends
     it with no request running and no transfer in flight, at the end of the production world (as
-    the plain production world's ``teardown``); a slot left allocated on either tier is a leak
-    (oracle 3 there).
+    the plain production world's ``teardown``) and now and then in the small worlds, where traffic
+    follows it (the tier machine's ``reset``); a slot left allocated on either tier is a leak
+    (oracle 3 there), and what the flush left behind shows in the requests after it.
 ``device_size()``, ``host_size()``
     Tokens on device (a page whose load is pending included), and tokens on host (completed
     copies), of cached pages.
@@ -464,7 +465,8 @@ class TierCapabilities:
     """``evict_prefix``: when False the suite never sends it (no never-saw check on the tiers)."""
     supports_reset: bool = False
     """``reset()`` (the tier calls above): when True the production world ends with one flush,
-    checked on both tiers. Off unless declared: a tier target offers one only if it says so."""
+    checked on both tiers, and the small worlds flush now and then with traffic after it. Off
+    unless declared: a tier target offers one only if it says so."""
     write_back_order: str = "top_down"
     """Under ``write_back``: ``top_down`` (a page is written only once its parent is on host or
     being written: the backup chain, oracle 18) or ``leaf_first`` (the evicted leaf alone is

@@ -185,6 +185,12 @@ class LifecycleTierWorld(TierWorld):
         self.abort_all()
         super().quarantine(tokens, namespace)
 
+    def reset(self) -> None:
+        """Refused while a lifecycle request runs (it holds a lock on pages a flush would take)."""
+        if self.lives:
+            raise ValueError("reset is sent only with no request running")
+        super().reset()
+
     def callers_slots(self) -> set[int]:
         return {s for live in self.lives for s in live.own}
 

@@ -24,8 +24,10 @@ kind the target declares in ``unsent_namespaces`` is never sent: the draw stays 
 next namespace (or pair) the target takes is sent instead (``tenants.sendable``), so streams stay
 comparable across targets. A target that
 declares a Policy (``TierCapabilities(eviction_policy=...)``) gets the policy rules
-(:class:`TierPolicyRules`): request priorities, sent through the priority layer, and a story
-that takes a frequently hit prompt through the host tier and back before an eviction. A target
+(:class:`TierPolicyRules`): request priorities, sent through the priority layer, a story
+that takes a frequently hit prompt through the host tier and back before an eviction, and (a
+policy that takes priorities) one that recomputes a low-priority host-only prompt at a higher
+priority before an eviction beside a leaf of a priority between the two. A target
 that declares the request lifecycle (``TierCapabilities(lifecycle="tree")``) gets running
 requests (:class:`~radixcheck.properties.tiers.lifecycle.TierLifecycleRules`, on a
 :class:`~radixcheck.properties.tiers.lifecycle.LifecycleTierWorld`): chunks published while
@@ -43,6 +45,10 @@ window rules (:class:`TierWindowRules`): every insert carries ``window=``, every
 tokens longer through the host tier and loads the extension back (the prompt's window must stay
 behind) and then the prompt alone; another evicts such an extension's pages until the device path
 ends at a dead window and mostly fails the load-back that follows.
+
+**Flush.** A target that declares ``supports_reset`` is flushed mid-world now and then (``reset``,
+with no request running, at most once every ``RESET_EVERY`` operations), and the traffic goes on:
+what a flush leaves behind shows in the requests after it. Undeclared, it is never sent.
 """
 
 from __future__ import annotations
@@ -83,6 +89,20 @@ def _pending(self: TierMachine) -> bool:
     return bool(self.world.controller.pending)
 
 
+RESET_EVERY = 60  # operations of traffic between two resets of a small world (and before the first)
+
+
+def _may_reset(self: TierMachine) -> bool:
+    """A mid-world flush is due: the target offers ``reset`` (``TierCapabilities.supports_reset``), no
+    request runs (a lifecycle world's included: a flush with one running is refused), and the world
+    has served ``RESET_EVERY`` operations since its start or its last reset (rare: most of a world is
+    traffic, and a flush empties the tree the other rules build on)."""
+    caps = getattr(type(self).factory, "tier_capabilities", None)
+    world = self.world
+    return (caps is not None and caps.supports_reset and not world.running and not getattr(world, "lives", ())
+            and world.operations - self.reset_at >= RESET_EVERY)
+
+
 class TierMachine(RuleBasedStateMachine):
     factory: Callable[..., Any]
     page_size = 1
@@ -96,6 +116,7 @@ class TierMachine(RuleBasedStateMachine):
         super().__init__()
         self.world = type(self).world_class(type(self).factory, self.page_size, self.write_policy)
         self.world.model.deviations = [make() for make in self.known_deviations]  # waived known order bugs (oracle 4t)
+        self.reset_at = 0  # the world's operations at its last reset (``reset``)
 
     def _query(self, base: tuple[int, ...], cut: int, tail: list[int]) -> tuple[int, ...]:
         p = self.page_size
@@ -147,6 +168,15 @@ class TierMachine(RuleBasedStateMachine):
     def quarantine(self, base: tuple[int, ...], cut: int) -> None:
         if base:
             self.world.quarantine(base[: cut * self.page_size] or base[:1])
+
+    @precondition(_may_reset)
+    @rule()
+    def reset(self) -> None:
+        """The whole cache flushed mid-world, as an engine flushes it (a weight update, a benchmark's
+        next run), the transfers in flight landing first; the traffic that follows meets what the
+        flush left (a stale index of the host copies). Never sent to a target that does not offer it."""
+        self.world.reset()
+        self.reset_at = self.world.operations
 
     # ---- scenarios ---------------------------------------------------------------------------
 
@@ -283,6 +313,35 @@ class TierPolicyRules(TierMachine):
             world.finish()
         world.complete_all()
         world.evict(self.page_size)
+
+
+    @precondition(lambda self: not _running(self) and _takes_priority(self))
+    @rule(prompt=TierMachine.sequences, tail=st.lists(ALPHABET, min_size=1, max_size=3), low=st.integers(0, 1))
+    def priority_through_host(self, prompt: tuple[int, ...], tail: list[int], low: int) -> None:
+        """A prompt cached at priority ``low`` goes to host only (the host emptied first: under
+        priority its low pages would be the first a full host drops); a request of priority
+        ``low + 2`` recomputes it (``load=False``: the insert revives its host-only pages with new
+        device slots, and raises their priority); a fresh prompt (a prefix no other request has)
+        is cached at ``low + 1``, and one page is evicted: the fresh leaf goes first, if the revival
+        raised the priority. Random rules rarely line these up (``RevivedPageKeepsOldPriority``, a
+        new user's planted bug, was caught by one audit stream of two)."""
+        if not prompt:  # a served query may be empty: nothing to revive
+            return
+        world, p = self.world, self.page_size
+        self._to_host(prompt)
+        world.evict_host(10**6)
+        world.next_priority(low)
+        world.serve(prompt)
+        world.finish()
+        self._to_host(prompt)
+        world.next_priority(low + 2)
+        world.serve(prompt, load=False)
+        world.finish()
+        world.next_priority(low + 1)
+        world.serve((3,) * p + tuple(tail) * p)
+        world.finish()
+        world.complete_all()
+        world.evict(p)
 
 
 class TierStateRules(TierMachine):

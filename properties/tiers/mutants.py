@@ -321,6 +321,32 @@ class LoadBackForgetsHits(TierMutant):
                 node.hits = 0
 
 
+class RevivedPageKeepsOldPriority(TierMutant):
+    """Composed (priority + host tier): an insert that revives a host-only page (recomputed, not
+    loaded back: it takes the caller's new device slots) keeps the page's old priority, as an insert
+    that raises the priority only of the nodes it finds on device does. A low-priority prompt on host,
+    recomputed by a higher-priority request, then goes before a leaf of a priority between the two.
+    Without a host tier (no page is ever host-only) or under LRU (no priority) it is correct."""
+
+    policy = priority()
+    tier_capabilities = TierCapabilities(page_sizes=(1, 2), eviction_policy=priority())
+    bug_class = "insert-reviving-host-page-keeps-old-priority"
+    sources = ()  # a new user's planted bug (reports/findings/layers_trial.md: revive_keeps_old_priority)
+    # the page's statistics are one on both tiers: the kept priority shows in whichever order is judged first
+    caught_by = (v.EvictionOrderViolation, v.HostEvictionOrderViolation)
+
+    def insert(self, tokens: Any, values: np.ndarray, namespace: Hashable = None, priority: int = 0) -> int:
+        try:
+            path = self._walk(tuple(int(t) for t in tokens), namespace)
+        except (TypeError, ValueError):
+            path = []  # bad input: the reference's insert refuses it
+        revived = {node: node.priority for node in path if node.device is None}
+        prefix = super().insert(tokens, values, namespace, priority)
+        for node, old in revived.items():
+            node.priority = old
+        return prefix
+
+
 class TieredLfu(TieredRadixCache):
     """Correct, composed: namespaces and LFU (SGLang's ``--radix-eviction-policy lfu``) on the device tier."""
 
@@ -351,7 +377,8 @@ class TrustingTenantTiers(TrustsItsCallers, TieredRadixCache):
 TIER_MUTANTS: list[type[TierMutant]] = [
     EvictsToHostAfterFailedBackup, WriteBackSkipsAncestors, NestedHostEvictionFreesLoading, HostEvictionOrphansSubtree,
     BackupChainGap, PartialPersist, LoadBackPastHostGap, QuarantineKeepsHostCopies, WritesPageReversed,
-    MruFirstTier, HostLookupIgnoresNamespace, LoadBackForgetsHits, MruHostFirst, LfuHostByRecency,
+    MruFirstTier, HostLookupIgnoresNamespace, LoadBackForgetsHits, RevivedPageKeepsOldPriority, MruHostFirst,
+    LfuHostByRecency,
     TierEvictOvershoots, TierEvictStopsShort, TierEvictHostOvershoots, TierEvictHostStopsShort,
 ]
 
