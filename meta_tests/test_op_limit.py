@@ -120,6 +120,56 @@ def test_an_interrupt_caught_by_the_target_is_raised_again(monkeypatch: pytest.M
     assert len(caught) == 1
 
 
+def test_a_stopped_calls_cleanup_is_not_cut_short(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A stopped call unwinds through its except and finally clauses: cleanup (the wire adapter kills
+    and reaps a blocked server there). The timer ticks on until the call is left, and a tick that
+    raised the interrupt again inside them cut the cleanup short: a loaded machine, which stalls it
+    anywhere, left a wire server running (s59). Stalled here past several ticks, an exception raised
+    and caught inside the cleanup included."""
+    monkeypatch.setenv(TIMEOUT_ENV, "0.05")  # ticks every 0.0125 s
+    monkeypatch.setenv(WALL_TIMEOUT_ENV, "0.3")  # the cleanup's own backstop too: far from its 0.06 s
+    cleaned: list[str] = []
+
+    def blocks_then_cleans_up() -> None:
+        try:
+            time.sleep(30)
+        except OperationTimeout:
+            try:
+                raise OSError("a pipe already closed")
+            except OSError:
+                time.sleep(0.03)
+            cleaned.append("except")
+            raise
+        finally:
+            time.sleep(0.03)
+            cleaned.append("finally")
+
+    with pytest.raises(OperationTimeout, match="^evict did not return within 0.3 s of wall-clock time"):
+        guarded("evict", blocks_then_cleans_up)
+    assert cleaned == ["except", "finally"]
+
+
+def test_a_cleanup_that_hangs_is_stopped_too(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The cleanup gets the call's limits once more, then the ticks raise again: a target that blocks
+    or computes in its finally clause is not a hang of the suite."""
+    monkeypatch.setenv(TIMEOUT_ENV, "0.05")
+    monkeypatch.setenv(WALL_TIMEOUT_ENV, "0.1")
+    finished: list[str] = []
+
+    def hangs_in_its_cleanup(cleanup: Any) -> None:
+        try:
+            time.sleep(30)
+        finally:
+            cleanup(30)
+            finished.append("cleanup")
+
+    for cleanup in (time.sleep, spin):
+        with pytest.raises(OperationTimeout, match="^evict did not return within 0.1 s of wall-clock time"):
+            guarded("evict", hangs_in_its_cleanup, cleanup)
+        forget_hangs()
+    assert finished == []
+
+
 def test_no_timer_outlives_its_call(monkeypatch: pytest.MonkeyPatch) -> None:
     """After a call returns (or is stopped), computing on is never interrupted: the timers are off."""
     monkeypatch.setenv(TIMEOUT_ENV, "0.05")

@@ -365,6 +365,9 @@ def op_wall_timeout() -> float:
 # only at scheduler ticks (~4 ms steps here), which blinds the cost benchmark that times each call.
 # The ticking is also what makes the limit sturdy: an OperationTimeout raised inside a gc callback
 # or a __del__, or cleared by a C extension, is swallowed there, and the next tick raises it again.
+# Not while it is still on its way out, though: the except and finally clauses it runs through are
+# cleanup (the wire adapter killing and reaping a blocked server), and a tick that raised in them cut
+# that short (a loaded machine left the server running: s59). They get the call's limits once more.
 MAX_TICK = 0.25  # seconds between looks at the clocks once the CPU limit's time has passed
 
 
@@ -376,13 +379,14 @@ class _Call:
     """The running guarded call: its name, its CPU limit, its clocks at its start, and (while it waits
     for another process to compute: :func:`computed_elsewhere`) who computes and their CPU time."""
 
-    __slots__ = ("what", "cpu_limit", "cpu_start", "wall_start", "elsewhere", "stopped")
+    __slots__ = ("what", "cpu_limit", "cpu_start", "wall_start", "elsewhere", "stopped", "stopped_at")
 
     def __init__(self, what: str, cpu_limit: float) -> None:
         self.what, self.cpu_limit = what, cpu_limit
         self.cpu_start, self.wall_start = time.process_time(), time.monotonic()
         self.elsewhere: tuple[str, Callable[[], float | None]] | None = None
         self.stopped: str | None = None  # the limit's message, once raised: a later tick raises it again, unchanged
+        self.stopped_at = (0.0, 0.0)  # the clocks (CPU, wall) when it was first raised: its cleanup's limits count from there
 
 
 @contextmanager
@@ -430,23 +434,41 @@ def _wall_limit(cpu_limit: float) -> float:
     return max(cpu_limit, op_wall_timeout() * max(1.0, scale))
 
 
+def _unwinding(call: _Call) -> bool:
+    """Whether the call's OperationTimeout is still on its way out: an except or finally clause runs with it
+    (or with an exception raised inside such a clause), within the call's limits counted again from its raise."""
+    exc, hops = sys.exc_info()[1], 0
+    while exc is not None and not (isinstance(exc, OperationTimeout) and exc.args == (call.stopped,)):
+        exc, hops = exc.__context__, hops + 1
+        if hops > 64:  # a chain made by hand may loop
+            return False
+    if exc is None:
+        return False
+    cpu, wall = call.stopped_at
+    return time.process_time() - cpu < call.cpu_limit and time.monotonic() - wall < _wall_limit(call.cpu_limit)
+
+
 def _on_limit(signum: int, frame: Any) -> None:
     call = _current_call
     if call is None or (frame is not None and frame.f_code in _BOOKKEEPING):
         return  # no call runs, or the timer is being armed or disarmed: not the target's time
-    if call.stopped is not None:  # raised already, and swallowed or still unwinding (a wire server being killed)
+    if call.stopped is not None:  # raised already: again if it was swallowed, not while its cleanup runs
+        if _unwinding(call):
+            return
         raise OperationTimeout(call.stopped)
-    cpu = time.process_time() - call.cpu_start
-    wall = time.monotonic() - call.wall_start
+    now = time.process_time(), time.monotonic()
+    cpu, wall = now[0] - call.cpu_start, now[1] - call.wall_start
     wall_limit = _wall_limit(call.cpu_limit)  # read here, not per call: a call's start is kept cheap
     if cpu >= call.cpu_limit:
-        call.stopped = (f"{call.what} did not return within {call.cpu_limit:g} s of CPU time (it computed for {cpu:.1f} s, "
-                        f"{wall:.1f} s of wall-clock time; set {TIMEOUT_ENV} to change the limit)")
+        stopped = (f"{call.what} did not return within {call.cpu_limit:g} s of CPU time (it computed for {cpu:.1f} s, "
+                   f"{wall:.1f} s of wall-clock time; set {TIMEOUT_ENV} to change the limit)")
     elif wall >= wall_limit:
-        call.stopped = (f"{call.what} did not return within {wall_limit:g} s of wall-clock time, the backstop for a call that "
-                        f"blocks ({_backstop_computed(call, cpu)}; set {WALL_TIMEOUT_ENV} to change it)")
-    if call.stopped is not None:
-        raise OperationTimeout(call.stopped)
+        stopped = (f"{call.what} did not return within {wall_limit:g} s of wall-clock time, the backstop for a call that "
+                   f"blocks ({_backstop_computed(call, cpu)}; set {WALL_TIMEOUT_ENV} to change it)")
+    else:
+        return
+    call.stopped_at, call.stopped = now, stopped  # its clocks first: a tick that sees it stopped judges the cleanup by them
+    raise OperationTimeout(stopped)
 
 
 @contextmanager
