@@ -423,6 +423,56 @@ def test_a_blocked_servers_backstop_quotes_the_servers_cpu_time(monkeypatch) -> 
         factory.close()
 
 
+@pytest.mark.deep  # starts a server process
+def test_an_alarm_between_a_requests_write_and_its_read_kills_the_server(monkeypatch) -> None:
+    """Whatever stops a call once its request is written kills the server: the suite's alarm could
+    land after the write and before the code that handles it (here at the read's deadline, where
+    ``op_wall_timeout`` is read), and left the server blocked in the request, running, with its reply
+    due to the next request. Injected at that point, not waited for."""
+    from radixcheck.properties.adapters import wire
+
+    factory = faulty("hang")
+    try:
+        cache = factory(SlotAllocator(8), 1)
+
+        def alarm() -> float:
+            raise OperationTimeout("total_size did not return within 3 s of wall-clock time (injected)")
+
+        monkeypatch.setattr(wire, "op_wall_timeout", alarm)
+        with pytest.raises(OperationTimeout, match="injected"):
+            cache.total_size()
+        assert factory._connection.process.poll() is not None  # killed, not left blocked in the request
+        assert "stopped while answering total_size" in factory._connection.dead
+    finally:
+        factory.close()
+
+
+@pytest.mark.deep  # waits out a wall-clock backstop of 1 s
+def test_a_blocked_servers_kill_is_not_cut_short_by_the_next_tick(monkeypatch) -> None:
+    """Once the backstop stops a call, its timer ticks on until the call is left, every 0.0125 s here.
+    A tick that landed in the adapter's cleanup raised again there, before the kill (or in the
+    reap), and a loaded machine left the blocked server running (s59: 1 run in 3 at load 24).
+    Injected: a cleanup that stalls past several ticks, as a loaded machine stalls it."""
+    import time
+
+    from radixcheck.properties.adapters import wire
+    from radixcheck.properties.target import guarded
+
+    monkeypatch.setenv(TIMEOUT_ENV, "0.05")
+    monkeypatch.setenv(WALL_TIMEOUT_ENV, "1")  # the request is sent well before it
+    monkeypatch.setattr(wire, "op_wall_timeout", lambda: 600.0)  # the client's own deadline far off
+    forget = wire.forget_cpu_of
+    monkeypatch.setattr(wire, "forget_cpu_of", lambda pid: (time.sleep(0.1), forget(pid)))  # the cleanup's first step
+    factory = faulty("hang")
+    try:
+        cache = factory(SlotAllocator(8), 1)
+        with pytest.raises(OperationTimeout, match="wall-clock"):
+            guarded("total_size", cache.total_size)
+        assert factory._connection.process.poll() is not None  # killed and reaped, not left running
+    finally:
+        factory.close()
+
+
 def test_a_wire_crash_says_what_happened_not_that_the_call_was_legal() -> None:
     """A refusal whose reply lost its id met ``new(page_size=-1)``, bad input, and the finding was
     headed "crash (WireProtocolError raised during a legal call)" (a wire trial). A wire server's

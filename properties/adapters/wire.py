@@ -360,17 +360,20 @@ class WireConnection:
         except (TypeError, ValueError) as exc:
             raise WireRefused(f"{op}: an argument has no JSON form, so it cannot be sent ({exc})") from None
         self._next_id += 1
+        # From the write on, whatever stops this call (the suite's alarm, wherever it lands, or ^C) kills
+        # the server: a request left in flight would be answered to the next one (a wrong id), and a
+        # server blocked in it would run on. The write is inside too: a server that does not read blocks it.
         try:
-            self.process.stdin.write(line.encode() + b"\n")
-        except (BrokenPipeError, OSError):
-            raise self._died() from None
-        if timeout is not None:  # init: a wall-clock limit of its own
-            deadline, cpu_limit = time.monotonic() + timeout, None
-        elif self.cpu_readable:  # the server's CPU time judged, as an in-process call's (target.py)
-            deadline, cpu_limit = time.monotonic() + op_wall_timeout(), op_timeout()
-        else:
-            deadline, cpu_limit = time.monotonic() + op_timeout() + 1.0, None
-        try:
+            try:
+                self.process.stdin.write(line.encode() + b"\n")
+            except (BrokenPipeError, OSError):
+                raise self._died() from None
+            if timeout is not None:  # init: a wall-clock limit of its own
+                deadline, cpu_limit = time.monotonic() + timeout, None
+            elif self.cpu_readable:  # the server's CPU time judged, as an in-process call's (target.py)
+                deadline, cpu_limit = time.monotonic() + op_wall_timeout(), op_timeout()
+            else:
+                deadline, cpu_limit = time.monotonic() + op_timeout() + 1.0, None
             with computed_elsewhere("the wire server", self.request_cpu):  # what the suite's backstop says, if it fires first
                 return rid, self._read_line(deadline, op, cpu_limit)
         except BaseException as exc:  # the per-operation alarm, or ^C: the reply would come late
