@@ -40,7 +40,7 @@ class SecondPoolRequestSteps(RequestSteps):
 
     def cache_unfinished_req(self, req: Any) -> None:
         aligned = self._insert_req(req)
-        values, handle, _second = self.match_prefix(req.tokens[:aligned], namespace=req.namespace)
+        values, handle, _second = self.match_prefix(req.tokens[:aligned], namespace=req.namespace, priority=req.priority)
         req.slots[: len(values)] = values
         self.inc_lock_ref(handle)
         self.dec_lock_ref(req.handle)
@@ -54,7 +54,7 @@ class WindowRequestSteps(SecondPoolRequestSteps):
     _cached_windows: Any
 
     def match_req(self, req: Any) -> None:
-        values, handle, _window = self.match_prefix(req.tokens, namespace=req.namespace)
+        values, handle, _window = self.match_prefix(req.tokens, namespace=req.namespace, priority=req.priority)
         req.slots = np.array(values, dtype=np.int64)
         req.filled = req.protected = len(values)
         req.handle = handle
@@ -81,7 +81,8 @@ class WindowRequestSteps(SecondPoolRequestSteps):
     def _insert_req(self, req: Any) -> int:
         own = self._own_window(req)
         req.window = own
-        prefix_len = self.insert(req.tokens[: req.filled], req.slots[: req.filled], namespace=req.namespace, window=own.copy())
+        prefix_len = self.insert(req.tokens[: req.filled], req.slots[: req.filled], namespace=req.namespace,
+                                 priority=req.priority, window=own.copy())
         self._free_slots(req.slots[req.protected : prefix_len])
         aligned = req.filled // self.page_size * self.page_size
         req.window[prefix_len:aligned] = NONE  # the tree took them
@@ -99,7 +100,7 @@ class StateRequestSteps(SecondPoolRequestSteps):
     _node_ending: Any
 
     def match_req(self, req: Any) -> None:
-        values, handle, _state = self.match_prefix(req.tokens, namespace=req.namespace)
+        values, handle, _state = self.match_prefix(req.tokens, namespace=req.namespace, priority=req.priority)
         req.slots = np.array(values, dtype=np.int64)
         req.filled = req.protected = len(values)
         req.handle = handle
@@ -119,7 +120,7 @@ class StateRequestSteps(SecondPoolRequestSteps):
     def _insert_req(self, req: Any) -> int:
         aligned = req.filled // self.page_size * self.page_size
         brings = req.state != NONE and aligned == req.filled > 0
-        prefix_len = self.insert(req.tokens[: req.filled], req.slots[: req.filled], namespace=req.namespace,
+        prefix_len = self.insert(req.tokens[: req.filled], req.slots[: req.filled], namespace=req.namespace, priority=req.priority,
                                  state=req.state if brings else NONE)
         self._free_slots(req.slots[req.protected : prefix_len])
         if brings and self.state.get(self._node_ending(as_tokens(req.tokens[:aligned], "tokens"), req.namespace)) == req.state:

@@ -28,7 +28,7 @@ class RequestSteps:
 
     def match_req(self, req: Any) -> None:
         """Admission's match: the request's row starts with the cached prefix; no lock yet."""
-        values, handle = self.match_prefix(req.tokens, namespace=req.namespace)
+        values, handle = self.match_prefix(req.tokens, namespace=req.namespace, priority=req.priority)
         req.slots = np.array(values, dtype=np.int64)
         req.filled = req.protected = len(values)
         req.handle = handle
@@ -41,7 +41,7 @@ class RequestSteps:
         """Publish every whole page computed so far; the request then reads the tree's copy and
         its lock moves to the node the publish ended on."""
         aligned = self._insert_req(req)
-        values, handle = self.match_prefix(req.tokens[:aligned], namespace=req.namespace)
+        values, handle = self.match_prefix(req.tokens[:aligned], namespace=req.namespace, priority=req.priority)
         req.slots[: len(values)] = values  # the duplicates just freed are never read again
         self.inc_lock_ref(handle)
         self.dec_lock_ref(req.handle)
@@ -58,7 +58,7 @@ class RequestSteps:
     def _insert_req(self, req: Any) -> int:
         """Insert ``req.tokens[:req.filled]`` with the request's row and free the slots of it the
         tree already had, behind the request's protected prefix; returns the page-aligned length."""
-        prefix_len = self.insert(req.tokens[: req.filled], req.slots[: req.filled], namespace=req.namespace)
+        prefix_len = self.insert(req.tokens[: req.filled], req.slots[: req.filled], namespace=req.namespace, priority=req.priority)
         self._free_slots(req.slots[req.protected : prefix_len])
         return req.filled // self.page_size * self.page_size
 

@@ -138,6 +138,9 @@ OBLIGATIONS: list[tuple[str, str, type[BaseException], list[str]]] = [
      v.SlotViolation, ["PublishKeepsDuplicateRow"]),
     ("lifecycle: a publish moves the request's one lock to the new node, even when nothing was new", "publish_twice, racing_prefill",
      v.RefcountViolation, ["RepublishLocksTwice"]),
+    ("lifecycle under a priority Policy: a request's publish and finish cache its pages at its priority "
+     "(lifecycle='requests')", "next_requests_priority, request_arrives, publish_chunk, end_request, evict",
+     v.EvictionOrderViolation, ["RequestInsertDropsPriority"]),
     ("lifecycle: an admission that fails after its match leaves no lock", "chunked_request, admission_fails",
      v.RefcountViolation, ["FailedAdmissionKeepsLock"]),
     ("second pool: a node's window slots are freed with its KV or alone by evict_window, each once, never a slot it no "

@@ -172,7 +172,12 @@ on the request; ``None``, the default one). For a target that also declares ``na
 suite draws one per request, a tenant's or the default, and a ``"requests"`` cache must match,
 publish and cache under it: ``match_req`` is judged by oracle 10 as ``match_prefix`` is (none of the
 slots it leaves in ``req.slots`` another namespace's), and every later step against that namespace's
-prefixes; a ``"tree"`` lifecycle sends it as ``namespace=`` on its calls. The suite keeps at most
+prefixes; a ``"tree"`` lifecycle sends it as ``namespace=`` on its calls. A request carries its
+priority too (``Request.priority``, SGLang's ``req.priority``), drawn only for a declared policy that
+takes one (``takes_priority``; 0 otherwise): a ``"requests"`` cache must match, publish and cache with
+it (``priority=`` on its own ``match_prefix`` and ``insert``), and the model gives the pages each
+publish or finish covers that priority (the order oracle then judges evictions by it); a ``"tree"``
+lifecycle sends it as ``priority=`` on the request's calls. The suite keeps at most
 three requests in flight, and ends them (as aborts) before a ``reset`` or an ``evict_prefix``, as a server aborts what runs before it
 flushes. ``"off"`` (the default) runs none of these steps.
 
@@ -614,11 +619,13 @@ class Request:
     reads. ``slots[:filled]`` is the request's row (SGLang's ``req_to_token`` row): the KV slots of
     ``tokens[:filled]``; ``slots[:protected]`` are the tree's (under the request's lock, through
     ``handle``), the rest are the request's own. ``namespace`` is the tenant it runs under (vLLM's
-    ``cache_salt``, SGLang's ``extra_key``; ``None``: the default namespace)."""
+    ``cache_salt``, SGLang's ``extra_key``; ``None``: the default namespace); ``priority`` the one its
+    match and inserts carry (SGLang's ``req.priority``; 0 unless the declared policy takes one)."""
 
-    def __init__(self, tokens: Sequence[int], namespace: Any = None) -> None:
+    def __init__(self, tokens: Sequence[int], namespace: Any = None, priority: int = 0) -> None:
         self.tokens: tuple[int, ...] = tuple(int(t) for t in tokens)
         self.namespace = namespace
+        self.priority = int(priority)
         self.slots = np.zeros(0, dtype=np.int64)
         self.filled = 0
         self.protected = 0

@@ -32,6 +32,8 @@ turned away once first (sglang #16067); ``publish_twice`` publishes one chunk tw
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -74,6 +76,7 @@ class RequestRecord(HandleRecord):
     row: list[int] = field(default_factory=list)
     protected: int = 0
     prompt: int = 0  # prompt tokens: the request is in prefill while fewer are computed
+    priority: int = 0  # what its match and inserts carry, for its whole life (0 unless the policy takes one)
     skip_insert: bool = False
     done: bool = False
 
@@ -112,10 +115,10 @@ class LifecycleMachine(RadixCacheMachine):
 
     # ---- the caller's own acts, shown (and written in a repro file) beside the contract calls --------
 
-    def _caller(self, name: str, *args: Any, result: Any = None) -> None:
+    def _caller(self, name: str, *args: Any, result: Any = None, **kwargs: Any) -> None:
         """Record something the caller did itself (made a request, computed a chunk, freed slots)."""
         self.calls_sent += 1
-        sent = SentCall(self.calls_sent, name, args, target="caller")
+        sent = SentCall(self.calls_sent, name, args, target="caller", kwargs=kwargs)
         sent.result = result
         if self.acting is not None:
             self.acting.calls.append(sent)
@@ -126,12 +129,28 @@ class LifecycleMachine(RadixCacheMachine):
             self.allocator.free(np.asarray(slots, dtype=np.int64))
             self._caller("free", list(slots))
 
-    def _tally_request(self, key: Any) -> None:
-        """This step acts for a running request under ``key`` (the card's "Layers driven together"); under
-        ``lifecycle="requests"`` the request carries its namespace and second-pool values, not a keyword."""
-        layer_tally.request(key)
+    def _tally_request(self, key: Any, priority: int = 0) -> None:
+        """This step acts for a running request under ``key`` with ``priority`` (the card's "Layers driven
+        together"); under ``lifecycle="requests"`` the request carries them and its second-pool values, not a keyword."""
+        layer_tally.request(key, priority)
         if self._by_cache and self.capabilities.second_pool is not None:
             layer_tally.touch(layer_tally.SECOND_POOL)
+
+    def _priority_of_next(self) -> int:
+        """The priority a request admitted now carries: the machine's current one, for a declared policy
+        that takes priorities (else 0, and it is never sent)."""
+        takes = self.policy is not None and self.policy.takes_priority
+        return self.request_priority if takes else 0
+
+    @contextmanager
+    def _carrying(self, record: RequestRecord) -> Iterator[None]:
+        """Under ``"tree"``: the calls sent for ``record`` carry its own priority (SGLang's ``req.priority``),
+        not the one the requests admitted since carry."""
+        later, self.request_priority = self.request_priority, record.priority
+        try:
+            yield
+        finally:
+            self.request_priority = later
 
     # ---- the steps ----------------------------------------------------------------------------------
 
@@ -141,10 +160,11 @@ class LifecycleMachine(RadixCacheMachine):
         """A request (under ``namespace``: its ``Request.namespace``, SGLang's ``extra_key``, vLLM's
         ``cache_salt``) is matched; if ``admitted`` it is locked and runs, else (the batch was full) it
         is turned away: no lock, no insert, nothing freed."""
-        key = namespace_key(namespace)
-        self._tally_request(key)
-        request = Request(tokens, key)
-        self._caller("Request", tokens, *(() if namespace is UNSAID else (namespace,)), result=request)
+        key, priority = namespace_key(namespace), self._priority_of_next()
+        self._tally_request(key, priority)
+        request = Request(tokens, key, priority)
+        self._caller("Request", tokens, *(() if namespace is UNSAID else (namespace,)), result=request,
+                     **({"priority": priority} if priority else {}))
         if self._by_cache:
             self._call("match_req", request)
             path = self._cache_match_path(tokens, key)
@@ -168,7 +188,7 @@ class LifecycleMachine(RadixCacheMachine):
         if not admitted:
             return None
         record = RequestRecord(handle, path, tokens[: len(expected)], request=request, row=list(expected), protected=len(expected),
-                               prompt=len(tokens), skip_insert=skip_insert, namespace=namespace)
+                               prompt=len(tokens), skip_insert=skip_insert, priority=priority, namespace=namespace)
         if self._by_cache:
             self._call("lock_req", request)
             self.model.lock(path)
@@ -186,7 +206,7 @@ class LifecycleMachine(RadixCacheMachine):
         request = record.request
         if record.done or tokens <= 0:
             return
-        self._tally_request(record.key)
+        self._tally_request(record.key, record.priority)
         beyond = request.filled + tokens - len(request.tokens)
         more = Span(0, beyond, seed).tokens(self.block) if beyond > 0 else ()
         fresh = self.allocator.alloc(tokens)
@@ -201,7 +221,7 @@ class LifecycleMachine(RadixCacheMachine):
         """Publish every whole page the request computed (a request that skips its insert publishes nothing)."""
         if record.done or record.skip_insert or not self._can_publish(record):
             return
-        self._tally_request(record.key)
+        self._tally_request(record.key, record.priority)
         request = record.request
         tokens = request.tokens[: request.filled]
         aligned = len(tokens) // self.page_size * self.page_size
@@ -210,7 +230,7 @@ class LifecycleMachine(RadixCacheMachine):
             mark, second = self._mark(), self._second_before(record)
             self._call("cache_unfinished_req", request)
             freed = self._freed_since(mark)
-            prefix_len = self.model.insert(tokens, record.row, record.key)
+            prefix_len = self.model.insert(tokens, record.row, record.key, record.priority)
             self.clock_calls[self.model.clock] = f"call {self.calls_sent}: cache_unfinished_req({record})"
             new_path = self.model.match(tokens[:aligned], record.key)
             self.model.lock(new_path)
@@ -220,10 +240,12 @@ class LifecycleMachine(RadixCacheMachine):
             handle = request.handle
         else:
             self._make_room(tokens)
-            prefix_len = self._insert(tokens, np.asarray(record.row, dtype=np.int64), record.namespace, **self._second_keywords(record))
+            with self._carrying(record):
+                prefix_len = self._insert(tokens, np.asarray(record.row, dtype=np.int64), record.namespace, **self._second_keywords(record))
             self._caller_free(record.row[record.protected : prefix_len])
             self._second_inserted(record, prefix_len, aligned)
-            moved = self._match(tokens[:aligned], namespace=record.namespace)
+            with self._carrying(record):
+                moved = self._match(tokens[:aligned], namespace=record.namespace)
             self._lock(moved)
             self._release(record)
             new_path, handle = moved.path, moved.handle
@@ -257,7 +279,7 @@ class LifecycleMachine(RadixCacheMachine):
         ``retract`` (back to the queue) and ``abort`` free every slot of its own."""
         if record.done:
             return
-        self._tally_request(record.key)
+        self._tally_request(record.key, record.priority)
         request = record.request
         insert = outcome == "finish" and not record.skip_insert
         tokens = request.tokens[: request.filled]
@@ -268,7 +290,7 @@ class LifecycleMachine(RadixCacheMachine):
             freed = self._freed_since(mark)
             expected, prefix_len = set(record.own()), None
             if insert:
-                prefix_len = self.model.insert(tokens, record.row, record.key)
+                prefix_len = self.model.insert(tokens, record.row, record.key, record.priority)
                 self.clock_calls[self.model.clock] = f"call {self.calls_sent}: cache_finished_req({record}, True)"
                 expected = set(record.row[record.protected : prefix_len] + record.row[aligned:])
             unlocked = self.model.unlock(record.path)
@@ -277,7 +299,9 @@ class LifecycleMachine(RadixCacheMachine):
         else:
             if insert:
                 self._make_room(tokens)
-                prefix_len = self._insert(tokens, np.asarray(record.row, dtype=np.int64), record.namespace, **self._second_keywords(record))
+                with self._carrying(record):
+                    prefix_len = self._insert(tokens, np.asarray(record.row, dtype=np.int64), record.namespace,
+                                              **self._second_keywords(record))
                 self._caller_free(record.row[record.protected : prefix_len] + record.row[aligned:])
                 self._second_inserted(record, prefix_len, aligned)
             else:

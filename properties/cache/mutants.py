@@ -1268,9 +1268,27 @@ class BigramAlignsRawTokens(BigramReference):
         return RadixCache.insert(self, keys, vals[: len(keys)], namespace, priority)
 
 
+class RequestInsertDropsPriority(PriorityReference):
+    """A priority cache running its own request methods publishes and caches a request's pages at
+    priority 0 (its ``insert`` forgets ``priority=req.priority``): a high-priority request's prefix is
+    evicted before older low-priority ones. Its plain ``insert`` takes the priority: only a running
+    request under the policy shows it (SGLang's ``cache_finished_req`` / ``cache_unfinished_req`` insert
+    with the request's priority)."""
+
+    capabilities = dataclasses.replace(RadixCache.capabilities, eviction_policy=policies.priority())  # namespaces, requests
+    bug_class = "request-insert-drops-priority"
+    sources = ("SGLang RadixCache.cache_finished_req / cache_unfinished_req (insert(..., priority=req.priority))",)
+    caught_by = EvictionOrderViolation
+
+    def _insert_req(self, req: Any) -> int:
+        prefix_len = self.insert(req.tokens[: req.filled], req.slots[: req.filled], namespace=req.namespace)  # the bug: no priority
+        self._free_slots(req.slots[req.protected : prefix_len])
+        return req.filled // self.page_size * self.page_size
+
+
 LIFECYCLE_MUTANTS: list[type[RadixCache]] = [
     RetractFreesPublished, SkipInsertLeaks, SkipInsertForgetsPrefix, RepublishLocksTwice, PublishKeepsDuplicateRow,
-    FailedAdmissionKeepsLock,
+    FailedAdmissionKeepsLock, RequestInsertDropsPriority,
 ]
 
 

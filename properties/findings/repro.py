@@ -452,7 +452,8 @@ class _Writer:
             name = f"r{sum(1 for key in self.bound.values() if key.startswith('r')) + 1}"
             self.bound[id(call.result)] = name
             namespace = f", namespace={literal(call.args[1])}" if len(call.args) > 1 else ""  # a tenant's request
-            return f"{name} = Request({self.tokens(call.args[0], definitions)}{namespace})"
+            priority = f", priority={int(call.kwargs['priority'])}" if call.kwargs.get("priority") else ""  # a policy's
+            return f"{name} = Request({self.tokens(call.args[0], definitions)}{namespace}{priority})"
         if call.name == "compute":
             request, slots, more = call.args
             generated = f", {_ints(list(more))}" if more else ""

@@ -712,15 +712,14 @@ TIER_REQUEST_METHODS = ("match_req", "lock_req", "cache_unfinished_req", "cache_
 
 class TierRequest(Request):
     """A running request on a ``lifecycle="requests"`` tier cache (module docstring, "The request
-    lifecycle on the tiers"): the base contract's :class:`Request` plus its host part, the pages
-    after its device prefix on host only (``host_length`` tokens, ending at ``host_handle``), which
-    ``lock_req`` loads back, and the ``priority`` its match and inserts carry (a policy that takes one).
+    lifecycle on the tiers"): the base contract's :class:`Request` (its ``priority`` included) plus its
+    host part, the pages after its device prefix on host only (``host_length`` tokens, ending at
+    ``host_handle``), which ``lock_req`` loads back.
     With a second pool, ``state`` and ``window`` (the base ``Request``'s) hold *values* here, which
     the suite sets and the inserts carry (module docstring, "A second pool with the request methods")."""
 
     def __init__(self, tokens: Sequence[int], namespace: Any = None, priority: int = 0) -> None:
-        super().__init__(tokens, namespace)
-        self.priority = int(priority)
+        super().__init__(tokens, namespace, priority)
         self.host_length = 0
         self.host_handle: Any = None
 
