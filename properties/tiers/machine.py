@@ -90,6 +90,8 @@ def _pending(self: TierMachine) -> bool:
 
 
 RESET_EVERY = 60  # operations of traffic between two resets of a small world (and before the first)
+# Measured (session 59, ci profile, page size 2, --radix-seed 0..4, the 10 declaring correct variants): it fired in
+# 10-38 % of a run's examples (22 % overall, 1-9 resets each), no false alarm; held requests block it more than the gap.
 
 
 def _may_reset(self: TierMachine) -> bool:
