@@ -320,6 +320,25 @@ class WireConnection:
         line, _, self._buffer = self._buffer.partition(b"\n")
         return line
 
+    def _drop_ended_run(self, timeout: float | None = None) -> None:
+        """If the run that made this connection's caches has ended, drop them, in the order made (under the lock)."""
+        if current_run() != self.run:
+            ended, self.run_caches, self.run = self.run_caches, [], current_run()
+            self.dropped.update(ended)
+            for cache_id in ended:
+                self._exchange("drop", {"cache": cache_id}, timeout)
+
+    def begin_run(self) -> None:
+        """Drop the caches of a run that has ended before the next run's first cache is made. A server that
+        dies dropping them died of the ended run's state (a drop that frees a deep tree recursively): that
+        run is over, so the next run is not charged with it; it gets a fresh server (:meth:`WireFactory.connection`)."""
+        with self._lock:
+            if self.dead is None:
+                try:
+                    self._drop_ended_run()
+                except WireServerDied:
+                    pass  # self.dead is set: the factory starts the next run's server
+
     def request(self, op: str, args: dict[str, Any], timeout: float | None = None) -> Any:
         """Send one request and return its ``ok`` value (after handing its frees to ``allocator``)."""
         return self.call(op, args, None, timeout)
@@ -328,11 +347,7 @@ class WireConnection:
         with self._lock:
             if self.dead is not None:
                 raise WireServerDied(f"{self._who()} is not running ({self.dead}); {op} not sent")
-            if current_run() != self.run:  # a run ended: its caches go, in the order made
-                ended, self.run_caches, self.run = self.run_caches, [], current_run()
-                self.dropped.update(ended)
-                for cache_id in ended:
-                    self._exchange("drop", {"cache": cache_id}, timeout)
+            self._drop_ended_run(timeout)
             while self.pending_drops:  # caches made outside a run and collected since the last call
                 self._exchange("drop", {"cache": self.pending_drops.pop()}, timeout)
             rid, raw = self._exchange(op, args, timeout)
@@ -541,6 +556,8 @@ class WireFactory:
         return self._command is None
 
     def connection(self) -> WireConnection:
+        if self._connection is not None:
+            self._connection.begin_run()
         if self._connection is None or self._connection.dead is not None or self._connection.command != self.command:
             if self._connection is not None:
                 self._connection.close()
