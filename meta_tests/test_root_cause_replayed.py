@@ -41,6 +41,19 @@ from radixcheck.reference.tiered_cache import TieredRadixCache
 
 SEEDS = range(3)  # as `radixcheck audit --seed 0..2`: the machine's stream is named by its seed
 SEED = 2  # one pinned stream for the tests of one cause read on both tiers
+STREAMS = range(12)  # the streams tried in turn until one meets both readings of one cause
+
+
+def _stream_meeting(factory: Any, oracles: set[str]) -> list[Verdict]:
+    """The verdicts of the first stream of :data:`STREAMS` whose failures meet every oracle of ``oracles``: which
+    stream does moves with every rule the tier machine draws from; what the test judges does not."""
+    met: list[set[str]] = []
+    for seed in STREAMS:
+        verdicts = _tier_verdicts(factory, seed)
+        met.append({v.oracle for v in verdicts if v.outcome == "failed"})
+        if oracles <= met[-1]:
+            return verdicts
+    raise AssertionError(f"no stream of {list(STREAMS)} met {sorted(oracles)}: each met {met}")
 
 
 def _seeded() -> settings:
@@ -200,12 +213,13 @@ def _tier_verdicts(factory: Any, seed: int) -> list[Verdict]:
 
 
 @pytest.mark.deep
-def test_one_wrong_eviction_key_met_on_both_tiers_is_one_finding_naming_both() -> None:
+def test_one_wrong_eviction_key_met_on_both_tiers_is_one_finding_naming_both(monkeypatch: pytest.MonkeyPatch) -> None:
     """Its device-order and host-order failures are one finding, the other named in ``also``: each
-    program's failing state, evicted on both tiers (``across_tiers``), shows the other tier's order."""
-    verdicts = _tier_verdicts(_InsertDropsPriority, SEED)
+    program's failing state, evicted on both tiers (``across_tiers``), shows the other tier's order.
+    Not shrunk: a shrink may slip from one reading to the other, by how far its CPU budget gets."""
+    monkeypatch.setenv("RADIXCHECK_SHRINK_SECONDS", "0")
+    verdicts = _stream_meeting(_InsertDropsPriority, {"4 eviction order", "4h host eviction order"})
     met = {v.oracle for v in verdicts if v.outcome == "failed"}
-    assert met == {"4 eviction order", "4h host eviction order"}, met  # the stream meets both readings
     findings = findings_of(verdicts)
     assert len(findings) == 1, [f"{f.oracle}: {f.reason}" for f in findings]
     named = {findings[0].oracle, *(also.partition(": ")[0] for also in findings[0].also)}
@@ -213,7 +227,9 @@ def test_one_wrong_eviction_key_met_on_both_tiers_is_one_finding_naming_both() -
 
 
 @pytest.mark.deep
-def test_a_device_order_bug_and_a_host_amount_bug_stay_two_findings() -> None:
+def test_a_device_order_bug_and_a_host_amount_bug_stay_two_findings(monkeypatch: pytest.MonkeyPatch) -> None:
+    # not shrunk: on a quiet machine the shrink slipped from the device-order failure to the simpler host-amount one
+    monkeypatch.setenv("RADIXCHECK_SHRINK_SECONDS", "0")
     verdicts = _tier_verdicts(_DeviceOrderAndHostAmount, SEED)
     findings = findings_of(verdicts)
     assert len(findings) >= 2, [f"{f.oracle}: {f.reason}" for f in findings]
