@@ -129,7 +129,8 @@ def test_a_correct_priority_tier_raises_a_revived_pages_priority(policy: str) ->
 REASONS = {
     RetractFreesWritingHost: "host slots .* freed while a write to them is pending",
     WriteBackAckWrongTenant: "device slots .* freed while a transfer still reads",
-    LoadBackForgetsHits: r"hits, priority .* stayed: under .* it goes first",
+    # the forgotten hits misorder whichever tier evicts next: the device's order or the host's
+    LoadBackForgetsHits: r"hits, priority .* stayed: (under .* it goes first|the host tier evicts by lfu's key first)",
     RevivedPageKeepsOldPriority: r"hits, priority .* stayed: under priority it goes first",
 }
 
