@@ -459,14 +459,15 @@ class _Collector:
 
     def _add(self, verdict: Verdict) -> None:
         self.verdicts.append(verdict)
+        machine = bool(self.machines_pending) and verdict.test in self.machines_pending
+        if machine:  # its verdict is in, whatever it is: a machine's own crash must not wait for itself
+            self.machines_pending.discard(verdict.test)
         if verdict.outcome == "failed" and verdict.oracle.startswith("crash") and self.machines_pending and self.one_target:
             self.held.append((time.monotonic(), verdict))
             return
         self._print(verdict)
-        if self.machines_pending and verdict.test in self.machines_pending:
-            self.machines_pending.discard(verdict.test)
-            if not self.machines_pending:
-                self._release_held()
+        if machine and not self.machines_pending:
+            self._release_held()
 
     def _release_held(self, older_than: float = 0.0) -> None:
         now = time.monotonic()
