@@ -109,7 +109,9 @@ def test_every_page_and_the_readme_are_collected_by_the_tests() -> None:
 
 def test_the_readme_is_a_front_page_whose_links_resolve() -> None:
     text = (ROOT / "README.md").read_text(encoding="utf-8")
-    assert len(text.splitlines()) <= 250
+    assert len(text.splitlines()) <= 130, "the README is a front page read in two minutes: details go in the manual (docs/)"
+    dated = re.findall(r"[^\n]*\bload(?: average)? \d[^\n]*", text)
+    assert not dated, f"measurements (with their CPU and load) go in the manual (docs/reference/test-tiers.md), not the README: {dated[:2]}"
     missing = [t for t in re.findall(r"\]\(([^)#\s]+)", text) if not re.match(r"[a-z]+:", t) and not (ROOT / t).exists()]
     assert not missing, f"README.md links to files that do not exist: {missing}"
 
