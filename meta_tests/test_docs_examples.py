@@ -127,3 +127,20 @@ def test_an_unrelated_projects_markdown_is_not_collected(tmp_path: Path) -> None
     run = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "."], cwd=tmp_path,
                          capture_output=True, text=True, timeout=120)
     assert run.returncode == 0 and "1 passed" in run.stdout, run.stdout[-2000:] + run.stderr[-2000:]
+
+
+def test_the_wire_reference_names_every_capability_op_and_error_code() -> None:
+    """A server author writes from WIRE.md alone: every field its ``init`` may declare, every op the
+    suite sends and every error code the client reads are on the page (the code is the truth)."""
+    from dataclasses import fields
+
+    from radixcheck.properties.adapters import wire
+    from radixcheck.properties.cache.contract import Capabilities
+    from radixcheck.reference.wire_server import CACHE_OPS
+
+    page = (ROOT / "properties" / "adapters" / "WIRE.md").read_text(encoding="utf-8")
+    unnamed = [f.name for f in fields(Capabilities) if f"`{f.name}`" not in page]
+    unnamed += [op for op in ("init", "new", "drop", *CACHE_OPS) if f"`{op}`" not in page]
+    unnamed += [str(code) for code in (wire.NOT_SUPPORTED, wire.MALFORMED_REQUEST, wire.CRASH, wire.REFUSED)
+                if not re.search(rf"^\| {code} \|", page, re.MULTILINE)]
+    assert not unnamed, f"properties/adapters/WIRE.md does not name: {unnamed}"
