@@ -144,3 +144,15 @@ def test_the_wire_reference_names_every_capability_op_and_error_code() -> None:
     unnamed += [str(code) for code in (wire.NOT_SUPPORTED, wire.MALFORMED_REQUEST, wire.CRASH, wire.REFUSED)
                 if not re.search(rf"^\| {code} \|", page, re.MULTILINE)]
     assert not unnamed, f"properties/adapters/WIRE.md does not name: {unnamed}"
+
+
+def test_the_layout_page_names_every_module_of_the_kit() -> None:
+    """``docs/reference/layout.md`` is where a reader finds a module: every module of the shipped kit's
+    folders is named there (radixcheck 0.2's aliases, "Moved to ...", are named by their import paths)."""
+    page = (ROOT / "docs" / "reference" / "layout.md").read_text(encoding="utf-8")
+    folders = ["radixcheck", "reference", "properties", *(f"properties/{d}" for d in
+               ("cache", "index", "tiers", "tenant_tree", "findings", "conformance"))]
+    unnamed = [f"{folder}/{module.name}" for folder in folders for module in sorted((ROOT / folder).glob("*.py"))
+               if module.name not in ("__init__.py", "__main__.py") and f"`{module.name}`" not in page
+               and not module.read_text(encoding="utf-8").lstrip('"').startswith("Moved to")]
+    assert not unnamed, f"docs/reference/layout.md does not name: {unnamed}"
