@@ -156,3 +156,13 @@ def test_the_layout_page_names_every_module_of_the_kit() -> None:
                if module.name not in ("__init__.py", "__main__.py") and f"`{module.name}`" not in page
                and not module.read_text(encoding="utf-8").lstrip('"').startswith("Moved to")]
     assert not unnamed, f"docs/reference/layout.md does not name: {unnamed}"
+
+
+def test_the_reports_page_names_every_runnable_module() -> None:
+    """``docs/reference/reports.md`` lists every command of ``reports/`` and ``model/``: a module that runs as a
+    program (``if __name__ == "__main__"``) is named there."""
+    page = (ROOT / "docs" / "reference" / "reports.md").read_text(encoding="utf-8")
+    unnamed = [f"{folder}/{module.name}" for folder in ("reports", "model") for module in sorted((ROOT / folder).glob("*.py"))
+               if module.name != "__main__.py" and 'if __name__ == "__main__"' in module.read_text(encoding="utf-8")
+               and not re.search(rf"(\.\.\. |\.|/){module.stem}\b", page)]
+    assert not unnamed, f"docs/reference/reports.md does not name: {unnamed}"
