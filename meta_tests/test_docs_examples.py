@@ -166,3 +166,11 @@ def test_the_reports_page_names_every_runnable_module() -> None:
                if module.name != "__main__.py" and 'if __name__ == "__main__"' in module.read_text(encoding="utf-8")
                and not re.search(rf"(\.\.\. |\.|/){module.stem}\b", page)]
     assert not unnamed, f"docs/reference/reports.md does not name: {unnamed}"
+
+
+def test_the_readme_links_into_every_page_of_the_manual() -> None:
+    """The front page is the way in: each page under ``docs/`` is one link away from it."""
+    links = set(re.findall(r"\]\((docs/[^)#\s]+)", (ROOT / "README.md").read_text(encoding="utf-8")))
+    unlinked = [page.relative_to(ROOT).as_posix() for page in sorted((ROOT / "docs").rglob("*.md"))
+                if page.relative_to(ROOT).as_posix() not in links and page.name != "index.md"]
+    assert not unlinked, f"README.md does not link to: {unlinked}"
