@@ -174,3 +174,19 @@ def test_the_readme_links_into_every_page_of_the_manual() -> None:
     unlinked = [page.relative_to(ROOT).as_posix() for page in sorted((ROOT / "docs").rglob("*.md"))
                 if page.relative_to(ROOT).as_posix() not in links and page.name != "index.md"]
     assert not unlinked, f"README.md does not link to: {unlinked}"
+
+
+@pytest.mark.parametrize("module", ["radixcheck.properties.cache.contract", "radixcheck.properties.cache.policies",
+                                    "radixcheck.properties.index.contract", "radixcheck.properties.index.router_contract",
+                                    "radixcheck.properties.tenant_tree.contract", "radixcheck.properties.tiers.contract"])
+def test_every_public_name_of_a_contract_has_a_docstring(module: str) -> None:
+    """The reference pages are generated from the contracts (mkdocstrings), which leaves out a class or function
+    without a docstring: the tier contract's ``TieredCacheLike`` and ``TierMatch`` were missing from the manual."""
+    import importlib
+    import inspect
+
+    mod = importlib.import_module(module)
+    bare = [name for name, obj in vars(mod).items()
+            if not name.startswith("_") and (inspect.isclass(obj) or inspect.isfunction(obj)) and obj.__module__ == module
+            and (not obj.__doc__ or obj.__doc__.startswith(f"{name}("))]  # a dataclass's own: its signature
+    assert not bare, f"{module}: no docstring, so no entry in the reference: {bare}"
