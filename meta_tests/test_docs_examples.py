@@ -155,7 +155,7 @@ def test_the_layout_page_names_every_module_of_the_kit() -> None:
     unnamed = [f"{folder}/{module.name}" for folder in folders for module in sorted((ROOT / folder).glob("*.py"))
                if module.name not in ("__init__.py", "__main__.py") and f"`{module.name}`" not in page
                and not module.read_text(encoding="utf-8").lstrip('"').startswith("Moved to")]
-    assert not unnamed, f"docs/reference/layout.md does not name: {unnamed}"
+    assert not unnamed, f"docs/reference/layout.md does not name (add each to its folder's row): {unnamed}"
 
 
 def test_the_reports_page_names_every_runnable_module() -> None:
