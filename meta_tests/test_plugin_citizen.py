@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-pytestmark = pytest.mark.deep  # the deep tier (README "Test tiers"): runs pytest in subprocesses, as a user's project would
+pytestmark = pytest.mark.deep  # the deep tier (docs/reference/test-tiers.md): runs pytest in subprocesses, as a user's project would
 
 CONFTEST = """
 from datetime import timedelta
