@@ -125,10 +125,10 @@ def _replay(machine: KvIndexMachine, calls: list[IndexCall], seen: Callable[[Bas
 
     def every_dump_violation() -> None:  # each wrong block a failure of its own, as the replay goes past each
         wrong = list(m.dump_violations())
-        for later in wrong[1:]:
-            seen(later)
+        for each in wrong[:-1]:
+            seen(each)
         if wrong:
-            raise wrong[0]
+            raise wrong[-1]
 
     invariants = [m.sizes_agree if caps.reports_sizes else None, m._check_memory]
     probes = [*(lambda chain=chain: m._check_query(chain) for chain in m.known), every_dump_violation if caps.offers_dump else None]
