@@ -16,43 +16,21 @@ import os
 import subprocess
 import sys
 from pathlib import Path
-from typing import Any
 
 import pytest
-from hypothesis import settings
 
-from radixcheck import profiles
-from radixcheck.audit import Verdict, findings_of
+from meta_tests.index_replay_mutants import Keeps63Bits, TwoBugs
 from radixcheck.oracles.violations import IndexViolation
-from radixcheck.properties.findings.failures import describe_failure
+from radixcheck.properties.findings.failures import signature_of
 from radixcheck.properties.findings.root_cause import same_causes, signature
-from radixcheck.properties.findings.verdict import run_machine
 from radixcheck.properties.index.contract import AllBlocksCleared, BlockStored, StoredBlock
 from radixcheck.properties.index.machine import KvIndexMachine
-from radixcheck.properties.index.mutants import ClearedClearsEveryRank, machine_for_index_mutant
+from radixcheck.properties.index.mutants import machine_for_index_mutant
 from radixcheck.properties.index.replay import flip, mirrored, shown_by_index
 from radixcheck.properties.index.repro import IndexProgram, failing_program
 from radixcheck.reference.kv_index import KvIndex
 
 HIGH = 2**63  # a hash at or above this has its top bit set
-I63 = HIGH - 1
-
-
-def _i63(h: Any) -> Any:
-    return h & I63 if isinstance(h, int) else h
-
-
-class _DumpKeeps63Bits(KvIndex):
-    """Its dump (a router's warm restart) writes hashes as signed 63-bit keys: one at or above 2**63
-    comes back masked (the index trial's B6, in the dump alone)."""
-
-    def dump(self) -> list[tuple[int, int, BlockStored]]:
-        return [(w, r, BlockStored(_i63(e.parent_hash), tuple(StoredBlock(_i63(b.block_hash), _i63(b.tokens_hash)) for b in e.blocks)))
-                for w, r, e in super().dump()]
-
-
-class _TwoBugs(ClearedClearsEveryRank, _DumpKeeps63Bits):
-    """Two bugs of one index: a rank's clear clears its worker's other ranks, and the 63-bit dump."""
 
 
 def _one_store_then_dump(index: type, blocks: list[tuple[int, int]]) -> tuple[KvIndexMachine, BaseException]:
@@ -96,7 +74,7 @@ def test_one_hash_width_bug_read_three_ways_is_one_root_cause() -> None:
     Without the flipped replay each showed its own reading only (three findings)."""
     shows = {}
     for blocks, said in [(TOKENS_HIGH, "with tokens hash"), (BLOCK_HIGH, "which does not hold it"), (PARENT_HIGH, "under parent")]:
-        machine, failure = _one_store_then_dump(_DumpKeeps63Bits, blocks)
+        machine, failure = _one_store_then_dump(Keeps63Bits, blocks)
         assert said in str(failure)
         shown = _shown(machine, failure)
         assert shown[0] == signature(failure), shown
@@ -107,8 +85,8 @@ def test_one_hash_width_bug_read_three_ways_is_one_root_cause() -> None:
 def test_two_bugs_in_one_index_stay_two_root_causes() -> None:
     """The dump's program shows nothing of the clear; the clear's program shows the dump's readings
     (any store does, flipped), but not the other way round: two."""
-    dump, dump_failure = _one_store_then_dump(_TwoBugs, BLOCK_HIGH)
-    clear = type("meta_replay_two", (machine_for_index_mutant(_TwoBugs, name="meta_replay_two"),), {"records": True})()
+    dump, dump_failure = _one_store_then_dump(TwoBugs, BLOCK_HIGH)
+    clear = type("meta_replay_two", (machine_for_index_mutant(TwoBugs, name="meta_replay_two"),), {"records": True})()
     clear.start_workers(workers=2, ranks=[2, 1, 1, 1])
     stored = BlockStored(None, (StoredBlock(5, 9),))
     clear._send((1, 0), stored)
@@ -118,3 +96,62 @@ def test_two_bugs_in_one_index_stay_two_root_causes() -> None:
         clear.sizes_agree()
     shows = {signature(dump_failure): _shown(dump, dump_failure), signature(caught.value): _shown(clear, caught.value)}
     assert len(same_causes(shows)) == 2, shows
+
+
+# The streams tried in turn until one meets two readings of the 63-bit keys: the churn test reads "not held" in
+# every stream, and the state machine mostly too; these are the streams of 0-39 whose state machine read it
+# otherwise (a scan when written, unshrunk). Which stream does moves with every rule the index machine draws from.
+HASH_WIDTH_SEEDS = (17, 25, 29, 34, 37)
+SEEDS = range(8)  # the streams tried in turn until one meets both of two bugs
+
+
+def _audit(spec: str, seed: int, tmp: Path) -> dict:
+    """``radixcheck audit spec --seed seed --repro`` in a subprocess, unshrunk (the readings a stream meets
+    do not hang on how far a shrink's CPU budget gets): its JSON."""
+    out = tmp / f"seed{seed}.json"
+    env = {**os.environ, "RADIXCHECK_SHRINK_SECONDS": "0"}
+    subprocess.run([sys.executable, "-m", "radixcheck", "audit", spec, "--seed", str(seed), "-n", "0", "--json", str(out),
+                    "--repro", str(tmp / f"repro{seed}")], env=env, cwd=Path(__file__).resolve().parents[1],
+                   capture_output=True, text=True, timeout=600)
+    return json.loads(out.read_text())
+
+
+def _readings(result: dict) -> set[tuple[str, str]]:
+    return {(v["oracle"], signature_of(v["oracle"], v["reason"])) for v in result["verdicts"] if v["outcome"] == "failed"}
+
+
+@pytest.mark.deep  # audits in a subprocess, stream by stream
+def test_an_audit_of_one_hash_width_bug_read_two_ways_gives_one_finding_naming_both(tmp_path: Path) -> None:
+    """The first stream whose failing tests read the 63-bit keys two ways (seed 17 when written: a wrong
+    tokens hash in the state machine, a block no rank holds in the churn test; two findings before)."""
+    for seed in HASH_WIDTH_SEEDS:
+        result = _audit("meta_tests.index_replay_mutants:Keeps63Bits", seed, tmp_path)
+        if len(readings := _readings(result)) >= 2:
+            break
+    else:
+        raise AssertionError(f"no stream of {HASH_WIDTH_SEEDS} read the bug two ways")
+    findings = result["findings"]
+    assert len(findings) == 1, [f["reason"] for f in findings]
+    named = {(f["oracle"], signature_of(f["oracle"], f["reason"])) for f in findings}
+    named |= {(a.partition(": ")[0], signature_of(a.partition(": ")[0], a.partition(": ")[2])) for a in findings[0]["also"]}
+    assert readings <= named, (readings, named)
+
+
+@pytest.mark.deep  # audits in a subprocess, stream by stream
+def test_an_audit_of_two_bugs_in_one_index_gives_two_findings(tmp_path: Path) -> None:
+    """The clear that clears every rank of a worker and the 63-bit keys, in the first stream whose failing
+    tests meet both (seed 0 when written: the clear's sizes in the state machine, the dump in the churn
+    test): neither finding joins the other, though the clear's program shows the dump's readings (any
+    store does, flipped), since the dump's program shows nothing of the clear."""
+    def kind(reason: str) -> str:
+        return "dump" if "dump()" in reason else "clear"
+
+    for seed in SEEDS:
+        result = _audit("meta_tests.index_replay_mutants:TwoBugs", seed, tmp_path)
+        if {kind(v["reason"]) for v in result["verdicts"] if v["outcome"] == "failed"} == {"dump", "clear"}:
+            break
+    else:
+        raise AssertionError(f"no stream of {list(SEEDS)} met both bugs")
+    findings = result["findings"]
+    kinds = [{kind(said) for said in [f["reason"], *f["also"]]} for f in findings]
+    assert sorted(map(sorted, kinds)) == [["clear"], ["dump"]], [[f["reason"], *f["also"]] for f in findings]

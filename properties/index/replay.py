@@ -9,13 +9,16 @@ machine judges it (a legal event must be taken, a malformed one refused with not
 redelivery change nothing, a query agree with the model), with every check after it: sizes and
 memory (the machine's invariants), then every known sequence queried and the dump checked (reads only).
 
-Then the same program once more with **every hash's top bit flipped** (:func:`mirrored`), on
-another fresh index. The contract's hashes are opaque ints across ``[0, 2**64)``: flipping one bit
-of every hash maps a legal stream to a legal stream (the same blocks under the same parents), so a
+Then the same program three more times, each on another fresh index, with **hashes' top bit
+flipped** (:func:`mirrored`, :data:`FLIPS`): every hash, then the block hashes alone, then the tokens
+hashes alone. The contract's hashes are opaque ints across ``[0, 2**64)``: flipping one bit of every
+hash of a kind maps a legal stream to a legal stream (the same blocks under the same parents), so a
 correct index answers it the same way. A bug that depends on a hash's width does not: an index
 that keeps hashes as signed 63-bit keys (index trial, B6) dumped a wrong tokens hash in one program
 (its block had a tokens hash at or above ``2**63``) and a block no rank holds in another (a block
-hash there): two findings, neither program showing the other's until each is flipped. A bug that
+hash there): two findings, neither program showing the other's until each is flipped.
+Each kind alone as well: a single block whose block and tokens hashes both had the top bit read as
+"not held" only, flipped whole as nothing; its tokens hash kept, as "a wrong tokens hash". A bug that
 does not depend on hash values shows the same things flipped as not, so two such bugs stay two.
 """
 
@@ -38,23 +41,34 @@ def flip(h: Any) -> Any:
     return h ^ TOP if isinstance(h, int) and not isinstance(h, bool) and 0 <= h < HASH_LIMIT else h
 
 
-def mirrored(event: Any) -> Any:
-    """``event`` with every hash in it :func:`flip`-ped (a malformed field that is not a hash stays as sent)."""
+Flips = tuple[bool, bool]
+"""Which hashes a replay flips: the block hashes (parents included), the tokens hashes."""
+FLIPS: tuple[Flips, ...] = ((False, False), (True, True), (True, False), (False, True))
+"""The replays of one program, in order: as run, every hash flipped, then each kind alone. Each is a
+bijection on its kind of hash, so a legal stream stays legal; together they give each block every
+combination of top bits (a single block whose block hash had it read "not held" only, one whose
+tokens hash had it "a wrong tokens hash" only)."""
+
+
+def mirrored(event: Any, flips: Flips = (True, True)) -> Any:
+    """``event`` with its block hashes (parents included) and/or tokens hashes :func:`flip`-ped, as
+    ``flips`` says (a malformed field that is not a hash stays as sent)."""
+    block, tokens = (flip if f else (lambda h: h) for f in flips)
     if isinstance(event, BlockStored):
         blocks = event.blocks
         if isinstance(blocks, tuple):
-            blocks = tuple(StoredBlock(flip(b.block_hash), flip(b.tokens_hash)) if isinstance(b, StoredBlock) else b for b in blocks)
-        return BlockStored(flip(event.parent_hash), blocks)
+            blocks = tuple(StoredBlock(block(b.block_hash), tokens(b.tokens_hash)) if isinstance(b, StoredBlock) else b for b in blocks)
+        return BlockStored(block(event.parent_hash), blocks)
     if isinstance(event, BlockRemoved) and isinstance(event.block_hashes, tuple):
-        return BlockRemoved(tuple(flip(h) for h in event.block_hashes))
+        return BlockRemoved(tuple(block(h) for h in event.block_hashes))
     return event
 
 
-def _mirrored_call(call: IndexCall) -> IndexCall:
+def _mirrored_call(call: IndexCall, flips: Flips) -> IndexCall:
     if call.name == "apply_event":
         worker, rank, event = call.args
-        args: tuple[Any, ...] = (worker, rank, mirrored(event))
-    elif call.name == "find_matches":
+        args: tuple[Any, ...] = (worker, rank, mirrored(event, flips))
+    elif call.name == "find_matches" and flips[1]:
         args = ([flip(h) for h in call.args[0]],)
     else:
         args = call.args
@@ -75,32 +89,33 @@ def shown_by_index(machine: KvIndexMachine, found: IndexProgram,
     calls = replayed_calls(found)
 
     def run(seen: Callable[[BaseException], bool]) -> None:
-        if _replay(machine, calls, seen, flipped=False):
-            _replay(machine, [_mirrored_call(c) for c in calls], seen, flipped=True)
+        for flips in FLIPS:
+            if not _replay(machine, [_mirrored_call(c, flips) for c in calls], seen, flips):
+                return
 
     return shown_past_failures(run, waived)
 
 
-class _Flipped:
-    """What a machine replaying a flipped program adds: its queries' tokens hashes flipped too."""
+class _TokensFlipped:
+    """What a machine replaying a program with its tokens hashes flipped adds: its own queries flipped too."""
 
     def _query_hashes(self: Any, chain: Any) -> list[int]:
         return [flip(h) for h in super()._query_hashes(chain)]  # type: ignore[misc]
 
 
-def _fresh(machine: KvIndexMachine, flipped: bool) -> KvIndexMachine:
+def _fresh(machine: KvIndexMachine, flips: Flips) -> KvIndexMachine:
     """A fresh machine (a fresh index) of ``machine``'s class, knowing its sequences and ranks."""
     cls = type(machine)
-    fresh = (type(cls.__name__, (_Flipped, cls), {}) if flipped else cls)()
-    fresh.chain_of_hash = {flip(h) if flipped else h: chain for h, chain in machine.chain_of_hash.items()}
+    fresh = (type(cls.__name__, (_TokensFlipped, cls), {}) if flips[1] else cls)()
+    fresh.chain_of_hash = {flip(h) if flips[0] else h: chain for h, chain in machine.chain_of_hash.items()}
     fresh.known, fresh.ranks = list(machine.known), list(machine.ranks)
     return fresh
 
 
-def _replay(machine: KvIndexMachine, calls: list[IndexCall], seen: Callable[[BaseException], bool], flipped: bool) -> bool:
-    """``calls`` sent to a fresh machine, each judged as the machine judges it, failures to ``seen``;
-    False once ``seen`` says stop (a hang)."""
-    m = _fresh(machine, flipped)
+def _replay(machine: KvIndexMachine, calls: list[IndexCall], seen: Callable[[BaseException], bool], flips: Flips) -> bool:
+    """``calls`` (their hashes flipped as ``flips`` says) sent to a fresh machine, each judged as the
+    machine judges it, failures to ``seen``; False once ``seen`` says stop (a hang)."""
+    m = _fresh(machine, flips)
     caps = m.capabilities
     refused: list[str] = []  # the last malformed store's text, as the stays-refused check's message says it
 
