@@ -20,12 +20,13 @@ from pathlib import Path
 import pytest
 
 from meta_tests.index_replay_mutants import Keeps63Bits, TwoBugs
+from meta_tests.test_index_mutants import _ParksOrphanStores
 from radixcheck.oracles.violations import IndexViolation
 from radixcheck.properties.findings.failures import signature_of
 from radixcheck.properties.findings.root_cause import same_causes, signature
 from radixcheck.properties.index.contract import AllBlocksCleared, BlockStored, StoredBlock
-from radixcheck.properties.index.machine import KvIndexMachine
-from radixcheck.properties.index.mutants import machine_for_index_mutant
+from radixcheck.properties.index.machine import Blocks, KvIndexMachine
+from radixcheck.properties.index.mutants import BadStoreHalfApplied, machine_for_index_mutant
 from radixcheck.properties.index.replay import flip, mirrored, shown_by_index
 from radixcheck.properties.index.repro import IndexProgram, failing_program
 from radixcheck.reference.kv_index import KvIndex
@@ -155,3 +156,27 @@ def test_an_audit_of_two_bugs_in_one_index_gives_two_findings(tmp_path: Path) ->
     findings = result["findings"]
     kinds = [{kind(said) for said in [f["reason"], *f["also"]]} for f in findings]
     assert sorted(map(sorted, kinds)) == [["clear"], ["dump"]], [[f["reason"], *f["also"]] for f in findings]
+
+
+def _bad_events(index: type, kinds: list[str]) -> tuple[KvIndexMachine, BaseException | None]:
+    machine = type("meta_replay_bad", (machine_for_index_mutant(index, name="meta_replay_bad"),), {"records": True})()
+    machine.start_workers(workers=2, ranks=[1, 1, 1, 1])
+    machine.serve(0, (0, 1), 0, Blocks(blocks=1, seed=3), aligned=False)
+    try:
+        machine.bad_events(kinds, pick=0)
+    except Exception as exc:  # noqa: BLE001 - the finding the test wants
+        return machine, exc
+    return machine, None
+
+
+@pytest.mark.parametrize("index, kind", [(BadStoreHalfApplied, "good_block_then_bad_hash"), (_ParksOrphanStores, "unknown_parent")])
+def test_a_malformed_event_s_finding_replays_as_itself_and_the_reference_s_shows_nothing(index: type, kind: str) -> None:
+    """A malformed event is replayed as the machine sent it (refused, nothing changed), and the query after a
+    refused store's parent came is the stays-refused check: each finding's program shows its own first."""
+    machine, failure = _bad_events(index, [kind])
+    assert failure is not None
+    shown = _shown(machine, failure)
+    assert shown and shown[0] == signature(failure), shown
+    right, none = _bad_events(KvIndex, [kind, "remove_unheld", "huge_hash"])
+    calls = right.sent_calls
+    assert none is None and shown_by_index(right, IndexProgram(calls[:-1], calls[-1], None, {})) == []
