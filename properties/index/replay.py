@@ -31,6 +31,7 @@ from radixcheck.properties.findings.root_cause import Signature, each_step, show
 from radixcheck.properties.index.contract import HASH_LIMIT, BlockRemoved, BlockStored, StoredBlock
 from radixcheck.properties.index.machine import AGAIN, SCRATCH, STAYS_REFUSED, IndexCall, KvIndexMachine
 from radixcheck.properties.index.repro import IndexProgram
+from radixcheck.properties.target import new_run
 
 TOP = 1 << 63  # the bit every hash has flipped in the mirrored replay
 PROBED_EVERY_CALL = 64  # programs up to this many calls are probed after every call; longer ones before their last call and after it
@@ -115,6 +116,7 @@ def _fresh(machine: KvIndexMachine, flips: Flips) -> KvIndexMachine:
 def _replay(machine: KvIndexMachine, calls: list[IndexCall], seen: Callable[[BaseException], bool], flips: Flips) -> bool:
     """``calls`` (their hashes flipped as ``flips`` says) sent to a fresh machine, each judged as the
     machine judges it, failures to ``seen``; False once ``seen`` says stop (a hang)."""
+    new_run()  # what a target keeps for a run ends with the last one, at a point the program fixes
     m = _fresh(machine, flips)
     caps = m.capabilities
     refused: list[str] = []  # the last malformed store's text, as the stays-refused check's message says it
