@@ -152,8 +152,10 @@ def test_the_layout_page_names_every_module_of_the_kit() -> None:
     page = (ROOT / "docs" / "reference" / "layout.md").read_text(encoding="utf-8")
     folders = ["radixcheck", "reference", "properties", *(f"properties/{d}" for d in
                ("cache", "index", "tiers", "tenant_tree", "findings", "conformance"))]
+    # A module is named in its own folder's row: several folders hold a `replay.py` or a `machine.py`.
+    rows = {line.split("`")[1].rstrip("/"): line for line in page.splitlines() if line.startswith("| `")}
     unnamed = [f"{folder}/{module.name}" for folder in folders for module in sorted((ROOT / folder).glob("*.py"))
-               if module.name not in ("__init__.py", "__main__.py") and f"`{module.name}`" not in page
+               if module.name not in ("__init__.py", "__main__.py") and f"`{module.name}`" not in rows.get(folder, "")
                and not module.read_text(encoding="utf-8").lstrip('"').startswith("Moved to")]
     assert not unnamed, f"docs/reference/layout.md does not name (add each to its folder's row): {unnamed}"
 
