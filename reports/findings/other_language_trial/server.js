@@ -62,7 +62,7 @@ class Cache {
       const k = this.pageKey(tokens, i); let c = cur.children.get(k);
       if (c && !fresh) prefix += this.ps;
       else { c = new Node(cur, k, values.slice(i, i + this.ps)); cur.children.set(k, c); fresh = true; }
-      c.lastUse = t; c.hits++; cur = c;
+      c.lastUse = t; if (fresh || !BUGS.has('lfuhits')) c.hits++; cur = c;  // lfuhits: a re-insert forgets its hit
     }
     this.dirty = true; return prefix;
   }
