@@ -209,6 +209,8 @@ def test_the_card_names_the_wire_server_audited() -> None:
     finally:
         factory.close()
     assert "-c" in line and "slow" in line and "'faulty'" in line
+    # and what no wire server can declare, so "conforms" is not read as covering a host tier
+    assert "(a host tier, the cache's own request methods, a second pool: not audited over the wire)" in line
     card = report_card(AuditResult("radixcheck.properties.adapters.wire:server", "Capabilities()", [], "ci", server=line))
     assert f"Wire server: {line}" in card
     assert server_line(Target("radixcheck.reference:RadixCache", RadixCache, RadixCache.capabilities)) == ""
