@@ -301,3 +301,49 @@ def test_the_reason_a_file_is_not_offered_quotes_whole_words() -> None:
     cut = last_words(said)
     assert cut.startswith("…") and said.endswith(cut[1:]) and len(cut) <= 301
     assert cut[1:].split(" ", 1)[0] in said.split(" ")  # a whole word, not "ot"
+
+
+class SizesStaleAfterUnlock(RadixCache):
+    """Keeps its sizes until the tree changes, and forgets that an unlock changes them: only a read of
+    the sizes between a lock and its unlock shows it (a wire trial's Node.js cache had this bug)."""
+
+    def __init__(self, *args, **kwargs) -> None:  # noqa: ANN002, ANN003
+        super().__init__(*args, **kwargs)
+        self._sizes: tuple[int, int, int] | None = None
+
+    def _read(self) -> tuple[int, int, int]:
+        if self._sizes is None:
+            self._sizes = (super().total_size(), super().evictable_size(), super().protected_size())
+        return self._sizes
+
+    def total_size(self) -> int:
+        return self._read()[0]
+
+    def evictable_size(self) -> int:
+        return self._read()[1]
+
+    def protected_size(self) -> int:
+        return self._read()[2]
+
+
+def _forgetting_sizes(method):  # noqa: ANN001, ANN202
+    def changes(self, *args, **kwargs):  # noqa: ANN001, ANN002, ANN003, ANN202
+        self._sizes = None
+        return method(self, *args, **kwargs)
+    return changes
+
+
+for _name in ("insert", "inc_lock_ref", "evict", "evict_prefix", "reset"):  # every change but dec_lock_ref (the bug)
+    setattr(SizesStaleAfterUnlock, _name, _forgetting_sizes(getattr(RadixCache, _name)))
+
+
+@pytest.mark.deep  # a state machine, its reduction and a run of the file
+def test_a_finding_that_needs_a_read_of_the_sizes_has_a_file_that_reads_them() -> None:
+    """A cache whose reads change what it answers (sizes kept until a change it forgets): the reduction
+    keeps the invariant's read the failure needs, and the file makes it too, so it exits 1 (it used to
+    leave every read out, exit 0, and not be offered)."""
+    failure = _failure(machine_for(SizesStaleAfterUnlock, DEFAULT_CAPABILITIES, 1, "SizesStaleAfterUnlock"))
+    assert oracle_of(failure) == "2 refcount safety", failure
+    repro = repro_for(failure, "meta_tests.test_repro_trust:SizesStaleAfterUnlock", seconds=float("inf"), replays=40)
+    assert repro.text is not None, repro.why_not
+    assert repro.exit_code == 1 and "sizes()  # radixcheck read the sizes here" in repro.text

@@ -621,7 +621,14 @@ def server_line(target: Target) -> str:
     if not isinstance(target.factory, WireFactory):
         return ""
     connection = target.factory.connection()  # started already, to read its capabilities
-    return f"`{shlex.join(connection.command)}`, which names itself {connection.server_name!r}"
+    # A verdict of "conforms" covers what the server could declare: say what the protocol cannot carry, so a
+    # two-tier cache's owner does not read it as covering the host tier (reports/findings/other_language_trial.md).
+    return (f"`{shlex.join(connection.command)}`, which names itself {connection.server_name!r} "
+            f"({WIRE_CANNOT_CARRY}: not audited over the wire)")
+
+
+WIRE_CANNOT_CARRY = "a host tier, the cache's own request methods, a second pool"
+"""What the wire protocol cannot carry (docs/how-to/other-languages.md, "Which layers a wire server can declare")."""
 
 
 def cost_line(target: Target, production: bool = True) -> str:

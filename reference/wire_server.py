@@ -26,6 +26,7 @@ from typing import Any, BinaryIO
 
 import numpy as np
 
+from radixcheck.properties.cache import policies
 from radixcheck.properties.cache.contract import DEFAULT_CAPABILITIES
 
 PROTOCOL = 1
@@ -57,6 +58,28 @@ class FreeRecorder:
 
     def alloc(self, n: int) -> Any:
         raise NotImplementedError("the suite owns the slot pool: a served cache frees slots, it never allocates them")
+
+
+def policy_on_wire(policy: Any) -> Any:
+    """A declared eviction policy as the wire carries it: a string as it is; one of SGLang's named
+    policies as ``{"named": name, ...its arguments}``; any other ``Policy`` as its name."""
+    if isinstance(policy, str):
+        return policy
+    key = policy.key
+    for name, make in policies.NAMED.items():
+        for flags in ({}, {"hits_on_match": True}) if name in ("lfu", "slru") else ({},):
+            named = make(**flags)
+            plain = named.key is key
+            partial = getattr(named.key, "func", None) is not None and getattr(key, "func", None) is named.key.func
+            if not (plain or partial) or policy.hits_on_match != named.hits_on_match \
+                    or policy.takes_priority != named.takes_priority:
+                continue
+            args = dict(flags)
+            if partial:  # slru and tlru: their thresholds are the partial's arguments
+                params = {"slru": ("threshold",), "tlru": ("threshold", "next_prompt_estimate")}[name]
+                args.update(zip(params, key.args, strict=True))
+            return {"named": name, **args}
+    return policy.name
 
 
 def decode_namespace(value: Any) -> Any:
@@ -102,12 +125,13 @@ class Server:
     def capabilities(self) -> dict[str, Any]:
         caps = getattr(self.factory, "capabilities", DEFAULT_CAPABILITIES)
         # The protocol carries the tree's calls only: a cache that runs requests itself is driven
-        # through those (the suite plays the engine), and a Policy's key is code, which no line
-        # carries: it travels as its name, and its order is then not exercised.
+        # through those (the suite plays the engine). A Policy's key is code, which no line carries:
+        # one of SGLang's named policies travels by its name and arguments (judged as in process),
+        # any other as its name alone (its order then not exercised).
         lifecycle = "tree" if caps.lifecycle == "requests" else caps.lifecycle
-        policy = caps.eviction_policy if isinstance(caps.eviction_policy, str) else caps.eviction_policy.name
-        caps = replace(caps, lifecycle=lifecycle, eviction_policy=policy)
-        return {k: list(v) if isinstance(v, tuple) else v for k, v in {**asdict(caps), **self.overrides}.items()}
+        policy = policy_on_wire(caps.eviction_policy)
+        fields = {**asdict(replace(caps, lifecycle=lifecycle, eviction_policy="lru")), "eviction_policy": policy, **self.overrides}
+        return {k: list(v) if isinstance(v, tuple) else v for k, v in fields.items()}
 
     def handle_id(self, cache_id: int, handle: Any) -> int:
         hid = self.handle_ids.get(id(handle))
@@ -152,8 +176,11 @@ class Server:
             raise Refused(NOT_SUPPORTED, f"this cache has no {op}")
         call = self._arguments(op, args)
         recorder.calls = self.freed = []
+        keywords = {"namespace": decode_namespace(args["namespace"])} if "namespace" in args else {}
+        if "priority" in args and op in ("match_prefix", "insert"):  # a request's priority (a policy that takes one)
+            keywords["priority"] = args["priority"]
         try:
-            result = method(*call, **({"namespace": decode_namespace(args["namespace"])} if "namespace" in args else {}))
+            result = method(*call, **keywords)
         except Refused:
             raise
         except Exception as exc:  # noqa: BLE001 - the cache's refusal, reported with its type

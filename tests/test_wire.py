@@ -7,6 +7,7 @@ the per-operation limit, never a hang of the suite."""
 from __future__ import annotations
 
 import gc
+import json
 import sys
 from typing import Any
 
@@ -208,6 +209,8 @@ def test_the_card_names_the_wire_server_audited() -> None:
     finally:
         factory.close()
     assert "-c" in line and "slow" in line and "'faulty'" in line
+    # and what no wire server can declare, so "conforms" is not read as covering a host tier
+    assert "(a host tier, the cache's own request methods, a second pool: not audited over the wire)" in line
     card = report_card(AuditResult("radixcheck.properties.adapters.wire:server", "Capabilities()", [], "ci", server=line))
     assert f"Wire server: {line}" in card
     assert server_line(Target("radixcheck.reference:RadixCache", RadixCache, RadixCache.capabilities)) == ""
@@ -657,3 +660,74 @@ def test_what_the_server_sees_does_not_depend_on_when_the_garbage_collector_runs
     never = _server_saw(tmp_path / "never.log", None)
     assert any(line.startswith("drop") for line in often), often[:40]
     assert often == never, next((i, a, b) for i, (a, b) in enumerate(zip(often, never, strict=False)) if a != b)
+
+
+# A server declaring SGLang's priority policy by name and arguments, which refuses every other request
+# with the arguments it was sent (so a test reads what travelled).
+ECHO_POLICY = r"""
+import json, sys
+for line in sys.stdin:
+    req = json.loads(line)
+    if req["op"] == "init":
+        caps = {"eviction_policy": {"named": sys.argv[1], **json.loads(sys.argv[2])}, "namespaces": True}
+        out = {"id": req["id"], "ok": {"protocol": 1, "capabilities": caps, "server": "echo"}}
+    elif req["op"] == "new":
+        out = {"id": req["id"], "ok": 1}
+    else:
+        out = {"id": req["id"], "error": 1000, "text": json.dumps(req["args"], sort_keys=True)}
+    print(json.dumps(out), flush=True)
+"""
+
+
+def test_a_named_policy_travels_with_its_arguments_and_a_priority_with_its_request() -> None:
+    """SGLang's named policies cross the wire by name and arguments (WIRE.md, "Eviction policies"), so a
+    wire target's LFU or priority order is judged as in process, and a priority policy's requests carry
+    ``"priority"``; a plain string stays a name (its order not exercised), as before."""
+    from radixcheck.properties.cache import policies
+    from radixcheck.properties.cache.mutants import LfuMatchHitsReference, PriorityReference, SlruReference
+    from radixcheck.reference import RadixCache
+    from radixcheck.reference.wire_server import Server
+
+    for cache, form in ((PriorityReference, {"named": "priority"}), (SlruReference, {"named": "slru", "threshold": 2}),
+                        (LfuMatchHitsReference, {"named": "lfu", "hits_on_match": True}), (RadixCache, "lru")):
+        assert Server(cache).capabilities()["eviction_policy"] == form, cache
+    factory = wire_factory([sys.executable, "-c", ECHO_POLICY, "priority", "{}"])
+    try:
+        declared = factory.capabilities.eviction_policy
+        assert isinstance(declared, policies.Policy) and declared.takes_priority and declared.name == "priority"
+        cache = factory(SlotAllocator(8), 1)
+        for call in (lambda: cache.match_prefix([1, 2], namespace="a", priority=3),
+                     lambda: cache.insert([1, 2], np.arange(2), namespace="a", priority=3)):
+            with pytest.raises(WireRefused, match='"priority": 3'):
+                call()
+    finally:
+        factory.close()
+    factory = wire_factory([sys.executable, "-c", ECHO_POLICY, "slru", '{"threshold": 5}'])
+    try:
+        assert factory.capabilities.eviction_policy.name == "slru(threshold=5)"
+    finally:
+        factory.close()
+    with pytest.raises(WireProtocolError, match="'named' must be one of"):
+        wire_factory([sys.executable, "-c", ECHO_POLICY, "quota", "{}"]).capabilities  # noqa: B018
+    # The Python server hands a request's priority to the cache it serves.
+    server = Server(PriorityReference)
+    new = server.respond(b'{"id": 1, "op": "new", "args": {"page_size": 1}}')
+    reply = server.respond(json.dumps({"id": 2, "op": "insert", "args": {"cache": new["ok"], "tokens": [1], "values": [4],
+                                                                       "priority": 7}}).encode())
+    assert reply["ok"] == 0
+    (cache, _), = server.caches.values()
+    assert cache.match_prefix([1])[1].priority == 7
+
+
+@pytest.mark.deep  # a server process through a state machine
+def test_a_priority_mutant_is_caught_over_the_wire_by_its_order() -> None:
+    """PriorityIgnored (takes the requests' priorities, evicts by recency): over the wire its policy
+    used to travel as a bare name, so its order was never judged and it passed; now it is caught as in process."""
+    from radixcheck.properties.cache.mutants import PriorityIgnored
+
+    factory = wire_factory([*reference_command(), "--cache", f"radixcheck.properties.cache.mutants:{PriorityIgnored.__name__}"])
+    try:
+        with pytest.raises(PriorityIgnored.caught_by):
+            run_machine(machine_for(factory, factory.capabilities, 1, "wire_PriorityIgnored"), profiles.SETTINGS["mutation"])
+    finally:
+        factory.close()

@@ -52,6 +52,7 @@ import numpy as np
 from radixcheck.properties.budget_clock import count_cpu_of, forget_cpu_of
 from radixcheck.properties.cache.canonical import canonical_namespace
 from radixcheck.properties.cache.contract import Capabilities, SlotAllocator
+from radixcheck.properties.cache.policies import NAMED
 from radixcheck.properties.target import (
     OperationTimeout,
     TargetCrash,
@@ -230,6 +231,8 @@ class WireConnection:
             self.close("it declares lifecycle 'requests', which no op of the protocol carries: declare 'tree'")
             raise WireProtocolError(f"{self._who()}: {self.dead}")
         try:
+            if "eviction_policy" in caps:
+                caps["eviction_policy"] = policy_from_wire(caps["eviction_policy"])
             self.capabilities = Capabilities(**{k: tuple(v) if isinstance(v, list) else v for k, v in caps.items()})
         except (TypeError, ValueError) as exc:
             self.close(f"its capabilities are not radixcheck's: {exc}")
@@ -431,6 +434,22 @@ def _jsonable(value: Any) -> Any:
     return value
 
 
+def policy_from_wire(value: Any) -> Any:
+    """A declared ``eviction_policy`` as the wire carries it (WIRE.md, "Eviction policies"): a string
+    stays a name (only ``"lru"`` is judged); ``{"named": "lfu", ...}`` is SGLang's policy of that
+    name, built with the other fields as its arguments, so its order is judged as in process."""
+    if not isinstance(value, dict):
+        return value
+    args = dict(value)
+    name = args.pop("named", None)
+    if name not in NAMED:
+        raise ValueError(f"eviction_policy {value!r}: 'named' must be one of {sorted(NAMED)}")
+    try:
+        return NAMED[name](**args)
+    except TypeError as exc:  # an argument that policy does not take
+        raise ValueError(f"eviction_policy {value!r}: {exc}") from None
+
+
 def encode_namespace(value: Any) -> Any:
     """A namespace on the wire (WIRE.md, "Namespaces"): tuples are arrays, a list ``{"list": [...]}``,
     a dict ``{"dict": [[k, v], ...]}``; a bool or a float travels in its canonical form
@@ -479,6 +498,11 @@ class WireCache:
             args["namespace"] = encode_namespace(namespace)
         return self.connection.call(op, args, self.allocator)
 
+    @staticmethod
+    def _tags(keywords: dict[str, Any]) -> dict[str, Any]:
+        """A request's ``priority=`` (sent only to a policy that takes one) travels as ``"priority"``."""
+        return {"priority": keywords["priority"]} if "priority" in keywords else {}
+
     def _handle(self, handle: Any) -> int | None:
         return handle.number if isinstance(handle, WireHandle) and handle.connection is self.connection else None
 
@@ -488,7 +512,8 @@ class WireCache:
         return result
 
     def match_prefix(self, tokens: Sequence[int], **namespace: Any) -> tuple[np.ndarray, WireHandle]:
-        result = self._call("match_prefix", namespace.get("namespace"), "namespace" in namespace, tokens=tokens)
+        result = self._call("match_prefix", namespace.get("namespace"), "namespace" in namespace, tokens=tokens,
+                            **self._tags(namespace))
         if not isinstance(result, dict) or type(result.get("handle")) is not int or not isinstance(result.get("values"), list) \
                 or not all(type(v) is int for v in result["values"]):
             raise WireProtocolError(f"match_prefix: the reply must be {{'values': [ints], 'handle': int}}, got {result!r}")
@@ -499,7 +524,8 @@ class WireCache:
         return np.asarray(result["values"], dtype=np.int64), handle
 
     def insert(self, tokens: Sequence[int], values: np.ndarray, **namespace: Any) -> int:
-        result = self._call("insert", namespace.get("namespace"), "namespace" in namespace, tokens=tokens, values=values)
+        result = self._call("insert", namespace.get("namespace"), "namespace" in namespace, tokens=tokens, values=values,
+                            **self._tags(namespace))
         return self._count("insert", result)
 
     def inc_lock_ref(self, handle: Any) -> None:

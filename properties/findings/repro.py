@@ -117,15 +117,19 @@ def repro_for(failure: BaseException, spec: str, test: str = "", waived: Any = N
         notes.append("its transcript did not fail the same way when replayed (does the cache depend on more than its calls?): "
                      "written from the run itself")
     notes += reduced.notes
-    try:
-        writer = _Writer(reduced, spec, test)
-        text = writer.script()
-    except _CannotWrite as exc:
-        return Repro(None, str(exc), notes=notes)
     shows = [signature(failure)] if caused_by_hang(failure) else shown_by(type(machine), reduced.replay.acts, reduced.options,
                                                                                       waived, reduced.replay.trim_queries)
-    return _checked(Repro(text, calls=writer.calls_written, notes=notes, size=f"{writer.calls_written} contract calls", shows=shows),
-                    failure)
+    for reads in (False, True):  # the reads of the sizes only if the file without them does not show the finding
+        try:
+            writer = _Writer(reduced, spec, test, reads)
+            text = writer.script()
+        except _CannotWrite as exc:
+            return Repro(None, str(exc), notes=notes)
+        repro = _checked(Repro(text, calls=writer.calls_written, notes=notes, size=f"{writer.calls_written} contract calls",
+                               shows=shows), failure)
+        if repro.text is not None or repro.exit_code != 0 or READ_LINE in text or not writer.reads_left_out:
+            return repro
+    return repro
 
 
 def _as_its_failure(leaf: BaseException, group: BaseExceptionGroup) -> BaseException:
@@ -311,8 +315,13 @@ def _assignment(name: str, value: Any, comment: str = "") -> list[str]:
     return head + [f"{name} = ["] + ["    " + line for line in items] + ["]"]
 
 
+READ_LINE = "sizes()  # radixcheck read the sizes here (the finding needs this read: the cache's answer depends on it)"
+
+
 class _Writer:
-    def __init__(self, reduced: Reduced, spec: str, test: str) -> None:
+    def __init__(self, reduced: Reduced, spec: str, test: str, reads: bool = False) -> None:
+        self.reads = reads  # write radixcheck's reads of the sizes too (a cache whose reads change its answers)
+        self.reads_left_out = False  # whether the file left out a read radixcheck made
         self.reduced = reduced
         self.machine, self.failure = reduced.replay.machine, reduced.replay.failure
         self.options = reduced.options
@@ -386,6 +395,13 @@ class _Writer:
 
     def call_lines(self, call: SentCall, act: Act) -> list[str]:
         if call.name in SIZE_CALLS:
+            # A read changes nothing, and is left out; but a cache whose reads change what it answers (sizes kept until a
+            # change it forgets) needs the reads radixcheck made, so a file that left them out and exited 0 is written
+            # again with them (``reads``), one line for each of radixcheck's reads of the three sizes.
+            if self.reads and call.name == SIZE_CALLS[0]:
+                self.helpers.add("state")
+                return [READ_LINE]
+            self.reads_left_out = True
             return []
         definitions: list[str] = []
         if call.target == "caller":
