@@ -142,3 +142,26 @@ def test_each_workers_tally_reaches_the_audit(tmp_path: Path) -> None:
     assert gaps_line(driven) == ""
     assert driven.total["tenants × running requests"] == sum(
         steps for name, steps in driven.sets.items() if {"tenants", "running requests"} <= set(name.split(" + ")))
+
+
+def test_an_eviction_while_requests_hold_locks_drives_the_policy_with_them() -> None:
+    """Under a policy that takes no priorities (LFU) only evictions drive the policy, and no request step
+    evicts: an eviction made while running requests hold locks is where the two meet (the requests'
+    locks bound what it may take). Counted so, a correct LFU cache with the lifecycle is not told in bold
+    that policy × running requests were never driven (the wire trial's card said so)."""
+    from radixcheck.properties.cache import policies
+    from radixcheck.properties.cache.contract import Capabilities
+    from radixcheck.properties.cache.machine import machine_for
+    from radixcheck.reference import RadixCache
+
+    lfu = RadixCache.with_policy(policies.lfu())
+    caps = Capabilities(eviction_policy=policies.lfu(), lifecycle="tree", checks_locks=False, validates_input=False)
+    machine = machine_for(lfu, caps, 1, "layercard_lfu_requests")()
+    TALLY.reset()
+    for running in (False, True):
+        if running:
+            machine._admit_request((7, 8, 9), False, True)
+        TALLY.begin_step()
+        machine._call("evict", 1)
+        TALLY.end_step()
+    assert TALLY.as_dict() == {"policy": 1, "policy + running requests": 1}

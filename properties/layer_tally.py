@@ -8,7 +8,8 @@ So each machine step notes what it actually sent, layer by layer:
 * ``tenants``: a call sent with a ``namespace=`` other than the default (``None``);
 * ``policy``: an eviction under a declared policy other than LRU, or a call carrying a ``priority=`` other than 0;
 * ``running requests``: a lifecycle call on behalf of a running request (admit, compute, publish, end),
-  save the aborts a flush or a quarantine forces on every running request (:func:`aside`);
+  save the aborts a flush or a quarantine forces on every running request (:func:`aside`), or an
+  eviction while running requests hold locks (what it may take is bounded by theirs);
 * ``second pool``: an insert carrying ``window=`` or ``state=``;
 * ``host tier``: a transfer asked of the suite's controller (a backup or a load-back) or completed,
   or a match that answered host pages.
@@ -102,10 +103,13 @@ def touch(layer: str) -> None:
     TALLY.touched.add(layer)
 
 
-def sent(call: str, keywords: Mapping[str, Any], policy: Any = None) -> None:
+def sent(call: str, keywords: Mapping[str, Any], policy: Any = None, requests_running: bool = False) -> None:
     """The open step sent ``call`` with ``keywords`` (what the layers added) to a target whose declared
-    policy is ``policy`` (a :class:`~radixcheck.properties.cache.policies.Policy` or None)."""
+    policy is ``policy`` (a :class:`~radixcheck.properties.cache.policies.Policy` or None);
+    ``requests_running``: running requests hold locks in the tree as it is sent."""
     touched = TALLY.touched
+    if requests_running and call in EVICTIONS:
+        touched.add(RUNNING)  # the running requests' locks bound what this eviction may take: a policy meets them here
     if keywords.get("namespace") is not None:
         touched.add(TENANTS)
     if "window" in keywords or "state" in keywords:

@@ -109,6 +109,9 @@ class LifecycleMachine(RadixCacheMachine):
         self.own_slots: set[int] = set()  # the slots running requests hold of their own
         self.requeued: list[tuple[Any, tuple[int, ...]]] = []  # (namespace, computed tokens) of retracted requests: they run again
 
+    def _requests_running(self) -> bool:
+        return bool(self.in_flight)
+
     @property
     def _by_cache(self) -> bool:
         return self.capabilities.lifecycle == "requests"

@@ -339,6 +339,10 @@ class RadixCacheMachine(RuleBasedStateMachine):
 
     # ---- helpers ---------------------------------------------------------------------------
 
+    def _requests_running(self) -> bool:
+        """Whether running requests hold locks in the tree now (the lifecycle machine's; none here)."""
+        return False
+
     def _build(self, allocator: SlotAllocator) -> Any:
         """A cache from the factory over ``allocator`` (a hybrid machine gives it its second pool too)."""
         return guarded("factory", type(self).factory, allocator, self.page_size)
@@ -358,7 +362,7 @@ class RadixCacheMachine(RuleBasedStateMachine):
         second = extra.pop("second", None)  # an insert's second-pool value (window slots or a state): its layer's keyword
         keywords = keywords_for(self.layers, name, Tags(namespace, self.request_priority, second))
         keywords.update(extra)
-        layer_tally.sent(name, keywords, self.policy)  # which layers this step drove (the card's "Layers driven together")
+        layer_tally.sent(name, keywords, self.policy, self._requests_running())  # the card's "Layers driven together"
         sent = SentCall(self.calls_sent, name, tuple(_snapshot(a) for a in args), kwargs={k: _snapshot(v) for k, v in keywords.items()})
         if self.acting is not None:
             self.acting.calls.append(sent)

@@ -140,7 +140,7 @@ class TierWorld:
         self.controller.log = self.log  # the controller's calls appear under the call that made them
         # under the per-operation limit, as the plain machine's calls: a hung tier cache fails, it does not hang the audit
         keywords = keywords_for(self.layers, name, Tags(namespace, priority, second))
-        layer_tally.sent(name, keywords, self.model.policy)  # which layers this step drove (the card's "Layers driven together")
+        layer_tally.sent(name, keywords, self.model.policy, bool(self.running))  # the card's "Layers driven together"
         result = guarded(name, getattr(self.cache, name), *args, **keywords)
         self.model.settle()
         return result
