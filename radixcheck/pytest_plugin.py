@@ -646,7 +646,7 @@ def _repro_of(item: pytest.Item, exc: BaseException, log: WaiverLog) -> dict:
     try:
         repro = repro_for(exc, _spec_of(item), item.name, waived=waived,
                           plain_test=(item.function, parameters, item.funcargs["target"].capabilities),
-                          seed=item.funcargs["target"].seed)
+                          seed=item.funcargs["target"].seed, waivers=log.applicable)
     except Exception as error:  # noqa: BLE001 - a repro that cannot be made must not hide the finding
         return {"text": None, "why_not": f"radixcheck could not write it: {type(error).__name__}: {error}"}
     if repro.text is not None:

@@ -15,12 +15,12 @@ same test.
 
 from __future__ import annotations
 
+import re
+
 SAID = "said:"
 
 
 def said_in(text: str, message: str) -> bool:
     """Whether ``message`` contains ``text``, each ``*`` in ``text`` standing for any run of characters."""
-    import re
-
     pattern = ".*?".join(re.escape(part) for part in text.split("*"))
     return re.search(pattern, message, re.DOTALL) is not None
