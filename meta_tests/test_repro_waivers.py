@@ -13,12 +13,12 @@ from radixcheck.properties.findings.waivers import WaiverLog, parse_waivers
 from radixcheck.properties.tiers.repro import reduced, tier_repro, tier_script
 from radixcheck.properties.tiers.world import TierWorld
 
-from .two_tier_bugs import OvershootsAndHostStopsShort
+from .two_bugs import OvershootsAndHostStopsShort
 
-SPEC = "meta_tests.two_tier_bugs:OvershootsAndHostStopsShort"
+SPEC = "meta_tests.two_bugs:OvershootsAndHostStopsShort"
 KNOWN = "*  *  4 eviction amount  # known: device eviction takes a leaf more (ticket 1)"
 # the file's factory import, and the caches it is run on in its place: each bug alone, and the fix of both
-IMPORT = "from meta_tests.two_tier_bugs import OvershootsAndHostStopsShort as make"
+IMPORT = "from meta_tests.two_bugs import OvershootsAndHostStopsShort as make"
 ONLY_WAIVED = "from radixcheck.properties.tiers.mutants import TierEvictOvershoots as make"
 ONLY_ITS_OWN = "from radixcheck.properties.tiers.mutants import TierEvictHostStopsShort as make"
 FIXED = "from radixcheck.reference.tiered_cache import TieredRadixCache as make"
