@@ -81,3 +81,20 @@ def test_the_written_tier_file_exits_1_on_its_bug_and_0_once_fixed_in_a_run_with
     assert repro.text is not None and repro.exit_code == 1, repro.why_not  # (its reduction may leave the waived one out)
     for factory, code in [(ONLY_ITS_OWN, 1), (ONLY_WAIVED, 0), (FIXED, 0)]:
         assert run_file(repro.text.replace(IMPORT, factory))[0] == code, factory
+
+
+def test_a_file_that_reruns_radixcheck_s_test_gets_the_run_s_waivers_as_its_fixture() -> None:
+    """A tenant tree's file (or a tier production world's) is radixcheck's test, rerun: it was run with
+    ``radix_waivers=None``, so it stopped at the finding its run had waived (exit 2)."""
+    from radixcheck.properties.conformance.test_tenant_tree_machine import test_tenant_tree_state_machine
+    from radixcheck.properties.findings.repro import _plain_test_script
+    from radixcheck.properties.tenant_tree.contract import TenantTreeCapabilities
+
+    waivers = parse_waivers("*  *  11 tenant-tree model  said: which are not available  # known (ticket 4)", "w.txt")
+    text = _plain_test_script(HostEvictionAmountViolation("x"), test_tenant_tree_state_machine, {}, TenantTreeCapabilities(),
+                              "mymodule:make", "test_tenant_tree_state_machine", waivers=waivers)
+    compile(text, "repro.py", "exec")
+    assert f"radix_waivers = WaiverLog([\n    {waivers[0]!r},\n])" in text
+    assert "test_tenant_tree_state_machine(target, radix_waivers=radix_waivers)" in text
+    assert "radix_waivers=None" in _plain_test_script(HostEvictionAmountViolation("x"), test_tenant_tree_state_machine, {},
+                                                      TenantTreeCapabilities(), "mymodule:make", "t")
