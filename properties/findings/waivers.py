@@ -90,6 +90,10 @@ from radixcheck.properties.findings.failures import ORDER_ORACLES, WORLD_CUT_SHO
 from radixcheck.properties.findings.names import conformance_test_names, oracle_names
 from radixcheck.properties.findings.said import SAID, said_in
 
+# The oracles that judge a choice (which leaf went first): one bug shows in many messages there (failures.signature_of),
+# so their waived findings are one entry a line, never one a shape.
+CHOICE_ORACLES = (*ORDER_ORACLES, "11 tenant-tree eviction")
+
 # said beside an 'as' waiver's finding that the tier production world matched by its oracle alone (WaiverLog.at_scale)
 NOT_REJUDGED = ("matched by its oracle in the tier production world, its 'as' not re-judged there "
                 "(a tier order finding carries no choice to judge)")
@@ -328,7 +332,8 @@ class WaiverLog:
         cut_short = next((n.removeprefix("radixcheck: ") for n in getattr(exc, "__notes__", []) if n.startswith(WORLD_CUT_SHORT)), None)
         for e in leaves(exc):
             # one entry per shape: two leaks one line waived are two entries, so the card shows both (audit.waived_of)
-            key = (oracle_of(e), type(e).__name__, waiver.where, signature_of(oracle_of(e), message_of(e)))
+            oracle = oracle_of(e)
+            key = (oracle, type(e).__name__, waiver.where, "" if oracle in CHOICE_ORACLES else signature_of(oracle, message_of(e)))
             entry = self.found.setdefault(key, {"oracle": key[0], "type": key[1], "message": message_of(e), "step": step,
                                                 "waiver": f"{waiver.where}: {waiver.reason}", "times_met": 0,
                                                 "shape": key[3], "named_by_shape": waiver.said is not None})
