@@ -70,7 +70,7 @@ def _collector_left_on():  # noqa: ANN202 - a fixture
         pytest.fail("this test left the garbage collector off or frozen", pytrace=False)
 
 
-# ---- Test tiers (README "Test tiers") ------------------------------------------------------------------------------
+# ---- Test tiers (docs/reference/test-tiers.md) ---------------------------------------------------------------------
 # The README's `pytest -n auto` runs the fast tier: every test not marked `deep` (pyproject's addopts). `.ci/run` then
 # runs `pytest -n auto -m deep`, so the two together run every test once. Families that grow with each contract (a
 # catalogue's mutants, its correct variants) are marked `sampled`: the fast tier runs FAST_SAMPLE of their members in

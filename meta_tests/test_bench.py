@@ -12,6 +12,7 @@ import json
 import math
 import sys
 import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -436,3 +437,26 @@ def test_an_operation_left_unjudged_is_named_on_the_last_line(capsys) -> None:
                  "--max-seconds", "60"]) == 0
     last = capsys.readouterr().out.strip().splitlines()[-1]
     assert "not judged" in last and "match_prefix_deep" in last and "nothing flagged" not in last, last
+
+
+class SlowReference(RadixCache):
+    """A reference whose every insert takes 50 ms of wall clock (a slow reference, as the tiered one is at 8,200 tokens)."""
+
+    def insert(self, *args, **kwargs):  # noqa: ANN002, ANN003, ANN201 - the reference's signature
+        time.sleep(0.05)
+        return super().insert(*args, **kwargs)
+
+
+def test_a_slow_reference_leaves_the_target_its_sizes(tmp_path: Path, monkeypatch, capsys) -> None:  # noqa: ANN001
+    """A new user's tiered cache got 6 s of --max-seconds 120, the reference's 8,200-token tree 36 s, and the
+    cache's table stopped at 8,200 tokens (reports/findings/after_verdict_trial.md): the reference is now measured
+    only as far as the target got, within its share of the budget, and the rest is the target's."""
+    monkeypatch.setattr("radixcheck.bench_cli.reference_for", lambda target: "meta_tests.test_bench:SlowReference")
+    out = tmp_path / "cost.json"
+    assert main(["bench", "radixcheck.properties.cache.mutants:TrustingReference", "--sizes", "4,8,16", "--deep-levels", "4,8",
+                 "--repeats", "1", "--max-seconds", "1.5", "--json", str(out)]) == 0
+    said = json.loads(out.read_text())
+    assert said["sizes"] == {"wide": [40, 72, 136], "deep": [8, 16]}, said["sizes"]  # every size of the target's
+    assert said["reference"]["ops"]["match_prefix"]["stopped"].startswith("not measured: its share of --max-seconds "
+                                                                          "(0.75 of 1.5 s) spent"), said["reference"]["ops"]
+    assert "its share of --max-seconds" in capsys.readouterr().out

@@ -128,7 +128,7 @@ def _committed_files() -> dict[str, str]:
 
 
 pytestmark = [pytest.mark.xdist_group("entry_points"),  # one worker runs the commands once (the module fixture), not each worker
-              pytest.mark.deep]  # the deep tier (README "Test tiers"): every command runs in a subprocess
+              pytest.mark.deep]  # the deep tier (docs/reference/test-tiers.md): every command runs in a subprocess
 
 
 @pytest.fixture(scope="module")

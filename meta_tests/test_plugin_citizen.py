@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-pytestmark = pytest.mark.deep  # the deep tier (README "Test tiers"): runs pytest in subprocesses, as a user's project would
+pytestmark = pytest.mark.deep  # the deep tier (docs/reference/test-tiers.md): runs pytest in subprocesses, as a user's project would
 
 CONFTEST = """
 from datetime import timedelta
@@ -150,3 +150,20 @@ def test_no_production_skips_the_worlds_and_says_the_run_was_partial(tmp_path: P
     assert several.returncode == 0, several.stdout[-2000:] + several.stderr[-2000:]
     assert "radixcheck production-scale worlds: not run (--radix-no-production): the verdicts cover the small worlds only" \
         in several.stdout
+
+
+def test_a_several_target_run_says_each_verdict_and_which_are_partial(tmp_path: Path) -> None:
+    """A several-target run ended with no verdict line at all, so ``--radix-no-production`` said "partial" in its
+    header only: now one line per target, named, "in a partial run" for the kinds that have a world to leave out
+    (not an index), and a target that cannot be loaded says so."""
+    result = _conformance_run(tmp_path, "-n", "0", "--pyargs", "radixcheck.properties.conformance",
+                              "-k", "reset_empties or production_scale or index_under_churn",
+                              "--radix-target", "a=radixcheck.reference:RadixCache", "--radix-target",
+                              "a-k=radixcheck.reference.kv_index:KvIndex", "--radix-target", "bad=no_such_module_xyz:make",
+                              "--radix-page-sizes", "1", "--radix-no-production")
+    last = [line for line in result.stdout.splitlines() if line.startswith("radixcheck: ")][-3:]  # after the error's report
+    assert last == ["radixcheck: a (radixcheck.reference:RadixCache) conforms in a partial run (production-scale worlds: "
+                    "not run (--radix-no-production)); not checked: lock counters wider than 10 bits",
+                    "radixcheck: a-k (radixcheck.reference.kv_index:KvIndex) conforms; not checked: vLLM's raw duplicate copies",
+                    "radixcheck: bad: cannot be tested: target 'no_such_module_xyz:make': cannot import module "
+                    "'no_such_module_xyz': ModuleNotFoundError: No module named 'no_such_module_xyz'"], last

@@ -46,9 +46,16 @@ def test_a_shrink_cut_short_by_its_budget_is_said_beside_the_program(monkeypatch
     with pytest.raises(IndexViolation) as caught:
         run_machine(machine_for_index_mutant(SizeCountsNewBlocksOnly, name="cut_short"), profiles.SETTINGS["audit"])
     said = exceptions_of(caught.value)[0]["shrink"]
-    assert said.startswith("shrinking stopped at its budget (0.001 s)") and "--shrink-seconds" in said, said
-    assert "shrinking stopped" not in program_of(caught.value)  # the program's text stays the same on any machine
+    assert said.startswith("the shrink stopped at its budget (0.001 s of CPU)") and "--shrink-seconds" in said, said
+    assert "the failing program shown still fails as shown, but may be longer than it needs" in said, said
+    assert "shrink stopped" not in program_of(caught.value)  # the program's text stays the same on any machine
     failed = Verdict("test_index_state_machine", "failed", 1.0, "7 index model", str(caught.value), program_of(caught.value),
                      exceptions_of(caught.value))
     card = report_card(AuditResult("m:make", "IndexCapabilities()", [], "ci", [failed]))
-    assert f"Note: {said}." in card, card
+    assert f"Note: {said[0].upper()}{said[1:]}." in card, card
+    assert "The repro file is not that program" not in card  # no file: nothing to say of one
+    failed.repro = {"path": "/r/repro-7-index-model.py", "oracle": "7 index model", "message": str(caught.value), "calls": 5}
+    card = report_card(AuditResult("m:make", "IndexCapabilities()", [], "ci", [failed]))
+    assert "Repro: `/r/repro-7-index-model.py`" in card, card
+    assert ("The repro file is not that program: it was reduced further on its own, exits 1 on this finding as radixcheck "
+            "ran it, and its header says whether its own reduction finished.") in card, card

@@ -20,12 +20,14 @@ from hypothesis import settings
 
 from radixcheck import profiles
 from radixcheck.audit import Verdict, findings_of
+from radixcheck.properties.cache.layers import UNSAID
 from radixcheck.properties.findings.failures import describe_failure
 from radixcheck.properties.findings.root_cause import signature
 from radixcheck.properties.findings.verdict import run_machine
 from radixcheck.properties.tenant_tree.machine import TenantTreeMachine, stress_with_threads, tenant_tree_machine_for
 from radixcheck.properties.tenant_tree.mutants import EvictionCrossesTenants, MatchLongerThanQuery
 from radixcheck.properties.tenant_tree.replay import shown_by_tenant_tree
+from radixcheck.properties.tiers.lifecycle import LifecycleTierWorld
 from radixcheck.properties.tiers.machine import tier_machine_for
 from radixcheck.properties.tiers.mutants import (
     MruFirstTier,
@@ -233,3 +235,28 @@ def test_a_device_order_bug_and_a_host_amount_bug_stay_two_findings(monkeypatch:
     verdicts = _tier_verdicts(_DeviceOrderAndHostAmount, SEED)
     findings = findings_of(verdicts)
     assert len(findings) >= 2, [f"{f.oracle}: {f.reason}" for f in findings]
+
+
+class _MatchesCounted(LifecycleTierWorld):
+    """A lifecycle world that keeps every prompt matched alone (``w.match``), as the replay's probes match them."""
+
+    matched: list[tuple[int, ...]] = []
+
+    def match(self, tokens: Any, namespace: Any = UNSAID) -> None:
+        type(self).matched.append(tuple(int(t) for t in tokens))
+        super().match(tokens, namespace)
+
+
+def test_a_lifecycle_world_s_admitted_prompts_are_matched_again_by_the_replay() -> None:
+    """A lifecycle world's requests are admitted (``w.admit``), not served: the replay's probes matched
+    only ``w.serve`` prompts, so a lifecycle program was probed with no match at all."""
+    world = _MatchesCounted(TieredRadixCache, page_size=1)
+    for tokens in ([1, 2, 3, 4], [1, 2, 5]):
+        world.admit(tokens)
+        world.compute(0, 4)
+        world.publish(0)
+        world.end(0, "finish")
+    world.check()
+    _MatchesCounted.matched = []
+    assert shown_by_tier(TieredRadixCache, world) == []
+    assert {(1, 2, 3, 4), (1, 2, 5)} <= set(_MatchesCounted.matched), _MatchesCounted.matched

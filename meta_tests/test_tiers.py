@@ -1,4 +1,4 @@
-"""The test tiers (README "Test tiers"): the fast tier's sampled share holds its budget however many catalogues and
+"""The test tiers (docs/reference/test-tiers.md): the fast tier's sampled share holds its budget however many catalogues and
 members there are, and the fast and deep tiers together run every test exactly once."""
 
 from __future__ import annotations

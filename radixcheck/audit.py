@@ -468,14 +468,15 @@ class _Collector:
 
     def _add(self, verdict: Verdict) -> None:
         self.verdicts.append(verdict)
+        machine = bool(self.machines_pending) and verdict.test in self.machines_pending
+        if machine:  # its verdict is in, whatever it is: a machine's own crash must not wait for itself
+            self.machines_pending.discard(verdict.test)
         if verdict.outcome == "failed" and verdict.oracle.startswith("crash") and self.machines_pending and self.one_target:
             self.held.append((time.monotonic(), verdict))
             return
         self._print(verdict)
-        if self.machines_pending and verdict.test in self.machines_pending:
-            self.machines_pending.discard(verdict.test)
-            if not self.machines_pending:
-                self._release_held()
+        if machine and not self.machines_pending:
+            self._release_held()
 
     def _release_held(self, older_than: float = 0.0) -> None:
         now = time.monotonic()
@@ -712,13 +713,24 @@ def report_card(result: AuditResult) -> str:
                   f"Failed {len(f.tests)} test(s): " + ", ".join(f"`{t}`" for t in f.tests), "",
                   *([same_root_cause(f), *[f"- {other}" for other in f.also], ""] if f.also else []),
                   *([f"Repro: `{f.repro}`" if not f.repro.startswith("(") else f"Repro: {f.repro}", ""] if f.repro else []),
-                  *([f"Note: {f.shrink}.", ""] if f.shrink else []),
+                  *([f"Note: {shrink_note(f)}", ""] if f.shrink else []),
                   "```python", f.program or "(no program: the test failed outside a Hypothesis run)", "```"]
     if waived:
         parts += ["", "## Waived findings (--waive)", ""]
         parts += [f"- {w['oracle']} ({w['type']}){known_deviation(w)}: {w['message']} — waived by {w['waiver']}; met in "
                   + ", ".join(f"`{t}`" for t in w["tests"]) + cut_short(w) + not_rejudged(w) + shapes_waived(w) for w in waived]
     return "\n".join(parts) + "\n"
+
+
+def shrink_note(finding: Finding) -> str:
+    """A finding's note that its shrink ran out of time, and what that says of its repro file: nothing bad
+    (the file is that program reduced further on its own, and ran failing). Printed alone beside a 5-call
+    repro, the note read as if the file were the long one (reports/findings/after_verdict_trial.md)."""
+    said = finding.shrink[0].upper() + finding.shrink[1:] + "."
+    if _is_file(finding.repro):
+        said += (" The repro file is not that program: it was reduced further on its own, exits 1 on this finding as "
+                 "radixcheck ran it, and its header says whether its own reduction finished.")
+    return said
 
 
 def known_deviation(waived: dict[str, Any]) -> str:
@@ -842,7 +854,7 @@ def print_summary(result: AuditResult) -> None:
               f"failed {len(f.tests)} test(s): {', '.join(f.tests)}\n"
               + "".join(f"{line}\n" for line in ([same_root_cause(f)] + [f"- {other}" for other in f.also] if f.also else []))
               + (f"repro: {f.repro}\n" if f.repro else "")
-              + (f"note: {f.shrink}\n" if f.shrink else "")
+              + (f"note: {shrink_note(f)}\n" if f.shrink else "")
               + f"{f.program}\n", file=sys.stdout)
     for w in waived:
         print(f"--- waived: {w['oracle']} ({w['type']}){known_deviation(w)}: {w['message']}\n"

@@ -643,8 +643,9 @@ class _Runner:
     """Measures several targets side by side: for each size, each target's tree in turn."""
 
     def __init__(self, targets: Sequence[tuple[Target, int]], plan: BenchPlan, seed: int, progress: Callable[[str], None],
-                 clock: Clock) -> None:
+                 clock: Clock, references: bool = False) -> None:
         self.targets, self.plan, self.progress, self.clock = targets, plan, progress, clock
+        self.references = references  # the targets after the first are references beside it (run())
         self.rng = np.random.default_rng(seed)
         self.tokens = _Tokens()
         self.results = [self._empty(t, p) for t, p in targets]
@@ -666,15 +667,28 @@ class _Runner:
         return TargetCost(target.spec, page_size, str(target.capabilities), ops)
 
     def run(self) -> list[TargetCost]:
+        """Every size of every family, smallest first, each target's tree in turn. With ``references``
+        the first target (the one asked about) comes first: the others are measured only at the sizes
+        it reached, and each within its share of ``max_seconds`` (:meth:`_beside`); a new user's
+        tiered cache got 6 s of 120 while the reference's 8,200-token tree took 36 s, and stopped there.
+        Without (the COST report's field of engines), every target is measured alike."""
         started = time.monotonic()
+        self._spent = [0.0] * len(self.targets)  # wall seconds each target's measurements took
         try:
             with memory_limit(resident_bytes() + self.plan.memory_mib * 2**20) as self._memory, \
-                    time_budget(self.plan.max_seconds, wall_clock=True):  # how long the user waits
+                    time_budget(self.plan.max_seconds, wall_clock=True) as whole:  # how long the user waits
                 for shape, sizes, steps, index in self._smallest_first():
+                    reached = False  # whether the first target measured this size
                     for i, (result, (target, page_size)) in enumerate(zip(self.results, self.targets, strict=True)):
                         n = self._size(shape, sizes, index, page_size)
-                        if n is not None and self._affordable(i, result, shape, n):
+                        if n is None or (self.references and i > 0 and not reached) or not self._affordable(i, result, shape, n):
+                            continue
+                        if i == 0 or not self.references:
+                            before = len(result.sizes[shape])
                             self._measure(i, result, target, page_size, shape, n, steps)
+                            reached = len(result.sizes[shape]) > before
+                        else:
+                            self._beside(i, result, target, page_size, shape, n, steps, whole)
         except BudgetSpent:
             self._stop_all(f"not measured: --max-seconds {self.plan.max_seconds:g} reached")
         for result in self.results:
@@ -734,6 +748,29 @@ class _Runner:
         self.progress(f"{result.spec}: {_built(shape)} of {n}: skipped, build would take ~{estimate:.0f} s")
         return False
 
+    def _beside(self, i: int, result: TargetCost, target: Target, page_size: int, shape: str, n: int,
+                steps: list[tuple[tuple[str, ...], _Measure]], whole: Any) -> None:
+        """Measure a target beside the first (a reference) within its share of ``max_seconds`` (an
+        equal split): past it, its larger sizes are left out and the rest of the budget is the first's."""
+        share = self.plan.max_seconds / len(self.targets)
+        reason = (f"not measured: its share of --max-seconds ({share:.3g} of {self.plan.max_seconds:g} s) spent; "
+                  f"the rest went to {self.results[0].spec}")
+        if self._spent[i] < share:
+            started = time.monotonic()
+            try:
+                with time_budget(min(share - self._spent[i], whole.left()), wall_clock=True):
+                    self._measure(i, result, target, page_size, shape, n, steps)
+                return
+            except BudgetSpent:
+                if whole.spent():
+                    raise
+            finally:
+                self._spent[i] += time.monotonic() - started
+        if any(not op.stopped for op in result.ops.values()):
+            self.progress(f"{target.spec}: {reason}")
+        for op in result.ops.values():
+            op.stopped = op.stopped or reason
+
     def _stop_all(self, reason: str) -> None:
         for result in self.results:
             for op in result.ops.values():
@@ -782,7 +819,7 @@ class _Runner:
                     return
         self.progress(f"{target.spec}: {shape} {'tree' if shape != 'world' else ''}, {tree.size:,} {result.size_unit}: "
                       f"{time.monotonic() - t0:.1f} s".replace(" ,", ","))
-        if tree.size > 10_000:
+        if tree.size > 1_000:  # 10,000 left the tiered reference's 8,200-token tree to the collector, during the target's next tree
             del tree
             gc.collect()  # a tree is full of parent <-> child cycles: free a big one before the next is built
 
@@ -798,17 +835,20 @@ class _Runner:
 
 
 def bench(targets: Sequence[tuple[Target, int]], plan: BenchPlan | None = None, seed: int = 0,
-          progress: Callable[[str], None] = lambda line: None, clock: Clock = time.process_time) -> list[TargetCost]:
+          progress: Callable[[str], None] = lambda line: None, clock: Clock = time.process_time,
+          references: bool = False) -> list[TargetCost]:
     """Measure each ``(target, page_size)`` side by side (interleaved, one size at a time).
 
     ``clock`` measures cost: CPU seconds by default; any non-decreasing counter works (the
     meta-tests count executed lines, which no other process can disturb). KV-event indexes and
-    tenant trees are measured in a router's world instead (:mod:`radixcheck.bench_router`)."""
+    tenant trees are measured in a router's world instead (:mod:`radixcheck.bench_router`).
+    ``references``: the targets after the first are references beside it (``radixcheck bench``):
+    measured only as far as it got, each within an equal share of ``max_seconds`` (:meth:`_Runner.run`)."""
     if targets and targets[0][0].kind in ("index", "tenant_tree"):
         from radixcheck.bench_router import RouterRunner
 
-        return RouterRunner(targets, plan or BenchPlan(), seed, progress, clock).run()
-    return _Runner(targets, plan or BenchPlan(), seed, progress, clock).run()
+        return RouterRunner(targets, plan or BenchPlan(), seed, progress, clock, references).run()
+    return _Runner(targets, plan or BenchPlan(), seed, progress, clock, references).run()
 
 
 def default_page_size(target: Target) -> int:

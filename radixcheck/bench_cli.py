@@ -159,7 +159,8 @@ def run_bench(args: argparse.Namespace) -> int:
     clock = server_counted(target)
     if clock is not time.process_time:
         print("radixcheck: a wire server: each call's cost is this process's CPU time and the server's", flush=True)
-    results = bench(pairs, plan, seed=args.seed, progress=lambda line: print(f"radixcheck: {line}", flush=True), clock=clock)
+    results = bench(pairs, plan, seed=args.seed, progress=lambda line: print(f"radixcheck: {line}", flush=True), clock=clock,
+                    references=True)
     mine, ref = results[0], (results[1] if with_reference else None)
     machine = describe()
     print()

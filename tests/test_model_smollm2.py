@@ -20,7 +20,7 @@ from radixcheck.model.llamacpp import FIXTURE
 
 pytestmark = [
     pytest.mark.real_model,
-    pytest.mark.deep,  # the deep tier (README "Test tiers"): loading the 135M model costs seconds
+    pytest.mark.deep,  # the deep tier (docs/reference/test-tiers.md): loading the 135M model costs seconds
     pytest.mark.xdist_group("real_model"),  # one worker loads the 135M model once, not each worker
     pytest.mark.skipif(not smollm2.available(), reason=f"SmolLM2 Q8_0 GGUF not at {smollm2.q8_path()}"),
 ]

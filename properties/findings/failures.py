@@ -16,6 +16,11 @@ from radixcheck.oracles.tier_windows import TWIN_WINDOW
 from radixcheck.oracles.violations import ContractViolation
 from radixcheck.properties.target import caused_by_hang
 
+SHRINK_CUT_SHORT = "radixcheck: the shrink stopped at its budget"
+"""The note on a failure whose shrink ran out of time (a loaded machine, a slow target): the card says so. It
+is about the shrink and the program it left (still failing, perhaps not minimal), never about a repro file: printed
+as "shrinking stopped at its budget: this program may be longer" beside a 5-call repro, it read as about the file."""
+
 # The machines' @invariant methods (the cache machine's, then the index machine's): not steps of the program.
 INVARIANT_STEPS = ("state.sizes_add_up()", "state.slots_conserved()", "state.sizes_agree()", "state.memory_bounded()",
                    "state.router_view()")
@@ -66,13 +71,13 @@ def program_of(exc: BaseException) -> str:
     lines = "\n".join(getattr(exc, "__notes__", [])).splitlines()
     return "\n".join(ln for ln in lines if ln.strip() and ln.strip() not in INVARIANT_STEPS
                      and not ln.startswith(("You can reproduce this test case", "radixcheck: shrunk for ",
-                                            "radixcheck: shrinking stopped")))
+                                            SHRINK_CUT_SHORT)))
 
 
 def shrink_cut_short(exc: BaseException) -> str:
     """The note saying the failure's shrink ran out of time (without "radixcheck: "), or ""."""
     return next((n.removeprefix("radixcheck: ") for n in getattr(exc, "__notes__", [])
-                 if n.startswith("radixcheck: shrinking stopped")), "")
+                 if n.startswith(SHRINK_CUT_SHORT)), "")
 
 
 def message_of(exc: BaseException) -> str:

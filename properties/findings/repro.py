@@ -102,7 +102,7 @@ def repro_for(failure: BaseException, spec: str, test: str = "", waived: Any = N
     if isinstance(getattr(machine, "world", None), TierWorld):  # the tier machine or production world: its log is the file
         return tier_repro(machine.world, failure, spec, machine.factory, seconds, replays, waived, waivers)
     if isinstance(machine, KvIndexMachine):
-        return _index_repro(machine, failure, spec, test, seconds)
+        return _index_repro(machine, failure, spec, test, seconds, waived)
     if (not isinstance(machine, RadixCacheMachine) or not machine.transcript) and plain_test is not None:
         return _checked(Repro(_plain_test_script(failure, *plain_test, spec, test, seed, waivers), size="radixcheck's test, as it is",
                               shows=_shown_by_tenant_tree(failure, machine, waived)
@@ -181,7 +181,8 @@ def _shown_by_construction_test(failure: BaseException, plain_test: tuple[Callab
     return shown_by_construction_test(function.__name__, page_size, load_target(spec).factory, capabilities, waived)
 
 
-def _index_repro(machine: KvIndexMachine, failure: BaseException, spec: str, test: str, seconds: float | None) -> Repro:
+def _index_repro(machine: KvIndexMachine, failure: BaseException, spec: str, test: str, seconds: float | None,
+                 waived: Any = None) -> Repro:
     if machine.sent_calls is None:
         return Repro(None, "no transcript: its run kept none (run_machine(..., transcript=True); --radix-repro and "
                            "radixcheck audit --repro keep one)")
@@ -200,7 +201,10 @@ def _index_repro(machine: KvIndexMachine, failure: BaseException, spec: str, tes
         text, calls = script(found)
     except CannotWrite as exc:
         return Repro(None, str(exc))
-    return _checked(Repro(text, calls=calls, size=f"{calls} index calls"), failure)
+    from radixcheck.properties.index.replay import shown_by_index  # it imports the index machine's repro module
+
+    shows = [signature(failure)] if caused_by_hang(failure) else shown_by_index(machine, found, waived)
+    return _checked(Repro(text, calls=calls, size=f"{calls} index calls", shows=shows), failure)
 
 
 def _checked(repro: Repro, failure: BaseException) -> Repro:

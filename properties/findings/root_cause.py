@@ -17,11 +17,13 @@ Two findings are **the same root cause** when each one's program shows the other
 other way round, and two unrelated bugs in one cache each show only their own. Merging is
 transitive (a chain of mutual pairs is one cause).
 
-A tier world's program (its log's operations) and a tenant tree's (its checked calls, recorded as
-the machine or a threaded round's one-thread rerun makes them) are replayed the same way, each by
-its own replayer (:data:`Replayer`: :func:`~radixcheck.properties.tiers.repro.shown_by_tier`,
-:func:`~radixcheck.properties.tenant_tree.replay.shown_by_tenant_tree`), each ending with probes of
-its own. A program can show nothing of the kind: the index machine's findings, a plain test's, a
+A tier world's program (its log's operations), a tenant tree's (its checked calls, recorded as
+the machine or a threaded round's one-thread rerun makes them) and an index's (its repro file's
+calls) are replayed the same way, each by its own replayer (:data:`Replayer`:
+:func:`~radixcheck.properties.tiers.repro.shown_by_tier`,
+:func:`~radixcheck.properties.tenant_tree.replay.shown_by_tenant_tree`,
+:func:`~radixcheck.properties.index.replay.shown_by_index`), each with probes of its own. A program
+can show nothing of the kind: a bounded index's findings (no file), a plain test's, a
 hang's (a replay past a hang would cost the time limit per call), a thread-safety bug's (its
 calls pass on one thread), and any finding of an audit without ``--repro``: those keep the
 grouping by signature alone.

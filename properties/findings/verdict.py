@@ -45,6 +45,7 @@ from hypothesis.strategies import SearchStrategy
 
 from radixcheck.profiles import current
 from radixcheck.properties.findings.draws import seed_only_draws
+from radixcheck.properties.findings.failures import SHRINK_CUT_SHORT
 from radixcheck.properties.layer_tally import TALLY
 from radixcheck.properties.target import (
     BudgetSpent,
@@ -58,10 +59,6 @@ from radixcheck.properties.target import (
 
 SHRINK_ENV = "RADIXCHECK_SHRINK_SECONDS"
 DEFAULT_SHRINK_SECONDS = 15.0
-
-
-SHRINK_CUT_SHORT = "radixcheck: shrinking stopped at its budget"
-"""The note on a failure whose shrink ran out of time (a loaded machine, a slow target): the card says so."""
 
 
 def shrink_seconds(machine: type | None = None) -> float:
@@ -236,8 +233,9 @@ def _find_shrink_replay(run: Callable[[settings], None], search: settings, budge
         shrunk.add_note(f"radixcheck: shrunk for {spent:.1f} s of CPU time, {wall:.1f} s of wall clock "
                        f"(budget {budget:g} s of CPU, {SHRINK_ENV})")
         if cut_short:
-            shrunk.add_note(f"{SHRINK_CUT_SHORT} ({budget:g} s): this program may be longer than it needs; --shrink-seconds "
-                            f"(or {SHRINK_ENV}) gives it longer")
+            shrunk.add_note(f"{SHRINK_CUT_SHORT} ({budget:g} s of CPU) before it had tried every smaller program: the "
+                            f"failing program shown still fails as shown, but may be longer than it needs; --shrink-seconds "
+                            f"(or {SHRINK_ENV}) gives the shrink longer")
         raising(True)
         raise shrunk from None
     first.add_note("radixcheck: the shrunk program did not fail again (a flaky target?); this is the first failure")

@@ -148,24 +148,30 @@ Rank = tuple[int, int]
 
 @dataclass(frozen=True)
 class StoredBlock:
+    """One block of a ``BlockStored`` chain: its ``block_hash`` (hashed with its prefix) and ``tokens_hash`` (its own tokens only)."""
+
     block_hash: int
     tokens_hash: int
 
 
 @dataclass(frozen=True)
 class BlockStored:
+    """The rank cached ``blocks``, a chain under ``parent_hash`` (``None`` at a sequence's start; see the module docstring)."""
+
     parent_hash: int | None
     blocks: tuple[StoredBlock, ...]
 
 
 @dataclass(frozen=True)
 class BlockRemoved:
+    """The rank no longer holds these blocks (it evicted them; see the module docstring)."""
+
     block_hashes: tuple[int, ...]
 
 
 @dataclass(frozen=True)
 class AllBlocksCleared:
-    pass
+    """The rank holds nothing any more (vLLM's ``reset_prefix_cache``); its worker's other ranks keep theirs."""
 
 
 KvEvent = BlockStored | BlockRemoved | AllBlocksCleared

@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import random
 from collections import Counter, deque
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
@@ -54,6 +54,8 @@ from radixcheck.properties.index.contract import (
 from radixcheck.properties.index.engines import Chain, EngineRank, Hashes, tokens_hash
 from radixcheck.properties.target import OperationTimeout, guarded
 
+AGAIN = "again"  # an IndexCall's kind: a redelivery (redeliver)
+STAYS_REFUSED = "stays_refused"  # an IndexCall's kind: the query after a refused store's parent came (bad_events)
 ALPHABET = 4  # token-block ids 0..3: requests share prefixes often
 WORKER_IDS = (1, 7, 2**32 + 5, 2**63 + 11)  # ids past 32 and 63 bits, which a narrower type would confuse
 MAX_PROBES = 24  # known sequences re-matched by check_every_known and the bad-event snapshot
@@ -137,6 +139,7 @@ class IndexCall:
     text: str = ""
     raised: BaseException | None = None
     may_refuse: bool = False  # a malformed or repeated event: refusing it (an exception) is right
+    kind: str = ""  # a malformed event's kind (BAD_EVENTS), AGAIN for a redelivery, STAYS_REFUSED for its query
 
 
 class _Summary:
@@ -214,10 +217,10 @@ class KvIndexMachine(RuleBasedStateMachine):
             return f"BlockRemoved([{', '.join(self._shown_hash(h) if isinstance(h, int) else repr(h) for h in event.block_hashes)}])"
         return repr(event)
 
-    def _ask(self, name: str, *args: Any, shown: bool = False, text: str = "", may_refuse: bool = False) -> Any:
+    def _ask(self, name: str, *args: Any, shown: bool = False, text: str = "", may_refuse: bool = False, kind: str = "") -> Any:
         """One call into the index under the time limit, kept in the transcript when there is one
         (``shown``: a call of the program; else a check's question, which changes nothing)."""
-        call = IndexCall(name, args, shown, text, may_refuse=may_refuse)
+        call = IndexCall(name, args, shown, text, may_refuse=may_refuse, kind=kind)
         if self.sent_calls is not None:
             self.sent_calls.append(call)
         if name == "find_matches" and self.recent is not None:  # a lookup may refresh what it finds (llm-d's Lookup)
@@ -228,12 +231,12 @@ class KvIndexMachine(RuleBasedStateMachine):
             call.raised = exc
             raise
 
-    def _call(self, text: str, name: str, *args: Any, may_refuse: bool = False) -> Any:
+    def _call(self, text: str, name: str, *args: Any, may_refuse: bool = False, kind: str = "") -> Any:
         """One call into the index under the time limit, shown under the step that sent it."""
         self.calls_sent += 1
         sent = _Sent(self.calls_sent, text)
         try:
-            result = self._ask(name, *args, shown=True, text=text, may_refuse=may_refuse)
+            result = self._ask(name, *args, shown=True, text=text, may_refuse=may_refuse, kind=kind)
             sent.result = ("" if result is None or name == "apply_event" else f" -> {len(result)} entries" if name == "dump"
                            else f" -> {result!r}")
             return result
@@ -306,7 +309,7 @@ class KvIndexMachine(RuleBasedStateMachine):
         """Each rank's run of leading query blocks held *and* kept (an index that forgets on its own
         must answer at least this)."""
         assert self.recent is not None
-        chains = self.model.query_chains([tokens_hash(b) for b in query])
+        chains = self.model.query_chains(self._query_hashes(query))
         kept = {}
         for r, n in want.items():
             run = 0
@@ -328,9 +331,13 @@ class KvIndexMachine(RuleBasedStateMachine):
 
     # ---- checks ----------------------------------------------------------------------------
 
-    def _scores(self, query: Chain) -> dict[Rank, int]:
-        hashes = [tokens_hash(b) for b in query]
-        raw = self._call(f"find_matches({shown_chain(query)})", "find_matches", hashes)
+    def _query_hashes(self, chain: Chain) -> list[int]:
+        """A chain of token-block ids as the tokens hashes a router's query sends (a replay past
+        failures sends them with other hashes: :mod:`radixcheck.properties.index.replay`)."""
+        return [tokens_hash(b) for b in chain]
+
+    def _scores(self, hashes: list[int], shown: str) -> dict[Rank, int]:
+        raw = self._call(f"find_matches({shown})", "find_matches", hashes)
         if not isinstance(raw, dict):
             raise IndexViolation(f"find_matches returned {type(raw).__name__}, not a dict of (worker, rank) -> overlap",
                                  Check("isinstance(result, dict)", "result"))
@@ -344,17 +351,22 @@ class KvIndexMachine(RuleBasedStateMachine):
         return scores
 
     def _check_query(self, query: Chain) -> None:
-        want = without_scratch(self.model.overlaps([tokens_hash(b) for b in query]))
+        self._check_query_hashes(self._query_hashes(query), shown_chain(query), query)
+
+    def _check_query_hashes(self, hashes: list[int], shown: str, query: Chain | None = None) -> None:
+        """A router's query of ``hashes`` (``shown``: as its program says it; ``query``, its chain:
+        needed by an index that forgets on its own) against the model's overlaps."""
+        want = without_scratch(self.model.overlaps(hashes))
         # what it must keep, before this lookup refreshes anything (a lookup answers first, and forgets nothing)
-        kept = self._kept_overlaps(query, want) if self.recent is not None else {}
-        got = without_scratch(self._scores(query))
-        if self.recent is not None:
+        kept = self._kept_overlaps(query, want) if self.recent is not None and query is not None else {}
+        got = without_scratch(self._scores(hashes, shown))
+        if self.recent is not None and query is not None:
             self._check_bounded_query(query, got, want, kept)
         elif got != want:
             wrong = sorted(set(got) | set(want))
             lines = "; ".join(f"rank {r}: index {got.get(r, 0)}, events {want.get(r, 0)}" for r in wrong if got.get(r, 0) != want.get(r, 0))
-            raise IndexViolation(f"find_matches({shown_chain(query)}) disagrees with what the events say each rank holds: {lines} "
-                                 f"(block hashes of the query: {self.model.chain_hashes([tokens_hash(b) for b in query])})",
+            raise IndexViolation(f"find_matches({shown}) disagrees with what the events say each rank holds: {lines} "
+                                 f"(block hashes of the query: {self.model.chain_hashes(hashes)})",
                                  Check("per_rank(result) == held", "per_rank(result)", {"held": want}))
 
     def _check_bounded_query(self, query: Chain, got: dict[Rank, int], want: dict[Rank, int], kept: dict[Rank, int]) -> None:
@@ -376,7 +388,7 @@ class KvIndexMachine(RuleBasedStateMachine):
     def _snapshot(self, probes: list[Chain]) -> tuple:
         """What the index answers (matches of ``probes``, sizes and dump where offered), asked
         without showing each call (a bad-event step would show hundreds)."""
-        state: list[Any] = [tuple(sorted(self._ask("find_matches", [tokens_hash(b) for b in q]).items())) for q in probes]
+        state: list[Any] = [tuple(sorted(self._ask("find_matches", self._query_hashes(q)).items())) for q in probes]
         if self.capabilities.reports_sizes:
             state.append(tuple(sorted(self._ask("sizes").items())))
         if self.capabilities.offers_dump:
@@ -548,13 +560,16 @@ class KvIndexMachine(RuleBasedStateMachine):
         index may refuse the second copy (an exception) or take it; it must end as if once."""
         r = self._rank(rank)
         event = self.engines[r].last_event
-        if event is None:
-            return
+        if event is not None:
+            self._send_again(r, event)
+
+    def _send_again(self, r: Rank, event: KvEvent) -> None:
+        """``event`` delivered a second time to rank ``r``: it must change nothing."""
         probes = self._probes(event)
         before = self._snapshot(probes)
         try:
             self._call(f"apply_event(worker {r[0]}, rank {r[1]}, {self._shown_event(event)}) again", "apply_event", r[0], r[1], event,
-                       may_refuse=True)
+                       may_refuse=True, kind=AGAIN)
         except (OperationTimeout, ContractViolation):
             raise
         except Exception:  # noqa: BLE001 - refusing the repeat is allowed
@@ -646,16 +661,22 @@ class KvIndexMachine(RuleBasedStateMachine):
     def check_dump(self) -> None:
         """The dump lists every block each rank holds with all its ancestors, under its real
         parent, and nothing a rank does not hold (a router rebuilt from it routes the same)."""
+        for wrong in self.dump_violations():
+            raise wrong
+
+    def dump_violations(self) -> Iterator[IndexViolation]:
+        """What :meth:`check_dump` finds wrong with one dump, each block's in turn (the check
+        raises the first; a replay past failures reads them all)."""
         in_order = [d for d in self._dumped_in_order() if d[0][0] != SCRATCH[0]]
         dumped = set(in_order)
         listed = {(rank, h) for rank, _, h, _ in dumped}
         for rank, parent, h, t in sorted(dumped, key=lambda d: (d[0], d[2])):
             if not self.model.holds(rank, h):
-                raise IndexViolation(f"dump() lists block {self._shown_hash(h)} for rank {rank}, which does not hold it "
+                yield IndexViolation(f"dump() lists block {self._shown_hash(h)} for rank {rank}, which does not hold it "
                                      f"by its events (removed, cleared, or never stored there)",
                                      Check("block not in listed(result)", "sorted(listed(result))", {"block": (rank, h)}))
-            if (parent, t) != (self.model.parent_hash(h), self.model.tokens_hash(h)):
-                raise IndexViolation(self._misplaced(h, parent, t),
+            elif (parent, t) != (self.model.parent_hash(h), self.model.tokens_hash(h)):
+                yield IndexViolation(self._misplaced(h, parent, t),
                                      Check("stored_under(result, block) == parent", "stored_under(result, block)",
                                            {"block": (rank, h), "parent": (self.model.parent_hash(h), self.model.tokens_hash(h))}))
         missing = sorted(r for r in self.model.reachable() - listed if r[0][0] != SCRATCH[0] and self._must_list(*r))
@@ -664,9 +685,12 @@ class KvIndexMachine(RuleBasedStateMachine):
             why = "held, with every ancestor" if self.recent is None else (
                 f"held and kept, with every ancestor: stored with fewer than keeps_recent_blocks="
                 f"{self.capabilities.keeps_recent_blocks} other blocks stored or looked up since")
-            raise IndexViolation(f"dump() leaves out block {self._shown_hash(h)} of rank {rank} ({why}), and {len(missing) - 1} more",
+            yield IndexViolation(f"dump() leaves out block {self._shown_hash(h)} of rank {rank} ({why}), and {len(missing) - 1} more",
                                  Check("block in listed(result)", "sorted(listed(result))", {"block": (rank, h)}))
-        self._check_dump_order(in_order)
+        try:
+            self._check_dump_order(in_order)
+        except IndexViolation as wrong:
+            yield wrong
 
     # ---- bad events (validates_events) -------------------------------------------------------
 
@@ -741,27 +765,33 @@ class KvIndexMachine(RuleBasedStateMachine):
             self._serve(r, SCRATCH_CHAIN, aligned=False)
         for kind in kinds:
             event = self._bad_event(kind, r, pick)
-            probes = self._probes(event)
-            before = self._snapshot(probes)
-            text = f"apply_event(worker {r[0]}, rank {r[1]}, {self._shown_event(event)})"
-            try:
-                self._call(text, "apply_event", r[0], r[1], event, may_refuse=True)
-            except OperationTimeout:
-                raise
-            except Exception:  # noqa: BLE001 - a refusal is right; what matters is that nothing changed
-                pass
-            try:
-                after = self._snapshot(probes)
-            except OperationTimeout:
-                raise
-            except Exception as exc:  # noqa: BLE001
-                raise BadInputViolation(f"after the malformed event ({kind}) {text}, the index no longer answers: "
-                                        f"{type(exc).__name__}: {exc}", _unchanged(probes)) from exc
-            if after != before:
-                raise BadInputViolation(f"the malformed event ({kind}) {text} changed the index: "
-                                        f"{self._difference(before, after, probes)}", _unchanged(probes))
+            text = self._send_malformed(kind, r, event)
             if kind == "unknown_parent":
                 self._check_stays_refused(r, event, text)
+
+    def _send_malformed(self, kind: str, r: Rank, event: Any) -> str:
+        """A malformed event of ``kind`` (:data:`BAD_EVENTS`) from rank ``r``: refused or ignored, the
+        index unchanged and still answering. The call as its message says it."""
+        probes = self._probes(event)
+        before = self._snapshot(probes)
+        text = f"apply_event(worker {r[0]}, rank {r[1]}, {self._shown_event(event)})"
+        try:
+            self._call(text, "apply_event", r[0], r[1], event, may_refuse=True, kind=kind)
+        except OperationTimeout:
+            raise
+        except Exception:  # noqa: BLE001 - a refusal is right; what matters is that nothing changed
+            pass
+        try:
+            after = self._snapshot(probes)
+        except OperationTimeout:
+            raise
+        except Exception as exc:  # noqa: BLE001
+            raise BadInputViolation(f"after the malformed event ({kind}) {text}, the index no longer answers: "
+                                    f"{type(exc).__name__}: {exc}", _unchanged(probes)) from exc
+        if after != before:
+            raise BadInputViolation(f"the malformed event ({kind}) {text} changed the index: "
+                                    f"{self._difference(before, after, probes)}", _unchanged(probes))
+        return text
 
     def _check_stays_refused(self, r: Rank, event: BlockStored, text: str) -> None:
         """The rank now stores the parent of the store it sent under an unheld parent: that store
@@ -769,8 +799,13 @@ class KvIndexMachine(RuleBasedStateMachine):
         out-of-order stores passed every check while that parent never came)."""
         parent_chain = self.chain_of_hash[event.parent_hash]
         self._send(r, self.engines[r].serve(parent_chain, False))  # not remembered: known sequences stay the requests'
-        query = [tokens_hash(b) for b in parent_chain] + [event.blocks[0].tokens_hash]
-        got = self._call(f"find_matches({shown_chain(parent_chain)}.+)", "find_matches", query)
+        self._check_refused_stays_out(r, self._query_hashes(parent_chain) + [event.blocks[0].tokens_hash],
+                                      f"{shown_chain(parent_chain)}.+", text)
+
+    def _check_refused_stays_out(self, r: Rank, query: list[int], shown: str, text: str) -> None:
+        """The query of a refused store's parent chain and its block (``shown``): rank ``r``'s overlap
+        must stop at the parent (``text``: the refused store, as its message says it)."""
+        got = self._call(f"find_matches({shown})", "find_matches", query, kind=STAYS_REFUSED)
         want = self.model.overlaps(query).get(r, 0)
         if not isinstance(got, dict) or got.get(r, 0) != want:
             seen = got.get(r, 0) if isinstance(got, dict) else got

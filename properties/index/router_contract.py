@@ -55,6 +55,12 @@ class RouterCapabilities:
 
 @dataclass(frozen=True)
 class RouterPair:
+    """What a router pair target's factory returns: ``engine(allocator, page_size)`` builds a cache that
+    publishes KV events (``take_published()``, ``tap_events``), ``index()`` a fresh router index,
+    ``events(engine_events, page_size)`` turns the engine's events into the index's (the publisher's
+    translation), and ``tokens_hashes(tokens, block_size)`` gives the hash per block a router computes
+    from a request's tokens."""
+
     engine: Callable[[Any, int], Any]  # (allocator, page_size) -> a cache that publishes events
     index: Callable[[], Any]
     events: Callable[[list[Any], int], list[Any]] = field(repr=False)  # (engine's events, page size) -> index events

@@ -185,4 +185,5 @@ def required_tenant_tree_methods(capabilities: TenantTreeCapabilities) -> list[s
 
 
 def is_tenant_tree(capabilities: Any) -> bool:
+    """Whether ``capabilities`` declare a tenant tree (a :class:`TenantTreeCapabilities`)."""
     return isinstance(capabilities, TenantTreeCapabilities)

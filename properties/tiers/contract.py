@@ -598,6 +598,9 @@ def _reads_node_boundaries(policy: Policy) -> bool:
 
 @dataclass(frozen=True)
 class TierMatch:
+    """What a tiered cache's ``match_prefix`` returns (see the module docstring): the device part's slot ids and
+    handle, then ``host_length`` tokens after it on host only, ending at ``host_handle``."""
+
     device_values: np.ndarray
     device_handle: Any
     host_length: int
@@ -619,6 +622,9 @@ class Transfer:
 
 @runtime_checkable
 class TieredCacheLike(Protocol):
+    """The methods the suite calls on a cache with a host tier. See the module docstring for their meaning;
+    annotate your cache with it, so a type checker holds it to them."""
+
     page_size: int
 
     def match_prefix(self, tokens: Sequence[int]) -> TierMatch: ...

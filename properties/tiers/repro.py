@@ -303,6 +303,7 @@ def tier_script(world: TierWorld, failure: BaseException, spec: str, made: str =
 
 
 PROBED = 16  # the most recent prompts matched again at the end of a replay past failures
+REQUEST = re.compile(r"^w\.(?:serve|admit)\(")  # a request's prompt: served, or admitted by the lifecycle's world
 EVERYTHING = 10**6  # an eviction's amount that takes everything evictable on its tier
 
 
@@ -310,7 +311,8 @@ def shown_by_tier(factory: Callable[..., Any], world: TierWorld, waived: Callabl
                   ) -> list[Signature]:
     """Every signature ``world``'s operations show on a fresh world of the same kind, going on past
     each failure, with conservation checked after each, then probed with reads only: every pending
-    transfer delivered, and each of the last :data:`PROBED` prompts served matched again (judged as
+    transfer delivered, and each of the last :data:`PROBED` prompts served or admitted (a lifecycle
+    world's requests) matched again (judged as
     a request's match is). Then the state its failing operation met, on both tiers
     (:func:`across_tiers`). In the order first met (a finding ``waived`` accepts is not counted).
     A window trial's bug (a host window copy of a dead value comes back live, B2) met one page size
@@ -318,8 +320,8 @@ def shown_by_tier(factory: Callable[..., Any], world: TierWorld, waived: Callabl
     its own page size's reading only, so they stay two (as :mod:`~radixcheck.properties.findings.root_cause`
     says of findings met at different page sizes)."""
     operations = [line for line in world.log if not line.startswith("#")]
-    served = list(dict.fromkeys(re.sub(r", load=\w+", "", line[len("w.serve("):])  # its tokens and namespace
-                                for line in operations if line.startswith("w.serve(")))[-PROBED:]
+    served = list(dict.fromkeys(re.sub(r", load=\w+", "", REQUEST.sub("", line))  # its tokens and namespace
+                                for line in operations if REQUEST.match(line)))[-PROBED:]
 
     def run(seen: Callable[[BaseException], bool]) -> None:
         again = type(world)(factory, world.page_size, world.write_policy, **world.pools)
