@@ -44,6 +44,7 @@ import os
 import shlex
 import sys
 import time
+from collections import Counter
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -325,15 +326,23 @@ def _test_order(test_id: str) -> tuple:
 
 
 def waived_of(verdicts: list[Verdict]) -> list[dict[str, Any]]:
-    """Every waived finding (by oracle, exception type and waiver), with the tests it was met in."""
-    merged: dict[tuple[str, str, str], dict[str, Any]] = {}
+    """Every waived finding (by oracle, exception type, waiver and the shape of its message), with the
+    tests it was met in. A line that names an oracle alone and waived findings of more than one shape
+    says so beside each (``shapes_waived``): two shapes may be two bugs, and the second would hide behind
+    the first (two tenant leaks under one ``10 tenant isolation`` line, after_verdict_trial.md friction 4)."""
+    merged: dict[tuple[str, str, str, str], dict[str, Any]] = {}
     for v in verdicts:
         for w in v.waived:
-            entry = merged.setdefault((w["oracle"], w["type"], w["waiver"]), {**w, "tests": []})
+            entry = merged.setdefault((w["oracle"], w["type"], w["waiver"], w.get("shape", "")), {**w, "tests": []})
             entry["tests"].append(v.test)
             for key in ("cut_short", "not_rejudged"):  # said of one test's meeting (a production world's), kept whichever came first
                 if w.get(key):
                     entry.setdefault(key, w[key])
+    shapes = Counter(w for _, _, w, _ in merged)
+    for (_, _, waiver, _), entry in merged.items():
+        if shapes[waiver] > 1 and not entry.get("named_by_shape"):
+            entry["shapes_waived"] = (f"one of {shapes[waiver]} findings of different shapes this line waived: if they are "
+                                      "different bugs, name each by 'said: <words of its message>' (docs/how-to/waivers.md)")
     return list(merged.values())
 
 
@@ -716,7 +725,7 @@ def report_card(result: AuditResult) -> str:
     if waived:
         parts += ["", "## Waived findings (--waive)", ""]
         parts += [f"- {w['oracle']} ({w['type']}){known_deviation(w)}: {w['message']} — waived by {w['waiver']}; met in "
-                  + ", ".join(f"`{t}`" for t in w["tests"]) + cut_short(w) + not_rejudged(w) for w in waived]
+                  + ", ".join(f"`{t}`" for t in w["tests"]) + cut_short(w) + not_rejudged(w) + shapes_waived(w) for w in waived]
     return "\n".join(parts) + "\n"
 
 
@@ -745,6 +754,11 @@ def same_root_cause(finding: Finding) -> str:
 def cut_short(waived: dict[str, Any]) -> str:
     """What a waived finding left unbuilt of a production world (the verdict does not cover it)."""
     return f" — {waived['cut_short']}: the verdict does not cover it" if waived.get("cut_short") else ""
+
+
+def shapes_waived(waived: dict[str, Any]) -> str:
+    """A line that names an oracle alone and waived findings of several shapes: said beside each."""
+    return f" — {waived['shapes_waived']}" if waived.get("shapes_waived") else ""
 
 
 def not_rejudged(waived: dict[str, Any]) -> str:
@@ -851,7 +865,8 @@ def print_summary(result: AuditResult) -> None:
               + f"{f.program}\n", file=sys.stdout)
     for w in waived:
         print(f"--- waived: {w['oracle']} ({w['type']}){known_deviation(w)}: {w['message']}\n"
-              f"waived by {w['waiver']}; met in {', '.join(w['tests'])}{cut_short(w)}{not_rejudged(w)}\n", file=sys.stdout)
+              f"waived by {w['waiver']}; met in {', '.join(w['tests'])}{cut_short(w)}{not_rejudged(w)}{shapes_waived(w)}\n",
+              file=sys.stdout)
     for warning in result.unmatched_waivers:
         print(f"radixcheck: warning: {warning}", file=sys.stderr, flush=True)
     if gaps := gaps_line(result.layers_driven):

@@ -620,9 +620,9 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
         exc = call.excinfo.value
         for key, value in describe_failure(exc).items():
             report.user_properties.append((f"radixcheck_{key}", value))
-        if item.config.getoption("--radix-repro") and _is_conformance(item):
-            item.stash[FAILED] = exc
         waiver = log.waiver_for(exc)
+        if item.config.getoption("--radix-repro") and _is_conformance(item) and waiver is None:  # a waived finding is no finding: no file
+            item.stash[FAILED] = exc
         if waiver is not None and log(exc, "the test's last failure"):
             report.outcome = "skipped"
             report.wasxfail = f"{WAIVED_PREFIX} {waiver.where}: {waiver.reason}"
@@ -672,7 +672,7 @@ def _repro_of(item: pytest.Item, exc: BaseException, log: WaiverLog) -> dict:
     try:
         repro = repro_for(exc, _spec_of(item), item.name, waived=waived,
                           plain_test=(item.function, parameters, item.funcargs["target"].capabilities),
-                          seed=item.funcargs["target"].seed)
+                          seed=item.funcargs["target"].seed, waivers=log.applicable)
     except Exception as error:  # noqa: BLE001 - a repro that cannot be made must not hide the finding
         return {"text": None, "why_not": f"radixcheck could not write it: {type(error).__name__}: {error}"}
     if repro.text is not None:

@@ -75,13 +75,14 @@ SCRIBBLED = ("\n\nThe caller overwrites every buffer it lent once a call returns
 
 def repro_for(failure: BaseException, spec: str, test: str = "", waived: Any = None, seconds: float | None = None,
               plain_test: tuple[Callable[..., Any], dict[str, Any], Any] | None = None, replays: int | None = None,
-              seed: int | None = None) -> Repro:
+              seed: int | None = None, waivers: list[Any] | None = None) -> Repro:
     """The repro file for ``failure`` of the target ``spec`` ('module:factory'), from what it carries:
     the failing machine (:func:`~radixcheck.properties.findings.verdict.run_machine` attaches it; reduced
     for at most ``seconds``, ``waived(exc)`` naming findings to look past), or the serving run
     (the DFS-bound tests); else, for a plain test, ``plain_test`` = (its function, its parameters,
     the target's capabilities; ``seed``, the run's ``--seed``, which its file must run too). ``replays``
-    also bounds the reduction by a count (tests)."""
+    also bounds the reduction by a count (tests). ``waivers``: the run's (those ``waived`` applies), which a
+    file whose harness checks as it goes embeds and goes on past (:mod:`~radixcheck.properties.findings.repro_waivers`)."""
     if isinstance(failure, BaseExceptionGroup):
         if len(inner := leaves(failure)) > 1:
             return Repro(None, "several failures in one test (an ExceptionGroup): each needs its own run")
@@ -99,11 +100,11 @@ def repro_for(failure: BaseException, spec: str, test: str = "", waived: Any = N
     from radixcheck.properties.tiers.world import TierWorld
 
     if isinstance(getattr(machine, "world", None), TierWorld):  # the tier machine or production world: its log is the file
-        return tier_repro(machine.world, failure, spec, machine.factory, seconds, replays, waived)
+        return tier_repro(machine.world, failure, spec, machine.factory, seconds, replays, waived, waivers)
     if isinstance(machine, KvIndexMachine):
         return _index_repro(machine, failure, spec, test, seconds, waived)
     if (not isinstance(machine, RadixCacheMachine) or not machine.transcript) and plain_test is not None:
-        return _checked(Repro(_plain_test_script(failure, *plain_test, spec, test, seed), size="radixcheck's test, as it is",
+        return _checked(Repro(_plain_test_script(failure, *plain_test, spec, test, seed, waivers), size="radixcheck's test, as it is",
                               shows=_shown_by_tenant_tree(failure, machine, waived)
                               or _shown_by_construction_test(failure, plain_test, spec, waived)), failure)
     if not isinstance(machine, RadixCacheMachine) or not machine.transcript:
@@ -903,19 +904,22 @@ def _serving_script(failure: BaseException, run: ServingRun, spec: str, test: st
 
 
 def _plain_test_script(failure: BaseException, function: Callable[..., Any], parameters: dict[str, Any], capabilities: Any,
-                       spec: str, test: str, seed: int | None = None) -> str:
+                       spec: str, test: str, seed: int | None = None, waivers: list[Any] | None = None) -> str:
     """A conformance test with no transcript writer (the construction tests, which make plain
     calls; a router pair's end-to-end machine; a tenant tree's machine) is its own repro: its
     source, run with its own module's names (private ones too) on the target as ``radixcheck
     audit`` loads it (under the run's ``--seed``: its machine's stream), with the parameters it failed
     with, under the profile it ran with. It exits 1
     only if the test fails as it did (the same exception; for an oracle, the same oracle);
-    Hypothesis keeps its files in a temporary directory, not where the file runs."""
+    Hypothesis keeps its files in a temporary directory, not where the file runs. ``waivers``: those of
+    the run that applied to the test, written into the file (a ``WaiverLog`` of them is the test's
+    ``radix_waivers``, as the run's was): the test looks past what the run looked past, and the file
+    reads no waiver file."""
     source = textwrap.dedent(inspect.getsource(function))
     source = source[source.index("def "):]  # without its decorators (pytest's parametrization)
     module = inspect.getmodule(function).__name__  # type: ignore[union-attr]
     module = module if module.startswith("radixcheck.") else f"radixcheck.{module}"  # as installed
-    fixtures = {"radix_waivers": "None", "radix_repro": "False"}  # no waivers, no transcript
+    fixtures = {"radix_waivers": "radix_waivers" if waivers else "None", "radix_repro": "False"}  # the run's waivers, no transcript
     accepted = inspect.signature(function).parameters
     arguments = ", ".join(["target", *(f"{k}={literal(v)}" for k, v in parameters.items()),
                            *(f"{k}={v}" for k, v in fixtures.items() if k in accepted)])
@@ -949,7 +953,8 @@ def _plain_test_script(failure: BaseException, function: Callable[..., Any], par
         f"os.environ['HYPOTHESIS_PROFILE'] = {profiles.selected()!r}  # radixcheck's profile, as the test ran",
         *preamble(spec),
         "",
-        *needs([f"import {module} as _test_module", "from radixcheck.properties.target import load_target"]),
+        *needs([f"import {module} as _test_module", "from radixcheck.properties.target import load_target",
+                *(["from radixcheck.properties.findings.waivers import Waiver, WaiverLog"] if waivers else [])]),
         "",
         "globals().update({k: v for k, v in vars(_test_module).items() if not k.startswith('__')})  # the names the test uses",
         "try:",
@@ -960,6 +965,8 @@ def _plain_test_script(failure: BaseException, function: Callable[..., Any], par
         f"    print(f'radixcheck repro: cannot load the target {spec}: {{exc}} (run this file from where you ran radixcheck '",
         "          'audit)', file=sys.stderr)",
         "    sys.exit(2)",
+        *(["", "# the run's waivers that applied to this test (radixcheck audit --waive): the test looks past what they waive",
+            "radix_waivers = WaiverLog([", *(f"    {w!r}," for w in waivers), "])"] if waivers else []),
         "",
         "",
         source.rstrip(),

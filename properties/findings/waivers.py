@@ -34,6 +34,15 @@ One waiver a line::
   On a tier target it reaches the device tier's order oracle (4t) the same way, and, after
   ``4h host eviction order``, the host tier's (4h): a host eviction right only by the deviation's
   statistics is waived (:mod:`radixcheck.oracles.tier_model`, "Known deviations").
+- **said: <text>**, optional, last on the line (``10 tenant isolation  said: evict_prefix freed``): the
+  finding's shape, for an oracle that can fail in several ways: the line waives only findings whose
+  message (its first line, as the audit prints it) contains ``<text>``, where ``*`` stands for any
+  run of characters (the token lists and numbers of one run). Two tenant leaks, one known and one
+  not, are two lines of the audit's, and a line naming the known one's operation waives it alone
+  (:mod:`radixcheck.properties.findings.said`). Not after an order oracle, whose messages cannot tell two
+  bugs apart (``as`` and ``known:`` can), and not with ``as`` or ``known:``. A line without it waives
+  every finding of its oracle, as before; when it waived findings of more than one shape the audit
+  says so beside them (:func:`radixcheck.audit.waived_of`): name each by ``said:`` if they are two bugs.
 - **reason**, after ``#``: required; it is printed beside every finding it waives.
 
 A line is checked when the file is read (:class:`WaiverError` names the line): the test glob
@@ -77,8 +86,13 @@ from radixcheck.oracles.deviation import Deviation
 from radixcheck.oracles.violations import EvictionOrderViolation, HostEvictionOrderViolation, LRUOrderViolation
 from radixcheck.properties.cache.deviations import KNOWN, DeviationError, resolve
 from radixcheck.properties.cache.policies import NAMED
-from radixcheck.properties.findings.failures import WORLD_CUT_SHORT, leaves, message_of, oracle_of
+from radixcheck.properties.findings.failures import ORDER_ORACLES, WORLD_CUT_SHORT, leaves, message_of, oracle_of, signature_of
 from radixcheck.properties.findings.names import conformance_test_names, oracle_names
+from radixcheck.properties.findings.said import SAID, said_in
+
+# The oracles that judge a choice (which leaf went first): one bug shows in many messages there (failures.signature_of),
+# so their waived findings are one entry a line, never one a shape.
+CHOICE_ORACLES = (*ORDER_ORACLES, "11 tenant-tree eviction")
 
 # said beside an 'as' waiver's finding that the tier production world matched by its oracle alone (WaiverLog.at_scale)
 NOT_REJUDGED = ("matched by its oracle in the tier production world, its 'as' not re-judged there "
@@ -99,6 +113,7 @@ class Waiver:
     follows: str | None = None  # "as <policy>": only order findings whose choice that policy would have made
     known: str | None = None  # "known: <deviation>": only order findings that deviation explains
     deviation: Callable[[], Deviation] | None = field(default=None, compare=False, repr=False)  # its factory
+    said: str | None = None  # "said: <text>": only findings whose message contains it (findings.said)
 
     def __post_init__(self) -> None:
         if self.known is not None and self.deviation is None:
@@ -115,6 +130,8 @@ class Waiver:
         names = [oracle_of(exc)] + [cls.__name__ for cls in type(exc).__mro__]
         if not any(_glob(name, self.finding) for name in names):
             return False
+        if self.said is not None and not said_in(self.said, message_of(exc)):
+            return False
         if self.known is not None:  # set by the cache machine on an order finding a waived deviation explains
             return self.known in getattr(exc, "explained_by", ())
         if self.follows is None or not rejudge:
@@ -125,7 +142,8 @@ class Waiver:
     def __str__(self) -> str:  # the rule as written (quotes aside), for a warning about it
         follows = f" as {self.follows}" if self.follows else ""
         known = f"  known: {self.known}" if self.known else ""
-        return f"{self.target}  {self.test}  {self.finding}{follows}{known}  # {self.reason}"
+        said = f"  {SAID} {self.said}" if self.said is not None else ""
+        return f"{self.target}  {self.test}  {self.finding}{follows}{known}{said}  # {self.reason}"
 
 
 def _glob(name: str, pattern: str) -> bool:
@@ -140,6 +158,7 @@ def parse_waivers(text: str, source: str = "<waivers>") -> list[Waiver]:
             continue
         where = f"{source}:{number}"
         rule, hash_, reason = line.partition("#")
+        rule, said = _said_of(rule)  # before shlex: a message's quotes are its own
         try:
             fields = shlex.split(rule)
         except ValueError as exc:
@@ -158,11 +177,38 @@ def parse_waivers(text: str, source: str = "<waivers>") -> list[Waiver]:
             at = len(fields) - 1 - fields[::-1].index("as")
             finding, follows = " ".join(fields[2:at]), " ".join(fields[at + 1:])
         problem = (_test_problem(test, finding) or _finding_problem(finding) or _follows_problem(finding, follows)
-                   or _known_problem(finding, follows, known))
+                   or _known_problem(finding, follows, known) or _said_problem(finding, follows, known, said))
         if problem:
             raise WaiverError(f"{where}: {problem}: {line!r}")
-        waivers.append(Waiver(fields[0], test, finding, reason.strip(), where, follows, known))
+        waivers.append(Waiver(fields[0], test, finding, reason.strip(), where, follows, known, said=said))
     return waivers
+
+
+def _said_of(rule: str) -> tuple[str, str | None]:
+    """``rule`` without its ``said: <text>`` clause, and the text (``None``: no clause): the text as
+    written, one pair of quotes around all of it taken off."""
+    found = re.search(rf"(?:^|\s){re.escape(SAID)}", rule)
+    if found is None:
+        return rule, None
+    text = rule[found.end():].strip()
+    if len(text) >= 2 and text[0] == text[-1] and text[0] in "'\"":
+        text = text[1:-1]
+    return rule[:found.start()], text
+
+
+def _said_problem(finding: str, follows: str | None, known: str | None, said: str | None) -> str | None:
+    """Why ``<finding>  said: <said>`` cannot name one finding by its shape, or ``None``."""
+    if said is None:
+        return None
+    if not said.strip("* "):
+        return f"'{SAID}' needs the words of the finding's message it names (from the audit's card), got {said!r}"
+    if follows is not None or known is not None:
+        return f"a line names one known order bug by 'as' or 'known:', or one finding by '{SAID}': not both"
+    orders = (*ORDER_ORACLES, EvictionOrderViolation.__name__, LRUOrderViolation.__name__, HostEvictionOrderViolation.__name__)
+    if finding in orders:
+        return (f"'{SAID}' cannot name an order bug ({finding!r}): its messages do not tell two order bugs apart; name it "
+                "by 'as <policy>' or 'known: <deviation>'")
+    return None
 
 
 def _known_problem(finding: str, follows: str | None, known: str | None) -> str | None:
@@ -250,7 +296,7 @@ class WaiverLog:
     each finding it waives."""
 
     applicable: list[Waiver]
-    found: dict[tuple[str, str, str], dict[str, Any]] = field(default_factory=dict)
+    found: dict[tuple[str, str, str, str], dict[str, Any]] = field(default_factory=dict)
 
     @classmethod
     def for_test(cls, waivers: list[Waiver], target_names: tuple[str, ...], test_id: str) -> WaiverLog:
@@ -285,9 +331,12 @@ class WaiverLog:
         # a waived finding that ended a production world: the verdict does not cover what it left out
         cut_short = next((n.removeprefix("radixcheck: ") for n in getattr(exc, "__notes__", []) if n.startswith(WORLD_CUT_SHORT)), None)
         for e in leaves(exc):
-            key = (oracle_of(e), type(e).__name__, waiver.where)
+            # one entry per shape: two leaks one line waived are two entries, so the card shows both (audit.waived_of)
+            oracle = oracle_of(e)
+            key = (oracle, type(e).__name__, waiver.where, "" if oracle in CHOICE_ORACLES else signature_of(oracle, message_of(e)))
             entry = self.found.setdefault(key, {"oracle": key[0], "type": key[1], "message": message_of(e), "step": step,
-                                                "waiver": f"{waiver.where}: {waiver.reason}", "times_met": 0})
+                                                "waiver": f"{waiver.where}: {waiver.reason}", "times_met": 0,
+                                                "shape": key[3], "named_by_shape": waiver.said is not None})
             entry["times_met"] += 1
             if waiver.known is not None:
                 entry["known_deviation"] = waiver.known
@@ -303,7 +352,7 @@ class WaiverLog:
 
     def met(self) -> list[str]:
         """The waivers (by ``file:line``) that waived a finding here."""
-        return sorted({where for _, _, where in self.found})
+        return sorted({where for _, _, where, _ in self.found})
 
 
 def unmatched(waivers: Iterable[Waiver], met: Iterable[str]) -> list[Waiver]:

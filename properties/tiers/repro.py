@@ -21,7 +21,7 @@ from __future__ import annotations
 import re
 import textwrap
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from radixcheck.oracles.violations import ContractViolation
@@ -29,6 +29,7 @@ from radixcheck.properties.budget_clock import BudgetWatch
 from radixcheck.properties.cache.layers import UNSAID
 from radixcheck.properties.findings.failures import message_of, oracle_of
 from radixcheck.properties.findings.reduce import REDUCE_ENV, finding_of, leave_out_runs, reduce_seconds
+from radixcheck.properties.findings.repro_waivers import embeddable, met_by, waiver_lines
 from radixcheck.properties.findings.root_cause import Signature, each_step, shown_past_failures, signature
 from radixcheck.properties.findings.standalone import (
     CANNOT_RUN_LINES,
@@ -39,6 +40,7 @@ from radixcheck.properties.findings.standalone import (
     needs,
     runs_to_the_check,
 )
+from radixcheck.properties.findings.waivers import Waiver
 from radixcheck.properties.target import caused_by_hang
 from radixcheck.properties.tiers.world import TierWorld
 
@@ -51,30 +53,40 @@ class TierReplay:
     operations: list[Any]  # lines of the log; a reduction's own (:data:`Operation`) while it runs
     world: TierWorld
     failure: BaseException | None
+    waived: list[BaseException] = field(default_factory=list)  # the waived findings it went on past, in order
 
 
 def replay(factory: Callable[..., Any], page_size: int, write_policy: str, operations: list[str],
-           world_class: type[TierWorld] = TierWorld, pools: dict[str, int] | None = None) -> TierReplay:
+           world_class: type[TierWorld] = TierWorld, pools: dict[str, int] | None = None,
+           waived: Callable[[BaseException], bool] | None = None) -> TierReplay:
     """Send ``operations`` to a fresh world (of ``world_class``: the lifecycle's has running
     requests; ``pools``, its pools' sizes and seed: :attr:`TierWorld.pools`), as the file does, then
-    check conservation; stop at the first failure."""
+    check conservation; stop at the first failure ``waived`` does not cover (one it covers ends its
+    operation, as it ended the run's step, and the replay goes on: :mod:`~radixcheck.properties.findings.repro_waivers`)."""
     world = world_class(factory, page_size, write_policy, **(pools or {}))
+    met: list[BaseException] = []
     for i, operation in enumerate(operations):
         try:
             exec(operation, {"w": world})  # noqa: S102 - a line of the world's own log
         except Exception as exc:  # noqa: BLE001 - a failure is what a replay looks for
-            return TierReplay(operations[: i + 1], world, exc)
+            if waived is not None and waived(exc):
+                met.append(exc)
+                continue
+            return TierReplay(operations[: i + 1], world, exc, met)
     try:
         world.check()
     except Exception as exc:  # noqa: BLE001
-        return TierReplay(operations, world, exc)
-    return TierReplay(operations, world, None)
+        if not (waived is not None and waived(exc)):
+            return TierReplay(operations, world, exc, met)
+        met.append(exc)
+    return TierReplay(operations, world, None, met)
 
 
 def reduced(factory: Callable[..., Any], world: TierWorld, failure: BaseException, seconds: float | None = None,
-            replays: int | None = None) -> tuple[TierReplay | None, str]:
+            replays: int | None = None, waived: Callable[[BaseException], bool] | None = None) -> tuple[TierReplay | None, str]:
     """The smallest replay that fails as ``failure`` did (``None``: the run's own operations do not,
-    replayed), and a sentence on what the reduction did."""
+    replayed; each replay goes on past the findings ``waived`` covers, as the run did), and a sentence on
+    what the reduction did."""
     budget = reduce_seconds() if seconds is None else seconds
     watch = BudgetWatch(OVERTIME * budget)  # CPU seconds (budget_clock), and the wall-clock backstop of its overtime
     wanted, count, shortest, shrunk_at = finding_of(failure), 0, len(world.log), 0.0
@@ -84,7 +96,7 @@ def reduced(factory: Callable[..., Any], world: TierWorld, failure: BaseExceptio
         nonlocal count, shortest, shrunk_at
         count += 1
         sent = renumbered(operations, starts)
-        again = replay(factory, world.page_size, world.write_policy, [line for _, line in sent], type(world), world.pools)
+        again = replay(factory, world.page_size, world.write_policy, [line for _, line in sent], type(world), world.pools, waived)
         if again.failure is None or finding_of(again.failure) != wanted:
             return None
         again.operations = [op for op, _ in sent[: len(again.operations)]]  # as the reduction knows them
@@ -103,7 +115,7 @@ def reduced(factory: Callable[..., Any], world: TierWorld, failure: BaseExceptio
         return None, "its operations did not fail the same way when replayed: written from the run itself"
     best = without_repeats(best, fails, time_left)
     best = leave_out_runs(best, lambda replayed: replayed.operations, fails, time_left)
-    best = TierReplay([line for line in best.world.log if not line.startswith("#")], best.world, best.failure)  # as sent
+    best = TierReplay([line for line in best.world.log if not line.startswith("#")], best.world, best.failure, best.waived)  # as sent
     took = watch.cpu()  # the clock its budget counts (a wire server's CPU included), not the wall clock
     stopped = "" if time_left() else (f"; stopped at its budget ({budget:g} s of CPU, {REDUCE_ENV}; past it, up to "
                                        f"{OVERTIME:g} times, only while still shrinking)")
@@ -228,9 +240,13 @@ TRANSFER = re.compile(r"(?P<kind>write|load)\((?P<slots>\[[\d, ]*\])\) -> (?P=ki
 WIDTH = 110
 
 
-def tier_script(world: TierWorld, failure: BaseException, spec: str, made: str = "") -> str:
-    """The file: ``world``'s log (the operations that show ``failure``, the last one the failing one)."""
+def tier_script(world: TierWorld, failure: BaseException, spec: str, made: str = "", waivers: list[Waiver] | None = None) -> str:
+    """The file: ``world``'s log (the operations that show ``failure``, the last one the failing one);
+    ``waivers``, those of the run its operations meet, which the file goes on past
+    (:mod:`~radixcheck.properties.findings.repro_waivers`)."""
     log = list(world.log)
+    waivers = embeddable(waivers or [])
+    built = f"{type(world).__name__}(make, page_size={world.page_size}, write_policy={world.write_policy!r}{world.pools_said()})"
     last = max(i for i, line in enumerate(log) if not line.startswith("#"))
     oracle, sentence = oracle_of(failure), message_of(failure)
     if isinstance(failure, ContractViolation):
@@ -249,10 +265,15 @@ def tier_script(world: TierWorld, failure: BaseException, spec: str, made: str =
         "copies device slots [2] to host slots [1]). " + made,
         "Exits 1 while the bug is there, 0 once it is fixed, 2 if it cannot run to its last operation. Needs radixcheck;",
         "writes nothing where it runs. Written by `radixcheck audit --repro`.",
+        *(["", f"Its run had waivers (radixcheck audit --waive) that these operations meet: {len(waivers)} line(s), in WAIVED below.",
+           "The file goes on past the findings they waive, as the run did, whether those are still there or fixed."]
+          if waivers else []),
         '"""',
         "import os",
+        *(["import re"] if waivers else []),
         "import sys",
         "import traceback",
+        *(["from fnmatch import fnmatchcase"] if waivers else []),
         "",
         *needs(["from radixcheck.oracles.violations import ContractViolation",
                 f"from {type(world).__module__} import {type(world).__name__}"]),
@@ -265,9 +286,9 @@ def tier_script(world: TierWorld, failure: BaseException, spec: str, made: str =
         *CANNOT_RUN_LINES,
         "",
         "",
+        *([*waiver_lines(waivers), "", ""] if waivers else []),
         *runs_to_the_check([
-            f"w = {type(world).__name__}(make, page_size={world.page_size}, write_policy={world.write_policy!r}"
-            f"{world.pools_said()})",
+            f"w = PastWaived({built})" if waivers else f"w = {built}",
             *compact(log[:last]),
             "",
             "# the operation that fails, and radixcheck's checks of it",
@@ -357,19 +378,22 @@ def across_tiers(world: TierWorld, seen: Callable[[BaseException], bool], coldes
 
 def tier_repro(world: TierWorld, failure: BaseException, spec: str, factory: Callable[..., Any] | None = None,
                seconds: float | None = None, replays: int | None = None,
-               waived: Callable[[BaseException], bool] | None = None) -> Repro:
+               waived: Callable[[BaseException], bool] | None = None, waivers: list[Waiver] | None = None) -> Repro:
     """The repro file of a tier machine's ``failure`` (its ``world``; ``factory``, the machine's, to
     reduce it and to replay it past its failure for what else it shows, ``waived`` not counted),
-    run once as a user would: it is offered only if it exits 1 with radixcheck's sentence."""
+    run once as a user would: it is offered only if it exits 1 with radixcheck's sentence. ``waivers``:
+    the run's (those ``waived`` applies); the file goes on past those its operations meet."""
     made, notes = "", []
+    met = embeddable(waivers or [])  # with no replay to say which its operations meet: every one a file can judge
     if factory is not None:
-        best, made = reduced(factory, world, failure, seconds, replays)
+        best, made = reduced(factory, world, failure, seconds, replays, waived)
         if best is not None:
             world, failure = best.world, best.failure  # type: ignore[assignment]
+            met = met_by(met, best.waived)
         else:
             notes.append(made)
             made = ""
-    text = tier_script(world, failure, spec, made)
+    text = tier_script(world, failure, spec, made, met)
     calls = sum(not line.startswith("#") for line in world.log)
     shows = [] if factory is None else [signature(failure)] if caused_by_hang(failure) else shown_by_tier(factory, world, waived)
     return confirm(Repro(text, calls=calls, notes=notes, size=f"{calls} operations", shows=shows))
