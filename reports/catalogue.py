@@ -348,7 +348,8 @@ def saved_streams(out: Path) -> int:
 def main(argv: list[str] | None = None) -> None:
     parser = ArgumentParser(prog="python -m radixcheck.reports.catalogue", description=__doc__.splitlines()[0])
     parser.add_argument("mutants", nargs="*", metavar="MUTANT",
-                        help="only these mutants: their rows replace the saved ones, the others are kept")
+                        help="only these mutants: their rows replace the saved ones, the others and the false-alarm rows "
+                             "are kept (add --variant NAME to re-run those too)")
     parser.add_argument("--out", type=Path, default=None,
                         help="output directory (default: reports/ in a checkout, ./radixcheck-reports when installed)")
     parser.add_argument("--streams", type=non_negative_int, default=200, help="streams per mutant for the kill rate (0: skip)")
@@ -376,6 +377,8 @@ def main(argv: list[str] | None = None) -> None:
     fresh_rows = build(args.streams, args.jobs, args.mutants or None) if args.mutants or not args.variant else []
     if args.variant:
         fresh_variants = false_alarms(args.variant_streams, args.jobs, only=args.variant)
+    elif args.mutants:  # named mutants re-run their rows only: every false-alarm row (hours of streams) is kept
+        fresh_variants = []
     else:
         fresh_variants = false_alarms(args.variant_streams, args.jobs) if args.variant_streams else []
     # named rows replace theirs; every other saved row is kept
