@@ -27,7 +27,7 @@ from radixcheck.argtypes import ArgumentParser, non_negative_int, positive_int, 
 from radixcheck.oracles import violations as v
 from radixcheck.properties.cache.mutants import MUTANTS, machine_for_mutant
 from radixcheck.properties.findings.failures import describe_failure
-from radixcheck.properties.findings.verdict import run_machine
+from radixcheck.properties.findings.verdict import run_machine, shrink_setting_problem
 from radixcheck.provenance import generated_by
 from radixcheck.reports import default_out
 from radixcheck.reports.kill_rates import false_alarms, measure, variant_names
@@ -368,6 +368,8 @@ def main(argv: list[str] | None = None) -> None:
         parser.error(f"--variant {unknown[0]}: no such correct cache (one of {', '.join(variant_names())})")
     if args.variant and not args.variant_streams:
         parser.error("--variant needs --variant-streams above 0")
+    if problem := shrink_setting_problem():  # else every stream would fail on it and count as a kill
+        parser.error(problem)
     out = args.out or default_out()
     if args.out is None and args.streams < saved_streams(out):  # --out DIR chooses the place: nothing there is protected
         refuse_weaker(parser, out / "BUG_CATALOGUE.md",

@@ -26,7 +26,7 @@ from tabulate import tabulate
 from radixcheck import profiles
 from radixcheck.argtypes import ArgumentParser, non_negative_int, positive_int, refuse_weaker
 from radixcheck.oracles import violations as v
-from radixcheck.properties.findings.verdict import run_machine
+from radixcheck.properties.findings.verdict import run_machine, shrink_setting_problem
 from radixcheck.properties.tiers.machine import tier_machine_for
 from radixcheck.properties.tiers.mutants import CORRECT_TIER_VARIANTS, TIER_MUTANTS, machines_for_mutant
 from radixcheck.properties.tiers.repro import tier_repro
@@ -270,6 +270,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--force", action="store_true", help="replace the saved catalogue even with fewer streams")
     add_only(parser, "mutant or correct cache")
     args = parser.parse_args(argv)
+    if problem := shrink_setting_problem():  # else every stream would fail on it and count as a kill
+        parser.error(problem)
     out = args.out or default_out()
     check_only(parser, args.only, [m.__name__ for m in TIER_MUTANTS] + list(CORRECT_TIER_VARIANTS),
                "tier mutant or correct cache", CATALOGUE.artifact_path(out))
