@@ -97,3 +97,54 @@ def test_saving_a_rerun_that_measured_the_same_again_keeps_the_catalogues_rows(t
     text = (tmp_path / catalogue.markdown).read_text(encoding="utf-8")
     assert text.split("## Mutants")[1].split("## Runs")[0] == before.split("## Mutants")[1].split("## Runs")[0]
     assert "## Mutants" in capsys.readouterr().out
+
+
+def test_naming_mutants_re_runs_their_rows_and_keeps_every_false_alarm_row(tmp_path: Path,
+                                                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    """``python -m radixcheck.reports.catalogue MUTANT`` measures that mutant's row only: it used to re-run
+    every correct cache's false-alarm streams too (62 rows x 50 streams, hours on a loaded machine)
+    unless ``--variant-streams 0`` was also given."""
+    from radixcheck.reports import catalogue
+
+    (tmp_path / "artifacts").mkdir()
+    saved = [{"variant": "RadixCache", "machine": "ordinary", "streams": 50, "failed": 0, "first_failure": ""}]
+    (tmp_path / "artifacts" / "false_alarms.json").write_text(json.dumps(saved), encoding="utf-8")
+    mutant = catalogue.MUTANTS[0]
+    row = {"bug_class": mutant.bug_class, "sources": list(mutant.sources), "what": "w", "caught": True,
+           "mutant": f"radixcheck.properties.cache.mutants:{mutant.__name__}", "kills": 1, "wrong_reason": 0,
+           "streams": 1, "seconds_to_kill": 0.1}
+
+    def no_false_alarms(*args: object, **kwargs: object) -> list[dict[str, object]]:
+        raise AssertionError("the false-alarm streams were re-run for a mutant's row")
+
+    monkeypatch.setattr(catalogue, "build", lambda streams, jobs, only=None: [row])
+    monkeypatch.setattr(catalogue, "false_alarms", no_false_alarms)
+    catalogue.main([mutant.__name__, "--streams", "1", "--out", str(tmp_path)])
+    assert json.loads((tmp_path / "artifacts" / "false_alarms.json").read_text(encoding="utf-8")) == saved
+    assert json.loads((tmp_path / "artifacts" / "catalogue.json").read_text(encoding="utf-8"))[0]["kills"] == 1
+
+
+@pytest.mark.parametrize("tool, measures, argv", [
+    ("catalogue", "build", ["SplitOffByOne", "--streams", "1"]),
+    ("kill_rates", "measure", ["SplitOffByOne", "--streams", "1"]),
+    ("tier_catalogue", "build", ["--streams", "1", "--variant-streams", "0"]),
+])
+def test_a_shrink_setting_that_is_no_number_exits_2_before_any_stream(tool: str, measures: str, argv: list[str], tmp_path: Path,
+                                                                      monkeypatch: pytest.MonkeyPatch,
+                                                                      capsys: pytest.CaptureFixture[str]) -> None:
+    """``RADIXCHECK_SHRINK_SECONDS=`` (empty) failed every stream, and the catalogue wrote the mutant's row
+    as caught 0/200 times for the right reason, 200 for a wrong one: a crash of the harness charged to
+    the mutant. The tools now refuse the setting first, in one line."""
+    import importlib
+
+    module = importlib.import_module(f"radixcheck.reports.{tool}")
+
+    def no_streams(*args: object, **kwargs: object) -> None:
+        raise AssertionError("streams were run under a shrink setting that is no number")
+
+    monkeypatch.setenv("RADIXCHECK_SHRINK_SECONDS", "")
+    monkeypatch.setattr(module, measures, no_streams)
+    with pytest.raises(SystemExit) as exited:
+        module.main([*argv, "--out", str(tmp_path)] if tool != "kill_rates" else argv)
+    assert exited.value.code == 2
+    assert "RADIXCHECK_SHRINK_SECONDS='': not a number of seconds" in capsys.readouterr().err

@@ -27,7 +27,7 @@ from radixcheck.argtypes import ArgumentParser, non_negative_int, positive_int, 
 from radixcheck.oracles import violations as v
 from radixcheck.properties.cache.mutants import MUTANTS, machine_for_mutant
 from radixcheck.properties.findings.failures import describe_failure
-from radixcheck.properties.findings.verdict import run_machine
+from radixcheck.properties.findings.verdict import run_machine, shrink_setting_problem
 from radixcheck.provenance import generated_by
 from radixcheck.reports import default_out
 from radixcheck.reports.kill_rates import false_alarms, measure, variant_names
@@ -348,7 +348,8 @@ def saved_streams(out: Path) -> int:
 def main(argv: list[str] | None = None) -> None:
     parser = ArgumentParser(prog="python -m radixcheck.reports.catalogue", description=__doc__.splitlines()[0])
     parser.add_argument("mutants", nargs="*", metavar="MUTANT",
-                        help="only these mutants: their rows replace the saved ones, the others are kept")
+                        help="only these mutants: their rows replace the saved ones, the others and the false-alarm rows "
+                             "are kept (add --variant NAME to re-run those too)")
     parser.add_argument("--out", type=Path, default=None,
                         help="output directory (default: reports/ in a checkout, ./radixcheck-reports when installed)")
     parser.add_argument("--streams", type=non_negative_int, default=200, help="streams per mutant for the kill rate (0: skip)")
@@ -367,6 +368,8 @@ def main(argv: list[str] | None = None) -> None:
         parser.error(f"--variant {unknown[0]}: no such correct cache (one of {', '.join(variant_names())})")
     if args.variant and not args.variant_streams:
         parser.error("--variant needs --variant-streams above 0")
+    if problem := shrink_setting_problem():  # else every stream would fail on it and count as a kill
+        parser.error(problem)
     out = args.out or default_out()
     if args.out is None and args.streams < saved_streams(out):  # --out DIR chooses the place: nothing there is protected
         refuse_weaker(parser, out / "BUG_CATALOGUE.md",
@@ -376,6 +379,8 @@ def main(argv: list[str] | None = None) -> None:
     fresh_rows = build(args.streams, args.jobs, args.mutants or None) if args.mutants or not args.variant else []
     if args.variant:
         fresh_variants = false_alarms(args.variant_streams, args.jobs, only=args.variant)
+    elif args.mutants:  # named mutants re-run their rows only: every false-alarm row (hours of streams) is kept
+        fresh_variants = []
     else:
         fresh_variants = false_alarms(args.variant_streams, args.jobs) if args.variant_streams else []
     # named rows replace theirs; every other saved row is kept

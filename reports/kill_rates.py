@@ -26,7 +26,7 @@ from radixcheck.argtypes import ArgumentParser, non_negative_int, positive_int
 from radixcheck.properties.cache.machine import machine_for
 from radixcheck.properties.cache.mutants import CORRECT_VARIANTS, MUTANTS, machine_for_mutant
 from radixcheck.properties.cache.scale_machine import scale_machine_for
-from radixcheck.properties.findings.verdict import run_machine
+from radixcheck.properties.findings.verdict import run_machine, shrink_setting_problem
 from radixcheck.properties.index.mutants import CORRECT_INDEX_VARIANTS, INDEX_MUTANTS, machine_for_index_mutant
 from radixcheck.reference import RadixCache
 from radixcheck.reference.kv_index import KvIndex
@@ -120,6 +120,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--false-alarms", type=non_negative_int, default=0, metavar="STREAMS",
                         help="then run the reference and every correct variant over STREAMS streams per machine")
     args = parser.parse_args(argv)
+    if problem := shrink_setting_problem():  # else every stream would fail on it and count as a kill
+        parser.error(problem)
     known = {m.__name__ for m in [*MUTANTS, *INDEX_MUTANTS]}
     unknown = sorted(set(args.mutants) - known)
     if unknown:

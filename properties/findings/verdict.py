@@ -65,7 +65,21 @@ def shrink_seconds(machine: type | None = None) -> float:
     """The shrink budget: ``RADIXCHECK_SHRINK_SECONDS`` if set, else the machine's own
     ``default_shrink_seconds`` if it has one, else 15 s."""
     default = getattr(machine, "default_shrink_seconds", DEFAULT_SHRINK_SECONDS)
+    problem = shrink_setting_problem()
+    if problem:
+        raise ValueError(problem)
     return float(os.environ.get(SHRINK_ENV, default))
+
+
+def shrink_setting_problem() -> str | None:
+    """What is wrong with ``RADIXCHECK_SHRINK_SECONDS`` (None if it is unset or a number): a tool that
+    counts failures checks it first, or every run would fail on it and be counted as a finding."""
+    raw = os.environ.get(SHRINK_ENV)
+    try:
+        float(raw) if raw is not None else None
+    except ValueError:
+        return f"{SHRINK_ENV}={raw!r}: not a number of seconds"
+    return None
 
 
 class _Examples(ExampleDatabase):
