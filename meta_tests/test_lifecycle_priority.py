@@ -117,7 +117,7 @@ class PromptOneHigher(RadixCache):
         self._prompts: dict[int, int] = {}  # id(request) -> its prompt's length (SGLang's origin_input_ids)
 
     def match_req(self, req: Any) -> None:
-        self._prompts.setdefault(id(req), len(req.tokens))
+        self._prompts[id(req)] = len(req.tokens)  # match_req starts a request: an id may be a freed one's
         super().match_req(req)
 
     def _insert_req(self, req: Any) -> int:
