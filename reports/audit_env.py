@@ -191,6 +191,12 @@ def record_engine(engines: dict[str, dict], key: str, seconds: float, size_befor
     return size
 
 
+def packages_of(freeze: str) -> list[str]:
+    """``pip freeze``'s output, one requirement a line: its comments left out (an editable install
+    without a remote is preceded by one), an editable install kept whole (``-e /path``)."""
+    return [line.strip() for line in freeze.splitlines() if line.strip() and not line.lstrip().startswith("#")]
+
+
 def check() -> bool:
     """The environment was built to the end and sglang's radix caches import in it."""
     return STAMP.exists() and imports_ok()
@@ -245,11 +251,11 @@ def build(force: bool) -> None:
     ok = imports_ok()
     total = round(time.monotonic() - t0, 1)
     size = du_bytes(VENV)
-    frozen = subprocess.run(
+    frozen = packages_of(subprocess.run(
         [str(python_in_venv()), "-m", "pip", "freeze", "--disable-pip-version-check"],
         capture_output=True,
         text=True,
-    ).stdout.split()
+    ).stdout)
     info = {
         "ok": ok,
         "seconds_total": total,

@@ -450,6 +450,11 @@ ENGINES += [
             "every slot a step frees is checked against what an engine must free (sglang #38319's class among them).",
             "`tree_*` (`lifecycle=\"tree\"`): the same trees, and Unified FULL+SWA and PureSWA (page size 1), driven through "
             "the request steps with their tree calls, the suite playing the scheduler.",
+            "`requests_*_priority`: the `requests_*` trees under `--radix-eviction-policy priority`, so a running request's "
+            "priority is driven (`Request.priority` becomes the `Req`'s `priority`, which SGLang's `checkpoint` passes to its "
+            "inserts). Declared `policies.priority(prompt_bonus=1)`: once a request cached tokens past its prompt, SGLang "
+            "inserts the prompt's pages again at `req.priority + 1` (\"so eviction can drop the output KV without the "
+            "prompt\", both trees), by design. #3 is waived under this policy as in `sglang_radix:radix_priority`.",
             "`eagle_*` (`key_mode=\"bigram\"`): RadixCache and Unified FULL built with `is_eagle=True`; the suite sends raw "
             "tokens whose bigrams are its keys, so page alignment is judged in bigrams (sglang #24371, #28692).",
             "As the trees above: no `evict_prefix`; Unified Python checks locks, RadixCache and the Rust core are declared "

@@ -40,7 +40,14 @@ audit environment, ``.audit-venv/``). Two kinds of factory (the contract's "The 
 Trees: ``radix_lru`` (``RadixCache``), ``unified_{python,rust}_lru`` (``UnifiedRadixCache`` FULL), and
 for ``tree_`` also ``unified_swa_{python,rust}_lru`` (FULL+SWA, page size 1, as in ``sglang_trees``)
 and ``pure_swa_lru``. ``*_eagle`` are the same trees built with ``is_eagle=True`` (bigram keys, see
-the contract's "Key modes"): ``Capabilities(key_mode="bigram")``.
+the contract's "Key modes"): ``Capabilities(key_mode="bigram")``. ``requests_{radix,unified_python,
+unified_rust}_priority`` are the ``requests_`` trees under ``--radix-eviction-policy priority``,
+declared as ``policies.priority(prompt_bonus=1)``: the suite's ``Request.priority`` becomes the ``Req``'s
+``priority`` (``Req(..., priority=)``), which SGLang's own request steps carry to the tree
+(``cache_finished_req`` / ``cache_unfinished_req`` insert with ``priority=req.priority``), so the
+order oracle judges a running request's pages by it. Those steps also insert the prompt's pages
+again at ``req.priority + 1`` once a request cached tokens past its prompt (``checkpoint``: "so
+eviction can drop the output KV without the prompt"), which the ``prompt_bonus`` declares.
 
 Not built: Unified FULL+MAMBA through requests (its ``checkpoint`` of an unfinished request forks a
 mamba state, the request owns a mamba slot from admission on: a second pool the contract does not
@@ -61,6 +68,7 @@ import numpy as np
 from radixcheck.properties.adapters import factory_lookup
 from radixcheck.properties.adapters import sglang_radix as _sr
 from radixcheck.properties.adapters import sglang_trees as _st
+from radixcheck.properties.cache import policies as _policies
 from radixcheck.properties.cache.contract import Capabilities, Request, SlotAllocator
 
 ROWS = 16
@@ -125,7 +133,8 @@ class _RequestSteps:
         from array import array
 
         self._serial += 1
-        req = rq.Req(f"radixcheck-{self._serial}", "", array("q", request.tokens), rq.SamplingParams(max_new_tokens=1 << 20))
+        req = rq.Req(f"radixcheck-{self._serial}", "", array("q", request.tokens), rq.SamplingParams(max_new_tokens=1 << 20),
+                     priority=request.priority)
         req.refresh_fill_ids()
         rq.common.match_kv_cache(req, self.cache)
         req.kv.cache_protected_len = req.prefix_len  # init_next_round_input, for a tree that reports none
@@ -220,7 +229,8 @@ class SGLangRadixRequests(_RequestSteps, _sr.SGLangRadixCache):
         _sr._Adapter.__init__(self, allocator, page_size)
         params = self.sg.CacheInitParams(disable=False, req_to_token_pool=self._make_pool(),
                                          token_to_kv_pool_allocator=self.kv_allocator, page_size=page_size,
-                                         eviction_policy=eviction_policy, is_eagle=is_eagle)
+                                         eviction_policy=eviction_policy,
+                                         eviction_policy_config=_sr._policy_config(eviction_policy), is_eagle=is_eagle)
         self.cache = self.sg.RadixCache(params)
 
 
@@ -264,9 +274,22 @@ def _factory(name: str, build: Callable[[SlotAllocator, int], Any], caps: Capabi
     return _sr._factory(name, build, caps)
 
 
-def _caps(lifecycle: str, checks_locks: bool, page_sizes=_sr.PAGE_SIZES, key_mode: str = "tokens") -> Capabilities:
+def _caps(lifecycle: str, checks_locks: bool, page_sizes=_sr.PAGE_SIZES, key_mode: str = "tokens",
+          policy: str = "lru") -> Capabilities:
+    """``policy``: SGLang's ``--radix-eviction-policy`` the tree is built with, declared as the plain
+    rows declare it (``sglang_radix.declared_policy``: ``"lru"``, or the named policy's key), except
+    that SGLang's request steps give a prompt one more priority than its output (``checkpoint``'s
+    prompt split: ``policies.priority(prompt_bonus=1)``, by design; findings/sglang_trees.md)."""
+    declared = _policies.priority(prompt_bonus=1) if policy == "priority" and lifecycle == "requests" else _sr.declared_policy(policy)
     return Capabilities(supports_quarantine=False, page_sizes=page_sizes, checks_locks=checks_locks, lifecycle=lifecycle,
-                        key_mode=key_mode)
+                        key_mode=key_mode, eviction_policy=declared)
+
+
+REQUEST_POLICIES = ("priority",)
+"""Policies besides LRU the ``requests_*`` rows are built with: ``priority``, the one whose key reads
+what a running request carries (``req.priority``, which ``cache_finished_req`` /
+``cache_unfinished_req`` pass to their inserts). The others' keys read only what the tree calls
+already drive (``sglang_radix``'s rows)."""
 
 
 FACTORIES: dict[str, Callable] = {
@@ -292,7 +315,14 @@ for _b in ("python", "rust"):
     FACTORIES[f"tree_unified_swa_{_b}_lru"] = _factory(
         f"tree_unified_swa_{_b}_lru", lambda a, p, b=_b: _st.SGLangUnifiedSWA(a, p, backend=b),
         _caps("tree", _strict, page_sizes=(1,)))
-del _b, _strict
+for _p in REQUEST_POLICIES:
+    FACTORIES[f"requests_radix_{_p}"] = _factory(
+        f"requests_radix_{_p}", lambda a, p, q=_p: SGLangRadixRequests(a, p, eviction_policy=q), _caps("requests", False, policy=_p))
+    for _b in ("python", "rust"):
+        FACTORIES[f"requests_unified_{_b}_{_p}"] = _factory(
+            f"requests_unified_{_b}_{_p}", lambda a, p, b=_b, q=_p: SGLangUnifiedRequests(a, p, eviction_policy=q, backend=b),
+            _caps("requests", _b == "python", policy=_p))
+del _b, _strict, _p
 
 __getattr__ = factory_lookup(__name__, FACTORIES)  # `module:<factory>` names a factory (PEP 562)
 

@@ -235,6 +235,7 @@ class LifecycleMachine(RadixCacheMachine):
             freed = self._freed_since(mark)
             prefix_len = self.model.insert(tokens, record.row, record.key, record.priority)
             self.clock_calls[self.model.clock] = f"call {self.calls_sent}: cache_unfinished_req({record})"
+            self._prompt_again(record, tokens, f"cache_unfinished_req({record})")
             new_path = self.model.match(tokens[:aligned], record.key)
             self.model.lock(new_path)
             unlocked = self.model.unlock(old_path)
@@ -259,6 +260,16 @@ class LifecycleMachine(RadixCacheMachine):
         self.own_slots.difference_update(own_before[: aligned - record.protected])
         record.row[:aligned] = cached
         record.protected, record.path, record.tokens, record.handle, record.held = aligned, new_path, tokens[:aligned], handle, 1
+
+    def _prompt_again(self, record: RequestRecord, tokens: tuple[int, ...], call: str) -> None:
+        """A declared ``prompt_priority_bonus``: the cache's own publish or finish, having cached pages
+        past the request's prompt, inserted the prompt's whole pages again at the request's priority
+        plus the bonus (SGLang's ``checkpoint``), so the model does the same."""
+        bonus = self.policy.prompt_priority_bonus if self.policy is not None else 0
+        prompt = min(record.prompt, len(tokens)) // self.page_size * self.page_size
+        if bonus and 0 < prompt < len(tokens) // self.page_size * self.page_size:
+            self.model.insert(tokens[:prompt], record.row[:prompt], record.key, record.priority + bonus)
+            self.clock_calls[self.model.clock] = f"call {self.calls_sent}: {call} (its prompt again, priority +{bonus})"
 
     def _check_row(self, record: RequestRecord, cached: list[int]) -> None:
         """After a publish the request reads the tree's slots for every cached page (never a
@@ -295,6 +306,7 @@ class LifecycleMachine(RadixCacheMachine):
             if insert:
                 prefix_len = self.model.insert(tokens, record.row, record.key, record.priority)
                 self.clock_calls[self.model.clock] = f"call {self.calls_sent}: cache_finished_req({record}, True)"
+                self._prompt_again(record, tokens, f"cache_finished_req({record}, True)")
                 expected = set(record.row[record.protected : prefix_len] + record.row[aligned:])
             unlocked = self.model.unlock(record.path)
             check_freed(freed, expected | unlocked, f"cache_finished_req({record}, {insert})")

@@ -47,6 +47,12 @@ class Policy:
     takes_priority: bool = False
     """Whether requests carry a priority: the suite then sends ``priority=`` (an int) to
     ``insert`` and ``match_prefix``, as SGLang's requests carry ``req.priority``; never otherwise."""
+    prompt_priority_bonus: int = 0
+    """For a ``lifecycle="requests"`` cache under a policy that takes priorities: when a request's
+    own publish or finish caches pages past its prompt, the cache inserts the prompt's whole pages
+    again at the request's priority plus this (SGLang 0.5.23: 1, its ``checkpoint`` splits the leaf
+    at the prompt "so eviction can drop the output KV without the prompt"). 0: the request's pages
+    all take its priority."""
 
     def __post_init__(self) -> None:
         if not callable(self.key):
@@ -56,12 +62,18 @@ class Policy:
         for flag in ("hits_on_match", "takes_priority"):
             if not isinstance(getattr(self, flag), bool):
                 raise TypeError(f"Policy.{flag} must be a bool, got {getattr(self, flag)!r}")
+        bonus = self.prompt_priority_bonus
+        if isinstance(bonus, bool) or not isinstance(bonus, int) or bonus < 0:
+            raise TypeError(f"Policy.prompt_priority_bonus must be an int >= 0, got {bonus!r}")
+        if bonus and not self.takes_priority:
+            raise ValueError(f"Policy.prompt_priority_bonus={bonus} for a policy that takes no priority (takes_priority=False)")
 
     def __str__(self) -> str:
         return self.name
 
     def __repr__(self) -> str:  # reports and repro files name it; the key function's address says nothing
         flags = "".join(f", {f}=True" for f in ("hits_on_match", "takes_priority") if getattr(self, f))
+        flags += f", prompt_priority_bonus={self.prompt_priority_bonus}" if self.prompt_priority_bonus else ""
         return f"Policy({self.name!r}{flags})"
 
 
@@ -123,9 +135,11 @@ def filo() -> Policy:
     return Policy(_filo, "filo")
 
 
-def priority() -> Policy:
-    """Lowest request priority first, then least recently used: ``(priority, last_use)``."""
-    return Policy(_priority, "priority", takes_priority=True)
+def priority(prompt_bonus: int = 0) -> Policy:
+    """Lowest request priority first, then least recently used: ``(priority, last_use)``.
+    ``prompt_bonus``: :attr:`Policy.prompt_priority_bonus` (SGLang's own request steps: 1)."""
+    name = "priority" + (f"(prompt +{prompt_bonus})" if prompt_bonus else "")
+    return Policy(_priority, name, takes_priority=True, prompt_priority_bonus=prompt_bonus)
 
 
 def slru(threshold: int = 2, hits_on_match: bool = False) -> Policy:
