@@ -218,7 +218,9 @@ print(json.dumps({"status": str(q8kernel.status("avx2"))}))
 # from its 8-row group's first half; and (eighth round) a block of many tiles, whose tiles now read the
 # integer multipliers in place after the pass, reads them 4 apart (the pass's copies' stride) instead of 8;
 # and (eleventh round: a block's one tile widens two blocks ahead into four rings) its tile reads the ring
-# of the block after its own
+# of the block after its own; and (twelfth round: a group's outputs leave as one store per activation row
+# after a 4 x 4 transpose) the transpose gives a quad's third row the fourth's outputs, a tile's last rows short of a quad are
+# not stored, and a float32 output stores the quad's first row's outputs in every row
 _LANES_MUTANTS = {
     "a tile skipped after each activation block": ("tb < tiles; tb += block)", "tb < tiles; tb += block + 1)"),
     "a block's first pair dropped": ("s[j][h] = k ? madd_add(", "s[j][h] = k > 1 ? madd_add("),
@@ -228,6 +230,10 @@ _LANES_MUTANTS = {
     "a group's multipliers from its 8-row group's first half": ("mgrp + g / 8 * 8 * nb + g % 8", "mgrp + g / 8 * 8 * nb"),
     "a pass's tiles read the multipliers in place 4 apart": ("mi[b * (M8 ? 8 : LANES_ROWS) + j]", "mi[b * (M8 && W ? 8 : LANES_ROWS) + j]"),
     "a one-tile block's tile reads the next block's ring": ("W && R ? wg + 64 * (b & 3) :", "W && R ? wg + 64 * ((b + 1) & 3) :"),
+    "a quad's third row stored with the fourth's outputs": ("t[2] = _mm256_permute2f128_pd(u0, u2, 0x31)",
+                                                            "t[2] = _mm256_permute2f128_pd(u1, u3, 0x31)"),
+    "a tile's last rows short of a quad not stored": ("i1 - (i0 + l) < 4 ? i1 - (i0 + l) : 4", "i1 - (i0 + l) < 4 ? 0 : 4"),
+    "a float32 output takes its quad's first row": ("_mm256_cvtpd_ps(t[k])", "_mm256_cvtpd_ps(t[0])"),
 }
 
 

@@ -373,3 +373,20 @@ def test_the_kernels_compile_without_warnings(tmp_path) -> None:
             res = subprocess.run([cc, "-fsyntax-only", "-Wall", "-Wextra", "-Werror", "-I", str(tmp_path), str(tmp_path / name)],
                                  capture_output=True, text=True)
             assert res.returncode == 0, res.stderr
+
+
+def test_fused_workspace_buffers_start_on_a_cache_line() -> None:
+    """Every scratch buffer of a fused call starts at a multiple of 64 bytes, whatever NumPy's heap
+    holds (the AVX-512 product stores 64-byte rows: off a line each straddles two, model/NOTES.md,
+    issue 43, twelfth round), and has the shape and dtype asked for."""
+    from radixcheck.model.llama import DENOM_BITS, P_BITS, QK_BITS
+
+    m = load_default()
+    keep = [np.empty(k) for k in (3, 5, 7, 1000, 40000)]  # odd-sized blocks ahead of the workspace's
+    for T in (1, 3, 16, 64, 257):
+        ws = fused.Workspace(m.config, np.arange(T + 2), 2, m._cos, m._sin, (QK_BITS, P_BITS, DENOM_BITS))
+        assert {n: b.ctypes.data % fused.ALIGN for n, b in ws.buffers.items() if b.ctypes.data % fused.ALIGN} == {}, T
+        assert ws.buffers["gu"].shape == (T, 2 * m.config.ffn_dim) and ws.buffers["xi"].dtype == np.int16
+        keep.append(np.empty(T * 3 + 1))
+    a = fused.aligned_empty((3, 5), np.int16)
+    assert a.shape == (3, 5) and a.dtype == np.int16 and a.flags.c_contiguous and a.ctypes.data % 64 == 0
