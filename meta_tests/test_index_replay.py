@@ -180,3 +180,27 @@ def test_a_malformed_event_s_finding_replays_as_itself_and_the_reference_s_shows
     right, none = _bad_events(KvIndex, [kind, "remove_unheld", "huge_hash"])
     calls = right.sent_calls
     assert none is None and shown_by_index(right, IndexProgram(calls[:-1], calls[-1], None, {})) == []
+
+
+def test_a_replay_ends_where_the_index_stops_answering(monkeypatch) -> None:
+    """An index that panicked on a self-parent store answers no call after it, and its ``dump()`` loops
+    on the cycle the store left. Its program shows its own finding, and the replay ends there: before,
+    it went on into ``dump()``, which cost one whole per-operation limit (5 s of CPU) and added a hang
+    to what the program shows. A tiny limit here keeps the old cost small enough to measure."""
+    import time
+
+    from radixcheck.oracles.violations import BadInputViolation
+    from radixcheck.properties.index.mutants import SelfParentPanics
+    from radixcheck.properties.target import TIMEOUT_ENV
+
+    monkeypatch.setenv(TIMEOUT_ENV, "0.5")
+    machine = type("meta_panics", (machine_for_index_mutant(SelfParentPanics, name="meta_panics"),), {"records": True})()
+    machine.start_workers(workers=2, ranks=[1, 1, 1, 1])
+    with pytest.raises(BadInputViolation) as caught:
+        machine.bad_events(kinds=["self_parent"], pick=0)
+    assert "no longer answers" in str(caught.value)
+    cpu = time.process_time()
+    shown = _shown(machine, caught.value)
+    cpu = time.process_time() - cpu
+    assert shown == [signature(caught.value)], shown  # before: a hang of dump() too
+    assert cpu < 0.4, f"the replay spent {cpu:.2f} s of CPU: it waited for a call to hang"

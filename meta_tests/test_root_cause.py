@@ -624,3 +624,25 @@ def test_a_window_lost_after_it_went_live_is_one_finding_however_it_went_live() 
     for correct in (TieredWindowCache, TrustingWindowTiers):
         _restored_then_read(correct, True)
         _revived_then_read(correct)
+
+
+def test_a_replay_ends_where_the_cache_stops_answering(monkeypatch) -> None:
+    """A cache that refused an unmatched unlock and answers nothing since (its ``evict`` loops): its
+    program shows its finding (the size read after the refusal raised) alone, and the replay ends there.
+    Before, it went on into the end-of-program eviction, which cost one whole per-operation limit and
+    added a hang."""
+    import time
+
+    from meta_tests.replay_hang_mutants import PanicsOnUnmatchedUnlock
+    from radixcheck.properties.cache.machine import HandleRecord
+    from radixcheck.properties.target import TIMEOUT_ENV
+
+    monkeypatch.setenv(TIMEOUT_ENV, "0.5")
+    record = HandleRecord(None, [], (0, 1, 2))
+    acts = [Act("_insert_request", ((0, 1, 2),)), Act("_match", ((0, 1, 2),), result=record), Act("_unlock_unpaired", (record,))]
+    cpu = time.process_time()
+    shown = shown_by(machine_for(PanicsOnUnmatchedUnlock, DEFAULT_CAPABILITIES, 1, "meta_panics"), acts)
+    cpu = time.process_time() - cpu
+    assert shown == [("crash (RuntimeError raised during a legal call)", "cache offline: it panicked on an unmatched unlock")], shown
+    assert cpu < 0.4, f"the replay spent {cpu:.2f} s of CPU: it waited for a call to hang"
+    assert shown_by(machine_for(RadixCache, DEFAULT_CAPABILITIES, 1, "meta_panics"), acts) == []

@@ -88,6 +88,33 @@ def caused_by_hang(exc: BaseException | None) -> bool:
     return False
 
 
+NO_ANSWER = "radixcheck_no_answer"  # set on a check's failure that found the target answering nothing (no_longer_answers)
+
+E = TypeVar("E", bound=BaseException)
+
+
+def no_longer_answers(exc: E) -> E:
+    """``exc``, a check's failure, marked as finding that the target answers no call any more (every
+    call raises, as an index that panicked on a malformed event): a replay past failures ends there
+    (:func:`ends_a_replay`)."""
+    setattr(exc, NO_ANSWER, True)
+    return exc
+
+
+def ends_a_replay(exc: BaseException | None) -> bool:
+    """Whether a replay that goes on past failures (the root cause's) ends at ``exc``, or at an
+    exception it was raised from or during: a call hung (each later one could cost the time limit
+    again), got no answer (:class:`TransportError`), or left the target answering nothing
+    (:func:`no_longer_answers`). Past those, every call shows only that again, or hangs on the
+    state the failure left: an index whose self-parent panic left a cycle looped in ``dump()``
+    for a whole per-operation limit, and its program showed that hang besides its own finding."""
+    while exc is not None:
+        if isinstance(exc, (OperationTimeout, TransportError)) or getattr(exc, NO_ANSWER, False):
+            return True
+        exc = exc.__cause__ or exc.__context__
+    return False
+
+
 class BudgetSpent(BaseException):
     """The time allowed for shrinking a failure ran out. A ``BaseException``, so Hypothesis does
     not mistake it for a failure of the cache: it ends the shrink, keeping the best program."""

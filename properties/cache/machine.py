@@ -82,7 +82,7 @@ from radixcheck.properties import layer_tally
 from radixcheck.properties.cache.contract import BIGRAM_START, DEFAULT_CAPABILITIES, Capabilities, SlotAllocator
 from radixcheck.properties.cache.layers import UNSAID, Tags, keywords_for, layers_for, namespace_key
 from radixcheck.properties.findings.transcript import Act, act
-from radixcheck.properties.target import NOT_A_REFUSAL, OperationTimeout, TransportError, guarded
+from radixcheck.properties.target import NOT_A_REFUSAL, OperationTimeout, TransportError, guarded, no_longer_answers
 
 POOL_SIZE = 1 << 24  # more slots than any run allocates
 NEVER_A_SLOT = POOL_SIZE + 7  # slot ids in bad input: never handed out, in case a cache accepts them
@@ -744,7 +744,13 @@ class RadixCacheMachine(RuleBasedStateMachine):
             pass
         else:
             raise violation(f"{what}: {name} accepted it instead of raising", Check("raised is not None", "repr(result)"))
-        after = self._snapshot()
+        try:
+            after = self._snapshot()
+        except (OperationTimeout, TransportError):
+            raise
+        except Exception as exc:  # noqa: BLE001 - it refused, and answers nothing since: the finding as it was, and a replay past failures ends here
+            no_longer_answers(exc)
+            raise
         if after != before:
             raise violation(f"{what}: {name} raised but changed the cache: {before[0]} -> {after[0]}",
                             Check("state() == before", "(raised, before, state())"))

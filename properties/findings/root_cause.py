@@ -40,7 +40,7 @@ from radixcheck.properties.cache.machine import RadixCacheMachine
 from radixcheck.properties.findings.failures import message_of, oracle_of, signature_of
 from radixcheck.properties.findings.reduce import INVARIANTS, replay
 from radixcheck.properties.findings.transcript import Act
-from radixcheck.properties.target import BudgetSpent, caused_by_hang, time_budget
+from radixcheck.properties.target import BudgetSpent, ends_a_replay, time_budget
 
 Signature = tuple[str, str]
 """A finding's signature as the audit groups it: its oracle and ``signature_of`` its message."""
@@ -106,8 +106,9 @@ def shown_by(machine_class: type[RadixCacheMachine], acts: list[Act], options: A
              waived: Callable[[BaseException], bool] | None = None, trim_queries: bool = False) -> list[Signature]:
     """Every signature the program ``acts`` shows on a fresh ``machine_class`` machine: each act
     replayed with every oracle and both invariant checks after it, going on past each failure
-    (a finding ``waived`` accepts is not counted; ``trim_queries`` as the reduced replay had it). A hang ends the replay (each further call
-    could cost the time limit again). In the order they were first met."""
+    (a finding ``waived`` accepts is not counted; ``trim_queries`` as the reduced replay had it).
+    A hang, or a call that left the cache answering nothing, ends the replay (:func:`shown_past_failures`).
+    In the order they were first met."""
     probing = type(machine_class.__name__, (_Probing, machine_class), {})
 
     def run(seen: Callable[[BaseException], bool]) -> None:
@@ -123,7 +124,7 @@ world's operations, a tenant tree's checked calls); what they show is grouped th
 
 def each_step(steps: Iterable[Callable[[], object] | None], seen: Callable[[BaseException], bool]) -> bool:
     """Run ``steps`` (``None``: skipped) for a replayer, each failure told to ``seen``; False once
-    ``seen`` says stop (a hang)."""
+    ``seen`` says stop (a hang, or a target that answers nothing)."""
     for step in steps:
         if step is None:
             continue
@@ -137,18 +138,18 @@ def each_step(steps: Iterable[Callable[[], object] | None], seen: Callable[[Base
 
 def shown_past_failures(run: Replayer, waived: Callable[[BaseException], bool] | None = None) -> list[Signature]:
     """Every signature ``run`` reports on the way (a finding ``waived`` accepts is not counted), in the
-    order first met. A hang ends it (each further call could cost the time limit again), and so does
-    :data:`REPLAY_SECONDS`."""
+    order first met. It ends at a call that hung or left the target answering nothing
+    (:func:`~radixcheck.properties.target.ends_a_replay`: each further call could cost the time
+    limit again, or meet only that again), shown as itself; and at :data:`REPLAY_SECONDS`."""
     shown: dict[Signature, None] = {}
-    hung = False
+    ended = False
 
     def seen(exc: BaseException) -> bool:
-        nonlocal hung
-        if caused_by_hang(exc):
-            hung = True
+        nonlocal ended
+        ended = ended or ends_a_replay(exc)
         if not (waived is not None and waived(exc)):
             shown[signature(exc)] = None
-        return not hung  # go on past it, except after a hang
+        return not ended  # go on past it, except after a hang or once the target answers nothing
 
     try:
         with time_budget(REPLAY_SECONDS):

@@ -52,7 +52,7 @@ from radixcheck.properties.index.contract import (
     StoredBlock,
 )
 from radixcheck.properties.index.engines import Chain, EngineRank, Hashes, tokens_hash
-from radixcheck.properties.target import OperationTimeout, guarded
+from radixcheck.properties.target import OperationTimeout, guarded, no_longer_answers
 
 AGAIN = "again"  # an IndexCall's kind: a redelivery (redeliver)
 STAYS_REFUSED = "stays_refused"  # an IndexCall's kind: the query after a refused store's parent came (bad_events)
@@ -786,8 +786,8 @@ class KvIndexMachine(RuleBasedStateMachine):
         except OperationTimeout:
             raise
         except Exception as exc:  # noqa: BLE001
-            raise BadInputViolation(f"after the malformed event ({kind}) {text}, the index no longer answers: "
-                                    f"{type(exc).__name__}: {exc}", _unchanged(probes)) from exc
+            raise no_longer_answers(BadInputViolation(f"after the malformed event ({kind}) {text}, the index no longer answers: "
+                                                      f"{type(exc).__name__}: {exc}", _unchanged(probes))) from exc
         if after != before:
             raise BadInputViolation(f"the malformed event ({kind}) {text} changed the index: "
                                     f"{self._difference(before, after, probes)}", _unchanged(probes))

@@ -115,7 +115,7 @@ def _fresh(machine: KvIndexMachine, flips: Flips) -> KvIndexMachine:
 
 def _replay(machine: KvIndexMachine, calls: list[IndexCall], seen: Callable[[BaseException], bool], flips: Flips) -> bool:
     """``calls`` (their hashes flipped as ``flips`` says) sent to a fresh machine, each judged as the
-    machine judges it, failures to ``seen``; False once ``seen`` says stop (a hang)."""
+    machine judges it, failures to ``seen``; False once ``seen`` says stop (a hang, or a target that answers nothing)."""
     new_run()  # what a target keeps for a run ends with the last one, at a point the program fixes
     m = _fresh(machine, flips)
     caps = m.capabilities

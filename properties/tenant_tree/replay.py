@@ -31,7 +31,7 @@ def shown_by_tenant_tree(machine: TenantTreeMachine, waived: Callable[[BaseExcep
     def run(seen: Callable[[BaseException], bool]) -> None:
         tree = made()
 
-        def sent(call: Callable[[], object]) -> bool:  # False: stop (a hang)
+        def sent(call: Callable[[], object]) -> bool:  # False: stop (a hang, or a target that answers nothing)
             return each_step((call, tree.sizes_agree if tree.capabilities.reports_sizes else None, tree._check_memory), seen)
 
         try:

@@ -326,7 +326,7 @@ def shown_by_tier(factory: Callable[..., Any], world: TierWorld, waived: Callabl
     def run(seen: Callable[[BaseException], bool]) -> None:
         again = type(world)(factory, world.page_size, world.write_policy, **world.pools)
 
-        def sent(operation: str, on: TierWorld = again) -> bool:  # False: stop (a hang)
+        def sent(operation: str, on: TierWorld = again) -> bool:  # False: stop (a hang, or a target that answers nothing)
             done = COMPLETION.fullmatch(operation)
             if done and int(done[1]) not in on.pending() or operation.startswith("w.finish(") and not on.running:
                 return True  # its transfer or request is not there: an earlier failure cut its operation short
@@ -357,7 +357,7 @@ def across_tiers(world: TierWorld, seen: Callable[[BaseException], bool], coldes
     stamps recency: loaded coldest first, the cache's recency agrees with the model's order and
     hides a key that falls back to recency; hottest first hides one that does not. A bug of one
     tier's eviction alone (its amount, a write) is not met on the other. Failures go to ``seen``
-    as the replay's do; False once ``seen`` says stop (a hang)."""
+    as the replay's do; False once ``seen`` says stop (a hang, or a target that answers nothing)."""
 
     def step(call: Callable[[], object]) -> bool:
         return each_step((call, world.check), seen)
