@@ -171,3 +171,38 @@ def test_real_model_prefix_back_from_host_is_bit_identical(real) -> None:
 
     first = [1, 4093, 314, 253, 2114, 30, 198, 504, 3365, 282]
     assert round_trip(real, first, first[:8] + [1001, 77], "write_back") == 8
+
+
+_PEAK_PROBE = """
+from radixcheck.model import smollm2
+model = smollm2.load_smollm2(download=False)
+print([line for line in open("/proc/self/status") if line.startswith("VmHWM")][0].split()[1])
+"""
+
+
+def test_loading_peaks_under_470_mib() -> None:
+    """Issue 43: peak RSS <= 470 MB. The load was the peak (472 MiB measured when it read the
+    tensors through the reader's mmap: the file's pages beside their copies; ~385 since); a fresh
+    process, so nothing this test session allocated counts."""
+    import subprocess
+    import sys
+
+    out = subprocess.run([sys.executable, "-c", _PEAK_PROBE], capture_output=True, text=True, timeout=600, check=True)
+    peak_mib = int(out.stdout.split()[-1]) / 1024
+    assert peak_mib <= 470, f"load_smollm2() peaked at {peak_mib:.1f} MiB VmHWM (limit 470)"
+
+
+def test_read_gguf_gives_the_files_own_bytes(real_weights) -> None:
+    """``read_gguf`` reads tensors with file reads (not the reader's mmap): every Q8 matrix equals
+    the one parsed from the reader's own view of the same tensor."""
+    from radixcheck.model.gguf_io import _open
+    from radixcheck.model.q8 import from_gguf_bytes
+
+    _, weights = real_weights
+    tensors = {t.name: t for t in _open(smollm2.q8_path()).tensors}
+    names = {"attn_q": "wq", "attn_k": "wk", "attn_v": "wv", "attn_output": "wo"}
+    names |= {"ffn_gate": "w_gate", "ffn_up": "w_up", "ffn_down": "w_down"}
+    pairs = [(f"blk.{i}.{k}.weight", getattr(lw, a)) for i, lw in enumerate(weights.layers) for k, a in names.items()]
+    for name, m in [*pairs, ("token_embd.weight", weights.token_embd)]:
+        view = from_gguf_bytes(np.asarray(tensors[name].data), *m.shape)
+        assert np.array_equal(view.qs, m.qs) and np.array_equal(view.scales.view(np.uint16), m.scales.view(np.uint16)), name
