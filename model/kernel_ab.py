@@ -24,7 +24,10 @@ shapes (each distinct (suffix, cached) shape and each full prompt timed once per
 of ``--reps``, all-position logits as the live arm computes): baseline = sum of full prefills,
 radix = sum of suffix prefills over the cached prefix; the cache's own bookkeeping (~1 ms a
 workload) is left out. CPU time is what a loaded shared box measures well, unlike the live arm's
-wall clock.
+wall clock. In ``model`` and ``workloads`` the cached prefix sits in the slots the live arm's radix
+arm gets (``--slots live``: ``SlotAllocator``'s default, scattered one by one over a pool of the live
+arm's size), or in ascending ones (``--slots ascending``, what this tool did before issue 43's
+thirteenth round: 1.5-2 % cheaper a suffix request on Zen 4, model/NOTES.md).
 """
 
 from __future__ import annotations
@@ -133,6 +136,17 @@ def _alternating(olds: list[ctypes.CDLL], news: list[ctypes.CDLL]) -> list[tuple
     return [pair for old, new in zip(olds, news, strict=True) for pair in (("old", old), ("new", new))]
 
 
+def prefix_slots(longest: int, pool_slots: int, how: str) -> tuple[int, np.ndarray]:
+    """``(pool size, slots)`` for a ``longest``-token prefix: ``live``, the slots the live arm's radix arm
+    gets for its first prompt (``reports.live.RadixArm``: ``SlotAllocator(pool_slots)``, churned, so
+    scattered one by one); ``ascending``, ``arange(longest)`` in a pool of ``longest``."""
+    if how == "ascending":
+        return longest, np.arange(longest, dtype=np.int64)
+    from radixcheck.properties.cache.contract import SlotAllocator
+
+    return pool_slots, SlotAllocator(pool_slots).alloc(longest)
+
+
 def _model_with_a_kernel() -> Any:
     """The real SmolLM2, on a compiled kernel library (the A/B swaps it)."""
     from radixcheck.model.smollm2 import load_smollm2
@@ -149,8 +163,8 @@ def model_ab(olds: list[ctypes.CDLL], news: list[ctypes.CDLL], a: argparse.Names
     m = _model_with_a_kernel()
     ctx, longest = 272, 512
     toks = (np.arange(longest, dtype=np.int64) * 7919) % 384
-    pool = KVPool(m.config, num_slots=longest)
-    slots = np.arange(longest, dtype=np.int64)
+    size, slots = prefix_slots(longest, POOL, a.slots)
+    pool = KVPool(m.config, num_slots=size)
     m.prefill(pool, toks[:ctx], slots[:ctx], 0)  # the cached prefix below is real
     runs: list[tuple[str, Callable[[], np.ndarray]]] = [
         (f"{s} over {ctx - s}", lambda s=s: m.prefill(pool, toks[:ctx], slots[:ctx], ctx - s)) for s in (16, 32, 64, 1)
@@ -187,8 +201,8 @@ def workloads_ab(olds: list[ctypes.CDLL], news: list[ctypes.CDLL], a: argparse.N
     )
     longest = max(s + c for s, c in shapes)
     toks = (np.arange(longest, dtype=np.int64) * 7919) % 384
-    pool = KVPool(m.config, num_slots=longest)
-    slots = np.arange(longest, dtype=np.int64)
+    size, slots = prefix_slots(longest, max(w.total_tokens for w, _ in loads), a.slots)
+    pool = KVPool(m.config, num_slots=size)
     m.prefill(pool, toks, slots, 0)  # every cached prefix below is real
     best = {lib: dict.fromkeys(shapes, float("inf")) for lib in ("old", "new")}
     ok = True
@@ -228,6 +242,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--layers", type=positive_int, default=30, help="attention: calls per timing (distinct inputs, as a model's layers)")
     ap.add_argument("--queries", type=positive_int, nargs="*", default=list(QUERIES))
     ap.add_argument("--contexts", type=positive_int, nargs="*", default=list(CONTEXTS))
+    ap.add_argument("--slots", choices=("live", "ascending"), default="live",
+                    help="model, workloads: the cached prefix's slots, scattered as the live arm's (default) or ascending")
     a = ap.parse_args(argv)
     try:
         subprocess.run(["git", "-C", str(Path(__file__).resolve().parent), "rev-parse", "--verify", "--quiet", f"{a.old}^{{commit}}"],
