@@ -148,3 +148,42 @@ def test_a_shrink_setting_that_is_no_number_exits_2_before_any_stream(tool: str,
         module.main([*argv, "--out", str(tmp_path)] if tool != "kill_rates" else argv)
     assert exited.value.code == 2
     assert "RADIXCHECK_SHRINK_SECONDS='': not a number of seconds" in capsys.readouterr().err
+
+
+def test_a_long_catalogue_run_says_how_far_it_is(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    """A one-mutant run of 200 streams (an hour at a load of 20 on 2 cores) printed nothing until it wrote its
+    report, so a run stopped after 61 min said nothing of where it was (session 60 read it as stuck in the
+    first kill). It now says when stream 0 and its shrink are done, every 25 streams, and each kill rate."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from radixcheck.reports import catalogue
+    from radixcheck.reports.kill_rates import KillRate
+
+    name = catalogue.MUTANTS[0].__name__
+
+    def measured(names: list[str], streams: int, jobs: int, progress: object = None) -> object:
+        for done in (25, 50):
+            progress(name, done)  # type: ignore[operator]
+        yield KillRate(name, streams, 60, 1, 12.0)
+
+    monkeypatch.setattr(catalogue, "ProcessPoolExecutor", ThreadPoolExecutor)  # no process: the first kill is stubbed
+    monkeypatch.setattr(catalogue, "_first_kill", lambda _: {"caught": True, "seconds_to_kill": 0.1})
+    monkeypatch.setattr(catalogue, "measure", measured)
+    rows = catalogue.build(75, 1, [name])
+    assert rows[0]["kills"] == 60
+    err = capsys.readouterr().err.splitlines()
+    assert err[0].startswith("catalogue: stream 0 and its shrink of 1 mutant(s): ") and err[0].endswith("; now 75 streams each")
+    assert err[1:] == [f"catalogue: {name}: 25/75 streams", f"catalogue: {name}: 50/75 streams",
+                       f"catalogue: {name}: 60/75 killed for the right reason (12 s)"]
+
+
+def test_kill_rates_tell_progress_every_25_streams_but_not_at_the_end(monkeypatch: pytest.MonkeyPatch) -> None:
+    from concurrent.futures import ThreadPoolExecutor
+
+    from radixcheck.reports import kill_rates
+
+    monkeypatch.setattr(kill_rates, "ProcessPoolExecutor", ThreadPoolExecutor)  # no process: each stream is stubbed
+    monkeypatch.setattr(kill_rates, "_one_stream", lambda job: (True, job[1] % 2 == 0))
+    told: list[tuple[str, int]] = []
+    rate = next(kill_rates.measure(["M"], 50, 1, progress=lambda name, done: told.append((name, done))))
+    assert (rate.kills, rate.wrong_reason, told) == (25, 25, [("M", 25)])

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import statistics
+import sys
 import time
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
@@ -211,11 +212,22 @@ def first_kill(machine: Any) -> dict[str, Any]:
     return {"caught": True, "seconds_to_kill": seconds, "oracle": "(did not fail again when shrunk)"}
 
 
+def _say(line: str) -> None:
+    """A progress line on stderr (the report itself is written only at the end: a long run is not silent)."""
+    print(f"catalogue: {line}", file=sys.stderr, flush=True)
+
+
 def build(streams: int, jobs: int, only: list[str] | None = None) -> list[dict[str, Any]]:
     names = [m.__name__ for m in MUTANTS if not only or m.__name__ in only]
+    start = time.perf_counter()
     with ProcessPoolExecutor(jobs) as pool:
         first = dict(zip(names, pool.map(_first_kill, names), strict=True))
-    rates = {r.mutant: r for r in measure(names, streams, jobs)} if streams else {}
+    _say(f"stream 0 and its shrink of {len(names)} mutant(s): {time.perf_counter() - start:.0f} s"
+         + (f"; now {streams} streams each" if streams else ""))
+    rates = {}
+    for rate in measure(names, streams, jobs, progress=lambda name, done: _say(f"{name}: {done}/{streams} streams")) if streams else ():
+        rates[rate.mutant] = rate
+        _say(f"{rate.mutant}: {rate.kills}/{rate.streams} killed for the right reason ({rate.seconds:.0f} s)")
     rows = []
     for mutant in [m for m in MUTANTS if m.__name__ in names]:
         rate = rates.get(mutant.__name__)

@@ -17,7 +17,7 @@ machine).
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 
@@ -30,6 +30,8 @@ from radixcheck.properties.findings.verdict import run_machine, shrink_setting_p
 from radixcheck.properties.index.mutants import CORRECT_INDEX_VARIANTS, INDEX_MUTANTS, machine_for_index_mutant
 from radixcheck.reference import RadixCache
 from radixcheck.reference.kv_index import KvIndex
+
+PROGRESS_EVERY = 25  # streams between two progress reports of measure()
 
 
 @dataclass(frozen=True)
@@ -101,12 +103,17 @@ def _false_alarm_rows(streams: int, jobs: int, index: bool = False, only: list[s
                        "first_failure": failures[0] if failures else "", "seconds": round(time.perf_counter() - start, 1)}
 
 
-def measure(names: list[str], streams: int, jobs: int = 2) -> Iterator[KillRate]:
-    """Each mutant's kill rate, as soon as its streams are done."""
+def measure(names: list[str], streams: int, jobs: int = 2, progress: Callable[[str, int], None] | None = None) -> Iterator[KillRate]:
+    """Each mutant's kill rate, as soon as its streams are done. ``progress(name, done)``, if given, is told
+    every :data:`PROGRESS_EVERY` streams of a mutant (one mutant's 200 streams can take an hour on a loaded box)."""
     with ProcessPoolExecutor(jobs) as pool:
         for name in names:
             start = time.perf_counter()
-            results = list(pool.map(_one_stream, [(name, k) for k in range(streams)]))
+            results = []
+            for result in pool.map(_one_stream, [(name, k) for k in range(streams)]):
+                results.append(result)
+                if progress is not None and len(results) % PROGRESS_EVERY == 0 and len(results) < streams:
+                    progress(name, len(results))
             yield KillRate(name, streams, sum(right for _, right in results),
                            sum(caught and not right for caught, right in results), time.perf_counter() - start)
 

@@ -23,15 +23,24 @@ from __future__ import annotations
 
 import contextlib
 import io
+import math
 import os
 import shlex
+import signal
 import subprocess
 import sys
 import tempfile
 import traceback
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+try:
+    import resource  # POSIX: a confirmed file's CPU limit
+except ImportError:  # Windows: the wall-clock guard alone
+    resource = None  # type: ignore[assignment]
+
+from radixcheck.properties.budget_clock import wall_factor
 from radixcheck.properties.target import (
     TIMEOUT_ENV,
     WALL_BACKSTOP_FACTOR,
@@ -45,7 +54,7 @@ from radixcheck.properties.target import (
 FOUND, FIXED, CANNOT_RUN = 1, 0, 2
 BUG_MARK = "BUG (radixcheck"  # what bug() prints first: exit 1 without it is not the finding
 NOT_OFFERED = "not offered"  # how a file that radixcheck ran and that did not show the finding is reported
-RUN_SECONDS = 120.0  # how long a file may run when it is confirmed (a hang's adds the time limit)
+RUN_SECONDS = 120.0  # the CPU seconds a file may spend when it is confirmed (a hang's adds the time limit)
 
 
 @dataclass
@@ -208,20 +217,39 @@ def hang_limit_lines() -> list[str]:
             "        signal.signal(signal.SIGALRM, previous)"]
 
 
-def run_file(text: str, seconds: float = RUN_SECONDS) -> tuple[int | None, str]:
+def _limit_cpu(seconds: float) -> Callable[[], None]:
+    """What the child runs before the file: at most ``seconds`` of CPU time (the kernel stops it with
+    SIGXCPU, then SIGKILL a second later), and no core file where it runs."""
+    soft = max(1, math.ceil(seconds))  # the kernel counts whole seconds
+
+    def limit() -> None:  # between fork and exec: a system call only, no import
+        resource.setrlimit(resource.RLIMIT_CPU, (soft, soft + 1))
+        resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+    return limit
+
+
+def run_file(text: str, seconds: float = RUN_SECONDS, wall_seconds: float | None = None) -> tuple[int | None, str]:
     """Run a repro file as a user does: ``python file.py`` in a fresh interpreter, in this working
-    directory (the file itself lives in a temporary directory), for at most ``seconds``: its exit
-    code (``None``: it did not finish) and what it printed."""
+    directory (the file itself lives in a temporary directory), for at most ``seconds`` of its own CPU
+    time (on a loaded machine a valid file only waits longer) and, as a guard against a file that
+    blocks, ``wall_seconds`` of wall clock (default: ``seconds`` times the budgets' wall factor,
+    :func:`~radixcheck.properties.budget_clock.wall_factor`): its exit code (``None``: it did not
+    finish) and what it printed."""
+    wall = seconds * wall_factor() if wall_seconds is None else wall_seconds
     with tempfile.TemporaryDirectory(prefix="radixcheck-repro-") as where:
         path = os.path.join(where, "repro.py")
         with open(path, "w", encoding="utf-8") as file:
             file.write(text)
         try:
             done = subprocess.run([sys.executable, path], cwd=os.getcwd(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                                  env={**os.environ, "PYTHONDONTWRITEBYTECODE": "1"}, timeout=seconds, check=False)
+                                  env={**os.environ, "PYTHONDONTWRITEBYTECODE": "1"}, timeout=wall, check=False,
+                                  preexec_fn=_limit_cpu(seconds) if resource else None)
         except subprocess.TimeoutExpired as late:
-            return None, (late.stdout or b"").decode(errors="replace") + f"\n(did not finish within {seconds:g} s)"
-    return done.returncode, done.stdout.decode(errors="replace")
+            return None, (late.stdout or b"").decode(errors="replace") + f"\n(did not finish within {wall:g} s of wall clock)"
+    printed = done.stdout.decode(errors="replace")
+    if resource and done.returncode == -signal.SIGXCPU:  # its CPU limit
+        return None, printed + f"\n(did not finish within {max(1, math.ceil(seconds))} s of CPU time)"
+    return done.returncode, printed
 
 
 def last_words(text: str, most: int = 300) -> str:
