@@ -15,6 +15,11 @@ there, it prints it as waived. Hand-made stories (no Hypothesis): the same calls
 from __future__ import annotations
 
 import functools
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 
@@ -172,3 +177,46 @@ def test_the_written_cache_file_exits_1_on_its_bug_and_0_once_fixed_past_the_wai
     repro = repro_for(failure, CACHE, CACHE_TEST, waived=log, seconds=5, waivers=log.applicable)
     assert repro.text is not None and repro.exit_code == 1 and "with past_waived():" in repro.text, repro.why_not
     assert [run_file(repro.text.replace(CACHE_IMPORT, factory))[0] for factory in CACHE_OTHERS] == [1, 0, 0]
+
+
+# ---- end to end: radixcheck audit --waive --repro, then the file on each bug alone and the fix ----------------
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _first_stream_with_a_file_past_the_waiver(tmp_path: Path, spec: str, waiver: str, marker: str, *more: str) -> tuple[Path, str]:
+    """The first ``--seed`` (of 6) whose audit writes a repro file that meets the waived finding (``marker`` in
+    it): a stream that never meets it, or whose reduction leaves it out, is not this test's premise."""
+    shutil.copytree(ROOT / "meta_tests", tmp_path / "meta_tests", ignore=shutil.ignore_patterns("__pycache__", "test_*"))
+    (tmp_path / "waive.txt").write_text(waiver + "\n")
+    for seed in range(6):
+        shutil.rmtree(tmp_path / "repros", ignore_errors=True)
+        run = subprocess.run([sys.executable, "-m", "radixcheck", "audit", spec, "-n", "0", "--seed", str(seed), "--waive", "waive.txt",
+                              "--repro", "repros", *more], cwd=tmp_path, capture_output=True, text=True, timeout=900,
+                             env={**os.environ, "RADIXCHECK_SHRINK_SECONDS": "0"})
+        assert run.returncode == 1, run.stdout + run.stderr
+        for repro in sorted((tmp_path / "repros").glob("repro-*.py")):
+            if marker in (text := repro.read_text()):
+                return tmp_path, text
+    raise AssertionError(f"no stream of 6 wrote a file past the waived finding ({marker!r})")
+
+
+def _file_codes(project: Path, text: str, written: str, others: list[str]) -> list[int]:
+    codes = []
+    for factory in [written, *others]:
+        (project / "swapped.py").write_text(text.replace(written, factory))
+        codes.append(subprocess.run([sys.executable, "swapped.py"], cwd=project, capture_output=True, timeout=300).returncode)
+    return codes
+
+
+@pytest.mark.deep
+def test_an_audits_cache_file_goes_past_the_waived_crash(tmp_path: Path) -> None:
+    project, text = _first_stream_with_a_file_past_the_waiver(tmp_path, CACHE, CRASH, "with past_waived():", "--no-production",
+                                                               "--page-sizes", "1")
+    assert _file_codes(project, text, CACHE_IMPORT, CACHE_OTHERS) == [1, 1, 0, 0]
+
+
+@pytest.mark.deep
+def test_an_audits_index_file_goes_past_the_waived_refusal(tmp_path: Path) -> None:
+    project, text = _first_stream_with_a_file_past_the_waiver(tmp_path, INDEX, REFUSED, "with past_waived('7 index model'")
+    assert _file_codes(project, text, INDEX_IMPORT, INDEX_OTHERS) == [1, 1, 0, 0]

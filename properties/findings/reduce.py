@@ -83,7 +83,7 @@ class Replay:
     acts: list[Act]
     failure: BaseException | None
     trim_queries: bool = False
-    waived: list[BaseException] = field(default_factory=list)  # the waived findings it went on past (its file embeds their waivers)
+    waived: list[BaseException] | None = None  # the waived findings it went on past (its file embeds their waivers); None: not replayed
 
 
 def replay(machine_class: type[RadixCacheMachine], acts: list[Act], options: MachineOptions | None = None,

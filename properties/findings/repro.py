@@ -743,7 +743,7 @@ def _waived_calls(reduced: Reduced, waivers: list[Any]) -> tuple[dict[int, BaseE
     if not waivers:
         return {}, []
     met = reduced.replay.waived
-    if not met:  # no replay's record: each exception a call raised that a waiver waives, itself the finding
+    if met is None:  # the run's own (not replayed): each exception a call raised that a waiver waives, itself the finding
         met = [c.raised for a in reduced.replay.machine.transcript for c in a.calls
                if c.raised is not None and any(w.waives(c.raised) for w in waivers)]
     past = {id(cause): finding for finding in met for cause in (finding, finding.__cause__) if cause is not None}
