@@ -222,3 +222,16 @@ def test_an_audits_cache_file_goes_past_the_waived_crash(tmp_path: Path) -> None
 def test_an_audits_index_file_goes_past_the_waived_refusal(tmp_path: Path) -> None:
     project, text = _first_stream_with_a_file_past_the_waiver(tmp_path, INDEX, REFUSED, "with past_waived('7 index model'")
     assert _file_codes(project, text, INDEX_IMPORT, INDEX_OTHERS) == [1, 1, 0, 0]
+
+
+def test_a_router_pairs_file_reruns_its_test_with_the_runs_waivers() -> None:
+    """A router pair's file is radixcheck's test, rerun (as a tenant tree's: meta_tests/test_repro_waivers.py):
+    the run's waivers are its ``radix_waivers``, so it goes past what the run went past. (So already on main.)"""
+    from radixcheck.properties.conformance.test_router import test_router_follows_engine
+    from radixcheck.properties.findings.repro import _plain_test_script
+
+    waivers = parse_waivers("*  *  RuntimeError  said: empty tree  # known (ticket 8)", "w.txt")
+    text = _plain_test_script(RuntimeError("x"), test_router_follows_engine, {"page_size": 1}, None, "mymodule:make",
+                              "test_router_follows_engine[page_size=1]", waivers=waivers)
+    compile(text, "repro.py", "exec")
+    assert "test_router_follows_engine(target, page_size=1, radix_waivers=radix_waivers)" in text
