@@ -62,3 +62,25 @@ def test_said_is_the_message_as_printed_with_star_for_what_varies() -> None:
     assert said_in("namespace ('X', None) holds", HOST_LOOKUP) and not said_in("namespace ('Y'", HOST_LOOKUP)
     [waiver] = parse_waivers("*  *  *  said: \"it's\"  # quotes around the words are taken off, a message's own kept")
     assert waiver.said == "it's" and "said: it's" in str(waiver)
+
+
+def test_a_messages_hash_is_written_escaped_in_said_and_the_reasons_hash_still_ends_the_words() -> None:
+    """A ``#`` starts the reason, so a message's own (a tier transfer's ``write #2``) is written ``\\#``."""
+    [waiver] = parse_waivers(r"*  *  RuntimeError  said: transfer \#2 of [*] failed  # upstream #7, known", "w.txt")
+    assert (waiver.said, waiver.reason) == ("transfer #2 of [*] failed", "upstream #7, known")
+    assert waiver.waives(RuntimeError("transfer #2 of [4, 5] failed: host pool full"))
+    assert not waiver.waives(RuntimeError("transfer #3 of [4, 5] failed: host pool full"))
+    assert r"said: transfer \#2 of [*] failed  # upstream #7" in str(waiver)  # the unmatched warning shows it as written
+    [old_way] = parse_waivers("*  *  RuntimeError  #upstream #7", "w.txt")  # no said: no change
+    assert old_way.reason == "upstream #7"
+
+
+@pytest.mark.parametrize("line", [
+    "*  *  RuntimeError  said: transfer #2 failed  # upstream",  # the message's '#2' would end the words at 'transfer'
+    "*  *  RuntimeError  said: request#3 failed  # upstream",
+    "*  *  RuntimeError  said: transfer failed  #upstream",
+])
+def test_a_hash_that_could_be_the_messages_is_refused_in_one_line(line: str) -> None:
+    with pytest.raises(WaiverError, match=r"write a message's '#' as '\\#'") as refused:
+        parse_waivers(line, "w.txt")
+    assert str(refused.value).startswith("w.txt:1: ") and "\n" not in str(refused.value)

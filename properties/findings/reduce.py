@@ -83,6 +83,7 @@ class Replay:
     acts: list[Act]
     failure: BaseException | None
     trim_queries: bool = False
+    waived: list[BaseException] | None = None  # the waived findings it went on past (its file embeds their waivers); None: not replayed
 
 
 def replay(machine_class: type[RadixCacheMachine], acts: list[Act], options: MachineOptions | None = None,
@@ -98,6 +99,7 @@ def replay(machine_class: type[RadixCacheMachine], acts: list[Act], options: Mac
         machine = machine_class()
         records: dict[int, HandleRecord] = {}  # id(original record) -> the replayed one
         sent: list[Act] = []
+        met: list[BaseException] = []
         for original in acts:
             args = _arguments(machine, original, records, trim_queries)
             if args is None:
@@ -108,11 +110,12 @@ def replay(machine_class: type[RadixCacheMachine], acts: list[Act], options: Mac
                 result = getattr(machine, original.name)(*args)
             except Exception as exc:  # noqa: BLE001 - a failure of the cache is what a replay looks for
                 if waived is not None and waived(exc):
+                    met.append(exc)
                     continue
-                return Replay(machine, sent, exc, trim_queries)
+                return Replay(machine, sent, exc, trim_queries, met)
             if isinstance(original.result, HandleRecord):
                 records[id(original.result)] = result
-    return Replay(machine, sent, None, trim_queries)
+    return Replay(machine, sent, None, trim_queries, met)
 
 
 STACK_MARGIN = 64  # frames a replay is given beyond the file's stack (standalone_stack)

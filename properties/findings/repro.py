@@ -40,6 +40,7 @@ from radixcheck.properties.cache.contract import Request
 from radixcheck.properties.cache.machine import NO_ANSWER, POOL_SIZE, SCRIBBLE_TOKEN, SIZE_CALLS, RadixCacheMachine, SentCall
 from radixcheck.properties.findings.failures import leaves, message_of, oracle_of, raised_at, signature_of
 from radixcheck.properties.findings.reduce import REDUCE_ENV, Reduced, Replay, reduce, reduce_seconds
+from radixcheck.properties.findings.repro_waivers import IMPORTS, header_lines, met_by, past_waived_args, waiver_lines
 from radixcheck.properties.findings.root_cause import Signature, shown_by, shown_by_serving, signature
 from radixcheck.properties.findings.second_pool_repro import KEYWORDS, POOL_NAME, SecondPool
 from radixcheck.properties.findings.standalone import (
@@ -102,7 +103,7 @@ def repro_for(failure: BaseException, spec: str, test: str = "", waived: Any = N
     if isinstance(getattr(machine, "world", None), TierWorld):  # the tier machine or production world: its log is the file
         return tier_repro(machine.world, failure, spec, machine.factory, seconds, replays, waived, waivers)
     if isinstance(machine, KvIndexMachine):
-        return _index_repro(machine, failure, spec, test, seconds, waived)
+        return _index_repro(machine, failure, spec, test, seconds, waived, waivers)
     if (not isinstance(machine, RadixCacheMachine) or not machine.transcript) and plain_test is not None:
         return _checked(Repro(_plain_test_script(failure, *plain_test, spec, test, seed, waivers), size="radixcheck's test, as it is",
                               shows=_shown_by_tenant_tree(failure, machine, waived)
@@ -122,7 +123,7 @@ def repro_for(failure: BaseException, spec: str, test: str = "", waived: Any = N
                                                                                       waived, reduced.replay.trim_queries)
     for reads in (False, True):  # the reads of the sizes only if the file without them does not show the finding
         try:
-            writer = _Writer(reduced, spec, test, reads)
+            writer = _Writer(reduced, spec, test, reads, waivers or [])
             text = writer.script()
         except _CannotWrite as exc:
             return Repro(None, str(exc), notes=notes)
@@ -186,12 +187,12 @@ def _shown_by_construction_test(failure: BaseException, plain_test: tuple[Callab
 
 
 def _index_repro(machine: KvIndexMachine, failure: BaseException, spec: str, test: str, seconds: float | None,
-                 waived: Any = None) -> Repro:
+                 waived: Any = None, waivers: list[Any] | None = None) -> Repro:
     if machine.sent_calls is None:
         return Repro(None, "no transcript: its run kept none (run_machine(..., transcript=True); --radix-repro and "
                            "radixcheck audit --repro keep one)")
     def script(found: IndexProgram) -> tuple[str, int]:
-        return index_script(machine, failure, spec, test, found)
+        return index_script(machine, failure, spec, test, found, waivers)
 
     def fails(found: IndexProgram) -> bool:
         code, printed = run_repro(script(found)[0])
@@ -320,8 +321,9 @@ READ_LINE = "sizes()  # radixcheck read the sizes here (the finding needs this r
 
 
 class _Writer:
-    def __init__(self, reduced: Reduced, spec: str, test: str, reads: bool = False) -> None:
+    def __init__(self, reduced: Reduced, spec: str, test: str, reads: bool = False, waivers: list[Any] | None = None) -> None:
         self.reads = reads  # write radixcheck's reads of the sizes too (a cache whose reads change its answers)
+        self.past, self.waivers = _waived_calls(reduced, waivers or [])  # calls whose raise the run waived, and the lines it met
         self.reads_left_out = False  # whether the file left out a read radixcheck made
         self.reduced = reduced
         self.machine, self.failure = reduced.replay.machine, reduced.replay.failure
@@ -410,7 +412,11 @@ class _Writer:
         self.calls_written += 1
         line = self.call_text(call, act, definitions)
         lines = definitions + [line]
-        if call.raised is not None:
+        if call.raised is not None and id(call.raised) in self.past:  # a waived finding: the file goes on past it, as the run did
+            exc, finding = call.raised, self.past[id(call.raised)]
+            lines = definitions + [f"with past_waived({past_waived_args(exc, finding)}):  # waived in the run ({type(exc).__name__})",
+                                   "    " + line]
+        elif call.raised is not None:
             self.helpers.add("suppress")
             lines = definitions + [f"with suppress(Exception):  # refused, as it must be ({type(call.raised).__name__})", "    " + line]
         return lines
@@ -668,10 +674,11 @@ class _Writer:
             "refuses a double free). Writes nothing where it runs. Written by",
             "`radixcheck audit --repro`." + (self.second.note() if self.second else "")
             + (SCRIBBLED if self.options.reuses_buffers else ""),
+            *header_lines(self.waivers),
             '"""',
         ]
         imports = ["import os"] + (["import signal"] if "alarm" in self.helpers else []) + ["import sys"]
-        imports += (["import time"] if "alarm" in self.helpers else []) + ["import traceback"]
+        imports += (["import time"] if "alarm" in self.helpers else []) + ["import traceback"] + (IMPORTS if self.waivers else [])
         imports += ["from contextlib import suppress"] if "suppress" in self.helpers else []
         names = ["Request"] if "request" in self.helpers else []  # a running request's lifecycle
         names += ["SecondPoolAllocator"] if self.second else []
@@ -723,7 +730,25 @@ class _Writer:
             out += ["", ""] + _RAISED_AT
         if "bug" in self.helpers:
             out += ["", ""] + bug_lines(oracle_of(self.failure))
+        if self.waivers:
+            out += ["", ""] + waiver_lines(self.waivers)
         return out + ["", ""] + CANNOT_RUN_LINES
+
+
+def _waived_calls(reduced: Reduced, waivers: list[Any]) -> tuple[dict[int, BaseException], list[Any]]:
+    """The calls of ``reduced``'s program that raised a finding its run waived (by ``id`` of what each raised:
+    the finding the run made of it, the same exception or a legal call refused), and the waivers they meet
+    (:mod:`~radixcheck.properties.findings.repro_waivers`). The replay records what it went on past; a file
+    written from the run itself (its replay failed otherwise) judges each call that raised by the waivers."""
+    if not waivers:
+        return {}, []
+    met = reduced.replay.waived
+    if met is None:  # the run's own (not replayed): each exception a call raised that a waiver waives, itself the finding
+        met = [c.raised for a in reduced.replay.machine.transcript for c in a.calls
+               if c.raised is not None and any(w.waives(c.raised) for w in waivers)]
+    past = {id(cause): finding for finding in met for cause in (finding, finding.__cause__) if cause is not None}
+    raised = {id(c.raised) for a in reduced.replay.machine.transcript for c in a.calls if c.raised is not None}
+    return past, met_by(waivers, [finding for key, finding in past.items() if key in raised])
 
 
 def reduction_note(reduced: Reduced) -> str:

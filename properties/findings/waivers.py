@@ -37,7 +37,8 @@ One waiver a line::
 - **said: <text>**, optional, last on the line (``10 tenant isolation  said: evict_prefix freed``): the
   finding's shape, for an oracle that can fail in several ways: the line waives only findings whose
   message (its first line, as the audit prints it) contains ``<text>``, where ``*`` stands for any
-  run of characters (the token lists and numbers of one run). Two tenant leaks, one known and one
+  run of characters (the token lists and numbers of one run) and ``\\#`` for a ``#`` of the message (a bare ``#``
+  starts the reason; on a ``said:`` line one next to a word is refused: it could be the message's). Two tenant leaks, one known and one
   not, are two lines of the audit's, and a line naming the known one's operation waives it alone
   (:mod:`radixcheck.properties.findings.said`). Not after an order oracle, whose messages cannot tell two
   bugs apart (``as`` and ``known:`` can), and not with ``as`` or ``known:``. A line without it waives
@@ -142,7 +143,7 @@ class Waiver:
     def __str__(self) -> str:  # the rule as written (quotes aside), for a warning about it
         follows = f" as {self.follows}" if self.follows else ""
         known = f"  known: {self.known}" if self.known else ""
-        said = f"  {SAID} {self.said}" if self.said is not None else ""
+        said = f"  {SAID} {self.said.replace('#', ESCAPED_HASH)}" if self.said is not None else ""
         return f"{self.target}  {self.test}  {self.finding}{follows}{known}{said}  # {self.reason}"
 
 
@@ -157,8 +158,12 @@ def parse_waivers(text: str, source: str = "<waivers>") -> list[Waiver]:
         if not line or line.startswith("#"):
             continue
         where = f"{source}:{number}"
-        rule, hash_, reason = line.partition("#")
+        ends = _REASON.search(line)  # the first '#' not written as an escape (a message's own '#', in 'said:' words)
+        rule, hash_, reason = (line[:ends.start()], "#", line[ends.end():]) if ends else (line, "", "")
         rule, said = _said_of(rule)  # before shlex: a message's quotes are its own
+        if said is not None and ends and not (line[ends.start() - 1].isspace() and line[ends.end():][:1] in ("", " ", "\t")):
+            raise WaiverError(f"{where}: a '#' next to a word ends the '{SAID}' words here (the reason starts at it): write "
+                              f"a message's '#' as '\\#', and the reason's '#' between spaces: {line!r}")
         try:
             fields = shlex.split(rule)
         except ValueError as exc:
@@ -184,16 +189,21 @@ def parse_waivers(text: str, source: str = "<waivers>") -> list[Waiver]:
     return waivers
 
 
+# Where a line's reason starts: its first '#' that is not written '\#' (a '#' of a message, in 'said:' words).
+_REASON = re.compile(r"(?<!\\)#")
+ESCAPED_HASH = "\\#"  # a message's '#' as 'said:' words write it
+
+
 def _said_of(rule: str) -> tuple[str, str | None]:
     """``rule`` without its ``said: <text>`` clause, and the text (``None``: no clause): the text as
-    written, one pair of quotes around all of it taken off."""
+    written, one pair of quotes around all of it taken off, each ``\\#`` a ``#`` of the message."""
     found = re.search(rf"(?:^|\s){re.escape(SAID)}", rule)
     if found is None:
         return rule, None
     text = rule[found.end():].strip()
     if len(text) >= 2 and text[0] == text[-1] and text[0] in "'\"":
         text = text[1:-1]
-    return rule[:found.start()], text
+    return rule[:found.start()], text.replace(ESCAPED_HASH, "#")
 
 
 def _said_problem(finding: str, follows: str | None, known: str | None, said: str | None) -> str | None:

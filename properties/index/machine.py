@@ -140,6 +140,7 @@ class IndexCall:
     raised: BaseException | None = None
     may_refuse: bool = False  # a malformed or repeated event: refusing it (an exception) is right
     kind: str = ""  # a malformed event's kind (BAD_EVENTS), AGAIN for a redelivery, STAYS_REFUSED for its query
+    finding: BaseException | None = None  # the finding the machine made of what it raised (a legal event refused), if another
 
 
 class _Summary:
@@ -276,7 +277,10 @@ class KvIndexMachine(RuleBasedStateMachine):
         except Exception as exc:  # noqa: BLE001 - the index refused a legal event
             why = self._why_legal(rank, event)
             self._apply_to_model(rank, event)  # the engine did it: the model follows the engine (a waiver looks past the refusal)
-            raise IndexViolation(f"{text} raised {type(exc).__name__}: {exc}; the event was legal ({why})") from exc
+            finding = IndexViolation(f"{text} raised {type(exc).__name__}: {exc}; the event was legal ({why})")
+            if self.sent_calls and self.sent_calls[-1].raised is exc:  # a repro file judges its waiver by this finding
+                self.sent_calls[-1].finding = finding
+            raise finding from exc
         self._apply_to_model(rank, event)
 
     def _why_legal(self, rank: Rank, event: KvEvent) -> str:

@@ -24,7 +24,9 @@ from radixcheck.oracles.violations import Check, ContractViolation
 from radixcheck.properties.budget_clock import BudgetWatch
 from radixcheck.properties.findings.failures import message_of, oracle_of
 from radixcheck.properties.findings.reduce import REDUCE_ENV
+from radixcheck.properties.findings.repro_waivers import IMPORTS, header_lines, met_by, past_waived_args, waiver_lines
 from radixcheck.properties.findings.standalone import CANNOT_RUN_LINES, bug_lines, factory_import, needs, runs_to_the_check
+from radixcheck.properties.findings.waivers import Waiver
 from radixcheck.properties.index.contract import AllBlocksCleared, BlockRemoved, BlockStored, StoredBlock
 from radixcheck.properties.index.machine import SCRATCH, IndexCall, KvIndexMachine, apply_to_model, resident_limit, without_scratch
 from radixcheck.properties.target import caused_by_hang
@@ -66,6 +68,29 @@ def _comment_of(call: IndexCall) -> str:
     if call.raised is not None and not call.may_refuse:
         return "  # refused in the run (a waived finding): the file lets it refuse again"
     return f"  # {call.text}" if call.text and call.name == "apply_event" else ""
+
+
+def waived_in_run(call: IndexCall) -> BaseException | None:
+    """The finding the run waived at ``call`` (it raised, and the run went on: only a waived finding lets it),
+    or ``None``."""
+    if call.raised is None or call.may_refuse:
+        return None
+    return call.finding or call.raised
+
+
+def _program_lines(program: list[IndexCall], waivers: list[Waiver]) -> list[str]:
+    """The program's calls as lines; a call whose raise the run waived goes past it under ``past_waived``
+    when a waiver of the run's meets it (:mod:`~radixcheck.properties.findings.repro_waivers`), else as
+    ``may_refuse`` (a file written with no waivers)."""
+    lines = []
+    for call in program:
+        finding = waived_in_run(call)
+        if finding is not None and met_by(waivers, [finding]):
+            lines += [f"with past_waived({past_waived_args(call.raised, finding)}):  # waived in the run "  # type: ignore[arg-type]
+                      f"({type(call.raised).__name__})", f"    {call_text(call)}"]
+        else:
+            lines.append(call_text(call, refused=call.raised is not None) + _comment_of(call))
+    return lines
 
 
 _MAY_REFUSE = ["def may_refuse(worker_id, dp_rank, event):",
@@ -257,9 +282,12 @@ def shortest_program(found: IndexProgram, counts_copies: bool, fails: Callable[[
     return best
 
 
-def index_script(machine: KvIndexMachine, failure: BaseException, spec: str, test: str, found: IndexProgram) -> tuple[str, int]:
-    """The file's text for ``found`` and how many calls it makes."""
+def index_script(machine: KvIndexMachine, failure: BaseException, spec: str, test: str, found: IndexProgram,
+                 waivers: list[Waiver] | None = None) -> tuple[str, int]:
+    """The file's text for ``found`` and how many calls it makes; ``waivers``, the run's: the file embeds those
+    its calls meet and goes on past them (:mod:`~radixcheck.properties.findings.repro_waivers`)."""
     program, last, check, names = found.program, found.last, found.check, found.names
+    met = met_by(waivers or [], [f for f in map(waived_in_run, program) if f is not None])
     sentence = message_of(failure)
     if check is not None and found.reduced:  # a shorter program: the run's own numbers no longer apply
         if "held" in names:
@@ -269,10 +297,12 @@ def index_script(machine: KvIndexMachine, failure: BaseException, spec: str, tes
                         f"the index keeps entries for blocks nobody holds")
     cut = (["", f"Reduction stopped at its budget ({found.cut_short:g} s) before trying every call: this file may make more calls",
             f"than it needs (a longer budget, {REDUCE_ENV}=60, may give a shorter one)."] if found.cut_short is not None else [])
-    body = [call_text(c, refused=c.raised is not None) + _comment_of(c) for c in program]
+    body = _program_lines(program, met)
     helpers: list[list[str]] = []  # functions the file uses, each a block of lines
-    if any(c.may_refuse or c.raised is not None for c in program) or last.may_refuse:
+    if any("may_refuse(" in line for line in body) or last.may_refuse:
         helpers.append(_MAY_REFUSE)
+    if met:
+        helpers.append(waiver_lines(met))
     if check is None:  # a legal call raised: that call is the check (the same exception; another is not the finding)
         raised = type(last.raised).__name__
         what = f"{last.name}({'...' if last.args else ''}) raised {raised}: {last.raised} (a legal call)"
@@ -306,10 +336,12 @@ def index_script(machine: KvIndexMachine, failure: BaseException, spec: str, tes
         "import, or a call before the last raised). Needs radixcheck (its event classes). Written by",
         "`radixcheck audit --repro`.",
         *cut,
+        *header_lines(met),
         '"""',
         "import os",
         "import sys",
         "import traceback",
+        *(IMPORTS if met else []),
         "",
         *needs(["from radixcheck.properties.index.contract import AllBlocksCleared, BlockRemoved, BlockStored, StoredBlock  # noqa: F401"]),
         factory_import(spec),

@@ -29,7 +29,7 @@ from radixcheck.properties.budget_clock import BudgetWatch
 from radixcheck.properties.cache.layers import UNSAID
 from radixcheck.properties.findings.failures import message_of, oracle_of
 from radixcheck.properties.findings.reduce import REDUCE_ENV, finding_of, leave_out_runs, reduce_seconds
-from radixcheck.properties.findings.repro_waivers import embeddable, met_by, waiver_lines
+from radixcheck.properties.findings.repro_waivers import IMPORTS, deviations_of, header_lines, met_by, waiver_lines
 from radixcheck.properties.findings.root_cause import Signature, each_step, shown_past_failures, signature
 from radixcheck.properties.findings.standalone import (
     CANNOT_RUN_LINES,
@@ -56,6 +56,15 @@ class TierReplay:
     waived: list[BaseException] = field(default_factory=list)  # the waived findings it went on past, in order
 
 
+def with_deviations(world: TierWorld, waived: Callable[[BaseException], bool] | None) -> TierWorld:
+    """``world``, its model keeping the known deviations ``waived`` names (a ``WaiverLog``'s ``known:`` lines), as
+    the tier machine's does (``known_deviations``): a replay then judges a known order bug as its run did."""
+    known = getattr(waived, "deviations", None)
+    if known is not None:
+        world.model.deviations = [make() for make in known()]
+    return world
+
+
 def replay(factory: Callable[..., Any], page_size: int, write_policy: str, operations: list[str],
            world_class: type[TierWorld] = TierWorld, pools: dict[str, int] | None = None,
            waived: Callable[[BaseException], bool] | None = None) -> TierReplay:
@@ -63,7 +72,7 @@ def replay(factory: Callable[..., Any], page_size: int, write_policy: str, opera
     requests; ``pools``, its pools' sizes and seed: :attr:`TierWorld.pools`), as the file does, then
     check conservation; stop at the first failure ``waived`` does not cover (one it covers ends its
     operation, as it ended the run's step, and the replay goes on: :mod:`~radixcheck.properties.findings.repro_waivers`)."""
-    world = world_class(factory, page_size, write_policy, **(pools or {}))
+    world = with_deviations(world_class(factory, page_size, write_policy, **(pools or {})), waived)
     met: list[BaseException] = []
     for i, operation in enumerate(operations):
         try:
@@ -245,7 +254,7 @@ def tier_script(world: TierWorld, failure: BaseException, spec: str, made: str =
     ``waivers``, those of the run its operations meet, which the file goes on past
     (:mod:`~radixcheck.properties.findings.repro_waivers`)."""
     log = list(world.log)
-    waivers = embeddable(waivers or [])
+    waivers = waivers or []
     built = f"{type(world).__name__}(make, page_size={world.page_size}, write_policy={world.write_policy!r}{world.pools_said()})"
     last = max(i for i, line in enumerate(log) if not line.startswith("#"))
     oracle, sentence = oracle_of(failure), message_of(failure)
@@ -265,15 +274,12 @@ def tier_script(world: TierWorld, failure: BaseException, spec: str, made: str =
         "copies device slots [2] to host slots [1]). " + made,
         "Exits 1 while the bug is there, 0 once it is fixed, 2 if it cannot run to its last operation. Needs radixcheck;",
         "writes nothing where it runs. Written by `radixcheck audit --repro`.",
-        *(["", f"Its run had waivers (radixcheck audit --waive) that these operations meet: {len(waivers)} line(s), in WAIVED below.",
-           "The file goes on past the findings they waive, as the run did, whether those are still there or fixed."]
-          if waivers else []),
+        *header_lines(waivers),
         '"""',
         "import os",
-        *(["import re"] if waivers else []),
         "import sys",
         "import traceback",
-        *(["from fnmatch import fnmatchcase"] if waivers else []),
+        *(IMPORTS if waivers else []),
         "",
         *needs(["from radixcheck.oracles.violations import ContractViolation",
                 f"from {type(world).__module__} import {type(world).__name__}"]),
@@ -289,6 +295,8 @@ def tier_script(world: TierWorld, failure: BaseException, spec: str, made: str =
         *([*waiver_lines(waivers), "", ""] if waivers else []),
         *runs_to_the_check([
             f"w = PastWaived({built})" if waivers else f"w = {built}",
+            *(["w.model.deviations = [make() for make in DEVIATIONS]  # the known order bugs' statistics, as the run kept them"]
+              if deviations_of(waivers) else []),
             *compact(log[:last]),
             "",
             "# the operation that fails, and radixcheck's checks of it",
@@ -324,7 +332,7 @@ def shown_by_tier(factory: Callable[..., Any], world: TierWorld, waived: Callabl
                                 for line in operations if REQUEST.match(line)))[-PROBED:]
 
     def run(seen: Callable[[BaseException], bool]) -> None:
-        again = type(world)(factory, world.page_size, world.write_policy, **world.pools)
+        again = with_deviations(type(world)(factory, world.page_size, world.write_policy, **world.pools), waived)
 
         def sent(operation: str, on: TierWorld = again) -> bool:  # False: stop (a hang, or a target that answers nothing)
             done = COMPLETION.fullmatch(operation)
@@ -339,7 +347,7 @@ def shown_by_tier(factory: Callable[..., Any], world: TierWorld, waived: Callabl
             if not sent(operation):
                 return
         for coldest_first in (True, False):
-            before = type(world)(factory, world.page_size, world.write_policy, **world.pools)
+            before = with_deviations(type(world)(factory, world.page_size, world.write_policy, **world.pools), waived)
             if not (all(sent(operation, before) for operation in operations[:-1]) and across_tiers(before, seen, coldest_first)):
                 return
 
@@ -384,7 +392,7 @@ def tier_repro(world: TierWorld, failure: BaseException, spec: str, factory: Cal
     run once as a user would: it is offered only if it exits 1 with radixcheck's sentence. ``waivers``:
     the run's (those ``waived`` applies); the file goes on past those its operations meet."""
     made, notes = "", []
-    met = embeddable(waivers or [])  # with no replay to say which its operations meet: every one a file can judge
+    met = list(waivers or [])  # with no replay to say which its operations meet: every one
     if factory is not None:
         best, made = reduced(factory, world, failure, seconds, replays, waived)
         if best is not None:
