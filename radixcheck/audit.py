@@ -630,13 +630,16 @@ def server_line(target: Target) -> str:
     if not isinstance(target.factory, WireFactory):
         return ""
     connection = target.factory.connection()  # started already, to read its capabilities
-    # A verdict of "conforms" covers what the server could declare: say what the protocol cannot carry, so a
-    # two-tier cache's owner does not read it as covering the host tier (reports/findings/other_language_trial.md).
+    # A verdict of "conforms" covers what the server could declare: say what the protocol cannot carry, so its
+    # owner does not read it as covering those (reports/findings/other_language_trial.md), and whether the host
+    # tier was audited (a server without one declared is sent no tier op).
+    tier = ("its host tier audited over the wire" if connection.tier_capabilities is not None
+            else "no host tier declared, so none audited")
     return (f"`{shlex.join(connection.command)}`, which names itself {connection.server_name!r} "
-            f"({WIRE_CANNOT_CARRY}: not audited over the wire)")
+            f"({tier}; {WIRE_CANNOT_CARRY}: not audited over the wire)")
 
 
-WIRE_CANNOT_CARRY = "a host tier, the cache's own request methods, a second pool"
+WIRE_CANNOT_CARRY = "the cache's own request methods, a second pool"
 """What the wire protocol cannot carry (docs/how-to/other-languages.md, "Which layers a wire server can declare")."""
 
 

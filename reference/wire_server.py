@@ -28,6 +28,7 @@ import numpy as np
 
 from radixcheck.properties.cache import policies
 from radixcheck.properties.cache.contract import DEFAULT_CAPABILITIES
+from radixcheck.properties.tiers.contract import Transfer
 
 PROTOCOL = 1
 NOT_SUPPORTED = 10  # Maelstrom's codes: the operation is not offered by this cache
@@ -37,6 +38,9 @@ REFUSED = 1000  # the cache refused the call (bad input, a lock the contract for
 
 CACHE_OPS = ("match_prefix", "insert", "inc_lock_ref", "dec_lock_ref", "evict", "evict_prefix", "total_size",
              "evictable_size", "protected_size", "reset")
+TIER_OPS = ("match_prefix", "load_back", "insert", "inc_lock_ref", "dec_lock_ref", "evict", "evict_host", "evict_prefix",
+            "transfer_done", "device_size", "host_size", "reset")
+"""The ops of a server that declares a host tier (WIRE.md, "A host tier"); it is sent no other."""
 
 
 class Refused(Exception):
@@ -58,6 +62,71 @@ class FreeRecorder:
 
     def alloc(self, n: int) -> Any:
         raise NotImplementedError("the suite owns the slot pool: a served cache frees slots, it never allocates them")
+
+
+class SuiteRefused(Exception):
+    """The suite's side refused a call the cache made of it (a pool's double free, a free under a pending
+    transfer): raised in the cache, as the suite's pool raises in process."""
+
+
+class SuiteSide:
+    """A tier cache's device pool, host pool and controller, as the cache sees them: each call is a line
+    to the suite (``{"id": ID, "call": NAME, "args": {...}}``) answered on stdin, while the request is
+    being answered (WIRE.md, "A host tier")."""
+
+    def __init__(self, server: Server, cache_id: int) -> None:
+        self.server, self.cache_id = server, cache_id
+
+    def ask(self, name: str, **args: Any) -> Any:
+        answer = self.server.ask(name, args)
+        if "error" in answer:
+            raise SuiteRefused(answer.get("text", f"the suite refused {name}"))
+        return answer.get("ok")
+
+    def transfer(self, value: Any) -> Transfer | None:
+        if value is None:
+            return None
+        transfer = Transfer(value["kind"], np.asarray(value["device_slots"], dtype=np.int64),
+                            np.asarray(value["host_slots"], dtype=np.int64), value["number"])
+        self.server.transfers[(self.cache_id, transfer.number)] = transfer  # transfer_done hands back this object
+        return transfer
+
+
+def _ids(ids: Any) -> list[int]:
+    return [int(i) for i in np.asarray(ids).reshape(-1).tolist()]
+
+
+class DeviceSide(SuiteSide):
+    def free(self, ids: Any) -> None:
+        self.ask("free", slots=_ids(ids))
+
+    def available(self) -> int:
+        return self.ask("device_available")
+
+    def alloc(self, n: int) -> Any:
+        raise NotImplementedError("the suite owns the device pool: a load-back's slots come from controller.load")
+
+
+class HostSide(SuiteSide):
+    def free(self, ids: Any) -> None:
+        self.ask("free_host", slots=_ids(ids))
+
+    def available(self) -> int:
+        return self.ask("host_available")
+
+    def alloc(self, n: int) -> Any:
+        raise NotImplementedError("the suite owns the host pool: a backup's slots come from controller.write")
+
+
+class ControllerSide(SuiteSide):
+    def write(self, device_slots: Any) -> Transfer | None:
+        return self.transfer(self.ask("write", device_slots=_ids(device_slots)))
+
+    def load(self, host_slots: Any) -> Transfer | None:
+        return self.transfer(self.ask("load", host_slots=_ids(host_slots)))
+
+    def refused(self, device_slots: Any) -> None:
+        self.ask("refused", device_slots=_ids(device_slots))
 
 
 def policy_on_wire(policy: Any) -> Any:
@@ -121,6 +190,36 @@ class Server:
         self.next_cache = 1
         self.next_handle = 1
         self.freed: list[list[int]] = []  # the frees of the request being answered
+        # A factory with tier_capabilities and no capabilities is a tiered cache (as radixcheck loads a target)
+        self.tier = getattr(factory, "tier_capabilities", None) if not hasattr(factory, "capabilities") else None
+        self.transfers: dict[tuple[int, int], Transfer] = {}  # (cache id, number) -> the transfer its controller returned
+        self.io: tuple[BinaryIO, BinaryIO] | None = None  # (requests, replies): a tier cache's calls of the suite use them
+        self.rid: Any = None  # the id of the request being answered
+
+    def ask(self, name: str, args: dict[str, Any]) -> dict[str, Any]:
+        """Call the suite's side while answering a request: one line out, its answer read back."""
+        if self.io is None:
+            raise RuntimeError(f"{name}: no suite to call (this server is not serving a stream)")
+        requests, replies = self.io
+        replies.write(json.dumps({"id": self.rid, "call": name, "args": args}, separators=(",", ":")).encode() + b"\n")
+        replies.flush()
+        line = requests.readline()
+        if not line:
+            raise SystemExit(0)  # the suite closed our input: it is done with us
+        answer = json.loads(line)
+        if not isinstance(answer, dict) or answer.get("id") != self.rid or ("ok" in answer) == ("error" in answer):
+            raise RuntimeError(f"the suite's answer to {name} is not {{'id': {self.rid}, 'ok'|'error': ...}}: {line[:200]!r}")
+        return answer
+
+    def tier_capabilities(self) -> dict[str, Any]:
+        """The host tier's fields as the wire carries them: a Policy by name (or null for LRU), a
+        cache that runs requests itself declared 'tree' (the suite drives its tree calls)."""
+        caps = self.tier
+        lifecycle = "tree" if caps.lifecycle == "requests" else caps.lifecycle
+        policy = None if caps.eviction_policy is None else policy_on_wire(caps.eviction_policy)
+        fields = {**asdict(replace(caps, lifecycle=lifecycle, eviction_policy=None)), "eviction_policy": policy,
+                  **self.overrides}
+        return {k: list(v) if isinstance(v, tuple) else v for k, v in fields.items()}
 
     def capabilities(self) -> dict[str, Any]:
         caps = getattr(self.factory, "capabilities", DEFAULT_CAPABILITIES)
@@ -150,17 +249,28 @@ class Server:
 
     def dispatch(self, op: str, args: dict[str, Any]) -> tuple[Any, list[list[int]]]:
         if op == "init":
-            return {"protocol": PROTOCOL, "capabilities": self.capabilities(), "server": "radixcheck wire_server"}, []
+            declared = ({"tier_capabilities": self.tier_capabilities()} if self.tier is not None
+                        else {"capabilities": self.capabilities()})
+            return {"protocol": PROTOCOL, **declared, "server": "radixcheck wire_server"}, []
         if op == "new":
             recorder = FreeRecorder()
             try:
-                cache = self.factory(recorder, args.get("page_size"))
+                if self.tier is not None:
+                    if "write_policy" not in args:
+                        raise Refused(MALFORMED_REQUEST, "new needs the argument 'write_policy' (a host tier)")
+                    cache_id = self.next_cache
+                    cache = self.factory(DeviceSide(self, cache_id), HostSide(self, cache_id), ControllerSide(self, cache_id),
+                                         args.get("page_size"), args["write_policy"])
+                else:
+                    cache = self.factory(recorder, args.get("page_size"))
+            except Refused:
+                raise
             except Exception as exc:  # noqa: BLE001 - the factory's refusal (a bad page size)
                 raise Refused(REFUSED, f"{type(exc).__name__}: {exc}") from exc
             cache_id, self.next_cache = self.next_cache, self.next_cache + 1
             self.caches[cache_id] = (cache, recorder)
             return cache_id, []
-        if op not in CACHE_OPS and op != "drop":
+        if op not in (TIER_OPS if self.tier is not None else CACHE_OPS) and op != "drop":
             raise Refused(MALFORMED_REQUEST, f"unknown op {op!r}")
         cache_id = args.get("cache")
         if cache_id not in self.caches:
@@ -169,6 +279,8 @@ class Server:
             del self.caches[cache_id]
             for hid in [h for h, (c, _) in self.handles.items() if c == cache_id]:
                 self.handle_ids.pop(id(self.handles.pop(hid)[1]), None)
+            for key in [k for k in self.transfers if k[0] == cache_id]:
+                del self.transfers[key]
             return None, []
         cache, recorder = self.caches[cache_id]
         method = getattr(cache, op, None)
@@ -186,7 +298,11 @@ class Server:
         except Exception as exc:  # noqa: BLE001 - the cache's refusal, reported with its type
             raise Refused(REFUSED, f"{type(exc).__name__}: {exc}") from exc
         freed = recorder.calls
-        if op == "match_prefix":
+        if op == "match_prefix" and self.tier is not None:
+            result = {"device_values": np.asarray(result.device_values).reshape(-1).tolist(),
+                      "device_handle": self.handle_id(cache_id, result.device_handle), "host_length": int(result.host_length),
+                      "host_handle": self.handle_id(cache_id, result.host_handle)}
+        elif op in ("match_prefix", "load_back"):
             values, handle = result
             result = {"values": np.asarray(values).reshape(-1).tolist(), "handle": self.handle_id(cache_id, handle)}
         elif result is not None:
@@ -203,11 +319,25 @@ class Server:
             return (need("tokens"),)
         if op == "insert":
             return need("tokens"), decode_values(need("values"))
-        if op in ("inc_lock_ref", "dec_lock_ref"):
+        if op in ("inc_lock_ref", "dec_lock_ref", "load_back"):
             return (self.handle_of(need("handle")),)
-        if op == "evict":
+        if op in ("evict", "evict_host"):
             return (need("num_tokens"),)
+        if op == "transfer_done":
+            return (self._transfer(args["cache"], need("transfer")),)
         return ()
+
+    def _transfer(self, cache_id: int, value: Any) -> Transfer:
+        """The transfer the suite completes: the object this cache's controller returned, or (one it never
+        returned) a new one, for the cache to refuse."""
+        fields = ("number", "kind", "device_slots", "host_slots")
+        if not isinstance(value, dict) or set(value) != set(fields):
+            raise Refused(MALFORMED_REQUEST, f"transfer_done's 'transfer' must be an object of {', '.join(fields)}, got {value!r}")
+        known = self.transfers.get((cache_id, value["number"]))
+        if known is not None:
+            return known
+        return Transfer(value["kind"], np.asarray(value["device_slots"], dtype=np.int64),
+                        np.asarray(value["host_slots"], dtype=np.int64), value["number"])
 
     def respond(self, line: bytes) -> dict[str, Any]:
         try:
@@ -221,6 +351,7 @@ class Server:
         if not isinstance(args, dict):
             return {"id": rid, "error": MALFORMED_REQUEST, "text": "'args' must be an object"}
         self.freed = []
+        self.rid = rid
         try:
             result, freed = self.dispatch(request["op"], args)
         except Exception as exc:  # noqa: BLE001 - a refusal, or the server's own failure (a crash)
@@ -239,7 +370,8 @@ class Server:
 def serve(factory: Callable[..., Any], requests: BinaryIO, replies: BinaryIO, overrides: dict[str, Any] | None = None) -> None:
     """Answer each request line with one reply line until the input ends."""
     server = Server(factory, overrides)
-    for line in requests:
+    server.io = (requests, replies)
+    while line := requests.readline():  # readline, not iteration: a tier cache's calls read their answers mid-request
         if not line.strip():
             continue
         replies.write(json.dumps(server.respond(line), separators=(",", ":")).encode() + b"\n")

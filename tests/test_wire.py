@@ -210,7 +210,7 @@ def test_the_card_names_the_wire_server_audited() -> None:
         factory.close()
     assert "-c" in line and "slow" in line and "'faulty'" in line
     # and what no wire server can declare, so "conforms" is not read as covering a host tier
-    assert "(a host tier, the cache's own request methods, a second pool: not audited over the wire)" in line
+    assert "(no host tier declared, so none audited; the cache's own request methods, a second pool: not audited over the wire)" in line
     card = report_card(AuditResult("radixcheck.properties.adapters.wire:server", "Capabilities()", [], "ci", server=line))
     assert f"Wire server: {line}" in card
     assert server_line(Target("radixcheck.reference:RadixCache", RadixCache, RadixCache.capabilities)) == ""

@@ -222,10 +222,16 @@ class WireConnection:
         self.run_caches: list[int] = []
         self.dropped: set[int] = set()  # caches dropped with their run (their finalizer then sends nothing)
         hello = self.request("init", {"protocol": PROTOCOL}, timeout=startup_timeout())
-        if not isinstance(hello, dict) or hello.get("protocol") != PROTOCOL or not isinstance(hello.get("capabilities"), dict):
-            self.close(f"its init reply is not protocol {PROTOCOL} with capabilities: {hello!r}")
+        declared = [hello.get(k) for k in ("capabilities", "tier_capabilities") if isinstance(hello, dict) and k in hello]
+        if not isinstance(hello, dict) or hello.get("protocol") != PROTOCOL or len(declared) != 1 \
+                or not isinstance(declared[0], dict):
+            self.close(f"its init reply is not protocol {PROTOCOL} with capabilities (or tier_capabilities, not both): {hello!r}")
             raise WireProtocolError(f"{self._who()}: {self.dead}")
         self.server_name = str(hello.get("server", "?"))
+        self.tier_capabilities: Any = None  # a TierCapabilities when the server declares a host tier (WIRE.md, "A host tier")
+        if "tier_capabilities" in hello:
+            self.tier_capabilities = self._tier_from(hello)
+            return
         caps = dict(hello["capabilities"])
         if caps.get("lifecycle") == "requests":  # no op carries a cache's own request methods (WIRE.md)
             self.close("it declares lifecycle 'requests', which no op of the protocol carries: declare 'tree'")
@@ -237,6 +243,31 @@ class WireConnection:
         except (TypeError, ValueError) as exc:
             self.close(f"its capabilities are not radixcheck's: {exc}")
             raise WireProtocolError(f"{self._who()}: {self.dead}") from None
+
+    def _tier_from(self, hello: dict[str, Any]) -> Any:
+        """The declared host tier (``tier_capabilities``: TierCapabilities' fields), or the server is closed
+        and the audit stops with one line: what no op carries (a second pool, the cache's own request
+        methods) is refused here, as an unknown field or a value TierCapabilities refuses is."""
+        from radixcheck.properties.tiers.contract import TierCapabilities
+
+        caps = dict(hello["tier_capabilities"])
+        why = None
+        if caps.get("lifecycle") == "requests":
+            why = "it declares lifecycle 'requests', which no op of the protocol carries: declare 'tree'"
+        elif caps.get("second_pool") is not None:
+            why = f"it declares second_pool {caps['second_pool']!r}, which no op of the protocol carries: declare null"
+        if why is None:
+            try:
+                if "eviction_policy" in caps:
+                    caps["eviction_policy"] = policy_from_wire(caps["eviction_policy"])
+                    if isinstance(caps["eviction_policy"], str):  # a name only: the tier contract takes a Policy or null
+                        raise ValueError(f"eviction_policy {caps['eviction_policy']!r}: a host tier takes null (LRU) or "
+                                         "{\"named\": ...}")
+                return TierCapabilities(**{k: tuple(v) if isinstance(v, list) else v for k, v in caps.items()})
+            except (TypeError, ValueError) as exc:
+                why = f"its tier_capabilities are not radixcheck's: {exc}"
+        self.close(why)
+        raise WireProtocolError(f"{self._who()}: {self.dead}")
 
     def _who(self) -> str:
         shown = shlex.join(self.command)
@@ -346,7 +377,10 @@ class WireConnection:
         """Send one request and return its ``ok`` value (after handing its frees to ``allocator``)."""
         return self.call(op, args, None, timeout)
 
-    def call(self, op: str, args: dict[str, Any], allocator: SlotAllocator | None, timeout: float | None = None) -> Any:
+    def call(self, op: str, args: dict[str, Any], allocator: SlotAllocator | None, timeout: float | None = None,
+             suite: Any = None) -> Any:
+        """``suite``: a tier cache's pools and controller (:class:`TierCalls`), which the server calls while it
+        answers (WIRE.md, "A host tier"); without it such a call is a broken reply, as it always was."""
         with self._lock:
             if self.dead is not None:
                 raise WireServerDied(f"{self._who()} is not running ({self.dead}); {op} not sent")
@@ -354,11 +388,21 @@ class WireConnection:
             while self.pending_drops:  # caches made outside a run and collected since the last call
                 self._exchange("drop", {"cache": self.pending_drops.pop()}, timeout)
             rid, raw = self._exchange(op, args, timeout)
+            refusal: BaseException | None = None  # what the suite's side raised in a call of the server's
+            while suite is not None:
+                message = self._parse_call(raw, rid, op)
+                if message is None:
+                    break
+                answer, raised = suite.answer(message, op)
+                refusal = refusal or raised
+                raw = self._answer_and_read(rid, op, answer, timeout)
         reply = self._parse(raw, rid, op)
         freed = reply.get("freed", [])
         if allocator is not None:
             for ids in freed:
                 allocator.free(np.asarray(ids, dtype=np.int64))
+        if refusal is not None:  # as in process: the pool's or the controller's refusal ends the cache's call
+            raise refusal
         if "error" in reply:
             code, text = reply["error"], reply.get("text", "")
             if code == REFUSED:
@@ -395,6 +439,37 @@ class WireConnection:
             with computed_elsewhere("the wire server", self.request_cpu):  # what the suite's backstop says, if it fires first
                 return rid, self._read_line(deadline, op, cpu_limit)
         except BaseException as exc:  # the per-operation alarm, or ^C: the reply would come late
+            if not isinstance(exc, WireServerDied):
+                self.close(f"it was stopped while answering {op} ({type(exc).__name__})", kill=True)
+            raise
+
+    def _parse_call(self, raw: bytes, rid: int, op: str) -> dict[str, Any] | None:
+        """A line that is the server's call of the suite's side (``{"id": rid, "call": NAME, "args": {...}}``),
+        or ``None`` for anything else (the reply, parsed as ever)."""
+        try:
+            message = json.loads(raw)
+        except ValueError:
+            return None
+        if not isinstance(message, dict) or "call" not in message:
+            return None
+        if message.get("id") != rid or not isinstance(message.get("call"), str) or not isinstance(message.get("args", {}), dict):
+            self.close(f"its call while answering {op} broke the protocol")
+            raise WireProtocolError(f"{self._who()}: a call while answering {op} (id {rid}) must be "
+                                    f"{{'id': {rid}, 'call': NAME, 'args': {{...}}}}: {raw[:300]!r}")
+        return message
+
+    def _answer_and_read(self, rid: int, op: str, answer: dict[str, Any], timeout: float | None) -> bytes:
+        """Write the suite's answer to a call of the server's and read its next line (the caller holds the lock)."""
+        try:
+            try:
+                self.process.stdin.write(json.dumps({"id": rid, **answer}, separators=(",", ":")).encode() + b"\n")
+            except (BrokenPipeError, OSError):
+                raise self._died() from None
+            deadline, cpu_limit = ((time.monotonic() + op_wall_timeout(), op_timeout()) if self.cpu_readable
+                                   else (time.monotonic() + op_timeout() + 1.0, None))
+            with computed_elsewhere("the wire server", self.request_cpu):
+                return self._read_line(deadline, op, cpu_limit)
+        except BaseException as exc:  # as _exchange: a reply left in flight would answer the next request
             if not isinstance(exc, WireServerDied):
                 self.close(f"it was stopped while answering {op} ({type(exc).__name__})", kill=True)
             raise
@@ -481,10 +556,12 @@ class WireHandle:
 class WireCache:
     """One cache on the server, with the contract's methods."""
 
-    def __init__(self, connection: WireConnection, allocator: SlotAllocator, page_size: int) -> None:
+    suite: Any = None  # a tier cache's pools and controller, which the server calls while it answers (wire_tier.py)
+
+    def __init__(self, connection: WireConnection, allocator: SlotAllocator, page_size: int = 1, **new: Any) -> None:
         self.connection = connection
         self.allocator = allocator
-        self.cache_id = connection.call("new", {"page_size": _jsonable(page_size)}, allocator)
+        self.cache_id = connection.call("new", {"page_size": _jsonable(page_size), **new}, allocator, suite=self.suite)
         if type(self.cache_id) is not int:
             raise WireProtocolError(f"new: the cache id must be an integer, got {self.cache_id!r}")
         self.page_size = page_size
@@ -496,7 +573,7 @@ class WireCache:
         args = {"cache": self.cache_id, **{k: _jsonable(v) for k, v in args.items()}}
         if said:
             args["namespace"] = encode_namespace(namespace)
-        return self.connection.call(op, args, self.allocator)
+        return self.connection.call(op, args, self.allocator, suite=self.suite)
 
     @staticmethod
     def _tags(keywords: dict[str, Any]) -> dict[str, Any]:
@@ -517,11 +594,14 @@ class WireCache:
         if not isinstance(result, dict) or type(result.get("handle")) is not int or not isinstance(result.get("values"), list) \
                 or not all(type(v) is int for v in result["values"]):
             raise WireProtocolError(f"match_prefix: the reply must be {{'values': [ints], 'handle': int}}, got {result!r}")
-        number = result["handle"]
+        return np.asarray(result["values"], dtype=np.int64), self._wrap(result["handle"])
+
+    def _wrap(self, number: int) -> WireHandle:
+        """The one WireHandle of a handle id the server issued (the same object each time it comes back)."""
         handle = self.connection.handles.get(number)
         if handle is None:
             handle = self.connection.handles[number] = WireHandle(self.connection, number)
-        return np.asarray(result["values"], dtype=np.int64), handle
+        return handle
 
     def insert(self, tokens: Sequence[int], values: np.ndarray, **namespace: Any) -> int:
         result = self._call("insert", namespace.get("namespace"), "namespace" in namespace, tokens=tokens, values=values,
@@ -593,10 +673,31 @@ class WireFactory:
 
     @property
     def capabilities(self) -> Capabilities:
-        return self.connection().capabilities
+        """The server's ``capabilities``; a server that declares a host tier has none (an AttributeError, so
+        the target is a tier target: ``tier_capabilities``)."""
+        connection = self.connection()
+        if connection.tier_capabilities is not None:
+            raise AttributeError("capabilities: the wire server declares a host tier (tier_capabilities)")
+        return connection.capabilities
 
-    def __call__(self, allocator: SlotAllocator, page_size: int = 1) -> WireCache:
-        return WireCache(self.connection(), allocator, page_size)
+    @property
+    def tier_capabilities(self) -> Any:
+        """The server's ``tier_capabilities`` (a TierCapabilities); an AttributeError for a server without a host
+        tier, which is then never sent a tier op."""
+        caps = self.connection().tier_capabilities
+        if caps is None:
+            raise AttributeError("tier_capabilities: the wire server declares no host tier")
+        return caps
+
+    def __call__(self, allocator: SlotAllocator, *args: Any, **keywords: Any) -> Any:
+        """``factory(allocator, page_size)``, or for a host tier ``factory(allocator, host_pool, controller,
+        page_size, write_policy)`` (the tier contract's call)."""
+        connection = self.connection()
+        if connection.tier_capabilities is not None:
+            from radixcheck.properties.adapters.wire_tier import WireTierCache
+
+            return WireTierCache(connection, allocator, *args, **keywords)
+        return WireCache(connection, allocator, *args, **keywords)
 
     def cpu_time(self) -> float:
         """This process's CPU time plus its server's (s): the clock ``radixcheck bench`` times a wire

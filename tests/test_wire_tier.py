@@ -1,0 +1,167 @@
+"""A host tier over the wire (WIRE.md, "A host tier"; properties/adapters/wire_tier.py).
+
+A server that declares ``tier_capabilities`` is a tier target: the same tier world drives it as
+drives the tiered reference in process, and sees the same calls (its log, the controller's lines
+included, is the in-process one). A server without a host tier is a cache target and is sent no tier
+op. Bad tier input over the wire is refused by name, and a refusal of the suite's pool in a call the
+server made is raised from the request, as in process."""
+
+from __future__ import annotations
+
+import json
+import sys
+from typing import Any
+
+import numpy as np
+import pytest
+
+from radixcheck.oracles.violations import HostSlotViolation
+from radixcheck.properties.adapters.wire import WireProtocolError, WireRefused, reference_command, wire_factory
+from radixcheck.properties.adapters.wire_tier import WireTierCache
+from radixcheck.properties.cache.contract import SlotAllocator
+from radixcheck.properties.target import load_target
+from radixcheck.properties.tiers.contract import Transfer
+from radixcheck.properties.tiers.world import TierWorld
+from radixcheck.reference.tiered_cache import TieredRadixCache
+
+TIERED = "radixcheck.reference.tiered_cache:TieredRadixCache"
+
+
+def tier_server(*extra: str) -> Any:
+    return wire_factory([*reference_command(), "--cache", TIERED, *extra])
+
+
+def _traffic(world: TierWorld) -> tuple[int, int]:
+    world.serve([1, 2, 3, 4, 5, 6])
+    world.finish()
+    world.complete_all()
+    world.serve([1, 2, 3, 4, 7, 8], namespace="b")
+    world.finish()
+    world.evict(6)
+    world.complete_all()
+    world.serve([1, 2, 3, 4, 5, 6, 9, 9])  # its host part is loaded back
+    world.complete_all()
+    world.finish()
+    world.evict_host(4)
+    world.quarantine([1, 2])
+    world.complete_all()
+    world.check()
+    sizes = world.cache.device_size(), world.cache.host_size()
+    world.reset()
+    world.check()
+    return sizes
+
+
+@pytest.fixture(scope="module")
+def served() -> Any:
+    factory = tier_server()
+    yield factory
+    factory.close()
+
+
+@pytest.mark.parametrize("write_policy", ["write_through", "write_back"])
+def test_a_tiered_cache_over_the_wire_is_driven_as_in_process(served: Any, write_policy: str) -> None:
+    assert served.tier_capabilities == TieredRadixCache.tier_capabilities
+    assert not hasattr(served, "capabilities")  # so radixcheck loads it as a tier target
+    wire, local = TierWorld(served, 2, write_policy), TierWorld(TieredRadixCache, 2, write_policy)
+    assert isinstance(wire.cache, WireTierCache)
+    assert _traffic(wire) == _traffic(local)
+    assert wire.log == local.log  # every call and every controller line, in the same order
+    assert any("controller.load" in line for line in wire.log) and any("controller.write" in line for line in wire.log)
+
+
+def test_bad_tier_input_over_the_wire_is_refused_by_name(served: Any) -> None:
+    with pytest.raises(WireRefused, match="write_policy must be one of"):
+        TierWorld(served, 1, "write_sideways")
+    world = TierWorld(served, 1, "write_through")
+    with pytest.raises(WireRefused, match="unknown or already completed transfer"):
+        world.cache.transfer_done(Transfer("write", np.array([1]), np.array([2]), 99))
+    with pytest.raises(WireRefused, match="num_tokens"):
+        world.cache.evict_host(1.5)
+    assert world.cache.device_size() == 0 and world.cache.host_size() == 0  # nothing changed
+
+
+# A server that answers init with the JSON object in its argument (merged into its reply) and any
+# other op with 1: what the client makes of a declaration, without a cache behind it.
+DECLARES = r"""
+import json, sys
+declared = json.loads(sys.argv[1])
+for line in sys.stdin:
+    req = json.loads(line)
+    ok = {"protocol": 1, "server": "declares", **declared} if req["op"] == "init" else 1
+    print(json.dumps({"id": req["id"], "ok": ok}), flush=True)
+"""
+
+
+def declares(**declared: Any) -> Any:
+    return wire_factory([sys.executable, "-c", DECLARES, json.dumps(declared)])
+
+
+def test_a_server_without_a_host_tier_is_a_cache_target_and_one_with_a_tier_target(monkeypatch) -> None:
+    from radixcheck.properties.adapters import wire
+
+    monkeypatch.setattr(wire, "server", declares(tier_capabilities={"page_sizes": [1]}))
+    try:
+        assert load_target("radixcheck.properties.adapters.wire:server").kind == "tier"
+    finally:
+        wire.server.close()
+    plain = declares(capabilities={})
+    try:
+        assert not hasattr(plain, "tier_capabilities")  # so never sent a tier op
+        assert type(plain(SlotAllocator(8), 1)).__name__ == "WireCache"
+    finally:
+        plain.close()
+
+
+@pytest.mark.parametrize("declared, named", [
+    ({"second_pool": {"window": 4}}, "second_pool"),
+    ({"lifecycle": "requests"}, "lifecycle 'requests'"),
+    ({"colour": "blue"}, "colour"),
+    ({"eviction_policy": "quota"}, "eviction_policy 'quota'"),
+    ({"write_policies": ["write_around"]}, "write_policies"),
+])
+def test_a_host_tier_the_wire_cannot_carry_stops_at_init(declared: dict[str, Any], named: str) -> None:
+    factory = declares(tier_capabilities=declared)
+    with pytest.raises(WireProtocolError, match=named):
+        factory.tier_capabilities  # noqa: B018 - reading it starts the server
+    factory.close()
+
+
+def test_an_init_declaring_both_kinds_of_capabilities_stops() -> None:
+    factory = declares(capabilities={}, tier_capabilities={})
+    with pytest.raises(WireProtocolError, match="not both"):
+        factory.tier_capabilities  # noqa: B018
+    factory.close()
+
+
+# A tiered cache that frees a host slot twice when it flushes (served from this script): the suite's
+# host pool refuses the second free in the server's call, and the request raises it, as in process.
+DOUBLE_FREE = r"""
+import sys
+from radixcheck.reference import wire_server
+from radixcheck.reference.tiered_cache import TieredRadixCache
+
+class FreesHostTwice(TieredRadixCache):
+    def evict_host(self, num_tokens):
+        for node in list(self._nodes()):
+            if node.host is not None:
+                self.host_pool.free(node.host)
+                self.host_pool.free(node.host)
+        return 0
+
+wire_server.serve(FreesHostTwice, sys.stdin.buffer, sys.stdout.buffer)
+"""
+
+
+def test_a_pool_refusal_in_a_servers_call_is_raised_from_its_request() -> None:
+    factory = wire_factory([sys.executable, "-c", DOUBLE_FREE])
+    try:
+        world = TierWorld(factory, 1, "write_through")
+        world.serve([1, 2])
+        world.finish()
+        world.complete_all()
+        with pytest.raises(HostSlotViolation, match="double free"):
+            world.cache.evict_host(2)
+        assert world.cache.host_size() == 2  # the server goes on answering
+    finally:
+        factory.close()
