@@ -42,8 +42,11 @@ from radixcheck.reference.tenant_tree import TenantTree
 from radixcheck.reference.tiered_cache import TieredRadixCache
 
 SEEDS = range(3)  # as `radixcheck audit --seed 0..2`: the machine's stream is named by its seed
-SEED = 2  # one pinned stream for the tests of one cause read on both tiers
-STREAMS = range(12)  # the streams tried in turn until one meets both readings of one cause
+# The streams tried in turn until one meets both readings of one cause. The host reading is the rare one: each
+# stream fails on the device order first in most of its four machines. Measured (session 61, with the reset
+# drain's draw): stream 12 is the first of 0..11 to meet both; before that draw, one of 0..11 did. Each stream
+# costs ~1 s of CPU, so a wide bound is cheap and a new rule's draw does not need a new pin.
+STREAMS = range(64)
 
 
 def _stream_meeting(factory: Any, oracles: set[str]) -> list[Verdict]:
@@ -232,7 +235,7 @@ def test_one_wrong_eviction_key_met_on_both_tiers_is_one_finding_naming_both(mon
 def test_a_device_order_bug_and_a_host_amount_bug_stay_two_findings(monkeypatch: pytest.MonkeyPatch) -> None:
     # not shrunk: on a quiet machine the shrink slipped from the device-order failure to the simpler host-amount one
     monkeypatch.setenv("RADIXCHECK_SHRINK_SECONDS", "0")
-    verdicts = _tier_verdicts(_DeviceOrderAndHostAmount, SEED)
+    verdicts = _stream_meeting(_DeviceOrderAndHostAmount, {"4 LRU order", "4h host eviction amount"})
     findings = findings_of(verdicts)
     assert len(findings) >= 2, [f"{f.oracle}: {f.reason}" for f in findings]
 

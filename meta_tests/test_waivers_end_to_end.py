@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -43,14 +44,36 @@ OLD_WAY = "twobugs:*  *  10 tenant isolation  # known: host store keyed by token
 BY_SHAPE = "twobugs:*  *  10 tenant isolation  said: counted * tokens on host past  # known: host store keyed by tokens (ticket 2)\n"
 
 
-def _audit(project: Path, spec: str, waivers: str, *more: str) -> tuple[subprocess.CompletedProcess, dict, list[Path]]:
+SEEDS = range(1, 6)  # the audit streams tried in turn until one meets both leaks
+LEAKS = {"match_prefix", "evict_prefix"}  # the known leak's call (host store keyed by tokens), the quarantine's
+
+
+def _audit(project: Path, spec: str, waivers: str, *more: str, seed: int = 1) -> tuple[subprocess.CompletedProcess, dict, list[Path]]:
     (project / "waive.txt").write_text(waivers)
     shutil.rmtree(project / "repros", ignore_errors=True)
-    run = subprocess.run([sys.executable, "-m", "radixcheck", "audit", spec, "-n", "0", "--seed", "1", "--waive", "waive.txt",
+    run = subprocess.run([sys.executable, "-m", "radixcheck", "audit", spec, "-n", "0", "--seed", str(seed), "--waive", "waive.txt",
                           "--repro", "repros", "--json", "audit.json", *more], cwd=project, capture_output=True, text=True,
                          timeout=600, env={**os.environ, "RADIXCHECK_SHRINK_SECONDS": "0"})
     saved = json.loads((project / "audit.json").read_text()) if (project / "audit.json").exists() else {}
     return run, saved, sorted((project / "repros").glob("repro-*.py"))
+
+
+def _call(message: str) -> str:
+    """The call a failure's message names first (``match_prefix([2, 1] under …) counted …`` → ``match_prefix``)."""
+    return message.split("(")[0].split(" ")[0]
+
+
+def _audit_meeting_both_leaks(project: Path, waivers: str) -> tuple[subprocess.CompletedProcess, dict, list[Path]]:
+    """The first audit of ``twobugs:iso_iso`` (seeds :data:`SEEDS`) whose failures, waived or found, meet both
+    leaks: the premise of the two-leak tests, judged before the waivers' split that they test."""
+    met = []
+    for seed in SEEDS:
+        run, saved, repros = _audit(project, "twobugs:iso_iso", waivers, "--no-production", "--page-sizes", "1", seed=seed)
+        met.append({_call(f.get("message") or f.get("reason", "")) for f in [*saved.get("waived", []), *saved.get("findings", [])]
+                    if f["oracle"] == "10 tenant isolation"})
+        if LEAKS <= met[-1]:
+            return run, saved, repros
+    raise AssertionError(f"no seed of {list(SEEDS)} met both leaks {sorted(LEAKS)}: each met {met}")
 
 
 def _exit_codes(project: Path, repro: Path, written: str, others: list[str]) -> list[int]:
@@ -77,10 +100,11 @@ ALONE = ["from twobugs import quarantine as make", "from twobugs import host_loo
 
 
 def test_a_line_naming_the_oracle_waives_both_leaks_says_so_and_the_file_past_them_shows_the_slot_leak(trial: Path) -> None:
-    run, saved, repros = _audit(trial, "twobugs:iso_iso", OLD_WAY, "--no-production", "--page-sizes", "1")
+    run, saved, repros = _audit_meeting_both_leaks(trial, OLD_WAY)
     assert run.returncode == 1, run.stdout + run.stderr
-    assert {w["message"].split(" ")[0] for w in saved["waived"]} == {"match_prefix([2,", "evict_prefix"}, saved["waived"]
-    assert all("one of 2 findings of different shapes this line waived" in w["shapes_waived"] for w in saved["waived"])
+    assert {_call(w["message"]) for w in saved["waived"]} == LEAKS, saved["waived"]  # both leaks waived, none found
+    shapes = len(saved["waived"])  # each leak in one shape or more, by the stream
+    assert all(f"one of {shapes} findings of different shapes this line waived" in w["shapes_waived"] for w in saved["waived"])
     assert [f["oracle"] for f in saved["findings"]] == ["3h host slot conservation"]
     [repro] = repros  # it used to have none: its file stopped at the waived leak ("exited 2, not 1")
     assert "w = PastWaived(" in repro.read_text()
@@ -88,10 +112,11 @@ def test_a_line_naming_the_oracle_waives_both_leaks_says_so_and_the_file_past_th
 
 
 def test_a_line_naming_the_known_leak_by_its_shape_leaves_the_other_leak_a_finding(trial: Path) -> None:
-    run, saved, repros = _audit(trial, "twobugs:iso_iso", BY_SHAPE, "--no-production", "--page-sizes", "1")
+    run, saved, repros = _audit_meeting_both_leaks(trial, BY_SHAPE)
     assert run.returncode == 1, run.stdout + run.stderr
-    [waived] = saved["waived"]
-    assert "counted 1 tokens on host past" in waived["message"] and not waived.get("shapes_waived")
+    assert saved["waived"], saved  # the known leak, in each shape the stream met it
+    for waived in saved["waived"]:
+        assert re.search(r"counted \d+ tokens on host past", waived["message"]) and not waived.get("shapes_waived"), waived
     [finding] = saved["findings"]
     assert finding["oracle"] == "10 tenant isolation" and "evict_prefix" in finding["reason"], finding
     [repro] = repros
