@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -91,7 +92,8 @@ def test_a_line_naming_the_known_leak_by_its_shape_leaves_the_other_leak_a_findi
     run, saved, repros = _audit(trial, "twobugs:iso_iso", BY_SHAPE, "--no-production", "--page-sizes", "1")
     assert run.returncode == 1, run.stdout + run.stderr
     [waived] = saved["waived"]
-    assert "counted 1 tokens on host past" in waived["message"] and not waived.get("shapes_waived")
+    # the shape, not the count: how many tokens the leak counts is the stream's (a new tier rule moved it, 1 -> 8)
+    assert re.search(r"counted \d+ tokens on host past", waived["message"]) and not waived.get("shapes_waived")
     [finding] = saved["findings"]
     assert finding["oracle"] == "10 tenant isolation" and "evict_prefix" in finding["reason"], finding
     [repro] = repros
