@@ -240,3 +240,36 @@ def test_a_metered_call_that_hangs_leaves_the_collector_on(monkeypatch: pytest.M
         monkeypatch.setattr(gc, "enable", enable)
         (gc.enable if was else gc.disable)()  # this worker's later tests get the collector as it was
     assert collecting
+
+
+def test_a_call_waiting_for_a_cpu_past_the_backstop_is_not_a_hang(monkeypatch: pytest.MonkeyPatch) -> None:
+    """NU trial: at a load of ~16 on 2 cores an audit's evict got 2.2 s of CPU in 60 s and was called
+    "a call that blocks". A call that is runnable all along (here the run-queue wait is faked to grow
+    with the wall clock, as on a machine loaded many times over) goes on past the backstop."""
+    import radixcheck.properties.target as target
+
+    monkeypatch.setattr(target, "_run_queue_wait", time.monotonic, raising=False)
+    monkeypatch.setenv(TIMEOUT_ENV, "0.2")
+    monkeypatch.setenv(WALL_TIMEOUT_ENV, "0.2")
+    assert guarded("evict", lambda: time.sleep(0.8) or "returned") == "returned"
+
+
+def test_a_starved_call_meets_the_backstop_in_the_end(monkeypatch: pytest.MonkeyPatch) -> None:
+    import radixcheck.properties.target as target
+
+    monkeypatch.setattr(target, "_run_queue_wait", time.monotonic)
+    monkeypatch.setattr(target, "STARVED_CAP", 2)
+    monkeypatch.setenv(TIMEOUT_ENV, "0.2")
+    monkeypatch.setenv(WALL_TIMEOUT_ENV, "0.2")
+    with pytest.raises(OperationTimeout, match=r"^evict did not return within 0.2 s of wall-clock time"):
+        guarded("evict", time.sleep, 60)
+
+
+def test_the_run_queue_wait_is_read_where_linux_gives_it() -> None:
+    import os
+
+    import radixcheck.properties.target as target
+
+    waited = target._run_queue_wait()
+    assert (waited is None) == (not os.path.exists(target.SCHEDSTAT))
+    assert waited is None or waited >= 0

@@ -63,7 +63,7 @@ from hypothesis.stateful import Bundle, RuleBasedStateMachine, initialize, invar
 
 from radixcheck.properties.cache.contract import SlidingWindow, StatePool
 from radixcheck.properties.cache.layers import UNSAID
-from radixcheck.properties.cache.tenants import NAMESPACES, PAIRS, kinds_of, pair_kinds, sendable
+from radixcheck.properties.cache.tenants import NAMESPACES, PAIRS, generated_pairs, kinds_of, pair_kinds, sendable
 from radixcheck.properties.tiers.lifecycle import TierLifecycleRules
 from radixcheck.properties.tiers.requests import TierRequestRules, world_class_for
 from radixcheck.properties.tiers.world import TierWorld
@@ -272,7 +272,19 @@ class TierTenantRules(TierMachine):
         """One tenant's prompt goes to host only; the other tenant of a pair a naive key confuses
         asks for it (plus a tail), loading back what the cache offers; then the first tenant and the
         default namespace ask too. Each may be served only its own namespace's pages."""
-        pair = sendable(PAIRS, pair, _unsent(self), pair_kinds)
+        self._through_host(base, sendable(PAIRS, pair, _unsent(self), pair_kinds), swap, tail)
+
+    @precondition(lambda self: not _running(self))
+    @rule(base=TierMachine.sequences, data=st.data(), swap=st.booleans(), tail=st.lists(ALPHABET, max_size=4))
+    def generated_tenants_through_host(self, base: tuple[int, ...], data: st.DataObject, swap: bool, tail: list[int]) -> None:
+        """:meth:`tenants_through_host` on a generated pair (``tenants.generated_pairs``, as the plain
+        machine's ``generated_tenants_share_prompt``): two namespaces only the type tells apart
+        (``5`` / ``"5"``, ``None`` / ``"None"``), which must not share, or two the contract calls one
+        (``1`` / ``1.0``), which must. A tier cache that keys its trees by ``str(namespace)`` passed
+        the fixed list's pairs (NU trial, hicache_like_trial.md)."""
+        self._through_host(base, data.draw(generated_pairs(_unsent(self)), label="pair"), swap, tail)
+
+    def _through_host(self, base: tuple[int, ...], pair: tuple[Any, Any], swap: bool, tail: list[int]) -> None:
         first, second = (pair[1], pair[0]) if swap else pair
         world = self.world  # (an empty base is a request with nothing to cache: harmless)
         world.serve(base, namespace=first)
