@@ -402,9 +402,15 @@ def rejects_a_candidate(exc: BaseException) -> bool:
     return _shrinking and caused_by_hang(exc)
 
 
-def _call_limit() -> float:
-    """A guarded call's CPU limit: the per-operation limit, or its shrink share (:func:`shrinking_limits`)."""
+def call_limit() -> float:
+    """A guarded call's CPU limit: the per-operation limit, or its shrink share (:func:`shrinking_limits`);
+    what a wire client judges its server's CPU time by too."""
     return op_timeout() * SHRINK_LIMIT_FRACTION if _shrinking else op_timeout()
+
+
+def call_wall_limit() -> float:
+    """A guarded call's wall-clock backstop (:func:`op_wall_timeout`, or its shrink share)."""
+    return _wall_limit(call_limit())
 
 
 def op_wall_timeout() -> float:
@@ -715,7 +721,7 @@ def _metered_call(what: str, fn: Callable[..., T], args: tuple[Any, ...], keywor
     collecting = gc.isenabled()
     gc.disable()
     try:
-        with _alarm(_call_limit(), what):
+        with _alarm(call_limit(), what):
             started = time.thread_time()  # this thread's: an engine's background threads are not the call's cost
             result = fn(*args, **keywords)
             return result, time.thread_time() - started
@@ -744,7 +750,7 @@ def guarded(what: str, fn: Callable[..., T], *args: Any, **keywords: Any) -> T:
             raise OperationTimeout(how)  # the call that hung, replayed: not called again
     try:
         if _meter is None or what not in _metered:
-            with _alarm(_call_limit(), what):
+            with _alarm(call_limit(), what):
                 return fn(*args, **keywords)
         result, seconds = _metered_call(what, fn, args, keywords)
         _meter(what, args, seconds)

@@ -139,6 +139,21 @@ def test_a_hanging_server_is_a_timeout_and_is_killed(monkeypatch, mode: str, nam
     assert factory._connection.process.poll() is not None  # killed, not left running
 
 
+@pytest.mark.deep  # starts a server
+def test_a_server_that_spins_while_shrinking_is_stopped_at_the_shrinks_share_of_the_limit(monkeypatch) -> None:
+    """A shrink candidate that meets a hang costs a tenth of the limit (target.shrinking_limits): over
+    the wire too, where the client judges the server's own CPU time (it used the whole limit)."""
+    from radixcheck.properties.target import SHRINK_LIMIT_FRACTION, shrinking_limits
+
+    monkeypatch.setenv(TIMEOUT_ENV, "3")
+    monkeypatch.setenv(WALL_TIMEOUT_ENV, "600")
+    factory = faulty("spin")
+    cache = factory(SlotAllocator(8), 1)
+    with shrinking_limits(), pytest.raises(OperationTimeout, match=f"within {3 * SHRINK_LIMIT_FRACTION:g} s of its CPU time"):
+        cache.total_size()
+    assert factory._connection.process.poll() is not None
+
+
 @pytest.mark.deep  # a server that answers slowly
 def test_a_server_slow_on_the_wall_clock_but_not_computing_is_not_a_hang(monkeypatch) -> None:
     """The loaded machine, simulated: the server waits 1 s (spending no CPU time) against a 0.3 s limit, and answers."""
