@@ -375,6 +375,44 @@ def op_timeout() -> float:
     return float(os.environ.get(TIMEOUT_ENV, DEFAULT_OP_TIMEOUT))
 
 
+SHRINK_LIMIT_FRACTION = 0.1  # a shrink candidate's calls get a tenth of the per-operation limit (shrinking_limits)
+_shrinking = False
+
+
+@contextmanager
+def shrinking_limits():
+    """Within this block (Hypothesis shrinking a failure that is not a hang: a hang is never shrunk),
+    each guarded call gets :data:`SHRINK_LIMIT_FRACTION` of the per-operation limit, a call that
+    overruns it is not remembered as hung, and the step it ran in rejects the candidate
+    (:func:`rejects_a_candidate`). A program the shrinker tries may reach a hang the failure did not
+    (an evict after the panic): it cost the whole limit, 5 s, and the shrinker, which takes any smaller
+    failure, slipped to the hang and reported it instead of the failure found. Rejecting only loses a
+    candidate, so a correct call slower than the shrink's limit costs the shrink, never the verdict."""
+    global _shrinking
+    previous, _shrinking = _shrinking, True
+    try:
+        yield
+    finally:
+        _shrinking = previous
+
+
+def rejects_a_candidate(exc: BaseException) -> bool:
+    """Whether ``exc``, raised by a step of a shrink candidate, makes Hypothesis drop that candidate
+    (``hypothesis.reject()``) instead of taking it as a failure: a hang met while shrinking."""
+    return _shrinking and caused_by_hang(exc)
+
+
+def call_limit() -> float:
+    """A guarded call's CPU limit: the per-operation limit, or its shrink share (:func:`shrinking_limits`);
+    what a wire client judges its server's CPU time by too."""
+    return op_timeout() * SHRINK_LIMIT_FRACTION if _shrinking else op_timeout()
+
+
+def call_wall_limit() -> float:
+    """A guarded call's wall-clock backstop (:func:`op_wall_timeout`, or its shrink share)."""
+    return _wall_limit(call_limit())
+
+
 def op_wall_timeout() -> float:
     """The wall-clock backstop in seconds (``RADIXCHECK_OP_WALL_TIMEOUT``): a call that blocks
     without computing (a lock, a sleep, a socket) is cut off here. By default generous, 12 times
@@ -459,7 +497,7 @@ def _wall_limit(cpu_limit: float) -> float:
     loaded ~8 times over its cores (the matrix's HiCache rows, session 56)."""
     op = op_timeout()
     scale = cpu_limit / op if op > 0 else 1.0
-    return max(cpu_limit, op_wall_timeout() * max(1.0, scale))
+    return max(cpu_limit, op_wall_timeout() * (scale if _shrinking else max(1.0, scale)))
 
 
 def _unwinding(call: _Call) -> bool:
@@ -715,7 +753,7 @@ def _metered_call(what: str, fn: Callable[..., T], args: tuple[Any, ...], keywor
     collecting = gc.isenabled()
     gc.disable()
     try:
-        with _alarm(op_timeout(), what):
+        with _alarm(call_limit(), what):
             started = time.thread_time()  # this thread's: an engine's background threads are not the call's cost
             result = fn(*args, **keywords)
             return result, time.thread_time() - started
@@ -744,13 +782,14 @@ def guarded(what: str, fn: Callable[..., T], *args: Any, **keywords: Any) -> T:
             raise OperationTimeout(how)  # the call that hung, replayed: not called again
     try:
         if _meter is None or what not in _metered:
-            with _alarm(op_timeout(), what):
+            with _alarm(call_limit(), what):
                 return fn(*args, **keywords)
         result, seconds = _metered_call(what, fn, args, keywords)
         _meter(what, args, seconds)
         return result
     except OperationTimeout as exc:
-        _hung.setdefault(owner, (str(exc), at if _positions else None))
+        if not _shrinking:  # a shrink's shorter limit judges no call hung for the replay
+            _hung.setdefault(owner, (str(exc), at if _positions else None))
         raise
 
 

@@ -139,6 +139,21 @@ def test_a_hanging_server_is_a_timeout_and_is_killed(monkeypatch, mode: str, nam
     assert factory._connection.process.poll() is not None  # killed, not left running
 
 
+@pytest.mark.deep  # starts a server
+def test_a_server_that_spins_while_shrinking_is_stopped_at_the_shrinks_share_of_the_limit(monkeypatch) -> None:
+    """A shrink candidate that meets a hang costs a tenth of the limit (target.shrinking_limits): over
+    the wire too, where the client judges the server's own CPU time (it used the whole limit)."""
+    from radixcheck.properties.target import SHRINK_LIMIT_FRACTION, shrinking_limits
+
+    monkeypatch.setenv(TIMEOUT_ENV, "3")
+    monkeypatch.setenv(WALL_TIMEOUT_ENV, "600")
+    factory = faulty("spin")
+    cache = factory(SlotAllocator(8), 1)
+    with shrinking_limits(), pytest.raises(OperationTimeout, match=f"within {3 * SHRINK_LIMIT_FRACTION:g} s of its CPU time"):
+        cache.total_size()
+    assert factory._connection.process.poll() is not None
+
+
 @pytest.mark.deep  # a server that answers slowly
 def test_a_server_slow_on_the_wall_clock_but_not_computing_is_not_a_hang(monkeypatch) -> None:
     """The loaded machine, simulated: the server waits 1 s (spending no CPU time) against a 0.3 s limit, and answers."""
@@ -415,7 +430,7 @@ def test_a_blocked_servers_backstop_quotes_the_servers_cpu_time(monkeypatch) -> 
 
     monkeypatch.setenv(TIMEOUT_ENV, "0.05")
     monkeypatch.setenv(WALL_TIMEOUT_ENV, "3")  # the request is sent long before it, however loaded the machine
-    monkeypatch.setattr(wire, "op_wall_timeout", lambda: 600.0)
+    monkeypatch.setattr(wire, "call_wall_limit", lambda: 600.0)
     factory = faulty("hang")
     try:
         cache = factory(SlotAllocator(8), 1)
@@ -430,7 +445,7 @@ def test_a_blocked_servers_backstop_quotes_the_servers_cpu_time(monkeypatch) -> 
 def test_an_alarm_between_a_requests_write_and_its_read_kills_the_server(monkeypatch) -> None:
     """Whatever stops a call once its request is written kills the server: the suite's alarm could
     land after the write and before the code that handles it (here at the read's deadline, where
-    ``op_wall_timeout`` is read), and left the server blocked in the request, running, with its reply
+    ``call_wall_limit`` is read), and left the server blocked in the request, running, with its reply
     due to the next request. Injected at that point, not waited for."""
     from radixcheck.properties.adapters import wire
 
@@ -441,7 +456,7 @@ def test_an_alarm_between_a_requests_write_and_its_read_kills_the_server(monkeyp
         def alarm() -> float:
             raise OperationTimeout("total_size did not return within 3 s of wall-clock time (injected)")
 
-        monkeypatch.setattr(wire, "op_wall_timeout", alarm)
+        monkeypatch.setattr(wire, "call_wall_limit", alarm)
         with pytest.raises(OperationTimeout, match="injected"):
             cache.total_size()
         assert factory._connection.process.poll() is not None  # killed, not left blocked in the request
@@ -463,7 +478,7 @@ def test_a_blocked_servers_kill_is_not_cut_short_by_the_next_tick(monkeypatch) -
 
     monkeypatch.setenv(TIMEOUT_ENV, "0.05")
     monkeypatch.setenv(WALL_TIMEOUT_ENV, "1")  # the request is sent well before it
-    monkeypatch.setattr(wire, "op_wall_timeout", lambda: 600.0)  # the client's own deadline far off
+    monkeypatch.setattr(wire, "call_wall_limit", lambda: 600.0)  # the client's own deadline far off
     forget = wire.forget_cpu_of
     monkeypatch.setattr(wire, "forget_cpu_of", lambda pid: (time.sleep(0.1), forget(pid)))  # the cleanup's first step
     factory = faulty("hang")

@@ -57,10 +57,11 @@ from radixcheck.properties.target import (
     OperationTimeout,
     TargetCrash,
     TransportError,
+    call_limit,
+    call_wall_limit,
     computed_elsewhere,
     current_run,
     op_timeout,
-    op_wall_timeout,
     outside_the_limit,
 )
 
@@ -433,9 +434,9 @@ class WireConnection:
             if timeout is not None:  # init: a wall-clock limit of its own
                 deadline, cpu_limit = time.monotonic() + timeout, None
             elif self.cpu_readable:  # the server's CPU time judged, as an in-process call's (target.py)
-                deadline, cpu_limit = time.monotonic() + op_wall_timeout(), op_timeout()
+                deadline, cpu_limit = time.monotonic() + call_wall_limit(), call_limit()  # a shrink's share while shrinking
             else:
-                deadline, cpu_limit = time.monotonic() + op_timeout() + 1.0, None
+                deadline, cpu_limit = time.monotonic() + call_limit() + 1.0, None
             with computed_elsewhere("the wire server", self.request_cpu):  # what the suite's backstop says, if it fires first
                 return rid, self._read_line(deadline, op, cpu_limit)
         except BaseException as exc:  # the per-operation alarm, or ^C: the reply would come late

@@ -22,8 +22,11 @@ The failure raised carries the machine instance that failed (``exc.radixcheck_ma
 its transcript of every act and call, each named by the step that sent it (:func:`naming_steps`):
 what :mod:`radixcheck.properties.findings.repro` writes a standalone repro file from.
 
-A hang is reported at once, unshrunk: shrinking it would cost the time limit per replay. If the
-replay does not fail (a flaky target), the failure from the find phase is reported.
+A hang is reported at once, unshrunk: shrinking it would cost the time limit per replay. A hang
+that a shrink candidate meets (the failure shrunk is not one) costs a tenth of the limit and drops
+that candidate (:func:`~radixcheck.properties.target.shrinking_limits`): the shrinker, which takes
+any smaller failure, would otherwise report the hang instead of the failure found, at 5 s a try.
+If the replay does not fail (a flaky target), the failure from the find phase is reported.
 """
 
 from __future__ import annotations
@@ -36,7 +39,7 @@ import unittest
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from hypothesis import Phase, given, note, settings, stateful
+from hypothesis import Phase, given, note, reject, settings, stateful
 from hypothesis.control import currently_in_test_context
 from hypothesis.database import ExampleDatabase, MultiplexedDatabase
 from hypothesis.errors import Flaky, FlakyFailure
@@ -54,6 +57,8 @@ from radixcheck.properties.target import (
     check_budget,
     forget_hangs,
     new_example,
+    rejects_a_candidate,
+    shrinking_limits,
     time_budget,
 )
 
@@ -165,7 +170,12 @@ def run_property(test: Callable[..., None], search: settings | None = None, **st
     @functools.wraps(test)
     def example(*args: Any, **kwargs: Any) -> None:
         new_example()  # a hang is known by its call's position in the example (its replay stops there)
-        test(*args, **kwargs)
+        try:
+            test(*args, **kwargs)
+        except Exception as exc:
+            if rejects_a_candidate(exc):  # a hang met while shrinking: not the failure shrunk (shrinking_limits)
+                reject()
+            raise
 
     with alarm_handler(), seed_only_draws():
         _find_shrink_replay(lambda phase: settings(phase)(given(**strategies)(example))(), search, shrink_seconds())
@@ -224,7 +234,7 @@ def _find_shrink_replay(run: Callable[[settings], None], search: settings, budge
     own = settings(find, database=examples)
     cut_short = False
     try:
-        with time_budget(budget) as watch:  # the shrink's CPU seconds and wall clock (its note says them)
+        with time_budget(budget) as watch, shrinking_limits():  # the shrink's CPU seconds and wall clock (its note says them)
             run(settings(own, phases=[Phase.reuse, Phase.shrink]))
     except BudgetSpent:  # the best program so far is replayed below; the report says it may not be minimal
         cut_short = True
@@ -333,7 +343,9 @@ def _named(function: Callable[..., Any]) -> Callable[..., Any]:
             TALLY.begin_step()  # the layers this step drives (radixcheck.properties.layer_tally)
         try:
             return function(self, *args, **arguments)
-        except Exception:
+        except Exception as exc:
+            if outer is None and rejects_a_candidate(exc):  # a hang met while shrinking: not the failure shrunk
+                reject()
             if type(self).recording:
                 type(self).raised = self  # the latest instance that failed (naming_steps)
             raise
