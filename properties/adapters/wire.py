@@ -466,8 +466,8 @@ class WireConnection:
                 self.process.stdin.write(json.dumps({"id": rid, **answer}, separators=(",", ":")).encode() + b"\n")
             except (BrokenPipeError, OSError):
                 raise self._died() from None
-            deadline, cpu_limit = ((time.monotonic() + op_wall_timeout(), op_timeout()) if self.cpu_readable
-                                   else (time.monotonic() + op_timeout() + 1.0, None))
+            deadline, cpu_limit = ((time.monotonic() + call_wall_limit(), call_limit()) if self.cpu_readable
+                                   else (time.monotonic() + call_limit() + 1.0, None))  # as _exchange's
             with computed_elsewhere("the wire server", self.request_cpu):
                 return self._read_line(deadline, op, cpu_limit)
         except BaseException as exc:  # as _exchange: a reply left in flight would answer the next request
