@@ -30,8 +30,9 @@ on it. The rules it keeps, which make every interleaving of completions safe:
   eviction's rule picks its leaves among them, so a call costs the candidates, not the tree.
 * Neither size walks the tree (a scheduler reads them every step): ``device_size`` and
   ``host_size`` are counts kept as a node's copies come and go (its ``device`` and ``host``
-  setters) and as a subtree leaves the tree (``_unlink``); ``_recounted_sizes`` is the walk they
-  must equal (``tests/test_tier_sizes.py`` compares them after every call).
+  setters) and as a subtree leaves the tree (``_unlink``: a subclass takes a node out through it,
+  not by editing ``children``); ``_recounted_sizes`` is the walk they must equal
+  (``tests/test_tier_sizes.py`` compares them after every call).
 
 The contract is ``radixcheck.properties.tiers.contract``.
 """
