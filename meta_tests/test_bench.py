@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 import sys
 import threading
 import time
@@ -428,6 +429,15 @@ def test_the_sizes_of_both_trees_are_measured_smallest_first_so_a_spent_budget_c
     sys.settrace(None)
     shapes = [shape for line in lines for shape in ("wide", "deep") if f": {shape} tree" in line]
     assert shapes[:4] == ["wide", "deep", "wide", "deep"], lines
+
+
+def test_each_tree_says_its_cpu_time_beside_its_wall_time() -> None:
+    """Session 60 read a target's trees as slowed by the reference beside it (49-78 s against 39 s alone): wall
+    seconds, on a machine at load ~20, where a tree's wall was ~10x its CPU. Each tree's line now says both."""
+    lines: list[str] = []
+    bench([(load_target(REFERENCE), 1)], BenchPlan(wide_leaves=(4, 8), deep_levels=(4, 8), repeats=1), progress=lines.append)
+    trees = [line for line in lines if " tree, " in line]
+    assert len(trees) == 4 and all(re.search(r": \d+\.\d s \(\d+\.\d s CPU\)$", line) for line in trees), lines
 
 
 def test_an_operation_left_unjudged_is_named_on_the_last_line(capsys) -> None:

@@ -258,8 +258,7 @@ class DropLeaksDevice(TieredRadixCache):
     """Unlinks a page it drops without freeing its device slots."""
 
     def _drop(self, node: TierNode) -> int:
-        del node.parent.children[node.key]
-        node.linked = False
+        self._unlink(node)  # out of the tree (and so of its kept sizes), its device slots never freed
         return 0
 
 

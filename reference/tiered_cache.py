@@ -28,6 +28,11 @@ on it. The rules it keeps, which make every interleaving of completions safe:
 * Neither eviction walks the tree: the candidates (nodes on device without a child on device;
   nodes without children) are kept as nodes move between the tiers and leave the tree, and each
   eviction's rule picks its leaves among them, so a call costs the candidates, not the tree.
+* Neither size walks the tree (a scheduler reads them every step): ``device_size`` and
+  ``host_size`` are counts kept as a node's copies come and go (its ``device`` and ``host``
+  setters) and as a subtree leaves the tree (``_unlink``: a subclass takes a node out through it,
+  not by editing ``children``); ``_recounted_sizes`` is the walk they must equal
+  (``tests/test_tier_sizes.py`` compares them after every call).
 
 The contract is ``radixcheck.properties.tiers.contract``.
 """
@@ -50,8 +55,8 @@ _EMPTY = np.zeros(0, dtype=np.int64)
 
 
 class TierNode:
-    __slots__ = ("owner", "parent", "key", "children", "_device", "device_children", "host", "writing", "loading", "lock_ref",
-                 "pin", "last_access", "serial", "linked", "evict_when_written", "hits", "created", "priority", "depth")
+    __slots__ = ("owner", "parent", "key", "children", "_device", "device_children", "_host", "writing", "loading", "lock_ref",
+                 "pin", "last_access", "serial", "linked", "in_tree", "evict_when_written", "hits", "created", "priority", "depth")
     _serials = itertools.count()
 
     def __init__(self, owner: TieredRadixCache, parent: TierNode | None, key: tuple[int, ...]) -> None:
@@ -61,7 +66,7 @@ class TierNode:
         self.children: dict[tuple[int, ...], TierNode] = {}
         self._device: np.ndarray | None = None
         self.device_children = 0  # children with a device copy: a node is a device leaf only without one
-        self.host: np.ndarray | None = None  # set when its write completed
+        self._host: np.ndarray | None = None  # set when its write completed
         self.writing: Transfer | None = None
         self.loading: Transfer | None = None
         self.lock_ref = 0
@@ -69,6 +74,7 @@ class TierNode:
         self.last_access = 0
         self.serial = next(TierNode._serials)
         self.linked = True
+        self.in_tree = True  # reachable from its root: its copies count in the sizes (made with none)
         self.evict_when_written = False
         self.hits = 0  # inserts that covered it (and matches, if its policy counts them)
         self.created = 0
@@ -81,11 +87,24 @@ class TierNode:
 
     @device.setter
     def device(self, slots: np.ndarray | None) -> None:
-        """Every move on or off device goes through here, so the eviction candidates stay current."""
+        """Every move on or off device goes through here, so the eviction candidates and the device size stay current."""
         was = self._device is not None
         self._device = slots
         if was != (slots is not None):
+            if self.in_tree:
+                self.owner._device_tokens += len(self.key) if slots is not None else -len(self.key)
             self.owner._device_moved(self)
+
+    @property
+    def host(self) -> np.ndarray | None:
+        return self._host
+
+    @host.setter
+    def host(self, slots: np.ndarray | None) -> None:
+        """Every move on or off host goes through here, so the host size stays current."""
+        if self.in_tree and (self._host is not None) != (slots is not None):
+            self.owner._host_tokens += len(self.key) if slots is not None else -len(self.key)
+        self._host = slots
 
     def __repr__(self) -> str:
         where = "+".join(t for t, v in (("device", self.device), ("host", self.host)) if v is not None) or "nowhere"
@@ -121,6 +140,10 @@ class TieredRadixCache:
         # from them the nodes its rule admits (_device_leaf, _host_evictable), in the same order.
         self._device_tips: set[TierNode] = set()
         self._childless: set[TierNode] = set()
+        # The sizes, kept as nodes move (TierNode's device and host setters, _leaves_the_sizes): tokens
+        # of the nodes in the tree with a device copy, with a host copy. A scheduler reads them every step.
+        self._device_tokens = 0
+        self._host_tokens = 0
 
     # ---- lookup ------------------------------------------------------------------------------
 
@@ -326,6 +349,7 @@ class TieredRadixCache:
         parent = node.parent
         del parent.children[node.key]
         node.linked = False
+        self._leaves_the_sizes(node)
         self._device_tips.discard(node)
         self._childless.discard(node)
         if node.device is not None:
@@ -333,6 +357,18 @@ class TieredRadixCache:
         self._retip(parent)
         if not parent.children and parent.parent is not None:
             self._childless.add(parent)
+
+    def _leaves_the_sizes(self, top: TierNode) -> None:
+        """``top``'s subtree is out of the tree: its copies leave the sizes (a walk of the subtree, once:
+        the reference unlinks only childless nodes and quarantined subtrees, which it walks anyway)."""
+        stack = [top]
+        while stack:
+            node = stack.pop()
+            stack.extend(node.children.values())
+            if node.in_tree:
+                node.in_tree = False
+                self._device_tokens -= len(node.key) if node.device is not None else 0
+                self._host_tokens -= len(node.key) if node.host is not None else 0
 
     def _device_candidates(self) -> list[TierNode]:
         """A superset of the device leaves: on device, no child on device."""
@@ -484,7 +520,7 @@ class TieredRadixCache:
         device and host slots freed, then the cache starts over. Sent with no request running and
         no transfer in flight; the nodes are walked with a stack (a tree thousands of pages deep)."""
         for node in list(self._nodes()):
-            node.linked = False
+            node.linked = node.in_tree = False  # out of the new tree's sizes as well
             self._release_removed(node)
         type(self).__init__(self, self.allocator, self.host_pool, self.controller, self.page_size, self.write_policy)
 
@@ -509,10 +545,16 @@ class TieredRadixCache:
     # ---- sizes -------------------------------------------------------------------------------
 
     def device_size(self) -> int:
-        return sum(len(n.key) for n in self._nodes() if n.device is not None)
+        """Tokens of the tree's nodes on device (kept as they move: O(1); ``_recounted_sizes`` walks)."""
+        return self._device_tokens
 
     def host_size(self) -> int:
-        return sum(len(n.key) for n in self._nodes() if n.host is not None)
+        return self._host_tokens
+
+    def _recounted_sizes(self) -> tuple[int, int]:
+        """The sizes by a walk of the tree (what the kept counts must equal; the tests compare them)."""
+        nodes = list(self._nodes())
+        return sum(len(n.key) for n in nodes if n.device is not None), sum(len(n.key) for n in nodes if n.host is not None)
 
     def __repr__(self) -> str:
         return f"TieredRadixCache({self.write_policy}, page_size={self.page_size})"
