@@ -22,7 +22,7 @@ import importlib.util
 
 import pytest
 
-from radixcheck.oracles.violations import EvictionAmountViolation
+from radixcheck.oracles.violations import EvictionAmountViolation, SecondValueViolation
 from radixcheck.properties.adapters import sglang_hicache, sglang_hicache_hybrid
 from radixcheck.properties.tiers.world import TierWorld
 
@@ -127,3 +127,37 @@ def test_the_state_pool_holds_a_state_per_cached_token(monkeypatch: pytest.Monke
         w.finish(-1)
         w.check()
     assert int(w.cache.device_size()) == 32  # every token cached, each with its state
+
+
+def _state_back_on_device_after_host_only() -> TierWorld:
+    """The audit's shrunk program (``reports/repro/sglang_hicache_mamba_state_reads_none.py``): ``[0]``
+    (state 1) and ``[0, 0]`` go to host; ``[0, 0]`` is served without its load-back, so its insert puts
+    both nodes' KV back on device, and the adapter's prefix insert of ``[0]`` gives ``[0]`` a fresh
+    device state (SGLang attaches it: ``[0]``'s state was on host only). The next forward reads the
+    states of ``[0, 0]``: ``[0]`` must still hold 1."""
+    w = TierWorld(sglang_hicache_hybrid.hicache_mamba_python, page_size=1, write_policy="write_through")
+    w.serve([0], load=False)
+    w.finish(0)
+    w.serve([0, 0], load=True)
+    w.finish(-1)
+    w.complete(2)
+    w.evict(1000000)
+    w.serve([0, 0], load=False)
+    w.finish(-1)
+    w.serve([0, 0], load=True)
+    w.finish(-1)
+    w.check()
+    return w
+
+
+def test_a_prefix_state_restored_on_device_keeps_its_host_value() -> None:
+    _state_back_on_device_after_host_only()
+
+
+def test_a_prefix_state_written_as_none_looks_like_a_lost_state(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Without ``_host_only_states`` the adapter wrote that fresh state as *none*: ``states`` read -1 at
+    ``[0]``, the oracle-20 finding the audit stopped at in session 61, made by the adapter (SGLang
+    attached the new device state, as it should: the state after the same tokens), not by SGLang."""
+    monkeypatch.setattr(sglang_hicache_hybrid.SGLangHiCacheMamba, "_host_only_states", lambda self, node: {})
+    with pytest.raises(SecondValueViolation, match=r"Page\(\[0\], device\+host\) reports state -1, but it has the state 1"):
+        _state_back_on_device_after_host_only()

@@ -295,14 +295,27 @@ class SGLangHiCacheMamba(_Polling):
         if result.last_device_node is None or len(tokens) < 2:
             return
         path = self.cache.path_device_indices(result.last_device_node)
+        on_host = self._host_only_states(result.last_device_node)
         for end in range(len(tokens) - 1, 0, -1):
             key = self._key(list(tokens)[:end])
+            self._state_value = on_host.get(end)  # None: no state there, the prefix's state is unnamed
             again = self.cache.insert(self.sg.InsertParams(key=key, value=path[:end].clone(), prev_prefix_len=end,
                                                            **self._insert_extra(end)))
             self.cache.flush_pending_backups()
             if again.mamba_exist:
                 self.state_slots.free(self._state)
         self._poll()
+
+    def _host_only_states(self, node: Any) -> dict[int, int]:
+        """The values of the states on root..``node`` that SGLang holds on host only, by the prefix length
+        they end. The adapter's insert of such a prefix gives that node a fresh device state, which SGLang
+        attaches (its device copy is gone); that state is the state after the same tokens, so it carries
+        the host copy's value. Written as *none* it read back -1 where the suite had named a state: a
+        false oracle-20 finding (``reports/repro/sglang_hicache_mamba_state_reads_none.py``)."""
+        core, mamba = self.cache.tree_core, self.sg.ComponentType.MAMBA
+        held = {info.path_end: self._node_state(info.node_id) for info in core.collect_path_info([node])[0]
+                if core.component_has_host_value_only(info.node_id, mamba)}
+        return {end: value for end, value in held.items() if value != -1}
 
     def _name_existing(self, node: Any, length: int) -> None:
         """The tree kept its own state where the request ends (``mamba_exist``). If that is a state the

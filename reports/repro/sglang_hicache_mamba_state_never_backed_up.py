@@ -16,9 +16,11 @@ eviction the state is dropped with no host copy, so the node's host KV can never
 0.5.23 (the Rust core's audit finds the same); with `RADIXCHECK_SGLANG_FIX=M1` (the adapter backs the
 state up when the write's ack is consumed, Python core) it exits 0. Written by `radixcheck audit
 radixcheck.properties.adapters.sglang_hicache_hybrid:hicache_mamba_python -n 0 --repro DIR` before the
-factory declared its state pool; that audit now stops first at oracle 20 on another program
-(`sglang_hicache_mamba_state_reads_none.py`), which the M1 fix does not clear. Checked again in session 61:
-this file exits 1 on 0.5.23 and 0 with `RADIXCHECK_SGLANG_FIX=M1`.
+factory declared its state pool. In session 61 that audit stopped first at oracle 20
+(`sglang_hicache_mamba_state_reads_none.py`): the adapter's false alarm, fixed; with it fixed the audit
+stops first at M1 again, on this very program (shrunk to the same 6 operations, its last a `match` in
+place of a `serve`). Checked again in session 61: this file exits 1 on 0.5.23 and 0 with
+`RADIXCHECK_SGLANG_FIX=M1`.
 
 Exits 1 while the bug is there (printing radixcheck's finding), 0 once it is fixed, 2 if it cannot run to its
 last operation. Needs radixcheck. Writes nothing where it runs. Written by `radixcheck audit --repro`.

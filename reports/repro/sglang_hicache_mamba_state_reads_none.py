@@ -8,14 +8,18 @@ under an operation (transfer n copies device slots [2] to host slots [1]). Reduc
 replays, 1.58 s of CPU).
 
 Where `radixcheck audit radixcheck.properties.adapters.sglang_hicache_hybrid:hicache_mamba_python -n 0
---repro DIR` now stops first (session 61, main 97f1131: the tier state pool declared, oracle 20; the failure at
-246 s, load ~20), written by that command. **Not analysed, and not M1 as patched**: with
-`RADIXCHECK_SGLANG_FIX=M1` this file still exits 1, while M1's own file
-(`reports/repro/sglang_hicache_mamba_state_never_backed_up.py`) exits 0. Open: whether SGLang loses the state of
-`[0]` across the eviction and the two later serves, whether the adapter's `states()` reads a wrong slot after the
-load-back of the last serve, or whether the tier model expects a state that SGLang restores only at the
-deepest node of a load-back (the by-design row of the write_back table in `reports/findings/sglang_trees.md`).
-`.audit-venv/bin/python reports/repro/sglang_hicache_mamba_state_reads_none.py` exits 1 on sglang 0.5.23.
+--repro DIR` stopped first in session 61 (main 97f1131, oracle 20, at 246 s, load ~20), written by that command.
+**Analysed in session 61: the adapter's false alarm, not SGLang's; fixed in the adapter.** After `evict`
+puts `[0]` (state 1) and `[0, 0]` on host, the no-load serve of `[0, 0]` inserts both again; SGLang puts
+the request's new state on `[0, 0]`, then the adapter's own prefix insert of `[0]` hands it a fresh state
+that the adapter wrote as *none*. `[0]`'s state was on host only, so SGLang attaches that fresh state on
+device (`mamba_exist` False), as it should: a real request's state after `[0]` is the host copy's. The
+adapter's `states()` reads the device slot first, so it read -1 where the suite inserted 1. Traced on
+SGLang's nodes: before the prefix insert `[0]` is `mamba dev None, host-only, value 1`; after it
+`mamba dev [4], value -1`. Fix (`properties/adapters/sglang_hicache_hybrid.py`,
+`SGLangHiCacheMamba._host_only_states`): such a fresh prefix state carries its node's host value. Kept as
+the fix's regression (meta-test `meta_tests/test_sglang_hicache_mamba.py`, deep): this file exits 1 on
+sglang 0.5.23 with the adapter before the fix, and 0 with it (with and without `RADIXCHECK_SGLANG_FIX=M1`).
 
 Exits 1 while the bug is there, 0 once it is fixed, 2 if it cannot run to its last operation. Needs radixcheck;
 writes nothing where it runs. Written by `radixcheck audit --repro`.
