@@ -16,6 +16,8 @@ from radixcheck.reference.tiered_cache import TieredRadixCache, TierNode
 from radixcheck.reference.tiered_state_cache import TieredStateCache
 from radixcheck.reference.tiered_window_cache import TieredWindowCache
 
+from .tier_churn import churn
+
 ADMITTED: list[tuple[str, int]] = []  # (tier, how many nodes its rule admitted) per eviction
 
 
@@ -49,24 +51,8 @@ CheckedTieredWindowCache = _checked(TieredWindowCache)
 def _drive(factory: type, policy: str, page_size: int, seed: int) -> None:
     """Requests over shared prefixes, transfers completed in random order, both tiers evicted,
     now and then a quarantine: enough churn that many leaves are evictable at once."""
-    rng = random.Random(seed)
     world = TierWorld(factory, page_size, policy, device_slots=192, host_slots=384, seed=seed)
-    prefixes = [[rng.randrange(1000) for _ in range(16 * page_size)] for _ in range(6)]
-    for _ in range(60):
-        tokens = rng.choice(prefixes)[: rng.randrange(1, 5) * 4 * page_size] + [rng.randrange(1000) for _ in range(rng.randrange(2, 12))]
-        world.serve(tokens, load=rng.random() < 0.8)
-        while len(world.running) > rng.randrange(0, 3):
-            world.finish(rng.randrange(len(world.running)))
-        pending = world.pending()
-        for number in rng.sample(pending, k=len(pending) // 2):
-            if any(t.number == number for t in world.controller.pending):
-                world.complete(number)
-        if rng.random() < 0.3:
-            world.evict(rng.randrange(1, 40))
-        if rng.random() < 0.2:
-            world.evict_host(rng.randrange(1, 40))
-        if rng.random() < 0.05 and not world.running:
-            world.quarantine(rng.choice(prefixes)[: rng.randrange(1, 5) * 4 * page_size])
+    churn(world, random.Random(seed), steps=60, quarantine_rate=0.05)
     while world.running:
         world.finish(0)
     world.complete_all()

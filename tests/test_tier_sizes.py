@@ -16,6 +16,8 @@ from radixcheck.reference.tiered_cache import TieredRadixCache
 from radixcheck.reference.tiered_state_cache import TieredStateCache
 from radixcheck.reference.tiered_window_cache import TieredWindowCache
 
+from .tier_churn import churn
+
 CALLS = ("match_prefix", "insert", "load_back", "inc_lock_ref", "dec_lock_ref", "evict", "evict_host", "evict_prefix",
          "transfer_done", "reset")
 CHECKED: list[tuple[int, int]] = []  # (device, host) sizes after each call: the drive must reach both tiers
@@ -41,29 +43,8 @@ def _recounted(base: type) -> type:
 def _drive(factory: type, policy: str, page_size: int, seed: int) -> None:
     """Requests over shared prefixes, transfers completed in random order (some after a quarantine
     took their nodes), both tiers evicted, and a reset midway."""
-    rng = random.Random(seed)
     world = TierWorld(factory, page_size, policy, device_slots=160, host_slots=320, seed=seed)
-    prefixes = [[rng.randrange(1000) for _ in range(16 * page_size)] for _ in range(6)]
-    for step in range(50):
-        tokens = rng.choice(prefixes)[: rng.randrange(1, 5) * 4 * page_size] + [rng.randrange(1000) for _ in range(rng.randrange(2, 12))]
-        world.serve(tokens, load=rng.random() < 0.8)
-        while len(world.running) > rng.randrange(0, 3):
-            world.finish(rng.randrange(len(world.running)))
-        pending = world.pending()
-        for number in rng.sample(pending, k=len(pending) // 2):
-            if any(t.number == number for t in world.controller.pending):
-                world.complete(number)
-        if rng.random() < 0.3:
-            world.evict(rng.randrange(1, 40))
-        if rng.random() < 0.2:
-            world.evict_host(rng.randrange(1, 40))
-        if rng.random() < 0.1 and not world.running:
-            world.quarantine(rng.choice(prefixes)[: rng.randrange(1, 5) * 4 * page_size])
-        if step == 25:
-            while world.running:
-                world.finish(0)
-            world.complete_all()
-            world.reset()
+    churn(world, random.Random(seed), steps=50, quarantine_rate=0.1, reset_at=25)
     world.complete_all()
     world.check()
 
