@@ -4,7 +4,7 @@ A request of ``t`` new tokens over ``c`` cached ones is costed as ``a + m·t + p
 per request, ``m`` per computed token (the products, norms, logits), ``p`` per (query, key) pair of
 attention, counted over every query head and layer. The token speedup counts tokens, not pairs, and
 a suffix token attends to more keys than the average prompt token, so even ``a = 0`` with one ``p``
-for both arms leaves live ÷ token below 1 (issue 43, fourteenth round, model/NOTES.md: 0.93–0.96 on
+for both arms leaves live ÷ token below 1 (issue 43, fourteenth round, model/NOTES.md: 0.935–0.966 on
 the seed workloads with SmolLM2's measured ``m`` and ``p``). ``python -m radixcheck.model.kernel_ab
 workloads`` fits the three numbers to its measured shapes and prints the bound beside the ratio.
 """
