@@ -23,8 +23,10 @@ token speedup) of each seed workload predicted from CPU times of SmolLM2 prefill
 shapes (each distinct (suffix, cached) shape and each full prompt timed once per repetition, best
 of ``--reps``, all-position logits as the live arm computes): baseline = sum of full prefills,
 radix = sum of suffix prefills over the cached prefix; the cache's own bookkeeping (~1 ms a
-workload) is left out. CPU time is what a loaded shared box measures well, unlike the live arm's
-wall clock. In ``model`` and ``workloads`` the cached prefix sits in the slots the live arm's radix
+workload) is left out. It also fits ``a + m·t + p·pairs`` to the shapes (``live_bound``) and prints the
+bound: the ratio with ``a = 0`` and one ``p`` for both arms, and the ``p`` that would reach 0.97.
+CPU time is what a loaded shared box measures well, unlike the live arm's wall clock. In ``model``
+and ``workloads`` the cached prefix sits in the slots the live arm's radix
 arm gets (``--slots live``: ``SlotAllocator``'s default, scattered one by one over a pool of the live
 arm's size), or in ascending ones (``--slots ascending``, what this tool did before issue 43's
 thirteenth round: 1.5-2 % cheaper a suffix request on Zen 4, model/NOTES.md).
@@ -45,7 +47,7 @@ from typing import Any
 import numpy as np
 
 from radixcheck.argtypes import ArgumentParser, positive_int
-from radixcheck.model import exact, kernel_build, q8kernel
+from radixcheck.model import exact, kernel_build, live_bound, q8kernel
 
 H, HKV, D, POOL = 9, 3, 64, 4352
 QUERIES = (1, 4, 16, 32, 64, 272, 512)
@@ -224,6 +226,19 @@ def workloads_ab(olds: list[ctypes.CDLL], news: list[ctypes.CDLL], a: argparse.N
             radix = sum(best[which][(len(r) - c, c)] for r, c in zip(w.requests, cs, strict=True))
             row += [base / radix, base / radix / token]
         print(f"{w.name:>16} {token:6.2f} {row[0]:8.2f} {row[1]:9.3f} {row[2]:8.2f} {row[3]:9.3f}")
+    # the cost model a + m·t + p·pairs fitted to each side's shapes, and the bound it implies (model/live_bound.py)
+    hl = m.config.n_heads * m.config.n_layers
+    fits = {which: live_bound.fit(best[which], hl) for which in ("old", "new")}
+    print("fit a + m·t + p·pairs, old / new: "
+          + "; ".join(f"{k} {getattr(fits['old'], k) * u:.3g} / {getattr(fits['new'], k) * u:.3g} {unit}"
+                      for k, u, unit in (("a", 1e3, "ms"), ("m", 1e3, "ms a token"), ("p", 1e9, "ns a pair"))))
+    print(f"{'workload':>16} {'bound':>6} {'fitted':>7} {'p for 0.97 (ns, a = 0)':>23}   (new library's fit; bound: a = 0)")
+    for w, cs in loads:
+        reqs = [(len(r), c) for r, c in zip(w.requests, cs, strict=True)]
+        f = fits["new"]
+        perfect = live_bound.Cost(0.0, f.m, f.p)
+        print(f"{w.name:>16} {live_bound.ratio(reqs, perfect, hl):6.3f} {live_bound.ratio(reqs, f, hl):7.3f} "
+              f"{1e9 * live_bound.p_for(reqs, perfect, 0.97, hl):23.2f}")
     print(
         "per shape (suffix over cached), old / new ms:",
         ", ".join(f"{s}/{c} {1e3 * best['old'][(s, c)]:.0f}/{1e3 * best['new'][(s, c)]:.0f}" for s, c in shapes),
