@@ -1,0 +1,99 @@
+"""The words of a finding a user pastes into an issue, on small in-repo mutants rebuilding a new
+user's planted bugs (``reports/findings/hicache_like_trial.md``, session 61): each message names
+the cause the program shows, and its counts agree with what it names."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Hashable
+from typing import Any
+
+import pytest
+
+from radixcheck.oracles.violations import LRUOrderViolation, TenantIsolationViolation
+from radixcheck.properties.findings.failures import shape_of
+from radixcheck.properties.tiers.lifecycle import LifecycleTierWorld
+from radixcheck.reference.tiered_cache import TieredRadixCache
+
+
+class UnlockSkipsLoading(TieredRadixCache):
+    """B3: an unlock skips the pages still loading ("the load pins them"): an aborted request's lock stays."""
+
+    def dec_lock_ref(self, handle: Any) -> None:
+        for node in self._path(handle):
+            if node.loading is None:
+                node.lock_ref -= 1
+
+
+class KeyedByText(TieredRadixCache):
+    """B1: each namespace's tree found by its text: ``None`` and ``"None"`` share one."""
+
+    def _root_for(self, namespace: Hashable) -> Any:
+        return super()._root_for(str(namespace))
+
+
+def _complete_all(w: LifecycleTierWorld) -> None:
+    w.complete(*[t.number for t in w.controller.pending])
+
+
+def test_a_lock_left_behind_by_an_unlock_during_a_load_is_named() -> None:
+    """B3's program (its repro file, 12 operations): the retracted request's unlock came while its
+    load was in flight; the leaf it left locked stays at the next evict. The message said only "the
+    unlocked device leaf … stayed" (an order bug); it now names the lock left behind, the unlock
+    that came during the load, and the operation that took the lock."""
+    w = LifecycleTierWorld(UnlockSkipsLoading, page_size=1, write_policy="write_through")
+    w.serve([0, 0], load=True)
+    w.finish(-1)
+    _complete_all(w)
+    w.evict(1000000)
+    w.admit([0, 0], load=True)
+    w.end(0, "retract")  # its load still in flight
+    w.complete(max(t.number for t in w.controller.pending))
+    w.serve([3, 0], load=True)
+    w.finish(-1)
+    _complete_all(w)
+    with pytest.raises(LRUOrderViolation) as raised:
+        w.evict(1000000)
+    message = str(raised.value)
+    assert "while the unlocked device leaf Page([0, 0], device+host)" in message  # what the oracle saw, as before
+    assert ("Likely not the order but a lock left behind: Page([0, 0], device+host) holds no lock in radixcheck's "
+            "count, but its unlock by w.end(0, 'retract') (operation 7) came while its load was in flight (taken by "
+            "w.admit([0, 0], load=True) (operation 6))") in message
+
+
+def test_an_order_bug_without_an_unlock_in_transfer_names_no_lock() -> None:
+    """The same program on a cache whose unlocks are right: no finding; and an unlock in transfer on
+    a page the cache later frees leaves no note behind (a freed page held no lock)."""
+    w = LifecycleTierWorld(TieredRadixCache, page_size=1, write_policy="write_through")
+    w.serve([0, 0], load=True)
+    w.finish(-1)
+    _complete_all(w)
+    w.evict(1000000)
+    w.admit([0, 0], load=True)
+    w.end(0, "retract")
+    _complete_all(w)
+    w.evict(1000000)
+    assert all(not page.released_in_flight for page in w.model.pages_of((0, 0), None))
+
+
+@pytest.mark.parametrize("page_size", [1, 2])
+def test_a_tenant_leak_names_every_page_it_counted(page_size: int) -> None:
+    """B1: "counted 2 tokens … the host copies of Page([0], host) under namespace None" named one
+    page of two, its namespace outside the parentheses. Now every page counted is named (the count
+    agrees), each with its tenant inside its parentheses; one shape at both page sizes."""
+    w = LifecycleTierWorld(KeyedByText, page_size=page_size, write_policy="write_through")
+    w.serve([0, 0, 0, 0], load=True, namespace=None)
+    w.finish(-1)
+    _complete_all(w)
+    w.evict(1000000)
+    with pytest.raises(TenantIsolationViolation) as raised:
+        w.serve([0, 0, 0, 0], load=True, namespace="None")
+    message = str(raised.value)
+    counted = int(re.search(r"counted (\d+) tokens", message).group(1))
+    pages = re.findall(r"Page\((\[[\d, ]*\]) under namespace None, host\)", message)
+    said = int(re.search(r"host copies of (\d+) pages? of another namespace", message).group(1))
+    assert counted == 4 and said * page_size == counted
+    assert len(pages) == min(said, 3)  # more than three: the first two, "…", the last
+    assert ") under namespace" not in message  # the tenant inside the page's parentheses
+    assert shape_of(message) == ("match_prefix([…]) counted N tokens on host past the N its namespace has: those are "
+                                 "the host copies of N pages of another namespace: Page([…], host)")
