@@ -5,31 +5,15 @@ the cause the program shows, and its counts agree with what it names."""
 from __future__ import annotations
 
 import re
-from collections.abc import Hashable
-from typing import Any
 
 import pytest
 
+from meta_tests.nu_trial import KeyedByText, UnlockSkipsLoading
 from radixcheck.oracles.violations import LRUOrderViolation, TenantIsolationViolation
 from radixcheck.properties.findings.failures import shape_of
 from radixcheck.properties.tiers.lifecycle import LifecycleTierWorld
+from radixcheck.properties.tiers.repro import reduced
 from radixcheck.reference.tiered_cache import TieredRadixCache
-
-
-class UnlockSkipsLoading(TieredRadixCache):
-    """B3: an unlock skips the pages still loading ("the load pins them"): an aborted request's lock stays."""
-
-    def dec_lock_ref(self, handle: Any) -> None:
-        for node in self._path(handle):
-            if node.loading is None:
-                node.lock_ref -= 1
-
-
-class KeyedByText(TieredRadixCache):
-    """B1: each namespace's tree found by its text: ``None`` and ``"None"`` share one."""
-
-    def _root_for(self, namespace: Hashable) -> Any:
-        return super()._root_for(str(namespace))
 
 
 def _complete_all(w: LifecycleTierWorld) -> None:
@@ -97,3 +81,40 @@ def test_a_tenant_leak_names_every_page_it_counted(page_size: int) -> None:
     assert ") under namespace" not in message  # the tenant inside the page's parentheses
     assert shape_of(message) == ("match_prefix([…]) counted N tokens on host past the N its namespace has: those are "
                                  "the host copies of N pages of another namespace: Page([…], host)")
+
+
+def _failing(factory: type, program: list[str]) -> tuple[LifecycleTierWorld, BaseException]:
+    w = LifecycleTierWorld(factory, page_size=1, write_policy="write_through")
+    try:
+        for line in program:
+            exec(line, {"w": w, "done": _complete_all})  # noqa: S102 - the test's own program
+        w.check()
+    except Exception as exc:  # noqa: BLE001 - the finding the reduction starts from
+        return w, exc
+    raise AssertionError("the program did not fail")
+
+
+def test_a_reduced_file_drops_a_namespace_the_finding_does_not_need() -> None:
+    """B2's and B3's files kept ``namespace=('X', None)`` though neither bug needs a tenant: the
+    reducer now tries each namespace left out (the default one) and keeps it only if the failure
+    needs it. B3's program, its first request a tenant's."""
+    program = ["w.serve([0, 0], load=True, namespace=('X', None))", "w.finish(-1)", "done(w)", "w.evict(1000000)",
+               "w.admit([0, 0], load=True, namespace=('X', None))", "w.end(0, 'retract')",
+               "w.complete(max(t.number for t in w.controller.pending))", "w.serve([3, 0], load=True)", "w.finish(-1)",
+               "done(w)", "w.evict(1000000)"]
+    world, failure = _failing(UnlockSkipsLoading, program)
+    assert isinstance(failure, LRUOrderViolation) and "namespace ('X', None)" in str(failure)
+    best, _ = reduced(UnlockSkipsLoading, world, failure, seconds=5.0)
+    assert best is not None and isinstance(best.failure, LRUOrderViolation)
+    assert not any("namespace" in line for line in best.operations), best.operations
+
+
+def test_a_reduced_file_keeps_the_namespace_a_tenant_leak_needs() -> None:
+    """B1 needs ``'None'`` beside the default namespace: it stays; the explicit ``namespace=None`` goes."""
+    program = ["w.serve([0, 0], load=True, namespace=None)", "w.finish(-1)", "done(w)", "w.evict(1000000)",
+               "w.serve([0, 0], load=True, namespace='None')"]
+    world, failure = _failing(KeyedByText, program)
+    best, _ = reduced(KeyedByText, world, failure, seconds=5.0)
+    assert best is not None and isinstance(best.failure, TenantIsolationViolation)
+    said = [line for line in best.operations if "namespace" in line]
+    assert said == ["w.serve([0, 0], load=True, namespace='None')"], best.operations

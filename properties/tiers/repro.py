@@ -13,11 +13,14 @@ then reduced: each run of one repeated operation cut to one (:func:`without_repe
 cache machine's are (:func:`~radixcheck.properties.findings.reduce.leave_out_runs`), runs of
 operations left out, halving the run each round, while a replay on a fresh world still fails with
 the same finding, for at most ``RADIXCHECK_REDUCE_SECONDS``, or up to twice that while it is still
-shrinking (:func:`goes_on`). The file writes the same calls compactly (:func:`compact`).
+shrinking (:func:`goes_on`); last, each namespace the program says is left out (the default one)
+wherever the finding does not need it (:func:`default_namespaces`). The file writes the same calls
+compactly (:func:`compact`).
 """
 
 from __future__ import annotations
 
+import ast
 import re
 import textwrap
 from collections.abc import Callable
@@ -124,6 +127,7 @@ def reduced(factory: Callable[..., Any], world: TierWorld, failure: BaseExceptio
         return None, "its operations did not fail the same way when replayed: written from the run itself"
     best = without_repeats(best, fails, time_left)
     best = leave_out_runs(best, lambda replayed: replayed.operations, fails, time_left)
+    best = default_namespaces(best, fails, time_left)
     best = TierReplay([line for line in best.world.log if not line.startswith("#")], best.world, best.failure, best.waived)  # as sent
     took = watch.cpu()  # the clock its budget counts (a wire server's CPU included), not the wall clock
     stopped = "" if time_left() else (f"; stopped at its budget ({budget:g} s of CPU, {REDUCE_ENV}; past it, up to "
@@ -215,6 +219,45 @@ def without_repeats(best: TierReplay, fails: Callable[[list[Operation]], TierRep
         smaller = fails(cut(best.operations, [run]))
         if smaller is not None and len(smaller.operations) < len(best.operations):
             best = smaller
+    return best
+
+
+def namespace_said(line: str) -> tuple[str, int, int] | None:
+    """The namespace an operation's line says (``w.serve([0], namespace=('X', None))``): its text, and
+    where the keyword starts (its comma) and ends in ``line``; ``None`` if the line says none."""
+    try:
+        call = ast.parse(line, mode="eval").body
+    except SyntaxError:
+        return None
+    if not isinstance(call, ast.Call):
+        return None
+    for keyword in call.keywords:
+        if keyword.arg == "namespace" and keyword.end_col_offset is not None:
+            start = line.rindex(",", 0, keyword.col_offset)
+            return ast.get_source_segment(line, keyword.value) or "", start, keyword.end_col_offset
+    return None
+
+
+def without_namespace(line: str, text: str) -> str:
+    """``line`` without its ``namespace=`` keyword if that says ``text`` (else as it is)."""
+    n = namespace_said(line)
+    return line[: n[1]] + line[n[2]:] if n is not None and n[0] == text else line
+
+
+def default_namespaces(best: TierReplay, fails: Callable[[list[Operation]], TierReplay | None],
+                       time_left: Callable[[], bool]) -> TierReplay:
+    """Each namespace the program says, left out wherever it is said (the default namespace, which
+    every target takes), kept only where the finding needs it: a new user's files kept
+    ``namespace=('X', None)`` for two bugs that need no tenant (the write-through gap, the lock left
+    behind), and a reader looked for a tenant bug. One replay per namespace; a leak between two
+    tenants keeps one of them (the other may become the default)."""
+    said = [n[0] for _, line in best.operations if (n := namespace_said(line)) is not None]
+    for text in dict.fromkeys(said):  # each once, in the order first said
+        if not time_left():
+            break
+        fewer = fails([(at, without_namespace(line, text)) for at, line in best.operations])
+        if fewer is not None:
+            best = fewer
     return best
 
 
