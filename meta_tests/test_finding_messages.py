@@ -8,8 +8,8 @@ import re
 
 import pytest
 
-from meta_tests.nu_trial import KeyedByText, UnlockSkipsLoading
-from radixcheck.oracles.violations import LRUOrderViolation, TenantIsolationViolation
+from meta_tests.nu_trial import BackupSkipsFailed, KeyedByText, UnlockSkipsLoading
+from radixcheck.oracles.violations import BackupChainViolation, LRUOrderViolation, TenantIsolationViolation
 from radixcheck.properties.findings.failures import shape_of
 from radixcheck.properties.tiers.lifecycle import LifecycleTierWorld
 from radixcheck.properties.tiers.repro import reduced
@@ -118,3 +118,18 @@ def test_a_reduced_file_keeps_the_namespace_a_tenant_leak_needs() -> None:
     assert best is not None and isinstance(best.failure, TenantIsolationViolation)
     said = [line for line in best.operations if "namespace" in line]
     assert said == ["w.serve([0, 0], load=True, namespace='None')"], best.operations
+
+
+def test_a_tenant_that_only_adds_pages_becomes_other_tokens() -> None:
+    """B2's file (6 operations): two tenants' requests of the same tokens only fill the host pool, so
+    the default namespace cannot take them (their pages would be shared), but no tenant is needed:
+    each tenant's calls move to tokens past every other's, under the default namespace."""
+    program = ["w.serve([0] * 10, load=True, namespace=(None, 'X'))", "w.finish(-1)",
+               "w.serve([0] * 8, load=True, namespace=('X', None))", "w.finish(-1)", "w.serve([0] * 8, load=True)",
+               "w.finish(-1)"]
+    world, failure = _failing(BackupSkipsFailed, program)
+    assert isinstance(failure, BackupChainViolation)
+    best, _ = reduced(BackupSkipsFailed, world, failure, seconds=5.0)
+    assert best is not None and isinstance(best.failure, BackupChainViolation)
+    assert [line for line in best.operations if line.startswith("w.serve")] == [
+        f"w.serve({[10] * 10}, load=True)", f"w.serve({[20] * 8}, load=True)", f"w.serve({[0] * 8}, load=True)"]

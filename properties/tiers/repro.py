@@ -249,16 +249,47 @@ def default_namespaces(best: TierReplay, fails: Callable[[list[Operation]], Tier
     """Each namespace the program says, left out wherever it is said (the default namespace, which
     every target takes), kept only where the finding needs it: a new user's files kept
     ``namespace=('X', None)`` for two bugs that need no tenant (the write-through gap, the lock left
-    behind), and a reader looked for a tenant bug. One replay per namespace; a leak between two
-    tenants keeps one of them (the other may become the default)."""
+    behind), and a reader looked for a tenant bug. A tenant whose pages must stay apart (B2's
+    second tenant only filled the host pool) is tried next as other tokens: its calls under the
+    default namespace, each token moved past every token the program says (only where every token
+    list is a serve's, an admit's, a match's or a quarantine's, whose namespace the line says).
+    One or two replays per namespace; a leak between two tenants keeps one of them."""
     said = [n[0] for _, line in best.operations if (n := namespace_said(line)) is not None]
+    moved = 1  # the next tenant whose tokens are moved: by one offset, the next by two
+    offset = 10 ** len(str(max((max_token(line) for _, line in best.operations), default=0)))  # past every token said
     for text in dict.fromkeys(said):  # each once, in the order first said
         if not time_left():
             break
         fewer = fails([(at, without_namespace(line, text)) for at, line in best.operations])
+        if fewer is None and all(line.startswith(TOKEN_CALLS) for _, line in best.operations if "[" in line):
+            # it needs the tenant's pages apart from the others', not a tenant: its tokens moved past every
+            # other's (a second tenant that only adds pages to fill a pool, as B2's did), each call's own namespace gone
+            fewer = fails([(at, relabelled(line, text, offset * moved)) for at, line in best.operations])
+            moved += fewer is not None
         if fewer is not None:
             best = fewer
     return best
+
+
+TOKEN_CALLS = ("w.serve(", "w.admit(", "w.match(", "w.quarantine(")  # the calls whose first argument is a token list
+
+
+def max_token(line: str) -> int:
+    """The largest token ``line`` names (0 if none: a call without a token list)."""
+    call = ast.parse(line, mode="eval").body
+    if not (line.startswith(TOKEN_CALLS) and isinstance(call, ast.Call) and call.args):
+        return 0
+    return max(ast.literal_eval(call.args[0]), default=0)
+
+
+def relabelled(line: str, text: str, offset: int) -> str:
+    """``line`` under the default namespace, its tokens moved by ``offset``, if it says the namespace ``text``."""
+    n = namespace_said(line)
+    if n is None or n[0] != text:
+        return line
+    tokens = ast.parse(line, mode="eval").body.args[0]
+    moved = repr([t + offset for t in ast.literal_eval(tokens)])
+    return line[: tokens.col_offset] + moved + line[tokens.end_col_offset : n[1]] + line[n[2]:]
 
 
 def compact(log: list[str]) -> list[str]:
