@@ -44,7 +44,7 @@ import pytest
 
 from radixcheck import profiles
 from radixcheck.argtypes import non_negative_int, writable_dir_problem
-from radixcheck.cache_dir import hypothesis_storage_in_cache
+from radixcheck.cache_dir import HYPOTHESIS_STORAGE_ENV, hypothesis_storage_in_cache, storage_set_here
 from radixcheck.properties.findings.failures import describe_failure, explaining_the_cache
 from radixcheck.properties.findings.names import CONFORMANCE_PACKAGE, conformance_tests
 from radixcheck.properties.findings.waivers import Waiver, WaiverError, WaiverLog, read_waivers, unmatched, unmatched_warning
@@ -308,7 +308,9 @@ def restrict_page_sizes(target: Target, option: str | None, strict: bool = True,
 def report_header(target: Target, profile: str, no_production: bool = False) -> list[str]:
     module = target.spec.partition(":")[0]
     origin = getattr(__import__(module, fromlist=["_"]), "__file__", "?")
-    env = {k: v for k, v in os.environ.items() if k.startswith(("RADIXCHECK_", "OPENBLAS_", "HYPOTHESIS_"))}
+    ours = storage_set_here()  # radixcheck's own setting for the run: said as such, not as the user's environment
+    env = {k: v for k, v in os.environ.items() if k.startswith(("RADIXCHECK_", "OPENBLAS_", "HYPOTHESIS_"))
+           and not (k == HYPOTHESIS_STORAGE_ENV and ours)}
     lines = [
         f"radixcheck target: {target.spec} ({origin})",
         f"radixcheck capabilities: {target.declared_capabilities()}",
@@ -319,6 +321,9 @@ def report_header(target: Target, profile: str, no_production: bool = False) -> 
         + ("" if target.seed is None else f", seed {target.seed} (derandomized, no saved failures)"),
         f"radixcheck environment: {env or '-'}",
     ]
+    if ours:
+        lines.append(f"radixcheck hypothesis storage: {ours} (radixcheck's cache, set for this run only: "
+                     f"{HYPOTHESIS_STORAGE_ENV} is restored after it)")
     lines += [f"radixcheck not exercised: {gap}" for gap in target.capabilities.not_exercised()]
     lines.append(f"radixcheck tenant isolation: {target.capabilities.tenant_isolation()}")
     if no_production:
