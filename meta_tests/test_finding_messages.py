@@ -9,7 +9,12 @@ import re
 import pytest
 
 from meta_tests.nu_trial import BackupSkipsFailed, KeyedByText, UnlockSkipsLoading
-from radixcheck.oracles.violations import BackupChainViolation, LRUOrderViolation, TenantIsolationViolation
+from radixcheck.oracles.violations import (
+    BackupChainViolation,
+    EvictionAmountViolation,
+    LRUOrderViolation,
+    TenantIsolationViolation,
+)
 from radixcheck.properties.findings.failures import shape_of
 from radixcheck.properties.tiers.lifecycle import LifecycleTierWorld
 from radixcheck.properties.tiers.repro import reduced
@@ -40,7 +45,7 @@ def test_a_lock_left_behind_by_an_unlock_during_a_load_is_named() -> None:
         w.evict(1000000)
     message = str(raised.value)
     assert "while the unlocked device leaf Page([0, 0], device+host)" in message  # what the oracle saw, as before
-    assert ("Likely not the order but a lock left behind: Page([0, 0], device+host) holds no lock in radixcheck's "
+    assert ("Likely cause, a lock left behind: Page([0, 0], device+host) holds no lock in radixcheck's "
             "count, but its unlock by w.end(0, 'retract') (operation 7) came while its load was in flight (taken by "
             "w.admit([0, 0], load=True) (operation 6))") in message
 
@@ -133,3 +138,20 @@ def test_a_tenant_that_only_adds_pages_becomes_other_tokens() -> None:
     assert best is not None and isinstance(best.failure, BackupChainViolation)
     assert [line for line in best.operations if line.startswith("w.serve")] == [
         f"w.serve({[10] * 10}, load=True)", f"w.serve({[20] * 8}, load=True)", f"w.serve({[0] * 8}, load=True)"]
+
+
+def test_an_evict_that_stops_short_at_a_lock_left_behind_names_it() -> None:
+    """B3 with nothing else on device: the evict frees nothing, oracle 4t's amount finding ("stopped
+    while the unlocked device leaf … stayed") names the lock left behind too."""
+    w = LifecycleTierWorld(UnlockSkipsLoading, page_size=1, write_policy="write_through")
+    w.serve([0, 0], load=True)
+    w.finish(-1)
+    _complete_all(w)
+    w.evict(1000000)
+    w.admit([0, 0], load=True)
+    w.end(0, "retract")
+    _complete_all(w)
+    with pytest.raises(EvictionAmountViolation, match=r"stopped while the unlocked device leaf Page\(\[0, 0\].*Likely "
+                       r"cause, a lock left behind: .* its unlock by w.end\(0, 'retract'\) \(operation \d+\) "
+                       r"came while its load was in flight"):
+        w.evict(1000000)

@@ -75,7 +75,7 @@ def left_behind(page: Any) -> str:
     how = getattr(page, "released_in_flight", "")
     if not how:
         return ""
-    return (f". Likely not the order but a lock left behind: {page} holds no lock in radixcheck's count, but {how}: "
+    return (f". Likely cause, a lock left behind: {page} holds no lock in radixcheck's count, but {how}: "
             "a cache that skips unlocking a page in transfer still holds that lock")
 
 
