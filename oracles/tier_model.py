@@ -131,11 +131,13 @@ class Page:
         tokens are two pages: a message names which), then where it is."""
         return self.named()
 
-    def named(self, tenant_always: bool = False) -> str:
-        """As ``repr``; ``tenant_always``: the default namespace said too (beside another tenant's page)."""
+    def named(self, tenant_always: bool = False, tenant: bool = True) -> str:
+        """As ``repr``; ``tenant_always``: the default namespace said too (beside another tenant's page);
+        ``tenant=False``: no namespace (a message said it before a list of its pages)."""
         where = "+".join(t for t, v in (("device", self.device), ("host", self.host)) if v is not None) or "nowhere"
-        tenant = " under namespace None" if tenant_always and self.namespace is None else _under(self.namespace)
-        return f"Page({shown(self.prefix)}{tenant}, {where}{', gone by ' + self.gone if self.gone else ''})"
+        tenant_said = " under namespace None" if tenant_always and self.namespace is None else _under(self.namespace)
+        said = tenant_said if tenant else ""
+        return f"Page({shown(self.prefix)}{said}, {where}{', gone by ' + self.gone if self.gone else ''})"
 
 
 class TierModel:
@@ -1026,14 +1028,15 @@ def _of_tenant(page: Page) -> str:
 
 
 def _pages_of_tenant(pages: list[Page]) -> str:
-    """The pages an isolation message counted, each named, so the count agrees with the tokens it says
-    (a new user's B1 read "counted 2 tokens" beside one page); the list reads as one shape however long
-    (``failures.shape_of``), so a bug met at two page sizes is one finding."""
-    named = [_of_tenant(pg) for pg in pages]
+    """The pages (of one other namespace) an isolation message counted, each named, so the count agrees
+    with the tokens it says (a new user's B1 read "counted 2 tokens" beside one page); their namespace
+    said once, before them (a long tenant key is not repeated); the list reads as one shape however
+    long (``failures.shape_of``), so a bug met at two page sizes is one finding."""
+    named = [pg.named(tenant=False) for pg in pages]
     if len(named) > 3:
         named = [named[0], named[1], "…", named[-1]]
     listed = named[0] if len(named) == 1 else f"{', '.join(named[:-1])} and {named[-1]}"
-    return f"{len(pages)} page{'s' if len(pages) > 1 else ''} of another namespace: {listed}"
+    return f"{len(pages)} page{'s' if len(pages) > 1 else ''} under namespace {shown_namespace(pages[0].namespace)}: {listed}"
 
 
 def _under(namespace: Any) -> str:

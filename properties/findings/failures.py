@@ -167,8 +167,7 @@ def shape_of(message: str) -> str:
     # the finding: which call released the lock, during which transfer, varies from test to test (one bug, one shape)
     shape = re.sub(r"\. Likely cause, a lock left behind: .*$", "", shape)
     # a list of pages (an isolation message names each page it counted): one shape however many
-    shape = re.sub(r"\b\d+ pages? of (another namespace: Page\([^()]*\))(?:(?:, | and )(?:…|Page\([^()]*\)))*",
-                   r"N pages of \1", shape)
+    shape = re.sub(r"\b\d+ pages?: (Page\([^()]*\))(?:(?:, | and )(?:…|Page\([^()]*\)))*", r"N pages: \1", shape)
     # a wire server's broken reply: what broke, not which op met it nor the reply's own text (the envelope is one
     # code path in a server: a refusal's reply without its id was 6 findings, one per op and message it met)
     shape = re.sub(r"(?:the reply to|its reply to) \w+(?: \(id \d+\))?", "a reply", shape)
