@@ -58,3 +58,83 @@ def test_a_factory_without_capabilities_is_warned_with_the_defaults(undeclared: 
 
 def test_a_declared_factory_gets_no_warning() -> None:
     assert load_target("radixcheck.reference:RadixCache").defaults_warning() is None
+
+
+def test_hypothesis_keeps_no_storage_directory_of_ours_after_the_run(monkeypatch, tmp_path: Path) -> None:
+    """Hypothesis reads ``HYPOTHESIS_STORAGE_DIRECTORY`` once and keeps the directory: restoring the
+    variable alone left a process that goes on after the run (an in-process ``pytest.main``)
+    writing into radixcheck's cache, and storage read before the run sent the run into the project."""
+    from hypothesis import configuration
+
+    monkeypatch.setenv("RADIXCHECK_CACHE", str(tmp_path / "cache"))
+    monkeypatch.delenv(HYPOTHESIS_STORAGE_ENV, raising=False)
+    project = tmp_path / "project" / ".hypothesis"
+    before = getattr(configuration, "__hypothesis_home_directory")  # this session's own, put back after
+    configuration.set_hypothesis_home_dir(project)  # read before the run, as a project's own test may have
+    try:
+        with hypothesis_storage_in_cache() as where:
+            assert configuration.storage_directory("examples", intent_to_write=False).path == where / "examples"
+        assert configuration.storage_directory("examples", intent_to_write=False).path == project / "examples"
+        configuration.set_hypothesis_home_dir(None)  # not read yet: read afresh after the run, from the variable
+        with hypothesis_storage_in_cache():
+            configuration.storage_directory("examples", intent_to_write=False)
+        assert configuration.storage_directory("x", intent_to_write=False).home_directory == Path.cwd() / ".hypothesis"
+    finally:
+        configuration.set_hypothesis_home_dir(before)
+
+
+def test_the_header_says_the_storage_radixcheck_set_apart_from_the_users_environment(monkeypatch, tmp_path: Path) -> None:
+    """The plugin's header listed radixcheck's own storage setting as the user's environment
+    (``radixcheck environment: {'HYPOTHESIS_STORAGE_DIRECTORY': …}``, NU and composed trials)."""
+    monkeypatch.setenv("RADIXCHECK_CACHE", str(tmp_path / "cache"))
+    monkeypatch.delenv(HYPOTHESIS_STORAGE_ENV, raising=False)
+    target = load_target("radixcheck.reference:RadixCache")
+    with hypothesis_storage_in_cache() as where:
+        lines = report_header(target, "ci")
+    assert not any(HYPOTHESIS_STORAGE_ENV in line for line in lines if line.startswith("radixcheck environment"))
+    assert f"radixcheck hypothesis storage: {where} (radixcheck's cache, for radixcheck's tests only: " \
+           f"{HYPOTHESIS_STORAGE_ENV} is restored after each)" in lines
+    monkeypatch.setenv(HYPOTHESIS_STORAGE_ENV, str(tmp_path / "mine"))  # the user's own: their environment, said as such
+    with hypothesis_storage_in_cache():
+        lines = report_header(target, "ci")
+    assert any(str(tmp_path / "mine") in line for line in lines if line.startswith("radixcheck environment"))
+    assert not any(line.startswith("radixcheck hypothesis storage") for line in lines)
+
+
+PROJECT_TEST = """
+import json, os
+from hypothesis import configuration, given, settings, strategies as st
+
+@given(st.integers())
+def test_a_property(x):
+    assert x == x
+
+def test_where():
+    with open(os.environ["OBSERVED"], "w") as f:
+        json.dump({"env": os.environ.get("HYPOTHESIS_STORAGE_DIRECTORY"), "database": repr(settings().database),
+                   "home": str(configuration.storage_directory("x", intent_to_write=False).home_directory)}, f)
+"""
+
+
+@pytest.mark.deep
+def test_a_radix_target_run_leaves_the_projects_own_hypothesis_tests_their_storage(tmp_path: Path) -> None:
+    """``pytest --radix-target X`` in a project whose own Hypothesis tests run in the same session
+    (no conformance test collected): it printed nothing, but moved their example database into
+    radixcheck's cache for the whole session (the variable set at configure). Now only radixcheck's
+    own tests use that storage."""
+    import json
+    import subprocess
+
+    project = tmp_path / "project"
+    project.mkdir()
+    (project / "test_mine.py").write_text(PROJECT_TEST)
+    env = {"PATH": os.environ["PATH"], "HOME": os.environ.get("HOME", str(tmp_path)), "OBSERVED": str(tmp_path / "seen.json"),
+           "RADIXCHECK_CACHE": str(tmp_path / "cache"), "PYTHONDONTWRITEBYTECODE": "1"}
+    result = subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-q", "--radix-target",
+                             "radixcheck.reference:RadixCache"], cwd=project, env=env, capture_output=True, text=True,
+                            timeout=120)
+    assert result.returncode == 0, result.stdout[-2000:] + result.stderr
+    assert "radixcheck" not in result.stdout + result.stderr  # nothing collected of radixcheck's: nothing said
+    seen = json.loads((tmp_path / "seen.json").read_text())
+    assert seen["env"] is None and seen["home"] == str(project / ".hypothesis"), seen
+    assert str(tmp_path / "cache") not in seen["database"], seen

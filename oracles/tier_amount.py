@@ -26,6 +26,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from radixcheck.oracles.tier_order import left_behind
 from radixcheck.oracles.violations import EvictionAmountViolation, HostEvictionAmountViolation
 
 
@@ -71,4 +72,5 @@ class TierAmount:
             if self.started:
                 how += f" and started the write-back of {self.started}"
             leaf = "unlocked device leaf" if self.tier == "device" else "unlocked host-only leaf"
-            raise violation(f"{self.call} {how}, fewer than {self.num_tokens}, and stopped while the {leaf} {left} stayed")
+            raise violation(f"{self.call} {how}, fewer than {self.num_tokens}, and stopped while the {leaf} {left} stayed"
+                            f"{left_behind(left)}")

@@ -114,6 +114,8 @@ class Page:
     hits: int = 0  # inserts that covered it (and matches, if the policy counts them)
     priority: int = 0  # the highest priority of the inserts that covered it
     serial: int = field(default_factory=lambda: next(_serials))
+    locked_by: str = ""  # the operation that last locked it (for a lock-left-behind message)
+    released_in_flight: str = ""  # how an unlock of it came while a transfer moved it (a cache may skip those)
     ends_node: bool = False  # a use ended here, or the trie forked here: a cache node ends after it (kept for deviations only)
 
     @property
@@ -127,8 +129,15 @@ class Page:
     def __repr__(self) -> str:
         """Its tokens and, outside the default namespace, its tenant (two tenants' pages of the same
         tokens are two pages: a message names which), then where it is."""
+        return self.named()
+
+    def named(self, tenant_always: bool = False, tenant: bool = True) -> str:
+        """As ``repr``; ``tenant_always``: the default namespace said too (beside another tenant's page);
+        ``tenant=False``: no namespace (a message said it before a list of its pages)."""
         where = "+".join(t for t, v in (("device", self.device), ("host", self.host)) if v is not None) or "nowhere"
-        return f"Page({shown(self.prefix)}{_under(self.namespace)}, {where}{', gone by ' + self.gone if self.gone else ''})"
+        tenant_said = " under namespace None" if tenant_always and self.namespace is None else _under(self.namespace)
+        said = tenant_said if tenant else ""
+        return f"Page({shown(self.prefix)}{said}, {where}{', gone by ' + self.gone if self.gone else ''})"
 
 
 class TierModel:
@@ -141,6 +150,7 @@ class TierModel:
         self.salts: dict[Hashable, int] = {None: 0}  # namespace -> what its KV starts from
         self.clock = 0
         self.used_by: dict[int, Any] = {}  # clock -> the call that set it (its str, for messages)
+        self.saying = ""  # the world's operation running now, "w.end(0, 'retract') (operation 7)" (for messages)
         self.policy = policy  # a declared Policy (its key orders device eviction), or None: least recently used first
         self.leaves = DeviceLeaves(self._order)
         self.host_leaves = HostLeaves(self._order)  # the host-only leaves, for oracle 4h
@@ -448,7 +458,7 @@ class TierModel:
             if there and all(pg.host is not None or pg.writing is not None for pg in there):
                 raise TenantIsolationViolation(f"match_prefix({shown(tokens)}{_under(namespace)}) counted {extra} tokens on "
                                                f"host past the {start} its namespace has: those are the host copies of "
-                                               f"{_of_tenant(there[0])}")
+                                               f"{_pages_of_tenant(there)}")
 
     def _counted_wrongly(self, what: str, beyond: Page | None) -> None:
         if beyond is not None and beyond.gone == "quarantine":
@@ -819,6 +829,7 @@ class TierModel:
             if page.device is not None:
                 self.left_now.append((page, "device"))
                 page.device = None
+                page.released_in_flight = ""  # freed: no lock was left behind on it
                 self._refile(page)
                 self._refile(page.parent)
                 stays = page.host is not None or page.writing is not None  # still cached, on host
@@ -950,6 +961,14 @@ class TierModel:
         for page in self.pages_of(tokens, namespace):
             if not page.gone:
                 page.locks += delta
+                if delta > 0:
+                    page.locked_by = self.saying
+                elif self.saying and (page.loading or page.writing is not None):
+                    # an unlock while a transfer moves the page: a cache that skips those keeps the lock, and
+                    # the page then stays on device against the order (a new user's B3): kept to name that lock
+                    moving = "its load" if page.loading else "its write to host"
+                    taken = f" (taken by {page.locked_by})" if page.locked_by else ""
+                    page.released_in_flight = f"its unlock by {self.saying} came while {moving} was in flight{taken}"
 
     # ---- conservation ----------------------------------------------------------------------
 
@@ -1003,8 +1022,21 @@ def _leaving_together(path: list[Page]) -> list[Page]:
 
 
 def _of_tenant(page: Page) -> str:
-    """``page`` as an isolation message names another tenant's: its namespace said even when it is the default one."""
-    return f"{page} under namespace None" if page.namespace is None else f"{page}"
+    """``page`` as an isolation message names another tenant's: its namespace said even when it is the default
+    one, inside the parentheses as every page names its tenant (``Page([0] under namespace None, host)``)."""
+    return page.named(tenant_always=True)
+
+
+def _pages_of_tenant(pages: list[Page]) -> str:
+    """The pages (of one other namespace) an isolation message counted, each named, so the count agrees
+    with the tokens it says (a new user's B1 read "counted 2 tokens" beside one page); their namespace
+    said once, before them (a long tenant key is not repeated); the list reads as one shape however
+    long (``failures.shape_of``), so a bug met at two page sizes is one finding."""
+    named = [pg.named(tenant=False) for pg in pages]
+    if len(named) > 3:
+        named = [named[0], named[1], "…", named[-1]]
+    listed = named[0] if len(named) == 1 else f"{', '.join(named[:-1])} and {named[-1]}"
+    return f"{len(pages)} page{'s' if len(pages) > 1 else ''} under namespace {shown_namespace(pages[0].namespace)}: {listed}"
 
 
 def _under(namespace: Any) -> str:

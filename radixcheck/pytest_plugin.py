@@ -36,7 +36,6 @@ from __future__ import annotations
 import dataclasses
 import importlib
 import os
-from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
 
@@ -44,7 +43,7 @@ import pytest
 
 from radixcheck import profiles
 from radixcheck.argtypes import non_negative_int, writable_dir_problem
-from radixcheck.cache_dir import hypothesis_storage_in_cache
+from radixcheck.cache_dir import HYPOTHESIS_STORAGE_ENV, cache_dir, hypothesis_storage_in_cache, storage_set_here
 from radixcheck.properties.findings.failures import describe_failure, explaining_the_cache
 from radixcheck.properties.findings.names import CONFORMANCE_PACKAGE, conformance_tests
 from radixcheck.properties.findings.waivers import Waiver, WaiverError, WaiverLog, read_waivers, unmatched, unmatched_warning
@@ -65,6 +64,7 @@ from radixcheck.properties.target import (
 TARGET = pytest.StashKey[Target]()
 TARGETS = pytest.StashKey[dict[str, "Target | TargetError"]]()
 PROFILE = pytest.StashKey[str]()
+STORAGE = pytest.StashKey[bool]()  # radixcheck's tests keep Hypothesis's storage in its cache (a --radix-target run)
 HEADER_SHOWN = pytest.StashKey[bool]()
 WAIVERS = pytest.StashKey[list[Waiver]]()
 WAIVER_LOG = pytest.StashKey[WaiverLog]()
@@ -214,12 +214,11 @@ def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", f"{ROUTER_MARK}: the end-to-end test of an engine and a router index (radixcheck)")
     config.addinivalue_line("markers", f"{TENANT_TREE_MARK}: a conformance test of routers' tenant prefix trees (radixcheck)")
     config.addinivalue_line("markers", f"{TIER_MARK}: the conformance test of tiered caches (radixcheck)")
-    if config.getoption("--radix-target") is not None and not hasattr(config, "workerinput"):
-        # A conformance run from the user's project: Hypothesis's .hypothesis/ goes to radixcheck's cache, as an
-        # audit's does (the workers inherit it); a user who set HYPOTHESIS_STORAGE_DIRECTORY keeps theirs.
-        storage = ExitStack()
-        storage.enter_context(hypothesis_storage_in_cache())
-        config.add_cleanup(storage.close)
+    # A conformance run from the user's project (--radix-target): Hypothesis's .hypothesis/ goes to radixcheck's
+    # cache, as an audit's does, for radixcheck's own tests only (pytest_runtest_protocol): the project's own
+    # Hypothesis tests in the same session keep theirs. A user who set HYPOTHESIS_STORAGE_DIRECTORY keeps theirs.
+    config.stash[STORAGE] = (config.getoption("--radix-target") is not None
+                             and not os.environ.get(HYPOTHESIS_STORAGE_ENV))
     config.add_cleanup(profiles.saved_selection())  # an in-process audit leaves no profile or seed behind
     config.stash[PROFILE] = profiles.select(config.getoption("hypothesis_profile", None), config.getoption("hypothesis_verbosity", None),
                                             seeded=config.getoption("--radix-seed") is not None)
@@ -305,10 +304,14 @@ def restrict_page_sizes(target: Target, option: str | None, strict: bool = True,
     return dataclasses.replace(target, capabilities=dataclasses.replace(caps, page_sizes=wanted), **declared)
 
 
-def report_header(target: Target, profile: str, no_production: bool = False) -> list[str]:
+def report_header(target: Target, profile: str, no_production: bool = False, storage: Path | None = None) -> list[str]:
+    """The lines that say what the run tests; ``storage``: where radixcheck's tests keep Hypothesis's
+    storage in this run (its own setting, said apart from the user's environment)."""
     module = target.spec.partition(":")[0]
     origin = getattr(__import__(module, fromlist=["_"]), "__file__", "?")
-    env = {k: v for k, v in os.environ.items() if k.startswith(("RADIXCHECK_", "OPENBLAS_", "HYPOTHESIS_"))}
+    ours = storage or storage_set_here()  # radixcheck's own setting: said as such, not as the user's environment
+    env = {k: v for k, v in os.environ.items() if k.startswith(("RADIXCHECK_", "OPENBLAS_", "HYPOTHESIS_"))
+           and not (k == HYPOTHESIS_STORAGE_ENV and ours)}
     lines = [
         f"radixcheck target: {target.spec} ({origin})",
         f"radixcheck capabilities: {target.declared_capabilities()}",
@@ -319,6 +322,9 @@ def report_header(target: Target, profile: str, no_production: bool = False) -> 
         + ("" if target.seed is None else f", seed {target.seed} (derandomized, no saved failures)"),
         f"radixcheck environment: {env or '-'}",
     ]
+    if ours:
+        lines.append(f"radixcheck hypothesis storage: {ours} (radixcheck's cache, for radixcheck's tests only: "
+                     f"{HYPOTHESIS_STORAGE_ENV} is restored after each)")
     lines += [f"radixcheck not exercised: {gap}" for gap in target.capabilities.not_exercised()]
     lines.append(f"radixcheck tenant isolation: {target.capabilities.tenant_isolation()}")
     if no_production:
@@ -347,13 +353,25 @@ def header_lines(config: pytest.Config) -> list[str]:
             lines.append(f"radixcheck {production_not_run(NO_PRODUCTION)}: the verdicts cover the small worlds only")
         return lines
     try:
-        return report_header(target_of(config), config.stash[PROFILE], config.getoption(NO_PRODUCTION))
+        return report_header(target_of(config), config.stash[PROFILE], config.getoption(NO_PRODUCTION),
+                             storage=cache_dir() / "hypothesis" if config.stash.get(STORAGE, False) else None)
     except pytest.UsageError as exc:  # already reported where the tests were collected
         return [f"radixcheck target: cannot be tested: {exc}"]
 
 
 def _is_conformance(item: pytest.Item) -> bool:
     return "target" in getattr(item, "fixturenames", ())
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> object:
+    """A conformance test of a --radix-target run keeps Hypothesis's storage in radixcheck's cache,
+    restored after it (the variable, and the directory Hypothesis keeps once read): not in the
+    project, and not for the project's own tests in the same session (they wrote there before)."""
+    if not (item.config.stash.get(STORAGE, False) and _is_conformance(item)):
+        return (yield)
+    with hypothesis_storage_in_cache():
+        return (yield)
 
 
 def pytest_report_collectionfinish(config: pytest.Config, items: list[pytest.Item]) -> list[str]:

@@ -13,11 +13,14 @@ then reduced: each run of one repeated operation cut to one (:func:`without_repe
 cache machine's are (:func:`~radixcheck.properties.findings.reduce.leave_out_runs`), runs of
 operations left out, halving the run each round, while a replay on a fresh world still fails with
 the same finding, for at most ``RADIXCHECK_REDUCE_SECONDS``, or up to twice that while it is still
-shrinking (:func:`goes_on`). The file writes the same calls compactly (:func:`compact`).
+shrinking (:func:`goes_on`); last, each namespace the program says is left out (the default one)
+wherever the finding does not need it (:func:`default_namespaces`). The file writes the same calls
+compactly (:func:`compact`).
 """
 
 from __future__ import annotations
 
+import ast
 import re
 import textwrap
 from collections.abc import Callable
@@ -124,6 +127,7 @@ def reduced(factory: Callable[..., Any], world: TierWorld, failure: BaseExceptio
         return None, "its operations did not fail the same way when replayed: written from the run itself"
     best = without_repeats(best, fails, time_left)
     best = leave_out_runs(best, lambda replayed: replayed.operations, fails, time_left)
+    best = default_namespaces(best, fails, time_left)
     best = TierReplay([line for line in best.world.log if not line.startswith("#")], best.world, best.failure, best.waived)  # as sent
     took = watch.cpu()  # the clock its budget counts (a wire server's CPU included), not the wall clock
     stopped = "" if time_left() else (f"; stopped at its budget ({budget:g} s of CPU, {REDUCE_ENV}; past it, up to "
@@ -216,6 +220,76 @@ def without_repeats(best: TierReplay, fails: Callable[[list[Operation]], TierRep
         if smaller is not None and len(smaller.operations) < len(best.operations):
             best = smaller
     return best
+
+
+def namespace_said(line: str) -> tuple[str, int, int] | None:
+    """The namespace an operation's line says (``w.serve([0], namespace=('X', None))``): its text, and
+    where the keyword starts (its comma) and ends in ``line``; ``None`` if the line says none."""
+    try:
+        call = ast.parse(line, mode="eval").body
+    except SyntaxError:
+        return None
+    if not isinstance(call, ast.Call):
+        return None
+    for keyword in call.keywords:
+        if keyword.arg == "namespace" and keyword.end_col_offset is not None:
+            start = line.rindex(",", 0, keyword.col_offset)
+            return ast.get_source_segment(line, keyword.value) or "", start, keyword.end_col_offset
+    return None
+
+
+def without_namespace(line: str, text: str) -> str:
+    """``line`` without its ``namespace=`` keyword if that says ``text`` (else as it is)."""
+    n = namespace_said(line)
+    return line[: n[1]] + line[n[2]:] if n is not None and n[0] == text else line
+
+
+def default_namespaces(best: TierReplay, fails: Callable[[list[Operation]], TierReplay | None],
+                       time_left: Callable[[], bool]) -> TierReplay:
+    """Each namespace the program says, left out wherever it is said (the default namespace, which
+    every target takes), kept only where the finding needs it: a new user's files kept
+    ``namespace=('X', None)`` for two bugs that need no tenant (the write-through gap, the lock left
+    behind), and a reader looked for a tenant bug. A tenant whose pages must stay apart (B2's
+    second tenant only filled the host pool) is tried next as other tokens: its calls under the
+    default namespace, each token moved past every token the program says (only where every token
+    list is a serve's, an admit's, a match's or a quarantine's, whose namespace the line says).
+    One or two replays per namespace; a leak between two tenants keeps one of them."""
+    said = [n[0] for _, line in best.operations if (n := namespace_said(line)) is not None]
+    moved = 1  # the next tenant whose tokens are moved: by one offset, the next by two
+    offset = 10 ** len(str(max((max_token(line) for _, line in best.operations), default=0)))  # past every token said
+    for text in dict.fromkeys(said):  # each once, in the order first said
+        if not time_left():
+            break
+        fewer = fails([(at, without_namespace(line, text)) for at, line in best.operations])
+        if fewer is None and all(line.startswith(TOKEN_CALLS) for _, line in best.operations if "[" in line):
+            # it needs the tenant's pages apart from the others', not a tenant: its tokens moved past every
+            # other's (a second tenant that only adds pages to fill a pool, as B2's did), each call's own namespace gone
+            fewer = fails([(at, relabelled(line, text, offset * moved)) for at, line in best.operations])
+            moved += fewer is not None
+        if fewer is not None:
+            best = fewer
+    return best
+
+
+TOKEN_CALLS = ("w.serve(", "w.admit(", "w.match(", "w.quarantine(")  # the calls whose first argument is a token list
+
+
+def max_token(line: str) -> int:
+    """The largest token ``line`` names (0 if none: a call without a token list)."""
+    call = ast.parse(line, mode="eval").body
+    if not (line.startswith(TOKEN_CALLS) and isinstance(call, ast.Call) and call.args):
+        return 0
+    return max(ast.literal_eval(call.args[0]), default=0)
+
+
+def relabelled(line: str, text: str, offset: int) -> str:
+    """``line`` under the default namespace, its tokens moved by ``offset``, if it says the namespace ``text``."""
+    n = namespace_said(line)
+    if n is None or n[0] != text:
+        return line
+    tokens = ast.parse(line, mode="eval").body.args[0]
+    moved = repr([t + offset for t in ast.literal_eval(tokens)])
+    return line[: tokens.col_offset] + moved + line[tokens.end_col_offset : n[1]] + line[n[2]:]
 
 
 def compact(log: list[str]) -> list[str]:

@@ -135,6 +135,8 @@ class TierWorld:
     def _say(self, line: str) -> None:
         self.log.append(line)
         self.operations += 1
+        said = line if len(line) <= 100 else f"{line[:80]} … {line[-12:]}"  # a production story's long token lists
+        self.model.saying = f"{said} (operation {self.operations})"  # a lock's message names who took it
 
     def _call(self, name: str, *args: Any, namespace: Any = UNSAID, priority: int = 0, second: Any = None) -> Any:
         self.controller.log = self.log  # the controller's calls appear under the call that made them
