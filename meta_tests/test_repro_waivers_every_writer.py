@@ -98,6 +98,37 @@ def test_a_cache_file_does_not_swallow_an_exception_no_waiver_of_its_run_names()
     assert code == 2 and "did not run to the check: RuntimeError: evict of an empty tree" in printed, printed
 
 
+LOCK = "meta_tests.two_bugs:LockRefusedAndEmptyEvictMiscounts"
+LOCK_REFUSED = "*  *  2 refcount safety  said: lock table full  # known: locks refused (ticket 10)"
+LOCK_IMPORT = "from meta_tests.two_bugs import LockRefusedAndEmptyEvictMiscounts as make"
+LOCK_OTHERS = ["from meta_tests.two_bugs import EmptyEvictMiscounts as make", "from meta_tests.two_bugs import LockRefused as make",
+               "from radixcheck.reference.radix_cache import RadixCache as make"]
+
+
+def test_a_cache_file_written_from_the_run_itself_judges_a_refusal_by_the_runs_finding() -> None:
+    """Not replayed (no reduction): a refused legal lock was the run's ``2 refcount safety`` finding, waived by its
+    ``said:`` words; the file was judged on the raw ``RuntimeError`` (class waivers only) and wrote the refusal under
+    ``suppress(Exception)  # refused, as it must be``. Now it is judged as the run's finding, as a replay judges it."""
+    log = _log(LOCK_REFUSED, LOCK, CACHE_TEST)
+    cache = two_bugs.LockRefusedAndEmptyEvictMiscounts
+    machine = type("wv_lock", (machine_for(cache, cache.capabilities, 1, "wv_lock"),), {"records": True})()
+    record = machine._match((1, 2))
+    with pytest.raises(ContractViolation) as refused:
+        machine._lock(record)
+    assert log(refused.value)
+    machine._evict(4)
+    with pytest.raises(ContractViolation) as caught:
+        machine.sizes_add_up()
+    reduced = reduce(machine, caught.value, log, seconds=0)  # the run's own transcript, as written when its replay fails
+    assert reduced is not None and reduced.replay.waived is None
+    text = _Writer(reduced, LOCK, CACHE_TEST, waivers=log.applicable).script()
+    assert "with past_waived('2 refcount safety', 'inc_lock_ref(" in text and "refused, as it must be" not in text, text
+    codes = _codes(text, LOCK_IMPORT, LOCK_OTHERS)
+    assert [code for code, _ in codes] == [1, 1, 0, 0], codes
+    said = "waived (waive.txt:1: known: locks refused (ticket 10)): 2 refcount safety: inc_lock_ref("
+    assert said in codes[0][1] and said in codes[2][1], codes
+
+
 # ---- an index file --------------------------------------------------------------------------------------------
 
 INDEX = "meta_tests.two_bugs:ClearsEveryRankThenRaises"

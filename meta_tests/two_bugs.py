@@ -106,3 +106,14 @@ class LfuByRecencyAndHostStopsShort(LfuEvictsByRecency, LfuHostStopsShort):
 
 
 TieredLfuOnly = TieredRadixCache.with_policy(lfu(), "TieredLfuOnly")  # the fix of both
+
+
+class LockRefused(RadixCache):
+    """``inc_lock_ref`` refuses every (legal) lock: ``2 refcount safety``, the known bug a ``said:`` line names."""
+
+    def inc_lock_ref(self, *args: Any, **keywords: Any) -> Any:
+        raise RuntimeError("lock table full")
+
+
+class LockRefusedAndEmptyEvictMiscounts(EmptyEvictMiscounts, LockRefused):
+    """Both: a refused lock (waived) and a phantom token counted by an evict of the empty tree (the finding)."""

@@ -739,16 +739,26 @@ def _waived_calls(reduced: Reduced, waivers: list[Any]) -> tuple[dict[int, BaseE
     """The calls of ``reduced``'s program that raised a finding its run waived (by ``id`` of what each raised:
     the finding the run made of it, the same exception or a legal call refused), and the waivers they meet
     (:mod:`~radixcheck.properties.findings.repro_waivers`). The replay records what it went on past; a file
-    written from the run itself (its replay failed otherwise) judges each call that raised by the waivers."""
+    written from the run itself (its replay failed otherwise) judges each call that raised by the waivers, as
+    the finding the run made of it (what its act raised: a refused legal call's oracle finding), as the replay does."""
     if not waivers:
         return {}, []
     met = reduced.replay.waived
-    if met is None:  # the run's own (not replayed): each exception a call raised that a waiver waives, itself the finding
-        met = [c.raised for a in reduced.replay.machine.transcript for c in a.calls
-               if c.raised is not None and any(w.waives(c.raised) for w in waivers)]
+    if met is None:  # the run's own (not replayed): each finding a call's exception made that a waiver waives
+        met = list(dict.fromkeys(
+            finding for a in reduced.replay.machine.transcript for c in a.calls if c.raised is not None
+            for finding in [_finding_made_of(c.raised, a.raised)] if any(w.waives(finding) for w in waivers)))
     past = {id(cause): finding for finding in met for cause in (finding, finding.__cause__) if cause is not None}
     raised = {id(c.raised) for a in reduced.replay.machine.transcript for c in a.calls if c.raised is not None}
     return past, met_by(waivers, [finding for key, finding in past.items() if key in raised])
+
+
+def _finding_made_of(raised: BaseException, act_raised: BaseException | None) -> BaseException:
+    """The finding the run made of a call's exception ``raised``: what its act raised, if that is it or was
+    raised from it (a refused legal call: ``2 refcount safety``), else the exception itself (a crash)."""
+    if act_raised is not None and (act_raised is raised or act_raised.__cause__ is raised):
+        return act_raised
+    return raised
 
 
 def reduction_note(reduced: Reduced) -> str:
