@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from meta_tests.planted_tier_order import SuffixRefreshedTiers
+from radixcheck.properties.cache.mutants import EvictOvershoots
 from radixcheck.properties.cache.policies import lfu
 from radixcheck.properties.index.contract import AllBlocksCleared
 from radixcheck.properties.index.mutants import ClearedClearsEveryRank
@@ -117,3 +118,8 @@ class LockRefused(RadixCache):
 
 class LockRefusedAndEmptyEvictMiscounts(EmptyEvictMiscounts, LockRefused):
     """Both: a refused lock (waived) and a phantom token counted by an evict of the empty tree (the finding)."""
+
+
+class EvictOvershootsAndEmptyEvictMiscounts(EmptyEvictMiscounts, EvictOvershoots):
+    """Both: an evict that empties everything (``4 eviction amount``, waived: an oracle finding, no call raises)
+    and a phantom token counted by an evict of the empty tree (the finding)."""

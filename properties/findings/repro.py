@@ -324,6 +324,7 @@ class _Writer:
     def __init__(self, reduced: Reduced, spec: str, test: str, reads: bool = False, waivers: list[Any] | None = None) -> None:
         self.reads = reads  # write radixcheck's reads of the sizes too (a cache whose reads change its answers)
         self.past, self.waivers = _waived_calls(reduced, waivers or [])  # calls whose raise the run waived, and the lines it met
+        self.run_waivers = waivers or []  # every line of the run's: an oracle finding it waived is said where it was met
         self.reads_left_out = False  # whether the file left out a read radixcheck made
         self.reduced = reduced
         self.machine, self.failure = reduced.replay.machine, reduced.replay.failure
@@ -634,6 +635,7 @@ class _Writer:
             lines = self.act_lines(act, act.calls)
             if not lines:
                 continue
+            lines += self.waived_here(act)
             if (act.step, act.story) != (step, story):
                 step, story = act.step, act.story
                 groups.append(["", *_comment(self.heading(act))])
@@ -642,6 +644,19 @@ class _Writer:
         final = self.acts[-1]
         heading = _comment(self.heading(final)) if (final.step, final.story) != (step, story) else []
         return out + ["", *heading, "# the call that fails, and radixcheck's check of it"] + self.failing_lines(final)
+
+    def waived_here(self, act: Act) -> list[str]:
+        """A comment after ``act``'s calls naming the oracle finding the run waived there (none: none waived, or a
+        call's own exception, which ``past_waived`` names): the file checks only at its end, so without it a reader
+        could not see what the run went past."""
+        exc = act.raised
+        if exc is None or not self.run_waivers or any(id(c.raised) in self.past for c in act.calls if c.raised is not None):
+            return []
+        waiver = next((w for w in self.run_waivers if w.waives(exc) or (w.follows is not None and w.waives(exc, rejudge=False))), None)
+        if waiver is None:
+            return []
+        return [f"# waived in the run ({waiver.where}: {waiver.reason}): {oracle_of(exc)}: {message_of(exc)}",
+                "# (radixcheck's check after these calls; this file checks only at its end)"]
 
     def heading(self, act: Act) -> str:
         step = act.step or act.name.strip("_")
