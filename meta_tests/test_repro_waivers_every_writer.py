@@ -27,7 +27,7 @@ import pytest
 
 from radixcheck.oracles.violations import ContractViolation, HostEvictionAmountViolation, HostEvictionOrderViolation, LRUOrderViolation
 from radixcheck.properties.cache.machine import machine_for
-from radixcheck.properties.findings.reduce import reduce
+from radixcheck.properties.findings.reduce import Reduced, reduce, replay
 from radixcheck.properties.findings.repro import _Writer, repro_for
 from radixcheck.properties.findings.standalone import run_file, run_repro
 from radixcheck.properties.findings.waivers import WaiverLog, parse_waivers
@@ -96,6 +96,73 @@ def test_a_cache_file_does_not_swallow_an_exception_no_waiver_of_its_run_names()
     unwaived = _cache_file().replace("said: empty tree", "x").replace("'empty tree'", "'another message'")
     code, printed = run_repro(unwaived)
     assert code == 2 and "did not run to the check: RuntimeError: evict of an empty tree" in printed, printed
+
+
+LOCK = "meta_tests.two_bugs:LockRefusedAndEmptyEvictMiscounts"
+LOCK_REFUSED = "*  *  2 refcount safety  said: lock table full  # known: locks refused (ticket 10)"
+LOCK_IMPORT = "from meta_tests.two_bugs import LockRefusedAndEmptyEvictMiscounts as make"
+LOCK_OTHERS = ["from meta_tests.two_bugs import EmptyEvictMiscounts as make", "from meta_tests.two_bugs import LockRefused as make",
+               "from radixcheck.reference.radix_cache import RadixCache as make"]
+
+
+def test_a_cache_file_written_from_the_run_itself_judges_a_refusal_by_the_runs_finding() -> None:
+    """Not replayed (no reduction): a refused legal lock was the run's ``2 refcount safety`` finding, waived by its
+    ``said:`` words; the file was judged on the raw ``RuntimeError`` (class waivers only) and wrote the refusal under
+    ``suppress(Exception)  # refused, as it must be``. Now it is judged as the run's finding, as a replay judges it."""
+    log = _log(LOCK_REFUSED, LOCK, CACHE_TEST)
+    cache = two_bugs.LockRefusedAndEmptyEvictMiscounts
+    machine = type("wv_lock", (machine_for(cache, cache.capabilities, 1, "wv_lock"),), {"records": True})()
+    record = machine._match((1, 2))
+    with pytest.raises(ContractViolation) as refused:
+        machine._lock(record)
+    assert log(refused.value)
+    machine._evict(4)
+    with pytest.raises(ContractViolation) as caught:
+        machine.sizes_add_up()
+    reduced = reduce(machine, caught.value, log, seconds=0)  # the run's own transcript, as written when its replay fails
+    assert reduced is not None and reduced.replay.waived is None
+    text = _Writer(reduced, LOCK, CACHE_TEST, waivers=log.applicable).script()
+    assert "with past_waived('2 refcount safety', 'inc_lock_ref(" in text and "refused, as it must be" not in text, text
+    codes = _codes(text, LOCK_IMPORT, LOCK_OTHERS)
+    assert [code for code, _ in codes] == [1, 1, 0, 0], codes
+    said = "waived (waive.txt:1: known: locks refused (ticket 10)): 2 refcount safety: inc_lock_ref("
+    assert said in codes[0][1] and said in codes[2][1], codes
+
+
+OVER = "meta_tests.two_bugs:EvictOvershootsAndEmptyEvictMiscounts"
+OVER_WAIVED = "*  *  4 eviction amount  # known: evict empties the tree (ticket 11)"
+OVER_IMPORT = "from meta_tests.two_bugs import EvictOvershootsAndEmptyEvictMiscounts as make"
+OVER_OTHERS = ["from meta_tests.two_bugs import EmptyEvictMiscounts as make",
+               "from radixcheck.properties.cache.mutants import EvictOvershoots as make",
+               "from radixcheck.reference.radix_cache import RadixCache as make"]
+
+
+@pytest.mark.parametrize("replayed", [False, True], ids=["the run itself", "replayed"])
+def test_a_cache_file_says_where_its_run_waived_an_oracle_finding(replayed: bool) -> None:
+    """An evict of the empty tree (the phantom token: the finding, checked at the end), then an evict that empties
+    the tree (``4 eviction amount``, waived: radixcheck's check, no call raised). The file checks only at its end,
+    so it went past the waived finding silently; now a comment names it, and the waiver, after the calls."""
+    log = _log(OVER_WAIVED, OVER, CACHE_TEST)
+    cache = two_bugs.EvictOvershootsAndEmptyEvictMiscounts
+    machine = type("wv_over", (machine_for(cache, cache.capabilities, 1, "wv_over"),), {"records": True})()
+    machine._evict(4)
+    machine._insert_request((1, 2))
+    machine._insert_request((3, 4))
+    with pytest.raises(ContractViolation) as amount:
+        machine._evict(1)
+    assert log(amount.value)
+    with pytest.raises(ContractViolation) as caught:
+        machine.sizes_add_up()
+    reduced = reduce(machine, caught.value, log, seconds=0)
+    if replayed:  # the run's acts sent again (no reduction): the file is written from the replay's machine
+        again = replay(type(machine), list(machine.transcript), machine.options, log)
+        assert again.failure is not None and again.waived, again
+        reduced = Reduced(again, machine.options, len(machine.transcript), list(machine.transcript))
+    text = _Writer(reduced, OVER, CACHE_TEST, waivers=log.applicable).script()
+    said = "# waived in the run (waive.txt:1: known: evict empties the tree (ticket 11)): 4 eviction amount: evict(1) kept going"
+    assert said in text, text
+    codes = _codes(text, OVER_IMPORT, OVER_OTHERS)
+    assert [code for code, _ in codes] == [1, 1, 0, 0], codes
 
 
 # ---- an index file --------------------------------------------------------------------------------------------

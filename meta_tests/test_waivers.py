@@ -509,16 +509,16 @@ def test_an_order_oracles_failures_are_one_finding_whatever_their_shape() -> Non
     assert order_finding.program == "state.0()" and order_finding.reason == messages[0][1]  # the shortest program's
 
 
-# ---- the tier production world re-judges a known: waiver, and matches an 'as' waiver by its finding -------------
+# ---- the tier production world re-judges a known: waiver, and an 'as' waiver without a choice by its finding ----
 
 
 def test_a_known_waiver_met_in_the_tier_production_world_is_rejudged_an_as_waiver_matched_by_oracle() -> None:
     """The tier production world keeps a ``known:`` line's deviation beside its model (as every
     machine), so ``at_scale`` re-judges the line: an order finding that deviation does not explain
     is not waived, one it explains is (recorded with its ``known_deviation``, nothing said of
-    matching by oracle). A tier order finding carries no choice, so an ``as`` line is matched there
-    by its oracle alone and the audit card says so; a plain waiver says nothing more; a finding of
-    another oracle is not waived."""
+    matching by oracle). An order finding without a choice (the tier model now sets one:
+    meta_tests/test_tier_as_waivers.py) is matched by an ``as`` line by its oracle alone and the audit
+    card says so; a plain waiver says nothing more; a finding of another oracle is not waived."""
     from radixcheck.audit import Verdict, not_rejudged, waived_of
     from radixcheck.properties.findings.waivers import NOT_REJUDGED
 

@@ -10,12 +10,16 @@ from __future__ import annotations
 from typing import Any
 
 from meta_tests.planted_tier_order import SuffixRefreshedTiers
+from radixcheck.properties.cache.mutants import EvictOvershoots
+from radixcheck.properties.cache.policies import lfu
 from radixcheck.properties.index.contract import AllBlocksCleared
 from radixcheck.properties.index.mutants import ClearedClearsEveryRank
 from radixcheck.properties.tenant_tree.mutants import MatchNamesUnavailableTenant, SplitLosesOtherTenantsTimes
+from radixcheck.properties.tiers.contract import TierCapabilities
 from radixcheck.properties.tiers.mutants import TierEvictHostStopsShort, TierEvictOvershoots, TierMutant
 from radixcheck.reference.kv_index import KvIndex
 from radixcheck.reference.radix_cache import RadixCache
+from radixcheck.reference.tiered_cache import TieredRadixCache, TierNode
 
 
 class OvershootsAndHostStopsShort(TierMutant):
@@ -75,3 +79,47 @@ class ClearedThenRaises(KvIndex):
 
 class ClearsEveryRankThenRaises(ClearedThenRaises, ClearedClearsEveryRank):
     """Both: the refusal (waived) in the very event that clears every rank of the worker (the unknown bug)."""
+
+
+class LfuEvictsByRecency(TieredRadixCache):
+    """Declares LFU; its device eviction takes the least recently used leaf (an LFU that never reads its
+    counts): the known bug an ``as lru`` line names. The host tier keeps the declared order."""
+
+    policy = lfu()
+    tier_capabilities = TierCapabilities(page_sizes=(1, 2), eviction_policy=lfu())
+
+    def _eviction_key(self, node: TierNode) -> tuple[Any, int]:
+        return node.last_access, node.serial
+
+    def _host_eviction_key(self, node: TierNode) -> tuple[Any, int]:
+        return TieredRadixCache._eviction_key(self, node)
+
+
+class LfuHostStopsShort(TierEvictHostStopsShort):
+    """Declares LFU and keeps it on both tiers; host eviction stops after one leaf (the unknown bug)."""
+
+    policy = lfu()
+    tier_capabilities = TierCapabilities(page_sizes=(1, 2), eviction_policy=lfu())
+
+
+class LfuByRecencyAndHostStopsShort(LfuEvictsByRecency, LfuHostStopsShort):
+    """Both: ``4 eviction order`` (waived ``as lru``) and ``4h host eviction amount`` behind it."""
+
+
+TieredLfuOnly = TieredRadixCache.with_policy(lfu(), "TieredLfuOnly")  # the fix of both
+
+
+class LockRefused(RadixCache):
+    """``inc_lock_ref`` refuses every (legal) lock: ``2 refcount safety``, the known bug a ``said:`` line names."""
+
+    def inc_lock_ref(self, *args: Any, **keywords: Any) -> Any:
+        raise RuntimeError("lock table full")
+
+
+class LockRefusedAndEmptyEvictMiscounts(EmptyEvictMiscounts, LockRefused):
+    """Both: a refused lock (waived) and a phantom token counted by an evict of the empty tree (the finding)."""
+
+
+class EvictOvershootsAndEmptyEvictMiscounts(EmptyEvictMiscounts, EvictOvershoots):
+    """Both: an evict that empties everything (``4 eviction amount``, waived: an oracle finding, no call raises)
+    and a phantom token counted by an evict of the empty tree (the finding)."""

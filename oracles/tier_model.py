@@ -38,6 +38,11 @@ reads that order's oldest candidate, as oracle 4t reads its own: the production 
 costs 1.5 to 2 times the contract's alone, not a scan of every leaf a pick (which took over the
 5 s limit there).
 
+**A known order bug named by a policy.** A device order finding (4t) carries the pick's ``choice``
+(:class:`~radixcheck.oracles.policy.Choice`: the statistics of the pages taken and of the candidates
+left), as the cache machine's order finding does, so a waiver ``4 eviction order as <policy>`` judges
+it the same way (the policy could have made that pick) in the tier machine and production world.
+
 Every method costs what it reads or changes (the pages of one request, the slots of one call);
 only :meth:`TierModel.held` reads every slot, for the conservation check of a small world.
 """
@@ -52,7 +57,7 @@ from typing import Any
 import numpy as np
 
 from radixcheck.oracles.deviation import Deviation
-from radixcheck.oracles.policy import LeafStats
+from radixcheck.oracles.policy import Choice, LeafStats
 from radixcheck.oracles.tier_amount import TierAmount
 from radixcheck.oracles.tier_host_order import HostLeaves, check_host_order
 from radixcheck.oracles.tier_order import DeviceLeaves, check_device_order, check_device_policy, is_device_leaf
@@ -648,7 +653,15 @@ class TierModel:
             violation.explained_by = self._deviations_explaining(picked) if self.deviations else frozenset()
             kept = self.order_violation
             if kept is None or (kept.explained_by and not violation.explained_by):
+                violation.choice = self._choice(picked)  # what a waiver's 'as <policy>' judges, as on a plain cache
                 self.order_violation = violation
+
+    def _choice(self, picked: list[Page]) -> Choice:
+        """The statistics of the pages one pick took and of every other candidate left beside them (read
+        only on a wrong pick: it walks the device leaves), as the cache machine keeps them on an order finding."""
+        taken = {id(p) for p in picked}
+        left = [page for _, _, page in self.leaves.by_use if id(page) not in taken and not page.locks and not self.busy(page)]
+        return Choice(tuple(map(self.stats, picked)), tuple(map(self.stats, left)))
 
     def _judge_host_pick(self, slots: list[int]) -> None:
         """Oracle 4h: an ``evict_host`` call frees the host copies in ``slots``; its host-only picks

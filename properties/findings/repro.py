@@ -324,6 +324,7 @@ class _Writer:
     def __init__(self, reduced: Reduced, spec: str, test: str, reads: bool = False, waivers: list[Any] | None = None) -> None:
         self.reads = reads  # write radixcheck's reads of the sizes too (a cache whose reads change its answers)
         self.past, self.waivers = _waived_calls(reduced, waivers or [])  # calls whose raise the run waived, and the lines it met
+        self.run_waivers = waivers or []  # every line of the run's: an oracle finding it waived is said where it was met
         self.reads_left_out = False  # whether the file left out a read radixcheck made
         self.reduced = reduced
         self.machine, self.failure = reduced.replay.machine, reduced.replay.failure
@@ -634,6 +635,7 @@ class _Writer:
             lines = self.act_lines(act, act.calls)
             if not lines:
                 continue
+            lines += self.waived_here(act)
             if (act.step, act.story) != (step, story):
                 step, story = act.step, act.story
                 groups.append(["", *_comment(self.heading(act))])
@@ -642,6 +644,19 @@ class _Writer:
         final = self.acts[-1]
         heading = _comment(self.heading(final)) if (final.step, final.story) != (step, story) else []
         return out + ["", *heading, "# the call that fails, and radixcheck's check of it"] + self.failing_lines(final)
+
+    def waived_here(self, act: Act) -> list[str]:
+        """A comment after ``act``'s calls naming the oracle finding the run waived there (none: none waived, or a
+        call's own exception, which ``past_waived`` names): the file checks only at its end, so without it a reader
+        could not see what the run went past."""
+        exc = act.raised
+        if exc is None or not self.run_waivers or any(id(c.raised) in self.past for c in act.calls if c.raised is not None):
+            return []
+        waiver = next((w for w in self.run_waivers if w.waives(exc) or (w.follows is not None and w.waives(exc, rejudge=False))), None)
+        if waiver is None:
+            return []
+        return [f"# waived in the run ({waiver.where}: {waiver.reason}): {oracle_of(exc)}: {message_of(exc)}",
+                "# (radixcheck's check after these calls; this file checks only at its end)"]
 
     def heading(self, act: Act) -> str:
         step = act.step or act.name.strip("_")
@@ -739,16 +754,26 @@ def _waived_calls(reduced: Reduced, waivers: list[Any]) -> tuple[dict[int, BaseE
     """The calls of ``reduced``'s program that raised a finding its run waived (by ``id`` of what each raised:
     the finding the run made of it, the same exception or a legal call refused), and the waivers they meet
     (:mod:`~radixcheck.properties.findings.repro_waivers`). The replay records what it went on past; a file
-    written from the run itself (its replay failed otherwise) judges each call that raised by the waivers."""
+    written from the run itself (its replay failed otherwise) judges each call that raised by the waivers, as
+    the finding the run made of it (what its act raised: a refused legal call's oracle finding), as the replay does."""
     if not waivers:
         return {}, []
     met = reduced.replay.waived
-    if met is None:  # the run's own (not replayed): each exception a call raised that a waiver waives, itself the finding
-        met = [c.raised for a in reduced.replay.machine.transcript for c in a.calls
-               if c.raised is not None and any(w.waives(c.raised) for w in waivers)]
+    if met is None:  # the run's own (not replayed): each finding a call's exception made that a waiver waives
+        met = list(dict.fromkeys(
+            finding for a in reduced.replay.machine.transcript for c in a.calls if c.raised is not None
+            for finding in [_finding_made_of(c.raised, a.raised)] if any(w.waives(finding) for w in waivers)))
     past = {id(cause): finding for finding in met for cause in (finding, finding.__cause__) if cause is not None}
     raised = {id(c.raised) for a in reduced.replay.machine.transcript for c in a.calls if c.raised is not None}
     return past, met_by(waivers, [finding for key, finding in past.items() if key in raised])
+
+
+def _finding_made_of(raised: BaseException, act_raised: BaseException | None) -> BaseException:
+    """The finding the run made of a call's exception ``raised``: what its act raised, if that is it or was
+    raised from it (a refused legal call: ``2 refcount safety``), else the exception itself (a crash)."""
+    if act_raised is not None and (act_raised is raised or act_raised.__cause__ is raised):
+        return act_raised
+    return raised
 
 
 def reduction_note(reduced: Reduced) -> str:

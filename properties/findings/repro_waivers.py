@@ -15,9 +15,10 @@ no waiver file: what it waives is written in it.
 
 A ``known:`` line is judged as the run judged it: the file's world keeps the deviation's statistics
 (``DEVIATIONS``, set on its model as the machine sets them), and an order finding is waived only if
-that deviation explains it (``explained_by``). An ``as`` line is matched by its finding alone, as the
-tier production world matches it (:meth:`~radixcheck.properties.findings.waivers.WaiverLog.at_scale`):
-a tier order finding carries no choice to judge.
+that deviation explains it (``explained_by``). An ``as`` line is judged as the run judged it too: an
+order finding carries its ``choice`` (the cache and tier models set it), and it is waived only if the
+line's policy makes that choice (``followed``); a finding without one is matched by its finding alone, as
+:meth:`~radixcheck.properties.findings.waivers.WaiverLog.at_scale` matches it.
 """
 
 from __future__ import annotations
@@ -61,16 +62,16 @@ def past_waived_args(exc: BaseException, finding: BaseException) -> str:
 
 
 def waiver_lines(waivers: list[Waiver]) -> list[str]:
-    """``WAIVED`` (each line's finding, ``said:`` text, ``known:`` deviation and ``FILE:LINE: reason``),
+    """``WAIVED`` (each line's finding, ``said:`` text, ``known:`` deviation, ``as`` policy and ``FILE:LINE: reason``),
     ``waived(exc)`` (the line that waives ``exc``, or ``None``), ``past_waived`` (a block that goes on past
     a waived finding, printed) and ``PastWaived`` (an object whose method calls do): module-level lines of
     a repro file, which imports :data:`IMPORTS`; with ``known:`` lines, ``DEVIATIONS`` too (their
     factories, for the file's world)."""
-    table = [(w.finding, w.said, w.known, f"{w.where}: {w.reason}") for w in waivers]
+    table = [(w.finding, w.said, w.known, w.follows, f"{w.where}: {w.reason}") for w in waivers]
     known = deviations_of(waivers)
     return [
         "# the run's waivers this program meets (radixcheck audit --waive): it goes on past them, as the run did",
-        "WAIVED = [  # (finding, said: words, known: deviation, where: reason)",
+        "WAIVED = [  # (finding, said: words, known: deviation, as: policy, where: reason)",
         *(f"    {row!r}," for row in table),
         "]",
         *(["from radixcheck.properties.cache.deviations import resolve  # noqa: E402 - the known order bugs WAIVED names",
@@ -82,15 +83,26 @@ def waiver_lines(waivers: list[Waiver]) -> list[str]:
         *inspect.getsource(said_in).rstrip().splitlines(),
         "",
         "",
+        "def followed(exc, policy):",
+        '    """An `as <policy>` line: the choice an order finding carries (what it took, what it left) is one `policy` makes."""',
+        "    choice = getattr(exc, 'choice', None)",
+        "    if choice is None:  # no choice to judge: matched by its finding alone, as the run matched it",
+        "        return True",
+        "    from radixcheck.properties.cache.policies import NAMED  # a finding with a choice was raised by radixcheck's model",
+        "",
+        "    return choice.made_by(NAMED[policy]().key)",
+        "",
+        "",
         "def waived(exc, oracle=None, message=None):",
         '    """The waiver (FILE:LINE: reason) of `exc`, or None: its oracle or a class of it, and the words its message says;',
         "    `oracle` and `message`: the finding the run made of `exc` (a legal call it refused), if not `exc` itself.\"\"\"",
         "    names = [oracle or getattr(exc, 'oracle', None) or f'crash ({type(exc).__name__} raised during a legal call)']",
         "    names += [cls.__name__ for cls in type(exc).__mro__]",
         "    message = message or (str(exc).splitlines()[0] if str(exc) else type(exc).__name__)",
-        "    return next((where for finding, said, known, where in WAIVED",
+        "    return next((where for finding, said, known, follows, where in WAIVED",
         "                 if any(n == finding or fnmatchcase(n, finding) for n in names) and (said is None or said_in(said, message))",
-        "                 and (known is None or known in getattr(exc, 'explained_by', ()))),",
+        "                 and (known is None or known in getattr(exc, 'explained_by', ()))",
+        "                 and (follows is None or followed(exc, follows))),",
         "                None)",
         "",
         "",

@@ -31,6 +31,7 @@ class Act:
     step_number: int = 0  # which step of the run (1, 2, ...): the acts of one step share it
     calls: list = field(default_factory=list)  # SentCall records (radixcheck.properties.cache.machine)
     result: Any = None
+    raised: BaseException | None = None  # what the act raised: the finding the run made of a call's exception (a refusal's)
 
     def __repr__(self) -> str:
         return f"Act({self.name}, {len(self.calls)} calls, step={self.step})"
@@ -52,6 +53,9 @@ def act(method: Callable[..., Any]) -> Callable[..., Any]:
         try:
             entry.result = method(self, *args)
             return entry.result
+        except BaseException as exc:
+            entry.raised = exc
+            raise
         finally:
             self.acting = None
 

@@ -67,9 +67,11 @@ a smaller world for the steps that follow: the finding records which stories wer
 deterministic build a write policy) keeps the deviations a ``known:`` line names as every machine
 does, each in its own incrementally kept order (:class:`~radixcheck.oracles.tier_model.TierModel`),
 so there too a ``known:`` line waives only an order finding that deviation explains
-(:meth:`WaiverLog.at_scale`); an ``as`` line is matched by its finding alone there (a tier order
-finding carries no choice to judge), and the waived finding says so (``not_rejudged``). The next
-write policy's world is still built.
+(:meth:`WaiverLog.at_scale`). A tier order finding carries its pick's choice as the cache machine's
+does (:class:`~radixcheck.oracles.tier_model.TierModel`), so an ``as`` line is judged the same way in
+the tier machine and the tier production world; a finding with no choice to judge is matched there by
+its finding alone, and the waived finding says so (``not_rejudged``). The next write policy's world is
+still built.
 """
 
 from __future__ import annotations
@@ -97,7 +99,7 @@ CHOICE_ORACLES = (*ORDER_ORACLES, "11 tenant-tree eviction")
 
 # said beside an 'as' waiver's finding that the tier production world matched by its oracle alone (WaiverLog.at_scale)
 NOT_REJUDGED = ("matched by its oracle in the tier production world, its 'as' not re-judged there "
-                "(a tier order finding carries no choice to judge)")
+                "(the order finding carried no choice to judge)")
 
 
 class WaiverError(ValueError):
@@ -126,8 +128,9 @@ class Waiver:
                 and (self.test == test_id or _glob(test_id, self.test) or _glob(test_name, self.test)))
 
     def waives(self, exc: BaseException, rejudge: bool = True) -> bool:
-        """``rejudge=False``: an ``as`` line by the finding alone (oracle or class), its policy not
-        judged (the tier production world: :meth:`WaiverLog.at_scale`); a ``known:`` line is always re-judged."""
+        """``rejudge=False``: an ``as`` line matches a finding that carries no choice by the finding alone
+        (oracle or class; the tier production world: :meth:`WaiverLog.at_scale`); one with a choice, and a
+        ``known:`` line, are always judged."""
         names = [oracle_of(exc)] + [cls.__name__ for cls in type(exc).__mro__]
         if not any(_glob(name, self.finding) for name in names):
             return False
@@ -135,10 +138,12 @@ class Waiver:
             return False
         if self.known is not None:  # set by the cache machine on an order finding a waived deviation explains
             return self.known in getattr(exc, "explained_by", ())
-        if self.follows is None or not rejudge:
+        if self.follows is None:
             return True
-        choice = getattr(exc, "choice", None)  # set by the cache machine on an order finding (oracles.policy.Choice)
-        return choice is not None and choice.made_by(NAMED[self.follows]().key)
+        choice = getattr(exc, "choice", None)  # set by the cache and tier models on an order finding (oracles.policy.Choice)
+        if choice is None:
+            return not rejudge
+        return choice.made_by(NAMED[self.follows]().key)
 
     def __str__(self) -> str:  # the rule as written (quotes aside), for a warning about it
         follows = f" as {self.follows}" if self.follows else ""
@@ -329,9 +334,9 @@ class WaiverLog:
         there as in every machine: that world keeps the deviations (:meth:`deviations`) beside the
         tier model, each in its own incrementally kept order, so an order finding is waived only if
         the named deviation explains it (the same known cause); another order bug under the same
-        oracle still fails. An ``as`` line matches by its finding alone (a tier order finding
-        carries no choice), and the record says it was not re-judged. A finding of another oracle
-        still fails."""
+        oracle still fails. An ``as`` line judges the finding's choice (the tier model sets it); a
+        finding without one it matches by the finding alone, and the record says it was not
+        re-judged. A finding of another oracle still fails."""
         return self(exc, step, rejudge=False)
 
     def __call__(self, exc: BaseException, step: str = "", rejudge: bool = True) -> bool:
@@ -350,7 +355,7 @@ class WaiverLog:
             entry["times_met"] += 1
             if waiver.known is not None:
                 entry["known_deviation"] = waiver.known
-            if not rejudge and waiver.follows:
+            if not rejudge and waiver.follows and getattr(e, "choice", None) is None:
                 entry["not_rejudged"] = NOT_REJUDGED
             if cut_short and cut_short not in entry.get("cut_short", ""):  # each world it ended (a tier target's: one a policy)
                 unbuilt = cut_short.removeprefix(WORLD_CUT_SHORT.removeprefix("radixcheck: "))
