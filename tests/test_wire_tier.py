@@ -115,7 +115,6 @@ def test_a_server_without_a_host_tier_is_a_cache_target_and_one_with_a_tier_targ
 
 @pytest.mark.parametrize("declared, named", [
     ({"second_pool": {"window": 4}}, "second_pool"),
-    ({"lifecycle": "requests"}, "lifecycle 'requests'"),
     ({"colour": "blue"}, "colour"),
     ({"eviction_policy": "quota"}, "eviction_policy 'quota'"),
     ({"write_policies": ["write_around"]}, "write_policies"),

@@ -127,5 +127,10 @@ class WireTierCache(WireCache):
     def host_size(self) -> int:
         return self._count("host_size", self._call("host_size"))
 
+    HOST_PART = ("host_length", "host_handle")  # a TierRequest's host part travels with it
+
+    def _namespaces(self) -> bool:
+        return bool(self.connection.tier_capabilities.namespaces)
+
     def __repr__(self) -> str:
         return f"WireTierCache({self.write_policy}, page_size={self.page_size})"
