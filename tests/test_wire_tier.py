@@ -15,12 +15,13 @@ from typing import Any
 import numpy as np
 import pytest
 
-from radixcheck.oracles.violations import HostSlotViolation
+from radixcheck.oracles.violations import EvictionOrderViolation, HostSlotViolation
 from radixcheck.properties.adapters.wire import WireProtocolError, WireRefused, reference_command, wire_factory
 from radixcheck.properties.adapters.wire_tier import WireTierCache
 from radixcheck.properties.cache.contract import SlotAllocator
 from radixcheck.properties.target import load_target
 from radixcheck.properties.tiers.contract import Transfer
+from radixcheck.properties.tiers.mutants import TieredPriority
 from radixcheck.properties.tiers.world import TierWorld
 from radixcheck.reference.tiered_cache import TieredRadixCache
 
@@ -162,5 +163,49 @@ def test_a_pool_refusal_in_a_servers_call_is_raised_from_its_request() -> None:
         with pytest.raises(HostSlotViolation, match="double free"):
             world.cache.evict_host(2)
         assert world.cache.host_size() == 2  # the server goes on answering
+    finally:
+        factory.close()
+
+
+# ---- a non-LRU policy over a wire tier: SGLang's priority policy, its requests' priorities on the wire ----
+
+def _revived_at_a_higher_priority(factory: Any, write_policy: str) -> TierWorld:
+    """[1, 2] cached at priority 0 goes to host only; a request of priority 2 recomputes it (no load-back:
+    the insert revives its pages); [3] is cached at priority 1; then one page is evicted."""
+    world = TierWorld(factory, 1, write_policy)
+    world.serve([1, 2])
+    world.finish()
+    world.complete_all()
+    for _ in range(3):
+        world.evict(100)
+        world.complete_all()
+    for priority, tokens in ((2, [1, 2]), (1, [3])):
+        world.next_priority(priority)
+        world.serve(tokens, load=False)
+        world.finish()
+    world.complete_all()
+    world.evict(1)  # under priority, [3] (priority 1) goes first
+    world.complete_all()
+    world.check()
+    return world
+
+
+def test_a_priority_tier_over_the_wire_is_driven_as_in_process() -> None:
+    factory = wire_factory([*reference_command(), "--cache", "radixcheck.properties.tiers.mutants:TieredPriority"])
+    try:
+        assert factory.tier_capabilities == TieredPriority.tier_capabilities  # {"named": "priority"} on the wire
+        wire, local = (_revived_at_a_higher_priority(f, "write_back") for f in (factory, TieredPriority))
+        assert wire.log == local.log and any("w.next_priority(2)" in line for line in wire.log)
+        assert wire.cache.match_prefix([1, 2]).device_values.tolist() != []  # the revived page kept its priority 2
+    finally:
+        factory.close()
+
+
+@pytest.mark.deep  # a server of its own (~1 s); meta_tests/test_wire_policy_audit.py runs it through the machine
+def test_a_revived_page_keeping_its_old_priority_over_the_wire_fails_the_policy_order() -> None:
+    factory = wire_factory([*reference_command(), "--cache", "radixcheck.properties.tiers.mutants:RevivedPageKeepsOldPriority"])
+    try:
+        with pytest.raises(EvictionOrderViolation, match=r"evict\(1\) freed Page\(\[1, 2\].*under priority it goes first"):
+            _revived_at_a_higher_priority(factory, "write_through")
     finally:
         factory.close()
