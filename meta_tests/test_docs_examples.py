@@ -139,12 +139,21 @@ def test_the_wire_reference_names_every_capability_op_and_error_code() -> None:
     from radixcheck.properties.adapters.wire_tier import CALLS
     from radixcheck.properties.cache.contract import Capabilities
     from radixcheck.properties.tiers.contract import TierCapabilities
-    from radixcheck.reference.wire_server import CACHE_OPS, REQUEST_FIELDS, REQUEST_OPS, TIER_OPS, TIER_REQUEST_FIELDS
+    from radixcheck.reference.wire_server import (
+        CACHE_OPS,
+        REQUEST_FIELDS,
+        REQUEST_OPS,
+        SECOND_POOL_FIELDS,
+        SECOND_POOL_OPS,
+        TIER_OPS,
+        TIER_REQUEST_FIELDS,
+    )
 
     page = (ROOT / "properties" / "adapters" / "WIRE.md").read_text(encoding="utf-8")
     unnamed = [f.name for f in (*fields(Capabilities), *fields(TierCapabilities)) if f"`{f.name}`" not in page]
-    unnamed += [op for op in ("init", "new", "drop", *CACHE_OPS, *TIER_OPS, *REQUEST_OPS, *CALLS) if f"`{op}`" not in page]
-    unnamed += [f"request field {f}" for f in (*REQUEST_FIELDS, *TIER_REQUEST_FIELDS) if f"`{f}`" not in page]
+    unnamed += [op for op in ("init", "new", "drop", *CACHE_OPS, *TIER_OPS, *REQUEST_OPS, *SECOND_POOL_OPS, *CALLS)
+                if f"`{op}`" not in page]
+    unnamed += [f"field {f}" for f in (*REQUEST_FIELDS, *TIER_REQUEST_FIELDS, *SECOND_POOL_FIELDS) if f"`{f}`" not in page]
     unnamed += [str(code) for code in (wire.NOT_SUPPORTED, wire.MALFORMED_REQUEST, wire.CRASH, wire.REFUSED)
                 if not re.search(rf"^\| {code} \|", page, re.MULTILINE)]
     assert not unnamed, f"properties/adapters/WIRE.md does not name: {unnamed}"

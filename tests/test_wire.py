@@ -237,7 +237,7 @@ def test_the_card_names_the_wire_server_audited() -> None:
     assert "-c" in line and "slow" in line and "'faulty'" in line
     # and what no wire server can declare, so "conforms" is not read as covering a host tier
     assert ("(no host tier declared, so none audited; no request methods declared, so none audited; "
-            "a second pool: not audited over the wire)") in line
+            "a second pool without a host tier: not audited over the wire)") in line
     card = report_card(AuditResult("radixcheck.properties.adapters.wire:server", "Capabilities()", [], "ci", server=line))
     assert f"Wire server: {line}" in card
     assert server_line(Target("radixcheck.reference:RadixCache", RadixCache, RadixCache.capabilities)) == ""

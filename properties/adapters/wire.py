@@ -253,7 +253,10 @@ class WireConnection:
         caps = dict(hello["tier_capabilities"])
         why = None
         if caps.get("second_pool") is not None:
-            why = f"it declares second_pool {caps['second_pool']!r}, which no op of the protocol carries: declare null"
+            try:
+                caps["second_pool"] = second_pool_from_wire(caps["second_pool"])
+            except (TypeError, ValueError) as exc:
+                why = f"its tier_capabilities are not radixcheck's: {exc}"
         if why is None:
             try:
                 if "eviction_policy" in caps:
@@ -536,6 +539,22 @@ def policy_from_wire(value: Any) -> Any:
         raise ValueError(f"eviction_policy {value!r}: {exc}") from None
 
 
+def second_pool_from_wire(value: Any) -> Any:
+    """A host tier's declared ``second_pool`` as the wire carries it (WIRE.md, "A second pool on a host tier"):
+    ``{"kind": "state", ...StatePool's fields}`` or ``{"kind": "window", "window": W, ...}``."""
+    from radixcheck.properties.cache.contract import SlidingWindow, StatePool
+
+    kinds = {"state": StatePool, "window": SlidingWindow}
+    if not isinstance(value, dict) or value.get("kind") not in kinds:
+        raise ValueError(f"second_pool {value!r}: a host tier takes null, {{\"kind\": \"state\", ...}} or "
+                         "{\"kind\": \"window\", \"window\": W, ...}")
+    args = {k: v for k, v in value.items() if k != "kind"}
+    try:
+        return kinds[value["kind"]](**args)
+    except TypeError as exc:  # a field that pool does not have
+        raise ValueError(f"second_pool {value!r}: {exc}") from None
+
+
 def encode_namespace(value: Any) -> Any:
     """A namespace on the wire (WIRE.md, "Namespaces"): tuples are arrays, a list ``{"list": [...]}``,
     a dict ``{"dict": [[k, v], ...]}``; a bool or a float travels in its canonical form
@@ -661,6 +680,7 @@ class WireCache:
             sent["namespace"] = encode_namespace(req.namespace)
         for name in self.HOST_PART:
             sent[name] = self._handle(req.host_handle) if name == "host_handle" else int(req.host_length)
+        sent.update(self._second_of(req))
         result = self.connection.call(op, {"cache": self.cache_id, "request": sent, **more}, self.allocator, suite=self.suite)
         fields = ("slots", "filled", "protected", "handle", *self.HOST_PART)
         handles = ("handle", "host_handle")
@@ -679,6 +699,10 @@ class WireCache:
 
     def _namespaces(self) -> bool:
         return bool(self.connection.capabilities.namespaces)
+
+    def _second_of(self, req: Any) -> dict[str, Any]:
+        """A request's second-pool values, where they travel (a host tier's: wire_tier.py); none here."""
+        return {}
 
     def match_req(self, req: Any) -> None:
         self._request_op("match_req", req)
