@@ -131,19 +131,29 @@ def test_an_unrelated_projects_markdown_is_not_collected(tmp_path: Path) -> None
 
 def test_the_wire_reference_names_every_capability_op_and_error_code() -> None:
     """A server author writes from WIRE.md alone: every field its ``init`` may declare (a host tier's
-    too), every op the suite sends, every call a tier server may make of the suite and every error
-    code the client reads are on the page (the code is the truth)."""
+    too), every op the suite sends (a running request's, and every field of the request it carries), every
+    call a tier server may make of the suite and every error code the client reads are on the page (the code is the truth)."""
     from dataclasses import fields
 
     from radixcheck.properties.adapters import wire
     from radixcheck.properties.adapters.wire_tier import CALLS
     from radixcheck.properties.cache.contract import Capabilities
     from radixcheck.properties.tiers.contract import TierCapabilities
-    from radixcheck.reference.wire_server import CACHE_OPS, TIER_OPS
+    from radixcheck.reference.wire_server import (
+        CACHE_OPS,
+        REQUEST_FIELDS,
+        REQUEST_OPS,
+        SECOND_POOL_FIELDS,
+        SECOND_POOL_OPS,
+        TIER_OPS,
+        TIER_REQUEST_FIELDS,
+    )
 
     page = (ROOT / "properties" / "adapters" / "WIRE.md").read_text(encoding="utf-8")
     unnamed = [f.name for f in (*fields(Capabilities), *fields(TierCapabilities)) if f"`{f.name}`" not in page]
-    unnamed += [op for op in ("init", "new", "drop", *CACHE_OPS, *TIER_OPS, *CALLS) if f"`{op}`" not in page]
+    unnamed += [op for op in ("init", "new", "drop", *CACHE_OPS, *TIER_OPS, *REQUEST_OPS, *SECOND_POOL_OPS, *CALLS)
+                if f"`{op}`" not in page]
+    unnamed += [f"field {f}" for f in (*REQUEST_FIELDS, *TIER_REQUEST_FIELDS, *SECOND_POOL_FIELDS) if f"`{f}`" not in page]
     unnamed += [str(code) for code in (wire.NOT_SUPPORTED, wire.MALFORMED_REQUEST, wire.CRASH, wire.REFUSED)
                 if not re.search(rf"^\| {code} \|", page, re.MULTILINE)]
     assert not unnamed, f"properties/adapters/WIRE.md does not name: {unnamed}"

@@ -65,9 +65,9 @@ EXITS = "import sys; print('libfoo.so: cannot open shared object file', file=sys
 @pytest.mark.parametrize(("command", "said"), [
     ([sys.executable, "-c", EXITS], "stopped: it exited with code 3; its stderr ends: 'libfoo.so: cannot open shared object file'"),
     ([sys.executable, "-c", "print('hello', flush=True); input()"], "the reply to init (id 1) is not JSON: b'hello'"),
-    (wire.reference_command() + ["--capabilities", '{"lifecycle": "requests"}'],
-     "it declares lifecycle 'requests', which no op of the protocol carries: declare 'tree'"),
-], ids=["exits", "not the protocol", "requests lifecycle"])
+    (wire.reference_command() + ["--capabilities", '{"lifecycle": "requests", "key_mode": "bigram"}'],
+     "its capabilities are not radixcheck's: "),
+], ids=["exits", "not the protocol", "refused capabilities"])
 def test_a_wire_server_that_does_not_start_is_exit_2_in_one_line(command: list[str], said: str, monkeypatch: pytest.MonkeyPatch,
                                                                  capsys: pytest.CaptureFixture[str]) -> None:
     monkeypatch.setenv(wire.CMD_ENV, shlex.join(command))

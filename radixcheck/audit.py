@@ -635,11 +635,15 @@ def server_line(target: Target) -> str:
     # tier was audited (a server without one declared is sent no tier op).
     tier = ("its host tier audited over the wire" if connection.tier_capabilities is not None
             else "no host tier declared, so none audited")
+    requests = ("its own request methods audited over the wire" if connection.lifecycle == "requests"
+                else "no request methods declared, so none audited")
+    if connection.tier_capabilities is not None and connection.tier_capabilities.second_pool is not None:
+        requests += f"; its second pool ({type(connection.tier_capabilities.second_pool).__name__}) audited over the wire"
     return (f"`{shlex.join(connection.command)}`, which names itself {connection.server_name!r} "
-            f"({tier}; {WIRE_CANNOT_CARRY}: not audited over the wire)")
+            f"({tier}; {requests}; {WIRE_CANNOT_CARRY}: not audited over the wire)")
 
 
-WIRE_CANNOT_CARRY = "the cache's own request methods, a second pool"
+WIRE_CANNOT_CARRY = "a second pool without a host tier"
 """What the wire protocol cannot carry (docs/how-to/other-languages.md, "Which layers a wire server can declare")."""
 
 

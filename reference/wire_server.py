@@ -27,8 +27,8 @@ from typing import Any, BinaryIO
 import numpy as np
 
 from radixcheck.properties.cache import policies
-from radixcheck.properties.cache.contract import DEFAULT_CAPABILITIES
-from radixcheck.properties.tiers.contract import Transfer
+from radixcheck.properties.cache.contract import DEFAULT_CAPABILITIES, Request
+from radixcheck.properties.tiers.contract import TierRequest, Transfer
 
 PROTOCOL = 1
 NOT_SUPPORTED = 10  # Maelstrom's codes: the operation is not offered by this cache
@@ -41,6 +41,15 @@ CACHE_OPS = ("match_prefix", "insert", "inc_lock_ref", "dec_lock_ref", "evict", 
 TIER_OPS = ("match_prefix", "load_back", "insert", "inc_lock_ref", "dec_lock_ref", "evict", "evict_host", "evict_prefix",
             "transfer_done", "device_size", "host_size", "reset")
 """The ops of a server that declares a host tier (WIRE.md, "A host tier"); it is sent no other."""
+REQUEST_OPS = ("match_req", "lock_req", "cache_unfinished_req", "cache_finished_req")
+"""A cache's own request methods (WIRE.md, "Running requests"): sent only when the server declares lifecycle 'requests'."""
+REQUEST_FIELDS = ("id", "tokens", "namespace", "priority", "slots", "filled", "protected", "handle")
+TIER_REQUEST_FIELDS = ("host_length", "host_handle")
+SECOND_POOL_OPS = ("states", "windows")
+"""A host tier's second pool (WIRE.md, "A second pool on a host tier"): sent only to a server declaring that pool."""
+SECOND_POOL_FIELDS = ("state", "window")
+"""What an insert and a request carry for a host tier's declared second pool (one of them)."""
+"""A request as it travels (a host tier's with its host part); ``namespace`` only when namespaces are declared."""
 
 
 class Refused(Exception):
@@ -195,6 +204,15 @@ class Server:
         self.transfers: dict[tuple[int, int], Transfer] = {}  # (cache id, number) -> the transfer its controller returned
         self.io: tuple[BinaryIO, BinaryIO] | None = None  # (requests, replies): a tier cache's calls of the suite use them
         self.rid: Any = None  # the id of the request being answered
+        # The cache runs requests itself only when that is declared (--capabilities '{"lifecycle": "requests"}'): by
+        # default such a cache is declared 'tree' and driven through its tree calls, as before the protocol carried them.
+        self.runs_requests = self.overrides.get("lifecycle") == "requests"
+        self.requests: dict[tuple[int, int], Request] = {}  # (cache id, the suite's request id) -> the cache's copy
+        pool = getattr(self.tier, "second_pool", None)  # a host tier's second pool: "state" or "window" (its insert keyword)
+        self.second = None if pool is None else "window" if hasattr(pool, "window") else "state"
+        if "second_pool" in self.overrides:  # --capabilities declares another (or none)
+            declared = self.overrides["second_pool"]
+            self.second = declared.get("kind") if isinstance(declared, dict) else None
 
     def ask(self, name: str, args: dict[str, Any]) -> dict[str, Any]:
         """Call the suite's side while answering a request: one line out, its answer read back."""
@@ -217,8 +235,10 @@ class Server:
         caps = self.tier
         lifecycle = "tree" if caps.lifecycle == "requests" else caps.lifecycle
         policy = None if caps.eviction_policy is None else policy_on_wire(caps.eviction_policy)
-        fields = {**asdict(replace(caps, lifecycle=lifecycle, eviction_policy=None)), "eviction_policy": policy,
-                  **self.overrides}
+        pool = caps.second_pool
+        second = None if pool is None else {"kind": self.second, **asdict(pool)}
+        fields = {**asdict(replace(caps, lifecycle=lifecycle, eviction_policy=None, second_pool=None)), "eviction_policy": policy,
+                  "second_pool": second, **self.overrides}
         return {k: list(v) if isinstance(v, tuple) else v for k, v in fields.items()}
 
     def capabilities(self) -> dict[str, Any]:
@@ -270,7 +290,9 @@ class Server:
             cache_id, self.next_cache = self.next_cache, self.next_cache + 1
             self.caches[cache_id] = (cache, recorder)
             return cache_id, []
-        if op not in (TIER_OPS if self.tier is not None else CACHE_OPS) and op != "drop":
+        offered = (TIER_OPS if self.tier is not None else CACHE_OPS) + REQUEST_OPS * self.runs_requests \
+            + tuple(o for o in SECOND_POOL_OPS if self.second is not None and o.startswith(self.second))
+        if op not in offered and op != "drop":
             raise Refused(MALFORMED_REQUEST, f"unknown op {op!r}")
         cache_id = args.get("cache")
         if cache_id not in self.caches:
@@ -281,6 +303,8 @@ class Server:
                 self.handle_ids.pop(id(self.handles.pop(hid)[1]), None)
             for key in [k for k in self.transfers if k[0] == cache_id]:
                 del self.transfers[key]
+            for key in [k for k in self.requests if k[0] == cache_id]:
+                del self.requests[key]
             return None, []
         cache, recorder = self.caches[cache_id]
         method = getattr(cache, op, None)
@@ -291,6 +315,8 @@ class Server:
         keywords = {"namespace": decode_namespace(args["namespace"])} if "namespace" in args else {}
         if "priority" in args and op in ("match_prefix", "insert"):  # a request's priority (a policy that takes one)
             keywords["priority"] = args["priority"]
+        if op == "insert" and self.second is not None and self.second in args:  # a host tier's state or window values
+            keywords[self.second] = decode_values(args[self.second]) if self.second == "window" else args[self.second]
         try:
             result = method(*call, **keywords)
         except Refused:
@@ -298,7 +324,17 @@ class Server:
         except Exception as exc:  # noqa: BLE001 - the cache's refusal, reported with its type
             raise Refused(REFUSED, f"{type(exc).__name__}: {exc}") from exc
         freed = recorder.calls
-        if op == "match_prefix" and self.tier is not None:
+        if op in REQUEST_OPS:  # what the method left in the request; an ended one is forgotten
+            req = call[0]
+            result = {"slots": np.asarray(req.slots).reshape(-1).tolist(), "filled": int(req.filled),
+                      "protected": int(req.protected), "handle": self._handle_or_null(cache_id, req.handle)}
+            if self.tier is not None:
+                result.update(host_length=int(req.host_length), host_handle=self._handle_or_null(cache_id, req.host_handle))
+            if op == "cache_finished_req":
+                self.requests.pop((cache_id, args["request"]["id"]), None)
+        elif op in SECOND_POOL_OPS:
+            result = [int(v) for v in result]
+        elif op == "match_prefix" and self.tier is not None:
             result = {"device_values": np.asarray(result.device_values).reshape(-1).tolist(),
                       "device_handle": self.handle_id(cache_id, result.device_handle), "host_length": int(result.host_length),
                       "host_handle": self.handle_id(cache_id, result.host_handle)}
@@ -319,13 +355,56 @@ class Server:
             return (need("tokens"),)
         if op == "insert":
             return need("tokens"), decode_values(need("values"))
-        if op in ("inc_lock_ref", "dec_lock_ref", "load_back"):
+        if op in ("inc_lock_ref", "dec_lock_ref", "load_back", *SECOND_POOL_OPS):
             return (self.handle_of(need("handle")),)
         if op in ("evict", "evict_host"):
             return (need("num_tokens"),)
         if op == "transfer_done":
             return (self._transfer(args["cache"], need("transfer")),)
+        if op in REQUEST_OPS:
+            req = self._request(args["cache"], need("request"))
+            if op != "cache_finished_req":
+                return (req,)
+            if type(need("insert")) is not bool:
+                raise Refused(MALFORMED_REQUEST, f"cache_finished_req's 'insert' must be true or false, got {args['insert']!r}")
+            return req, args["insert"]
         return ()
+
+    def _handle_or_null(self, cache_id: int, handle: Any) -> int | None:
+        return None if handle is None else self.handle_id(cache_id, handle)
+
+    def _request(self, cache_id: int, value: Any) -> Request:
+        """The cache's copy of one of the suite's running requests (the same object each time its id comes),
+        with what the suite sent written into it: the suite owns the request, and may have computed more."""
+        host = TIER_REQUEST_FIELDS if self.tier is not None else ()
+        fields = set(REQUEST_FIELDS + host) - {"namespace"}
+        ints = ("id", "priority", "filled", "protected", *host[:1])
+        handles = ("handle", *host[1:])
+        if not isinstance(value, dict) or not fields <= set(value) <= fields | {"namespace", *SECOND_POOL_FIELDS} \
+                or not all(type(value[k]) is int for k in ints) \
+                or not all(value[k] is None or type(value[k]) is int for k in handles) \
+                or not all(isinstance(value[k], list) and all(type(t) is int for t in value[k]) for k in ("tokens", "slots")):
+            raise Refused(MALFORMED_REQUEST, f"a request must be an object of {', '.join(sorted(fields))} (and 'namespace' "
+                                             f"if namespaces are declared): ints, lists of ints, handles an int or null; "
+                                             f"got {value!r}")
+        if type(value.get("state", -1)) is not int or not all(type(t) is int for t in value.get("window", [])):
+            raise Refused(MALFORMED_REQUEST, f"a request's 'state' must be an int and its 'window' a list of ints, got {value!r}")
+        namespace = decode_namespace(value["namespace"]) if "namespace" in value else None
+        req = self.requests.get((cache_id, value["id"]))
+        if req is None:
+            req = self.requests[(cache_id, value["id"])] = (TierRequest if self.tier is not None else Request)(
+                value["tokens"], namespace, value["priority"])
+        req.tokens, req.namespace, req.priority = tuple(value["tokens"]), namespace, value["priority"]
+        req.slots, req.filled, req.protected = np.array(value["slots"], dtype=np.int64), value["filled"], value["protected"]
+        req.handle = None if value["handle"] is None else self.handle_of(value["handle"])
+        if self.tier is not None:
+            req.host_length = value["host_length"]
+            req.host_handle = None if value["host_handle"] is None else self.handle_of(value["host_handle"])
+        if self.second == "state":
+            req.state = int(value.get("state", -1))
+        elif self.second == "window":
+            req.window = np.array(value.get("window", []), dtype=np.int64)
+        return req
 
     def _transfer(self, cache_id: int, value: Any) -> Transfer:
         """The transfer the suite completes: the object this cache's controller returned, or (one it never

@@ -25,7 +25,7 @@ from radixcheck.properties.adapters.wire import (
     reference_command,
     wire_factory,
 )
-from radixcheck.properties.cache.contract import SlotAllocator
+from radixcheck.properties.cache.contract import Request, SlotAllocator
 from radixcheck.properties.cache.machine import machine_for
 from radixcheck.properties.cache.mutants import MostRecentFirst, UnmatchedUnlockAccepted
 from radixcheck.properties.findings.verdict import run_machine
@@ -79,6 +79,17 @@ def served():
     factory = wire_factory(reference_command())
     yield factory
     factory.close()
+
+
+def test_a_server_not_declaring_requests_is_sent_no_request_op(served) -> None:
+    """The reference runs requests itself; its server declares "tree" unless told (WIRE.md, "Running requests")."""
+    assert served.capabilities.lifecycle == "tree"
+    cache = served(SlotAllocator(16), 1)
+    sent = cache.connection._next_id
+    for call in (cache.match_req, cache.lock_req, cache.cache_unfinished_req, cache.cache_finished_req):
+        with pytest.raises(NotImplementedError, match="does not declare lifecycle 'requests'"):
+            call(Request([1, 2]))
+    assert cache.connection._next_id == sent  # nothing went over the wire
 
 
 @pytest.mark.deep  # a server process through a whole state machine
@@ -225,7 +236,8 @@ def test_the_card_names_the_wire_server_audited() -> None:
         factory.close()
     assert "-c" in line and "slow" in line and "'faulty'" in line
     # and what no wire server can declare, so "conforms" is not read as covering a host tier
-    assert "(no host tier declared, so none audited; the cache's own request methods, a second pool: not audited over the wire)" in line
+    assert ("(no host tier declared, so none audited; no request methods declared, so none audited; "
+            "a second pool without a host tier: not audited over the wire)") in line
     card = report_card(AuditResult("radixcheck.properties.adapters.wire:server", "Capabilities()", [], "ci", server=line))
     assert f"Wire server: {line}" in card
     assert server_line(Target("radixcheck.reference:RadixCache", RadixCache, RadixCache.capabilities)) == ""

@@ -15,12 +15,13 @@ from typing import Any
 import numpy as np
 import pytest
 
-from radixcheck.oracles.violations import HostSlotViolation
+from radixcheck.oracles.violations import EvictionOrderViolation, HostSlotViolation
 from radixcheck.properties.adapters.wire import WireProtocolError, WireRefused, reference_command, wire_factory
 from radixcheck.properties.adapters.wire_tier import WireTierCache
 from radixcheck.properties.cache.contract import SlotAllocator
 from radixcheck.properties.target import load_target
 from radixcheck.properties.tiers.contract import Transfer
+from radixcheck.properties.tiers.mutants import TieredPriority
 from radixcheck.properties.tiers.world import TierWorld
 from radixcheck.reference.tiered_cache import TieredRadixCache
 
@@ -114,8 +115,9 @@ def test_a_server_without_a_host_tier_is_a_cache_target_and_one_with_a_tier_targ
 
 
 @pytest.mark.parametrize("declared, named", [
-    ({"second_pool": {"window": 4}}, "second_pool"),
-    ({"lifecycle": "requests"}, "lifecycle 'requests'"),
+    ({"second_pool": {"window": 4}}, "second_pool"),  # no kind
+    ({"second_pool": {"kind": "window", "window": 0}}, "SlidingWindow.window must be a positive int"),
+    ({"second_pool": {"kind": "state", "slots": 4}}, "second_pool .*slots"),
     ({"colour": "blue"}, "colour"),
     ({"eviction_policy": "quota"}, "eviction_policy 'quota'"),
     ({"write_policies": ["write_around"]}, "write_policies"),
@@ -124,6 +126,14 @@ def test_a_host_tier_the_wire_cannot_carry_stops_at_init(declared: dict[str, Any
     factory = declares(tier_capabilities=declared)
     with pytest.raises(WireProtocolError, match=named):
         factory.tier_capabilities  # noqa: B018 - reading it starts the server
+    factory.close()
+
+
+def test_a_second_pool_without_a_host_tier_stops_at_init() -> None:
+    """The plain protocol carries no second pool's allocator (WIRE.md): refused by name, never sent."""
+    factory = declares(capabilities={"second_pool": {"kind": "state"}})
+    with pytest.raises(WireProtocolError, match="second_pool must be None"):
+        factory.capabilities  # noqa: B018
     factory.close()
 
 
@@ -165,3 +175,80 @@ def test_a_pool_refusal_in_a_servers_call_is_raised_from_its_request() -> None:
         assert world.cache.host_size() == 2  # the server goes on answering
     finally:
         factory.close()
+
+
+# ---- a non-LRU policy over a wire tier: SGLang's priority policy, its requests' priorities on the wire ----
+
+def _revived_at_a_higher_priority(factory: Any, write_policy: str) -> TierWorld:
+    """[1, 2] cached at priority 0 goes to host only; a request of priority 2 recomputes it (no load-back:
+    the insert revives its pages); [3] is cached at priority 1; then one page is evicted."""
+    world = TierWorld(factory, 1, write_policy)
+    world.serve([1, 2])
+    world.finish()
+    world.complete_all()
+    for _ in range(3):
+        world.evict(100)
+        world.complete_all()
+    for priority, tokens in ((2, [1, 2]), (1, [3])):
+        world.next_priority(priority)
+        world.serve(tokens, load=False)
+        world.finish()
+    world.complete_all()
+    world.evict(1)  # under priority, [3] (priority 1) goes first
+    world.complete_all()
+    world.check()
+    return world
+
+
+def test_a_priority_tier_over_the_wire_is_driven_as_in_process() -> None:
+    factory = wire_factory([*reference_command(), "--cache", "radixcheck.properties.tiers.mutants:TieredPriority"])
+    try:
+        assert factory.tier_capabilities == TieredPriority.tier_capabilities  # {"named": "priority"} on the wire
+        wire, local = (_revived_at_a_higher_priority(f, "write_back") for f in (factory, TieredPriority))
+        assert wire.log == local.log and any("w.next_priority(2)" in line for line in wire.log)
+        assert wire.cache.match_prefix([1, 2]).device_values.tolist() != []  # the revived page kept its priority 2
+    finally:
+        factory.close()
+
+
+@pytest.mark.deep  # a server of its own (~1 s); meta_tests/test_wire_policy_audit.py runs it through the machine
+def test_a_revived_page_keeping_its_old_priority_over_the_wire_fails_the_policy_order() -> None:
+    factory = wire_factory([*reference_command(), "--cache", "radixcheck.properties.tiers.mutants:RevivedPageKeepsOldPriority"])
+    try:
+        with pytest.raises(EvictionOrderViolation, match=r"evict\(1\) freed Page\(\[1, 2\].*under priority it goes first"):
+            _revived_at_a_higher_priority(factory, "write_through")
+    finally:
+        factory.close()
+
+
+# ---- a second pool on a host tier: a state or window value per page, the suite's (WIRE.md) ----------
+
+@pytest.mark.parametrize("cache, requests", [("tiered_state_cache:TieredStateCache", False),
+                                             ("tier_requests:RequestWindowTiers", True)], ids=["state", "window-requests"])
+def test_a_host_tiers_second_pool_over_the_wire_is_driven_as_in_process(cache: str, requests: bool) -> None:
+    from radixcheck.properties.tiers.requests import RequestsTierWorld
+    from radixcheck.reference.wire_server import load_factory
+
+    from .test_wire_requests import _tier_traffic
+
+    local = load_factory(f"radixcheck.reference.{cache}")
+    factory = wire_factory([*reference_command(), "--cache", f"radixcheck.reference.{cache}",
+                            *(["--capabilities", '{"lifecycle": "requests"}'] if requests else [])])
+    sent: list[str] = []
+    try:
+        assert factory.tier_capabilities == local.tier_capabilities  # the pool declared as {"kind": ...}
+        connection, world = factory.connection(), RequestsTierWorld if requests else TierWorld
+        call = connection.call
+        connection.call = lambda op, args, *a, **k: sent.append(op + "".join(f"+{f}" for f in ("state", "window")
+                                                                              if f in args or f in args.get("request", {}))) \
+            or call(op, args, *a, **k)
+        traffic = _tier_traffic if requests else _traffic
+        for write_policy in ("write_through", "write_back"):
+            wire, here = world(factory, 2, write_policy), world(local, 2, write_policy)
+            assert traffic(wire) == traffic(here)
+            assert wire.log == here.log
+    finally:
+        factory.close()
+    second = "window" if requests else "state"
+    assert f"{second}s" in sent and f"insert+{second}" in sent  # the values went over the wire, and were read back
+    assert not requests or f"cache_unfinished_req+{second}" in sent

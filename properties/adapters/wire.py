@@ -222,6 +222,8 @@ class WireConnection:
         self.run = current_run()
         self.run_caches: list[int] = []
         self.dropped: set[int] = set()  # caches dropped with their run (their finalizer then sends nothing)
+        self.request_ids: weakref.WeakKeyDictionary[Any, int] = weakref.WeakKeyDictionary()  # the suite's Requests, numbered
+        self.next_request = 1
         hello = self.request("init", {"protocol": PROTOCOL}, timeout=startup_timeout())
         declared = [hello.get(k) for k in ("capabilities", "tier_capabilities") if isinstance(hello, dict) and k in hello]
         if not isinstance(hello, dict) or hello.get("protocol") != PROTOCOL or len(declared) != 1 \
@@ -234,9 +236,6 @@ class WireConnection:
             self.tier_capabilities = self._tier_from(hello)
             return
         caps = dict(hello["capabilities"])
-        if caps.get("lifecycle") == "requests":  # no op carries a cache's own request methods (WIRE.md)
-            self.close("it declares lifecycle 'requests', which no op of the protocol carries: declare 'tree'")
-            raise WireProtocolError(f"{self._who()}: {self.dead}")
         try:
             if "eviction_policy" in caps:
                 caps["eviction_policy"] = policy_from_wire(caps["eviction_policy"])
@@ -247,16 +246,17 @@ class WireConnection:
 
     def _tier_from(self, hello: dict[str, Any]) -> Any:
         """The declared host tier (``tier_capabilities``: TierCapabilities' fields), or the server is closed
-        and the audit stops with one line: what no op carries (a second pool, the cache's own request
-        methods) is refused here, as an unknown field or a value TierCapabilities refuses is."""
+        and the audit stops with one line: what no op carries (a second pool) is refused here, as an
+        unknown field or a value TierCapabilities refuses is."""
         from radixcheck.properties.tiers.contract import TierCapabilities
 
         caps = dict(hello["tier_capabilities"])
         why = None
-        if caps.get("lifecycle") == "requests":
-            why = "it declares lifecycle 'requests', which no op of the protocol carries: declare 'tree'"
-        elif caps.get("second_pool") is not None:
-            why = f"it declares second_pool {caps['second_pool']!r}, which no op of the protocol carries: declare null"
+        if caps.get("second_pool") is not None:
+            try:
+                caps["second_pool"] = second_pool_from_wire(caps["second_pool"])
+            except (TypeError, ValueError) as exc:
+                why = f"its tier_capabilities are not radixcheck's: {exc}"
         if why is None:
             try:
                 if "eviction_policy" in caps:
@@ -269,6 +269,19 @@ class WireConnection:
                 why = f"its tier_capabilities are not radixcheck's: {exc}"
         self.close(why)
         raise WireProtocolError(f"{self._who()}: {self.dead}")
+
+    @property
+    def lifecycle(self) -> str:
+        """The declared ``lifecycle``: a server sent the request ops (WIRE.md, "Running requests") only with ``"requests"``."""
+        return (self.tier_capabilities if self.tier_capabilities is not None else self.capabilities).lifecycle
+
+    def request_id(self, req: Any) -> int:
+        """The id of one of the suite's running requests on this server (the same each time it is sent)."""
+        number = self.request_ids.get(req)
+        if number is None:
+            number = self.request_ids[req] = self.next_request
+            self.next_request += 1
+        return number
 
     def _who(self) -> str:
         shown = shlex.join(self.command)
@@ -526,6 +539,22 @@ def policy_from_wire(value: Any) -> Any:
         raise ValueError(f"eviction_policy {value!r}: {exc}") from None
 
 
+def second_pool_from_wire(value: Any) -> Any:
+    """A host tier's declared ``second_pool`` as the wire carries it (WIRE.md, "A second pool on a host tier"):
+    ``{"kind": "state", ...StatePool's fields}`` or ``{"kind": "window", "window": W, ...}``."""
+    from radixcheck.properties.cache.contract import SlidingWindow, StatePool
+
+    kinds = {"state": StatePool, "window": SlidingWindow}
+    if not isinstance(value, dict) or value.get("kind") not in kinds:
+        raise ValueError(f"second_pool {value!r}: a host tier takes null, {{\"kind\": \"state\", ...}} or "
+                         "{\"kind\": \"window\", \"window\": W, ...}")
+    args = {k: v for k, v in value.items() if k != "kind"}
+    try:
+        return kinds[value["kind"]](**args)
+    except TypeError as exc:  # a field that pool does not have
+        raise ValueError(f"second_pool {value!r}: {exc}") from None
+
+
 def encode_namespace(value: Any) -> Any:
     """A namespace on the wire (WIRE.md, "Namespaces"): tuples are arrays, a list ``{"list": [...]}``,
     a dict ``{"dict": [[k, v], ...]}``; a bool or a float travels in its canonical form
@@ -633,6 +662,61 @@ class WireCache:
 
     def reset(self) -> None:
         self._call("reset")
+
+    # ---- running requests (WIRE.md, "Running requests"): sent only to a server that declares lifecycle "requests" ----
+
+    HOST_PART: tuple[str, ...] = ()  # a tier request's host part (wire_tier.py)
+
+    def _request_op(self, op: str, req: Any, **more: Any) -> None:
+        """One of the cache's own request methods on ``req`` (the suite's ``Request``): the request travels
+        whole, the server's cache works on its copy, and what it left there comes back into ``req``. A
+        refusal leaves ``req`` as it was."""
+        if self.connection.lifecycle != "requests":  # never sent: the server did not declare it
+            raise NotImplementedError(f"{op}: the wire server does not declare lifecycle 'requests'")
+        sent: dict[str, Any] = {"id": self.connection.request_id(req), "tokens": _jsonable(list(req.tokens)),
+                                "priority": int(req.priority), "slots": _jsonable(np.asarray(req.slots).reshape(-1)),
+                                "filled": int(req.filled), "protected": int(req.protected), "handle": self._handle(req.handle)}
+        if self._namespaces():
+            sent["namespace"] = encode_namespace(req.namespace)
+        for name in self.HOST_PART:
+            sent[name] = self._handle(req.host_handle) if name == "host_handle" else int(req.host_length)
+        sent.update(self._second_of(req))
+        result = self.connection.call(op, {"cache": self.cache_id, "request": sent, **more}, self.allocator, suite=self.suite)
+        fields = ("slots", "filled", "protected", "handle", *self.HOST_PART)
+        handles = ("handle", "host_handle")
+        if not isinstance(result, dict) or set(result) != set(fields) or not isinstance(result["slots"], list) \
+                or not all(type(v) is int for v in result["slots"]) \
+                or not all(type(result[k]) is int for k in fields if k not in handles and k != "slots") \
+                or not all(result[k] is None or type(result[k]) is int for k in fields if k in handles):
+            raise WireProtocolError(f"{op}: the reply must be the request's {{{', '.join(map(repr, fields))}}} "
+                                    f"(slots a list of ints, handles an int or null), got {result!r}")
+        req.slots = np.asarray(result["slots"], dtype=np.int64)
+        req.filled, req.protected = result["filled"], result["protected"]
+        req.handle = None if result["handle"] is None else self._wrap(result["handle"])
+        if self.HOST_PART:
+            req.host_length = result["host_length"]
+            req.host_handle = None if result["host_handle"] is None else self._wrap(result["host_handle"])
+
+    def _namespaces(self) -> bool:
+        return bool(self.connection.capabilities.namespaces)
+
+    def _second_of(self, req: Any) -> dict[str, Any]:
+        """A request's second-pool values, where they travel (a host tier's: wire_tier.py); none here."""
+        return {}
+
+    def match_req(self, req: Any) -> None:
+        self._request_op("match_req", req)
+
+    def lock_req(self, req: Any) -> None:
+        self._request_op("lock_req", req)
+
+    def cache_unfinished_req(self, req: Any) -> None:
+        self._request_op("cache_unfinished_req", req)
+
+    def cache_finished_req(self, req: Any, insert: bool = True) -> None:
+        if type(insert) is not bool:
+            raise WireRefused(f"cache_finished_req: insert must be a bool, got {insert!r}")
+        self._request_op("cache_finished_req", req, insert=insert)
 
 
 def _drop(connection: WireConnection, cache_id: int) -> None:

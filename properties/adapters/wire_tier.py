@@ -127,5 +127,48 @@ class WireTierCache(WireCache):
     def host_size(self) -> int:
         return self._count("host_size", self._call("host_size"))
 
+    HOST_PART = ("host_length", "host_handle")  # a TierRequest's host part travels with it
+
+    def _second_pool(self) -> str | None:
+        """``"state"`` or ``"window"``: the declared second pool's keyword (None: none declared)."""
+        from radixcheck.properties.cache.contract import SlidingWindow
+
+        pool = self.connection.tier_capabilities.second_pool
+        return None if pool is None else "window" if isinstance(pool, SlidingWindow) else "state"
+
+    def _second_of(self, req: Any) -> dict[str, Any]:
+        """A request's state or window values (WIRE.md, "A second pool on a host tier"): the suite's, the cache reads them."""
+        second = self._second_pool()
+        if second == "state":
+            return {"state": int(req.state)}
+        if second == "window":
+            return {"window": _jsonable(np.asarray(req.window).reshape(-1))}
+        return {}
+
+    def insert(self, tokens: Sequence[int], values: np.ndarray, **keywords: Any) -> int:
+        """``state=`` or ``window=`` (a declared second pool's) travel as ``"state"`` or ``"window"``."""
+        second = self._second_pool()
+        extra = {second: keywords[second]} if second is not None and keywords.get(second) is not None else {}
+        result = self._call("insert", keywords.get("namespace"), "namespace" in keywords, tokens=tokens, values=values,
+                            **self._tags(keywords), **extra)
+        return self._count("insert", result)
+
+    def _per_page(self, op: str, handle: Any) -> list[int]:
+        if self._second_pool() != {"states": "state", "windows": "window"}[op]:  # never sent: not declared
+            raise NotImplementedError(f"{op}: the wire server does not declare that second pool")
+        result = self._call(op, handle=self._handle(handle))
+        if not isinstance(result, list) or not all(type(v) is int for v in result):
+            raise WireProtocolError(f"{op}: the reply must be a list of ints, got {result!r}")
+        return result
+
+    def states(self, handle: Any) -> list[int]:
+        return self._per_page("states", handle)
+
+    def windows(self, handle: Any) -> list[int]:
+        return self._per_page("windows", handle)
+
+    def _namespaces(self) -> bool:
+        return bool(self.connection.tier_capabilities.namespaces)
+
     def __repr__(self) -> str:
         return f"WireTierCache({self.write_policy}, page_size={self.page_size})"
