@@ -58,7 +58,7 @@ from radixcheck.properties.cache.mutants import CORRECT_VARIANTS, MUTANTS
 from radixcheck.properties.findings.names import conformance_tests
 from radixcheck.properties.index.mutants import CORRECT_INDEX_VARIANTS, INDEX_MUTANTS
 from radixcheck.properties.tenant_tree.mutants import CORRECT_TENANT_TREE_VARIANTS, TENANT_TREE_MUTANTS, THREAD_MUTANTS
-from radixcheck.provenance import generated_by
+from radixcheck.provenance import describe_run_record, generated_by, run_record
 from radixcheck.reports import default_out
 from radixcheck.reports.report_rows import ExpectedRows
 
@@ -1040,14 +1040,20 @@ def render(rows: list[dict], meta: dict) -> str:
             out += ["### Failures and waived findings, each linked to its finding", "", *failures]
     out += ["## Kit failures (mutants: every one expected)", "", *_failures(mutants, None)] if mutants else []
     out += [_anchor("runs"), "", "## Runs", "", f"- The whole matrix: `{meta['command']}` ({meta['wall_seconds']:.0f} s wall, "
-            f"{meta['machine']}). {meta.get('generated_by', 'No version recorded.')}"]
+            f"{meta['machine']}). {meta.get('generated_by', 'No version recorded.')}{_record(meta)}"]
     for rerun in meta.get("reruns", []):
         which = rerun.get("rows") or rerun["engines"]  # --target names rows; --only, groups
         targets = f"{rerun['targets']} target{'s' if rerun['targets'] != 1 else ''}"
         out += [f"- Rows {'' if 'rows' in rerun else 'of '}{', '.join(f'`{k}`' for k in which)} re-run by `{rerun['command']}` "
                 f"({targets}, {rerun['wall_seconds']:.0f} s wall, {rerun['machine']}). "
-                + rerun.get("generated_by", "No version recorded.")]
+                + rerun.get("generated_by", "No version recorded.") + _record(rerun)]
     return "\n".join(out) + "\n"
+
+
+def _record(run: dict) -> str:
+    """A run's settings and uncommitted files, after its generated_by line (nothing for a run that recorded neither)."""
+    said = describe_run_record(run)
+    return f" {said}" if said else ""
 
 
 def weaker_than_saved(saved_json: Path, profile: str) -> list[str]:
@@ -1078,6 +1084,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     out_dir = args.out or default_out()
     out_json, out_md = out_dir / "artifacts" / "matrix.json", out_dir / "MATRIX.md"
+    made_by, record = generated_by(), run_record()  # before the run: its settings, not the ones listing sets below
     if args.report_only:
         if not out_json.is_file():
             parser.error(f"--report-only: {out_json} does not exist")
@@ -1135,7 +1142,7 @@ def main(argv: list[str] | None = None) -> int:
             row["source"] = sources[row["name"]]
     rows += [not_run_row(name, spec, exc) for name, (spec, exc) in skipped.items()]
     argv_shown = " ".join(argv if argv is not None else sys.argv[1:])
-    meta = {"generated_by": generated_by(),
+    meta = {"generated_by": made_by, **record,
             "command": f"python -m radixcheck.reports.matrix {argv_shown}".strip(), "xdist": xdist, "profile": args.profile,
             "wall_seconds": wall, "machine": f"{os.cpu_count()} cores",
             "environment": {e.key: _env_line(e) for e in ENGINES if e.key in only}}
