@@ -42,6 +42,7 @@ from __future__ import annotations
 import importlib
 import json
 import os
+import re
 import sys
 import time
 from collections.abc import Callable, Generator
@@ -57,7 +58,7 @@ from radixcheck.properties.cache.mutants import CORRECT_VARIANTS, MUTANTS
 from radixcheck.properties.findings.names import conformance_tests
 from radixcheck.properties.index.mutants import CORRECT_INDEX_VARIANTS, INDEX_MUTANTS
 from radixcheck.properties.tenant_tree.mutants import CORRECT_TENANT_TREE_VARIANTS, TENANT_TREE_MUTANTS, THREAD_MUTANTS
-from radixcheck.provenance import generated_by
+from radixcheck.provenance import describe_run_record, generated_by, run_record
 from radixcheck.reports import default_out
 from radixcheck.reports.report_rows import ExpectedRows
 
@@ -80,16 +81,23 @@ class Engine:
     module: str
     findings_doc: str
     design: list[str] = field(default_factory=list)
-    finding_of: Callable[[str, str, str], str] = lambda name, test, reason: ""
+    finding_of: Callable[[str, str, dict], str] = lambda name, test, record: ""
+    """The finding a failure or waived finding reproduces, from its row, test id and record (the verdict's
+    ``oracle``, ``reason``, ``program``; a waived one's ``message``, ``step``, ``waiver``)."""
     left_out: dict[str, str] = field(default_factory=dict)
     """Factories the matrix does not run (a substring of their name -> why), shown in the report."""
     checkout_setting: str = ""
     """The setting naming the user's checkout, for an engine not on the package registry."""
 
 
-def _phrases(table: list[tuple[str, str]]) -> Callable[[str, str, str], str]:
+def reason_of(record: dict) -> str:
+    """A recorded failure's reason (a waived finding's is its ``message``)."""
+    return record.get("reason") or record.get("message", "")
+
+
+def _phrases(table: list[tuple[str, str]]) -> Callable[[str, str, dict], str]:
     """A finder that names the finding whose phrase occurs in the failure's test id or reason."""
-    return lambda name, test, reason: next((f for phrase, f in table if phrase in reason or phrase in test), "")
+    return lambda name, test, record: next((f for phrase, f in table if phrase in reason_of(record) or phrase in test), "")
 
 
 # The finding in reports/sglang_findings.md that an SGLang failure reproduces, by its oracle's wording.
@@ -107,13 +115,65 @@ SGLANG_FINDING = [
 ]
 
 
-def sglang_finding(name: str, test_id: str, reason: str) -> str:
+def sglang_finding(name: str, test_id: str, record: dict) -> str:
+    reason = reason_of(record)
     if "handle_from_another_cache" in test_id or "handle from another cache" in reason:  # the test, or the machine's rule
         return "#6 Rust node ids name nodes of other caches" if "rust" in name else "#4 foreign handle corrupts sizes"
     if name.startswith("sglang.radix_f") and ("under fifo" in reason or "under filo" in reason or "out of fifo" in reason
                                                or "out of filo" in reason):  # FIFO/FILO order reads creation times only
         return "#9 a split stamps the new parent's creation_time afresh (findings/sglang_trees.md)"
-    return _phrases(SGLANG_FINDING)(name, test_id, reason)
+    return _phrases(SGLANG_FINDING)(name, test_id, record)
+
+
+# The HiCache rows' findings, by the id a waiver line or the finder names (findings/sglang_trees.md, sglang_findings.md).
+HICACHE_FINDINGS = {
+    "#3": "#3 mid-edge hit refreshes the unused suffix",
+    "N1": "N1 LoRA id appended to extra_key (findings/sglang_trees.md)",
+    "N3": "N3 no hit counted under write_back: lfu/slru evict by recency (findings/sglang_trees.md)",
+}
+# N3's reach: the policies whose key reads SGLang's hit_count (LFUStrategy, SLRUStrategy), under the write policy
+# that never counts one. Any other order failure of a HiCache row is #3's (the one order bug otherwise known).
+HIT_COUNTING_POLICIES = ("lfu", "slru")
+WRITE_POLICIES = ("write_through_selective", "write_through", "write_back")  # longest first: a name is a prefix of another
+
+
+def judged_policy(reason: str) -> str:
+    """The eviction policy an order oracle judged by, as its reason words it ("under lfu it goes first",
+    "the host tier evicts by slru's key first"); "" for the LRU oracle's wording or any other oracle."""
+    found = re.search(r"under (\w+)\S* it goes first|evicts by (\w+)'s key first", reason)
+    return (found.group(1) or found.group(2)) if found else ""
+
+
+def write_policy(record: dict) -> str:
+    """The HiCache write policy a recorded failure happened under: its program's last line ("write policy
+    write_back, page size 2"), the production world it stopped in, or a waived finding's step; "" if not recorded."""
+    text = f"{record.get('program', '')}\n{record.get('step', '')}"
+    found = re.search(r"write policy (write_\w+)|tier production world \((write_\w+),|the (write_\w+) production world", text)
+    named = next((g for g in found.groups() if g), "") if found else ""
+    return named if named in WRITE_POLICIES else ""
+
+
+def cited_finding(waived: dict) -> str:
+    """The finding id (#3, N1, M1) the waiver line a waived finding met cites in its reason."""
+    reason = waived.get("waiver", "").rpartition("/")[2].partition(":")[2].partition(":")[2]
+    found = re.search(r"#\d+|\b[NM]\d+\b", reason)
+    return found.group(0) if found else ""
+
+
+def hicache_finding(name: str, test_id: str, record: dict) -> str:
+    """A HiCache row's finding from what the failure recorded: a waived one is the finding its waiver line
+    cites; an order failure is N3 when it was judged under a hit-counting policy in a write_back world or
+    machine, #3 otherwise; oracle 10's is N1."""
+    if record.get("waiver"):
+        cited = cited_finding(record)
+        return HICACHE_FINDINGS.get(cited, cited)
+    reason = reason_of(record)
+    if "counted" in reason or "which holds Page(" in reason:  # oracle 10, a count or a device slot
+        return HICACHE_FINDINGS["N1"]
+    if ") stayed:" in reason:
+        n3 = judged_policy(reason) in HIT_COUNTING_POLICIES and write_policy(record) == "write_back"
+        return HICACHE_FINDINGS["N3" if n3 else "#3"]
+    return ""
 
 
 ENGINES = [
@@ -385,9 +445,7 @@ ENGINES += [
             "runs them (`match_kv_cache`, `init_load_back` under `PrefillAdder.add_one_req`'s pins, `checkpoint_kv_cache`, "
             "`release_kv_cache`: `properties/adapters/sglang_hicache_requests.py`).",
         ],
-        _phrases([("counted", "N1 LoRA id appended to extra_key (findings/sglang_trees.md)"),
-                  ("which holds Page(", "N1 LoRA id appended to extra_key (findings/sglang_trees.md)"),  # oracle 10, a device slot
-                  (") stayed:", "#3 (and N3 under write_back for lfu/slru; findings/sglang_trees.md)")]),
+        hicache_finding,
     ),
     Engine(
         "sglang_hicache_hybrid", "SGLang 0.5.23: HiCache over the hybrid trees (UnifiedRadixCache FULL+MAMBA / FULL+SWA + "
@@ -721,7 +779,7 @@ def _counts(row: dict) -> dict[str, int]:
     return {k: sum(d["outcome"] == k for d in row["tests"].values()) for k in CELL}
 
 
-def _failures(rows: list[dict], finding_of: Callable[[str, str, str], str] | None) -> list[str]:
+def _failures(rows: list[dict], finding_of: Callable[[str, str, dict], str] | None) -> list[str]:
     out: list[str] = []
     for r in rows:
         bad = {t: d for t, d in r["tests"].items() if d["outcome"] == "failed"}
@@ -730,13 +788,13 @@ def _failures(rows: list[dict], finding_of: Callable[[str, str, str], str] | Non
             continue
         out += [f"#### `{r['name']}` (`{r['spec']}`)", ""]
         for t, d in sorted(bad.items()):
-            finding = finding_of(r["name"], t, d.get("reason", "")) if finding_of else ""
+            finding = finding_of(r["name"], t, d) if finding_of else ""
             out += [f"- `{t}` — oracle *{d.get('oracle', 'other')}*{f' — **finding {finding}**' if finding else ''}: "
                     f"{d.get('reason', '')}"]
             if d.get("program"):
                 out += ["", "  ```python", *("  " + ln for ln in d["program"].splitlines()), "  ```", ""]
         for t, w in waived:
-            finding = finding_of(r["name"], t, w["message"]) if finding_of else ""
+            finding = finding_of(r["name"], t, w) if finding_of else ""
             out += [f"- `{t}` — waived: oracle *{w['oracle']}*{f' — **finding {finding}**' if finding else ''}: "
                     f"{w['message']} ({waiver_cited(w)}){cut_short(w)}{not_rejudged(w)}"]
         out.append("")
@@ -982,14 +1040,20 @@ def render(rows: list[dict], meta: dict) -> str:
             out += ["### Failures and waived findings, each linked to its finding", "", *failures]
     out += ["## Kit failures (mutants: every one expected)", "", *_failures(mutants, None)] if mutants else []
     out += [_anchor("runs"), "", "## Runs", "", f"- The whole matrix: `{meta['command']}` ({meta['wall_seconds']:.0f} s wall, "
-            f"{meta['machine']}). {meta.get('generated_by', 'No version recorded.')}"]
+            f"{meta['machine']}). {meta.get('generated_by', 'No version recorded.')}{_record(meta)}"]
     for rerun in meta.get("reruns", []):
         which = rerun.get("rows") or rerun["engines"]  # --target names rows; --only, groups
         targets = f"{rerun['targets']} target{'s' if rerun['targets'] != 1 else ''}"
         out += [f"- Rows {'' if 'rows' in rerun else 'of '}{', '.join(f'`{k}`' for k in which)} re-run by `{rerun['command']}` "
                 f"({targets}, {rerun['wall_seconds']:.0f} s wall, {rerun['machine']}). "
-                + rerun.get("generated_by", "No version recorded.")]
+                + rerun.get("generated_by", "No version recorded.") + _record(rerun)]
     return "\n".join(out) + "\n"
+
+
+def _record(run: dict) -> str:
+    """A run's settings and uncommitted files, after its generated_by line (nothing for a run that recorded neither)."""
+    said = describe_run_record(run)
+    return f" {said}" if said else ""
 
 
 def weaker_than_saved(saved_json: Path, profile: str) -> list[str]:
@@ -1020,6 +1084,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     out_dir = args.out or default_out()
     out_json, out_md = out_dir / "artifacts" / "matrix.json", out_dir / "MATRIX.md"
+    made_by, record = generated_by(), run_record()  # before the run: its settings, not the ones listing sets below
     if args.report_only:
         if not out_json.is_file():
             parser.error(f"--report-only: {out_json} does not exist")
@@ -1077,7 +1142,7 @@ def main(argv: list[str] | None = None) -> int:
             row["source"] = sources[row["name"]]
     rows += [not_run_row(name, spec, exc) for name, (spec, exc) in skipped.items()]
     argv_shown = " ".join(argv if argv is not None else sys.argv[1:])
-    meta = {"generated_by": generated_by(),
+    meta = {"generated_by": made_by, **record,
             "command": f"python -m radixcheck.reports.matrix {argv_shown}".strip(), "xdist": xdist, "profile": args.profile,
             "wall_seconds": wall, "machine": f"{os.cpu_count()} cores",
             "environment": {e.key: _env_line(e) for e in ENGINES if e.key in only}}
