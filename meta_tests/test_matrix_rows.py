@@ -113,6 +113,7 @@ def test_a_run_records_its_settings_and_which_files_were_uncommitted(tmp_path, m
     from radixcheck import provenance
 
     monkeypatch.setenv("RADIXCHECK_OP_WALL_TIMEOUT", "600")
+    monkeypatch.setenv("RADIXCHECK_LIGHTLLM_SRC", "/home/someone/lightllm")  # a user's path stays out of the JSON
     monkeypatch.setattr(provenance, "uncommitted", lambda: ["reports/findings/sglang_trees.md"], raising=False)
     row = {"name": "reference", "spec": "x:y", "seconds": 1.0, "tests": {"test_x": {"outcome": "passed"}}}
     monkeypatch.setattr(matrix, "run_matrix", lambda targets, profile, xdist: ([dict(row)], 1.0))
@@ -125,6 +126,8 @@ def test_a_run_records_its_settings_and_which_files_were_uncommitted(tmp_path, m
     assert matrix.main(["--target", "reference", "-n", "0", "--out", str(out)]) == 0
     rerun = json.loads((out / "artifacts" / "matrix.json").read_text())["meta"]["reruns"][-1]
     assert rerun["settings"]["RADIXCHECK_OP_WALL_TIMEOUT"] == "600"
+    assert rerun["settings"]["RADIXCHECK_LIGHTLLM_SRC"] == "(a local path)"
+    assert "/home/someone" not in (out / "artifacts" / "matrix.json").read_text()
     assert rerun["uncommitted"] == ["reports/findings/sglang_trees.md"]
     line = next(ln for ln in (out / "MATRIX.md").read_text().splitlines() if ln.startswith("- Rows `reference`"))
     assert "`RADIXCHECK_OP_WALL_TIMEOUT=600`" in line

@@ -42,7 +42,16 @@ SHOWN_FILES = 6
 def settings() -> dict[str, str]:
     """The ``RADIXCHECK_*`` settings in the environment (a timeout, a fix, a checkout): what a run's verdicts
     may depend on beyond its commit and command."""
-    return {name: value for name, value in sorted(os.environ.items()) if name.startswith(SETTING_PREFIX)}
+    return {name: _shown(name, value) for name, value in sorted(os.environ.items()) if name.startswith(SETTING_PREFIX)}
+
+
+# Settings that name a place on the machine (a checkout, a venv, a model file): a committed report records that
+# they were set, not the user's paths (the source lines already give a checkout's commit).
+PLACE_SUFFIXES = ("_SRC", "_VENV", "_GGUF", "_CACHE")
+
+
+def _shown(name: str, value: str) -> str:
+    return "(a local path)" if name.endswith(PLACE_SUFFIXES) or name == "RADIXCHECK_CACHE" else value
 
 
 def uncommitted() -> list[str] | None:
