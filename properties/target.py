@@ -568,21 +568,36 @@ def _on_limit(signum: int, frame: Any) -> None:
     raise OperationTimeout(stopped)
 
 
+def _unraisable(previous: Callable[[Any], Any]) -> Callable[[Any], None]:
+    """A ``sys.unraisablehook`` that drops the limit's own interrupt where Python swallowed it (a gc callback,
+    a ``__del__``: the next tick raises it again, so printing "Exception ignored in ..." on a user's stderr tells
+    nothing) and hands everything else to ``previous``."""
+    def hook(unraisable: Any) -> None:
+        stopped = _current_call.stopped if _current_call is not None else None
+        if isinstance(unraisable.exc_value, OperationTimeout) and stopped is not None and unraisable.exc_value.args == (stopped,):
+            return
+        previous(unraisable)
+    return hook
+
+
 @contextmanager
 def alarm_handler():
     """Install the time limit's SIGALRM handler once for a block of many guarded calls (a state
-    machine run), and put the previous one back after; installing it per call costs ~30 us."""
+    machine run), and put the previous one back after; installing it per call costs ~30 us. The
+    block's ``sys.unraisablehook`` drops the limit's interrupts that Python swallowed (:func:`_unraisable`)."""
     global _handler_installed
     if threading.current_thread() is not threading.main_thread() or _handler_installed:
         yield
         return
     previous = signal.signal(signal.SIGALRM, _on_limit)
+    previous_hook, sys.unraisablehook = sys.unraisablehook, _unraisable(sys.unraisablehook)
     _handler_installed = True
     try:
         yield
     finally:
         _handler_installed = False
         signal.signal(signal.SIGALRM, previous)
+        sys.unraisablehook = previous_hook
 
 
 def _set_timer(first: float, tick: float) -> float:

@@ -22,7 +22,10 @@ The failure raised carries the machine instance that failed (``exc.radixcheck_ma
 its transcript of every act and call, each named by the step that sent it (:func:`naming_steps`):
 what :mod:`radixcheck.properties.findings.repro` writes a standalone repro file from.
 
-A hang is reported at once, unshrunk: shrinking it would cost the time limit per replay. A hang
+A hang is reported at once, unshrunk: shrinking it would cost the time limit per replay. So is a state
+machine's failure after which the target answers nothing (a panic, a crash right after a refusal, no answer:
+:func:`~radixcheck.properties.target.ends_a_replay`): its repro file's reduction makes it small in a fraction of
+the time Hypothesis's shrink spent (:data:`NOT_SHRUNK_ANSWERS_ENDED`). A hang
 that a shrink candidate meets (the failure shrunk is not one) costs a tenth of the limit and drops
 that candidate (:func:`~radixcheck.properties.target.shrinking_limits`): the shrinker, which takes
 any smaller failure, would otherwise report the hang instead of the failure found, at 5 s a try.
@@ -55,6 +58,7 @@ from radixcheck.properties.target import (
     alarm_handler,
     caused_by_hang,
     check_budget,
+    ends_a_replay,
     forget_hangs,
     new_example,
     rejects_a_candidate,
@@ -64,6 +68,11 @@ from radixcheck.properties.target import (
 
 SHRINK_ENV = "RADIXCHECK_SHRINK_SECONDS"
 DEFAULT_SHRINK_SECONDS = 15.0
+# A panic, a crash right after a refusal, a transport error: Hypothesis's shrink spent its whole budget on such a
+# failure (~15 s of CPU per page size on PanicsOnUnmatchedUnlock, ~700 programs tried) where the repro file's
+# reduction, which drops the acts the failure does not need, cuts the same program to its 3 acts in 0.02 s.
+NOT_SHRUNK_ANSWERS_ENDED = ("radixcheck: not shrunk (the target answers nothing after this failure: the program is "
+                            "reduced instead, in its repro file, --repro DIR)")
 
 
 def shrink_seconds(machine: type | None = None) -> float:
@@ -155,7 +164,7 @@ def _run_machine(machine: type[RuleBasedStateMachine], search: settings) -> None
         machine.failing = machine.latest if shrunk else first_machine
 
     _find_shrink_replay(lambda phase: run_state_machine_as_test(machine, settings=phase), search, shrink_seconds(machine),
-                        found, raising)
+                        found, raising, reduced_instead=True)
 
 
 def run_property(test: Callable[..., None], search: settings | None = None, **strategies: SearchStrategy) -> None:
@@ -202,10 +211,12 @@ def _replayable(exc: Exception) -> Exception:
 
 
 def _find_shrink_replay(run: Callable[[settings], None], search: settings, budget: float,
-                        found: Callable[[], None] = lambda: None, raising: Callable[[bool], None] = lambda shrunk: None) -> None:
+                        found: Callable[[], None] = lambda: None, raising: Callable[[bool], None] = lambda shrunk: None,
+                        reduced_instead: bool = False) -> None:
     """The three phases (module docstring) over ``run``, one Hypothesis run under the settings it is given. ``found()``
     is called when the find phase failed; ``raising(shrunk)`` just before the failure is raised: the shrunk one
-    (True), or the first (False)."""
+    (True), or the first (False). ``reduced_instead``: a failure after which the target answers nothing is not
+    shrunk (:data:`NOT_SHRUNK_ANSWERS_ENDED`), its repro file's reduction makes it small (a state machine's)."""
     if Phase.shrink not in search.phases:
         try:
             run(search)
@@ -229,6 +240,9 @@ def _find_shrink_replay(run: Callable[[settings], None], search: settings, budge
         raise first
     if budget <= 0:
         first.add_note(f"radixcheck: not shrunk (a shrink budget of 0 s, {SHRINK_ENV} or the machine's default)")
+        raise first
+    if reduced_instead and ends_a_replay(first):
+        first.add_note(NOT_SHRUNK_ANSWERS_ENDED)
         raise first
     examples.demote_failures()
     own = settings(find, database=examples)
