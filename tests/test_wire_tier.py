@@ -127,6 +127,33 @@ def test_a_host_tier_the_wire_cannot_carry_stops_at_init(declared: dict[str, Any
     factory.close()
 
 
+def test_an_unknown_tier_field_is_named_with_the_fields_a_host_tier_has() -> None:
+    """A typo (``page_size``) is named with the page's fields, not as Python's "unexpected keyword
+    argument" (a new user's Node.js server, session 62)."""
+    factory = declares(tier_capabilities={"page_size": [1]})
+    with pytest.raises(WireProtocolError, match=r"unknown field\(s\) 'page_size' \(a host tier's fields: write_policies, "
+                       r"page_sizes,.*\bnamespaces\b"):
+        factory.tier_capabilities  # noqa: B018
+    factory.close()
+
+
+def test_an_unknown_cache_field_is_named_with_the_fields() -> None:
+    factory = declares(capabilities={"page_size": [1]})
+    with pytest.raises(WireProtocolError, match=r"unknown field\(s\) 'page_size' \(the fields: eviction_policy,"):
+        factory.capabilities  # noqa: B018
+    factory.close()
+
+
+def test_lru_by_name_is_a_host_tiers_default_order() -> None:
+    """``"lru"`` declares a plain cache's default order; a host tier takes it as its own (null), as a
+    server author writing one ``init`` for both would expect, where ``"quota"`` stays refused."""
+    factory = declares(tier_capabilities={"eviction_policy": "lru"})
+    try:
+        assert factory.tier_capabilities.eviction_policy is None
+    finally:
+        factory.close()
+
+
 def test_an_init_declaring_both_kinds_of_capabilities_stops() -> None:
     factory = declares(capabilities={}, tier_capabilities={})
     with pytest.raises(WireProtocolError, match="not both"):

@@ -33,6 +33,7 @@ expects for bad input and forbidden locks, and a failure anywhere else.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import json
 import os
@@ -237,6 +238,12 @@ class WireConnection:
         if caps.get("lifecycle") == "requests":  # no op carries a cache's own request methods (WIRE.md)
             self.close("it declares lifecycle 'requests', which no op of the protocol carries: declare 'tree'")
             raise WireProtocolError(f"{self._who()}: {self.dead}")
+        known = [f.name for f in dataclasses.fields(Capabilities)]
+        unknown = [k for k in caps if k not in known]
+        if unknown:  # TypeError's "unexpected keyword argument" names Python, not the page
+            self.close(f"its capabilities are not radixcheck's: unknown field(s) {', '.join(map(repr, unknown))} "
+                       f"(the fields: {', '.join(known)}; WIRE.md, \"Operations\")")
+            raise WireProtocolError(f"{self._who()}: {self.dead}")
         try:
             if "eviction_policy" in caps:
                 caps["eviction_policy"] = policy_from_wire(caps["eviction_policy"])
@@ -257,13 +264,20 @@ class WireConnection:
             why = "it declares lifecycle 'requests', which no op of the protocol carries: declare 'tree'"
         elif caps.get("second_pool") is not None:
             why = f"it declares second_pool {caps['second_pool']!r}, which no op of the protocol carries: declare null"
+        known = [f.name for f in dataclasses.fields(TierCapabilities)]
+        unknown = [k for k in caps if k not in known]
+        if why is None and unknown:  # TypeError's "unexpected keyword argument" names Python, not the page
+            why = (f"its tier_capabilities are not radixcheck's: unknown field(s) {', '.join(map(repr, unknown))} "
+                   f"(a host tier's fields: {', '.join(known)}; WIRE.md, \"A host tier\")")
         if why is None:
             try:
+                if caps.get("eviction_policy") == "lru":  # least recently used first: the tier contract's null
+                    caps["eviction_policy"] = None
                 if "eviction_policy" in caps:
                     caps["eviction_policy"] = policy_from_wire(caps["eviction_policy"])
                     if isinstance(caps["eviction_policy"], str):  # a name only: the tier contract takes a Policy or null
-                        raise ValueError(f"eviction_policy {caps['eviction_policy']!r}: a host tier takes null (LRU) or "
-                                         "{\"named\": ...}")
+                        raise ValueError(f"eviction_policy {caps['eviction_policy']!r}: a host tier takes null or \"lru\" "
+                                         "(least recently used first) or {\"named\": ...}")
                 return TierCapabilities(**{k: tuple(v) if isinstance(v, list) else v for k, v in caps.items()})
             except (TypeError, ValueError) as exc:
                 why = f"its tier_capabilities are not radixcheck's: {exc}"
