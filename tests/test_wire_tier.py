@@ -192,3 +192,17 @@ def test_a_pool_refusal_in_a_servers_call_is_raised_from_its_request() -> None:
         assert world.cache.host_size() == 2  # the server goes on answering
     finally:
         factory.close()
+
+
+def test_a_request_that_calls_the_suite_keeps_the_servers_cpu_time(served: Any) -> None:
+    """A tier request answered through prompt calls (an evict's ``free`` per page) keeps the server's
+    CPU time from its first call on, so the suite's wall-clock backstop quotes it: each call's line
+    cleared it before, and a Node.js server's O(n^2) evict stopped at the backstop read "the wire
+    server's CPU time cannot be read here" (a new user's trial, session 62)."""
+    w = TierWorld(served, page_size=1, write_policy="write_through")
+    w.serve([1, 2, 3, 4])
+    w.finish()
+    w.complete_all()
+    w.cache.evict(4)  # backed up: one free call per page, each answered at once
+    spent = served.connection().request_cpu()
+    assert spent is not None and spent >= 0.0

@@ -336,20 +336,25 @@ class WireConnection:
         start, now = self.request_cpu_start, self.server_cpu()
         return None if start is None or now is None else now - start
 
-    def _read_line(self, deadline: float, op: str, cpu_limit: float | None = None) -> bytes:
+    def _read_line(self, deadline: float, op: str, cpu_limit: float | None = None, first: bool = True) -> bytes:
         """One line of the server's output. It is given until ``deadline`` (wall clock) and, with
         ``cpu_limit``, only that much of its own CPU time: a server that computes for longer is
         hung, however slow the machine; one that blocks is stopped by the wall-clock deadline. Its
         CPU time is first read when a reply is CPU_POLL late (a prompt reply costs no read), so a
-        hang is judged after the limit plus at most that."""
+        hang is judged after the limit plus at most that. ``first``: the request's first line (not the
+        line after a call of the server's, whose request keeps the CPU time it was started with, so
+        the suite's backstop quotes the server's time on the whole request)."""
         fd, sent = self.process.stdout.fileno(), time.monotonic()
         cpu_start: float | None = None
-        self.request_cpu_start = None
+        if first:
+            self.request_cpu_start = None
         while b"\n" not in self._buffer:
             left = deadline - time.monotonic()
             now = self.server_cpu() if cpu_limit is not None and time.monotonic() - sent >= CPU_POLL else None
             if cpu_start is None:
-                cpu_start = self.request_cpu_start = now
+                cpu_start = now
+                if self.request_cpu_start is None:
+                    self.request_cpu_start = now
             spent = now - cpu_start if now is not None and cpu_start is not None else 0.0
             if left <= 0 or (cpu_limit is not None and spent > cpu_limit):
                 self.close(f"it did not answer {op} in time and was killed", kill=True)
@@ -482,8 +487,10 @@ class WireConnection:
                 raise self._died() from None
             deadline, cpu_limit = ((time.monotonic() + call_wall_limit(), call_limit()) if self.cpu_readable
                                    else (time.monotonic() + call_limit() + 1.0, None))  # as _exchange's
+            if self.request_cpu_start is None and self.cpu_readable:  # one read per request that calls: its
+                self.request_cpu_start = self.server_cpu()  # prompt lines would leave the backstop no CPU time to quote
             with computed_elsewhere("the wire server", self.request_cpu):
-                return self._read_line(deadline, op, cpu_limit)
+                return self._read_line(deadline, op, cpu_limit, first=False)
         except BaseException as exc:  # as _exchange: a reply left in flight would answer the next request
             if not isinstance(exc, WireServerDied):
                 self.close(f"it was stopped while answering {op} ({type(exc).__name__})", kill=True)
