@@ -129,6 +129,19 @@ def _process_cpu(pid: int) -> float | None:
         return None
 
 
+def _process_wait(pid: int) -> float | None:
+    """The time (s) process ``pid``'s threads have spent runnable but waiting for a CPU, from
+    ``/proc/PID/task/*/schedstat``; ``None`` where that cannot be read."""
+    try:
+        total = 0
+        for tid in os.listdir(f"/proc/{pid}/task"):
+            with open(f"/proc/{pid}/task/{tid}/schedstat", "rb") as stat:
+                total += int(stat.read().split()[1])
+        return total / 1e9
+    except (OSError, ValueError, IndexError):
+        return None
+
+
 def _stop_server(process: subprocess.Popen, stderr: Any) -> None:
     """Kill a server still running, reap it, and close its pipes and stderr file."""
     forget_cpu_of(process.pid)  # its CPU so far stays counted in the shrink and reduction budgets
@@ -331,6 +344,10 @@ class WireConnection:
         where that cannot be read (not Linux)."""
         return _process_cpu(self.process.pid)
 
+    def server_wait(self) -> float | None:
+        """The server's run-queue wait (s) so far: a server starved of CPU is not one that blocks."""
+        return _process_wait(self.process.pid)
+
     def request_cpu(self) -> float | None:
         """The server's CPU time (s) on the request it is answering, once read (a reply CPU_POLL late)."""
         start, now = self.request_cpu_start, self.server_cpu()
@@ -456,7 +473,8 @@ class WireConnection:
                 deadline, cpu_limit = time.monotonic() + call_wall_limit(), call_limit()  # a shrink's share while shrinking
             else:
                 deadline, cpu_limit = time.monotonic() + call_limit() + 1.0, None
-            with computed_elsewhere("the wire server", self.request_cpu):  # what the suite's backstop says, if it fires first
+            # what the suite's backstop says, and how it judges a starved server, if it fires first
+            with computed_elsewhere("the wire server", self.request_cpu, self.server_wait):
                 return rid, self._read_line(deadline, op, cpu_limit)
         except BaseException as exc:  # the per-operation alarm, or ^C: the reply would come late
             if not isinstance(exc, WireServerDied):
@@ -489,7 +507,7 @@ class WireConnection:
                                    else (time.monotonic() + call_limit() + 1.0, None))  # as _exchange's
             if self.request_cpu_start is None and self.cpu_readable:  # one read per request that calls: its
                 self.request_cpu_start = self.server_cpu()  # prompt lines would leave the backstop no CPU time to quote
-            with computed_elsewhere("the wire server", self.request_cpu):
+            with computed_elsewhere("the wire server", self.request_cpu, self.server_wait):
                 return self._read_line(deadline, op, cpu_limit, first=False)
         except BaseException as exc:  # as _exchange: a reply left in flight would answer the next request
             if not isinstance(exc, WireServerDied):
