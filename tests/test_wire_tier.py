@@ -206,3 +206,28 @@ def test_a_request_that_calls_the_suite_keeps_the_servers_cpu_time(served: Any) 
     w.cache.evict(4)  # backed up: one free call per page, each answered at once
     spent = served.connection().request_cpu()
     assert spent is not None and spent >= 0.0
+
+
+def test_the_suites_answers_to_a_servers_calls_count_as_the_servers_request(served: Any, monkeypatch) -> None:  # noqa: ANN001
+    """While the suite answers a tier server's call (a ``free``), the guarded request is still marked
+    as computed by the server: a backstop firing then judges the server's CPU time and run-queue wait
+    too. It judged the suite's own thread alone there, which only waited on the pipe: a starved
+    server's evict was "a call that blocks" ("it computed for only 1.0 s", session 62's trial)."""
+    from radixcheck.properties import target
+    from radixcheck.properties.adapters import wire_tier
+
+    seen: list[Any] = []
+    answer = wire_tier.TierCalls.answer
+
+    def spying(self: Any, message: dict[str, Any], op: str) -> Any:
+        call = target._current_call
+        seen.append(None if call is None else call.elsewhere)
+        return answer(self, message, op)
+
+    w = TierWorld(served, page_size=1, write_policy="write_through")
+    w.serve([1, 2, 3, 4])
+    w.finish()
+    w.complete_all()
+    monkeypatch.setattr(wire_tier.TierCalls, "answer", spying)
+    target.guarded("evict", w.cache.evict, 4)  # backed up: a free call per page
+    assert seen and all(e is not None and e[0] == "the wire server" and e[2] is not None for e in seen), seen
