@@ -159,6 +159,13 @@ def test_the_wire_reference_names_every_capability_op_and_error_code() -> None:
     assert not unnamed, f"properties/adapters/WIRE.md does not name: {unnamed}"
 
 
+def test_the_wire_reference_says_null_and_an_absent_namespace_are_one() -> None:
+    """The suite sends the default namespace both as an absent field and as ``null``; a server keying
+    them apart fails oracle 13 (a new user's Node.js server did, session 62): the page must say so."""
+    page = " ".join((ROOT / "properties" / "adapters" / "WIRE.md").read_text(encoding="utf-8").split())
+    assert 'an absent `namespace` and `"namespace": null` are the one default namespace' in page
+
+
 def test_the_layout_page_names_every_module_of_the_kit() -> None:
     """``docs/reference/layout.md`` is where a reader finds a module: every module of the shipped kit's
     folders is named there (radixcheck 0.2's aliases, "Moved to ...", are named by their import paths)."""

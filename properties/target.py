@@ -449,22 +449,26 @@ class _Call:
     def __init__(self, what: str, cpu_limit: float) -> None:
         self.what, self.cpu_limit = what, cpu_limit
         self.cpu_start, self.wall_start = time.process_time(), time.monotonic()
-        self.elsewhere: tuple[str, Callable[[], float | None]] | None = None
+        # who computes elsewhere, their CPU time and their run-queue wait (s; None: unreadable)
+        self.elsewhere: tuple[str, Callable[[], float | None], Callable[[], float | None] | None] | None = None
         self.stopped: str | None = None  # the limit's message, once raised: a later tick raises it again, unchanged
         self.stopped_at = (0.0, 0.0)  # the clocks (CPU, wall) when it was first raised: its cleanup's limits count from there
         self.runnable_look: tuple[float, float, float] | None = None  # past the backstop: (run-queue wait, CPU, wall) at the last look
 
 
 @contextmanager
-def computed_elsewhere(who: str, cpu_spent: Callable[[], float | None]):
+def computed_elsewhere(who: str, cpu_spent: Callable[[], float | None],
+                       waited: Callable[[], float | None] | None = None):
     """A block of a guarded call in which another process computes the answer (a wire server):
     if the wall-clock backstop stops the call there, its message gives that process's CPU time
-    (``cpu_spent()``, seconds; ``None`` if it cannot be read), not this one's, which only waited."""
+    (``cpu_spent()``, seconds; ``None`` if it cannot be read), not this one's, which only waited.
+    ``waited()``: that process's run-queue wait (s), so a process starved of CPU on a loaded machine
+    is judged as a starved call here is (:func:`_waits_for_a_cpu`), not as one that blocks."""
     call = _current_call
     if call is None:
         yield
         return
-    outer, call.elsewhere = call.elsewhere, (who, cpu_spent)
+    outer, call.elsewhere = call.elsewhere, (who, cpu_spent, waited)
     try:
         yield
     finally:
@@ -475,7 +479,7 @@ def _backstop_computed(call: _Call, cpu: float) -> str:
     """What the backstop's message says was computed: by the process that was computing the answer."""
     if call.elsewhere is None:
         return f"it computed for only {cpu:.1f} s"
-    who, cpu_spent = call.elsewhere
+    who, cpu_spent = call.elsewhere[:2]
     try:
         spent = cpu_spent()
     except Exception:  # noqa: BLE001 - a message: never a second failure inside the signal handler
@@ -533,13 +537,23 @@ def _waits_for_a_cpu(call: _Call, now: tuple[float, float], capped: bool) -> boo
     cores: NU trial, an O(n) evict at 2.2 s of CPU in 60 s of wall clock was called a call that
     blocks) rather than blocked (a lock, a sleep, a socket). The first look opens the window (one
     tick more); unreadable, or past ``STARVED_CAP`` backstops, it is the backstop as before."""
-    waited = None if capped or call.elsewhere is not None else _run_queue_wait()
+    waited = None if capped else _run_queue_wait()
     if waited is None:
         return False
-    last, call.runnable_look = call.runnable_look, (waited, *now)
+    cpu = now[0]
+    if call.elsewhere is not None:  # another process computes the answer: its time counts too (the two take turns)
+        _, their_cpu, their_wait = call.elsewhere
+        try:
+            theirs = (their_cpu(), their_wait() if their_wait is not None else None)
+        except Exception:  # noqa: BLE001 - inside the signal handler: unreadable is the backstop as before
+            return False
+        if theirs[0] is None or theirs[1] is None:
+            return False
+        waited, cpu = waited + theirs[1], cpu + theirs[0]
+    last, call.runnable_look = call.runnable_look, (waited, cpu, now[1])
     if last is None:
         return True
-    busy = (waited - last[0]) + (now[0] - last[1])
+    busy = (waited - last[0]) + (cpu - last[1])
     return busy >= 0.5 * (now[1] - last[2])
 
 

@@ -758,3 +758,25 @@ def test_a_priority_mutant_is_caught_over_the_wire_by_its_order() -> None:
             run_machine(machine_for(factory, factory.capabilities, 1, "wire_PriorityIgnored"), profiles.SETTINGS["mutation"])
     finally:
         factory.close()
+
+
+def test_a_wire_server_starved_of_cpu_is_not_a_call_that_blocks(monkeypatch) -> None:  # noqa: ANN001
+    """Past the wall-clock backstop, a call whose answer another process computes (a wire server) is
+    judged by that process's CPU time and run-queue wait too: a server computing or waiting for a
+    CPU on a loaded machine goes on (up to the cap), one that blocks is stopped. Before, every call
+    computed elsewhere was stopped at the backstop: a Node.js server's evict at 4.8 s of its CPU in
+    60 s of wall clock, at load 21 on 2 cores, was "a call that blocks" (session 62's trial)."""
+    from radixcheck.properties import target
+
+    monkeypatch.setattr(target, "_run_queue_wait", lambda: 0.0)  # this process only waits on the pipe
+    clock = {"cpu": 0.0, "wait": 0.0}
+    call = target._Call("evict", 5.0)
+    call.elsewhere = ("the wire server", lambda: clock["cpu"], lambda: clock["wait"])
+    assert target._waits_for_a_cpu(call, (0.0, 60.0), capped=False)  # the first look opens the window
+    clock["cpu"], clock["wait"] = 0.5, 4.0  # of 5 s of wall clock: computing or runnable for 4.5
+    assert target._waits_for_a_cpu(call, (0.0, 65.0), capped=False)
+    assert not target._waits_for_a_cpu(call, (0.0, 70.0), capped=False)  # then 5 s with neither: it blocks
+    assert not target._waits_for_a_cpu(call, (0.0, 75.0), capped=True)  # past the cap: stopped all the same
+    blind = target._Call("evict", 5.0)
+    blind.elsewhere = ("the wire server", lambda: 1.0, lambda: None)  # its wait unreadable: the backstop as before
+    assert not target._waits_for_a_cpu(blind, (0.0, 60.0), capped=False)

@@ -137,6 +137,33 @@ def test_a_second_pool_without_a_host_tier_stops_at_init() -> None:
     factory.close()
 
 
+def test_an_unknown_tier_field_is_named_with_the_fields_a_host_tier_has() -> None:
+    """A typo (``page_size``) is named with the page's fields, not as Python's "unexpected keyword
+    argument" (a new user's Node.js server, session 62)."""
+    factory = declares(tier_capabilities={"page_size": [1]})
+    with pytest.raises(WireProtocolError, match=r"unknown field\(s\) 'page_size' \(a host tier's fields: write_policies, "
+                       r"page_sizes,.*\bnamespaces\b"):
+        factory.tier_capabilities  # noqa: B018
+    factory.close()
+
+
+def test_an_unknown_cache_field_is_named_with_the_fields() -> None:
+    factory = declares(capabilities={"page_size": [1]})
+    with pytest.raises(WireProtocolError, match=r"unknown field\(s\) 'page_size' \(the fields: eviction_policy,"):
+        factory.capabilities  # noqa: B018
+    factory.close()
+
+
+def test_lru_by_name_is_a_host_tiers_default_order() -> None:
+    """``"lru"`` declares a plain cache's default order; a host tier takes it as its own (null), as a
+    server author writing one ``init`` for both would expect, where ``"quota"`` stays refused."""
+    factory = declares(tier_capabilities={"eviction_policy": "lru"})
+    try:
+        assert factory.tier_capabilities.eviction_policy is None
+    finally:
+        factory.close()
+
+
 def test_an_init_declaring_both_kinds_of_capabilities_stops() -> None:
     factory = declares(capabilities={}, tier_capabilities={})
     with pytest.raises(WireProtocolError, match="not both"):
@@ -252,3 +279,42 @@ def test_a_host_tiers_second_pool_over_the_wire_is_driven_as_in_process(cache: s
     second = "window" if requests else "state"
     assert f"{second}s" in sent and f"insert+{second}" in sent  # the values went over the wire, and were read back
     assert not requests or f"cache_unfinished_req+{second}" in sent
+
+
+def test_a_request_that_calls_the_suite_keeps_the_servers_cpu_time(served: Any) -> None:
+    """A tier request answered through prompt calls (an evict's ``free`` per page) keeps the server's
+    CPU time from its first call on, so the suite's wall-clock backstop quotes it: each call's line
+    cleared it before, and a Node.js server's O(n^2) evict stopped at the backstop read "the wire
+    server's CPU time cannot be read here" (a new user's trial, session 62)."""
+    w = TierWorld(served, page_size=1, write_policy="write_through")
+    w.serve([1, 2, 3, 4])
+    w.finish()
+    w.complete_all()
+    w.cache.evict(4)  # backed up: one free call per page, each answered at once
+    spent = served.connection().request_cpu()
+    assert spent is not None and spent >= 0.0
+
+
+def test_the_suites_answers_to_a_servers_calls_count_as_the_servers_request(served: Any, monkeypatch) -> None:  # noqa: ANN001
+    """While the suite answers a tier server's call (a ``free``), the guarded request is still marked
+    as computed by the server: a backstop firing then judges the server's CPU time and run-queue wait
+    too. It judged the suite's own thread alone there, which only waited on the pipe: a starved
+    server's evict was "a call that blocks" ("it computed for only 1.0 s", session 62's trial)."""
+    from radixcheck.properties import target
+    from radixcheck.properties.adapters import wire_tier
+
+    seen: list[Any] = []
+    answer = wire_tier.TierCalls.answer
+
+    def spying(self: Any, message: dict[str, Any], op: str) -> Any:
+        call = target._current_call
+        seen.append(None if call is None else call.elsewhere)
+        return answer(self, message, op)
+
+    w = TierWorld(served, page_size=1, write_policy="write_through")
+    w.serve([1, 2, 3, 4])
+    w.finish()
+    w.complete_all()
+    monkeypatch.setattr(wire_tier.TierCalls, "answer", spying)
+    target.guarded("evict", w.cache.evict, 4)  # backed up: a free call per page
+    assert seen and all(e is not None and e[0] == "the wire server" and e[2] is not None for e in seen), seen

@@ -33,6 +33,7 @@ expects for bad input and forbidden locks, and a failure anywhere else.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import json
 import os
@@ -124,6 +125,19 @@ def _process_cpu(pid: int) -> float | None:
         with open(f"/proc/{pid}/stat", "rb") as stat:
             fields = stat.read().rpartition(b")")[2].split()  # after the command name, which may hold spaces
         return (int(fields[11]) + int(fields[12])) / _CLOCK_TICKS  # utime, stime: fields 14 and 15 of proc(5)
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def _process_wait(pid: int) -> float | None:
+    """The time (s) process ``pid``'s threads have spent runnable but waiting for a CPU, from
+    ``/proc/PID/task/*/schedstat``; ``None`` where that cannot be read."""
+    try:
+        total = 0
+        for tid in os.listdir(f"/proc/{pid}/task"):
+            with open(f"/proc/{pid}/task/{tid}/schedstat", "rb") as stat:
+                total += int(stat.read().split()[1])
+        return total / 1e9
     except (OSError, ValueError, IndexError):
         return None
 
@@ -236,6 +250,12 @@ class WireConnection:
             self.tier_capabilities = self._tier_from(hello)
             return
         caps = dict(hello["capabilities"])
+        known = [f.name for f in dataclasses.fields(Capabilities)]
+        unknown = [k for k in caps if k not in known]
+        if unknown:  # TypeError's "unexpected keyword argument" names Python, not the page
+            self.close(f"its capabilities are not radixcheck's: unknown field(s) {', '.join(map(repr, unknown))} "
+                       f"(the fields: {', '.join(known)}; WIRE.md, \"Operations\")")
+            raise WireProtocolError(f"{self._who()}: {self.dead}")
         try:
             if "eviction_policy" in caps:
                 caps["eviction_policy"] = policy_from_wire(caps["eviction_policy"])
@@ -246,24 +266,31 @@ class WireConnection:
 
     def _tier_from(self, hello: dict[str, Any]) -> Any:
         """The declared host tier (``tier_capabilities``: TierCapabilities' fields), or the server is closed
-        and the audit stops with one line: what no op carries (a second pool) is refused here, as an
-        unknown field or a value TierCapabilities refuses is."""
+        and the audit stops with one line: an unknown field (named, with the fields a host tier has) or a
+        value TierCapabilities refuses."""
         from radixcheck.properties.tiers.contract import TierCapabilities
 
         caps = dict(hello["tier_capabilities"])
         why = None
-        if caps.get("second_pool") is not None:
+        known = [f.name for f in dataclasses.fields(TierCapabilities)]
+        unknown = [k for k in caps if k not in known]
+        if unknown:  # TypeError's "unexpected keyword argument" names Python, not the page
+            why = (f"its tier_capabilities are not radixcheck's: unknown field(s) {', '.join(map(repr, unknown))} "
+                   f"(a host tier's fields: {', '.join(known)}; WIRE.md, \"A host tier\")")
+        elif caps.get("second_pool") is not None:
             try:
                 caps["second_pool"] = second_pool_from_wire(caps["second_pool"])
             except (TypeError, ValueError) as exc:
                 why = f"its tier_capabilities are not radixcheck's: {exc}"
         if why is None:
             try:
+                if caps.get("eviction_policy") == "lru":  # least recently used first: the tier contract's null
+                    caps["eviction_policy"] = None
                 if "eviction_policy" in caps:
                     caps["eviction_policy"] = policy_from_wire(caps["eviction_policy"])
                     if isinstance(caps["eviction_policy"], str):  # a name only: the tier contract takes a Policy or null
-                        raise ValueError(f"eviction_policy {caps['eviction_policy']!r}: a host tier takes null (LRU) or "
-                                         "{\"named\": ...}")
+                        raise ValueError(f"eviction_policy {caps['eviction_policy']!r}: a host tier takes null or \"lru\" "
+                                         "(least recently used first) or {\"named\": ...}")
                 return TierCapabilities(**{k: tuple(v) if isinstance(v, list) else v for k, v in caps.items()})
             except (TypeError, ValueError) as exc:
                 why = f"its tier_capabilities are not radixcheck's: {exc}"
@@ -330,25 +357,34 @@ class WireConnection:
         where that cannot be read (not Linux)."""
         return _process_cpu(self.process.pid)
 
+    def server_wait(self) -> float | None:
+        """The server's run-queue wait (s) so far: a server starved of CPU is not one that blocks."""
+        return _process_wait(self.process.pid)
+
     def request_cpu(self) -> float | None:
         """The server's CPU time (s) on the request it is answering, once read (a reply CPU_POLL late)."""
         start, now = self.request_cpu_start, self.server_cpu()
         return None if start is None or now is None else now - start
 
-    def _read_line(self, deadline: float, op: str, cpu_limit: float | None = None) -> bytes:
+    def _read_line(self, deadline: float, op: str, cpu_limit: float | None = None, first: bool = True) -> bytes:
         """One line of the server's output. It is given until ``deadline`` (wall clock) and, with
         ``cpu_limit``, only that much of its own CPU time: a server that computes for longer is
         hung, however slow the machine; one that blocks is stopped by the wall-clock deadline. Its
         CPU time is first read when a reply is CPU_POLL late (a prompt reply costs no read), so a
-        hang is judged after the limit plus at most that."""
+        hang is judged after the limit plus at most that. ``first``: the request's first line (not the
+        line after a call of the server's, whose request keeps the CPU time it was started with, so
+        the suite's backstop quotes the server's time on the whole request)."""
         fd, sent = self.process.stdout.fileno(), time.monotonic()
         cpu_start: float | None = None
-        self.request_cpu_start = None
+        if first:
+            self.request_cpu_start = None
         while b"\n" not in self._buffer:
             left = deadline - time.monotonic()
             now = self.server_cpu() if cpu_limit is not None and time.monotonic() - sent >= CPU_POLL else None
             if cpu_start is None:
-                cpu_start = self.request_cpu_start = now
+                cpu_start = now
+                if self.request_cpu_start is None:
+                    self.request_cpu_start = now
             spent = now - cpu_start if now is not None and cpu_start is not None else 0.0
             if left <= 0 or (cpu_limit is not None and spent > cpu_limit):
                 self.close(f"it did not answer {op} in time and was killed", kill=True)
@@ -403,13 +439,16 @@ class WireConnection:
                 self._exchange("drop", {"cache": self.pending_drops.pop()}, timeout)
             rid, raw = self._exchange(op, args, timeout)
             refusal: BaseException | None = None  # what the suite's side raised in a call of the server's
-            while suite is not None:
-                message = self._parse_call(raw, rid, op)
-                if message is None:
-                    break
-                answer, raised = suite.answer(message, op)
-                refusal = refusal or raised
-                raw = self._answer_and_read(rid, op, answer, timeout)
+            # The suite's answers to the server's calls are part of the request: a backstop that fires
+            # while the suite answers one judges (and names) the server's time on it too.
+            with computed_elsewhere("the wire server", self.request_cpu, self.server_wait):
+                while suite is not None:
+                    message = self._parse_call(raw, rid, op)
+                    if message is None:
+                        break
+                    answer, raised = suite.answer(message, op)
+                    refusal = refusal or raised
+                    raw = self._answer_and_read(rid, op, answer, timeout)
         reply = self._parse(raw, rid, op)
         freed = reply.get("freed", [])
         if allocator is not None:
@@ -450,7 +489,8 @@ class WireConnection:
                 deadline, cpu_limit = time.monotonic() + call_wall_limit(), call_limit()  # a shrink's share while shrinking
             else:
                 deadline, cpu_limit = time.monotonic() + call_limit() + 1.0, None
-            with computed_elsewhere("the wire server", self.request_cpu):  # what the suite's backstop says, if it fires first
+            # what the suite's backstop says, and how it judges a starved server, if it fires first
+            with computed_elsewhere("the wire server", self.request_cpu, self.server_wait):
                 return rid, self._read_line(deadline, op, cpu_limit)
         except BaseException as exc:  # the per-operation alarm, or ^C: the reply would come late
             if not isinstance(exc, WireServerDied):
@@ -481,8 +521,10 @@ class WireConnection:
                 raise self._died() from None
             deadline, cpu_limit = ((time.monotonic() + call_wall_limit(), call_limit()) if self.cpu_readable
                                    else (time.monotonic() + call_limit() + 1.0, None))  # as _exchange's
-            with computed_elsewhere("the wire server", self.request_cpu):
-                return self._read_line(deadline, op, cpu_limit)
+            if self.request_cpu_start is None and self.cpu_readable:  # one read per request that calls: its
+                self.request_cpu_start = self.server_cpu()  # prompt lines would leave the backstop no CPU time to quote
+            with computed_elsewhere("the wire server", self.request_cpu, self.server_wait):
+                return self._read_line(deadline, op, cpu_limit, first=False)
         except BaseException as exc:  # as _exchange: a reply left in flight would answer the next request
             if not isinstance(exc, WireServerDied):
                 self.close(f"it was stopped while answering {op} ({type(exc).__name__})", kill=True)

@@ -108,6 +108,7 @@ class TierWorld:
         self.running: list[Request] = []
         self.log: list[str] = []
         self.operations = 0  # the operations said so far (a repro file's lines, in order)
+        self.default_spellings: set[str] = set()  # how the default namespace was sent: "namespace=None", "no namespace="
         self.deviation_met: set[str] = set()  # the known deviations an eviction of this run has followed (said once)
         self.host_deviation_met: set[str] = set()  # the same on the host tier (oracle 4h: its own waiver line, said once)
 
@@ -142,6 +143,8 @@ class TierWorld:
         self.controller.log = self.log  # the controller's calls appear under the call that made them
         # under the per-operation limit, as the plain machine's calls: a hung tier cache fails, it does not hang the audit
         keywords = keywords_for(self.layers, name, Tags(namespace, priority, second))
+        if name in ("match_prefix", "insert", "evict_prefix") and (namespace is UNSAID or namespace is None):
+            self.default_spellings.add("no namespace=" if namespace is UNSAID else "namespace=None")
         layer_tally.sent(name, keywords, self.model.policy, bool(self.running))  # the card's "Layers driven together"
         result = guarded(name, getattr(self.cache, name), *args, **keywords)
         self.model.settle()
@@ -178,12 +181,25 @@ class TierWorld:
         """``match_prefix``, checked against the model, then a use of what it covered."""
         key = namespace_key(namespace)
         match: TierMatch = self._call("match_prefix", list(tokens), namespace=namespace, priority=self.priority)
-        self.model.check_match(tokens, as_ints(match.device_values), int(match.host_length), key)
+        try:
+            self.model.check_match(tokens, as_ints(match.device_values), int(match.host_length), key)
+        except TierResidencyViolation as exc:
+            raise self._default_spelled_twice(exc, key) from None
         if match.host_length:
             layer_tally.touch(layer_tally.HOST_TIER)  # host pages answered
         self.model.use(tokens, key, Use("match_prefix", tokens, self._tenant(namespace, short=True), self.operations),
                        answer=(len(match.device_values), len(match.device_values) + int(match.host_length)))
         return match
+
+    def _default_spelled_twice(self, exc: TierResidencyViolation, key: Any) -> TierResidencyViolation:
+        """``exc``, naming the likely cause when this world sent the default namespace both ways: a
+        cache (a wire server: ``null`` and an absent field) that keeps ``namespace=None`` apart from a
+        call without the keyword answers a match of the other spelling as if nothing were cached."""
+        if key is not None or not {"namespace=None", "no namespace="} <= self.default_spellings:
+            return exc
+        hint = ("; this world sent the default namespace both as namespace=None and with no namespace= "
+                "(over the wire: null and an absent field), which the contract makes one namespace")
+        return type(exc)(f"{exc}{hint}", exc.check)
 
     def serve(self, tokens: Sequence[int], load: bool = True, namespace: Any = UNSAID) -> Request:
         """A request arrives (under ``namespace``): match, load back its host part (``load``), lock what it uses."""
