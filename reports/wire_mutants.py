@@ -6,7 +6,8 @@ stream), and the oracle that stopped it is compared with the one it must be caug
 ``python -m radixcheck.reports.wire_mutants [--out reports/WIRE_MUTANTS.md] [NAME ...]``
 
 A mutant that passes over the wire is expected only where the wire itself removes the bug: the
-protocol copies every array both ways, so aliasing the caller's buffers cannot happen there. The
+protocol copies every array both ways, so aliasing the caller's buffers cannot happen there, and
+equal namespaces travel as one value, so a server cannot split them. The
 server declares each mutant's own capabilities as the wire carries them (WIRE.md): a request mutant
 its ``lifecycle="requests"`` (so it is sent its own request methods), a ``Policy`` by its wire form.
 A mutant with a second pool is listed and not run: without a host tier no op carries a second pool.
@@ -31,8 +32,9 @@ from radixcheck.reference import RadixCache
 from radixcheck.reference.wire_server import policy_on_wire
 from radixcheck.reports.machine import cpu_line
 
-BY_DESIGN = {"KeepsCallersValues", "MatchReturnsItsStorage"}
-"""Buffer-aliasing bugs the wire cannot carry (every array is copied into JSON and back)."""
+BY_DESIGN = {"KeepsCallersValues", "MatchReturnsItsStorage", "NamespaceSplitsEqualValues"}
+"""Bugs the wire cannot carry: buffer aliasing (every array is copied into JSON and back), and a split
+of equal namespaces (``1``, ``1.0`` and ``True`` travel as the one value ``1``: WIRE.md, "Namespaces")."""
 
 
 NOT_CARRIED = "not carried (second pool)"
