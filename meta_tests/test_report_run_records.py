@@ -103,3 +103,18 @@ def test_the_index_memory_reports_header(tmp_path: Path, environment: pytest.Mon
     environment.setattr(index_memory, "measure", lambda prompts, indexes: during_the_run([]))
     index_memory.main(["--prompts", "1", "--out", str(tmp_path)])
     assert_header_says_the_run((tmp_path / "INDEX_MEMORY.md").read_text().split("\n\n")[1])
+
+
+def test_the_live_profiles_header(tmp_path: Path, environment: pytest.MonkeyPatch) -> None:
+    import radixcheck.model
+    from radixcheck.reports import profile_live
+
+    environment.setattr(radixcheck.model, "load_default", lambda: SimpleNamespace(threads=1))
+    environment.setattr(profile_live, "suffix_times", lambda m, reps: during_the_run({16: 0.1, 64: 0.2}))
+    environment.setattr(profile_live, "full_times", lambda m, reps: {16: 0.1})
+    environment.setattr(profile_live, "by_function", lambda m, s: {})
+    environment.setattr(profile_live, "weight_costs", lambda m, reps: {})
+    environment.setattr(profile_live, "predict", lambda a, b: {})  # the seed workloads' arithmetic: seconds, not judged here
+    environment.setattr(profile_live, "fixed_cost_for", lambda b: {})
+    profile_live.main(["--synthetic", "--reps", "1", "--out", str(tmp_path)])
+    assert_header_says_the_run((tmp_path / "PROFILE-synthetic.md").read_text().split("\n\n")[1])
