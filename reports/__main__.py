@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from radixcheck.argtypes import ArgumentParser, non_negative_int, positive_int, refuse_weaker
-from radixcheck.provenance import generated_by
+from radixcheck.provenance import run_stamp
 from radixcheck.reports import default_out as reports_dir
 from radixcheck.reports import ledger as ledger_mod
 from radixcheck.reports.workloads import DEFAULT_SEED
@@ -136,7 +136,7 @@ def run_live(args: argparse.Namespace, out: Path, which: str) -> None:
 
     saved_reps = 0 if args.force else committed_live(out / "artifacts" / f"live-{which}.json").get("reps", 0)
     reps = 1 if args.quick else (args.reps or max(3 if which == "synthetic" else 2, saved_reps))  # never fewer than it replaces
-    t0 = time.perf_counter()
+    t0, stamp = time.perf_counter(), run_stamp()  # before the run: its code and settings, not a later edit's
     m, desc = load_model(which)
     ws = seed_workloads(args.scale, args.seed)
     if max(w.max_len for w in ws) > m.config.max_seq_len:
@@ -150,7 +150,7 @@ def run_live(args: argparse.Namespace, out: Path, which: str) -> None:
     cmd += " --real" if which != "synthetic" else ""
     cmd += " --quick" if args.quick else (f" --reps {reps}" if reps != (3 if which == "synthetic" else 2) else "")
     meta = {
-        "generated_by": generated_by(),
+        **stamp,
         "model": desc,
         "command": cmd,
         "scale": args.scale,

@@ -29,7 +29,7 @@ from radixcheck.oracles import violations as v
 from radixcheck.properties.cache.mutants import MUTANTS, machine_for_mutant
 from radixcheck.properties.findings.failures import describe_failure
 from radixcheck.properties.findings.verdict import run_machine, shrink_setting_problem
-from radixcheck.provenance import generated_by
+from radixcheck.provenance import describe_run, run_stamp
 from radixcheck.reports import default_out
 from radixcheck.reports.kill_rates import false_alarms, measure, variant_names
 from radixcheck.reports.report_rows import ExpectedRows
@@ -271,7 +271,8 @@ def _times(killed: list[float], rows: int) -> str:
     return f"median time to kill {statistics.median(killed):.2f} s, 90th percentile {p90:.2f} s, max {max(killed):.2f} s{timed}"
 
 
-def render(rows: list[dict[str, Any]], variants: list[dict[str, Any]] | None = None) -> str:
+def render(rows: list[dict[str, Any]], variants: list[dict[str, Any]] | None = None, run: dict[str, Any] | None = None) -> str:
+    """The catalogue; ``run`` is :func:`~radixcheck.provenance.run_stamp` taken before the run (now, if none)."""
     killed = [r["seconds_to_kill"] for r in rows if r["caught"] and r["seconds_to_kill"] == r["seconds_to_kill"]]  # not NaN: kept rows
     measured = [r for r in rows if r["kills"] is not None]
     lowest = min(measured, key=lambda r: r["kills"] / r["streams"]) if measured else None
@@ -284,7 +285,8 @@ def render(rows: list[dict[str, Any]], variants: list[dict[str, Any]] | None = N
     parts = [
         "# Bug catalogue",
         "",
-        generated_by() + " Regenerate with `python -m radixcheck.reports.catalogue` (about 30 min on 2 cores at 200 streams). "
+        describe_run(run or run_stamp())
+        + " Regenerate with `python -m radixcheck.reports.catalogue` (about 30 min on 2 cores at 200 streams). "
         "Each row is a class of bug seen in real radix caches, reproduced as a one-idea mutant of the reference "
         "(`properties/cache/mutants.py`) and run through the conformance state machine at the gate's budget "
         "(100 examples x 50 steps, no shrinking). The *kill rate* counts the streams, each derandomized under its "
@@ -387,6 +389,7 @@ def main(argv: list[str] | None = None) -> None:
         refuse_weaker(parser, out / "BUG_CATALOGUE.md",
                       [f"--streams {args.streams}: " + (f"kill rates over {args.streams} streams" if args.streams else "no kill rates")
                        + f" where it has them over {saved_streams(out)}"], args.force)
+    stamp = run_stamp()  # before the run: its code and settings
     # Measure first, then read the saved rows to merge into: two runs of different rows may overlap.
     fresh_rows = build(args.streams, args.jobs, args.mutants or None) if args.mutants or not args.variant else []
     if args.variant:
@@ -399,12 +402,12 @@ def main(argv: list[str] | None = None) -> None:
     rows = merged(fresh_rows, out) if args.mutants or args.variant else fresh_rows
     variants = merged_variants(fresh_variants, out) if args.variant else fresh_variants or saved_variants(out)
     (out / "artifacts").mkdir(parents=True, exist_ok=True)
-    (out / "BUG_CATALOGUE.md").write_text(render(rows, variants) + "\n", encoding="utf-8")
+    (out / "BUG_CATALOGUE.md").write_text(render(rows, variants, stamp) + "\n", encoding="utf-8")
     # each row with its time to kill, so that a run of a few mutants keeps the others' times
     (out / "artifacts" / "catalogue.json").write_text(json.dumps(rows, indent=2) + "\n", encoding="utf-8")
     (out / "artifacts" / "false_alarms.json").write_text(
         json.dumps([{k: val for k, val in r.items() if k != "seconds"} for r in variants], indent=2) + "\n", encoding="utf-8")
-    print(render(rows, variants).split("## Minimal")[0])
+    print(render(rows, variants, stamp).split("## Minimal")[0])
 
 
 if __name__ == "__main__":

@@ -23,7 +23,7 @@ from tabulate import tabulate
 from radixcheck.argtypes import ArgumentParser, non_negative_int, positive_int, refuse_weaker
 from radixcheck.oracles import violations as v
 from radixcheck.properties.index.mutants import INDEX_MUTANTS, machine_for_index_mutant
-from radixcheck.provenance import generated_by
+from radixcheck.provenance import describe_run, run_stamp
 from radixcheck.reports import default_out
 from radixcheck.reports.catalogue import first_kill
 from radixcheck.reports.kill_rates import false_alarms, measure, variant_names
@@ -98,7 +98,7 @@ def render(rows: list[dict[str, Any]], variants: list[dict[str, Any]], meta: dic
     false = tabulate([[f"`{x['variant']}`", x["machine"], f"{x['failed']}/{x['streams']}", x["first_failure"]] for x in variants],
                      headers=["correct index", "machine", "streams failed", "first failure"], tablefmt="github")
     parts = ["# Index bug catalogue", "",
-             f"{generated_by()} Command: `{meta['command']}`, in {meta['seconds']:.0f} s ({meta['machine']}). "
+             f"{describe_run(meta)} Command: `{meta['command']}`, in {meta['seconds']:.0f} s ({meta['machine']}). "
              f"{runs_sentence(meta.get('runs', []))}Each row is a class of bug "
              "Dynamo's KV router index met in production (or, without a source, one a new user's trial planted), reproduced "
              "as a one-idea mutant of the reference index (`properties/index/mutants.py`) and run through the index state "
@@ -142,10 +142,10 @@ def main(argv: list[str] | None = None) -> None:
     if args.out is None and args.streams < CATALOGUE.saved_streams(out):
         refuse_weaker(parser, out / "INDEX_CATALOGUE.md",
                       [f"--streams {args.streams} where it has kill rates over {CATALOGUE.saved_streams(out)}"], args.force)
-    started = time.perf_counter()
+    started, stamp = time.perf_counter(), run_stamp()  # before the run: its code and settings
     rows = build(args.streams, args.jobs, args.only or None)
     variants = false_alarms(args.variant_streams, args.jobs, index=True, only=args.only or None) if args.variant_streams else []
-    CATALOGUE.save(out, args, started, rows, variants)
+    CATALOGUE.save(out, args, started, rows, variants, stamp)
 
 
 if __name__ == "__main__":

@@ -28,6 +28,7 @@ import numpy as np
 
 from radixcheck.argtypes import ArgumentParser, positive_int, refuse_weaker
 from radixcheck.model import KVPool
+from radixcheck.provenance import describe_run, run_stamp
 from radixcheck.reports import default_out, machine
 from radixcheck.reports.live import blas_threads
 from radixcheck.reports.workloads import seed_workloads
@@ -149,6 +150,7 @@ def markdown(d: dict[str, Any], measured: dict[str, float]) -> str:
     lines = [
         f"# Where the live arm's time goes ({d['model']}) — NOISY wall-clock figures",
         "",
+        f"{describe_run(d)} "
         f"Produced by `python -m radixcheck.reports.profile_live{' --synthetic' if d['model'] == 'synthetic' else ''}` (BLAS threads "
         f"{d['threads']}, best of {d['reps']}) on {machine.one_line(d['machine'])}; load average at start {d['load_at_start']}. "
         "Read with `LIVE-*.md`: the live ÷ token ratio is below 1 exactly when a request costs more than its computed tokens.",
@@ -234,6 +236,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.reps < saved_reps:
             refuse_weaker(p, default_out() / f"PROFILE-{which}.md",
                           [f"--reps {args.reps}: best of {args.reps} where it has best of {saved_reps}"], args.force)
+    stamp = run_stamp()  # before the run: its code and settings
     if args.synthetic:
         from radixcheck.model import load_default
 
@@ -254,6 +257,7 @@ def main(argv: list[str] | None = None) -> int:
         funcs = {s: by_function(m, s) for s in (16, CONTEXT)}
         weights = weight_costs(m, args.reps)
     data = {
+        **stamp,
         "model": which,
         "threads": args.threads,
         "reps": args.reps,

@@ -23,7 +23,7 @@ from typing import Any
 
 from tabulate import tabulate
 
-from radixcheck.provenance import commit
+from radixcheck.provenance import commit, run_stamp
 from radixcheck.reports.machine import cpu_line
 from radixcheck.reports.report_rows import _tables
 
@@ -161,12 +161,15 @@ class SavedCatalogue:
         names = [self.mutant_key(r) for r in saved["mutants"]] + list(dict.fromkeys(x["variant"] for x in saved["variants"]))
         return all_rows, all_variants, saved_runs(saved, text, names)
 
-    def save(self, out: Path, args: argparse.Namespace, started: float, rows: list[Row], variants: list[Row]) -> None:
-        """Write the markdown and the JSON of a run begun at ``started`` (``time.perf_counter``)
+    def save(self, out: Path, args: argparse.Namespace, started: float, rows: list[Row], variants: list[Row],
+             stamp: dict[str, Any] | None = None) -> None:
+        """Write the markdown and the JSON of a run begun at ``started`` (``time.perf_counter``) and stamped
+        ``stamp`` then (:func:`~radixcheck.provenance.run_stamp`; now, if none)
         with ``args`` (``streams``, ``variant_streams``, ``only``); an ``--only`` run keeps the
         other rows from the saved catalogue. Prints the report above its reproductions."""
         only = "".join(f" --only {n}" for n in args.only)
         meta: dict[str, Any] = {
+            **(stamp or run_stamp()),
             "command": f"{self.regenerate} --streams {args.streams} --variant-streams {args.variant_streams}{only}",
             "seconds": time.perf_counter() - started,
             "machine": f"{cpu_line()}, {os.cpu_count()} cores, load average "

@@ -34,7 +34,7 @@ from radixcheck.properties.tenant_tree.mutants import (
     THREAD_MUTANTS,
     machine_for_tenant_tree_mutant,
 )
-from radixcheck.provenance import generated_by
+from radixcheck.provenance import describe_run, run_stamp
 from radixcheck.reference.tenant_tree import TenantTree
 from radixcheck.reports import default_out
 from radixcheck.reports.catalogue import first_kill
@@ -156,7 +156,7 @@ def render(rows: list[dict[str, Any]], variants: list[dict[str, Any]], meta: dic
     false = tabulate([[f"`{x['variant']}`", x["machine"], f"{x['failed']}/{x['streams']}", x["first_failure"]] for x in variants],
                      headers=["correct tree", "test", "streams failed", "first failure"], tablefmt="github")
     parts = ["# Tenant-tree bug catalogue", "",
-             f"{generated_by()} Command: `{meta['command']}`, in {meta['seconds']:.0f} s ({meta['machine']}). "
+             f"{describe_run(meta)} Command: `{meta['command']}`, in {meta['seconds']:.0f} s ({meta['machine']}). "
              f"{runs_sentence(meta.get('runs', []))}Each row is a class "
              "of bug a router's multi-tenant prefix tree can have, planted as a one-idea mutant of the reference tree "
              "(`properties/tenant_tree/mutants.py`). The machine kill rate counts the streams of the tenant-tree state machine "
@@ -204,10 +204,10 @@ def main(argv: list[str] | None = None) -> None:
     if args.out is None and args.streams < CATALOGUE.saved_streams(out):
         refuse_weaker(parser, out / "TENANT_TREE_CATALOGUE.md",
                       [f"--streams {args.streams} where it has kill rates over {CATALOGUE.saved_streams(out)}"], args.force)
-    started = time.perf_counter()
+    started, stamp = time.perf_counter(), run_stamp()  # before the run: its code and settings
     rows = build(args.streams, args.jobs, args.only or None)
     variants = false_alarms(args.variant_streams, args.jobs, args.only or None) if args.variant_streams else []
-    CATALOGUE.save(out, args, started, rows, variants)
+    CATALOGUE.save(out, args, started, rows, variants, stamp)
 
 
 if __name__ == "__main__":

@@ -37,7 +37,7 @@ from radixcheck.properties.findings.verdict import run_machine, shrink_setting_p
 from radixcheck.properties.tiers.machine import tier_machine_for
 from radixcheck.properties.tiers.mutants import CORRECT_TIER_VARIANTS, TIER_MUTANTS, machines_for_mutant
 from radixcheck.properties.tiers.repro import tier_repro
-from radixcheck.provenance import generated_by
+from radixcheck.provenance import describe_run, run_stamp
 from radixcheck.reports import default_out
 from radixcheck.reports.report_rows import ExpectedRows
 from radixcheck.reports.rerun import SavedCatalogue, add_only, check_only, runs_section, runs_sentence
@@ -217,7 +217,7 @@ def render(rows: list[dict[str, Any]], variants: list[dict[str, Any]], meta: dic
     false = tabulate([[f"`{x['variant']}`", x["world"], f"{x['failed']}/{x['streams']}", x["first_failure"]] for x in variants],
                      headers=["correct cache", "world", "streams failed", "first failure"], tablefmt="github")
     parts = ["# Tier bug catalogue", "",
-             f"{generated_by()} Command: `{meta['command']}`, in {meta['seconds']:.0f} s ({meta['machine']}). "
+             f"{describe_run(meta)} Command: `{meta['command']}`, in {meta['seconds']:.0f} s ({meta['machine']}). "
              f"{runs_sentence(meta.get('runs', []))}Each row is "
              "a class of bug SGLang's hierarchical cache (HiCache) met in 2026, reproduced as a one-idea mutant of the "
              "reference tiered cache (`reference/tiered_cache.py`, mutants in `properties/tiers/mutants.py`) and run through "
@@ -285,9 +285,9 @@ def main(argv: list[str] | None = None) -> None:
     if args.out is None and args.streams < CATALOGUE.saved_streams(out):
         refuse_weaker(parser, out / "TIER_CATALOGUE.md",
                       [f"--streams {args.streams} where it has kill rates over {CATALOGUE.saved_streams(out)}"], args.force)
-    started = time.perf_counter()
+    started, stamp = time.perf_counter(), run_stamp()  # before the run: its code and settings
     rows, variants = build(args.streams, args.variant_streams, args.jobs, args.only or None)
-    CATALOGUE.save(out, args, started, rows, variants)
+    CATALOGUE.save(out, args, started, rows, variants, stamp)
 
 
 if __name__ == "__main__":
