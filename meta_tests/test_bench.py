@@ -470,3 +470,28 @@ def test_a_slow_reference_leaves_the_target_its_sizes(tmp_path: Path, monkeypatc
     assert said["reference"]["ops"]["match_prefix"]["stopped"].startswith("not measured: its share of --max-seconds "
                                                                           "(0.75 of 1.5 s) spent"), said["reference"]["ops"]
     assert "its share of --max-seconds" in capsys.readouterr().out
+
+
+class SleepsInInsert(Hangs):
+    """A cache whose inserts each wait 20 ms without computing (a lock, an I/O wait, a loaded machine's queue):
+    wall-clock time with next to no CPU time."""
+
+    def evict(self, num_tokens):
+        return self._inner.evict(num_tokens)
+
+    def insert(self, *args, **kwargs):
+        time.sleep(0.02)
+        return self._inner.insert(*args, **kwargs)
+
+
+@pytest.mark.deep  # waits ~2 s of sleeps
+def test_a_cpu_budget_does_not_count_waiting() -> None:
+    """--max-seconds is wall-clock time by default (how long the user waits): a target that waits runs it out.
+    With --cpu-budget only CPU time counts, so the sizes measured do not depend on the machine's load."""
+    target = load_target("meta_tests.test_bench:SleepsInInsert")
+    plan = {"wide_leaves": (16, 32), "deep_levels": (4, 8), "repeats": 1, "max_seconds": 1.0}
+    (wall,) = bench([(target, 1)], BenchPlan(**plan))
+    assert any("--max-seconds 1 reached" in (op.stopped or "") for op in wall.ops.values()), {n: o.stopped for n, o in wall.ops.items()}
+    (cpu,) = bench([(target, 1)], BenchPlan(**plan, cpu_budget=True))
+    assert not any("--max-seconds" in (op.stopped or "") for op in cpu.ops.values()), {n: o.stopped for n, o in cpu.ops.items()}
+    assert len(cpu.sizes["wide"]) == 2 and len(cpu.sizes["deep"]) == 2, cpu.sizes
