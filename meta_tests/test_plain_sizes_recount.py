@@ -40,7 +40,7 @@ def _recounted(base: type, drift: list[str]) -> type:
                     walked = self._recounted_sizes()
                 except RecursionError:  # a mutant whose walk is its bug: its sizes are judged where they can be
                     walked = None
-                kept = (self._total, self._protected, self._evictable)
+                kept = (self._kept_total, self._kept_protected, self._kept_evictable)
                 if walked is not None and kept != walked:
                     drift.append(f"{base.__name__}.{name}: kept {kept}, walked {walked}")
         return call

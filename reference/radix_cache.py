@@ -169,7 +169,7 @@ class RadixCache(RequestSteps):
         self._clock = 0  # logical time: one tick per match/insert, shared by all nodes it touches
         # The sizes, kept as nodes join and leave the tree and are locked (Node's setters, Children):
         # tokens of the counted nodes, of those locked (lock_ref > 0), of those unlocked (lock_ref == 0).
-        self._total = self._protected = self._evictable = 0
+        self._kept_total = self._kept_protected = self._kept_evictable = 0
         self.root = self._new_root()  # the default namespace's
         self.roots: dict[Hashable, Node] = {self._key(None): self.root}
         self._detached: list[Node] = []
@@ -412,11 +412,11 @@ class RadixCache(RequestSteps):
     def _tally(self, node: Node, sign: int) -> None:
         """Add (``sign`` +1) or take away (-1) ``node``'s tokens in the sizes, by its lock."""
         n = sign * len(node._key)
-        self._total += n
+        self._kept_total += n
         if node._lock_ref > 0:
-            self._protected += n
+            self._kept_protected += n
         elif node._lock_ref == 0:
-            self._evictable += n
+            self._kept_evictable += n
 
     def _count_in(self, top: Node) -> None:
         """``top`` hangs below a counted node: count every node of its subtree not yet counted (a new
@@ -458,13 +458,13 @@ class RadixCache(RequestSteps):
             yield from self._subtree(root)
 
     def total_size(self) -> int:
-        return self._total
+        return self._kept_total
 
     def protected_size(self) -> int:
-        return self._protected
+        return self._kept_protected
 
     def evictable_size(self) -> int:
-        return self._evictable
+        return self._kept_evictable
 
     def __repr__(self) -> str:
         return f"RadixCache(page_size={self.page_size}, total={self.total_size()})"
