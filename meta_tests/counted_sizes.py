@@ -1,8 +1,7 @@
 """A reference cache whose size calls are O(1): for the bench's size-call meta-tests.
 
-The reference recounts its sizes over every node on each call (simple to verify, and O(n): the
-bench flags it there, by design, as it does its ``evict_small``). This subclass keeps two
-running counts instead, as engines do (SGLang's ``evictable_size_``/``protected_size_``):
+The reference keeps its sizes as nodes join and leave the tree (a walk, ``_recounted_sizes``, checks
+them). This subclass keeps two running counts of its own instead, as engines do (SGLang's ``evictable_size_``/``protected_size_``):
 ``total`` moves by what ``insert`` added and ``evict`` freed, ``protected`` by the nodes a lock
 takes from 0 to 1 (an unlock, 1 to 0). A split keeps both (both halves keep the lock count).
 ``evict_prefix`` is not offered, so a locked node never leaves the tree.
@@ -56,3 +55,17 @@ class CountedSizes(RadixCache):
 
     def evictable_size(self) -> int:
         return self._total - self._protected
+
+
+class RecountsSizes(RadixCache):
+    """The reference with size calls that walk every node each call (the reference's own before it kept its
+    counts, as the vllm trial's SizesScanEveryBlock did): the bench's O(n) size-call control."""
+
+    def total_size(self) -> int:
+        return self._recounted_sizes()[0]
+
+    def protected_size(self) -> int:
+        return self._recounted_sizes()[1]
+
+    def evictable_size(self) -> int:
+        return self._recounted_sizes()[2]

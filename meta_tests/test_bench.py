@@ -99,7 +99,8 @@ class LineClock:
 REFERENCE = "radixcheck.reference:RadixCache"
 RESCANS = "radixcheck.properties.cache.slow_variants:EvictRescansPerLeaf"
 SCANS = "radixcheck.properties.cache.slow_variants:ChildLookupScans"
-COUNTED = "meta_tests.counted_sizes:CountedSizes"  # the reference with O(1) size calls
+COUNTED = "meta_tests.counted_sizes:CountedSizes"  # the reference with O(1) size calls of its own
+RECOUNTS = "meta_tests.counted_sizes:RecountsSizes"  # the reference with size calls that walk the tree
 SIZE_CALLS = ("total_size", "evictable_size", "protected_size")
 
 
@@ -108,7 +109,7 @@ CORRECT = [f"radixcheck.properties.cache.mutants:{v.__name__}" for v in CORRECT_
 
 @pytest.fixture(scope="module")
 def measured():
-    targets = [(load_target(spec), 1) for spec in (REFERENCE, RESCANS, SCANS, COUNTED, *CORRECT)]
+    targets = [(load_target(spec), 1) for spec in (REFERENCE, RESCANS, SCANS, COUNTED, RECOUNTS, *CORRECT)]
     results = bench(targets, BenchPlan(wide_leaves=SIZES, deep_levels=(4, 8, 16), repeats=1), clock=LineClock())
     sys.settrace(None)
     return {r.spec: r for r in results}
@@ -144,12 +145,14 @@ def test_scanning_child_lookup_is_flagged_on_match_and_insert(measured) -> None:
 @pytest.mark.deep  # shares the benchmark of four targets
 @pytest.mark.xdist_group("bench")
 def test_size_calls_are_flagged_when_they_recount_the_tree_and_not_when_counted(measured) -> None:
-    """The reference recounts every node on each size call (by design: simple to verify), as the
-    vllm trial's SizesScanEveryBlock did; a cache that keeps running counts costs the same at any size."""
+    """A cache that recounts every node on each size call is flagged, as the vllm trial's SizesScanEveryBlock
+    was; one that keeps running counts (the reference, and an engine-style control) costs the same at any size."""
     for name in SIZE_CALLS:
-        recount, counted = measured[REFERENCE].ops[name], measured[COUNTED].ops[name]
+        recount = measured[RECOUNTS].ops[name]
         assert recount.flagged, (name, recount.exponent, recount.medians())
-        assert counted.points and not counted.flagged, (name, counted.exponent, counted.medians())
+        for spec in (COUNTED, REFERENCE):
+            counted = measured[spec].ops[name]
+            assert counted.points and not counted.flagged, (spec, name, counted.exponent, counted.medians())
     assert not any(measured[COUNTED].ops[x].flagged for x in ("match_prefix", "insert", "evict"))
 
 
@@ -181,8 +184,9 @@ def test_the_counted_sizes_agree_with_the_reference_recount() -> None:
             cache.dec_lock_ref(locked.pop(rng.randrange(len(locked))))
         else:
             cache.evict(rng.randrange(1, 20))
+        walked = dict(zip(("total_size", "protected_size", "evictable_size"), RadixCache._recounted_sizes(cache), strict=True))
         for name in SIZE_CALLS:
-            assert getattr(cache, name)() == getattr(RadixCache, name)(cache), (step, name)
+            assert getattr(cache, name)() == walked[name], (step, name)
     assert cache.protected_size() > 0 and cache.evictable_size() > 0  # both counts were exercised
 
 
@@ -470,3 +474,28 @@ def test_a_slow_reference_leaves_the_target_its_sizes(tmp_path: Path, monkeypatc
     assert said["reference"]["ops"]["match_prefix"]["stopped"].startswith("not measured: its share of --max-seconds "
                                                                           "(0.75 of 1.5 s) spent"), said["reference"]["ops"]
     assert "its share of --max-seconds" in capsys.readouterr().out
+
+
+class SleepsInInsert(Hangs):
+    """A cache whose inserts each wait 20 ms without computing (a lock, an I/O wait, a loaded machine's queue):
+    wall-clock time with next to no CPU time."""
+
+    def evict(self, num_tokens):
+        return self._inner.evict(num_tokens)
+
+    def insert(self, *args, **kwargs):
+        time.sleep(0.02)
+        return self._inner.insert(*args, **kwargs)
+
+
+@pytest.mark.deep  # waits ~2 s of sleeps
+def test_a_cpu_budget_does_not_count_waiting() -> None:
+    """--max-seconds is wall-clock time by default (how long the user waits): a target that waits runs it out.
+    With --cpu-budget only CPU time counts, so the sizes measured do not depend on the machine's load."""
+    target = load_target("meta_tests.test_bench:SleepsInInsert")
+    plan = {"wide_leaves": (16, 32), "deep_levels": (4, 8), "repeats": 1, "max_seconds": 1.0}
+    (wall,) = bench([(target, 1)], BenchPlan(**plan))
+    assert any("--max-seconds 1 reached" in (op.stopped or "") for op in wall.ops.values()), {n: o.stopped for n, o in wall.ops.items()}
+    (cpu,) = bench([(target, 1)], BenchPlan(**plan, cpu_budget=True))
+    assert not any("--max-seconds" in (op.stopped or "") for op in cpu.ops.values()), {n: o.stopped for n, o in cpu.ops.items()}
+    assert len(cpu.sizes["wide"]) == 2 and len(cpu.sizes["deep"]) == 2, cpu.sizes

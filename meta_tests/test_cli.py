@@ -171,3 +171,14 @@ def test_a_reader_that_leaves_early_does_not_change_the_verdict() -> None:
         stderr = run.stderr.read()
         assert run.wait(timeout=300) == 1, stderr
     assert "BrokenPipeError" not in stderr and "Traceback" not in stderr
+
+
+def test_a_tier_card_says_where_the_cost_the_audit_cannot_judge_is_measured() -> None:
+    """A tier target's card had no "Cost at scale" line: its production world watches matches and inserts
+    only, so an O(n) ``device_size`` or ``evict`` passes; the line names the bench that measures them."""
+    spec = "radixcheck.reference.tiered_cache:TieredRadixCache"
+    line = cost_line(load_target(spec))
+    assert line.startswith("the tier production world's wide tree judges match_prefix and insert"), line
+    assert "(device_size, host_size), evict, evict_host, load_back and evict_prefix are not judged here" in line
+    assert f"`radixcheck bench {spec}`" in line and "CPU time beside its wall time" in line
+    assert "tier production world" not in cost_line(load_target("radixcheck.reference:RadixCache"))

@@ -659,9 +659,17 @@ def cost_line(target: Target, production: bool = True) -> str:
         ops = {"index": "apply_event (stored, removed) and find_matches", "tenant_tree": "insert, match and evict"}[target.kind]
         return f"not measured here (the audit's worlds hold tens of prompts); {bench} measures how the cost of {ops} grows " \
                f"with the world, {grows}"
-    if target.kind != "cache":
+    if target.kind not in ("cache", "tier"):
         return ""
     from radixcheck.properties.adapters.wire import CMD_ENV, WireFactory
+
+    if target.kind == "tier":  # the bench's tier trees: each tree's progress line gives CPU time beside wall time
+        grows += ", each tree's line giving its CPU time beside its wall time"
+        unjudged = "the size calls (device_size, host_size), evict, evict_host, load_back and evict_prefix"
+        world = "the tier production world's wide tree"
+    else:
+        unjudged = "the size calls, evict and evict_prefix"
+        world = "the production world"
 
     if isinstance(target.factory, WireFactory):
         run = f"`{CMD_ENV}=... radixcheck bench {target.spec}` (the same server)" if target.factory.from_environment else bench
@@ -672,7 +680,7 @@ def cost_line(target: Target, production: bool = True) -> str:
     if not production:
         return (f"not judged in this run ({LEFT_OUT}, and with it the step-cost watch on match_prefix and insert): "
                 f"{bench} measures how the cost of each operation grows with the cache, {grows}")
-    return (f"the production world judges match_prefix and insert (`S step cost`); the size calls, evict and evict_prefix are "
+    return (f"{world} judges match_prefix and insert (`S step cost`); {unjudged} are "
             f"not judged here: {bench} measures how the cost of each operation grows with the cache, {grows}")
 
 

@@ -230,6 +230,9 @@ class BenchPlan:
     memory_mib: int = DEFAULT_MEMORY_MIB
     max_build_seconds: float = 60.0
     """Skip a deep size whose build, extrapolated from the size before (build cost ~ depth^2), would take longer."""
+    cpu_budget: bool = False
+    """Count ``max_seconds`` (and each target's share) in CPU time, this process's and a wire server's, not
+    wall-clock time: which sizes get measured then does not depend on the machine's load."""
 
     def __post_init__(self) -> None:
         for name in ("wide_leaves", "deep_levels"):
@@ -673,10 +676,10 @@ class _Runner:
         tiered cache got 6 s of 120 while the reference's 8,200-token tree took 36 s, and stopped there.
         Without (the COST report's field of engines), every target is measured alike."""
         started = time.monotonic()
-        self._spent = [0.0] * len(self.targets)  # wall seconds each target's measurements took
+        self._spent = [0.0] * len(self.targets)  # seconds (the budget's clock) each target's measurements took
         try:
             with memory_limit(resident_bytes() + self.plan.memory_mib * 2**20) as self._memory, \
-                    time_budget(self.plan.max_seconds, wall_clock=True) as whole:  # how long the user waits
+                    time_budget(self.plan.max_seconds, wall_clock=not self.plan.cpu_budget) as whole:  # wall: how long the user waits
                 for shape, sizes, steps, index in self._smallest_first():
                     reached = False  # whether the first target measured this size
                     for i, (result, (target, page_size)) in enumerate(zip(self.results, self.targets, strict=True)):
@@ -690,7 +693,7 @@ class _Runner:
                         else:
                             self._beside(i, result, target, page_size, shape, n, steps, whole)
         except BudgetSpent:
-            self._stop_all(f"not measured: --max-seconds {self.plan.max_seconds:g} reached")
+            self._stop_all(f"not measured: --max-seconds {self.plan.max_seconds:g} reached{self._in_cpu()}")
         for result in self.results:
             for op in result.ops.values():
                 op.finish()
@@ -753,23 +756,27 @@ class _Runner:
         """Measure a target beside the first (a reference) within its share of ``max_seconds`` (an
         equal split): past it, its larger sizes are left out and the rest of the budget is the first's."""
         share = self.plan.max_seconds / len(self.targets)
-        reason = (f"not measured: its share of --max-seconds ({share:.3g} of {self.plan.max_seconds:g} s) spent; "
-                  f"the rest went to {self.results[0].spec}")
+        reason = (f"not measured: its share of --max-seconds ({share:.3g} of {self.plan.max_seconds:g} s{self._in_cpu()}) "
+                  f"spent; the rest went to {self.results[0].spec}")
+        now = whole.cpu if self.plan.cpu_budget else time.monotonic  # the clock the budget counts
         if self._spent[i] < share:
-            started = time.monotonic()
+            started = now()
             try:
-                with time_budget(min(share - self._spent[i], whole.left()), wall_clock=True):
+                with time_budget(min(share - self._spent[i], whole.left()), wall_clock=not self.plan.cpu_budget):
                     self._measure(i, result, target, page_size, shape, n, steps)
                 return
             except BudgetSpent:
                 if whole.spent():
                     raise
             finally:
-                self._spent[i] += time.monotonic() - started
+                self._spent[i] += now() - started
         if any(not op.stopped for op in result.ops.values()):
             self.progress(f"{target.spec}: {reason}")
         for op in result.ops.values():
             op.stopped = op.stopped or reason
+
+    def _in_cpu(self) -> str:
+        return " (of CPU time)" if self.plan.cpu_budget else ""
 
     def _stop_all(self, reason: str) -> None:
         for result in self.results:

@@ -85,7 +85,11 @@ def add_bench_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser
     bench_parser.add_argument("--report", type=output_file, help="write a markdown report here (it shows the --plot, if one is written)")
     bench_parser.add_argument("--plot", type=output_file, help="write the log-log plot here (needs matplotlib: radixcheck[plots])")
     bench_parser.add_argument("--max-seconds", type=positive_seconds, default=str(DEFAULT_MAX_SECONDS),
-                              help=f"bound on the whole run (default {DEFAULT_MAX_SECONDS:g})")
+                              help=f"bound on the whole run, s of wall-clock time (default {DEFAULT_MAX_SECONDS:g}; "
+                                   "--cpu-budget: of CPU time)")
+    bench_parser.add_argument("--cpu-budget", action="store_true",
+                              help="count --max-seconds in CPU time (this process's and a wire server's), not wall-clock time: "
+                                   "which sizes get measured then does not depend on the machine's load")
     bench_parser.add_argument("--op-timeout", type=positive_seconds, help="limit of each call into the target, s of CPU time (default 5)")
     bench_parser.add_argument("--max-memory-mib", type=positive_int, default=DEFAULT_MEMORY_MIB,
                               help=f"resident memory the target may add before it is stopped (default {DEFAULT_MEMORY_MIB})")
@@ -148,13 +152,15 @@ def run_bench(args: argparse.Namespace) -> int:
     plot_path = args.plot
     try:
         plan = BenchPlan(**{k: v for k, v in (("wide_leaves", args.sizes), ("deep_levels", args.deep_levels)) if v},
-                         repeats=args.repeats, max_seconds=float(args.max_seconds), memory_mib=args.max_memory_mib)
+                         repeats=args.repeats, max_seconds=float(args.max_seconds), memory_mib=args.max_memory_mib,
+                         cpu_budget=args.cpu_budget)
     except ValueError as exc:
         return fail(str(exc))
     tiered = f", its device tier under {tier_write_policy(target)} (completions delivered at once)" if target.kind == "tier" else ""
     where = f"({router}) in a router's world" if router else f"at page size {page_size}{tiered}"
     print(f"radixcheck: bench {target.spec} {where}"
-          + (" beside the reference (interleaved)" if with_reference else "") + f"; at most {plan.max_seconds:g} s", flush=True)
+          + (" beside the reference (interleaved)" if with_reference else "")
+          + f"; at most {plan.max_seconds:g} s{' of CPU time' if plan.cpu_budget else ''}", flush=True)
     pairs = [(target, page_size)] + ([(reference, page_size)] if with_reference else [])
     clock = server_counted(target)
     if clock is not time.process_time:

@@ -12,9 +12,13 @@ tree shares the slot pool, the clock and the eviction order.
 The request lifecycle (``match_req`` ... ``cache_finished_req``) is
 :class:`~radixcheck.reference.requests.RequestSteps`: sequences of the calls below.
 
-Sizes are recomputed by walking the tree rather than kept as running counters: slower, but there
-is no counter that can drift, which is what a reference is for. The contract this implements is
-documented in ``properties/cache/contract.py``.
+Sizes are counts kept as the tree changes (a scheduler reads them every step, and the production
+worlds hold thousands of nodes: a walk per call made the reference O(tree) per step). They are kept
+at the three places a size can move, so a subclass that edits the tree in its own way is still
+counted as a walk would count it: a node's ``lock_ref`` and ``key`` setters, and its ``children``
+(a :class:`Children` dict: a subtree joining a counted node is counted, one leaving it is not).
+``_recounted_sizes`` is the walk they must equal (``tests/test_plain_sizes.py`` compares them after
+every call). The contract this implements is documented in ``properties/cache/contract.py``.
 """
 
 from __future__ import annotations
@@ -34,20 +38,69 @@ from radixcheck.reference.validation import as_count, as_namespace, as_priority,
 _EMPTY = np.zeros(0, dtype=np.int64)
 
 
+class Children(dict):
+    """A node's children, keyed by first page; adding or removing one moves the owner's kept sizes.
+    Replacing a child keeps the old one counted (a split re-hangs it under the new upper node)."""
+
+    __slots__ = ("node",)
+
+    def __init__(self, node: Node) -> None:
+        super().__init__()
+        self.node = node
+
+    def __setitem__(self, page: Any, child: Node) -> None:
+        super().__setitem__(page, child)
+        if self.node.in_tree:
+            self.node.owner._count_in(child)
+
+    def __delitem__(self, page: Any) -> None:
+        child = self[page]
+        super().__delitem__(page)
+        self.node.owner._count_out(child)
+
+    def pop(self, page: Any, *default: Any) -> Any:
+        if page not in self:
+            return super().pop(page, *default)
+        child = self[page]
+        del self[page]
+        return child
+
+    def popitem(self) -> tuple[Any, Node]:
+        page, child = super().popitem()
+        self.node.owner._count_out(child)
+        return page, child
+
+    def clear(self) -> None:
+        children = list(self.values())
+        super().clear()
+        for child in children:
+            self.node.owner._count_out(child)
+
+    def setdefault(self, page: Any, child: Any = None) -> Any:
+        if page not in self:
+            self[page] = child
+        return self[page]
+
+    def update(self, *args: Any, **kwargs: Any) -> None:
+        for page, child in dict(*args, **kwargs).items():
+            self[page] = child
+
+
 class Node:
     """One edge of the tree. ``state`` is "linked" (in the tree), "detached" (quarantined while
     still locked: unreachable, slots not yet freed) or "dead" (slots freed; handle is stale)."""
 
-    __slots__ = ("owner", "parent", "key", "value", "children", "lock_ref", "last_access", "state", "serial",
-                 "created", "hits", "priority", "depth_end", "history")
+    __slots__ = ("owner", "parent", "_key", "value", "children", "_lock_ref", "last_access", "state", "serial",
+                 "created", "hits", "priority", "depth_end", "history", "in_tree")
     _serials = itertools.count()
 
     def __init__(self, owner: RadixCache, parent: Node | None, key: tuple[int, ...], value: np.ndarray) -> None:
+        self.in_tree = False  # counted in its owner's sizes (reachable from a root); a root is made counted
         self.owner = owner
         self.parent = parent
         self.key = key
         self.value = value
-        self.children: dict[tuple[int, ...], Node] = {}
+        self.children: dict[tuple[int, ...], Node] = Children(self)
         self.lock_ref = 0
         self.last_access = 0
         self.state = "linked"
@@ -58,6 +111,34 @@ class Node:
         self.priority = 0  # the highest priority of the inserts that covered it; a split copies it
         self.depth_end = (parent.depth_end if parent is not None else 0) + len(key)  # tokens from the root to its end
         self.history = self.depth_end  # the deepest its branch reached (TLRU's L); never lowered
+
+    @property
+    def key(self) -> tuple[int, ...]:
+        return self._key
+
+    @key.setter
+    def key(self, key: tuple[int, ...]) -> None:
+        """A counted node's edge changing length (a split) moves the sizes by the difference."""
+        if self.in_tree:
+            self.owner._tally(self, -1)
+            self._key = key
+            self.owner._tally(self, +1)
+        else:
+            self._key = key
+
+    @property
+    def lock_ref(self) -> int:
+        return self._lock_ref
+
+    @lock_ref.setter
+    def lock_ref(self, count: int) -> None:
+        """A counted node locked or unlocked moves its tokens between protected and evictable."""
+        if self.in_tree:
+            self.owner._tally(self, -1)
+            self._lock_ref = count
+            self.owner._tally(self, +1)
+        else:
+            self._lock_ref = count
 
     def __repr__(self) -> str:
         return f"Node(key={self.key!r}, lock_ref={self.lock_ref}, {self.state})"
@@ -86,6 +167,9 @@ class RadixCache(RequestSteps):
         self.page_size = as_count(page_size, "page_size", minimum=1)
         self.allocator = allocator
         self._clock = 0  # logical time: one tick per match/insert, shared by all nodes it touches
+        # The sizes, kept as nodes join and leave the tree and are locked (Node's setters, Children):
+        # tokens of the counted nodes, of those locked (lock_ref > 0), of those unlocked (lock_ref == 0).
+        self._kept_total = self._kept_protected = self._kept_evictable = 0
         self.root = self._new_root()  # the default namespace's
         self.roots: dict[Hashable, Node] = {self._key(None): self.root}
         self._detached: list[Node] = []
@@ -93,6 +177,7 @@ class RadixCache(RequestSteps):
     def _new_root(self) -> Node:
         root = Node(self, None, (), _EMPTY)
         root.lock_ref = 1  # a root is never evictable
+        root.in_tree = True  # holds no tokens; what hangs below it is counted
         return root
 
     def _key(self, namespace: Hashable) -> Hashable:
@@ -322,7 +407,44 @@ class RadixCache(RequestSteps):
             root.children.clear()  # the root objects stay: a root handle is always valid
         self._detached.clear()
 
-    # ---- sizes (recomputed by walking: no counter to drift) ----------------------------------
+    # ---- sizes (kept counts: O(1); _recounted_sizes is the walk they must equal) ----------------
+
+    def _tally(self, node: Node, sign: int) -> None:
+        """Add (``sign`` +1) or take away (-1) ``node``'s tokens in the sizes, by its lock."""
+        n = sign * len(node._key)
+        self._kept_total += n
+        if node._lock_ref > 0:
+            self._kept_protected += n
+        elif node._lock_ref == 0:
+            self._kept_evictable += n
+
+    def _count_in(self, top: Node) -> None:
+        """``top`` hangs below a counted node: count every node of its subtree not yet counted (a new
+        leaf is one node; a counted node re-hung by a split is already counted, with its subtree)."""
+        stack = [top]
+        while stack:
+            node = stack.pop()
+            if not node.in_tree:
+                node.in_tree = True
+                self._tally(node, +1)
+                stack.extend(node.children.values())
+
+    def _count_out(self, top: Node) -> None:
+        """``top`` left its parent's children: its subtree leaves the sizes (a walk of the subtree, once:
+        the reference unlinks only leaves and quarantined subtrees, which it walks anyway)."""
+        stack = [top]
+        while stack:
+            node = stack.pop()
+            if node.in_tree:
+                node.in_tree = False
+                self._tally(node, -1)
+                stack.extend(node.children.values())
+
+    def _recounted_sizes(self) -> tuple[int, int, int]:
+        """(total, protected, evictable) by a walk of the tree: what the kept counts must equal."""
+        nodes = list(self._linked_nodes())
+        return (sum(len(n.key) for n in nodes), sum(len(n.key) for n in nodes if n.lock_ref > 0 and n.parent is not None),
+                sum(len(n.key) for n in nodes if n.lock_ref == 0))
 
     def _subtree(self, top: Node) -> Iterator[Node]:
         stack = [top]
@@ -336,13 +458,13 @@ class RadixCache(RequestSteps):
             yield from self._subtree(root)
 
     def total_size(self) -> int:
-        return sum(len(n.key) for n in self._linked_nodes())
+        return self._kept_total
 
     def protected_size(self) -> int:
-        return sum(len(n.key) for n in self._linked_nodes() if n.lock_ref > 0 and n.parent is not None)
+        return self._kept_protected
 
     def evictable_size(self) -> int:
-        return sum(len(n.key) for n in self._linked_nodes() if n.lock_ref == 0)
+        return self._kept_evictable
 
     def __repr__(self) -> str:
         return f"RadixCache(page_size={self.page_size}, total={self.total_size()})"

@@ -27,7 +27,11 @@ on it. The rules it keeps, which make every interleaving of completions safe:
   creation time through every move between the tiers.
 * Neither eviction walks the tree: the candidates (nodes on device without a child on device;
   nodes without children) are kept as nodes move between the tiers and leave the tree, and each
-  eviction's rule picks its leaves among them, so a call costs the candidates, not the tree.
+  eviction's rule picks its leaves among them, so a call costs the candidates, not the tree. The
+  device candidates are also kept queued by eviction key (a heap; a node's recency, hits, creation
+  and priority setters re-queue it under its new key, the old entry dropped when it surfaces), so
+  ``evict(1)`` takes a few queue steps, not a heap built over every candidate
+  (``tests/test_tier_eviction_queue.py``: the same leaves in the same order as that heap).
 * Neither size walks the tree (a scheduler reads them every step): ``device_size`` and
   ``host_size`` are counts kept as a node's copies come and go (its ``device`` and ``host``
   setters) and as a subtree leaves the tree (``_unlink``: a subclass takes a node out through it,
@@ -56,7 +60,7 @@ _EMPTY = np.zeros(0, dtype=np.int64)
 
 class TierNode:
     __slots__ = ("owner", "parent", "key", "children", "_device", "device_children", "_host", "writing", "loading", "lock_ref",
-                 "pin", "last_access", "serial", "linked", "in_tree", "evict_when_written", "hits", "created", "priority", "depth")
+                 "pin", "_last_access", "serial", "linked", "in_tree", "evict_when_written", "_hits", "_created", "_priority", "depth")
     _serials = itertools.count()
 
     def __init__(self, owner: TieredRadixCache, parent: TierNode | None, key: tuple[int, ...]) -> None:
@@ -71,14 +75,14 @@ class TierNode:
         self.loading: Transfer | None = None
         self.lock_ref = 0
         self.pin = 0  # load_back in progress on its path
-        self.last_access = 0
+        self._last_access = 0
         self.serial = next(TierNode._serials)
         self.linked = True
         self.in_tree = True  # reachable from its root: its copies count in the sizes (made with none)
         self.evict_when_written = False
-        self.hits = 0  # inserts that covered it (and matches, if its policy counts them)
-        self.created = 0
-        self.priority = 0
+        self._hits = 0  # inserts that covered it (and matches, if its policy counts them)
+        self._created = 0
+        self._priority = 0
         self.depth = (parent.depth if parent is not None else 0) + len(key)  # tokens from its root to its end
 
     @property
@@ -105,6 +109,44 @@ class TierNode:
         if self.in_tree and (self._host is not None) != (slots is not None):
             self.owner._host_tokens += len(self.key) if slots is not None else -len(self.key)
         self._host = slots
+
+    # What an eviction key reads (recency, hits, creation, priority): a change re-queues a candidate
+    # with its new key (TieredRadixCache._rekey), so the kept queue orders by the keys of now.
+    @property
+    def last_access(self) -> int:
+        return self._last_access
+
+    @last_access.setter
+    def last_access(self, clock: int) -> None:
+        self._last_access = clock
+        self.owner._rekey(self)
+
+    @property
+    def hits(self) -> int:
+        return self._hits
+
+    @hits.setter
+    def hits(self, hits: int) -> None:
+        self._hits = hits
+        self.owner._rekey(self)
+
+    @property
+    def created(self) -> int:
+        return self._created
+
+    @created.setter
+    def created(self, clock: int) -> None:
+        self._created = clock
+        self.owner._rekey(self)
+
+    @property
+    def priority(self) -> int:
+        return self._priority
+
+    @priority.setter
+    def priority(self, priority: int) -> None:
+        self._priority = priority
+        self.owner._rekey(self)
 
     def __repr__(self) -> str:
         where = "+".join(t for t, v in (("device", self.device), ("host", self.host)) if v is not None) or "nowhere"
@@ -140,6 +182,11 @@ class TieredRadixCache:
         # from them the nodes its rule admits (_device_leaf, _host_evictable), in the same order.
         self._device_tips: set[TierNode] = set()
         self._childless: set[TierNode] = set()
+        # The device tips queued by eviction key, so an eviction takes the smallest without sorting them
+        # all: each tip's key of now is in _tip_keys and in the heap; older entries (the key changed, the
+        # node stopped being a tip) are dropped as they surface. Rebuilt when stale entries outnumber live.
+        self._tip_heap: list[tuple[Any, ...]] = []
+        self._tip_keys: dict[TierNode, tuple[Any, int]] = {}
         # The sizes, kept as nodes move (TierNode's device and host setters, _leaves_the_sizes): tokens
         # of the nodes in the tree with a device copy, with a host copy. A scheduler reads them every step.
         self._device_tokens = 0
@@ -334,8 +381,42 @@ class TieredRadixCache:
     def _retip(self, node: TierNode) -> None:
         if node.device is not None and node.device_children == 0 and self._in_tree(node):
             self._device_tips.add(node)
+            self._rekey(node)
         else:
             self._device_tips.discard(node)
+            self._tip_keys.pop(node, None)  # its entry in the heap is stale now
+
+    def _rekey(self, node: TierNode) -> None:
+        """Queue tip ``node`` under its key of now, if that is not the key it is queued under."""
+        if node in self._device_tips:
+            key = self._eviction_key(node)
+            if self._tip_keys.get(node) != key:
+                self._tip_keys[node] = key
+                heapq.heappush(self._tip_heap, (*key, node))
+                if len(self._tip_heap) > 2 * len(self._tip_keys) + 64:
+                    self._requeue()
+
+    def _requeue(self) -> None:
+        """Drop the stale entries: the heap again holds one entry per queued node."""
+        self._tip_heap = [(*key, node) for node, key in self._tip_keys.items()]
+        heapq.heapify(self._tip_heap)
+
+    def _next_tip(self) -> TierNode | None:
+        """Take the queued tip with the smallest key (None if none is left); it leaves the queue."""
+        while self._tip_heap:
+            *key, node = heapq.heappop(self._tip_heap)
+            if self._tip_keys.get(node) != tuple(key):
+                continue  # queued again since, under another key
+            del self._tip_keys[node]
+            if node not in self._device_tips or not node.linked:
+                continue  # no longer a tip
+            now = self._eviction_key(node)
+            if now != tuple(key):  # changed where no setter saw it: queued under its key of now
+                self._tip_keys[node] = now
+                heapq.heappush(self._tip_heap, (*now, node))
+                continue
+            return node
+        return None
 
     def _device_moved(self, node: TierNode) -> None:
         """``node`` came on device or left it: it and its parent may become, or stop being, tips."""
@@ -399,13 +480,15 @@ class TieredRadixCache:
         it started, reach ``num_tokens`` (the tier contract's rule, SGLang's: a started write-back frees
         its page, there within the call, here at its completion); returns the tokens freed."""
         wanted = as_count(num_tokens, "num_tokens", minimum=0)
-        heap = [(*self._eviction_key(n), n) for n in self._device_candidates() if self._device_leaf(n)]
-        heapq.heapify(heap)
+        passed: list[TierNode] = []  # tips it may not take now (locked, pinned, in transfer): queued again after
         freed = writing = 0
-        while self._wants_more(freed + writing, wanted, "device") and heap:
-            *_, node = heapq.heappop(heap)
+        while self._wants_more(freed + writing, wanted, "device"):
+            node = self._next_tip()
+            if node is None:
+                break
             if not self._device_leaf(node):
-                continue  # pinned by a write this eviction started
+                passed.append(node)
+                continue
             if node.host is not None:
                 freed += self._free_device(node)
             elif self.write_policy == "write_back":
@@ -416,9 +499,10 @@ class TieredRadixCache:
                     writing += len(node.device)  # freed when its write completes
             else:
                 freed += self._drop(node)
-            parent = node.parent
-            if parent.parent is not None and self._device_leaf(parent):
-                heapq.heappush(heap, (*self._eviction_key(parent), parent))
+            if node in self._device_tips:  # a write-back in flight: still on device, and still a tip
+                passed.append(node)
+        for node in passed:  # its parent, a tip now, was queued as it became one (_retip)
+            self._rekey(node)
         return freed
 
     def _wants_more(self, counted: int, wanted: int, tier: str) -> bool:
