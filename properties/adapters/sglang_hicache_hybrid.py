@@ -35,6 +35,11 @@ How it is run on CPU (on top of ``sglang_hicache``'s seams, which it inherits)
   host only, from SGLang's ``MambaPoolHost`` buffer at the slot SGLang allocated in the node's
   write (noted as it passes: the Rust core has no node lookup). A node's state belongs to its last
   token; the other pages report -1.
+* A load-back restores the Mamba state of its target node only (``MambaComponent.prepare_load_back``:
+  "A match consumes only best_match_node's mamba state"), so ``hicache_mamba_*`` declare
+  ``state_load_back="target"``: the other nodes it loads keep their state on host, and SGLang's
+  device match ends before them (the tier contract's "A load-back that restores only its target's
+  state").
 * SGLang's match stops at the deepest node holding a state, and the tier contract's match answers
   every cached token, so the adapter also caches every shorter prefix of a request with a state of
   its own, written as *none* (read back as -1, as the suite expects where no insert ended). When a
@@ -491,7 +496,8 @@ def _factory(name: str, backend: str, cls: type = SGLangHiCacheMamba):
     factory.__name__ = factory.__qualname__ = name
     factory.tier_capabilities = TierCapabilities(  # type: ignore[attr-defined]
         write_policies=_hc.POLICIES, page_sizes=(1,), supports_quarantine=False, write_back_order="leaf_first",
-        second_pool=StatePool() if cls is SGLangHiCacheMamba else SlidingWindow(_trees.SLIDING_WINDOW))  # judged (20, 20w)
+        second_pool=StatePool() if cls is SGLangHiCacheMamba else SlidingWindow(_trees.SLIDING_WINDOW),  # judged (20, 20w)
+        state_load_back="target" if cls is SGLangHiCacheMamba else "path")  # MambaComponent.prepare_load_back
     tree = "FULL+MAMBA" if cls is SGLangHiCacheMamba else "FULL+SWA"
     factory.__doc__ = f"radixcheck tier target {name}: UnifiedRadixCache {tree} ({backend} core) + init_hicache"
     return factory
