@@ -132,6 +132,13 @@ class _Polling(_hc.SGLangHiCache):
         self._poll()
 
 
+MAMBA_CONVERSATION_TURNS = 300
+"""The Mamba rows' production conversation (``TierCapabilities.conversation_turns``). ``_inserted``
+re-inserts every shorter prefix of each request, so a conversation of ``T`` turns costs SGLang
+``T**2 / 2`` inserts walking up to ``T`` nodes: ``T**3 / 6`` walk steps (measured: 0.4, 2.4, 17 s of
+CPU at 50, 100, 200 turns; 1,200 would take more than an hour). The same tree core meets 1,200 turns
+in the FULL rows (``sglang_hicache``)."""
+
 _SCALE = 1 << 15
 """A state value is written as two float32 elements of the slot's temporal state (each exact)."""
 
@@ -497,7 +504,8 @@ def _factory(name: str, backend: str, cls: type = SGLangHiCacheMamba):
     factory.tier_capabilities = TierCapabilities(  # type: ignore[attr-defined]
         write_policies=_hc.POLICIES, page_sizes=(1,), supports_quarantine=False, write_back_order="leaf_first",
         second_pool=StatePool() if cls is SGLangHiCacheMamba else SlidingWindow(_trees.SLIDING_WINDOW),  # judged (20, 20w)
-        state_load_back="target" if cls is SGLangHiCacheMamba else "path")  # MambaComponent.prepare_load_back
+        state_load_back="target" if cls is SGLangHiCacheMamba else "path",  # MambaComponent.prepare_load_back
+        conversation_turns=MAMBA_CONVERSATION_TURNS if cls is SGLangHiCacheMamba else None)  # _inserted: turns**3 steps
     tree = "FULL+MAMBA" if cls is SGLangHiCacheMamba else "FULL+SWA"
     factory.__doc__ = f"radixcheck tier target {name}: UnifiedRadixCache {tree} ({backend} core) + init_hicache"
     return factory

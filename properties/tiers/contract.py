@@ -542,6 +542,16 @@ class TierCapabilities:
     their state on host, and a match's device part ends at the deepest page whose state is on
     device; "A second pool on the tiers", "A load-back that restores only its target's state")."""
 
+    conversation_turns: int | None = None
+    """The turns of the tier production world's long conversation (its path that many pages deep);
+    None: the world's own (1,200, past Python's recursion limit). A target whose every insert does
+    work in proportion to its path beyond the cache's own walk declares fewer: an adapter that
+    caches each shorter prefix of a request with a state of its own (SGLang's Mamba HiCache, whose
+    match ends only at a state) sends a conversation of ``T`` turns as ``T**2 / 2`` inserts walking
+    up to ``T`` nodes each, ``T**3 / 6`` steps: 1,200 turns took more than an hour of CPU. Named on
+    the report card as not exercised: a recursion past Python's limit is not met at that depth (a
+    FULL-only row over the same tree core meets it)."""
+
     def page_sizes_tested(self) -> tuple[int, ...]:
         return tuple(self.page_sizes)
 
@@ -563,6 +573,10 @@ class TierCapabilities:
         if isinstance(self.second_pool, SlidingWindow):
             gaps.append("the window pool's own eviction, pins and slot conservation on the tiers (evict_window is not sent: a "
                         "window value follows its page)")
+        if self.conversation_turns is not None:
+            gaps.append(f"the tier production world's conversation past {self.conversation_turns} pages deep "
+                        f"(conversation_turns={self.conversation_turns}: a recursive walk of a path past Python's "
+                        "1,000 frames is not met)")
         if self.lifecycle == "off":
             gaps.append("the request lifecycle on the tiers (lifecycle='off': chunked prefill, retract and abort while "
                         "transfers are in flight)")
@@ -600,6 +614,9 @@ class TierCapabilities:
                                                             or self.second_pool.pins_whole_nodes):
             raise ValueError(f"TierCapabilities.second_pool={self.second_pool!r} is not driven on a tier: refills_tombstones "
                              "and pins_whole_nodes have no tier model; declare SlidingWindow(window=W) alone")
+        turns = self.conversation_turns
+        if turns is not None and (isinstance(turns, bool) or not isinstance(turns, int) or turns < 2):
+            raise ValueError(f"TierCapabilities.conversation_turns must be None or an int >= 2, got {turns!r}")
         if self.state_load_back not in STATE_LOAD_BACKS:
             raise ValueError(f"TierCapabilities.state_load_back must be one of {', '.join(map(repr, STATE_LOAD_BACKS))}, got "
                              f"{self.state_load_back!r}")
