@@ -234,6 +234,7 @@ class SGLangHiCacheMamba(_Polling):
         # Which host slot holds a node's state: noted as SGLang allocates it inside the node's write
         # (the Rust core has no node lookup to read a node's host value: node_by_id is not ported).
         self._state_host: dict[Any, int] = {}  # SGLang node id -> its state's MambaPoolHost slot
+        self._host_owner: dict[int, Any] = {}  # a MambaPoolHost slot -> the node whose write allocated it last
         self._writing_node: Any = None
         write, alloc = cc.write, self._mamba_host_pool.alloc
 
@@ -248,6 +249,7 @@ class SGLangHiCacheMamba(_Polling):
             got = alloc(need_size, *args, **kwargs)
             if got is not None and len(got) and self._writing_node is not None:
                 self._state_host[self._writing_node] = int(got[0])
+                self._host_owner[int(got[0])] = self._writing_node
             return got
 
         cc.write, self._mamba_host_pool.alloc = write_noting, alloc_noting
@@ -304,6 +306,7 @@ class SGLangHiCacheMamba(_Polling):
         if result.mamba_exist:
             self.state_slots.free(self._state)
             self._name_existing(result.last_device_node, len(tokens))
+        self._name_host_copy(result.last_device_node, len(tokens))
         if result.last_device_node is None or len(tokens) < 2:
             return
         path = self.cache.path_device_indices(result.last_device_node)
@@ -340,6 +343,23 @@ class SGLangHiCacheMamba(_Polling):
         device = self.cache.tree_core.get_component_device_value(node, self.sg.ComponentType.MAMBA)
         if info and info[-1].path_end == length and device is not None and len(device) and self._node_state(node) == -1:
             self._write_state(int(device[0]), self._named)
+
+    def _name_host_copy(self, node: Any, length: int) -> None:
+        """The insert named the state where the request ends; if that node's host copy holds a state the
+        adapter cached for a shorter prefix (none named), it is the state after the same tokens (SGLang
+        keeps it: the node is backed up already), so it now holds the request's value too. Left unnamed, it
+        read back -1 once the node went to host only, where the suite had named a state: a false oracle-20
+        finding (session 62's ``FIX=M1`` audit: serve ``[0]*6``, evict, re-insert ``[0]*4``, evict)."""
+        if self._named is None or node is None:
+            return
+        slot = self._state_host.get(node)
+        info = self.cache.tree_core.collect_path_info([node])[0]
+        if slot is None or self._host_owner.get(slot) != node or not info or info[-1].path_end != length:
+            return
+        host = self._mamba_host_pool.temporal_buffer[slot, 0, 0]  # page_first_direct: (slot, layer, 1, ...)
+        if self._read(host) == -1:
+            hi, lo = int(self._named) // _SCALE, int(self._named) % _SCALE
+            host[0, 0, 0], host[0, 0, 1], host[0, 1, 0] = float(hi), float(lo), 1.0
 
     def __repr__(self) -> str:
         return f"SGLangHiCacheMamba({self.backend}, {self.write_policy})"
