@@ -18,11 +18,13 @@ the suite writes not yet done (``_Polling._own_copies_first``).
 
 from __future__ import annotations
 
+import dataclasses
 import importlib.util
 
 import pytest
 
-from radixcheck.oracles.violations import EvictionAmountViolation, SecondValueViolation
+from meta_tests.test_tier_target_state import _loaded_back
+from radixcheck.oracles.violations import EvictionAmountViolation, SecondValueViolation, TierResidencyViolation
 from radixcheck.properties.adapters import sglang_hicache, sglang_hicache_hybrid
 from radixcheck.properties.tiers.world import TierWorld
 
@@ -161,3 +163,53 @@ def test_a_prefix_state_written_as_none_looks_like_a_lost_state(monkeypatch: pyt
     monkeypatch.setattr(sglang_hicache_hybrid.SGLangHiCacheMamba, "_host_only_states", lambda self, node: {})
     with pytest.raises(SecondValueViolation, match=r"Page\(\[0\], device\+host\) reports state -1, but it has the state 1"):
         _state_back_on_device_after_host_only()
+
+
+@pytest.mark.parametrize("factory", [sglang_hicache_hybrid.hicache_mamba_python, sglang_hicache_hybrid.hicache_mamba_rust],
+                         ids=lambda f: f.__name__)
+@pytest.mark.parametrize("policy", ["write_through", "write_back"])
+def test_a_load_back_restores_only_its_targets_state(factory: object, policy: str) -> None:
+    """Session 61's next ``FIX=M1`` finding (oracle 13, ``match([0]*7) returned device slots [] (0), but the
+    pages on device hold [...] (7)``) is SGLang's design, now declared (``state_load_back="target"``): a
+    load-back of ``[0]*8`` restores ``[0]*8``'s state alone, so ``[0]*7`` resumes from host. Conforms."""
+    world = _loaded_back(factory, policy)
+    world.check()
+
+
+def test_without_the_declaration_sglangs_load_back_looks_like_a_residency_bug(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The same story judged as if a load-back restored the whole path's states: session 61's message."""
+    factory = sglang_hicache_hybrid.hicache_mamba_python
+    monkeypatch.setattr(factory, "tier_capabilities", dataclasses.replace(factory.tier_capabilities, state_load_back="path"))
+    with pytest.raises(TierResidencyViolation, match=r"match\(\[0, 0, 0, 0, 0, 0, 0\]\) returned device slots \[\] \(0\), but"):
+        _loaded_back(factory, "write_through")
+
+
+def _named_after_its_host_copy(factory: object) -> TierWorld:
+    """Session 62's ``FIX=M1`` audit, shrunk (9 operations to 7): ``[0]*6`` cached and backed up (the adapter's
+    state at ``[0]*4`` unnamed, copied to host), everything evicted, ``[0]*4`` re-inserted naming a state
+    there (SGLang attaches it on device and keeps the node's host copy), evicted again: ``[0]*4``'s state
+    is then its host copy's, which must read as the state the suite named."""
+    w = TierWorld(factory, page_size=1, write_policy="write_through")
+    w.serve([0] * 6, load=True)
+    w.finish(-1)
+    w.complete(1)
+    w.evict(1000000)
+    w.serve([0] * 4, load=False)
+    w.finish(-1)
+    w.evict(1000000)
+    w.serve([0] * 9 + [2, 2, 1, 1, 1, 2, 1], load=True)
+    w.finish(-1)
+    w.check()
+    return w
+
+
+def test_a_state_named_after_its_host_copy_reads_back_from_host(m1_fixed: None) -> None:
+    """The Python core only: the M1 fix is (the Rust core fails the program's match on M1 first)."""
+    _named_after_its_host_copy(sglang_hicache_hybrid.hicache_mamba_python)
+
+
+def test_an_unnamed_host_copy_looks_like_a_lost_state(m1_fixed: None, monkeypatch: pytest.MonkeyPatch) -> None:
+    """With the adapter's naming of the host copy taken out: the audit's false oracle-20 finding."""
+    monkeypatch.setattr(sglang_hicache_hybrid.SGLangHiCacheMamba, "_name_host_copy", lambda self, node, length: None)
+    with pytest.raises(SecondValueViolation, match=r"Page\(\[0, 0, 0, 0\], device\+host\) reports state -1, but it has the state"):
+        _named_after_its_host_copy(sglang_hicache_hybrid.hicache_mamba_python)

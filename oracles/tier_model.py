@@ -173,6 +173,7 @@ class TierModel:
         self.host_freed_now: set[int] = set()  # host slots freed during the current call
         self.deviated: list[tuple[Deviation, DeviceLeaves]] = []  # each known deviation, and the device leaves in its order
         self.windows: Any = None  # a declared window's TierWindows (oracle 20w): matches are then resumable
+        self.parking: Any = None  # a target-only state pool's TierStates: a match's device part ends at a state on device
         self.flushing = False  # a reset runs: its frees take every page, judged by what it leaves (the world's reset)
 
     @property
@@ -232,10 +233,16 @@ class TierModel:
         while i < len(path) and path[i].device is None and path[i].host is not None:
             host += self.page_size
             i += 1
-        if windowed and self.windows is not None:
-            device_end, reach = self.windows.match_ends(path, len(device), len(device) + host, answer)
+        ends = self._ends()
+        if windowed and ends is not None:
+            device_end, reach = ends.match_ends(path, len(device), len(device) + host, answer)
             device, host = device[:device_end], reach - device_end
         return device, host, self.pages_of(tokens, namespace)
+
+    def _ends(self) -> Any:
+        """What makes a match resumable short of the full KV (its ``match_ends``), or None: a declared
+        window, else a state pool whose load-backs restore their target's state only."""
+        return self.windows if self.windows is not None else self.parking
 
     def tenant_whose(self, tokens: Sequence[int], kv: Sequence[Any], namespace: Hashable = None) -> str | None:
         """Which other namespace's KV for ``tokens`` starts with ``kv`` where ``namespace``'s does not
@@ -328,10 +335,11 @@ class TierModel:
         cache's ``answered`` end), which may be short of the full KV on device (SGLang's
         ``init_load_back`` keeps the device match's node). None if the load moved something, or no
         window is declared."""
-        if self.windows is None or before is None or len(device) > before:
+        ends = self._ends()
+        if ends is None or before is None or len(device) > before:
             return None
         path = [pg for pg in self.pages_of(tokens, namespace) if not pg.gone]
-        return self.windows.match_ends(path, len(device), len(device), (answered, None))[0]
+        return ends.match_ends(path, len(device), len(device), (answered, None))[0]
 
     def _failed_load_resumes(self, tokens: Sequence[int], values: Sequence[int], device: list[int],
                              before: int | None, namespace: Hashable) -> bool:

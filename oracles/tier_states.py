@@ -8,6 +8,12 @@ per cached page of the tier model, the value the suite inserted at that page's e
 model drops and caches again is a new page, with no state. When a request's forward reads its
 prefix (its loads completed), the values ``states(handle)`` reports must equal those recorded,
 page by page.
+
+A cache that declares ``state_load_back="target"`` (the tier contract's "A load-back that restores
+only its target's state") restores on a load-back the state of the path's last page only: the
+oracle then keeps the device pages whose state is on host only (*parked*), and a match's device
+part ends at the deepest page not parked (:meth:`TierStates.match_ends`, which the tier model asks
+as it asks a window's).
 """
 
 from __future__ import annotations
@@ -30,15 +36,40 @@ class TierStates:
     """The state value the suite inserted at each cached page's end (pages of a
     :class:`~radixcheck.oracles.tier_model.TierModel`, by identity)."""
 
-    def __init__(self) -> None:
+    def __init__(self, page_size: int = 1, target_only: bool = False) -> None:
         self.inserted: dict[Any, int] = {}  # a tier model's Page -> the state value inserted at its end
         self.owner: dict[int, Any] = {}  # a state value -> the page it was inserted at (to name a misplaced one)
+        self.page_size = page_size
+        self.target_only = target_only  # state_load_back="target": a load-back restores its last page's state only
+        self.parked: set[Any] = set()  # pages a load-back put on device with their state left on host
 
     def on_insert(self, last_page: Any, value: int) -> None:
         """An insert that ends at ``last_page`` (page-aligned, non-empty) carried state ``value``."""
         if last_page not in self.inserted:
             self.inserted[last_page] = value
             self.owner[value] = last_page
+
+    def on_load_back(self, loaded: Sequence[Any], target: Any) -> None:
+        """A load-back moved the KV of ``loaded`` to device and ended at ``target`` (None: it stopped
+        short of the path it was asked for, so no state came back)."""
+        if not self.target_only:
+            return
+        self.parked.update(loaded)
+        self.parked.discard(target)
+
+    def on_cover(self, pages: Sequence[Any]) -> None:
+        """An insert covered ``pages``: its caller brings the state after each, on device."""
+        self.parked.difference_update(pages)
+
+    def match_ends(self, path: Sequence[Any], device: int, reach: int, answer: Any = None) -> tuple[int, int]:
+        """Where a match of ``path`` ends, given the full KV's ends (``device`` tokens on device, ``reach``
+        with the host part): the device part at the deepest device page whose state is on device (a
+        parked page's is on host), the host part unchanged (a parked page's host copy has its state).
+        ``answer`` (the cache's two ends) settles nothing here: the rule has no maybes."""
+        end = device // self.page_size
+        while end and path[end - 1] in self.parked:
+            end -= 1
+        return end * self.page_size, reach
 
     def check(self, what: str, tokens: Sequence[int], pages: Sequence[Any], reported: Any) -> None:
         """``reported`` (the cache's ``states(handle)``) for the path ``pages`` of ``tokens``."""

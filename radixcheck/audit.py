@@ -534,7 +534,7 @@ def tier_lines(target: Target, production: bool = True) -> tuple[str, str]:
     left = [p for p in WRITE_POLICIES if p not in run]
     policies = f"run {', '.join(run)} (each at every page size)" + (
         f"; not declared, so never sent: {', '.join(left)}" if left else "")
-    from radixcheck.properties.tiers.scale import DEEP_TURNS, MASS_EVICTION_LEAVES, WIDE_REQUESTS
+    from radixcheck.properties.tiers.scale import MASS_EVICTION_LEAVES, WIDE_REQUESTS, conversation_turns
 
     smallest = min(target.capabilities.page_sizes_tested(), default=1)
     if not production:
@@ -543,7 +543,8 @@ def tier_lines(target: Target, production: bool = True) -> tuple[str, str]:
     worlds = ("the tier machine's small worlds (many short programs, in each write policy at each page size), and the "
               f"tier production world at page size {smallest}: in each write policy a wide tree of {WIDE_REQUESTS} requests "
               f"then one evict of everything on device (at least {MASS_EVICTION_LEAVES} leaves), and in {run[0]} a "
-              f"conversation {DEEP_TURNS} pages deep, each call under the per-operation limit (longer random traffic: "
+              f"conversation {conversation_turns(target.capabilities)} pages deep, each call under the per-operation limit "
+              "(longer random traffic: "
               f"`python -m radixcheck.reports.tier_scale --target {target.spec}`)")
     return policies, worlds
 

@@ -35,6 +35,11 @@ How it is run on CPU (on top of ``sglang_hicache``'s seams, which it inherits)
   host only, from SGLang's ``MambaPoolHost`` buffer at the slot SGLang allocated in the node's
   write (noted as it passes: the Rust core has no node lookup). A node's state belongs to its last
   token; the other pages report -1.
+* A load-back restores the Mamba state of its target node only (``MambaComponent.prepare_load_back``:
+  "A match consumes only best_match_node's mamba state"), so ``hicache_mamba_*`` declare
+  ``state_load_back="target"``: the other nodes it loads keep their state on host, and SGLang's
+  device match ends before them (the tier contract's "A load-back that restores only its target's
+  state").
 * SGLang's match stops at the deepest node holding a state, and the tier contract's match answers
   every cached token, so the adapter also caches every shorter prefix of a request with a state of
   its own, written as *none* (read back as -1, as the suite expects where no insert ended). When a
@@ -126,6 +131,13 @@ class _Polling(_hc.SGLangHiCache):
         super().transfer_done(transfer)
         self._poll()
 
+
+MAMBA_CONVERSATION_TURNS = 300
+"""The Mamba rows' production conversation (``TierCapabilities.conversation_turns``). ``_inserted``
+re-inserts every shorter prefix of each request, so a conversation of ``T`` turns costs SGLang
+``T**2 / 2`` inserts walking up to ``T`` nodes: ``T**3 / 6`` walk steps (measured: 0.4, 2.4, 17 s of
+CPU at 50, 100, 200 turns; 1,200 would take more than an hour). The same tree core meets 1,200 turns
+in the FULL rows (``sglang_hicache``)."""
 
 _SCALE = 1 << 15
 """A state value is written as two float32 elements of the slot's temporal state (each exact)."""
@@ -222,6 +234,7 @@ class SGLangHiCacheMamba(_Polling):
         # Which host slot holds a node's state: noted as SGLang allocates it inside the node's write
         # (the Rust core has no node lookup to read a node's host value: node_by_id is not ported).
         self._state_host: dict[Any, int] = {}  # SGLang node id -> its state's MambaPoolHost slot
+        self._host_owner: dict[int, Any] = {}  # a MambaPoolHost slot -> the node whose write allocated it last
         self._writing_node: Any = None
         write, alloc = cc.write, self._mamba_host_pool.alloc
 
@@ -236,6 +249,7 @@ class SGLangHiCacheMamba(_Polling):
             got = alloc(need_size, *args, **kwargs)
             if got is not None and len(got) and self._writing_node is not None:
                 self._state_host[self._writing_node] = int(got[0])
+                self._host_owner[int(got[0])] = self._writing_node
             return got
 
         cc.write, self._mamba_host_pool.alloc = write_noting, alloc_noting
@@ -292,6 +306,7 @@ class SGLangHiCacheMamba(_Polling):
         if result.mamba_exist:
             self.state_slots.free(self._state)
             self._name_existing(result.last_device_node, len(tokens))
+        self._name_host_copy(result.last_device_node, len(tokens))
         if result.last_device_node is None or len(tokens) < 2:
             return
         path = self.cache.path_device_indices(result.last_device_node)
@@ -328,6 +343,23 @@ class SGLangHiCacheMamba(_Polling):
         device = self.cache.tree_core.get_component_device_value(node, self.sg.ComponentType.MAMBA)
         if info and info[-1].path_end == length and device is not None and len(device) and self._node_state(node) == -1:
             self._write_state(int(device[0]), self._named)
+
+    def _name_host_copy(self, node: Any, length: int) -> None:
+        """The insert named the state where the request ends; if that node's host copy holds a state the
+        adapter cached for a shorter prefix (none named), it is the state after the same tokens (SGLang
+        keeps it: the node is backed up already), so it now holds the request's value too. Left unnamed, it
+        read back -1 once the node went to host only, where the suite had named a state: a false oracle-20
+        finding (session 62's ``FIX=M1`` audit: serve ``[0]*6``, evict, re-insert ``[0]*4``, evict)."""
+        if self._named is None or node is None:
+            return
+        slot = self._state_host.get(node)
+        info = self.cache.tree_core.collect_path_info([node])[0]
+        if slot is None or self._host_owner.get(slot) != node or not info or info[-1].path_end != length:
+            return
+        host = self._mamba_host_pool.temporal_buffer[slot, 0, 0]  # page_first_direct: (slot, layer, 1, ...)
+        if self._read(host) == -1:
+            hi, lo = int(self._named) // _SCALE, int(self._named) % _SCALE
+            host[0, 0, 0], host[0, 0, 1], host[0, 1, 0] = float(hi), float(lo), 1.0
 
     def __repr__(self) -> str:
         return f"SGLangHiCacheMamba({self.backend}, {self.write_policy})"
@@ -491,7 +523,9 @@ def _factory(name: str, backend: str, cls: type = SGLangHiCacheMamba):
     factory.__name__ = factory.__qualname__ = name
     factory.tier_capabilities = TierCapabilities(  # type: ignore[attr-defined]
         write_policies=_hc.POLICIES, page_sizes=(1,), supports_quarantine=False, write_back_order="leaf_first",
-        second_pool=StatePool() if cls is SGLangHiCacheMamba else SlidingWindow(_trees.SLIDING_WINDOW))  # judged (20, 20w)
+        second_pool=StatePool() if cls is SGLangHiCacheMamba else SlidingWindow(_trees.SLIDING_WINDOW),  # judged (20, 20w)
+        state_load_back="target" if cls is SGLangHiCacheMamba else "path",  # MambaComponent.prepare_load_back
+        conversation_turns=MAMBA_CONVERSATION_TURNS if cls is SGLangHiCacheMamba else None)  # _inserted: turns**3 steps
     tree = "FULL+MAMBA" if cls is SGLangHiCacheMamba else "FULL+SWA"
     factory.__doc__ = f"radixcheck tier target {name}: UnifiedRadixCache {tree} ({backend} core) + init_hicache"
     return factory

@@ -209,6 +209,26 @@ touches no other page's state. The suite checks ``states`` of every request's ha
 forward reads its prefix (after its loads completed). The state pool's own eviction
 (``evict_states``) is not sent on a tier: a state here follows its page.
 
+*A load-back that restores only its target's state* (``TierCapabilities(state_load_back="target")``):
+a load-back brings to device the state of the page at the end of the path it loads (its target)
+only; the other pages whose KV it loads keep their state on host (*parked*: KV on device, state on
+host only), and so does every page of the path that was parked already. A request resumes only
+from a state on device, so a match's device part ends at the deepest page of the device path whose
+state is not parked (pages with no state inserted count as resumable: a cache that needs one keeps
+its own there), and its host part runs from there to the end of the host pages as before: parked
+pages included (their state is in their host copy), so a ``load_back`` of it restores the state at
+its end. A parked page is resumable again once an insert covers it (the insert's caller brings the
+state after each page it computed over) or a load-back ends at it; a page that leaves the device is
+no longer parked (its state is where its host copy is). ``states`` still reports each page's value,
+parked or not. A load that moved nothing may return the device pages up to where the request
+resumes (its state load failed) or the whole device path (it restored the target's state). Why this
+rule: SGLang 0.5.23's ``MambaComponent.prepare_load_back``
+(``mem_cache/unified_cache/components/mamba.py``) allocates one state slot, for the load-back's
+``best_match_node`` only ("A match consumes only best_match_node's mamba state"), and its match
+validator accepts a node as the device match only where its Mamba state is on device. A cache that
+restores the whole path's states declares ``"path"`` (the default); one that declares ``"target"``
+and restores more, or less (not even the target's), fails the match (oracle 13).
+
 A sliding window on the tiers
 -----------------------------
 A target declares ``TierCapabilities(second_pool=SlidingWindow(window=W))``: each cached token
@@ -446,6 +466,8 @@ a host copy; every other obligation is write-through's."""
 
 TIER_LIFECYCLES = ("off", "tree", "requests")
 """The values of ``TierCapabilities.lifecycle`` (module docstring, "The request lifecycle on the tiers")."""
+STATE_LOAD_BACKS = ("path", "target")
+"""The values of ``TierCapabilities.state_load_back``: which pages a load-back gives their state on device."""
 
 
 @dataclass(frozen=True)
@@ -513,6 +535,22 @@ class TierCapabilities:
     pages of the last ``W`` tokens of the path it loads (further back, only each token's own host
     value, or none), and a match is resumable on each tier
     ("A sliding window on the tiers"; oracles 20w, 21 and 23)."""
+    state_load_back: str = "path"
+    """With ``second_pool=StatePool()``: which states a load-back brings to device. ``"path"`` (a
+    state follows its page: every page it loads has its state on device again) or ``"target"``
+    (only the page at the end of the path it loads, SGLang's design: the other pages it loads keep
+    their state on host, and a match's device part ends at the deepest page whose state is on
+    device; "A second pool on the tiers", "A load-back that restores only its target's state")."""
+
+    conversation_turns: int | None = None
+    """The turns of the tier production world's long conversation (its path that many pages deep);
+    None: the world's own (1,200, past Python's recursion limit). A target whose every insert does
+    work in proportion to its path beyond the cache's own walk declares fewer: an adapter that
+    caches each shorter prefix of a request with a state of its own (SGLang's Mamba HiCache, whose
+    match ends only at a state) sends a conversation of ``T`` turns as ``T**2 / 2`` inserts walking
+    up to ``T`` nodes each, ``T**3 / 6`` steps: 1,200 turns took more than an hour of CPU. Named on
+    the report card as not exercised: a recursion past Python's limit is not met at that depth (a
+    FULL-only row over the same tree core meets it)."""
 
     def page_sizes_tested(self) -> tuple[int, ...]:
         return tuple(self.page_sizes)
@@ -535,6 +573,10 @@ class TierCapabilities:
         if isinstance(self.second_pool, SlidingWindow):
             gaps.append("the window pool's own eviction, pins and slot conservation on the tiers (evict_window is not sent: a "
                         "window value follows its page)")
+        if self.conversation_turns is not None:
+            gaps.append(f"the tier production world's conversation past {self.conversation_turns} pages deep "
+                        f"(conversation_turns={self.conversation_turns}: a recursive walk of a path past Python's "
+                        "1,000 frames is not met)")
         if self.lifecycle == "off":
             gaps.append("the request lifecycle on the tiers (lifecycle='off': chunked prefill, retract and abort while "
                         "transfers are in flight)")
@@ -572,6 +614,14 @@ class TierCapabilities:
                                                             or self.second_pool.pins_whole_nodes):
             raise ValueError(f"TierCapabilities.second_pool={self.second_pool!r} is not driven on a tier: refills_tombstones "
                              "and pins_whole_nodes have no tier model; declare SlidingWindow(window=W) alone")
+        turns = self.conversation_turns
+        if turns is not None and (isinstance(turns, bool) or not isinstance(turns, int) or turns < 2):
+            raise ValueError(f"TierCapabilities.conversation_turns must be None or an int >= 2, got {turns!r}")
+        if self.state_load_back not in STATE_LOAD_BACKS:
+            raise ValueError(f"TierCapabilities.state_load_back must be one of {', '.join(map(repr, STATE_LOAD_BACKS))}, got "
+                             f"{self.state_load_back!r}")
+        if self.state_load_back != "path" and not isinstance(self.second_pool, StatePool):
+            raise ValueError(f"TierCapabilities.state_load_back={self.state_load_back!r} needs second_pool=StatePool()")
         if self.second_pool is not None and not isinstance(self.second_pool, (StatePool, SlidingWindow)):
             raise ValueError(f"TierCapabilities.second_pool must be None, a StatePool or a SlidingWindow, got "
                              f"{self.second_pool!r}")

@@ -14,7 +14,8 @@ its lifecycle world):
    tree grows, the CPU time of every ``match_prefix`` and ``insert`` is watched, as in the plain
    production world (:mod:`radixcheck.properties.cache.step_cost`): a cache whose lookup walks the
    tree (a host part searched for among every node) fails here with the figures, not after minutes.
-2. **A long conversation.** One conversation of :data:`DEEP_TURNS` turns, each turn a page more:
+2. **A long conversation.** One conversation of :data:`DEEP_TURNS` turns (fewer where the target
+   declares ``TierCapabilities(conversation_turns=T)``: its inserts' own cost), each turn a page more:
    served whole (match and ``inc_lock_ref`` along the whole path), then finished (insert, then
    ``dec_lock_ref``), so its path is :data:`DEEP_TURNS` pages deep. Not watched: each turn sends
    the whole path, so calls of one size meet one size of tree (nothing to compare), and their work
@@ -119,14 +120,23 @@ def long_conversation(world: TierWorld, rng: random.Random, turns: int = DEEP_TU
     world.check()
 
 
+def conversation_turns(caps: Any) -> int:
+    """The long conversation's turns for a target declaring ``caps`` (its ``TierCapabilities``, or
+    None): :data:`DEEP_TURNS` unless it declares fewer (``conversation_turns``: its inserts' own cost)."""
+    declared = getattr(caps, "conversation_turns", None)
+    return DEEP_TURNS if declared is None else declared
+
+
 def production_stories(world: TierWorld, rng: random.Random, requests: int = WIDE_REQUESTS,
-                       turns: int = DEEP_TURNS, deep: bool = True, wide: bool = True, flush: bool = False) -> None:
+                       turns: int | None = None, deep: bool = True, wide: bool = True, flush: bool = False) -> None:
     """Both stories, in order (``deep=False``: the wide tree only; the conversation costs turns**2 / 2
     pages sent, so a caller runs it once per target; ``wide=False``: the conversation alone, after a
     waived finding ended the wide tree), then with ``flush`` the world's end (story 3: the audit's
     test asks for it when the target declares ``supports_reset``); a failure says which story, in
     which call, how big the tree was and the limit, and carries the story's name as
-    ``production_story`` (``"wide"``, ``"deep"``, ``"flush"``)."""
+    ``production_story`` (``"wide"``, ``"deep"``, ``"flush"``). ``turns``: the conversation's, by
+    default the target's (:func:`conversation_turns`)."""
+    turns = conversation_turns(world.caps) if turns is None else turns
     stories: list[tuple[str, str, Callable[[], Any]]] = [
         ("wide", f"a wide tree of {requests} requests on {SYSTEM_PROMPTS} system prompts, then one evict of everything on "
          f"device (at least {MASS_EVICTION_LEAVES} leaves)", lambda: wide_tree(world, rng, requests)),

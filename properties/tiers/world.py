@@ -125,11 +125,13 @@ class TierWorld:
         self.model = TierModel(self.page_size, write_policy, chain_checked=not leaf_first,
                                policy=caps.policy if caps is not None else None)
         pool = caps.second_pool if caps is not None else None
-        self.states = TierStates() if isinstance(pool, StatePool) else None  # oracle 20 on the tiers (a state pool)
+        target_only = caps is not None and caps.state_load_back == "target"  # a load-back restores its last page's state only
+        self.states = TierStates(self.page_size, target_only) if isinstance(pool, StatePool) else None  # oracle 20 (tiers)
         self.windows = TierWindows(pool.window, self.page_size) if isinstance(pool, SlidingWindow) else None  # 20w
         if self.windows is not None:
             self.windows.clock = lambda: self.operations  # when each window went live, for a finding's message
         self.model.windows = self.windows  # a window makes matches resumable (the model's expected_match)
+        self.model.parking = self.states if target_only else None  # so does a state left on host by a load-back
 
     # ---- plumbing ----------------------------------------------------------------------------
 
@@ -230,14 +232,22 @@ class TierWorld:
         return Request(tokens, values, handle, namespace, self.priority)
 
     def _before_load(self, reach: tuple[int, ...], key: Any) -> int:
-        """With a window declared, the pages of the path ``reach`` on device before a load-back moves any (else 0)."""
-        return len(self.model.expected_match(reach, key)[0]) // self.page_size if self.windows is not None else 0
+        """With a window (or a target-only state pool) declared, the pages of the path ``reach`` on
+        device before a load-back moves any (else 0)."""
+        return len(self.model.expected_match(reach, key)[0]) // self.page_size if self._resumable() else 0
+
+    def _resumable(self) -> bool:
+        """Whether a match resumes short of the full KV: a window, or a state a load-back left on host."""
+        return self.windows is not None or self.model.parking is not None
 
     def _judge_load_back(self, reach: tuple[int, ...], values: list[int], key: Any, first: int) -> None:
         """The load-back of ``reach`` returned the prefix ``values`` (``first``: :meth:`_before_load`):
         judged against the model, and with a window, the window at the loaded path's end comes back
         (a failed load that resumed short moved none)."""
-        self.model.check_load_back(reach, values, key, first * self.page_size if self.windows is not None else None)
+        self.model.check_load_back(reach, values, key, first * self.page_size if self._resumable() else None)
+        if self.model.parking is not None:  # the pages it loaded keep their state on host, but its target's
+            path = self.model.pages_of(reach[: len(values)], key)
+            self.states.on_load_back(path[first:], path[-1] if path and len(values) == len(reach) else None)
         if self.windows is not None and len(values) == len(self.model.expected_match(reach, key)[0]):
             path = self.model.pages_of(reach[: len(values)], key)
             self.windows.on_load_back(path, first, f"the load-back of operation {self.operations}")
@@ -301,6 +311,8 @@ class TierWorld:
         if self.states is None or not tokens:
             return None
         value = state_value(self.model.content_of(tokens, key)[-1])
+        if self.states.parked:  # the pages it covers have their state on device again
+            self.states.on_cover(self.model.pages_of(tokens, key))
         if len(tokens) % self.page_size == 0:
             self.states.on_insert(self.model.pages_of(tokens, key)[-1], value)
         return value
