@@ -9,37 +9,26 @@ found by the order oracle that finds it in process, and its repro file (run as a
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
+from meta_tests.wire_serving import SPEC, repro_exit_codes, serving
 from radixcheck import profiles
 from radixcheck.oracles.violations import EvictionOrderViolation, HostEvictionOrderViolation
 from radixcheck.properties.adapters import wire
-from radixcheck.properties.adapters.wire import CMD_ENV, reference_command
 from radixcheck.properties.findings.verdict import SHRINK_ENV, run_machine
 from radixcheck.properties.tiers.machine import tier_machine_for
 from radixcheck.properties.tiers.repro import tier_repro
 
 pytestmark = pytest.mark.deep
 
-SPEC = "radixcheck.properties.adapters.wire:server"
 FIXED = "radixcheck.properties.tiers.mutants:TieredPriority"
 BUG = "radixcheck.properties.tiers.mutants:RevivedPageKeepsOldPriority"
 
 
-def _serving(monkeypatch: pytest.MonkeyPatch, cache: str, *extra: str) -> str:
-    command = " ".join([*reference_command(), "--cache", cache, *extra])
-    monkeypatch.setenv(CMD_ENV, command)
-    wire.server.close()  # the next factory call starts this command's server
-    return command
-
-
 def test_a_priority_tier_over_the_wire_passes_the_tier_machine_silently(monkeypatch) -> None:
-    _serving(monkeypatch, FIXED)
+    serving(monkeypatch, FIXED)
     try:
         policy = wire.server.tier_capabilities.eviction_policy
         assert policy is not None and policy.name == "priority" and policy.takes_priority
@@ -52,7 +41,7 @@ def test_a_priority_tier_over_the_wire_passes_the_tier_machine_silently(monkeypa
 def test_a_priority_mutant_over_the_wire_is_found_by_its_order_oracle_and_its_repro_exits_1_then_0(
         monkeypatch, tmp_path: Path) -> None:
     monkeypatch.setenv(SHRINK_ENV, "0")
-    bug = _serving(monkeypatch, BUG)
+    bug = serving(monkeypatch, BUG)
     try:
         machine = tier_machine_for(wire.server, 1, "write_through", name="WireRevivedPageKeepsOldPriority")
         with pytest.raises((EvictionOrderViolation, HostEvictionOrderViolation)) as caught:
@@ -64,9 +53,5 @@ def test_a_priority_mutant_over_the_wire_is_found_by_its_order_oracle_and_its_re
         assert "next_priority" in repro.text  # the priorities travel in the file too
     finally:
         wire.server.close()
-    path = tmp_path / "repro.py"
-    path.write_text(repro.text, encoding="utf-8")
-    fixed = _serving(monkeypatch, FIXED, "--capabilities", "'{\"namespaces\": false}'")  # as the mutant declares
-    codes = [subprocess.run([sys.executable, str(path)], env={**os.environ, CMD_ENV: command}, cwd=tmp_path,
-                            capture_output=True, text=True, timeout=300).returncode for command in (bug, fixed)]
-    assert codes == [1, 0]
+    fixed = serving(monkeypatch, FIXED, {"namespaces": False})  # as the mutant declares
+    assert repro_exit_codes(repro.text, tmp_path, bug, fixed) == [1, 0]

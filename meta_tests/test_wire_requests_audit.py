@@ -9,18 +9,14 @@ server's default) passes: its request methods are then never called, which is wh
 
 from __future__ import annotations
 
-import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
+from meta_tests.wire_serving import SPEC, repro_exit_codes, serving
 from radixcheck import profiles
 from radixcheck.oracles.violations import SlotViolation
 from radixcheck.properties.adapters import wire
-from radixcheck.properties.adapters.wire import CMD_ENV, reference_command
 from radixcheck.properties.cache.machine import machine_for
 from radixcheck.properties.findings.verdict import SHRINK_ENV, run_machine
 from radixcheck.properties.tiers.machine import tier_machine_for
@@ -28,19 +24,11 @@ from radixcheck.properties.tiers.repro import tier_repro
 
 pytestmark = pytest.mark.deep
 
-SPEC = "radixcheck.properties.adapters.wire:server"
 REQUESTS = {"lifecycle": "requests"}
 
 
-def _serving(monkeypatch: pytest.MonkeyPatch, cache: str, declared: dict | None = None) -> str:
-    command = " ".join([*reference_command(), "--cache", cache, *(["--capabilities", f"'{json.dumps(declared)}'"] if declared else [])])
-    monkeypatch.setenv(CMD_ENV, command)
-    wire.server.close()  # the next factory call starts this command's server
-    return command
-
-
 def test_the_reference_running_requests_over_the_wire_passes_the_machine_silently(monkeypatch) -> None:
-    _serving(monkeypatch, "radixcheck.reference:RadixCache", REQUESTS)
+    serving(monkeypatch, "radixcheck.reference:RadixCache", REQUESTS)
     try:
         caps = wire.server.capabilities
         assert caps.lifecycle == "requests" and caps.namespaces
@@ -50,7 +38,7 @@ def test_the_reference_running_requests_over_the_wire_passes_the_machine_silentl
 
 
 def test_the_tiered_reference_running_requests_over_the_wire_passes_the_tier_machine_silently(monkeypatch) -> None:
-    _serving(monkeypatch, "radixcheck.reference.tier_requests:RequestTiers", REQUESTS)
+    serving(monkeypatch, "radixcheck.reference.tier_requests:RequestTiers", REQUESTS)
     try:
         assert wire.server.tier_capabilities.lifecycle == "requests"
         machine = tier_machine_for(wire.server, 2, "write_back", name="WireRequestTiers_write_back_p2")
@@ -62,7 +50,7 @@ def test_the_tiered_reference_running_requests_over_the_wire_passes_the_tier_mac
 @pytest.mark.parametrize("declared, caught", [(REQUESTS, True), (None, False)], ids=["requests", "tree"])
 def test_a_request_mutant_over_the_wire_is_found_only_when_its_methods_are_driven(monkeypatch, declared, caught) -> None:
     monkeypatch.setenv(SHRINK_ENV, "0")
-    _serving(monkeypatch, "radixcheck.properties.cache.mutants:RetractFreesPublished", declared)
+    serving(monkeypatch, "radixcheck.properties.cache.mutants:RetractFreesPublished", declared)
     try:
         machine = machine_for(wire.server, wire.server.capabilities, 1, "WireRetractFreesPublished")
         if caught:
@@ -76,7 +64,7 @@ def test_a_request_mutant_over_the_wire_is_found_only_when_its_methods_are_drive
 
 def test_a_tier_request_mutant_over_the_wire_is_found_by_its_oracle_and_its_repro_exits_1_then_0(monkeypatch, tmp_path: Path) -> None:
     monkeypatch.setenv(SHRINK_ENV, "0")
-    bug = _serving(monkeypatch, "radixcheck.properties.tiers.request_mutants:PublishReadsFreedDuplicates", REQUESTS)
+    bug = serving(monkeypatch, "radixcheck.properties.tiers.request_mutants:PublishReadsFreedDuplicates", REQUESTS)
     try:
         machine = tier_machine_for(wire.server, 1, "write_through", name="WirePublishReadsFreedDuplicates")
         with pytest.raises(SlotViolation) as caught:
@@ -87,11 +75,7 @@ def test_a_tier_request_mutant_over_the_wire_is_found_by_its_oracle_and_its_repr
         assert "cache_unfinished_req" in repro.text
     finally:
         wire.server.close()
-    path = tmp_path / "repro.py"
-    path.write_text(repro.text, encoding="utf-8")
     # the fixed cache, declaring what the mutant declares (no namespaces, no reset)
-    fixed = _serving(monkeypatch, "radixcheck.reference.tier_requests:RequestTiers",
+    fixed = serving(monkeypatch, "radixcheck.reference.tier_requests:RequestTiers",
                      {**REQUESTS, "namespaces": False, "supports_reset": False})
-    codes = [subprocess.run([sys.executable, str(path)], env={**os.environ, CMD_ENV: command}, cwd=tmp_path,
-                            capture_output=True, text=True, timeout=300).returncode for command in (bug, fixed)]
-    assert codes == [1, 0]
+    assert repro_exit_codes(repro.text, tmp_path, bug, fixed) == [1, 0]

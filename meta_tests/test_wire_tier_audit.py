@@ -7,17 +7,14 @@ and 0 on the fixed one."""
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
+from meta_tests.wire_serving import SPEC, repro_exit_codes, serving
 from radixcheck import profiles
 from radixcheck.oracles.violations import HostOrphanViolation
 from radixcheck.properties.adapters import wire
-from radixcheck.properties.adapters.wire import CMD_ENV, reference_command
 from radixcheck.properties.findings.verdict import SHRINK_ENV, run_machine
 from radixcheck.properties.tiers.machine import tier_machine_for
 from radixcheck.properties.tiers.repro import tier_repro
@@ -26,19 +23,11 @@ pytestmark = pytest.mark.deep
 
 FIXED = "radixcheck.reference.tiered_cache:TieredRadixCache"
 BUG = "radixcheck.properties.tiers.mutants:HostEvictionOrphansSubtree"
-SPEC = "radixcheck.properties.adapters.wire:server"
-
-
-def _serving(monkeypatch: pytest.MonkeyPatch, cache: str) -> str:
-    command = " ".join([*reference_command(), "--cache", cache])
-    monkeypatch.setenv(CMD_ENV, command)
-    wire.server.close()  # the next factory call starts this command's server
-    return command
 
 
 def test_the_tiered_reference_over_the_wire_passes_the_tier_machine_silently(monkeypatch) -> None:
     page_size, write_policy = 2, "write_back"  # write-backs, pages and running requests: one world of the audit's
-    _serving(monkeypatch, FIXED)
+    serving(monkeypatch, FIXED)
     try:
         assert wire.server.tier_capabilities.lifecycle == "tree"  # running requests on the tiers, tenants too
         machine = tier_machine_for(wire.server, page_size, write_policy, name=f"WireTiered_{write_policy}_p{page_size}")
@@ -49,7 +38,7 @@ def test_the_tiered_reference_over_the_wire_passes_the_tier_machine_silently(mon
 
 def test_a_tier_mutant_over_the_wire_is_found_by_its_oracle_and_its_repro_exits_1_then_0(monkeypatch, tmp_path: Path) -> None:
     monkeypatch.setenv(SHRINK_ENV, "0")
-    bug = _serving(monkeypatch, BUG)
+    bug = serving(monkeypatch, BUG)
     try:
         machine = tier_machine_for(wire.server, 1, "write_through", name="WireHostEvictionOrphansSubtree")
         with pytest.raises(HostOrphanViolation) as caught:
@@ -60,9 +49,5 @@ def test_a_tier_mutant_over_the_wire_is_found_by_its_oracle_and_its_repro_exits_
         assert "BUG (radixcheck oracle 16 host eviction orphans nothing)" in repro.output
     finally:
         wire.server.close()
-    path = tmp_path / "repro.py"
-    path.write_text(repro.text, encoding="utf-8")
-    fixed = " ".join([*reference_command(), "--cache", FIXED])
-    codes = [subprocess.run([sys.executable, str(path)], env={**os.environ, CMD_ENV: command}, cwd=tmp_path,
-                            capture_output=True, text=True, timeout=300).returncode for command in (bug, fixed)]
-    assert codes == [1, 0]
+    fixed = serving(monkeypatch, FIXED)
+    assert repro_exit_codes(repro.text, tmp_path, bug, fixed) == [1, 0]
