@@ -46,12 +46,14 @@ class ScansPerLeaf(TieredRadixCache):
         finally:
             type(self).most_visits = max(type(self).most_visits, self._visits)
 
-    def _eviction_key(self, node: Any) -> tuple[Any, int]:
-        for _ in self._nodes():  # "is there an older leaf anywhere?": the scan the trial's EvictScansLeaves makes
+    def _next_tip(self) -> Any:
+        # Each leaf the call takes: "is there an older leaf anywhere?", the scan the trial's EvictScansLeaves makes
+        # (the reference keys its tips once, in a queue: the scan goes where evict takes a leaf).
+        for _ in self._nodes():
             self._visits += 1
             if self._visits > WORK_LIMIT:
                 raise OperationTimeout(f"evict did not return within {WORK_LIMIT} node visits (the CPU limit, by work)")
-        return super()._eviction_key(node)
+        return super()._next_tip()
 
 
 class RecursiveLocks(TieredRadixCache):
