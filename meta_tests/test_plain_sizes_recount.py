@@ -8,11 +8,10 @@ before the counts, so its catalogue row and its finding do not move. The fast te
 
 from __future__ import annotations
 
-from typing import Any
-
 import pytest
 from hypothesis import HealthCheck, settings
 
+from meta_tests.recounting import recounting
 from radixcheck.properties.cache.mutants import CORRECT_VARIANTS, MUTANTS, machine_for_mutant
 from radixcheck.properties.findings.verdict import SHRINK_ENV, run_machine
 from radixcheck.reference import RadixCache
@@ -26,26 +25,7 @@ SMALL = settings(max_examples=6, stateful_step_count=40, derandomize=True, datab
 
 
 def _recounted(base: type, drift: list[str]) -> type:
-    """``base`` noting, after every call (raised or not), where its kept sizes differ from a walk of its tree
-    (its own ``_linked_nodes``: what its sizes read before they were kept)."""
-
-    def wrap(name: str) -> Any:
-        method = getattr(base, name)
-
-        def call(self: Any, *args: Any, **kwargs: Any) -> Any:
-            try:
-                return method(self, *args, **kwargs)
-            finally:
-                try:
-                    walked = self._recounted_sizes()
-                except RecursionError:  # a mutant whose walk is its bug: its sizes are judged where they can be
-                    walked = None
-                kept = (self._kept_total, self._kept_protected, self._kept_evictable)
-                if walked is not None and kept != walked:
-                    drift.append(f"{base.__name__}.{name}: kept {kept}, walked {walked}")
-        return call
-
-    return type(base.__name__, (base,), {name: wrap(name) for name in CALLS if hasattr(base, name)})
+    return recounting(base, CALLS, lambda c: (c._kept_total, c._kept_protected, c._kept_evictable), drift)
 
 
 def _drive(factory: type, drift: list[str], examples: int) -> None:

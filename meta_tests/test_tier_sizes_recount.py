@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 from hypothesis import HealthCheck, settings
 
+from meta_tests.recounting import recounting
 from radixcheck.properties.findings.verdict import run_machine
 from radixcheck.properties.tiers.machine import tier_machine_for
 from radixcheck.properties.tiers.mutants import CORRECT_TIER_VARIANTS, TIER_MUTANTS
@@ -27,21 +28,7 @@ SMALL = settings(max_examples=8, stateful_step_count=40, derandomize=True, datab
 
 
 def _recounted(base: type, drift: list[str]) -> type:
-    """``base`` noting, after every call (raised or not), where its kept sizes differ from a walk of its tree."""
-
-    def wrap(name: str) -> Any:
-        method = getattr(base, name)
-
-        def call(self: Any, *args: Any, **kwargs: Any) -> Any:
-            try:
-                return method(self, *args, **kwargs)
-            finally:
-                kept, walked = (self._device_tokens, self._host_tokens), self._recounted_sizes()
-                if kept != walked:
-                    drift.append(f"{base.__name__}.{name}: kept {kept}, walked {walked}")
-        return call
-
-    return type(base.__name__, (base,), {name: wrap(name) for name in CALLS if hasattr(base, name)})
+    return recounting(base, CALLS, lambda c: (c._device_tokens, c._host_tokens), drift)
 
 
 def _tiered(factories: list[tuple[str, Any]]) -> list[tuple[str, Any]]:
